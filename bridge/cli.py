@@ -1,0 +1,254 @@
+"""``fate-bridge``: the command line. Run ``fate-bridge --help`` (or ``COMMAND --help``).
+
+Exit codes: 0 success, 1 ``schema --check`` found stale files, 2 usage or configuration error
+(the message says what was wrong and how to fix it).
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import os
+import sys
+from pathlib import Path
+
+import msgspec
+
+from . import __version__, logs, schema
+from .dice import ScriptedDice, SecretDice
+from .errors import ConfigError
+from .session import Session, hash_token, new_token
+from .store import SQLiteStore
+
+DEFAULT_HOST = "127.0.0.1"
+DEFAULT_PORT = 8765
+RESOLVE_WORLD = "offline"  # the world of ``resolve`` lines sent without ``hello``
+
+
+def default_db() -> Path:
+    """``$FATE_BRIDGE_DB``, else ``$XDG_DATA_HOME/fate-bridge/bridge.sqlite3`` (XDG default
+    ``~/.local/share``)."""
+    if env := os.environ.get("FATE_BRIDGE_DB"):
+        return Path(env)
+    data_home = os.environ.get("XDG_DATA_HOME") or Path.home() / ".local" / "share"
+    return Path(data_home) / "fate-bridge" / "bridge.sqlite3"
+
+
+def _parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(
+        prog="fate-bridge",
+        description=(
+            "Resolve the Fate rules of tabletop RPGs for Foundry VTT. Typical start:\n"
+            "  fate-bridge world add MY_WORLD_ID    # once; prints the token for the module\n"
+            "  fate-bridge serve                    # then set the module's bridge URL and token"
+        ),
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    parser.add_argument("--version", action="version", version=f"fate-bridge {__version__}")
+    commands = parser.add_subparsers(dest="command", metavar="COMMAND", required=True)
+
+    def add_db(p: argparse.ArgumentParser) -> None:
+        p.add_argument(
+            "--db",
+            type=Path,
+            default=None,
+            help=f"SQLite database file (default: $FATE_BRIDGE_DB or {default_db()})",
+        )
+
+    serve = commands.add_parser(
+        "serve",
+        help="run the bridge (WebSocket server for the Foundry module)",
+        description="Run the bridge. The GM's Foundry module connects to ws://HOST:PORT; "
+        "GET /healthz answers 'ok'. Stop with Ctrl-C or SIGTERM.",
+    )
+    serve.add_argument("--host", default=DEFAULT_HOST,
+                       help=f"address to listen on (default {DEFAULT_HOST}: this machine only)")
+    serve.add_argument("--port", type=int, default=DEFAULT_PORT,
+                       help=f"TCP port (default {DEFAULT_PORT}; 0 picks a free one)")
+    add_db(serve)
+    serve.add_argument("--log-format", choices=logs.LOG_FORMATS, default="console",
+                       help="log lines as readable text (console, default) or JSON")
+
+    world = commands.add_parser("world", help="register and list Foundry worlds",
+                                description="Manage the Foundry worlds this bridge serves.")
+    world_commands = world.add_subparsers(dest="world_command", metavar="WORLD_COMMAND",
+                                          required=True)
+    add = world_commands.add_parser(
+        "add",
+        help="register a world and print its token (shown once)",
+        description="Register WORLD_ID (the Foundry world's id: game.world.id, the folder name "
+        "under Data/worlds) and print a new token. Paste the token into the module's settings "
+        "on the GM's browser. Only its hash is stored: it cannot be shown again.",
+    )
+    add.add_argument("world_id", metavar="WORLD_ID")
+    add.add_argument("--replace", action="store_true",
+                     help="the world exists already: give it a new token (the old one stops working)")
+    add.add_argument("--token-only", action="store_true",
+                     help="print only the token (for scripts)")
+    add_db(add)
+    listing = world_commands.add_parser("list", help="list registered worlds and their settings")
+    add_db(listing)
+
+    sch = commands.add_parser(
+        "schema",
+        help="write the JSON Schema of the wire messages",
+        description="Write schemas/*.schema.json, generated from bridge/wire.py.",
+    )
+    sch.add_argument("--out", type=Path, default=Path("schemas"), help="folder (default schemas/)")
+    sch.add_argument("--check", action="store_true",
+                     help="write nothing; exit 1 if the files are missing or stale")
+
+    resolve = commands.add_parser(
+        "resolve",
+        help="run decisions off-line: client messages as JSON lines in, replies out",
+        description="Read client messages (JSON, one per line) on stdin and write the bridge's "
+        "replies (JSON lines) on stdout, through the same code the server runs, with an "
+        "in-memory store. A line may carry \"dice\": [n, ...], the values the bridge's own "
+        "rolls take in order (d100 values for sohl). Lines without hello are one world "
+        f"({RESOLVE_WORLD!r}) with default settings; a settings line changes them.",
+        epilog="Example: fate-bridge resolve --cards < examples/sohl-session.jsonl",
+    )
+    resolve.add_argument("--cards", action="store_true",
+                         help="also print each chat card as text on stderr")
+    resolve.add_argument("--db", type=Path, default=None,
+                         help="keep state in this SQLite file instead of memory")
+    return parser
+
+
+def main(argv: list[str] | None = None) -> int:
+    """Entry point of ``fate-bridge``; returns the exit code."""
+    args = _parser().parse_args(argv)
+    try:
+        if args.command == "serve":
+            logs.configure(args.log_format)
+            return _run(_serve(args))
+        if args.command == "world":
+            return _run(_world(args))
+        if args.command == "schema":
+            return _schema(args)
+        if args.command == "resolve":
+            logs.configure("console", level="warning")
+            return _run(_resolve(args))
+    except ConfigError as exc:
+        print(f"fate-bridge: {exc}", file=sys.stderr)
+        return 2
+    raise AssertionError(args.command)
+
+
+def _run(coro) -> int:
+    try:
+        import uvloop
+    except ImportError:
+        return asyncio.run(coro)
+    return uvloop.run(coro)
+
+
+async def _serve(args: argparse.Namespace) -> int:
+    from .server import serve_forever, start
+
+    db = args.db or default_db()
+    store = await SQLiteStore.open(db)
+    try:
+        server = await start(store, args.host, args.port)
+    except OSError as exc:
+        await store.close()
+        raise ConfigError(f"cannot listen on {args.host}:{args.port}: {exc.strerror or exc}; "
+                          "pick another --port or stop the other program") from None
+    port = server.sockets[0].getsockname()[1] if server.sockets else args.port
+    worlds = await store.worlds()
+    print(f"fate-bridge {__version__} listening on ws://{args.host}:{port} (database: {db})",
+          file=sys.stderr)
+    if not worlds:
+        print(
+            "No world is registered yet. In another terminal run:\n"
+            f"  fate-bridge world add YOUR_WORLD_ID --db {db}\n"
+            "then install the Foundry module (copy or link foundry-module/ to "
+            "Data/modules/fate-bridge), enable it in your world, and in its settings set the "
+            f"bridge URL to ws://{args.host}:{port} and paste the token.",
+            file=sys.stderr,
+        )
+    else:
+        print("Worlds: " + ", ".join(w.world_id for w in worlds), file=sys.stderr)
+    await serve_forever(server, store)
+    return 0
+
+
+async def _world(args: argparse.Namespace) -> int:
+    db = args.db or default_db()
+    store = await SQLiteStore.open(db)
+    try:
+        if args.world_command == "add":
+            token = new_token()
+            await store.add_world(args.world_id, hash_token(token), replace=args.replace)
+            if args.token_only:
+                print(token)
+            else:
+                print(
+                    f"World {args.world_id!r} registered in {db}.\n"
+                    f"Token (shown once; paste it into the fate-bridge module settings as GM):\n"
+                    f"  {token}"
+                )
+        else:
+            for world in await store.worlds():
+                print(f"{world.world_id}\tfate_option={world.settings.fate_option}")
+        return 0
+    finally:
+        await store.close()
+
+
+def _schema(args: argparse.Namespace) -> int:
+    if args.check:
+        stale = schema.stale_files(args.out)
+        if stale:
+            print(f"stale or missing in {args.out}: {', '.join(stale)}; run `fate-bridge schema`",
+                  file=sys.stderr)
+            return 1
+        print(f"{args.out}: up to date")
+        return 0
+    for name in schema.write(args.out):
+        print(args.out / name)
+    return 0
+
+
+_line_decoder = msgspec.json.Decoder(dict)
+_dice_decoder = msgspec.json.Decoder(list[int])
+
+
+def _split_dice(line: str) -> tuple[bytes | str, list[int] | None]:
+    """A resolve line without its ``dice`` key, and the dice (None when absent or unreadable:
+    an unreadable line goes to the session as is and is answered ``bad_message``)."""
+    try:
+        obj = _line_decoder.decode(line)
+    except (msgspec.DecodeError, msgspec.ValidationError):
+        return line, None
+    if "dice" not in obj:
+        return line, None
+    dice = obj.pop("dice")
+    if not isinstance(dice, list) or not all(type(d) is int for d in dice):
+        return line, None  # the session refuses the unknown "dice" field by name
+    return msgspec.json.encode(obj), dice
+
+
+async def _resolve(args: argparse.Namespace) -> int:
+    from .cards import card_text
+
+    store = await SQLiteStore.open(args.db or ":memory:")
+    session = Session(store, SecretDice(), trusted=True, default_world=RESOLVE_WORLD)
+    try:
+        if await store.world(RESOLVE_WORLD) is None:
+            await store.add_world(RESOLVE_WORLD, None, replace=False)
+        for line in sys.stdin:
+            if not line.strip():
+                continue
+            frame, dice = _split_dice(line)
+            reply = await session.receive(frame, None if dice is None else ScriptedDice(dice))
+            for out in reply.frames:
+                sys.stdout.write(out.decode() + "\n")
+                if args.cards:
+                    text = card_text(out)
+                    if text:
+                        sys.stderr.write(text + "\n")
+            sys.stdout.flush()
+    finally:
+        await store.close()
+    return 0

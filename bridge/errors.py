@@ -1,0 +1,88 @@
+"""The one exception tree of the bridge; each refusal class knows its wire ``code``.
+
+::
+
+    BridgeError                      base; never sent as is
+    └── Refusal                      answered to the client as ``error{code, message, ref, field}``
+        ├── BadMessage               bad_message      frame is not valid JSON or fails validation
+        ├── UnknownMessage           unknown_message  ``type`` names no message the bridge knows
+        ├── Unauthorized             unauthorized     missing/wrong token or ``hello`` not first (closes)
+        ├── Forbidden                forbidden        the asking user may not act for the actor
+        ├── NotEligible              not_eligible     Fate withheld (S5) or the point does not apply (S7)
+        ├── AlreadyFated             already_fated    the result was fated before (S11)
+        ├── NoCharges                no_charges       the chosen point has no charge left (S7)
+        ├── NotFound                 not_found        message never graded, or no pending choice
+        ├── RateLimited              rate_limited     too many messages (reserved for the server shell)
+        └── Internal                 internal         anything unexpected; details only in the log
+
+A refusal leaves every stored row untouched: the decision that raised it writes nothing but the
+reply kept under its ``event_id`` (so a repeat gets the same answer).
+"""
+
+from __future__ import annotations
+
+
+class BridgeError(Exception):
+    """Base of every error the bridge raises on purpose."""
+
+
+class Refusal(BridgeError):
+    """A request the bridge answers with ``error``; ``code`` is the contract's error code.
+
+    Attributes: ``message`` (human-readable, safe to show a player), ``field`` (JSON path of the
+    offending field such as ``"test.eml"``, or None).
+    """
+
+    code: str = "internal"
+
+    def __init__(self, message: str, *, field: str | None = None) -> None:
+        super().__init__(message)
+        self.message = message
+        self.field = field
+
+
+class BadMessage(Refusal):
+    code = "bad_message"
+
+
+class UnknownMessage(Refusal):
+    code = "unknown_message"
+
+
+class Unauthorized(Refusal):
+    code = "unauthorized"
+
+
+class Forbidden(Refusal):
+    code = "forbidden"
+
+
+class NotEligible(Refusal):
+    code = "not_eligible"
+
+
+class AlreadyFated(Refusal):
+    code = "already_fated"
+
+
+class NoCharges(Refusal):
+    code = "no_charges"
+
+
+class NotFound(Refusal):
+    code = "not_found"
+
+
+class RateLimited(Refusal):
+    code = "rate_limited"
+
+
+class Internal(Refusal):
+    code = "internal"
+
+
+class ConfigError(BridgeError):
+    """Operator-side problem (bad ``--db`` path, unknown world for ``world`` commands).
+
+    The CLI prints the message and exits with status 2.
+    """

@@ -1,0 +1,211 @@
+"""One client connection's protocol state: frames in, frames out; no sockets.
+
+The server feeds every received frame to :meth:`Session.receive` and sends what it returns;
+``fate-bridge resolve`` does the same with lines of stdin. A session is ``new`` until a good
+``hello`` makes it ``open`` (as a forwarder) or it is told to close.
+
+Every frame gets exactly one reply frame. Decode and validation errors are answered with
+``error`` (the connection stays open); only authentication failures close it. Errors map to the
+contract in one place (:func:`error_frame`); anything unexpected is logged with its traceback and
+answered ``internal`` with no detail.
+"""
+
+from __future__ import annotations
+
+import hmac
+import hashlib
+import secrets
+from dataclasses import dataclass
+
+import structlog
+
+from . import __version__, wire
+from .dice import Dice
+from .dispatch import decide
+from .errors import BadMessage, Refusal, Unauthorized
+from .rules import sohl
+from .store import Store
+
+log = structlog.get_logger("fate_bridge")
+
+RULESETS = [sohl.RULESET]
+CLOSE_UNAUTHORIZED = 4001  # bad or missing token, or first message not ``hello``
+CLOSE_HELLO_TIMEOUT = 4002  # no ``hello`` within the server's hello timeout
+TOKEN_BYTES = 32  # 256 bits: a hash without key stretching is enough at this entropy
+
+
+def new_token() -> str:
+    """A fresh world token (URL-safe text, 256 random bits from ``secrets``)."""
+    return secrets.token_urlsafe(TOKEN_BYTES)
+
+
+def hash_token(token: str) -> str:
+    """The SHA-256 (hex) under which a token is stored; the token itself is never stored."""
+    return hashlib.sha256(token.encode()).hexdigest()
+
+
+def token_matches(token: str, token_hash: str | None) -> bool:
+    """Constant-time check of ``token`` against a stored hash (None never matches)."""
+    if token_hash is None:
+        return False
+    return hmac.compare_digest(hash_token(token), token_hash)
+
+
+def error_frame(refusal: Refusal, ref: str | None) -> bytes:
+    """The ``error`` frame answering ``refusal`` (the one map from exception to contract)."""
+    return wire.encode(
+        wire.Error(code=refusal.code, message=refusal.message, ref=ref, field=refusal.field)  # type: ignore[arg-type]
+    )
+
+
+INTERNAL_MESSAGE = "the bridge failed to handle this message; the GM can find details in its log"
+
+
+@dataclass(frozen=True, slots=True)
+class Reply:
+    """What to do after a frame: send ``frames`` in order, then close with ``close_code`` if set."""
+
+    frames: list[bytes]
+    close_code: int | None = None
+
+
+class Session:
+    """The protocol state of one connection.
+
+    ``trusted`` sessions (``fate-bridge resolve``) accept ``hello`` without a token, register the
+    world on first use and start open on ``default_world``.
+    """
+
+    def __init__(
+        self,
+        store: Store,
+        dice: Dice,
+        *,
+        trusted: bool = False,
+        default_world: str | None = None,
+    ) -> None:
+        self.store = store
+        self.dice = dice
+        self.trusted = trusted
+        self.world_id: str | None = default_world if trusted else None
+        self.log = log.bind(world_id=self.world_id) if self.world_id else log
+
+    @property
+    def is_open(self) -> bool:
+        """True once the session is bound to a world (after ``hello``)."""
+        return self.world_id is not None
+
+    async def receive(self, frame: bytes | str, dice: Dice | None = None) -> Reply:
+        """Handle one frame; returns the reply. ``dice`` overrides the session's dice for this
+        frame only (``resolve`` lines with ``"dice"``). Never raises for bad input."""
+        try:
+            message = wire.decode_client(frame)
+        except Refusal as refusal:
+            self.log.info("bad_frame", code=refusal.code, field=refusal.field)
+            close = None if self.is_open else CLOSE_UNAUTHORIZED
+            return Reply([error_frame(refusal, wire.ref_of(frame))], close)
+        try:
+            return await self._handle(message, dice or self.dice)
+        except Refusal as refusal:
+            return Reply([error_frame(refusal, getattr(message, "event_id", None))])
+        except Exception:
+            self.log.exception("internal_error", type=type(message).__name__)
+            return Reply([error_frame(Refusal(INTERNAL_MESSAGE), getattr(message, "event_id", None))])
+
+    async def _handle(self, message: wire.ClientMessages, dice: Dice) -> Reply:
+        if isinstance(message, wire.Hello):
+            return await self._hello(message)
+        if not self.is_open:
+            refusal = Unauthorized("the first message must be hello with the world's token")
+            return Reply([error_frame(refusal, getattr(message, "event_id", None))],
+                         CLOSE_UNAUTHORIZED)
+        if isinstance(message, wire.Ping):
+            return Reply([wire.encode(wire.Pong())])
+        return Reply([await self._decide(message, dice)])
+
+    async def _hello(self, hello: wire.Hello) -> Reply:
+        if self.is_open and not self.trusted:
+            raise BadMessage("hello was sent already on this connection", field="type")
+        world = await self.store.world(hello.world_id)
+        if self.trusted:
+            if world is None:
+                await self.store.add_world(hello.world_id, None, replace=False)
+                world = await self.store.world(hello.world_id)
+        elif world is None or hello.token is None or not token_matches(hello.token, world.token_hash):
+            self.log.info("hello_refused", world_id=hello.world_id)
+            refusal = Unauthorized(
+                "unknown world or wrong token: register the world with `fate-bridge world add "
+                "WORLD_ID` and paste its token into the module settings",
+                field="token",
+            )
+            return Reply([error_frame(refusal, None)], CLOSE_UNAUTHORIZED)
+        assert world is not None
+        self.world_id = world.world_id
+        self.log = log.bind(world_id=self.world_id)
+        client = hello.client
+        self.log.info(
+            "hello",
+            module_version=client and client.module_version,
+            system_id=client and client.system_id,
+        )
+        welcome = wire.Welcome(
+            world_id=world.world_id,
+            bridge_version=__version__,
+            rulesets=RULESETS,
+            settings=world.settings,
+        )
+        return Reply([wire.encode(welcome)])
+
+    async def _decide(self, message: wire.ClientMessage, dice: Dice) -> bytes:
+        """Run one decision in the store and log one line for it."""
+        assert self.world_id is not None
+        event_id: str | None = getattr(message, "event_id", None)
+        outcome: dict[str, object] = {}
+
+        def decision(state):  # runs on the store's writer thread, inside the transaction
+            try:
+                reply = decide(message, state, dice)
+            except Refusal as refusal:
+                outcome.update(code=refusal.code, field=refusal.field)
+                return error_frame(refusal, event_id), False
+            outcome.update(_summary(reply))
+            return wire.encode(reply), True
+
+        decided = await self.store.decide(self.world_id, event_id, decision)
+        self.log.info(
+            "decision",
+            event_id=event_id,
+            type=message.__struct_config__.tag,
+            replayed=decided.replayed,
+            **outcome,
+        )
+        return decided.reply
+
+
+def _summary(reply: wire.BridgeMessage) -> dict[str, object]:
+    """The keys of a decision's log line."""
+    match reply:
+        case wire.TestGraded():
+            summary: dict[str, object] = {
+                "message_id": reply.message_id,
+                "level": reply.level,
+                "eligible": reply.fate.eligible,
+                "reasons": reply.fate.reasons,
+            }
+            if reply.mismatch is not None:
+                summary["reported_level"] = reply.mismatch.reported
+            return summary
+        case wire.FateResolved():
+            return {
+                "message_id": reply.message_id,
+                "fate_roll": reply.fate_roll,
+                "fate_ml": reply.fate_ml,
+                "outcome": reply.outcome,
+                "level_before": reply.level_before,
+                "level_after": reply.level_after,
+                "point_id": reply.point.point_id,
+                "charges_after": reply.point.charges_after,
+            }
+        case wire.SettingsApplied():
+            return {"fate_option": reply.settings.fate_option}
+    return {}
