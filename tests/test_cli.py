@@ -1,0 +1,186 @@
+"""The command line: world registration, schema, and ``resolve`` on the SoHL sample card."""
+
+from __future__ import annotations
+
+import html.parser
+import json
+import sqlite3
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from bridge.cli import main
+
+ROOT = Path(__file__).resolve().parent.parent
+SAMPLES = ROOT.parent / "shared" / "samples" / "sohl"
+EXAMPLE = ROOT / "examples" / "sohl-session.jsonl"
+
+
+def run(*args: str, stdin: str = "") -> subprocess.CompletedProcess:
+    return subprocess.run([sys.executable, "-m", "bridge", *args], input=stdin, capture_output=True,
+                          text=True, cwd=ROOT, timeout=60)
+
+
+class TestWorld:
+    def test_add_prints_the_token_once_and_stores_only_its_hash(self, tmp_path, capsys):
+        db = tmp_path / "b.sqlite3"
+        assert main(["world", "add", "my-world", "--db", str(db), "--token-only"]) == 0
+        token = capsys.readouterr().out.strip()
+        assert len(token) >= 40
+        rows = sqlite3.connect(db).execute("SELECT world_id, token_hash FROM worlds").fetchall()
+        assert rows[0][0] == "my-world" and rows[0][1] != token and token not in db.read_bytes().decode("latin-1")
+
+    def test_add_twice_is_refused_with_a_hint(self, tmp_path, capsys):
+        db = str(tmp_path / "b.sqlite3")
+        assert main(["world", "add", "w", "--db", db]) == 0
+        assert "Token (shown once" in capsys.readouterr().out
+        assert main(["world", "add", "w", "--db", db]) == 2
+        assert "registered already" in capsys.readouterr().err
+
+    def test_replace_issues_a_new_token(self, tmp_path, capsys):
+        db = str(tmp_path / "b.sqlite3")
+        main(["world", "add", "w", "--db", db, "--token-only"])
+        first = capsys.readouterr().out
+        assert main(["world", "add", "w", "--db", db, "--token-only", "--replace"]) == 0
+        assert capsys.readouterr().out != first
+
+    def test_list(self, tmp_path, capsys):
+        db = str(tmp_path / "b.sqlite3")
+        main(["world", "add", "beta", "--db", db, "--token-only"])
+        main(["world", "add", "alpha", "--db", db, "--token-only"])
+        capsys.readouterr()
+        assert main(["world", "list", "--db", db]) == 0
+        assert capsys.readouterr().out == "alpha\tfate_option=everyone\nbeta\tfate_option=everyone\n"
+
+    def test_unusable_db_path_is_a_clear_error(self, tmp_path, capsys):
+        not_a_db = tmp_path / "notes.txt"
+        not_a_db.write_text("hello, this is not SQLite" * 100)
+        assert main(["world", "list", "--db", str(not_a_db)]) == 2
+        assert "cannot open the database" in capsys.readouterr().err
+
+
+class TestSchemaCommand:
+    def test_check_passes_on_the_repo(self, capsys):
+        assert main(["schema", "--check", "--out", str(ROOT / "schemas")]) == 0
+
+    def test_check_fails_on_an_empty_folder(self, tmp_path, capsys):
+        assert main(["schema", "--check", "--out", str(tmp_path)]) == 1
+        assert "run `fate-bridge schema`" in capsys.readouterr().err
+
+
+class TestHelp:
+    @pytest.mark.parametrize("command", [[], ["serve"], ["world", "add"], ["resolve"], ["schema"]])
+    def test_help_teaches(self, command):
+        result = run(*command, "--help")
+        assert result.returncode == 0 and "usage: fate-bridge" in result.stdout
+
+
+def replies(stdout: str) -> list[dict]:
+    return [json.loads(line) for line in stdout.splitlines()]
+
+
+class TestResolveExample:
+    """README's example: the recorded session made from the SoHL sample card."""
+
+    def test_example_session(self):
+        result = run("resolve", "--cards", stdin=EXAMPLE.read_text())
+        assert result.returncode == 0, result.stderr
+        out = replies(result.stdout)
+        assert [r["type"] for r in out] == ["settings_applied", "test_graded", "fate_resolved", "error",
+                                           "test_graded", "fate_resolved", "fate_resolved", "test_graded"]
+        graded, spent, refused = out[1], out[2], out[3]
+        assert (graded["level"], graded["label"], graded["fate"]["fate_ml"]) == (0, "MF", 77)
+        assert (spent["outcome"], spent["label_before"], spent["label_after"]) == ("spent", "MF", "MS")
+        assert spent["point"]["charges_after"] == 1
+        assert refused["code"] == "already_fated"
+        assert (out[5]["outcome"], out[6]["outcome"], out[6]["label_after"]) == ("choice", "spent", "CS+1")
+        assert out[6]["point"]["charges_after"] == 0
+        assert out[7]["fate"]["reasons"] == ["aura_governed", "no_points"]
+        assert "Level: MF (Marginal Failure) → MS (Marginal Success)" in result.stderr
+        assert "Fate Test: 34 vs Fate ML 77: MS (Marginal Success)" in result.stderr
+
+    def test_bad_line_is_answered_and_the_rest_still_runs(self):
+        lines = "this is not json\n" + EXAMPLE.read_text().splitlines()[1] + "\n"
+        out = replies(run("resolve", stdin=lines).stdout)
+        assert out[0]["code"] == "bad_message"
+        assert out[1]["type"] == "test_graded"
+
+    def test_without_dice_the_bridge_rolls_its_own(self):
+        lines = EXAMPLE.read_text().splitlines()
+        spend = json.loads(lines[2])
+        del spend["dice"]
+        out = replies(run("resolve", stdin="\n".join([lines[1], json.dumps(spend)]) + "\n").stdout)
+        assert 1 <= out[1]["fate_roll"] <= 100
+        assert out[1]["outcome"] in {"lost", "kept", "spent", "choice"}
+
+
+class _DataScope(html.parser.HTMLParser):
+    """Collects the ``data-scope`` JSON of SoHL's Fate button (``button[data-action=fateTest]``)."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.scopes: list[dict] = []
+
+    def handle_starttag(self, tag, attrs):
+        attributes = dict(attrs)
+        if tag == "button" and attributes.get("data-action") == "fateTest":
+            self.scopes.append(json.loads(attributes["data-scope"]))
+
+
+def sample(name: str) -> dict:
+    path = SAMPLES / name
+    if not path.exists():
+        pytest.fail(f"SoHL sample {name} not found: expected shared/ beside the repository at {SAMPLES}")
+    return json.loads(path.read_text())
+
+
+class TestResolveSampleCards:
+    """``resolve`` on a test_rolled read from the SoHL sample chat card itself."""
+
+    def sample_test_rolled(self) -> dict:
+        card = sample("07-chatmessages-standard-test-and-fate.RECONSTRUCTED.json")["messages"][0]
+        parser = _DataScope()
+        parser.feed(card["content"])
+        (scope,) = parser.scopes
+        result = scope["priorTestResult"]
+        modifier = result["masteryLevelModifier"]
+        target = modifier["baseValue"] + sum(d["value"] for d in modifier["deltas"] if d["op"] == "add")
+        skill = next(i for i in sample("02-being-basicfolk.actor.derived-trimmed.json")["items"] if i["type"] == "skill")
+        lucky, blade = sample("03-mystery-fate.create-payloads.json")["payloads"]
+        points = [
+            {"point_id": "lucky", "name": lucky["name"], "skill_code": lucky["system"]["assocSkillCode"],
+             "charges": lucky["system"]["charges"]["value"]},
+            {"point_id": "blade", "name": blade["name"], "skill_code": blade["system"]["assocSkillCode"],
+             "charges": None},
+        ]
+        return {
+            "type": "test_rolled", "v": 1, "event_id": "e1", "ruleset": "sohl", "message_id": "sample07",
+            "visibility": "public",
+            "actor": {"actor_id": card["speaker"]["actor"], "name": card["speaker"]["alias"], "player_owned": True,
+                      "owner_user_ids": [result["speaker"]["user"]], "aura": {"eml": 11 * 5, "disabled": False},
+                      "aural_shock": False, "fate_points": points},
+            "test": {"kind": "skill", "code": skill["system"]["shortcode"], "name": result["title"], "eml": target,
+                     "roll": result["roll"]["rolls"][0], "level_mod": modifier["successLevelMod"],
+                     "skill_base_formula": skill["system"]["skillBaseFormula"], "basic": False,
+                     "reported_level": result["successLevel"]},
+        }
+
+    def test_sample_card_graded_and_fated(self):
+        rolled = self.sample_test_rolled()
+        assert (rolled["test"]["eml"], rolled["test"]["roll"]) == (55, 88)
+        spend = {"type": "fate_spend", "v": 1, "event_id": "e2", "message_id": "sample07", "point_id": "lucky",
+                 "user_id": "PLACEHOLDERusr01", "dice": [85]}
+        out = replies(run("resolve", stdin=json.dumps(rolled) + "\n" + json.dumps(spend) + "\n").stdout)
+        assert out[0]["level"] == 0 and out[0]["mismatch"] is None
+        assert out[0]["fate"] == {"eligible": True, "reasons": [], "fate_ml": 77, "points": ["lucky"]}
+        assert (out[1]["outcome"], out[1]["level_after"], out[1]["point"]["charges_after"]) == ("lost", 0, 1)
+
+    def test_example_file_matches_the_sample_card(self):
+        """The README's recorded session really is the sample card."""
+        rolled = self.sample_test_rolled()
+        example = json.loads(EXAMPLE.read_text().splitlines()[1])
+        for key in ("code", "eml", "roll", "level_mod", "skill_base_formula", "reported_level"):
+            assert example["test"][key] == rolled["test"][key], key
+        assert example["actor"]["actor_id"] == rolled["actor"]["actor_id"]

@@ -1,0 +1,301 @@
+"""The decision core through a Session on an in-memory store (the path ``resolve`` runs).
+
+Each class pins the rulings (DECISIONS.md S1-S12) as the wire shows them, and that a refusal
+leaves charges and rows untouched.
+"""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from bridge.dice import ScriptedDice
+from bridge.session import Session
+from bridge.store import SQLiteStore
+
+from .sohl_messages import (BLADE, GM, LUCKY_STAR, PLAYER, STRANGER, actor, fate_choice, fate_spend,
+                            frame, point, rolled, sohl_test)
+
+
+@pytest.fixture
+async def session():
+    store = await SQLiteStore.open(":memory:")
+    await store.add_world("w", None, replace=False)
+    yield Session(store, ScriptedDice([]), trusted=True, default_world="w")
+    await store.close()
+
+
+async def send(session: Session, message: dict, dice: list[int] | None = None) -> dict:
+    reply = await session.receive(frame(message), None if dice is None else ScriptedDice(dice))
+    assert len(reply.frames) == 1 and reply.close_code is None
+    return json.loads(reply.frames[0])
+
+
+async def graded(session: Session, **kwargs) -> dict:
+    reply = await send(session, rolled(**kwargs))
+    assert reply["type"] == "test_graded", reply
+    return reply
+
+
+class TestGradingOnTheWire:
+    """S1-S3 as test_graded reports them."""
+
+    async def test_sample_archery_card_is_a_marginal_failure_with_fate_offered(self, session):
+        reply = await graded(session)
+        assert reply["level"] == 0 and reply["label"] == "MF"
+        assert reply["success"] is False and reply["critical"] is False
+        assert reply["fate"] == {"eligible": True, "reasons": [], "fate_ml": 77, "points": [LUCKY_STAR]}
+        assert reply["mismatch"] is None
+
+    async def test_level_mod_is_added_after_grading(self, session):
+        reply = await graded(session, test=sohl_test(roll=35, level_mod=1, reported_level=None))
+        assert (reply["level"], reply["label"], reply["critical"]) == (3, "CS+1", True)
+
+    async def test_basic_test_reads_success_or_failure(self, session):
+        reply = await graded(session, test=sohl_test(roll=5, basic=True))
+        assert (reply["level"], reply["label"]) == (2, "Success")
+
+    async def test_reported_level_mismatch_is_recorded_and_ours_stands(self, session):
+        """S1: SoHL said CS; the roll 88 vs 55 is MF."""
+        reply = await graded(session, test=sohl_test(reported_level=2))
+        assert reply["level"] == 0
+        assert reply["mismatch"] == {"reported": 2, "graded": 0}
+
+    async def test_eml_is_not_clamped(self, session):
+        """S1: an EML above 95 stays: roll 97 vs 110 succeeds."""
+        reply = await graded(session, test=sohl_test(eml=110, roll=97, reported_level=None))
+        assert reply["level"] == 1
+
+
+class TestS5WithheldReasons:
+    """S5 in the wire's order, with S6 basis derived from the formula."""
+
+    async def test_all_reasons_in_order(self, session):
+        await send(session, {"type": "settings", "v": 1, "fate_option": "pc_only"})
+        reply = await graded(
+            session,
+            actor_part=actor(player_owned=False, aura=None, aural_shock=True,
+                             fate_points=[point(LUCKY_STAR, "Lucky Star", None, 0)]),
+            test=sohl_test(kind="skill", code="mysense", skill_base_formula="sb(attr.aur, attr.wil)"),
+        )
+        assert reply["fate"] == {"eligible": False, "fate_ml": None, "points": [],
+                                 "reasons": ["not_pc", "no_aura", "aural_shock", "aura_governed", "no_points"]}
+
+    async def test_fate_off_world(self, session):
+        await send(session, {"type": "settings", "v": 1, "fate_option": "off"})
+        assert (await graded(session))["fate"]["reasons"] == ["fate_off"]
+
+    async def test_aura_only_adjusting_the_skill_base_is_not_governing(self, session):
+        """S6: ``sb(attr.str, attr.dex) + attr.aur / 10`` is fatable."""
+        reply = await graded(session, test=sohl_test(code="swrd", skill_base_formula="sb(attr.str, attr.dex) + attr.aur / 10"))
+        assert reply["fate"]["eligible"] is True
+
+    async def test_basis_is_used_when_no_formula_is_sent(self, session):
+        reply = await graded(session, test=sohl_test(skill_base_formula=None, basis=["aur", "wil"]))
+        assert reply["fate"]["reasons"] == ["aura_governed"]
+
+    async def test_aura_attribute_mystical_and_fate_tests(self, session):
+        aura = await graded(session, event_id="r1", message_id="m-aur", test=sohl_test(kind="attribute", code="aur", skill_base_formula=None))
+        mystical = await graded(session, event_id="r2", message_id="m-mys", test=sohl_test(kind="mystical", code="sprt", skill_base_formula=None))
+        fate = await graded(session, event_id="r3", message_id="m-fate", test=sohl_test(kind="fate", code="fate", skill_base_formula=None))
+        assert aura["fate"]["reasons"] == ["aura_governed"]
+        assert mystical["fate"]["reasons"] == ["mystical"]
+        assert fate["fate"]["reasons"] == ["fate_test"]
+
+    async def test_disabled_or_zero_aura(self, session):
+        disabled = await graded(session, event_id="r1", message_id="m1", actor_part=actor(aura={"eml": 55, "disabled": True}))
+        zero = await graded(session, event_id="r2", message_id="m2", actor_part=actor(aura={"eml": 0, "disabled": False}))
+        assert disabled["fate"]["reasons"] == zero["fate"]["reasons"] == ["no_aura"]
+        assert disabled["fate"]["fate_ml"] is None
+
+
+class TestS8SuggestedPoints:
+    async def test_specific_unlimited_point_first_then_general(self, session):
+        """S8: on a melee test Blade of Destiny (specific, unlimited) comes before Lucky Star."""
+        reply = await graded(session, test=sohl_test(code="melee", skill_base_formula="sb(attr.str, attr.dex)"))
+        assert reply["fate"]["points"] == [BLADE, LUCKY_STAR]
+
+
+class TestS9FateTestOutcomes:
+    """S9/S10 through fate_spend with the bridge's d100 fixed."""
+
+    @pytest.mark.parametrize(
+        ("die", "fate_level", "outcome", "gain", "level_after", "label_after", "charges_after"),
+        [
+            (34, 1, "spent", 1, 1, "MS", 1),
+            (80, -1, "lost", 0, 0, "MF", 1),
+            (88, 0, "kept", 0, 0, "MF", 2),
+            (78, 0, "kept", 0, 0, "MF", 2),
+            (100, -1, "lost", 0, 0, "MF", 1),
+            (77, 1, "spent", 1, 1, "MS", 1),
+            (1, 1, "spent", 1, 1, "MS", 1),
+        ],
+    )
+    async def test_outcome_table(self, session, die, fate_level, outcome, gain, level_after, label_after, charges_after):
+        await graded(session)
+        reply = await send(session, fate_spend(), dice=[die])
+        assert reply["type"] == "fate_resolved"
+        assert (reply["fate_roll"], reply["fate_ml"], reply["fate_level"]) == (die, 77, fate_level)
+        assert (reply["outcome"], reply["gain"]) == (outcome, gain)
+        assert (reply["level_before"], reply["level_after"], reply["label_after"]) == (0, level_after, label_after)
+        assert reply["point"] == {"point_id": LUCKY_STAR, "name": "Lucky Star", "charges_after": charges_after}
+        updates = [e for e in reply["effects"] if e["kind"] == "update_item"]
+        if charges_after == 2:
+            assert updates == []
+        else:
+            assert updates == [{"kind": "update_item", "actor_id": "d1cddnpaqRl0a0Q8", "item_id": LUCKY_STAR,
+                                "path": "system.charges.value", "value": charges_after}]
+        assert reply["effects"][-1] == {"kind": "flag_message", "message_id": "msg1", "key": "fated",
+                                        "value": {"outcome": outcome, "pending": False,
+                                                  "level_after": level_after, "event_id": "ev-spend"}}
+
+    async def test_critical_success_waits_for_the_choice(self, session):
+        await graded(session)
+        pending = await send(session, fate_spend(), dice=[45])
+        assert (pending["outcome"], pending["level_after"], pending["gain"]) == ("choice", None, None)
+        assert pending["point"]["charges_after"] == 2
+        assert pending["choice_by"] == [PLAYER, GM]
+        assert 'data-fate-bridge-choice="spend"' in pending["card"]["html"]
+
+    async def test_choice_spend_gives_two_levels_and_consumes_a_charge(self, session):
+        """S10: MF + 2 = CS; MS + 2 = CS+1 (uncapped)."""
+        await graded(session, test=sohl_test(roll=32, reported_level=1))
+        await send(session, fate_spend(), dice=[45])
+        reply = await send(session, fate_choice("spend"))
+        assert (reply["outcome"], reply["gain"], reply["level_after"], reply["label_after"]) == ("spent", 2, 3, "CS+1")
+        assert reply["point"]["charges_after"] == 1
+        assert 'data-fate-bridge-choice' not in reply["card"]["html"]
+
+    async def test_choice_keep_gives_one_level_for_free(self, session):
+        await graded(session)
+        await send(session, fate_spend(), dice=[45])
+        reply = await send(session, fate_choice("keep", user_id=GM))
+        assert (reply["outcome"], reply["gain"], reply["level_after"]) == ("kept", 1, 1)
+        assert reply["point"]["charges_after"] == 2
+        assert [e["kind"] for e in reply["effects"]] == ["flag_message"]
+
+    async def test_choice_cannot_be_made_twice(self, session):
+        await graded(session)
+        await send(session, fate_spend(), dice=[45])
+        await send(session, fate_choice("keep"))
+        again = await send(session, fate_choice("spend", event_id="ev-choice-2"))
+        assert again["code"] == "not_found"
+
+    async def test_unlimited_point_is_never_used_up(self, session):
+        await graded(session, test=sohl_test(code="melee"))
+        reply = await send(session, fate_spend(point_id=BLADE), dice=[80])
+        assert (reply["outcome"], reply["point"]["charges_after"]) == ("lost", None)
+        assert [e["kind"] for e in reply["effects"]] == ["flag_message"]
+
+
+class TestRefusalsChangeNothing:
+    """Refusals answer with the contract's code and leave charges and rows as they were."""
+
+    async def test_never_graded(self, session):
+        reply = await send(session, fate_spend(message_id="nope"))
+        assert (reply["code"], reply["field"], reply["ref"]) == ("not_found", "message_id", "ev-spend")
+
+    async def test_choice_with_nothing_pending(self, session):
+        await graded(session)
+        assert (await send(session, fate_choice("spend")))["code"] == "not_found"
+
+    async def test_stranger_is_forbidden_and_charges_stay(self, session):
+        await graded(session)
+        refused = await send(session, fate_spend(user_id=STRANGER), dice=[34])
+        assert (refused["code"], refused["field"]) == ("forbidden", "user_id")
+        ok = await send(session, fate_spend(event_id="ev-2"), dice=[34])
+        assert ok["point"]["charges_after"] == 1  # 2 - 1: the refusal spent nothing
+
+    async def test_withheld_fate_is_not_eligible(self, session):
+        await graded(session, actor_part=actor(aural_shock=True))
+        reply = await send(session, fate_spend(), dice=[34])
+        assert reply["code"] == "not_eligible" and "aural_shock" in reply["message"]
+
+    async def test_point_for_another_skill(self, session):
+        await graded(session)
+        reply = await send(session, fate_spend(point_id=BLADE), dice=[34])
+        assert (reply["code"], reply["field"]) == ("not_eligible", "point_id")
+
+    async def test_point_not_held(self, session):
+        await graded(session)
+        reply = await send(session, fate_spend(point_id="someoneelse"), dice=[34])
+        assert (reply["code"], reply["field"]) == ("not_eligible", "point_id")
+
+    async def test_empty_point(self, session):
+        await graded(session, actor_part=actor(fate_points=[point(LUCKY_STAR, "Lucky Star", None, 0),
+                                                            point("other", "Other", None, 1)]))
+        reply = await send(session, fate_spend(), dice=[34])
+        assert (reply["code"], reply["field"]) == ("no_charges", "point_id")
+
+    async def test_refusal_is_replayed_for_its_event_id_and_a_new_event_still_works(self, session):
+        await graded(session)
+        first = await send(session, fate_spend(user_id=STRANGER))
+        again = await send(session, fate_spend(user_id=STRANGER))
+        assert first == again and first["code"] == "forbidden"
+        assert (await send(session, fate_spend(event_id="ev-new"), dice=[34]))["outcome"] == "spent"
+
+
+class TestS11OnceFated:
+    @pytest.mark.parametrize("die", [80, 88, 34])
+    async def test_any_outcome_marks_the_result_fated(self, session, die):
+        await graded(session)
+        await send(session, fate_spend(), dice=[die])
+        again = await send(session, fate_spend(event_id="ev-again"), dice=[34])
+        assert again["code"] == "already_fated"
+
+    async def test_regrading_a_fated_result_keeps_its_level_and_says_already_fated(self, session):
+        await graded(session)
+        await send(session, fate_spend(), dice=[34])
+        regraded = await graded(session, event_id="ev-roll-2", test=sohl_test(roll=5))
+        assert regraded["level"] == 0  # the stored grading, not the new roll's
+        assert regraded["fate"]["eligible"] is False and regraded["fate"]["reasons"] == ["already_fated"]
+        assert regraded["event_id"] == "ev-roll-2"
+
+    async def test_pending_choice_counts_as_fated(self, session):
+        await graded(session)
+        await send(session, fate_spend(), dice=[45])
+        assert (await send(session, fate_spend(event_id="ev-x"), dice=[34]))["code"] == "already_fated"
+
+
+class TestChargesTheModuleHasNotApplied:
+    """Two spends racing for one last charge: the bridge counts its own spends since the snapshot."""
+
+    async def test_last_charge_spent_once(self, session):
+        one_left = actor(fate_points=[point(LUCKY_STAR, "Lucky Star", None, 1)])
+        await graded(session, event_id="r1", message_id="m1", actor_part=one_left)
+        await graded(session, event_id="r2", message_id="m2", actor_part=one_left)
+        first = await send(session, fate_spend(event_id="s1", message_id="m1"), dice=[34])
+        second = await send(session, fate_spend(event_id="s2", message_id="m2"), dice=[34])
+        assert first["point"]["charges_after"] == 0
+        assert second["code"] == "no_charges"
+
+    async def test_a_fresh_snapshot_after_the_spend_is_taken_as_is(self, session):
+        """The module applied the update (charges 1) and the GM refilled later: snapshots win."""
+        await graded(session, event_id="r1", message_id="m1")
+        await send(session, fate_spend(event_id="s1", message_id="m1"), dice=[34])
+        refilled = actor(fate_points=[point(LUCKY_STAR, "Lucky Star", None, 3)])
+        reply = await graded(session, event_id="r2", message_id="m2", actor_part=refilled)
+        assert reply["fate"]["points"] == [LUCKY_STAR]
+        spent = await send(session, fate_spend(event_id="s2", message_id="m2"), dice=[34])
+        assert spent["point"]["charges_after"] == 2
+
+    async def test_choice_spend_on_a_point_emptied_meanwhile_is_refused(self, session):
+        one_left = actor(fate_points=[point(LUCKY_STAR, "Lucky Star", None, 1)])
+        await graded(session, event_id="r1", message_id="m1", actor_part=one_left)
+        await graded(session, event_id="r2", message_id="m2", actor_part=one_left)
+        await send(session, fate_spend(event_id="s1", message_id="m1"), dice=[45])  # CS: pending
+        await send(session, fate_spend(event_id="s2", message_id="m2"), dice=[34])  # takes the charge
+        refused = await send(session, fate_choice("spend", message_id="m1"))
+        assert (refused["code"], refused["field"]) == ("no_charges", "choice")
+        kept = await send(session, fate_choice("keep", event_id="c2", message_id="m1"))
+        assert (kept["outcome"], kept["level_after"], kept["point"]["charges_after"]) == ("kept", 1, 0)
+
+
+class TestScriptedDiceErrors:
+    async def test_missing_dice_is_a_bad_message_naming_dice(self, session):
+        await graded(session)
+        reply = await send(session, fate_spend(), dice=[])
+        assert (reply["code"], reply["field"]) == ("bad_message", "dice")
+        # nothing was fated: a later spend works
+        assert (await send(session, fate_spend(event_id="ev-2"), dice=[34]))["outcome"] == "spent"
