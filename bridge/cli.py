@@ -8,13 +8,13 @@ from __future__ import annotations
 
 import argparse
 import asyncio
-import os
 import sys
 from pathlib import Path
 
 import msgspec
 
 from . import __version__, logs, schema
+from .config import default_audit_key, default_db, load_key
 from .dice import ScriptedDice, SecretDice
 from .errors import ConfigError
 from .session import Session, hash_token, new_token
@@ -23,15 +23,6 @@ from .store import SQLiteStore
 DEFAULT_HOST = "127.0.0.1"
 DEFAULT_PORT = 8765
 RESOLVE_WORLD = "offline"  # the world of ``resolve`` lines sent without ``hello``
-
-
-def default_db() -> Path:
-    """``$FATE_BRIDGE_DB``, else ``$XDG_DATA_HOME/fate-bridge/bridge.sqlite3`` (XDG default
-    ``~/.local/share``)."""
-    if env := os.environ.get("FATE_BRIDGE_DB"):
-        return Path(env)
-    data_home = os.environ.get("XDG_DATA_HOME") or Path.home() / ".local" / "share"
-    return Path(data_home) / "fate-bridge" / "bridge.sqlite3"
 
 
 def _parser() -> argparse.ArgumentParser:
@@ -55,6 +46,15 @@ def _parser() -> argparse.ArgumentParser:
             help=f"SQLite database file (default: $FATE_BRIDGE_DB or {default_db()})",
         )
 
+    def add_key(p: argparse.ArgumentParser) -> None:
+        p.add_argument(
+            "--audit-key",
+            type=Path,
+            default=None,
+            help="key signing the audit checkpoints, kept outside the database (default: "
+            f"$FATE_BRIDGE_AUDIT_KEY or {default_audit_key()}; created by serve if missing)",
+        )
+
     serve = commands.add_parser(
         "serve",
         help="run the bridge (WebSocket server for the Foundry module)",
@@ -66,6 +66,7 @@ def _parser() -> argparse.ArgumentParser:
     serve.add_argument("--port", type=int, default=DEFAULT_PORT,
                        help=f"TCP port (default {DEFAULT_PORT}; 0 picks a free one)")
     add_db(serve)
+    add_key(serve)
     serve.add_argument("--log-format", choices=logs.LOG_FORMATS, default="console",
                        help="log lines as readable text (console, default) or JSON")
 
@@ -98,6 +99,46 @@ def _parser() -> argparse.ArgumentParser:
     sch.add_argument("--check", action="store_true",
                      help="write nothing; exit 1 if the files are missing or stale")
 
+    aud = commands.add_parser(
+        "audit",
+        help="read and verify the audit trail of fated results",
+        description="Every decision (graded test, Fate Test, choice, refusal) is kept in a "
+        "hash chain per world with signed checkpoints. List, show and export it, or verify "
+        "that nothing was edited, dropped or reordered and that every outcome follows from "
+        "its recorded inputs and dice.",
+    )
+    aud_commands = aud.add_subparsers(dest="audit_command", metavar="AUDIT_COMMAND", required=True)
+
+    def add_filters(p: argparse.ArgumentParser) -> None:
+        add_db(p)
+        p.add_argument("--world", help="only this world id")
+        p.add_argument("--actor", help="only this actor id")
+        p.add_argument("--ruleset", help="only this ruleset (e.g. sohl)")
+        p.add_argument("--outcome", help="only this outcome: lost, kept, spent, choice, graded, "
+                       "settings, or an error code such as already_fated")
+        p.add_argument("--since", help="from this UTC time on (ISO-8601, e.g. 2026-11-29 or "
+                       "2026-11-29T20:00)")
+        p.add_argument("--until", help="before this UTC time (ISO-8601)")
+
+    listing = aud_commands.add_parser("list", help="a table of audit records, newest first")
+    add_filters(listing)
+    listing.add_argument("--limit", type=int, default=50, help="at most this many (default 50; 0 = all)")
+    show = aud_commands.add_parser("show", help="one record in full, with its chain links")
+    show.add_argument("id", type=int, metavar="ID", help="the ID column of `audit list`")
+    add_db(show)
+    export = aud_commands.add_parser("export", help="export records as JSON Lines or CSV")
+    add_filters(export)
+    export.add_argument("--format", choices=("jsonl", "csv"), default="jsonl",
+                        help="jsonl: one full record per line (default); csv: the summary columns")
+    export.add_argument("--out", type=Path, default=None, help="file to write (default stdout)")
+    verify = aud_commands.add_parser(
+        "verify",
+        help="check the chain, the checkpoints and every decision; exit 0 pass, 1 fail",
+    )
+    add_db(verify)
+    add_key(verify)
+    verify.add_argument("--world", help="only this world id")
+
     resolve = commands.add_parser(
         "resolve",
         help="run decisions off-line: client messages as JSON lines in, replies out",
@@ -129,6 +170,10 @@ def main(argv: list[str] | None = None) -> int:
         if args.command == "resolve":
             logs.configure("console", level="warning")
             return _run(_resolve(args))
+        if args.command == "audit":
+            from .audit_cli import run_audit
+
+            return _run(run_audit(args))
     except ConfigError as exc:
         print(f"fate-bridge: {exc}", file=sys.stderr)
         return 2
@@ -147,7 +192,8 @@ async def _serve(args: argparse.Namespace) -> int:
     from .server import serve_forever, start
 
     db = args.db or default_db()
-    store = await SQLiteStore.open(db)
+    key_path = args.audit_key or default_audit_key()
+    store = await SQLiteStore.open(db, audit_key=load_key(key_path, create=True))
     try:
         server = await start(store, args.host, args.port)
     except OSError as exc:
@@ -156,8 +202,8 @@ async def _serve(args: argparse.Namespace) -> int:
                           "pick another --port or stop the other program") from None
     port = server.sockets[0].getsockname()[1] if server.sockets else args.port
     worlds = await store.worlds()
-    print(f"fate-bridge {__version__} listening on ws://{args.host}:{port} (database: {db})",
-          file=sys.stderr)
+    print(f"fate-bridge {__version__} listening on ws://{args.host}:{port} (database: {db}, "
+          f"audit key: {key_path})", file=sys.stderr)
     if not worlds:
         print(
             "No world is registered yet. In another terminal run:\n"

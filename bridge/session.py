@@ -22,9 +22,11 @@ import structlog
 from . import __version__, wire
 from .dice import Dice
 from .dispatch import decide
-from .errors import BadMessage, Refusal, Unauthorized
+from .audit import AuditEntry, RecordingDice, RecordingState, summarize
+from .errors import BadMessage, Internal, Refusal, Unauthorized
 from .rules import sohl
-from .store import Store
+from .state import WorldState
+from .store import Decision, Store
 
 log = structlog.get_logger("fate_bridge")
 
@@ -52,10 +54,8 @@ def token_matches(token: str, token_hash: str | None) -> bool:
 
 
 def error_frame(refusal: Refusal, ref: str | None) -> bytes:
-    """The ``error`` frame answering ``refusal`` (the one map from exception to contract)."""
-    return wire.encode(
-        wire.Error(code=refusal.code, message=refusal.message, ref=ref, field=refusal.field)  # type: ignore[arg-type]
-    )
+    """The encoded ``error`` frame answering ``refusal`` (see :func:`bridge.wire.error_reply`)."""
+    return wire.encode(wire.error_reply(refusal, ref))
 
 
 INTERNAL_MESSAGE = "the bridge failed to handle this message; the GM can find details in its log"
@@ -110,7 +110,7 @@ class Session:
             return Reply([error_frame(refusal, getattr(message, "event_id", None))])
         except Exception:
             self.log.exception("internal_error", type=type(message).__name__)
-            return Reply([error_frame(Refusal(INTERNAL_MESSAGE), getattr(message, "event_id", None))])
+            return Reply([error_frame(Internal(INTERNAL_MESSAGE), getattr(message, "event_id", None))])
 
     async def _handle(self, message: wire.ClientMessages, dice: Dice) -> Reply:
         if isinstance(message, wire.Hello):
@@ -121,6 +121,8 @@ class Session:
                          CLOSE_UNAUTHORIZED)
         if isinstance(message, wire.Ping):
             return Reply([wire.encode(wire.Pong())])
+        if isinstance(message, wire.AuditQuery):
+            return Reply([wire.encode(await self.store.audit_page(self.world_id, message))])
         return Reply([await self._decide(message, dice)])
 
     async def _hello(self, hello: wire.Hello) -> Reply:
@@ -157,19 +159,36 @@ class Session:
         return Reply([wire.encode(welcome)])
 
     async def _decide(self, message: wire.ClientMessage, dice: Dice) -> bytes:
-        """Run one decision in the store and log one line for it."""
+        """Run one decision in the store, recording its inputs for the audit trail, and log
+        one line for it."""
         assert self.world_id is not None
         event_id: str | None = getattr(message, "event_id", None)
-        outcome: dict[str, object] = {}
+        message_bytes = wire.encode(message)
+        details: dict[str, object] = {}
 
-        def decision(state):  # runs on the store's writer thread, inside the transaction
+        def decision(state: WorldState) -> Decision:
+            # runs on the store's writer thread, inside the decision's transaction
+            recording, rolled = RecordingState(state), RecordingDice(dice)
             try:
-                reply = decide(message, state, dice)
+                reply: wire.BridgeMessage = decide(message, recording, rolled)
+                ok = True
             except Refusal as refusal:
-                outcome.update(code=refusal.code, field=refusal.field)
-                return error_frame(refusal, event_id), False
-            outcome.update(_summary(reply))
-            return wire.encode(reply), True
+                reply, ok = wire.error_reply(refusal, event_id), False
+            frame = wire.encode(reply)
+            summary = summarize(message, reply, recording.reads)
+            details.update(_log_details(reply))
+            audit = AuditEntry(
+                type=message.__struct_config__.tag,
+                event_id=event_id,
+                user_id=getattr(message, "user_id", None),
+                message=message_bytes,
+                reads=recording.reads,
+                dice=rolled.rolled,
+                reply=frame,
+                ok=ok,
+                summary=summary,
+            )
+            return Decision(frame, ok, audit)
 
         decided = await self.store.decide(self.world_id, event_id, decision)
         self.log.info(
@@ -177,24 +196,24 @@ class Session:
             event_id=event_id,
             type=message.__struct_config__.tag,
             replayed=decided.replayed,
-            **outcome,
+            **details,
         )
         return decided.reply
 
 
-def _summary(reply: wire.BridgeMessage) -> dict[str, object]:
-    """The keys of a decision's log line."""
+def _log_details(reply: wire.BridgeMessage) -> dict[str, object]:
+    """The keys of a decision's log line, from its reply."""
     match reply:
         case wire.TestGraded():
-            summary: dict[str, object] = {
+            details: dict[str, object] = {
                 "message_id": reply.message_id,
                 "level": reply.level,
                 "eligible": reply.fate.eligible,
                 "reasons": reply.fate.reasons,
             }
             if reply.mismatch is not None:
-                summary["reported_level"] = reply.mismatch.reported
-            return summary
+                details["reported_level"] = reply.mismatch.reported
+            return details
         case wire.FateResolved():
             return {
                 "message_id": reply.message_id,
@@ -206,6 +225,8 @@ def _summary(reply: wire.BridgeMessage) -> dict[str, object]:
                 "point_id": reply.point.point_id,
                 "charges_after": reply.point.charges_after,
             }
+        case wire.Error():
+            return {"code": reply.code, "field": reply.field}
         case wire.SettingsApplied():
             return {"fate_option": reply.settings.fate_option}
     return {}

@@ -19,6 +19,7 @@ All SQLite work runs on one dedicated writer thread, so the event loop never blo
 from __future__ import annotations
 
 import asyncio
+import datetime
 import sqlite3
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
@@ -28,14 +29,16 @@ from typing import Protocol, TypeVar
 
 import msgspec
 
-from . import wire
+from . import __version__, audit, wire
 from .errors import ConfigError
 from .state import FateRecord, GradedRecord, WorldState
 
-SCHEMA_VERSION = 1
+CHECKPOINT_EVERY = audit.CHECKPOINT_EVERY
 
-_SCHEMA = """
-CREATE TABLE IF NOT EXISTS meta (key TEXT PRIMARY KEY, value TEXT NOT NULL);
+# Each step upgrades the file from the previous version; a file records its version in ``meta``.
+# Never edit a released step: add the next one.
+MIGRATIONS: dict[int, str] = {
+    1: """
 CREATE TABLE IF NOT EXISTS worlds (
     world_id   TEXT PRIMARY KEY,
     token_hash TEXT,
@@ -61,7 +64,35 @@ CREATE TABLE IF NOT EXISTS spends (
     PRIMARY KEY (world_id, seq)
 );
 CREATE INDEX IF NOT EXISTS spends_by_point ON spends (world_id, actor_id, point_id, seq);
-"""
+""",
+    2: """
+CREATE TABLE audit (
+    id         INTEGER PRIMARY KEY AUTOINCREMENT,
+    world_id   TEXT NOT NULL,
+    seq        INTEGER NOT NULL,
+    ts         TEXT NOT NULL,
+    type       TEXT NOT NULL,
+    event_id   TEXT,
+    user_id    TEXT,
+    ruleset    TEXT,
+    actor_id   TEXT,
+    outcome    TEXT NOT NULL,
+    summary    BLOB NOT NULL,
+    record     BLOB NOT NULL,
+    prev_hash  TEXT NOT NULL,
+    hash       TEXT NOT NULL,
+    UNIQUE (world_id, seq)
+);
+CREATE INDEX audit_by_actor ON audit (world_id, actor_id, seq);
+CREATE INDEX audit_by_ts ON audit (ts);
+CREATE TABLE checkpoints (
+    world_id TEXT NOT NULL, seq INTEGER NOT NULL, hash TEXT NOT NULL, mac TEXT NOT NULL,
+    ts TEXT NOT NULL,
+    PRIMARY KEY (world_id, seq)
+);
+""",
+}
+SCHEMA_VERSION = max(MIGRATIONS)
 
 T = TypeVar("T")
 
@@ -85,9 +116,61 @@ class Decided:
     replayed: bool
 
 
-Decision = Callable[[WorldState], tuple[bytes, bool]]
-"""A decision run inside the transaction: returns (reply frame, ok); ok False = refused, roll
-back its writes but keep the reply under the event_id."""
+AuditEntry = audit.AuditEntry
+
+
+def utc_now() -> str:
+    """The current UTC time as ``YYYY-MM-DDTHH:MM:SS.mmmZ`` (sorts as text)."""
+    now = datetime.datetime.now(datetime.timezone.utc)
+    return now.strftime("%Y-%m-%dT%H:%M:%S.") + f"{now.microsecond // 1000:03d}Z"
+
+
+@dataclass(frozen=True, slots=True)
+class AuditFilter:
+    """Filters of ``audit list``/``export`` and ``audit_query``; None = any. ``since`` is
+    inclusive, ``until`` exclusive (ISO-8601 UTC text)."""
+
+    world_id: str | None = None
+    actor_id: str | None = None
+    ruleset: str | None = None
+    outcome: str | None = None
+    since: str | None = None
+    until: str | None = None
+    before_seq: int | None = None
+    limit: int | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class AuditRow:
+    """One stored audit record: the global ``id`` (for ``audit show``), the record's canonical
+    bytes, its chain links and its summary."""
+
+    id: int
+    world_id: str
+    seq: int
+    ts: str
+    type: str
+    event_id: str | None
+    user_id: str | None
+    summary: audit.Summary
+    record: bytes
+    prev_hash: str
+    hash: str
+
+
+@dataclass(frozen=True, slots=True)
+class Decision:
+    """What a decision function returns: the reply frame; ``ok`` False for a refusal (its
+    writes are rolled back, the reply is still kept under the event_id); the audit entry to
+    append to the world's chain in the same transaction (None: not audited)."""
+
+    reply: bytes
+    ok: bool
+    audit: AuditEntry | None = None
+
+
+DecisionFn = Callable[[WorldState], Decision]
+"""A decision run on the writer thread inside the decision's transaction."""
 
 
 class Store(Protocol):
@@ -106,7 +189,7 @@ class Store(Protocol):
         """Every registered world, by id."""
         ...
 
-    async def decide(self, world_id: str, event_id: str | None, decision: Decision) -> Decided:
+    async def decide(self, world_id: str, event_id: str | None, decision: DecisionFn) -> Decided:
         """Run one decision in one transaction (see the module docstring)."""
         ...
 
@@ -118,6 +201,7 @@ class Store(Protocol):
 _settings_decoder = msgspec.json.Decoder(wire.WorldSettings)
 _graded_decoder = msgspec.json.Decoder(GradedRecord)
 _fate_decoder = msgspec.json.Decoder(FateRecord)
+_summary_decoder = msgspec.json.Decoder(audit.Summary)
 _encode = msgspec.json.Encoder().encode
 
 
@@ -195,16 +279,18 @@ class SQLiteStore:
     Use :meth:`open` (a classmethod coroutine) to construct.
     """
 
-    def __init__(self, path: str | Path) -> None:
+    def __init__(self, path: str | Path, *, audit_key: bytes | None = None) -> None:
         self.path = str(path)
+        self.audit_key = audit_key
         self._executor = ThreadPoolExecutor(max_workers=1, thread_name_prefix="fate-bridge-db")
         self._conn: sqlite3.Connection | None = None
         self._closed = False
 
     @classmethod
-    async def open(cls, path: str | Path) -> SQLiteStore:
-        """Open (and create or upgrade) the database at ``path``."""
-        store = cls(path)
+    async def open(cls, path: str | Path, *, audit_key: bytes | None = None) -> SQLiteStore:
+        """Open (and create or upgrade) the database at ``path``. With ``audit_key``, the audit
+        chain gets signed checkpoints (every ``CHECKPOINT_EVERY`` records and at close)."""
+        store = cls(path, audit_key=audit_key)
         try:
             await store._run(store._connect)
         except BaseException:
@@ -246,9 +332,10 @@ class SQLiteStore:
                     f"{version}, this bridge knows {SCHEMA_VERSION}); upgrade fate-bridge or use"
                     " another --db"
                 )
-            if version < SCHEMA_VERSION:
-                for statement in _SCHEMA.strip().split(";\n"):
+            for step in range(version + 1, SCHEMA_VERSION + 1):
+                for statement in MIGRATIONS[step].strip().split(";\n"):
                     conn.execute(statement)
+            if version < SCHEMA_VERSION:
                 conn.execute(
                     "INSERT OR REPLACE INTO meta (key, value) VALUES ('schema_version', ?)",
                     (str(SCHEMA_VERSION),),
@@ -295,7 +382,7 @@ class SQLiteStore:
         ).fetchall()
         return [World(r[0], r[1], _settings_decoder.decode(r[2])) for r in rows]
 
-    def _decide_sync(self, world_id: str, event_id: str | None, decision: Decision) -> Decided:
+    def _decide_sync(self, world_id: str, event_id: str | None, decision: DecisionFn) -> Decided:
         assert self._conn is not None
         conn = self._conn
         conn.execute("BEGIN IMMEDIATE")
@@ -309,22 +396,139 @@ class SQLiteStore:
                     conn.execute("COMMIT")
                     return Decided(bytes(row[0]), replayed=True)
             conn.execute("SAVEPOINT decision")
-            reply, ok = decision(_SQLiteWorldState(conn, world_id))
-            if ok:
-                conn.execute("RELEASE decision")
-            else:
+            result = decision(_SQLiteWorldState(conn, world_id))
+            if not result.ok:
                 conn.execute("ROLLBACK TO decision")
-                conn.execute("RELEASE decision")
+            conn.execute("RELEASE decision")
             if event_id is not None:
                 conn.execute(
                     "INSERT INTO events (world_id, event_id, reply) VALUES (?, ?, ?)",
-                    (world_id, event_id, reply),
+                    (world_id, event_id, result.reply),
                 )
+            if result.audit is not None:
+                self._append_audit(conn, world_id, result.audit)
             conn.execute("COMMIT")
         except BaseException:
             conn.execute("ROLLBACK")
             raise
-        return Decided(reply, replayed=False)
+        return Decided(result.reply, replayed=False)
+
+    def _append_audit(self, conn: sqlite3.Connection, world_id: str, entry: AuditEntry) -> None:
+        """Append ``entry`` to the world's chain (inside the caller's transaction)."""
+        head = conn.execute(
+            "SELECT seq, hash FROM audit WHERE world_id = ? ORDER BY seq DESC LIMIT 1", (world_id,)
+        ).fetchone()
+        seq, prev_hash = (head[0] + 1, head[1]) if head else (1, audit.GENESIS_HASH)
+        record = audit.AuditRecord(
+            world_id=world_id,
+            seq=seq,
+            ts=utc_now(),
+            bridge_version=__version__,
+            type=entry.type,
+            event_id=entry.event_id,
+            user_id=entry.user_id,
+            message=msgspec.Raw(entry.message),
+            reads=entry.reads,
+            dice=entry.dice,
+            reply=msgspec.Raw(entry.reply),
+            ok=entry.ok,
+        )
+        canonical = audit.canonical(record)
+        record_hash = audit.chain_hash(prev_hash, canonical)
+        summary = entry.summary
+        conn.execute(
+            "INSERT INTO audit (world_id, seq, ts, type, event_id, user_id, ruleset, actor_id,"
+            " outcome, summary, record, prev_hash, hash) VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?)",
+            (world_id, seq, record.ts, entry.type, entry.event_id, entry.user_id, summary.ruleset,
+             summary.actor_id, summary.outcome, _encode(summary), canonical, prev_hash,
+             record_hash),
+        )
+        if seq % CHECKPOINT_EVERY == 0:
+            self._checkpoint(conn, world_id, seq, record_hash)
+
+    def _checkpoint(self, conn: sqlite3.Connection, world_id: str, seq: int, record_hash: str) -> None:
+        if self.audit_key is None:
+            return
+        mac = audit.checkpoint_mac(self.audit_key, world_id, seq, record_hash)
+        conn.execute(
+            "INSERT OR IGNORE INTO checkpoints (world_id, seq, hash, mac, ts) VALUES (?,?,?,?,?)",
+            (world_id, seq, record_hash, mac, utc_now()),
+        )
+
+    def _checkpoint_heads_sync(self) -> None:
+        """Sign each world's latest record, so the tail of the chain is covered too."""
+        if self.audit_key is None or self._conn is None:
+            return
+        conn = self._conn
+        conn.execute("BEGIN IMMEDIATE")
+        try:
+            heads = conn.execute(
+                "SELECT a.world_id, a.seq, a.hash FROM audit a JOIN"
+                " (SELECT world_id, max(seq) AS seq FROM audit GROUP BY world_id) h"
+                " ON a.world_id = h.world_id AND a.seq = h.seq"
+            ).fetchall()
+            for world_id, seq, record_hash in heads:
+                self._checkpoint(conn, world_id, seq, record_hash)
+            conn.execute("COMMIT")
+        except BaseException:
+            conn.execute("ROLLBACK")
+            raise
+
+    _ROW = ("id, world_id, seq, ts, type, event_id, user_id, summary, record, prev_hash, hash")
+
+    def _row(self, row: tuple) -> AuditRow:
+        return AuditRow(row[0], row[1], row[2], row[3], row[4], row[5], row[6],
+                        _summary_decoder.decode(row[7]), bytes(row[8]), row[9], row[10])
+
+    def _audit_rows_sync(self, where: AuditFilter) -> list[AuditRow]:
+        assert self._conn is not None
+        clauses, params = [], []
+        for column, value in (("world_id", where.world_id), ("actor_id", where.actor_id),
+                              ("ruleset", where.ruleset), ("outcome", where.outcome)):
+            if value is not None:
+                clauses.append(f"{column} = ?")
+                params.append(value)
+        if where.since is not None:
+            clauses.append("ts >= ?")
+            params.append(where.since)
+        if where.until is not None:
+            clauses.append("ts < ?")
+            params.append(where.until)
+        if where.before_seq is not None:
+            clauses.append("seq < ?")
+            params.append(where.before_seq)
+        sql = f"SELECT {self._ROW} FROM audit"
+        if clauses:
+            sql += " WHERE " + " AND ".join(clauses)
+        sql += " ORDER BY id DESC"
+        if where.limit is not None:
+            sql += " LIMIT ?"
+            params.append(where.limit)
+        return [self._row(r) for r in self._conn.execute(sql, params)]
+
+    def _audit_row_sync(self, row_id: int) -> AuditRow | None:
+        assert self._conn is not None
+        row = self._conn.execute(f"SELECT {self._ROW} FROM audit WHERE id = ?", (row_id,)).fetchone()
+        return None if row is None else self._row(row)
+
+    def _verify_sync(self, world_id: str | None, key: bytes | None) -> list[audit.WorldReport]:
+        assert self._conn is not None
+        conn = self._conn
+        worlds = [world_id] if world_id else [
+            r[0] for r in conn.execute("SELECT DISTINCT world_id FROM audit ORDER BY world_id")
+        ]
+        reports = []
+        for world in worlds:
+            rows = conn.execute(
+                "SELECT seq, record, prev_hash, hash FROM audit WHERE world_id = ? ORDER BY seq",
+                (world,),
+            )
+            checkpoints = conn.execute(
+                "SELECT seq, hash, mac FROM checkpoints WHERE world_id = ? ORDER BY seq", (world,)
+            ).fetchall()
+            reports.append(audit.verify_world(
+                world, ((r[0], bytes(r[1]), r[2], r[3]) for r in rows), checkpoints, key))
+        return reports
 
     def _close_sync(self) -> None:
         if self._conn is not None:
@@ -345,14 +549,48 @@ class SQLiteStore:
         """Every registered world, by id."""
         return await self._run(self._worlds_sync)
 
-    async def decide(self, world_id: str, event_id: str | None, decision: Decision) -> Decided:
+    async def decide(self, world_id: str, event_id: str | None, decision: DecisionFn) -> Decided:
         """Run ``decision`` in one transaction (see the module docstring)."""
         return await self._run(self._decide_sync, world_id, event_id, decision)
 
+    async def audit_page(self, world_id: str, query: wire.AuditQuery) -> wire.AuditPage:
+        """A page of ``world_id``'s audit trail for the module's audit window, newest first."""
+        where = AuditFilter(world_id=world_id, actor_id=query.actor_id, ruleset=query.ruleset,
+                            outcome=query.outcome, since=query.since, until=query.until,
+                            before_seq=query.before_seq, limit=query.limit + 1)
+        rows = await self._run(self._audit_rows_sync, where)
+        more = len(rows) > query.limit
+        rows = rows[: query.limit]
+        return wire.AuditPage(
+            query_id=query.query_id,
+            records=[
+                wire.AuditSummary(seq=r.seq, ts=r.ts, type=r.type, event_id=r.event_id,
+                                  user_id=r.user_id, **msgspec.structs.asdict(r.summary))
+                for r in rows
+            ],
+            next_before=rows[-1].seq if more and rows else None,
+        )
+
+    async def audit_rows(self, where: AuditFilter) -> list[AuditRow]:
+        """Audit records matching ``where``, newest first."""
+        return await self._run(self._audit_rows_sync, where)
+
+    async def audit_row(self, row_id: int) -> AuditRow | None:
+        """The audit record with global id ``row_id``, or None."""
+        return await self._run(self._audit_row_sync, row_id)
+
+    async def verify(self, world_id: str | None, key: bytes | None) -> list[audit.WorldReport]:
+        """Check every world's chain (or one world's): links, hashes, sequence gaps,
+        checkpoints (with ``key``) and re-derivation of each decision. See
+        :func:`bridge.audit.verify_world`."""
+        return await self._run(self._verify_sync, world_id, key)
+
     async def close(self) -> None:
-        """Close the database after queued work finishes; idempotent."""
+        """Sign the chains' heads (with an audit key), then close after queued work finishes;
+        idempotent."""
         if self._closed:
             return
+        await self._run(self._checkpoint_heads_sync)
         await self._run(self._close_sync)
         self._closed = True
         self._executor.shutdown(wait=True)

@@ -20,7 +20,7 @@ from typing import Annotated, Literal, Union
 import msgspec
 from msgspec import Meta
 
-from .errors import BadMessage, UnknownMessage
+from .errors import BadMessage, Refusal, UnknownMessage
 
 PROTOCOL_VERSION = 1
 
@@ -151,6 +151,11 @@ class Error(BridgeMessage, tag="error", kw_only=True):
     message: str
     ref: str | None = None
     field: str | None = None
+
+
+def error_reply(refusal: Refusal, ref: str | None) -> Error:
+    """The ``error`` answering ``refusal`` (the one map from exception to contract)."""
+    return Error(code=refusal.code, message=refusal.message, ref=ref, field=refusal.field)  # type: ignore[arg-type]
 
 
 # --- sohl: Fate on a Success Test (DECISIONS.md S1-S12) ----------------------------------------
@@ -352,22 +357,63 @@ class FateResolved(BridgeMessage, tag="fate_resolved", kw_only=True):
     choice_by: list[str] = []
 
 
+# --- audit (issue 3): the GM's "Fate audit" window ---------------------------------------------
+
+
+class AuditQuery(ClientMessage, tag="audit_query", kw_only=True):
+    """Ask for a page of the world's audit trail, newest first. Filters are optional and
+    combine; ``since``/``until`` are ISO-8601 UTC timestamps (inclusive/exclusive);
+    ``before_seq`` continues from a previous page's ``next_before``. Answered ``audit_page``."""
+
+    query_id: Id
+    actor_id: Id | None = None
+    ruleset: Annotated[str, Meta(max_length=32)] | None = None
+    outcome: Annotated[str, Meta(max_length=32)] | None = None
+    since: Annotated[str, Meta(max_length=40)] | None = None
+    until: Annotated[str, Meta(max_length=40)] | None = None
+    before_seq: Annotated[int, Meta(ge=1)] | None = None
+    limit: Annotated[int, Meta(ge=1, le=200)] = 50
+
+
+class AuditSummary(OutPart, kw_only=True):
+    """One audit record as the audit window lists it. ``seq`` is the world's audit sequence
+    number; ``outcome`` is the Fate outcome, ``graded``, ``settings`` or the error code of a
+    refusal; ``message_id`` links to the ChatMessage."""
+
+    seq: int
+    ts: str
+    type: str
+    event_id: str | None
+    user_id: str | None
+    ruleset: str | None
+    message_id: str | None
+    actor_id: str | None
+    actor_name: str | None
+    test_name: str | None
+    outcome: str
+    level_before: int | None
+    level_after: int | None
+    label_before: str | None
+    label_after: str | None
+    fate_roll: int | None
+    point_name: str | None
+
+
+class AuditPage(BridgeMessage, tag="audit_page", kw_only=True):
+    """A page of audit records, newest first; ``next_before`` is the ``before_seq`` of the next
+    (older) page, or null at the end."""
+
+    query_id: str
+    records: list[AuditSummary]
+    next_before: int | None
+
+
 # --- the unions --------------------------------------------------------------------------------
 
-ClientMessages = Union[Hello, Ping, Settings, TestRolled, FateSpend, FateChoice]
-BridgeMessages = Union[
-    Welcome, Pong, Error, SettingsApplied, TestGraded, FateResolved
-]
-CLIENT_TYPES: tuple[type[ClientMessage], ...] = (Hello, Ping, Settings, TestRolled, FateSpend, FateChoice)
-BRIDGE_TYPES: tuple[type[BridgeMessage], ...] = (
-    Welcome,
-    Pong,
-    Error,
-    SettingsApplied,
-    TestGraded,
-    FateResolved,
-)
-KNOWN_TAGS = frozenset(cls.__struct_config__.tag for cls in CLIENT_TYPES)
+ClientMessages = Union[Hello, Ping, Settings, TestRolled, FateSpend, FateChoice, AuditQuery]
+BridgeMessages = Union[Welcome, Pong, Error, SettingsApplied, TestGraded, FateResolved, AuditPage]
+CLIENT_TYPES: tuple[type[ClientMessage], ...] = ClientMessages.__args__
+BRIDGE_TYPES: tuple[type[BridgeMessage], ...] = BridgeMessages.__args__
 
 _decoder = msgspec.json.Decoder(ClientMessages)
 _encoder = msgspec.json.Encoder()

@@ -8,7 +8,7 @@ import pytest
 
 from bridge import wire
 from bridge.errors import ConfigError
-from bridge.store import SCHEMA_VERSION, SQLiteStore
+from bridge.store import SCHEMA_VERSION, Decision, SQLiteStore
 
 
 @pytest.fixture
@@ -22,7 +22,7 @@ async def store(tmp_path):
 def put_settings(option: str, ok: bool = True, reply: bytes = b"reply"):
     def decision(state):
         state.put_settings(wire.WorldSettings(fate_option=option))
-        return reply, ok
+        return Decision(reply, ok)
     return decision
 
 
@@ -66,7 +66,7 @@ class TestDecide:
 
         def take(state):
             seen.append(state.next_seq())
-            return b"", True
+            return Decision(b"", True)
         for event in ("a", "b", "c"):
             await store.decide("w", event, take)
         assert seen == [1, 2, 3]

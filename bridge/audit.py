@@ -1,0 +1,401 @@
+"""The audit trail: what each decision read, rolled and answered, chained and re-derivable.
+
+Pure: no I/O, no clock. The store adds the sequence number, the timestamp and the chain links
+inside the decision's transaction; ``fate-bridge audit verify`` uses :func:`rederive` to run a
+recorded decision again through the same ``bridge.dispatch.decide`` from its recorded inputs.
+
+How a decision is recorded: the session wraps the world state in :class:`RecordingState` and
+the dice in :class:`RecordingDice`. Every read the decision makes (settings, the graded test with
+its actor snapshot, the Fate record, the charges spent since the snapshot, the sequence numbers)
+and every die is captured, so the record holds exactly the inputs the decision used.
+
+Chain (per world): ``hash = SHA-256(prev_hash_bytes || canonical)`` where ``canonical`` is the
+record's JSON with sorted keys and ``prev_hash`` of the first record is 32 zero bytes (hex).
+Checkpoints sign ``world_id, seq, hash`` with HMAC-SHA-256 under a key kept outside the
+database, so rewriting the whole chain is caught too.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import hmac
+from collections.abc import Iterable
+from dataclasses import dataclass, field
+from typing import Any
+
+import msgspec
+
+from . import wire
+from .dice import Dice, ScriptedDice
+from .dispatch import decide
+from .errors import Refusal
+from .state import FateRecord, GradedRecord, WorldState
+
+GENESIS_HASH = "0" * 64
+CHECKPOINT_EVERY = 16  # a signed checkpoint every 16 records of a world, and at each clean stop
+
+
+class Read(msgspec.Struct, kw_only=True, frozen=True):
+    """One read a decision made: the ``op`` (a :class:`WorldState` method), its ``args`` and
+    the ``result`` as JSON."""
+
+    op: str
+    args: list[str | int]
+    result: msgspec.Raw
+
+
+class AuditRecord(msgspec.Struct, kw_only=True, frozen=True):
+    """One decision as the audit trail keeps it (the canonical bytes are this, sorted keys).
+
+    ``seq``: the world's audit sequence number (1, 2, ... without gaps). ``ts``: UTC ISO-8601.
+    ``message``: the client message as decoded. ``reads``/``dice``: the inputs. ``reply``: the
+    frame sent. ``ok``: false for a refusal (its writes were rolled back)."""
+
+    world_id: str
+    seq: int
+    ts: str
+    bridge_version: str
+    type: str
+    event_id: str | None
+    user_id: str | None
+    message: msgspec.Raw
+    reads: list[Read]
+    dice: list[int]
+    reply: msgspec.Raw
+    ok: bool
+
+
+class Summary(msgspec.Struct, kw_only=True, frozen=True):
+    """The columns the store indexes a record by (for ``audit list`` and the audit window);
+    see :class:`bridge.wire.AuditSummary` for their meaning."""
+
+    ruleset: str | None = None
+    message_id: str | None = None
+    actor_id: str | None = None
+    actor_name: str | None = None
+    test_name: str | None = None
+    outcome: str
+    level_before: int | None = None
+    level_after: int | None = None
+    label_before: str | None = None
+    label_after: str | None = None
+    fate_roll: int | None = None
+    point_name: str | None = None
+
+
+def summarize(message: wire.ClientMessage, reply: wire.BridgeMessage, reads: list[Read]) -> Summary:
+    """The summary columns of a decision, from its message, reply and the graded test it read."""
+    graded = next((msgspec.json.decode(r.result, type=GradedRecord | None)
+                   for r in reads if r.op == "graded"), None)
+    actor = message.actor if isinstance(message, wire.TestRolled) else graded and graded.actor
+    test = message.test if isinstance(message, wire.TestRolled) else graded and graded.test
+    common: dict[str, Any] = dict(
+        ruleset=getattr(message, "ruleset", None) or (graded and "sohl"),
+        message_id=getattr(message, "message_id", None),
+        actor_id=actor and actor.actor_id,
+        actor_name=actor and actor.name,
+        test_name=test and test.name,
+    )
+    match reply:
+        case wire.FateResolved():
+            return Summary(**common, outcome=reply.outcome, level_before=reply.level_before,
+                           level_after=reply.level_after, label_before=reply.label_before,
+                           label_after=reply.label_after, fate_roll=reply.fate_roll,
+                           point_name=reply.point.name)
+        case wire.TestGraded():
+            return Summary(**common, outcome="graded", level_before=reply.level,
+                           label_before=reply.label)
+        case wire.Error():
+            return Summary(**common, outcome=reply.code)
+        case wire.SettingsApplied():
+            return Summary(outcome="settings")
+    return Summary(**common, outcome=type(reply).__name__)
+
+
+class AuditEntry(msgspec.Struct, kw_only=True, frozen=True):
+    """What the session hands the store for one decision; the store makes the
+    :class:`AuditRecord` from it (adding seq, ts, version) and the summary columns."""
+
+    type: str
+    event_id: str | None
+    user_id: str | None
+    message: bytes
+    reads: list[Read]
+    dice: list[int]
+    reply: bytes
+    ok: bool
+    summary: Summary
+
+
+_encoder = msgspec.json.Encoder(order="sorted")
+
+
+def canonical(record: AuditRecord) -> bytes:
+    """The record's canonical bytes: JSON, keys sorted at every level."""
+    return _encoder.encode(msgspec.json.decode(msgspec.json.encode(record)))
+
+
+def chain_hash(prev_hash: str, canonical_bytes: bytes) -> str:
+    """``SHA-256(bytes.fromhex(prev_hash) || canonical_bytes)`` as hex."""
+    return hashlib.sha256(bytes.fromhex(prev_hash) + canonical_bytes).hexdigest()
+
+
+def checkpoint_mac(key: bytes, world_id: str, seq: int, record_hash: str) -> str:
+    """HMAC-SHA-256 (hex) over ``world_id``, ``seq`` and the record hash at ``seq``."""
+    message = f"{world_id}\n{seq}\n{record_hash}".encode()
+    return hmac.new(key, message, hashlib.sha256).hexdigest()
+
+
+# --- recording ---------------------------------------------------------------------------------
+
+_raw = msgspec.json.encode
+
+
+class RecordingState:
+    """A :class:`WorldState` that passes everything to ``inner`` and records every read."""
+
+    def __init__(self, inner: WorldState) -> None:
+        self._inner = inner
+        self.world_id = inner.world_id
+        self.reads: list[Read] = []
+
+    def _read(self, op: str, args: list[str | int], result: Any) -> Any:
+        self.reads.append(Read(op=op, args=args, result=msgspec.Raw(_raw(result))))
+        return result
+
+    def settings(self) -> wire.WorldSettings:
+        return self._read("settings", [], self._inner.settings())
+
+    def put_settings(self, settings: wire.WorldSettings) -> None:
+        self._inner.put_settings(settings)
+
+    def next_seq(self) -> int:
+        return self._read("next_seq", [], self._inner.next_seq())
+
+    def graded(self, message_id: str) -> GradedRecord | None:
+        return self._read("graded", [message_id], self._inner.graded(message_id))
+
+    def put_graded(self, record: GradedRecord) -> None:
+        self._inner.put_graded(record)
+
+    def fate(self, message_id: str) -> FateRecord | None:
+        return self._read("fate", [message_id], self._inner.fate(message_id))
+
+    def put_fate(self, record: FateRecord) -> None:
+        self._inner.put_fate(record)
+
+    def charges_spent_since(self, actor_id: str, point_id: str, seq: int) -> int:
+        return self._read("charges_spent_since", [actor_id, point_id, seq],
+                          self._inner.charges_spent_since(actor_id, point_id, seq))
+
+    def add_spend(self, actor_id: str, point_id: str, message_id: str, seq: int) -> None:
+        self._inner.add_spend(actor_id, point_id, message_id, seq)
+
+
+class RecordingDice:
+    """Dice that pass through to ``inner`` and keep every value rolled."""
+
+    def __init__(self, inner: Dice) -> None:
+        self._inner = inner
+        self.rolled: list[int] = []
+
+    def roll(self, faces: int) -> int:
+        value = self._inner.roll(faces)
+        self.rolled.append(value)
+        return value
+
+
+# --- replaying ---------------------------------------------------------------------------------
+
+_READ_TYPES: dict[str, Any] = {
+    "settings": wire.WorldSettings,
+    "next_seq": int,
+    "graded": GradedRecord | None,
+    "fate": FateRecord | None,
+    "charges_spent_since": int,
+}
+
+
+class Diverged(Exception):
+    """A re-derived decision asked for a read the record does not hold (its inputs differ)."""
+
+
+class ReplayState:
+    """A :class:`WorldState` answering reads from a record, in order; writes are dropped.
+
+    Raises :class:`Diverged` when the decision reads something other than what was recorded."""
+
+    def __init__(self, world_id: str, reads: list[Read]) -> None:
+        self.world_id = world_id
+        self._reads = list(reads)
+        self._next = 0
+
+    def _answer(self, op: str, args: list[str | int]) -> Any:
+        if self._next >= len(self._reads):
+            raise Diverged(f"read {op}{tuple(args)} was not recorded")
+        read = self._reads[self._next]
+        if (read.op, read.args) != (op, args):
+            raise Diverged(f"read {op}{tuple(args)} where the record has {read.op}{tuple(read.args)}")
+        self._next += 1
+        return msgspec.json.decode(read.result, type=_READ_TYPES[op])
+
+    def settings(self) -> wire.WorldSettings:
+        return self._answer("settings", [])
+
+    def next_seq(self) -> int:
+        return self._answer("next_seq", [])
+
+    def graded(self, message_id: str) -> GradedRecord | None:
+        return self._answer("graded", [message_id])
+
+    def fate(self, message_id: str) -> FateRecord | None:
+        return self._answer("fate", [message_id])
+
+    def charges_spent_since(self, actor_id: str, point_id: str, seq: int) -> int:
+        return self._answer("charges_spent_since", [actor_id, point_id, seq])
+
+    def put_settings(self, settings: wire.WorldSettings) -> None:
+        pass
+
+    def put_graded(self, record: GradedRecord) -> None:
+        pass
+
+    def put_fate(self, record: FateRecord) -> None:
+        pass
+
+    def add_spend(self, actor_id: str, point_id: str, message_id: str, seq: int) -> None:
+        pass
+
+
+_bridge_decoder = msgspec.json.Decoder(wire.BridgeMessages)
+
+
+def verdict(reply: bytes) -> dict[str, Any]:
+    """The decision-bearing part of a reply: everything but rendered card text, so a template
+    change in a later version does not make old records fail re-derivation."""
+    decoded = msgspec.to_builtins(_bridge_decoder.decode(reply))
+    if decoded.get("type") == "fate_resolved":
+        decoded.pop("card", None)
+    if decoded.get("type") == "error":
+        decoded.pop("message", None)  # wording may change; the code and field may not
+    return decoded
+
+
+def rederive(record: AuditRecord) -> str | None:
+    """Run the recorded decision again from its recorded reads and dice through
+    ``bridge.dispatch.decide``; returns None when its verdict equals the recorded one, else a
+    description of the difference."""
+    try:
+        message = wire.decode_client(bytes(record.message))
+    except Refusal as exc:
+        return f"the recorded message no longer decodes: {exc.message}"
+    state = ReplayState(record.world_id, record.reads)
+    dice = ScriptedDice(record.dice)
+    try:
+        reply = decide(message, state, dice)
+        frame = wire.encode(reply)
+    except Refusal as refusal:
+        frame = wire.encode(wire.error_reply(refusal, record.event_id))
+    except Diverged as exc:
+        return f"the decision no longer follows from its inputs: {exc}"
+    expected, recorded = verdict(frame), verdict(bytes(record.reply))
+    if expected != recorded:
+        keys = sorted(k for k in expected.keys() | recorded.keys() if expected.get(k) != recorded.get(k))
+        return "recorded outputs do not follow from the recorded inputs and dice: " + ", ".join(
+            f"{k} recorded {recorded.get(k)!r}, re-derived {expected.get(k)!r}" for k in keys
+        )
+    return None
+
+
+# --- verifying ---------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True, slots=True)
+class Problem:
+    """One thing wrong with a world's chain: the record ``seq`` it is found at, a ``kind``
+    (``gap``, ``link``, ``hash``, ``record``, ``checkpoint``, ``rederive``) and a sentence."""
+
+    seq: int
+    kind: str
+    detail: str
+
+
+@dataclass(slots=True)
+class WorldReport:
+    """The verification of one world's chain: how many records, the last signed checkpoint,
+    the problems found (empty = pass) and notes that do not fail it."""
+
+    world_id: str
+    records: int = 0
+    last_checkpoint: int | None = None
+    problems: list[Problem] = field(default_factory=list)
+    notes: list[str] = field(default_factory=list)
+
+    @property
+    def ok(self) -> bool:
+        return not self.problems
+
+
+_record_decoder = msgspec.json.Decoder(AuditRecord)
+
+
+def verify_world(
+    world_id: str,
+    rows: Iterable[tuple[int, bytes, str, str]],
+    checkpoints: list[tuple[int, str, str]],
+    key: bytes | None,
+) -> WorldReport:
+    """Verify one world's chain.
+
+    ``rows``: ``(seq, canonical record bytes, prev_hash, hash)`` in ``seq`` order;
+    ``checkpoints``: ``(seq, hash, mac)``; ``key``: the checkpoint key (None: checkpoints cannot
+    be checked, which is a problem when there are any). Finds: missing sequence numbers (a
+    deleted record), links that do not point at the previous record (reordered or deleted), hashes
+    that do not match the record's bytes (edited), records whose content disagrees with their row,
+    checkpoints missing every ``CHECKPOINT_EVERY`` records or whose signature or hash does not
+    match (the chain rewritten), and decisions whose outputs do not follow from their recorded
+    inputs and dice (:func:`rederive`)."""
+    report = WorldReport(world_id)
+    hashes: dict[int, str] = {}
+    expected_seq, expected_prev = 1, GENESIS_HASH
+    for seq, record_bytes, prev_hash, record_hash in rows:
+        report.records += 1
+        if seq != expected_seq:
+            report.problems.append(Problem(seq, "gap", f"records {expected_seq}..{seq - 1} are missing before record {seq}"))
+        if prev_hash != expected_prev:
+            report.problems.append(Problem(seq, "link", f"record {seq} does not link to the record before it"))
+        if chain_hash(prev_hash, record_bytes) != record_hash:
+            report.problems.append(Problem(seq, "hash", f"record {seq} was changed after it was written (hash mismatch)"))
+        try:
+            record = _record_decoder.decode(record_bytes)
+        except msgspec.MsgspecError as exc:
+            report.problems.append(Problem(seq, "record", f"record {seq} is unreadable: {exc}"))
+        else:
+            if (record.world_id, record.seq) != (world_id, seq):
+                report.problems.append(Problem(seq, "record", f"record {seq} claims to be {record.world_id} #{record.seq}"))
+            difference = rederive(record)
+            if difference:
+                report.problems.append(Problem(seq, "rederive", f"record {seq}: {difference}"))
+        hashes[seq] = record_hash
+        expected_seq, expected_prev = seq + 1, record_hash
+    last_seq = expected_seq - 1
+
+    signed = {seq: (record_hash, mac) for seq, record_hash, mac in checkpoints}
+    if signed and key is None:
+        report.problems.append(Problem(0, "checkpoint", "the audit key is missing: checkpoints cannot be checked (use --audit-key)"))
+    for seq in range(CHECKPOINT_EVERY, last_seq + 1, CHECKPOINT_EVERY):
+        if seq not in signed:
+            report.problems.append(Problem(seq, "checkpoint", f"the checkpoint at record {seq} is missing"))
+    if key is not None:
+        for seq, (record_hash, mac) in sorted(signed.items()):
+            if not hmac.compare_digest(checkpoint_mac(key, world_id, seq, record_hash), mac):
+                report.problems.append(Problem(seq, "checkpoint", f"the checkpoint at record {seq} is not signed by this bridge's key"))
+            elif hashes.get(seq) != record_hash:
+                report.problems.append(Problem(seq, "checkpoint", f"record {seq} differs from what the checkpoint signed: the chain was rewritten"))
+            else:
+                report.last_checkpoint = seq
+    if last_seq and report.last_checkpoint != last_seq and key is not None:
+        covered = report.last_checkpoint or 0
+        report.notes.append(f"records {covered + 1}..{last_seq} are chained but not yet covered by a signed checkpoint")
+    report.problems.sort(key=lambda p: p.seq)
+    return report

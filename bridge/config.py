@@ -1,0 +1,59 @@
+"""Where the bridge keeps its files: the database and the audit checkpoint key.
+
+Defaults follow the XDG base directories: the database in ``$XDG_DATA_HOME/fate-bridge``
+(``~/.local/share``), the key in ``$XDG_CONFIG_HOME/fate-bridge`` (``~/.config``): the key is
+kept outside the database so that whoever can rewrite the database cannot re-sign it.
+"""
+
+from __future__ import annotations
+
+import os
+import secrets
+from pathlib import Path
+
+from .errors import ConfigError
+
+KEY_BYTES = 32
+
+
+def default_db() -> Path:
+    """``$FATE_BRIDGE_DB``, else ``$XDG_DATA_HOME/fate-bridge/bridge.sqlite3``."""
+    if env := os.environ.get("FATE_BRIDGE_DB"):
+        return Path(env)
+    data_home = os.environ.get("XDG_DATA_HOME") or Path.home() / ".local" / "share"
+    return Path(data_home) / "fate-bridge" / "bridge.sqlite3"
+
+
+def default_audit_key() -> Path:
+    """``$FATE_BRIDGE_AUDIT_KEY``, else ``$XDG_CONFIG_HOME/fate-bridge/audit.key``."""
+    if env := os.environ.get("FATE_BRIDGE_AUDIT_KEY"):
+        return Path(env)
+    config_home = os.environ.get("XDG_CONFIG_HOME") or Path.home() / ".config"
+    return Path(config_home) / "fate-bridge" / "audit.key"
+
+
+def load_key(path: Path, *, create: bool) -> bytes | None:
+    """The audit checkpoint key at ``path`` (hex text). With ``create``, a missing key is made
+    (32 random bytes, file mode 0600); without it, a missing key gives None.
+
+    Raises ``ConfigError`` when the file exists but is not a hex key, or cannot be written."""
+    path = path.expanduser()
+    if path.exists():
+        try:
+            key = bytes.fromhex(path.read_text().strip())
+        except (ValueError, OSError) as exc:
+            raise ConfigError(f"the audit key {path} is unreadable ({exc}); restore it from backup") from None
+        if len(key) < 16:
+            raise ConfigError(f"the audit key {path} is too short; restore it from backup")
+        return key
+    if not create:
+        return None
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
+        with os.fdopen(fd, "w") as file:
+            key = secrets.token_bytes(KEY_BYTES)
+            file.write(key.hex() + "\n")
+    except OSError as exc:
+        raise ConfigError(f"cannot create the audit key {path}: {exc.strerror}; use --audit-key") from None
+    return key
