@@ -1,0 +1,308 @@
+/**
+ * The only file that touches Foundry globals (`game`, `Hooks`, `ui`, `ChatMessage`, `Roll`,
+ * `foundry`, `fromUuidSync`) and the browser's `WebSocket` / `DOMParser`. Each helper is small,
+ * named for what it does, and returns plain data, so scripts/logic/ and scripts/main.js never see
+ * a Foundry object. Globals are read when a helper runs (never at import), so tests can install
+ * fresh fakes per test.
+ */
+
+/** Module id, flag scope and socket name suffix. */
+export const MODULE_ID = "fate-bridge";
+const SOCKET = `module.${MODULE_ID}`;
+const DICE_SO_NICE = "dice-so-nice";
+
+/**
+ * Register this module's settings.
+ *
+ * @param {{onBridgeChange: () => void, onFateOptionChange: () => void}} callbacks run when the
+ *   bridge address / token or the fate option change
+ * @param {{fateOptions: Record<string, string>, defaultUrl: string}} choices `fateOptions` maps
+ *   setting values to localization keys
+ */
+export function registerWorldSettings({ onBridgeChange, onFateOptionChange }, { fateOptions, defaultUrl }) {
+  game.settings.register(MODULE_ID, "bridgeUrl", {
+    name: "FATE_BRIDGE.Settings.BridgeUrl.Name",
+    hint: "FATE_BRIDGE.Settings.BridgeUrl.Hint",
+    scope: "world",
+    config: true,
+    type: String,
+    default: defaultUrl,
+    onChange: onBridgeChange,
+  });
+  game.settings.register(MODULE_ID, "fateOption", {
+    name: "FATE_BRIDGE.Settings.FateOption.Name",
+    hint: "FATE_BRIDGE.Settings.FateOption.Hint",
+    scope: "world",
+    config: true,
+    type: String,
+    choices: fateOptions,
+    default: "system",
+    onChange: onFateOptionChange,
+  });
+}
+
+/**
+ * Register the bridge token: client scope (kept in the GM's browser, never sent to players) and
+ * shown in the settings window to GMs only. Call at `setup`, when the current user is known.
+ *
+ * @param {{onBridgeChange: () => void}} callbacks
+ */
+export function registerTokenSetting({ onBridgeChange }) {
+  game.settings.register(MODULE_ID, "token", {
+    name: "FATE_BRIDGE.Settings.Token.Name",
+    hint: "FATE_BRIDGE.Settings.Token.Hint",
+    scope: "client",
+    config: Boolean(game.user?.isGM),
+    type: String,
+    default: "",
+    onChange: onBridgeChange,
+  });
+}
+
+/**
+ * @param {"bridgeUrl"|"fateOption"|"token"} key
+ * @returns {string} the setting's value
+ */
+export function getSetting(key) {
+  return game.settings.get(MODULE_ID, key);
+}
+
+/** @returns {unknown} SoHL's `optionFate` world setting, or undefined when SoHL does not define it */
+export function sohlFateOption() {
+  return game.settings.settings.has("sohl.optionFate") ? game.settings.get("sohl", "optionFate") : undefined;
+}
+
+/**
+ * @param {string} name hook name
+ * @param {Function} fn
+ */
+export function onHook(name, fn) {
+  Hooks.on(name, fn);
+}
+
+/**
+ * @param {string} name hook name
+ * @param {Function} fn runs once
+ */
+export function onceHook(name, fn) {
+  Hooks.once(name, fn);
+}
+
+/** @param {object} payload sent to every other client on the module socket */
+export function emitSocket(payload) {
+  game.socket.emit(SOCKET, payload);
+}
+
+/** @param {(payload: object, senderId: string) => void} fn receives Foundry's sender user id */
+export function onSocket(fn) {
+  game.socket.on(SOCKET, fn);
+}
+
+/** @returns {boolean} true when this client is the world's active GM */
+export function isActiveGM() {
+  return Boolean(game.users.activeGM?.isSelf);
+}
+
+/** @returns {boolean} true when some GM is logged in */
+export function activeGMOnline() {
+  return Boolean(game.users.activeGM);
+}
+
+/** @param {string} userId @returns {boolean} true when that user is a GM */
+export function isGMUser(userId) {
+  return Boolean(game.users.get(userId)?.isGM);
+}
+
+/** @returns {string} this client's user id */
+export function currentUserId() {
+  return game.user.id;
+}
+
+/** @returns {boolean} */
+export function currentUserIsGM() {
+  return Boolean(game.user.isGM);
+}
+
+/** @param {string} userId @returns {string|null} the user's name */
+export function userName(userId) {
+  return game.users.get(userId)?.name ?? null;
+}
+
+/**
+ * @param {string} messageId
+ * @returns {null | {id: string, content: string, whisper: string[], blind: boolean,
+ *   flags: Record<string, any>}} `flags` holds this module's flags only
+ */
+export function messageData(messageId) {
+  const message = game.messages.get(messageId);
+  if (!message) return null;
+  return {
+    id: message.id,
+    content: message.content ?? "",
+    whisper: [...(message.whisper ?? [])],
+    blind: Boolean(message.blind),
+    flags: { ...(message.flags?.[MODULE_ID] ?? {}) },
+  };
+}
+
+/**
+ * @param {string} uuid the actor's UUID (`Actor.x`, or a token actor's)
+ * @returns {import("./logic/sohl-actor.js").ActorSnapshot|null}
+ */
+export function actorSnapshot(uuid) {
+  const actor = fromUuidSync(uuid);
+  if (!actor) return null;
+  return {
+    id: actor.id,
+    name: actor.name,
+    hasPlayerOwner: Boolean(actor.hasPlayerOwner),
+    ownerUserIds: game.users.filter((user) => actor.testUserPermission(user, "OWNER")).map((user) => user.id),
+    statuses: [...(actor.statuses ?? [])],
+    items: actor.items.map(plainItem),
+  };
+}
+
+/**
+ * @param {string} actorUuid
+ * @param {string} itemId
+ * @returns {{id: string, name: string, type: string, system: object}|null}
+ */
+export function itemData(actorUuid, itemId) {
+  const item = fromUuidSync(actorUuid)?.items.get(itemId);
+  return item ? plainItem(item) : null;
+}
+
+/** An item as plain data, with SoHL's runtime mastery level (kept on the data model's `logic`) when there is one. */
+function plainItem(item) {
+  const mastery = item.system?.logic?.masteryLevel;
+  return {
+    id: item.id,
+    name: item.name,
+    type: item.type,
+    system: item.toObject().system,
+    masteryLevel: mastery ? { effective: mastery.effective, disabled: mastery.disabled } : undefined,
+  };
+}
+
+/**
+ * @param {string} actorUuid
+ * @returns {boolean} true when the current user is OWNER of that actor
+ */
+export function userOwnsActor(actorUuid) {
+  return Boolean(fromUuidSync(actorUuid)?.isOwner);
+}
+
+/**
+ * @param {string} messageId
+ * @param {string} key flag key in this module's scope
+ * @param {unknown} value
+ * @returns {Promise<void>}
+ */
+export async function setMessageFlag(messageId, key, value) {
+  await game.messages.get(messageId).setFlag(MODULE_ID, key, value);
+}
+
+/**
+ * `actor.items.get(itemId).update({[path]: value})`.
+ *
+ * @param {string} actorUuid
+ * @param {string} itemId
+ * @param {string} path e.g. `system.charges.value`
+ * @param {unknown} value
+ * @returns {Promise<void>}
+ */
+export async function updateActorItem(actorUuid, itemId, path, value) {
+  await fromUuidSync(actorUuid).items.get(itemId).update({ [path]: value });
+}
+
+/**
+ * Post a chat card. No rolls are attached, so Dice So Nice does not roll anything for it.
+ *
+ * @param {{content: string, speaker: {actor: string|null, alias?: string}, whisper: string[],
+ *   blind: boolean, flags: object}} data `flags` go to this module's scope
+ * @returns {Promise<string>} the new message's id
+ */
+export async function createChatMessage({ content, speaker, whisper, blind, flags }) {
+  const message = await ChatMessage.create({
+    content,
+    speaker: { scene: null, token: null, actor: speaker.actor, alias: speaker.alias },
+    whisper,
+    blind,
+    flags: { [MODULE_ID]: flags },
+  });
+  return message.id;
+}
+
+/**
+ * @param {string} messageId
+ * @param {{content: string, flags: object}} data `flags` go to this module's scope
+ * @returns {Promise<void>}
+ */
+export async function updateChatMessage(messageId, { content, flags }) {
+  await game.messages.get(messageId).update({ content, flags: { [MODULE_ID]: flags } });
+}
+
+/**
+ * Show a roll with Dice So Nice when that module is active; otherwise do nothing.
+ *
+ * @param {object} rollData serialized, evaluated Roll (see fate-flow.js fateRollData)
+ * @param {{whisper: string[], blind: boolean}} visibility of the original test
+ * @returns {Promise<void>} resolves when the animation ends
+ */
+export async function showDiceRoll(rollData, { whisper, blind }) {
+  if (!game.modules.get(DICE_SO_NICE)?.active || !game.dice3d) return;
+  await game.dice3d.showForRoll(Roll.fromData(rollData), game.user, true, whisper.length ? whisper : null, blind);
+}
+
+/**
+ * @param {string} key localization key
+ * @param {object} [data] format data
+ * @returns {string}
+ */
+export function localize(key, data) {
+  return data ? game.i18n.format(key, data) : game.i18n.localize(key);
+}
+
+/**
+ * @param {"info"|"warn"|"error"} level
+ * @param {string} key localization key
+ * @param {object} [data] format data
+ */
+export function notify(level, key, data) {
+  ui.notifications[level](localize(key, data));
+}
+
+/** @returns {{module_version: string, foundry_version: string, system_id: string, system_version: string}} */
+export function clientInfo() {
+  return {
+    module_version: String(game.modules.get(MODULE_ID)?.version ?? ""),
+    foundry_version: String(game.version ?? ""),
+    system_id: String(game.system?.id ?? ""),
+    system_version: String(game.system?.version ?? ""),
+  };
+}
+
+/** @returns {string} this world's id */
+export function worldId() {
+  return game.world.id;
+}
+
+/** @returns {string} a random 16-character id */
+export function randomId() {
+  return foundry.utils.randomID(16);
+}
+
+/** @returns {typeof WebSocket} the browser's WebSocket class */
+export function webSocketClass() {
+  return globalThis.WebSocket;
+}
+
+/** @returns {DOMParser} */
+export function domParser() {
+  return new globalThis.DOMParser();
+}
+
+/** @returns {{setTimeout: Function, clearTimeout: Function}} the platform timers */
+export function timers() {
+  return { setTimeout: globalThis.setTimeout.bind(globalThis), clearTimeout: globalThis.clearTimeout.bind(globalThis) };
+}

@@ -1,0 +1,311 @@
+/**
+ * The bridge client: one WebSocket to the bridge, owned by the active GM's client.
+ *
+ * Call order: `new BridgeConnection(options)`, `start()`, then `request(message)` as often as
+ * needed, `stop()` once. Guarantees:
+ * - `hello` is the first frame on every socket; nothing else is sent before `welcome`.
+ * - a request is a message with `event_id`; its promise settles exactly once: with the bridge's
+ *   reply carrying that `event_id` (or `ref`), or rejected with a BridgeError (the bridge's
+ *   `error`, or `timeout`, `queue_full`, `closed`, `unauthorized`).
+ * - requests made while the link is down wait in a queue and are sent after the next `welcome`;
+ *   requests in flight when the link drops are sent again (the bridge answers a repeated
+ *   `event_id` with its stored reply and does nothing twice).
+ * - close code 4001 (bad token) stops reconnecting for good.
+ * No Foundry globals: the WebSocket constructor and the timer functions are injected.
+ */
+
+/** Close code the bridge uses for a bad or missing token. */
+export const CLOSE_UNAUTHORIZED = 4001;
+/** Close code we use when we drop a silent link ourselves (application range). */
+export const CLOSE_NO_PONG = 4000;
+
+/** Limits, with their reasons. */
+export const LIMITS = Object.freeze({
+  /** protocol.md: the module sends one `ping` every 20 s. */
+  HEARTBEAT_MS: 20_000,
+  /** A `pong` later than this means the link is dead even if TCP has not noticed. */
+  PONG_TIMEOUT_MS: 10_000,
+  /** The bridge closes with 4002 when `hello` is late; we give `welcome` as long. */
+  WELCOME_TIMEOUT_MS: 10_000,
+  /** Reconnect backoff: 1 s, doubled each failure, capped at 30 s. */
+  BACKOFF_MIN_MS: 1_000,
+  BACKOFF_MAX_MS: 30_000,
+  /** A request (queue time included) gives up after this. */
+  REQUEST_TIMEOUT_MS: 15_000,
+  /** Requests held while down; a burst of cards beyond this is refused, not hoarded. */
+  MAX_QUEUED: 100,
+});
+
+/** Connection states shown to the GM. */
+export const STATE = Object.freeze({ CONNECTING: "connecting", CONNECTED: "connected", DOWN: "down" });
+
+/** Reasons a link is down (status `reason`), also BridgeError codes of the module's own making. */
+export const DOWN_REASONS = Object.freeze({
+  UNAUTHORIZED: "unauthorized",
+  CLOSED: "closed",
+  NO_PONG: "no_pong",
+  NO_WELCOME: "no_welcome",
+  ERROR: "socket_error",
+  STOPPED: "stopped",
+});
+
+/** A refusal: from the bridge (`code` of its `error`) or from this client (timeout, queue_full, ...). */
+export class BridgeError extends Error {
+  /**
+   * @param {string} code contract error code or a module code (`timeout`, `queue_full`, `closed`)
+   * @param {string} message human-readable detail (English, for logs)
+   * @param {{field?: string|null, ref?: string|null}} [extra]
+   */
+  constructor(code, message, { field = null, ref = null } = {}) {
+    super(message);
+    this.name = "BridgeError";
+    this.code = code;
+    this.field = field;
+    this.ref = ref;
+  }
+}
+
+export class BridgeConnection {
+  /**
+   * @param {object} options
+   * @param {string} options.url ws:// or wss:// address of the bridge
+   * @param {() => object} options.hello builds the `hello` message (called per connection)
+   * @param {() => object} options.ping builds a `ping` message
+   * @param {new (url: string) => WebSocket} options.WebSocket a WHATWG-style WebSocket class
+   *   (`onopen`, `onmessage`, `onclose`, `onerror`, `send`, `close`, `readyState`)
+   * @param {{setTimeout: Function, clearTimeout: Function}} options.timers
+   * @param {(status: {state: string, reason: string|null, retryInMs: number|null}) => void} [options.onStatus]
+   * @param {(welcome: object) => void} [options.onWelcome] after each `welcome`
+   * @param {(message: object) => void} [options.onUnsolicited] bridge messages answering no pending request
+   * @param {Partial<typeof LIMITS>} [options.limits] overrides (tests)
+   */
+  constructor({ url, hello, ping, WebSocket, timers, onStatus = () => {}, onWelcome = () => {}, onUnsolicited = () => {}, limits = {} }) {
+    this.url = url;
+    this.makeHello = hello;
+    this.makePing = ping;
+    this.WebSocket = WebSocket;
+    this.timers = timers;
+    this.onStatus = onStatus;
+    this.onWelcome = onWelcome;
+    this.onUnsolicited = onUnsolicited;
+    this.limits = { ...LIMITS, ...limits };
+    /** @type {Map<string, {message: object, resolve: Function, reject: Function, timer: any, sent: boolean}>} */
+    this.pending = new Map();
+    this.socket = null;
+    this.welcomed = false;
+    this.stopped = true;
+    this.failures = 0;
+    this.reconnectTimer = null;
+    this.heartbeatTimer = null;
+    this.pongTimer = null;
+    this.welcomeTimer = null;
+    this.status = { state: STATE.DOWN, reason: DOWN_REASONS.STOPPED, retryInMs: null };
+  }
+
+  /** Open the link (idempotent while running). */
+  start() {
+    if (!this.stopped) return;
+    this.stopped = false;
+    this.failures = 0;
+    this.#connect();
+  }
+
+  /** Close the link for good and reject every pending request with `closed`. Idempotent. */
+  stop() {
+    this.stopped = true;
+    this.#clearTimer("reconnectTimer");
+    this.#drop(1000, "module stopped");
+    this.#rejectAll(DOWN_REASONS.CLOSED, "the bridge connection was stopped");
+    this.#setStatus(STATE.DOWN, DOWN_REASONS.STOPPED, null);
+  }
+
+  /** @returns {boolean} true when `welcome` has arrived and the link is up */
+  isReady() {
+    return this.welcomed;
+  }
+
+  /**
+   * Send a message that carries `event_id` and wait for its reply.
+   *
+   * @param {{event_id: string}} message
+   * @returns {Promise<object>} the reply whose `event_id` or `ref` equals the message's
+   * @throws {BridgeError} (as a rejection) on the bridge's `error`, `timeout`, `queue_full`,
+   *   `closed` or `unauthorized`
+   */
+  request(message) {
+    const id = message.event_id;
+    if (!id) return Promise.reject(new TypeError("a request needs an event_id"));
+    if (this.pending.has(id)) return Promise.reject(new TypeError(`event_id ${id} is already pending`));
+    if (this.stopped && this.status.reason === DOWN_REASONS.UNAUTHORIZED) {
+      return Promise.reject(new BridgeError(DOWN_REASONS.UNAUTHORIZED, "the bridge refused the token"));
+    }
+    const queued = [...this.pending.values()].filter((entry) => !entry.sent).length;
+    if (!this.welcomed && queued >= this.limits.MAX_QUEUED) {
+      return Promise.reject(new BridgeError("queue_full", `more than ${this.limits.MAX_QUEUED} requests wait for the bridge`));
+    }
+    return new Promise((resolve, reject) => {
+      const timer = this.timers.setTimeout(() => {
+        this.pending.delete(id);
+        reject(new BridgeError("timeout", `no answer to ${message.type} ${id} within ${this.limits.REQUEST_TIMEOUT_MS} ms`));
+      }, this.limits.REQUEST_TIMEOUT_MS);
+      const entry = { message, resolve, reject, timer, sent: false };
+      this.pending.set(id, entry);
+      if (this.welcomed) this.#sendEntry(entry);
+    });
+  }
+
+  #connect() {
+    this.welcomed = false;
+    this.#setStatus(STATE.CONNECTING, null, null);
+    let socket;
+    try {
+      socket = new this.WebSocket(this.url);
+    } catch {
+      this.#lost(DOWN_REASONS.ERROR);
+      return;
+    }
+    this.socket = socket;
+    socket.onopen = () => {
+      this.#send(this.makeHello());
+      this.welcomeTimer = this.timers.setTimeout(() => this.#drop(CLOSE_NO_PONG, "no welcome", DOWN_REASONS.NO_WELCOME), this.limits.WELCOME_TIMEOUT_MS);
+    };
+    socket.onmessage = (event) => this.#receive(event.data);
+    socket.onerror = () => {};
+    socket.onclose = (event) => {
+      if (this.socket !== socket) return;
+      this.socket = null;
+      this.#lost(event.code === CLOSE_UNAUTHORIZED ? DOWN_REASONS.UNAUTHORIZED : DOWN_REASONS.CLOSED);
+    };
+  }
+
+  #receive(data) {
+    let message;
+    try {
+      message = JSON.parse(typeof data === "string" ? data : String(data));
+    } catch {
+      return;
+    }
+    if (!message || typeof message !== "object") return;
+    if (message.type === "welcome") {
+      this.#clearTimer("welcomeTimer");
+      this.welcomed = true;
+      this.failures = 0;
+      this.#setStatus(STATE.CONNECTED, null, null);
+      this.onWelcome(message);
+      for (const entry of this.pending.values()) if (!entry.sent) this.#sendEntry(entry);
+      this.#scheduleHeartbeat();
+      return;
+    }
+    if (message.type === "pong") {
+      this.#clearTimer("pongTimer");
+      return;
+    }
+    const key = message.event_id ?? message.ref;
+    const entry = key ? this.pending.get(key) : undefined;
+    if (!entry) {
+      this.onUnsolicited(message);
+      return;
+    }
+    this.pending.delete(key);
+    this.timers.clearTimeout(entry.timer);
+    if (message.type === "error") entry.reject(new BridgeError(message.code, message.message, message));
+    else entry.resolve(message);
+  }
+
+  #scheduleHeartbeat() {
+    this.#clearTimer("heartbeatTimer");
+    this.heartbeatTimer = this.timers.setTimeout(() => {
+      this.heartbeatTimer = null;
+      if (!this.welcomed) return;
+      this.#send(this.makePing());
+      this.pongTimer = this.timers.setTimeout(() => this.#drop(CLOSE_NO_PONG, "no pong", DOWN_REASONS.NO_PONG), this.limits.PONG_TIMEOUT_MS);
+      this.#scheduleHeartbeat();
+    }, this.limits.HEARTBEAT_MS);
+  }
+
+  #sendEntry(entry) {
+    entry.sent = this.#send(entry.message);
+  }
+
+  #send(message) {
+    if (!this.socket || this.socket.readyState !== 1) return false;
+    this.socket.send(JSON.stringify(message));
+    return true;
+  }
+
+  /** Close the current socket ourselves; when `reason` is given, reconnect as after a loss. */
+  #drop(code, text, reason = null) {
+    const socket = this.socket;
+    this.socket = null;
+    if (socket) {
+      socket.onopen = socket.onmessage = socket.onclose = socket.onerror = null;
+      try {
+        socket.close(code, text);
+      } catch {
+        // a socket that is still CONNECTING may refuse close(); it is abandoned either way
+      }
+    }
+    if (reason) this.#lost(reason);
+    else this.#resetLink();
+  }
+
+  #resetLink() {
+    this.welcomed = false;
+    for (const name of ["heartbeatTimer", "pongTimer", "welcomeTimer"]) this.#clearTimer(name);
+    for (const entry of this.pending.values()) entry.sent = false;
+  }
+
+  #lost(reason) {
+    this.#resetLink();
+    if (this.stopped) return;
+    if (reason === DOWN_REASONS.UNAUTHORIZED) {
+      this.stopped = true;
+      this.#rejectAll(DOWN_REASONS.UNAUTHORIZED, "the bridge refused the token");
+      this.#setStatus(STATE.DOWN, reason, null);
+      return;
+    }
+    const delay = Math.min(this.limits.BACKOFF_MAX_MS, this.limits.BACKOFF_MIN_MS * 2 ** this.failures);
+    this.failures += 1;
+    this.#setStatus(STATE.DOWN, reason, delay);
+    this.reconnectTimer = this.timers.setTimeout(() => {
+      this.reconnectTimer = null;
+      if (!this.stopped) this.#connect();
+    }, delay);
+  }
+
+  #rejectAll(code, text) {
+    for (const [id, entry] of this.pending) {
+      this.timers.clearTimeout(entry.timer);
+      entry.reject(new BridgeError(code, text, { ref: id }));
+    }
+    this.pending.clear();
+  }
+
+  #clearTimer(name) {
+    if (this[name] !== null) this.timers.clearTimeout(this[name]);
+    this[name] = null;
+  }
+
+  #setStatus(state, reason, retryInMs) {
+    this.status = { state, reason, retryInMs };
+    this.onStatus({ ...this.status });
+  }
+}
+
+/** Host names that stay on this machine, where plain ws:// is acceptable. */
+const LOOPBACK_HOST = /^(localhost|127(?:\.\d{1,3}){3}|\[::1\])$/i;
+
+/**
+ * @param {string} url the configured bridge address
+ * @returns {boolean} true when the address is plain `ws://` to a host other than this machine
+ *   (the token would cross the network unencrypted); false for wss:// and loopback
+ */
+export function isInsecureRemote(url) {
+  let parsed;
+  try {
+    parsed = new URL(url);
+  } catch {
+    return false;
+  }
+  return parsed.protocol === "ws:" && !LOOPBACK_HOST.test(parsed.hostname);
+}

@@ -1,0 +1,263 @@
+/**
+ * The active GM's side of Fate: grade SoHL cards through the bridge, relay spend and choice
+ * requests, apply what the bridge decided. Everything Foundry is reached through the injected
+ * `foundry` helper object (scripts/foundry.js in the module, a fake in tests).
+ *
+ * Flags written on ChatMessages (scope `fate-bridge`):
+ * - `graded` on a test card: {level, label, eligible, reasons, fate_ml, points: [{point_id, name, charges}]}
+ * - `fated` on a test card: written by the bridge's `flag_message` effect
+ * - `pending_choice_card` on a test card: id of the choice card waiting for spend/keep (null after)
+ * - `card_for` on our own cards: the test card's id; `choice_by` on a pending choice card
+ */
+
+import { readSohlCard, buildTest } from "./sohl-card.js";
+import { buildActor } from "./sohl-actor.js";
+
+/** Flag keys of this module. */
+export const FLAGS = Object.freeze({
+  GRADED: "graded",
+  FATED: "fated",
+  PENDING_CHOICE_CARD: "pending_choice_card",
+  CARD_FOR: "card_for",
+  CHOICE_BY: "choice_by",
+});
+
+/** Refusal codes that have their own notice; anything else is shown as `internal`. */
+export const NOTICE_CODES = Object.freeze([
+  "not_eligible",
+  "already_fated",
+  "no_charges",
+  "forbidden",
+  "not_found",
+  "bridge_down",
+  "timeout",
+  "queue_full",
+  "unauthorized",
+  "rate_limited",
+  "bad_card",
+  "apply_failed",
+  "internal",
+]);
+
+/**
+ * @param {string} code a BridgeError code or module code
+ * @returns {string} the localization key of its notice, `FATE_BRIDGE.Error.<code>`
+ */
+export function noticeKey(code) {
+  return `FATE_BRIDGE.Error.${NOTICE_CODES.includes(code) ? code : "internal"}`;
+}
+
+/**
+ * Foundry Roll data for the bridge's Fate Test d100, for `Roll.fromData` (so Dice So Nice shows
+ * the value the bridge rolled instead of rolling its own).
+ *
+ * @param {number} value 1..100
+ * @returns {object} a serialized, evaluated `1d100` Roll
+ */
+export function fateRollData(value) {
+  return {
+    class: "Roll",
+    options: {},
+    dice: [],
+    formula: "1d100",
+    terms: [
+      {
+        class: "Die",
+        options: {},
+        evaluated: true,
+        number: 1,
+        faces: 100,
+        modifiers: [],
+        results: [{ result: value, active: true }],
+      },
+    ],
+    total: value,
+    evaluated: true,
+  };
+}
+
+/**
+ * The `graded` flag stored on a test card.
+ *
+ * @param {object} graded the bridge's `test_graded`
+ * @param {Array<{point_id: string, name: string, charges: number|null}>} points the snapshot's fate points
+ * @returns {{level: number, label: string, eligible: boolean, reasons: string[], fate_ml: number|null,
+ *   points: Array<{point_id: string, name: string, charges: number|null}>}} points in the bridge's order
+ */
+export function gradedFlag(graded, points) {
+  const byId = new Map(points.map((point) => [point.point_id, point]));
+  return {
+    level: graded.level,
+    label: graded.label,
+    eligible: graded.fate.eligible,
+    reasons: [...graded.fate.reasons],
+    fate_ml: graded.fate.fate_ml,
+    points: graded.fate.points
+      .filter((id) => byId.has(id))
+      .map((id) => ({ point_id: id, name: byId.get(id).name, charges: byId.get(id).charges })),
+  };
+}
+
+/**
+ * @typedef {object} FoundryHelpers the subset of scripts/foundry.js this flow uses
+ * @property {() => string} currentUserId
+ * @property {(id: string) => string|null} userName
+ * @property {(id: string) => null | {id: string, content: string, whisper: string[], blind: boolean,
+ *   flags: Record<string, any>}} messageData plain data of a ChatMessage; `flags` = this module's flags
+ * @property {(uuid: string) => object|null} actorSnapshot see sohl-actor.js ActorSnapshot
+ * @property {(actorUuid: string, itemId: string) => object|null} itemData plain {id, name, type, system}
+ * @property {(messageId: string, key: string, value: unknown) => Promise<void>} setMessageFlag
+ * @property {(actorUuid: string, itemId: string, path: string, value: unknown) => Promise<void>} updateActorItem
+ * @property {(data: {content: string, speaker: object, whisper: string[], blind: boolean, flags: object}) => Promise<string>} createChatMessage resolves to the new id
+ * @property {(messageId: string, data: {content: string, flags: object}) => Promise<void>} updateChatMessage
+ * @property {(rollData: object, options: {whisper: string[], blind: boolean}) => Promise<void>} showDiceRoll no-op without Dice So Nice
+ * @property {(level: "info"|"warn"|"error", key: string, data?: object) => void} notify
+ * @property {(payload: object) => void} emitSocket to the module socket
+ */
+
+/**
+ * Make the GM-side flow.
+ *
+ * @param {object} deps
+ * @param {FoundryHelpers} deps.foundry
+ * @param {{isReady(): boolean, request(message: object): Promise<object>}} deps.connection
+ * @param {ReturnType<import("./messages.js").messageBuilders>} deps.build
+ * @param {{parseFromString(text: string, type: string): Document}} deps.domParser
+ * @returns {{
+ *   gradeMessage(messageId: string): Promise<{ok: true, graded: object} | {ok: false, code: string}>,
+ *   requestSpend(request: {messageId: string, pointId: string, userId: string}): Promise<boolean>,
+ *   requestChoice(request: {messageId: string, choice: string, userId: string}): Promise<boolean>,
+ * }} `gradeMessage` never throws: a card that is not a SoHL test gives `{ok: false, code: "not_sohl"}`;
+ *   `requestSpend` / `requestChoice` resolve true when the bridge's decision was applied, false
+ *   after telling the requesting user why not (nothing applied then).
+ */
+export function createFateFlow({ foundry, connection, build, domParser }) {
+  /** Tell `userId` (this client or another, over the module socket) about a refusal. */
+  function tell(userId, code) {
+    const key = noticeKey(code);
+    const level = code === "internal" || code === "apply_failed" ? "error" : "warn";
+    if (userId === foundry.currentUserId()) foundry.notify(level, key);
+    else foundry.emitSocket({ type: "notice", to: userId, level, key });
+  }
+
+  /** Read the card and snapshot its actor and item: the parts of `test_rolled`. */
+  function snapshot(message) {
+    const read = readSohlCard(message.content, domParser);
+    if (!read) return { ok: false, code: "not_sohl" };
+    if (!read.ok || !read.card.actorUuid || !read.card.itemId) return { ok: false, code: "bad_card" };
+    const actorData = foundry.actorSnapshot(read.card.actorUuid);
+    const built = buildTest(read.card, foundry.itemData(read.card.actorUuid, read.card.itemId));
+    if (!actorData || !built.ok) return { ok: false, code: "bad_card" };
+    return { ok: true, actorUuid: read.card.actorUuid, actor: buildActor(actorData), test: built.test, visibility: built.visibility };
+  }
+
+  async function gradeMessage(messageId) {
+    const message = foundry.messageData(messageId);
+    if (!message) return { ok: false, code: "not_found" };
+    if (message.flags[FLAGS.CARD_FOR]) return { ok: false, code: "not_sohl" };
+    const parts = snapshot(message);
+    if (!parts.ok) return parts;
+    try {
+      const graded = await connection.request(
+        build.testRolled({ messageId, actor: parts.actor, test: parts.test, visibility: parts.visibility }),
+      );
+      const flag = gradedFlag(graded, parts.actor.fate_points);
+      await foundry.setMessageFlag(messageId, FLAGS.GRADED, flag);
+      return { ok: true, graded: flag };
+    } catch (error) {
+      return { ok: false, code: error.code ?? "internal" };
+    }
+  }
+
+  /** Resolve the actor an `update_item` effect names: the card's actor (token actors too) or a world actor. */
+  function actorUuidFor(actorId, cardActorUuid) {
+    return cardActorUuid && cardActorUuid.endsWith(`Actor.${actorId}`) ? cardActorUuid : `Actor.${actorId}`;
+  }
+
+  /** Every effect names something that exists: checked before any is applied. */
+  function effectsApplicable(effects, cardActorUuid) {
+    return effects.every((effect) => {
+      if (effect.kind === "update_item") return Boolean(foundry.itemData(actorUuidFor(effect.actor_id, cardActorUuid), effect.item_id));
+      if (effect.kind === "flag_message") return Boolean(foundry.messageData(effect.message_id));
+      return false;
+    });
+  }
+
+  /**
+   * Apply a `fate_resolved`: effects in order, the Fate Test die (first resolution only), then
+   * the card: a new ChatMessage, or the pending choice card's new content when this answers a
+   * choice.
+   */
+  async function applyResolved(resolved, original, cardActorUuid, answersChoice) {
+    if (!effectsApplicable(resolved.effects, cardActorUuid)) return false;
+    for (const effect of resolved.effects) {
+      if (effect.kind === "update_item") {
+        await foundry.updateActorItem(actorUuidFor(effect.actor_id, cardActorUuid), effect.item_id, effect.path, effect.value);
+      } else {
+        await foundry.setMessageFlag(effect.message_id, effect.key, effect.value);
+      }
+    }
+    const { whisper, blind } = original;
+    const pendingCard = original.flags[FLAGS.PENDING_CHOICE_CARD];
+    if (answersChoice && pendingCard && foundry.messageData(pendingCard)) {
+      await foundry.updateChatMessage(pendingCard, { content: resolved.card.html, flags: { [FLAGS.CHOICE_BY]: [] } });
+      await foundry.setMessageFlag(original.id, FLAGS.PENDING_CHOICE_CARD, null);
+      return true;
+    }
+    if (!answersChoice) await foundry.showDiceRoll(fateRollData(resolved.fate_roll), { whisper, blind });
+    const flags = { [FLAGS.CARD_FOR]: original.id };
+    if (resolved.outcome === "choice") flags[FLAGS.CHOICE_BY] = [...resolved.choice_by];
+    const cardId = await foundry.createChatMessage({
+      content: resolved.card.html,
+      speaker: { actor: resolved.card.speaker_actor_id ?? null, alias: resolved.card.speaker_alias ?? undefined },
+      whisper,
+      blind,
+      flags,
+    });
+    if (resolved.outcome === "choice") await foundry.setMessageFlag(original.id, FLAGS.PENDING_CHOICE_CARD, cardId);
+    return true;
+  }
+
+  /** Shared path of spend and choice: checks, the bridge request, the apply, the notices. */
+  async function decide(messageId, userId, makeRequest, { regrade }) {
+    if (!connection.isReady()) {
+      tell(userId, "bridge_down");
+      return false;
+    }
+    const original = foundry.messageData(messageId);
+    if (!original) {
+      tell(userId, "not_found");
+      return false;
+    }
+    const read = readSohlCard(original.content, domParser);
+    const cardActorUuid = read?.ok ? read.card.actorUuid : null;
+    if (regrade) {
+      const graded = await gradeMessage(messageId);
+      if (!graded.ok) {
+        tell(userId, graded.code === "not_sohl" ? "bad_card" : graded.code);
+        return false;
+      }
+    }
+    let resolved;
+    try {
+      resolved = await connection.request(makeRequest(foundry.userName(userId) ?? undefined));
+    } catch (error) {
+      tell(userId, error.code ?? "internal");
+      return false;
+    }
+    const applied = await applyResolved(resolved, foundry.messageData(messageId) ?? original, cardActorUuid, !regrade);
+    if (!applied) {
+      tell(userId, "apply_failed");
+      if (userId !== foundry.currentUserId()) foundry.notify("error", noticeKey("apply_failed"));
+    }
+    return applied;
+  }
+
+  return {
+    gradeMessage,
+    requestSpend: ({ messageId, pointId, userId }) =>
+      decide(messageId, userId, (userName) => build.fateSpend({ messageId, pointId, userId, userName }), { regrade: true }),
+    requestChoice: ({ messageId, choice, userId }) =>
+      decide(messageId, userId, (userName) => build.fateChoice({ messageId, choice, userId, userName }), { regrade: false }),
+  };
+}

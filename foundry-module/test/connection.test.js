@@ -1,0 +1,202 @@
+import { test, describe, beforeEach } from "node:test";
+import assert from "node:assert/strict";
+import { BridgeConnection, BridgeError, LIMITS, STATE, DOWN_REASONS, isInsecureRemote } from "../scripts/logic/connection.js";
+import { messageBuilders } from "../scripts/logic/messages.js";
+import { FakeClock, fakeWebSocketClass } from "./helpers/fake-socket.js";
+
+const WELCOME = { type: "welcome", v: 1, world_id: "w", bridge_version: "0.1.0", rulesets: ["sohl"], settings: { fate_option: "everyone" } };
+
+let clock, Socket, statuses, unsolicited, connection, ids, build;
+beforeEach(() => {
+  clock = new FakeClock();
+  Socket = fakeWebSocketClass();
+  statuses = [];
+  unsolicited = [];
+  let n = 0;
+  ids = () => `ev${++n}`;
+  build = messageBuilders(ids);
+  connection = new BridgeConnection({
+    url: "ws://127.0.0.1:8765",
+    hello: () => build.hello({ worldId: "w", token: "secret", client: { module_version: "0.1.0", foundry_version: "14", system_id: "sohl", system_version: "0.8.2" } }),
+    ping: build.ping,
+    WebSocket: Socket,
+    timers: clock,
+    onStatus: (status) => statuses.push(status),
+    onUnsolicited: (message) => unsolicited.push(message),
+  });
+});
+
+function connectAndWelcome() {
+  connection.start();
+  const socket = Socket.instances.at(-1);
+  socket.open();
+  socket.receive(WELCOME);
+  return socket;
+}
+
+describe("session", () => {
+  test("hello is the first frame and nothing else goes before welcome", async () => {
+    connection.start();
+    const socket = Socket.instances[0];
+    const reply = connection.request(build.settings({ fateOption: "pc_only" }));
+    socket.open();
+    assert.deepEqual(socket.sent.map((m) => m.type), ["hello"]);
+    assert.equal(socket.sent[0].token, "secret");
+    assert.equal(socket.sent[0].v, 1);
+    assert.equal(connection.isReady(), false);
+    socket.receive(WELCOME);
+    assert.deepEqual(socket.sent.map((m) => m.type), ["hello", "settings"]);
+    socket.receive({ type: "settings_applied", v: 1, ref: "ev1", settings: { fate_option: "pc_only" } });
+    assert.deepEqual((await reply).settings, { fate_option: "pc_only" });
+    assert.deepEqual(statuses.map((s) => s.state), [STATE.CONNECTING, STATE.CONNECTED]);
+  });
+
+  test("no welcome in time: drop and reconnect", () => {
+    connection.start();
+    Socket.instances[0].open();
+    clock.advance(LIMITS.WELCOME_TIMEOUT_MS);
+    assert.equal(Socket.instances[0].closed.code, 4000);
+    assert.equal(statuses.at(-1).reason, DOWN_REASONS.NO_WELCOME);
+    clock.advance(LIMITS.BACKOFF_MIN_MS);
+    assert.equal(Socket.instances.length, 2);
+  });
+});
+
+describe("heartbeat", () => {
+  test("a ping every 20 s; answered pongs keep the link", () => {
+    const socket = connectAndWelcome();
+    clock.advance(LIMITS.HEARTBEAT_MS - 1);
+    assert.equal(socket.sent.filter((m) => m.type === "ping").length, 0);
+    clock.advance(1);
+    assert.deepEqual(socket.sent.at(-1), { type: "ping", v: 1 });
+    socket.receive({ type: "pong", v: 1 });
+    clock.advance(LIMITS.HEARTBEAT_MS);
+    assert.equal(socket.sent.filter((m) => m.type === "ping").length, 2);
+    socket.receive({ type: "pong", v: 1 });
+    assert.equal(socket.closed, null);
+    assert.equal(connection.isReady(), true);
+  });
+
+  test("no pong: the link is dropped and a new one opened after the backoff", () => {
+    const socket = connectAndWelcome();
+    clock.advance(LIMITS.HEARTBEAT_MS + LIMITS.PONG_TIMEOUT_MS);
+    assert.equal(socket.closed.code, 4000);
+    assert.equal(connection.isReady(), false);
+    assert.deepEqual(statuses.at(-1), { state: STATE.DOWN, reason: DOWN_REASONS.NO_PONG, retryInMs: 1000 });
+    clock.advance(1000);
+    assert.equal(Socket.instances.length, 2);
+  });
+});
+
+describe("reconnect", () => {
+  test("backoff doubles from 1 s and is capped at 30 s; welcome resets it", () => {
+    connection.start();
+    const delays = [];
+    for (let i = 0; i < 8; i += 1) {
+      Socket.instances.at(-1).drop();
+      delays.push(statuses.at(-1).retryInMs);
+      clock.advance(statuses.at(-1).retryInMs);
+    }
+    assert.deepEqual(delays, [1000, 2000, 4000, 8000, 16000, 30000, 30000, 30000]);
+    const socket = Socket.instances.at(-1);
+    socket.open();
+    socket.receive(WELCOME);
+    socket.drop();
+    assert.equal(statuses.at(-1).retryInMs, 1000);
+  });
+
+  test("close code 4001 stops reconnecting and rejects what waits", async () => {
+    connection.start();
+    const waiting = connection.request(build.settings({ fateOption: "off" }));
+    const socket = Socket.instances[0];
+    socket.open();
+    socket.receive({ type: "error", v: 1, code: "unauthorized", message: "bad token", ref: null, field: null });
+    socket.drop(4001);
+    await assert.rejects(waiting, (error) => error instanceof BridgeError && error.code === "unauthorized");
+    assert.deepEqual(statuses.at(-1), { state: STATE.DOWN, reason: DOWN_REASONS.UNAUTHORIZED, retryInMs: null });
+    clock.advance(10 * LIMITS.BACKOFF_MAX_MS);
+    assert.equal(Socket.instances.length, 1);
+    await assert.rejects(connection.request(build.settings({ fateOption: "off" })), { code: "unauthorized" });
+    assert.equal(unsolicited[0].code, "unauthorized");
+  });
+
+  test("stop() closes, rejects pending requests and never reconnects", async () => {
+    const socket = connectAndWelcome();
+    const waiting = connection.request(build.settings({ fateOption: "off" }));
+    connection.stop();
+    await assert.rejects(waiting, { code: "closed" });
+    assert.equal(socket.closed.code, 1000);
+    clock.advance(LIMITS.BACKOFF_MAX_MS);
+    assert.equal(Socket.instances.length, 1);
+  });
+});
+
+describe("requests", () => {
+  test("queued while down, sent after welcome, replies matched by event_id", async () => {
+    connection.start();
+    Socket.instances[0].drop();
+    const first = connection.request(build.settings({ fateOption: "off" }));
+    const second = connection.request(build.settings({ fateOption: "everyone" }));
+    clock.advance(1000);
+    const socket = Socket.instances[1];
+    socket.open();
+    socket.receive(WELCOME);
+    assert.deepEqual(socket.sent.map((m) => m.event_id ?? m.type), ["hello", "ev1", "ev2"]);
+    socket.receive({ type: "settings_applied", v: 1, ref: "ev2", settings: { fate_option: "everyone" } });
+    socket.receive({ type: "error", v: 1, code: "bad_message", message: "nope", ref: "ev1", field: "fate_option" });
+    assert.equal((await second).settings.fate_option, "everyone");
+    await assert.rejects(first, (error) => error.code === "bad_message" && error.field === "fate_option");
+  });
+
+  test("a request in flight when the link drops is sent again with the same event_id", async () => {
+    const socket = connectAndWelcome();
+    const waiting = connection.request(build.settings({ fateOption: "off" }));
+    assert.equal(socket.sent.at(-1).event_id, "ev1");
+    socket.drop();
+    clock.advance(1000);
+    const again = Socket.instances[1];
+    again.open();
+    again.receive(WELCOME);
+    assert.equal(again.sent.at(-1).event_id, "ev1");
+    again.receive({ type: "settings_applied", v: 1, ref: "ev1", settings: { fate_option: "off" } });
+    assert.equal((await waiting).ref, "ev1");
+  });
+
+  test("no reply within the timeout rejects with timeout; a late reply goes to onUnsolicited", async () => {
+    const socket = connectAndWelcome();
+    const waiting = connection.request(build.settings({ fateOption: "off" }));
+    clock.advance(LIMITS.REQUEST_TIMEOUT_MS);
+    await assert.rejects(waiting, { code: "timeout" });
+    socket.receive({ type: "settings_applied", v: 1, ref: "ev1", settings: { fate_option: "off" } });
+    assert.equal(unsolicited.at(-1).ref, "ev1");
+  });
+
+  test("the queue is bounded while down", async () => {
+    connection.start();
+    const queued = Array.from({ length: LIMITS.MAX_QUEUED }, () => connection.request(build.settings({ fateOption: "off" })));
+    await assert.rejects(connection.request(build.settings({ fateOption: "off" })), { code: "queue_full" });
+    connection.stop();
+    const results = await Promise.allSettled(queued);
+    assert.equal(results.every((r) => r.status === "rejected" && r.reason.code === "closed"), true);
+  });
+
+  test("requests need a fresh event_id", async () => {
+    await assert.rejects(connection.request({ type: "ping" }), TypeError);
+    connectAndWelcome();
+    const message = build.settings({ fateOption: "off" });
+    connection.request(message).catch(() => {});
+    await assert.rejects(connection.request(message), /already pending/);
+    connection.stop();
+  });
+});
+
+describe("address check", () => {
+  test("plain ws:// is flagged only off this machine", () => {
+    assert.equal(isInsecureRemote("ws://127.0.0.1:8765"), false);
+    assert.equal(isInsecureRemote("ws://localhost:8765"), false);
+    assert.equal(isInsecureRemote("ws://[::1]:8765"), false);
+    assert.equal(isInsecureRemote("ws://192.0.2.10:8765"), true);
+    assert.equal(isInsecureRemote("wss://bridge.example:8765"), false);
+    assert.equal(isInsecureRemote("not a url"), false);
+  });
+});

@@ -1,0 +1,159 @@
+/**
+ * End to end: a REAL bridge process (`python -m bridge`) and the REAL module code (main.js on the
+ * fake Foundry globals, `ws` as the WebSocket). The bridge rolls its own dice in serve mode, so
+ * the assertions follow from the outcome it reports.
+ * Python: $FATE_BRIDGE_PYTHON, else <repo>/.venv/bin/python.
+ */
+import { test, before, after } from "node:test";
+import assert from "node:assert/strict";
+import { execFileSync, spawn } from "node:child_process";
+import { existsSync, mkdtempSync, rmSync } from "node:fs";
+import { createServer } from "node:net";
+import { tmpdir } from "node:os";
+import path from "node:path";
+import { fileURLToPath } from "node:url";
+import { WebSocket } from "ws";
+import { uninstallFakeFoundry } from "./helpers/fake-foundry.js";
+import { sampleWorld, postArchery } from "./helpers/world-setup.js";
+
+const REPO = path.resolve(path.dirname(fileURLToPath(import.meta.url)), "../..");
+const PYTHON = process.env.FATE_BRIDGE_PYTHON ?? path.join(REPO, ".venv/bin/python");
+const LUCKY = "mystery00000000";
+/** Bounds on waiting for the real process, so a broken bridge fails the test instead of hanging it. */
+const STARTUP_MS = 20_000;
+const STEP_MS = 10_000;
+const POLL_MS = 25;
+
+let bridgeProcess;
+let dir;
+let port;
+let token;
+let bridgeLog = "";
+
+function freePort() {
+  return new Promise((resolve, reject) => {
+    const server = createServer();
+    server.once("error", reject);
+    server.listen(0, "127.0.0.1", () => {
+      const { port: found } = server.address();
+      server.close(() => resolve(found));
+    });
+  });
+}
+
+/** Poll `check` until it returns a truthy value or `ms` pass. */
+async function until(check, what, ms = STEP_MS) {
+  const end = Date.now() + ms;
+  for (;;) {
+    const value = await check();
+    if (value) return value;
+    if (Date.now() > end) throw new Error(`timed out waiting for ${what}\n--- bridge log ---\n${bridgeLog}`);
+    await new Promise((resolve) => setTimeout(resolve, POLL_MS));
+  }
+}
+
+before(async () => {
+  assert.ok(existsSync(PYTHON), `no Python at ${PYTHON}: set FATE_BRIDGE_PYTHON or create <repo>/.venv`);
+  dir = mkdtempSync(path.join(tmpdir(), "fate-bridge-e2e-"));
+  const db = path.join(dir, "bridge.sqlite3");
+  token = execFileSync(PYTHON, ["-m", "bridge", "world", "add", "e2e-world", "--db", db, "--token-only"], { cwd: REPO, encoding: "utf8" }).trim();
+  assert.match(token, /^\S{16,}$/, "world add --token-only prints just the token");
+  port = await freePort();
+  bridgeProcess = spawn(PYTHON, ["-m", "bridge", "serve", "--host", "127.0.0.1", "--port", String(port), "--db", db], { cwd: REPO });
+  bridgeProcess.stdout.on("data", (chunk) => { bridgeLog += chunk; });
+  bridgeProcess.stderr.on("data", (chunk) => { bridgeLog += chunk; });
+  await until(async () => {
+    try {
+      return (await fetch(`http://127.0.0.1:${port}/healthz`)).status === 200;
+    } catch {
+      return false;
+    }
+  }, "GET /healthz", STARTUP_MS);
+});
+
+after(() => {
+  bridgeProcess?.kill("SIGTERM");
+  if (dir) rmSync(dir, { recursive: true, force: true });
+});
+
+test("a SoHL card graded, a player's spend relayed and applied, a second spend refused", async (t) => {
+  const env = await sampleWorld({ WebSocket, settings: { "fate-bridge.token": token, "fate-bridge.bridgeUrl": `ws://127.0.0.1:${port}` } });
+  t.after(() => {
+    env.bridge?.connection()?.stop();
+    uninstallFakeFoundry();
+  });
+  env.bridge = (await import("../scripts/main.js?e2e")).bridge;
+  for (const hook of ["init", "setup", "ready"]) env.world.callHook(hook);
+  const connection = await until(() => env.bridge.connection()?.isReady() && env.bridge.connection(), "welcome");
+  const replies = [];
+  const request = connection.request.bind(connection);
+  connection.request = async (message) => {
+    const reply = await request(message);
+    replies.push(reply);
+    return reply;
+  };
+  const flagsOf = (id) => env.world.messages.get(id).flags["fate-bridge"] ?? {};
+
+  // 1. The Archery card appears: test_rolled -> test_graded -> graded flag.
+  const messageId = await postArchery(env.world);
+  const graded = await until(() => flagsOf(messageId).graded, "the graded flag");
+  assert.deepEqual(graded, {
+    level: 0, label: "MF", eligible: true, reasons: [], fate_ml: 77,
+    points: [{ point_id: LUCKY, name: "Lucky Star", charges: 2 }],
+  });
+
+  // 2. The player clicks Spend Fate; the click travels on the module socket to the GM.
+  env.world.asUser(env.player);
+  const html = env.world.render(messageId);
+  assert.equal(html.querySelector('button[data-action="fateTest"]'), null);
+  html.querySelector(".fate-bridge-spend button").click();
+  assert.equal(env.world.emitted.length, 1);
+  env.world.asUser(env.gm);
+  const messagesBefore = env.world.messages.size;
+  env.world.deliverSocket();
+  const resolved = await until(() => replies.find((reply) => reply.type === "fate_resolved"), "fate_resolved");
+  await until(() => env.world.messages.size > messagesBefore, "the Fate card");
+  const card = [...env.world.messages.values()].at(-1);
+  assert.equal(card.flags["fate-bridge"].card_for, messageId);
+  assert.equal(card.content, resolved.card.html);
+  assert.deepEqual(card.rolls, []);
+  assert.equal(resolved.fate_ml, 77);
+  assert.equal(resolved.point.point_id, LUCKY);
+
+  t.diagnostic(`Fate Test outcome: ${resolved.outcome} (roll ${resolved.fate_roll} vs ${resolved.fate_ml})`);
+  const charges = () => env.actor.items.get(LUCKY).system.charges.value;
+  if (resolved.outcome === "choice") {
+    // 3a. Fate Test CS: the player keeps the point (+1); the choice card is replaced.
+    assert.ok(resolved.choice_by.includes(env.player));
+    await until(() => flagsOf(messageId).pending_choice_card === card.id, "the pending choice");
+    env.world.asUser(env.player);
+    env.world.render(card.id).querySelector('[data-fate-bridge-choice="keep"]').click();
+    env.world.asUser(env.gm);
+    env.world.deliverSocket();
+    await until(() => card.content !== resolved.card.html, "the choice card replaced");
+    assert.equal(card.content.includes("data-fate-bridge-choice"), false);
+    assert.equal(env.world.messages.size, messagesBefore + 1);
+    assert.equal(charges(), 2);
+  } else {
+    // 3b. CF (lost) and MS (spent) consume a charge; MF (kept) does not.
+    const consumed = resolved.outcome === "lost" || resolved.outcome === "spent";
+    await until(() => flagsOf(messageId).fated, "the fated flag");
+    assert.equal(charges(), consumed ? 1 : 2);
+    assert.equal(resolved.point.charges_after, charges());
+  }
+  await until(() => flagsOf(messageId).fated, "the fated flag");
+
+  // 4. A second spend on the same result is refused with already_fated, nothing applied.
+  const chargesAfter = charges();
+  const size = env.world.messages.size;
+  env.world.emitted.length = 0;
+  env.world.asUser(env.player);
+  assert.equal(env.world.render(messageId).querySelector(".fate-bridge-spend"), null, "no button on a fated result");
+  env.world.emitted.push({ payload: { type: "spend", message_id: messageId, point_id: LUCKY }, senderId: env.player });
+  env.world.asUser(env.gm);
+  env.world.deliverSocket();
+  const notice = await until(() => env.world.emitted.find((e) => e.payload.type === "notice"), "the refusal notice");
+  assert.deepEqual(notice.payload, { type: "notice", to: env.player, level: "warn", key: "FATE_BRIDGE.Error.already_fated" });
+  assert.equal(charges(), chargesAfter);
+  assert.equal(env.world.messages.size, size);
+});

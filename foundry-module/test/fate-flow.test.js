@@ -1,0 +1,197 @@
+import { test, describe, beforeEach, afterEach } from "node:test";
+import assert from "node:assert/strict";
+import * as fvtt from "../scripts/foundry.js";
+import { createFateFlow, fateRollData, gradedFlag, noticeKey } from "../scripts/logic/fate-flow.js";
+import { messageBuilders } from "../scripts/logic/messages.js";
+import { BridgeError } from "../scripts/logic/connection.js";
+import { uninstallFakeFoundry } from "./helpers/fake-foundry.js";
+import { sampleWorld, postArchery } from "./helpers/world-setup.js";
+
+const LUCKY = "mystery00000000";
+const BLADE = "mystery00000001";
+
+/** A scripted bridge: answers by message type from `replies`, records what it got. */
+function scriptedConnection(replies, { ready = true } = {}) {
+  const sent = [];
+  return {
+    sent,
+    isReady: () => ready,
+    request: async (message) => {
+      sent.push(message);
+      const reply = replies[message.type]?.(message);
+      if (reply instanceof BridgeError) throw reply;
+      return reply;
+    },
+  };
+}
+
+const graded = (message, overrides = {}) => ({
+  type: "test_graded", v: 1, event_id: message.event_id, message_id: message.message_id, level: 0, label: "MF",
+  success: false, critical: false, fate: { eligible: true, reasons: [], fate_ml: 77, points: [LUCKY] }, mismatch: null, ...overrides,
+});
+
+const resolved = (message, outcome, { charges = 1, choiceBy = [] } = {}) => ({
+  type: "fate_resolved", v: 1, event_id: message.event_id, message_id: message.message_id, fate_roll: 34, fate_ml: 77, fate_level: 1,
+  fate_label: "MS", outcome, gain: outcome === "choice" ? null : 1, level_before: 0, label_before: "MF", level_after: outcome === "choice" ? null : 1,
+  label_after: outcome === "choice" ? null : "MS", point: { point_id: LUCKY, name: "Lucky Star", charges_after: charges },
+  card: {
+    title: "Archery: Fate", ruleset: "sohl", speaker_actor_id: "d1cddnpaqRl0a0Q8", speaker_alias: "Basic Folk",
+    html: outcome === "choice"
+      ? `<div data-fate-bridge-message-id="${message.message_id}"><button data-fate-bridge-choice="spend">Spend</button><button data-fate-bridge-choice="keep">Keep</button></div>`
+      : `<div class="fate-bridge-card">${outcome}</div>`,
+  },
+  effects: outcome === "choice" ? [] : [
+    { kind: "update_item", actor_id: "d1cddnpaqRl0a0Q8", item_id: LUCKY, path: "system.charges.value", value: charges },
+    { kind: "flag_message", message_id: message.message_id, key: "fated", value: { outcome } },
+  ],
+  choice_by: choiceBy,
+});
+
+let env;
+beforeEach(async () => {
+  env = await sampleWorld({ diceSoNice: true });
+  env.messageId = await postArchery(env.world);
+});
+afterEach(() => uninstallFakeFoundry());
+
+const makeFlow = (connection) => createFateFlow({ foundry: fvtt, connection, build: messageBuilders(fvtt.randomId), domParser: fvtt.domParser() });
+
+describe("grading a card", () => {
+  test("sends test_rolled built from the card and the actor, stores the graded flag", async () => {
+    const connection = scriptedConnection({ test_rolled: (m) => graded(m, { fate: { eligible: true, reasons: [], fate_ml: 77, points: [BLADE, LUCKY] } }) });
+    const result = await makeFlow(connection).gradeMessage(env.messageId);
+    assert.equal(result.ok, true);
+    const [sent] = connection.sent;
+    assert.equal(sent.type, "test_rolled");
+    assert.equal(sent.message_id, env.messageId);
+    assert.equal(sent.test.eml, 55);
+    assert.equal(sent.test.roll, 88);
+    assert.deepEqual(sent.actor.owner_user_ids, [env.gm, env.player]);
+    assert.deepEqual(sent.actor.aura, { eml: 55, disabled: false });
+    assert.deepEqual(env.world.messages.get(env.messageId).flags["fate-bridge"].graded, {
+      level: 0, label: "MF", eligible: true, reasons: [], fate_ml: 77,
+      points: [
+        { point_id: BLADE, name: "Blade of Destiny", charges: null },
+        { point_id: LUCKY, name: "Lucky Star", charges: 2 },
+      ],
+    });
+  });
+
+  test("a non-SoHL message is skipped without a request", async () => {
+    const other = await env.world.createMessage({ content: "<p>hi</p>" });
+    const connection = scriptedConnection({});
+    assert.deepEqual(await makeFlow(connection).gradeMessage(other.id), { ok: false, code: "not_sohl" });
+    assert.equal(connection.sent.length, 0);
+  });
+
+  test("gradedFlag drops ids the snapshot does not know", () => {
+    const flag = gradedFlag({ level: 1, label: "MS", fate: { eligible: true, reasons: [], fate_ml: 60, points: ["ghost", LUCKY] } }, [{ point_id: LUCKY, name: "Lucky Star", charges: 2 }]);
+    assert.deepEqual(flag.points, [{ point_id: LUCKY, name: "Lucky Star", charges: 2 }]);
+  });
+});
+
+describe("spending", () => {
+  test("re-grades, sends fate_spend with the sender's id, applies effects in order, posts a new card, shows the die", async () => {
+    const connection = scriptedConnection({ test_rolled: (m) => graded(m), fate_spend: (m) => resolved(m, "spent") });
+    const ok = await makeFlow(connection).requestSpend({ messageId: env.messageId, pointId: LUCKY, userId: env.player });
+    assert.equal(ok, true);
+    assert.deepEqual(connection.sent.map((m) => m.type), ["test_rolled", "fate_spend"]);
+    const spend = connection.sent[1];
+    assert.equal(spend.user_id, env.player);
+    assert.equal(spend.user_name, "Player One");
+    assert.equal(spend.point_id, LUCKY);
+    assert.equal(env.actor.items.get(LUCKY).system.charges.value, 1);
+    assert.deepEqual(env.world.flagWrites.map((w) => w.key), ["graded", "fated"]);
+    const card = [...env.world.messages.values()].at(-1);
+    assert.notEqual(card.id, env.messageId);
+    assert.equal(card.content, '<div class="fate-bridge-card">spent</div>');
+    assert.deepEqual(card.speaker, { scene: null, token: null, actor: "d1cddnpaqRl0a0Q8", alias: "Basic Folk" });
+    assert.deepEqual(card.rolls, []);
+    assert.equal(card.flags["fate-bridge"].card_for, env.messageId);
+    assert.equal(env.world.diceShown.length, 1);
+    assert.equal(env.world.diceShown[0][0].total, 34);
+    assert.deepEqual(env.world.diceShown[0][0].fromData.terms[0].results, [{ result: 34, active: true }]);
+    assert.equal(env.world.notices.length, 0);
+  });
+
+  test("a bridge refusal reaches the requesting player as a notice and nothing is applied", async () => {
+    for (const code of ["not_eligible", "already_fated", "no_charges", "forbidden", "not_found"]) {
+      env.world.emitted.length = 0;
+      const before = env.world.messages.size;
+      const connection = scriptedConnection({ test_rolled: (m) => graded(m), fate_spend: () => new BridgeError(code, "refused") });
+      assert.equal(await makeFlow(connection).requestSpend({ messageId: env.messageId, pointId: LUCKY, userId: env.player }), false);
+      assert.deepEqual(env.world.emitted, [{ payload: { type: "notice", to: env.player, level: "warn", key: `FATE_BRIDGE.Error.${code}` }, senderId: env.gm }]);
+      assert.equal(env.world.messages.size, before);
+      assert.equal(env.actor.items.get(LUCKY).system.charges.value, 2);
+      assert.equal(env.world.messages.get(env.messageId).flags["fate-bridge"].fated, undefined);
+    }
+    assert.equal(env.world.itemUpdates.length, 0);
+  });
+
+  test("the GM's own refusal is a local notice", async () => {
+    const connection = scriptedConnection({ test_rolled: (m) => graded(m), fate_spend: () => new BridgeError("no_charges", "none") });
+    await makeFlow(connection).requestSpend({ messageId: env.messageId, pointId: LUCKY, userId: env.gm });
+    assert.deepEqual(env.world.notices, [{ level: "warn", text: "That Fate Point has no charge left.", userId: env.gm }]);
+  });
+
+  test("bridge down: nothing sent, the player is told", async () => {
+    const connection = scriptedConnection({}, { ready: false });
+    assert.equal(await makeFlow(connection).requestSpend({ messageId: env.messageId, pointId: LUCKY, userId: env.player }), false);
+    assert.equal(connection.sent.length, 0);
+    assert.equal(env.world.emitted[0].payload.key, noticeKey("bridge_down"));
+  });
+
+  test("an effect naming a missing item: nothing applied, GM and player told", async () => {
+    const connection = scriptedConnection({
+      test_rolled: (m) => graded(m),
+      fate_spend: (m) => {
+        const reply = resolved(m, "spent");
+        reply.effects.push({ kind: "update_item", actor_id: "d1cddnpaqRl0a0Q8", item_id: "gone", path: "system.charges.value", value: 0 });
+        return reply;
+      },
+    });
+    assert.equal(await makeFlow(connection).requestSpend({ messageId: env.messageId, pointId: LUCKY, userId: env.player }), false);
+    assert.equal(env.world.itemUpdates.length, 0);
+    assert.equal(env.world.messages.get(env.messageId).flags["fate-bridge"].fated, undefined);
+    assert.equal(env.world.emitted[0].payload.key, "FATE_BRIDGE.Error.apply_failed");
+    assert.equal(env.world.notices[0].level, "error");
+  });
+
+  test("unknown error codes read as internal", () => {
+    assert.equal(noticeKey("something_new"), "FATE_BRIDGE.Error.internal");
+    assert.equal(noticeKey("forbidden"), "FATE_BRIDGE.Error.forbidden");
+  });
+});
+
+describe("choice", () => {
+  test("a choice card is posted with choice_by; the answer replaces its content", async () => {
+    const connection = scriptedConnection({
+      test_rolled: (m) => graded(m),
+      fate_spend: (m) => resolved(m, "choice", { choiceBy: [env.gm, env.player] }),
+      fate_choice: (m) => resolved(m, "kept", { charges: 2 }),
+    });
+    const flow = makeFlow(connection);
+    await flow.requestSpend({ messageId: env.messageId, pointId: LUCKY, userId: env.player });
+    const choiceCard = [...env.world.messages.values()].at(-1);
+    assert.deepEqual(choiceCard.flags["fate-bridge"].choice_by, [env.gm, env.player]);
+    assert.equal(env.world.messages.get(env.messageId).flags["fate-bridge"].pending_choice_card, choiceCard.id);
+    const count = env.world.messages.size;
+
+    assert.equal(await flow.requestChoice({ messageId: env.messageId, choice: "keep", userId: env.player }), true);
+    const answer = connection.sent.at(-1);
+    assert.deepEqual([answer.type, answer.choice, answer.user_id], ["fate_choice", "keep", env.player]);
+    assert.equal(env.world.messages.size, count);
+    assert.equal(choiceCard.content, '<div class="fate-bridge-card">kept</div>');
+    assert.deepEqual(choiceCard.flags["fate-bridge"].choice_by, []);
+    assert.equal(env.world.messages.get(env.messageId).flags["fate-bridge"].pending_choice_card, null);
+    assert.equal(env.world.diceShown.length, 1, "the choice answer rolls no new die");
+  });
+});
+
+test("fateRollData is an evaluated 1d100 with the bridge's value", () => {
+  const data = fateRollData(7);
+  assert.equal(data.formula, "1d100");
+  assert.equal(data.total, 7);
+  assert.equal(data.terms[0].faces, 100);
+  assert.deepEqual(data.terms[0].results, [{ result: 7, active: true }]);
+});

@@ -1,0 +1,205 @@
+/**
+ * The smallest fakes of the Foundry globals scripts/foundry.js reads, installed fresh per test.
+ * One process plays every client: `world.asUser(id)` switches who "this client" is, and
+ * `world.deliverSocket()` hands what was emitted on the module socket to the registered handlers
+ * with the emitter's id as Foundry's sender id.
+ */
+import { readFileSync } from "node:fs";
+import { JSDOM } from "jsdom";
+
+const EN = JSON.parse(readFileSync(new URL("../../lang/en.json", import.meta.url), "utf8"));
+const OWNER = 3;
+let counter = 0;
+
+/** @returns {string} a fresh 16-character id */
+export function fakeId(prefix = "id") {
+  counter += 1;
+  return `${prefix}${String(counter).padStart(16 - prefix.length, "0")}`;
+}
+
+function setPath(target, path, value) {
+  const keys = path.split(".");
+  let node = target;
+  for (const key of keys.slice(0, -1)) node = node[key] ??= {};
+  node[keys.at(-1)] = value;
+}
+
+class Collection extends Map {
+  filter(fn) { return [...this.values()].filter(fn); }
+  map(fn) { return [...this.values()].map(fn); }
+  find(fn) { return [...this.values()].find(fn); }
+}
+
+export class FakeItem {
+  constructor(data, updates) {
+    this.id = data._id ?? data.id ?? fakeId("item");
+    this.name = data.name;
+    this.type = data.type;
+    this.system = structuredClone(data.system ?? {});
+    if (data.masteryLevel) this.system.logic = { masteryLevel: data.masteryLevel };
+    this.updates = updates;
+  }
+  toObject() {
+    const { logic, ...system } = this.system;
+    return { _id: this.id, name: this.name, type: this.type, system: structuredClone(system) };
+  }
+  async update(changes) {
+    this.updates.push({ itemId: this.id, changes });
+    for (const [path, value] of Object.entries(changes)) setPath(this, path, value);
+  }
+}
+
+export class FakeMessage {
+  constructor(world, data) {
+    this.world = world;
+    this.id = data._id ?? fakeId("msg");
+    this.content = data.content ?? "";
+    this.speaker = data.speaker ?? {};
+    this.whisper = data.whisper ?? [];
+    this.blind = Boolean(data.blind);
+    this.rolls = data.rolls ?? [];
+    this.flags = structuredClone(data.flags ?? {});
+  }
+  getFlag(scope, key) { return this.flags[scope]?.[key]; }
+  async setFlag(scope, key, value) {
+    this.world.flagWrites.push({ messageId: this.id, key, value });
+    (this.flags[scope] ??= {})[key] = structuredClone(value);
+  }
+  async update(data) {
+    if (data.content !== undefined) this.content = data.content;
+    for (const [scope, values] of Object.entries(data.flags ?? {})) Object.assign((this.flags[scope] ??= {}), structuredClone(values));
+    this.world.messageUpdates.push({ messageId: this.id, data });
+  }
+}
+
+/**
+ * Install fresh fakes on globalThis.
+ *
+ * @param {object} [options]
+ * @param {Function} [options.WebSocket] the WebSocket class the module gets
+ * @param {boolean} [options.diceSoNice] pretend Dice So Nice is active
+ * @param {object} [options.settings] initial setting values, `namespace.key` -> value
+ * @returns the world handle used by tests
+ */
+export function installFakeFoundry({ WebSocket, diceSoNice = false, settings = {} } = {}) {
+  const dom = new JSDOM("<!doctype html><body></body>");
+  const hooks = new Map();
+  const socketHandlers = [];
+  const registered = new Map();
+  const values = new Map(Object.entries(settings));
+  const users = new Collection();
+  const world = {
+    dom,
+    notices: [],
+    emitted: [],
+    flagWrites: [],
+    messageUpdates: [],
+    itemUpdates: [],
+    diceShown: [],
+    hooks,
+    registered,
+    users,
+    actors: new Collection(),
+    messages: new Collection(),
+    currentUserId: null,
+    activeGMId: null,
+    addUser({ id = fakeId("user"), name, isGM = false }) {
+      users.set(id, { id, name, isGM, get isSelf() { return world.currentUserId === id; } });
+      return id;
+    },
+    asUser(id) { world.currentUserId = id; },
+    addActor({ id = fakeId("actor"), name, hasPlayerOwner = false, ownership = {}, statuses = [], items = [] }) {
+      const itemMap = new Collection(items.map((data) => { const item = new FakeItem(data, world.itemUpdates); return [item.id, item]; }));
+      const actor = {
+        id, name, hasPlayerOwner, statuses: new Set(statuses), items: itemMap, ownership,
+        testUserPermission: (user, level) => level === "OWNER" && (user.isGM || (ownership[user.id] ?? 0) >= OWNER),
+        get isOwner() { return actor.testUserPermission(users.get(world.currentUserId), "OWNER"); },
+      };
+      world.actors.set(id, actor);
+      return actor;
+    },
+    /** Create a message as ChatMessage.create does, firing createChatMessage. */
+    async createMessage(data) {
+      const message = new FakeMessage(world, data);
+      world.messages.set(message.id, message);
+      callHooks("createChatMessage", message, {}, world.currentUserId);
+      return message;
+    },
+    /** Render a message as the current user: returns the element after renderChatMessageHTML. */
+    render(messageId) {
+      const message = world.messages.get(messageId);
+      const li = dom.window.document.createElement("li");
+      li.className = "chat-message";
+      const content = dom.window.document.createElement("div");
+      content.className = "message-content";
+      content.innerHTML = message.content;
+      li.append(content);
+      callHooks("renderChatMessageHTML", message, li, {});
+      return li;
+    },
+    callHook: (name, ...args) => callHooks(name, ...args),
+    /** Deliver every emitted socket payload to the handlers, as Foundry would to the other clients. */
+    deliverSocket() {
+      const batch = world.emitted.splice(0);
+      for (const { payload, senderId } of batch) for (const handler of socketHandlers) handler(payload, senderId);
+      return batch;
+    },
+  };
+
+  function callHooks(name, ...args) {
+    for (const entry of [...(hooks.get(name) ?? [])]) {
+      entry.fn(...args);
+      if (entry.once) hooks.get(name).splice(hooks.get(name).indexOf(entry), 1);
+    }
+  }
+  const addHook = (once) => (name, fn) => { if (!hooks.has(name)) hooks.set(name, []); hooks.get(name).push({ fn, once }); };
+  const format = (key, data = {}) => (EN[key] ?? key).replace(/\{(\w+)\}/g, (_, name) => String(data[name] ?? `{${name}}`));
+
+  globalThis.Hooks = { on: addHook(false), once: addHook(true) };
+  globalThis.ui = {
+    notifications: Object.fromEntries(["info", "warn", "error"].map((level) => [level, (text) => world.notices.push({ level, text, userId: world.currentUserId })])),
+  };
+  globalThis.game = {
+    world: { id: "e2e-world" },
+    version: "14.359",
+    system: { id: "sohl", version: "0.8.2" },
+    get user() { return users.get(world.currentUserId); },
+    users: Object.defineProperty(users, "activeGM", { get: () => users.get(world.activeGMId) ?? null }),
+    messages: world.messages,
+    actors: world.actors,
+    modules: new Map([["fate-bridge", { active: true, version: "0.1.0" }], ...(diceSoNice ? [["dice-so-nice", { active: true }]] : [])]),
+    dice3d: diceSoNice ? { showForRoll: async (...args) => { world.diceShown.push(args); return true; } } : undefined,
+    settings: {
+      settings: registered,
+      register: (namespace, key, config) => registered.set(`${namespace}.${key}`, config),
+      get: (namespace, key) => {
+        const id = `${namespace}.${key}`;
+        return values.has(id) ? values.get(id) : registered.get(id)?.default;
+      },
+      set: async (namespace, key, value) => {
+        values.set(`${namespace}.${key}`, value);
+        registered.get(`${namespace}.${key}`)?.onChange?.(value);
+      },
+    },
+    socket: {
+      emit: (name, payload) => { if (name === "module.fate-bridge") world.emitted.push({ payload: structuredClone(payload), senderId: world.currentUserId }); },
+      on: (name, fn) => { if (name === "module.fate-bridge") socketHandlers.push(fn); },
+    },
+    i18n: { localize: (key) => EN[key] ?? key, format },
+  };
+  globalThis.ChatMessage = { create: (data) => world.createMessage(data) };
+  globalThis.Roll = { fromData: (data) => ({ fromData: data, total: data.total }) };
+  globalThis.foundry = { utils: { randomID: () => fakeId("ev") } };
+  globalThis.fromUuidSync = (uuid) => {
+    const match = /(?:^|\.)Actor\.([^.]+)$/.exec(uuid);
+    return match ? world.actors.get(match[1]) ?? null : null;
+  };
+  globalThis.DOMParser = dom.window.DOMParser;
+  globalThis.WebSocket = WebSocket;
+  return world;
+}
+
+/** Remove the fakes (call in afterEach). */
+export function uninstallFakeFoundry() {
+  for (const name of ["Hooks", "ui", "game", "ChatMessage", "Roll", "foundry", "fromUuidSync", "DOMParser", "WebSocket"]) delete globalThis[name];
+}

@@ -1,0 +1,181 @@
+import { test, describe, beforeEach, afterEach } from "node:test";
+import assert from "node:assert/strict";
+import { uninstallFakeFoundry } from "./helpers/fake-foundry.js";
+import { sampleWorld, postArchery } from "./helpers/world-setup.js";
+import { FakeClock, fakeWebSocketClass } from "./helpers/fake-socket.js";
+
+const LUCKY = "mystery00000000";
+const BLADE = "mystery00000001";
+const GRADED = { level: 0, label: "MF", eligible: true, reasons: [], fate_ml: 77, points: [{ point_id: BLADE, name: "Blade of Destiny", charges: null }, { point_id: LUCKY, name: "Lucky Star", charges: 2 }] };
+
+let env;
+let bootCount = 0;
+/** Boot the real main.js on fresh fakes, as Foundry would: init, setup, ready. */
+async function boot({ token = "secret", url = "ws://127.0.0.1:8765" } = {}) {
+  const Socket = fakeWebSocketClass();
+  env = await sampleWorld({ WebSocket: Socket, settings: { "fate-bridge.token": token, "fate-bridge.bridgeUrl": url } });
+  env.Socket = Socket;
+  env.clock = new FakeClock();
+  globalThis.setTimeout = env.clock.setTimeout;
+  globalThis.clearTimeout = env.clock.clearTimeout;
+  bootCount += 1;
+  env.handle = (await import(`../scripts/main.js?boot=${bootCount}`)).bridge;
+  for (const hook of ["init", "setup", "ready"]) env.world.callHook(hook);
+  env.messageId = await postArchery(env.world);
+}
+const realTimers = { setTimeout: globalThis.setTimeout, clearTimeout: globalThis.clearTimeout };
+afterEach(() => {
+  env?.handle.connection()?.stop();
+  Object.assign(globalThis, realTimers);
+  uninstallFakeFoundry();
+});
+
+const setFlags = (id, flags) => Object.assign((env.world.messages.get(id).flags["fate-bridge"] ??= {}), flags);
+
+describe("settings and roles", () => {
+  beforeEach(() => boot());
+
+  test("settings registered as specified; the token is client scope and GM-only in config", () => {
+    const reg = env.world.registered;
+    assert.equal(reg.get("fate-bridge.bridgeUrl").scope, "world");
+    assert.equal(reg.get("fate-bridge.bridgeUrl").default, "ws://127.0.0.1:8765");
+    assert.deepEqual(Object.keys(reg.get("fate-bridge.fateOption").choices), ["system", "everyone", "pc_only", "off"]);
+    assert.equal(reg.get("fate-bridge.fateOption").default, "system");
+    assert.equal(reg.get("fate-bridge.token").scope, "client");
+    assert.equal(reg.get("fate-bridge.token").config, true);
+  });
+
+  test("the active GM connects, says hello, and sends settings after welcome", () => {
+    const socket = env.Socket.instances[0];
+    assert.equal(socket.url, "ws://127.0.0.1:8765");
+    socket.open();
+    assert.deepEqual(socket.sent[0], {
+      type: "hello", v: 1, world_id: "e2e-world", token: "secret",
+      client: { module_version: "0.1.0", foundry_version: "14.359", system_id: "sohl", system_version: "0.8.2" },
+    });
+    socket.receive({ type: "welcome", v: 1, world_id: "e2e-world", bridge_version: "x", rulesets: ["sohl"], settings: { fate_option: "everyone" } });
+    const settings = socket.sent.find((m) => m.type === "settings");
+    assert.equal(settings.fate_option, "everyone", "SoHL's optionFate is unset here: everyone");
+    assert.equal(env.world.notices.at(-1).text, "Fate Bridge: connected to the bridge.");
+    const queued = socket.sent.find((m) => m.type === "test_rolled");
+    assert.equal(queued.message_id, env.messageId, "the card created before welcome was queued and sent");
+  });
+
+  test("GM hand-off: a client that stops being the active GM lets go of the bridge", () => {
+    env.world.activeGMId = env.stranger;
+    env.world.callHook("userConnected", env.world.users.get(env.stranger), true);
+    assert.equal(env.handle.connection(), null);
+  });
+});
+
+test("a bad token from the bridge (4001) tells the GM", async () => {
+  await boot();
+  const socket = env.Socket.instances[0];
+  socket.open();
+  socket.drop(4001);
+  assert.match(env.world.notices.at(-1).text, /refused the token/);
+  env.clock.advance(60_000);
+  assert.equal(env.Socket.instances.length, 1);
+});
+
+test("plain ws:// to another machine warns the GM; no token, no connection", async () => {
+  await boot({ url: "ws://192.0.2.5:8765" });
+  assert.match(env.world.notices[0].text, /plain ws:\/\//);
+  uninstallFakeFoundry();
+  await boot({ token: "" });
+  assert.equal(env.Socket.instances.length, 0);
+  assert.match(env.world.notices[0].text, /no bridge token/);
+});
+
+describe("card-ui on render", () => {
+  beforeEach(() => boot());
+
+  test("SoHL's Fate button is hidden for everyone, graded or not", () => {
+    for (const user of [env.gm, env.player, env.stranger]) {
+      env.world.asUser(user);
+      const html = env.world.render(env.messageId);
+      assert.equal(html.querySelector('button[data-action="fateTest"]'), null);
+      assert.equal(html.querySelector(".fate-bridge-spend"), null, "not graded yet");
+    }
+  });
+
+  test("our button shows for owners and GMs when eligible, with points in the bridge's order", () => {
+    setFlags(env.messageId, { graded: GRADED });
+    env.world.asUser(env.player);
+    const html = env.world.render(env.messageId);
+    const options = [...html.querySelectorAll(".fate-bridge-spend option")].map((o) => [o.value, o.textContent]);
+    assert.deepEqual(options, [[BLADE, "Blade of Destiny (unlimited)"], [LUCKY, "Lucky Star (2 left)"]]);
+    assert.equal(html.querySelector(".fate-bridge-spend button").textContent, "Spend Fate");
+    env.world.asUser(env.gm);
+    assert.ok(env.world.render(env.messageId).querySelector(".fate-bridge-spend"));
+    env.world.asUser(env.stranger);
+    assert.equal(env.world.render(env.messageId).querySelector(".fate-bridge-spend"), null);
+  });
+
+  test("no button once fated; reasons when withheld", () => {
+    setFlags(env.messageId, { graded: GRADED, fated: { outcome: "spent" } });
+    env.world.asUser(env.player);
+    assert.equal(env.world.render(env.messageId).querySelector(".fate-bridge-spend"), null);
+    setFlags(env.messageId, { graded: { ...GRADED, eligible: false, reasons: ["no_aura", "no_points"], points: [] }, fated: undefined });
+    const note = env.world.render(env.messageId).querySelector(".fate-bridge-withheld");
+    assert.equal(note.textContent, "Fate withheld: no usable Aura, no Fate Point left");
+  });
+
+  test("point names are text, never HTML", () => {
+    setFlags(env.messageId, { graded: { ...GRADED, points: [{ point_id: LUCKY, name: "<img src=x onerror=alert(1)>", charges: 1 }] } });
+    const html = env.world.render(env.messageId);
+    assert.equal(html.querySelector(".fate-bridge-spend img"), null);
+    assert.equal(html.querySelector(".fate-bridge-spend option").textContent, "<img src=x onerror=alert(1)> (1 left)");
+  });
+
+  test("a player's click is relayed on the socket; with no GM online it is not", () => {
+    setFlags(env.messageId, { graded: GRADED });
+    env.world.asUser(env.player);
+    const html = env.world.render(env.messageId);
+    html.querySelector(".fate-bridge-spend select").value = LUCKY;
+    html.querySelector(".fate-bridge-spend button").click();
+    assert.deepEqual(env.world.emitted, [{ payload: { type: "spend", message_id: env.messageId, point_id: LUCKY }, senderId: env.player }]);
+    env.world.emitted.length = 0;
+    env.world.activeGMId = null;
+    env.world.render(env.messageId).querySelector(".fate-bridge-spend button").click();
+    assert.equal(env.world.emitted.length, 0);
+    assert.equal(env.world.notices.at(-1).text, "No GM is online to resolve Fate. Nothing was spent.");
+  });
+
+  test("the GM answers a relayed click from a disconnected bridge with a notice to the sender", () => {
+    env.world.asUser(env.player);
+    env.world.emitted.push({ payload: { type: "spend", message_id: env.messageId, point_id: LUCKY, user_id: env.gm }, senderId: env.player });
+    env.world.asUser(env.gm);
+    env.world.deliverSocket();
+    assert.deepEqual(env.world.emitted.map((e) => e.payload), [{ type: "notice", to: env.player, level: "warn", key: "FATE_BRIDGE.Error.bridge_down" }]);
+    env.world.asUser(env.player);
+    env.world.deliverSocket();
+    assert.equal(env.world.notices.at(-1).text, "The Fate bridge is not connected. Nothing was spent; try again when the GM's bridge is back.");
+    assert.equal(env.Socket.instances[0].sent.filter((m) => m.type === "fate_spend").length, 0);
+  });
+
+  test("notices from non-GMs or with foreign keys are ignored", () => {
+    env.world.asUser(env.stranger);
+    env.world.emitted.push({ payload: { type: "notice", to: env.player, level: "error", key: "FATE_BRIDGE.Error.forbidden" }, senderId: env.stranger });
+    env.world.asUser(env.player);
+    const before = env.world.notices.length;
+    env.world.deliverSocket();
+    assert.equal(env.world.notices.length, before);
+  });
+
+  test("choice buttons: wired for choice_by users and GMs, removed for others", async () => {
+    const card = await env.world.createMessage({
+      content: `<div data-fate-bridge-message-id="${env.messageId}"><button data-fate-bridge-choice="spend">Spend for +2</button><button data-fate-bridge-choice="keep">Keep for +1</button></div>`,
+      flags: { "fate-bridge": { card_for: env.messageId, choice_by: [env.player] } },
+    });
+    env.world.asUser(env.stranger);
+    assert.equal(env.world.render(card.id).querySelectorAll("[data-fate-bridge-choice]").length, 0);
+    env.world.asUser(env.gm);
+    assert.equal(env.world.render(card.id).querySelectorAll("[data-fate-bridge-choice]").length, 2);
+    env.world.asUser(env.player);
+    const html = env.world.render(card.id);
+    html.querySelector('[data-fate-bridge-choice="keep"]').click();
+    assert.deepEqual(env.world.emitted.at(-1).payload, { type: "choice", message_id: env.messageId, choice: "keep" });
+    assert.equal(html.querySelector('[data-fate-bridge-choice="spend"]').disabled, true);
+  });
+});

@@ -1,0 +1,348 @@
+"""The audit trail (issue 3): recorded inputs, hash chain, signed checkpoints, re-derivation,
+tamper detection, the GM's commands and the module's audit_query."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import sqlite3
+
+import pytest
+
+from bridge import audit
+from bridge.cli import main
+from bridge.dice import ScriptedDice
+from bridge.session import Session
+from bridge.store import MIGRATIONS, SCHEMA_VERSION, SQLiteStore
+
+from .sohl_messages import PLAYER, fate_choice, fate_spend, frame, rolled, sohl_test
+
+KEY = bytes(range(32))
+OTHER_KEY = bytes(range(1, 33))
+
+
+async def play(store: SQLiteStore, rounds: int) -> None:
+    """``rounds`` tests each fated once (dice cycle through spent, lost, kept, choice->keep)."""
+    session = Session(store, ScriptedDice([]), trusted=True, default_world="w")
+    for n in range(rounds):
+        mid = f"m{n}"
+        await session.receive(frame(rolled(f"r{n}", mid, test=sohl_test(roll=88))))
+        die = (34, 80, 88, 45)[n % 4]
+        await session.receive(frame(fate_spend(f"s{n}", mid)), ScriptedDice([die]))
+        if die == 45:
+            await session.receive(frame(fate_choice("keep", f"c{n}", mid)))
+
+
+@pytest.fixture
+def db(tmp_path):
+    return tmp_path / "audit.sqlite3"
+
+
+async def build(db, rounds: int, key: bytes | None = KEY) -> None:
+    store = await SQLiteStore.open(db, audit_key=key)
+    await store.add_world("w", None, replace=False)
+    await play(store, rounds)
+    await store.close()
+
+
+async def verify(db, key: bytes | None = KEY) -> audit.WorldReport:
+    store = await SQLiteStore.open(db)
+    (report,) = await store.verify("w", key)
+    await store.close()
+    return report
+
+
+def rows(db) -> list[tuple]:
+    conn = sqlite3.connect(db)
+    return conn.execute("SELECT seq, record, prev_hash, hash FROM audit WHERE world_id='w' ORDER BY seq").fetchall()
+
+
+def rechain(db, key: bytes | None = None, edit=lambda seq, record: record) -> None:
+    """Rewrite the whole chain consistently (as someone with write access to the file would),
+    applying ``edit`` to each record's canonical bytes; re-sign the checkpoints when ``key``."""
+    conn = sqlite3.connect(db)
+    prev = audit.GENESIS_HASH
+    hashes = {}
+    for seq, record, _, _ in rows(db):
+        record = edit(seq, bytes(record))
+        record_hash = audit.chain_hash(prev, record)
+        conn.execute("UPDATE audit SET record=?, prev_hash=?, hash=? WHERE world_id='w' AND seq=?",
+                     (record, prev, record_hash, seq))
+        hashes[seq] = prev = record_hash
+    for (seq,) in conn.execute("SELECT seq FROM checkpoints WHERE world_id='w'").fetchall():
+        mac = audit.checkpoint_mac(key, "w", seq, hashes[seq]) if key else "0" * 64
+        conn.execute("UPDATE checkpoints SET hash=?, mac=? WHERE world_id='w' AND seq=?", (hashes[seq], mac, seq))
+    conn.commit()
+
+
+def replace_in(seq_to_edit: int, old: bytes, new: bytes):
+    def edit(seq, record):
+        if seq != seq_to_edit:
+            return record
+        assert old in record
+        return record.replace(old, new)
+    return edit
+
+
+class TestRecords:
+    async def test_a_fate_record_holds_inputs_dice_outputs_user_and_version(self, db):
+        await build(db, 1)
+        record = json.loads(rows(db)[1][1])
+        assert record["type"] == "fate_spend" and record["seq"] == 2 and record["world_id"] == "w"
+        assert record["dice"] == [34]
+        assert record["user_id"] == PLAYER and record["bridge_version"] and record["ts"].endswith("Z")
+        graded = next(r for r in record["reads"] if r["op"] == "graded")["result"]
+        assert graded["actor"]["aura"] == {"eml": 55, "disabled": False}
+        assert graded["test"]["roll"] == 88
+        assert any(r["op"] == "settings" for r in record["reads"])
+        assert record["reply"]["outcome"] == "spent" and record["reply"]["level_after"] == 1
+
+    async def test_canonical_bytes_have_sorted_keys(self, db):
+        await build(db, 1)
+        record = rows(db)[0][1]
+        assert record == json.dumps(json.loads(record), sort_keys=True, separators=(",", ":")).encode()
+
+    async def test_refusals_are_recorded_too(self, db):
+        store = await SQLiteStore.open(db, audit_key=KEY)
+        await store.add_world("w", None, replace=False)
+        session = Session(store, ScriptedDice([]), trusted=True, default_world="w")
+        await session.receive(frame(fate_spend("s1", "never")))
+        await store.close()
+        record = json.loads(rows(db)[0][1])
+        assert (record["ok"], record["reply"]["code"]) == (False, "not_found")
+
+    async def test_replayed_event_ids_add_no_record(self, db):
+        store = await SQLiteStore.open(db)
+        await store.add_world("w", None, replace=False)
+        session = Session(store, ScriptedDice([]), trusted=True, default_world="w")
+        await session.receive(frame(rolled("r1", "m1")))
+        await session.receive(frame(rolled("r1", "m1")))
+        await store.close()
+        assert len(rows(db)) == 1
+
+
+class TestVerifyPasses:
+    async def test_clean_chain_with_checkpoints(self, db):
+        await build(db, 10)  # 10 tests, 10 spends, 2 choices = 22 records: checkpoint at 16, head at 22
+        report = await verify(db)
+        assert report.ok, report.problems
+        assert (report.records, report.last_checkpoint, report.notes) == (22, 22, [])
+
+    async def test_records_after_the_last_checkpoint_are_a_note_not_a_failure(self, db):
+        store = await SQLiteStore.open(db, audit_key=KEY)
+        await store.add_world("w", None, replace=False)
+        await play(store, 3)
+        store._closed = True  # a crash: no checkpoint at close
+        store._close_sync()
+        report = await verify(db)
+        assert report.ok
+        assert report.notes == ["records 1..6 are chained but not yet covered by a signed checkpoint"]
+
+
+class TestTampering:
+    """Each tampering is caught, with the record named (shared habit: assert the problem)."""
+
+    async def test_edited_record(self, db):
+        await build(db, 3)
+        conn = sqlite3.connect(db)
+        record = bytes(conn.execute("SELECT record FROM audit WHERE seq=4").fetchone()[0])
+        conn.execute("UPDATE audit SET record=? WHERE seq=4", (record.replace(b'"dice":[80]', b'"dice":[34]'),))
+        conn.commit()
+        report = await verify(db)
+        assert not report.ok
+        assert report.problems[0].seq == 4 and report.problems[0].kind == "hash"
+
+    async def test_deleted_record(self, db):
+        await build(db, 3)
+        conn = sqlite3.connect(db)
+        conn.execute("DELETE FROM audit WHERE seq=3")
+        conn.commit()
+        report = await verify(db)
+        kinds = {(p.seq, p.kind) for p in report.problems}
+        assert (4, "gap") in kinds and (4, "link") in kinds
+        assert "records 3..3 are missing before record 4" in report.problems[0].detail
+
+    async def test_reordered_records(self, db):
+        await build(db, 3)
+        conn = sqlite3.connect(db)
+        a = conn.execute("SELECT record, prev_hash, hash FROM audit WHERE seq=3").fetchone()
+        b = conn.execute("SELECT record, prev_hash, hash FROM audit WHERE seq=4").fetchone()
+        conn.execute("UPDATE audit SET record=?, prev_hash=?, hash=? WHERE seq=3", b)
+        conn.execute("UPDATE audit SET record=?, prev_hash=?, hash=? WHERE seq=4", a)
+        conn.commit()
+        report = await verify(db)
+        assert report.problems[0].seq == 3
+        assert {"link", "record"} <= {p.kind for p in report.problems if p.seq == 3}
+
+    async def test_whole_chain_rewritten_without_the_key(self, db):
+        """The forger changes record 4's dice and outcome consistently and re-chains everything;
+        without the key the checkpoints no longer match."""
+        await build(db, 10)
+        edit = replace_in(4, b'"dice":[80]', b'"dice":[34]')
+
+        def forge(seq, record):
+            record = edit(seq, record)
+            if seq == 4:
+                record = (record.replace(b'"outcome":"lost"', b'"outcome":"spent"')
+                          .replace(b'"gain":0', b'"gain":1').replace(b'"level_after":0', b'"level_after":1'))
+            return record
+        rechain(db, key=None, edit=forge)
+        report = await verify(db)
+        checkpoint_problems = [p for p in report.problems if p.kind == "checkpoint"]
+        assert [p.seq for p in checkpoint_problems] == [16, 22]
+        assert "not signed by this bridge's key" in checkpoint_problems[0].detail
+
+    async def test_rewritten_chain_with_checkpoints_deleted(self, db):
+        await build(db, 10)
+        rechain(db)
+        conn = sqlite3.connect(db)
+        conn.execute("DELETE FROM checkpoints")
+        conn.commit()
+        report = await verify(db)
+        assert [(p.seq, p.kind) for p in report.problems] == [(16, "checkpoint")]
+
+    async def test_wrong_key(self, db):
+        await build(db, 10)
+        report = await verify(db, key=OTHER_KEY)
+        assert [p.seq for p in report.problems] == [16, 22]
+
+
+class TestRederivation:
+    async def test_outcome_altered_consistently_with_its_hash_is_caught(self, db):
+        """Even re-chained and re-signed with the real key: the dice 80 vs Fate ML 77 are a CF
+        (point lost), so a recorded "kept" does not follow."""
+        await build(db, 3)
+        rechain(db, key=KEY, edit=replace_in(4, b'"outcome":"lost"', b'"outcome":"kept"'))
+        report = await verify(db)
+        assert [(p.seq, p.kind) for p in report.problems] == [(4, "rederive")]
+        assert "outcome recorded 'kept', re-derived 'lost'" in report.problems[0].detail
+
+    async def test_inputs_altered_are_caught(self, db):
+        """The recorded Aura changed: Fate ML would be 52, and 34 is still a success, but the
+        recorded fate_ml 77 no longer follows."""
+        await build(db, 1)
+        rechain(db, key=KEY, edit=replace_in(2, b'"aura":{"disabled":false,"eml":55}',
+                                              b'"aura":{"disabled":false,"eml":5}'))
+        report = await verify(db)
+        assert [(p.seq, p.kind) for p in report.problems] == [(2, "rederive")]
+        assert "fate_ml recorded 77, re-derived 52" in report.problems[0].detail
+
+    async def test_card_text_changes_are_not_failures(self):
+        record_reply = b'{"type":"error","v":1,"code":"not_found","message":"old wording","ref":"e","field":"message_id"}'
+        assert audit.verdict(record_reply) == {"type": "error", "v": 1, "code": "not_found", "ref": "e",
+                                               "field": "message_id"}
+
+
+class TestMigrations:
+    async def test_a_version_1_file_is_upgraded_in_place_and_keeps_its_data(self, db):
+        conn = sqlite3.connect(db)
+        conn.execute("CREATE TABLE meta (key TEXT PRIMARY KEY, value TEXT NOT NULL)")
+        for statement in MIGRATIONS[1].strip().split(";\n"):
+            conn.execute(statement)
+        conn.execute("INSERT INTO meta VALUES ('schema_version', '1')")
+        conn.commit()
+        conn.close()
+        # a v1 bridge's state: the world with a fated result
+        store = await SQLiteStore.open(db)
+        await store.add_world("w", None, replace=False)
+        session = Session(store, ScriptedDice([]), trusted=True, default_world="w")
+        await session.receive(frame(rolled("r1", "m1")))
+        await session.receive(frame(fate_spend("s1", "m1")), ScriptedDice([34]))
+        again = json.loads((await session.receive(frame(fate_spend("s2", "m1")))).frames[0])
+        await store.close()
+        version = sqlite3.connect(db).execute("SELECT value FROM meta WHERE key='schema_version'").fetchone()[0]
+        assert int(version) == SCHEMA_VERSION == 2
+        assert again["code"] == "already_fated"
+
+    async def test_upgrade_from_1_starts_the_chain_at_1(self, db):
+        conn = sqlite3.connect(db)
+        conn.execute("CREATE TABLE meta (key TEXT PRIMARY KEY, value TEXT NOT NULL)")
+        for statement in MIGRATIONS[1].strip().split(";\n"):
+            conn.execute(statement)
+        conn.execute("INSERT INTO meta VALUES ('schema_version', '1')")
+        conn.execute("INSERT INTO worlds (world_id, token_hash, settings) VALUES ('w', NULL, '{\"fate_option\":\"everyone\"}')")
+        conn.commit()
+        conn.close()
+        store = await SQLiteStore.open(db, audit_key=KEY)
+        await play(store, 1)
+        await store.close()
+        assert [r[0] for r in rows(db)] == [1, 2]
+        assert (await verify(db)).ok
+
+
+class TestAuditCommands:
+    def test_list_show_export_verify(self, db, tmp_path, capsys):
+        asyncio.run(build(db, 4))
+        key_file = tmp_path / "audit.key"
+        key_file.write_text(KEY.hex())
+        assert main(["audit", "list", "--db", str(db), "--outcome", "spent"]) == 0
+        listing = capsys.readouterr().out.splitlines()
+        assert listing[0].split()[:4] == ["ID", "TIME", "(UTC)", "WORLD"]
+        assert len(listing) == 2 and "MF -> MS" in listing[1] and "Lucky Star" in listing[1]
+
+        assert main(["audit", "show", "2", "--db", str(db)]) == 0
+        shown = json.loads(capsys.readouterr().out)
+        assert shown["record"]["dice"] == [34] and shown["seq"] == 2
+
+        assert main(["audit", "export", "--db", str(db), "--format", "csv", "--actor", "d1cddnpaqRl0a0Q8"]) == 0
+        csv_lines = capsys.readouterr().out.splitlines()
+        assert csv_lines[0].startswith("id,world_id,seq,ts,type")
+        assert len(csv_lines) == 1 + 9  # 4 graded, 4 spends, 1 choice
+
+        out = tmp_path / "trail.jsonl"
+        assert main(["audit", "export", "--db", str(db), "--out", str(out)]) == 0
+        exported = [json.loads(line) for line in out.read_text().splitlines()]
+        assert [e["seq"] for e in exported] == list(range(1, 10))
+
+        assert main(["audit", "verify", "--db", str(db), "--audit-key", str(key_file)]) == 0
+        assert "PASS w: 9 records, signed up to record 9" in capsys.readouterr().out
+
+        conn = sqlite3.connect(db)
+        conn.execute("DELETE FROM audit WHERE seq=5")
+        conn.commit()
+        assert main(["audit", "verify", "--db", str(db), "--audit-key", str(key_file)]) == 1
+        failed = capsys.readouterr().out
+        assert "FAIL w" in failed and "first bad record: 6" in failed
+
+    def test_time_filters(self, db, capsys):
+        asyncio.run(build(db, 1))
+        assert main(["audit", "list", "--db", str(db), "--since", "2999-01-01"]) == 0
+        assert capsys.readouterr().out.strip() == "no audit records match"
+        assert main(["audit", "list", "--db", str(db), "--until", "2999-01-01", "--since", "2000"]) == 0
+        assert len(capsys.readouterr().out.splitlines()) == 3
+
+    def test_missing_database_is_a_clear_error(self, tmp_path, capsys):
+        assert main(["audit", "list", "--db", str(tmp_path / "none.sqlite3")]) == 2
+        assert "no database at" in capsys.readouterr().err
+
+    def test_show_unknown_id(self, db, capsys):
+        sqlite3.connect(db).close()
+        assert main(["audit", "show", "99", "--db", str(db)]) == 1
+
+
+class TestAuditQuery:
+    async def test_pages_newest_first_with_filters(self, db):
+        store = await SQLiteStore.open(db)
+        await store.add_world("w", None, replace=False)
+        await play(store, 4)
+        session = Session(store, ScriptedDice([]), trusted=True, default_world="w")
+        query = {"type": "audit_query", "v": 1, "query_id": "q1", "limit": 3}
+        page = json.loads((await session.receive(frame(query))).frames[0])
+        assert page["type"] == "audit_page" and page["query_id"] == "q1"
+        assert [r["seq"] for r in page["records"]] == [9, 8, 7] and page["next_before"] == 7
+        nxt = json.loads((await session.receive(frame({**query, "before_seq": 7}))).frames[0])
+        assert [r["seq"] for r in nxt["records"]] == [6, 5, 4]
+        lost = json.loads((await session.receive(frame({**query, "outcome": "lost"}))).frames[0])
+        assert [(r["outcome"], r["fate_roll"], r["label_before"], r["label_after"], r["message_id"])
+                for r in lost["records"]] == [("lost", 80, "MF", "MF", "m1")]
+        assert lost["next_before"] is None
+        await store.close()
+
+    async def test_limit_is_bounded(self, db):
+        store = await SQLiteStore.open(db)
+        await store.add_world("w", None, replace=False)
+        session = Session(store, ScriptedDice([]), trusted=True, default_world="w")
+        reply = json.loads((await session.receive(frame({"type": "audit_query", "v": 1, "query_id": "q",
+                                                          "limit": 500}))).frames[0])
+        assert (reply["code"], reply["field"]) == ("bad_message", "limit")
+        await store.close()
