@@ -189,11 +189,12 @@ def _run(coro) -> int:
 
 
 async def _serve(args: argparse.Namespace) -> int:
-    from .server import serve_forever, start
+    from .server import serve_until, start, stop_on_signals
 
     db = args.db or default_db()
     key_path = args.audit_key or default_audit_key()
     store = await SQLiteStore.open(db, audit_key=load_key(key_path, create=True))
+    stop = stop_on_signals()
     try:
         server = await start(store, args.host, args.port)
     except OSError as exc:
@@ -215,7 +216,7 @@ async def _serve(args: argparse.Namespace) -> int:
         )
     else:
         print("Worlds: " + ", ".join(w.world_id for w in worlds), file=sys.stderr)
-    await serve_forever(server, store)
+    await serve_until(stop, server, store)
     return 0
 
 

@@ -3,7 +3,7 @@
 One asyncio server (websockets' asyncio API). ``GET /healthz`` answers ``200 ok`` without a
 WebSocket upgrade. Each connection: the first frame must come within ``hello_timeout`` seconds
 (else close 4002); frames are handled one at a time, in order, each answered before the next is
-read. ``serve_forever`` stops on SIGTERM/SIGINT: clients are closed with 1001 (going away) after
+read. ``serve_until`` stops on SIGTERM/SIGINT (see ``stop_on_signals``): clients are closed with 1001 (going away) after
 in-flight decisions finish, then the store is closed.
 """
 
@@ -89,12 +89,19 @@ async def start(
     )
 
 
-async def serve_forever(server: Server, store: Store) -> None:
-    """Run until SIGTERM or SIGINT, then shut down gracefully (close 1001, store closed)."""
+def stop_on_signals() -> asyncio.Future[None]:
+    """A future resolved by the first SIGTERM or SIGINT. Call it before :func:`start`, so a
+    signal arriving as soon as the port answers still shuts down gracefully."""
     loop = asyncio.get_running_loop()
-    stop = loop.create_future()
+    stop: asyncio.Future[None] = loop.create_future()
     for sig in (signal.SIGTERM, signal.SIGINT):
         loop.add_signal_handler(sig, lambda: stop.done() or stop.set_result(None))
+    return stop
+
+
+async def serve_until(stop: asyncio.Future[None], server: Server, store: Store) -> None:
+    """Serve until ``stop`` resolves, then shut down gracefully: every connection closed with
+    1001 once its current frame is handled, then the store closed (its chains checkpointed)."""
     try:
         await stop
     finally:
