@@ -69,6 +69,15 @@ def _parser() -> argparse.ArgumentParser:
     add_key(serve)
     serve.add_argument("--log-format", choices=logs.LOG_FORMATS, default="console",
                        help="log lines as readable text (console, default) or JSON")
+    serve.add_argument(
+        "--origins",
+        nargs="+",
+        metavar="ORIGIN",
+        help="accept browsers only from these pages' origins, e.g. https://foundry.example.org "
+        "or http://localhost:30000 (default: any origin; the token is still required)",
+    )
+    serve.add_argument("--tls-cert", type=Path, help="PEM certificate chain: serve wss:// (with --tls-key)")
+    serve.add_argument("--tls-key", type=Path, help="PEM private key of --tls-cert")
 
     world = commands.add_parser("world", help="register and list Foundry worlds",
                                 description="Manage the Foundry worlds this bridge serves.")
@@ -82,11 +91,27 @@ def _parser() -> argparse.ArgumentParser:
         "on the GM's browser. Only its hash is stored: it cannot be shown again.",
     )
     add.add_argument("world_id", metavar="WORLD_ID")
-    add.add_argument("--replace", action="store_true",
-                     help="the world exists already: give it a new token (the old one stops working)")
     add.add_argument("--token-only", action="store_true",
                      help="print only the token (for scripts)")
     add_db(add)
+    rotate = world_commands.add_parser(
+        "rotate-token",
+        help="give a world a new token (the old one stops working)",
+        description="Issue a new token for WORLD_ID and print it once. The old token stops "
+        "working at once: connected browsers keep their link until they reconnect. Paste the "
+        "new token into the module settings on the GM's browser.",
+    )
+    rotate.add_argument("world_id", metavar="WORLD_ID")
+    rotate.add_argument("--token-only", action="store_true", help="print only the token")
+    add_db(rotate)
+    remove = world_commands.add_parser(
+        "remove",
+        help="unregister a world (its audit trail is kept)",
+        description="Unregister WORLD_ID: its token stops working and its Fate state is dropped. "
+        "The audit trail stays for `fate-bridge audit`.",
+    )
+    remove.add_argument("world_id", metavar="WORLD_ID")
+    add_db(remove)
     listing = world_commands.add_parser("list", help="list registered worlds and their settings")
     add_db(listing)
 
@@ -189,21 +214,25 @@ def _run(coro) -> int:
 
 
 async def _serve(args: argparse.Namespace) -> int:
-    from .server import serve_until, start, stop_on_signals
+    from .server import serve_until, start, stop_on_signals, tls_context
 
+    if (args.tls_cert is None) != (args.tls_key is None):
+        raise ConfigError("--tls-cert and --tls-key go together: give both, or neither for ws://")
+    tls = tls_context(args.tls_cert, args.tls_key) if args.tls_cert else None
     db = args.db or default_db()
     key_path = args.audit_key or default_audit_key()
     store = await SQLiteStore.open(db, audit_key=load_key(key_path, create=True))
     stop = stop_on_signals()
     try:
-        server = await start(store, args.host, args.port)
+        server = await start(store, args.host, args.port, origins=args.origins, tls=tls)
     except OSError as exc:
         await store.close()
         raise ConfigError(f"cannot listen on {args.host}:{args.port}: {exc.strerror or exc}; "
                           "pick another --port or stop the other program") from None
     port = server.sockets[0].getsockname()[1] if server.sockets else args.port
     worlds = await store.worlds()
-    print(f"fate-bridge {__version__} listening on ws://{args.host}:{port} (database: {db}, "
+    scheme = "wss" if tls else "ws"
+    print(f"fate-bridge {__version__} listening on {scheme}://{args.host}:{port} (database: {db}, "
           f"audit key: {key_path})", file=sys.stderr)
     if not worlds:
         print(
@@ -211,7 +240,7 @@ async def _serve(args: argparse.Namespace) -> int:
             f"  fate-bridge world add YOUR_WORLD_ID --db {db}\n"
             "then install the Foundry module (copy or link foundry-module/ to "
             "Data/modules/fate-bridge), enable it in your world, and in its settings set the "
-            f"bridge URL to ws://{args.host}:{port} and paste the token.",
+            f"bridge URL to {scheme}://{args.host}:{port} and paste the token.",
             file=sys.stderr,
         )
     else:
@@ -224,17 +253,22 @@ async def _world(args: argparse.Namespace) -> int:
     db = args.db or default_db()
     store = await SQLiteStore.open(db)
     try:
-        if args.world_command == "add":
+        if args.world_command in ("add", "rotate-token"):
             token = new_token()
-            await store.add_world(args.world_id, hash_token(token), replace=args.replace)
+            if args.world_command == "add":
+                await store.add_world(args.world_id, hash_token(token))
+                done = f"World {args.world_id!r} registered in {db}."
+            else:
+                await store.set_token(args.world_id, hash_token(token))
+                done = f"World {args.world_id!r} has a new token; the old one no longer works."
             if args.token_only:
                 print(token)
             else:
-                print(
-                    f"World {args.world_id!r} registered in {db}.\n"
-                    f"Token (shown once; paste it into the fate-bridge module settings as GM):\n"
-                    f"  {token}"
-                )
+                print(f"{done}\nToken (shown once; paste it into the fate-bridge module settings "
+                      f"as GM):\n  {token}")
+        elif args.world_command == "remove":
+            await store.remove_world(args.world_id)
+            print(f"World {args.world_id!r} removed; its audit trail is kept in {db}.")
         else:
             for world in await store.worlds():
                 print(f"{world.world_id}\tfate_option={world.settings.fate_option}")
@@ -283,7 +317,7 @@ async def _resolve(args: argparse.Namespace) -> int:
     session = Session(store, SecretDice(), trusted=True, default_world=RESOLVE_WORLD)
     try:
         if await store.world(RESOLVE_WORLD) is None:
-            await store.add_world(RESOLVE_WORLD, None, replace=False)
+            await store.add_world(RESOLVE_WORLD, None)
         for line in sys.stdin:
             if not line.strip():
                 continue

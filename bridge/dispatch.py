@@ -147,8 +147,9 @@ def _test_rolled(message: wire.TestRolled, state: WorldState) -> wire.TestGraded
 # --- fate_spend --------------------------------------------------------------------------------
 
 
-def _require_owner(actor: wire.SohlActor, user_id: str) -> None:
-    if user_id not in actor.owner_user_ids:
+def _require_owner(actor: wire.SohlActor, user_id: str, user_is_gm: bool) -> None:
+    """Only the actor's owners (and GMs) may spend its Fate."""
+    if not user_is_gm and user_id not in actor.owner_user_ids:
         raise Forbidden(
             f"user {user_id} does not own {actor.name!r} and may not spend its Fate",
             field="user_id",
@@ -161,7 +162,7 @@ def _fate_spend(message: wire.FateSpend, state: WorldState, dice: Dice) -> wire.
     if record is None:
         raise NotFound(f"message {message.message_id} was never graded", field="message_id")
     actor, test = record.actor, record.test
-    _require_owner(actor, message.user_id)
+    _require_owner(actor, message.user_id, message.user_is_gm)
     if state.fate(message.message_id) is not None:
         raise AlreadyFated("this result has been fated already (S11)", field="message_id")
 
@@ -219,7 +220,11 @@ def _fate_choice(message: wire.FateChoice, state: WorldState) -> wire.FateResolv
                        field="message_id")
     record = state.graded(message.message_id)
     assert record is not None  # a Fate record is only written for a graded message
-    _require_owner(record.actor, message.user_id)
+    if not message.user_is_gm and message.user_id != fated.user_id:
+        raise Forbidden(
+            "only the player who spent the Fate Point, or a GM, may choose spend or keep (S9)",
+            field="user_id",
+        )
     point = next(p for p in _current_points(record, state) if p.point_id == fated.point_id)
     effect = sohl.choice_effect(message.choice)
     if effect.consumes_charge and not sohl.point_applies(point, record.test.code):
@@ -296,7 +301,7 @@ def _settle(
         point=wire.PointAfter(point_id=fated.point_id, name=point_name, charges_after=charges),
         card=card,
         effects=effects,
-        choice_by=list(actor.owner_user_ids) if effect.outcome == "choice" else [],
+        choice_by=[fated.user_id] if effect.outcome == "choice" else [],
     )
     state.put_fate(
         msgspec.structs.replace(

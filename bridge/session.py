@@ -33,6 +33,7 @@ log = structlog.get_logger("fate_bridge")
 RULESETS = [sohl.RULESET]
 CLOSE_UNAUTHORIZED = 4001  # bad or missing token, or first message not ``hello``
 CLOSE_HELLO_TIMEOUT = 4002  # no ``hello`` within the server's hello timeout
+CLOSE_SUPERSEDED = 4003  # another connection authenticated for the same world
 TOKEN_BYTES = 32  # 256 bits: a hash without key stretching is enough at this entropy
 
 
@@ -88,6 +89,7 @@ class Session:
         self.dice = dice
         self.trusted = trusted
         self.world_id: str | None = default_world if trusted else None
+        self.holder = "another connection"  # who holds the link, as hello described it
         self.log = log.bind(world_id=self.world_id) if self.world_id else log
 
     @property
@@ -131,7 +133,7 @@ class Session:
         world = await self.store.world(hello.world_id)
         if self.trusted:
             if world is None:
-                await self.store.add_world(hello.world_id, None, replace=False)
+                await self.store.add_world(hello.world_id, None)
                 world = await self.store.world(hello.world_id)
         elif world is None or hello.token is None or not token_matches(hello.token, world.token_hash):
             self.log.info("hello_refused", world_id=hello.world_id)
@@ -145,6 +147,8 @@ class Session:
         self.world_id = world.world_id
         self.log = log.bind(world_id=self.world_id)
         client = hello.client
+        if client is not None and client.user_name:
+            self.holder = f"{client.user_name} (Foundry {client.foundry_version})"
         self.log.info(
             "hello",
             module_version=client and client.module_version,

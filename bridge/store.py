@@ -180,9 +180,17 @@ class Store(Protocol):
         """The registered world, or None."""
         ...
 
-    async def add_world(self, world_id: str, token_hash: str | None, *, replace: bool) -> None:
-        """Register a world (or, with ``replace``, set a new token). Raises ``ConfigError`` if
-        it exists and ``replace`` is false."""
+    async def add_world(self, world_id: str, token_hash: str | None) -> None:
+        """Register a world. Raises ``ConfigError`` if it exists."""
+        ...
+
+    async def set_token(self, world_id: str, token_hash: str) -> None:
+        """Give a world a new token hash. Raises ``ConfigError`` if it is not registered."""
+        ...
+
+    async def remove_world(self, world_id: str) -> None:
+        """Unregister a world and drop its state; its audit trail is kept. Raises
+        ``ConfigError`` if it is not registered."""
         ...
 
     async def worlds(self) -> list[World]:
@@ -203,6 +211,19 @@ _graded_decoder = msgspec.json.Decoder(GradedRecord)
 _fate_decoder = msgspec.json.Decoder(FateRecord)
 _summary_decoder = msgspec.json.Decoder(audit.Summary)
 _encode = msgspec.json.Encoder().encode
+
+
+def _in_transaction(conn: sqlite3.Connection, work: Callable[[sqlite3.Connection], T]) -> T:
+    """Run ``work`` in one ``BEGIN IMMEDIATE`` transaction: committed if it returns, rolled back
+    if it raises."""
+    conn.execute("BEGIN IMMEDIATE")
+    try:
+        result = work(conn)
+        conn.execute("COMMIT")
+    except BaseException:
+        conn.execute("ROLLBACK")
+        raise
+    return result
 
 
 class _SQLiteWorldState:
@@ -321,8 +342,9 @@ class SQLiteStore:
         self._conn = conn
 
     def _migrate(self, conn: sqlite3.Connection) -> None:
-        conn.execute("BEGIN IMMEDIATE")
-        try:
+        """Create or upgrade the schema step by step (``MIGRATIONS``); refuse a newer file."""
+
+        def work(conn: sqlite3.Connection) -> None:
             conn.execute("CREATE TABLE IF NOT EXISTS meta (key TEXT PRIMARY KEY, value TEXT NOT NULL)")
             row = conn.execute("SELECT value FROM meta WHERE key = 'schema_version'").fetchone()
             version = int(row[0]) if row else 0
@@ -335,15 +357,10 @@ class SQLiteStore:
             for step in range(version + 1, SCHEMA_VERSION + 1):
                 for statement in MIGRATIONS[step].strip().split(";\n"):
                     conn.execute(statement)
-            if version < SCHEMA_VERSION:
-                conn.execute(
-                    "INSERT OR REPLACE INTO meta (key, value) VALUES ('schema_version', ?)",
-                    (str(SCHEMA_VERSION),),
-                )
-            conn.execute("COMMIT")
-        except BaseException:
-            conn.execute("ROLLBACK")
-            raise
+            conn.execute("INSERT OR REPLACE INTO meta (key, value) VALUES ('schema_version', ?)",
+                         (str(SCHEMA_VERSION),))
+
+        _in_transaction(conn, work)
 
     def _world_sync(self, world_id: str) -> World | None:
         assert self._conn is not None
@@ -354,26 +371,38 @@ class SQLiteStore:
             return None
         return World(row[0], row[1], _settings_decoder.decode(row[2]))
 
-    def _add_world_sync(self, world_id: str, token_hash: str | None, replace: bool) -> None:
+    def _transaction(self, work: Callable[[sqlite3.Connection], T]) -> T:
         assert self._conn is not None
-        conn = self._conn
-        conn.execute("BEGIN IMMEDIATE")
-        try:
-            exists = conn.execute("SELECT 1 FROM worlds WHERE world_id = ?", (world_id,)).fetchone()
-            if exists and not replace:
-                raise ConfigError(f"world {world_id!r} is registered already")
-            if exists:
-                conn.execute("UPDATE worlds SET token_hash = ? WHERE world_id = ?",
-                             (token_hash, world_id))
-            else:
-                conn.execute(
-                    "INSERT INTO worlds (world_id, token_hash, settings) VALUES (?, ?, ?)",
-                    (world_id, token_hash, _encode(wire.WorldSettings())),
-                )
-            conn.execute("COMMIT")
-        except BaseException:
-            conn.execute("ROLLBACK")
-            raise
+        return _in_transaction(self._conn, work)
+
+    @staticmethod
+    def _require_world(conn: sqlite3.Connection, world_id: str, registered: bool) -> None:
+        exists = conn.execute("SELECT 1 FROM worlds WHERE world_id = ?", (world_id,)).fetchone()
+        if registered and not exists:
+            raise ConfigError(f"world {world_id!r} is not registered (see `fate-bridge world list`)")
+        if exists and not registered:
+            raise ConfigError(f"world {world_id!r} is registered already; "
+                              "`fate-bridge world rotate-token` gives it a new token")
+
+    def _add_world_sync(self, world_id: str, token_hash: str | None) -> None:
+        def work(conn: sqlite3.Connection) -> None:
+            self._require_world(conn, world_id, registered=False)
+            conn.execute("INSERT INTO worlds (world_id, token_hash, settings) VALUES (?, ?, ?)",
+                         (world_id, token_hash, _encode(wire.WorldSettings())))
+        self._transaction(work)
+
+    def _set_token_sync(self, world_id: str, token_hash: str) -> None:
+        def work(conn: sqlite3.Connection) -> None:
+            self._require_world(conn, world_id, registered=True)
+            conn.execute("UPDATE worlds SET token_hash = ? WHERE world_id = ?", (token_hash, world_id))
+        self._transaction(work)
+
+    def _remove_world_sync(self, world_id: str) -> None:
+        def work(conn: sqlite3.Connection) -> None:
+            self._require_world(conn, world_id, registered=True)
+            for table in ("events", "graded", "fated", "spends", "worlds"):
+                conn.execute(f"DELETE FROM {table} WHERE world_id = ?", (world_id,))
+        self._transaction(work)
 
     def _worlds_sync(self) -> list[World]:
         assert self._conn is not None
@@ -383,17 +412,13 @@ class SQLiteStore:
         return [World(r[0], r[1], _settings_decoder.decode(r[2])) for r in rows]
 
     def _decide_sync(self, world_id: str, event_id: str | None, decision: DecisionFn) -> Decided:
-        assert self._conn is not None
-        conn = self._conn
-        conn.execute("BEGIN IMMEDIATE")
-        try:
+        def work(conn: sqlite3.Connection) -> Decided:
             if event_id is not None:
                 row = conn.execute(
                     "SELECT reply FROM events WHERE world_id = ? AND event_id = ?",
                     (world_id, event_id),
                 ).fetchone()
                 if row is not None:
-                    conn.execute("COMMIT")
                     return Decided(bytes(row[0]), replayed=True)
             conn.execute("SAVEPOINT decision")
             result = decision(_SQLiteWorldState(conn, world_id))
@@ -407,11 +432,9 @@ class SQLiteStore:
                 )
             if result.audit is not None:
                 self._append_audit(conn, world_id, result.audit)
-            conn.execute("COMMIT")
-        except BaseException:
-            conn.execute("ROLLBACK")
-            raise
-        return Decided(result.reply, replayed=False)
+            return Decided(result.reply, replayed=False)
+
+        return self._transaction(work)
 
     def _append_audit(self, conn: sqlite3.Connection, world_id: str, entry: AuditEntry) -> None:
         """Append ``entry`` to the world's chain (inside the caller's transaction)."""
@@ -459,9 +482,8 @@ class SQLiteStore:
         """Sign each world's latest record, so the tail of the chain is covered too."""
         if self.audit_key is None or self._conn is None:
             return
-        conn = self._conn
-        conn.execute("BEGIN IMMEDIATE")
-        try:
+
+        def work(conn: sqlite3.Connection) -> None:
             heads = conn.execute(
                 "SELECT a.world_id, a.seq, a.hash FROM audit a JOIN"
                 " (SELECT world_id, max(seq) AS seq FROM audit GROUP BY world_id) h"
@@ -469,10 +491,8 @@ class SQLiteStore:
             ).fetchall()
             for world_id, seq, record_hash in heads:
                 self._checkpoint(conn, world_id, seq, record_hash)
-            conn.execute("COMMIT")
-        except BaseException:
-            conn.execute("ROLLBACK")
-            raise
+
+        self._transaction(work)
 
     _ROW = ("id, world_id, seq, ts, type, event_id, user_id, summary, record, prev_hash, hash")
 
@@ -541,9 +561,17 @@ class SQLiteStore:
         """The registered world, or None."""
         return await self._run(self._world_sync, world_id)
 
-    async def add_world(self, world_id: str, token_hash: str | None, *, replace: bool = False) -> None:
+    async def add_world(self, world_id: str, token_hash: str | None) -> None:
         """Register ``world_id`` with ``token_hash`` (see :class:`Store`)."""
-        await self._run(self._add_world_sync, world_id, token_hash, replace)
+        await self._run(self._add_world_sync, world_id, token_hash)
+
+    async def set_token(self, world_id: str, token_hash: str) -> None:
+        """Give ``world_id`` a new token hash (see :class:`Store`)."""
+        await self._run(self._set_token_sync, world_id, token_hash)
+
+    async def remove_world(self, world_id: str) -> None:
+        """Unregister ``world_id`` and drop its state, keeping its audit trail."""
+        await self._run(self._remove_world_sync, world_id)
 
     async def worlds(self) -> list[World]:
         """Every registered world, by id."""

@@ -92,6 +92,8 @@ class ClientInfo(Part, kw_only=True):
     foundry_version: Annotated[str, Meta(max_length=64)]
     system_id: Annotated[str, Meta(max_length=64)]
     system_version: Annotated[str, Meta(max_length=64)]
+    user_name: Name | None = None
+    """The Foundry user holding the link (shown to a superseded browser)."""
 
 
 class Hello(ClientMessage, tag="hello", kw_only=True):
@@ -262,26 +264,30 @@ class TestGraded(BridgeMessage, tag="test_graded", kw_only=True):
 
 class FateSpend(ClientMessage, tag="fate_spend", kw_only=True):
     """A user asks to spend ``point_id`` on the graded result ``message_id``. ``user_id`` is the
-    Foundry user who clicked (the module relays Foundry's sender id, never a client claim).
-    Answered with ``fate_resolved`` or ``error`` (not_found, not_eligible, already_fated,
-    no_charges, forbidden)."""
+    Foundry user who clicked (the module relays Foundry's sender id, never a client claim);
+    ``user_is_gm`` is Foundry's ``user.isGM`` for that user, looked up by the GM's module.
+    Allowed for the actor's owners and GMs. Answered with ``fate_resolved`` or ``error``
+    (not_found, not_eligible, already_fated, no_charges, forbidden)."""
 
     event_id: Id
     message_id: Id
     point_id: Id
     user_id: Id
     user_name: Name | None = None
+    user_is_gm: bool = False
 
 
 class FateChoice(ClientMessage, tag="fate_choice", kw_only=True):
     """The answer to a pending Fate Test Critical Success (S9): ``spend`` for +2 or ``keep`` for
-    +1. Answered with ``fate_resolved`` (outcome ``spent`` / ``kept``)."""
+    +1, by the player who spent or a GM (``user_is_gm``). Answered with ``fate_resolved``
+    (outcome ``spent`` / ``kept``)."""
 
     event_id: Id
     message_id: Id
     choice: Choice
     user_id: Id
     user_name: Name | None = None
+    user_is_gm: bool = False
 
 
 class PointAfter(OutPart, kw_only=True):

@@ -63,9 +63,10 @@ def fate_spend(event_id: str = "ev-spend", message_id: str = "msg1", point_id: s
             "point_id": point_id, "user_id": user_id, **extra}
 
 
-def fate_choice(choice: str, event_id: str = "ev-choice", message_id: str = "msg1", user_id: str = PLAYER) -> dict:
+def fate_choice(choice: str, event_id: str = "ev-choice", message_id: str = "msg1", user_id: str = PLAYER,
+                **extra: Any) -> dict:
     return {"type": "fate_choice", "v": 1, "event_id": event_id, "message_id": message_id,
-            "choice": choice, "user_id": user_id}
+            "choice": choice, "user_id": user_id, **extra}
 
 
 def frame(message: dict) -> bytes:

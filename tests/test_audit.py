@@ -40,7 +40,7 @@ def db(tmp_path):
 
 async def build(db, rounds: int, key: bytes | None = KEY) -> None:
     store = await SQLiteStore.open(db, audit_key=key)
-    await store.add_world("w", None, replace=False)
+    await store.add_world("w", None)
     await play(store, rounds)
     await store.close()
 
@@ -104,7 +104,7 @@ class TestRecords:
 
     async def test_refusals_are_recorded_too(self, db):
         store = await SQLiteStore.open(db, audit_key=KEY)
-        await store.add_world("w", None, replace=False)
+        await store.add_world("w", None)
         session = Session(store, ScriptedDice([]), trusted=True, default_world="w")
         await session.receive(frame(fate_spend("s1", "never")))
         await store.close()
@@ -113,7 +113,7 @@ class TestRecords:
 
     async def test_replayed_event_ids_add_no_record(self, db):
         store = await SQLiteStore.open(db)
-        await store.add_world("w", None, replace=False)
+        await store.add_world("w", None)
         session = Session(store, ScriptedDice([]), trusted=True, default_world="w")
         await session.receive(frame(rolled("r1", "m1")))
         await session.receive(frame(rolled("r1", "m1")))
@@ -130,7 +130,7 @@ class TestVerifyPasses:
 
     async def test_records_after_the_last_checkpoint_are_a_note_not_a_failure(self, db):
         store = await SQLiteStore.open(db, audit_key=KEY)
-        await store.add_world("w", None, replace=False)
+        await store.add_world("w", None)
         await play(store, 3)
         store._closed = True  # a crash: no checkpoint at close
         store._close_sync()
@@ -244,7 +244,7 @@ class TestMigrations:
         conn.close()
         # a v1 bridge's state: the world with a fated result
         store = await SQLiteStore.open(db)
-        await store.add_world("w", None, replace=False)
+        await store.add_world("w", None)
         session = Session(store, ScriptedDice([]), trusted=True, default_world="w")
         await session.receive(frame(rolled("r1", "m1")))
         await session.receive(frame(fate_spend("s1", "m1")), ScriptedDice([34]))
@@ -323,7 +323,7 @@ class TestAuditCommands:
 class TestAuditQuery:
     async def test_pages_newest_first_with_filters(self, db):
         store = await SQLiteStore.open(db)
-        await store.add_world("w", None, replace=False)
+        await store.add_world("w", None)
         await play(store, 4)
         session = Session(store, ScriptedDice([]), trusted=True, default_world="w")
         query = {"type": "audit_query", "v": 1, "query_id": "q1", "limit": 3}
@@ -340,7 +340,7 @@ class TestAuditQuery:
 
     async def test_limit_is_bounded(self, db):
         store = await SQLiteStore.open(db)
-        await store.add_world("w", None, replace=False)
+        await store.add_world("w", None)
         session = Session(store, ScriptedDice([]), trusted=True, default_world="w")
         reply = json.loads((await session.receive(frame({"type": "audit_query", "v": 1, "query_id": "q",
                                                           "limit": 500}))).frames[0])

@@ -12,6 +12,7 @@ from pathlib import Path
 import pytest
 
 from bridge.cli import main
+from bridge.session import hash_token
 
 ROOT = Path(__file__).resolve().parent.parent
 SAMPLES = ROOT.parent / "shared" / "samples" / "sohl"
@@ -37,14 +38,35 @@ class TestWorld:
         assert main(["world", "add", "w", "--db", db]) == 0
         assert "Token (shown once" in capsys.readouterr().out
         assert main(["world", "add", "w", "--db", db]) == 2
-        assert "registered already" in capsys.readouterr().err
+        assert "registered already; `fate-bridge world rotate-token`" in capsys.readouterr().err
 
-    def test_replace_issues_a_new_token(self, tmp_path, capsys):
+    def test_rotate_token_issues_a_new_token(self, tmp_path, capsys):
         db = str(tmp_path / "b.sqlite3")
         main(["world", "add", "w", "--db", db, "--token-only"])
-        first = capsys.readouterr().out
-        assert main(["world", "add", "w", "--db", db, "--token-only", "--replace"]) == 0
-        assert capsys.readouterr().out != first
+        first = capsys.readouterr().out.strip()
+        assert main(["world", "rotate-token", "w", "--db", db, "--token-only"]) == 0
+        second = capsys.readouterr().out.strip()
+        assert second != first and len(second) >= 40
+        stored = sqlite3.connect(db).execute("SELECT token_hash FROM worlds").fetchone()[0]
+        assert stored == hash_token(second)
+
+    def test_rotate_or_remove_an_unknown_world(self, tmp_path, capsys):
+        db = str(tmp_path / "b.sqlite3")
+        assert main(["world", "rotate-token", "nope", "--db", db]) == 2
+        assert "not registered" in capsys.readouterr().err
+        assert main(["world", "remove", "nope", "--db", db]) == 2
+
+    def test_remove_keeps_the_audit_trail(self, tmp_path, capsys):
+        db = str(tmp_path / "b.sqlite3")
+        main(["world", "add", "w", "--db", db, "--token-only"])
+        conn = sqlite3.connect(db)
+        conn.execute("INSERT INTO audit (world_id, seq, ts, type, outcome, summary, record, prev_hash, hash)"
+                     " VALUES ('w', 1, 't', 'settings', 'settings', '{}', '{}', 'p', 'h')")
+        conn.commit()
+        assert main(["world", "remove", "w", "--db", db]) == 0
+        assert "audit trail is kept" in capsys.readouterr().out
+        assert conn.execute("SELECT count(*) FROM worlds").fetchone()[0] == 0
+        assert conn.execute("SELECT count(*) FROM audit").fetchone()[0] == 1
 
     def test_list(self, tmp_path, capsys):
         db = str(tmp_path / "b.sqlite3")

@@ -6,6 +6,7 @@ leaves charges and rows untouched.
 
 from __future__ import annotations
 
+import asyncio
 import json
 
 import pytest
@@ -21,7 +22,7 @@ from .sohl_messages import (BLADE, GM, LUCKY_STAR, PLAYER, STRANGER, actor, fate
 @pytest.fixture
 async def session():
     store = await SQLiteStore.open(":memory:")
-    await store.add_world("w", None, replace=False)
+    await store.add_world("w", None)
     yield Session(store, ScriptedDice([]), trusted=True, default_world="w")
     await store.close()
 
@@ -155,7 +156,7 @@ class TestS9FateTestOutcomes:
         pending = await send(session, fate_spend(), dice=[45])
         assert (pending["outcome"], pending["level_after"], pending["gain"]) == ("choice", None, None)
         assert pending["point"]["charges_after"] == 2
-        assert pending["choice_by"] == [PLAYER, GM]
+        assert pending["choice_by"] == [PLAYER]
         assert 'data-fate-bridge-choice="spend"' in pending["card"]["html"]
 
     async def test_choice_spend_gives_two_levels_and_consumes_a_charge(self, session):
@@ -170,7 +171,7 @@ class TestS9FateTestOutcomes:
     async def test_choice_keep_gives_one_level_for_free(self, session):
         await graded(session)
         await send(session, fate_spend(), dice=[45])
-        reply = await send(session, fate_choice("keep", user_id=GM))
+        reply = await send(session, fate_choice("keep", user_id=GM, user_is_gm=True))
         assert (reply["outcome"], reply["gain"], reply["level_after"]) == ("kept", 1, 1)
         assert reply["point"]["charges_after"] == 2
         assert [e["kind"] for e in reply["effects"]] == ["flag_message"]
@@ -270,6 +271,20 @@ class TestChargesTheModuleHasNotApplied:
         assert first["point"]["charges_after"] == 0
         assert second["code"] == "no_charges"
 
+    async def test_two_sessions_racing_on_one_store(self, session):
+        """Two connections (one per bridge process, later) decide concurrently: the store's
+        one transaction per decision lets exactly one take the last charge."""
+        other = Session(session.store, ScriptedDice([]), trusted=True, default_world="w")
+        one_left = actor(fate_points=[point(LUCKY_STAR, "Lucky Star", None, 1)])
+        await graded(session, event_id="r1", message_id="m1", actor_part=one_left)
+        await graded(other, event_id="r2", message_id="m2", actor_part=one_left)
+        replies = await asyncio.gather(
+            send(session, fate_spend(event_id="s1", message_id="m1"), dice=[34]),
+            send(other, fate_spend(event_id="s2", message_id="m2"), dice=[34]),
+        )
+        assert sorted(r["type"] for r in replies) == ["error", "fate_resolved"]
+        assert [r["code"] for r in replies if r["type"] == "error"] == ["no_charges"]
+
     async def test_a_fresh_snapshot_after_the_spend_is_taken_as_is(self, session):
         """The module applied the update (charges 1) and the GM refilled later: snapshots win."""
         await graded(session, event_id="r1", message_id="m1")
@@ -290,6 +305,28 @@ class TestChargesTheModuleHasNotApplied:
         assert (refused["code"], refused["field"]) == ("no_charges", "choice")
         kept = await send(session, fate_choice("keep", event_id="c2", message_id="m1"))
         assert (kept["outcome"], kept["level_after"], kept["point"]["charges_after"]) == ("kept", 1, 0)
+
+
+class TestWhoMayAct:
+    """Issue 4: owners and GMs spend; the spender or a GM answers a CS."""
+
+    async def test_gm_may_spend_for_an_actor_listing_no_gm_owner(self, session):
+        await graded(session, actor_part=actor(owner_user_ids=[PLAYER]))
+        reply = await send(session, fate_spend(user_id=GM, user_is_gm=True), dice=[34])
+        assert reply["outcome"] == "spent"
+
+    async def test_another_owner_may_not_answer_the_spenders_choice(self, session):
+        await graded(session, actor_part=actor(owner_user_ids=[PLAYER, STRANGER]))
+        await send(session, fate_spend(), dice=[45])
+        refused = await send(session, fate_choice("spend", user_id=STRANGER))
+        assert (refused["code"], refused["field"]) == ("forbidden", "user_id")
+        kept = await send(session, fate_choice("keep", event_id="c2"))
+        assert kept["outcome"] == "kept"
+
+    async def test_a_player_claiming_nothing_is_not_a_gm(self, session):
+        await graded(session, actor_part=actor(owner_user_ids=[PLAYER]))
+        reply = await send(session, fate_spend(user_id=GM), dice=[34])
+        assert reply["code"] == "forbidden"
 
 
 class TestScriptedDiceErrors:

@@ -14,7 +14,7 @@ from bridge.store import SCHEMA_VERSION, Decision, SQLiteStore
 @pytest.fixture
 async def store(tmp_path):
     store = await SQLiteStore.open(tmp_path / "nested" / "b.sqlite3")
-    await store.add_world("w", "hash", replace=False)
+    await store.add_world("w", "hash")
     yield store
     await store.close()
 
@@ -56,7 +56,7 @@ class TestDecide:
         assert (await store.decide("w", "e1", put_settings("pc_only"))).replayed is False
 
     async def test_event_ids_are_per_world(self, store):
-        await store.add_world("other", "h2", replace=False)
+        await store.add_world("other", "h2")
         await store.decide("w", "e1", put_settings("off"))
         second = await store.decide("other", "e1", put_settings("pc_only", reply=b"r2"))
         assert (second.reply, second.replayed) == (b"r2", False)
@@ -91,7 +91,7 @@ class TestFile:
     async def test_reopen_keeps_worlds(self, tmp_path):
         path = tmp_path / "b.sqlite3"
         store = await SQLiteStore.open(path)
-        await store.add_world("w", "hash", replace=False)
+        await store.add_world("w", "hash")
         await store.close()
         await store.close()  # idempotent
         reopened = await SQLiteStore.open(path)
