@@ -449,6 +449,12 @@ def error_field(error_text: str) -> str | None:
     return path or None
 
 
+def _tag_of(error_text: str) -> str:
+    """The rejected tag quoted in ``"Invalid value 'nope' - at `$.type`"``."""
+    match = re.match(r"Invalid value (.*) - at `\$\.type`$", error_text)
+    return match.group(1) if match else "?"
+
+
 def decode_client(frame: bytes | str) -> ClientMessages:
     """Decode one client frame into its message class.
 
@@ -461,8 +467,7 @@ def decode_client(frame: bytes | str) -> ClientMessages:
     except msgspec.ValidationError as exc:
         text = str(exc)
         if "Invalid value" in text and text.endswith("- at `$.type`"):
-            tag = _probe.decode(frame).get("type")
-            raise UnknownMessage(f"unknown message type {tag!r}", field="type") from None
+            raise UnknownMessage(f"unknown message type {_tag_of(text)}", field="type") from None
         raise BadMessage(text, field=error_field(text)) from None
     except msgspec.DecodeError as exc:
         raise BadMessage(f"frame is not a JSON object: {exc}") from None

@@ -1,0 +1,277 @@
+"""Issue 4: hard to cheat, hard to break.
+
+One forwarder per world (4003), the rate limit, the Origin allowlist, TLS, and property tests
+(hypothesis): no byte string or JSON value crashes the connection handler, and the rules'
+invariants hold for all inputs.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import ssl
+from typing import Any
+
+import pytest
+import trustme
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+from websockets.asyncio.client import connect
+from websockets.exceptions import ConnectionClosed, InvalidStatus
+
+from bridge import server as bridge_server
+from bridge.dice import ScriptedDice
+from bridge.rules import sohl
+from bridge.session import Session, hash_token, new_token
+from bridge.store import SQLiteStore
+
+from .sohl_messages import actor, fate_choice, fate_spend, frame, point, rolled, sohl_test
+
+WORLD = "security-world"
+TIMEOUT = 5.0
+
+
+@pytest.fixture
+async def store(tmp_path):
+    store = await SQLiteStore.open(tmp_path / "b.sqlite3")
+    yield store
+    await store.close()
+
+
+@pytest.fixture
+async def token(store):
+    token = new_token()
+    await store.add_world(WORLD, hash_token(token))
+    return token
+
+
+async def started(store, **options):
+    server = await bridge_server.start(store, "127.0.0.1", 0, dice=ScriptedDice([34] * 50), **options)
+    return server, server.sockets[0].getsockname()[1]
+
+
+def hello(token: str, user_name: str = "GM Alice") -> str:
+    return json.dumps({"type": "hello", "v": 1, "world_id": WORLD, "token": token,
+                       "client": {"module_version": "0.1.0", "foundry_version": "14.359", "system_id": "sohl",
+                                  "system_version": "0.8.2", "user_name": user_name}})
+
+
+async def ask(ws, message: str | dict) -> dict[str, Any]:
+    await ws.send(message if isinstance(message, str) else json.dumps(message))
+    return json.loads(await asyncio.wait_for(ws.recv(), TIMEOUT))
+
+
+class TestOneForwarderPerWorld:
+    async def test_a_second_link_supersedes_the_first_with_4003_naming_the_holder(self, store, token):
+        server, port = await started(store)
+        async with connect(f"ws://127.0.0.1:{port}") as first, connect(f"ws://127.0.0.1:{port}") as second:
+            assert (await ask(first, hello(token, "GM Alice")))["type"] == "welcome"
+            assert (await ask(second, hello(token, "GM Bob")))["type"] == "welcome"
+            with pytest.raises(ConnectionClosed):
+                await asyncio.wait_for(first.recv(), TIMEOUT)
+            assert first.close_code == 4003
+            assert first.close_reason == "superseded by GM Bob (Foundry 14.359)"
+            assert (await ask(second, {"type": "ping", "v": 1}))["type"] == "pong"
+        server.close()
+        await server.wait_closed()
+
+    async def test_other_worlds_are_untouched(self, store, token):
+        other_token = new_token()
+        await store.add_world("other", hash_token(other_token))
+        server, port = await started(store)
+        async with connect(f"ws://127.0.0.1:{port}") as a, connect(f"ws://127.0.0.1:{port}") as b:
+            await ask(a, hello(token))
+            await ask(b, json.dumps({"type": "hello", "v": 1, "world_id": "other", "token": other_token}))
+            assert (await ask(a, {"type": "ping", "v": 1}))["type"] == "pong"
+            assert (await ask(b, {"type": "ping", "v": 1}))["type"] == "pong"
+        server.close()
+        await server.wait_closed()
+
+
+class TestRateLimit:
+    def test_bucket(self):
+        now = [0.0]
+        limit = bridge_server.RateLimit(rate=2, burst=3, clock=lambda: now[0])
+        assert [limit.allow() for _ in range(4)] == [True, True, True, False]
+        now[0] = 0.5  # one token back
+        assert [limit.allow(), limit.allow()] == [True, False]
+        now[0] = 100.0  # never more than the burst
+        assert sum(limit.allow() for _ in range(10)) == 3
+
+    async def test_excess_frames_are_refused_not_handled_and_the_link_stays(self, store, token):
+        server, port = await started(store, rate=(0.001, 3))
+        async with connect(f"ws://127.0.0.1:{port}") as ws:
+            await ask(ws, hello(token))  # 1
+            await ask(ws, {"type": "ping", "v": 1})  # 2
+            await ask(ws, rolled("r1", "m1"))  # 3: graded
+            refused = await ask(ws, rolled("r2", "m2"))
+            assert (refused["code"], refused["ref"]) == ("rate_limited", "r2")
+            assert "same event_id" in refused["message"]
+        assert (await store.world(WORLD)) is not None
+        server.close()
+        await server.wait_closed()
+
+
+class TestOrigins:
+    async def test_browser_from_another_site_is_refused(self, store, token):
+        server, port = await started(store, origins=["http://localhost:30000"])
+        with pytest.raises(InvalidStatus) as refused:
+            async with connect(f"ws://127.0.0.1:{port}", origin="https://evil.example"):
+                pass
+        assert refused.value.response.status_code == 403
+        async with connect(f"ws://127.0.0.1:{port}", origin="http://localhost:30000") as ws:
+            assert (await ask(ws, hello(token)))["type"] == "welcome"
+        async with connect(f"ws://127.0.0.1:{port}") as ws:  # no Origin: not a browser
+            assert (await ask(ws, hello(token)))["type"] == "welcome"
+        server.close()
+        await server.wait_closed()
+
+
+class TestTLS:
+    async def test_wss_with_a_throwaway_certificate(self, store, token, tmp_path):
+        authority = trustme.CA()
+        certificate = authority.issue_cert("127.0.0.1", "localhost")
+        cert, key = tmp_path / "cert.pem", tmp_path / "key.pem"
+        certificate.cert_chain_pems[0].write_to_path(cert)
+        certificate.private_key_pem.write_to_path(key)
+        server, port = await started(store, tls=bridge_server.tls_context(cert, key))
+        client_context = ssl.create_default_context()
+        authority.configure_trust(client_context)
+        async with connect(f"wss://127.0.0.1:{port}", ssl=client_context) as ws:
+            assert (await ask(ws, hello(token)))["type"] == "welcome"
+        with pytest.raises(ssl.SSLError):  # an untrusted certificate is refused by the client
+            async with connect(f"wss://127.0.0.1:{port}", ssl=ssl.create_default_context()):
+                pass
+        server.close()
+        await server.wait_closed()
+
+    def test_bad_certificate_files_are_a_clear_error(self, tmp_path):
+        from bridge.errors import ConfigError
+        (tmp_path / "c.pem").write_text("not a certificate")
+        with pytest.raises(ConfigError, match="cannot load the TLS certificate"):
+            bridge_server.tls_context(tmp_path / "c.pem", tmp_path / "c.pem")
+
+
+# --- property tests ----------------------------------------------------------------------------
+
+json_values = st.recursive(
+    st.none() | st.booleans() | st.integers() | st.floats(allow_nan=False) | st.text(max_size=20),
+    lambda children: st.lists(children, max_size=4) | st.dictionaries(st.text(max_size=10), children, max_size=4),
+    max_leaves=20,
+)
+known_types = st.sampled_from(["hello", "ping", "settings", "test_rolled", "fate_spend", "fate_choice",
+                               "audit_query", "welcome", "nonsense"])
+messages = st.builds(lambda t, extra: {"type": t, "v": 1, **extra}, known_types,
+                     st.dictionaries(st.sampled_from(["event_id", "message_id", "point_id", "user_id", "choice",
+                                                       "actor", "test", "ruleset", "world_id", "token",
+                                                       "fate_option", "query_id", "limit"]), json_values,
+                                     max_size=8))
+
+
+@pytest.fixture(scope="module")
+def loop():
+    loop = asyncio.new_event_loop()
+    yield loop
+    loop.close()
+
+
+@pytest.fixture(scope="module")
+def open_session(loop):
+    store = loop.run_until_complete(SQLiteStore.open(":memory:"))
+    loop.run_until_complete(store.add_world("w", None))
+    yield Session(store, ScriptedDice([]), trusted=True, default_world="w")
+    loop.run_until_complete(store.close())
+
+
+def one_reply(loop, session: Session, raw: bytes | str) -> dict:
+    reply = loop.run_until_complete(session.receive(raw))
+    assert len(reply.frames) == 1
+    decoded = json.loads(reply.frames[0])
+    assert decoded["v"] == 1 and isinstance(decoded["type"], str)
+    if decoded["type"] == "error":
+        assert decoded["code"] != "internal", decoded
+    return decoded
+
+
+class TestNoInputCrashesTheHandler:
+    @settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+    @given(raw=st.binary(max_size=256))
+    def test_any_bytes(self, loop, open_session, raw):
+        one_reply(loop, open_session, raw)
+
+    @settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+    @given(value=json_values)
+    def test_any_json_value(self, loop, open_session, value):
+        one_reply(loop, open_session, json.dumps(value))
+
+    @settings(max_examples=400, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+    @given(message=messages)
+    def test_message_shaped_json(self, loop, open_session, message):
+        one_reply(loop, open_session, json.dumps(message))
+
+    def test_an_unauthenticated_session_answers_and_closes(self, loop):
+        store = loop.run_until_complete(SQLiteStore.open(":memory:"))
+        session = Session(store, ScriptedDice([]))
+        reply = loop.run_until_complete(session.receive(b"\xff\xfe"))
+        assert reply.close_code == 4001 and json.loads(reply.frames[0])["code"] == "bad_message"
+        loop.run_until_complete(store.close())
+
+
+points = st.builds(lambda i, code, charges: point(f"p{i}", f"Point {i}", code, charges),
+                   st.integers(0, 5), st.sampled_from([None, "archery", "melee", "aur"]),
+                   st.none() | st.integers(0, 3))
+
+
+class TestRulesInvariants:
+    @given(roll=st.integers(1, 100), eml=st.integers(-50, 200), mod=st.integers(-5, 5))
+    def test_grade_is_the_four_levels_shifted_by_the_modifier(self, roll, eml, mod):
+        level = sohl.grade(roll, eml, mod) - mod
+        assert level in (-1, 0, 1, 2)
+        assert (level >= 1) == (roll <= eml)
+        assert (level in (-1, 2)) == (roll % 5 == 0)
+
+    @given(level=st.integers(-20, 20), fate_roll=st.integers(1, 100), aura=st.integers(1, 200),
+           choice=st.sampled_from(["spend", "keep"]), charges=st.none() | st.integers(1, 5))
+    def test_levels_shift_only_as_the_outcome_says_and_charges_never_go_negative(
+            self, level, fate_roll, aura, choice, charges):
+        effect = sohl.fate_test_effect(sohl.grade(fate_roll, sohl.fate_ml(aura)))
+        if effect.outcome == "choice":
+            effect = sohl.choice_effect(choice)
+        assert effect.gain in (0, 1, 2)
+        assert sohl.apply_gain(level, effect.gain) - level == {"lost": 0, "kept": effect.gain, "spent": effect.gain}[effect.outcome]
+        after = sohl.charges_after(charges, bool(effect.consumes_charge))
+        assert after is None if charges is None else 0 <= after <= charges
+
+    @given(pts=st.lists(points, max_size=6, unique_by=lambda p: p["point_id"]), code=st.sampled_from(["archery", "melee"]))
+    def test_suggested_points_all_apply_and_specific_come_first(self, pts, code):
+        from bridge.wire import FatePoint
+        objects = [FatePoint(**p) for p in pts]
+        suggested = sohl.suggested_points(objects, code)
+        assert all(sohl.point_applies(p, code) for p in suggested)
+        specific = [bool(p.skill_code) for p in suggested]
+        assert specific == sorted(specific, reverse=True)
+
+    @settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+    @given(dice=st.lists(st.integers(1, 100), min_size=3, max_size=3), charges=st.integers(0, 2),
+           choice=st.sampled_from(["spend", "keep"]))
+    def test_a_result_is_fated_at_most_once_and_charges_stay_non_negative(self, loop, dice, charges, choice):
+        async def scenario() -> list[dict]:
+            store = await SQLiteStore.open(":memory:")
+            await store.add_world("w", None)
+            session = Session(store, ScriptedDice([]), trusted=True, default_world="w")
+            one = actor(fate_points=[point("p", "P", None, charges)])
+            replies = []
+            for n, die in enumerate(dice):
+                replies.append(await session.receive(frame(rolled(f"r{n}", "m1", actor_part=one)), ScriptedDice([])))
+                replies.append(await session.receive(frame(fate_spend(f"s{n}", "m1", point_id="p")), ScriptedDice([die])))
+                replies.append(await session.receive(frame(fate_choice(choice, f"c{n}", "m1")), ScriptedDice([])))
+            await store.close()
+            return [json.loads(r.frames[0]) for r in replies]
+
+        replies = loop.run_until_complete(scenario())
+        fate_tests = [r for r in replies if r["type"] == "fate_resolved" and r["event_id"].startswith("s")]
+        assert len(fate_tests) <= 1
+        for reply in replies:
+            if reply["type"] == "fate_resolved":
+                charges_after = reply["point"]["charges_after"]
+                assert charges_after is not None and 0 <= charges_after <= charges
