@@ -1,0 +1,63 @@
+"""Base classes and shared field types of every wire message (see ``bridge.wire``)."""
+
+from __future__ import annotations
+
+from typing import Annotated, Literal, Union
+
+import msgspec
+from msgspec import Meta
+
+PROTOCOL_VERSION = 1
+
+# Limits on strings a client sends, so one frame cannot make us store or render megabytes.
+Id = Annotated[str, Meta(min_length=1, max_length=128, description="An opaque identifier.")]
+Name = Annotated[str, Meta(max_length=256, description="A display name; escaped wherever shown.")]
+Code = Annotated[str, Meta(max_length=64, description="A SoHL shortcode such as 'aur' or 'archery'.")]
+D100 = Annotated[int, Meta(ge=1, le=100, description="A d100 result, 1..100.")]
+
+Visibility = Literal["public", "gm", "blind", "self"]
+ErrorCode = Literal[
+    "bad_message",
+    "unknown_message",
+    "unauthorized",
+    "forbidden",
+    "not_eligible",
+    "already_fated",
+    "no_charges",
+    "not_found",
+    "rate_limited",
+    "internal",
+]
+
+
+class Part(msgspec.Struct, kw_only=True, frozen=True, forbid_unknown_fields=True):
+    """Base of nested objects inside client messages (unknown fields refused)."""
+
+
+class OutPart(msgspec.Struct, kw_only=True, frozen=True):
+    """Base of nested objects the bridge sends."""
+
+
+class ClientMessage(
+    msgspec.Struct, tag_field="type", kw_only=True, frozen=True, forbid_unknown_fields=True
+):
+    """Base of messages a client sends; ``v`` must be 1."""
+
+    v: Literal[1] = 1
+
+
+class BridgeMessage(msgspec.Struct, tag_field="type", kw_only=True, frozen=True):
+    """Base of messages the bridge sends; ``v`` is always 1."""
+
+    v: Literal[1] = 1
+
+
+class Card(OutPart, kw_only=True):
+    """A chat card ready to post: ``html`` has every outside string escaped. ``speaker_actor_id``
+    and ``speaker_alias`` give the ChatMessage speaker; ``ruleset`` says who made it."""
+
+    title: str
+    html: str
+    ruleset: str
+    speaker_actor_id: str | None = None
+    speaker_alias: str | None = None

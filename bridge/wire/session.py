@@ -1,0 +1,92 @@
+"""Session messages: hello/welcome, world settings, ping/pong, error."""
+
+from __future__ import annotations
+
+from typing import Annotated, Literal
+
+from msgspec import Meta
+
+from ..errors import Refusal
+from .base import BridgeMessage, ClientMessage, ErrorCode, Id, Name, OutPart, Part
+
+FateOption = Literal["everyone", "pc_only", "off"]
+
+
+
+class ClientInfo(Part, kw_only=True):
+    """What the connecting module reports about itself and its Foundry world."""
+
+    module_version: Annotated[str, Meta(max_length=64)]
+    foundry_version: Annotated[str, Meta(max_length=64)]
+    system_id: Annotated[str, Meta(max_length=64)]
+    system_version: Annotated[str, Meta(max_length=64)]
+    user_name: Name | None = None
+    """The Foundry user holding the link (shown to a superseded browser)."""
+
+
+class Hello(ClientMessage, tag="hello", kw_only=True):
+    """First message of every connection. A forwarder (the GM's client) sends ``token``; an
+    overlay viewer sends ``viewer_key`` instead. Wrong or missing credentials:
+    ``error{code: "unauthorized"}`` and the connection is closed (close code 4001)."""
+
+    world_id: Id
+    token: Annotated[str, Meta(max_length=256)] | None = None
+    viewer_key: Annotated[str, Meta(max_length=256)] | None = None
+    client: ClientInfo | None = None
+
+
+class WorldSettings(OutPart, kw_only=True):
+    """A world's settings as the bridge applies them. ``fate_option`` is S12."""
+
+    fate_option: FateOption = "everyone"
+
+
+class Welcome(BridgeMessage, tag="welcome", kw_only=True):
+    """Answer to a good ``hello``."""
+
+    world_id: str
+    bridge_version: str
+    rulesets: list[str]
+    settings: WorldSettings
+
+
+class Settings(ClientMessage, tag="settings", kw_only=True):
+    """The GM's client sets the world's settings (S12); answered with ``settings_applied``.
+    ``event_id`` is optional here: settings are idempotent by nature."""
+
+    event_id: Id | None = None
+    fate_option: FateOption
+
+
+class SettingsApplied(BridgeMessage, tag="settings_applied", kw_only=True):
+    """The world's settings after a ``settings`` message."""
+
+    ref: str | None
+    settings: WorldSettings
+
+
+class Ping(ClientMessage, tag="ping", kw_only=True):
+    """Application heartbeat; answered with ``pong``."""
+
+
+class Pong(BridgeMessage, tag="pong", kw_only=True):
+    """Answer to ``ping``."""
+
+
+class Error(BridgeMessage, tag="error", kw_only=True):
+    """A refusal. ``ref`` is the ``event_id`` it answers (or null); ``field`` names the offending
+    field as a dotted path (``"test.eml"``) when there is one."""
+
+    code: ErrorCode
+    message: str
+    ref: str | None = None
+    field: str | None = None
+
+
+def error_reply(refusal: Refusal, ref: str | None) -> Error:
+    """The ``error`` answering ``refusal`` (the one map from exception to contract)."""
+    return Error(code=refusal.code, message=refusal.message, ref=ref, field=refusal.field)  # type: ignore[arg-type]
+
+
+CLIENT = (Hello, Settings, Ping)
+BRIDGE = (Welcome, SettingsApplied, Pong, Error)

@@ -1,0 +1,218 @@
+"""sohl: Fate on a Song of Heroic Lands Success Test (DECISIONS.md S1-S12)."""
+
+from __future__ import annotations
+
+from typing import Annotated, Literal, Union
+
+from msgspec import Meta
+
+from .base import D100, BridgeMessage, Card, ClientMessage, Code, Id, Name, OutPart, Part, Visibility
+
+TestKind = Literal["skill", "attribute", "mystical", "fate"]
+Outcome = Literal["lost", "kept", "spent", "choice"]
+Choice = Literal["spend", "keep"]
+WithheldReason = Literal[
+    "fate_off",
+    "not_pc",
+    "no_aura",
+    "aural_shock",
+    "aura_governed",
+    "mystical",
+    "fate_test",
+    "already_fated",
+    "no_points",
+]
+
+
+
+class Aura(Part, kw_only=True):
+    """The actor's Aura attribute: its EML and whether it is disabled (S5 ``no_aura``)."""
+
+    eml: int
+    disabled: bool = False
+
+
+class FatePoint(Part, kw_only=True):
+    """One Fate Point source (a SoHL Fate Mystery). ``skill_code`` null = general point;
+    ``charges`` null = unlimited (S7)."""
+
+    point_id: Id
+    name: Name
+    skill_code: Code | None = None
+    charges: Annotated[int, Meta(ge=0)] | None = None
+
+
+class SohlActor(Part, kw_only=True):
+    """Snapshot of the rolling actor, taken by the module when the test is sent.
+
+    ``owner_user_ids`` lists every Foundry user with OWNER permission on the actor (GMs included,
+    as in Foundry); ``player_owned`` is Foundry's ``actor.hasPlayerOwner`` (S5 ``not_pc``).
+    ``aura`` null means the actor has no Aura attribute."""
+
+    actor_id: Id
+    name: Name
+    player_owned: bool = False
+    owner_user_ids: Annotated[list[Id], Meta(max_length=64)] = []
+    aura: Aura | None = None
+    aural_shock: bool = False
+    fate_points: Annotated[list[FatePoint], Meta(max_length=64)] = []
+
+
+class SohlTest(Part, kw_only=True):
+    """The rolled Success Test, as on the chat card.
+
+    ``eml``: the target the test was rolled at (S1: graded as is, not clamped). ``roll``: the d100.
+    ``level_mod``: SoHL ``successLevelMod``, added after grading. ``basis``: the Skill Base basis
+    attribute codes; when ``skill_base_formula`` is given the bridge derives them from it (S6) and
+    ``basis`` is ignored. ``reported_level``: the level SoHL itself put on the card, if any (a
+    difference is recorded, S1). ``item_id``: the tested item on the actor."""
+
+    kind: TestKind
+    code: Code
+    name: Name
+    eml: int
+    roll: D100
+    level_mod: int = 0
+    basis: Annotated[list[Code], Meta(max_length=32)] = []
+    skill_base_formula: Annotated[str, Meta(max_length=512)] | None = None
+    basic: bool = False
+    reported_level: int | None = None
+    item_id: Id | None = None
+
+
+class TestRolled(ClientMessage, tag="test_rolled", kw_only=True):
+    """A Success Test appeared in chat; the bridge grades it and says whether Fate may touch it.
+    Answered with ``test_graded``. Sending it again for an unfated ``message_id`` refreshes the
+    snapshot (fresh charges); for a fated one, the stored grading comes back with
+    ``already_fated``."""
+
+    event_id: Id
+    ruleset: Literal["sohl"]
+    message_id: Id
+    actor: SohlActor
+    test: SohlTest
+    visibility: Visibility = "public"
+
+
+class FateOffer(OutPart, kw_only=True):
+    """Whether Fate may touch the result (S5), the Fate ML (S4) and the applicable points in
+    suggested order (S8). ``reasons`` is empty exactly when ``eligible``."""
+
+    eligible: bool
+    reasons: list[WithheldReason]
+    fate_ml: int | None
+    points: list[str]
+
+
+class LevelMismatch(OutPart, kw_only=True):
+    """S1: the level SoHL reported differs from the bridge's grading; the bridge's stands."""
+
+    reported: int
+    graded: int
+
+
+class TestGraded(BridgeMessage, tag="test_graded", kw_only=True):
+    """The bridge's grading of a ``test_rolled`` (S1-S3) and its Fate offer (S4-S8)."""
+
+    event_id: str
+    message_id: str
+    level: int
+    label: str
+    success: bool
+    critical: bool
+    fate: FateOffer
+    mismatch: LevelMismatch | None = None
+
+
+class FateSpend(ClientMessage, tag="fate_spend", kw_only=True):
+    """A user asks to spend ``point_id`` on the graded result ``message_id``. ``user_id`` is the
+    Foundry user who clicked (the module relays Foundry's sender id, never a client claim);
+    ``user_is_gm`` is Foundry's ``user.isGM`` for that user, looked up by the GM's module.
+    Allowed for the actor's owners and GMs. Answered with ``fate_resolved`` or ``error``
+    (not_found, not_eligible, already_fated, no_charges, forbidden)."""
+
+    event_id: Id
+    message_id: Id
+    point_id: Id
+    user_id: Id
+    user_name: Name | None = None
+    user_is_gm: bool = False
+
+
+class FateChoice(ClientMessage, tag="fate_choice", kw_only=True):
+    """The answer to a pending Fate Test Critical Success (S9): ``spend`` for +2 or ``keep`` for
+    +1, by the player who spent or a GM (``user_is_gm``). Answered with ``fate_resolved``
+    (outcome ``spent`` / ``kept``)."""
+
+    event_id: Id
+    message_id: Id
+    choice: Choice
+    user_id: Id
+    user_name: Name | None = None
+    user_is_gm: bool = False
+
+
+class PointAfter(OutPart, kw_only=True):
+    """The point used and what it holds after the Fate Test; ``charges_after`` null = unlimited."""
+
+    point_id: str
+    name: str
+    charges_after: int | None
+
+
+class UpdateItem(OutPart, tag="update_item", tag_field="kind", kw_only=True):
+    """Set ``path`` on the actor's embedded item to ``value`` (e.g. a Mystery's charges)."""
+
+    actor_id: str
+    item_id: str
+    path: str
+    value: int
+
+
+class FatedFlag(OutPart, kw_only=True):
+    """The value of the ``fated`` flag on a fated ChatMessage: the Fate Test's ``outcome``,
+    whether a CS choice is ``pending``, the level after (null while pending) and the
+    ``event_id`` that fated it (S11)."""
+
+    outcome: Outcome
+    pending: bool
+    level_after: int | None
+    event_id: str
+
+
+class FlagMessage(OutPart, tag="flag_message", tag_field="kind", kw_only=True):
+    """Set the module's flag ``key`` on ChatMessage ``message_id`` (scope ``fate-bridge``)."""
+
+    message_id: str
+    key: str
+    value: FatedFlag
+
+
+Effect = Union[UpdateItem, FlagMessage]
+
+
+class FateResolved(BridgeMessage, tag="fate_resolved", kw_only=True):
+    """The Fate Test and what it did (S9-S11). On ``outcome: "choice"`` (a Fate Test CS)
+    ``level_after`` is null until a ``fate_choice`` arrives. ``fate_level`` is the Fate Test's own
+    success level; ``gain`` the success levels added to the original test."""
+
+    event_id: str
+    message_id: str
+    fate_roll: int
+    fate_ml: int
+    fate_level: int
+    fate_label: str
+    outcome: Outcome
+    gain: int | None
+    level_before: int
+    label_before: str
+    level_after: int | None
+    label_after: str | None
+    point: PointAfter
+    card: Card
+    effects: list[Effect]
+    choice_by: list[str] = []
+
+
+CLIENT = (TestRolled, FateSpend, FateChoice)
+BRIDGE = (TestGraded, FateResolved)
