@@ -29,7 +29,7 @@ from . import wire
 from .dice import Dice, ScriptedDice
 from .dispatch import decide
 from .errors import Refusal
-from .state import FateRecord, GradedRecord, WorldState
+from .state import R, WorldState
 
 GENESIS_HASH = "0" * 64
 CHECKPOINT_EVERY = 16  # a signed checkpoint every 16 records of a world, and at each clean stop
@@ -65,53 +65,6 @@ class AuditRecord(msgspec.Struct, kw_only=True, frozen=True):
     ok: bool
 
 
-class Summary(msgspec.Struct, kw_only=True, frozen=True):
-    """The columns the store indexes a record by (for ``audit list`` and the audit window);
-    see :class:`bridge.wire.AuditSummary` for their meaning."""
-
-    ruleset: str | None = None
-    message_id: str | None = None
-    actor_id: str | None = None
-    actor_name: str | None = None
-    test_name: str | None = None
-    outcome: str
-    level_before: int | None = None
-    level_after: int | None = None
-    label_before: str | None = None
-    label_after: str | None = None
-    fate_roll: int | None = None
-    point_name: str | None = None
-
-
-def summarize(message: wire.ClientMessage, reply: wire.BridgeMessage, reads: list[Read]) -> Summary:
-    """The summary columns of a decision, from its message, reply and the graded test it read."""
-    graded = next((msgspec.json.decode(r.result, type=GradedRecord | None)
-                   for r in reads if r.op == "graded"), None)
-    actor = message.actor if isinstance(message, wire.TestRolled) else graded and graded.actor
-    test = message.test if isinstance(message, wire.TestRolled) else graded and graded.test
-    common: dict[str, Any] = dict(
-        ruleset=getattr(message, "ruleset", None) or (graded and "sohl"),
-        message_id=getattr(message, "message_id", None),
-        actor_id=actor and actor.actor_id,
-        actor_name=actor and actor.name,
-        test_name=test and test.name,
-    )
-    match reply:
-        case wire.FateResolved():
-            return Summary(**common, outcome=reply.outcome, level_before=reply.level_before,
-                           level_after=reply.level_after, label_before=reply.label_before,
-                           label_after=reply.label_after, fate_roll=reply.fate_roll,
-                           point_name=reply.point.name)
-        case wire.TestGraded():
-            return Summary(**common, outcome="graded", level_before=reply.level,
-                           label_before=reply.label)
-        case wire.Error():
-            return Summary(**common, outcome=reply.code)
-        case wire.SettingsApplied():
-            return Summary(outcome="settings")
-    return Summary(**common, outcome=type(reply).__name__)
-
-
 class AuditEntry(msgspec.Struct, kw_only=True, frozen=True):
     """What the session hands the store for one decision; the store makes the
     :class:`AuditRecord` from it (adding seq, ts, version) and the summary columns."""
@@ -124,7 +77,7 @@ class AuditEntry(msgspec.Struct, kw_only=True, frozen=True):
     dice: list[int]
     reply: bytes
     ok: bool
-    summary: Summary
+    summary: wire.AuditColumns
 
 
 _encoder = msgspec.json.Encoder(order="sorted")
@@ -172,24 +125,11 @@ class RecordingState:
     def next_seq(self) -> int:
         return self._read("next_seq", [], self._inner.next_seq())
 
-    def graded(self, message_id: str) -> GradedRecord | None:
-        return self._read("graded", [message_id], self._inner.graded(message_id))
+    def get(self, kind: str, key: str, type: type[R]) -> R | None:
+        return self._read("get", [kind, key], self._inner.get(kind, key, type))
 
-    def put_graded(self, record: GradedRecord) -> None:
-        self._inner.put_graded(record)
-
-    def fate(self, message_id: str) -> FateRecord | None:
-        return self._read("fate", [message_id], self._inner.fate(message_id))
-
-    def put_fate(self, record: FateRecord) -> None:
-        self._inner.put_fate(record)
-
-    def charges_spent_since(self, actor_id: str, point_id: str, seq: int) -> int:
-        return self._read("charges_spent_since", [actor_id, point_id, seq],
-                          self._inner.charges_spent_since(actor_id, point_id, seq))
-
-    def add_spend(self, actor_id: str, point_id: str, message_id: str, seq: int) -> None:
-        self._inner.add_spend(actor_id, point_id, message_id, seq)
+    def put(self, kind: str, key: str, record: msgspec.Struct) -> None:
+        self._inner.put(kind, key, record)
 
 
 class RecordingDice:
@@ -207,15 +147,6 @@ class RecordingDice:
 
 # --- replaying ---------------------------------------------------------------------------------
 
-_READ_TYPES: dict[str, Any] = {
-    "settings": wire.WorldSettings,
-    "next_seq": int,
-    "graded": GradedRecord | None,
-    "fate": FateRecord | None,
-    "charges_spent_since": int,
-}
-
-
 class Diverged(Exception):
     """A re-derived decision asked for a read the record does not hold (its inputs differ)."""
 
@@ -230,40 +161,28 @@ class ReplayState:
         self._reads = list(reads)
         self._next = 0
 
-    def _answer(self, op: str, args: list[str | int]) -> Any:
+    def _answer(self, op: str, args: list[str | int], type: Any) -> Any:
         if self._next >= len(self._reads):
             raise Diverged(f"read {op}{tuple(args)} was not recorded")
         read = self._reads[self._next]
         if (read.op, read.args) != (op, args):
             raise Diverged(f"read {op}{tuple(args)} where the record has {read.op}{tuple(read.args)}")
         self._next += 1
-        return msgspec.json.decode(read.result, type=_READ_TYPES[op])
+        return msgspec.json.decode(read.result, type=type)
 
     def settings(self) -> wire.WorldSettings:
-        return self._answer("settings", [])
+        return self._answer("settings", [], wire.WorldSettings)
 
     def next_seq(self) -> int:
-        return self._answer("next_seq", [])
+        return self._answer("next_seq", [], int)
 
-    def graded(self, message_id: str) -> GradedRecord | None:
-        return self._answer("graded", [message_id])
-
-    def fate(self, message_id: str) -> FateRecord | None:
-        return self._answer("fate", [message_id])
-
-    def charges_spent_since(self, actor_id: str, point_id: str, seq: int) -> int:
-        return self._answer("charges_spent_since", [actor_id, point_id, seq])
+    def get(self, kind: str, key: str, type: type[R]) -> R | None:
+        return self._answer("get", [kind, key], type | None)
 
     def put_settings(self, settings: wire.WorldSettings) -> None:
         pass
 
-    def put_graded(self, record: GradedRecord) -> None:
-        pass
-
-    def put_fate(self, record: FateRecord) -> None:
-        pass
-
-    def add_spend(self, actor_id: str, point_id: str, message_id: str, seq: int) -> None:
+    def put(self, kind: str, key: str, record: msgspec.Struct) -> None:
         pass
 
 

@@ -1,317 +1,57 @@
-"""The decision core: one client message + the world's state + dice -> the bridge's reply.
+"""The decision core's router: one client message + the world's state + dice -> the reply.
 
 No network, no clock, no randomness of its own: the server and ``fate-bridge resolve`` both call
-:func:`decide` inside ``Store.decide`` (one transaction per decision). A refusal is raised as a
-:class:`~bridge.errors.Refusal` before anything is written, so a refused request changes nothing.
+:func:`decide` inside ``Store.decide`` (one transaction per decision), and ``fate-bridge audit
+verify`` calls it again on recorded inputs. Each ruleset's handlers live in
+``bridge.decisions.<ruleset>`` and register their message classes in ``HANDLERS``.
 """
 
 from __future__ import annotations
 
-import msgspec
+from collections.abc import Callable
+from types import ModuleType
 
-from . import cards, wire
-from .dice import Dice, DiceExhausted
-from .errors import AlreadyFated, BadMessage, Forbidden, NoCharges, NotEligible, NotFound
-from .rules import sohl
-from .state import FateRecord, GradedRecord, WorldState
+from . import wire
+from .decisions import sohl
+from .dice import Dice
+from .state import WorldState
 
-FATED_FLAG = "fated"  # the module's flag on a fated ChatMessage (scope ``fate-bridge``)
-CHARGES_PATH = "system.charges.value"  # where SoHL keeps a Mystery's charges
+RULESET_DECISIONS: tuple[ModuleType, ...] = (sohl,)
 
-
-def decide(message: wire.ClientMessage, state: WorldState, dice: Dice) -> wire.BridgeMessage:
-    """Decide one work message (``settings``, ``test_rolled``, ``fate_spend``, ``fate_choice``).
-
-    Returns the reply; raises a :class:`~bridge.errors.Refusal` subclass for a refusal (nothing
-    written), or ``TypeError`` for a message that is not work (``hello``, ``ping``: the session
-    answers those).
-    """
-    match message:
-        case wire.Settings():
-            return _settings(message, state)
-        case wire.TestRolled():
-            return _test_rolled(message, state)
-        case wire.FateSpend():
-            return _fate_spend(message, state, dice)
-        case wire.FateChoice():
-            return _fate_choice(message, state)
-    raise TypeError(f"{type(message).__name__} is not a decision message")
+Handler = Callable[[wire.ClientMessage, WorldState, Dice], wire.BridgeMessage]
 
 
-def _settings(message: wire.Settings, state: WorldState) -> wire.SettingsApplied:
+def _settings(message: wire.Settings, state: WorldState, dice: Dice) -> wire.SettingsApplied:
+    """S12: the GM's client sets the world option."""
     settings = wire.WorldSettings(fate_option=message.fate_option)
     state.put_settings(settings)
     return wire.SettingsApplied(ref=message.event_id, settings=settings)
 
 
-# --- test_rolled -------------------------------------------------------------------------------
+HANDLERS: dict[type, Handler] = {wire.Settings: _settings}
+SUMMARIZERS: dict[type, Callable[..., wire.AuditColumns]] = {}
+for _module in RULESET_DECISIONS:
+    HANDLERS.update(_module.HANDLERS)
+    SUMMARIZERS.update(dict.fromkeys(_module.HANDLERS, _module.summarize))
 
 
-def _basis(test: wire.SohlTest) -> list[str]:
-    """S6: the basis from the Skill Base formula when sent, else the client's ``basis``."""
-    if test.skill_base_formula is not None:
-        return sohl.skill_base_basis(test.skill_base_formula)
-    return list(test.basis)
+def decide(message: wire.ClientMessage, state: WorldState, dice: Dice) -> wire.BridgeMessage:
+    """Decide one work message (``settings`` and every ruleset's requests).
+
+    Returns the reply; raises a :class:`~bridge.errors.Refusal` subclass for a refusal (nothing
+    written), or ``TypeError`` for a message that is not work (``hello``, ``ping``, ``audit_query``:
+    the session answers those).
+    """
+    handler = HANDLERS.get(type(message))
+    if handler is None:
+        raise TypeError(f"{type(message).__name__} is not a decision message")
+    return handler(message, state, dice)
 
 
-def _context(
-    actor: wire.SohlActor,
-    test: wire.SohlTest,
-    basis: list[str],
-    settings: wire.WorldSettings,
-    already_fated: bool,
-    points: list[wire.FatePoint],
-) -> sohl.FateContext:
-    aura = actor.aura
-    return sohl.FateContext(
-        fate_option=settings.fate_option,
-        player_owned=actor.player_owned,
-        aura_eml=None if aura is None else aura.eml,
-        aura_disabled=aura is not None and aura.disabled,
-        aural_shock=actor.aural_shock,
-        test_kind=test.kind,
-        test_code=test.code,
-        basis=basis,
-        already_fated=already_fated,
-        points=points,
-    )
-
-
-def _offer(ctx: sohl.FateContext, actor: wire.SohlActor) -> wire.FateOffer:
-    """S4, S5, S8: the Fate offer for a graded test."""
-    reasons = sohl.withheld_reasons(ctx)
-    usable_aura = actor.aura is not None and "no_aura" not in reasons
-    return wire.FateOffer(
-        eligible=not reasons,
-        reasons=reasons,
-        fate_ml=sohl.fate_ml(actor.aura.eml) if usable_aura else None,
-        points=[p.point_id for p in sohl.suggested_points(ctx.points, ctx.test_code)],
-    )
-
-
-def _current_points(record: GradedRecord, state: WorldState) -> list[wire.FatePoint]:
-    """The snapshot's points with the charges the bridge consumed since the snapshot taken off."""
-    points = []
-    for point in record.actor.fate_points:
-        if point.charges is not None:
-            spent = state.charges_spent_since(record.actor.actor_id, point.point_id, record.seq)
-            if spent:
-                point = msgspec.structs.replace(point, charges=max(0, point.charges - spent))
-        points.append(point)
-    return points
-
-
-def _test_rolled(message: wire.TestRolled, state: WorldState) -> wire.TestGraded:
-    """S1-S8: grade the test and say whether Fate may touch it; remember the snapshot."""
-    stored = state.graded(message.message_id)
-    if stored is not None and state.fate(message.message_id) is not None:
-        # S11: a fated result keeps the grading it was fated on; only the offer is re-stated.
-        ctx = _context(stored.actor, stored.test, stored.basis, state.settings(), True,
-                       _current_points(stored, state))
-        return msgspec.structs.replace(
-            stored.reply, event_id=message.event_id, fate=_offer(ctx, stored.actor)
-        )
-    test = message.test
-    level = sohl.grade(test.roll, test.eml, test.level_mod)
-    basis = _basis(test)
-    ctx = _context(message.actor, test, basis, state.settings(), False,
-                   list(message.actor.fate_points))
-    mismatch = None
-    if test.reported_level is not None and test.reported_level != level:
-        mismatch = wire.LevelMismatch(reported=test.reported_level, graded=level)
-    reply = wire.TestGraded(
-        event_id=message.event_id,
-        message_id=message.message_id,
-        level=level,
-        label=sohl.label(level, test.basic),
-        success=sohl.is_success(level),
-        critical=sohl.is_critical(level),
-        fate=_offer(ctx, message.actor),
-        mismatch=mismatch,
-    )
-    state.put_graded(
-        GradedRecord(
-            message_id=message.message_id,
-            seq=state.next_seq(),
-            actor=message.actor,
-            test=test,
-            visibility=message.visibility,
-            basis=basis,
-            level=level,
-            reply=reply,
-        )
-    )
-    return reply
-
-
-# --- fate_spend --------------------------------------------------------------------------------
-
-
-def _require_owner(actor: wire.SohlActor, user_id: str, user_is_gm: bool) -> None:
-    """Only the actor's owners (and GMs) may spend its Fate."""
-    if not user_is_gm and user_id not in actor.owner_user_ids:
-        raise Forbidden(
-            f"user {user_id} does not own {actor.name!r} and may not spend its Fate",
-            field="user_id",
-        )
-
-
-def _fate_spend(message: wire.FateSpend, state: WorldState, dice: Dice) -> wire.FateResolved:
-    """S5, S7-S11: check, roll the Fate Test, apply what it says."""
-    record = state.graded(message.message_id)
-    if record is None:
-        raise NotFound(f"message {message.message_id} was never graded", field="message_id")
-    actor, test = record.actor, record.test
-    _require_owner(actor, message.user_id, message.user_is_gm)
-    if state.fate(message.message_id) is not None:
-        raise AlreadyFated("this result has been fated already (S11)", field="message_id")
-
-    points = _current_points(record, state)
-    ctx = _context(actor, test, record.basis, state.settings(), False, points)
-    reasons = [r for r in sohl.withheld_reasons(ctx) if r != "no_points"]
-    if reasons:
-        raise NotEligible(f"Fate is withheld: {', '.join(reasons)}", field="message_id")
-    point = next((p for p in points if p.point_id == message.point_id), None)
-    if point is None:
-        raise NotEligible(f"{actor.name!r} holds no Fate Point {message.point_id}",
-                          field="point_id")
-    if point.skill_code not in (None, "") and point.skill_code != test.code:
-        raise NotEligible(
-            f"{point.name!r} is specific to {point.skill_code!r}, not {test.code!r} (S7)",
-            field="point_id",
-        )
-    if not sohl.point_applies(point, test.code):
-        raise NoCharges(f"{point.name!r} has no charge left", field="point_id")
-
-    assert actor.aura is not None  # no_aura would have been a reason
-    fate_ml = sohl.fate_ml(actor.aura.eml)
-    try:
-        fate_roll = dice.roll(sohl.D100_FACES)
-    except (DiceExhausted, ValueError) as exc:  # only scripted dice raise these
-        raise BadMessage(str(exc), field="dice") from None
-    fate_level = sohl.grade(fate_roll, fate_ml)
-    effect = sohl.fate_test_effect(fate_level)
-    seq = state.next_seq()
-    pending = FateRecord(
-        message_id=message.message_id,
-        seq=seq,
-        actor_id=actor.actor_id,
-        point_id=point.point_id,
-        charges_before=point.charges,
-        fate_roll=fate_roll,
-        fate_ml=fate_ml,
-        fate_level=fate_level,
-        outcome="choice",
-        gain=None,
-        level_before=record.level,
-        level_after=None,
-        charges_after=point.charges,
-        user_id=message.user_id,
-        pending=True,
-    )
-    return _settle(pending, effect, record, point.name, message.event_id, message.user_name, state)
-
-
-def _fate_choice(message: wire.FateChoice, state: WorldState) -> wire.FateResolved:
-    """S9: answer a pending Fate Test CS with spend (+2, charge) or keep (+1)."""
-    fated = state.fate(message.message_id)
-    if fated is None or not fated.pending:
-        raise NotFound(f"no Fate choice is pending on message {message.message_id}",
-                       field="message_id")
-    record = state.graded(message.message_id)
-    assert record is not None  # a Fate record is only written for a graded message
-    if not message.user_is_gm and message.user_id != fated.user_id:
-        raise Forbidden(
-            "only the player who spent the Fate Point, or a GM, may choose spend or keep (S9)",
-            field="user_id",
-        )
-    point = next(p for p in _current_points(record, state) if p.point_id == fated.point_id)
-    effect = sohl.choice_effect(message.choice)
-    if effect.consumes_charge and not sohl.point_applies(point, record.test.code):
-        raise NoCharges(
-            f"{point.name!r} has no charge left to spend: choose keep (+1)", field="choice"
-        )
-    fated = msgspec.structs.replace(fated, charges_before=point.charges)
-    return _settle(fated, effect, record, point.name, message.event_id, message.user_name, state)
-
-
-def _settle(
-    fated: FateRecord,
-    effect: sohl.FateEffect,
-    record: GradedRecord,
-    point_name: str,
-    event_id: str,
-    user_name: str | None,
-    state: WorldState,
-) -> wire.FateResolved:
-    """Apply a Fate effect (S9, S10): charges, the new level, the card, the effects; store it."""
-    actor, test = record.actor, record.test
-    effects: list[wire.Effect] = []
-    charges = fated.charges_before
-    if effect.outcome == "choice":
-        level_after = gain = None
-    else:
-        gain = effect.gain
-        level_after = sohl.apply_gain(record.level, gain)
-        charges = sohl.charges_after(fated.charges_before, bool(effect.consumes_charge))
-        if charges != fated.charges_before:
-            state.add_spend(actor.actor_id, fated.point_id, record.message_id, state.next_seq())
-            effects.append(wire.UpdateItem(actor_id=actor.actor_id, item_id=fated.point_id,
-                                           path=CHARGES_PATH, value=charges))
-    effects.append(
-        wire.FlagMessage(
-            message_id=record.message_id,
-            key=FATED_FLAG,
-            value=wire.FatedFlag(outcome=effect.outcome, pending=effect.outcome == "choice",
-                                 level_after=level_after, event_id=event_id),
-        )
-    )
-    card = cards.sohl_fate_card(
-        cards.SohlFateCardData(
-            message_id=record.message_id,
-            actor_id=actor.actor_id,
-            actor_name=actor.name,
-            test_name=test.name,
-            basic=test.basic,
-            level_before=record.level,
-            level_after=level_after,
-            fate_roll=fated.fate_roll,
-            fate_ml=fated.fate_ml,
-            fate_level=fated.fate_level,
-            outcome=effect.outcome,
-            gain=gain,
-            point_name=point_name,
-            charges_after=charges,
-            user_name=user_name,
-        )
-    )
-    reply = wire.FateResolved(
-        event_id=event_id,
-        message_id=record.message_id,
-        fate_roll=fated.fate_roll,
-        fate_ml=fated.fate_ml,
-        fate_level=fated.fate_level,
-        fate_label=sohl.label(fated.fate_level),
-        outcome=effect.outcome,
-        gain=gain,
-        level_before=record.level,
-        label_before=sohl.label(record.level, test.basic),
-        level_after=level_after,
-        label_after=None if level_after is None else sohl.label(level_after, test.basic),
-        point=wire.PointAfter(point_id=fated.point_id, name=point_name, charges_after=charges),
-        card=card,
-        effects=effects,
-        choice_by=[fated.user_id] if effect.outcome == "choice" else [],
-    )
-    state.put_fate(
-        msgspec.structs.replace(
-            fated,
-            outcome=effect.outcome,
-            gain=gain,
-            level_after=level_after,
-            charges_after=charges,
-            pending=effect.outcome == "choice",
-            reply=reply,
-        )
-    )
-    return reply
+def summarize(message: wire.ClientMessage, reply: wire.BridgeMessage, state: WorldState) -> wire.AuditColumns:
+    """The audit columns of a decided message (its ruleset's summarizer; ``settings`` for the
+    world option). ``state`` is read only: call it with the plain state, not a recording one."""
+    summarizer = SUMMARIZERS.get(type(message))
+    if summarizer is None:
+        return wire.AuditColumns(outcome="settings" if isinstance(reply, wire.SettingsApplied) else reply.code)  # type: ignore[union-attr]
+    return summarizer(message, reply, state)

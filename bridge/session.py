@@ -21,8 +21,8 @@ import structlog
 
 from . import __version__, wire
 from .dice import Dice
-from .dispatch import decide
-from .audit import AuditEntry, RecordingDice, RecordingState, summarize
+from .dispatch import decide, summarize
+from .audit import AuditEntry, RecordingDice, RecordingState
 from .errors import BadMessage, Internal, Refusal, Unauthorized
 from .rules import sohl
 from .state import WorldState
@@ -179,7 +179,7 @@ class Session:
             except Refusal as refusal:
                 reply, ok = wire.error_reply(refusal, event_id), False
             frame = wire.encode(reply)
-            summary = summarize(message, reply, recording.reads)
+            summary = summarize(message, reply, state)
             details.update(_log_details(reply))
             audit = AuditEntry(
                 type=message.__struct_config__.tag,

@@ -31,7 +31,7 @@ import msgspec
 
 from . import __version__, audit, wire
 from .errors import ConfigError
-from .state import FateRecord, GradedRecord, WorldState
+from .state import R, WorldState
 
 CHECKPOINT_EVERY = audit.CHECKPOINT_EVERY
 
@@ -50,20 +50,10 @@ CREATE TABLE IF NOT EXISTS events (
     world_id TEXT NOT NULL, event_id TEXT NOT NULL, reply BLOB NOT NULL,
     PRIMARY KEY (world_id, event_id)
 );
-CREATE TABLE IF NOT EXISTS graded (
-    world_id TEXT NOT NULL, message_id TEXT NOT NULL, record BLOB NOT NULL,
-    PRIMARY KEY (world_id, message_id)
+CREATE TABLE IF NOT EXISTS records (
+    world_id TEXT NOT NULL, kind TEXT NOT NULL, key TEXT NOT NULL, value BLOB NOT NULL,
+    PRIMARY KEY (world_id, kind, key)
 );
-CREATE TABLE IF NOT EXISTS fated (
-    world_id TEXT NOT NULL, message_id TEXT NOT NULL, record BLOB NOT NULL,
-    PRIMARY KEY (world_id, message_id)
-);
-CREATE TABLE IF NOT EXISTS spends (
-    world_id TEXT NOT NULL, seq INTEGER NOT NULL, actor_id TEXT NOT NULL,
-    point_id TEXT NOT NULL, message_id TEXT NOT NULL,
-    PRIMARY KEY (world_id, seq)
-);
-CREATE INDEX IF NOT EXISTS spends_by_point ON spends (world_id, actor_id, point_id, seq);
 """,
     2: """
 CREATE TABLE audit (
@@ -152,7 +142,7 @@ class AuditRow:
     type: str
     event_id: str | None
     user_id: str | None
-    summary: audit.Summary
+    summary: wire.AuditColumns
     record: bytes
     prev_hash: str
     hash: str
@@ -207,9 +197,7 @@ class Store(Protocol):
 
 
 _settings_decoder = msgspec.json.Decoder(wire.WorldSettings)
-_graded_decoder = msgspec.json.Decoder(GradedRecord)
-_fate_decoder = msgspec.json.Decoder(FateRecord)
-_summary_decoder = msgspec.json.Decoder(audit.Summary)
+_summary_decoder = msgspec.json.Decoder(wire.AuditColumns)
 _encode = msgspec.json.Encoder().encode
 
 
@@ -251,45 +239,17 @@ class _SQLiteWorldState:
         ).fetchone()
         return seq
 
-    def graded(self, message_id: str) -> GradedRecord | None:
+    def get(self, kind: str, key: str, type: type[R]) -> R | None:
         row = self._conn.execute(
-            "SELECT record FROM graded WHERE world_id = ? AND message_id = ?",
-            (self.world_id, message_id),
+            "SELECT value FROM records WHERE world_id = ? AND kind = ? AND key = ?",
+            (self.world_id, kind, key),
         ).fetchone()
-        return _graded_decoder.decode(row[0]) if row else None
+        return None if row is None else msgspec.json.decode(row[0], type=type)
 
-    def put_graded(self, record: GradedRecord) -> None:
+    def put(self, kind: str, key: str, record: msgspec.Struct) -> None:
         self._conn.execute(
-            "INSERT OR REPLACE INTO graded (world_id, message_id, record) VALUES (?, ?, ?)",
-            (self.world_id, record.message_id, _encode(record)),
-        )
-
-    def fate(self, message_id: str) -> FateRecord | None:
-        row = self._conn.execute(
-            "SELECT record FROM fated WHERE world_id = ? AND message_id = ?",
-            (self.world_id, message_id),
-        ).fetchone()
-        return _fate_decoder.decode(row[0]) if row else None
-
-    def put_fate(self, record: FateRecord) -> None:
-        self._conn.execute(
-            "INSERT OR REPLACE INTO fated (world_id, message_id, record) VALUES (?, ?, ?)",
-            (self.world_id, record.message_id, _encode(record)),
-        )
-
-    def charges_spent_since(self, actor_id: str, point_id: str, seq: int) -> int:
-        (count,) = self._conn.execute(
-            "SELECT count(*) FROM spends WHERE world_id = ? AND actor_id = ? AND point_id = ?"
-            " AND seq > ?",
-            (self.world_id, actor_id, point_id, seq),
-        ).fetchone()
-        return count
-
-    def add_spend(self, actor_id: str, point_id: str, message_id: str, seq: int) -> None:
-        self._conn.execute(
-            "INSERT INTO spends (world_id, seq, actor_id, point_id, message_id)"
-            " VALUES (?, ?, ?, ?, ?)",
-            (self.world_id, seq, actor_id, point_id, message_id),
+            "INSERT OR REPLACE INTO records (world_id, kind, key, value) VALUES (?, ?, ?, ?)",
+            (self.world_id, kind, key, _encode(record)),
         )
 
 
@@ -400,7 +360,7 @@ class SQLiteStore:
     def _remove_world_sync(self, world_id: str) -> None:
         def work(conn: sqlite3.Connection) -> None:
             self._require_world(conn, world_id, registered=True)
-            for table in ("events", "graded", "fated", "spends", "worlds"):
+            for table in ("events", "records", "worlds"):
                 conn.execute(f"DELETE FROM {table} WHERE world_id = ?", (world_id,))
         self._transaction(work)
 

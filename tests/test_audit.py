@@ -91,7 +91,7 @@ class TestRecords:
         assert record["type"] == "fate_spend" and record["seq"] == 2 and record["world_id"] == "w"
         assert record["dice"] == [34]
         assert record["user_id"] == PLAYER and record["bridge_version"] and record["ts"].endswith("Z")
-        graded = next(r for r in record["reads"] if r["op"] == "graded")["result"]
+        graded = next(r for r in record["reads"] if r["args"][:1] == ["sohl.graded"])["result"]
         assert graded["actor"]["aura"] == {"eml": 55, "disabled": False}
         assert graded["test"]["roll"] == 88
         assert any(r["op"] == "settings" for r in record["reads"])

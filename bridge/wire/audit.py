@@ -9,7 +9,6 @@ from msgspec import Meta
 from .base import BridgeMessage, ClientMessage, Id, OutPart
 
 
-
 class AuditQuery(ClientMessage, tag="audit_query", kw_only=True):
     """Ask for a page of the world's audit trail, newest first. Filters are optional and
     combine; ``since``/``until`` are ISO-8601 UTC timestamps (inclusive/exclusive);
@@ -25,28 +24,37 @@ class AuditQuery(ClientMessage, tag="audit_query", kw_only=True):
     limit: Annotated[int, Meta(ge=1, le=200)] = 50
 
 
-class AuditSummary(OutPart, kw_only=True):
-    """One audit record as the audit window lists it. ``seq`` is the world's audit sequence
-    number; ``outcome`` is the Fate outcome, ``graded``, ``settings`` or the error code of a
-    refusal; ``message_id`` links to the ChatMessage."""
+class AuditColumns(OutPart, kw_only=True):
+    """What a decision's audit record is listed and filtered by; each ruleset fills what it has.
+    ``outcome``: the Fate outcome (``lost``/``kept``/``spent``/``choice``), ``graded``,
+    ``settings``, another ruleset's result word, or the error code of a refusal. ``message_id``
+    links to the ChatMessage; ``detail`` is one readable line of the result."""
+
+    ruleset: str | None = None
+    message_id: str | None = None
+    actor_id: str | None = None
+    actor_name: str | None = None
+    test_name: str | None = None
+    outcome: str
+    level_before: int | None = None
+    level_after: int | None = None
+    label_before: str | None = None
+    label_after: str | None = None
+    fate_roll: int | None = None
+    point_name: str | None = None
+    detail: str | None = None
+
+
+class AuditSummary(AuditColumns, kw_only=True):
+    """One audit record as the audit window lists it: its columns plus ``seq`` (the world's
+    audit sequence number), ``ts`` (UTC), the message ``type``, its ``event_id`` and the Foundry
+    user who asked."""
 
     seq: int
     ts: str
     type: str
     event_id: str | None
     user_id: str | None
-    ruleset: str | None
-    message_id: str | None
-    actor_id: str | None
-    actor_name: str | None
-    test_name: str | None
-    outcome: str
-    level_before: int | None
-    level_after: int | None
-    label_before: str | None
-    label_after: str | None
-    fate_roll: int | None
-    point_name: str | None
 
 
 class AuditPage(BridgeMessage, tag="audit_page", kw_only=True):

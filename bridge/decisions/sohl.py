@@ -1,0 +1,409 @@
+"""sohl decisions: grade a Success Test, roll and apply a Fate Test (DECISIONS.md S1-S12).
+
+Pure: the world's state comes in as a :class:`~bridge.state.WorldState`, dice as an injected
+:class:`~bridge.dice.Dice`. A refusal is raised as a :class:`~bridge.errors.Refusal` before
+anything is written, so a refused request changes nothing.
+
+Records (kinds): ``sohl.graded`` (by ChatMessage id) the graded test and its snapshot;
+``sohl.fate`` (by ChatMessage id) the Fate Test rolled against it, whose existence marks the
+result fated (S11); ``sohl.spends`` (by actor and point) the decision numbers that consumed a
+charge, so charges the module has not applied yet are counted.
+"""
+
+from __future__ import annotations
+
+import msgspec
+
+from .. import cards, wire
+from ..dice import Dice, DiceExhausted
+from ..errors import AlreadyFated, BadMessage, Forbidden, NoCharges, NotEligible, NotFound
+from ..rules import sohl
+from ..state import WorldState
+
+FATED_FLAG = "fated"  # the module's flag on a fated ChatMessage (scope ``fate-bridge``)
+CHARGES_PATH = "system.charges.value"  # where SoHL keeps a Mystery's charges
+GRADED, FATE, SPENDS = "sohl.graded", "sohl.fate", "sohl.spends"
+
+
+class GradedRecord(msgspec.Struct, kw_only=True, frozen=True):
+    """A graded ``test_rolled`` (S1-S3): the snapshot it was graded from and the reply sent.
+
+    ``seq`` is the world's decision sequence number when the snapshot arrived: charges the bridge
+    consumed after it are subtracted from the snapshot's (see ``docs/protocol.md``). ``basis`` is
+    the Skill Base basis the bridge used (S6)."""
+
+    message_id: str
+    seq: int
+    actor: wire.SohlActor
+    test: wire.SohlTest
+    visibility: wire.Visibility
+    basis: list[str]
+    level: int
+    reply: wire.TestGraded
+
+
+class FateRecord(msgspec.Struct, kw_only=True, frozen=True):
+    """The Fate Test rolled against a result (S9-S11). Its existence marks the result fated.
+
+    ``pending`` is true while a Fate Test CS waits for ``fate_choice``; then ``outcome`` is
+    ``choice`` and ``gain``/``level_after`` are None. ``charges_before`` is the point's charges as
+    the bridge counted them when the Fate Test was rolled (None = unlimited). ``reply`` is the
+    latest ``fate_resolved`` sent for it (None only while the decision builds it; never stored)."""
+
+    message_id: str
+    seq: int
+    actor_id: str
+    point_id: str
+    charges_before: int | None
+    fate_roll: int
+    fate_ml: int
+    fate_level: int
+    outcome: wire.Outcome
+    gain: int | None
+    level_before: int
+    level_after: int | None
+    charges_after: int | None
+    user_id: str
+    pending: bool
+    reply: wire.FateResolved | None = None
+
+
+class SpendLog(msgspec.Struct, kw_only=True, frozen=True):
+    """The decision numbers that consumed a charge of one actor's point."""
+
+    seqs: list[int] = []
+
+
+def _spends_key(actor_id: str, point_id: str) -> str:
+    return f"{actor_id}/{point_id}"
+
+
+def _graded(state: WorldState, message_id: str) -> GradedRecord | None:
+    return state.get(GRADED, message_id, GradedRecord)
+
+
+def _fate(state: WorldState, message_id: str) -> FateRecord | None:
+    return state.get(FATE, message_id, FateRecord)
+
+
+def _spent_since(state: WorldState, actor_id: str, point_id: str, seq: int) -> int:
+    log = state.get(SPENDS, _spends_key(actor_id, point_id), SpendLog)
+    return 0 if log is None else sum(1 for s in log.seqs if s > seq)
+
+
+def _add_spend(state: WorldState, actor_id: str, point_id: str, seq: int) -> None:
+    key = _spends_key(actor_id, point_id)
+    log = state.get(SPENDS, key, SpendLog) or SpendLog()
+    state.put(SPENDS, key, SpendLog(seqs=[*log.seqs, seq]))
+
+
+# --- test_rolled -------------------------------------------------------------------------------
+
+
+def _basis(test: wire.SohlTest) -> list[str]:
+    """S6: the basis from the Skill Base formula when sent, else the client's ``basis``."""
+    if test.skill_base_formula is not None:
+        return sohl.skill_base_basis(test.skill_base_formula)
+    return list(test.basis)
+
+
+def _context(
+    actor: wire.SohlActor,
+    test: wire.SohlTest,
+    basis: list[str],
+    settings: wire.WorldSettings,
+    already_fated: bool,
+    points: list[wire.FatePoint],
+) -> sohl.FateContext:
+    aura = actor.aura
+    return sohl.FateContext(
+        fate_option=settings.fate_option,
+        player_owned=actor.player_owned,
+        aura_eml=None if aura is None else aura.eml,
+        aura_disabled=aura is not None and aura.disabled,
+        aural_shock=actor.aural_shock,
+        test_kind=test.kind,
+        test_code=test.code,
+        basis=basis,
+        already_fated=already_fated,
+        points=points,
+    )
+
+
+def _offer(ctx: sohl.FateContext, actor: wire.SohlActor) -> wire.FateOffer:
+    """S4, S5, S8: the Fate offer for a graded test."""
+    reasons = sohl.withheld_reasons(ctx)
+    usable_aura = actor.aura is not None and "no_aura" not in reasons
+    return wire.FateOffer(
+        eligible=not reasons,
+        reasons=reasons,
+        fate_ml=sohl.fate_ml(actor.aura.eml) if usable_aura else None,
+        points=[p.point_id for p in sohl.suggested_points(ctx.points, ctx.test_code)],
+    )
+
+
+def _current_points(record: GradedRecord, state: WorldState) -> list[wire.FatePoint]:
+    """The snapshot's points with the charges the bridge consumed since the snapshot taken off."""
+    points = []
+    for point in record.actor.fate_points:
+        if point.charges is not None:
+            spent = _spent_since(state, record.actor.actor_id, point.point_id, record.seq)
+            if spent:
+                point = msgspec.structs.replace(point, charges=max(0, point.charges - spent))
+        points.append(point)
+    return points
+
+
+def _test_rolled(message: wire.TestRolled, state: WorldState, dice: Dice) -> wire.TestGraded:
+    """S1-S8: grade the test and say whether Fate may touch it; remember the snapshot."""
+    stored = _graded(state, message.message_id)
+    if stored is not None and _fate(state, message.message_id) is not None:
+        # S11: a fated result keeps the grading it was fated on; only the offer is re-stated.
+        ctx = _context(stored.actor, stored.test, stored.basis, state.settings(), True,
+                       _current_points(stored, state))
+        return msgspec.structs.replace(
+            stored.reply, event_id=message.event_id, fate=_offer(ctx, stored.actor)
+        )
+    test = message.test
+    level = sohl.grade(test.roll, test.eml, test.level_mod)
+    basis = _basis(test)
+    ctx = _context(message.actor, test, basis, state.settings(), False,
+                   list(message.actor.fate_points))
+    mismatch = None
+    if test.reported_level is not None and test.reported_level != level:
+        mismatch = wire.LevelMismatch(reported=test.reported_level, graded=level)
+    reply = wire.TestGraded(
+        event_id=message.event_id,
+        message_id=message.message_id,
+        level=level,
+        label=sohl.label(level, test.basic),
+        success=sohl.is_success(level),
+        critical=sohl.is_critical(level),
+        fate=_offer(ctx, message.actor),
+        mismatch=mismatch,
+    )
+    state.put(
+        GRADED,
+        message.message_id,
+        GradedRecord(
+            message_id=message.message_id,
+            seq=state.next_seq(),
+            actor=message.actor,
+            test=test,
+            visibility=message.visibility,
+            basis=basis,
+            level=level,
+            reply=reply,
+        )
+    )
+    return reply
+
+
+# --- fate_spend --------------------------------------------------------------------------------
+
+
+def _require_owner(actor: wire.SohlActor, user_id: str, user_is_gm: bool) -> None:
+    """Only the actor's owners (and GMs) may spend its Fate."""
+    if not user_is_gm and user_id not in actor.owner_user_ids:
+        raise Forbidden(
+            f"user {user_id} does not own {actor.name!r} and may not spend its Fate",
+            field="user_id",
+        )
+
+
+def _fate_spend(message: wire.FateSpend, state: WorldState, dice: Dice) -> wire.FateResolved:
+    """S5, S7-S11: check, roll the Fate Test, apply what it says."""
+    record = _graded(state, message.message_id)
+    if record is None:
+        raise NotFound(f"message {message.message_id} was never graded", field="message_id")
+    actor, test = record.actor, record.test
+    _require_owner(actor, message.user_id, message.user_is_gm)
+    if _fate(state, message.message_id) is not None:
+        raise AlreadyFated("this result has been fated already (S11)", field="message_id")
+
+    points = _current_points(record, state)
+    ctx = _context(actor, test, record.basis, state.settings(), False, points)
+    reasons = [r for r in sohl.withheld_reasons(ctx) if r != "no_points"]
+    if reasons:
+        raise NotEligible(f"Fate is withheld: {', '.join(reasons)}", field="message_id")
+    point = next((p for p in points if p.point_id == message.point_id), None)
+    if point is None:
+        raise NotEligible(f"{actor.name!r} holds no Fate Point {message.point_id}",
+                          field="point_id")
+    if point.skill_code not in (None, "") and point.skill_code != test.code:
+        raise NotEligible(
+            f"{point.name!r} is specific to {point.skill_code!r}, not {test.code!r} (S7)",
+            field="point_id",
+        )
+    if not sohl.point_applies(point, test.code):
+        raise NoCharges(f"{point.name!r} has no charge left", field="point_id")
+
+    assert actor.aura is not None  # no_aura would have been a reason
+    fate_ml = sohl.fate_ml(actor.aura.eml)
+    try:
+        fate_roll = dice.roll(sohl.D100_FACES)
+    except (DiceExhausted, ValueError) as exc:  # only scripted dice raise these
+        raise BadMessage(str(exc), field="dice") from None
+    fate_level = sohl.grade(fate_roll, fate_ml)
+    effect = sohl.fate_test_effect(fate_level)
+    seq = state.next_seq()
+    pending = FateRecord(
+        message_id=message.message_id,
+        seq=seq,
+        actor_id=actor.actor_id,
+        point_id=point.point_id,
+        charges_before=point.charges,
+        fate_roll=fate_roll,
+        fate_ml=fate_ml,
+        fate_level=fate_level,
+        outcome="choice",
+        gain=None,
+        level_before=record.level,
+        level_after=None,
+        charges_after=point.charges,
+        user_id=message.user_id,
+        pending=True,
+    )
+    return _settle(pending, effect, record, point.name, message.event_id, message.user_name, state)
+
+
+def _fate_choice(message: wire.FateChoice, state: WorldState, dice: Dice) -> wire.FateResolved:
+    """S9: answer a pending Fate Test CS with spend (+2, charge) or keep (+1)."""
+    fated = _fate(state, message.message_id)
+    if fated is None or not fated.pending:
+        raise NotFound(f"no Fate choice is pending on message {message.message_id}",
+                       field="message_id")
+    record = _graded(state, message.message_id)
+    assert record is not None  # a Fate record is only written for a graded message
+    if not message.user_is_gm and message.user_id != fated.user_id:
+        raise Forbidden(
+            "only the player who spent the Fate Point, or a GM, may choose spend or keep (S9)",
+            field="user_id",
+        )
+    point = next(p for p in _current_points(record, state) if p.point_id == fated.point_id)
+    effect = sohl.choice_effect(message.choice)
+    if effect.consumes_charge and not sohl.point_applies(point, record.test.code):
+        raise NoCharges(
+            f"{point.name!r} has no charge left to spend: choose keep (+1)", field="choice"
+        )
+    fated = msgspec.structs.replace(fated, charges_before=point.charges)
+    return _settle(fated, effect, record, point.name, message.event_id, message.user_name, state)
+
+
+def _settle(
+    fated: FateRecord,
+    effect: sohl.FateEffect,
+    record: GradedRecord,
+    point_name: str,
+    event_id: str,
+    user_name: str | None,
+    state: WorldState,
+) -> wire.FateResolved:
+    """Apply a Fate effect (S9, S10): charges, the new level, the card, the effects; store it."""
+    actor, test = record.actor, record.test
+    effects: list[wire.Effect] = []
+    charges = fated.charges_before
+    if effect.outcome == "choice":
+        level_after = gain = None
+    else:
+        gain = effect.gain
+        level_after = sohl.apply_gain(record.level, gain)
+        charges = sohl.charges_after(fated.charges_before, bool(effect.consumes_charge))
+        if charges != fated.charges_before:
+            _add_spend(state, actor.actor_id, fated.point_id, state.next_seq())
+            effects.append(wire.UpdateItem(actor_id=actor.actor_id, item_id=fated.point_id,
+                                           path=CHARGES_PATH, value=charges))
+    effects.append(
+        wire.FlagMessage(
+            message_id=record.message_id,
+            key=FATED_FLAG,
+            value=wire.FatedFlag(outcome=effect.outcome, pending=effect.outcome == "choice",
+                                 level_after=level_after, event_id=event_id),
+        )
+    )
+    card = cards.sohl_fate_card(
+        cards.SohlFateCardData(
+            message_id=record.message_id,
+            actor_id=actor.actor_id,
+            actor_name=actor.name,
+            test_name=test.name,
+            basic=test.basic,
+            level_before=record.level,
+            level_after=level_after,
+            fate_roll=fated.fate_roll,
+            fate_ml=fated.fate_ml,
+            fate_level=fated.fate_level,
+            outcome=effect.outcome,
+            gain=gain,
+            point_name=point_name,
+            charges_after=charges,
+            user_name=user_name,
+        )
+    )
+    reply = wire.FateResolved(
+        event_id=event_id,
+        message_id=record.message_id,
+        fate_roll=fated.fate_roll,
+        fate_ml=fated.fate_ml,
+        fate_level=fated.fate_level,
+        fate_label=sohl.label(fated.fate_level),
+        outcome=effect.outcome,
+        gain=gain,
+        level_before=record.level,
+        label_before=sohl.label(record.level, test.basic),
+        level_after=level_after,
+        label_after=None if level_after is None else sohl.label(level_after, test.basic),
+        point=wire.PointAfter(point_id=fated.point_id, name=point_name, charges_after=charges),
+        card=card,
+        effects=effects,
+        choice_by=[fated.user_id] if effect.outcome == "choice" else [],
+    )
+    state.put(
+        FATE,
+        record.message_id,
+        msgspec.structs.replace(
+            fated,
+            outcome=effect.outcome,
+            gain=gain,
+            level_after=level_after,
+            charges_after=charges,
+            pending=effect.outcome == "choice",
+            reply=reply,
+        )
+    )
+    return reply
+
+
+HANDLERS = {
+    wire.TestRolled: _test_rolled,
+    wire.FateSpend: _fate_spend,
+    wire.FateChoice: _fate_choice,
+}
+
+
+def summarize(message: wire.ClientMessage, reply: wire.BridgeMessage, state: WorldState) -> wire.AuditColumns:
+    """The audit columns of a sohl decision (read after it, from the same transaction)."""
+    graded = message.actor if isinstance(message, wire.TestRolled) else None
+    record = None if graded else _graded(state, getattr(message, "message_id", ""))
+    actor = graded or (record and record.actor)
+    test = message.test if isinstance(message, wire.TestRolled) else record and record.test
+    common = dict(
+        ruleset=sohl.RULESET,
+        message_id=getattr(message, "message_id", None),
+        actor_id=actor and actor.actor_id,
+        actor_name=actor and actor.name,
+        test_name=test and test.name,
+    )
+    match reply:
+        case wire.FateResolved():
+            return wire.AuditColumns(
+                **common, outcome=reply.outcome, level_before=reply.level_before,
+                level_after=reply.level_after, label_before=reply.label_before,
+                label_after=reply.label_after, fate_roll=reply.fate_roll, point_name=reply.point.name,
+            )
+        case wire.TestGraded():
+            return wire.AuditColumns(**common, outcome="graded", level_before=reply.level,
+                                     label_before=reply.label)
+        case wire.Error():
+            return wire.AuditColumns(**common, outcome=reply.code)
+    raise TypeError(f"not a sohl reply: {type(reply).__name__}")
