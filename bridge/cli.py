@@ -17,6 +17,7 @@ from . import __version__, logs, schema
 from .config import default_audit_key, default_db, load_key
 from .dice import ScriptedDice, SecretDice
 from .errors import ConfigError
+from .server import RATE_BURST_SECONDS, RATE_PER_SECOND
 from .session import Session, hash_token, new_token
 from .store import SQLiteStore
 
@@ -75,6 +76,14 @@ def _parser() -> argparse.ArgumentParser:
         metavar="ORIGIN",
         help="accept browsers only from these pages' origins, e.g. https://foundry.example.org "
         "or http://localhost:30000 (default: any origin; the token is still required)",
+    )
+    serve.add_argument(
+        "--rate-limit",
+        type=float,
+        default=RATE_PER_SECOND,
+        metavar="PER_SECOND",
+        help=f"frames a connection may send per second on average, bursts of {RATE_BURST_SECONDS:g} s "
+        f"worth (default {RATE_PER_SECOND:g}; 0 = no limit, for benchmarks and trusted setups)",
     )
     serve.add_argument("--tls-cert", type=Path, help="PEM certificate chain: serve wss:// (with --tls-key)")
     serve.add_argument("--tls-key", type=Path, help="PEM private key of --tls-cert")
@@ -224,7 +233,8 @@ async def _serve(args: argparse.Namespace) -> int:
     store = await SQLiteStore.open(db, audit_key=load_key(key_path, create=True))
     stop = stop_on_signals()
     try:
-        server = await start(store, args.host, args.port, origins=args.origins, tls=tls)
+        rate = None if args.rate_limit <= 0 else (args.rate_limit, int(args.rate_limit * RATE_BURST_SECONDS))
+        server = await start(store, args.host, args.port, origins=args.origins, tls=tls, rate=rate)
     except OSError as exc:
         await store.close()
         raise ConfigError(f"cannot listen on {args.host}:{args.port}: {exc.strerror or exc}; "

@@ -35,8 +35,9 @@ MAX_FRAME_BYTES = 64 * 1024  # a test_rolled with a full actor is ~4 KiB; 64 KiB
 MAX_QUEUE_FRAMES = 16  # frames received but not yet handled per connection, then TCP backpressure
 HELLO_TIMEOUT_SECONDS = 10.0  # a browser sends hello right after connecting
 RATE_PER_SECOND = 20.0  # a table makes a few decisions a minute; a replay burst after reconnect
-RATE_BURST = 100  # ... re-sends at most the queued messages at once
+RATE_BURST_SECONDS = 5.0  # ... re-sends at most the queued messages at once: 100 frames
 HEALTH_PATH = "/healthz"
+DEFAULT_RATE = (RATE_PER_SECOND, int(RATE_PER_SECOND * RATE_BURST_SECONDS))
 
 
 class RateLimit:
@@ -94,15 +95,16 @@ def make_handler(
     store: Store,
     dice: Dice,
     hello_timeout: float,
-    rate: tuple[float, int] = (RATE_PER_SECOND, RATE_BURST),
+    rate: tuple[float, int] | None = DEFAULT_RATE,
 ) -> Callable[[ServerConnection], Awaitable[None]]:
-    """The per-connection coroutine for ``websockets.serve``: always returns, never raises."""
+    """The per-connection coroutine for ``websockets.serve``: always returns, never raises.
+    ``rate``: (frames per second, burst) per connection, or None for no limit."""
     forwarders = Forwarders()
     clock = asyncio.get_running_loop().time
 
     async def handler(ws: ServerConnection) -> None:
         session = Session(store, dice)
-        limit = RateLimit(rate[0], rate[1], clock)
+        limit = None if rate is None else RateLimit(rate[0], rate[1], clock)
         try:
             async with asyncio.timeout(hello_timeout):
                 frame: str | bytes = await ws.recv()
@@ -114,7 +116,7 @@ def make_handler(
         try:
             while True:
                 was_open = session.is_open
-                if limit.allow():
+                if limit is None or limit.allow():
                     reply = await session.receive(frame)
                 else:
                     reply = Reply([error_frame(RateLimited(RATE_MESSAGE), ref_of(frame))])
@@ -158,13 +160,14 @@ async def start(
     hello_timeout: float = HELLO_TIMEOUT_SECONDS,
     origins: list[str] | None = None,
     tls: ssl.SSLContext | None = None,
-    rate: tuple[float, int] = (RATE_PER_SECOND, RATE_BURST),
+    rate: tuple[float, int] | None = DEFAULT_RATE,
 ) -> Server:
     """Start listening; returns the running server (``server.sockets`` tell the bound port).
 
     ``origins``: when given, browsers may connect only from these Origin values (e.g.
     ``https://foundry.example.org``); clients sending no Origin (not browsers) are let through
-    to authenticate. ``tls``: serve ``wss://``. Raises ``OSError`` when the address is taken.
+    to authenticate. ``tls``: serve ``wss://``. ``rate``: (frames per second, burst) per
+    connection, None for no limit. Raises ``OSError`` when the address is taken.
     """
     return await serve(
         make_handler(store, dice or SecretDice(), hello_timeout, rate),

@@ -48,7 +48,7 @@ def bridge(*args: str, **kwargs) -> subprocess.CompletedProcess:
 def start_bridge(db: Path, key: Path, port: int) -> subprocess.Popen:
     process = subprocess.Popen(
         [sys.executable, "-m", "bridge", "serve", "--port", str(port), "--db", str(db), "--audit-key", str(key),
-         "--log-format", "json"],
+         "--log-format", "json", "--rate-limit", "0"],
         stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     deadline = time.monotonic() + STARTUP_SECONDS
     while time.monotonic() < deadline:
@@ -76,6 +76,8 @@ async def drive(port: int, token: str, round_no: int, acked: dict[str, str]) -> 
             for message in flow:
                 await ws.send(json.dumps(message))
                 reply = await ws.recv()
+                if json.loads(reply).get("code") == "rate_limited":
+                    break  # not handled, not acknowledged: this flow is abandoned
                 acked[message["event_id"]] = reply
                 if json.loads(reply).get("outcome") == "choice":
                     choice = fate_choice("keep", f"c{round_no}-{n}", mid)

@@ -10,6 +10,9 @@
 export const MODULE_ID = "fate-bridge";
 const SOCKET = `module.${MODULE_ID}`;
 const DICE_SO_NICE = "dice-so-nice";
+/** Class put on a chat message the audit window points at, and how long it stays. */
+const HIGHLIGHT_CLASS = "fate-bridge-highlight";
+const HIGHLIGHT_MS = 3_000;
 
 /**
  * Register this module's settings.
@@ -305,4 +308,65 @@ export function domParser() {
 /** @returns {{setTimeout: Function, clearTimeout: Function}} the platform timers */
 export function timers() {
   return { setTimeout: globalThis.setTimeout.bind(globalThis), clearTimeout: globalThis.clearTimeout.bind(globalThis) };
+}
+
+/**
+ * Register the GM-only "Fate audit" button in this module's settings (`restricted`: Foundry
+ * shows it to GMs only). Foundry opens it with `new WindowClass().render(true)`.
+ *
+ * @param {Function} WindowClass an ApplicationV2 subclass (scripts/audit-window.js)
+ */
+export function registerAuditMenu(WindowClass) {
+  game.settings.registerMenu(MODULE_ID, "audit", {
+    name: "FATE_BRIDGE.Audit.Menu.Name",
+    label: "FATE_BRIDGE.Audit.Menu.Label",
+    hint: "FATE_BRIDGE.Audit.Menu.Hint",
+    icon: "fa-solid fa-scroll",
+    type: WindowClass,
+    restricted: true,
+  });
+}
+
+/** @returns {Function} Foundry's ApplicationV2 base class (v13+) */
+export function applicationV2Base() {
+  return foundry.applications.api.ApplicationV2;
+}
+
+/** @returns {Document} the page's document */
+export function htmlDocument() {
+  return globalThis.document;
+}
+
+/** @returns {Array<{id: string, name: string}>} the world's actors, sorted by name */
+export function worldActors() {
+  return game.actors
+    .map((actor) => ({ id: actor.id, name: String(actor.name ?? actor.id) }))
+    .sort((a, b) => a.name.localeCompare(b.name));
+}
+
+/**
+ * Bring a chat message into view: scroll the chat log to it and highlight it for a moment, or,
+ * when the log has not rendered it (older than the loaded batch), open it as a popout.
+ *
+ * @param {string} messageId
+ * @returns {"shown"|"popout"|"hidden"|"gone"} `gone`: no such message in this world any more;
+ *   `hidden`: it exists but could neither be found in the log nor popped out
+ */
+export function revealChatMessage(messageId) {
+  const message = game.messages.get(messageId);
+  if (!message) return "gone";
+  ui.chat?.activate?.();
+  const element = [...globalThis.document.querySelectorAll(".chat-log [data-message-id]")].find(
+    (node) => node.dataset.messageId === messageId,
+  );
+  if (element) {
+    element.scrollIntoView?.({ block: "center", behavior: "smooth" });
+    element.classList.add(HIGHLIGHT_CLASS);
+    globalThis.setTimeout(() => element.classList.remove(HIGHLIGHT_CLASS), HIGHLIGHT_MS);
+    return "shown";
+  }
+  const ChatPopout = foundry.applications?.sidebar?.apps?.ChatPopout;
+  if (!ChatPopout) return "hidden";
+  new ChatPopout({ message }).render({ force: true });
+  return "popout";
 }

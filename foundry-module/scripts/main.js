@@ -13,6 +13,9 @@ import { BridgeConnection, STATE, DOWN_REASONS, isInsecureRemote } from "./logic
 import { createFateFlow, noticeKey } from "./logic/fate-flow.js";
 import { decorateCard } from "./logic/card-ui.js";
 import { readSohlCard } from "./logic/sohl-card.js";
+import { createRelayTracker, createCancelledSet, isRequestId, RELAY_LIMITS } from "./logic/relay.js";
+import { isAuditCommand } from "./logic/audit.js";
+import { defineAuditWindow } from "./audit-window.js";
 
 /** Default bridge address: the bridge on the GM's own machine. */
 export const DEFAULT_URL = "ws://127.0.0.1:8765";
@@ -25,14 +28,28 @@ const FATE_OPTION_CHOICES = {
   off: "FATE_BRIDGE.Settings.FateOption.Off",
 };
 
-/** Socket payload types between clients. */
-const SOCKET_TYPES = Object.freeze({ SPEND: "spend", CHOICE: "choice", NOTICE: "notice" });
+/**
+ * Socket payload types between clients. `spend` / `choice` go to the active GM; `ack`, `done` and
+ * `notice` come back to the user who clicked; `cancel` withdraws a click the GM never acked
+ * (see logic/relay.js for the exchange).
+ */
+const SOCKET_TYPES = Object.freeze({
+  SPEND: "spend",
+  CHOICE: "choice",
+  NOTICE: "notice",
+  ACK: "ack",
+  DONE: "done",
+  CANCEL: "cancel",
+});
 
 /**
  * Register every hook. Runs once, when Foundry loads this module (tests load a fresh copy of the
  * module per fake world).
  *
- * @returns {{connection: () => BridgeConnection|null}} a view on the live connection (tests, macros)
+ * @returns {{connection: () => BridgeConnection|null, auditWindow: () => Function|null,
+ *   openAudit: () => void, dispose: () => void}} a view on the live module (tests, macros):
+ *   the bridge connection, the audit window class (after `init`), a way to open the audit window
+ *   (GMs only), and `dispose` to stop the connection and drop pending relay deadlines
  */
 function install() {
   const build = messageBuilders(fvtt.randomId);
@@ -43,6 +60,10 @@ function install() {
   const onFateOptionChange = () => sendSettings();
   let connection = null;
   let flow = null;
+  let AuditWindow = null;
+  let openWindow = null;
+  const relays = createRelayTracker({ timers: fvtt.timers(), newId: fvtt.randomId });
+  const cancelled = createCancelledSet();
 
   function sendSettings() {
     if (!connection?.isReady()) return;
@@ -94,44 +115,101 @@ function install() {
     }
   }
 
-  /** A click on this client: act directly as the active GM, else relay to the active GM. */
-  function relay(type, payload) {
+  /**
+   * A click on this client: act directly as the active GM, else relay to the active GM with a
+   * deadline. `release` re-enables the clicked button(s) whenever nothing was spent.
+   */
+  function relay(type, payload, release) {
     if (fvtt.isActiveGM() && flow) {
       const request = { ...payload, userId: fvtt.currentUserId() };
-      return type === SOCKET_TYPES.SPEND ? flow.requestSpend(request) : flow.requestChoice(request);
+      const run = type === SOCKET_TYPES.SPEND ? flow.requestSpend(request) : flow.requestChoice(request);
+      return run.then((applied) => {
+        if (!applied) release();
+      });
     }
-    if (fvtt.isActiveGM()) return fvtt.notify("warn", noticeKey("bridge_down"));
-    if (!fvtt.activeGMOnline()) return fvtt.notify("warn", "FATE_BRIDGE.Error.no_gm");
+    if (fvtt.isActiveGM() || !fvtt.activeGMOnline()) {
+      release();
+      return fvtt.notify("warn", fvtt.isActiveGM() ? noticeKey("bridge_down") : "FATE_BRIDGE.Error.no_gm");
+    }
+    const requestId = relays.start({
+      onNoAnswer: (id) => {
+        fvtt.notify("warn", "FATE_BRIDGE.Error.gm_no_answer", { seconds: String(RELAY_LIMITS.ACK_TIMEOUT_MS / 1000) });
+        fvtt.emitSocket({ type: SOCKET_TYPES.CANCEL, request_id: id });
+      },
+      onUnfinished: () => fvtt.notify("warn", "FATE_BRIDGE.Error.gm_unfinished"),
+      release,
+    });
     return fvtt.emitSocket(
       type === SOCKET_TYPES.SPEND
-        ? { type, message_id: payload.messageId, point_id: payload.pointId }
-        : { type, message_id: payload.messageId, choice: payload.choice },
+        ? { type, request_id: requestId, message_id: payload.messageId, point_id: payload.pointId }
+        : { type, request_id: requestId, message_id: payload.messageId, choice: payload.choice },
     );
+  }
+
+  /** Payloads addressed to this client by a GM: notices, acks and results of its relayed clicks. */
+  function onReplyToMe(payload, senderId) {
+    if (payload.to !== fvtt.currentUserId() || !fvtt.isGMUser(senderId)) return;
+    if (payload.type === SOCKET_TYPES.NOTICE) {
+      if (typeof payload.key === "string" && payload.key.startsWith("FATE_BRIDGE.")) {
+        fvtt.notify(["info", "warn", "error"].includes(payload.level) ? payload.level : "warn", payload.key);
+      }
+    } else if (payload.type === SOCKET_TYPES.ACK) {
+      relays.ack(payload.request_id);
+    } else if (payload.type === SOCKET_TYPES.DONE) {
+      relays.done(payload.request_id, payload.ok === true);
+    }
+  }
+
+  /** The active GM's side of a relayed click. */
+  function onRelayedClick(payload, senderId) {
+    const isSpend = payload.type === SOCKET_TYPES.SPEND && typeof payload.point_id === "string";
+    const isChoice = payload.type === SOCKET_TYPES.CHOICE && typeof payload.choice === "string";
+    if (!isSpend && !isChoice) return;
+    const requestId = isRequestId(payload.request_id) ? payload.request_id : null;
+    // Keyed by sender: every client sees every request id, so only the sender may withdraw its own.
+    const cancelKey = requestId ? `${senderId}:${requestId}` : null;
+    if (cancelKey && cancelled.isCancelled(cancelKey)) return;
+    const reply = (extra) => requestId && fvtt.emitSocket({ to: senderId, request_id: requestId, ...extra });
+    reply({ type: SOCKET_TYPES.ACK });
+    if (!flow) {
+      fvtt.emitSocket({ type: SOCKET_TYPES.NOTICE, to: senderId, level: "warn", key: noticeKey("bridge_down") });
+      reply({ type: SOCKET_TYPES.DONE, ok: false });
+      return;
+    }
+    const stillWanted = () => !cancelKey || !cancelled.isCancelled(cancelKey);
+    const request = { messageId: payload.message_id, userId: senderId, stillWanted };
+    const run = isSpend ? flow.requestSpend({ ...request, pointId: payload.point_id }) : flow.requestChoice({ ...request, choice: payload.choice });
+    run.then((applied) => reply({ type: SOCKET_TYPES.DONE, ok: applied }));
   }
 
   function onSocketMessage(payload, senderId) {
     if (!payload || typeof payload !== "object") return;
-    if (payload.type === SOCKET_TYPES.NOTICE) {
-      const forMe = payload.to === fvtt.currentUserId() && fvtt.isGMUser(senderId);
-      if (forMe && typeof payload.key === "string" && payload.key.startsWith("FATE_BRIDGE.")) {
-        fvtt.notify(["info", "warn", "error"].includes(payload.level) ? payload.level : "warn", payload.key);
-      }
+    if ([SOCKET_TYPES.NOTICE, SOCKET_TYPES.ACK, SOCKET_TYPES.DONE].includes(payload.type)) {
+      onReplyToMe(payload, senderId);
       return;
     }
-    if (!fvtt.isActiveGM() || typeof payload.message_id !== "string") return;
-    if (!flow) {
-      fvtt.emitSocket({ type: SOCKET_TYPES.NOTICE, to: senderId, level: "warn", key: noticeKey("bridge_down") });
+    if (!fvtt.isActiveGM()) return;
+    if (payload.type === SOCKET_TYPES.CANCEL) {
+      if (isRequestId(payload.request_id)) cancelled.cancel(`${senderId}:${payload.request_id}`);
       return;
     }
-    if (payload.type === SOCKET_TYPES.SPEND && typeof payload.point_id === "string") {
-      flow.requestSpend({ messageId: payload.message_id, pointId: payload.point_id, userId: senderId });
-    } else if (payload.type === SOCKET_TYPES.CHOICE && typeof payload.choice === "string") {
-      flow.requestChoice({ messageId: payload.message_id, choice: payload.choice, userId: senderId });
+    if (typeof payload.message_id === "string") onRelayedClick(payload, senderId);
+  }
+
+  /** Open the audit window (GMs only; reuses an open one). */
+  function openAudit() {
+    if (!fvtt.currentUserIsGM()) {
+      fvtt.notify("warn", "FATE_BRIDGE.Audit.GmOnly");
+      return;
     }
+    if (!openWindow?.rendered) openWindow = new AuditWindow();
+    openWindow.render({ force: true });
   }
 
   fvtt.onceHook("init", () => {
     fvtt.registerWorldSettings({ onBridgeChange, onFateOptionChange }, { fateOptions: FATE_OPTION_CHOICES, defaultUrl: DEFAULT_URL });
+    AuditWindow = defineAuditWindow(() => connection);
+    fvtt.registerAuditMenu(AuditWindow);
   });
   fvtt.onceHook("setup", () => fvtt.registerTokenSetting({ onBridgeChange }));
   fvtt.onceHook("ready", () => {
@@ -139,6 +217,12 @@ function install() {
     evaluateRole();
   });
   fvtt.onHook("userConnected", () => evaluateRole());
+  // `/fateaudit` in chat opens the audit window; returning false keeps the text out of the log.
+  fvtt.onHook("chatMessage", (_chatLog, text) => {
+    if (!isAuditCommand(text)) return undefined;
+    openAudit();
+    return false;
+  });
   fvtt.onHook("createChatMessage", (message) => {
     if (flow && fvtt.isActiveGM()) {
       flow.gradeMessage(message.id).then((result) => {
@@ -156,12 +240,20 @@ function install() {
       message: data,
       viewer: { id: fvtt.currentUserId(), isGM: fvtt.currentUserIsGM(), ownsActor: actorUuid ? fvtt.userOwnsActor(actorUuid) : false },
       t: fvtt.localize,
-      onSpend: (messageId, pointId) => relay(SOCKET_TYPES.SPEND, { messageId, pointId }),
-      onChoice: (messageId, choice) => relay(SOCKET_TYPES.CHOICE, { messageId, choice }),
+      onSpend: (messageId, pointId, release) => relay(SOCKET_TYPES.SPEND, { messageId, pointId }, release),
+      onChoice: (messageId, choice, release) => relay(SOCKET_TYPES.CHOICE, { messageId, choice }, release),
     });
   });
-  return { connection: () => connection };
+  return {
+    connection: () => connection,
+    auditWindow: () => AuditWindow,
+    openAudit,
+    dispose: () => {
+      stopConnection();
+      relays.clear();
+    },
+  };
 }
 
-/** The live module: `bridge.connection()` is the bridge connection or null (for macros and tests). */
+/** The live module: `bridge.connection()` is the bridge connection or null; see install(). */
 export const bridge = install();

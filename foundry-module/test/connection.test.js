@@ -180,6 +180,19 @@ describe("requests", () => {
     assert.equal(results.every((r) => r.status === "rejected" && r.reason.code === "closed"), true);
   });
 
+  test("an audit_query (no event_id) is answered by the audit_page with its query_id", async () => {
+    const socket = connectAndWelcome();
+    const older = connection.request({ type: "audit_query", v: 1, query_id: "q1", limit: 50 });
+    const newer = connection.request({ type: "audit_query", v: 1, query_id: "q2", limit: 50 });
+    assert.deepEqual(socket.sent.slice(-2).map((m) => m.query_id), ["q1", "q2"]);
+    socket.receive({ type: "audit_page", v: 1, query_id: "q2", records: [], next_before: null });
+    socket.receive({ type: "audit_page", v: 1, query_id: "q1", records: [{ seq: 7 }], next_before: 7 });
+    assert.equal((await newer).query_id, "q2");
+    assert.deepEqual((await older).records, [{ seq: 7 }]);
+    socket.receive({ type: "audit_page", v: 1, query_id: "q1", records: [], next_before: null });
+    assert.equal(unsolicited.at(-1).query_id, "q1", "an answered query id is not pending any more");
+  });
+
   test("requests need a fresh event_id", async () => {
     await assert.rejects(connection.request({ type: "ping" }), TypeError);
     connectAndWelcome();

@@ -19,6 +19,8 @@ import { sampleWorld, postArchery } from "./helpers/world-setup.js";
 const REPO = path.resolve(path.dirname(fileURLToPath(import.meta.url)), "../..");
 const PYTHON = process.env.FATE_BRIDGE_PYTHON ?? path.join(REPO, ".venv/bin/python");
 const LUCKY = "mystery00000000";
+/** lang/en.json's FATE_BRIDGE.Audit.Outcome.* for the Fate outcomes. */
+const OUTCOME_TEXT = { lost: "lost (charge used)", kept: "kept", spent: "spent", choice: "choice offered" };
 /** Bounds on waiting for the real process, so a broken bridge fails the test instead of hanging it. */
 const STARTUP_MS = 20_000;
 const STEP_MS = 10_000;
@@ -79,7 +81,7 @@ after(() => {
 test("a SoHL card graded, a player's spend relayed and applied, a second spend refused", async (t) => {
   const env = await sampleWorld({ WebSocket, settings: { "fate-bridge.token": token, "fate-bridge.bridgeUrl": `ws://127.0.0.1:${port}` } });
   t.after(() => {
-    env.bridge?.connection()?.stop();
+    env.bridge?.dispose();
     uninstallFakeFoundry();
   });
   env.bridge = (await import("../scripts/main.js?e2e")).bridge;
@@ -113,6 +115,15 @@ test("a SoHL card graded, a player's spend relayed and applied, a second spend r
   env.world.deliverSocket();
   const resolved = await until(() => replies.find((reply) => reply.type === "fate_resolved"), "fate_resolved");
   await until(() => env.world.messages.size > messagesBefore, "the Fate card");
+  // The GM's client acked the click and reported it done; the player's client hears both.
+  const toPlayer = await until(() => {
+    const replies = env.world.emitted.filter((e) => e.payload.to === env.player).map((e) => e.payload.type);
+    return replies.includes("done") && replies;
+  }, "ack and done");
+  assert.deepEqual(toPlayer, ["ack", "done"]);
+  env.world.asUser(env.player);
+  env.world.deliverSocket();
+  env.world.asUser(env.gm);
   const card = [...env.world.messages.values()].at(-1);
   assert.equal(card.flags["fate-bridge"].card_for, messageId);
   assert.equal(card.content, resolved.card.html);
@@ -156,4 +167,27 @@ test("a SoHL card graded, a player's spend relayed and applied, a second spend r
   assert.deepEqual(notice.payload, { type: "notice", to: env.player, level: "warn", key: "FATE_BRIDGE.Error.already_fated" });
   assert.equal(charges(), chargesAfter);
   assert.equal(env.world.messages.size, size);
+
+  // 5. The GM opens the Fate audit: the module's audit_query, the bridge's audit_page, the rows.
+  env.world.asUser(env.gm);
+  const AuditWindow = env.bridge.auditWindow();
+  const app = new AuditWindow();
+  t.after(() => app.close());
+  await app.render(true);
+  await until(() => app.auditState.status === "ready", `the audit page (state ${app.auditState.status}/${app.auditState.error})`);
+  await app.settled();
+  const records = app.auditState.records;
+  const spendRecord = records.find((r) => r.type === "fate_spend" && r.outcome === resolved.outcome);
+  assert.ok(spendRecord, `no fate_spend/${resolved.outcome} among ${JSON.stringify(records.map((r) => [r.type, r.outcome]))}`);
+  assert.equal(spendRecord.fate_roll, resolved.fate_roll);
+  assert.equal(spendRecord.point_name, "Lucky Star");
+  assert.equal(spendRecord.message_id, messageId);
+  assert.equal(spendRecord.user_id, env.player);
+  assert.equal(spendRecord.actor_name, "Basic Folk");
+  assert.deepEqual(records.map((r) => r.seq), [...records.map((r) => r.seq)].sort((a, b) => b - a), "newest first");
+  const cells = [...app.element.querySelectorAll(`tr[data-seq="${spendRecord.seq}"] td`)].map((td) => td.textContent);
+  assert.deepEqual(cells.slice(1, 8), [
+    "Basic Folk", spendRecord.test_name, spendRecord.label_after ? `${spendRecord.label_before} → ${spendRecord.label_after}` : spendRecord.label_before,
+    String(resolved.fate_roll), "Lucky Star", OUTCOME_TEXT[resolved.outcome], "Player One",
+  ]);
 });

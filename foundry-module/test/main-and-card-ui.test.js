@@ -25,7 +25,7 @@ async function boot({ token = "secret", url = "ws://127.0.0.1:8765" } = {}) {
 }
 const realTimers = { setTimeout: globalThis.setTimeout, clearTimeout: globalThis.clearTimeout };
 afterEach(() => {
-  env?.handle.connection()?.stop();
+  env?.handle.dispose();
   Object.assign(globalThis, realTimers);
   uninstallFakeFoundry();
 });
@@ -134,12 +134,17 @@ describe("card-ui on render", () => {
     const html = env.world.render(env.messageId);
     html.querySelector(".fate-bridge-spend select").value = LUCKY;
     html.querySelector(".fate-bridge-spend button").click();
-    assert.deepEqual(env.world.emitted, [{ payload: { type: "spend", message_id: env.messageId, point_id: LUCKY }, senderId: env.player }]);
+    const [sent] = env.world.emitted;
+    assert.equal(env.world.emitted.length, 1);
+    assert.match(sent.payload.request_id, /^\S{16}$/);
+    assert.deepEqual(sent, { payload: { type: "spend", request_id: sent.payload.request_id, message_id: env.messageId, point_id: LUCKY }, senderId: env.player });
     env.world.emitted.length = 0;
     env.world.activeGMId = null;
-    env.world.render(env.messageId).querySelector(".fate-bridge-spend button").click();
+    const button = env.world.render(env.messageId).querySelector(".fate-bridge-spend button");
+    button.click();
     assert.equal(env.world.emitted.length, 0);
     assert.equal(env.world.notices.at(-1).text, "No GM is online to resolve Fate. Nothing was spent.");
+    assert.equal(button.disabled, false, "nothing was spent: the button is usable again");
   });
 
   test("the GM answers a relayed click from a disconnected bridge with a notice to the sender", () => {
@@ -175,7 +180,123 @@ describe("card-ui on render", () => {
     env.world.asUser(env.player);
     const html = env.world.render(card.id);
     html.querySelector('[data-fate-bridge-choice="keep"]').click();
-    assert.deepEqual(env.world.emitted.at(-1).payload, { type: "choice", message_id: env.messageId, choice: "keep" });
+    const { payload } = env.world.emitted.at(-1);
+    assert.deepEqual(payload, { type: "choice", request_id: payload.request_id, message_id: env.messageId, choice: "keep" });
+    assert.match(payload.request_id, /^\S{16}$/);
     assert.equal(html.querySelector('[data-fate-bridge-choice="spend"]').disabled, true);
+  });
+});
+
+describe("relayed clicks: a player is never left waiting on the GM's client", () => {
+  beforeEach(() => boot());
+
+  const WELCOME = { type: "welcome", v: 1, world_id: "e2e-world", bridge_version: "x", rulesets: ["sohl"], settings: { fate_option: "everyone" } };
+  const NO_ANSWER = "The GM's client did not answer within 20 seconds (their browser may be closed or busy). Nothing was spent. Ask the GM, then try again.";
+  const playerNotices = () => env.world.notices.filter((notice) => notice.userId === env.player).map((notice) => notice.text);
+  /** Let pending promise chains run (one macrotask turn each; no clock time passes). */
+  async function until(check, what) {
+    for (let turn = 0; turn < 100; turn += 1) {
+      const value = check();
+      if (value) return value;
+      await new Promise((resolve) => setImmediate(resolve));
+    }
+    throw new Error(`never happened: ${what}`);
+  }
+  function playerClicks() {
+    setFlags(env.messageId, { graded: GRADED });
+    env.world.asUser(env.player);
+    const html = env.world.render(env.messageId);
+    html.querySelector(".fate-bridge-spend select").value = LUCKY;
+    const button = html.querySelector(".fate-bridge-spend button");
+    button.click();
+    return { button, requestId: env.world.emitted.at(-1).payload.request_id };
+  }
+
+  test("no ack within 20 s: the player is told nothing was spent, the button works again, the click is withdrawn", () => {
+    const { button, requestId } = playerClicks();
+    assert.equal(button.disabled, true);
+    env.clock.advance(19_999);
+    assert.equal(button.disabled, true);
+    assert.deepEqual(playerNotices(), []);
+    env.clock.advance(1);
+    assert.equal(button.disabled, false);
+    assert.deepEqual(playerNotices(), [NO_ANSWER]);
+    assert.deepEqual(env.world.emitted.at(-1), { payload: { type: "cancel", request_id: requestId }, senderId: env.player });
+  });
+
+  test("an ack from a non-GM does not count", () => {
+    const { requestId } = playerClicks();
+    env.world.emitted.length = 0;
+    env.world.emitted.push({ payload: { type: "ack", to: env.player, request_id: requestId }, senderId: env.stranger });
+    env.world.deliverSocket();
+    env.clock.advance(20_000);
+    assert.deepEqual(playerNotices(), [NO_ANSWER]);
+  });
+
+  test("the GM acks at once; its refusal (done ok:false) re-enables the button and no deadline fires later", async () => {
+    const { button, requestId } = playerClicks();
+    env.world.asUser(env.gm);
+    env.world.deliverSocket();
+    await until(() => env.world.emitted.some((e) => e.payload.type === "done"), "done");
+    assert.deepEqual(env.world.emitted.map((e) => e.payload), [
+      { type: "ack", to: env.player, request_id: requestId },
+      { type: "notice", to: env.player, level: "warn", key: "FATE_BRIDGE.Error.bridge_down" },
+      { type: "done", to: env.player, request_id: requestId, ok: false },
+    ]);
+    env.world.asUser(env.player);
+    env.world.deliverSocket();
+    assert.equal(button.disabled, false);
+    env.clock.advance(120_000);
+    assert.deepEqual(playerNotices(), ["The Fate bridge is not connected. Nothing was spent; try again when the GM's bridge is back."]);
+  });
+
+  test("acked but never finished: after 60 s more the player is told to check the chat", () => {
+    const { button, requestId } = playerClicks();
+    env.world.emitted.length = 0;
+    env.world.asUser(env.gm);
+    env.world.emitted.push({ payload: { type: "ack", to: env.player, request_id: requestId }, senderId: env.gm });
+    env.world.asUser(env.player);
+    env.world.deliverSocket();
+    env.clock.advance(59_999);
+    assert.deepEqual(playerNotices(), []);
+    assert.equal(button.disabled, true);
+    env.clock.advance(1);
+    assert.deepEqual(playerNotices(), ["The GM's client took your request but has not finished it. Check the chat before trying again, or ask the GM."]);
+    assert.equal(button.disabled, false);
+  });
+
+  /** The GM's browser was hung: the spend and the player's cancel arrive together. */
+  async function gmWakesUpLate({ withCancel }) {
+    const socket = env.Socket.instances[0];
+    socket.open();
+    socket.receive(WELCOME);
+    const { requestId } = playerClicks();
+    if (withCancel) env.clock.advance(20_000);
+    else env.world.emitted.length = 1;
+    env.world.asUser(env.gm);
+    env.world.deliverSocket();
+    const rolled = socket.sent.filter((m) => m.type === "test_rolled").at(-1);
+    socket.receive({
+      type: "test_graded", v: 1, event_id: rolled.event_id, message_id: env.messageId, level: 0, label: "MF", success: false,
+      critical: false, fate: { eligible: true, reasons: [], fate_ml: 77, points: [LUCKY] }, mismatch: null,
+    });
+    return { socket, requestId };
+  }
+
+  test("a click withdrawn before the GM woke up is acked but never reaches the bridge", async () => {
+    const { socket, requestId } = await gmWakesUpLate({ withCancel: true });
+    const done = await until(() => env.world.emitted.find((e) => e.payload.type === "done"), "done");
+    assert.deepEqual(done.payload, { type: "done", to: env.player, request_id: requestId, ok: false });
+    assert.equal(socket.sent.filter((m) => m.type === "fate_spend").length, 0);
+    assert.equal(env.world.emitted.some((e) => e.payload.type === "notice"), false, "the player already heard why");
+  });
+
+  test("control: the same click, not withdrawn, reaches the bridge as the sender's fate_spend", async () => {
+    const { socket } = await gmWakesUpLate({ withCancel: false });
+    const spend = await until(() => socket.sent.find((m) => m.type === "fate_spend"), "fate_spend");
+    assert.equal(spend.user_id, env.player);
+    assert.equal(spend.point_id, LUCKY);
+    socket.receive({ type: "error", v: 1, code: "no_charges", message: "no charge left", ref: spend.event_id, field: null });
+    await until(() => env.world.emitted.find((e) => e.payload.type === "done"), "done");
   });
 });

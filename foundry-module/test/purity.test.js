@@ -6,7 +6,7 @@ const FOUNDRY_GLOBALS = /(?<![\w.$/-])(game|Hooks|ui|ChatMessage|Roll|CONFIG|fro
 
 function sources() {
   const logic = readdirSync(new URL("../scripts/logic/", import.meta.url)).map((name) => `scripts/logic/${name}`);
-  return [...logic, "scripts/main.js"];
+  return [...logic, "scripts/main.js", "scripts/audit-window.js"];
 }
 
 test("no Foundry global outside scripts/foundry.js", () => {

@@ -10,7 +10,8 @@ Two runs, each its own ``wstest`` process against its own in-process server:
     ``max_size=MAX_FRAME_BYTES``, ``max_queue=MAX_QUEUE_FRAMES``, ``compression=None``, the
     ``/healthz`` hook). The fuzzer's echo expectations then hold, so every case judges the
     protocol layer (framing, close handshake, UTF-8 validation, fragmentation, ping/pong,
-    limits). Passes when no case is FAILED (by behavior or by closing behavior).
+    limits). Passes when no case is FAILED (by behavior, or by closing behavior: FAILED, WRONG
+    CODE, UNCLEAN) other than the known websockets deviations of :data:`KNOWN_FAILED` (7.1.5).
 
 ``bridge``
     The bridge's real handler, the one ``start`` builds with ``make_handler`` (hello first,
@@ -73,6 +74,18 @@ WSTEST_DEFAULT = Path("/tmp/autobahn-venv/bin/wstest")
 #              offer is declined and these cases report UNIMPLEMENTED; nothing to learn.
 CASES = ["*"]
 EXCLUDE_CASES = ["9.*", "12.*", "13.*"]
+
+# FAILED cases of the echo run that come from websockets itself, each with what it must still look
+# like to be let through (anything else FAILED fails the run). Upstream documents this one in
+# websockets' compliance/README.rst.
+KNOWN_FAILED = {
+    # Close frame in the middle of a fragmented text message: websockets answers 1002
+    # "incomplete fragmented message" where the fuzzer wants 1000 echoed. RFC 6455 5.5.1 only
+    # says an endpoint "typically echos" the code; the closing handshake itself is clean.
+    "7.1.5": {"remoteCloseCode": 1002, "wasClean": True},
+}
+# Closing behaviors that count as a pass (the others: FAILED, WRONG CODE, UNCLEAN, ...).
+CLOSE_PASSES = ("OK", "NON-STRICT", "INFORMATIONAL", "UNIMPLEMENTED")
 
 RUN_TIMEOUT = 600.0  # seconds for one wstest run; the selected ~300 cases take well under a minute
 HANDLER_DRAIN_TIMEOUT = 10.0  # after wstest exits, for every handler to have returned
@@ -216,10 +229,26 @@ def one_line(text: Any, limit: int = 160) -> str:
     return s if len(s) <= limit else s[: limit - 3] + "..."
 
 
+def counts(values: list[str]) -> dict[str, int]:
+    """How many of each behavior: the five standard ones first (zeros included), then any other
+    value the fuzzer used (closing behavior also has WRONG CODE, UNCLEAN, FAILED BY CLIENT)."""
+    c = Counter(values)
+    return {**{b: c.get(b, 0) for b in BEHAVIORS},
+            **{b: n for b, n in sorted(c.items()) if b not in BEHAVIORS}}
+
+
+def is_failed(report: dict) -> bool:
+    return report["behavior"] == "FAILED" or report["behaviorClose"] not in CLOSE_PASSES
+
+
+def known_failure(case_id: str, report: dict) -> bool:
+    expected = KNOWN_FAILED.get(case_id)
+    return expected is not None and all(report.get(k) == v for k, v in expected.items())
+
+
 def summarize_echo(reports: dict[str, dict]) -> dict[str, Any]:
-    """Counts by behavior and by closing behavior; the non-OK cases with their reasons."""
-    behavior = Counter(r["behavior"] for r in reports.values())
-    closing = Counter(r["behaviorClose"] for r in reports.values())
+    """Counts by behavior and by closing behavior; the non-OK cases with their reasons. Passes
+    when every FAILED case is a known websockets deviation (:data:`KNOWN_FAILED`)."""
     notable = []
     for case_id in sorted(reports, key=case_key):
         r = reports[case_id]
@@ -233,14 +262,17 @@ def summarize_echo(reports: dict[str, dict]) -> dict[str, Any]:
                 "result": one_line(r.get("result", "")),
                 "resultClose": one_line(r.get("resultClose", "")),
             })
-    failed = [n["case"] for n in notable if "FAILED" in (n["behavior"], n["behaviorClose"])]
+    failed = [c for c in sorted(reports, key=case_key) if is_failed(reports[c])]
+    unexpected = [c for c in failed if not known_failure(c, reports[c])]
     return {
         "cases": len(reports),
-        "behavior": {b: behavior.get(b, 0) for b in BEHAVIORS},
-        "behaviorClose": {b: closing.get(b, 0) for b in BEHAVIORS},
+        "behavior": counts([r["behavior"] for r in reports.values()]),
+        "behaviorClose": counts([r["behaviorClose"] for r in reports.values()]),
         "not_ok": notable,
         "failed": failed,
-        "passed": not failed,
+        "failed_known": [c for c in failed if c not in unexpected],
+        "failed_unexpected": unexpected,
+        "passed": not unexpected,
     }
 
 
@@ -262,8 +294,8 @@ def summarize_bridge(reports: dict[str, dict], watch: HandlerWatch, errors: list
               and not error_logs and watch.started == watch.returned)
     return {
         "cases": len(reports),
-        "behavior": dict(Counter(r["behavior"] for r in reports.values())),
-        "behaviorClose": dict(Counter(r["behaviorClose"] for r in reports.values())),
+        "behavior": counts([r["behavior"] for r in reports.values()]),
+        "behaviorClose": counts([r["behaviorClose"] for r in reports.values()]),
         "remoteCloseCodes": dict(sorted(close_codes.items())),
         "wasClean": sum(1 for r in reports.values() if r.get("wasClean")),
         "droppedByFuzzer": sum(1 for r in reports.values() if r.get("droppedByMe")),
@@ -366,9 +398,11 @@ def report(summary: dict[str, Any], runs: list[str]) -> None:
               f"{'PASS' if e['passed'] else 'FAIL'}")
         print("behavior:       " + ", ".join(f"{k} {v}" for k, v in e["behavior"].items()))
         print("closing behav.: " + ", ".join(f"{k} {v}" for k, v in e["behaviorClose"].items()))
+        print(f"FAILED: {e['failed'] or 'none'} (known websockets deviations: "
+              f"{e['failed_known'] or 'none'}; unexpected: {e['failed_unexpected'] or 'none'})")
         for n in e["not_ok"]:
             print(f"  {n['case']}: {n['behavior']} / close {n['behaviorClose']} "
-                  f"(code {n['remoteCloseCode']}): {n['result']} | {n['resultClose']}")
+                  f"(code {n['remoteCloseCode']}): {n['description']}: {n['result']}")
     if "bridge" in runs:
         b = summary["bridge"]
         print(f"\n== bridge run ({b['cases']} cases, {b['seconds']} s): "
@@ -381,7 +415,7 @@ def report(summary: dict[str, Any], runs: list[str]) -> None:
               f"raised {len(b['handler_exceptions'])}; error log records: "
               f"{len(b['error_log_records'])}")
         print("behavior (echo expectations, failing here by design): "
-              + ", ".join(f"{k} {v}" for k, v in sorted(b["behavior"].items())))
+              + ", ".join(f"{k} {v}" for k, v in b["behavior"].items()))
         for u in b["unclean"]:
             print(f"  unclean {u['case']}: {u['reason']}")
         for c in b["timeouts"]:

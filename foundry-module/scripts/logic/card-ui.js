@@ -24,8 +24,10 @@ export const WITHHELD_CLASS = "fate-bridge-withheld";
  * @param {{id: string, isGM: boolean, ownsActor: boolean}} args.viewer the current user;
  *   `ownsActor`: OWNER of the test card's actor
  * @param {(key: string, data?: object) => string} args.t localize (`format` when data is given)
- * @param {(messageId: string, pointId: string) => void} args.onSpend called on "Spend Fate"
- * @param {(messageId: string, choice: "spend"|"keep") => void} args.onChoice called on a choice button
+ * @param {(messageId: string, pointId: string, release: () => void) => void} args.onSpend called on
+ *   "Spend Fate" (the button is disabled then; `release` enables it again when nothing was spent)
+ * @param {(messageId: string, choice: "spend"|"keep", release: () => void) => void} args.onChoice
+ *   called on a choice button (both buttons disabled; `release` enables them again)
  * @returns {{spendOffered: boolean, choiceWired: number}} what was added, for the caller and tests
  */
 export function decorateCard({ root, message, viewer, t, onSpend, onChoice }) {
@@ -66,7 +68,9 @@ function spendControls(doc, messageId, points, t, onSpend) {
   button.addEventListener("click", (event) => {
     event.preventDefault();
     button.disabled = true;
-    onSpend(messageId, select.value);
+    onSpend(messageId, select.value, () => {
+      button.disabled = false;
+    });
   });
   box.append(select, button);
   return box;
@@ -96,7 +100,9 @@ function wireChoices(root, message, viewer, onChoice) {
     button.addEventListener("click", (event) => {
       event.preventDefault();
       for (const each of buttons) each.disabled = true;
-      onChoice(testId, choice);
+      onChoice(testId, choice, () => {
+        for (const each of buttons) each.disabled = false;
+      });
     });
     wired += 1;
   }

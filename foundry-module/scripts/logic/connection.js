@@ -4,9 +4,10 @@
  * Call order: `new BridgeConnection(options)`, `start()`, then `request(message)` as often as
  * needed, `stop()` once. Guarantees:
  * - `hello` is the first frame on every socket; nothing else is sent before `welcome`.
- * - a request is a message with `event_id`; its promise settles exactly once: with the bridge's
- *   reply carrying that `event_id` (or `ref`), or rejected with a BridgeError (the bridge's
- *   `error`, or `timeout`, `queue_full`, `closed`, `unauthorized`).
+ * - a request is a message with `event_id` (or, for `audit_query`, `query_id`); its promise
+ *   settles exactly once: with the bridge's reply carrying that `event_id` (or `ref`, or
+ *   `query_id`), or rejected with a BridgeError (the bridge's `error`, or `timeout`,
+ *   `queue_full`, `closed`, `unauthorized`).
  * - requests made while the link is down wait in a queue and are sent after the next `welcome`;
  *   requests in flight when the link drops are sent again (the bridge answers a repeated
  *   `event_id` with its stored reply and does nothing twice).
@@ -125,16 +126,16 @@ export class BridgeConnection {
   }
 
   /**
-   * Send a message that carries `event_id` and wait for its reply.
+   * Send a message that carries `event_id` (or `query_id`: `audit_query`) and wait for its reply.
    *
-   * @param {{event_id: string}} message
-   * @returns {Promise<object>} the reply whose `event_id` or `ref` equals the message's
+   * @param {{event_id?: string, query_id?: string}} message
+   * @returns {Promise<object>} the reply whose `event_id`, `ref` or `query_id` equals the message's
    * @throws {BridgeError} (as a rejection) on the bridge's `error`, `timeout`, `queue_full`,
    *   `closed` or `unauthorized`
    */
   request(message) {
-    const id = message.event_id;
-    if (!id) return Promise.reject(new TypeError("a request needs an event_id"));
+    const id = requestKey(message);
+    if (!id) return Promise.reject(new TypeError("a request needs an event_id or a query_id"));
     if (this.pending.has(id)) return Promise.reject(new TypeError(`event_id ${id} is already pending`));
     if (this.stopped && this.status.reason === DOWN_REASONS.UNAUTHORIZED) {
       return Promise.reject(new BridgeError(DOWN_REASONS.UNAUTHORIZED, "the bridge refused the token"));
@@ -200,7 +201,7 @@ export class BridgeConnection {
       this.#clearTimer("pongTimer");
       return;
     }
-    const key = message.event_id ?? message.ref;
+    const key = requestKey(message) ?? message.ref;
     const entry = key ? this.pending.get(key) : undefined;
     if (!entry) {
       this.onUnsolicited(message);
@@ -290,6 +291,19 @@ export class BridgeConnection {
     this.status = { state, reason, retryInMs };
     this.onStatus({ ...this.status });
   }
+}
+
+/**
+ * The key a request and its reply share: `event_id`, or `query_id` for `audit_query` /
+ * `audit_page` (read-only queries carry no event id).
+ *
+ * @param {{event_id?: unknown, query_id?: unknown}} message
+ * @returns {string|undefined}
+ */
+function requestKey(message) {
+  if (typeof message.event_id === "string" && message.event_id) return message.event_id;
+  if (typeof message.query_id === "string" && message.query_id) return message.query_id;
+  return undefined;
 }
 
 /** Host names that stay on this machine, where plain ws:// is acceptable. */

@@ -49,6 +49,66 @@ export class FakeItem {
   }
 }
 
+/**
+ * The smallest ApplicationV2 the audit window needs, following Foundry v13's life-cycle:
+ * `render(true | {force})` -> `_canRender` (a throw becomes a warning, nothing rendered) ->
+ * `_prepareContext` -> frame on first render (only when forced) -> `_renderHTML` ->
+ * `_replaceHTML(result, content)` -> `_onFirstRender` / `_onRender`. Renders run one at a time.
+ */
+export class FakeApplicationV2 {
+  static DEFAULT_OPTIONS = { id: "app-{id}", classes: [], window: { title: "" }, position: {} };
+  static #count = 0;
+  #state = 0;
+  #queue = Promise.resolve();
+  constructor(options = {}) {
+    this.options = { ...this.constructor.DEFAULT_OPTIONS, ...options };
+    FakeApplicationV2.#count += 1;
+    this.id = String(this.options.id).replace("{id}", String(FakeApplicationV2.#count));
+    this.element = null;
+  }
+  get rendered() { return this.#state === 2; }
+  render(options = {}, legacy = {}) {
+    const opts = typeof options === "boolean" ? { ...legacy, force: options } : options;
+    const run = this.#queue.then(() => this.#render(opts));
+    this.#queue = run.catch(() => {});
+    return run;
+  }
+  async #render(options) {
+    try {
+      if (this._canRender(options) === false) return this;
+    } catch (error) {
+      globalThis.ui.notifications.warn(error.message);
+      return this;
+    }
+    const first = this.#state <= 0;
+    if (first && !options.force) return this;
+    const context = await this._prepareContext(options);
+    if (first) {
+      const doc = globalThis.document;
+      this.element = doc.createElement("div");
+      this.element.id = this.id;
+      this.element.className = ["application", ...(this.options.classes ?? [])].join(" ");
+      const content = doc.createElement("section");
+      content.className = "window-content";
+      this.element.append(content);
+      doc.body.append(this.element);
+    }
+    this._replaceHTML(await this._renderHTML(context, options), this.element.querySelector(".window-content"), options);
+    this.#state = 2;
+    if (first) this._onFirstRender(context, options);
+    this._onRender(context, options);
+    return this;
+  }
+  _canRender() {}
+  async _prepareContext() { return {}; }
+  _onFirstRender() {}
+  _onRender() {}
+  async close() {
+    this.element?.remove();
+    this.#state = -1;
+  }
+}
+
 export class FakeMessage {
   constructor(world, data) {
     this.world = world;
@@ -98,6 +158,7 @@ export function installFakeFoundry({ WebSocket, diceSoNice = false, settings = {
     diceShown: [],
     hooks,
     registered,
+    menus: new Map(),
     users,
     actors: new Collection(),
     messages: new Collection(),
@@ -137,6 +198,7 @@ export function installFakeFoundry({ WebSocket, diceSoNice = false, settings = {
       callHooks("renderChatMessageHTML", message, li, {});
       return li;
     },
+    /** Run a hook as `Hooks.call` does: false when a handler returned false. */
     callHook: (name, ...args) => callHooks(name, ...args),
     /** Deliver every emitted socket payload to the handlers, as Foundry would to the other clients. */
     deliverSocket() {
@@ -147,10 +209,12 @@ export function installFakeFoundry({ WebSocket, diceSoNice = false, settings = {
   };
 
   function callHooks(name, ...args) {
+    let result = true;
     for (const entry of [...(hooks.get(name) ?? [])]) {
-      entry.fn(...args);
+      if (entry.fn(...args) === false) result = false;
       if (entry.once) hooks.get(name).splice(hooks.get(name).indexOf(entry), 1);
     }
+    return result;
   }
   const addHook = (once) => (name, fn) => { if (!hooks.has(name)) hooks.set(name, []); hooks.get(name).push({ fn, once }); };
   const format = (key, data = {}) => (EN[key] ?? key).replace(/\{(\w+)\}/g, (_, name) => String(data[name] ?? `{${name}}`));
@@ -172,6 +236,7 @@ export function installFakeFoundry({ WebSocket, diceSoNice = false, settings = {
     settings: {
       settings: registered,
       register: (namespace, key, config) => registered.set(`${namespace}.${key}`, config),
+      registerMenu: (namespace, key, config) => world.menus.set(`${namespace}.${key}`, config),
       get: (namespace, key) => {
         const id = `${namespace}.${key}`;
         return values.has(id) ? values.get(id) : registered.get(id)?.default;
@@ -189,17 +254,18 @@ export function installFakeFoundry({ WebSocket, diceSoNice = false, settings = {
   };
   globalThis.ChatMessage = { create: (data) => world.createMessage(data) };
   globalThis.Roll = { fromData: (data) => ({ fromData: data, total: data.total }) };
-  globalThis.foundry = { utils: { randomID: () => fakeId("ev") } };
+  globalThis.foundry = { utils: { randomID: () => fakeId("ev") }, applications: { api: { ApplicationV2: FakeApplicationV2 } } };
   globalThis.fromUuidSync = (uuid) => {
     const match = /(?:^|\.)Actor\.([^.]+)$/.exec(uuid);
     return match ? world.actors.get(match[1]) ?? null : null;
   };
   globalThis.DOMParser = dom.window.DOMParser;
+  globalThis.document = dom.window.document;
   globalThis.WebSocket = WebSocket;
   return world;
 }
 
 /** Remove the fakes (call in afterEach). */
 export function uninstallFakeFoundry() {
-  for (const name of ["Hooks", "ui", "game", "ChatMessage", "Roll", "foundry", "fromUuidSync", "DOMParser", "WebSocket"]) delete globalThis[name];
+  for (const name of ["Hooks", "ui", "game", "ChatMessage", "Roll", "foundry", "fromUuidSync", "DOMParser", "WebSocket", "document"]) delete globalThis[name];
 }
