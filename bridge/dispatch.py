@@ -12,11 +12,12 @@ from collections.abc import Callable
 from types import ModuleType
 
 from . import wire
-from .decisions import sohl
+from .decisions import hmtw, mythic, pool, sohl
 from .dice import Dice
 from .state import WorldState
 
-RULESET_DECISIONS: tuple[ModuleType, ...] = (sohl,)
+RULESET_DECISIONS: tuple[ModuleType, ...] = (sohl, hmtw, mythic, pool)
+RULESETS = [m.RULESET for m in RULESET_DECISIONS if m.HANDLERS]  # announced in ``welcome``
 
 Handler = Callable[[wire.ClientMessage, WorldState, Dice], wire.BridgeMessage]
 

@@ -21,16 +21,14 @@ import structlog
 
 from . import __version__, wire
 from .dice import Dice
-from .dispatch import decide, summarize
+from .dispatch import RULESETS, decide, summarize
 from .audit import AuditEntry, RecordingDice, RecordingState
 from .errors import BadMessage, Internal, Refusal, Unauthorized
-from .rules import sohl
 from .state import WorldState
 from .store import Decision, Store
 
 log = structlog.get_logger("fate_bridge")
 
-RULESETS = [sohl.RULESET]
 CLOSE_UNAUTHORIZED = 4001  # bad or missing token, or first message not ``hello``
 CLOSE_HELLO_TIMEOUT = 4002  # no ``hello`` within the server's hello timeout
 CLOSE_SUPERSEDED = 4003  # another connection authenticated for the same world

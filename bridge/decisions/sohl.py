@@ -20,6 +20,7 @@ from ..errors import AlreadyFated, BadMessage, Forbidden, NoCharges, NotEligible
 from ..rules import sohl
 from ..state import WorldState
 
+RULESET = sohl.RULESET
 FATED_FLAG = "fated"  # the module's flag on a fated ChatMessage (scope ``fate-bridge``)
 CHARGES_PATH = "system.charges.value"  # where SoHL keeps a Mystery's charges
 GRADED, FATE, SPENDS = "sohl.graded", "sohl.fate", "sohl.spends"
