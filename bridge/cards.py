@@ -23,7 +23,22 @@ _env = jinja2.Environment(
     trim_blocks=True,
     lstrip_blocks=True,
 )
-_sohl_fate = _env.get_template("sohl_fate.html.j2")
+
+
+def render_card(
+    template: str,
+    *,
+    title: str,
+    ruleset: str,
+    speaker_actor_id: str | None = None,
+    speaker_alias: str | None = None,
+    **context: object,
+) -> wire.Card:
+    """Render ``bridge/templates/<template>`` (autoescaped, strict: a missing variable raises)
+    with ``title`` and ``context`` into a chat card. Every ruleset's cards go through here."""
+    html = _env.get_template(template).render(title=title, **context)
+    return wire.Card(title=title, html=html, ruleset=ruleset, speaker_actor_id=speaker_actor_id,
+                     speaker_alias=speaker_alias)
 
 # What the card says the Fate Test did to the point, by outcome (S9).
 OUTCOME_TEXT = {
@@ -63,8 +78,12 @@ def sohl_fate_card(data: SohlFateCardData) -> wire.Card:
     outcome_text = OUTCOME_TEXT[data.outcome]
     if data.outcome in ("spent", "kept") and data.gain:
         outcome_text = f"{outcome_text}, +{data.gain}"
-    html = _sohl_fate.render(
+    return render_card(
+        "sohl_fate.html.j2",
         title=title,
+        ruleset=sohl.RULESET,
+        speaker_actor_id=data.actor_id,
+        speaker_alias=data.actor_name,
         message_id=data.message_id,
         outcome=data.outcome,
         label_before=sohl.label(data.level_before, data.basic),
@@ -83,13 +102,6 @@ def sohl_fate_card(data: SohlFateCardData) -> wire.Card:
         actor_name=data.actor_name,
         user_name=data.user_name,
     )
-    return wire.Card(
-        title=title,
-        html=html,
-        ruleset=sohl.RULESET,
-        speaker_actor_id=data.actor_id,
-        speaker_alias=data.actor_name,
-    )
 
 
 _bridge_decoder = msgspec.json.Decoder(wire.BridgeMessages)
@@ -98,8 +110,8 @@ _BLOCK = re.compile(r"</?(?:div|header|footer|h3)\b[^>]*>")
 
 
 def card_text(frame: bytes) -> str | None:
-    """A reply frame as readable text for a terminal (``fate-bridge resolve --cards``):
-    the grading of a ``test_graded``, the card of a ``fate_resolved``; None for other replies."""
+    """A reply frame as readable text for a terminal (``fate-bridge resolve --cards``): the
+    grading of a ``test_graded``, the card of any reply carrying one; None for other replies."""
     reply = _bridge_decoder.decode(frame)
     match reply:
         case wire.TestGraded():
@@ -110,8 +122,9 @@ def card_text(frame: bytes) -> str | None:
                 else "withheld: " + ", ".join(fate.reasons)
             )
             return f"[graded {reply.message_id}] {reply.label} ({'success' if reply.success else 'failure'}); Fate {offer}"
-        case wire.FateResolved():
-            blocks = (html.unescape(_TAG.sub(" ", b)) for b in _BLOCK.split(reply.card.html))
-            body = "\n".join("  " + " ".join(b.split()) for b in blocks if b.strip())
-            return f"[card {reply.message_id}]\n{body}"
+    card = getattr(reply, "card", None)
+    if isinstance(card, wire.Card):
+        blocks = (html.unescape(_TAG.sub(" ", b)) for b in _BLOCK.split(card.html))
+        body = "\n".join("  " + " ".join(b.split()) for b in blocks if b.strip())
+        return f"[card {getattr(reply, 'message_id', None) or card.title}]\n{body}"
     return None
