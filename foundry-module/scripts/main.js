@@ -13,7 +13,7 @@ import { BridgeConnection, STATE, DOWN_REASONS, isInsecureRemote } from "./logic
 import { createFateFlow, noticeKey } from "./logic/fate-flow.js";
 import { decorateCard } from "./logic/card-ui.js";
 import { readSohlCard } from "./logic/sohl-card.js";
-import { createRelayTracker, createCancelledSet, isRequestId, RELAY_LIMITS } from "./logic/relay.js";
+import { createRelayTracker, createRelayInbox, isRequestId, RELAY_LIMITS } from "./logic/relay.js";
 import { isAuditCommand } from "./logic/audit.js";
 import { defineAuditWindow } from "./audit-window.js";
 
@@ -29,9 +29,9 @@ const FATE_OPTION_CHOICES = {
 };
 
 /**
- * Socket payload types between clients. `spend` / `choice` go to the active GM; `ack`, `done` and
- * `notice` come back to the user who clicked; `cancel` withdraws a click the GM never acked
- * (see logic/relay.js for the exchange).
+ * Socket payload types between clients. `spend` / `choice` go to the active GM, which answers
+ * `ack`; the clicking user's `go` lets it act; `done` and `notice` come back to that user (see
+ * logic/relay.js for the exchange and its deadlines).
  */
 const SOCKET_TYPES = Object.freeze({
   SPEND: "spend",
@@ -39,7 +39,7 @@ const SOCKET_TYPES = Object.freeze({
   NOTICE: "notice",
   ACK: "ack",
   DONE: "done",
-  CANCEL: "cancel",
+  GO: "go",
 });
 
 /**
@@ -63,7 +63,7 @@ function install() {
   let AuditWindow = null;
   let openWindow = null;
   const relays = createRelayTracker({ timers: fvtt.timers(), newId: fvtt.randomId });
-  const cancelled = createCancelledSet();
+  const inbox = createRelayInbox({ timers: fvtt.timers() });
 
   function sendSettings() {
     if (!connection?.isReady()) return;
@@ -132,10 +132,7 @@ function install() {
       return fvtt.notify("warn", fvtt.isActiveGM() ? noticeKey("bridge_down") : "FATE_BRIDGE.Error.no_gm");
     }
     const requestId = relays.start({
-      onNoAnswer: (id) => {
-        fvtt.notify("warn", "FATE_BRIDGE.Error.gm_no_answer", { seconds: String(RELAY_LIMITS.ACK_TIMEOUT_MS / 1000) });
-        fvtt.emitSocket({ type: SOCKET_TYPES.CANCEL, request_id: id });
-      },
+      onNoAnswer: () => fvtt.notify("warn", "FATE_BRIDGE.Error.gm_no_answer", { seconds: String(RELAY_LIMITS.ACK_TIMEOUT_MS / 1000) }),
       onUnfinished: () => fvtt.notify("warn", "FATE_BRIDGE.Error.gm_unfinished"),
       release,
     });
@@ -154,32 +151,44 @@ function install() {
         fvtt.notify(["info", "warn", "error"].includes(payload.level) ? payload.level : "warn", payload.key);
       }
     } else if (payload.type === SOCKET_TYPES.ACK) {
-      relays.ack(payload.request_id);
+      // Only a click still waiting gets its go: after the deadline the GM never hears back.
+      if (relays.ack(payload.request_id)) fvtt.emitSocket({ type: SOCKET_TYPES.GO, request_id: payload.request_id });
     } else if (payload.type === SOCKET_TYPES.DONE) {
       relays.done(payload.request_id, payload.ok === true);
     }
   }
 
-  /** The active GM's side of a relayed click. */
+  /**
+   * The active GM's side of a relayed click: ack it and hold it until the sender's `go` (a click
+   * without `request_id` runs at once). Held clicks are keyed by sender, since every client
+   * sees every request id.
+   */
   function onRelayedClick(payload, senderId) {
     const isSpend = payload.type === SOCKET_TYPES.SPEND && typeof payload.point_id === "string";
     const isChoice = payload.type === SOCKET_TYPES.CHOICE && typeof payload.choice === "string";
     if (!isSpend && !isChoice) return;
     const requestId = isRequestId(payload.request_id) ? payload.request_id : null;
-    // Keyed by sender: every client sees every request id, so only the sender may withdraw its own.
-    const cancelKey = requestId ? `${senderId}:${requestId}` : null;
-    if (cancelKey && cancelled.isCancelled(cancelKey)) return;
     const reply = (extra) => requestId && fvtt.emitSocket({ to: senderId, request_id: requestId, ...extra });
-    reply({ type: SOCKET_TYPES.ACK });
-    if (!flow) {
-      fvtt.emitSocket({ type: SOCKET_TYPES.NOTICE, to: senderId, level: "warn", key: noticeKey("bridge_down") });
-      reply({ type: SOCKET_TYPES.DONE, ok: false });
-      return;
-    }
-    const stillWanted = () => !cancelKey || !cancelled.isCancelled(cancelKey);
-    const request = { messageId: payload.message_id, userId: senderId, stillWanted };
-    const run = isSpend ? flow.requestSpend({ ...request, pointId: payload.point_id }) : flow.requestChoice({ ...request, choice: payload.choice });
-    run.then((applied) => reply({ type: SOCKET_TYPES.DONE, ok: applied }));
+    const run = () => {
+      if (!flow) {
+        fvtt.emitSocket({ type: SOCKET_TYPES.NOTICE, to: senderId, level: "warn", key: noticeKey("bridge_down") });
+        reply({ type: SOCKET_TYPES.DONE, ok: false });
+        return;
+      }
+      const request = { messageId: payload.message_id, userId: senderId };
+      const decided = isSpend ? flow.requestSpend({ ...request, pointId: payload.point_id }) : flow.requestChoice({ ...request, choice: payload.choice });
+      decided.then((applied) => reply({ type: SOCKET_TYPES.DONE, ok: applied }));
+    };
+    if (!requestId) return run();
+    inbox.hold(`${senderId}:${requestId}`, run);
+    return reply({ type: SOCKET_TYPES.ACK });
+  }
+
+  /** The sender's go for a held click; a go for a click no longer held is answered as expired. */
+  function onGo(payload, senderId) {
+    if (!isRequestId(payload.request_id) || inbox.go(`${senderId}:${payload.request_id}`)) return;
+    fvtt.emitSocket({ type: SOCKET_TYPES.NOTICE, to: senderId, level: "warn", key: "FATE_BRIDGE.Error.relay_expired" });
+    fvtt.emitSocket({ type: SOCKET_TYPES.DONE, to: senderId, request_id: payload.request_id, ok: false });
   }
 
   function onSocketMessage(payload, senderId) {
@@ -189,11 +198,8 @@ function install() {
       return;
     }
     if (!fvtt.isActiveGM()) return;
-    if (payload.type === SOCKET_TYPES.CANCEL) {
-      if (isRequestId(payload.request_id)) cancelled.cancel(`${senderId}:${payload.request_id}`);
-      return;
-    }
-    if (typeof payload.message_id === "string") onRelayedClick(payload, senderId);
+    if (payload.type === SOCKET_TYPES.GO) onGo(payload, senderId);
+    else if (typeof payload.message_id === "string") onRelayedClick(payload, senderId);
   }
 
   /** Open the audit window (GMs only; reuses an open one). */
@@ -251,6 +257,7 @@ function install() {
     dispose: () => {
       stopConnection();
       relays.clear();
+      inbox.clear();
     },
   };
 }

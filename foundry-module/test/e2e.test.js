@@ -95,6 +95,15 @@ test("a SoHL card graded, a player's spend relayed and applied, a second spend r
     return reply;
   };
   const flagsOf = (id) => env.world.messages.get(id).flags["fate-bridge"] ?? {};
+  /** A player's click over the module socket: the GM acks and holds it, the player says go, the GM acts. */
+  const relayClick = () => {
+    env.world.asUser(env.gm);
+    env.world.deliverSocket();
+    env.world.asUser(env.player);
+    assert.deepEqual(env.world.deliverSocket().map((e) => e.payload.type), ["ack"]);
+    env.world.asUser(env.gm);
+    assert.deepEqual(env.world.deliverSocket().map((e) => e.payload.type), ["go"]);
+  };
 
   // 1. The Archery card appears: test_rolled -> test_graded -> graded flag.
   const messageId = await postArchery(env.world);
@@ -110,17 +119,13 @@ test("a SoHL card graded, a player's spend relayed and applied, a second spend r
   assert.equal(html.querySelector('button[data-action="fateTest"]'), null);
   html.querySelector(".fate-bridge-spend button").click();
   assert.equal(env.world.emitted.length, 1);
-  env.world.asUser(env.gm);
   const messagesBefore = env.world.messages.size;
-  env.world.deliverSocket();
+  relayClick();
   const resolved = await until(() => replies.find((reply) => reply.type === "fate_resolved"), "fate_resolved");
   await until(() => env.world.messages.size > messagesBefore, "the Fate card");
-  // The GM's client acked the click and reported it done; the player's client hears both.
-  const toPlayer = await until(() => {
-    const replies = env.world.emitted.filter((e) => e.payload.to === env.player).map((e) => e.payload.type);
-    return replies.includes("done") && replies;
-  }, "ack and done");
-  assert.deepEqual(toPlayer, ["ack", "done"]);
+  // The GM's client reports the click done; the player's client hears it.
+  const done = await until(() => env.world.emitted.find((e) => e.payload.type === "done" && e.payload.to === env.player), "done");
+  assert.equal(done.payload.ok, true);
   env.world.asUser(env.player);
   env.world.deliverSocket();
   env.world.asUser(env.gm);
@@ -139,8 +144,7 @@ test("a SoHL card graded, a player's spend relayed and applied, a second spend r
     await until(() => flagsOf(messageId).pending_choice_card === card.id, "the pending choice");
     env.world.asUser(env.player);
     env.world.render(card.id).querySelector('[data-fate-bridge-choice="keep"]').click();
-    env.world.asUser(env.gm);
-    env.world.deliverSocket();
+    relayClick();
     await until(() => card.content !== resolved.card.html, "the choice card replaced");
     assert.equal(card.content.includes("data-fate-bridge-choice"), false);
     assert.equal(env.world.messages.size, messagesBefore + 1);

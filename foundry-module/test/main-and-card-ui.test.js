@@ -211,9 +211,20 @@ describe("relayed clicks: a player is never left waiting on the GM's client", ()
     button.click();
     return { button, requestId: env.world.emitted.at(-1).payload.request_id };
   }
+  /** Hand what is on the socket to the clients while `userId` is "this client". */
+  function deliverAs(userId) {
+    env.world.asUser(userId);
+    return env.world.deliverSocket().map((e) => e.payload);
+  }
+  function welcomeBridge() {
+    const socket = env.Socket.instances[0];
+    socket.open();
+    socket.receive(WELCOME);
+    return socket;
+  }
 
-  test("no ack within 20 s: the player is told nothing was spent, the button works again, the click is withdrawn", () => {
-    const { button, requestId } = playerClicks();
+  test("no ack within 20 s: the player is told nothing was spent and the button works again", () => {
+    const { button } = playerClicks();
     assert.equal(button.disabled, true);
     env.clock.advance(19_999);
     assert.equal(button.disabled, true);
@@ -221,30 +232,32 @@ describe("relayed clicks: a player is never left waiting on the GM's client", ()
     env.clock.advance(1);
     assert.equal(button.disabled, false);
     assert.deepEqual(playerNotices(), [NO_ANSWER]);
-    assert.deepEqual(env.world.emitted.at(-1), { payload: { type: "cancel", request_id: requestId }, senderId: env.player });
+    assert.deepEqual(env.world.emitted.map((e) => e.payload.type), ["spend"], "nothing else was sent");
   });
 
   test("an ack from a non-GM does not count", () => {
     const { requestId } = playerClicks();
     env.world.emitted.length = 0;
     env.world.emitted.push({ payload: { type: "ack", to: env.player, request_id: requestId }, senderId: env.stranger });
-    env.world.deliverSocket();
+    deliverAs(env.player);
+    assert.equal(env.world.emitted.length, 0, "no go");
     env.clock.advance(20_000);
     assert.deepEqual(playerNotices(), [NO_ANSWER]);
   });
 
-  test("the GM acks at once; its refusal (done ok:false) re-enables the button and no deadline fires later", async () => {
+  test("ack, go, then the GM's refusal (done ok:false) re-enables the button; no deadline fires later", async () => {
     const { button, requestId } = playerClicks();
-    env.world.asUser(env.gm);
-    env.world.deliverSocket();
+    assert.deepEqual(deliverAs(env.gm).map((p) => p.type), ["spend"]);
+    assert.deepEqual(env.world.emitted.map((e) => e.payload), [{ type: "ack", to: env.player, request_id: requestId }], "held, not run, until go");
+    deliverAs(env.player);
+    assert.deepEqual(env.world.emitted.map((e) => e.payload), [{ type: "go", request_id: requestId }]);
+    deliverAs(env.gm);
     await until(() => env.world.emitted.some((e) => e.payload.type === "done"), "done");
     assert.deepEqual(env.world.emitted.map((e) => e.payload), [
-      { type: "ack", to: env.player, request_id: requestId },
       { type: "notice", to: env.player, level: "warn", key: "FATE_BRIDGE.Error.bridge_down" },
       { type: "done", to: env.player, request_id: requestId, ok: false },
     ]);
-    env.world.asUser(env.player);
-    env.world.deliverSocket();
+    deliverAs(env.player);
     assert.equal(button.disabled, false);
     env.clock.advance(120_000);
     assert.deepEqual(playerNotices(), ["The Fate bridge is not connected. Nothing was spent; try again when the GM's bridge is back."]);
@@ -255,8 +268,7 @@ describe("relayed clicks: a player is never left waiting on the GM's client", ()
     env.world.emitted.length = 0;
     env.world.asUser(env.gm);
     env.world.emitted.push({ payload: { type: "ack", to: env.player, request_id: requestId }, senderId: env.gm });
-    env.world.asUser(env.player);
-    env.world.deliverSocket();
+    deliverAs(env.player);
     env.clock.advance(59_999);
     assert.deepEqual(playerNotices(), []);
     assert.equal(button.disabled, true);
@@ -265,34 +277,60 @@ describe("relayed clicks: a player is never left waiting on the GM's client", ()
     assert.equal(button.disabled, false);
   });
 
-  /** The GM's browser was hung: the spend and the player's cancel arrive together. */
-  async function gmWakesUpLate({ withCancel }) {
-    const socket = env.Socket.instances[0];
-    socket.open();
-    socket.receive(WELCOME);
+  test("a GM client that wakes up after the player's deadline acks, gets no go, and never asks the bridge", () => {
+    const socket = welcomeBridge();
+    const sentBefore = socket.sent.length;
     const { requestId } = playerClicks();
-    if (withCancel) env.clock.advance(20_000);
-    else env.world.emitted.length = 1;
-    env.world.asUser(env.gm);
-    env.world.deliverSocket();
+    env.clock.advance(20_000);
+    assert.deepEqual(playerNotices(), [NO_ANSWER]);
+    deliverAs(env.gm);
+    assert.deepEqual(env.world.emitted.map((e) => e.payload), [{ type: "ack", to: env.player, request_id: requestId }]);
+    deliverAs(env.player);
+    assert.equal(env.world.emitted.length, 0, "a late ack gets no go");
+    env.clock.advance(20_000);
+    const toBridge = socket.sent.slice(sentBefore).map((m) => m.type);
+    assert.equal(toBridge.includes("test_rolled") || toBridge.includes("fate_spend"), false, `sent: ${toBridge}`);
+    // A go arriving after the GM dropped the click is answered as expired; still nothing sent.
+    env.world.emitted.push({ payload: { type: "go", request_id: requestId }, senderId: env.player });
+    assert.deepEqual(deliverAs(env.gm).length, 1);
+    assert.deepEqual(env.world.emitted.map((e) => e.payload), [
+      { type: "notice", to: env.player, level: "warn", key: "FATE_BRIDGE.Error.relay_expired" },
+      { type: "done", to: env.player, request_id: requestId, ok: false },
+    ]);
+    assert.equal(socket.sent.slice(sentBefore).some((m) => m.type === "fate_spend"), false);
+  });
+
+  test("only the sender's go runs a held click", async () => {
+    const socket = welcomeBridge();
+    const regrades = () => socket.sent.filter((m) => m.type === "test_rolled").length;
+    const before = regrades();
+    const { requestId } = playerClicks();
+    deliverAs(env.gm);
+    env.world.emitted.length = 0;
+    env.world.emitted.push({ payload: { type: "go", request_id: requestId }, senderId: env.stranger });
+    deliverAs(env.gm);
+    assert.equal(regrades(), before, "the stranger's go ran nothing");
+    assert.equal(env.world.emitted.at(-1).payload.to, env.stranger, "the stranger is told its go expired");
+    env.world.emitted.length = 0;
+    env.world.emitted.push({ payload: { type: "go", request_id: requestId }, senderId: env.player });
+    deliverAs(env.gm);
+    assert.equal(regrades(), before + 1, "the sender's go runs the click");
     const rolled = socket.sent.filter((m) => m.type === "test_rolled").at(-1);
+    socket.receive({ type: "error", v: 1, code: "rate_limited", message: "slow down", ref: rolled.event_id, field: null });
+    await until(() => env.world.emitted.find((e) => e.payload.type === "done"), "done");
+  });
+
+  test("in time: ack, go, and the click reaches the bridge as the sender's fate_spend", async () => {
+    const socket = welcomeBridge();
+    playerClicks();
+    deliverAs(env.gm);
+    deliverAs(env.player);
+    deliverAs(env.gm);
+    const rolled = await until(() => socket.sent.filter((m) => m.type === "test_rolled").at(1), "the re-grade");
     socket.receive({
       type: "test_graded", v: 1, event_id: rolled.event_id, message_id: env.messageId, level: 0, label: "MF", success: false,
       critical: false, fate: { eligible: true, reasons: [], fate_ml: 77, points: [LUCKY] }, mismatch: null,
     });
-    return { socket, requestId };
-  }
-
-  test("a click withdrawn before the GM woke up is acked but never reaches the bridge", async () => {
-    const { socket, requestId } = await gmWakesUpLate({ withCancel: true });
-    const done = await until(() => env.world.emitted.find((e) => e.payload.type === "done"), "done");
-    assert.deepEqual(done.payload, { type: "done", to: env.player, request_id: requestId, ok: false });
-    assert.equal(socket.sent.filter((m) => m.type === "fate_spend").length, 0);
-    assert.equal(env.world.emitted.some((e) => e.payload.type === "notice"), false, "the player already heard why");
-  });
-
-  test("control: the same click, not withdrawn, reaches the bridge as the sender's fate_spend", async () => {
-    const { socket } = await gmWakesUpLate({ withCancel: false });
     const spend = await until(() => socket.sent.find((m) => m.type === "fate_spend"), "fate_spend");
     assert.equal(spend.user_id, env.player);
     assert.equal(spend.point_id, LUCKY);

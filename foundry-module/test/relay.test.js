@@ -1,6 +1,6 @@
 import { test, describe, beforeEach } from "node:test";
 import assert from "node:assert/strict";
-import { RELAY_LIMITS, createCancelledSet, createRelayTracker, isRequestId } from "../scripts/logic/relay.js";
+import { RELAY_LIMITS, createRelayInbox, createRelayTracker, isRequestId } from "../scripts/logic/relay.js";
 import { FakeClock } from "./helpers/fake-socket.js";
 
 let clock, tracker, events;
@@ -61,12 +61,32 @@ describe("the player's deadlines", () => {
   });
 });
 
-test("the GM's cancelled set is bounded, oldest forgotten first", () => {
-  const cancelled = createCancelledSet(2);
-  cancelled.cancel("a");
-  cancelled.cancel("b");
-  cancelled.cancel("c");
-  assert.deepEqual(["a", "b", "c", undefined].map(cancelled.isCancelled), [false, true, true, false]);
+describe("the GM's held clicks", () => {
+  test("go runs a held click once; a second go finds nothing", () => {
+    const inbox = createRelayInbox({ timers: clock });
+    inbox.hold("p:1", () => events.push("run"));
+    assert.equal(inbox.go("p:1"), true);
+    assert.equal(inbox.go("p:1"), false);
+    assert.deepEqual(events, ["run"]);
+  });
+
+  test("a click with no go within GO_TIMEOUT_MS is dropped without running", () => {
+    const inbox = createRelayInbox({ timers: clock });
+    inbox.hold("p:1", () => events.push("run"));
+    clock.advance(RELAY_LIMITS.GO_TIMEOUT_MS - 1);
+    inbox.hold("p:2", () => events.push("run2"));
+    clock.advance(1);
+    assert.equal(inbox.go("p:1"), false);
+    assert.equal(inbox.go("p:2"), true);
+    assert.deepEqual(events, ["run2"]);
+  });
+
+  test("at most MAX_HELD clicks are held, the oldest dropped first", () => {
+    const inbox = createRelayInbox({ timers: clock, limits: { MAX_HELD: 2 } });
+    for (const key of ["a", "b", "c"]) inbox.hold(key, () => events.push(key));
+    assert.deepEqual(["a", "b", "c"].map((key) => inbox.go(key)), [false, true, true]);
+    assert.deepEqual(clock.pending(), []);
+  });
 });
 
 test("request ids from the socket: non-empty strings up to 64 characters", () => {

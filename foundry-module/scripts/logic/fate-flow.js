@@ -125,12 +125,11 @@ export function gradedFlag(graded, points) {
  * @param {{parseFromString(text: string, type: string): Document}} deps.domParser
  * @returns {{
  *   gradeMessage(messageId: string): Promise<{ok: true, graded: object} | {ok: false, code: string}>,
- *   requestSpend(request: {messageId: string, pointId: string, userId: string, stillWanted?: () => boolean}): Promise<boolean>,
- *   requestChoice(request: {messageId: string, choice: string, userId: string, stillWanted?: () => boolean}): Promise<boolean>,
+ *   requestSpend(request: {messageId: string, pointId: string, userId: string}): Promise<boolean>,
+ *   requestChoice(request: {messageId: string, choice: string, userId: string}): Promise<boolean>,
  * }} `gradeMessage` never throws: a card that is not a SoHL test gives `{ok: false, code: "not_sohl"}`;
  *   `requestSpend` / `requestChoice` resolve true when the bridge's decision was applied, false
- *   after telling the requesting user why not (nothing applied then), or silently when
- *   `stillWanted()` (asked just before the bridge request) returns false.
+ *   after telling the requesting user why not (nothing applied then).
  */
 export function createFateFlow({ foundry, connection, build, domParser }) {
   /** Tell `userId` (this client or another, over the module socket) about a refusal. */
@@ -219,12 +218,8 @@ export function createFateFlow({ foundry, connection, build, domParser }) {
     return true;
   }
 
-  /**
-   * Shared path of spend and choice: checks, the bridge request, the apply, the notices.
-   * `stillWanted` is asked right before the decision goes to the bridge; false drops the
-   * request silently (the player's client gave up on it and already said nothing was spent).
-   */
-  async function decide(messageId, userId, makeRequest, { regrade, stillWanted = () => true }) {
+  /** Shared path of spend and choice: checks, the bridge request, the apply, the notices. */
+  async function decide(messageId, userId, makeRequest, { regrade }) {
     if (!connection.isReady()) {
       tell(userId, "bridge_down");
       return false;
@@ -243,7 +238,6 @@ export function createFateFlow({ foundry, connection, build, domParser }) {
         return false;
       }
     }
-    if (!stillWanted()) return false;
     let resolved;
     try {
       resolved = await connection.request(makeRequest(foundry.userName(userId) ?? undefined));
@@ -261,9 +255,9 @@ export function createFateFlow({ foundry, connection, build, domParser }) {
 
   return {
     gradeMessage,
-    requestSpend: ({ messageId, pointId, userId, stillWanted }) =>
-      decide(messageId, userId, (userName) => build.fateSpend({ messageId, pointId, userId, userName }), { regrade: true, stillWanted }),
-    requestChoice: ({ messageId, choice, userId, stillWanted }) =>
-      decide(messageId, userId, (userName) => build.fateChoice({ messageId, choice, userId, userName }), { regrade: false, stillWanted }),
+    requestSpend: ({ messageId, pointId, userId }) =>
+      decide(messageId, userId, (userName) => build.fateSpend({ messageId, pointId, userId, userName }), { regrade: true }),
+    requestChoice: ({ messageId, choice, userId }) =>
+      decide(messageId, userId, (userName) => build.fateChoice({ messageId, choice, userId, userName }), { regrade: false }),
   };
 }
