@@ -57,6 +57,12 @@ def error_frame(refusal: Refusal, ref: str | None) -> bytes:
     return wire.encode(wire.error_reply(refusal, ref))
 
 
+def ref_of_message(message: wire.ClientMessage) -> str | None:
+    """What an ``error`` answering ``message`` carries as ``ref``: its ``event_id``, or the
+    ``query_id`` of a query."""
+    return getattr(message, "event_id", None) or getattr(message, "query_id", None)
+
+
 INTERNAL_MESSAGE = "the bridge failed to handle this message; the GM can find details in its log"
 
 
@@ -107,17 +113,17 @@ class Session:
         try:
             return await self._handle(message, dice or self.dice)
         except Refusal as refusal:
-            return Reply([error_frame(refusal, getattr(message, "event_id", None))])
+            return Reply([error_frame(refusal, ref_of_message(message))])
         except Exception:
             self.log.exception("internal_error", type=type(message).__name__)
-            return Reply([error_frame(Internal(INTERNAL_MESSAGE), getattr(message, "event_id", None))])
+            return Reply([error_frame(Internal(INTERNAL_MESSAGE), ref_of_message(message))])
 
     async def _handle(self, message: wire.ClientMessages, dice: Dice) -> Reply:
         if isinstance(message, wire.Hello):
             return await self._hello(message)
         if not self.is_open:
             refusal = Unauthorized("the first message must be hello with the world's token")
-            return Reply([error_frame(refusal, getattr(message, "event_id", None))],
+            return Reply([error_frame(refusal, ref_of_message(message))],
                          CLOSE_UNAUTHORIZED)
         if isinstance(message, wire.Ping):
             return Reply([wire.encode(wire.Pong())])

@@ -344,5 +344,5 @@ class TestAuditQuery:
         session = Session(store, ScriptedDice([]), trusted=True, default_world="w")
         reply = json.loads((await session.receive(frame({"type": "audit_query", "v": 1, "query_id": "q",
                                                           "limit": 500}))).frames[0])
-        assert (reply["code"], reply["field"]) == ("bad_message", "limit")
+        assert (reply["code"], reply["field"], reply["ref"]) == ("bad_message", "limit", "q")
         await store.close()

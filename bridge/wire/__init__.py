@@ -96,11 +96,12 @@ def encode(message: BridgeMessage | ClientMessage) -> bytes:
 
 
 def ref_of(frame: bytes | str) -> str | None:
-    """Best-effort ``event_id`` of a frame that failed to decode, for ``error.ref``; None when
-    the frame is not an object or carries no string ``event_id``."""
+    """Best-effort ``event_id`` (or ``query_id``) of a frame that failed to decode, for
+    ``error.ref``; None when the frame is not an object or carries neither as a string."""
     try:
-        value = _probe.decode(frame).get("event_id")
+        obj = _probe.decode(frame)
     except (msgspec.DecodeError, msgspec.ValidationError):
         return None
+    value = obj.get("event_id") or obj.get("query_id")
     return value if isinstance(value, str) and len(value) <= 128 else None
 
