@@ -14,6 +14,8 @@ Guarantees of :meth:`Store.decide`:
 - A decision that raises leaves the database as it was and stores nothing.
 
 All SQLite work runs on one dedicated writer thread, so the event loop never blocks on disk.
+Decisions that queue up while it is busy are committed together (group commit: one transaction,
+one savepoint per decision), which keeps every guarantee above per decision.
 """
 
 from __future__ import annotations
@@ -21,6 +23,7 @@ from __future__ import annotations
 import asyncio
 import datetime
 import sqlite3
+import threading
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
@@ -253,6 +256,29 @@ class _SQLiteWorldState:
         )
 
 
+GROUP_COMMIT_MAX = 64  # decisions per transaction at most: bounds the latency a batch adds
+
+
+@dataclass(frozen=True, slots=True)
+class _Queued:
+    """A decision waiting for the writer thread, and where to deliver its outcome."""
+
+    world_id: str
+    event_id: str | None
+    decision: DecisionFn
+    loop: asyncio.AbstractEventLoop
+    future: asyncio.Future[Decided]
+
+
+def _settle_future(future: asyncio.Future[Decided], decided: Decided | None, exc: BaseException | None) -> None:
+    if future.cancelled():
+        return
+    if exc is not None:
+        future.set_exception(exc)
+    else:
+        future.set_result(decided)  # type: ignore[arg-type]
+
+
 class SQLiteStore:
     """The embedded store. ``path`` is a file (created with its folder) or ``":memory:"``.
 
@@ -266,6 +292,9 @@ class SQLiteStore:
         self._executor = ThreadPoolExecutor(max_workers=1, thread_name_prefix="fate-bridge-db")
         self._conn: sqlite3.Connection | None = None
         self._closed = False
+        self._queue: list[_Queued] = []  # decisions waiting for the writer (group commit)
+        self._queue_lock = threading.Lock()
+        self._flushing = False  # a flush is scheduled or running on the writer thread
 
     @classmethod
     async def open(cls, path: str | Path, *, audit_key: bytes | None = None) -> SQLiteStore:
@@ -371,30 +400,62 @@ class SQLiteStore:
         ).fetchall()
         return [World(r[0], r[1], _settings_decoder.decode(r[2])) for r in rows]
 
-    def _decide_sync(self, world_id: str, event_id: str | None, decision: DecisionFn) -> Decided:
-        def work(conn: sqlite3.Connection) -> Decided:
-            if event_id is not None:
-                row = conn.execute(
-                    "SELECT reply FROM events WHERE world_id = ? AND event_id = ?",
-                    (world_id, event_id),
-                ).fetchone()
-                if row is not None:
-                    return Decided(bytes(row[0]), replayed=True)
-            conn.execute("SAVEPOINT decision")
-            result = decision(_SQLiteWorldState(conn, world_id))
-            if not result.ok:
-                conn.execute("ROLLBACK TO decision")
-            conn.execute("RELEASE decision")
-            if event_id is not None:
-                conn.execute(
-                    "INSERT INTO events (world_id, event_id, reply) VALUES (?, ?, ?)",
-                    (world_id, event_id, result.reply),
-                )
-            if result.audit is not None:
-                self._append_audit(conn, world_id, result.audit)
-            return Decided(result.reply, replayed=False)
+    def _decide_one(self, conn: sqlite3.Connection, item: _Queued) -> Decided:
+        """One decision inside the batch's transaction (see :meth:`_flush_sync`)."""
+        world_id, event_id, decision = item.world_id, item.event_id, item.decision
+        if event_id is not None:
+            row = conn.execute(
+                "SELECT reply FROM events WHERE world_id = ? AND event_id = ?",
+                (world_id, event_id),
+            ).fetchone()
+            if row is not None:
+                return Decided(bytes(row[0]), replayed=True)
+        conn.execute("SAVEPOINT decision")
+        result = decision(_SQLiteWorldState(conn, world_id))
+        if not result.ok:
+            conn.execute("ROLLBACK TO decision")
+        conn.execute("RELEASE decision")
+        if event_id is not None:
+            conn.execute(
+                "INSERT INTO events (world_id, event_id, reply) VALUES (?, ?, ?)",
+                (world_id, event_id, result.reply),
+            )
+        if result.audit is not None:
+            self._append_audit(conn, world_id, result.audit)
+        return Decided(result.reply, replayed=False)
 
-        return self._transaction(work)
+    def _flush_sync(self) -> None:
+        """Group commit: run every queued decision, each in its own savepoint, in ONE transaction,
+        then resolve their futures after the COMMIT. A decision that raises is rolled back to its
+        savepoint alone; a failed COMMIT fails the whole batch (nothing was acknowledged)."""
+        while True:
+            with self._queue_lock:
+                batch = self._queue[:GROUP_COMMIT_MAX]
+                del self._queue[:GROUP_COMMIT_MAX]
+                if not batch:
+                    self._flushing = False
+                    return
+            outcomes: list[tuple[_Queued, Decided | None, BaseException | None]] = []
+
+            def work(conn: sqlite3.Connection) -> None:
+                for item in batch:
+                    conn.execute("SAVEPOINT item")
+                    try:
+                        decided = self._decide_one(conn, item)
+                    except Exception as exc:  # the decision's own bug: only it is rolled back
+                        conn.execute("ROLLBACK TO item")
+                        conn.execute("RELEASE item")
+                        outcomes.append((item, None, exc))
+                    else:
+                        conn.execute("RELEASE item")
+                        outcomes.append((item, decided, None))
+
+            try:
+                self._transaction(work)
+            except Exception as exc:
+                outcomes = [(item, None, exc) for item in batch]
+            for item, decided, exc in outcomes:
+                item.loop.call_soon_threadsafe(_settle_future, item.future, decided, exc)
 
     def _append_audit(self, conn: sqlite3.Connection, world_id: str, entry: AuditEntry) -> None:
         """Append ``entry`` to the world's chain (inside the caller's transaction)."""
@@ -538,8 +599,20 @@ class SQLiteStore:
         return await self._run(self._worlds_sync)
 
     async def decide(self, world_id: str, event_id: str | None, decision: DecisionFn) -> Decided:
-        """Run ``decision`` in one transaction (see the module docstring)."""
-        return await self._run(self._decide_sync, world_id, event_id, decision)
+        """Run ``decision`` atomically (see the module docstring). Decisions arriving while the
+        writer is busy are committed together (group commit); each still sees the writes of
+        those before it, and its reply is returned only after the COMMIT."""
+        if self._closed:
+            raise ConfigError("the store is closed")
+        loop = asyncio.get_running_loop()
+        future: asyncio.Future[Decided] = loop.create_future()
+        with self._queue_lock:
+            self._queue.append(_Queued(world_id, event_id, decision, loop, future))
+            start = not self._flushing
+            self._flushing = True
+        if start:
+            self._executor.submit(self._flush_sync)
+        return await future
 
     async def audit_page(self, world_id: str, query: wire.AuditQuery) -> wire.AuditPage:
         """A page of ``world_id``'s audit trail for the module's audit window, newest first."""
