@@ -28,6 +28,7 @@ import time
 import urllib.request
 from pathlib import Path
 
+from bridge import logs
 from bridge.dice import SecretDice
 from bridge.session import Session, hash_token, new_token
 from bridge.store import SQLiteStore
@@ -175,6 +176,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--out", type=Path, default=Path("bench-results.json"), help="JSON results file")
     parser.add_argument("--smoke", action="store_true", help="tiny run checking the harness (seconds)")
     args = parser.parse_args(argv)
+    logs.configure("json", level="warning")  # the in-process store run logs no decision lines
     if args.smoke:
         args.conns, args.duration, args.idle, args.store_decisions = "1,2", 0.3, 20, 200
     conns = [int(c) for c in args.conns.split(",")]
