@@ -7,9 +7,10 @@ from typing import Annotated, Literal
 from msgspec import Meta
 
 from ..errors import Refusal
+from ..rules import sohl as _sohl_rules
 from .base import BridgeMessage, ClientMessage, ErrorCode, Id, Name, OutPart, Part
 
-FateOption = Literal["everyone", "pc_only", "off"]
+FateOption = Literal[_sohl_rules.FATE_OPTIONS]  # S12
 
 
 

@@ -6,23 +6,13 @@ from typing import Annotated, Literal, Union
 
 from msgspec import Meta
 
+from ..rules import sohl as _sohl_rules
 from .base import D100, BridgeMessage, Card, ClientMessage, Code, Id, Name, OutPart, Part, Visibility
 
 TestKind = Literal["skill", "attribute", "mystical", "fate"]
 Outcome = Literal["lost", "kept", "spent", "choice"]
 Choice = Literal["spend", "keep"]
-WithheldReason = Literal[
-    "fate_off",
-    "not_pc",
-    "no_aura",
-    "aural_shock",
-    "aura_governed",
-    "mystical",
-    "fate_test",
-    "already_fated",
-    "no_points",
-]
-
+WithheldReason = Literal[_sohl_rules.WITHHELD_REASONS]  # S5, in the order reasons are reported
 
 
 class Aura(Part, kw_only=True):
