@@ -22,6 +22,7 @@ _env = jinja2.Environment(
     undefined=jinja2.StrictUndefined,
     trim_blocks=True,
     lstrip_blocks=True,
+    auto_reload=False,  # templates ship with the package: no stat() per card
 )
 
 

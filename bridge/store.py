@@ -270,13 +270,15 @@ class _Queued:
     future: asyncio.Future[Decided]
 
 
-def _settle_future(future: asyncio.Future[Decided], decided: Decided | None, exc: BaseException | None) -> None:
-    if future.cancelled():
-        return
-    if exc is not None:
-        future.set_exception(exc)
-    else:
-        future.set_result(decided)  # type: ignore[arg-type]
+def _settle_futures(settled: list[tuple[asyncio.Future[Decided], Decided | None, BaseException | None]]) -> None:
+    """Deliver a committed batch's outcomes (runs on the event loop)."""
+    for future, decided, exc in settled:
+        if future.cancelled():
+            continue
+        if exc is not None:
+            future.set_exception(exc)
+        else:
+            future.set_result(decided)  # type: ignore[arg-type]
 
 
 class SQLiteStore:
@@ -454,8 +456,11 @@ class SQLiteStore:
                 self._transaction(work)
             except Exception as exc:
                 outcomes = [(item, None, exc) for item in batch]
+            by_loop: dict[asyncio.AbstractEventLoop, list[tuple]] = {}
             for item, decided, exc in outcomes:
-                item.loop.call_soon_threadsafe(_settle_future, item.future, decided, exc)
+                by_loop.setdefault(item.loop, []).append((item.future, decided, exc))
+            for loop, settled in by_loop.items():  # one wake-up of each loop per batch
+                loop.call_soon_threadsafe(_settle_futures, settled)
 
     def _append_audit(self, conn: sqlite3.Connection, world_id: str, entry: AuditEntry) -> None:
         """Append ``entry`` to the world's chain (inside the caller's transaction)."""
