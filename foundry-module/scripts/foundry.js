@@ -275,13 +275,21 @@ export function notify(level, key, data) {
   ui.notifications[level](localize(key, data));
 }
 
-/** @returns {{module_version: string, foundry_version: string, system_id: string, system_version: string}} */
+/** Longest user name sent in `hello` (the bridge's limit on names). */
+const MAX_USER_NAME = 256;
+
+/**
+ * @returns {{module_version: string, foundry_version: string, system_id: string, system_version: string,
+ *   user_name: string}} for `hello`; `user_name` is this client's user, named to a browser it
+ *   supersedes
+ */
 export function clientInfo() {
   return {
     module_version: String(game.modules.get(MODULE_ID)?.version ?? ""),
     foundry_version: String(game.version ?? ""),
     system_id: String(game.system?.id ?? ""),
     system_version: String(game.system?.version ?? ""),
+    user_name: String(game.user?.name ?? "").slice(0, MAX_USER_NAME),
   };
 }
 

@@ -1,20 +1,24 @@
 /**
- * fate-bridge entry point: wires Foundry hooks (through scripts/foundry.js) to the pure logic.
+ * fate-bridge wiring: Foundry hooks (through scripts/foundry.js) to the pure logic, for SoHL and
+ * every ruleset of scripts/rulesets/. Foundry loads scripts/module.js, which calls `install()`.
  *
- * Roles: every client decorates rendered cards and relays its users' clicks; only the active GM
- * (`game.users.activeGM`) holds the bridge connection, forwards SoHL cards, and acts on spend and
- * choice requests. A request arriving over the module socket is attributed to Foundry's sender
- * id, never to a user id inside the payload.
+ * Roles: every client decorates rendered cards, runs chat commands and relays its users' requests;
+ * only the active GM (`game.users.activeGM`) holds the bridge connection, forwards SoHL cards, and
+ * runs relayed requests (SoHL's spend and choice, rulesets' actions). A request arriving over the
+ * module socket is attributed to Foundry's sender id, never to a user id inside the payload.
  */
 
 import * as fvtt from "./foundry.js";
 import { messageBuilders, resolveFateOption } from "./logic/messages.js";
-import { BridgeConnection, STATE, DOWN_REASONS, isInsecureRemote } from "./logic/connection.js";
-import { createFateFlow, noticeKey } from "./logic/fate-flow.js";
+import { BridgeConnection, BridgeError, STATE, DOWN_REASONS, isInsecureRemote } from "./logic/connection.js";
+import { createFateFlow, noticeKey, noticeLevel } from "./logic/fate-flow.js";
 import { decorateCard } from "./logic/card-ui.js";
 import { readSohlCard } from "./logic/sohl-card.js";
-import { createRelayTracker, createRelayInbox, isRequestId, RELAY_LIMITS } from "./logic/relay.js";
-import { isAuditCommand } from "./logic/audit.js";
+import { createRelayHub, RELAY_LIMITS } from "./logic/relay.js";
+import { createCommandRegistry } from "./logic/commands.js";
+import { createBridgeRouter } from "./logic/bridge-events.js";
+import { installRulesets } from "./ruleset-api.js";
+import { RULESETS } from "./rulesets/index.js";
 import { defineAuditWindow } from "./audit-window.js";
 
 /** Default bridge address: the bridge on the GM's own machine. */
@@ -28,30 +32,27 @@ const FATE_OPTION_CHOICES = {
   off: "FATE_BRIDGE.Settings.FateOption.Off",
 };
 
-/**
- * Socket payload types between clients. `spend` / `choice` go to the active GM, which answers
- * `ack`; the clicking user's `go` lets it act; `done` and `notice` come back to that user (see
- * logic/relay.js for the exchange and its deadlines).
- */
-const SOCKET_TYPES = Object.freeze({
-  SPEND: "spend",
-  CHOICE: "choice",
-  NOTICE: "notice",
-  ACK: "ack",
-  DONE: "done",
-  GO: "go",
-});
+/** SoHL's ruleset id and its relayed actions (run by the active GM's Fate flow). */
+const SOHL = "sohl";
+const SOHL_ACTIONS = Object.freeze({ SPEND: "spend", CHOICE: "choice" });
+
+/** Socket payload type of a refusal notice from the GM's Fate flow to a user (fate-flow.js `tell`). */
+const NOTICE = "notice";
 
 /**
- * Register every hook. Runs once, when Foundry loads this module (tests load a fresh copy of the
- * module per fake world).
+ * Register every hook and install the rulesets. Foundry runs it once (scripts/module.js); tests
+ * run it once per fake world.
  *
+ * @param {{rulesets?: Array<{id: string, install: Function}>}} [options] the ruleset modules to
+ *   install (scripts/rulesets/index.js by default; tests pass their own)
  * @returns {{connection: () => BridgeConnection|null, auditWindow: () => Function|null,
- *   openAudit: () => void, dispose: () => void}} a view on the live module (tests, macros):
- *   the bridge connection, the audit window class (after `init`), a way to open the audit window
- *   (GMs only), and `dispose` to stop the connection and drop pending relay deadlines
+ *   openAudit: () => void, rulesets: () => string[], dispose: () => void}} a view on the live
+ *   module (tests, macros): the bridge connection, the audit window class (after `init`), a way to
+ *   open the audit window (GMs only), the ids of the rulesets installed, and `dispose` to stop the
+ *   connection and drop pending relay deadlines
+ * @throws {TypeError} when a ruleset module breaks the contract (see ruleset-api.js installRulesets)
  */
-function install() {
+export function install({ rulesets = RULESETS } = {}) {
   const build = messageBuilders(fvtt.randomId);
   const onBridgeChange = () => {
     stopConnection();
@@ -62,8 +63,26 @@ function install() {
   let flow = null;
   let AuditWindow = null;
   let openWindow = null;
-  const relays = createRelayTracker({ timers: fvtt.timers(), newId: fvtt.randomId });
-  const inbox = createRelayInbox({ timers: fvtt.timers() });
+  const relays = createRelayHub({
+    timers: fvtt.timers(),
+    newId: fvtt.randomId,
+    port: {
+      send: fvtt.emitSocket,
+      isActiveGM: fvtt.isActiveGM,
+      activeGMOnline: fvtt.activeGMOnline,
+      currentUser: () => ({ id: fvtt.currentUserId(), isGM: fvtt.currentUserIsGM() }),
+      isGMUser: fvtt.isGMUser,
+    },
+    onHandlerBug: (error) => console.error("fate-bridge | a relayed request failed", error),
+  });
+  const commands = createCommandRegistry({
+    domParser: fvtt.domParser(),
+    onError: (error, name) => {
+      console.error(`fate-bridge | /${name} failed`, error);
+      fvtt.notify("error", "FATE_BRIDGE.Command.Failed", { command: `/${name}` });
+    },
+  });
+  const router = createBridgeRouter({ onError: (error, type) => console.error(`fate-bridge | a listener for ${type} failed`, error) });
 
   function sendSettings() {
     if (!connection?.isReady()) return;
@@ -74,7 +93,10 @@ function install() {
   function onStatus(status) {
     if (status.state === STATE.CONNECTED) fvtt.notify("info", "FATE_BRIDGE.Status.Connected");
     else if (status.reason === DOWN_REASONS.UNAUTHORIZED) fvtt.notify("error", "FATE_BRIDGE.Status.Unauthorized");
-    else if (status.state === STATE.DOWN && status.retryInMs !== null) {
+    else if (status.reason === DOWN_REASONS.SUPERSEDED) {
+      if (status.holder) fvtt.notify("warn", "FATE_BRIDGE.Status.Superseded", { holder: status.holder });
+      else fvtt.notify("warn", "FATE_BRIDGE.Status.SupersededUnknown");
+    } else if (status.state === STATE.DOWN && status.retryInMs !== null) {
       console.warn(`fate-bridge | bridge ${status.reason}; retrying in ${status.retryInMs} ms`);
     }
   }
@@ -95,6 +117,7 @@ function install() {
       timers: fvtt.timers(),
       onStatus,
       onWelcome: sendSettings,
+      onUnsolicited: router.dispatch,
     });
     flow = createFateFlow({ foundry: fvtt, connection, build, domParser: fvtt.domParser() });
     connection.start();
@@ -106,7 +129,11 @@ function install() {
     flow = null;
   }
 
-  /** Connect when this client is the active GM, let go when it no longer is. */
+  /**
+   * Connect when this client becomes the active GM, let go when it no longer is. A connection
+   * stopped by the bridge (bad token, superseded) is kept, stopped, until the role or the
+   * settings change: reconnecting on its own would fight the browser that took over.
+   */
   function evaluateRole() {
     if (fvtt.isActiveGM()) {
       if (!connection) startConnection();
@@ -115,91 +142,59 @@ function install() {
     }
   }
 
+  /** The active GM's Fate flow, for SoHL's relayed actions. */
+  function sohlFlow() {
+    if (!flow) throw new BridgeError("bridge_down", "this browser has no bridge connection");
+    return flow;
+  }
+
+  /** A relayed SoHL action's `data` must carry these fields as strings. */
+  function sohlData(data, fields) {
+    if (!data || typeof data !== "object" || fields.some((field) => typeof data[field] !== "string")) {
+      throw new BridgeError("bad_message", `a SoHL request needs ${fields.join(" and ")} as strings`);
+    }
+    return data;
+  }
+
+  // SoHL's clicks share the relay with every ruleset; the flow tells the user about refusals and
+  // resolves false then, so the handler's result says whether anything was applied.
+  relays.on(SOHL, SOHL_ACTIONS.SPEND, (data, sender) => {
+    const { message_id: messageId, point_id: pointId } = sohlData(data, ["message_id", "point_id"]);
+    return sohlFlow().requestSpend({ messageId, pointId, userId: sender.userId });
+  });
+  relays.on(SOHL, SOHL_ACTIONS.CHOICE, (data, sender) => {
+    const { message_id: messageId, choice } = sohlData(data, ["message_id", "choice"]);
+    return sohlFlow().requestChoice({ messageId, choice, userId: sender.userId });
+  });
+
   /**
-   * A click on this client: act directly as the active GM, else relay to the active GM with a
-   * deadline. `release` re-enables the clicked button(s) whenever nothing was spent.
+   * A SoHL click on this client, run by the active GM (this client or over the socket).
+   * `release` re-enables the clicked button(s) whenever nothing was spent.
    */
-  function relay(type, payload, release) {
-    if (fvtt.isActiveGM() && flow) {
-      const request = { ...payload, userId: fvtt.currentUserId() };
-      const run = type === SOCKET_TYPES.SPEND ? flow.requestSpend(request) : flow.requestChoice(request);
-      return run.then((applied) => {
-        if (!applied) release();
-      });
-    }
-    if (fvtt.isActiveGM() || !fvtt.activeGMOnline()) {
-      release();
-      return fvtt.notify("warn", fvtt.isActiveGM() ? noticeKey("bridge_down") : "FATE_BRIDGE.Error.no_gm");
-    }
-    const requestId = relays.start({
-      onNoAnswer: () => fvtt.notify("warn", "FATE_BRIDGE.Error.gm_no_answer", { seconds: String(RELAY_LIMITS.ACK_TIMEOUT_MS / 1000) }),
-      onUnfinished: () => fvtt.notify("warn", "FATE_BRIDGE.Error.gm_unfinished"),
-      release,
-    });
-    return fvtt.emitSocket(
-      type === SOCKET_TYPES.SPEND
-        ? { type, request_id: requestId, message_id: payload.messageId, point_id: payload.pointId }
-        : { type, request_id: requestId, message_id: payload.messageId, choice: payload.choice },
+  function sohlClick(action, data, release) {
+    relays.request(SOHL, action, data).then(
+      (applied) => {
+        if (applied !== true) release();
+      },
+      (error) => {
+        const code = error?.code ?? "internal";
+        fvtt.notify(noticeLevel(code), noticeKey(code), { seconds: String(RELAY_LIMITS.ACK_TIMEOUT_MS / 1000) });
+        release();
+      },
     );
   }
 
-  /** Payloads addressed to this client by a GM: notices, acks and results of its relayed clicks. */
-  function onReplyToMe(payload, senderId) {
+  /** A refusal notice from the GM's Fate flow, addressed to this client. */
+  function onNotice(payload, senderId) {
     if (payload.to !== fvtt.currentUserId() || !fvtt.isGMUser(senderId)) return;
-    if (payload.type === SOCKET_TYPES.NOTICE) {
-      if (typeof payload.key === "string" && payload.key.startsWith("FATE_BRIDGE.")) {
-        fvtt.notify(["info", "warn", "error"].includes(payload.level) ? payload.level : "warn", payload.key);
-      }
-    } else if (payload.type === SOCKET_TYPES.ACK) {
-      // Only a click still waiting gets its go: after the deadline the GM never hears back.
-      if (relays.ack(payload.request_id)) fvtt.emitSocket({ type: SOCKET_TYPES.GO, request_id: payload.request_id });
-    } else if (payload.type === SOCKET_TYPES.DONE) {
-      relays.done(payload.request_id, payload.ok === true);
+    if (typeof payload.key === "string" && payload.key.startsWith("FATE_BRIDGE.")) {
+      fvtt.notify(["info", "warn", "error"].includes(payload.level) ? payload.level : "warn", payload.key);
     }
-  }
-
-  /**
-   * The active GM's side of a relayed click: ack it and hold it until the sender's `go` (a click
-   * without `request_id` runs at once). Held clicks are keyed by sender, since every client
-   * sees every request id.
-   */
-  function onRelayedClick(payload, senderId) {
-    const isSpend = payload.type === SOCKET_TYPES.SPEND && typeof payload.point_id === "string";
-    const isChoice = payload.type === SOCKET_TYPES.CHOICE && typeof payload.choice === "string";
-    if (!isSpend && !isChoice) return;
-    const requestId = isRequestId(payload.request_id) ? payload.request_id : null;
-    const reply = (extra) => requestId && fvtt.emitSocket({ to: senderId, request_id: requestId, ...extra });
-    const run = () => {
-      if (!flow) {
-        fvtt.emitSocket({ type: SOCKET_TYPES.NOTICE, to: senderId, level: "warn", key: noticeKey("bridge_down") });
-        reply({ type: SOCKET_TYPES.DONE, ok: false });
-        return;
-      }
-      const request = { messageId: payload.message_id, userId: senderId };
-      const decided = isSpend ? flow.requestSpend({ ...request, pointId: payload.point_id }) : flow.requestChoice({ ...request, choice: payload.choice });
-      decided.then((applied) => reply({ type: SOCKET_TYPES.DONE, ok: applied }));
-    };
-    if (!requestId) return run();
-    inbox.hold(`${senderId}:${requestId}`, run);
-    return reply({ type: SOCKET_TYPES.ACK });
-  }
-
-  /** The sender's go for a held click; a go for a click no longer held is answered as expired. */
-  function onGo(payload, senderId) {
-    if (!isRequestId(payload.request_id) || inbox.go(`${senderId}:${payload.request_id}`)) return;
-    fvtt.emitSocket({ type: SOCKET_TYPES.NOTICE, to: senderId, level: "warn", key: "FATE_BRIDGE.Error.relay_expired" });
-    fvtt.emitSocket({ type: SOCKET_TYPES.DONE, to: senderId, request_id: payload.request_id, ok: false });
   }
 
   function onSocketMessage(payload, senderId) {
-    if (!payload || typeof payload !== "object") return;
-    if ([SOCKET_TYPES.NOTICE, SOCKET_TYPES.ACK, SOCKET_TYPES.DONE].includes(payload.type)) {
-      onReplyToMe(payload, senderId);
-      return;
-    }
-    if (!fvtt.isActiveGM()) return;
-    if (payload.type === SOCKET_TYPES.GO) onGo(payload, senderId);
-    else if (typeof payload.message_id === "string") onRelayedClick(payload, senderId);
+    if (payload?.type === NOTICE) onNotice(payload, senderId);
+    else relays.receive(payload, senderId);
   }
 
   /** Open the audit window (GMs only; reuses an open one). */
@@ -212,6 +207,13 @@ function install() {
     openWindow.render({ force: true });
   }
 
+  // `/fateaudit` opens the audit window; returning false keeps the text out of the log.
+  commands.register("fateaudit", () => {
+    openAudit();
+    return false;
+  });
+  const installed = installRulesets(rulesets, { commands, relays, router, bridgeLink: () => connection });
+
   fvtt.onceHook("init", () => {
     fvtt.registerWorldSettings({ onBridgeChange, onFateOptionChange }, { fateOptions: FATE_OPTION_CHOICES, defaultUrl: DEFAULT_URL });
     AuditWindow = defineAuditWindow(() => connection);
@@ -223,12 +225,7 @@ function install() {
     evaluateRole();
   });
   fvtt.onHook("userConnected", () => evaluateRole());
-  // `/fateaudit` in chat opens the audit window; returning false keeps the text out of the log.
-  fvtt.onHook("chatMessage", (_chatLog, text) => {
-    if (!isAuditCommand(text)) return undefined;
-    openAudit();
-    return false;
-  });
+  fvtt.onHook("chatMessage", (_chatLog, text) => commands.handle(text, { userId: fvtt.currentUserId(), isGM: fvtt.currentUserIsGM() }));
   fvtt.onHook("createChatMessage", (message) => {
     if (flow && fvtt.isActiveGM()) {
       flow.gradeMessage(message.id).then((result) => {
@@ -246,21 +243,18 @@ function install() {
       message: data,
       viewer: { id: fvtt.currentUserId(), isGM: fvtt.currentUserIsGM(), ownsActor: actorUuid ? fvtt.userOwnsActor(actorUuid) : false },
       t: fvtt.localize,
-      onSpend: (messageId, pointId, release) => relay(SOCKET_TYPES.SPEND, { messageId, pointId }, release),
-      onChoice: (messageId, choice, release) => relay(SOCKET_TYPES.CHOICE, { messageId, choice }, release),
+      onSpend: (messageId, pointId, release) => sohlClick(SOHL_ACTIONS.SPEND, { message_id: messageId, point_id: pointId }, release),
+      onChoice: (messageId, choice, release) => sohlClick(SOHL_ACTIONS.CHOICE, { message_id: messageId, choice }, release),
     });
   });
   return {
     connection: () => connection,
     auditWindow: () => AuditWindow,
     openAudit,
+    rulesets: () => [...installed],
     dispose: () => {
       stopConnection();
       relays.clear();
-      inbox.clear();
     },
   };
 }
-
-/** The live module: `bridge.connection()` is the bridge connection or null; see install(). */
-export const bridge = install();

@@ -4,6 +4,7 @@
  */
 import { test, describe, beforeEach, afterEach } from "node:test";
 import assert from "node:assert/strict";
+import { install } from "../scripts/main.js";
 import { uninstallFakeFoundry } from "./helpers/fake-foundry.js";
 import { sampleWorld } from "./helpers/world-setup.js";
 import { FakeClock, fakeWebSocketClass } from "./helpers/fake-socket.js";
@@ -13,7 +14,6 @@ const HOSTILE = '<img src=x onerror="globalThis.pwned=1">';
 
 let env;
 let lastApp = null;
-let bootCount = 0;
 const realTimers = { setTimeout: globalThis.setTimeout, clearTimeout: globalThis.clearTimeout };
 
 async function boot({ welcome = true } = {}) {
@@ -23,8 +23,7 @@ async function boot({ welcome = true } = {}) {
   env.clock = new FakeClock();
   globalThis.setTimeout = env.clock.setTimeout;
   globalThis.clearTimeout = env.clock.clearTimeout;
-  bootCount += 1;
-  env.handle = (await import(`../scripts/main.js?audit=${bootCount}`)).bridge;
+  env.handle = install();
   for (const hook of ["init", "setup", "ready"]) env.world.callHook(hook);
   env.socket = Socket.instances[0];
   if (welcome) {

@@ -8,7 +8,6 @@ import {
   buildAuditQuery,
   createAuditPager,
   formatTime,
-  isAuditCommand,
   localDayStartIso,
   parseFilters,
 } from "../scripts/logic/audit.js";
@@ -191,9 +190,4 @@ describe("the pager", () => {
     await p.search({ since: "2024-05-09", until: "2024-05-01" });
     assert.deepEqual([p.state.status, p.state.field, sent.length], [AUDIT_STATUS.INVALID, "until", 0]);
   });
-});
-
-test("/fateaudit is recognised as typed in v13 (text) and v14 (ProseMirror HTML)", () => {
-  for (const text of ["/fateaudit", "  /FateAudit ", "<p>/fateaudit</p>"]) assert.equal(isAuditCommand(text), true, text);
-  for (const text of ["/fateaudit now", "fateaudit", "<p>hello</p>", null]) assert.equal(isAuditCommand(text), false, String(text));
 });

@@ -1,6 +1,6 @@
 import { test, describe, beforeEach } from "node:test";
 import assert from "node:assert/strict";
-import { BridgeConnection, BridgeError, LIMITS, STATE, DOWN_REASONS, isInsecureRemote } from "../scripts/logic/connection.js";
+import { BridgeConnection, BridgeError, LIMITS, STATE, DOWN_REASONS, isInsecureRemote, supersededBy } from "../scripts/logic/connection.js";
 import { messageBuilders } from "../scripts/logic/messages.js";
 import { FakeClock, fakeWebSocketClass } from "./helpers/fake-socket.js";
 
@@ -82,7 +82,7 @@ describe("heartbeat", () => {
     clock.advance(LIMITS.HEARTBEAT_MS + LIMITS.PONG_TIMEOUT_MS);
     assert.equal(socket.closed.code, 4000);
     assert.equal(connection.isReady(), false);
-    assert.deepEqual(statuses.at(-1), { state: STATE.DOWN, reason: DOWN_REASONS.NO_PONG, retryInMs: 1000 });
+    assert.deepEqual(statuses.at(-1), { state: STATE.DOWN, reason: DOWN_REASONS.NO_PONG, retryInMs: 1000, holder: null });
     clock.advance(1000);
     assert.equal(Socket.instances.length, 2);
   });
@@ -113,11 +113,32 @@ describe("reconnect", () => {
     socket.receive({ type: "error", v: 1, code: "unauthorized", message: "bad token", ref: null, field: null });
     socket.drop(4001);
     await assert.rejects(waiting, (error) => error instanceof BridgeError && error.code === "unauthorized");
-    assert.deepEqual(statuses.at(-1), { state: STATE.DOWN, reason: DOWN_REASONS.UNAUTHORIZED, retryInMs: null });
+    assert.deepEqual(statuses.at(-1), { state: STATE.DOWN, reason: DOWN_REASONS.UNAUTHORIZED, retryInMs: null, holder: null });
     clock.advance(10 * LIMITS.BACKOFF_MAX_MS);
     assert.equal(Socket.instances.length, 1);
     await assert.rejects(connection.request(build.settings({ fateOption: "off" })), { code: "unauthorized" });
     assert.equal(unsolicited[0].code, "unauthorized");
+  });
+
+  test("close code 4003 (superseded) stops for good, names the holder, and refuses requests", async () => {
+    const socket = connectAndWelcome();
+    const waiting = connection.request(build.settings({ fateOption: "off" }));
+    socket.drop(4003, "superseded by Gamemaster (Foundry 14.359)");
+    await assert.rejects(waiting, (error) => error instanceof BridgeError && error.code === "superseded" && /Gamemaster \(Foundry 14\.359\)/.test(error.message));
+    assert.deepEqual(statuses.at(-1), { state: STATE.DOWN, reason: DOWN_REASONS.SUPERSEDED, retryInMs: null, holder: "Gamemaster (Foundry 14.359)" });
+    assert.equal(connection.isReady(), false);
+    clock.advance(10 * LIMITS.BACKOFF_MAX_MS);
+    assert.equal(Socket.instances.length, 1, "no reconnect: the two browsers would fight");
+    assert.deepEqual(clock.pending(), [], "no timer left running");
+    await assert.rejects(connection.request(build.settings({ fateOption: "off" })), { code: "superseded" });
+  });
+
+  test("the holder is read from the close reason; a reason naming nobody gives null", () => {
+    assert.equal(supersededBy("superseded by Ann (Foundry 13.351)"), "Ann (Foundry 13.351)");
+    assert.equal(supersededBy("  superseded by Ann  "), "Ann");
+    assert.equal(supersededBy("superseded by "), null);
+    assert.equal(supersededBy(""), null);
+    assert.equal(supersededBy(undefined), null);
   });
 
   test("stop() closes, rejects pending requests and never reconnects", async () => {
@@ -160,6 +181,87 @@ describe("requests", () => {
     assert.equal(again.sent.at(-1).event_id, "ev1");
     again.receive({ type: "settings_applied", v: 1, ref: "ev1", settings: { fate_option: "off" } });
     assert.equal((await waiting).ref, "ev1");
+  });
+
+  test("killed mid-flow: the request is re-sent with its event_id after reconnect and resolved exactly once", async () => {
+    const first = connectAndWelcome();
+    const settled = [];
+    const waiting = connection.request(build.settings({ fateOption: "pc_only" }));
+    waiting.then((reply) => settled.push(reply), (error) => settled.push(error));
+    assert.deepEqual(first.sent.filter((m) => m.event_id === "ev1").length, 1);
+    first.drop(1006); // after the request went out, before any reply
+    assert.equal(connection.isReady(), false);
+    clock.advance(LIMITS.BACKOFF_MIN_MS);
+    const second = Socket.instances[1];
+    second.open();
+    assert.deepEqual(second.sent.map((m) => m.type), ["hello"], "nothing before welcome");
+    second.receive(WELCOME);
+    assert.deepEqual(second.sent.filter((m) => m.type === "settings").map((m) => m.event_id), ["ev1"]);
+    assert.deepEqual(second.sent.find((m) => m.event_id === "ev1"), first.sent.find((m) => m.event_id === "ev1"), "the very same message");
+    const stored = { type: "settings_applied", v: 1, ref: "ev1", settings: { fate_option: "pc_only" } };
+    second.receive(stored);
+    second.receive(stored); // a second answer (e.g. the stored reply again) settles nothing more
+    await waiting;
+    await Promise.resolve();
+    assert.deepEqual(settled, [stored]);
+    assert.deepEqual(unsolicited, [stored]);
+    assert.equal(connection.pending.size, 0);
+  });
+
+  test("rate_limited is not a refusal: the same event_id is sent again with backoff", async () => {
+    const socket = connectAndWelcome();
+    const waiting = connection.request(build.settings({ fateOption: "off" }));
+    const limited = { type: "error", v: 1, code: "rate_limited", message: "slow down", ref: "ev1", field: null };
+    const sends = () => socket.sent.filter((m) => m.event_id === "ev1").length;
+    socket.receive(limited);
+    clock.advance(LIMITS.RATE_RETRY_MS - 1);
+    assert.equal(sends(), 1, "not before the backoff");
+    clock.advance(1);
+    assert.equal(sends(), 2);
+    socket.receive(limited);
+    clock.advance(2 * LIMITS.RATE_RETRY_MS - 1);
+    assert.equal(sends(), 2, "the backoff doubles");
+    clock.advance(1);
+    assert.equal(sends(), 3);
+    socket.receive({ type: "settings_applied", v: 1, ref: "ev1", settings: { fate_option: "off" } });
+    assert.equal((await waiting).settings.fate_option, "off");
+    assert.deepEqual(unsolicited, []);
+  });
+
+  test("rate_limited past RATE_RETRIES rejects with rate_limited", async () => {
+    const socket = connectAndWelcome();
+    const waiting = connection.request(build.settings({ fateOption: "off" }));
+    const limited = { type: "error", v: 1, code: "rate_limited", message: "slow down", ref: "ev1", field: null };
+    for (let retry = 0; retry < LIMITS.RATE_RETRIES; retry += 1) {
+      socket.receive(limited);
+      clock.advance(LIMITS.RATE_RETRY_MS * 2 ** retry);
+    }
+    assert.equal(socket.sent.filter((m) => m.event_id === "ev1").length, 1 + LIMITS.RATE_RETRIES);
+    socket.receive(limited);
+    await assert.rejects(waiting, { code: "rate_limited" });
+    assert.deepEqual(clock.pending().length, 1, "only the heartbeat is left");
+  });
+
+  test("a retry waiting out its backoff when the link drops is sent once, after welcome", () => {
+    const socket = connectAndWelcome();
+    connection.request(build.settings({ fateOption: "off" })).catch(() => {});
+    socket.receive({ type: "error", v: 1, code: "rate_limited", message: "slow down", ref: "ev1", field: null });
+    socket.drop();
+    clock.advance(LIMITS.BACKOFF_MIN_MS);
+    const again = Socket.instances[1];
+    again.open();
+    again.receive(WELCOME);
+    clock.advance(10 * LIMITS.RATE_RETRY_MS);
+    assert.equal(again.sent.filter((m) => m.event_id === "ev1").length, 1);
+    connection.stop();
+  });
+
+  test("a refused audit_query is rejected at once: its error's ref is the query_id", async () => {
+    const socket = connectAndWelcome();
+    const query = connection.request({ type: "audit_query", v: 1, query_id: "q9", limit: 50 });
+    socket.receive({ type: "error", v: 1, code: "bad_message", message: "bad since", ref: "q9", field: "since" });
+    await assert.rejects(query, (error) => error.code === "bad_message" && error.field === "since");
+    assert.equal(connection.pending.size, 0);
   });
 
   test("no reply within the timeout rejects with timeout; a late reply goes to onUnsolicited", async () => {

@@ -6,6 +6,7 @@
  */
 import { test, before, after } from "node:test";
 import assert from "node:assert/strict";
+import { install } from "../scripts/main.js";
 import { execFileSync, spawn } from "node:child_process";
 import { existsSync, mkdtempSync, rmSync } from "node:fs";
 import { createServer } from "node:net";
@@ -84,7 +85,7 @@ test("a SoHL card graded, a player's spend relayed and applied, a second spend r
     env.bridge?.dispose();
     uninstallFakeFoundry();
   });
-  env.bridge = (await import("../scripts/main.js?e2e")).bridge;
+  env.bridge = install();
   for (const hook of ["init", "setup", "ready"]) env.world.callHook(hook);
   const connection = await until(() => env.bridge.connection()?.isReady() && env.bridge.connection(), "welcome");
   const replies = [];
@@ -164,8 +165,14 @@ test("a SoHL card graded, a player's spend relayed and applied, a second spend r
   env.world.emitted.length = 0;
   env.world.asUser(env.player);
   assert.equal(env.world.render(messageId).querySelector(".fate-bridge-spend"), null, "no button on a fated result");
-  env.world.emitted.push({ payload: { type: "spend", message_id: messageId, point_id: LUCKY }, senderId: env.player });
+  // A crafted request straight on the socket, past the (absent) button: the GM still asks the bridge.
+  const requestId = "again00000000001";
+  env.world.emitted.push({ payload: { type: "request", request_id: requestId, ruleset: "sohl", action: "spend", data: { message_id: messageId, point_id: LUCKY } }, senderId: env.player });
   env.world.asUser(env.gm);
+  assert.deepEqual(env.world.deliverSocket().map((e) => e.payload.type), ["request"]);
+  assert.deepEqual(env.world.emitted.map((e) => e.payload.type), ["ack"]);
+  env.world.emitted.length = 0;
+  env.world.emitted.push({ payload: { type: "go", request_id: requestId }, senderId: env.player });
   env.world.deliverSocket();
   const notice = await until(() => env.world.emitted.find((e) => e.payload.type === "notice"), "the refusal notice");
   assert.deepEqual(notice.payload, { type: "notice", to: env.player, level: "warn", key: "FATE_BRIDGE.Error.already_fated" });
@@ -194,4 +201,37 @@ test("a SoHL card graded, a player's spend relayed and applied, a second spend r
     "Basic Folk", spendRecord.test_name, spendRecord.label_after ? `${spendRecord.label_before} → ${spendRecord.label_after}` : spendRecord.label_before,
     String(resolved.fate_roll), "Lucky Star", OUTCOME_TEXT[resolved.outcome], "Player One",
   ]);
+
+  // 6. The link dies right after a fate_spend goes out: after the reconnect the module sends the
+  //    same event_id again, the bridge answers with its stored reply, and the spend happens once.
+  const second = await postArchery(env.world);
+  await until(() => flagsOf(second).graded?.eligible, "the second card graded eligible");
+  const chargesBefore = charges();
+  const updatesBefore = env.world.itemUpdates.length;
+  const socket = connection.socket;
+  const send = socket.send.bind(socket);
+  let cutAfter = null;
+  socket.send = (text) => {
+    const message = JSON.parse(text);
+    if (message.type !== "fate_spend" || cutAfter) return send(text);
+    cutAfter = message;
+    return send(text, () => socket.terminate()); // the frame is on the wire; the link dies before any reply
+  };
+  const size2 = env.world.messages.size;
+  env.world.asUser(env.gm);
+  env.world.render(second).querySelector(".fate-bridge-spend button").click();
+  await until(() => cutAfter, "the fate_spend sent");
+  assert.equal(cutAfter.user_is_gm, true, "the GM's own click, looked up from Foundry's users");
+  await until(() => connection.socket && connection.socket !== socket && connection.isReady(), "the reconnect");
+  const again = await until(() => replies.find((reply) => reply.event_id === cutAfter.event_id), "the reply to the re-sent fate_spend");
+  await until(() => flagsOf(second).fated, "the second card fated");
+  await until(() => env.world.messages.size > size2, "the second Fate card");
+  const decisions = bridgeLog.split("\n").filter((line) => line.includes("decision") && line.includes(`event_id=${cutAfter.event_id}`));
+  assert.equal(decisions.filter((line) => line.includes("replayed=False")).length, 1, `one Fate Test:\n${decisions.join("\n")}`);
+  assert.equal(decisions.filter((line) => line.includes("replayed=True")).length, 1, `the re-sent event_id got the stored reply:\n${decisions.join("\n")}`);
+  assert.equal(flagsOf(second).fated.event_id, cutAfter.event_id);
+  const consumed = again.outcome === "lost" || again.outcome === "spent";
+  assert.equal(charges(), consumed ? chargesBefore - 1 : chargesBefore, `charges after ${again.outcome}`);
+  assert.equal(env.world.itemUpdates.length - updatesBefore, again.effects.filter((e) => e.kind === "update_item").length);
+  assert.equal(env.world.messages.size, size2 + 1, "one Fate card");
 });

@@ -1,7 +1,7 @@
 import { test, describe, beforeEach, afterEach } from "node:test";
 import assert from "node:assert/strict";
 import * as fvtt from "../scripts/foundry.js";
-import { createFateFlow, fateRollData, gradedFlag, noticeKey } from "../scripts/logic/fate-flow.js";
+import { createFateFlow, fateRollData, gradedFlag, noticeKey, noticeLevel } from "../scripts/logic/fate-flow.js";
 import { messageBuilders } from "../scripts/logic/messages.js";
 import { BridgeError } from "../scripts/logic/connection.js";
 import { uninstallFakeFoundry } from "./helpers/fake-foundry.js";
@@ -99,6 +99,7 @@ describe("spending", () => {
     const spend = connection.sent[1];
     assert.equal(spend.user_id, env.player);
     assert.equal(spend.user_name, "Player One");
+    assert.equal(spend.user_is_gm, false, "looked up from Foundry's users");
     assert.equal(spend.point_id, LUCKY);
     assert.equal(env.actor.items.get(LUCKY).system.charges.value, 1);
     assert.deepEqual(env.world.flagWrites.map((w) => w.key), ["graded", "fated"]);
@@ -160,6 +161,7 @@ describe("spending", () => {
   test("unknown error codes read as internal", () => {
     assert.equal(noticeKey("something_new"), "FATE_BRIDGE.Error.internal");
     assert.equal(noticeKey("forbidden"), "FATE_BRIDGE.Error.forbidden");
+    assert.deepEqual(["forbidden", "gm_no_answer", "relay_expired", "internal", "apply_failed", "something_new"].map(noticeLevel), ["warn", "warn", "warn", "error", "error", "error"]);
   });
 });
 
@@ -185,6 +187,20 @@ describe("choice", () => {
     assert.deepEqual(choiceCard.flags["fate-bridge"].choice_by, []);
     assert.equal(env.world.messages.get(env.messageId).flags["fate-bridge"].pending_choice_card, null);
     assert.equal(env.world.diceShown.length, 1, "the choice answer rolls no new die");
+  });
+
+  test("a GM answering a player's Critical Success choice sends user_is_gm: true", async () => {
+    const connection = scriptedConnection({
+      test_rolled: (m) => graded(m),
+      fate_spend: (m) => resolved(m, "choice", { choiceBy: [env.player] }),
+      fate_choice: (m) => resolved(m, "spent", { charges: 1 }),
+    });
+    const flow = makeFlow(connection);
+    await flow.requestSpend({ messageId: env.messageId, pointId: LUCKY, userId: env.player });
+    assert.equal(await flow.requestChoice({ messageId: env.messageId, choice: "spend", userId: env.gm }), true);
+    const answer = connection.sent.at(-1);
+    assert.deepEqual([answer.type, answer.user_id, answer.user_name, answer.user_is_gm], ["fate_choice", env.gm, "Gamemaster", true]);
+    assert.equal(connection.sent[1].user_is_gm, false, "the player's spend");
   });
 });
 

@@ -1,5 +1,6 @@
 import { test, describe, beforeEach, afterEach } from "node:test";
 import assert from "node:assert/strict";
+import { install } from "../scripts/main.js";
 import { uninstallFakeFoundry } from "./helpers/fake-foundry.js";
 import { sampleWorld, postArchery } from "./helpers/world-setup.js";
 import { FakeClock, fakeWebSocketClass } from "./helpers/fake-socket.js";
@@ -9,7 +10,6 @@ const BLADE = "mystery00000001";
 const GRADED = { level: 0, label: "MF", eligible: true, reasons: [], fate_ml: 77, points: [{ point_id: BLADE, name: "Blade of Destiny", charges: null }, { point_id: LUCKY, name: "Lucky Star", charges: 2 }] };
 
 let env;
-let bootCount = 0;
 /** Boot the real main.js on fresh fakes, as Foundry would: init, setup, ready. */
 async function boot({ token = "secret", url = "ws://127.0.0.1:8765" } = {}) {
   const Socket = fakeWebSocketClass();
@@ -18,8 +18,7 @@ async function boot({ token = "secret", url = "ws://127.0.0.1:8765" } = {}) {
   env.clock = new FakeClock();
   globalThis.setTimeout = env.clock.setTimeout;
   globalThis.clearTimeout = env.clock.clearTimeout;
-  bootCount += 1;
-  env.handle = (await import(`../scripts/main.js?boot=${bootCount}`)).bridge;
+  env.handle = install();
   for (const hook of ["init", "setup", "ready"]) env.world.callHook(hook);
   env.messageId = await postArchery(env.world);
 }
@@ -30,6 +29,8 @@ afterEach(() => {
   uninstallFakeFoundry();
 });
 
+/** Let settled promises run their callbacks (one macrotask turn; no clock time passes). */
+const flush = () => new Promise((resolve) => setImmediate(resolve));
 const setFlags = (id, flags) => Object.assign((env.world.messages.get(id).flags["fate-bridge"] ??= {}), flags);
 
 describe("settings and roles", () => {
@@ -51,7 +52,7 @@ describe("settings and roles", () => {
     socket.open();
     assert.deepEqual(socket.sent[0], {
       type: "hello", v: 1, world_id: "e2e-world", token: "secret",
-      client: { module_version: "0.1.0", foundry_version: "14.359", system_id: "sohl", system_version: "0.8.2" },
+      client: { module_version: "0.1.0", foundry_version: "14.359", system_id: "sohl", system_version: "0.8.2", user_name: "Gamemaster" },
     });
     socket.receive({ type: "welcome", v: 1, world_id: "e2e-world", bridge_version: "x", rulesets: ["sohl"], settings: { fate_option: "everyone" } });
     const settings = socket.sent.find((m) => m.type === "settings");
@@ -128,7 +129,7 @@ describe("card-ui on render", () => {
     assert.equal(html.querySelector(".fate-bridge-spend option").textContent, "<img src=x onerror=alert(1)> (1 left)");
   });
 
-  test("a player's click is relayed on the socket; with no GM online it is not", () => {
+  test("a player's click is relayed on the socket; with no GM online it is not", async () => {
     setFlags(env.messageId, { graded: GRADED });
     env.world.asUser(env.player);
     const html = env.world.render(env.messageId);
@@ -137,26 +138,54 @@ describe("card-ui on render", () => {
     const [sent] = env.world.emitted;
     assert.equal(env.world.emitted.length, 1);
     assert.match(sent.payload.request_id, /^\S{16}$/);
-    assert.deepEqual(sent, { payload: { type: "spend", request_id: sent.payload.request_id, message_id: env.messageId, point_id: LUCKY }, senderId: env.player });
+    assert.deepEqual(sent, {
+      payload: { type: "request", request_id: sent.payload.request_id, ruleset: "sohl", action: "spend", data: { message_id: env.messageId, point_id: LUCKY } },
+      senderId: env.player,
+    });
     env.world.emitted.length = 0;
     env.world.activeGMId = null;
     const button = env.world.render(env.messageId).querySelector(".fate-bridge-spend button");
     button.click();
+    await flush();
     assert.equal(env.world.emitted.length, 0);
     assert.equal(env.world.notices.at(-1).text, "No GM is online to resolve Fate. Nothing was spent.");
     assert.equal(button.disabled, false, "nothing was spent: the button is usable again");
   });
 
-  test("the GM answers a relayed click from a disconnected bridge with a notice to the sender", () => {
-    env.world.asUser(env.player);
-    env.world.emitted.push({ payload: { type: "spend", message_id: env.messageId, point_id: LUCKY, user_id: env.gm }, senderId: env.player });
+  test("the GM answers a relayed click while its bridge is down: a notice for the sender, nothing spent", async () => {
+    env.world.emitted.push({ payload: { type: "request", request_id: "r1", ruleset: "sohl", action: "spend", data: { message_id: env.messageId, point_id: LUCKY } }, senderId: env.player });
     env.world.asUser(env.gm);
     env.world.deliverSocket();
-    assert.deepEqual(env.world.emitted.map((e) => e.payload), [{ type: "notice", to: env.player, level: "warn", key: "FATE_BRIDGE.Error.bridge_down" }]);
-    env.world.asUser(env.player);
+    env.world.emitted.push({ payload: { type: "go", request_id: "r1" }, senderId: env.player });
     env.world.deliverSocket();
-    assert.equal(env.world.notices.at(-1).text, "The Fate bridge is not connected. Nothing was spent; try again when the GM's bridge is back.");
+    await flush();
+    assert.deepEqual(env.world.emitted.map((e) => e.payload), [
+      { type: "notice", to: env.player, level: "warn", key: "FATE_BRIDGE.Error.bridge_down" },
+      { type: "done", to: env.player, request_id: "r1", ok: true, result: false },
+    ]);
     assert.equal(env.Socket.instances[0].sent.filter((m) => m.type === "fate_spend").length, 0);
+  });
+
+  test("a GM browser without a bridge connection (no token) answers done with bridge_down", async () => {
+    uninstallFakeFoundry();
+    await boot({ token: "" });
+    setFlags(env.messageId, { graded: GRADED });
+    env.world.asUser(env.player);
+    const button = env.world.render(env.messageId).querySelector(".fate-bridge-spend button");
+    button.click();
+    const deliverAs = (userId) => {
+      env.world.asUser(userId);
+      return env.world.deliverSocket().map((e) => e.payload);
+    };
+    deliverAs(env.gm); // ack
+    deliverAs(env.player); // go
+    deliverAs(env.gm);
+    await flush();
+    const [payload] = deliverAs(env.player);
+    assert.deepEqual([payload.type, payload.to, payload.ok, payload.error.code], ["done", env.player, false, "bridge_down"]);
+    await flush();
+    assert.equal(env.world.notices.at(-1).text, "The Fate bridge is not connected. Nothing was spent; try again when the GM's bridge is back.");
+    assert.equal(button.disabled, false);
   });
 
   test("notices from non-GMs or with foreign keys are ignored", () => {
@@ -181,7 +210,7 @@ describe("card-ui on render", () => {
     const html = env.world.render(card.id);
     html.querySelector('[data-fate-bridge-choice="keep"]').click();
     const { payload } = env.world.emitted.at(-1);
-    assert.deepEqual(payload, { type: "choice", request_id: payload.request_id, message_id: env.messageId, choice: "keep" });
+    assert.deepEqual(payload, { type: "request", request_id: payload.request_id, ruleset: "sohl", action: "choice", data: { message_id: env.messageId, choice: "keep" } });
     assert.match(payload.request_id, /^\S{16}$/);
     assert.equal(html.querySelector('[data-fate-bridge-choice="spend"]').disabled, true);
   });
@@ -223,31 +252,34 @@ describe("relayed clicks: a player is never left waiting on the GM's client", ()
     return socket;
   }
 
-  test("no ack within 20 s: the player is told nothing was spent and the button works again", () => {
+  test("no ack within 20 s: the player is told nothing was spent and the button works again", async () => {
     const { button } = playerClicks();
     assert.equal(button.disabled, true);
     env.clock.advance(19_999);
+    await flush();
     assert.equal(button.disabled, true);
     assert.deepEqual(playerNotices(), []);
     env.clock.advance(1);
+    await flush();
     assert.equal(button.disabled, false);
     assert.deepEqual(playerNotices(), [NO_ANSWER]);
-    assert.deepEqual(env.world.emitted.map((e) => e.payload.type), ["spend"], "nothing else was sent");
+    assert.deepEqual(env.world.emitted.map((e) => e.payload.type), ["request"], "nothing else was sent");
   });
 
-  test("an ack from a non-GM does not count", () => {
+  test("an ack from a non-GM does not count", async () => {
     const { requestId } = playerClicks();
     env.world.emitted.length = 0;
     env.world.emitted.push({ payload: { type: "ack", to: env.player, request_id: requestId }, senderId: env.stranger });
     deliverAs(env.player);
     assert.equal(env.world.emitted.length, 0, "no go");
     env.clock.advance(20_000);
+    await flush();
     assert.deepEqual(playerNotices(), [NO_ANSWER]);
   });
 
   test("ack, go, then the GM's refusal (done ok:false) re-enables the button; no deadline fires later", async () => {
     const { button, requestId } = playerClicks();
-    assert.deepEqual(deliverAs(env.gm).map((p) => p.type), ["spend"]);
+    assert.deepEqual(deliverAs(env.gm).map((p) => p.type), ["request"]);
     assert.deepEqual(env.world.emitted.map((e) => e.payload), [{ type: "ack", to: env.player, request_id: requestId }], "held, not run, until go");
     deliverAs(env.player);
     assert.deepEqual(env.world.emitted.map((e) => e.payload), [{ type: "go", request_id: requestId }]);
@@ -255,33 +287,38 @@ describe("relayed clicks: a player is never left waiting on the GM's client", ()
     await until(() => env.world.emitted.some((e) => e.payload.type === "done"), "done");
     assert.deepEqual(env.world.emitted.map((e) => e.payload), [
       { type: "notice", to: env.player, level: "warn", key: "FATE_BRIDGE.Error.bridge_down" },
-      { type: "done", to: env.player, request_id: requestId, ok: false },
+      { type: "done", to: env.player, request_id: requestId, ok: true, result: false },
     ]);
     deliverAs(env.player);
+    await flush();
     assert.equal(button.disabled, false);
     env.clock.advance(120_000);
+    await flush();
     assert.deepEqual(playerNotices(), ["The Fate bridge is not connected. Nothing was spent; try again when the GM's bridge is back."]);
   });
 
-  test("acked but never finished: after 60 s more the player is told to check the chat", () => {
+  test("acked but never finished: after 60 s more the player is told to check the chat", async () => {
     const { button, requestId } = playerClicks();
     env.world.emitted.length = 0;
     env.world.asUser(env.gm);
     env.world.emitted.push({ payload: { type: "ack", to: env.player, request_id: requestId }, senderId: env.gm });
     deliverAs(env.player);
     env.clock.advance(59_999);
+    await flush();
     assert.deepEqual(playerNotices(), []);
     assert.equal(button.disabled, true);
     env.clock.advance(1);
+    await flush();
     assert.deepEqual(playerNotices(), ["The GM's client took your request but has not finished it. Check the chat before trying again, or ask the GM."]);
     assert.equal(button.disabled, false);
   });
 
-  test("a GM client that wakes up after the player's deadline acks, gets no go, and never asks the bridge", () => {
+  test("a GM client that wakes up after the player's deadline acks, gets no go, and never asks the bridge", async () => {
     const socket = welcomeBridge();
     const sentBefore = socket.sent.length;
     const { requestId } = playerClicks();
     env.clock.advance(20_000);
+    await flush();
     assert.deepEqual(playerNotices(), [NO_ANSWER]);
     deliverAs(env.gm);
     assert.deepEqual(env.world.emitted.map((e) => e.payload), [{ type: "ack", to: env.player, request_id: requestId }]);
@@ -293,11 +330,22 @@ describe("relayed clicks: a player is never left waiting on the GM's client", ()
     // A go arriving after the GM dropped the click is answered as expired; still nothing sent.
     env.world.emitted.push({ payload: { type: "go", request_id: requestId }, senderId: env.player });
     assert.deepEqual(deliverAs(env.gm).length, 1);
-    assert.deepEqual(env.world.emitted.map((e) => e.payload), [
-      { type: "notice", to: env.player, level: "warn", key: "FATE_BRIDGE.Error.relay_expired" },
-      { type: "done", to: env.player, request_id: requestId, ok: false },
-    ]);
+    const { payload } = env.world.emitted.at(-1);
+    assert.deepEqual([env.world.emitted.length, payload.type, payload.to, payload.request_id, payload.ok, payload.error.code], [1, "done", env.player, requestId, false, "relay_expired"]);
     assert.equal(socket.sent.slice(sentBefore).some((m) => m.type === "fate_spend"), false);
+  });
+
+  test("a go that reaches the GM after it dropped the click: the waiting player is told, the button works again", async () => {
+    const { button } = playerClicks();
+    deliverAs(env.gm); // the GM acks and holds the click
+    env.clock.advance(19_999); // the ack is slow to arrive
+    assert.deepEqual(deliverAs(env.player).map((p) => p.type), ["ack"]);
+    env.clock.advance(2); // the GM's hold runs out before the go arrives
+    assert.deepEqual(deliverAs(env.gm).map((p) => p.type), ["go"]);
+    assert.deepEqual(deliverAs(env.player).map((p) => [p.type, p.error?.code]), [["done", "relay_expired"]]);
+    await flush();
+    assert.equal(button.disabled, false);
+    assert.deepEqual(playerNotices(), ["Your Fate request reached the GM's client too late and was dropped. Nothing was spent; try again."]);
   });
 
   test("only the sender's go runs a held click", async () => {
@@ -314,9 +362,9 @@ describe("relayed clicks: a player is never left waiting on the GM's client", ()
     env.world.emitted.length = 0;
     env.world.emitted.push({ payload: { type: "go", request_id: requestId }, senderId: env.player });
     deliverAs(env.gm);
-    assert.equal(regrades(), before + 1, "the sender's go runs the click");
+    await until(() => regrades() === before + 1, "the sender's go runs the click");
     const rolled = socket.sent.filter((m) => m.type === "test_rolled").at(-1);
-    socket.receive({ type: "error", v: 1, code: "rate_limited", message: "slow down", ref: rolled.event_id, field: null });
+    socket.receive({ type: "error", v: 1, code: "bad_message", message: "nope", ref: rolled.event_id, field: null });
     await until(() => env.world.emitted.find((e) => e.payload.type === "done"), "done");
   });
 
@@ -333,8 +381,90 @@ describe("relayed clicks: a player is never left waiting on the GM's client", ()
     });
     const spend = await until(() => socket.sent.find((m) => m.type === "fate_spend"), "fate_spend");
     assert.equal(spend.user_id, env.player);
+    assert.equal(spend.user_is_gm, false);
     assert.equal(spend.point_id, LUCKY);
     socket.receive({ type: "error", v: 1, code: "no_charges", message: "no charge left", ref: spend.event_id, field: null });
     await until(() => env.world.emitted.find((e) => e.payload.type === "done"), "done");
+  });
+
+  test("killed mid-flow: fate_spend is re-sent with its event_id after reconnect and applied exactly once", async () => {
+    const first = welcomeBridge();
+    playerClicks();
+    deliverAs(env.gm);
+    deliverAs(env.player);
+    deliverAs(env.gm);
+    const rolled = await until(() => first.sent.filter((m) => m.type === "test_rolled").at(1), "the re-grade");
+    first.receive({
+      type: "test_graded", v: 1, event_id: rolled.event_id, message_id: env.messageId, level: 0, label: "MF", success: false,
+      critical: false, fate: { eligible: true, reasons: [], fate_ml: 77, points: [LUCKY] }, mismatch: null,
+    });
+    const spend = await until(() => first.sent.find((m) => m.type === "fate_spend"), "fate_spend");
+    first.drop(1006); // the link dies after the spend went out, before its reply
+    env.clock.advance(1000);
+    const second = env.Socket.instances[1];
+    second.open();
+    second.receive(WELCOME);
+    assert.deepEqual(second.sent.filter((m) => m.type === "fate_spend"), [spend], "the same fate_spend, same event_id");
+    const messages = env.world.messages.size;
+    const reply = {
+      type: "fate_resolved", v: 1, event_id: spend.event_id, message_id: env.messageId, fate_roll: 34, fate_ml: 77, fate_level: 1,
+      fate_label: "MS", outcome: "spent", gain: 1, level_before: 0, label_before: "MF", level_after: 1, label_after: "MS",
+      point: { point_id: LUCKY, name: "Lucky Star", charges_after: 1 },
+      card: { title: "Archery: Fate", html: '<div class="fate-bridge-card">spent</div>', ruleset: "sohl", speaker_actor_id: env.actor.id, speaker_alias: "Basic Folk" },
+      effects: [
+        { kind: "update_item", actor_id: env.actor.id, item_id: LUCKY, path: "system.charges.value", value: 1 },
+        { kind: "flag_message", message_id: env.messageId, key: "fated", value: { outcome: "spent", pending: false, level_after: 1, event_id: spend.event_id } },
+      ],
+      choice_by: [],
+    };
+    second.receive(reply);
+    second.receive(reply); // the stored reply twice: applied once all the same
+    const done = await until(() => env.world.emitted.find((e) => e.payload.type === "done"), "done");
+    assert.equal(done.payload.result, true);
+    await flush();
+    assert.equal(env.world.itemUpdates.length, 1);
+    assert.equal(env.actor.items.get(LUCKY).system.charges.value, 1);
+    assert.equal(env.world.messages.size, messages + 1, "one Fate card");
+  });
+});
+
+describe("one forwarder per world (4003)", () => {
+  beforeEach(() => boot());
+  const WELCOME = { type: "welcome", v: 1, world_id: "e2e-world", bridge_version: "x", rulesets: ["sohl"], settings: { fate_option: "everyone" } };
+
+  test("superseded: the GM is told who holds the link and this browser does not reconnect", async () => {
+    const socket = env.Socket.instances[0];
+    socket.open();
+    socket.receive(WELCOME);
+    socket.drop(4003, "superseded by Gamemaster (Foundry 14.360)");
+    assert.equal(
+      env.world.notices.at(-1).text,
+      "Fate Bridge: another browser now holds the bridge link: Gamemaster (Foundry 14.360). This browser stops connecting so the two do not fight; it connects again when it becomes the active GM anew or the bridge settings change.",
+    );
+    env.clock.advance(120_000);
+    env.world.callHook("userConnected", env.world.users.get(env.player), true);
+    assert.equal(env.Socket.instances.length, 1, "no reconnect, not even on a user event while still the active GM");
+  });
+
+  test("a close reason naming nobody still gets a clear notice", () => {
+    const socket = env.Socket.instances[0];
+    socket.open();
+    socket.drop(4003, "");
+    assert.match(env.world.notices.at(-1).text, /another browser now holds the bridge link\. This browser stops connecting/);
+  });
+
+  test("connects again when the settings change, or when this client becomes the active GM anew", async () => {
+    env.Socket.instances[0].open();
+    env.Socket.instances[0].drop(4003, "superseded by Other GM (Foundry 14.360)");
+    await globalThis.game.settings.set("fate-bridge", "bridgeUrl", "ws://127.0.0.1:9999");
+    assert.equal(env.Socket.instances.length, 2);
+    assert.equal(env.Socket.instances[1].url, "ws://127.0.0.1:9999");
+    env.Socket.instances[1].open();
+    env.Socket.instances[1].drop(4003, "superseded by Other GM (Foundry 14.360)");
+    env.world.activeGMId = env.stranger;
+    env.world.callHook("userConnected", env.world.users.get(env.stranger), true);
+    env.world.activeGMId = env.gm;
+    env.world.callHook("userConnected", env.world.users.get(env.stranger), false);
+    assert.equal(env.Socket.instances.length, 3);
   });
 });

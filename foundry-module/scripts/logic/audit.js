@@ -283,14 +283,3 @@ export function createAuditPager({ send, isReady, newId, limit = AUDIT_LIMITS.PA
     },
   };
 }
-
-/**
- * @param {string} text what the user typed in chat (v14's ProseMirror input hands the
- *   `chatMessage` hook HTML such as `<p>/fateaudit</p>`)
- * @returns {boolean} true for the `/fateaudit` command, with or without that paragraph wrapper
- */
-export function isAuditCommand(text) {
-  if (typeof text !== "string") return false;
-  const plain = text.trim().replace(/^<p>/i, "").replace(/<\/p>$/i, "").trim();
-  return plain.toLowerCase() === "/fateaudit";
-}

@@ -7,16 +7,28 @@
  * - a request is a message with `event_id` (or, for `audit_query`, `query_id`); its promise
  *   settles exactly once: with the bridge's reply carrying that `event_id` (or `ref`, or
  *   `query_id`), or rejected with a BridgeError (the bridge's `error`, or `timeout`,
- *   `queue_full`, `closed`, `unauthorized`).
+ *   `queue_full`, `closed`, `unauthorized`, `superseded`).
  * - requests made while the link is down wait in a queue and are sent after the next `welcome`;
- *   requests in flight when the link drops are sent again (the bridge answers a repeated
- *   `event_id` with its stored reply and does nothing twice).
- * - close code 4001 (bad token) stops reconnecting for good.
+ *   requests in flight when the link drops are sent again with the same `event_id` (the bridge
+ *   answers a repeated `event_id` with its stored reply and does nothing twice).
+ * - a request the bridge answers `rate_limited` (not handled) is sent again, with the same
+ *   `event_id`, after RATE_RETRY_MS, doubled per retry, at most RATE_RETRIES times; then (or at
+ *   the request timeout, whichever comes first) it is rejected with `rate_limited` / `timeout`.
+ * - error replies are matched by `ref` against pending `event_id`s and `query_id`s alike.
+ * - close code 4001 (bad token) and 4003 (superseded: another browser holds the world's link)
+ *   stop reconnecting for good; pending and later requests are rejected with `unauthorized` /
+ *   `superseded`. Only a new BridgeConnection (new role or settings) connects again.
  * No Foundry globals: the WebSocket constructor and the timer functions are injected.
  */
 
 /** Close code the bridge uses for a bad or missing token. */
 export const CLOSE_UNAUTHORIZED = 4001;
+/**
+ * Close code the bridge uses when another connection for the same world took over; its close
+ * reason is "superseded by NAME (Foundry VERSION)". Reconnecting would take the link back and the
+ * two browsers would fight, so this client stops.
+ */
+export const CLOSE_SUPERSEDED = 4003;
 /** Close code we use when we drop a silent link ourselves (application range). */
 export const CLOSE_NO_PONG = 4000;
 
@@ -35,6 +47,13 @@ export const LIMITS = Object.freeze({
   REQUEST_TIMEOUT_MS: 15_000,
   /** Requests held while down; a burst of cards beyond this is refused, not hoarded. */
   MAX_QUEUED: 100,
+  /**
+   * `rate_limited`: first retry after 0.5 s, doubled per retry. The bridge refills 20 frames a
+   * second, so half a second frees room for ten; four retries (7.5 s in all) fit in the request
+   * timeout.
+   */
+  RATE_RETRY_MS: 500,
+  RATE_RETRIES: 4,
 });
 
 /** Connection states shown to the GM. */
@@ -43,6 +62,7 @@ export const STATE = Object.freeze({ CONNECTING: "connecting", CONNECTED: "conne
 /** Reasons a link is down (status `reason`), also BridgeError codes of the module's own making. */
 export const DOWN_REASONS = Object.freeze({
   UNAUTHORIZED: "unauthorized",
+  SUPERSEDED: "superseded",
   CLOSED: "closed",
   NO_PONG: "no_pong",
   NO_WELCOME: "no_welcome",
@@ -75,7 +95,7 @@ export class BridgeConnection {
    * @param {new (url: string) => WebSocket} options.WebSocket a WHATWG-style WebSocket class
    *   (`onopen`, `onmessage`, `onclose`, `onerror`, `send`, `close`, `readyState`)
    * @param {{setTimeout: Function, clearTimeout: Function}} options.timers
-   * @param {(status: {state: string, reason: string|null, retryInMs: number|null}) => void} [options.onStatus]
+   * @param {(status: ConnectionStatus) => void} [options.onStatus] after every state change
    * @param {(welcome: object) => void} [options.onWelcome] after each `welcome`
    * @param {(message: object) => void} [options.onUnsolicited] bridge messages answering no pending request
    * @param {Partial<typeof LIMITS>} [options.limits] overrides (tests)
@@ -90,7 +110,10 @@ export class BridgeConnection {
     this.onWelcome = onWelcome;
     this.onUnsolicited = onUnsolicited;
     this.limits = { ...LIMITS, ...limits };
-    /** @type {Map<string, {message: object, resolve: Function, reject: Function, timer: any, sent: boolean}>} */
+    /**
+     * @type {Map<string, {message: object, resolve: Function, reject: Function, timer: any, sent: boolean,
+     *   retries: number, retryTimer: any}>}
+     */
     this.pending = new Map();
     this.socket = null;
     this.welcomed = false;
@@ -100,7 +123,8 @@ export class BridgeConnection {
     this.heartbeatTimer = null;
     this.pongTimer = null;
     this.welcomeTimer = null;
-    this.status = { state: STATE.DOWN, reason: DOWN_REASONS.STOPPED, retryInMs: null };
+    /** @type {ConnectionStatus} */
+    this.status = { state: STATE.DOWN, reason: DOWN_REASONS.STOPPED, retryInMs: null, holder: null };
   }
 
   /** Open the link (idempotent while running). */
@@ -131,25 +155,24 @@ export class BridgeConnection {
    * @param {{event_id?: string, query_id?: string}} message
    * @returns {Promise<object>} the reply whose `event_id`, `ref` or `query_id` equals the message's
    * @throws {BridgeError} (as a rejection) on the bridge's `error`, `timeout`, `queue_full`,
-   *   `closed` or `unauthorized`
+   *   `rate_limited` (still limited after RATE_RETRIES), or, once the link stopped for good,
+   *   `closed`, `unauthorized` or `superseded`
    */
   request(message) {
     const id = requestKey(message);
     if (!id) return Promise.reject(new TypeError("a request needs an event_id or a query_id"));
     if (this.pending.has(id)) return Promise.reject(new TypeError(`event_id ${id} is already pending`));
-    if (this.stopped && this.status.reason === DOWN_REASONS.UNAUTHORIZED) {
-      return Promise.reject(new BridgeError(DOWN_REASONS.UNAUTHORIZED, "the bridge refused the token"));
-    }
+    if (this.stopped) return Promise.reject(this.#stoppedError());
     const queued = [...this.pending.values()].filter((entry) => !entry.sent).length;
     if (!this.welcomed && queued >= this.limits.MAX_QUEUED) {
       return Promise.reject(new BridgeError("queue_full", `more than ${this.limits.MAX_QUEUED} requests wait for the bridge`));
     }
     return new Promise((resolve, reject) => {
       const timer = this.timers.setTimeout(() => {
-        this.pending.delete(id);
+        this.#settle(id);
         reject(new BridgeError("timeout", `no answer to ${message.type} ${id} within ${this.limits.REQUEST_TIMEOUT_MS} ms`));
       }, this.limits.REQUEST_TIMEOUT_MS);
-      const entry = { message, resolve, reject, timer, sent: false };
+      const entry = { message, resolve, reject, timer, sent: false, retries: 0, retryTimer: null };
       this.pending.set(id, entry);
       if (this.welcomed) this.#sendEntry(entry);
     });
@@ -175,7 +198,9 @@ export class BridgeConnection {
     socket.onclose = (event) => {
       if (this.socket !== socket) return;
       this.socket = null;
-      this.#lost(event.code === CLOSE_UNAUTHORIZED ? DOWN_REASONS.UNAUTHORIZED : DOWN_REASONS.CLOSED);
+      if (event.code === CLOSE_UNAUTHORIZED) this.#lost(DOWN_REASONS.UNAUTHORIZED);
+      else if (event.code === CLOSE_SUPERSEDED) this.#lost(DOWN_REASONS.SUPERSEDED, supersededBy(event.reason));
+      else this.#lost(DOWN_REASONS.CLOSED);
     };
   }
 
@@ -207,10 +232,32 @@ export class BridgeConnection {
       this.onUnsolicited(message);
       return;
     }
-    this.pending.delete(key);
-    this.timers.clearTimeout(entry.timer);
+    if (message.type === "error" && message.code === RATE_LIMITED && entry.retries < this.limits.RATE_RETRIES) {
+      this.#retryLater(entry);
+      return;
+    }
+    this.#settle(key);
     if (message.type === "error") entry.reject(new BridgeError(message.code, message.message, message));
     else entry.resolve(message);
+  }
+
+  /** The bridge did not handle the request (rate limit): send it again, same `event_id`, after a backoff. */
+  #retryLater(entry) {
+    const delay = this.limits.RATE_RETRY_MS * 2 ** entry.retries;
+    entry.retries += 1;
+    entry.sent = false;
+    entry.retryTimer = this.timers.setTimeout(() => {
+      entry.retryTimer = null;
+      if (this.welcomed) this.#sendEntry(entry);
+    }, delay);
+  }
+
+  /** Forget a pending request and its timers (it is about to be resolved or rejected). */
+  #settle(id) {
+    const entry = this.pending.get(id);
+    this.pending.delete(id);
+    this.timers.clearTimeout(entry.timer);
+    if (entry.retryTimer !== null) this.timers.clearTimeout(entry.retryTimer);
   }
 
   #scheduleHeartbeat() {
@@ -225,6 +272,8 @@ export class BridgeConnection {
   }
 
   #sendEntry(entry) {
+    if (entry.retryTimer !== null) this.timers.clearTimeout(entry.retryTimer);
+    entry.retryTimer = null;
     entry.sent = this.#send(entry.message);
   }
 
@@ -256,13 +305,14 @@ export class BridgeConnection {
     for (const entry of this.pending.values()) entry.sent = false;
   }
 
-  #lost(reason) {
+  #lost(reason, holder = null) {
     this.#resetLink();
     if (this.stopped) return;
-    if (reason === DOWN_REASONS.UNAUTHORIZED) {
+    if (reason === DOWN_REASONS.UNAUTHORIZED || reason === DOWN_REASONS.SUPERSEDED) {
       this.stopped = true;
-      this.#rejectAll(DOWN_REASONS.UNAUTHORIZED, "the bridge refused the token");
-      this.#setStatus(STATE.DOWN, reason, null);
+      this.#setStatus(STATE.DOWN, reason, null, holder);
+      const error = this.#stoppedError();
+      this.#rejectAll(error.code, error.message);
       return;
     }
     const delay = Math.min(this.limits.BACKOFF_MAX_MS, this.limits.BACKOFF_MIN_MS * 2 ** this.failures);
@@ -275,11 +325,19 @@ export class BridgeConnection {
   }
 
   #rejectAll(code, text) {
-    for (const [id, entry] of this.pending) {
-      this.timers.clearTimeout(entry.timer);
+    for (const [id, entry] of [...this.pending]) {
+      this.#settle(id);
       entry.reject(new BridgeError(code, text, { ref: id }));
     }
-    this.pending.clear();
+  }
+
+  /** Why a stopped connection takes no request. */
+  #stoppedError() {
+    if (this.status.reason === DOWN_REASONS.UNAUTHORIZED) return new BridgeError(DOWN_REASONS.UNAUTHORIZED, "the bridge refused the token");
+    if (this.status.reason === DOWN_REASONS.SUPERSEDED) {
+      return new BridgeError(DOWN_REASONS.SUPERSEDED, `another browser holds the bridge link${this.status.holder ? `: ${this.status.holder}` : ""}`);
+    }
+    return new BridgeError(DOWN_REASONS.CLOSED, "the bridge connection was stopped");
   }
 
   #clearTimer(name) {
@@ -287,10 +345,31 @@ export class BridgeConnection {
     this[name] = null;
   }
 
-  #setStatus(state, reason, retryInMs) {
-    this.status = { state, reason, retryInMs };
+  #setStatus(state, reason, retryInMs, holder = null) {
+    this.status = { state, reason, retryInMs, holder };
     this.onStatus({ ...this.status });
   }
+}
+
+/**
+ * @typedef {object} ConnectionStatus
+ * @property {"connecting"|"connected"|"down"} state
+ * @property {string|null} reason a DOWN_REASONS value while down
+ * @property {number|null} retryInMs the next attempt's delay; null when none is planned
+ * @property {string|null} holder after `superseded`: who holds the link ("NAME (Foundry VERSION)"),
+ *   when the bridge said so
+ */
+
+/** The bridge's error code for a frame it did not handle because of its rate limit. */
+const RATE_LIMITED = "rate_limited";
+
+/**
+ * @param {unknown} reason the close reason of a 4003 ("superseded by NAME (Foundry VERSION)")
+ * @returns {string|null} "NAME (Foundry VERSION)", or null when the reason names nobody
+ */
+export function supersededBy(reason) {
+  const match = typeof reason === "string" ? /^superseded by\s+(\S[\s\S]*)$/.exec(reason.trim()) : null;
+  return match ? match[1] : null;
 }
 
 /**

@@ -12,6 +12,7 @@
 
 import { readSohlCard, buildTest } from "./sohl-card.js";
 import { buildActor } from "./sohl-actor.js";
+import { postCard } from "./cards.js";
 
 /** Flag keys of this module. */
 export const FLAGS = Object.freeze({
@@ -37,6 +38,11 @@ export const NOTICE_CODES = Object.freeze([
   "bad_card",
   "apply_failed",
   "internal",
+  "no_gm",
+  "gm_no_answer",
+  "gm_unfinished",
+  "relay_expired",
+  "no_handler",
 ]);
 
 /**
@@ -45,6 +51,15 @@ export const NOTICE_CODES = Object.freeze([
  */
 export function noticeKey(code) {
   return `FATE_BRIDGE.Error.${NOTICE_CODES.includes(code) ? code : "internal"}`;
+}
+
+/**
+ * @param {string} code a BridgeError code or module code
+ * @returns {"warn"|"error"} `error` for failures someone must look into (`internal`,
+ *   `apply_failed`, and codes without a notice of their own), `warn` for refusals
+ */
+export function noticeLevel(code) {
+  return code === "apply_failed" || noticeKey(code) === noticeKey("internal") ? "error" : "warn";
 }
 
 /**
@@ -102,6 +117,7 @@ export function gradedFlag(graded, points) {
  * @typedef {object} FoundryHelpers the subset of scripts/foundry.js this flow uses
  * @property {() => string} currentUserId
  * @property {(id: string) => string|null} userName
+ * @property {(id: string) => boolean} isGMUser Foundry's `user.isGM` for that user
  * @property {(id: string) => null | {id: string, content: string, whisper: string[], blind: boolean,
  *   flags: Record<string, any>}} messageData plain data of a ChatMessage; `flags` = this module's flags
  * @property {(uuid: string) => object|null} actorSnapshot see sohl-actor.js ActorSnapshot
@@ -135,7 +151,7 @@ export function createFateFlow({ foundry, connection, build, domParser }) {
   /** Tell `userId` (this client or another, over the module socket) about a refusal. */
   function tell(userId, code) {
     const key = noticeKey(code);
-    const level = code === "internal" || code === "apply_failed" ? "error" : "warn";
+    const level = noticeLevel(code);
     if (userId === foundry.currentUserId()) foundry.notify(level, key);
     else foundry.emitSocket({ type: "notice", to: userId, level, key });
   }
@@ -207,13 +223,7 @@ export function createFateFlow({ foundry, connection, build, domParser }) {
     if (!answersChoice) await foundry.showDiceRoll(fateRollData(resolved.fate_roll), { whisper, blind });
     const flags = { [FLAGS.CARD_FOR]: original.id };
     if (resolved.outcome === "choice") flags[FLAGS.CHOICE_BY] = [...resolved.choice_by];
-    const cardId = await foundry.createChatMessage({
-      content: resolved.card.html,
-      speaker: { actor: resolved.card.speaker_actor_id ?? null, alias: resolved.card.speaker_alias ?? undefined },
-      whisper,
-      blind,
-      flags,
-    });
+    const cardId = await postCard(foundry, resolved.card, { whisper, blind, flags });
     if (resolved.outcome === "choice") await foundry.setMessageFlag(original.id, FLAGS.PENDING_CHOICE_CARD, cardId);
     return true;
   }
@@ -240,7 +250,7 @@ export function createFateFlow({ foundry, connection, build, domParser }) {
     }
     let resolved;
     try {
-      resolved = await connection.request(makeRequest(foundry.userName(userId) ?? undefined));
+      resolved = await connection.request(makeRequest({ userName: foundry.userName(userId) ?? undefined, userIsGM: foundry.isGMUser(userId) }));
     } catch (error) {
       tell(userId, error.code ?? "internal");
       return false;
@@ -256,8 +266,8 @@ export function createFateFlow({ foundry, connection, build, domParser }) {
   return {
     gradeMessage,
     requestSpend: ({ messageId, pointId, userId }) =>
-      decide(messageId, userId, (userName) => build.fateSpend({ messageId, pointId, userId, userName }), { regrade: true }),
+      decide(messageId, userId, (user) => build.fateSpend({ messageId, pointId, userId, ...user }), { regrade: true }),
     requestChoice: ({ messageId, choice, userId }) =>
-      decide(messageId, userId, (userName) => build.fateChoice({ messageId, choice, userId, userName }), { regrade: false }),
+      decide(messageId, userId, (user) => build.fateChoice({ messageId, choice, userId, ...user }), { regrade: false }),
   };
 }

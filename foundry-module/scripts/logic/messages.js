@@ -36,13 +36,15 @@ export const CHOICES = Object.freeze(["spend", "keep"]);
  * @param {() => string} newEventId returns a fresh, world-unique event id (at most 128 chars)
  * @returns {{
  *   hello: (p: {worldId: string, token: string, client: {module_version: string,
- *     foundry_version: string, system_id: string, system_version: string}}) => object,
+ *     foundry_version: string, system_id: string, system_version: string, user_name?: string}}) => object,
  *   ping: () => object,
  *   settings: (p: {fateOption: string}) => object,
  *   testRolled: (p: {messageId: string, actor: object, test: object, visibility: string}) => object,
- *   fateSpend: (p: {messageId: string, pointId: string, userId: string, userName?: string}) => object,
- *   fateChoice: (p: {messageId: string, choice: string, userId: string, userName?: string}) => object,
+ *   fateSpend: (p: {messageId: string, pointId: string, userId: string, userName?: string, userIsGM: boolean}) => object,
+ *   fateChoice: (p: {messageId: string, choice: string, userId: string, userName?: string, userIsGM: boolean}) => object,
  * }}
+ * `userIsGM` is Foundry's `user.isGM` for `userId` (the bridge lets a GM act for any actor and
+ * answer any choice); `hello`'s `client.user_name` names the GM holding the link.
  * `settings` throws a TypeError for a fate option outside FATE_OPTIONS, `fateChoice` for a
  * choice outside CHOICES.
  */
@@ -67,17 +69,23 @@ export function messageBuilders(newEventId) {
       test,
       visibility,
     }),
-    fateSpend: ({ messageId, pointId, userId, userName }) =>
+    fateSpend: ({ messageId, pointId, userId, userName, userIsGM }) =>
       withName(
-        { type: MSG.FATE_SPEND, v: PROTOCOL_VERSION, event_id: newEventId(), message_id: messageId, point_id: pointId, user_id: userId },
+        {
+          type: MSG.FATE_SPEND, v: PROTOCOL_VERSION, event_id: newEventId(), message_id: messageId, point_id: pointId, user_id: userId,
+          user_is_gm: userIsGM === true,
+        },
         userName,
       ),
-    fateChoice: ({ messageId, choice, userId, userName }) => {
+    fateChoice: ({ messageId, choice, userId, userName, userIsGM }) => {
       if (!CHOICES.includes(choice)) {
         throw new TypeError(`choice ${JSON.stringify(choice)} is not one of ${CHOICES.join(", ")}`);
       }
       return withName(
-        { type: MSG.FATE_CHOICE, v: PROTOCOL_VERSION, event_id: newEventId(), message_id: messageId, choice, user_id: userId },
+        {
+          type: MSG.FATE_CHOICE, v: PROTOCOL_VERSION, event_id: newEventId(), message_id: messageId, choice, user_id: userId,
+          user_is_gm: userIsGM === true,
+        },
         userName,
       );
     },

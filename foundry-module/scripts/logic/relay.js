@@ -1,63 +1,130 @@
 /**
- * A player's clicks relayed to the active GM's browser over the module socket, and the deadlines
- * on them. The GM's browser may be closed or hung; the player must not wait forever, and "nothing
- * was spent" must stay true once the player has been told so.
+ * Requests from any client run on the active GM's browser over the module socket, with deadlines.
+ * SoHL's Spend Fate / choice clicks and every ruleset's actions share this one mechanism
+ * (`createRelayHub`). The GM's browser may be closed or hung; the requester must not wait forever,
+ * and "nothing was done" must stay true once the requester has been told so.
  *
- * Exchange (payloads on `module.fate-bridge`, see main.js SOCKET_TYPES):
- * 1. player -> all: `spend` / `choice` with a fresh `request_id`;
- * 2. active GM -> player: `ack {to, request_id}` as soon as the click arrives; the GM holds the
- *    click and does nothing with it yet;
- * 3. player -> all: `go {request_id}`, only if the ack came before the player's deadline;
- * 4. active GM: on `go` from the same sender, runs the click; then `done {to, request_id, ok}`
- *    (`ok: false` after a refusal and its notice). A held click with no `go` is dropped.
- * A GM browser that wakes up after the player's deadline acks, gets no `go`, and drops the click:
- * nothing reaches the bridge.
+ * Exchange (payloads on `module.fate-bridge`, types in RELAY_TYPES):
+ * 1. requester -> all: `request {request_id, ruleset, action, data}` with a fresh `request_id`;
+ * 2. active GM -> requester: `ack {to, request_id}` as soon as the request arrives; the GM holds
+ *    it and does nothing with it yet (a request no handler takes is answered `done` at once);
+ * 3. requester -> all: `go {request_id}`, only if the ack came before the requester's deadline;
+ * 4. active GM: on `go` from the same sender, runs the handler with Foundry's sender id (never an
+ *    id from the payload) and `isGM` looked up from Foundry's users; then
+ *    `done {to, request_id, ok, result | error: {code, message, field}}`. A held request with no
+ *    `go` is dropped; a `go` for a request no longer held gets `done` with `relay_expired`.
+ * A GM browser that wakes up after the requester's deadline acks, gets no `go`, and drops the
+ * request: its handler never runs.
  *
- * Guarantees (player side): each tracked click ends exactly once, through `onNoAnswer` (no ack in
- * time), `onUnfinished` (acked, no `done` in time), `release` after `done {ok: false}`, or
- * quietly after `done {ok: true}` (the card re-renders without the button). Unknown or late ids
- * are ignored. No Foundry globals: timers and ids are injected.
+ * Guarantees (requester side): each request's promise settles exactly once: with the handler's
+ * result, or rejected with a BridgeError whose code is the handler's (e.g. the bridge's refusal)
+ * or one of RELAY_ERRORS. Unknown or late ids are ignored. No Foundry globals: the socket, the
+ * user lookups, timers and ids are injected.
  */
 
-/** Deadlines, with their reasons. */
+import { BridgeError } from "./connection.js";
+
+/** Deadlines and bounds, with their reasons. */
 export const RELAY_LIMITS = Object.freeze({
   /** The GM's browser acks before doing anything; 20 s covers a slow network and a busy tab. */
   ACK_TIMEOUT_MS: 20_000,
   /**
    * After the ack: re-grade (request timeout 15 s) + spend (15 s) + Dice So Nice's animation,
-   * with margin. Past this the player may click again; the bridge still refuses a second Fate.
+   * with margin. Past this the requester may try again; the bridge still refuses a second Fate.
    */
   DONE_TIMEOUT_MS: 60_000,
   /**
-   * The GM holds an acked click this long for its `go`. The player sends `go` as soon as the ack
-   * arrives (one socket round trip), so this only bounds clicks whose player gave up.
+   * The GM holds an acked request this long for its `go`. The requester sends `go` as soon as the
+   * ack arrives (one socket round trip), so this only bounds requests whose sender gave up.
    */
   GO_TIMEOUT_MS: 20_000,
-  /** Clicks the GM holds at once; a burst beyond this drops the oldest. */
+  /** Requests the GM holds at once; a burst beyond this drops the oldest. */
   MAX_HELD: 200,
+  /** An error message carried in `done` is cut to this length (it is shown, never parsed). */
+  MAX_ERROR_MESSAGE: 500,
 });
 
+/** Socket payload types of the exchange. */
+export const RELAY_TYPES = Object.freeze({ REQUEST: "request", ACK: "ack", GO: "go", DONE: "done" });
+
+/** BridgeError codes of the relay's own making (lang/en.json has `FATE_BRIDGE.Error.<code>`). */
+export const RELAY_ERRORS = Object.freeze({
+  /** No GM is logged in. */
+  NO_GM: "no_gm",
+  /** No `ack` within ACK_TIMEOUT_MS: the handler never ran. */
+  NO_ANSWER: "gm_no_answer",
+  /** Acked, but no `done` within DONE_TIMEOUT_MS: the handler may have run. */
+  UNFINISHED: "gm_unfinished",
+  /** The `go` came after the GM dropped the request: the handler never ran. */
+  EXPIRED: "relay_expired",
+  /** The GM's browser has no handler for that ruleset and action. */
+  NO_HANDLER: "no_handler",
+  /** A handler failed without a code of its own. */
+  INTERNAL: "internal",
+});
+
+/** Longest request id accepted from the socket (ours are 16 characters). */
+export const MAX_REQUEST_ID_LENGTH = 64;
+
+/** Ruleset ids, action names and error codes: short lower-case words. */
+const NAME = /^[a-z][a-z0-9_-]{0,63}$/;
+
 /**
- * The player's side: start a deadline per relayed click.
+ * @param {unknown} value a socket payload's `request_id`
+ * @returns {boolean} true for a usable id
+ */
+export function isRequestId(value) {
+  return typeof value === "string" && value.length > 0 && value.length <= MAX_REQUEST_ID_LENGTH;
+}
+
+/**
+ * @param {unknown} value a ruleset id, action name or error code
+ * @returns {boolean} true for a lower-case word of at most 64 characters (`[a-z][a-z0-9_-]*`)
+ */
+export function isRelayName(value) {
+  return typeof value === "string" && NAME.test(value);
+}
+
+/**
+ * The `error` part of a `done` for a failed handler.
+ *
+ * @param {unknown} error what the handler threw or rejected with
+ * @returns {{code: string, message: string, field: string|null}} its `code` when that is a
+ *   usable name (a BridgeError's code passes through), else `internal`
+ */
+export function relayErrorPayload(error) {
+  const code = isRelayName(error?.code) ? error.code : RELAY_ERRORS.INTERNAL;
+  return {
+    code,
+    message: String(error?.message ?? error).slice(0, RELAY_LIMITS.MAX_ERROR_MESSAGE),
+    field: typeof error?.field === "string" ? error.field : null,
+  };
+}
+
+/**
+ * The requester's side: a deadline and a promise per relayed request.
  *
  * @param {object} deps
  * @param {{setTimeout: Function, clearTimeout: Function}} deps.timers
  * @param {() => string} deps.newId a fresh request id
  * @param {Partial<typeof RELAY_LIMITS>} [deps.limits] overrides (tests)
  * @returns {{
- *   start(handlers: {onNoAnswer: (requestId: string) => void, onUnfinished: () => void, release: () => void}): string,
+ *   start(): {requestId: string, settled: Promise<unknown>},
  *   ack(requestId: unknown): boolean,
- *   done(requestId: unknown, ok: boolean): boolean,
+ *   done(requestId: unknown, reply: {ok?: unknown, result?: unknown, error?: unknown}): boolean,
  *   pending(): number,
  *   clear(): void,
- * }} `start` returns the request id to send; `ack` returns true when the id was waiting for
- *   its ack (the caller then sends `go`), false for an unknown, late or repeated ack (send
- *   nothing); `done` returns true when the id was pending; `clear` drops every deadline without
- *   calling anything (module shutdown)
+ * }} `start` returns the id to send and the promise of its outcome: resolved with `reply.result`
+ *   on `done {ok: true}`, rejected with BridgeError `gm_no_answer` (no ack in time),
+ *   `gm_unfinished` (acked, no done in time) or the `done`'s error code (`internal` when it has
+ *   none usable); `ack` returns true when the id was waiting for its ack (the caller then sends
+ *   `go`), false for an unknown, late or repeated ack (send nothing); `done` returns true when
+ *   the id was pending; `clear` drops every deadline and leaves the promises unsettled (module
+ *   shutdown)
  */
 export function createRelayTracker({ timers, newId, limits = {} }) {
   const limit = { ...RELAY_LIMITS, ...limits };
-  /** @type {Map<string, {handlers: object, timer: any, acked: boolean}>} */
+  /** @type {Map<string, {resolve: Function, reject: Function, timer: any, acked: boolean}>} */
   const open = new Map();
 
   function finish(requestId) {
@@ -68,35 +135,42 @@ export function createRelayTracker({ timers, newId, limits = {} }) {
     return entry;
   }
 
+  function expire(requestId, code, text) {
+    finish(requestId)?.reject(new BridgeError(code, text, { ref: requestId }));
+  }
+
   return {
-    start(handlers) {
+    start() {
       const requestId = newId();
-      const timer = timers.setTimeout(() => {
-        if (finish(requestId)) {
-          handlers.onNoAnswer(requestId);
-          handlers.release();
-        }
-      }, limit.ACK_TIMEOUT_MS);
-      open.set(requestId, { handlers, timer, acked: false });
-      return requestId;
+      const settled = new Promise((resolve, reject) => {
+        const timer = timers.setTimeout(
+          () => expire(requestId, RELAY_ERRORS.NO_ANSWER, `the GM's browser did not acknowledge within ${limit.ACK_TIMEOUT_MS} ms; nothing was done`),
+          limit.ACK_TIMEOUT_MS,
+        );
+        open.set(requestId, { resolve, reject, timer, acked: false });
+      });
+      return { requestId, settled };
     },
     ack(requestId) {
       const entry = open.get(requestId);
       if (!entry || entry.acked) return false;
       timers.clearTimeout(entry.timer);
       entry.acked = true;
-      entry.timer = timers.setTimeout(() => {
-        if (finish(requestId)) {
-          entry.handlers.onUnfinished();
-          entry.handlers.release();
-        }
-      }, limit.DONE_TIMEOUT_MS);
+      entry.timer = timers.setTimeout(
+        () => expire(requestId, RELAY_ERRORS.UNFINISHED, `the GM's browser took the request but did not finish it within ${limit.DONE_TIMEOUT_MS} ms`),
+        limit.DONE_TIMEOUT_MS,
+      );
       return true;
     },
-    done(requestId, ok) {
+    done(requestId, reply) {
       const entry = finish(requestId);
       if (!entry) return false;
-      if (!ok) entry.handlers.release();
+      if (reply?.ok === true) {
+        entry.resolve(reply.result);
+      } else {
+        const error = relayErrorPayload(reply?.error ?? { message: "the GM's browser reported a failure without details" });
+        entry.reject(new BridgeError(error.code, error.message, { field: error.field, ref: requestId }));
+      }
       return true;
     },
     pending: () => open.size,
@@ -108,15 +182,15 @@ export function createRelayTracker({ timers, newId, limits = {} }) {
 }
 
 /**
- * The GM's side: clicks acked and waiting for their `go`.
+ * The GM's side: requests acked and waiting for their `go`.
  *
  * @param {object} deps
  * @param {{setTimeout: Function, clearTimeout: Function}} deps.timers
  * @param {Partial<typeof RELAY_LIMITS>} [deps.limits] overrides (tests)
  * @returns {{hold(key: string, run: () => void): void, go(key: string): boolean, clear(): void}}
  *   `hold` keeps `run` for GO_TIMEOUT_MS (then drops it silently; a repeated key replaces the
- *   older click); `go` runs and forgets it, false when nothing is held under `key` (expired or
- *   never acked); at most MAX_HELD clicks are held, the oldest dropped first
+ *   older request); `go` runs and forgets it, false when nothing is held under `key` (expired or
+ *   never acked); at most MAX_HELD requests are held, the oldest dropped first
  */
 export function createRelayInbox({ timers, limits = {} }) {
   const limit = { ...RELAY_LIMITS, ...limits };
@@ -146,13 +220,138 @@ export function createRelayInbox({ timers, limits = {} }) {
   };
 }
 
-/** Longest request id accepted from the socket (ours are 16 characters). */
-export const MAX_REQUEST_ID_LENGTH = 64;
+/**
+ * @typedef {object} RelayPort what the hub needs from Foundry (scripts/foundry.js in the module)
+ * @property {(payload: object) => void} send emit on the module socket to the other clients
+ * @property {() => boolean} isActiveGM this client is the world's active GM
+ * @property {() => boolean} activeGMOnline some GM is logged in
+ * @property {() => {id: string, isGM: boolean}} currentUser this client's user
+ * @property {(userId: string) => boolean} isGMUser that user is a GM (Foundry's user list)
+ */
 
 /**
- * @param {unknown} value a socket payload's `request_id`
- * @returns {boolean} true for a usable id
+ * @typedef {(data: unknown, sender: {userId: string, isGM: boolean}) => unknown} RelayHandler
+ *   runs on the active GM's client; may return a Promise. Its (awaited) result goes back to the
+ *   requester (as a JSON copy when relayed); a throw or rejection goes back as a BridgeError with
+ *   the error's `code` (`internal` when it has none).
  */
-export function isRequestId(value) {
-  return typeof value === "string" && value.length > 0 && value.length <= MAX_REQUEST_ID_LENGTH;
+
+/**
+ * Both sides of the relay in one object, for every ruleset (SoHL included).
+ *
+ * @param {object} deps
+ * @param {{setTimeout: Function, clearTimeout: Function}} deps.timers
+ * @param {() => string} deps.newId a fresh request id
+ * @param {RelayPort} deps.port
+ * @param {(error: unknown) => void} [deps.onHandlerBug] a handler failed without a code (a bug):
+ *   the GM's browser logs it
+ * @param {Partial<typeof RELAY_LIMITS>} [deps.limits] overrides (tests)
+ * @returns {{
+ *   on(ruleset: string, action: string, handler: RelayHandler): void,
+ *   request(ruleset: string, action: string, data: unknown): Promise<unknown>,
+ *   receive(payload: unknown, senderId: string): void,
+ *   clear(): void,
+ * }}
+ *   `on` registers the GM-side handler (TypeError for a bad name or a second handler for the same
+ *   pair); `request` runs the handler directly on the active GM's own client (sender: this user),
+ *   elsewhere relays it (rejects `no_gm` when no GM is online; see createRelayTracker for the
+ *   rest); `receive` takes every module-socket payload with Foundry's sender id and ignores what
+ *   is not part of the exchange; `clear` drops every deadline and held request (shutdown)
+ */
+export function createRelayHub({ timers, newId, port, onHandlerBug = () => {}, limits = {} }) {
+  const tracker = createRelayTracker({ timers, newId, limits });
+  const inbox = createRelayInbox({ timers, limits });
+  /** @type {Map<string, RelayHandler>} keyed `ruleset/action` */
+  const handlers = new Map();
+  const keyOf = (ruleset, action) => `${ruleset}/${action}`;
+
+  /** Run a handler; a synchronous throw becomes a rejection. */
+  function run(handler, data, sender) {
+    return new Promise((resolve) => resolve(handler(data, sender))).catch((error) => {
+      if (!isRelayName(error?.code)) onHandlerBug(error);
+      throw error;
+    });
+  }
+
+  function request(ruleset, action, data) {
+    if (!isRelayName(ruleset) || !isRelayName(action)) {
+      return Promise.reject(new TypeError(`relay needs a ruleset id and an action name ([a-z][a-z0-9_-]*), got ${JSON.stringify([ruleset, action])}`));
+    }
+    if (port.isActiveGM()) {
+      const handler = handlers.get(keyOf(ruleset, action));
+      if (!handler) return Promise.reject(new BridgeError(RELAY_ERRORS.NO_HANDLER, `no handler for ${ruleset} ${action}`));
+      const user = port.currentUser();
+      return run(handler, data, { userId: user.id, isGM: user.isGM });
+    }
+    if (!port.activeGMOnline()) return Promise.reject(new BridgeError(RELAY_ERRORS.NO_GM, "no GM is online to run this request"));
+    const { requestId, settled } = tracker.start();
+    port.send({ type: RELAY_TYPES.REQUEST, request_id: requestId, ruleset, action, data: data ?? null });
+    return settled;
+  }
+
+  /** The GM's side of a request: ack and hold it until the sender's `go`. */
+  function onRequest(payload, senderId) {
+    if (!isRequestId(payload.request_id) || !isRelayName(payload.ruleset) || !isRelayName(payload.action)) return;
+    const requestId = payload.request_id;
+    const reply = (extra) => port.send({ to: senderId, request_id: requestId, ...extra });
+    const handler = handlers.get(keyOf(payload.ruleset, payload.action));
+    if (!handler) {
+      reply({ type: RELAY_TYPES.DONE, ok: false, error: relayErrorPayload(new BridgeError(RELAY_ERRORS.NO_HANDLER, `no handler for ${payload.ruleset} ${payload.action}`)) });
+      return;
+    }
+    // Held requests are keyed by sender: every client sees every request id.
+    inbox.hold(`${senderId}:${requestId}`, () => {
+      run(handler, payload.data, { userId: senderId, isGM: port.isGMUser(senderId) }).then(
+        (result) => reply({ type: RELAY_TYPES.DONE, ok: true, result: result ?? null }),
+        (error) => reply({ type: RELAY_TYPES.DONE, ok: false, error: relayErrorPayload(error) }),
+      );
+    });
+    reply({ type: RELAY_TYPES.ACK });
+  }
+
+  /** The sender's go for a held request; a go for a request no longer held is answered as expired. */
+  function onGo(payload, senderId) {
+    if (!isRequestId(payload.request_id) || inbox.go(`${senderId}:${payload.request_id}`)) return;
+    port.send({
+      type: RELAY_TYPES.DONE,
+      to: senderId,
+      request_id: payload.request_id,
+      ok: false,
+      error: relayErrorPayload(new BridgeError(RELAY_ERRORS.EXPIRED, "the request reached the GM's browser too late and was dropped; nothing was done")),
+    });
+  }
+
+  /** Acks and dones addressed to this client, accepted from GMs only. */
+  function onReplyToMe(payload, senderId) {
+    if (payload.to !== port.currentUser().id || !port.isGMUser(senderId)) return;
+    if (payload.type === RELAY_TYPES.ACK) {
+      // Only a request still waiting gets its go: after the deadline the GM never hears back.
+      if (tracker.ack(payload.request_id)) port.send({ type: RELAY_TYPES.GO, request_id: payload.request_id });
+    } else {
+      tracker.done(payload.request_id, payload);
+    }
+  }
+
+  return {
+    on(ruleset, action, handler) {
+      if (!isRelayName(ruleset) || !isRelayName(action)) {
+        throw new TypeError(`relay handler names must be [a-z][a-z0-9_-]*, got ${JSON.stringify([ruleset, action])}`);
+      }
+      if (typeof handler !== "function") throw new TypeError(`the relay handler for ${ruleset} ${action} is not a function`);
+      if (handlers.has(keyOf(ruleset, action))) throw new TypeError(`${ruleset} ${action} already has a relay handler`);
+      handlers.set(keyOf(ruleset, action), handler);
+    },
+    request,
+    receive(payload, senderId) {
+      if (!payload || typeof payload !== "object") return;
+      if (payload.type === RELAY_TYPES.ACK || payload.type === RELAY_TYPES.DONE) onReplyToMe(payload, senderId);
+      else if (!port.isActiveGM()) return;
+      else if (payload.type === RELAY_TYPES.REQUEST) onRequest(payload, senderId);
+      else if (payload.type === RELAY_TYPES.GO) onGo(payload, senderId);
+    },
+    clear() {
+      tracker.clear();
+      inbox.clear();
+    },
+  };
 }

@@ -63,9 +63,9 @@ export function fakeWebSocketClass() {
       this.onmessage?.({ data: JSON.stringify(message) });
     }
     /** The server (or the network) closes the connection. */
-    drop(code = 1006) {
+    drop(code = 1006, reason = "") {
       this.readyState = 3;
-      this.onclose?.({ code });
+      this.onclose?.({ code, reason });
     }
   }
   return FakeWebSocket;

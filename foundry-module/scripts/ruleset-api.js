@@ -1,0 +1,114 @@
+/**
+ * The `api` each ruleset's `install(api)` receives (contract in scripts/rulesets/index.js): a thin
+ * layer over main.js's command registry, relay hub, bridge router and live connection. Only
+ * main.js imports this file; Foundry is reached through foundry.js alone.
+ */
+
+import * as fvtt from "./foundry.js";
+import { BridgeError } from "./logic/connection.js";
+import { postCard } from "./logic/cards.js";
+
+/** Ruleset ids: the bridge's spelling, a lower-case word. */
+const RULESET_ID = /^[a-z][a-z0-9_-]{0,63}$/;
+
+/** BridgeError code of `api.request` on a client that is not the active GM. */
+export const NOT_ACTIVE_GM = "not_active_gm";
+
+/**
+ * @typedef {object} RulesetApi
+ * @property {typeof import("./foundry.js")} fvtt the Foundry helpers: a ruleset's only Foundry access
+ * @property {(name: string, handler: import("./logic/commands.js").CommandHandler) => void} registerCommand
+ *   chat command `/name args...` on every client; `handler(argsText, {userId, isGM})` returns
+ *   false (or a Promise) to keep the text out of chat. Throws a TypeError for a bad, Foundry-owned
+ *   or taken name.
+ * @property {(message: {event_id?: string, query_id?: string}) => Promise<object>} request
+ *   on the active GM's client: a bridge request over the live connection (queued while the link
+ *   is down), resolved with the reply, rejected with its BridgeError {code, message, field};
+ *   elsewhere rejected with BridgeError `not_active_gm`, and with `bridge_down` when this client
+ *   has no connection (no token set)
+ * @property {(ruleset: string, action: string, data: unknown) => Promise<unknown>} relay
+ *   any client: run `ruleset`'s `action` handler on the active GM's client (see
+ *   logic/relay.js createRelayHub); resolves with the handler's result, rejects with a
+ *   BridgeError: `no_gm`, `gm_no_answer`, `gm_unfinished`, `relay_expired`, `no_handler`, or the
+ *   handler's own code (e.g. the bridge's refusal, `bridge_down`)
+ * @property {(action: string, handler: import("./logic/relay.js").RelayHandler) => void} onRelay
+ *   the GM-side handler of this ruleset's `action`; `sender.userId` is Foundry's sender id and
+ *   `sender.isGM` comes from Foundry's users. Throws a TypeError for a bad or taken action.
+ * @property {(card: import("./logic/cards.js").BridgeCard, options?: {whisper?: string[], blind?: boolean,
+ *   flags?: object}) => Promise<{id: string, content: string, whisper: string[], blind: boolean,
+ *   flags: object}>} postCard a bridge card as a new ChatMessage; resolves with the message's plain data
+ * @property {(type: string, listener: (message: object) => void) => void} onBridgeMessage
+ *   unsolicited bridge frames of `type` (on the active GM's client, the only one connected)
+ * @property {() => string} newEventId a fresh event id for a bridge request
+ * @property {() => boolean} isActiveGM this client is the world's active GM
+ * @property {(key: string, data?: object) => string} localize
+ * @property {(level: "info"|"warn"|"error", key: string, data?: object) => void} notify
+ */
+
+/**
+ * Build one ruleset's api.
+ *
+ * @param {string} id the ruleset's id
+ * @param {object} parts main.js's shared pieces
+ * @param {ReturnType<import("./logic/commands.js").createCommandRegistry>} parts.commands
+ * @param {ReturnType<import("./logic/relay.js").createRelayHub>} parts.relays
+ * @param {ReturnType<import("./logic/bridge-events.js").createBridgeRouter>} parts.router
+ * @param {() => ({request(message: object): Promise<object>} | null)} parts.bridgeLink the live
+ *   connection, or null
+ * @returns {RulesetApi}
+ */
+export function createRulesetApi(id, { commands, relays, router, bridgeLink }) {
+  return Object.freeze({
+    fvtt,
+    registerCommand: (name, handler) => commands.register(name, handler),
+    request(message) {
+      if (!fvtt.isActiveGM()) {
+        return Promise.reject(new BridgeError(NOT_ACTIVE_GM, "only the active GM's browser talks to the bridge; use api.relay from other clients"));
+      }
+      const link = bridgeLink();
+      if (!link) return Promise.reject(new BridgeError("bridge_down", "this browser has no bridge connection (is the bridge token set?)"));
+      return link.request(message);
+    },
+    relay: (ruleset, action, data) => relays.request(ruleset, action, data),
+    onRelay: (action, handler) => relays.on(id, action, handler),
+    async postCard(card, options) {
+      return fvtt.messageData(await postCard(fvtt, card, options));
+    },
+    onBridgeMessage: (type, listener) => router.on(type, listener),
+    newEventId: fvtt.randomId,
+    isActiveGM: fvtt.isActiveGM,
+    localize: fvtt.localize,
+    notify: fvtt.notify,
+  });
+}
+
+/**
+ * Install each ruleset: check its shape, then call its `install` with its api. A ruleset whose
+ * `install` throws is logged and skipped, so one broken ruleset does not take SoHL and the others
+ * down (what it registered before throwing stays registered).
+ *
+ * @param {Array<{id: string, install: Function}>} rulesets the modules of scripts/rulesets/
+ * @param {Parameters<typeof createRulesetApi>[1]} parts
+ * @returns {string[]} the ids installed
+ * @throws {TypeError} for a ruleset without a usable `id` or `install`, or a repeated id
+ *   (programming errors: the list is static code)
+ */
+export function installRulesets(rulesets, parts) {
+  const installed = [];
+  const seen = new Set();
+  for (const ruleset of rulesets) {
+    if (typeof ruleset?.id !== "string" || !RULESET_ID.test(ruleset.id)) {
+      throw new TypeError(`a ruleset module exports its id as a lower-case word, got ${JSON.stringify(ruleset?.id)}`);
+    }
+    if (typeof ruleset.install !== "function") throw new TypeError(`ruleset ${ruleset.id} does not export install(api)`);
+    if (seen.has(ruleset.id)) throw new TypeError(`ruleset ${ruleset.id} is listed twice`);
+    seen.add(ruleset.id);
+    try {
+      ruleset.install(createRulesetApi(ruleset.id, parts));
+      installed.push(ruleset.id);
+    } catch (error) {
+      console.error(`fate-bridge | ruleset ${ruleset.id} failed to install; it is skipped`, error);
+    }
+  }
+  return installed;
+}

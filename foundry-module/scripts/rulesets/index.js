@@ -1,0 +1,27 @@
+/**
+ * The rulesets installed beside SoHL (which is built into main.js). Adding one is two lines here:
+ * its import and its entry in RULESETS. Nothing else in main.js changes.
+ *
+ * Contract of a ruleset module (`scripts/rulesets/<id>.js`):
+ * - `export const id`: its ruleset id as the bridge spells it (`"hmtw"`, `"mythic"`, `"pool"`);
+ *   lower-case letters, digits, `_` or `-`, unique among the rulesets.
+ * - `export function install(api)`: called once while the module loads (before Foundry's `init`),
+ *   on every client. It registers what the ruleset needs through `api` (see scripts/ruleset-api.js
+ *   for the full shape, errors and guarantees) and touches Foundry only through `api.fvtt`:
+ *   - `api.registerCommand(name, handler)`: chat command `/name args...` on any client;
+ *   - `api.request(message)`: a bridge request, on the active GM's client only;
+ *   - `api.relay(ruleset, action, data)` (any client) and `api.onRelay(action, handler)` (runs on
+ *     the active GM's client, attributed to Foundry's sender id);
+ *   - `api.postCard(card, {whisper, blind, flags})`: a bridge `card` as a new ChatMessage;
+ *   - `api.onBridgeMessage(type, listener)`: unsolicited bridge frames by `type`;
+ *   - `api.newEventId()`, `api.isActiveGM()`, `api.localize(key, data)`, `api.notify(level, key, data)`.
+ *   A ruleset whose `install` throws is skipped (logged); the others and SoHL still load.
+ *
+ * @example
+ * import * as hmtw from "./hmtw.js";
+ * export const RULESETS = [hmtw];
+ */
+
+
+/** @type {Array<{id: string, install: (api: import("../ruleset-api.js").RulesetApi) => void}>} */
+export const RULESETS = [];
