@@ -33,6 +33,7 @@ from websockets.asyncio.client import ClientConnection, connect
 from websockets.asyncio.server import Server
 
 import bridge
+from bridge import dispatch
 from bridge import server as bridge_server
 from bridge.dice import ScriptedDice
 from bridge.session import hash_token, new_token
@@ -338,7 +339,7 @@ class TestHelloWelcome:
             "v": 1,
             "world_id": WORLD_ID,
             "bridge_version": bridge.__version__,
-            "rulesets": ["sohl"],
+            "rulesets": dispatch.RULESETS,  # every ruleset with handlers
             "settings": {"fate_option": "everyone"},
         }
 

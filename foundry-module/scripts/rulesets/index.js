@@ -22,6 +22,7 @@
  * export const RULESETS = [hmtw];
  */
 
+import * as mythic from "./mythic.js";
 
 /** @type {Array<{id: string, install: (api: import("../ruleset-api.js").RulesetApi) => void}>} */
-export const RULESETS = [];
+export const RULESETS = [mythic];

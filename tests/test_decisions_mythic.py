@@ -1,0 +1,288 @@
+"""mythic decisions through a Session on an in-memory store (the path ``resolve`` runs), the
+example session through the CLI, and the audit trail of Fate Chart decisions.
+
+Each class pins the rulings (DECISIONS.md M1-M7) as the wire shows them; refusals leave the world
+untouched and roll no die.
+"""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from bridge.dice import ScriptedDice
+from bridge.session import Session
+from bridge.store import SQLiteStore
+
+from .mythic_messages import (ACTOR_ID, GM, PLAYER, catalog_query, chart_settings, named, odds_question,
+                              question)
+from .sohl_messages import frame
+
+ROOT = Path(__file__).resolve().parent.parent
+EXAMPLE = ROOT / "examples" / "mythic-session.jsonl"
+
+
+@pytest.fixture
+async def store():
+    store = await SQLiteStore.open(":memory:")
+    await store.add_world("w", None)
+    yield store
+    await store.close()
+
+
+@pytest.fixture
+def session(store):
+    return Session(store, ScriptedDice([]), trusted=True, default_world="w")
+
+
+async def send(session: Session, message: dict, dice: list[int] | None = None) -> dict:
+    reply = await session.receive(frame(message), None if dice is None else ScriptedDice(dice))
+    assert len(reply.frames) == 1 and reply.close_code is None
+    return json.loads(reply.frames[0])
+
+
+async def answered(session: Session, message: dict, die: int) -> dict:
+    reply = await send(session, message, [die])
+    assert reply["type"] == "chart_answered", reply
+    return reply
+
+
+class TestM1ToM5OnTheWire:
+    """chart_question: ranks as written, shifts, the d100 and the answer."""
+
+    async def test_high_against_average_plus_one_to_dr(self, session):
+        reply = await answered(session, question(difficulty_shift=1, question="Is the door locked?"), 37)
+        assert (reply["acting_asked"], reply["difficulty_asked"]) == ("High", "Average")
+        assert (reply["acting_rank"], reply["difficulty_rank"]) == ("High", "Above Average")
+        assert reply["shifts"] == [{"label": "Free shift", "target": "difficulty", "shift": 1}]
+        assert (reply["chance"], reply["exceptional_yes"], reply["exceptional_no"]) == (55, 11, 92)
+        assert (reply["roll"], reply["answer"], reply["outcome"]) == (37, "yes", None)
+        assert (reply["question"], reply["named"], reply["odds"], reply["visibility"]) == (
+            "Is the door locked?", None, None, "public")
+
+    @pytest.mark.parametrize(("die", "answer"), [(10, "exceptional_yes"), (11, "yes"), (50, "yes"),
+                                                 (51, "no"), (90, "no"), (91, "exceptional_no")])
+    async def test_average_against_average_on_each_boundary(self, session, die, answer):
+        reply = await answered(session, question(acting="avg", difficulty="AVERAGE"), die)
+        assert (reply["chance"], reply["answer"]) == (50, answer)
+
+    async def test_ranks_beyond_the_chart_by_name_and_by_shift(self, session):
+        """M3/M4: Superhuman 3+ shifted +1 is Superhuman 4+; against High: 95 + 40 = 135, no
+        exceptional no."""
+        reply = await answered(session, question(acting="superhuman 3+", difficulty="high", acting_shift=1), 100)
+        assert (reply["acting_rank"], reply["chance"], reply["exceptional_yes"], reply["exceptional_no"]) == (
+            "Superhuman 4+", 135, 27, None)
+        assert reply["answer"] == "yes"
+        assert "exceptional no none" in reply["card"]["html"]
+
+    async def test_difficulty_shifted_below_the_chart(self, session):
+        reply = await answered(session, question(acting="m2+", difficulty="min", difficulty_shift=-3), 1)
+        assert (reply["difficulty_rank"], reply["chance"]) == ("Miniscule 4+", 90)
+
+    async def test_card_shows_question_ranks_thresholds_roll_and_answer_escaped(self, session):
+        reply = await answered(session, question(question="<img src=x onerror=alert(1)>?", difficulty_shift=1,
+                                                 actor_id=ACTOR_ID, actor_name="Brakka", user_name="Player One"), 37)
+        card = reply["card"]
+        assert (card["ruleset"], card["speaker_actor_id"], card["speaker_alias"]) == ("mythic", ACTOR_ID, "Brakka")
+        assert card["title"] == "<img src=x onerror=alert(1)>?"
+        html = card["html"]
+        assert "<img" not in html and "&lt;img src=x onerror=alert(1)&gt;?" in html
+        for text in ("Average +1RS &rarr; Above Average", "55%", "exceptional yes &le; 11",
+                     "exceptional no &ge; 92", "37 &rarr;", ">Yes</strong>", "Asked by Player One"):
+            assert text in html
+
+
+class TestM6OddsOnTheWire:
+    """chart_odds_question: off until a GM turns it on; odds and the world's Chaos Factor."""
+
+    async def test_off_by_default_and_refused_without_a_die(self, session):
+        reply = await send(session, odds_question("likely"), dice=[50])
+        assert (reply["code"], reply["field"], reply["ref"]) == ("not_eligible", "odds", "ev-odds")
+
+    async def test_likely_at_the_default_chaos_factor_5(self, session):
+        await send(session, chart_settings(odds_questions=True))
+        reply = await answered(session, odds_question("Likely", question="Is the door locked?"), 16)
+        assert (reply["odds"], reply["chaos_factor"], reply["acting_rank"], reply["difficulty_rank"]) == (
+            "Likely", 5, "High", "Average")
+        assert (reply["chance"], reply["exceptional_yes"], reply["answer"], reply["shifts"]) == (75, 15, "yes", [])
+        assert "Likely, Chaos Factor 5" in reply["card"]["html"]
+
+    async def test_the_worlds_chaos_factor_is_the_difficulty_rank(self, session):
+        await send(session, chart_settings(odds_questions=True, chaos_factor=9))
+        reply = await answered(session, odds_question("has to be"), 29)
+        assert (reply["difficulty_rank"], reply["chance"], reply["answer"]) == ("Miniscule", 145, "exceptional_yes")
+
+    async def test_unknown_odds(self, session):
+        await send(session, chart_settings(odds_questions=True))
+        reply = await send(session, odds_question("probably"), dice=[50])
+        assert (reply["code"], reply["field"]) == ("bad_message", "odds")
+
+
+class TestM7NamedOnTheWire:
+    """Named questions: their shifts, modifiers and outcome text."""
+
+    async def test_act_next_exceptional_yes_gives_its_outcome_text(self, session):
+        reply = await answered(session, named("act_next", acting="aav", difficulty="avg"), 13)
+        assert (reply["named"], reply["question"], reply["chance"], reply["answer"]) == (
+            "act_next", "Does the character act next?", 65, "exceptional_yes")
+        assert "+1RS to the character's question to hit" in reply["outcome"]
+        assert reply["outcome"] in reply["card"]["html"].replace("&#39;", "'")
+
+    async def test_strength_takes_the_attribute_one_rank_lower(self, session):
+        reply = await answered(session, named("strength_weakness", acting="Average", difficulty="High"), 99)
+        assert reply["shifts"] == [{"label": "Built into the question", "target": "acting", "shift": -1}]
+        assert (reply["acting_rank"], reply["chance"], reply["answer"]) == ("Below Average", 15, "exceptional_no")
+
+    async def test_modifiers_with_times_and_free_shifts_add_up(self, session):
+        reply = await answered(session, named("increase_ability", acting="exc", difficulty="weak", difficulty_shift=-1,
+                                              modifiers=[{"key": "very_complex"}, {"key": "extra_items", "times": 2}],
+                                              question="Does Brakka learn surgery?"), 17)
+        assert [(s["label"], s["shift"]) for s in reply["shifts"]] == [
+            ("A very complex ability, such as surgery", 2),
+            ("Training: each further item trained at the same time (x2)", 2),
+            ("Free shift", -1),
+        ]
+        assert (reply["difficulty_rank"], reply["chance"], reply["answer"]) == ("Average", 85, "exceptional_yes")
+        assert "Does the ability increase by 1RS (or is a new one gained)?" in reply["card"]["html"]
+
+    async def test_every_named_question_answers_with_its_text(self, session):
+        for n, key in enumerate(("act_next", "hit", "hurt", "succumb", "increase_attribute", "increase_ability",
+                                 "strength_weakness", "ageing", "lack_of_use")):
+            reply = await answered(session, named(key, event_id=f"ev-{n}"), 60)
+            assert reply["named"] == key and reply["outcome"]
+
+
+class TestRefusals:
+    """Refusals carry the contract's code and the offending field, roll no die and change
+    nothing."""
+
+    @pytest.mark.parametrize(
+        ("message", "code", "field", "text"),
+        [
+            (question(acting="godlike"), "bad_message", "acting_rank", "unknown rank 'godlike'"),
+            (question(difficulty="High 2+"), "bad_message", "difficulty_rank", "only Superhuman and Miniscule"),
+            (question(modifiers=[{"key": "adrenaline"}]), "bad_message", "modifiers", "belong to a named question"),
+            (named("hit", modifiers=[{"key": "unused"}]), "bad_message", "modifiers[0].key", "'hit' has no modifier"),
+            (named("hurt", modifiers=[{"key": "weak_spot", "times": 3}]), "bad_message", "modifiers[0].times",
+             "1..2 times"),
+            (named("act_next", modifiers=[{"key": "adrenaline"}, {"key": "adrenaline"}]), "bad_message",
+             "modifiers[1].key", "taken twice"),
+            (named("parry"), "bad_message", "named", "Invalid enum value 'parry'"),
+            (named("hit", modifiers=[{"key": "luck"}]), "bad_message", "modifiers[0].key", "Invalid enum value"),
+            (question(acting_shift=27), "bad_message", "acting_shift", "Expected `int` <= 26"),
+            (question(extra=1), "bad_message", "extra", "unknown field"),
+        ],
+    )
+    async def test_bad_questions(self, session, message, code, field, text):
+        dice = ScriptedDice([50])
+        reply = json.loads((await session.receive(frame(message), dice)).frames[0])
+        assert (reply["code"], reply["field"]) == (code, field)
+        assert text in reply["message"]
+        assert dice.used == 0
+
+    async def test_no_die_left_is_refused_naming_dice(self, session):
+        reply = await send(session, question(), dice=[])
+        assert (reply["code"], reply["field"]) == ("bad_message", "dice")
+
+    async def test_only_a_gm_changes_the_settings_and_a_refusal_changes_nothing(self, session):
+        reply = await send(session, chart_settings(user_id=PLAYER, user_is_gm=False, odds_questions=True))
+        assert (reply["code"], reply["field"]) == ("forbidden", "user_id")
+        catalog = await send(session, catalog_query())
+        assert (catalog["odds_questions"], catalog["chaos_factor"]) == (False, 5)
+        assert (await send(session, odds_question("likely"), dice=[50]))["code"] == "not_eligible"
+
+    async def test_settings_change_only_what_is_sent(self, session):
+        first = await send(session, chart_settings(odds_questions=True, chaos_factor=3))
+        second = await send(session, chart_settings("ev-settings-2", chaos_factor=7))
+        assert (first["type"], first["odds_questions"], first["chaos_factor"]) == ("chart_settings_applied", True, 3)
+        assert (second["odds_questions"], second["chaos_factor"]) == (True, 7)
+
+    async def test_chaos_factor_out_of_range(self, session):
+        reply = await send(session, chart_settings(chaos_factor=10))
+        assert (reply["code"], reply["field"]) == ("bad_message", "chaos_factor")
+
+
+class TestReplayAndCatalog:
+    async def test_the_same_event_id_gets_the_same_answer_and_rolls_nothing(self, session):
+        first = await answered(session, question(), 37)
+        dice = ScriptedDice([99])
+        again = json.loads((await session.receive(frame(question()), dice)).frames[0])
+        assert again == first and dice.used == 0
+
+    async def test_catalog_lists_ranks_odds_named_questions_and_the_worlds_options(self, session):
+        await send(session, chart_settings(odds_questions=True, chaos_factor=4))
+        catalog = await send(session, catalog_query())
+        assert catalog["ranks"][0] == "Miniscule 2+" and catalog["ranks"][-1] == "Superhuman 2+"
+        assert len(catalog["ranks"]) == 13 and catalog["odds"][4] == "50/50"
+        assert [q["key"] for q in catalog["questions"]][:3] == ["act_next", "hit", "hurt"]
+        strength = next(q for q in catalog["questions"] if q["key"] == "strength_weakness")
+        assert strength["acting_base_shift"] == -1
+        assert strength["modifiers"][2] == {"key": "extra_items", "label": "Training: each further item trained at "
+                                            "the same time", "target": "difficulty", "shift": 1, "max_times": 10}
+        assert list(strength["outcomes"]) == ["exceptional_yes", "yes", "no", "exceptional_no"]
+        assert (catalog["odds_questions"], catalog["chaos_factor"]) == (True, 4)
+
+
+class TestAudit:
+    """Every Fate Chart decision is in the audit trail, listed by its answer, and re-derives."""
+
+    async def test_answers_settings_and_refusals_are_listed(self, session):
+        await send(session, chart_settings(odds_questions=True))
+        await answered(session, question(difficulty_shift=1, question="Is the door locked?", actor_id=ACTOR_ID,
+                                         actor_name="Brakka"), 37)
+        await send(session, question("ev-bad", acting="godlike"))
+        page = await send(session, {"type": "audit_query", "v": 1, "query_id": "q1", "ruleset": "mythic"})
+        refused, answer, settings = page["records"]
+        assert (answer["type"], answer["outcome"], answer["fate_roll"], answer["test_name"]) == (
+            "chart_question", "yes", 37, "Is the door locked?")
+        assert (answer["actor_id"], answer["actor_name"], answer["user_id"]) == (ACTOR_ID, "Brakka", PLAYER)
+        assert answer["detail"] == ("High vs Above Average: 55% (exceptional yes <= 11, exceptional no >= 92), "
+                                    "roll 37: Yes")
+        assert (settings["outcome"], settings["detail"], settings["user_id"]) == (
+            "chart_settings", "odds questions on, Chaos Factor 5", GM)
+        assert (refused["outcome"], refused["event_id"]) == ("bad_message", "ev-bad")
+
+    async def test_verify_re_derives_every_mythic_decision(self, tmp_path):
+        store = await SQLiteStore.open(tmp_path / "audit.sqlite3", audit_key=bytes(range(32)))
+        await store.add_world("w", None)
+        session = Session(store, ScriptedDice([]), trusted=True, default_world="w")
+        for line in EXAMPLE.read_text().splitlines():
+            message = json.loads(line)
+            await session.receive(frame({k: v for k, v in message.items() if k != "dice"}),
+                                  ScriptedDice(message.get("dice", [])))
+        (report,) = await store.verify("w", bytes(range(32)))
+        await store.close()
+        assert report.ok, report.problems
+        assert report.records == 10
+
+
+class TestExampleSession:
+    """README's example, run through the CLI as a user would."""
+
+    def test_example_session_through_resolve(self):
+        result = subprocess.run([sys.executable, "-m", "bridge", "resolve", "--cards"], input=EXAMPLE.read_text(),
+                                capture_output=True, text=True, cwd=ROOT, timeout=60)
+        assert result.returncode == 0, result.stderr
+        out = [json.loads(line) for line in result.stdout.splitlines()]
+        assert [r["type"] for r in out] == ["chart_settings_applied"] + ["chart_answered"] * 5 + [
+            "error", "chart_answered", "error", "chart_answered"]
+        assert (out[0]["odds_questions"], out[0]["chaos_factor"]) == (True, 6)
+        ferryman, act_next, hit, hurt, flee = out[1:6]
+        assert (ferryman["difficulty_rank"], ferryman["chance"], ferryman["answer"]) == ("Above Average", 55, "yes")
+        assert (act_next["chance"], act_next["answer"]) == (65, "exceptional_yes")
+        assert (hit["acting_rank"], hit["chance"], hit["answer"]) == ("High", 75, "yes")
+        assert hurt["outcome"].startswith("A wound")
+        assert (flee["odds"], flee["chaos_factor"], flee["difficulty_rank"], flee["chance"], flee["answer"]) == (
+            "Somewhat likely", 6, "Below Average", 80, "exceptional_no")
+        assert flee["visibility"] == "gm"
+        assert (out[6]["code"], out[6]["field"]) == ("forbidden", "user_id")
+        assert (out[7]["difficulty_rank"], out[7]["chance"], out[7]["answer"]) == ("Average", 85, "exceptional_yes")
+        assert (out[8]["code"], out[8]["field"]) == ("bad_message", "difficulty_rank")
+        assert (out[9]["acting_rank"], out[9]["chance"], out[9]["exceptional_no"], out[9]["answer"]) == (
+            "Superhuman 4+", 135, None, "yes")
+        assert "Difficulty Rank: Average +1RS → Above Average" in result.stderr
+        assert "Chance: 135%; exceptional yes ≤ 27, exceptional no none" in result.stderr
