@@ -22,7 +22,8 @@
  * export const RULESETS = [hmtw];
  */
 
+import * as pool from "./pool.js";
 import * as mythic from "./mythic.js";
 
 /** @type {Array<{id: string, install: (api: import("../ruleset-api.js").RulesetApi) => void}>} */
-export const RULESETS = [mythic];
+export const RULESETS = [pool, mythic];

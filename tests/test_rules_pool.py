@@ -1,0 +1,389 @@
+"""pool rules (``bridge/rules/pool.py``) against seed 004 and the rulings P1-P13 of
+``shared/rules/DECISIONS.md``: one class per ruling, each pinned with values; then the exact odds
+of a check against the roller."""
+
+from __future__ import annotations
+
+import math
+import random
+from dataclasses import dataclass
+from fractions import Fraction
+
+import pytest
+
+from bridge.dice import ScriptedDice
+from bridge.rules import pool
+from bridge.rules.pool import (ADVANTAGE, DISADVANTAGE, NORMAL, OnesPaid, chance_to_pass, count_successes,
+                               dc_table_problems, gain_level, kept_d20, pay_ones, passes, pool_size,
+                               rerolled_total, rest, roll_d20s, roll_mode, roll_pool, roll_stat_die,
+                               save_passes, save_total, spend_fate, stat_row, stat_table_problems,
+                               success_distribution, success_threshold, task_tier_name, tier_for_level)
+
+
+@dataclass(frozen=True)
+class Row:
+    """A stat table row (fits ``pool.StatRowLike``)."""
+
+    min_score: int
+    die: int
+    modifier: int
+
+
+TABLE = [Row(3, -6, -2), Row(8, -4, -1), Row(10, 0, 0), Row(12, 4, 1), Row(14, 6, 2), Row(16, 8, 3)]
+
+
+class TestTier:
+    """Seed: Tier = half the level, rounded up."""
+
+    @pytest.mark.parametrize(("level", "tier"), [(1, 1), (2, 1), (3, 2), (4, 2), (5, 3), (9, 5), (10, 5)])
+    def test_half_level_rounded_up(self, level, tier):
+        assert tier_for_level(level) == tier
+
+    def test_level_zero_raises(self):
+        with pytest.raises(ValueError, match="level"):
+            tier_for_level(0)
+
+
+class TestP1PoolSize:
+    """P1: stat modifier + Tier (+ bought); a negative modifier gives Tier dice and only 6s."""
+
+    @pytest.mark.parametrize(
+        ("modifier", "tier", "bought", "size"),
+        [(2, 2, 0, 4), (0, 1, 0, 1), (3, 5, 2, 10), (-1, 2, 0, 2), (-2, 3, 1, 4), (0, 2, 3, 5)],
+    )
+    def test_size(self, modifier, tier, bought, size):
+        assert pool_size(modifier, tier, bought) == size
+
+    def test_negative_modifier_succeeds_only_on_six(self):
+        assert success_threshold(-1, NORMAL) == 6
+        assert count_successes([5, 6, 4, 6], success_threshold(-1, NORMAL)) == 2
+
+    def test_plus_zero_is_not_a_penalty(self):
+        """Seed: at a stat of 10-11 (+0) the pool succeeds on 5+."""
+        assert success_threshold(0, NORMAL) == 5
+
+    @pytest.mark.parametrize(("tier", "bought"), [(0, 0), (1, -1)])
+    def test_bad_inputs_raise(self, tier, bought):
+        with pytest.raises(ValueError):
+            pool_size(2, tier, bought)
+
+
+class TestP2Dice:
+    """P2: 1 costs stamina and pays Fate; 2-4 nothing; 5 succeeds; 6 succeeds and adds a die that
+    counts the same way (1s included)."""
+
+    def test_faces(self):
+        assert count_successes([1, 2, 3, 4, 5, 6], 5) == 2
+
+    def test_a_six_adds_one_die_after_the_pool(self):
+        dice = ScriptedDice([6, 3, 2])
+        assert roll_pool(2, dice) == [6, 3, 2]
+        assert dice.used == 3
+
+    def test_explosions_chain(self):
+        """Two 6s in the pool, then an exploded 6: three extra dice in all."""
+        assert roll_pool(3, ScriptedDice([6, 6, 2, 6, 4, 1, 5])) == [6, 6, 2, 6, 4, 1]
+
+    def test_a_one_on_an_exploded_die_counts(self):
+        faces = roll_pool(1, ScriptedDice([6, 1]))
+        assert faces == [6, 1]
+        assert pay_ones(faces.count(1), stamina=3, holds_fate=True, narrative=False) == OnesPaid(1, 1, (True,))
+
+    @pytest.mark.parametrize(
+        ("ones", "stamina", "lost", "gained", "paid"),
+        [
+            (2, 5, 2, 2, (True, True)),
+            (3, 1, 1, 1, (True, False, False)),  # stamina runs out on the first 1
+            (1, 0, 0, 0, (False,)),  # no stamina: costs nothing, pays nothing
+            (0, 0, 0, 0, ()),
+        ],
+    )
+    def test_ones_cost_stamina_and_pay_fate(self, ones, stamina, lost, gained, paid):
+        assert pay_ones(ones, stamina, holds_fate=True, narrative=False) == OnesPaid(lost, gained, paid)
+
+    def test_negative_counts_raise(self):
+        with pytest.raises(ValueError):
+            pay_ones(-1, 2, True, False)
+
+
+class TestP3Thresholds:
+    """P3: advantage 4+, normal 5+, disadvantage 6; a negative stat 5+ at advantage, 6 otherwise."""
+
+    @pytest.mark.parametrize(
+        ("modifier", "mode", "threshold"),
+        [(2, NORMAL, 5), (2, ADVANTAGE, 4), (2, DISADVANTAGE, 6), (0, ADVANTAGE, 4),
+         (-1, NORMAL, 6), (-1, ADVANTAGE, 5), (-3, DISADVANTAGE, 6)],
+    )
+    def test_threshold(self, modifier, mode, threshold):
+        assert success_threshold(modifier, mode) == threshold
+
+    def test_fours_count_only_at_advantage(self):
+        faces = [4, 4, 5, 2]
+        assert [count_successes(faces, success_threshold(1, m)) for m in (ADVANTAGE, NORMAL, DISADVANTAGE)] == [3, 1, 0]
+
+
+class TestP4Pass:
+    """P4: pass when successes reach the task's tier (or a rule's number); names of task tiers."""
+
+    @pytest.mark.parametrize(("successes", "needed", "passed"), [(2, 2, True), (3, 2, True), (1, 2, False), (0, 1, False)])
+    def test_pass(self, successes, needed, passed):
+        assert passes(successes, needed) is passed
+
+    @pytest.mark.parametrize(("tier", "name"), [(1, "Basic"), (2, "Hard"), (4, "Heroic"), (5, "Legendary")])
+    def test_names(self, tier, name):
+        assert task_tier_name(tier, ["Hard", "Daunting", "Heroic"]) == name
+
+    def test_no_invented_names(self):
+        """P11: with no configured names, tiers 2..4 have none; 1 and 5 keep the seed's."""
+        assert [task_tier_name(t, None) for t in (1, 2, 3, 4, 5)] == ["Basic", None, None, None, "Legendary"]
+
+    @pytest.mark.parametrize("tier", [0, 6])
+    def test_out_of_range(self, tier):
+        with pytest.raises(ValueError, match="1..5"):
+            task_tier_name(tier, None)
+
+
+class TestP5SessionFateFirst:
+    """P5: session Fate is spent before earned Fate; 3 session Fate a session."""
+
+    def test_session_fate_is_three(self):
+        assert pool.SESSION_FATE == 3
+
+    @pytest.mark.parametrize(
+        ("session", "earned", "cost", "from_session", "from_earned"),
+        [(3, 2, 1, 1, 0), (1, 2, 2, 1, 1), (0, 2, 2, 0, 2), (3, 0, 3, 3, 0), (2, 2, 0, 0, 0)],
+    )
+    def test_order(self, session, earned, cost, from_session, from_earned):
+        spent = spend_fate(session, earned, cost)
+        assert (spent.from_session, spent.from_earned) == (from_session, from_earned)
+
+    @pytest.mark.parametrize(("session", "earned", "cost"), [(0, 0, 1), (1, 1, 3), (2, 0, -1)])
+    def test_not_enough_or_negative_raises(self, session, earned, cost):
+        with pytest.raises(ValueError):
+            spend_fate(session, earned, cost)
+
+
+class TestP6BuyingDice:
+    """P6: 1 Fate per die, added to the pool before the roll."""
+
+    def test_bought_dice_join_the_pool(self):
+        assert pool.FATE_PER_DIE == 1
+        assert pool_size(1, 2, 2) - pool_size(1, 2, 0) == 2
+
+    def test_bought_dice_help_a_negative_stat(self):
+        assert pool_size(-2, 1, 1) == 2
+
+
+class TestP7Reroll:
+    """P7: only the kept d20 changes; at advantage/disadvantage two new d20s, higher/lower kept."""
+
+    @pytest.mark.parametrize(
+        ("d20s", "mode", "kept"),
+        [([12], NORMAL, 12), ([4, 18], ADVANTAGE, 18), ([4, 18], DISADVANTAGE, 4), ([9, 9], ADVANTAGE, 9)],
+    )
+    def test_kept(self, d20s, mode, kept):
+        assert kept_d20(d20s, mode) == kept
+
+    def test_reroll_at_advantage_keeps_the_higher_of_two_new_d20s(self):
+        new = roll_d20s(ADVANTAGE, ScriptedDice([4, 18]))
+        assert new == [4, 18] and kept_d20(new, ADVANTAGE) == 18
+        # old 2d20kh [3, 12] + 5 = 17; the new kept 18 replaces the 12
+        assert rerolled_total(17, kept_d20([3, 12], ADVANTAGE), 18) == 23
+
+    def test_modifiers_and_other_dice_stand(self):
+        assert rerolled_total(total=21, kept_before=9, kept_after=2) == 14
+
+    @pytest.mark.parametrize(("d20s", "mode"), [([1, 2], NORMAL), ([5], ADVANTAGE), ([5], DISADVANTAGE)])
+    def test_count_must_fit_the_mode(self, d20s, mode):
+        with pytest.raises(ValueError, match="d20"):
+            kept_d20(d20s, mode)
+
+
+class TestP8RestAndDestiny:
+    """P8: a Rest turns earned Fate into Destiny; a level gained resets Destiny to 0."""
+
+    @pytest.mark.parametrize(("earned", "destiny", "after"), [(2, 0, (0, 2)), (3, 1, (0, 4)), (0, 5, (0, 5))])
+    def test_rest(self, earned, destiny, after):
+        assert rest(earned, destiny) == after
+
+    def test_level_gain_resets_destiny(self):
+        assert gain_level(3, 4) == (4, 0)
+
+    def test_a_level_costs_at_least_one_destiny(self):
+        with pytest.raises(ValueError, match="at least 1 Destiny"):
+            gain_level(3, 0)
+
+    def test_destiny_is_never_spent_as_fate(self):
+        """spend_fate takes no Destiny: 0 session + 0 earned cannot pay, whatever the Destiny."""
+        with pytest.raises(ValueError):
+            spend_fate(0, 0, 1)
+
+
+class TestP9Saves:
+    """P9: d20 + stat die + Fate die + Tier + bonus vs DC; equal passes."""
+
+    def test_total(self):
+        assert save_total(kept=11, stat_die=4, fate_die=-2, tier=2, bonus=1) == 16
+
+    @pytest.mark.parametrize(("total", "dc", "passed"), [(14, 14, True), (13, 14, False), (20, 14, True)])
+    def test_equal_passes(self, total, dc, passed):
+        assert save_passes(total, dc) is passed
+
+    @pytest.mark.parametrize(("die", "scripted", "value"), [(6, 4, 4), (-4, 3, -3), (0, None, 0), (12, 12, 12)])
+    def test_signed_stat_die(self, die, scripted, value):
+        dice = ScriptedDice([] if scripted is None else [scripted])
+        assert roll_stat_die(die, dice) == value
+        assert dice.used == (0 if scripted is None else 1)
+
+    def test_unknown_die_raises(self):
+        with pytest.raises(ValueError, match="stat die"):
+            roll_stat_die(7, ScriptedDice([1]))
+
+    def test_disadvantage_rolls_two_and_keeps_the_lower(self):
+        assert kept_d20(roll_d20s(DISADVANTAGE, ScriptedDice([15, 6])), DISADVANTAGE) == 6
+
+
+class TestP10NarrativeConsequences:
+    """P10: a player character's 1 pays Fate and costs no stamina, even at 0 stamina."""
+
+    @pytest.mark.parametrize("stamina", [0, 1, 5])
+    def test_pays_without_stamina(self, stamina):
+        assert pay_ones(2, stamina, holds_fate=True, narrative=True) == OnesPaid(0, 2, (True, True))
+
+
+class TestP11WorldTables:
+    """P11: the stat table, DC table and tier names are world configuration, validated."""
+
+    @pytest.mark.parametrize(("score", "row"), [(3, TABLE[0]), (9, TABLE[1]), (10, TABLE[2]), (11, TABLE[2]),
+                                               (15, TABLE[4]), (30, TABLE[5])])
+    def test_lookup(self, score, row):
+        assert stat_row(score, TABLE) == row
+
+    def test_below_the_table_or_empty_is_none(self):
+        assert stat_row(2, TABLE) is None
+        assert stat_row(12, []) is None
+
+    def test_valid_table(self):
+        assert stat_table_problems(TABLE) == []
+
+    @pytest.mark.parametrize(
+        ("rows", "problem"),
+        [
+            ([Row(10, 0, 0), Row(10, 4, 1)], "row 1: min_score 10 does not rise"),
+            ([Row(10, 5, 0)], "row 0: die 5"),
+            ([Row(10, 4, 1), Row(12, 4, 0)], "row 1: die or modifier falls"),
+            ([Row(10, 6, 1), Row(12, 4, 2)], "row 1: die or modifier falls"),
+        ],
+    )
+    def test_invalid_tables(self, rows, problem):
+        assert any(p.startswith(problem) for p in stat_table_problems(rows))
+
+    def test_dc_table(self):
+        assert dc_table_problems([10, 12, 14, 16, 18]) == []
+        assert dc_table_problems([10, 12, 11, 16, 18]) == ["effect tier 3: DC 11 is below tier 2's 12"]
+        assert dc_table_problems([10, 12]) == ["2 DCs given, one per effect tier (1, 2, 3, 4, 5) needed"]
+
+
+class TestP12Retainers:
+    """P12: a retainer's or follower's 1s cost stamina and pay nothing; the narrative option is a
+    player's (P10), so it changes nothing for them."""
+
+    @pytest.mark.parametrize("narrative", [False, True])
+    def test_ones(self, narrative):
+        assert pay_ones(2, 1, holds_fate=False, narrative=narrative) == OnesPaid(1, 0, (True, False))
+
+    def test_only_player_characters_hold_fate(self):
+        assert pool.FATE_HOLDERS == {"pc"} and set(pool.CHARACTER_KINDS) == {"pc", "retainer", "follower"}
+
+
+class TestP13Sources:
+    """P13: any number of sources is one advantage/disadvantage; both cancel."""
+
+    @pytest.mark.parametrize(
+        ("adv", "dis", "mode"),
+        [(0, 0, NORMAL), (1, 0, ADVANTAGE), (3, 0, ADVANTAGE), (0, 2, DISADVANTAGE), (1, 1, NORMAL), (3, 1, NORMAL)],
+    )
+    def test_mode(self, adv, dis, mode):
+        assert roll_mode(adv, dis) == mode
+
+    def test_negative_raises(self):
+        with pytest.raises(ValueError):
+            roll_mode(-1, 0)
+
+
+# --- the exact odds against the roller --------------------------------------------------------
+
+
+def enumerated(size: int, threshold: int, up_to: int) -> list[Fraction]:
+    """Exhaustive enumeration of every face sequence (explosions included) until ``up_to``
+    successes: an independent computation of ``success_distribution``."""
+    result = [Fraction(0)] * (up_to + 1)
+
+    def walk(dice_left: int, successes: int, chance: Fraction) -> None:
+        if successes >= up_to:
+            result[up_to] += chance
+            return
+        if dice_left == 0:
+            result[successes] += chance
+            return
+        for face in range(1, 7):
+            walk(dice_left - 1 + (face == 6), successes + (face >= threshold), chance / 6)
+
+    walk(size, 0, Fraction(1))
+    return result
+
+
+def exact(size: int, threshold: int, up_to: int) -> list[Fraction]:
+    numerators, denominator = success_distribution(size, threshold, up_to)
+    return [Fraction(n, denominator) for n in numerators]
+
+
+class SeededDice:
+    """A fixed-seed roller (``random.Random``) for frequency runs."""
+
+    def __init__(self, seed: int) -> None:
+        self._random = random.Random(seed)
+
+    def roll(self, faces: int) -> int:
+        return self._random.randint(1, faces)
+
+
+MODES = {"normal": 5, "advantage": 4, "disadvantage": 6}  # thresholds at a non-negative stat
+
+
+class TestExactOdds:
+    """The pool's success distribution by convolution equals an exhaustive enumeration, and the
+    roller's frequencies over a fixed-seed run match it (pools of 2-6 dice, every mode)."""
+
+    def test_one_die_by_hand(self):
+        # P(0) = 4/6; P(1) = a 5, or a 6 then a failure = 1/6 + 1/6 * 4/6; P(>= 2) the rest
+        assert exact(1, 5, 2) == [Fraction(2, 3), Fraction(5, 18), Fraction(1, 18)]
+
+    @pytest.mark.parametrize("size", [1, 2, 3, 4])
+    @pytest.mark.parametrize("threshold", [4, 5, 6])
+    def test_convolution_equals_enumeration(self, size, threshold):
+        assert exact(size, threshold, 4) == enumerated(size, threshold, 4)
+
+    def test_sums_to_one_and_chance_to_pass(self):
+        assert sum(exact(5, 5, 6)) == 1
+        assert chance_to_pass(3, 5, 1) == pytest.approx(1 - (4 / 6) ** 3)  # one success of three dice
+        assert chance_to_pass(2, 6, 1) == pytest.approx(1 - (5 / 6) ** 2)
+
+    @pytest.mark.parametrize("size", [2, 3, 4, 5, 6])
+    @pytest.mark.parametrize("mode", list(MODES))
+    def test_roller_frequencies_match(self, size, mode):
+        runs, up_to, threshold = 20_000, 6, MODES[mode]
+        dice = SeededDice(1000 * size + threshold)
+        counts = [0] * (up_to + 1)
+        for _ in range(runs):
+            successes = count_successes(roll_pool(size, dice), threshold)
+            counts[min(successes, up_to)] += 1
+        for k, p in enumerate(exact(size, threshold, up_to)):
+            tolerance = 5 * math.sqrt(float(p) * (1 - float(p)) / runs) + 1e-3
+            assert abs(counts[k] / runs - float(p)) <= tolerance, (k, counts[k] / runs, float(p))
+
+    def test_bad_arguments(self):
+        with pytest.raises(ValueError):
+            success_distribution(2, 1, 3)
+        with pytest.raises(ValueError):
+            success_distribution(2, 5, 0)
