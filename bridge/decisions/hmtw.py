@@ -1,14 +1,713 @@
-"""hmtw decisions (to be built): handlers ``(message, state, dice) -> reply`` and audit columns."""
+"""hmtw decisions: the world's tarot decks, tests of fate, pushes, group tests, Challenge Actions
+and the GM's deck commands (DECISIONS.md H1-H10).
+
+Pure: the world's state comes in as a :class:`~bridge.state.WorldState`, dice as an injected
+:class:`~bridge.dice.Dice` (each draw is one die of as many faces as cards left undrawn: the
+pick among them in deck order, see ``bridge.rules.hmtw``). Every refusal is raised before the
+first write, so a refused request changes nothing; every card is drawn before the first write too.
+
+Records (kinds):
+``hmtw.decks`` (key ``world``): both decks (undrawn in deck order, discard in the order drawn),
+the tests still open for a push and the reshuffles waiting (H1, H6, H7).
+``hmtw.test`` (by ``test_id`` / ``action_id``; a group's members as ``<test_id>/1``, ``/2``):
+each test of fate, group member's test or Challenge Action, with its cards and outcome.
+``hmtw.group`` (by ``test_id``): a group test's members, hits and outcome (H10).
+``hmtw.bound`` (key ``guild``): the obstacles bound by fate and the test that bound each (H9).
+"""
 
 from __future__ import annotations
 
-from .. import wire
+from collections.abc import Callable, Sequence
+from typing import Literal
+
+import msgspec
+
+from .. import cards, wire
+from ..dice import Dice, DiceExhausted
+from ..errors import BadMessage, Forbidden, NotEligible, NotFound
+from ..rules import hmtw
 from ..state import WorldState
 
-RULESET = "hmtw"
-HANDLERS: dict[type, object] = {}
+RULESET = hmtw.RULESET
+DECKS, TESTS, GROUPS, BOUND = "hmtw.decks", "hmtw.test", "hmtw.group", "hmtw.bound"
+DECKS_KEY, BOUND_KEY = "world", "guild"
+TestKind = Literal["test", "member", "challenge"]
 
 
-def summarize(message: wire.ClientMessage, reply: wire.BridgeMessage, state: WorldState) -> wire.AuditColumns:
-    """The audit columns of a hmtw decision."""
+class DecksRecord(msgspec.Struct, kw_only=True, frozen=True):
+    """A world's decks as stored (``hmtw.Decks`` field for field, lists for tuples)."""
+
+    player_undrawn: list[str]
+    player_discard: list[str]
+    gm_undrawn: list[str]
+    gm_discard: list[str]
+    open_tests: list[str] = []
+    reshuffle_after_test: bool = False
+    reshuffle_at_round_end: bool = False
+
+
+class TestRecord(msgspec.Struct, kw_only=True, frozen=True):
+    """One draw for an adventurer: a test of fate (``test``), a group member's test
+    (``member``, with ``group_id``) or a Challenge Action (``challenge``: ``outcome`` None,
+    ``total`` is its value). ``first``/``pushed`` are card codes; ``total`` includes the pushed
+    card once pushed."""
+
+    test_id: str
+    kind: TestKind
+    group_id: str | None = None
+    actor_id: str
+    actor_name: str
+    user_id: str
+    user_name: str | None
+    attribute: wire.HmtwAttribute
+    score: int
+    favor: bool
+    disfavor: bool
+    obstacle: str | None
+    first: str
+    pushed: str | None = None
+    total: int
+    outcome: wire.HmtwOutcome | None
+    visibility: wire.Visibility = "public"
+
+
+class GroupRecord(msgspec.Struct, kw_only=True, frozen=True):
+    """A group test (H10): its members' test ids (most qualified first), hits and outcome."""
+
+    test_id: str
+    attribute: wire.HmtwAttribute
+    obstacle: str | None
+    member_ids: list[str]
+    hits: int
+    outcome: wire.HmtwGroupOutcome
+    visibility: wire.Visibility = "public"
+
+
+class BoundEntry(msgspec.Struct, kw_only=True, frozen=True):
+    """One obstacle bound by fate (H9), under its :func:`hmtw.obstacle_key`."""
+
+    key: str
+    obstacle: str
+    test_id: str
+    outcome: str
+
+
+class BoundRecord(msgspec.Struct, kw_only=True, frozen=True):
+    """The guild's obstacles bound by fate, in the order they were bound."""
+
+    obstacles: list[BoundEntry] = []
+
+
+# --- state --------------------------------------------------------------------------------------
+
+
+def _decks(state: WorldState) -> hmtw.Decks:
+    record = state.get(DECKS, DECKS_KEY, DecksRecord)
+    if record is None:
+        return hmtw.new_decks()
+    return hmtw.Decks(
+        player=hmtw.Pile(tuple(record.player_undrawn), tuple(record.player_discard)),
+        gm=hmtw.Pile(tuple(record.gm_undrawn), tuple(record.gm_discard)),
+        open_tests=tuple(record.open_tests),
+        reshuffle_after_test=record.reshuffle_after_test,
+        reshuffle_at_round_end=record.reshuffle_at_round_end,
+    )
+
+
+def _put_decks(state: WorldState, decks: hmtw.Decks) -> None:
+    state.put(DECKS, DECKS_KEY, DecksRecord(
+        player_undrawn=list(decks.player.undrawn),
+        player_discard=list(decks.player.discard),
+        gm_undrawn=list(decks.gm.undrawn),
+        gm_discard=list(decks.gm.discard),
+        open_tests=list(decks.open_tests),
+        reshuffle_after_test=decks.reshuffle_after_test,
+        reshuffle_at_round_end=decks.reshuffle_at_round_end,
+    ))
+
+
+def _bound(state: WorldState) -> list[BoundEntry]:
+    record = state.get(BOUND, BOUND_KEY, BoundRecord)
+    return [] if record is None else list(record.obstacles)
+
+
+def _put_bound(state: WorldState, obstacle: str | None, bound: list[BoundEntry]) -> None:
+    """Store the guild's bound obstacles after a test against ``obstacle`` (none: unchanged)."""
+    if obstacle is not None:
+        state.put(BOUND, BOUND_KEY, BoundRecord(obstacles=bound))
+
+
+def _rebind(bound: list[BoundEntry], obstacle: str | None, test_id: str, outcome: str | None,
+            binding: bool) -> tuple[list[BoundEntry], bool]:
+    """H9: ``bound`` with ``obstacle`` bound by ``test_id`` when ``binding``, or released when
+    it was bound by that test and no longer is; and whether it is bound now."""
+    if obstacle is None:
+        return bound, False
+    key = hmtw.obstacle_key(obstacle)
+    kept = [b for b in bound if not (b.key == key and b.test_id == test_id)]
+    if binding:
+        kept.append(BoundEntry(key=key, obstacle=obstacle, test_id=test_id, outcome=str(outcome)))
+    return kept, binding
+
+
+# --- checks (raise before any write) ------------------------------------------------------------
+
+
+def _require_gm(user_is_gm: bool, what: str) -> None:
+    if not user_is_gm:
+        raise Forbidden(f"only a GM may {what}", field="user_id")
+
+
+def _require_owner(actors: Sequence[wire.HmtwActor], user_id: str, user_is_gm: bool) -> None:
+    """Only an owner of the drawing adventurer (or of one of a group's) or a GM may draw."""
+    if not user_is_gm and not any(user_id in a.owner_user_ids for a in actors):
+        names = " or ".join(repr(a.name) for a in actors)
+        raise Forbidden(f"user {user_id} does not own {names} and may not draw for them",
+                        field="user_id")
+
+
+def _require_new_ids(state: WorldState, ids: Sequence[str], field: str) -> None:
+    for test_id in ids:
+        if (state.get(TESTS, test_id, TestRecord) is not None
+                or state.get(GROUPS, test_id, GroupRecord) is not None):
+            raise BadMessage(f"{test_id!r} names an earlier test in this world", field=field)
+
+
+def _obstacle_key(obstacle: str) -> str:
+    """H9: the obstacle's key; a blank name is the message's fault."""
+    try:
+        return hmtw.obstacle_key(obstacle)
+    except ValueError as exc:
+        raise BadMessage(str(exc), field="obstacle") from None
+
+
+def _require_unbound(bound: list[BoundEntry], obstacle: str | None) -> None:
+    """H9: a bound obstacle cannot be tested again by anyone in the guild."""
+    if obstacle is None:
+        return
+    key = _obstacle_key(obstacle)
+    entry = next((b for b in bound if b.key == key), None)
+    if entry is not None:
+        raise NotEligible(
+            f"{entry.obstacle!r} is bound by fate after test {entry.test_id} ({entry.outcome}): "
+            "nobody in the guild may test it again until the GM says circumstances changed (H9)",
+            field="obstacle",
+        )
+
+
+def _picker(dice: Dice) -> Callable[[int], int]:
+    """The draw's ``pick``: one die of ``n`` faces. Scripted dice that run out or do not fit
+    are the line's fault (``resolve``): ``bad_message`` on ``dice``."""
+
+    def pick(n: int) -> int:
+        try:
+            return dice.roll(n)
+        except (DiceExhausted, ValueError) as exc:  # only scripted dice raise these
+            raise BadMessage(f"{exc} (a draw picks 1..{n} among the undrawn cards)",
+                             field="dice") from None
+
+    return pick
+
+
+# --- wire parts and cards -----------------------------------------------------------------------
+
+
+def _face(card: hmtw.Card) -> wire.HmtwCardFace:
+    return wire.HmtwCardFace(code=card.code, name=card.name, suit=card.suit,  # type: ignore[arg-type]
+                             value=card.value, symbol=card.symbol)
+
+
+def _counts(decks: hmtw.Decks) -> wire.HmtwDeckCounts:
+    player_undrawn, player_discarded = hmtw.counts(decks.player)
+    gm_undrawn, gm_discarded = hmtw.counts(decks.gm)
+    return wire.HmtwDeckCounts(player_undrawn=player_undrawn, player_discarded=player_discarded,
+                               gm_undrawn=gm_undrawn, gm_discarded=gm_discarded)
+
+
+def _reshuffled(reshuffles: Sequence[hmtw.Reshuffled]) -> list[wire.HmtwReshuffled]:
+    return [wire.HmtwReshuffled(reason=r.reason, decks=list(r.decks)) for r in reshuffles]
+
+
+RESHUFFLE_TEXT = {
+    "fool": "The Fool was drawn: both decks are reshuffled, every card back in.",
+    "exhausted": "The {deck} deck ran out: its discard pile is shuffled back in.",
+    "gm": "The GM reshuffles both decks, every card back in.",
+}
+DECK_TITLES = {"player": "player", "gm": "GM"}
+
+
+def _notice(reshuffles: Sequence[hmtw.Reshuffled]) -> wire.Card | None:
+    """H7: the public chat card announcing this decision's reshuffles (None without one)."""
+    if not reshuffles:
+        return None
+    lines = [RESHUFFLE_TEXT[r.reason].format(deck=DECK_TITLES[r.decks[0]]) for r in reshuffles]
+    return cards.render_card("hmtw_reshuffle.html.j2", title="The decks are reshuffled",
+                             ruleset=RULESET, lines=lines)
+
+
+def _modifier_text(favor: bool, disfavor: bool) -> str:
+    """H4 in words, for the card."""
+    if favor and disfavor:
+        return "favor and disfavor cancel"
+    if favor:
+        return f"favor +{hmtw.FAVOR_BONUS}"
+    if disfavor:
+        return f"disfavor -{hmtw.FAVOR_BONUS}"
+    return ""
+
+
+def _result(record: TestRecord, open_tests: Sequence[str]) -> wire.HmtwTestResult:
+    """One adventurer's test as the wire shows it; ``push_by`` is the drawer while the test is
+    open for a push (H6)."""
+    assert record.outcome is not None  # never called for a Challenge Action
+    pushable = record.test_id in open_tests and hmtw.may_push(
+        record.outcome, record.pushed is not None, record.kind == "challenge")
+    return wire.HmtwTestResult(
+        test_id=record.test_id,
+        actor_id=record.actor_id,
+        actor_name=record.actor_name,
+        user_id=record.user_id,
+        attribute=record.attribute,
+        score=record.score,
+        modifier=hmtw.modifier(record.favor, record.disfavor),
+        first=_face(hmtw.card(record.first)),
+        pushed=None if record.pushed is None else _face(hmtw.card(record.pushed)),
+        total=record.total,
+        outcome=record.outcome,
+        push_by=[record.user_id] if pushable else [],
+    )
+
+
+def _test_view(result: wire.HmtwTestResult, record: TestRecord) -> dict[str, object]:
+    """What the card templates show of one adventurer's test."""
+    return {
+        "test_id": result.test_id,
+        "actor_name": result.actor_name,
+        "user_id": result.user_id,
+        "user_name": record.user_name,
+        "suit": hmtw.SUIT_NAMES[result.attribute],
+        "score": result.score,
+        "modifier": result.modifier,
+        "modifier_text": _modifier_text(record.favor, record.disfavor),
+        "first": result.first,
+        "pushed": result.pushed,
+        "total": result.total,
+        "outcome": result.outcome,
+        "outcome_name": hmtw.OUTCOME_NAMES[result.outcome],
+        "pushable": bool(result.push_by),
+    }
+
+
+def _test_card(result: wire.HmtwTestResult, record: TestRecord, obstacle: str | None,
+               bound: bool) -> wire.Card:
+    return cards.render_card(
+        "hmtw_test.html.j2",
+        title=f"Test of fate: {hmtw.SUIT_NAMES[result.attribute]}",
+        ruleset=RULESET,
+        speaker_actor_id=result.actor_id,
+        speaker_alias=result.actor_name,
+        test=_test_view(result, record),
+        obstacle=obstacle,
+        bound=bound,
+    )
+
+
+def _tested(event_id: str, record: TestRecord, decks: hmtw.Decks, bound: bool,
+            reshuffles: Sequence[hmtw.Reshuffled]) -> wire.HmtwTested:
+    result = _result(record, decks.open_tests)
+    return wire.HmtwTested(
+        event_id=event_id,
+        test=result,
+        obstacle=record.obstacle,
+        bound=bound,
+        decks=_counts(decks),
+        reshuffles=_reshuffled(reshuffles),
+        notice=_notice(reshuffles),
+        card=_test_card(result, record, record.obstacle, bound),
+    )
+
+
+def _group_tested(event_id: str, group: GroupRecord, members: Sequence[TestRecord],
+                  decks: hmtw.Decks, bound: bool,
+                  reshuffles: Sequence[hmtw.Reshuffled]) -> wire.HmtwGroupTested:
+    results = [_result(m, decks.open_tests) for m in members]
+    card = cards.render_card(
+        "hmtw_group.html.j2",
+        title=f"Group test: {hmtw.SUIT_NAMES[group.attribute]}",
+        ruleset=RULESET,
+        members=[_test_view(r, m) for r, m in zip(results, members)],
+        hits=group.hits,
+        outcome=group.outcome,
+        outcome_name=hmtw.GROUP_OUTCOME_NAMES[group.outcome],
+        obstacle=group.obstacle,
+        bound=bound,
+    )
+    return wire.HmtwGroupTested(
+        event_id=event_id,
+        test_id=group.test_id,
+        members=results,
+        hits=group.hits,
+        outcome=group.outcome,
+        obstacle=group.obstacle,
+        bound=bound,
+        decks=_counts(decks),
+        reshuffles=_reshuffled(reshuffles),
+        notice=_notice(reshuffles),
+        card=card,
+    )
+
+
+# --- hmtw_test ----------------------------------------------------------------------------------
+
+
+def _draw_test(decks: hmtw.Decks, pick: Callable[[int], int], test_id: str,
+               drawer: wire.HmtwTest | wire.HmtwGroupMember, request: wire.HmtwTest | wire.HmtwGroupTest,
+               ) -> tuple[hmtw.Decks, TestRecord, tuple[hmtw.Reshuffled, ...]]:
+    """H3-H5, H7: draw the initial card of one adventurer's test (``drawer`` gives the actor,
+    score, favor, disfavor and user; ``request`` the attribute, obstacle and visibility); a
+    failure stays open for a push (H6); a Fool waits to reshuffle until the test is finished."""
+    attribute = request.attribute
+    group_id = request.test_id if isinstance(request, wire.HmtwGroupTest) else None
+    drawn = hmtw.draw(decks, "player", pick)
+    decks = drawn.decks
+    total = hmtw.total(drawn.card.value, drawer.score, drawer.favor, drawer.disfavor)
+    outcome = hmtw.fate_outcome(drawn.card, attribute, total)
+    if drawn.card.code == hmtw.FOOL:
+        decks = hmtw.fool_drawn(decks, in_challenge=False)
+    if hmtw.may_push(outcome, pushed=False, challenge=False):
+        decks = hmtw.open_test(decks, test_id)
+    record = TestRecord(
+        test_id=test_id, kind="test" if group_id is None else "member", group_id=group_id,
+        actor_id=drawer.actor.actor_id,
+        actor_name=drawer.actor.name, user_id=drawer.user_id, user_name=drawer.user_name,
+        attribute=attribute, score=drawer.score, favor=drawer.favor, disfavor=drawer.disfavor,
+        obstacle=request.obstacle, first=drawn.card.code, total=total, outcome=outcome,
+        visibility=request.visibility,
+    )
+    return decks, record, drawn.reshuffles
+
+
+def _test(message: wire.HmtwTest, state: WorldState, dice: Dice) -> wire.HmtwTested:
+    """H3-H7, H9: draw for a test of fate, grade it, bind its obstacle on a failure."""
+    _require_owner([message.actor], message.user_id, message.user_is_gm)
+    _require_new_ids(state, [message.test_id], "test_id")
+    bound = _bound(state)
+    _require_unbound(bound, message.obstacle)
+    decks, before = hmtw.begin_test(_decks(state))
+    decks, record, during = _draw_test(decks, _picker(dice), message.test_id, message, message)
+    decks, after = hmtw.finish_tests(decks)
+    assert record.outcome is not None
+    bound, is_bound = _rebind(bound, message.obstacle, record.test_id, record.outcome,
+                              hmtw.binds(record.outcome))
+    state.put(TESTS, record.test_id, record)
+    _put_bound(state, message.obstacle, bound)
+    _put_decks(state, decks)
+    return _tested(message.event_id, record, decks, is_bound, (*before, *during, *after))
+
+
+# --- hmtw_group_test ----------------------------------------------------------------------------
+
+
+def _member_id(test_id: str, position: int) -> str:
+    return f"{test_id}/{position}"
+
+
+def _group_test(message: wire.HmtwGroupTest, state: WorldState, dice: Dice) -> wire.HmtwGroupTested:
+    """H10: the most and the least qualified adventurer each draw; hits make the group outcome;
+    failure or disaster binds the obstacle (H9)."""
+    actors = [m.actor for m in message.members]
+    _require_owner(actors, message.user_id, message.user_is_gm)
+    if actors[0].actor_id == actors[1].actor_id:
+        raise BadMessage("a group test needs two different adventurers (H10)",
+                         field="members[1].actor.actor_id")
+    member_ids = [_member_id(message.test_id, n) for n in range(1, hmtw.GROUP_SIZE + 1)]
+    _require_new_ids(state, [message.test_id, *member_ids], "test_id")
+    bound = _bound(state)
+    _require_unbound(bound, message.obstacle)
+    decks, reshuffles = hmtw.begin_test(_decks(state))
+    pick = _picker(dice)
+    records: list[TestRecord] = []
+    for member, member_id in zip(message.members, member_ids):
+        decks, record, during = _draw_test(decks, pick, member_id, member, message)
+        records.append(record)
+        reshuffles += during
+    decks, after = hmtw.finish_tests(decks)
+    group = _group_record(message.test_id, message.attribute, message.obstacle, records,
+                          message.visibility)
+    bound, is_bound = _rebind(bound, message.obstacle, group.test_id, group.outcome,
+                              hmtw.group_binds(group.outcome))
+    for record in records:
+        state.put(TESTS, record.test_id, record)
+    state.put(GROUPS, group.test_id, group)
+    _put_bound(state, message.obstacle, bound)
+    _put_decks(state, decks)
+    return _group_tested(message.event_id, group, records, decks, is_bound, (*reshuffles, *after))
+
+
+def _group_record(test_id: str, attribute: wire.HmtwAttribute, obstacle: str | None,
+                  members: Sequence[TestRecord], visibility: wire.Visibility) -> GroupRecord:
+    """H10: the group's hits and outcome from its members' current outcomes."""
+    hits = hmtw.group_hits(m.outcome for m in members if m.outcome is not None)
+    return GroupRecord(test_id=test_id, attribute=attribute, obstacle=obstacle,
+                       member_ids=[m.test_id for m in members], hits=hits,
+                       outcome=hmtw.group_outcome(hits), visibility=visibility)
+
+
+def _member(state: WorldState, test_id: str) -> TestRecord:
+    """A group member's test (written with its group, so always there)."""
+    record = state.get(TESTS, test_id, TestRecord)
+    assert record is not None
+    return record
+
+
+# --- hmtw_push ----------------------------------------------------------------------------------
+
+
+def _push(message: wire.HmtwPush, state: WorldState,
+          dice: Dice) -> wire.HmtwTested | wire.HmtwGroupTested:
+    """H6: the drawer's one more card on a failed, still open test; success (never great) or
+    great failure; the Fool is a great failure (and reshuffles when the test is finished, H7).
+    A group member's push re-sums the group (H10)."""
+    record = state.get(TESTS, message.test_id, TestRecord)
+    if record is None:
+        raise NotFound(f"no test {message.test_id} was drawn in this world", field="test_id")
+    if message.user_id != record.user_id:
+        raise Forbidden("only the player who drew may push fate (H6)", field="user_id")
+    if record.kind == "challenge":
+        raise NotEligible("a Challenge Action can never be pushed (H8)", field="test_id")
+    if record.pushed is not None:
+        raise NotEligible("fate was pushed on this test already (H6)", field="test_id")
+    assert record.outcome is not None  # only a Challenge Action has none
+    if record.outcome != "failure":
+        raise NotEligible(f"fate is pushed only after a failure, and this test was a "
+                          f"{hmtw.OUTCOME_NAMES[record.outcome].lower()} (H6)", field="test_id")
+    decks = _decks(state)
+    if record.test_id not in decks.open_tests:
+        raise NotEligible("the table has drawn since this test: fate can no longer be pushed on it "
+                          "(H6)", field="test_id")
+    drawn = hmtw.draw(decks, "player", _picker(dice))
+    decks = hmtw.close_test(drawn.decks, record.test_id)
+    if drawn.card.code == hmtw.FOOL:
+        decks = hmtw.fool_drawn(decks, in_challenge=False)
+    decks, after = hmtw.finish_tests(decks)
+    reshuffles = (*drawn.reshuffles, *after)
+    total = record.total + drawn.card.value
+    record = msgspec.structs.replace(record, pushed=drawn.card.code, total=total,
+                                     outcome=hmtw.push_outcome(drawn.card, total))
+    assert record.outcome is not None
+    bound = _bound(state)
+    if record.group_id is None:
+        bound, is_bound = _rebind(bound, record.obstacle, record.test_id, record.outcome,
+                                  hmtw.binds(record.outcome))
+        reply: wire.HmtwTested | wire.HmtwGroupTested = _tested(
+            message.event_id, record, decks, is_bound, reshuffles)
+    else:
+        group = state.get(GROUPS, record.group_id, GroupRecord)
+        assert group is not None  # a member's record is written with its group
+        members = [record if m == record.test_id else _member(state, m) for m in group.member_ids]
+        group = _group_record(group.test_id, group.attribute, group.obstacle, members,
+                              group.visibility)
+        bound, is_bound = _rebind(bound, group.obstacle, group.test_id, group.outcome,
+                                  hmtw.group_binds(group.outcome))
+        state.put(GROUPS, group.test_id, group)
+        reply = _group_tested(message.event_id, group, members, decks, is_bound, reshuffles)
+    state.put(TESTS, record.test_id, record)
+    _put_bound(state, record.obstacle, bound)
+    _put_decks(state, decks)
+    return reply
+
+
+# --- hmtw_challenge_action ----------------------------------------------------------------------
+
+
+def _challenge_action(message: wire.HmtwChallengeAction, state: WorldState,
+                      dice: Dice) -> wire.HmtwChallengeDrawn:
+    """H8: value = card + attribute +/- 3; never bound, never pushed; a Fool reshuffles at the
+    round's end (H7)."""
+    _require_owner([message.actor], message.user_id, message.user_is_gm)
+    _require_new_ids(state, [message.action_id], "action_id")
+    decks, before = hmtw.begin_test(_decks(state))
+    drawn = hmtw.draw(decks, "player", _picker(dice))
+    decks = drawn.decks
+    if drawn.card.code == hmtw.FOOL:
+        decks = hmtw.fool_drawn(decks, in_challenge=True)
+    value = hmtw.total(drawn.card.value, message.score, message.favor, message.disfavor)
+    reshuffles = (*before, *drawn.reshuffles)
+    face = _face(drawn.card)
+    state.put(TESTS, message.action_id, TestRecord(
+        test_id=message.action_id, kind="challenge", actor_id=message.actor.actor_id,
+        actor_name=message.actor.name, user_id=message.user_id, user_name=message.user_name,
+        attribute=message.attribute, score=message.score, favor=message.favor,
+        disfavor=message.disfavor, obstacle=None, first=drawn.card.code, total=value,
+        outcome=None, visibility=message.visibility,
+    ))
+    _put_decks(state, decks)
+    card = cards.render_card(
+        "hmtw_challenge.html.j2",
+        title=f"Challenge Action: {hmtw.SUIT_NAMES[message.attribute]}",
+        ruleset=RULESET,
+        speaker_actor_id=message.actor.actor_id,
+        speaker_alias=message.actor.name,
+        drawn=face,
+        suit=hmtw.SUIT_NAMES[message.attribute],
+        score=message.score,
+        modifier=hmtw.modifier(message.favor, message.disfavor),
+        modifier_text=_modifier_text(message.favor, message.disfavor),
+        value=value,
+        at_round_end=decks.reshuffle_at_round_end,
+        actor_name=message.actor.name,
+        user_name=message.user_name,
+    )
+    return wire.HmtwChallengeDrawn(
+        event_id=message.event_id, action_id=message.action_id,
+        actor_id=message.actor.actor_id, actor_name=message.actor.name,
+        attribute=message.attribute, score=message.score,
+        modifier=hmtw.modifier(message.favor, message.disfavor), drawn=face, value=value,
+        reshuffle_at_round_end=decks.reshuffle_at_round_end, decks=_counts(decks),
+        reshuffles=_reshuffled(reshuffles), notice=_notice(reshuffles), card=card,
+    )
+
+
+# --- GM commands --------------------------------------------------------------------------------
+
+COMMAND_TITLES = {"status": "Decks", "reshuffle": "Decks reshuffled", "round_end": "End of the round"}
+
+
+def _deck_command(message: wire.HmtwDeckCommand, state: WorldState, dice: Dice) -> wire.HmtwDecks:
+    """H1/H7: the GM's deck status, reshuffle now, or end of a Challenge round."""
+    _require_gm(message.user_is_gm, "command the decks")
+    decks = _decks(state)
+    reshuffles: tuple[hmtw.Reshuffled, ...] = ()
+    if message.command == "reshuffle":
+        decks, reshuffled = hmtw.reshuffle(decks, "gm")
+        reshuffles = (reshuffled,)
+    elif message.command == "round_end":
+        decks, reshuffles = hmtw.end_round(decks)
+    if message.command != "status":
+        _put_decks(state, decks)
+    bound = [wire.HmtwBoundObstacle(obstacle=b.obstacle, test_id=b.test_id, outcome=b.outcome)
+             for b in _bound(state)]
+    counts = _counts(decks)
+    card = cards.render_card(
+        "hmtw_decks.html.j2", title=COMMAND_TITLES[message.command], ruleset=RULESET,
+        counts=counts, decks=decks, bound=bound,
+    )
+    return wire.HmtwDecks(
+        event_id=message.event_id, command=message.command, decks=counts,
+        reshuffle_after_test=decks.reshuffle_after_test,
+        reshuffle_at_round_end=decks.reshuffle_at_round_end, open_tests=list(decks.open_tests),
+        bound=bound, reshuffles=_reshuffled(reshuffles), notice=_notice(reshuffles), card=card,
+    )
+
+
+def _gm_draw(message: wire.HmtwGmDraw, state: WorldState, dice: Dice) -> wire.HmtwGmDrawn:
+    """H1: a card from the GM deck (refilled from its discards when empty)."""
+    _require_gm(message.user_is_gm, "draw from the GM deck")
+    drawn = hmtw.draw(_decks(state), "gm", _picker(dice))
+    _put_decks(state, drawn.decks)
+    face = _face(drawn.card)
+    counts = _counts(drawn.decks)
+    card = cards.render_card("hmtw_gm_draw.html.j2", title="GM deck", ruleset=RULESET,
+                             drawn=face, counts=counts)
+    return wire.HmtwGmDrawn(event_id=message.event_id, drawn=face, decks=counts,
+                            reshuffles=_reshuffled(drawn.reshuffles),
+                            notice=_notice(drawn.reshuffles), card=card)
+
+
+def _clear_obstacle(message: wire.HmtwClearObstacle, state: WorldState,
+                    dice: Dice) -> wire.HmtwObstacleCleared:
+    """H9: the GM says circumstances changed: the obstacle may be tested again."""
+    _require_gm(message.user_is_gm, "clear an obstacle bound by fate")
+    key = _obstacle_key(message.obstacle)
+    bound = _bound(state)
+    entry = next((b for b in bound if b.key == key), None)
+    if entry is None:
+        raise NotFound(f"{message.obstacle!r} is not bound by fate", field="obstacle")
+    state.put(BOUND, BOUND_KEY, BoundRecord(obstacles=[b for b in bound if b is not entry]))
+    card = cards.render_card("hmtw_obstacle.html.j2", title="Circumstances changed",
+                             ruleset=RULESET, obstacle=entry.obstacle)
+    return wire.HmtwObstacleCleared(event_id=message.event_id, obstacle=entry.obstacle,
+                                    test_id=entry.test_id, card=card)
+
+
+def public_card(message: wire.ClientMessage, reply: wire.BridgeMessage,
+                state: WorldState) -> wire.Card | None:
+    """The card overlay viewers may see (``bridge.dispatch.public_card``): a test's, group
+    test's or Challenge Action's card when it was drawn ``public`` (a push follows its test); the
+    reshuffle notice of a GM command or GM draw; the GM's "circumstances changed" card."""
+    match reply:
+        case wire.HmtwTested() | wire.HmtwChallengeDrawn():
+            test_id = reply.test.test_id if isinstance(reply, wire.HmtwTested) else reply.action_id
+            record = state.get(TESTS, test_id, TestRecord)
+            return reply.card if record is not None and record.visibility == "public" else None
+        case wire.HmtwGroupTested():
+            group = state.get(GROUPS, reply.test_id, GroupRecord)
+            return reply.card if group is not None and group.visibility == "public" else None
+        case wire.HmtwDecks() | wire.HmtwGmDrawn():
+            return reply.notice
+        case wire.HmtwObstacleCleared():
+            return reply.card
+    return None
+
+
+HANDLERS = {
+    wire.HmtwTest: _test,
+    wire.HmtwGroupTest: _group_test,
+    wire.HmtwPush: _push,
+    wire.HmtwChallengeAction: _challenge_action,
+    wire.HmtwDeckCommand: _deck_command,
+    wire.HmtwGmDraw: _gm_draw,
+    wire.HmtwClearObstacle: _clear_obstacle,
+}
+
+
+# --- audit --------------------------------------------------------------------------------------
+
+
+def _test_detail(test: wire.HmtwTestResult) -> str:
+    """One line of a test: ``Knight of Wands 12 + Pentacles 2 = 14: success``."""
+    mod = f" {test.modifier:+d}" if test.modifier else ""
+    line = f"{test.first.name} {test.first.value} + {hmtw.SUIT_NAMES[test.attribute]} {test.score}{mod}"
+    if test.pushed is not None:
+        line += f"; pushed {test.pushed.name} {test.pushed.value}"
+    return f"{line} = {test.total}: {test.outcome}"
+
+
+def summarize(message: wire.ClientMessage, reply: wire.BridgeMessage,
+              state: WorldState) -> wire.AuditColumns:
+    """The audit columns of a hmtw decision: ``message_id`` is the test, group or action id;
+    ``outcome`` the test's (or group's) outcome, ``challenge``, ``gm_draw``, ``cleared``, the deck
+    command, or the refusal's error code; ``detail`` one line of what was drawn."""
+    common = dict(ruleset=RULESET,
+                  message_id=getattr(message, "test_id", None) or getattr(message, "action_id", None))
+    match reply:
+        case wire.HmtwTested(test=test):
+            return wire.AuditColumns(**common, actor_id=test.actor_id, actor_name=test.actor_name,
+                                     test_name=f"Test of fate: {hmtw.SUIT_NAMES[test.attribute]}",
+                                     outcome=test.outcome, detail=_test_detail(test))
+        case wire.HmtwGroupTested():
+            attribute = reply.members[0].attribute
+            return wire.AuditColumns(
+                **{**common, "message_id": reply.test_id},
+                actor_name=" & ".join(m.actor_name for m in reply.members),
+                test_name=f"Group test: {hmtw.SUIT_NAMES[attribute]}", outcome=reply.outcome,
+                detail=f"hits {reply.hits}; " + "; ".join(_test_detail(m) for m in reply.members))
+        case wire.HmtwChallengeDrawn():
+            return wire.AuditColumns(
+                **common, actor_id=reply.actor_id, actor_name=reply.actor_name,
+                test_name=f"Challenge Action: {hmtw.SUIT_NAMES[reply.attribute]}",
+                outcome="challenge", detail=f"{reply.drawn.name} {reply.drawn.value}: value {reply.value}")
+        case wire.HmtwDecks() | wire.HmtwGmDrawn():
+            counts = reply.decks
+            detail = (f"player {counts.player_undrawn} left / {counts.player_discarded} discarded; "
+                      f"GM {counts.gm_undrawn} left / {counts.gm_discarded} discarded")
+            if isinstance(reply, wire.HmtwGmDrawn):
+                return wire.AuditColumns(**common, outcome="gm_draw",
+                                         detail=f"{reply.drawn.name}; {detail}")
+            return wire.AuditColumns(**common, outcome=reply.command, detail=detail)
+        case wire.HmtwObstacleCleared():
+            return wire.AuditColumns(**common, outcome="cleared",
+                                     detail=f"{reply.obstacle} (bound by {reply.test_id})")
+        case wire.Error():
+            return wire.AuditColumns(**common, outcome=reply.code, detail=reply.message)
     raise TypeError(f"not a hmtw reply: {type(reply).__name__}")

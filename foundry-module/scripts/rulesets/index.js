@@ -24,6 +24,7 @@
 
 import * as pool from "./pool.js";
 import * as mythic from "./mythic.js";
+import * as hmtw from "./hmtw.js";
 
 /** @type {Array<{id: string, install: (api: import("../ruleset-api.js").RulesetApi) => void}>} */
-export const RULESETS = [pool, mythic];
+export const RULESETS = [pool, mythic, hmtw];

@@ -1,0 +1,339 @@
+"""His Majesty the Worm: tests of fate with tarot decks (seed 002; DECISIONS.md H1-H10).
+
+Pure and table-driven: no I/O, no clock, no randomness. A draw takes a ``pick`` function,
+``pick(n) -> 1..n`` (the bridge passes its ``Dice.roll``), so the caller owns every random number.
+
+Cards are text codes: ``"<suit>-<value>"`` for the minor arcana (``"pentacles-4"`` is the IV of
+Pentacles, ``"wands-12"`` the Knight of Wands), ``"fool"`` for the Fool and ``"major-<n>"`` for the
+major arcana I..XXI. A pile's undrawn cards stay in deck order (the order of :data:`PLAYER_DECK` /
+:data:`GM_DECK`); a draw takes the ``pick(len(undrawn))``-th of them. Drawing a uniformly chosen
+card from the undrawn ones, one card at a time, deals every order with the same chance as a full
+shuffle (Fisher-Yates done lazily), and no future order exists anywhere before it is drawn.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass, replace
+from typing import Literal
+
+RULESET = "hmtw"
+
+# H3: the four attributes; each is its own suit. Scores 1..4.
+SUITS = ("swords", "pentacles", "cups", "wands")
+SUIT_NAMES = {"swords": "Swords", "pentacles": "Pentacles", "cups": "Cups", "wands": "Wands"}
+SUIT_SYMBOLS = {"swords": "\u2694", "pentacles": "\u26e4", "cups": "\U0001f3c6", "wands": "\U0001fa84"}
+SCORE_MIN, SCORE_MAX = 1, 4
+
+# H2: the minor arcana's ranks by value.
+RANK_NAMES = {
+    1: "Ace", 2: "II", 3: "III", 4: "IV", 5: "V", 6: "VI", 7: "VII", 8: "VIII", 9: "IX", 10: "X",
+    11: "Page", 12: "Knight", 13: "Queen", 14: "King",
+}
+FOOL = "fool"
+FOOL_NAME = "The Fool"
+FOOL_VALUE = 0  # H2: the Fool is worth 0 and has no suit
+FOOL_SYMBOL = "\U0001f0cf"
+
+# H1: the GM deck, the 21 numbered major arcana (value = number; traditional names).
+MAJOR_ARCANA = {
+    1: ("I", "The Magician"), 2: ("II", "The High Priestess"), 3: ("III", "The Empress"),
+    4: ("IV", "The Emperor"), 5: ("V", "The Hierophant"), 6: ("VI", "The Lovers"),
+    7: ("VII", "The Chariot"), 8: ("VIII", "Strength"), 9: ("IX", "The Hermit"),
+    10: ("X", "Wheel of Fortune"), 11: ("XI", "Justice"), 12: ("XII", "The Hanged Man"),
+    13: ("XIII", "Death"), 14: ("XIV", "Temperance"), 15: ("XV", "The Devil"),
+    16: ("XVI", "The Tower"), 17: ("XVII", "The Star"), 18: ("XVIII", "The Moon"),
+    19: ("XIX", "The Sun"), 20: ("XX", "Judgement"), 21: ("XXI", "The World"),
+}
+MAJOR_SYMBOL = "\u2736"
+
+# H4: favor and disfavor, never stacked, cancelling each other.
+FAVOR_BONUS = 3
+# H5: the total that succeeds.
+SUCCESS_AT = 14
+
+Outcome = Literal["great_success", "success", "failure", "great_failure"]
+GroupOutcome = Literal["success", "falls_short", "failure", "disaster"]
+DeckName = Literal["player", "gm"]
+ReshuffleReason = Literal["fool", "exhausted", "gm"]
+
+OUTCOME_NAMES = {"great_success": "Great success", "success": "Success", "failure": "Failure",
+                 "great_failure": "Great failure"}
+GROUP_OUTCOME_NAMES = {"success": "Success", "falls_short": "Falls short", "failure": "Failure",
+                       "disaster": "Disaster"}
+
+# H10: hits per adventurer's outcome, and the group outcome by the smallest sum it needs.
+HITS: dict[str, int] = {"great_success": 2, "success": 1, "failure": 0, "great_failure": -1}
+GROUP_OUTCOMES: tuple[tuple[int, GroupOutcome], ...] = (
+    (2, "success"),
+    (1, "falls_short"),
+    (0, "failure"),
+)
+GROUP_DISASTER: GroupOutcome = "disaster"
+GROUP_SIZE = 2  # H10: the most and the least qualified adventurer
+# H9/H10: outcomes that bind the obstacle.
+BINDING_OUTCOMES = frozenset({"failure", "great_failure"})
+BINDING_GROUP_OUTCOMES = frozenset({"failure", "disaster"})
+
+
+@dataclass(frozen=True, slots=True)
+class Card:
+    """One tarot card (H2): ``code`` as in the module docstring, ``name`` as printed
+    ("Knight of Wands", "The Fool", "XIII Death"), ``suit`` (None for the Fool and the majors),
+    ``value`` and a text ``symbol``."""
+
+    code: str
+    name: str
+    suit: str | None
+    value: int
+    symbol: str
+
+
+def _minor(suit: str, value: int) -> Card:
+    return Card(f"{suit}-{value}", f"{RANK_NAMES[value]} of {SUIT_NAMES[suit]}", suit, value,
+                SUIT_SYMBOLS[suit])
+
+
+_MINORS = tuple(_minor(suit, value) for suit in SUITS for value in RANK_NAMES)
+_FOOL = Card(FOOL, FOOL_NAME, None, FOOL_VALUE, FOOL_SYMBOL)
+_MAJORS = tuple(Card(f"major-{n}", f"{numeral} {title}", None, n, MAJOR_SYMBOL)
+                for n, (numeral, title) in MAJOR_ARCANA.items())
+CARDS: dict[str, Card] = {c.code: c for c in (*_MINORS, _FOOL, *_MAJORS)}
+
+# H1: the decks in deck order: Swords Ace..King, Pentacles, Cups, Wands, then the Fool; I..XXI.
+PLAYER_DECK: tuple[str, ...] = (*(c.code for c in _MINORS), FOOL)
+GM_DECK: tuple[str, ...] = tuple(c.code for c in _MAJORS)
+DECKS: dict[str, tuple[str, ...]] = {"player": PLAYER_DECK, "gm": GM_DECK}
+
+
+def card(code: str) -> Card:
+    """H2: the card with ``code``. Raises ``ValueError`` for an unknown code.
+
+    >>> card("wands-12").name, card("wands-12").value, card("fool").value
+    ('Knight of Wands', 12, 0)
+    """
+    try:
+        return CARDS[code]
+    except KeyError:
+        raise ValueError(f"no tarot card {code!r}") from None
+
+
+# --- H3-H6: the test of fate -------------------------------------------------------------------
+
+
+def modifier(favor: bool, disfavor: bool) -> int:
+    """H4: +3 for favor, -3 for disfavor, 0 for both (they cancel) or neither. Several sources of
+    favor are still one favor: the flags are booleans, so nothing stacks."""
+    return (FAVOR_BONUS if favor else 0) - (FAVOR_BONUS if disfavor else 0)
+
+
+def total(card_value: int, score: int, favor: bool = False, disfavor: bool = False) -> int:
+    """H4 (and H8 for a Challenge Action's value): card value (0..14) + attribute score (1..4)
+    + :func:`modifier`. Raises ``ValueError`` for a score outside 1..4 (H3).
+
+    >>> total(4, 2), total(12, 2), total(0, 4, favor=True)
+    (6, 14, 7)
+    """
+    if not SCORE_MIN <= score <= SCORE_MAX:
+        raise ValueError(f"an attribute score is {SCORE_MIN}..{SCORE_MAX}, got {score}")
+    return card_value + score + modifier(favor, disfavor)
+
+
+def fate_outcome(first: Card, attribute: str, test_total: int) -> Outcome:
+    """H5: the outcome of a test of fate's initial draw ``first`` testing ``attribute`` at
+    ``test_total``: ``great_success`` (>= 14 and ``first`` is of the tested suit), ``success``
+    (>= 14) or ``failure`` (<= 13). Raises ``ValueError`` for an unknown attribute."""
+    if attribute not in SUITS:
+        raise ValueError(f"an attribute is one of {SUITS}, got {attribute!r}")
+    if test_total < SUCCESS_AT:
+        return "failure"
+    return "great_success" if first.suit == attribute else "success"
+
+
+def push_outcome(pushed: Card, pushed_total: int) -> Outcome:
+    """H6: the outcome after pushing fate: ``pushed_total`` is the failed total plus the pushed
+    card's value. The Fool is a great failure whatever the total; >= 14 is a success (never
+    great, even in the tested suit); <= 13 a great failure."""
+    if pushed.code == FOOL or pushed_total < SUCCESS_AT:
+        return "great_failure"
+    return "success"
+
+
+def may_push(outcome: Outcome, pushed: bool, challenge: bool) -> bool:
+    """H6/H8: fate may be pushed once, only on a failed test of fate, never on a Challenge
+    Action."""
+    return outcome == "failure" and not pushed and not challenge
+
+
+def binds(outcome: Outcome) -> bool:
+    """H9: a failed test (failure, or great failure after a push) binds its obstacle."""
+    return outcome in BINDING_OUTCOMES
+
+
+# --- H10: group tests --------------------------------------------------------------------------
+
+
+def group_hits(outcomes: Iterable[Outcome]) -> int:
+    """H10: the sum of hits: great success 2, success 1, failure 0, great failure -1."""
+    return sum(HITS[o] for o in outcomes)
+
+
+def group_outcome(hits: int) -> GroupOutcome:
+    """H10: >= 2 success, 1 falls short, 0 failure, < 0 disaster."""
+    for least, outcome in GROUP_OUTCOMES:
+        if hits >= least:
+            return outcome
+    return GROUP_DISASTER
+
+
+def group_binds(outcome: GroupOutcome) -> bool:
+    """H10/H9: a group outcome of failure or disaster binds the obstacle."""
+    return outcome in BINDING_GROUP_OUTCOMES
+
+
+def obstacle_key(obstacle: str) -> str:
+    """H9: the key an obstacle is bound under: case and runs of spaces do not matter
+    ("The  locked Door" and "the locked door" are one obstacle). Raises ``ValueError`` for a
+    blank name."""
+    key = " ".join(obstacle.split()).casefold()
+    if not key:
+        raise ValueError("an obstacle needs a name")
+    return key
+
+
+# --- H1, H7: the decks -------------------------------------------------------------------------
+
+
+@dataclass(frozen=True, slots=True)
+class Pile:
+    """One deck as it lies on the table (H1): ``undrawn`` in deck order, ``discard`` in the
+    order drawn."""
+
+    undrawn: tuple[str, ...]
+    discard: tuple[str, ...] = ()
+
+
+@dataclass(frozen=True, slots=True)
+class Decks:
+    """A world's two decks (H1) and what H6/H7 wait for.
+
+    ``open_tests``: the tests whose failure may still be pushed (the latest draw's; H6).
+    ``reshuffle_after_test``: the Fool came up in a test still open; both decks are reshuffled
+    when no test is open any more. ``reshuffle_at_round_end``: the Fool came up in a Challenge;
+    both decks are reshuffled at the end of the round (H7)."""
+
+    player: Pile
+    gm: Pile
+    open_tests: tuple[str, ...] = ()
+    reshuffle_after_test: bool = False
+    reshuffle_at_round_end: bool = False
+
+    def pile(self, deck: DeckName) -> Pile:
+        """The pile of ``deck`` (``player`` or ``gm``)."""
+        return self.player if deck == "player" else self.gm
+
+
+@dataclass(frozen=True, slots=True)
+class Reshuffled:
+    """One reshuffle to announce (H7): why, and which decks."""
+
+    reason: ReshuffleReason
+    decks: tuple[DeckName, ...]
+
+
+@dataclass(frozen=True, slots=True)
+class Drawn:
+    """A draw's result: the ``card``, the decks after it, and the reshuffles it caused."""
+
+    card: Card
+    decks: Decks
+    reshuffles: tuple[Reshuffled, ...] = ()
+
+
+BOTH_DECKS: tuple[DeckName, ...] = ("player", "gm")
+
+
+def full_pile(deck: DeckName) -> Pile:
+    """H1: ``deck`` with every card undrawn, in deck order (57 player cards, 21 GM cards)."""
+    return Pile(DECKS[deck])
+
+
+def new_decks() -> Decks:
+    """H1: a world's decks before its first draw: both full, nothing pending."""
+    return Decks(full_pile("player"), full_pile("gm"))
+
+
+def reshuffle(decks: Decks, reason: ReshuffleReason) -> tuple[Decks, Reshuffled]:
+    """H7 (and the GM's "reshuffle now"): every discard of both decks back in, the Fool
+    included. Every Fool is back in the deck, so no reshuffle is waiting any more (after a test
+    or at round end); open tests stay open."""
+    after = Decks(full_pile("player"), full_pile("gm"), open_tests=decks.open_tests)
+    return after, Reshuffled(reason, BOTH_DECKS)
+
+
+def draw(decks: Decks, deck: DeckName, pick: Callable[[int], int]) -> Drawn:
+    """H1: draw one card from ``deck``: the ``pick(n)``-th (1..n) of its ``n`` undrawn cards in
+    deck order, then onto its discard pile. A deck found empty first takes its discard pile
+    back (reason ``exhausted``). Raises ``ValueError`` if ``pick`` leaves 1..n."""
+    pile = decks.pile(deck)
+    reshuffles: tuple[Reshuffled, ...] = ()
+    if not pile.undrawn:
+        pile = full_pile(deck)
+        reshuffles = (Reshuffled("exhausted", (deck,)),)
+    n = len(pile.undrawn)
+    index = pick(n)
+    if not 1 <= index <= n:
+        raise ValueError(f"a pick among {n} cards is 1..{n}, got {index}")
+    code = pile.undrawn[index - 1]
+    pile = Pile(pile.undrawn[: index - 1] + pile.undrawn[index:], (*pile.discard, code))
+    after = replace(decks, player=pile) if deck == "player" else replace(decks, gm=pile)
+    return Drawn(CARDS[code], after, reshuffles)
+
+
+def begin_test(decks: Decks) -> tuple[Decks, tuple[Reshuffled, ...]]:
+    """H6/H7: a new draw from the player deck (a test, a group test, a Challenge Action) ends
+    every open test: fate can no longer be pushed on them, and a Fool they drew is reshuffled
+    now, before the new card."""
+    return finish_tests(replace(decks, open_tests=()))
+
+
+def finish_tests(decks: Decks) -> tuple[Decks, tuple[Reshuffled, ...]]:
+    """H7: once no test is open, a Fool drawn in a test has both decks reshuffled (reason
+    ``fool``); otherwise nothing changes."""
+    if decks.reshuffle_after_test and not decks.open_tests:
+        after, reshuffled = reshuffle(decks, "fool")
+        return after, (reshuffled,)
+    return decks, ()
+
+
+def open_test(decks: Decks, test_id: str) -> Decks:
+    """H6: a failed test stays open: its drawer may push fate until the next player-deck draw
+    of another test (see :func:`begin_test`)."""
+    return replace(decks, open_tests=(*decks.open_tests, test_id))
+
+
+def close_test(decks: Decks, test_id: str) -> Decks:
+    """H6: the test was pushed: it is finished (other open tests stay open)."""
+    return replace(decks, open_tests=tuple(t for t in decks.open_tests if t != test_id))
+
+
+def fool_drawn(decks: Decks, in_challenge: bool) -> Decks:
+    """H7: the Fool came up: reshuffle when the test is finished, or at the end of the
+    Challenge round."""
+    if in_challenge:
+        return replace(decks, reshuffle_at_round_end=True)
+    return replace(decks, reshuffle_after_test=True)
+
+
+def end_round(decks: Decks) -> tuple[Decks, tuple[Reshuffled, ...]]:
+    """H7: the end of a Challenge round: a Fool drawn in it has both decks reshuffled."""
+    if not decks.reshuffle_at_round_end:
+        return decks, ()
+    after, reshuffled = reshuffle(decks, "fool")
+    return after, (reshuffled,)
+
+
+def counts(pile: Pile) -> tuple[int, int]:
+    """H1: ``(undrawn, discarded)`` card counts of a pile."""
+    return len(pile.undrawn), len(pile.discard)
+

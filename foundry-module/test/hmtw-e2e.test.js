@@ -1,0 +1,185 @@
+/**
+ * End to end for His Majesty the Worm: a REAL bridge process (`python -m bridge serve`) drawing
+ * from its own decks with its own CSPRNG, and the REAL module code (main.js with the hmtw ruleset,
+ * on the fake Foundry globals, `ws` as the WebSocket). The cards are random, so the assertions
+ * follow from what the bridge reports. Python: $FATE_BRIDGE_PYTHON, else <repo>/.venv/bin/python.
+ */
+import { test, before, after } from "node:test";
+import assert from "node:assert/strict";
+import { execFileSync, spawn } from "node:child_process";
+import { existsSync, mkdtempSync, rmSync } from "node:fs";
+import { createServer } from "node:net";
+import { tmpdir } from "node:os";
+import path from "node:path";
+import { fileURLToPath } from "node:url";
+import { WebSocket } from "ws";
+import { install } from "../scripts/main.js";
+import * as hmtw from "../scripts/rulesets/hmtw.js";
+import { uninstallFakeFoundry } from "./helpers/fake-foundry.js";
+import { sampleWorld } from "./helpers/world-setup.js";
+
+const REPO = path.resolve(path.dirname(fileURLToPath(import.meta.url)), "../..");
+const PYTHON = process.env.FATE_BRIDGE_PYTHON ?? path.join(REPO, ".venv/bin/python");
+/** Bounds on waiting for the real process, so a broken bridge fails the test instead of hanging it. */
+const STARTUP_MS = 20_000;
+const STEP_MS = 10_000;
+const POLL_MS = 25;
+/** Pentacles 2 fails unless a Knight, Queen or King comes up (45 of 57 cards): 30 tries all but surely fail once. */
+const MAX_TESTS = 30;
+const OBSTACLE = "the sea witch's conch";
+
+let bridgeProcess;
+let dir;
+let port;
+let token;
+let bridgeLog = "";
+
+function freePort() {
+  return new Promise((resolve, reject) => {
+    const server = createServer();
+    server.once("error", reject);
+    server.listen(0, "127.0.0.1", () => {
+      const { port: found } = server.address();
+      server.close(() => resolve(found));
+    });
+  });
+}
+
+async function until(check, what, ms = STEP_MS) {
+  const end = Date.now() + ms;
+  for (;;) {
+    const value = await check();
+    if (value) return value;
+    if (Date.now() > end) throw new Error(`timed out waiting for ${what}\n--- bridge log ---\n${bridgeLog}`);
+    await new Promise((resolve) => setTimeout(resolve, POLL_MS));
+  }
+}
+
+before(async () => {
+  assert.ok(existsSync(PYTHON), `no Python at ${PYTHON}: set FATE_BRIDGE_PYTHON or create <repo>/.venv`);
+  dir = mkdtempSync(path.join(tmpdir(), "fate-bridge-hmtw-e2e-"));
+  const db = path.join(dir, "bridge.sqlite3");
+  token = execFileSync(PYTHON, ["-m", "bridge", "world", "add", "e2e-world", "--db", db, "--token-only"], { cwd: REPO, encoding: "utf8" }).trim();
+  port = await freePort();
+  bridgeProcess = spawn(PYTHON, ["-m", "bridge", "serve", "--host", "127.0.0.1", "--port", String(port), "--db", db, "--rate-limit", "0"], { cwd: REPO });
+  bridgeProcess.stdout.on("data", (chunk) => { bridgeLog += chunk; });
+  bridgeProcess.stderr.on("data", (chunk) => { bridgeLog += chunk; });
+  await until(async () => {
+    try {
+      return (await fetch(`http://127.0.0.1:${port}/healthz`)).status === 200;
+    } catch {
+      return false;
+    }
+  }, "GET /healthz", STARTUP_MS);
+});
+
+after(() => {
+  bridgeProcess?.kill("SIGTERM");
+  if (dir) rmSync(dir, { recursive: true, force: true });
+});
+
+test("tests of fate drawn by the bridge: a failure binds the obstacle, the drawer pushes, the GM clears it and reads the decks", async (t) => {
+  const env = await sampleWorld({ WebSocket, settings: { "fate-bridge.token": token, "fate-bridge.bridgeUrl": `ws://127.0.0.1:${port}` } });
+  globalThis.game.system = { id: "hmtw-foundry", version: "0.1.0" };
+  const silan = env.world.addActor({ id: "RECONhmtwActor01", name: "Silán Storysoul", hasPlayerOwner: true, ownership: { [env.player]: 3 } });
+  silan.system = { swords: 4, pentacles: 2, cups: 3, wands: 0 };
+  const handle = install({ rulesets: [hmtw] });
+  t.after(() => {
+    handle.dispose();
+    uninstallFakeFoundry();
+  });
+  for (const hook of ["init", "setup", "ready"]) env.world.callHook(hook);
+  const connection = await until(() => handle.connection()?.isReady() && handle.connection(), "welcome");
+  const replies = [];
+  const request = connection.request.bind(connection);
+  connection.request = async (message) => {
+    try {
+      const reply = await request(message);
+      replies.push(reply);
+      return reply;
+    } catch (error) {
+      replies.push({ type: "error", code: error.code, message: error.message });
+      throw error;
+    }
+  };
+  /** The player's relayed request, all the way: request, ack, go, the GM's work, done. */
+  async function relayed(count) {
+    env.world.asUser(env.gm);
+    env.world.deliverSocket();
+    env.world.asUser(env.player);
+    env.world.deliverSocket();
+    env.world.asUser(env.gm);
+    env.world.deliverSocket();
+    await until(() => replies.length > count && env.world.emitted.some((e) => e.payload.type === "done"), "the GM's work");
+    env.world.asUser(env.player);
+    env.world.deliverSocket();
+    return replies.at(-1);
+  }
+  const playerTypes = (text) => {
+    env.world.asUser(env.player);
+    assert.equal(env.world.callHook("chatMessage", {}, text, {}), false);
+  };
+
+  env.world.asUser(env.player);
+  env.world.callHook("controlToken", { actor: silan, destroyed: false }, true);
+
+  // 1. Tests of Pentacles 2 against the conch until one fails (a success does not bind it).
+  let failed = null;
+  for (let n = 0; n < MAX_TESTS && !failed; n += 1) {
+    const size = env.world.messages.size;
+    playerTypes(`/tof pentacles "${OBSTACLE}"`);
+    const reply = await relayed(replies.length);
+    assert.equal(reply.type, "hmtw_tested", JSON.stringify(reply));
+    const { test: drawn } = reply;
+    assert.equal(drawn.total, drawn.first.value + 2, "card + Pentacles 2");
+    assert.equal(drawn.outcome === "failure", drawn.total <= 13);
+    assert.equal(reply.bound, drawn.outcome === "failure", "a failure binds the obstacle (H9)");
+    await until(() => env.world.messages.size >= size + 1, "the card");
+    if (drawn.outcome === "failure") failed = { reply, card: [...env.world.messages.values()][size] };
+  }
+  assert.ok(failed, `no failure in ${MAX_TESTS} tests`);
+  t.diagnostic(`failed on ${failed.reply.test.first.name}: ${failed.reply.test.total}`);
+  assert.equal(failed.card.content, failed.reply.card.html);
+  assert.deepEqual(failed.reply.test.push_by, [env.player]);
+
+  // 2. The obstacle is bound by fate: the next test against it is refused, nothing drawn.
+  const notices = env.world.notices.length;
+  playerTypes(`/tof pentacles "${OBSTACLE.toUpperCase()}"`);
+  const refusal = await relayed(replies.length);
+  assert.equal(refusal.code, "not_eligible");
+  await until(() => env.world.notices.length > notices, "the refusal told");
+  assert.match(env.world.notices.at(-1).text, /bound by fate/);
+
+  // 3. Only the drawer sees "Push fate"; the push draws one more card.
+  env.world.asUser(env.gm);
+  assert.equal(env.world.render(failed.card.id).querySelector("[data-fate-bridge-hmtw-push]"), null);
+  env.world.asUser(env.player);
+  env.world.render(failed.card.id).querySelector("[data-fate-bridge-hmtw-push]").click();
+  const pushed = await relayed(replies.length);
+  assert.equal(pushed.type, "hmtw_tested", JSON.stringify(pushed));
+  const { test: after } = pushed;
+  t.diagnostic(`pushed ${after.pushed.name}: ${after.total} ${after.outcome}`);
+  assert.equal(after.total, failed.reply.test.total + after.pushed.value);
+  assert.equal(after.outcome, after.pushed.code !== "fool" && after.total >= 14 ? "success" : "great_failure", "H6");
+  assert.equal(pushed.bound, after.outcome === "great_failure");
+  await until(() => failed.card.flags["fate-bridge"][hmtw.FLAGS.PUSHED], "the pushed flag");
+  env.world.asUser(env.player);
+  assert.equal(env.world.render(failed.card.id).querySelector("[data-fate-bridge-hmtw-push]"), null, "pushed once only");
+
+  // 4. The GM clears the obstacle if it is still bound, then reads the decks (whispered).
+  env.world.asUser(env.gm);
+  if (pushed.bound) {
+    env.world.callHook("chatMessage", {}, `/tof clear "${OBSTACLE}"`, {});
+    const cleared = await until(() => replies.find((r) => r.type === "hmtw_obstacle_cleared"), "the obstacle cleared");
+    assert.equal(cleared.obstacle, OBSTACLE);
+  }
+  const size = env.world.messages.size;
+  env.world.callHook("chatMessage", {}, "/tof decks", {});
+  const decks = await until(() => replies.find((r) => r.type === "hmtw_decks"), "the deck status");
+  assert.equal(decks.decks.player_undrawn + decks.decks.player_discarded, 57);
+  assert.equal(decks.decks.gm_undrawn, 21);
+  assert.deepEqual(decks.bound, []);
+  await until(() => env.world.messages.size > size, "the status card");
+  assert.deepEqual([...env.world.messages.values()].at(-1).whisper, [env.gm]);
+  assert.match(bridgeLog, /type=hmtw_push/);
+});

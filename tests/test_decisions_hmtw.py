@@ -1,0 +1,567 @@
+"""hmtw decisions through a Session on an in-memory store (the path ``resolve`` and the server
+run), with scripted dice: each die picks among the undrawn cards in deck order
+(``hmtw_messages.Table`` turns a card's code into that die).
+
+Each class pins rulings H1-H10 as the wire shows them, and that a refusal draws nothing and
+changes nothing. The last classes run the example session through ``fate-bridge resolve`` and
+verify the audit trail re-derives every hmtw decision.
+"""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from bridge.dice import ScriptedDice
+from bridge.session import Session
+from bridge.store import SQLiteStore
+
+from .hmtw_messages import (GM, PATCHES, PLAYER, PLAYER_TWO, SILAN, STRANGER, Table, actor, challenge, clear,
+                            deck_command, fate_test, frame, gm_draw, group_test, member, push)
+
+ROOT = Path(__file__).resolve().parent.parent
+EXAMPLE = ROOT / "examples" / "hmtw-session.jsonl"
+KEY = bytes(range(32))
+
+
+class FacesDice:
+    """Dice that take the first undrawn card and remember how many faces each die had."""
+
+    def __init__(self) -> None:
+        self.faces: list[int] = []
+
+    def roll(self, faces: int) -> int:
+        self.faces.append(faces)
+        return 1
+
+
+@pytest.fixture
+async def store():
+    store = await SQLiteStore.open(":memory:")
+    await store.add_world("w", None)
+    yield store
+    await store.close()
+
+
+@pytest.fixture
+def session(store):
+    return Session(store, ScriptedDice([]), trusted=True, default_world="w")
+
+
+@pytest.fixture
+def table():
+    return Table()
+
+
+async def send(session: Session, message: dict, dice: list[int] | None = None) -> dict:
+    reply = await session.receive(frame(message), None if dice is None else ScriptedDice(dice))
+    assert len(reply.frames) == 1 and reply.close_code is None
+    return json.loads(reply.frames[0])
+
+
+async def drawn(session: Session, table: Table, message: dict, *codes: str) -> dict:
+    """Send a message whose draws take ``codes``; the reply must not be an error."""
+    reply = await send(session, message, table.picks(*codes))
+    assert reply["type"] != "error", reply
+    return reply
+
+
+async def status(session: Session) -> dict:
+    return await send(session, deck_command("status", event_id=f"status-{id(object())}"))
+
+
+async def refused(session: Session, message: dict, code: str, field: str, dice: list[int] | None = None) -> dict:
+    """Send a message that must be refused with ``code`` on ``field`` and change no deck."""
+    before = await status(session)
+    reply = await send(session, message, dice)
+    assert (reply["type"], reply["code"], reply["field"]) == ("error", code, field), reply
+    after = await status(session)
+    for key in ("decks", "open_tests", "bound", "reshuffle_after_test", "reshuffle_at_round_end"):
+        assert after[key] == before[key], key
+    return reply
+
+
+# --- H1 -----------------------------------------------------------------------------------------
+
+
+class TestH1DecksPerWorld:
+    """H1: each world keeps its player deck (57) and GM deck (21) in the store; every draw is a die
+    over the undrawn cards; an empty deck takes its discards back with a reshuffle notice."""
+
+    async def test_each_draw_is_a_die_over_the_undrawn_cards(self, session):
+        dice = FacesDice()
+        first = await session.receive(frame(fate_test("e1", "t1", score=4)), dice)
+        await session.receive(frame(fate_test("e2", "t2", score=4)), dice)
+        await session.receive(frame(gm_draw("e3")), dice)
+        assert dice.faces == [57, 56, 21]
+        assert json.loads(first.frames[0])["test"]["first"]["name"] == "Ace of Swords"
+        counts = (await status(session))["decks"]
+        assert counts == {"player_undrawn": 55, "player_discarded": 2, "gm_undrawn": 20, "gm_discarded": 1}
+
+    async def test_decks_survive_a_restart(self, tmp_path):
+        db = tmp_path / "decks.sqlite3"
+        table = Table()
+        store = await SQLiteStore.open(db)
+        await store.add_world("w", None)
+        await drawn(Session(store, ScriptedDice([]), trusted=True, default_world="w"), table,
+                    fate_test("e1", "t1"), "cups-7")
+        await store.close()
+        store = await SQLiteStore.open(db)
+        session = Session(store, ScriptedDice([]), trusted=True, default_world="w")
+        reply = await drawn(session, table, fate_test("e2", "t2"), "cups-8")
+        assert reply["test"]["first"]["code"] == "cups-8"  # pick 36 after cups-7 left the pile
+        assert reply["decks"]["player_undrawn"] == 55
+        await store.close()
+
+    async def test_worlds_keep_their_own_decks(self, store, session):
+        await store.add_world("other", None)
+        other = Session(store, ScriptedDice([]), trusted=True, default_world="other")
+        await send(session, fate_test("e1", "t1"), [1])
+        reply = await send(other, fate_test("e1", "t1"), [1])
+        assert reply["test"]["first"]["code"] == "swords-1"
+        assert reply["decks"]["player_undrawn"] == 56
+
+    async def test_the_gm_deck_runs_out_and_is_reshuffled(self, session):
+        for n in range(21):
+            reply = await send(session, gm_draw(f"g{n}"), [1])
+            assert reply["drawn"]["value"] == n + 1 and reply["reshuffles"] == []
+        assert reply["decks"]["gm_undrawn"] == 0
+        reply = await send(session, gm_draw("g21"), [21])
+        assert reply["reshuffles"] == [{"reason": "exhausted", "decks": ["gm"]}]
+        assert reply["drawn"]["name"] == "XXI The World"
+        assert (reply["decks"]["gm_undrawn"], reply["decks"]["gm_discarded"]) == (20, 1)
+        assert "The GM deck ran out" in reply["notice"]["html"]
+
+    async def test_the_player_deck_runs_out_and_is_reshuffled(self, session):
+        """57 Challenge Actions deal every player card once (the Fool waits for the round end);
+        the 58th finds the deck empty."""
+        seen = []
+        for n in range(57):
+            reply = await send(session, challenge(f"a{n}", f"act{n}"), [1])
+            seen.append(reply["drawn"]["code"])
+        assert len(set(seen)) == 57 and reply["decks"]["player_undrawn"] == 0
+        reply = await send(session, challenge("a57", "act57"), [1])
+        assert reply["reshuffles"] == [{"reason": "exhausted", "decks": ["player"]}]
+        assert reply["drawn"]["code"] == "swords-1" and reply["decks"]["player_undrawn"] == 56
+
+    async def test_scripted_dice_that_do_not_fit_are_a_bad_line(self, session):
+        reply = await refused(session, fate_test(), "bad_message", "dice", dice=[58])
+        assert "d57" in reply["message"]
+        await refused(session, fate_test(), "bad_message", "dice", dice=[])
+
+
+class TestGmCommands:
+    """H1/H7: status, reshuffle now, round end and the GM deck are for GMs only."""
+
+    @pytest.mark.parametrize("message", [deck_command("reshuffle", user_is_gm=False), gm_draw(user_is_gm=False),
+                                         clear("door", user_is_gm=False)],
+                             ids=["reshuffle", "gm_draw", "clear"])
+    async def test_players_are_refused(self, session, message):
+        await refused(session, message, "forbidden", "user_id")
+
+    async def test_reshuffle_now_puts_every_card_back_and_notifies_the_table(self, session, table):
+        await drawn(session, table, fate_test(), "cups-2")
+        await send(session, gm_draw(), [5])
+        reply = await send(session, deck_command("reshuffle", event_id="r1"))
+        assert reply["reshuffles"] == [{"reason": "gm", "decks": ["player", "gm"]}]
+        assert reply["decks"] == {"player_undrawn": 57, "player_discarded": 0, "gm_undrawn": 21, "gm_discarded": 0}
+        assert "The GM reshuffles both decks" in reply["notice"]["html"]
+        assert reply["open_tests"] == ["tof1"]  # a failure still open for its push
+
+    async def test_status_changes_nothing(self, session, table):
+        await drawn(session, table, fate_test(), "wands-12")
+        reply = await status(session)
+        assert reply["reshuffles"] == [] and reply["notice"] is None
+        assert reply["decks"]["player_discarded"] == 1 and "56 to draw" in reply["card"]["html"]
+
+
+# --- H2-H5 --------------------------------------------------------------------------------------
+
+
+class TestH2ToH5TestOfFate:
+    """H2-H5 on the wire: card values, total = card + attribute +/- 3, success at 14, great
+    success only with the tested suit on the initial draw."""
+
+    async def test_seed_example_knight_of_wands(self, session, table):
+        reply = await drawn(session, table, fate_test(), "wands-12")
+        test = reply["test"]
+        assert test["first"] == {"code": "wands-12", "name": "Knight of Wands", "suit": "wands", "value": 12,
+                                 "symbol": "\U0001fa84"}
+        assert (test["total"], test["outcome"], test["push_by"]) == (14, "success", [])
+        assert "Knight of Wands (Wands, 12)" in reply["card"]["html"]
+        assert reply["card"]["speaker_actor_id"] == SILAN
+
+    async def test_seed_example_iv_of_pentacles(self, session, table):
+        reply = await drawn(session, table, fate_test(), "pentacles-4")
+        assert (reply["test"]["total"], reply["test"]["outcome"]) == (6, "failure")
+        assert reply["test"]["push_by"] == [PLAYER]
+        assert f'data-fate-bridge-hmtw-push="tof1" data-fate-bridge-drawer="{PLAYER}"' in reply["card"]["html"]
+
+    @pytest.mark.parametrize("code, value", [("swords-11", 11), ("cups-12", 12), ("wands-13", 13), ("swords-14", 14)],
+                             ids=["Page", "Knight", "Queen", "King"])
+    async def test_court_card_values(self, session, table, code, value):
+        reply = await drawn(session, table, fate_test(attribute="pentacles", score=1), code)
+        assert reply["test"]["first"]["value"] == value and reply["test"]["total"] == value + 1
+
+    async def test_great_success_needs_the_tested_suit(self, session, table):
+        reply = await drawn(session, table, fate_test(), "pentacles-12")
+        assert (reply["test"]["total"], reply["test"]["outcome"]) == (14, "great_success")
+        assert "Great success" in reply["card"]["html"]
+
+    async def test_favor_and_disfavor_cancel(self, session, table):
+        reply = await drawn(session, table, fate_test(favor=True, disfavor=True), "cups-11")
+        assert (reply["test"]["modifier"], reply["test"]["total"], reply["test"]["outcome"]) == (0, 13, "failure")
+        assert "favor and disfavor cancel" in reply["card"]["html"]
+
+    async def test_favor_adds_3_and_disfavor_takes_3(self, session, table):
+        favored = await drawn(session, table, fate_test("e1", "t1", favor=True), "cups-9")
+        disfavored = await drawn(session, table, fate_test("e2", "t2", disfavor=True), "cups-10")
+        assert (favored["test"]["modifier"], favored["test"]["total"]) == (3, 14)
+        assert (disfavored["test"]["modifier"], disfavored["test"]["total"]) == (-3, 9)
+
+    @pytest.mark.parametrize("score", [0, 5])
+    async def test_scores_outside_1_to_4_are_refused(self, session, score):
+        await refused(session, fate_test(score=score), "bad_message", "score", dice=[1])
+
+    async def test_a_stranger_may_not_draw_for_the_adventurer(self, session):
+        await refused(session, fate_test(user_id=STRANGER), "forbidden", "user_id", dice=[1])
+
+    async def test_a_gm_may_draw_for_any_adventurer(self, session, table):
+        reply = await drawn(session, table, fate_test(user_id=GM, user_is_gm=True), "cups-1")
+        assert reply["test"]["push_by"] == [GM]
+
+    async def test_a_test_id_names_one_test(self, session, table):
+        await drawn(session, table, fate_test("e1", "t1"), "cups-1")
+        await refused(session, fate_test("e2", "t1"), "bad_message", "test_id", dice=[1])
+
+
+# --- H6 -----------------------------------------------------------------------------------------
+
+
+class TestH6PushingFate:
+    """H6: the drawer alone pushes a failed test, once: 14+ success (never great), 13- great
+    failure, the Fool a great failure."""
+
+    async def test_push_in_the_tested_suit_is_a_success_never_great(self, session, table):
+        await drawn(session, table, fate_test(), "pentacles-4")
+        reply = await drawn(session, table, push(), "pentacles-8")
+        test = reply["test"]
+        assert (test["pushed"]["name"], test["total"], test["outcome"], test["push_by"]) == (
+            "VIII of Pentacles", 14, "success", [])
+        assert reply["event_id"] == "ev-push"
+
+    async def test_push_at_13_or_less_is_a_great_failure(self, session, table):
+        await drawn(session, table, fate_test(favor=True), "swords-1")  # 1 + 2 + 3 = 6
+        reply = await drawn(session, table, push(), "cups-7")
+        assert (reply["test"]["total"], reply["test"]["outcome"]) == (13, "great_failure")
+        assert "Great failure" in reply["card"]["html"] and "Push fate" not in reply["card"]["html"]
+
+    async def test_the_fool_on_a_push_is_a_great_failure_and_reshuffles(self, session, table):
+        await drawn(session, table, fate_test(score=4, favor=True), "cups-6")  # 6 + 4 + 3 = 13
+        reply = await drawn(session, table, push(), "fool")
+        assert (reply["test"]["total"], reply["test"]["outcome"]) == (13, "great_failure")
+        assert reply["reshuffles"] == [{"reason": "fool", "decks": ["player", "gm"]}]
+        assert reply["decks"]["player_undrawn"] == 57
+        assert "The Fool was drawn" in reply["notice"]["html"]
+
+    async def test_push_refused_after_a_success(self, session, table):
+        await drawn(session, table, fate_test(), "wands-12")
+        reply = await refused(session, push(), "not_eligible", "test_id", dice=[1])
+        assert "only after a failure" in reply["message"]
+
+    async def test_push_only_once(self, session, table):
+        await drawn(session, table, fate_test(), "pentacles-4")
+        await drawn(session, table, push("p1"), "cups-1")
+        reply = await refused(session, push("p2"), "not_eligible", "test_id", dice=[1])
+        assert "pushed on this test already" in reply["message"]
+
+    async def test_only_the_drawer_pushes(self, session, table):
+        await drawn(session, table, fate_test(), "pentacles-4")
+        await refused(session, push(user_id=GM), "forbidden", "user_id", dice=[1])
+        await refused(session, push(user_id=STRANGER), "forbidden", "user_id", dice=[1])
+
+    async def test_unknown_test(self, session):
+        await refused(session, push(test_id="nope"), "not_found", "test_id", dice=[1])
+
+    async def test_no_push_once_the_table_has_drawn_again(self, session, table):
+        await drawn(session, table, fate_test("e1", "t1"), "pentacles-4")
+        await drawn(session, table, fate_test("e2", "t2"), "wands-14")
+        reply = await refused(session, push(test_id="t1"), "not_eligible", "test_id", dice=[1])
+        assert "drawn since" in reply["message"]
+
+    async def test_a_gm_deck_draw_leaves_the_push_open(self, session, table):
+        await drawn(session, table, fate_test(), "pentacles-4")
+        await send(session, gm_draw(), [1])
+        reply = await drawn(session, table, push(), "pentacles-10")
+        assert reply["test"]["outcome"] == "success"
+
+
+# --- H7 -----------------------------------------------------------------------------------------
+
+
+class TestH7TheFool:
+    """H7: the Fool reshuffles both decks when its test is finished; in a Challenge at the end
+    of the round; the table is told."""
+
+    async def test_fool_first_totals_at_most_7_and_may_be_pushed(self, session, table):
+        reply = await drawn(session, table, fate_test(score=4, favor=True), "fool")
+        test = reply["test"]
+        assert (test["first"]["name"], test["first"]["suit"], test["total"]) == ("The Fool", None, 7)
+        assert (test["outcome"], test["push_by"]) == ("failure", [PLAYER])
+        assert reply["reshuffles"] == []  # not until the test is finished
+        assert (await status(session))["reshuffle_after_test"] is True
+
+    async def test_the_push_after_a_fool_reshuffles_after_the_push_card(self, session, table):
+        await drawn(session, table, fate_test(score=4, favor=True), "fool")
+        await send(session, gm_draw(), [3])
+        reply = await drawn(session, table, push(), "wands-7")  # drawn before the reshuffle
+        assert (reply["test"]["total"], reply["test"]["outcome"]) == (14, "success")
+        assert reply["reshuffles"] == [{"reason": "fool", "decks": ["player", "gm"]}]
+        assert reply["decks"] == {"player_undrawn": 57, "player_discarded": 0, "gm_undrawn": 21, "gm_discarded": 0}
+
+    async def test_a_fool_left_unpushed_reshuffles_before_the_next_draw(self, session, table):
+        await drawn(session, table, fate_test("e1", "t1"), "swords-3", )
+        await drawn(session, table, fate_test("e2", "t2"), "fool")
+        table.reshuffle()
+        reply = await drawn(session, table, fate_test("e3", "t3"), "swords-3")  # back in the deck
+        assert reply["reshuffles"] == [{"reason": "fool", "decks": ["player", "gm"]}]
+        assert (reply["decks"]["player_undrawn"], reply["decks"]["player_discarded"]) == (56, 1)
+        assert reply["notice"]["title"] == "The decks are reshuffled"
+
+    async def test_in_a_challenge_the_fool_waits_for_the_round_end(self, session, table):
+        reply = await drawn(session, table, challenge("a1", "act1"), "fool")
+        assert reply["reshuffle_at_round_end"] is True and reply["reshuffles"] == []
+        assert "reshuffled at the end of the round" in reply["card"]["html"]
+        reply = await drawn(session, table, challenge("a2", "act2"), "swords-1")
+        assert reply["reshuffles"] == [] and reply["decks"]["player_discarded"] == 2
+        reply = await send(session, deck_command("round_end", event_id="end1"))
+        assert reply["reshuffles"] == [{"reason": "fool", "decks": ["player", "gm"]}]
+        assert reply["decks"]["player_undrawn"] == 57 and reply["reshuffle_at_round_end"] is False
+        reply = await send(session, deck_command("round_end", event_id="end2"))
+        assert reply["reshuffles"] == [] and reply["notice"] is None
+
+
+# --- H8 -----------------------------------------------------------------------------------------
+
+
+class TestH8ChallengeActions:
+    """H8: value = card + attribute +/- 3; never pushed; never bound by fate."""
+
+    async def test_value(self, session, table):
+        reply = await drawn(session, table, challenge(favor=True), "wands-9")
+        assert (reply["drawn"]["name"], reply["modifier"], reply["value"]) == ("IX of Wands", 3, 16)
+        assert reply["card"]["title"] == "Challenge Action: Swords"
+
+    async def test_never_pushed(self, session, table):
+        await drawn(session, table, challenge(score=1), "cups-1")  # value 2
+        reply = await refused(session, push(test_id="act1"), "not_eligible", "test_id", dice=[1])
+        assert "(H8)" in reply["message"]
+
+    async def test_an_action_names_no_obstacle(self, session):
+        await refused(session, challenge(obstacle="the goblin"), "bad_message", "obstacle", dice=[1])
+
+
+# --- H9 -----------------------------------------------------------------------------------------
+
+
+class TestH9BoundByFate:
+    """H9: a failed test binds its obstacle for everyone in the guild until the GM clears it."""
+
+    async def test_a_failure_binds_the_obstacle_for_the_whole_guild(self, session, table):
+        reply = await drawn(session, table, fate_test(obstacle="The locked door"), "cups-2")
+        assert reply["bound"] is True and "bound by fate" in reply["card"]["html"]
+        await refused(session, fate_test("e2", "t2", obstacle="the  LOCKED door"), "not_eligible", "obstacle",
+                      dice=[1])
+        other = fate_test("e3", "t3", obstacle="The locked door", user_id=PLAYER_TWO,
+                          actor=actor(PATCHES, "Patches", (PLAYER_TWO,)))
+        reply = await refused(session, other, "not_eligible", "obstacle", dice=[1])
+        assert "bound by fate after test tof1 (failure)" in reply["message"]
+        assert (await status(session))["bound"] == [
+            {"obstacle": "The locked door", "test_id": "tof1", "outcome": "failure"}]
+
+    async def test_the_gm_clears_it(self, session, table):
+        await drawn(session, table, fate_test(obstacle="The locked door"), "cups-2")
+        reply = await send(session, clear("the locked door"))
+        assert (reply["type"], reply["obstacle"], reply["test_id"]) == ("hmtw_obstacle_cleared", "The locked door",
+                                                                        "tof1")
+        reply = await drawn(session, table, fate_test("e2", "t2", obstacle="The locked door"), "wands-12")
+        assert reply["test"]["outcome"] == "success"
+
+    async def test_a_blank_obstacle_is_a_bad_message(self, session):
+        await refused(session, fate_test(obstacle="   "), "bad_message", "obstacle", dice=[1])
+        await refused(session, clear(" "), "bad_message", "obstacle")
+
+    async def test_clearing_an_obstacle_not_bound(self, session):
+        await refused(session, clear("the open door"), "not_found", "obstacle")
+
+    async def test_a_successful_push_releases_it_a_great_failure_keeps_it(self, session, table):
+        await drawn(session, table, fate_test("e1", "t1", obstacle="door"), "cups-2")
+        reply = await drawn(session, table, push("p1", "t1"), "cups-14")
+        assert (reply["test"]["outcome"], reply["bound"]) == ("success", False)
+        await drawn(session, table, fate_test("e2", "t2", obstacle="door"), "cups-3")
+        reply = await drawn(session, table, push("p2", "t2"), "cups-4")
+        assert (reply["test"]["outcome"], reply["bound"]) == ("great_failure", True)
+        assert (await status(session))["bound"][0]["outcome"] == "great_failure"
+
+    async def test_a_success_does_not_bind(self, session, table):
+        reply = await drawn(session, table, fate_test(obstacle="door"), "wands-12")
+        assert reply["bound"] is False
+        assert (await status(session))["bound"] == []
+
+
+# --- H10 ----------------------------------------------------------------------------------------
+
+
+class TestH10GroupTests:
+    """H10: the most and the least qualified each draw; hits 2/1/0/-1 sum to the group outcome;
+    failure or disaster binds the obstacle."""
+
+    async def test_great_success_and_failure_make_a_success(self, session, table):
+        reply = await drawn(session, table, group_test(), "cups-11", "swords-2")  # 14 great, 3 failure
+        assert [m["outcome"] for m in reply["members"]] == ["great_success", "failure"]
+        assert [m["test_id"] for m in reply["members"]] == ["grp1/1", "grp1/2"]
+        assert (reply["hits"], reply["outcome"], reply["bound"]) == (2, "success", False)
+        assert reply["members"][1]["push_by"] == [PLAYER_TWO]
+
+    async def test_success_and_failure_fall_short(self, session, table):
+        reply = await drawn(session, table, group_test(obstacle="the wolf"), "wands-11", "swords-2")
+        assert (reply["hits"], reply["outcome"], reply["bound"]) == (1, "falls_short", False)
+
+    async def test_two_failures_fail_and_bind(self, session, table):
+        reply = await drawn(session, table, group_test(obstacle="the wolf"), "swords-3", "swords-2")
+        assert (reply["hits"], reply["outcome"], reply["bound"]) == (0, "failure", True)
+        assert reply["members"][0]["push_by"] == [PLAYER] and reply["members"][1]["push_by"] == [PLAYER_TWO]
+        await refused(session, fate_test(obstacle="The Wolf"), "not_eligible", "obstacle", dice=[1])
+
+    async def test_a_pushed_great_failure_makes_a_disaster(self, session, table):
+        await drawn(session, table, group_test(obstacle="the wolf"), "swords-3", "swords-2")
+        reply = await drawn(session, table, push("p1", "grp1/2", PLAYER_TWO), "swords-4")  # 3 + 4 = 7
+        assert reply["type"] == "hmtw_group_tested" and reply["event_id"] == "p1"
+        assert [m["outcome"] for m in reply["members"]] == ["failure", "great_failure"]
+        assert (reply["hits"], reply["outcome"], reply["bound"]) == (-1, "disaster", True)
+        assert reply["members"][0]["push_by"] == [PLAYER]  # the other member may still push
+        reply = await drawn(session, table, push("p2", "grp1/1", PLAYER), "swords-14")  # 3 + 3 + 14
+        assert (reply["hits"], reply["outcome"], reply["bound"]) == (0, "failure", True)
+
+    async def test_a_pushed_success_lifts_the_group(self, session, table):
+        await drawn(session, table, group_test(obstacle="the wolf"), "cups-12", "swords-2")  # 15 great, 3
+        reply = await drawn(session, table, push("p1", "grp1/2", PLAYER_TWO), "wands-14")
+        assert (reply["hits"], reply["outcome"], reply["bound"]) == (3, "success", False)
+
+    async def test_two_different_adventurers(self, session):
+        same = group_test(members=[member(actor(), 3, PLAYER), member(actor(), 1, PLAYER)])
+        await refused(session, same, "bad_message", "members[1].actor.actor_id", dice=[1, 1])
+
+    async def test_exactly_two_members(self, session):
+        await refused(session, group_test(members=[member(actor(), 3, PLAYER)]), "bad_message", "members",
+                      dice=[1])
+
+    async def test_bound_obstacles_refuse_group_tests_too(self, session, table):
+        await drawn(session, table, fate_test(obstacle="the wolf"), "cups-2")
+        await refused(session, group_test(obstacle="the wolf"), "not_eligible", "obstacle", dice=[1, 1])
+
+
+class TestOverlayCards:
+    """What overlay viewers may see: a test's card when drawn ``public`` (its push follows it),
+    never a whispered one; the table's reshuffle notice; never the GM deck's card."""
+
+    async def overlay(self, session: Session, message: dict, dice: list[int] | None = None) -> dict | None:
+        reply = await session.receive(frame(message), None if dice is None else ScriptedDice(dice))
+        return None if reply.overlay_card is None else json.loads(reply.overlay_card)
+
+    async def test_public_test_and_its_push(self, session, table):
+        shown = await self.overlay(session, fate_test(), table.picks("pentacles-4"))
+        assert shown["card"]["title"] == "Test of fate: Pentacles" and shown["ruleset"] == "hmtw"
+        shown = await self.overlay(session, push(), table.picks("pentacles-13"))
+        assert "Pushed fate" in shown["card"]["html"]
+
+    async def test_whispered_test_and_its_push_stay_private(self, session, table):
+        assert await self.overlay(session, fate_test(visibility="gm"), table.picks("pentacles-4")) is None
+        assert await self.overlay(session, push(), table.picks("pentacles-13")) is None
+        assert await self.overlay(session, group_test(visibility="blind"), table.picks("cups-1", "cups-2")) is None
+        assert await self.overlay(session, challenge(visibility="self"), table.picks("cups-3")) is None
+
+    async def test_gm_commands_show_only_the_table_notices(self, session):
+        assert await self.overlay(session, gm_draw(), [1]) is None
+        assert await self.overlay(session, deck_command("status")) is None
+        shown = await self.overlay(session, deck_command("reshuffle", event_id="r1"))
+        assert shown["card"]["title"] == "The decks are reshuffled"
+
+
+# --- audit and resolve --------------------------------------------------------------------------
+
+
+class TestAudit:
+    """Every hmtw decision lands in the audit trail with its columns and re-derives from its
+    recorded reads and dice."""
+
+    async def test_every_decision_re_derives(self, tmp_path):
+        db = tmp_path / "audit.sqlite3"
+        store = await SQLiteStore.open(db, audit_key=KEY)
+        await store.add_world("w", None)
+        session = Session(store, ScriptedDice([]), trusted=True, default_world="w")
+        for line in EXAMPLE.read_text().splitlines():
+            message = json.loads(line)
+            await session.receive(frame({k: v for k, v in message.items() if k != "dice"}),
+                                  ScriptedDice(message.get("dice", [])))
+        (report,) = await store.verify("w", KEY)
+        assert report.ok, report.problems
+        assert report.records == len(EXAMPLE.read_text().splitlines())
+        rows = await store.audit_page("w", _query())
+        await store.close()
+        by_type = {r.type: r for r in reversed(rows.records)}
+        first = rows.records[-1]
+        assert (first.ruleset, first.message_id, first.outcome, first.test_name) == (
+            "hmtw", "tof-conch", "success", "Test of fate: Pentacles")
+        assert first.detail == "Knight of Wands 12 + Pentacles 2 = 14: success"
+        assert by_type["hmtw_group_test"].outcome == "success"
+        assert by_type["hmtw_challenge_action"].outcome == "challenge"
+        assert by_type["hmtw_gm_draw"].detail.startswith("XIII Death")
+        refusals = [r for r in rows.records if r.outcome in ("forbidden", "not_eligible")]
+        assert {r.message_id for r in refusals} == {"tof-clockwork", "tof-clockwork-2", "tof-bars"}
+
+
+def _query():
+    from bridge import wire
+
+    return wire.AuditQuery(query_id="q", limit=200)
+
+
+def run_resolve(stdin: str) -> subprocess.CompletedProcess:
+    return subprocess.run([sys.executable, "-m", "bridge", "resolve", "--cards"], input=stdin, capture_output=True,
+                          text=True, cwd=ROOT, timeout=60)
+
+
+class TestResolveExample:
+    """README's example: a recorded His Majesty the Worm session through ``fate-bridge resolve``."""
+
+    def test_example_session(self):
+        result = run_resolve(EXAMPLE.read_text())
+        assert result.returncode == 0, result.stderr
+        out = [json.loads(line) for line in result.stdout.splitlines()]
+        assert [r["type"] for r in out] == [
+            "hmtw_tested", "hmtw_tested", "hmtw_tested", "hmtw_tested", "hmtw_tested", "error", "hmtw_tested",
+            "error", "hmtw_obstacle_cleared", "hmtw_tested", "hmtw_tested", "error", "hmtw_group_tested",
+            "hmtw_challenge_drawn", "hmtw_gm_drawn", "hmtw_decks"]
+        outcomes = [(r["test"]["total"], r["test"]["outcome"]) for r in out if r["type"] == "hmtw_tested"]
+        assert outcomes == [(14, "success"), (21, "great_success"), (6, "failure"), (14, "success"),
+                            (3, "failure"), (9, "great_failure"), (3, "failure"), (16, "success")]
+        assert (out[5]["code"], out[7]["code"], out[11]["code"]) == ("forbidden", "not_eligible", "not_eligible")
+        assert out[10]["reshuffles"] == [{"reason": "fool", "decks": ["player", "gm"]}]
+        assert (out[12]["hits"], out[12]["outcome"]) == (2, "success")
+        assert (out[13]["value"], out[14]["drawn"]["name"]) == (13, "XIII Death")
+        assert out[15]["decks"] == {"player_undrawn": 54, "player_discarded": 3, "gm_undrawn": 20, "gm_discarded": 1}
+        assert "Drawn: 🪄 Knight of Wands (Wands, 12)" in result.stderr
+        assert "Pushed fate: ⚔ VI of Swords (Swords, 6)" in result.stderr
+        assert "Total: 9 → Great failure" in result.stderr
+
+    def test_without_dice_the_bridge_draws_its_own(self):
+        line = json.loads(EXAMPLE.read_text().splitlines()[0])
+        del line["dice"]
+        out = json.loads(run_resolve(json.dumps(line) + "\n").stdout)
+        assert out["type"] == "hmtw_tested" and out["decks"]["player_undrawn"] == 56
+        assert out["test"]["total"] == out["test"]["first"]["value"] + 2
