@@ -112,7 +112,8 @@ _BLOCK = re.compile(r"</?(?:div|header|footer|h3)\b[^>]*>")
 
 def card_text(frame: bytes) -> str | None:
     """A reply frame as readable text for a terminal (``fate-bridge resolve --cards``): the
-    grading of a ``test_graded``, the card of any reply carrying one; None for other replies."""
+    grading of a ``test_graded``, the ``card`` and ``notice`` cards of any reply carrying them;
+    None for other replies."""
     reply = _bridge_decoder.decode(frame)
     match reply:
         case wire.TestGraded():
@@ -123,9 +124,18 @@ def card_text(frame: bytes) -> str | None:
                 else "withheld: " + ", ".join(fate.reasons)
             )
             return f"[graded {reply.message_id}] {reply.label} ({'success' if reply.success else 'failure'}); Fate {offer}"
-    card = getattr(reply, "card", None)
-    if isinstance(card, wire.Card):
-        blocks = (html.unescape(_TAG.sub(" ", b)) for b in _BLOCK.split(card.html))
-        body = "\n".join("  " + " ".join(b.split()) for b in blocks if b.strip())
-        return f"[card {getattr(reply, 'message_id', None) or card.title}]\n{body}"
-    return None
+    shown = [
+        _as_text(label, card)
+        for label, card in (("card", getattr(reply, "card", None)), ("notice", getattr(reply, "notice", None)))
+        if isinstance(card, wire.Card)
+    ]
+    if not shown:
+        return None
+    ref = getattr(reply, "message_id", None)
+    return "\n".join(f"[{label} {ref or title}]\n{body}" for label, title, body in shown)
+
+
+def _as_text(label: str, card: wire.Card) -> tuple[str, str, str]:
+    """A card's HTML as indented lines of text, one per block element."""
+    blocks = (html.unescape(_TAG.sub(" ", b)) for b in _BLOCK.split(card.html))
+    return label, card.title, "\n".join("  " + " ".join(b.split()) for b in blocks if b.strip())
