@@ -10,6 +10,7 @@ import argparse
 import asyncio
 import sys
 from pathlib import Path
+from urllib.parse import urlencode, urljoin, urlsplit, urlunsplit
 
 import msgspec
 
@@ -18,7 +19,7 @@ from .config import default_audit_key, default_db, load_key
 from .dice import ScriptedDice, SecretDice
 from .errors import ConfigError
 from .server import RATE_BURST_SECONDS, RATE_PER_SECOND
-from .session import Session, hash_token, new_token
+from .session import OVERLAY_PATH, Session, hash_token, new_token
 from .store import SQLiteStore
 
 DEFAULT_HOST = "127.0.0.1"
@@ -123,6 +124,21 @@ def _parser() -> argparse.ArgumentParser:
     add_db(remove)
     listing = world_commands.add_parser("list", help="list registered worlds and their settings")
     add_db(listing)
+    viewer = world_commands.add_parser(
+        "viewer-key",
+        help="print the world's read-only overlay viewer key and overlay URL",
+        description="Print WORLD_ID's overlay viewer key (made on first use) and the URL of the "
+        "stream overlay page for OBS. The key only lets a page watch the world's public results; "
+        "it is stored in clear text so the GM's module can show the URL too. --rotate issues a "
+        "new key: overlays using the old one stop at their next reconnect.",
+    )
+    viewer.add_argument("world_id", metavar="WORLD_ID")
+    viewer.add_argument("--rotate", action="store_true", help="replace the key with a new one")
+    viewer.add_argument("--key-only", action="store_true", help="print only the key (for scripts)")
+    viewer.add_argument("--bridge-url", default=f"http://{DEFAULT_HOST}:{DEFAULT_PORT}",
+                        help="the bridge's address as OBS reaches it, for the printed URL "
+                        f"(default http://{DEFAULT_HOST}:{DEFAULT_PORT})")
+    add_db(viewer)
 
     sch = commands.add_parser(
         "schema",
@@ -276,6 +292,14 @@ async def _world(args: argparse.Namespace) -> int:
             else:
                 print(f"{done}\nToken (shown once; paste it into the fate-bridge module settings "
                       f"as GM):\n  {token}")
+        elif args.world_command == "viewer-key":
+            key = await store.viewer_key(args.world_id, new_token(), rotate=args.rotate)
+            if args.key_only:
+                print(key)
+            else:
+                print(f"Overlay viewer key of {args.world_id!r}{' (new)' if args.rotate else ''}:\n"
+                      f"  {key}\nOverlay URL (an OBS browser source, 1920x1080):\n"
+                      f"  {overlay_url(args.bridge_url, args.world_id, key)}")
         elif args.world_command == "remove":
             await store.remove_world(args.world_id)
             print(f"World {args.world_id!r} removed; its audit trail is kept in {db}.")
@@ -285,6 +309,15 @@ async def _world(args: argparse.Namespace) -> int:
         return 0
     finally:
         await store.close()
+
+
+def overlay_url(bridge_url: str, world_id: str, key: str) -> str:
+    """The overlay page's URL for a bridge address (``ws``/``wss`` become ``http``/``https``;
+    a path such as a proxy's ``/fate-bridge/`` is kept)."""
+    parts = urlsplit(bridge_url)
+    scheme = {"ws": "http", "wss": "https"}.get(parts.scheme, parts.scheme)
+    base = urlunsplit((scheme, parts.netloc, parts.path.rstrip("/") + "/", "", ""))
+    return urljoin(base, OVERLAY_PATH) + "?" + urlencode({"world": world_id, "key": key})
 
 
 def _schema(args: argparse.Namespace) -> int:

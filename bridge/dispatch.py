@@ -3,7 +3,8 @@
 No network, no clock, no randomness of its own: the server and ``fate-bridge resolve`` both call
 :func:`decide` inside ``Store.decide`` (one transaction per decision), and ``fate-bridge audit
 verify`` calls it again on recorded inputs. Each ruleset's handlers live in
-``bridge.decisions.<ruleset>`` and register their message classes in ``HANDLERS``.
+``bridge.decisions.<ruleset>`` and register their message classes in ``HANDLERS``; a ruleset whose
+requests do not carry their own ``visibility`` defines ``public_card`` (see :func:`public_card`).
 """
 
 from __future__ import annotations
@@ -29,11 +30,26 @@ def _settings(message: wire.Settings, state: WorldState, dice: Dice) -> wire.Set
     return wire.SettingsApplied(ref=message.event_id, settings=settings)
 
 
+PublicCard = Callable[[wire.ClientMessage, wire.BridgeMessage, WorldState], wire.Card | None]
+
+
+def _visible_card(message: wire.ClientMessage, reply: wire.BridgeMessage,
+                  state: WorldState) -> wire.Card | None:
+    """The default :data:`PublicCard`: the reply's ``card`` when the request says its result is
+    ``public``; nothing for a request without ``visibility`` (private unless a ruleset says so)."""
+    if getattr(message, "visibility", None) != "public":
+        return None
+    card = getattr(reply, "card", None)
+    return card if isinstance(card, wire.Card) else None
+
+
 HANDLERS: dict[type, Handler] = {wire.Settings: _settings}
 SUMMARIZERS: dict[type, Callable[..., wire.AuditColumns]] = {}
+PUBLIC_CARDS: dict[type, PublicCard] = {}
 for _module in RULESET_DECISIONS:
     HANDLERS.update(_module.HANDLERS)
     SUMMARIZERS.update(dict.fromkeys(_module.HANDLERS, _module.summarize))
+    PUBLIC_CARDS.update(dict.fromkeys(_module.HANDLERS, getattr(_module, "public_card", _visible_card)))
 
 
 def decide(message: wire.ClientMessage, state: WorldState, dice: Dice) -> wire.BridgeMessage:
@@ -56,3 +72,15 @@ def summarize(message: wire.ClientMessage, reply: wire.BridgeMessage, state: Wor
     if summarizer is None:
         return wire.AuditColumns(outcome="settings" if isinstance(reply, wire.SettingsApplied) else reply.code)  # type: ignore[union-attr]
     return summarizer(message, reply, state)
+
+
+def public_card(message: wire.ClientMessage, reply: wire.BridgeMessage, state: WorldState) -> wire.Card | None:
+    """The card overlay viewers may see for a decided message, or None (the result is whispered,
+    blind, self or GM-only, or the reply has no card). Call it only for a decision that passed
+    (not a refusal), with the state after it; it only reads.
+
+    A ruleset's ``public_card(message, reply, state)`` decides for its messages (sohl: the
+    visibility of the graded test a Fate Test was rolled on); otherwise the request's own
+    ``visibility`` does (:func:`_visible_card`).
+    """
+    return PUBLIC_CARDS.get(type(message), _visible_card)(message, reply, state)

@@ -1,30 +1,44 @@
 """The WebSocket server: moves frames between sockets and :class:`~bridge.session.Session`.
 
-One asyncio server (websockets' asyncio API). ``GET /healthz`` answers ``200 ok`` without a
-WebSocket upgrade. Each connection: the first frame must come within ``hello_timeout`` seconds
-(else close 4002); frames are handled one at a time, in order, each answered before the next is
-read; past the rate limit a frame is answered ``rate_limited`` and not handled. One forwarder per
-world: a newer authenticated connection closes the older with 4003. ``serve_until`` stops on SIGTERM/SIGINT (see ``stop_on_signals``): clients are closed with 1001 (going away) after
-in-flight decisions finish, then the store is closed.
+One asyncio server (websockets' asyncio API). Plain HTTP without a WebSocket upgrade:
+``GET /healthz`` answers ``200 ok``; ``GET /overlay`` serves the stream overlay page and
+``/overlay/<file>`` its script and style (package data in ``bridge/overlay/``). Each connection:
+the first frame must come within ``hello_timeout`` seconds (else close 4002); frames are handled
+one at a time, in order, each answered before the next is read; past the rate limit a frame is
+answered ``rate_limited`` and not handled. One forwarder per world: a newer authenticated
+connection closes the older with 4003. Overlay viewers (``hello`` with the viewer key) get each
+public card of their world through their own bounded queue and sender task (:class:`Viewers`), so
+a stuck viewer never delays a decision or another viewer; it is closed with 4004.
+``serve_until`` stops on SIGTERM/SIGINT (see ``stop_on_signals``): clients are closed with 1001
+(going away) after in-flight decisions finish, then the store is closed.
 """
 
 from __future__ import annotations
 
 import asyncio
 import signal
+import socket
 import ssl
+from collections import deque
 from collections.abc import Awaitable, Callable
+from dataclasses import dataclass, field
 from http import HTTPStatus
+from importlib import resources
 from pathlib import Path
+from urllib.parse import urlsplit
 
 import structlog
 from websockets.asyncio.server import Server, ServerConnection, serve
+from websockets.datastructures import Headers
 from websockets.exceptions import ConnectionClosed
+from websockets.frames import CloseCode
 from websockets.http11 import Request, Response
 
+from . import wire
 from .dice import Dice, SecretDice
 from .errors import ConfigError, RateLimited
-from .session import CLOSE_HELLO_TIMEOUT, CLOSE_SUPERSEDED, Reply, Session, error_frame
+from .session import (CLOSE_HELLO_TIMEOUT, CLOSE_SUPERSEDED, CLOSE_VIEWER_TOO_SLOW, OVERLAY_PATH,
+                      Reply, Session, error_frame)
 from .store import Store
 from .wire import ref_of
 
@@ -38,6 +52,14 @@ RATE_PER_SECOND = 20.0  # a table makes a few decisions a minute; a replay burst
 RATE_BURST_SECONDS = 5.0  # ... re-sends at most the queued messages at once: 100 frames
 HEALTH_PATH = "/healthz"
 DEFAULT_RATE = (RATE_PER_SECOND, int(RATE_PER_SECOND * RATE_BURST_SECONDS))
+VIEWER_QUEUE_FRAMES = 32  # cards waiting for one viewer: a table shows a few a minute, so 32
+# unsent cards means the viewer stopped reading (the page needs no backlog: it reconnects fresh)
+VIEWER_SEND_TIMEOUT_SECONDS = 10.0  # a card is a few KiB: a viewer not taking one in 10 s is stuck
+VIEWER_SEND_BUFFER_BYTES = 64 * 1024  # kernel send buffer of a viewer's socket: cards are a few
+# KiB a minute, and without a cap Linux grows it to 4 MiB, so a stuck viewer would swallow ~1500
+# cards before its send times out; with 64 KiB it is noticed after a few dozen
+MAX_VIEWERS_PER_WORLD = 20  # OBS, a preview tab or two per streamer; a leaked key cannot pile up
+DEFAULT_VIEWER_LIMITS = (VIEWER_QUEUE_FRAMES, VIEWER_SEND_TIMEOUT_SECONDS)
 
 
 class RateLimit:
@@ -60,10 +82,60 @@ class RateLimit:
         return True
 
 
-def _health(connection: ServerConnection, request: Request) -> Response | None:
-    if request.path == HEALTH_PATH:
-        return connection.respond(HTTPStatus.OK, "ok\n")
-    return None
+OVERLAY_FILES = {  # URL path -> (package file in bridge/overlay/, Content-Type)
+    f"/{OVERLAY_PATH}": ("index.html", "text/html; charset=utf-8"),
+    f"/{OVERLAY_PATH}/overlay.js": ("overlay.js", "text/javascript; charset=utf-8"),
+    f"/{OVERLAY_PATH}/overlay.css": ("overlay.css", "text/css; charset=utf-8"),
+}
+# The page runs only its own script and style and talks only to this bridge: even a card that
+# somehow carried markup could not run code or load anything. No Referer, so the viewer key in
+# the page's URL never leaves it.
+OVERLAY_HEADERS = (
+    ("Content-Security-Policy", "default-src 'none'; script-src 'self'; style-src 'self'; "
+     "connect-src 'self'; img-src 'self' data:; base-uri 'none'; form-action 'none'"),
+    ("Referrer-Policy", "no-referrer"),
+    ("X-Content-Type-Options", "nosniff"),
+    ("Cache-Control", "no-cache"),
+)
+
+
+def _load_overlay() -> dict[str, tuple[bytes, str]]:
+    """The overlay files by URL path: (body, Content-Type), read once from the package."""
+    folder = resources.files("bridge").joinpath("overlay")
+    return {path: (folder.joinpath(name).read_bytes(), kind)
+            for path, (name, kind) in OVERLAY_FILES.items()}
+
+
+def _own_origin(request: Request) -> bool:
+    """True when the request's Origin is this bridge's own address (the overlay page it serves):
+    its host and port equal the Host the browser connected to."""
+    origin, host = request.headers.get("Origin"), request.headers.get("Host")
+    return origin is not None and host is not None and urlsplit(origin).netloc == host
+
+
+def http_handler(origins: list[str] | None) -> Callable[[ServerConnection, Request], Response | None]:
+    """websockets' ``process_request``: answers the plain HTTP paths (health, overlay files) and
+    refuses WebSocket upgrades from a browser page on another site (403) when ``origins`` is
+    given; returns None to go on with the upgrade. Pages served by the bridge itself (the
+    overlay) always pass, so OBS can show it whatever ``--origins`` says."""
+    overlay = _load_overlay()
+
+    def process_request(connection: ServerConnection, request: Request) -> Response | None:
+        path = urlsplit(request.path).path
+        if path == HEALTH_PATH:
+            return connection.respond(HTTPStatus.OK, "ok\n")
+        if path in overlay:
+            body, kind = overlay[path]
+            headers = Headers([("Content-Type", kind), ("Content-Length", str(len(body))),
+                               *OVERLAY_HEADERS])
+            return Response(HTTPStatus.OK, HTTPStatus.OK.phrase, headers, body)
+        origin = request.headers.get("Origin")
+        if origins is None or origin is None or origin in origins or _own_origin(request):
+            return None
+        return connection.respond(HTTPStatus.FORBIDDEN,
+                                  f"Failed to open a WebSocket connection: invalid Origin header: {origin}.\n")
+
+    return process_request
 
 
 class Forwarders:
@@ -91,20 +163,126 @@ class Forwarders:
 MAX_CLOSE_REASON = 123  # bytes: RFC 6455 close frames carry at most 125, 2 of them the code
 
 
+@dataclass(eq=False)
+class _Viewer:
+    """One overlay viewer: its connection and the frames waiting for its sender task."""
+
+    world_id: str
+    ws: ServerConnection
+    frames: deque[bytes] = field(default_factory=deque)
+    ready: asyncio.Event = field(default_factory=asyncio.Event)
+    overflowed: bool = False
+
+
+class Viewers:
+    """The overlay viewers of each world, and each world's last public card (for ``replay``;
+    kept in memory since the bridge started).
+
+    Fan-out never waits: :meth:`publish` (and :meth:`clear`, :meth:`replay`) only append to each
+    viewer's queue of at most ``queue_frames`` frames; each viewer's own task (:meth:`pump`)
+    sends them in order, each within ``send_timeout`` seconds. A viewer whose queue overflowed
+    (seen when its send in flight ends) or whose send timed out is forgotten and closed with
+    4004, within ``send_timeout`` (a stuck peer, which cannot take the close frame, is then cut
+    off); the page reconnects by itself.
+    """
+
+    def __init__(self, queue_frames: int, send_timeout: float,
+                 max_per_world: int = MAX_VIEWERS_PER_WORLD) -> None:
+        self.queue_frames, self.send_timeout, self.max_per_world = queue_frames, send_timeout, max_per_world
+        self._by_world: dict[str, set[_Viewer]] = {}
+        self._last: dict[str, bytes] = {}
+
+    def add(self, world_id: str, ws: ServerConnection) -> _Viewer | None:
+        """Register ``ws`` as a viewer of ``world_id``; None when the world has
+        ``max_per_world`` viewers already."""
+        viewers = self._by_world.setdefault(world_id, set())
+        if len(viewers) >= self.max_per_world:
+            return None
+        viewer = _Viewer(world_id, ws)
+        viewers.add(viewer)
+        return viewer
+
+    def remove(self, viewer: _Viewer) -> None:
+        """Forget ``viewer`` (idempotent)."""
+        viewers = self._by_world.get(viewer.world_id)
+        if viewers is not None:
+            viewers.discard(viewer)
+            if not viewers:
+                del self._by_world[viewer.world_id]
+
+    def count(self, world_id: str) -> int:
+        """How many viewers ``world_id`` has."""
+        return len(self._by_world.get(world_id, ()))
+
+    def publish(self, world_id: str, frame: bytes) -> None:
+        """Queue an ``overlay_card`` frame for every viewer of ``world_id``, and keep it as the
+        world's last card."""
+        self._last[world_id] = frame
+        self._send_all(world_id, frame)
+
+    def clear(self, world_id: str) -> None:
+        """Tell every viewer of ``world_id`` to take its cards off screen."""
+        self._send_all(world_id, wire.encode(wire.OverlayClear(world_id=world_id)))
+
+    def replay(self, world_id: str) -> None:
+        """Queue the world's last card again for its viewers (nothing when there is none)."""
+        last = self._last.get(world_id)
+        if last is not None:
+            self._send_all(world_id, last)
+
+    def _send_all(self, world_id: str, frame: bytes) -> None:
+        for viewer in self._by_world.get(world_id, ()):
+            if len(viewer.frames) >= self.queue_frames:
+                viewer.overflowed = True
+            else:
+                viewer.frames.append(frame)
+            viewer.ready.set()
+
+    async def pump(self, viewer: _Viewer) -> None:
+        """Send ``viewer`` its queued frames, one at a time, until its connection closes or it
+        falls behind (then it is forgotten and closed with 4004). Run it as the viewer's own
+        task; never raises ``ConnectionClosed``."""
+        try:
+            while not viewer.overflowed:
+                if not viewer.frames:
+                    viewer.ready.clear()
+                    await viewer.ready.wait()
+                    continue
+                async with asyncio.timeout(self.send_timeout):
+                    await viewer.ws.send(viewer.frames.popleft(), text=True)
+            reason = "queue_full"
+        except TimeoutError:
+            reason = "send_timeout"
+        except ConnectionClosed:
+            return
+        self.remove(viewer)
+        log.info("viewer_dropped", world_id=viewer.world_id, reason=reason)
+        try:
+            async with asyncio.timeout(self.send_timeout):
+                await viewer.ws.close(CLOSE_VIEWER_TOO_SLOW, "too slow for the overlay: reconnect")
+        except TimeoutError:
+            viewer.ws.transport.abort()  # the close frame cannot get through either
+
+
 def make_handler(
     store: Store,
     dice: Dice,
     hello_timeout: float,
     rate: tuple[float, int] | None = DEFAULT_RATE,
+    viewers: Viewers | None = None,
 ) -> Callable[[ServerConnection], Awaitable[None]]:
     """The per-connection coroutine for ``websockets.serve``: always returns, never raises.
-    ``rate``: (frames per second, burst) per connection, or None for no limit."""
+    ``rate``: (frames per second, burst) per connection, or None for no limit. ``viewers``:
+    the overlay fan-out (default limits when None)."""
     forwarders = Forwarders()
+    viewers = Viewers(*DEFAULT_VIEWER_LIMITS) if viewers is None else viewers
     clock = asyncio.get_running_loop().time
 
     async def handler(ws: ServerConnection) -> None:
         session = Session(store, dice)
         limit = None if rate is None else RateLimit(rate[0], rate[1], clock)
+        pump: asyncio.Task[None] | None = None
+        viewer: _Viewer | None = None
         try:
             async with asyncio.timeout(hello_timeout):
                 frame: str | bytes = await ws.recv()
@@ -120,20 +298,53 @@ def make_handler(
                     reply = await session.receive(frame)
                 else:
                     reply = Reply([error_frame(RateLimited(RATE_MESSAGE), ref_of(frame))])
+                _fan_out(viewers, session.world_id, reply)
                 for out in reply.frames:
                     await ws.send(out.decode())
                 if reply.close_code is not None:
                     await ws.close(reply.close_code, "unauthorized")
                     return
                 if session.is_open and not was_open:
-                    await forwarders.claim(session.world_id, ws, session.holder)
+                    assert session.world_id is not None
+                    if not session.viewer:
+                        await forwarders.claim(session.world_id, ws, session.holder)
+                    elif (viewer := viewers.add(session.world_id, ws)) is None:
+                        log.info("viewer_refused_full", world_id=session.world_id)
+                        await ws.close(CloseCode.TRY_AGAIN_LATER, "too many overlay viewers")
+                        return
+                    else:
+                        _cap_send_buffer(ws)
+                        pump = asyncio.create_task(viewers.pump(viewer))
                 frame = await ws.recv()
         except ConnectionClosed:
             return
         finally:
             forwarders.release(session.world_id, ws)
+            if viewer is not None:
+                viewers.remove(viewer)
+            if pump is not None:
+                pump.cancel()
 
     return handler
+
+
+def _cap_send_buffer(ws: ServerConnection) -> None:
+    """Give a viewer's socket a small kernel send buffer (``VIEWER_SEND_BUFFER_BYTES``)."""
+    sock = ws.transport.get_extra_info("socket")
+    if sock is not None:
+        sock.setsockopt(socket.SOL_SOCKET, socket.SO_SNDBUF, VIEWER_SEND_BUFFER_BYTES)
+
+
+def _fan_out(viewers: Viewers, world_id: str | None, reply: Reply) -> None:
+    """Pass what ``reply`` says on to the world's overlay viewers (never waits)."""
+    if world_id is None:
+        return
+    if reply.overlay_card is not None:
+        viewers.publish(world_id, reply.overlay_card)
+    if reply.overlay_action == "clear":
+        viewers.clear(world_id)
+    elif reply.overlay_action == "replay":
+        viewers.replay(world_id)
 
 
 RATE_MESSAGE = (f"more than {RATE_PER_SECOND:g} messages a second: this one was not handled; "
@@ -161,23 +372,25 @@ async def start(
     origins: list[str] | None = None,
     tls: ssl.SSLContext | None = None,
     rate: tuple[float, int] | None = DEFAULT_RATE,
+    viewers: Viewers | None = None,
 ) -> Server:
     """Start listening; returns the running server (``server.sockets`` tell the bound port).
 
     ``origins``: when given, browsers may connect only from these Origin values (e.g.
-    ``https://foundry.example.org``); clients sending no Origin (not browsers) are let through
-    to authenticate. ``tls``: serve ``wss://``. ``rate``: (frames per second, burst) per
-    connection, None for no limit. Raises ``OSError`` when the address is taken.
+    ``https://foundry.example.org``) or from the bridge's own overlay page; clients sending no
+    Origin (not browsers) are let through to authenticate. ``tls``: serve ``wss://``. ``rate``:
+    (frames per second, burst) per connection, None for no limit. ``viewers``: the overlay
+    fan-out (default: :class:`Viewers` with the default limits). Raises ``OSError`` when the
+    address is taken.
     """
     return await serve(
-        make_handler(store, dice or SecretDice(), hello_timeout, rate),
+        make_handler(store, dice or SecretDice(), hello_timeout, rate, viewers),
         host,
         port,
-        process_request=_health,
+        process_request=http_handler(origins),
         max_size=MAX_FRAME_BYTES,
         max_queue=MAX_QUEUE_FRAMES,
         compression=None,
-        origins=None if origins is None else [*origins, None],
         ssl=tls,
     )
 

@@ -2,7 +2,10 @@
 
 The server feeds every received frame to :meth:`Session.receive` and sends what it returns;
 ``fate-bridge resolve`` does the same with lines of stdin. A session is ``new`` until a good
-``hello`` makes it ``open`` (as a forwarder) or it is told to close.
+``hello`` makes it ``open``, as the world's forwarder (``token``) or as a read-only overlay viewer
+(``viewer_key``, :attr:`Session.viewer`), or it is told to close. A viewer may only ``ping``;
+what it is sent besides (public cards) comes from the forwarder's replies: :class:`Reply` says
+what the server must pass on to the world's viewers.
 
 Every frame gets exactly one reply frame. Decode and validation errors are answered with
 ``error`` (the connection stays open); only authentication failures close it. Errors map to the
@@ -17,26 +20,30 @@ import hashlib
 import secrets
 from dataclasses import dataclass
 
+import msgspec
 import structlog
 
 from . import __version__, wire
 from .dice import Dice
-from .dispatch import RULESETS, decide, summarize
+from .dispatch import RULESETS, decide, public_card, summarize
 from .audit import AuditEntry, RecordingDice, RecordingState
-from .errors import BadMessage, Internal, Refusal, Unauthorized
+from .errors import BadMessage, Forbidden, Internal, Refusal, Unauthorized
 from .state import WorldState
-from .store import Decision, Store
+from .store import Decision, Store, World
 
 log = structlog.get_logger("fate_bridge")
 
 CLOSE_UNAUTHORIZED = 4001  # bad or missing token, or first message not ``hello``
 CLOSE_HELLO_TIMEOUT = 4002  # no ``hello`` within the server's hello timeout
 CLOSE_SUPERSEDED = 4003  # another connection authenticated for the same world
+CLOSE_VIEWER_TOO_SLOW = 4004  # an overlay viewer fell behind its queue or send timeout
 TOKEN_BYTES = 32  # 256 bits: a hash without key stretching is enough at this entropy
+OVERLAY_PATH = "overlay"  # the overlay page, relative to the bridge's address (server.py serves it)
 
 
 def new_token() -> str:
-    """A fresh world token (URL-safe text, 256 random bits from ``secrets``)."""
+    """A fresh world token or overlay viewer key (URL-safe text, 256 random bits from
+    ``secrets``)."""
     return secrets.token_urlsafe(TOKEN_BYTES)
 
 
@@ -50,6 +57,14 @@ def token_matches(token: str, token_hash: str | None) -> bool:
     if token_hash is None:
         return False
     return hmac.compare_digest(hash_token(token), token_hash)
+
+
+def viewer_key_matches(key: str, stored: str | None) -> bool:
+    """Constant-time check of an overlay viewer key against the world's (None never matches).
+    Viewer keys are stored in clear text: the overlay URL carries them (docs/security.md)."""
+    if stored is None:
+        return False
+    return hmac.compare_digest(key.encode(), stored.encode())
 
 
 def error_frame(refusal: Refusal, ref: str | None) -> bytes:
@@ -68,10 +83,17 @@ INTERNAL_MESSAGE = "the bridge failed to handle this message; the GM can find de
 
 @dataclass(frozen=True, slots=True)
 class Reply:
-    """What to do after a frame: send ``frames`` in order, then close with ``close_code`` if set."""
+    """What to do after a frame: send ``frames`` in order, then close with ``close_code`` if set.
+
+    For the world's overlay viewers (the server's fan-out; ``resolve`` has none):
+    ``overlay_card`` is an encoded ``overlay_card`` to send to each of them and keep as the
+    world's last card; ``overlay_action`` is the GM's ``clear`` (send ``overlay_clear``) or
+    ``replay`` (send the last card again)."""
 
     frames: list[bytes]
     close_code: int | None = None
+    overlay_card: bytes | None = None
+    overlay_action: wire.OverlayAction | None = None
 
 
 class Session:
@@ -94,6 +116,7 @@ class Session:
         self.trusted = trusted
         self.world_id: str | None = default_world if trusted else None
         self.holder = "another connection"  # who holds the link, as hello described it
+        self.viewer = False  # True once a hello with the viewer key opened it read-only
         self.log = log.bind(world_id=self.world_id) if self.world_id else log
 
     @property
@@ -119,17 +142,30 @@ class Session:
             return Reply([error_frame(Internal(INTERNAL_MESSAGE), ref_of_message(message))])
 
     async def _handle(self, message: wire.ClientMessages, dice: Dice) -> Reply:
+        if self.viewer and not isinstance(message, wire.Ping):
+            raise Forbidden("an overlay viewer may only send ping", field="type")
         if isinstance(message, wire.Hello):
             return await self._hello(message)
         if not self.is_open:
             refusal = Unauthorized("the first message must be hello with the world's token")
             return Reply([error_frame(refusal, ref_of_message(message))],
                          CLOSE_UNAUTHORIZED)
-        if isinstance(message, wire.Ping):
-            return Reply([wire.encode(wire.Pong())])
-        if isinstance(message, wire.AuditQuery):
-            return Reply([wire.encode(await self.store.audit_page(self.world_id, message))])
-        return Reply([await self._decide(message, dice)])
+        assert self.world_id is not None
+        match message:
+            case wire.Ping():
+                return Reply([wire.encode(wire.Pong())])
+            case wire.AuditQuery():
+                return Reply([wire.encode(await self.store.audit_page(self.world_id, message))])
+            case wire.OverlayInfo():
+                key = await self.store.viewer_key(self.world_id, new_token())
+                info = wire.OverlayInfoReply(query_id=message.query_id, world_id=self.world_id,
+                                             viewer_key=key, path=OVERLAY_PATH)
+                return Reply([wire.encode(info)])
+            case wire.OverlayControl():
+                self.log.info("overlay_control", action=message.action)
+                done = wire.OverlayControlled(query_id=message.query_id, action=message.action)
+                return Reply([wire.encode(done)], overlay_action=message.action)
+        return await self._decide(message, dice)
 
     async def _hello(self, hello: wire.Hello) -> Reply:
         if self.is_open and not self.trusted:
@@ -139,6 +175,8 @@ class Session:
             if world is None:
                 await self.store.add_world(hello.world_id, None)
                 world = await self.store.world(hello.world_id)
+        elif hello.token is None and hello.viewer_key is not None:
+            return self._viewer_hello(hello, world)
         elif world is None or hello.token is None or not token_matches(hello.token, world.token_hash):
             self.log.info("hello_refused", world_id=hello.world_id)
             refusal = Unauthorized(
@@ -158,21 +196,34 @@ class Session:
             module_version=client and client.module_version,
             system_id=client and client.system_id,
         )
-        welcome = wire.Welcome(
-            world_id=world.world_id,
-            bridge_version=__version__,
-            rulesets=RULESETS,
-            settings=world.settings,
-        )
-        return Reply([wire.encode(welcome)])
+        return Reply([_welcome(world)])
 
-    async def _decide(self, message: wire.ClientMessage, dice: Dice) -> bytes:
+    def _viewer_hello(self, hello: wire.Hello, world: World | None) -> Reply:
+        """A read-only overlay viewer: the world's viewer key opens it; anything else closes it."""
+        assert hello.viewer_key is not None
+        if world is None or not viewer_key_matches(hello.viewer_key, world.viewer_key):
+            self.log.info("viewer_refused", world_id=hello.world_id)
+            refusal = Unauthorized(
+                "unknown world or wrong viewer key: copy the overlay URL again from the module, "
+                "or print it with `fate-bridge world viewer-key WORLD_ID`",
+                field="viewer_key",
+            )
+            return Reply([error_frame(refusal, None)], CLOSE_UNAUTHORIZED)
+        self.world_id, self.viewer = world.world_id, True
+        self.log = log.bind(world_id=self.world_id)
+        self.log.info("viewer_hello")
+        return Reply([_welcome(world)])
+
+    async def _decide(self, message: wire.ClientMessage, dice: Dice) -> Reply:
         """Run one decision in the store, recording its inputs for the audit trail, and log
-        one line for it."""
+        one line for it. A decision that passed with a public card (:func:`public_card`) also
+        goes to the world's overlay viewers; a replayed ``event_id`` does not go again."""
         assert self.world_id is not None
+        world_id = self.world_id
         event_id: str | None = getattr(message, "event_id", None)
         message_bytes = wire.encode(message)
         details: dict[str, object] = {}
+        overlay: list[bytes] = []  # filled on the writer thread when the decision is public
 
         def decision(state: WorldState) -> Decision:
             # runs on the store's writer thread, inside the decision's transaction
@@ -185,6 +236,9 @@ class Session:
             frame = wire.encode(reply)
             summary = summarize(message, reply, state)
             details.update(_log_details(reply))
+            card = public_card(message, reply, state) if ok else None
+            if card is not None:
+                overlay.append(_overlay_frame(world_id, message, card))
             audit = AuditEntry(
                 type=message.__struct_config__.tag,
                 event_id=event_id,
@@ -204,9 +258,25 @@ class Session:
             event_id=event_id,
             type=message.__struct_config__.tag,
             replayed=decided.replayed,
+            overlay=bool(overlay),
             **details,
         )
-        return decided.reply
+        return Reply([decided.reply], overlay_card=overlay[0] if overlay else None)
+
+
+def _welcome(world: World) -> bytes:
+    """The encoded ``welcome`` for ``world`` (forwarders and viewers alike)."""
+    return wire.encode(wire.Welcome(world_id=world.world_id, bridge_version=__version__,
+                                    rulesets=RULESETS, settings=world.settings))
+
+
+def _overlay_frame(world_id: str, message: wire.ClientMessage, card: wire.Card) -> bytes:
+    """The encoded ``overlay_card`` of a public result: keyed by the chat message it belongs to
+    (so a Fate Test CS's final card replaces its pending one), else by its ``event_id``; the
+    speaker's actor id stays with the GM."""
+    key = getattr(message, "message_id", None) or getattr(message, "event_id", None)
+    shown = msgspec.structs.replace(card, speaker_actor_id=None)
+    return wire.encode(wire.OverlayCard(world_id=world_id, ruleset=card.ruleset, card=shown, key=key))
 
 
 def _log_details(reply: wire.BridgeMessage) -> dict[str, object]:

@@ -84,6 +84,11 @@ CREATE TABLE checkpoints (
     PRIMARY KEY (world_id, seq)
 );
 """,
+    # The world's read-only overlay viewer key, kept in clear text: the overlay URL carries it and
+    # the GM's module shows it (see docs/security.md).
+    3: """
+ALTER TABLE worlds ADD COLUMN viewer_key TEXT;
+""",
 }
 SCHEMA_VERSION = max(MIGRATIONS)
 
@@ -92,12 +97,13 @@ T = TypeVar("T")
 
 @dataclass(frozen=True, slots=True)
 class World:
-    """A registered world: its token's SHA-256 (hex; None for ``resolve``'s implicit world) and
-    its settings."""
+    """A registered world: its token's SHA-256 (hex; None for ``resolve``'s implicit world), its
+    settings and its overlay viewer key (clear text; None until one is made)."""
 
     world_id: str
     token_hash: str | None
     settings: wire.WorldSettings
+    viewer_key: str | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -184,6 +190,12 @@ class Store(Protocol):
     async def remove_world(self, world_id: str) -> None:
         """Unregister a world and drop its state; its audit trail is kept. Raises
         ``ConfigError`` if it is not registered."""
+        ...
+
+    async def viewer_key(self, world_id: str, candidate: str, *, rotate: bool = False) -> str:
+        """The world's overlay viewer key: the stored one, or ``candidate`` stored in its place
+        when there is none yet or ``rotate`` is set. Raises ``ConfigError`` if the world is not
+        registered."""
         ...
 
     async def worlds(self) -> list[World]:
@@ -353,14 +365,18 @@ class SQLiteStore:
 
         _in_transaction(conn, work)
 
+    _WORLD = "world_id, token_hash, settings, viewer_key"
+
+    @staticmethod
+    def _world_row(row: tuple) -> World:
+        return World(row[0], row[1], _settings_decoder.decode(row[2]), row[3])
+
     def _world_sync(self, world_id: str) -> World | None:
         assert self._conn is not None
         row = self._conn.execute(
-            "SELECT world_id, token_hash, settings FROM worlds WHERE world_id = ?", (world_id,)
+            f"SELECT {self._WORLD} FROM worlds WHERE world_id = ?", (world_id,)
         ).fetchone()
-        if row is None:
-            return None
-        return World(row[0], row[1], _settings_decoder.decode(row[2]))
+        return None if row is None else self._world_row(row)
 
     def _transaction(self, work: Callable[[sqlite3.Connection], T]) -> T:
         assert self._conn is not None
@@ -397,10 +413,20 @@ class SQLiteStore:
 
     def _worlds_sync(self) -> list[World]:
         assert self._conn is not None
-        rows = self._conn.execute(
-            "SELECT world_id, token_hash, settings FROM worlds ORDER BY world_id"
-        ).fetchall()
-        return [World(r[0], r[1], _settings_decoder.decode(r[2])) for r in rows]
+        rows = self._conn.execute(f"SELECT {self._WORLD} FROM worlds ORDER BY world_id").fetchall()
+        return [self._world_row(r) for r in rows]
+
+    def _viewer_key_sync(self, world_id: str, candidate: str, rotate: bool) -> str:
+        def work(conn: sqlite3.Connection) -> str:
+            self._require_world(conn, world_id, registered=True)
+            (current,) = conn.execute(
+                "SELECT viewer_key FROM worlds WHERE world_id = ?", (world_id,)
+            ).fetchone()
+            if current is not None and not rotate:
+                return current
+            conn.execute("UPDATE worlds SET viewer_key = ? WHERE world_id = ?", (candidate, world_id))
+            return candidate
+        return self._transaction(work)
 
     def _decide_one(self, conn: sqlite3.Connection, item: _Queued) -> Decided:
         """One decision inside the batch's transaction (see :meth:`_flush_sync`)."""
@@ -602,6 +628,10 @@ class SQLiteStore:
     async def worlds(self) -> list[World]:
         """Every registered world, by id."""
         return await self._run(self._worlds_sync)
+
+    async def viewer_key(self, world_id: str, candidate: str, *, rotate: bool = False) -> str:
+        """The world's overlay viewer key, made from ``candidate`` when needed (see :class:`Store`)."""
+        return await self._run(self._viewer_key_sync, world_id, candidate, rotate)
 
     async def decide(self, world_id: str, event_id: str | None, decision: DecisionFn) -> Decided:
         """Run ``decision`` atomically (see the module docstring). Decisions arriving while the

@@ -375,6 +375,16 @@ def _settle(
     return reply
 
 
+def public_card(message: wire.ClientMessage, reply: wire.BridgeMessage, state: WorldState) -> wire.Card | None:
+    """The Fate card overlay viewers may see: a ``fate_resolved`` card when the test it was
+    rolled on was posted ``public`` (``GradedRecord.visibility``); None otherwise (the grading
+    itself has no card). A pending Fate Test CS card is shown; its final card replaces it."""
+    if not isinstance(reply, wire.FateResolved):
+        return None
+    record = _graded(state, reply.message_id)
+    return reply.card if record is not None and record.visibility == "public" else None
+
+
 HANDLERS = {
     wire.TestRolled: _test_rolled,
     wire.FateSpend: _fate_spend,

@@ -2,7 +2,7 @@
 
 The names follow ``shared/contract.md`` (wire contract v1); ``docs/protocol.md`` explains the flow
 and ``schemas/`` holds the JSON Schema generated from these classes; one module per ruleset (``sohl``,
-``hmtw``, ``mythic``, ``pool``) plus ``session`` and ``audit``, each listing its ``CLIENT`` and
+``hmtw``, ``mythic``, ``pool``) plus ``session``, ``audit`` and ``overlay``, each listing its ``CLIENT`` and
 ``BRIDGE`` message classes (``fate-bridge schema``).
 
 Framing: one JSON object per text frame, tagged by ``"type"``, always with ``"v": 1``. Client
@@ -22,17 +22,18 @@ from typing import Union
 import msgspec
 
 from ..errors import BadMessage, Refusal, UnknownMessage
-from . import audit, hmtw, mythic, pool, session, sohl
+from . import audit, hmtw, mythic, overlay, pool, session, sohl
 from .audit import *  # noqa: F403
 from .base import *  # noqa: F403
 from .base import BridgeMessage, ClientMessage
 from .hmtw import *  # noqa: F403
 from .mythic import *  # noqa: F403
+from .overlay import *  # noqa: F403
 from .pool import *  # noqa: F403
 from .session import *  # noqa: F403
 from .sohl import *  # noqa: F403
 
-_MODULES = (session, audit, sohl, hmtw, mythic, pool)
+_MODULES = (session, audit, overlay, sohl, hmtw, mythic, pool)
 CLIENT_TYPES: tuple[type[ClientMessage], ...] = tuple(c for m in _MODULES for c in m.CLIENT)
 BRIDGE_TYPES: tuple[type[BridgeMessage], ...] = tuple(c for m in _MODULES for c in m.BRIDGE)
 ClientMessages = Union[CLIENT_TYPES]  # type: ignore[valid-type]

@@ -293,6 +293,14 @@ export function clientInfo() {
   };
 }
 
+/**
+ * @param {string} text put on the clipboard as plain text (Foundry's ClipboardHelper)
+ * @returns {Promise<void>}
+ */
+export async function copyText(text) {
+  await game.clipboard.copyPlainText(text);
+}
+
 /** @returns {string} this world's id */
 export function worldId() {
   return game.world.id;

@@ -16,6 +16,7 @@ import { decorateCard } from "./logic/card-ui.js";
 import { readSohlCard } from "./logic/sohl-card.js";
 import { createRelayHub, RELAY_LIMITS } from "./logic/relay.js";
 import { createCommandRegistry } from "./logic/commands.js";
+import { createOverlayControls, overlayAction } from "./logic/overlay.js";
 import { createBridgeRouter } from "./logic/bridge-events.js";
 import { installRulesets } from "./ruleset-api.js";
 import { RULESETS } from "./rulesets/index.js";
@@ -210,6 +211,19 @@ export function install({ rulesets = RULESETS } = {}) {
   // `/fateaudit` opens the audit window; returning false keeps the text out of the log.
   commands.register("fateaudit", () => {
     openAudit();
+    return false;
+  });
+  // `/fateoverlay [url|clear|replay]`: the GM's stream overlay controls (logic/overlay.js).
+  const overlay = createOverlayControls({
+    link: () => connection,
+    newId: fvtt.randomId,
+    bridgeUrl: () => fvtt.getSetting("bridgeUrl"),
+    copyText: fvtt.copyText,
+    notify: fvtt.notify,
+  });
+  commands.register("fateoverlay", (args, { isGM }) => {
+    if (isGM) return overlay.run(overlayAction(args));
+    fvtt.notify("warn", "FATE_BRIDGE.Overlay.GmOnly");
     return false;
   });
   const installed = installRulesets(rulesets, { commands, relays, router, bridgeLink: () => connection });

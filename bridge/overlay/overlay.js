@@ -1,0 +1,290 @@
+/**
+ * fate-bridge stream overlay: the page OBS shows as a browser source (`GET /overlay`, served by
+ * the bridge with this file; no build step, no outside resources).
+ *
+ * It connects to the bridge that served it (`ws(s)://` + the page's folder), says
+ * `hello {world_id, viewer_key}`, then shows each `overlay_card` it is sent: the card slides in,
+ * stays `seconds`, and leaves; `overlay_clear` takes every card off screen. It sends nothing but
+ * `hello` and `ping`, and reconnects by itself with backoff.
+ *
+ * Query parameters (see readOptions): `world` and `key` (required: the overlay URL the GM copies
+ * from the module has them), `position` (bottom-right), `max` cards at once (3), `seconds` on
+ * screen (12), `scale` (1), `theme` dark|light (dark), `chroma` a background colour for a chroma
+ * key (hex like `00ff00`, or green|blue|magenta; default transparent).
+ *
+ * Text safety: a card's `html` comes from the bridge with every outside string escaped; the
+ * actor's name and every status line are set as text. The page's Content-Security-Policy lets no
+ * other script run.
+ */
+
+/** Where the cards stack. */
+export const POSITIONS = Object.freeze(["bottom-right", "bottom-left", "top-right", "top-left", "bottom", "top"]);
+/** Colour schemes of the cards. */
+export const THEMES = Object.freeze(["dark", "light"]);
+/** Named chroma-key colours; any other value must be hex (`0f0`, `00ff00`, with or without `#`). */
+export const CHROMA_NAMES = Object.freeze({ green: "#00ff00", blue: "#0000ff", magenta: "#ff00ff" });
+
+/** Bounds and defaults of the numeric options, with their reasons. */
+export const OPTION_LIMITS = Object.freeze({
+  /** More than 10 cards covers the game; 1 shows only the newest. */
+  max: { min: 1, max: 10, fallback: 3 },
+  /** Under 2 s nobody reads a card; 10 minutes is "until the next one". */
+  seconds: { min: 2, max: 600, fallback: 12 },
+  /** 0.5 for a 720p canvas, up to 3 for 4K. */
+  scale: { min: 0.5, max: 3, fallback: 1 },
+});
+
+/** The link's timings, with their reasons (the same as the Foundry module's). */
+export const LINK = Object.freeze({
+  /** Keeps proxies (nginx `proxy_read_timeout 120s`) from closing an idle overlay. */
+  HEARTBEAT_MS: 20_000,
+  /** A `pong` later than this means the link is dead even if TCP has not noticed. */
+  PONG_TIMEOUT_MS: 10_000,
+  /** Reconnect backoff: 1 s, doubled each failure, capped at 30 s (also after a refused key). */
+  BACKOFF_MIN_MS: 1_000,
+  BACKOFF_MAX_MS: 30_000,
+});
+
+/** How long a card takes to slide in or out (the style sheet reads it as `--fb-animation-ms`). */
+export const ANIMATION_MS = 450;
+
+/** Close code of a refused `hello` (bridge/session.py CLOSE_UNAUTHORIZED). */
+export const CLOSE_UNAUTHORIZED = 4001;
+
+/** Link states, put on `<body data-link>` for styling and tests. */
+export const LINK_STATE = Object.freeze({ CONNECTING: "connecting", CONNECTED: "connected", DOWN: "down", REFUSED: "refused" });
+
+/** Status lines the page shows (as text) when it cannot work. */
+export const STATUS_TEXT = Object.freeze({
+  missing: "fate-bridge overlay: the URL needs world and key. Copy it again from the Foundry module (/fateoverlay url).",
+  refused: "fate-bridge overlay: the bridge refused this viewer key. Copy the overlay URL again from the Foundry module.",
+});
+
+/**
+ * The overlay's options from the page's query string; out-of-range or unknown values fall back
+ * to the defaults.
+ *
+ * @param {string} search `location.search`, e.g. `?world=w&key=k&position=top-left&max=2`
+ * @returns {{world: string, key: string, position: string, max: number, seconds: number,
+ *   scale: number, theme: string, chroma: string|null}} `world`/`key` are "" when missing;
+ *   `chroma` is a `#rrggbb` / `#rgb` colour or null (transparent)
+ */
+export function readOptions(search) {
+  const params = new URLSearchParams(search);
+  const number = (name) => {
+    const { min, max, fallback } = OPTION_LIMITS[name];
+    const raw = params.get(name);
+    const value = raw === null || raw.trim() === "" ? NaN : Number(raw);
+    return Number.isFinite(value) && value >= min && value <= max ? value : fallback;
+  };
+  const oneOf = (name, allowed) => (allowed.includes(params.get(name)) ? params.get(name) : allowed[0]);
+  return {
+    world: params.get("world") ?? "",
+    key: params.get("key") ?? "",
+    position: oneOf("position", POSITIONS),
+    max: Math.floor(number("max")),
+    seconds: number("seconds"),
+    scale: number("scale"),
+    theme: oneOf("theme", THEMES),
+    chroma: chromaColour(params.get("chroma")),
+  };
+}
+
+/**
+ * @param {string|null} value a `chroma` parameter
+ * @returns {string|null} the CSS colour, or null for none / not a colour we accept
+ */
+export function chromaColour(value) {
+  if (!value) return null;
+  const name = value.toLowerCase();
+  if (Object.hasOwn(CHROMA_NAMES, name)) return CHROMA_NAMES[name];
+  const hex = /^#?([0-9a-f]{3}|[0-9a-f]{6})$/i.exec(value);
+  return hex ? `#${hex[1].toLowerCase()}` : null;
+}
+
+/**
+ * The bridge's WebSocket address for the page at `pageHref`: same host, the page's folder
+ * (`http://h:8765/overlay` -> `ws://h:8765/`; behind a proxy,
+ * `https://x/fate-bridge/overlay` -> `wss://x/fate-bridge/`).
+ *
+ * @param {string} pageHref `location.href`
+ * @returns {string}
+ */
+export function bridgeSocketUrl(pageHref) {
+  const url = new URL(".", pageHref);
+  url.protocol = url.protocol === "https:" ? "wss:" : "ws:";
+  url.search = "";
+  url.hash = "";
+  return url.href;
+}
+
+/**
+ * The card stack: shows, replaces and retires cards in `root`.
+ *
+ * @param {{root: HTMLElement, document: Document, options: ReturnType<typeof readOptions>,
+ *   timers: {setTimeout: Function, clearTimeout: Function}}} deps
+ * @returns {{show: (message: {ruleset: string, card: {title: string, html: string,
+ *   speaker_alias?: string|null}, key?: string|null}) => HTMLElement, clear: () => void,
+ *   count: () => number}} `show` returns the card's element; `count` the cards on screen
+ *   (not leaving)
+ */
+export function createCardStack({ root, document, options, timers }) {
+  /** @type {Map<HTMLElement, any>} cards on screen -> their stay timer */
+  const shown = new Map();
+  const newestFirst = options.position.startsWith("top");
+
+  function leave(element) {
+    if (!shown.has(element)) return;
+    timers.clearTimeout(shown.get(element));
+    shown.delete(element);
+    element.classList.add("leaving");
+    timers.setTimeout(() => element.remove(), ANIMATION_MS);
+  }
+
+  function fill(element, message) {
+    const actor = document.createElement("div");
+    actor.className = "overlay-actor";
+    actor.textContent = message.card.speaker_alias ?? "";
+    const body = document.createElement("div");
+    body.className = "overlay-body";
+    body.innerHTML = message.card.html; // escaped by the bridge (bridge/cards.py)
+    for (const control of body.querySelectorAll(".card-buttons, button")) control.remove();
+    element.replaceChildren(actor, body);
+    element.dataset.ruleset = String(message.ruleset ?? "");
+  }
+
+  function stay(element) {
+    timers.clearTimeout(shown.get(element));
+    shown.set(element, timers.setTimeout(() => leave(element), options.seconds * 1000));
+  }
+
+  return {
+    show(message) {
+      const key = typeof message.key === "string" ? message.key : null;
+      const same = key === null ? undefined : [...shown.keys()].find((element) => element.dataset.key === key);
+      if (same) {
+        fill(same, message);
+        stay(same);
+        return same;
+      }
+      const element = document.createElement("article");
+      element.className = "overlay-card";
+      if (key !== null) element.dataset.key = key;
+      fill(element, message);
+      if (newestFirst) root.prepend(element);
+      else root.append(element);
+      stay(element);
+      const excess = shown.size - options.max;
+      [...shown.keys()].slice(0, Math.max(0, excess)).forEach(leave);
+      return element;
+    },
+    clear() {
+      [...shown.keys()].forEach(leave);
+    },
+    count: () => shown.size,
+  };
+}
+
+/**
+ * The viewer's link to the bridge: hello, heartbeat, reconnect with backoff. Call `start()` once.
+ *
+ * @param {{url: string, hello: object, WebSocket: new (url: string) => WebSocket,
+ *   timers: {setTimeout: Function, clearTimeout: Function},
+ *   onMessage: (message: object) => void, onState: (state: string) => void}} deps
+ * @returns {{start: () => void}}
+ */
+export function createViewerLink({ url, hello, WebSocket, timers, onMessage, onState }) {
+  let failures = 0;
+  let heartbeat = null;
+  let pongDeadline = null;
+
+  function stopTimers() {
+    timers.clearTimeout(heartbeat);
+    timers.clearTimeout(pongDeadline);
+    heartbeat = pongDeadline = null;
+  }
+
+  function connect() {
+    onState(LINK_STATE.CONNECTING);
+    const socket = new WebSocket(url);
+    const beat = () => {
+      heartbeat = timers.setTimeout(() => {
+        socket.send(JSON.stringify({ type: "ping", v: 1 }));
+        pongDeadline = timers.setTimeout(() => socket.close(), LINK.PONG_TIMEOUT_MS);
+        beat();
+      }, LINK.HEARTBEAT_MS);
+    };
+    socket.onopen = () => socket.send(JSON.stringify(hello));
+    socket.onmessage = (event) => {
+      let message;
+      try {
+        message = JSON.parse(event.data);
+      } catch {
+        return;
+      }
+      if (message?.type === "welcome") {
+        failures = 0;
+        onState(LINK_STATE.CONNECTED);
+        beat();
+      } else if (message?.type === "pong") {
+        timers.clearTimeout(pongDeadline);
+      } else if (message && typeof message === "object") {
+        onMessage(message);
+      }
+    };
+    socket.onclose = (event) => {
+      stopTimers();
+      const refused = event.code === CLOSE_UNAUTHORIZED;
+      onState(refused ? LINK_STATE.REFUSED : LINK_STATE.DOWN);
+      const delay = refused ? LINK.BACKOFF_MAX_MS : Math.min(LINK.BACKOFF_MAX_MS, LINK.BACKOFF_MIN_MS * 2 ** failures);
+      failures += 1;
+      timers.setTimeout(connect, delay);
+    };
+  }
+
+  return { start: connect };
+}
+
+/**
+ * Run the overlay in a browser page (`#cards` and `#status` from index.html).
+ *
+ * @param {Window & typeof globalThis} window
+ */
+export function runOverlay(window) {
+  const { document } = window;
+  const options = readOptions(window.location.search);
+  const root = document.getElementById("cards");
+  const status = document.getElementById("status");
+  const style = document.documentElement.style;
+  style.setProperty("--fb-scale", String(options.scale));
+  style.setProperty("--fb-animation-ms", `${ANIMATION_MS}ms`);
+  if (options.chroma) style.setProperty("--fb-background", options.chroma);
+  document.body.classList.add(`theme-${options.theme}`, `position-${options.position}`);
+  const showStatus = (text) => {
+    status.textContent = text ?? "";
+    status.hidden = !text;
+  };
+  if (!options.world || !options.key) {
+    showStatus(STATUS_TEXT.missing);
+    return;
+  }
+  const timers = { setTimeout: window.setTimeout.bind(window), clearTimeout: window.clearTimeout.bind(window) };
+  const cards = createCardStack({ root, document, options, timers });
+  createViewerLink({
+    url: bridgeSocketUrl(window.location.href),
+    hello: { type: "hello", v: 1, world_id: options.world, viewer_key: options.key },
+    WebSocket: window.WebSocket,
+    timers,
+    onMessage: (message) => {
+      if (message.type === "overlay_card" && message.card) cards.show(message);
+      else if (message.type === "overlay_clear") cards.clear();
+      else if (message.type === "error") window.console.warn("fate-bridge overlay:", message.code, message.message);
+    },
+    onState: (state) => {
+      document.body.dataset.link = state;
+      showStatus(state === LINK_STATE.REFUSED ? STATUS_TEXT.refused : null);
+    },
+  }).start();
+}
+
+if (globalThis.document?.getElementById("cards")) runOverlay(globalThis);

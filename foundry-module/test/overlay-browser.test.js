@@ -1,0 +1,222 @@
+/**
+ * The stream overlay in a real browser: Debian's chromium (driven by playwright-core, never a
+ * downloaded browser) loads `GET /overlay` from a REAL bridge process; a forwarder talks the wire
+ * contract over `ws` (hello with the token, test_rolled, fate_spend, overlay_control). The bridge
+ * rolls its own dice, so the assertions follow from the `fate_resolved` it returns.
+ *
+ * Skips (with the reason) only when /usr/bin/chromium is missing: `.ci/run` installs it.
+ * Writes `<repo>/test-output/overlay.png`; with FATE_BRIDGE_DOCS_SCREENSHOT=1 also the README's
+ * `docs/overlay-obs.png`.
+ */
+import { test, before, after } from "node:test";
+import assert from "node:assert/strict";
+import { execFileSync, spawn } from "node:child_process";
+import { existsSync, mkdirSync, mkdtempSync, rmSync } from "node:fs";
+import { createServer } from "node:net";
+import { tmpdir } from "node:os";
+import path from "node:path";
+import { fileURLToPath } from "node:url";
+import { WebSocket } from "ws";
+import { chromium } from "playwright-core";
+
+const REPO = path.resolve(path.dirname(fileURLToPath(import.meta.url)), "../..");
+const PYTHON = process.env.FATE_BRIDGE_PYTHON ?? path.join(REPO, ".venv/bin/python");
+const CHROMIUM = "/usr/bin/chromium";
+/** The flags the project runs chromium with: no GPU, no network of its own, no first-run UI. */
+const CHROMIUM_FLAGS = [
+  "--headless", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
+  "--disable-background-networking", "--disable-component-update", "--disable-sync",
+];
+const WORLD = "overlay-world";
+const HOSTILE = '<img src=x onerror="window.__pwned = true">Basic Folk';
+/** Bounds on waiting for the real processes, so a broken bridge or page fails instead of hanging. */
+const STARTUP_MS = 20_000;
+const STEP_MS = 10_000;
+const POLL_MS = 25;
+const SKIP = existsSync(CHROMIUM) ? false : `${CHROMIUM} is missing: install Debian's chromium (apt-get install -y chromium; .ci/run does)`;
+
+let bridgeProcess;
+let dir;
+let port;
+let token;
+let viewerKey;
+let bridgeLog = "";
+
+function freePort() {
+  return new Promise((resolve, reject) => {
+    const server = createServer();
+    server.once("error", reject);
+    server.listen(0, "127.0.0.1", () => {
+      const { port: found } = server.address();
+      server.close(() => resolve(found));
+    });
+  });
+}
+
+/** Poll `check` until it returns a truthy value or `ms` pass. */
+async function until(check, what, ms = STEP_MS) {
+  const end = Date.now() + ms;
+  for (;;) {
+    const value = await check();
+    if (value) return value;
+    if (Date.now() > end) throw new Error(`timed out waiting for ${what}\n--- bridge log ---\n${bridgeLog}`);
+    await new Promise((resolve) => setTimeout(resolve, POLL_MS));
+  }
+}
+
+/** The GM's forwarder, speaking the wire contract: `ask` sends one message and awaits its reply. */
+async function forwarder() {
+  const ws = new WebSocket(`ws://127.0.0.1:${port}`);
+  const inbox = [];
+  ws.on("message", (data) => inbox.push(JSON.parse(String(data))));
+  await new Promise((resolve, reject) => {
+    ws.once("open", resolve);
+    ws.once("error", reject);
+  });
+  const ask = async (message) => {
+    const seen = inbox.length;
+    ws.send(JSON.stringify({ v: 1, ...message }));
+    return until(() => inbox[seen], `the reply to ${message.type}`);
+  };
+  const client = { module_version: "0.1.0", foundry_version: "13.345", system_id: "sohl", system_version: "0.9.0" };
+  assert.equal((await ask({ type: "hello", world_id: WORLD, token, client })).type, "welcome");
+  return { ask, close: () => ws.close() };
+}
+
+/** Basic Folk's Archery test (EML 55, rolled 88: MF) posted with `visibility`; Fate ML 77. */
+function archery(messageId, visibility, actorName = "Basic Folk") {
+  return {
+    type: "test_rolled", event_id: `rolled-${messageId}`, ruleset: "sohl", message_id: messageId, visibility,
+    actor: {
+      actor_id: "d1cddnpaqRl0a0Q8", name: actorName, player_owned: true, owner_user_ids: ["player0000000001"],
+      aura: { eml: 55, disabled: false }, aural_shock: false,
+      fate_points: [{ point_id: "luckystar1item0", name: "Lucky Star", skill_code: null, charges: null }],
+    },
+    test: { kind: "skill", code: "archery", name: "Archery Test", eml: 55, roll: 88, level_mod: 0, basis: [], basic: false },
+  };
+}
+
+/** Grade and fate one Archery result; the `fate_resolved`. */
+async function fated(link, messageId, visibility, actorName) {
+  assert.equal((await link.ask(archery(messageId, visibility, actorName))).type, "test_graded");
+  const resolved = await link.ask({ type: "fate_spend", event_id: `spend-${messageId}`, message_id: messageId,
+    point_id: "luckystar1item0", user_id: "player0000000001", user_name: "Player One" });
+  assert.equal(resolved.type, "fate_resolved", JSON.stringify(resolved));
+  return resolved;
+}
+
+/** What a shown card says: the level line's labels, the Fate Test line, the actor (as text). */
+async function cardText(page, messageId) {
+  const card = page.locator(`.overlay-card[data-key="${messageId}"]`);
+  await card.waitFor({ state: "visible", timeout: STEP_MS });
+  return {
+    actor: await card.locator(".overlay-actor").textContent(),
+    before: await card.locator(".level-before").textContent(),
+    after: await card.locator(".level-after").textContent(),
+    fate: await card.locator(".fate-test .value").textContent(),
+    images: await card.locator("img").count(),
+    buttons: await card.locator("button").count(),
+  };
+}
+
+/** The level's label and name as the card prints them, e.g. "MF (Marginal Failure)". */
+const LEVEL_NAMES = { "-1": "CF (Critical Failure)", 0: "MF (Marginal Failure)", 1: "MS (Marginal Success)", 2: "CS (Critical Success)", 3: "CS+1 (Critical Success +1)" };
+
+before(async () => {
+  if (SKIP) return;
+  assert.ok(existsSync(PYTHON), `no Python at ${PYTHON}: set FATE_BRIDGE_PYTHON or create <repo>/.venv`);
+  dir = mkdtempSync(path.join(tmpdir(), "fate-bridge-overlay-"));
+  const db = path.join(dir, "bridge.sqlite3");
+  const cli = (...args) => execFileSync(PYTHON, ["-m", "bridge", ...args, "--db", db], { cwd: REPO, encoding: "utf8" }).trim();
+  token = cli("world", "add", WORLD, "--token-only");
+  viewerKey = cli("world", "viewer-key", WORLD, "--key-only");
+  assert.match(viewerKey, /^[\w-]{40,}$/, "viewer-key --key-only prints just the key");
+  port = await freePort();
+  bridgeProcess = spawn(PYTHON, ["-m", "bridge", "serve", "--host", "127.0.0.1", "--port", String(port), "--db", db], { cwd: REPO });
+  bridgeProcess.stdout.on("data", (chunk) => { bridgeLog += chunk; });
+  bridgeProcess.stderr.on("data", (chunk) => { bridgeLog += chunk; });
+  await until(async () => {
+    try {
+      return (await fetch(`http://127.0.0.1:${port}/healthz`)).status === 200;
+    } catch {
+      return false;
+    }
+  }, "GET /healthz", STARTUP_MS);
+});
+
+after(() => {
+  bridgeProcess?.kill("SIGTERM");
+  if (dir) rmSync(dir, { recursive: true, force: true });
+});
+
+test("public cards appear in the overlay with their labels, whispered ones never, names as text", { skip: SKIP }, async (t) => {
+  const context = await chromium.launchPersistentContext(path.join(dir, "chromium-profile"), {
+    executablePath: CHROMIUM,
+    headless: true,
+    args: CHROMIUM_FLAGS,
+    viewport: { width: 1920, height: 1080 },
+  });
+  t.after(() => context.close());
+  const page = context.pages()[0] ?? (await context.newPage());
+  const pageErrors = [];
+  page.on("pageerror", (error) => pageErrors.push(String(error)));
+  page.on("console", (message) => message.type() === "error" && pageErrors.push(message.text()));
+  await page.goto(`http://127.0.0.1:${port}/overlay?world=${WORLD}&key=${encodeURIComponent(viewerKey)}&seconds=600&max=3`);
+  await page.locator('body[data-link="connected"]').waitFor({ state: "attached", timeout: STEP_MS });
+  assert.equal(await page.evaluate(() => getComputedStyle(document.body).backgroundColor), "rgba(0, 0, 0, 0)", "transparent for OBS");
+
+  const link = await forwarder();
+  t.after(() => link.close());
+
+  // 1. A public result with a hostile actor name: the card appears; the name is text.
+  const hostile = await fated(link, "msgPublic0001", "public", HOSTILE);
+  const shown = await cardText(page, "msgPublic0001");
+  t.diagnostic(`Fate Test ${hostile.fate_roll} vs ${hostile.fate_ml}: ${hostile.outcome}`);
+  assert.equal(shown.actor, HOSTILE);
+  assert.equal(shown.images, 0, "the actor name's markup was not parsed");
+  assert.equal(await page.evaluate(() => window.__pwned), undefined);
+  assert.equal(shown.before, LEVEL_NAMES[hostile.level_before]);
+  assert.equal(shown.before, `${hostile.label_before} (Marginal Failure)`);
+  if (hostile.outcome === "choice") assert.equal(shown.after, "+1 or +2: choose");
+  else assert.equal(shown.after, LEVEL_NAMES[hostile.level_after]);
+  assert.equal(shown.fate, `${hostile.fate_roll} vs Fate ML 77: ${LEVEL_NAMES[hostile.fate_level]}`);
+  assert.equal(shown.buttons, 0, "no choice buttons on stream");
+
+  // 2. A whispered (gm) result never reaches the page: the public one after it does, alone.
+  await fated(link, "msgWhisper001", "gm");
+  await fated(link, "msgBlind00001", "blind");
+  const later = await fated(link, "msgPublic0002", "public");
+  assert.equal((await cardText(page, "msgPublic0002")).before, LEVEL_NAMES[later.level_before]);
+  const keys = await page.locator(".overlay-card").evaluateAll((cards) => cards.map((card) => card.dataset.key));
+  assert.deepEqual(keys, ["msgPublic0001", "msgPublic0002"]);
+
+  const output = path.join(REPO, "test-output");
+  mkdirSync(output, { recursive: true });
+  await page.screenshot({ path: path.join(output, "overlay.png") });
+
+  // 3. The GM clears the overlay: every card leaves; replay brings the last one back.
+  assert.equal((await link.ask({ type: "overlay_control", query_id: "q-clear", action: "clear" })).type, "overlay_controlled");
+  await until(async () => (await page.locator(".overlay-card").count()) === 0, "the cleared overlay");
+  await link.ask({ type: "overlay_control", query_id: "q-replay", action: "replay" });
+  assert.equal((await cardText(page, "msgPublic0002")).before, LEVEL_NAMES[later.level_before]);
+  assert.deepEqual(pageErrors, []);
+  if (process.env.FATE_BRIDGE_DOCS_SCREENSHOT === "1") await docsScreenshot(context, link);
+});
+
+/**
+ * The README's picture: the overlay over a dark scene colour (`chroma`), three public cards from
+ * actors with ordinary names. Written to docs/overlay-obs.png (1920x1080 scaled to half).
+ */
+async function docsScreenshot(context, link) {
+  const page = await context.newPage();
+  await page.setViewportSize({ width: 1920, height: 1080 });
+  await page.goto(`http://127.0.0.1:${port}/overlay?world=${WORLD}&key=${encodeURIComponent(viewerKey)}&seconds=600&chroma=2a2f3a`);
+  await page.locator('body[data-link="connected"]').waitFor({ state: "attached", timeout: STEP_MS });
+  for (const [n, name] of ["Brother Anselm", "Wyrda of Kanday", "Basic Folk"].entries()) {
+    await fated(link, `msgDocs000${n}`, "public", name);
+    await page.locator(`.overlay-card[data-key="msgDocs000${n}"]`).waitFor({ state: "attached", timeout: STEP_MS });
+  }
+  await until(() => page.evaluate(() => document.getAnimations().every((a) => a.playState === "finished")), "the cards to settle");
+  await page.screenshot({ path: path.join(REPO, "docs", "overlay-obs.png"), scale: "css" });
+  await page.close();
+}
