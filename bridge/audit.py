@@ -83,9 +83,16 @@ class AuditEntry(msgspec.Struct, kw_only=True, frozen=True):
 _encoder = msgspec.json.Encoder(order="sorted")
 
 
+def sorted_json(value: Any) -> bytes:
+    """``value`` as JSON with keys sorted at every level: how a record's parts (message, reads,
+    reply) are encoded, so that :func:`canonical` needs one pass."""
+    return _encoder.encode(value)
+
+
 def canonical(record: AuditRecord) -> bytes:
-    """The record's canonical bytes: JSON, keys sorted at every level."""
-    return _encoder.encode(msgspec.json.decode(msgspec.json.encode(record)))
+    """The record's canonical bytes: JSON, keys sorted at every level (its raw parts were
+    encoded by :func:`sorted_json`)."""
+    return _encoder.encode(record)
 
 
 def chain_hash(prev_hash: str, canonical_bytes: bytes) -> str:
@@ -101,9 +108,6 @@ def checkpoint_mac(key: bytes, world_id: str, seq: int, record_hash: str) -> str
 
 # --- recording ---------------------------------------------------------------------------------
 
-_raw = msgspec.json.encode
-
-
 class RecordingState:
     """A :class:`WorldState` that passes everything to ``inner`` and records every read."""
 
@@ -113,7 +117,7 @@ class RecordingState:
         self.reads: list[Read] = []
 
     def _read(self, op: str, args: list[str | int], result: Any) -> Any:
-        self.reads.append(Read(op=op, args=args, result=msgspec.Raw(_raw(result))))
+        self.reads.append(Read(op=op, args=args, result=msgspec.Raw(sorted_json(result))))
         return result
 
     def settings(self) -> wire.WorldSettings:

@@ -26,7 +26,7 @@ import structlog
 from . import __version__, wire
 from .dice import Dice
 from .dispatch import RULESETS, decide, public_card, summarize
-from .audit import AuditEntry, RecordingDice, RecordingState
+from .audit import AuditEntry, RecordingDice, RecordingState, sorted_json
 from .errors import BadMessage, Forbidden, Internal, Refusal, Unauthorized
 from .state import WorldState
 from .store import Decision, Store, World
@@ -221,7 +221,7 @@ class Session:
         assert self.world_id is not None
         world_id = self.world_id
         event_id: str | None = getattr(message, "event_id", None)
-        message_bytes = wire.encode(message)
+        message_bytes = sorted_json(message)
         details: dict[str, object] = {}
         overlay: list[bytes] = []  # filled on the writer thread when the decision is public
 
@@ -246,7 +246,7 @@ class Session:
                 message=message_bytes,
                 reads=recording.reads,
                 dice=rolled.rolled,
-                reply=frame,
+                reply=sorted_json(reply),
                 ok=ok,
                 summary=summary,
             )

@@ -268,6 +268,37 @@ class _SQLiteWorldState:
         )
 
 
+WAL_CHECKPOINT_SECONDS = 1.0  # how often the log is copied into the database file
+
+
+class _WalCheckpointer:
+    """Copies the WAL into the database file every ``WAL_CHECKPOINT_SECONDS`` from a thread and
+    connection of its own (PASSIVE: it never blocks the writer), and truncates the log at stop."""
+
+    def __init__(self, path: str) -> None:
+        self._conn = sqlite3.connect(path, isolation_level=None, check_same_thread=False)
+        self._conn.execute("PRAGMA busy_timeout = 5000")
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._run, name="fate-bridge-wal", daemon=True)
+        self._thread.start()
+
+    def _run(self) -> None:
+        while not self._stop.wait(WAL_CHECKPOINT_SECONDS):
+            try:
+                self._conn.execute("PRAGMA wal_checkpoint(PASSIVE)")
+            except sqlite3.Error:
+                pass  # busy or locked: the next round copies what this one could not
+
+    def stop(self) -> None:
+        """Stop the thread, truncate the log (all committed pages are in the file), close."""
+        self._stop.set()
+        self._thread.join()
+        try:
+            self._conn.execute("PRAGMA wal_checkpoint(TRUNCATE)")
+        finally:
+            self._conn.close()
+
+
 GROUP_COMMIT_MAX = 64  # decisions per transaction at most: bounds the latency a batch adds
 
 
@@ -309,6 +340,7 @@ class SQLiteStore:
         self._queue: list[_Queued] = []  # decisions waiting for the writer (group commit)
         self._queue_lock = threading.Lock()
         self._flushing = False  # a flush is scheduled or running on the writer thread
+        self._wal: _WalCheckpointer | None = None
 
     @classmethod
     async def open(cls, path: str | Path, *, audit_key: bytes | None = None) -> SQLiteStore:
@@ -340,6 +372,11 @@ class SQLiteStore:
             conn.execute("PRAGMA synchronous = NORMAL")
             conn.execute("PRAGMA foreign_keys = ON")
             self._migrate(conn)
+            if self.path != ":memory:":
+                # WAL checkpoints (copying the log into the file, with an fsync) run on their own
+                # thread: done inside a COMMIT they would stall decisions (p99 x5 measured).
+                conn.execute("PRAGMA wal_autocheckpoint = 0")
+                self._wal = _WalCheckpointer(self.path)
         except sqlite3.DatabaseError as exc:
             raise ConfigError(f"cannot open the database {self.path!r}: {exc}") from None
         self._conn = conn
@@ -603,6 +640,9 @@ class SQLiteStore:
         return reports
 
     def _close_sync(self) -> None:
+        if self._wal is not None:
+            self._wal.stop()
+            self._wal = None
         if self._conn is not None:
             self._conn.close()
             self._conn = None
