@@ -465,8 +465,9 @@ class SQLiteStore:
             return candidate
         return self._transaction(work)
 
-    def _decide_one(self, conn: sqlite3.Connection, item: _Queued) -> Decided:
-        """One decision inside the batch's transaction (see :meth:`_flush_sync`)."""
+    def _decide_one(self, conn: sqlite3.Connection, item: _Queued, ts: str) -> Decided:
+        """One decision inside the batch's transaction (see :meth:`_flush_sync`); ``ts`` is the
+        batch's UTC time, recorded in its audit records."""
         world_id, event_id, decision = item.world_id, item.event_id, item.decision
         if event_id is not None:
             row = conn.execute(
@@ -486,7 +487,7 @@ class SQLiteStore:
                 (world_id, event_id, result.reply),
             )
         if result.audit is not None:
-            self._append_audit(conn, world_id, result.audit)
+            self._append_audit(conn, world_id, result.audit, ts)
         return Decided(result.reply, replayed=False)
 
     def _flush_sync(self) -> None:
@@ -503,10 +504,11 @@ class SQLiteStore:
             outcomes: list[tuple[_Queued, Decided | None, BaseException | None]] = []
 
             def work(conn: sqlite3.Connection) -> None:
+                ts = utc_now()  # one clock read per batch: its decisions commit together
                 for item in batch:
                     conn.execute("SAVEPOINT item")
                     try:
-                        decided = self._decide_one(conn, item)
+                        decided = self._decide_one(conn, item, ts)
                     except Exception as exc:  # the decision's own bug: only it is rolled back
                         conn.execute("ROLLBACK TO item")
                         conn.execute("RELEASE item")
@@ -525,8 +527,9 @@ class SQLiteStore:
             for loop, settled in by_loop.items():  # one wake-up of each loop per batch
                 loop.call_soon_threadsafe(_settle_futures, settled)
 
-    def _append_audit(self, conn: sqlite3.Connection, world_id: str, entry: AuditEntry) -> None:
-        """Append ``entry`` to the world's chain (inside the caller's transaction)."""
+    def _append_audit(self, conn: sqlite3.Connection, world_id: str, entry: AuditEntry, ts: str) -> None:
+        """Append ``entry``, decided at UTC time ``ts``, to the world's chain (inside the caller's
+        transaction)."""
         head = conn.execute(
             "SELECT seq, hash FROM audit WHERE world_id = ? ORDER BY seq DESC LIMIT 1", (world_id,)
         ).fetchone()
@@ -534,7 +537,7 @@ class SQLiteStore:
         record = audit.AuditRecord(
             world_id=world_id,
             seq=seq,
-            ts=utc_now(),
+            ts=ts,
             bridge_version=__version__,
             type=entry.type,
             event_id=entry.event_id,
