@@ -21,6 +21,9 @@ RULESET_DECISIONS: tuple[ModuleType, ...] = (sohl, hmtw, mythic, pool)
 RULESETS = [m.RULESET for m in RULESET_DECISIONS if m.HANDLERS]  # announced in ``welcome``
 
 Handler = Callable[[wire.ClientMessage, WorldState, Dice], wire.BridgeMessage]
+Query = Callable[[wire.ClientMessage, WorldState], wire.BridgeMessage]
+"""A read-only request (e.g. the Fate Chart dialog's catalog): answered from the world's state
+without a decision: no event_id replay, no audit record, no dice, nothing written."""
 
 
 def _settings(message: wire.Settings, state: WorldState, dice: Dice) -> wire.SettingsApplied:
@@ -44,12 +47,22 @@ def _visible_card(message: wire.ClientMessage, reply: wire.BridgeMessage,
 
 
 HANDLERS: dict[type, Handler] = {wire.Settings: _settings}
+QUERIES: dict[type, Query] = {}
 SUMMARIZERS: dict[type, Callable[..., wire.AuditColumns]] = {}
 PUBLIC_CARDS: dict[type, PublicCard] = {}
 for _module in RULESET_DECISIONS:
     HANDLERS.update(_module.HANDLERS)
+    QUERIES.update(getattr(_module, "QUERIES", {}))
     SUMMARIZERS.update(dict.fromkeys(_module.HANDLERS, _module.summarize))
     PUBLIC_CARDS.update(dict.fromkeys(_module.HANDLERS, getattr(_module, "public_card", _visible_card)))
+
+
+def answer(message: wire.ClientMessage, state: WorldState) -> wire.BridgeMessage:
+    """Answer a read-only query (``QUERIES``); raises ``TypeError`` for any other message."""
+    query = QUERIES.get(type(message))
+    if query is None:
+        raise TypeError(f"{type(message).__name__} is not a query")
+    return query(message, state)
 
 
 def decide(message: wire.ClientMessage, state: WorldState, dice: Dice) -> wire.BridgeMessage:

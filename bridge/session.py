@@ -25,7 +25,7 @@ import structlog
 
 from . import __version__, wire
 from .dice import Dice
-from .dispatch import RULESETS, decide, public_card, summarize
+from .dispatch import QUERIES, RULESETS, answer, decide, public_card, summarize
 from .audit import AuditEntry, RecordingDice, RecordingState, sorted_json
 from .errors import BadMessage, Forbidden, Internal, Refusal, Unauthorized
 from .state import WorldState
@@ -165,6 +165,9 @@ class Session:
                 self.log.info("overlay_control", action=message.action)
                 done = wire.OverlayControlled(query_id=message.query_id, action=message.action)
                 return Reply([wire.encode(done)], overlay_action=message.action)
+        if type(message) in QUERIES:
+            reply = await self.store.read(self.world_id, lambda state: answer(message, state))
+            return Reply([wire.encode(reply)])
         return await self._decide(message, dice)
 
     async def _hello(self, hello: wire.Hello) -> Reply:

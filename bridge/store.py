@@ -206,6 +206,10 @@ class Store(Protocol):
         """Run one decision in one transaction (see the module docstring)."""
         ...
 
+    async def read(self, world_id: str, query: Callable[[WorldState], T]) -> T:
+        """Run a read-only ``query`` on the world's state; anything it writes is discarded."""
+        ...
+
     async def close(self) -> None:
         """Finish pending work and close; idempotent."""
         ...
@@ -691,6 +695,19 @@ class SQLiteStore:
         if start:
             self._executor.submit(self._flush_sync)
         return await future
+
+    async def read(self, world_id: str, query: Callable[[WorldState], T]) -> T:
+        """Run a read-only ``query`` on the world's state, in a transaction that is rolled back
+        (a query cannot write)."""
+        return await self._run(self._read_sync, world_id, query)
+
+    def _read_sync(self, world_id: str, query: Callable[[WorldState], T]) -> T:
+        assert self._conn is not None
+        self._conn.execute("BEGIN")
+        try:
+            return query(_SQLiteWorldState(self._conn, world_id))
+        finally:
+            self._conn.execute("ROLLBACK")
 
     async def audit_page(self, world_id: str, query: wire.AuditQuery) -> wire.AuditPage:
         """A page of ``world_id``'s audit trail for the module's audit window, newest first."""

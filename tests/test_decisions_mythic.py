@@ -16,7 +16,7 @@ import pytest
 
 from bridge.dice import ScriptedDice
 from bridge.session import Session
-from bridge.store import SQLiteStore
+from bridge.store import AuditFilter, SQLiteStore
 
 from .mythic_messages import (ACTOR_ID, GM, PLAYER, catalog_query, chart_settings, named, odds_question,
                               question)
@@ -194,6 +194,16 @@ class TestRefusals:
         catalog = await send(session, catalog_query())
         assert (catalog["odds_questions"], catalog["chaos_factor"]) == (False, 5)
         assert (await send(session, odds_question("likely"), dice=[50]))["code"] == "not_eligible"
+
+    async def test_the_catalog_is_a_query_not_a_decision(self, session, store):
+        """Opening the dialog writes nothing: no audit record, no stored reply, so the same
+        query_id read again sees the world's current options."""
+        before = await send(session, catalog_query())
+        await send(session, chart_settings(odds_questions=True, chaos_factor=3))
+        after = await send(session, catalog_query())
+        assert (before["chaos_factor"], after["chaos_factor"]) == (5, 3)
+        audited = await store.audit_rows(AuditFilter(world_id="w"))
+        assert [row.type for row in audited] == ["chart_settings"]
 
     async def test_settings_change_only_what_is_sent(self, session):
         first = await send(session, chart_settings(odds_questions=True, chaos_factor=3))

@@ -218,8 +218,9 @@ def _question_info(q: mythic.NamedQuestion) -> wire.ChartQuestionInfo:
     )
 
 
-def _chart_catalog_query(message: wire.ChartCatalogQuery, state: WorldState, dice: Dice) -> wire.ChartCatalog:
-    """M1, M6, M7 for the module's dialog, with the world's options."""
+def _chart_catalog_query(message: wire.ChartCatalogQuery, state: WorldState) -> wire.ChartCatalog:
+    """M1, M6, M7 for the module's dialog, with the world's options (a read-only query: not
+    audited, nothing written)."""
     options = _options(state)
     return wire.ChartCatalog(
         event_id=message.event_id,
@@ -235,8 +236,8 @@ HANDLERS = {
     wire.ChartQuestion: _chart_question,
     wire.ChartOddsQuestion: _chart_odds_question,
     wire.ChartSettings: _chart_settings,
-    wire.ChartCatalogQuery: _chart_catalog_query,
 }
+QUERIES = {wire.ChartCatalogQuery: _chart_catalog_query}
 
 
 def answer_detail(reply: wire.ChartAnswered) -> str:
@@ -252,7 +253,7 @@ def answer_detail(reply: wire.ChartAnswered) -> str:
 
 def summarize(message: wire.ClientMessage, reply: wire.BridgeMessage, state: WorldState) -> wire.AuditColumns:
     """The audit columns of a mythic decision: the answer word (``exceptional_yes``, ``yes``,
-    ``no``, ``exceptional_no``), ``chart_settings``, ``chart_catalog`` or the refusal's code."""
+    ``no``, ``exceptional_no``), ``chart_settings`` or the refusal's code."""
     common = dict(ruleset=RULESET, actor_id=getattr(message, "actor_id", None),
                   actor_name=getattr(message, "actor_name", None))
     match reply:
@@ -263,8 +264,6 @@ def summarize(message: wire.ClientMessage, reply: wire.BridgeMessage, state: Wor
             odds = "on" if reply.odds_questions else "off"
             return wire.AuditColumns(**common, outcome="chart_settings",
                                      detail=f"odds questions {odds}, Chaos Factor {reply.chaos_factor}")
-        case wire.ChartCatalog():
-            return wire.AuditColumns(**common, outcome="chart_catalog")
         case wire.Error():
             return wire.AuditColumns(**common, test_name=getattr(message, "question", None),
                                      outcome=reply.code)
