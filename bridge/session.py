@@ -238,7 +238,7 @@ class Session:
                 reply, ok = wire.error_reply(refusal, event_id), False
             frame = wire.encode(reply)
             summary = summarize(message, reply, state)
-            details.update(_log_details(reply))
+            details.update(_log_details(reply, summary))
             card = public_card(message, reply, state) if ok else None
             if card is not None:
                 overlay.append(_overlay_frame(world_id, message, card))
@@ -282,8 +282,9 @@ def _overlay_frame(world_id: str, message: wire.ClientMessage, card: wire.Card) 
     return wire.encode(wire.OverlayCard(world_id=world_id, ruleset=card.ruleset, card=shown, key=key))
 
 
-def _log_details(reply: wire.BridgeMessage) -> dict[str, object]:
-    """The keys of a decision's log line, from its reply."""
+def _log_details(reply: wire.BridgeMessage, summary: wire.AuditColumns) -> dict[str, object]:
+    """The keys of a decision's log line: sohl's from its reply; every other ruleset's from its
+    audit columns (outcome, actor, detail...)."""
     match reply:
         case wire.TestGraded():
             details: dict[str, object] = {
@@ -310,4 +311,4 @@ def _log_details(reply: wire.BridgeMessage) -> dict[str, object]:
             return {"code": reply.code, "field": reply.field}
         case wire.SettingsApplied():
             return {"fate_option": reply.settings.fate_option}
-    return {}
+    return {key: value for key, value in msgspec.structs.asdict(summary).items() if value is not None}

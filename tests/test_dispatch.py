@@ -336,3 +336,19 @@ class TestScriptedDiceErrors:
         assert (reply["code"], reply["field"]) == ("bad_message", "dice")
         # nothing was fated: a later spend works
         assert (await send(session, fate_spend(event_id="ev-2"), dice=[34]))["outcome"] == "spent"
+
+
+class TestLogLines:
+    """One decision line each; rulesets without their own keys log their audit columns."""
+
+    async def test_other_rulesets_log_their_outcome_and_detail(self, session):
+        from structlog.testing import capture_logs
+
+        question = {"type": "chart_question", "v": 1, "event_id": "q1", "acting_rank": "high",
+                    "difficulty_rank": "average", "user_id": PLAYER}
+        with capture_logs() as logs:
+            reply = await send(session, question, dice=[10])
+        (line,) = [entry for entry in logs if entry["event"] == "decision"]
+        assert reply["answer"] == "exceptional_yes"
+        assert (line["type"], line["ruleset"], line["outcome"]) == ("chart_question", "mythic", "exceptional_yes")
+        assert line["world_id"] == "w" and line["event_id"] == "q1"
