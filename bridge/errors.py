@@ -14,6 +14,8 @@
         ├── NotFound                 not_found        message never graded, or no pending choice
         ├── RateLimited              rate_limited     too many messages (reserved for the server shell)
         └── Internal                 internal         anything unexpected; details only in the log
+    └── ConfigError                  operator-side problem; the CLI exits 2
+        └── WorldNotRegistered       also closes that world's connections with 4001
 
 A refusal leaves every stored row untouched: the decision that raised it writes nothing but the
 reply kept under its ``event_id`` (so a repeat gets the same answer).
@@ -86,3 +88,8 @@ class ConfigError(BridgeError):
 
     The CLI prints the message and exits with status 2.
     """
+
+
+class WorldNotRegistered(ConfigError):
+    """The world is not (or no longer) registered. The CLI says so; a connection of that world
+    is answered ``unauthorized`` and closed (4001), as after ``fate-bridge world remove``."""

@@ -27,7 +27,7 @@ from . import __version__, wire
 from .dice import Dice
 from .dispatch import QUERIES, RULESETS, answer, decide, public_card, summarize
 from .audit import AuditEntry, RecordingDice, RecordingState, sorted_json
-from .errors import BadMessage, Forbidden, Internal, Refusal, Unauthorized
+from .errors import WorldNotRegistered, BadMessage, Forbidden, Internal, Refusal, Unauthorized
 from .state import WorldState
 from .store import Decision, Store, World
 
@@ -135,6 +135,9 @@ class Session:
             return Reply([error_frame(refusal, wire.ref_of(frame))], close)
         try:
             return await self._handle(message, dice or self.dice)
+        except WorldNotRegistered as gone:
+            self.log.info("world_not_registered")
+            return Reply([error_frame(Unauthorized(str(gone)), ref_of_message(message))], CLOSE_UNAUTHORIZED)
         except Refusal as refusal:
             return Reply([error_frame(refusal, ref_of_message(message))])
         except Exception:

@@ -33,7 +33,7 @@ from typing import Protocol, TypeVar
 import msgspec
 
 from . import __version__, audit, wire
-from .errors import ConfigError
+from .errors import ConfigError, WorldNotRegistered
 from .state import R, WorldState
 
 CHECKPOINT_EVERY = audit.CHECKPOINT_EVERY
@@ -218,6 +218,11 @@ class Store(Protocol):
 _settings_decoder = msgspec.json.Decoder(wire.WorldSettings)
 _summary_decoder = msgspec.json.Decoder(wire.AuditColumns)
 _encode = msgspec.json.Encoder().encode
+
+
+def _blob(value: bytes | str) -> bytes:
+    """A stored record's bytes, also when a hand edit (SQL ``replace()``) turned it into TEXT."""
+    return value.encode() if isinstance(value, str) else bytes(value)
 
 
 def _in_transaction(conn: sqlite3.Connection, work: Callable[[sqlite3.Connection], T]) -> T:
@@ -427,7 +432,7 @@ class SQLiteStore:
     def _require_world(conn: sqlite3.Connection, world_id: str, registered: bool) -> None:
         exists = conn.execute("SELECT 1 FROM worlds WHERE world_id = ?", (world_id,)).fetchone()
         if registered and not exists:
-            raise ConfigError(f"world {world_id!r} is not registered (see `fate-bridge world list`)")
+            raise WorldNotRegistered(f"world {world_id!r} is not registered (see `fate-bridge world list`)")
         if exists and not registered:
             raise ConfigError(f"world {world_id!r} is registered already; "
                               "`fate-bridge world rotate-token` gives it a new token")
@@ -473,6 +478,7 @@ class SQLiteStore:
         """One decision inside the batch's transaction (see :meth:`_flush_sync`); ``ts`` is the
         batch's UTC time, recorded in its audit records."""
         world_id, event_id, decision = item.world_id, item.event_id, item.decision
+        self._require_world(conn, world_id, registered=True)  # removed while connected?
         if event_id is not None:
             row = conn.execute(
                 "SELECT reply FROM events WHERE world_id = ? AND event_id = ?",
@@ -594,7 +600,7 @@ class SQLiteStore:
 
     def _row(self, row: tuple) -> AuditRow:
         return AuditRow(row[0], row[1], row[2], row[3], row[4], row[5], row[6],
-                        _summary_decoder.decode(row[7]), bytes(row[8]), row[9], row[10])
+                        _summary_decoder.decode(row[7]), _blob(row[8]), row[9], row[10])
 
     def _audit_rows_sync(self, where: AuditFilter) -> list[AuditRow]:
         assert self._conn is not None
@@ -643,7 +649,7 @@ class SQLiteStore:
                 "SELECT seq, hash, mac FROM checkpoints WHERE world_id = ? ORDER BY seq", (world,)
             ).fetchall()
             reports.append(audit.verify_world(
-                world, ((r[0], bytes(r[1]), r[2], r[3]) for r in rows), checkpoints, key))
+                world, ((r[0], _blob(r[1]), r[2], r[3]) for r in rows), checkpoints, key))
         return reports
 
     def _close_sync(self) -> None:
@@ -705,12 +711,15 @@ class SQLiteStore:
         assert self._conn is not None
         self._conn.execute("BEGIN")
         try:
+            self._require_world(self._conn, world_id, registered=True)
             return query(_SQLiteWorldState(self._conn, world_id))
         finally:
             self._conn.execute("ROLLBACK")
 
     async def audit_page(self, world_id: str, query: wire.AuditQuery) -> wire.AuditPage:
         """A page of ``world_id``'s audit trail for the module's audit window, newest first."""
+        if await self.world(world_id) is None:
+            raise WorldNotRegistered(f"world {world_id!r} is no longer registered")
         where = AuditFilter(world_id=world_id, actor_id=query.actor_id, ruleset=query.ruleset,
                             outcome=query.outcome, since=query.since, until=query.until,
                             before_seq=query.before_seq, limit=query.limit + 1)

@@ -152,6 +152,16 @@ class TestTampering:
         assert not report.ok
         assert report.problems[0].seq == 4 and report.problems[0].kind == "hash"
 
+    async def test_record_turned_into_text_by_a_sql_edit(self, db):
+        """sqlite's replace() returns TEXT: verify still reads it and names the record."""
+        await build(db, 3)
+        conn = sqlite3.connect(db)
+        conn.execute("UPDATE audit SET record = replace(record, '\"dice\":[80]', '\"dice\":[34]') WHERE seq=4")
+        conn.commit()
+        assert conn.execute("SELECT typeof(record) FROM audit WHERE seq=4").fetchone()[0] == "text"
+        report = await verify(db)
+        assert (report.problems[0].seq, report.problems[0].kind) == (4, "hash")
+
     async def test_deleted_record(self, db):
         await build(db, 3)
         conn = sqlite3.connect(db)

@@ -23,7 +23,7 @@ from bridge import server as bridge_server
 from bridge.dice import ScriptedDice
 from bridge.rules import sohl
 from bridge.session import Session, hash_token, new_token
-from bridge.store import SQLiteStore
+from bridge.store import AuditFilter, SQLiteStore
 
 from .sohl_messages import actor, fate_choice, fate_spend, frame, point, rolled, sohl_test
 
@@ -275,3 +275,29 @@ class TestRulesInvariants:
             if reply["type"] == "fate_resolved":
                 charges_after = reply["point"]["charges_after"]
                 assert charges_after is not None and 0 <= charges_after <= charges
+
+
+class TestWorldRemovedWhileConnected:
+    """`fate-bridge world remove` from another process: the connected forwarder's next frame is
+    refused `unauthorized` and the link closed 4001; nothing more is written for that world."""
+
+    @pytest.mark.parametrize("message", [
+        {"type": "test_rolled", "v": 1, "event_id": "r1", "ruleset": "sohl", "message_id": "m1",
+         "actor": actor(), "test": sohl_test()},
+        {"type": "audit_query", "v": 1, "query_id": "q1"},
+        {"type": "chart_catalog_query", "v": 1, "event_id": "c1"},
+    ], ids=["decision", "audit_query", "query"])
+    async def test_next_frame_closes_4001(self, store, token, message):
+        server, port = await started(store)
+        async with connect(f"ws://127.0.0.1:{port}") as ws:
+            await ask(ws, hello(token))
+            await store.remove_world(WORLD)
+            reply = await ask(ws, message)
+            assert (reply["code"], reply["ref"]) == ("unauthorized", message.get("event_id") or message.get("query_id"))
+            assert "is not registered" in reply["message"] or "is no longer registered" in reply["message"]
+            with pytest.raises(ConnectionClosed):
+                await asyncio.wait_for(ws.recv(), TIMEOUT)
+            assert ws.close_code == 4001
+        assert await store.audit_rows(AuditFilter(world_id=WORLD)) == []
+        server.close()
+        await server.wait_closed()
