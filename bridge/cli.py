@@ -8,13 +8,14 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import re
 import sys
 from pathlib import Path
 from urllib.parse import urlencode, urljoin, urlsplit, urlunsplit
 
 import msgspec
 
-from . import __version__, logs, schema
+from . import __version__, logs, schema, wire
 from .config import default_audit_key, default_db, load_key
 from .dice import ScriptedDice, SecretDice
 from .errors import ConfigError
@@ -25,6 +26,32 @@ from .store import SQLiteStore
 DEFAULT_HOST = "127.0.0.1"
 DEFAULT_PORT = 8765
 RESOLVE_WORLD = "offline"  # the world of ``resolve`` lines sent without ``hello``
+
+
+def utc_time(text: str) -> str:
+    """argparse type of ``--since``/``--until``: ISO-8601 UTC text, as the audit trail stores it."""
+    if not re.match(wire.UTC_TIME_PATTERN, text):
+        raise argparse.ArgumentTypeError(f"{text!r} is not a UTC time: write 2026-11-29 or 2026-11-29T20:00")
+    return text.replace(" ", "T")
+
+
+def world_id(text: str) -> str:
+    """argparse type of WORLD_ID: Foundry's ``game.world.id`` (1..128 characters, no spaces)."""
+    if not 1 <= len(text) <= 128 or any(c.isspace() or not c.isprintable() for c in text):
+        raise argparse.ArgumentTypeError(
+            f"{text!r} is not a Foundry world id: use game.world.id, the world's folder name "
+            "under Data/worlds (1 to 128 characters, no spaces)")
+    return text
+
+
+def bridge_url(text: str) -> str:
+    """argparse type of ``--bridge-url``: an http(s):// or ws(s):// address with a host."""
+    parts = urlsplit(text)
+    if parts.scheme not in ("http", "https", "ws", "wss") or not parts.netloc:
+        raise argparse.ArgumentTypeError(
+            f"{text!r} is not a bridge address: write it with its scheme, e.g. http://127.0.0.1:8765 "
+            "or https://foundry.example.org/fate-bridge/")
+    return text
 
 
 def _parser() -> argparse.ArgumentParser:
@@ -100,7 +127,7 @@ def _parser() -> argparse.ArgumentParser:
         "under Data/worlds) and print a new token. Paste the token into the module's settings "
         "on the GM's browser. Only its hash is stored: it cannot be shown again.",
     )
-    add.add_argument("world_id", metavar="WORLD_ID")
+    add.add_argument("world_id", metavar="WORLD_ID", type=world_id)
     add.add_argument("--token-only", action="store_true",
                      help="print only the token (for scripts)")
     add_db(add)
@@ -111,7 +138,7 @@ def _parser() -> argparse.ArgumentParser:
         "working at once: connected browsers keep their link until they reconnect. Paste the "
         "new token into the module settings on the GM's browser.",
     )
-    rotate.add_argument("world_id", metavar="WORLD_ID")
+    rotate.add_argument("world_id", metavar="WORLD_ID", type=world_id)
     rotate.add_argument("--token-only", action="store_true", help="print only the token")
     add_db(rotate)
     remove = world_commands.add_parser(
@@ -120,7 +147,7 @@ def _parser() -> argparse.ArgumentParser:
         description="Unregister WORLD_ID: its token stops working and its Fate state is dropped. "
         "The audit trail stays for `fate-bridge audit`.",
     )
-    remove.add_argument("world_id", metavar="WORLD_ID")
+    remove.add_argument("world_id", metavar="WORLD_ID", type=world_id)
     add_db(remove)
     listing = world_commands.add_parser("list", help="list registered worlds and their settings")
     add_db(listing)
@@ -132,10 +159,10 @@ def _parser() -> argparse.ArgumentParser:
         "it is stored in clear text so the GM's module can show the URL too. --rotate issues a "
         "new key: overlays using the old one stop at their next reconnect.",
     )
-    viewer.add_argument("world_id", metavar="WORLD_ID")
+    viewer.add_argument("world_id", metavar="WORLD_ID", type=world_id)
     viewer.add_argument("--rotate", action="store_true", help="replace the key with a new one")
     viewer.add_argument("--key-only", action="store_true", help="print only the key (for scripts)")
-    viewer.add_argument("--bridge-url", default=f"http://{DEFAULT_HOST}:{DEFAULT_PORT}",
+    viewer.add_argument("--bridge-url", type=bridge_url, default=f"http://{DEFAULT_HOST}:{DEFAULT_PORT}",
                         help="the bridge's address as OBS reaches it, for the printed URL "
                         f"(default http://{DEFAULT_HOST}:{DEFAULT_PORT})")
     add_db(viewer)
@@ -143,7 +170,7 @@ def _parser() -> argparse.ArgumentParser:
     sch = commands.add_parser(
         "schema",
         help="write the JSON Schema of the wire messages",
-        description="Write schemas/*.schema.json, generated from bridge/wire.py.",
+        description="Write schemas/*.schema.json, generated from the message classes in bridge/wire/.",
     )
     sch.add_argument("--out", type=Path, default=Path("schemas"), help="folder (default schemas/)")
     sch.add_argument("--check", action="store_true",
@@ -166,9 +193,9 @@ def _parser() -> argparse.ArgumentParser:
         p.add_argument("--ruleset", help="only this ruleset (e.g. sohl)")
         p.add_argument("--outcome", help="only this outcome: lost, kept, spent, choice, graded, "
                        "settings, or an error code such as already_fated")
-        p.add_argument("--since", help="from this UTC time on (ISO-8601, e.g. 2026-11-29 or "
-                       "2026-11-29T20:00)")
-        p.add_argument("--until", help="before this UTC time (ISO-8601)")
+        p.add_argument("--since", type=utc_time, help="from this UTC time on (ISO-8601, e.g. "
+                       "2026-11-29 or 2026-11-29T20:00)")
+        p.add_argument("--until", type=utc_time, help="before this UTC time (ISO-8601)")
 
     listing = aud_commands.add_parser("list", help="a table of audit records, newest first")
     add_filters(listing)

@@ -277,6 +277,8 @@ def make_handler(
     forwarders = Forwarders()
     viewers = Viewers(*DEFAULT_VIEWER_LIMITS) if viewers is None else viewers
     clock = asyncio.get_running_loop().time
+    rate_message = (f"more than {rate[0]:g} messages a second: this one was not handled; send it "
+                    "again later with the same event_id") if rate else ""
 
     async def handler(ws: ServerConnection) -> None:
         session = Session(store, dice)
@@ -297,7 +299,7 @@ def make_handler(
                 if limit is None or limit.allow():
                     reply = await session.receive(frame)
                 else:
-                    reply = Reply([error_frame(RateLimited(RATE_MESSAGE), ref_of(frame))])
+                    reply = Reply([error_frame(RateLimited(rate_message), ref_of(frame))])
                 _fan_out(viewers, session.world_id, reply)
                 for out in reply.frames:
                     await ws.send(out.decode())
@@ -345,10 +347,6 @@ def _fan_out(viewers: Viewers, world_id: str | None, reply: Reply) -> None:
         viewers.clear(world_id)
     elif reply.overlay_action == "replay":
         viewers.replay(world_id)
-
-
-RATE_MESSAGE = (f"more than {RATE_PER_SECOND:g} messages a second: this one was not handled; "
-                "send it again later with the same event_id")
 
 
 def tls_context(cert: Path, key: Path) -> ssl.SSLContext:

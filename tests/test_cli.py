@@ -206,3 +206,17 @@ class TestResolveSampleCards:
         for key in ("code", "eml", "roll", "level_mod", "skill_base_formula", "reported_level"):
             assert example["test"][key] == rolled["test"][key], key
         assert example["actor"]["actor_id"] == rolled["actor"]["actor_id"]
+
+
+class TestArgumentsAreChecked:
+    """Bad arguments are refused by argparse with what to write instead (exit 2)."""
+
+    @pytest.mark.parametrize(("args", "says"), [
+        (["world", "add", ""], "is not a Foundry world id"),
+        (["world", "add", "a b"], "is not a Foundry world id"),
+        (["world", "viewer-key", "w", "--bridge-url", "localhost:8765"], "write it with its scheme"),
+        (["audit", "list", "--since", "yesterday"], "is not a UTC time"),
+    ])
+    def test_refused_with_a_hint(self, args, says, tmp_path):
+        result = run(*args, "--db", str(tmp_path / "b.sqlite3"))
+        assert result.returncode == 2 and says in result.stderr

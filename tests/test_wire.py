@@ -150,3 +150,28 @@ class TestContractNames:
 
     def test_bridge_messages_carry_v_1(self):
         assert wire.encode(wire.Pong()) == b'{"type":"pong","v":1}'
+
+
+class TestBounds:
+    """Numbers stay in ranges that JavaScript and cards hold exactly (newcomer review)."""
+
+    @pytest.mark.parametrize(("path", "value", "field"), [
+        (("test", "eml"), 2**70, "test.eml"),
+        (("test", "level_mod"), 21, "test.level_mod"),
+        (("actor", "aura", "eml"), 10**9, "actor.aura.eml"),
+    ])
+    def test_sohl_numbers(self, path, value, field):
+        message = rolled()
+        target = message
+        for key in path[:-1]:
+            target = target[key]
+        target[path[-1]] = value
+        with pytest.raises(BadMessage) as caught:
+            wire.decode_client(frame(message))
+        assert caught.value.field == field
+
+    def test_audit_query_cursor_and_times(self):
+        for extra, field in (({"before_seq": 2**63}, "before_seq"), ({"since": "yesterday"}, "since")):
+            with pytest.raises(BadMessage) as caught:
+                wire.decode_client(frame({"type": "audit_query", "v": 1, "query_id": "q", **extra}))
+            assert caught.value.field == field

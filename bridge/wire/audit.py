@@ -9,6 +9,13 @@ from msgspec import Meta
 from .base import BridgeMessage, ClientMessage, Id, OutPart
 
 
+UTC_TIME_PATTERN = r"^\d{4}-\d{2}-\d{2}([T ]\d{2}(:\d{2}(:\d{2}(\.\d{1,6})?)?)?Z?)?$"
+UtcTime = Annotated[str, Meta(
+    pattern=UTC_TIME_PATTERN,
+    description="A UTC time as ISO-8601 text, from a date (2026-11-29) to milliseconds.",
+)]
+
+
 class AuditQuery(ClientMessage, tag="audit_query", kw_only=True):
     """Ask for a page of the world's audit trail, newest first. Filters are optional and
     combine; ``since``/``until`` are ISO-8601 UTC timestamps (inclusive/exclusive);
@@ -18,9 +25,9 @@ class AuditQuery(ClientMessage, tag="audit_query", kw_only=True):
     actor_id: Id | None = None
     ruleset: Annotated[str, Meta(max_length=32)] | None = None
     outcome: Annotated[str, Meta(max_length=32)] | None = None
-    since: Annotated[str, Meta(max_length=40)] | None = None
-    until: Annotated[str, Meta(max_length=40)] | None = None
-    before_seq: Annotated[int, Meta(ge=1)] | None = None
+    since: UtcTime | None = None
+    until: UtcTime | None = None
+    before_seq: Annotated[int, Meta(ge=1, le=2**53)] | None = None
     limit: Annotated[int, Meta(ge=1, le=200)] = 50
 
 

@@ -9,6 +9,11 @@ from msgspec import Meta
 from ..rules import sohl as _sohl_rules
 from .base import D100, BridgeMessage, Card, ClientMessage, Code, Id, Name, OutPart, Part, Visibility
 
+# Bounds far beyond any real test, so that numbers stay exact in JavaScript and on cards.
+Eml = Annotated[int, Meta(ge=-1000, le=1000, description="A Mastery Level, as on the card (S1: not clamped to 5..95).")]
+LevelShift = Annotated[int, Meta(ge=-20, le=20, description="Success levels.")]
+Charges = Annotated[int, Meta(ge=0, le=10_000, description="Charges left.")]
+
 TestKind = Literal["skill", "attribute", "mystical", "fate"]
 Outcome = Literal["lost", "kept", "spent", "choice"]
 Choice = Literal["spend", "keep"]
@@ -18,7 +23,7 @@ WithheldReason = Literal[_sohl_rules.WITHHELD_REASONS]  # S5, in the order reaso
 class Aura(Part, kw_only=True):
     """The actor's Aura attribute: its EML and whether it is disabled (S5 ``no_aura``)."""
 
-    eml: int
+    eml: Eml
     disabled: bool = False
 
 
@@ -29,7 +34,7 @@ class FatePoint(Part, kw_only=True):
     point_id: Id
     name: Name
     skill_code: Code | None = None
-    charges: Annotated[int, Meta(ge=0)] | None = None
+    charges: Charges | None = None
 
 
 class SohlActor(Part, kw_only=True):
@@ -60,13 +65,13 @@ class SohlTest(Part, kw_only=True):
     kind: TestKind
     code: Code
     name: Name
-    eml: int
+    eml: Eml
     roll: D100
-    level_mod: int = 0
+    level_mod: LevelShift = 0
     basis: Annotated[list[Code], Meta(max_length=32)] = []
     skill_base_formula: Annotated[str, Meta(max_length=512)] | None = None
     basic: bool = False
-    reported_level: int | None = None
+    reported_level: LevelShift | None = None
     item_id: Id | None = None
 
 
