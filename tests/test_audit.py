@@ -318,7 +318,7 @@ class TestAuditCommands:
         asyncio.run(build(db, 1))
         assert main(["audit", "list", "--db", str(db), "--since", "2999-01-01"]) == 0
         assert capsys.readouterr().out.strip() == "no audit records match"
-        assert main(["audit", "list", "--db", str(db), "--until", "2999-01-01", "--since", "2000"]) == 0
+        assert main(["audit", "list", "--db", str(db), "--until", "2999-01-01", "--since", "2000-01-01"]) == 0
         assert len(capsys.readouterr().out.splitlines()) == 3
 
     def test_missing_database_is_a_clear_error(self, tmp_path, capsys):
