@@ -258,7 +258,12 @@ class Session:
             )
             return Decision(frame, ok, audit)
 
-        decided = await self.store.decide(self.world_id, event_id, decision)
+        request_hash = hashlib.sha256(message_bytes).hexdigest()
+        decided = await self.store.decide(self.world_id, event_id, decision, request_hash)
+        if decided.other_request:
+            # The contract returns the stored reply for a repeated event_id whatever it carries;
+            # a different request under an old event_id is a client bug worth a warning.
+            self.log.warning("event_id_reused", event_id=event_id, type=message.__struct_config__.tag)
         self.log.info(
             "decision",
             event_id=event_id,

@@ -89,6 +89,9 @@ CREATE TABLE checkpoints (
     3: """
 ALTER TABLE worlds ADD COLUMN viewer_key TEXT;
 """,
+    4: """
+ALTER TABLE events ADD COLUMN request_hash TEXT;
+""",
 }
 SCHEMA_VERSION = max(MIGRATIONS)
 
@@ -108,11 +111,13 @@ class World:
 
 @dataclass(frozen=True, slots=True)
 class Decided:
-    """The outcome of :meth:`Store.decide`: the reply frame and whether it was replayed from a
-    repeated ``event_id`` (nothing ran)."""
+    """The outcome of :meth:`Store.decide`: the reply frame, whether it was replayed from a
+    repeated ``event_id`` (nothing ran), and, when replayed, whether the repeat carried a
+    different request than the one first decided (``other_request``: the event_id was reused)."""
 
     reply: bytes
     replayed: bool
+    other_request: bool = False
 
 
 AuditEntry = audit.AuditEntry
@@ -202,8 +207,11 @@ class Store(Protocol):
         """Every registered world, by id."""
         ...
 
-    async def decide(self, world_id: str, event_id: str | None, decision: DecisionFn) -> Decided:
-        """Run one decision in one transaction (see the module docstring)."""
+    async def decide(self, world_id: str, event_id: str | None, decision: DecisionFn,
+                     request_hash: str | None = None) -> Decided:
+        """Run one decision in one transaction (see the module docstring). ``request_hash``
+        identifies the request, so a reused ``event_id`` can be told from a repeat (the stored
+        reply is returned either way, as the contract says)."""
         ...
 
     async def read(self, world_id: str, query: Callable[[WorldState], T]) -> T:
@@ -317,6 +325,7 @@ class _Queued:
 
     world_id: str
     event_id: str | None
+    request_hash: str | None
     decision: DecisionFn
     loop: asyncio.AbstractEventLoop
     future: asyncio.Future[Decided]
@@ -481,11 +490,12 @@ class SQLiteStore:
         self._require_world(conn, world_id, registered=True)  # removed while connected?
         if event_id is not None:
             row = conn.execute(
-                "SELECT reply FROM events WHERE world_id = ? AND event_id = ?",
+                "SELECT reply, request_hash FROM events WHERE world_id = ? AND event_id = ?",
                 (world_id, event_id),
             ).fetchone()
             if row is not None:
-                return Decided(bytes(row[0]), replayed=True)
+                other = None not in (row[1], item.request_hash) and row[1] != item.request_hash
+                return Decided(bytes(row[0]), replayed=True, other_request=other)
         conn.execute("SAVEPOINT decision")
         result = decision(_SQLiteWorldState(conn, world_id))
         if not result.ok:
@@ -493,8 +503,8 @@ class SQLiteStore:
         conn.execute("RELEASE decision")
         if event_id is not None:
             conn.execute(
-                "INSERT INTO events (world_id, event_id, reply) VALUES (?, ?, ?)",
-                (world_id, event_id, result.reply),
+                "INSERT INTO events (world_id, event_id, reply, request_hash) VALUES (?, ?, ?, ?)",
+                (world_id, event_id, result.reply, item.request_hash),
             )
         if result.audit is not None:
             self._append_audit(conn, world_id, result.audit, ts)
@@ -686,7 +696,8 @@ class SQLiteStore:
         """The world's overlay viewer key, made from ``candidate`` when needed (see :class:`Store`)."""
         return await self._run(self._viewer_key_sync, world_id, candidate, rotate)
 
-    async def decide(self, world_id: str, event_id: str | None, decision: DecisionFn) -> Decided:
+    async def decide(self, world_id: str, event_id: str | None, decision: DecisionFn,
+                     request_hash: str | None = None) -> Decided:
         """Run ``decision`` atomically (see the module docstring). Decisions arriving while the
         writer is busy are committed together (group commit); each still sees the writes of
         those before it, and its reply is returned only after the COMMIT."""
@@ -695,7 +706,7 @@ class SQLiteStore:
         loop = asyncio.get_running_loop()
         future: asyncio.Future[Decided] = loop.create_future()
         with self._queue_lock:
-            self._queue.append(_Queued(world_id, event_id, decision, loop, future))
+            self._queue.append(_Queued(world_id, event_id, request_hash, decision, loop, future))
             start = not self._flushing
             self._flushing = True
         if start:

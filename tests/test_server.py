@@ -1129,3 +1129,16 @@ class TestCardEscaping:
         assert "&lt;script&gt;alert(2)&lt;/script&gt;" in html
         assert "<script" not in html
         assert reply["card"]["speaker_alias"] == hostile  # plain text for Foundry, not HTML
+
+
+class TestEventIdReusedForAnotherRequest:
+    async def test_the_stored_reply_comes_back_and_a_warning_is_logged(self, store, world, start_bridge):
+        """The contract returns the stored reply for a repeated event_id; a different request
+        under it is a client bug: logged as ``event_id_reused``, nothing decided twice."""
+        ws = await opened(await start_bridge(store), world)
+        first = await ask_frame(ws, archery_test_rolled("ev-1", "msgArchery0001", roll=88))
+        with capture_logs() as logs:
+            same = await ask_frame(ws, archery_test_rolled("ev-1", "msgArchery0001", roll=88))
+            other = await ask_frame(ws, archery_test_rolled("ev-1", "msgArchery0001", roll=12))
+        assert same == first == other
+        assert [entry["event"] for entry in logs if entry["event"] == "event_id_reused"] == ["event_id_reused"]
