@@ -1,10 +1,12 @@
 /**
  * The only file that touches Foundry globals (`game`, `Hooks`, `ui`, `ChatMessage`, `Roll`,
- * `foundry`, `fromUuidSync`) and the browser's `WebSocket` / `DOMParser`. Each helper is small,
+ * `foundry`, `fromUuidSync`, `canvas`) and the browser's `WebSocket` / `DOMParser`. Each helper is small,
  * named for what it does, and returns plain data, so scripts/logic/ and scripts/main.js never see
  * a Foundry object. Globals are read when a helper runs (never at import), so tests can install
  * fresh fakes per test.
  */
+
+import { visibilityOfRollMode } from "./logic/cards.js";
 
 /** Module id, flag scope and socket name suffix. */
 export const MODULE_ID = "fate-bridge";
@@ -132,6 +134,29 @@ export function userName(userId) {
 }
 
 /**
+ * Every GM user's id, logged in or not: the users Foundry whispers a GM or blind roll to
+ * (`ChatMessage.getWhisperRecipients("GM")`: `user.isGM`, so Assistant GMs too).
+ *
+ * @returns {string[]}
+ */
+export function gmUserIds() {
+  return game.users.filter((user) => user.isGM).map((user) => user.id);
+}
+
+/**
+ * This client's roll mode as the wire's `visibility`: `publicroll` -> `public`, `gmroll` -> `gm`,
+ * `blindroll` -> `blind`, `selfroll` -> `self`. Foundry v14 keeps it in `core.messageMode`
+ * (`public`, `gm`, `blind`, `self`, `ic`; `ic` is public) and deprecates `core.rollMode`, which v13
+ * uses: the first one registered is read. An unknown mode is `public`.
+ *
+ * @returns {"public"|"gm"|"blind"|"self"}
+ */
+export function rollMode() {
+  const key = game.settings.settings.has("core.messageMode") ? "messageMode" : "rollMode";
+  return visibilityOfRollMode(game.settings.get("core", key)) ?? "public";
+}
+
+/**
  * @param {string} messageId
  * @returns {null | {id: string, content: string, whisper: string[], blind: boolean,
  *   flags: Record<string, any>}} `flags` holds this module's flags only
@@ -166,6 +191,52 @@ export function actorSnapshot(uuid) {
 }
 
 /**
+ * @typedef {object} ActorData an actor as plain data
+ * @property {string} id the world actor's id (a token actor's base actor)
+ * @property {string} uuid
+ * @property {string} name
+ * @property {string} type
+ * @property {object} system its system data, prepared values (a copy: e.g. the HMtW system's
+ *   `system.swords`, `system.pentacles`, `system.cups`, `system.wands`)
+ */
+
+/**
+ * @param {string} uuid the actor's UUID (`Actor.x`, or a token actor's)
+ * @returns {ActorData|null}
+ */
+export function actorData(uuid) {
+  const actor = fromUuidSync(uuid);
+  return actor ? plainActor(actor) : null;
+}
+
+/**
+ * The actors of this client's controlled (selected) tokens, in the order they were selected, each
+ * once; none while no scene is drawn.
+ *
+ * @returns {ActorData[]}
+ */
+export function controlledActors() {
+  const actors = new Map();
+  for (const token of globalThis.canvas?.tokens?.controlled ?? []) {
+    const actor = token.actor;
+    if (actor && !actors.has(actor.id)) actors.set(actor.id, plainActor(actor));
+  }
+  return [...actors.values()];
+}
+
+function plainActor(actor) {
+  const system = actor.system ?? {};
+  return {
+    id: actor.id,
+    uuid: actor.uuid,
+    name: actor.name,
+    type: actor.type,
+    // A system's TypeDataModel gives its prepared values with toObject(false); a template.json system is a plain object.
+    system: typeof system.toObject === "function" ? system.toObject(false) : foundry.utils.deepClone(system),
+  };
+}
+
+/**
  * @param {string} actorUuid
  * @param {string} itemId
  * @returns {{id: string, name: string, type: string, system: object}|null}
@@ -185,6 +256,42 @@ function plainItem(item) {
     system: item.toObject().system,
     masteryLevel: mastery ? { effective: mastery.effective, disabled: mastery.disabled } : undefined,
   };
+}
+
+/**
+ * A chat message's rolls as plain data, with what a ruleset needs to read them.
+ *
+ * @param {string|object} message its id, or the ChatMessage a hook handed over
+ * @returns {null | {id: string, speakerActorId: string|null, flavor: string|null, rollType: string|null,
+ *   rolls: object[]}} null when there is no such message. `rolls` is `message.rolls` as Roll JSON
+ *   objects (`Roll#toJSON`; a JSON string, as in the message's source, is parsed; one that does not
+ *   parse is left out); `rollType` is a system's roll type (dnd5e's `flags.dnd5e.roll.type`)
+ */
+export function messageRolls(message) {
+  const found = typeof message === "string" ? game.messages.get(message) : message;
+  if (!found) return null;
+  const rollType = found.flags?.dnd5e?.roll?.type;
+  return {
+    id: found.id,
+    speakerActorId: found.speaker?.actor ?? null,
+    flavor: typeof found.flavor === "string" ? found.flavor : null,
+    rollType: typeof rollType === "string" ? rollType : null,
+    rolls: (found.rolls ?? []).map(plainRoll).filter((roll) => roll !== null),
+  };
+}
+
+/** One entry of `message.rolls` (a Roll, or a JSON string) as a plain object, or null. */
+function plainRoll(roll) {
+  if (typeof roll === "string") {
+    try {
+      const data = JSON.parse(roll);
+      return data && typeof data === "object" ? data : null;
+    } catch {
+      return null;
+    }
+  }
+  if (typeof roll?.toJSON === "function") return roll.toJSON();
+  return roll && typeof roll === "object" ? roll : null;
 }
 
 /**

@@ -20,7 +20,8 @@ function hmtwSample(name) {
   return JSON.parse(readFileSync(file, "utf8"));
 }
 
-const request = (overrides = {}) => ({ kind: "test", attribute: "pentacles", scores: [], favor: false, disfavor: false, obstacle: null, ...overrides });
+const SCHEMA = JSON.parse(readFileSync(new URL("../../schemas/client-messages.schema.json", import.meta.url), "utf8"));
+const request = (overrides = {}) => ({ kind: "test", attribute: "pentacles", scores: [], favor: false, disfavor: false, obstacle: null, visibility: "public", ...overrides });
 
 describe("parseTofCommand", () => {
   test("a test of fate: attribute, favor, disfavor, the obstacle in quotes", () => {
@@ -49,6 +50,18 @@ describe("parseTofCommand", () => {
     assert.deepEqual(parseTofCommand("round-end"), { ok: true, kind: "deck", command: "round_end" });
     assert.deepEqual(parseTofCommand("gm-draw"), { ok: true, kind: "gm_draw" });
     assert.deepEqual(parseTofCommand('clear "The locked door"'), { ok: true, kind: "clear", obstacle: "The locked door" });
+  });
+
+  test("the roll mode: typed (the wire's word or Foundry's) wins, else the default given", () => {
+    assert.deepEqual(parseTofCommand("pentacles gm"), { ok: true, ...request({ visibility: "gm" }) });
+    assert.deepEqual(parseTofCommand("pentacles", { visibility: "self" }), { ok: true, ...request({ visibility: "self" }) });
+    assert.deepEqual(parseTofCommand("BlindRoll pentacles favor", { visibility: "gm" }), { ok: true, ...request({ favor: true, visibility: "blind" }) });
+    assert.deepEqual(parseTofCommand('challenge swords 4 public', { visibility: "gm" }),
+      { ok: true, ...request({ kind: "challenge", attribute: "swords", scores: [4], visibility: "public" }) });
+    assert.deepEqual(parseTofCommand('group cups "the winter wolf" selfroll'),
+      { ok: true, ...request({ kind: "group", attribute: "cups", obstacle: "the winter wolf", visibility: "self" }) });
+    assert.equal(parseTofCommand('pentacles "gm"').obstacle, "gm", "a quoted word is the obstacle");
+    assert.deepEqual(parseTofCommand("pentacles gm self"), { ok: false, error: "twice", data: { token: "self" } });
   });
 
   test("errors name the word that is wrong", () => {
@@ -113,7 +126,7 @@ describe("bridge messages", () => {
   test("hmtw_test: the event id is the test id; no obstacle key without one", () => {
     assert.deepEqual(drawMessage({ ...request({ favor: true, obstacle: "the conch" }), score: 2 }, actor, player, "ev1"), {
       type: "hmtw_test", test_id: "ev1", v: 1, event_id: "ev1", actor, attribute: "pentacles", score: 2, favor: true,
-      disfavor: false, user_id: "p1", user_name: "Player One", user_is_gm: false, obstacle: "the conch",
+      disfavor: false, user_id: "p1", user_name: "Player One", user_is_gm: false, obstacle: "the conch", visibility: "public",
     });
     assert.equal("obstacle" in drawMessage({ ...request(), score: 2 }, actor, player, "ev2"), false);
   });
@@ -127,17 +140,32 @@ describe("bridge messages", () => {
 
   test("hmtw_group_test, hmtw_push and the GM's commands", () => {
     const gm = { userId: "gm1", userName: null, isGM: true };
-    const group = groupMessage({ attribute: "cups", obstacle: null, members: [
+    const group = groupMessage({ attribute: "cups", obstacle: null, visibility: "blind", members: [
       { actor, score: 3, userId: "p1", userName: "Player One" },
       { actor: { ...actor, actor_id: "x" }, score: 1, userId: "p2", userName: null }] }, gm, "ev4");
     assert.deepEqual(group.members.map((m) => [m.actor.actor_id, m.score, m.user_id, m.user_name]),
       [["RECONhmtwActor01", 3, "p1", "Player One"], ["x", 1, "p2", undefined]]);
-    assert.deepEqual([group.type, group.test_id, group.user_id, group.user_is_gm], ["hmtw_group_test", "ev4", "gm1", true]);
+    assert.deepEqual([group.type, group.test_id, group.user_id, group.user_is_gm, group.visibility], ["hmtw_group_test", "ev4", "gm1", true, "blind"]);
     assert.deepEqual(pushMessage("t1", player, "ev5"), { type: "hmtw_push", v: 1, event_id: "ev5", test_id: "t1", user_id: "p1", user_name: "Player One" });
     assert.deepEqual(gmMessage({ kind: "deck", command: "round_end" }, gm, "ev6"),
       { type: "hmtw_deck_command", v: 1, event_id: "ev6", user_id: "gm1", user_is_gm: true, command: "round_end" });
     assert.equal(gmMessage({ kind: "gm_draw" }, gm, "ev7").type, "hmtw_gm_draw");
     assert.equal(gmMessage({ kind: "clear", obstacle: "door" }, gm, "ev8").obstacle, "door");
     assert.throws(() => gmMessage({ kind: "test" }, gm, "ev9"), TypeError);
+  });
+
+  test("the roll mode goes to the bridge as visibility; every field sent is one the bridge's schema knows", () => {
+    const gm = { userId: "gm1", userName: "Gamemaster", isGM: true };
+    const member = { actor, score: 3, userId: "p1", userName: "Player One" };
+    for (const [message, def] of [
+      [drawMessage({ ...request({ obstacle: "the conch", visibility: "gm" }), score: 2 }, actor, player, "ev1"), "HmtwTest"],
+      [drawMessage({ ...request({ kind: "challenge", visibility: "self" }), score: 2 }, actor, player, "ev2"), "HmtwChallengeAction"],
+      [groupMessage({ attribute: "cups", obstacle: "the wolf", visibility: "blind", members: [member, member] }, gm, "ev3"), "HmtwGroupTest"],
+    ]) {
+      assert.ok(["gm", "self", "blind"].includes(message.visibility), def);
+      const known = Object.keys(SCHEMA.$defs[def].properties);
+      for (const key of Object.keys(message)) assert.ok(known.includes(key), `${def}.${key}`);
+      for (const key of SCHEMA.$defs[def].required ?? []) assert.ok(key in message, `${def} needs ${key}`);
+    }
   });
 });

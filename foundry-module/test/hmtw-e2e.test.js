@@ -121,7 +121,7 @@ test("tests of fate drawn by the bridge: a failure binds the obstacle, the drawe
   };
 
   env.world.asUser(env.player);
-  env.world.callHook("controlToken", { actor: silan, destroyed: false }, true);
+  env.world.controlToken(silan);
 
   // 1. Tests of Pentacles 2 against the conch until one fails (a success does not bind it).
   let failed = null;

@@ -61,7 +61,7 @@ describe("the test of fate dialog", () => {
   test("in the HMtW system: the scores beside the attributes, no score field", () => {
     const form = renderTestDialog(doc, { actorName: "Silán <b>Storysoul</b>", scores, form: emptyTestForm() }, t, { onDraw() {} });
     assert.equal(form.querySelector(".hmtw-actor").textContent, "Adventurer: Silán <b>Storysoul</b>", "names are text, never HTML");
-    assert.deepEqual([...form.querySelectorAll("option")].map((o) => [o.value, o.textContent]), [
+    assert.deepEqual([...form.querySelectorAll("select[name=attribute] option")].map((o) => [o.value, o.textContent]), [
       ["swords", "FATE_BRIDGE.Hmtw.Attribute.swords (4)"], ["pentacles", "Pentacles (2)"],
       ["cups", "FATE_BRIDGE.Hmtw.Attribute.cups (3)"], ["wands", "FATE_BRIDGE.Hmtw.Attribute.wands (0)"]]);
     assert.equal(form.querySelector('[name="score"]'), null);
@@ -76,9 +76,23 @@ describe("the test of fate dialog", () => {
     form.elements.namedItem("disfavor").checked = true;
     form.elements.namedItem("obstacle").value = "  the clockwork mechanism ";
     form.querySelector('[name="draw"]').click();
-    assert.deepEqual(drawn, [{ attribute: "cups", score: "", favor: true, disfavor: true, obstacle: "the clockwork mechanism" }]);
+    assert.deepEqual(drawn, [{ attribute: "cups", score: "", favor: true, disfavor: true, obstacle: "the clockwork mechanism", visibility: "public" }]);
     assert.deepEqual(dialogRequest(drawn[0], false), { ok: true, request: {
-      kind: "test", attribute: "cups", scores: [], favor: true, disfavor: true, obstacle: "the clockwork mechanism" } });
+      kind: "test", attribute: "cups", scores: [], favor: true, disfavor: true, obstacle: "the clockwork mechanism", visibility: "public" } });
+  });
+
+  test("the roll mode: the user's own chosen at first, another may be picked", () => {
+    const drawn = [];
+    const form = renderTestDialog(doc, { actorName: "Silán", scores, form: emptyTestForm("gm") }, t, { onDraw: (v) => drawn.push(v) });
+    doc.body.append(form);
+    const mode = form.elements.namedItem("visibility");
+    assert.deepEqual([...mode.options].map((o) => o.value), ["public", "gm", "blind", "self"]);
+    assert.equal(mode.value, "gm");
+    form.querySelector('[name="draw"]').click();
+    mode.value = "blind";
+    form.querySelector('[name="draw"]').click();
+    assert.deepEqual(drawn.map((v) => dialogRequest(v, false).request.visibility), ["gm", "blind"]);
+    assert.equal(dialogRequest({ ...emptyTestForm(), visibility: "everyone" }, false).request.visibility, "public", "an unknown mode is public");
   });
 
   test("outside the HMtW system the score is typed, 1 to 4", () => {

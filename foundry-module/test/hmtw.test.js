@@ -61,12 +61,10 @@ function relayFrom(userId) {
   deliverAs(userId);
   deliverAs(env.gm);
 }
-/** `userId` selects `actor`'s token. */
+/** `userId` selects `actor`'s token (Foundry's `canvas.tokens.controlled` of that client). */
 function select(userId, actor) {
   env.world.asUser(userId);
-  const token = { actor, destroyed: false };
-  env.world.callHook("controlToken", token, true);
-  return token;
+  return env.world.controlToken(actor);
 }
 function type(userId, text) {
   env.world.asUser(userId);
@@ -113,7 +111,7 @@ describe("/tof: a test of fate (H3-H5)", () => {
     assert.deepEqual({ ...asked, event_id: undefined, test_id: undefined }, {
       type: "hmtw_test", v: 1, event_id: undefined, test_id: undefined, attribute: "pentacles", score: 2, favor: true, disfavor: false,
       actor: { actor_id: SILAN, name: "Silán Storysoul", owner_user_ids: [env.gm, env.player] },
-      user_id: env.player, user_name: "Player One", user_is_gm: false, obstacle: "the sea witch's conch",
+      user_id: env.player, user_name: "Player One", user_is_gm: false, obstacle: "the sea witch's conch", visibility: "public",
     });
     assert.equal(asked.test_id, asked.event_id);
     const before = env.world.messages.size;
@@ -154,7 +152,7 @@ describe("/tof: a test of fate (H3-H5)", () => {
 
   test("a deselected token is no longer the adventurer", () => {
     const token = select(env.player, env.silan);
-    env.world.callHook("controlToken", token, false);
+    env.world.releaseToken(token);
     type(env.player, "/tof cups");
     assert.equal(env.world.notices.at(-1).text, "/tof: select your adventurer's token first.");
   });
@@ -342,5 +340,97 @@ describe("group tests (H10), Challenge Actions (H8) and the GM's commands", () =
     assert.match(env.world.notices.at(-1).text, /^Test of fate: \/tof ATTRIBUTE/);
     type(env.player, "/tof pentacles sneakily");
     assert.equal(env.world.notices.at(-1).text, "/tof: 'sneakily' is not understood here. Type /tof help.");
+  });
+});
+
+describe("who sees the cards: the roll mode (typed, chosen, else the drawer's own)", () => {
+  const GM2 = "gmUser000000002";
+  beforeEach(() => {
+    env.world.addUser({ id: GM2, name: "Assistant GM", isGM: true });
+  });
+  const lastMessage = () => [...env.world.messages.values()].at(-1);
+
+  test("a player's gmroll: the bridge is told gm, the card is whispered to every GM and the drawer; a typed mode wins", async () => {
+    await globalThis.game.settings.set("core", "rollMode", "gmroll");
+    select(env.player, env.silan);
+    type(env.player, "/tof pentacles");
+    relayFrom(env.player);
+    const asked = await sent("hmtw_test");
+    assert.equal(asked.visibility, "gm");
+    const before = env.world.messages.size;
+    answer(asked, failed(asked.test_id, env.player));
+    await until(() => env.world.messages.size === before + 1, "the test card");
+    assert.deepEqual([lastMessage().whisper, lastMessage().blind], [[env.gm, GM2, env.player], false]);
+    await until(() => env.world.emitted.some((e) => e.payload.type === "done"), "done");
+    deliverAs(env.player);
+
+    type(env.player, "/tof cups blind");
+    relayFrom(env.player);
+    const blind = await sent("hmtw_test");
+    assert.equal(blind.visibility, "blind");
+    answer(blind, failed(blind.test_id, env.player));
+    await until(() => env.world.messages.size === before + 2, "the blind card");
+    assert.deepEqual([lastMessage().whisper, lastMessage().blind], [[env.gm, GM2], true]);
+  });
+
+  test("v14's message mode is read when Foundry has it", async () => {
+    env.world.registered.set("core.messageMode", { default: "public" });
+    await globalThis.game.settings.set("core", "messageMode", "self");
+    await globalThis.game.settings.set("core", "rollMode", "gmroll");
+    select(env.player, env.silan);
+    type(env.player, "/tof swords");
+    relayFrom(env.player);
+    const asked = await sent("hmtw_test");
+    assert.equal(asked.visibility, "self");
+    answer(asked, failed(asked.test_id, env.player));
+    await until(() => lastMessage()?.flags["fate-bridge"]?.[hmtw.FLAGS.TESTS], "the card");
+    assert.deepEqual(lastMessage().whisper, [env.player]);
+  });
+
+  test("a push's card is seen by whoever saw the test's card", async () => {
+    await globalThis.game.settings.set("core", "rollMode", "gmroll");
+    select(env.player, env.silan);
+    type(env.player, "/tof pentacles");
+    relayFrom(env.player);
+    const asked = await sent("hmtw_test");
+    answer(asked, failed(asked.test_id, env.player));
+    const card = await until(() => [...env.world.messages.values()].find((m) => m.flags["fate-bridge"]?.[hmtw.FLAGS.TESTS]), "the card");
+    await until(() => env.world.emitted.some((e) => e.payload.type === "done"), "done");
+    deliverAs(env.player);
+    await globalThis.game.settings.set("core", "rollMode", "publicroll");
+    env.world.asUser(env.player);
+    env.world.render(card.id).querySelector("[data-fate-bridge-hmtw-push]").click();
+    relayFrom(env.player);
+    const push = await sent("hmtw_push");
+    const pushed = failed(asked.test_id, env.player);
+    pushed.test = { ...pushed.test, pushed: face("cups-8", "VIII of Cups", "cups", 8), total: 14, outcome: "success", push_by: [] };
+    answer(push, pushed);
+    await until(() => card.flags["fate-bridge"][hmtw.FLAGS.PUSHED], "the pushed flag");
+    assert.notEqual(lastMessage().id, card.id);
+    assert.deepEqual([lastMessage().whisper, lastMessage().blind], [card.whisper, false]);
+  });
+
+  test("the dialog starts on the user's roll mode", async () => {
+    await globalThis.game.settings.set("core", "rollMode", "selfroll");
+    select(env.player, env.silan);
+    type(env.player, "/tof");
+    const form = await until(() => globalThis.document.querySelector("form.fate-bridge-hmtw-dialog"), "the dialog");
+    assert.equal(form.elements.namedItem("visibility").value, "self");
+    form.elements.namedItem("attribute").value = "cups";
+    form.querySelector('[name="draw"]').click();
+    relayFrom(env.player);
+    const asked = await sent("hmtw_test");
+    assert.equal(asked.visibility, "self");
+    await settle(asked, env.player);
+  });
+
+  test("the GM deck's cards are whispered to every GM", async () => {
+    type(env.gm, "/tof gm-draw");
+    const asked = await sent("hmtw_gm_draw");
+    const before = env.world.messages.size;
+    answer(asked, { type: "hmtw_gm_drawn", drawn: face("major-13", "XIII Death", null, 13), decks: {}, reshuffles: [], notice: null,
+      card: { title: "GM deck", html: "<div>XIII Death</div>", ruleset: "hmtw" } });
+    await until(() => env.world.messages.size === before + 1, "the card");
+    assert.deepEqual([lastMessage().whisper, lastMessage().blind], [[env.gm, GM2], false]);
   });
 });

@@ -2,7 +2,7 @@ import { test, describe } from "node:test";
 import assert from "node:assert/strict";
 import { readFileSync } from "node:fs";
 
-import { CHART_COMMAND, chartAudience, chartMessage, parseChartCommand } from "../scripts/logic/mythic-chart.js";
+import { CHART_COMMAND, chartMessage, parseChartCommand } from "../scripts/logic/mythic-chart.js";
 import { BridgeError } from "../scripts/logic/connection.js";
 
 const EN = JSON.parse(readFileSync(new URL("../lang/en.json", import.meta.url), "utf8"));
@@ -118,14 +118,13 @@ describe("bridge messages built on the GM's client", () => {
   });
 });
 
-describe("who sees the card", () => {
-  const users = { askerId: "player1", gmId: "gm1" };
-  test("per roll mode", () => {
-    assert.deepEqual(chartAudience("public", users), { whisper: [], blind: false });
-    assert.deepEqual(chartAudience("gm", users), { whisper: ["gm1", "player1"], blind: false });
-    assert.deepEqual(chartAudience("blind", users), { whisper: ["gm1"], blind: true });
-    assert.deepEqual(chartAudience("self", users), { whisper: ["player1"], blind: false });
-    assert.deepEqual(chartAudience("gm", { askerId: "gm1", gmId: "gm1" }), { whisper: ["gm1"], blind: false });
+describe("the default roll mode", () => {
+  test("a question without a mode word takes the asker's; a typed one wins", () => {
+    assert.equal(parseChartCommand("high vs avg", { visibility: "blind" }).request.visibility, "blind");
+    assert.equal(parseChartCommand("odds likely", { visibility: "self" }).request.visibility, "self");
+    assert.equal(parseChartCommand("high vs avg gmroll", { visibility: "blind" }).request.visibility, "gm");
+    assert.equal(parseChartCommand("high vs avg PUBLIC", { visibility: "self" }).request.visibility, "public");
+    assert.equal(parseChartCommand("high vs avg").request.visibility, "public", "public when no default is given");
   });
 });
 

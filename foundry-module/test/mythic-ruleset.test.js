@@ -51,13 +51,15 @@ afterEach(() => {
 });
 
 /** The fake api; `bridge(message)` answers each bridge request (a throw is a refusal). */
-function fakeApi({ sender = { userId: "player1", isGM: false }, bridge } = {}) {
+function fakeApi({ sender = { userId: "player1", isGM: false }, bridge, rollMode = "public" } = {}) {
   const rec = { notices: [], requests: [], posted: [], commands: new Map(), handlers: new Map() };
   let n = 0;
   const api = {
     fvtt: {
       userName: (userId) => ({ player1: "Player One", gm1: "Gamemaster" })[userId] ?? null,
       currentUserId: () => "gm1",
+      gmUserIds: () => ["gm1"],
+      rollMode: () => rollMode,
       applicationV2Base: () => FakeApplicationV2,
       htmlDocument: () => dom.window.document,
     },
@@ -117,6 +119,20 @@ describe("/fatechart", () => {
     assert.deepEqual(rec.notices, []);
   });
 
+  test("without a mode word the asker's roll mode is asked; the card goes to every GM and the asker; a typed mode wins", async () => {
+    const { api, rec } = fakeApi({ bridge: answering, rollMode: "gm" });
+    api.fvtt.gmUserIds = () => ["gm1", "gm2"];
+    mythic.install(api);
+    await rec.commands.get("fatechart")("high vs average", { userId: "player1", isGM: false });
+    assert.equal(rec.requests.at(-1).visibility, "gm");
+    assert.deepEqual(rec.posted.at(-1).options, { whisper: ["gm1", "gm2", "player1"], blind: false });
+    await rec.commands.get("fatechart")("odds likely blindroll", { userId: "player1", isGM: false });
+    assert.equal(rec.requests.at(-1).visibility, "blind");
+    assert.deepEqual(rec.posted.at(-1).options, { whisper: ["gm1", "gm2"], blind: true });
+    await rec.commands.get("fatechart")("high vs average public", { userId: "player1", isGM: false });
+    assert.deepEqual(rec.posted.at(-1).options, { whisper: [], blind: false });
+  });
+
   test("bad input is shown to the user and nothing is asked", () => {
     const { api, rec } = fakeApi({ bridge: answering });
     mythic.install(api);
@@ -174,6 +190,20 @@ describe("the dialog", () => {
     assert.equal(form().querySelectorAll("datalist option").length, 13);
     assert.equal(form().querySelector("select[name=odds]").parentElement.querySelector("label").textContent, "Odds (Chaos Factor 6)");
     assert.deepEqual([...form().querySelectorAll("select[name=visibility] option")].map((o) => o.value), ["public", "gm", "blind", "self"]);
+  });
+
+  test("the roll mode starts on the user's own", async () => {
+    const { api, rec } = fakeApi({ bridge: answering, rollMode: "self" });
+    mythic.install(api);
+    const app = await rec.commands.get("fatechart")("", {});
+    const form = app.element.querySelector("form");
+    assert.equal(form.querySelector("select[name=visibility]").value, "self");
+    form.querySelector("[name=acting_rank]").value = "High";
+    form.querySelector("[name=difficulty_rank]").value = "Low";
+    form.dispatchEvent(new dom.window.Event("submit", { cancelable: true }));
+    await app.asked;
+    assert.equal(rec.requests.at(-1).visibility, "self");
+    assert.deepEqual(rec.posted.at(-1).options, { whisper: ["player1"], blind: false });
   });
 
   test("choosing a named question shows its guidance and modifiers, as text", async () => {

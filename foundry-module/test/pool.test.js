@@ -21,6 +21,7 @@ const DISADVANTAGE = foundrySample("d20-v13-dnd5e-skill-disadv-2d20kl.json");
 const BASIC_2D20 = foundrySample("d20-v13-dnd5e-chat-roll-basicroll-2d20.json");
 const D100 = foundrySample("d100-v13-mythic-fatechart-chatmessage.RECONSTRUCTED.json");
 const LILLY = ATTACK.speaker.actor;
+const POOL_SCHEMA = JSON.parse(readFileSync(new URL("../../schemas/client-messages.schema.json", import.meta.url), "utf8"));
 
 const t = (key, data) => fvtt.localize(key, data);
 const ALDRIC = { character_id: LILLY, name: "Lilly", kind: "pc", owner_user_ids: ["playerUser00001"], level: 3, tier: 2, stamina: 4, session_fate: 3, earned_fate: 1, destiny: 2, fate: 4 };
@@ -29,7 +30,7 @@ const BREN = { ...ALDRIC, character_id: "actorBren0000001", name: "Bren", kind: 
 describe("the /pool command", () => {
   test("the issue's example: modifier, Tier, task tier, advantage, one Fate die", () => {
     assert.deepEqual(parsePoolCommand("3 tier 2 task 2 adv fate 1"), {
-      ok: true, command: "check", tier: 2, as: null,
+      ok: true, command: "check", tier: 2, as: null, visibility: "public",
       fields: { stat_modifier: 3, task_tier: 2, advantage_sources: 1, disadvantage_sources: 0, fate: 1 },
     });
   });
@@ -45,6 +46,21 @@ describe("the /pool command", () => {
       { save: "heart", stat_score: 14, fate_score: 12, dc: 15, bonus: -1, advantage_sources: 0, disadvantage_sources: 1 });
     assert.deepEqual(parsePoolCommand("save fate 16 effect 3").fields,
       { save: "fate", fate_score: 16, effect_tier: 3, bonus: 0, advantage_sources: 0, disadvantage_sources: 0 });
+  });
+
+  test("the roll mode: typed before 'as' and 'for' wins, else the default given; it never goes to the bridge", () => {
+    assert.equal(parsePoolCommand("3 task 2 gm").visibility, "gm");
+    assert.equal(parsePoolCommand("3 task 2", { visibility: "blind" }).visibility, "blind");
+    assert.equal(parsePoolCommand("save heart 14 fate 12 dc 15 SelfRoll as Lilly", { visibility: "gm" }).visibility, "self");
+    const labelled = parsePoolCommand("3 task 2 for Hide from the gm", { visibility: "self" });
+    assert.deepEqual([labelled.visibility, labelled.fields.label], ["self", "Hide from the gm"]);
+    assert.deepEqual(parsePoolCommand("3 task 2 gm public"), { ok: false, error: "twice", token: "public" });
+    const sender = { userId: "playerUser00001", isGM: false, userName: "Player One" };
+    for (const [text, def] of [["3 task 2 adv fate 1 blind for Climb", "PoolCheck"], ["save heart 14 fate 12 dc 15 gm", "PoolSave"]]) {
+      const message = rollMessage(parsePoolCommand(text), ALDRIC, sender, "ev1");
+      const known = Object.keys(POOL_SCHEMA.$defs[def].properties);
+      for (const key of Object.keys(message)) assert.ok(known.includes(key), `${def}.${key}`);
+    }
   });
 
   test("the short forms", () => {
@@ -246,6 +262,7 @@ function fakeApi(world, replies) {
     fvtt,
     sent: [],
     cards: [],
+    audiences: [],
     registerCommand: (name, handler) => commands.set(name, handler),
     onRelay: (action, handler) => handlers.set(action, handler),
     relay: async (ruleset, action, data) => handlers.get(action)(structuredClone(data), { userId: world.currentUserId, isGM: fvtt.currentUserIsGM() }),
@@ -255,7 +272,10 @@ function fakeApi(world, replies) {
       if (reply instanceof Error) throw reply;
       return typeof reply === "function" ? reply(message) : reply;
     },
-    postCard: async (card) => api.cards.push(card),
+    postCard: async (card, options) => {
+      api.cards.push(card);
+      api.audiences.push(options);
+    },
     onBridgeMessage: () => {},
     newEventId: () => `ev${api.sent.length}`,
     isActiveGM: fvtt.isActiveGM,
@@ -305,6 +325,28 @@ describe("the pool ruleset in a world", () => {
     assert.deepEqual(api.cards, [CARD]);
   });
 
+  test("the card is seen per the player's roll mode (every GM and the player for gmroll); a typed mode wins", async () => {
+    world.addUser({ id: "gmUser000000002", name: "Assistant GM", isGM: true });
+    await globalThis.game.settings.set("core", "rollMode", "gmroll");
+    world.asUser("playerUser00001");
+    await api.command("3 task 2");
+    assert.deepEqual(api.audiences.at(-1), { whisper: ["gmUser000000001", "gmUser000000002", "playerUser00001"], blind: false });
+    assert.equal("visibility" in api.sent.at(-1), false, "the pool wire has no visibility");
+    await api.command("3 task 2 blind");
+    assert.deepEqual(api.audiences.at(-1), { whisper: ["gmUser000000001", "gmUser000000002"], blind: true });
+    await globalThis.game.settings.set("core", "rollMode", "publicroll");
+    await api.command("3 task 2");
+    assert.deepEqual(api.audiences.at(-1), { whisper: [], blind: false });
+    await api.command("3 task 2 self");
+    assert.deepEqual(api.audiences.at(-1), { whisper: ["playerUser00001"], blind: false });
+  });
+
+  test("a forged visibility from a client is public", async () => {
+    world.asUser("playerUser00001");
+    await api.relay("pool", pool.ACTIONS.ROLL, { args: "3 task 2", visibility: "everyone" });
+    assert.deepEqual(api.audiences.at(-1), { whisper: [], blind: false });
+  });
+
   test("a Tier that is not the ledger's is refused before the bridge is asked", async () => {
     world.asUser("playerUser00001");
     await api.command("3 tier 3 task 2");
@@ -339,7 +381,6 @@ describe("the pool ruleset in a world", () => {
 
   test("the Reroll with Fate button on a player character's d20 message, and its absence elsewhere", async () => {
     const attack = await world.createMessage(structuredClone(ATTACK));
-    attack.flavor = ATTACK.flavor; // the fake ChatMessage keeps no flavor
     const d100 = await world.createMessage(structuredClone(D100));
     const goblin = await world.createMessage({ ...structuredClone(SAVE), speaker: { actor: "npcGoblin0000001" } });
     world.asUser("playerUser00001");
@@ -357,6 +398,18 @@ describe("the pool ruleset in a world", () => {
       roll: { character_id: LILLY, kind: "attack", mode: "normal", d20s: [2], total: 8, label: "Dagger - Attack Roll" },
     });
     assert.deepEqual(api.cards, [CARD]);
+    assert.deepEqual(api.audiences, [{ whisper: [], blind: false }], "public: the clicker's roll mode");
+  });
+
+  test("a reroll's card follows the clicker's roll mode", async () => {
+    const attack = await world.createMessage(structuredClone(ATTACK));
+    await globalThis.game.settings.set("core", "rollMode", "selfroll");
+    world.asUser("playerUser00001");
+    world.render(attack.id).querySelector(`.${REROLL_CLASS} button`).click();
+    await flush();
+    assert.equal(api.sent.at(-1).type, "pool_reroll");
+    assert.equal(api.sent.at(-1).roll.label, "Dagger - Attack Roll", "the flavor is read from the message");
+    assert.deepEqual(api.audiences, [{ whisper: ["playerUser00001"], blind: false }]);
   });
 
   test("the GM opens the ledger panel, starts a session from it; a player cannot open it", async () => {

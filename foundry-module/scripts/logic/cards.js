@@ -1,8 +1,81 @@
 /**
  * Posting a bridge `card {title, html, ruleset, speaker_actor_id, speaker_alias}` (docs/protocol.md)
- * as a new ChatMessage: the one way SoHL's Fate flow and every ruleset do it. The bridge escapes
- * every outside string in `html`, so it is posted as the message content as is.
+ * as a new ChatMessage: the one way SoHL's Fate flow and every ruleset do it, and who sees it
+ * (`cardAudience`, the one audience rule). The bridge escapes every outside string in `html`, so
+ * it is posted as the message content as is.
  */
+
+/** The wire's `visibility` values, as the dialogs offer them. */
+export const VISIBILITIES = Object.freeze(["public", "gm", "blind", "self"]);
+
+/**
+ * Foundry's roll modes -> wire `visibility`: v13's `core.rollMode` names (also what SoHL writes on
+ * its cards) and v14's `core.messageMode` names (`ic`, "public as character", is public).
+ */
+export const VISIBILITY_BY_ROLL_MODE = Object.freeze({
+  publicroll: "public",
+  gmroll: "gm",
+  blindroll: "blind",
+  selfroll: "self",
+  public: "public",
+  gm: "gm",
+  blind: "blind",
+  self: "self",
+  ic: "public",
+});
+
+/** Words a chat command takes for its visibility: the wire's own and Foundry's v13 roll mode names. */
+const VISIBILITY_WORDS = Object.freeze(Object.fromEntries(
+  Object.entries(VISIBILITY_BY_ROLL_MODE).filter(([word]) => word !== "ic"),
+));
+
+/**
+ * @param {unknown} mode a Foundry roll or message mode (`gmroll`, `gm`, ...)
+ * @returns {string|null} its wire `visibility`, or null for an unknown or missing mode
+ */
+export function visibilityOfRollMode(mode) {
+  return typeof mode === "string" && Object.hasOwn(VISIBILITY_BY_ROLL_MODE, mode) ? VISIBILITY_BY_ROLL_MODE[mode] : null;
+}
+
+/**
+ * @param {string} word a word typed in a chat command, any case
+ * @returns {string|null} the visibility it names (`gm`, `gmroll` -> `gm`), or null when it names none
+ */
+export function visibilityWord(word) {
+  const key = String(word ?? "").toLowerCase();
+  return Object.hasOwn(VISIBILITY_WORDS, key) ? VISIBILITY_WORDS[key] : null;
+}
+
+/**
+ * @param {unknown} value what a client sent as a visibility
+ * @returns {string} `value` when it is one of VISIBILITIES, else `public`
+ */
+export function checkedVisibility(value) {
+  return VISIBILITIES.includes(value) ? value : "public";
+}
+
+/**
+ * Who sees a card, as `{whisper, blind}` for postCard. Either
+ * - by Foundry's roll modes (`visibility`, `askerId`, `gmIds`): `public` everyone; `gm` (gmroll)
+ *   every GM and the asker; `blind` (blindroll) every GM only, blind (the asker does not see the
+ *   result); `self` (selfroll) the asker only (and the GM posting it, its author). Any other
+ *   visibility is public;
+ * - or as an existing message (`sameAs`): its whisper list and blind flag, copied. SoHL's Fate
+ *   card is seen by whoever saw the test it fates.
+ *
+ * @param {{visibility?: string, askerId?: string, gmIds?: string[]} | {sameAs: {whisper: string[], blind: boolean}}} rule
+ * @returns {{whisper: string[], blind: boolean}}
+ */
+export function cardAudience(rule) {
+  if (rule.sameAs) return { whisper: [...rule.sameAs.whisper], blind: Boolean(rule.sameAs.blind) };
+  const { visibility, askerId, gmIds = [] } = rule;
+  switch (visibility) {
+    case "gm": return { whisper: [...new Set([...gmIds, askerId])], blind: false };
+    case "blind": return { whisper: [...new Set(gmIds)], blind: true };
+    case "self": return { whisper: [askerId], blind: false };
+    default: return { whisper: [], blind: false };
+  }
+}
 
 /**
  * @typedef {object} BridgeCard

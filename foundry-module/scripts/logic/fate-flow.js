@@ -12,7 +12,7 @@
 
 import { readSohlCard, buildTest } from "./sohl-card.js";
 import { buildActor } from "./sohl-actor.js";
-import { postCard } from "./cards.js";
+import { cardAudience, postCard } from "./cards.js";
 
 /** Flag keys of this module. */
 export const FLAGS = Object.freeze({
@@ -213,7 +213,8 @@ export function createFateFlow({ foundry, connection, build, domParser }) {
         await foundry.setMessageFlag(effect.message_id, effect.key, effect.value);
       }
     }
-    const { whisper, blind } = original;
+    // A Fate card (and its die) is seen by whoever saw the test it fates.
+    const { whisper, blind } = cardAudience({ sameAs: original });
     const pendingCard = original.flags[FLAGS.PENDING_CHOICE_CARD];
     if (answersChoice && pendingCard && foundry.messageData(pendingCard)) {
       await foundry.updateChatMessage(pendingCard, { content: resolved.card.html, flags: { [FLAGS.CHOICE_BY]: [] } });

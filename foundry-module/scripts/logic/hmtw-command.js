@@ -3,12 +3,16 @@
  * the `/tof` chat command, the attribute scores of an adventurer, and the bridge messages.
  * Pure: plain data in, plain data out. The bridge keeps the decks and draws every card.
  *
- * `/tof ATTRIBUTE [SCORE] [favor] [disfavor] ["obstacle"]`    a test of fate (H3-H6, H9)
- * `/tof challenge ATTRIBUTE [SCORE] [favor] [disfavor]`       a Challenge Action (H8)
- * `/tof group ATTRIBUTE [SCORE...] ["obstacle"]`              a group test of the selected tokens (H10)
+ * `/tof ATTRIBUTE [SCORE] [favor] [disfavor] ["obstacle"] [MODE]`    a test of fate (H3-H6, H9)
+ * `/tof challenge ATTRIBUTE [SCORE] [favor] [disfavor] [MODE]`       a Challenge Action (H8)
+ * `/tof group ATTRIBUTE [SCORE...] ["obstacle"] [MODE]`              a group test of the selected tokens (H10)
  * `/tof decks | reshuffle | round-end | gm-draw | clear "obstacle"`   the GM's commands (H1, H7, H9)
  * `/tof` alone opens the dialog; `/tof help` shows the usage.
+ * MODE is who sees the card: `public`, `gm`, `blind`, `self` (or Foundry's `gmroll` ...); without
+ * it, the drawer's roll mode.
  */
+
+import { visibilityWord } from "./cards.js";
 
 export const TOF_COMMAND = "tof";
 /** The public Foundry system for the game (omarwhite/hmtw-foundry): scores at `system.<attribute>`. */
@@ -35,19 +39,23 @@ const TOKEN = /"([^"]*)"|“([^”]*)”|'([^']*)'|(\S+)/g;
  * @property {boolean} favor
  * @property {boolean} disfavor
  * @property {string|null} obstacle
+ * @property {string} visibility who sees the card: typed, else the default given to the parser
  */
 
 /**
  * Parse the text after `/tof`.
  *
  * @param {string} args
+ * @param {{visibility?: string}} [defaults] `visibility` when no mode is typed (`public` by default;
+ *   the ruleset passes the user's roll mode)
  * @returns {{ok: true, kind: "dialog"|"help"|"gm_draw"} | {ok: true, kind: "deck", command: string}
  *   | {ok: true, kind: "clear", obstacle: string} | ({ok: true} & TofRequest)
  *   | {ok: false, error: string, data: object}} `error` is a key under `FATE_BRIDGE.Hmtw.Error.`:
  *   `unclosed_quote`, `no_attribute`, `unknown_word` (`data.token`), `twice` (`data.token`),
- *   `score_range` (`data.score`), `scores` (`data.count`), `no_obstacle`, `challenge_obstacle`
+ *   `score_range` (`data.score`), `scores` (`data.count`), `no_obstacle`, `challenge_obstacle`;
+ *   a second mode is `twice` (`data.token` the mode word)
  */
-export function parseTofCommand(args) {
+export function parseTofCommand(args, { visibility = "public" } = {}) {
   const text = String(args ?? "").trim();
   if ((text.match(/"/g) ?? []).length % 2 === 1) return fail("unclosed_quote");
   const tokens = [...text.matchAll(TOKEN)].map((m) => ({ quoted: m[4] === undefined, text: m[1] ?? m[2] ?? m[3] ?? m[4] }));
@@ -62,15 +70,21 @@ export function parseTofCommand(args) {
     return obstacle ? { ok: true, kind: "clear", obstacle } : fail("no_obstacle");
   }
   const kind = word === "challenge" || word === "group" ? word : "test";
-  return parseRequest(kind, kind === "test" ? tokens : rest);
+  return parseRequest(kind, kind === "test" ? tokens : rest, visibility);
 }
 
-function parseRequest(kind, tokens) {
+function parseRequest(kind, tokens, defaultVisibility) {
   /** @type {TofRequest} */
-  const request = { kind, attribute: null, scores: [], favor: false, disfavor: false, obstacle: null };
+  const request = { kind, attribute: null, scores: [], favor: false, disfavor: false, obstacle: null, visibility: defaultVisibility };
+  let modeTyped = false;
   for (const token of tokens) {
     const word = token.text.toLowerCase();
-    if (token.quoted) {
+    const mode = token.quoted ? null : visibilityWord(word);
+    if (mode) {
+      if (modeTyped) return fail("twice", { token: token.text });
+      modeTyped = true;
+      request.visibility = mode;
+    } else if (token.quoted) {
       if (request.obstacle !== null) return fail("twice", { token: "obstacle" });
       request.obstacle = token.text.trim() || null;
     } else if (ATTRIBUTES.includes(word)) {
@@ -170,7 +184,7 @@ function who(sender) {
  * `hmtw_test` or `hmtw_challenge_action`.
  *
  * @param {{kind: "test"|"challenge", attribute: string, score: number, favor: boolean, disfavor: boolean,
- *   obstacle: string|null}} request
+ *   obstacle: string|null, visibility: string}} request
  * @param {{actor_id: string, name: string, owner_user_ids: string[]}} actor from Foundry, on the GM's client
  * @param {Sender} sender
  * @param {string} eventId also the test's (or action's) id
@@ -179,7 +193,7 @@ function who(sender) {
 export function drawMessage(request, actor, sender, eventId) {
   const common = {
     v: 1, event_id: eventId, actor, attribute: request.attribute, score: request.score,
-    favor: request.favor, disfavor: request.disfavor, ...who(sender), user_is_gm: sender.isGM,
+    favor: request.favor, disfavor: request.disfavor, ...who(sender), user_is_gm: sender.isGM, visibility: request.visibility,
   };
   if (request.kind === "challenge") return { type: "hmtw_challenge_action", action_id: eventId, ...common };
   return { type: "hmtw_test", test_id: eventId, ...common, ...(request.obstacle ? { obstacle: request.obstacle } : {}) };
@@ -188,7 +202,7 @@ export function drawMessage(request, actor, sender, eventId) {
 /**
  * `hmtw_group_test` (H10).
  *
- * @param {{attribute: string, obstacle: string|null, members: Array<{actor: object, score: number,
+ * @param {{attribute: string, obstacle: string|null, visibility: string, members: Array<{actor: object, score: number,
  *   userId: string, userName: string|null}>}} request the most, then the least qualified
  * @param {Sender} sender
  * @param {string} eventId also the group test's id
@@ -199,7 +213,7 @@ export function groupMessage(request, sender, eventId) {
     type: "hmtw_group_test", v: 1, event_id: eventId, test_id: eventId, attribute: request.attribute,
     ...(request.obstacle ? { obstacle: request.obstacle } : {}),
     members: request.members.map((m) => ({ actor: m.actor, score: m.score, ...who({ userId: m.userId, userName: m.userName }) })),
-    ...who(sender), user_is_gm: sender.isGM,
+    ...who(sender), user_is_gm: sender.isGM, visibility: request.visibility,
   };
 }
 

@@ -4,6 +4,7 @@
  * No Foundry globals: the ruleset file hands in the document, the viewer and the callbacks.
  */
 
+import { VISIBILITIES, checkedVisibility } from "./cards.js";
 import { ATTRIBUTES, SCORE_MAX, SCORE_MIN } from "./hmtw-command.js";
 
 /** The bridge's push button (docs/protocol.md "hmtw"): `data-fate-bridge-hmtw-push` is the test id. */
@@ -44,15 +45,17 @@ export function decoratePushButtons({ root, viewerId, pushed, onPush }) {
 /**
  * The dialog's form values, empty.
  *
- * @returns {{attribute: string, score: string, favor: boolean, disfavor: boolean, obstacle: string}}
+ * @param {string} [visibility] the roll mode chosen at first (the user's own, from foundry.js rollMode)
+ * @returns {{attribute: string, score: string, favor: boolean, disfavor: boolean, obstacle: string, visibility: string}}
  */
-export function emptyTestForm() {
-  return { attribute: ATTRIBUTES[0], score: "", favor: false, disfavor: false, obstacle: "" };
+export function emptyTestForm(visibility = "public") {
+  return { attribute: ATTRIBUTES[0], score: "", favor: false, disfavor: false, obstacle: "", visibility };
 }
 
 /**
  * Render the test of fate dialog: the attribute (with the actor's score beside each when the
- * HMtW system gives them), a typed score otherwise, favor, disfavor, the obstacle, "Draw".
+ * HMtW system gives them), a typed score otherwise, favor, disfavor, the obstacle, the roll mode,
+ * "Draw".
  *
  * @param {Document} doc
  * @param {{actorName: string, scores: Record<string, number|null>|null, form: ReturnType<typeof emptyTestForm>}} data
@@ -85,6 +88,8 @@ export function renderTestDialog(doc, { actorName, scores, form }, t, { onDraw }
     field(t("FATE_BRIDGE.Hmtw.Dialog.Favor"), el("input", { type: "checkbox", name: "favor", checked: form.favor })),
     field(t("FATE_BRIDGE.Hmtw.Dialog.Disfavor"), el("input", { type: "checkbox", name: "disfavor", checked: form.disfavor })),
     field(t("FATE_BRIDGE.Hmtw.Dialog.Obstacle"), el("input", { type: "text", name: "obstacle", maxLength: 256, value: form.obstacle })),
+    field(t("FATE_BRIDGE.Visibility.Label"), el("select", { name: "visibility" },
+      ...VISIBILITIES.map((v) => el("option", { value: v, textContent: t(`FATE_BRIDGE.Visibility.${v}`), selected: v === form.visibility })))),
     el("button", { type: "submit", name: "draw", textContent: t("FATE_BRIDGE.Hmtw.Dialog.Draw") }),
   );
   form_.addEventListener("submit", (event) => {
@@ -106,6 +111,7 @@ export function readTestForm(form) {
     favor: value("favor").checked,
     disfavor: value("disfavor").checked,
     obstacle: value("obstacle").value.trim(),
+    visibility: checkedVisibility(value("visibility")?.value),
   };
 }
 
@@ -131,7 +137,7 @@ export function dialogRequest(values, typedScore) {
     ok: true,
     request: {
       kind: "test", attribute: values.attribute, scores, favor: values.favor, disfavor: values.disfavor,
-      obstacle: values.obstacle || null,
+      obstacle: values.obstacle || null, visibility: checkedVisibility(values.visibility),
     },
   };
 }

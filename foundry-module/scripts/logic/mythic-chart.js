@@ -1,14 +1,14 @@
 /**
  * The Fate Chart (ruleset `mythic`, docs/protocol.md "mythic: the Fate Chart"): the `/fatechart`
- * command's parser, the bridge messages the active GM's client sends for a relayed request, and
- * who sees the answer's card. Pure: no Foundry globals.
+ * command's parser and the bridge messages the active GM's client sends for a relayed request
+ * (who sees the answer's card: logic/cards.js cardAudience). Pure: no Foundry globals.
  *
  * The bridge owns the chart: rank names, odds and named question keys are sent as typed and the
  * bridge refuses what it cannot read (`bad_message` naming the field), so no table lives here.
  */
 
 import { BridgeError } from "./connection.js";
-import { VISIBILITY_BY_ROLL_MODE } from "./sohl-card.js";
+import { visibilityWord } from "./cards.js";
 
 /** The chat command. */
 export const CHART_COMMAND = "fatechart";
@@ -19,11 +19,6 @@ export const MAX_SHIFT = 26;
 /** Chaos Factor bounds (M6). */
 export const CHAOS_MIN = 1;
 export const CHAOS_MAX = 9;
-
-/** Roll-mode words the command takes: the wire's own and Foundry's roll mode names. */
-const MODE_WORDS = Object.freeze({
-  public: "public", gm: "gm", blind: "blind", self: "self", ...VISIBILITY_BY_ROLL_MODE,
-});
 
 /** `+1dr`, `-2 AR`, `+1RS to DR`, `+1rsdr`: a signed number of rank shifts to one rank. */
 const SHIFT = /(^|\s)([+-]\d{1,3})\s*(?:rs)?\s*(?:to\s+)?(ar|dr)(?=\s|$)/gi;
@@ -61,11 +56,15 @@ const fail = (error, data = {}) => ({ ok: false, error, data });
  * - `odds ODDS ["question"] [mode]`: an odds question (M6);
  * - `odds on|off`, `chaos 1..9`: the GM's Fate Chart settings.
  *
+ * The roll mode word (the wire's `public|gm|blind|self` or Foundry's `publicroll|gmroll|...`)
+ * wins; without one the question takes `visibility` (the asker's roll mode).
+ *
  * @param {string} args the command's argument text
+ * @param {{visibility?: string}} [defaults] `visibility` when no mode is typed (`public` by default)
  * @returns {ParsedCommand} errors: `unclosed_quote`, `two_modes`, `bad_shift` {token},
  *   `shift_range` {shift}, `bad_named` {named}, `no_vs`, `no_rank`, `no_odds`, `bad_chaos` {value}
  */
-export function parseChartCommand(args) {
+export function parseChartCommand(args, { visibility: defaultVisibility = "public" } = {}) {
   let text = String(args ?? "").trim();
   if (text === "") return { ok: true, kind: "dialog" };
   if (/^help$/i.test(text)) return { ok: true, kind: "help" };
@@ -85,9 +84,9 @@ export function parseChartCommand(args) {
   if (/["“”]/.test(text)) return fail("unclosed_quote");
 
   const words = text.split(/\s+/).filter(Boolean);
-  const modes = words.filter((word) => Object.hasOwn(MODE_WORDS, word.toLowerCase()));
+  const modes = words.filter((word) => visibilityWord(word) !== null);
   if (modes.length > 1) return fail("two_modes");
-  const visibility = modes.length ? MODE_WORDS[modes[0].toLowerCase()] : "public";
+  const visibility = modes.length ? visibilityWord(modes[0]) : defaultVisibility;
   text = words.filter((word) => !modes.includes(word)).join(" ");
 
   if (/^odds(\s|$)/i.test(text)) {
@@ -191,22 +190,5 @@ export function chartMessage(request, { eventId, userId, userName = null, isGM, 
       });
     default:
       throw new BridgeError("bad_message", `not a Fate Chart request: ${JSON.stringify(request?.kind)}`, { field: "kind" });
-  }
-}
-
-/**
- * Who sees an answer's card, as Foundry's roll modes do: `public` everyone; `gm` the GM and the
- * asker; `blind` the GM only (the asker does not see the result); `self` the asker only.
- *
- * @param {string} visibility the answer's `visibility`
- * @param {{askerId: string, gmId: string}} users the asker and the GM posting the card
- * @returns {{whisper: string[], blind: boolean}} for api.postCard
- */
-export function chartAudience(visibility, { askerId, gmId }) {
-  switch (visibility) {
-    case "gm": return { whisper: [...new Set([gmId, askerId])], blind: false };
-    case "blind": return { whisper: [gmId], blind: true };
-    case "self": return { whisper: [askerId], blind: false };
-    default: return { whisper: [], blind: false };
   }
 }

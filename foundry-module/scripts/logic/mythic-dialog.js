@@ -5,13 +5,11 @@
  * the bridge goes in as text, never as HTML.
  */
 
+import { VISIBILITIES } from "./cards.js";
 import { MAX_SHIFT } from "./mythic-chart.js";
 
 /** The dialog's CSS class. */
 export const CHART_DIALOG_CLASS = "fate-bridge-mythic-chart";
-
-/** Roll modes offered, as the wire spells them. */
-export const VISIBILITIES = Object.freeze(["public", "gm", "blind", "self"]);
 
 /** The datalist of ranks the two rank fields suggest. */
 const RANKS_LIST_ID = "fate-bridge-mythic-ranks";
@@ -22,10 +20,13 @@ const RANKS_LIST_ID = "fate-bridge-mythic-ranks";
  *   visibility: string}} ChartForm the dialog's values (`named` / `odds` "" for none)
  */
 
-/** @returns {ChartForm} an empty form */
-export function emptyChartForm() {
+/**
+ * @param {string} [visibility] the roll mode chosen at first (the user's own, from foundry.js rollMode)
+ * @returns {ChartForm} an empty form
+ */
+export function emptyChartForm(visibility = "public") {
   return { named: "", question: "", acting_rank: "", difficulty_rank: "", acting_shift: 0, difficulty_shift: 0,
-    modifiers: {}, odds: "", visibility: "public" };
+    modifiers: {}, odds: "", visibility };
 }
 
 /**
@@ -102,8 +103,8 @@ export function renderChartDialog(doc, { catalog, form }, t, handlers) {
     ]));
   }
 
-  root.append(field(t("FATE_BRIDGE.Mythic.Dialog.Mode"), el("select", { name: "visibility" },
-    VISIBILITIES.map((v) => option(v, t(`FATE_BRIDGE.Mythic.Dialog.Mode.${v}`), v === form.visibility)))));
+  root.append(field(t("FATE_BRIDGE.Visibility.Label"), el("select", { name: "visibility" },
+    VISIBILITIES.map((v) => option(v, t(`FATE_BRIDGE.Visibility.${v}`), v === form.visibility)))));
   root.append(el("footer", { className: "form-footer" }, [el("button", { type: "submit", text: t("FATE_BRIDGE.Mythic.Dialog.Ask") })]));
 
   root.querySelector("select[name=named]").addEventListener("change", () => handlers.onNamedChange({ ...readChartForm(root), modifiers: {} }));

@@ -3,13 +3,17 @@
  * pick the ledger character it is for, and build the bridge message. Pure: plain data in and out.
  *
  * Grammar (words in any case, numbers as typed):
- *   /pool <modifier> | score <n>  task <1-5> [tier <n>] [need <n>] [adv]... [dis]... [fate <n>] [as <name>] [for <label>]
- *   /pool save <body|mind|sense|heart|cunning> <score> fate <score> dc <n> | effect <1-5> [bonus <n>] [adv]... [dis]... [as <name>] [for <label>]
+ *   /pool <modifier> | score <n>  task <1-5> [tier <n>] [need <n>] [adv]... [dis]... [fate <n>] [MODE] [as <name>] [for <label>]
+ *   /pool save <body|mind|sense|heart|cunning> <score> fate <score> dc <n> | effect <1-5> [bonus <n>] [adv]... [dis]... [MODE] [as <name>] [for <label>]
  *   /pool save fate <score> dc <n> | effect <1-5> ...      (a Fate save: the Fate die once)
  *   /pool fate      your characters' Fate          /pool ledger    the GM's ledger panel
  * `tier` is the character's Tier as the player believes it: the ledger's Tier is used, and a
- * different one is refused (`tier_mismatch`) rather than silently ignored.
+ * different one is refused (`tier_mismatch`) rather than silently ignored. MODE (`public`, `gm`,
+ * `blind`, `self`, or Foundry's `gmroll` ...) is who sees the card, before `as` and `for` (whose
+ * text runs to the end); without it, the roll mode the caller passes.
  */
+
+import { visibilityWord } from "./cards.js";
 
 export const SAVES = Object.freeze(["body", "mind", "sense", "heart", "cunning", "fate"]);
 const INTEGER = /^[+-]?\d{1,2}$/;
@@ -23,17 +27,19 @@ const MAX_NAME = 256;
 
 /**
  * @typedef {{ok: true, command: "help"|"fate"|"ledger"} |
- *   {ok: true, command: "check"|"save", fields: object, tier: number|null, as: string|null} |
+ *   {ok: true, command: "check"|"save", fields: object, tier: number|null, as: string|null, visibility: string} |
  *   {ok: false, error: string, token: string}} PoolCommand
  *   `fields` are the bridge message's own fields (pool_check / pool_save) without the ids;
+ *   `visibility` who sees the card (the pool wire has none: the module alone applies it);
  *   `error` is a key under `FATE_BRIDGE.Pool.Parse.` naming what is wrong, `token` the word
  */
 
 /**
  * @param {string} args the text after `/pool`
+ * @param {{visibility?: string}} [defaults] `visibility` when no mode is typed (`public` by default)
  * @returns {PoolCommand}
  */
-export function parsePoolCommand(args) {
+export function parsePoolCommand(args, { visibility = "public" } = {}) {
   const words = String(args ?? "").trim().split(/\s+/).filter(Boolean);
   const first = words[0]?.toLowerCase();
   if (!first || first === "help") return { ok: true, command: "help" };
@@ -41,16 +47,18 @@ export function parsePoolCommand(args) {
   const isSave = first === "save";
   const read = readWords(isSave ? words.slice(1) : words, isSave);
   if (!read.ok) return read;
-  return isSave ? saveCommand(read) : checkCommand(read);
+  const command = isSave ? saveCommand(read) : checkCommand(read);
+  return command.ok ? { ...command, visibility: read.visibility ?? visibility } : command;
 }
 
-/** Split the words into numbers by keyword, sources, the leading values, `as` and `for`. */
+/** Split the words into numbers by keyword, sources, the leading values, the mode, `as` and `for`. */
 function readWords(words, isSave) {
   const numbers = {};
   const sources = { advantage_sources: 0, disadvantage_sources: 0 };
   const leading = [];
   let as = null;
   let label = null;
+  let visibility = null;
   for (let index = 0; index < words.length; index += 1) {
     const word = words[index];
     const key = word.toLowerCase();
@@ -62,6 +70,9 @@ function readWords(words, isSave) {
       if (key === "as") as = text;
       else label = text;
       index = end - 1;
+    } else if (visibilityWord(key)) {
+      if (visibility) return fail("twice", word);
+      visibility = visibilityWord(key);
     } else if (key in SOURCE_WORDS) {
       sources[SOURCE_WORDS[key]] += 1;
     } else if (NUMBER_WORDS.has(key) && !(isSave && leading.length === 0 && key === "fate")) {
@@ -76,7 +87,7 @@ function readWords(words, isSave) {
       return fail("unknown_word", word);
     }
   }
-  return { ok: true, numbers, sources, leading, as, label };
+  return { ok: true, numbers, sources, leading, as, label, visibility };
 }
 
 function fail(error, token) {

@@ -52,8 +52,8 @@ export function readD20Roll(roll) {
  * The `roll` snapshot of a chat message's first reroll-able d20 roll.
  *
  * @param {{rolls: unknown[], speakerActorId: string|null, flavor?: string|null, rollType?: string|null}} message
- *   plain data of the ChatMessage: its rolls, speaker actor id, flavor and a system's roll type
- *   (e.g. dnd5e's `flags.dnd5e.roll.type`)
+ *   plain data of the ChatMessage (scripts/foundry.js messageRolls): its rolls, speaker actor id,
+ *   flavor and a system's roll type (e.g. dnd5e's `flags.dnd5e.roll.type`)
  * @returns {{character_id: string, kind: string, mode: string, d20s: number[], total: number, label?: string}|null}
  *   null when the message has no speaker actor or no d20 roll the bridge can reroll
  */

@@ -8,13 +8,8 @@
  * trims for some viewers) with an injected DOMParser, so this file runs in Node.
  */
 
-/** Roll modes of Foundry -> wire `visibility`. An unknown or missing mode is `public`. */
-export const VISIBILITY_BY_ROLL_MODE = Object.freeze({
-  publicroll: "public",
-  gmroll: "gm",
-  blindroll: "blind",
-  selfroll: "self",
-});
+import { visibilityOfRollMode } from "./cards.js";
+
 
 /** SoHL item type of the tested item -> wire `test.kind`. Other types are not Success Tests we grade. */
 export const KIND_BY_ITEM_TYPE = Object.freeze({
@@ -183,7 +178,8 @@ export function buildTest(card, item) {
   if (item.type === "skill" && typeof formula === "string" && formula.trim()) test.skill_base_formula = formula;
   if (Number.isInteger(result.successLevel)) test.reported_level = result.successLevel;
   const rollMode = result.rollMode ?? result.speaker?.rollMode;
-  return { ok: true, test, visibility: ownValue(VISIBILITY_BY_ROLL_MODE, rollMode) ?? "public" };
+  // The card's roll mode as wire `visibility`; an unknown or missing mode is `public`.
+  return { ok: true, test, visibility: visibilityOfRollMode(rollMode) ?? "public" };
 }
 
 /** `table[key]` for the table's own keys only (so "constructor" is not a kind). */

@@ -5,18 +5,21 @@
  * system); the drawer alone sees "Push fate" on a failed test's card; GMs type `/tof decks`,
  * `/tof reshuffle`, `/tof round-end`, `/tof gm-draw`, `/tof clear "obstacle"`.
  *
- * The adventurer is the selected token's actor (tracked from Foundry's `controlToken` hook), or
- * the sheet's. In the HMtW system (`hmtw-foundry`) the scores are read from the actor
+ * The adventurer is the selected token's actor (`fvtt.controlledActors`), or the sheet's
+ * (`fvtt.actorData`). In the HMtW system (`hmtw-foundry`) the scores are read from the actor
  * (`system.swords` ...); elsewhere they are typed. Every request runs on the active GM's client
  * through `api.relay`, attributed to Foundry's sender id; the GM's side reads the actor's owners
- * from Foundry itself. Foundry is reached through `api.fvtt` only; the objects hooks hand over
- * (tokens, sheets, chat messages) are read as plain data here.
+ * from Foundry itself. A test's card is seen per its roll mode (typed, chosen in the dialog, else
+ * the drawer's own; logic/cards.js cardAudience), a push's card as the test's card, the GM's
+ * deck cards by every GM. Foundry is reached through `api.fvtt` only; the objects hooks hand over
+ * (sheets, chat messages) are read as plain data here.
  */
 
 import { HMTW_SYSTEM_ID, TOF_COMMAND, drawMessage, drawerOf, gmMessage, groupMessage, hmtwScores,
   mostAndLeast, parseTofCommand, pushMessage, scoreFor } from "../logic/hmtw-command.js";
 import { DIALOG_CLASS, PUSH_BUTTON, decoratePushButtons, dialogRequest, emptyTestForm, renderTestDialog } from "../logic/hmtw-ui.js";
 import { BridgeError } from "../logic/connection.js";
+import { cardAudience, checkedVisibility } from "../logic/cards.js";
 
 export const id = "hmtw";
 
@@ -44,23 +47,29 @@ export function install(api) {
     return { actor_id: snapshot.id, name: snapshot.name, owner_user_ids: snapshot.ownerUserIds };
   }
 
-  /** Post a reply's card (flagged with the tests it shows) and its reshuffle notice for everyone. */
-  async function postTestCard(reply, testIds) {
-    await api.postCard(reply.card, { flags: { [FLAGS.TESTS]: testIds } });
+  /** Who sees a card of `visibility` asked by `who` (Foundry's roll modes, every GM). */
+  const audience = (visibility, who) => cardAudience({ visibility, askerId: who.userId, gmIds: fvtt.gmUserIds() });
+
+  /**
+   * Post a reply's card to `seenBy` (flagged with the tests it shows, when it shows tests) and its
+   * reshuffle notice for everyone.
+   */
+  async function postTestCard(reply, seenBy, testIds = null) {
+    await api.postCard(reply.card, { ...seenBy, ...(testIds ? { flags: { [FLAGS.TESTS]: testIds } } : {}) });
     if (reply.notice) await api.postCard(reply.notice);
   }
 
   api.onRelay(ACTIONS.DRAW, async (data, who) => {
     const kind = data?.kind === "challenge" ? "challenge" : "test";
     const request = { kind, attribute: data?.attribute, score: data?.score, favor: Boolean(data?.favor),
-      disfavor: Boolean(data?.disfavor), obstacle: typeof data?.obstacle === "string" ? data.obstacle : null };
+      disfavor: Boolean(data?.disfavor), obstacle: typeof data?.obstacle === "string" ? data.obstacle : null,
+      visibility: checkedVisibility(data?.visibility) };
     const reply = await api.request(drawMessage(request, bridgeActor(data?.actor_id), sender(who), api.newEventId()));
     if (kind === "challenge") {
-      await api.postCard(reply.card);
-      if (reply.notice) await api.postCard(reply.notice);
+      await postTestCard(reply, audience(request.visibility, who));
       return { value: reply.value, card: reply.drawn.name };
     }
-    await postTestCard(reply, [reply.test.test_id]);
+    await postTestCard(reply, audience(request.visibility, who), [reply.test.test_id]);
     return { outcome: reply.test.outcome, total: reply.test.total };
   });
 
@@ -70,21 +79,22 @@ export function install(api) {
       const userId = drawerOf(actor.owner_user_ids, fvtt.isGMUser, who.userId);
       return { actor, score: m?.score, userId, userName: fvtt.userName(userId) };
     });
-    const request = { attribute: data?.attribute, obstacle: typeof data?.obstacle === "string" ? data.obstacle : null, members };
+    const request = { attribute: data?.attribute, obstacle: typeof data?.obstacle === "string" ? data.obstacle : null,
+      visibility: checkedVisibility(data?.visibility), members };
     const reply = await api.request(groupMessage(request, sender(who), api.newEventId()));
-    await postTestCard(reply, reply.members.map((m) => m.test_id));
+    await postTestCard(reply, audience(request.visibility, who), reply.members.map((m) => m.test_id));
     return { outcome: reply.outcome, hits: reply.hits };
   });
 
   api.onRelay(ACTIONS.PUSH, async (data, who) => {
     if (typeof data?.test_id !== "string") throw new BridgeError("bad_message", "a push needs test_id");
+    const found = typeof data.message_id === "string" ? fvtt.messageData(data.message_id) : null;
+    const card = found?.flags[FLAGS.TESTS]?.includes(data.test_id) ? found : null;
     const reply = await api.request(pushMessage(data.test_id, sender(who), api.newEventId()));
     const tests = reply.test ? [reply.test] : reply.members;
-    await postTestCard(reply, tests.map((t) => t.test_id));
-    const card = typeof data.message_id === "string" ? fvtt.messageData(data.message_id) : null;
-    if (card?.flags[FLAGS.TESTS]?.includes(data.test_id)) {
-      await fvtt.setMessageFlag(card.id, FLAGS.PUSHED, [...(card.flags[FLAGS.PUSHED] ?? []), data.test_id]);
-    }
+    // Seen by whoever saw the test's card; without that card, by the GMs and the pusher.
+    await postTestCard(reply, card ? cardAudience({ sameAs: card }) : audience("gm", who), tests.map((t) => t.test_id));
+    if (card) await fvtt.setMessageFlag(card.id, FLAGS.PUSHED, [...(card.flags[FLAGS.PUSHED] ?? []), data.test_id]);
     return { outcome: reply.test?.outcome ?? reply.outcome };
   });
 
@@ -92,10 +102,8 @@ export function install(api) {
     if (!who.isGM) throw new BridgeError("forbidden", "only a GM commands the decks");
     const command = { kind: data?.kind, command: data?.command, obstacle: data?.obstacle };
     const reply = await api.request(gmMessage(command, sender(who), api.newEventId()));
-    const gms = [...new Set([fvtt.currentUserId(), who.userId])];
-    // The GM deck's card and the deck counts are the GM's; an obstacle cleared is news for the table.
-    await api.postCard(reply.card, command.kind === "clear" ? {} : { whisper: gms });
-    if (reply.notice) await api.postCard(reply.notice);
+    // The GM deck's card and the deck counts are the GMs'; an obstacle cleared is news for the table.
+    await postTestCard(reply, audience(command.kind === "clear" ? "public" : "gm", who));
     return true;
   });
 
@@ -111,34 +119,19 @@ export function install(api) {
     return false;
   };
 
-  /** The selected tokens, in the order they were selected (Foundry hands them to the hook). */
-  const selected = new Set();
-  fvtt.onHook("controlToken", (token, controlled) => {
-    if (controlled) selected.add(token);
-    else selected.delete(token);
-  });
-  /** The selected tokens' actors, once each, as plain data. */
-  function selectedActors() {
-    const actors = new Map();
-    for (const token of selected) {
-      if (token.destroyed || !token.actor) continue;
-      actors.set(token.actor.id, { id: token.actor.id, name: token.actor.name, system: token.actor.system });
-    }
-    return [...actors.values()];
-  }
   const scoresOf = (actor) => (isHmtwSystem() ? hmtwScores(actor.system) : null);
 
-  /** A test or Challenge Action of `actor` (plain `{id, name, system}`), relayed to the GM. */
+  /** A test or Challenge Action of `actor` (foundry.js ActorData), relayed to the GM. */
   function draw(request, actor) {
     const score = scoreFor(request.attribute, request.scores[0], scoresOf(actor));
     if (!score.ok) return Promise.resolve(warn(score.error, score.data));
-    const { kind, attribute, favor, disfavor, obstacle } = request;
-    return api.relay(id, ACTIONS.DRAW, { actor_id: actor.id, kind, attribute, score: score.score, favor, disfavor, obstacle }).catch(tell);
+    const { kind, attribute, favor, disfavor, obstacle, visibility } = request;
+    return api.relay(id, ACTIONS.DRAW, { actor_id: actor.id, kind, attribute, score: score.score, favor, disfavor, obstacle, visibility }).catch(tell);
   }
 
   /** H10: the most and the least qualified of the selected adventurers. */
   function groupTest(request) {
-    const actors = selectedActors();
+    const actors = fvtt.controlledActors();
     const typed = request.scores.length > 0;
     if (actors.length < 2 || (typed && actors.length !== request.scores.length)) {
       return warn("group_tokens", { count: String(typed ? request.scores.length : 2) });
@@ -150,12 +143,12 @@ export function install(api) {
       adventurers.push({ actor_id: actor.id, score: score.score });
     }
     const members = mostAndLeast(adventurers);
-    return api.relay(id, ACTIONS.GROUP, { attribute: request.attribute, obstacle: request.obstacle, members }).catch(tell);
+    return api.relay(id, ACTIONS.GROUP, { attribute: request.attribute, obstacle: request.obstacle, visibility: request.visibility, members }).catch(tell);
   }
 
   /** The one selected adventurer, or a warning. */
   function oneSelected() {
-    const actors = selectedActors();
+    const actors = fvtt.controlledActors();
     if (actors.length !== 1) {
       warn(actors.length ? "several_tokens" : "no_token");
       return null;
@@ -164,14 +157,14 @@ export function install(api) {
   }
 
   let TestDialog = null;
-  /** Open the test of fate dialog for `actor` (plain `{id, name, system}`). */
+  /** Open the test of fate dialog for `actor` (foundry.js ActorData). */
   function openDialog(actor) {
     TestDialog ??= defineTestDialog(api, { draw, scoresOf, warn });
     return new TestDialog(actor).render({ force: true });
   }
 
   api.registerCommand(TOF_COMMAND, (args, who) => {
-    const parsed = parseTofCommand(args);
+    const parsed = parseTofCommand(args, { visibility: fvtt.rollMode() });
     if (!parsed.ok) return warn(parsed.error, parsed.data);
     switch (parsed.kind) {
       case "help":
@@ -195,13 +188,17 @@ export function install(api) {
 
   // The HMtW system's adventurer sheet (an ActorSheet, Foundry's v1 sheets) gets a header button.
   fvtt.onHook("getActorSheetHeaderButtons", (sheet, buttons) => {
-    const actor = sheet?.actor;
-    if (!isHmtwSystem() || !actor?.isOwner) return;
+    const uuid = sheet?.actor?.uuid;
+    if (!isHmtwSystem() || typeof uuid !== "string" || !fvtt.userOwnsActor(uuid)) return;
     buttons.unshift({
       label: api.localize("FATE_BRIDGE.Hmtw.Dialog.Title"),
       class: "fate-bridge-hmtw-test",
       icon: "fas fa-star",
-      onclick: () => openDialog({ id: actor.id, name: actor.name, system: actor.system }),
+      // Read when clicked, so the dialog shows the sheet's scores as they are then.
+      onclick: () => {
+        const actor = fvtt.actorData(uuid);
+        return actor ? openDialog(actor) : null;
+      },
     });
   });
 
@@ -241,7 +238,7 @@ function defineTestDialog(api, { draw, scoresOf, warn }) {
     };
 
     #actor;
-    #form = emptyTestForm();
+    #form = emptyTestForm(api.fvtt.rollMode());
     /** The draw the dialog asked (resolves with the relay's summary), for callers and tests. */
     drawn = null;
 

@@ -4,12 +4,14 @@
  *
  * Every request goes through the relay to the active GM's client (run there directly when the
  * asker is that GM), which sends the bridge message with Foundry's sender id as `user_id`, posts
- * the answer's card whispered or public per the asked roll mode, and returns a short summary.
+ * the answer's card whispered or public per the asked roll mode, and returns a short summary. The
+ * roll mode is the one typed (`gm`, `blindroll` ...) or chosen in the dialog, else the asker's own.
  * Foundry is reached through `api.fvtt` only.
  */
 
 import { BridgeError } from "../logic/connection.js";
-import { CHART_COMMAND, chartAudience, chartMessage, parseChartCommand } from "../logic/mythic-chart.js";
+import { cardAudience } from "../logic/cards.js";
+import { CHART_COMMAND, chartMessage, parseChartCommand } from "../logic/mythic-chart.js";
 import { CHART_DIALOG_CLASS, chartRequestOf, emptyChartForm, renderChartDialog } from "../logic/mythic-dialog.js";
 
 export const id = "mythic";
@@ -38,7 +40,7 @@ export function install(api) {
       throw new BridgeError("bad_message", "ask takes a question by ranks or by odds", { field: "kind" });
     }
     const reply = await decide(request, sender);
-    await api.postCard(reply.card, chartAudience(reply.visibility, { askerId: sender.userId, gmId: api.fvtt.currentUserId() }));
+    await api.postCard(reply.card, cardAudience({ visibility: reply.visibility, askerId: sender.userId, gmIds: api.fvtt.gmUserIds() }));
     return { answer: reply.answer, chance: reply.chance, roll: reply.roll };
   });
   api.onRelay(ACTIONS.SETTINGS, (request, sender) => decide({ ...request, kind: "settings" }, sender));
@@ -73,7 +75,7 @@ export function install(api) {
   }
 
   api.registerCommand(CHART_COMMAND, (args) => {
-    const parsed = parseChartCommand(args);
+    const parsed = parseChartCommand(args, { visibility: api.fvtt.rollMode() });
     if (!parsed.ok) {
       api.notify("warn", `FATE_BRIDGE.Mythic.Error.${parsed.error}`, parsed.data);
       return false;
@@ -109,7 +111,7 @@ function defineChartDialog(api, { ask, loadCatalog }) {
     };
 
     #catalog = null;
-    #form = emptyChartForm();
+    #form = emptyChartForm(api.fvtt.rollMode());
     /** The request the dialog asked (resolves with the relay's summary), for callers and tests. */
     asked = null;
 

@@ -7,10 +7,13 @@
  *
  * Every request runs on the active GM's client through `api.relay`, attributed to Foundry's
  * sender id; the GM side re-parses the typed text itself, so a client cannot slip other fields in.
- * Foundry is reached through `api.fvtt` only; the hook's ChatMessage is read into plain data here.
+ * A check's, save's or reroll's card is seen per the roll mode typed, else the asker's own
+ * (logic/cards.js cardAudience; the pool wire carries no visibility, so only the module applies it).
+ * Foundry is reached through `api.fvtt` only; the hook's ChatMessage is read by `fvtt.messageRolls`.
  */
 
 import { BridgeError } from "../logic/connection.js";
+import { cardAudience, checkedVisibility } from "../logic/cards.js";
 import { RELAY_LIMITS } from "../logic/relay.js";
 import { fateSummary, parsePoolCommand, pickCharacter, rollMessage } from "../logic/pool-command.js";
 import { d20Snapshot, rerollMessage } from "../logic/pool-rolls.js";
@@ -41,6 +44,8 @@ const GM_MESSAGES = Object.freeze({
 export function install(api) {
   const { fvtt } = api;
   const sender = (who) => ({ userId: who.userId, isGM: who.isGM, userName: fvtt.userName(who.userId) });
+  /** Who sees a card of `visibility` asked by `who` (Foundry's roll modes, every GM). */
+  const audience = (visibility, who) => cardAudience({ visibility, askerId: who.userId, gmIds: fvtt.gmUserIds() });
 
   /** GM side: the ledger entries `who` may see, and whether a session is open. */
   async function ledgerFor(who) {
@@ -49,7 +54,8 @@ export function install(api) {
   }
 
   api.onRelay(ACTIONS.ROLL, async (data, who) => {
-    const command = parsePoolCommand(typeof data?.args === "string" ? data.args : "");
+    // The asker's roll mode comes with the text; a mode typed in the text wins.
+    const command = parsePoolCommand(typeof data?.args === "string" ? data.args : "", { visibility: checkedVisibility(data?.visibility) });
     if (!command.ok || (command.command !== "check" && command.command !== "save")) {
       throw new BridgeError("bad_message", "not a /pool check or save");
     }
@@ -57,14 +63,14 @@ export function install(api) {
     // The relay carries code and message only: the message is the detail the notice shows.
     if (!picked.ok) throw new BridgeError(picked.error, picked.error === "tier_mismatch" ? `${picked.name}, Tier ${picked.tier}` : picked.name ?? "");
     const reply = await api.request(rollMessage(command, picked.entry, sender(who), api.newEventId()));
-    await api.postCard(reply.card);
+    await api.postCard(reply.card, audience(command.visibility, who));
     return true;
   });
   api.onRelay(ACTIONS.LEDGER, (_data, who) => ledgerFor(who));
   api.onRelay(ACTIONS.REROLL, async (data, who) => {
     if (typeof data?.roll_id !== "string") throw new BridgeError("bad_message", "a reroll needs roll_id");
     const reply = await api.request(rerollMessage({ rollId: data.roll_id, roll: data.roll ?? null }, sender(who), api.newEventId()));
-    await api.postCard(reply.card);
+    await api.postCard(reply.card, audience(checkedVisibility(data.visibility), who));
     return true;
   });
   api.onRelay(ACTIONS.GM, async (data, who) => {
@@ -90,7 +96,8 @@ export function install(api) {
 
   let panel = null;
   api.registerCommand("pool", (args, who) => {
-    const command = parsePoolCommand(args);
+    const visibility = fvtt.rollMode();
+    const command = parsePoolCommand(args, { visibility });
     if (!command.ok) {
       api.notify("warn", `FATE_BRIDGE.Pool.Parse.${command.error}`, { token: command.token });
       return false;
@@ -106,12 +113,13 @@ export function install(api) {
       case "fate":
         return api.relay(id, ACTIONS.LEDGER, {}).then(({ characters }) => api.notify("info", "FATE_BRIDGE.Pool.YourFate", { lines: fateSummary(characters, api.localize) }), tell);
       default:
-        return api.relay(id, ACTIONS.ROLL, { args }).catch(tell);
+        return api.relay(id, ACTIONS.ROLL, { args, visibility }).catch(tell);
     }
   });
 
   fvtt.onHook("renderChatMessageHTML", (message, html) => {
-    const plain = chatMessageData(message);
+    const plain = fvtt.messageRolls(message);
+    if (!plain) return;
     const snapshot = d20Snapshot(plain);
     const hasBridgeButton = Boolean(html.querySelector?.("[data-fate-bridge-pool-reroll]"));
     if (!snapshot && !hasBridgeButton) return;
@@ -126,27 +134,13 @@ export function install(api) {
       },
       t: api.localize,
       onReroll: (rollId, roll, release) => {
-        api.relay(id, ACTIONS.REROLL, { roll_id: rollId, roll }).then(
+        api.relay(id, ACTIONS.REROLL, { roll_id: rollId, roll, visibility: fvtt.rollMode() }).then(
           (done) => { if (done !== true) release(); },
           (error) => { tell(error); release(); },
         );
       },
     });
   });
-}
-
-/**
- * The hook's ChatMessage as plain data: id, speaker actor, flavor, a system's roll type (dnd5e's
- * `flags.dnd5e.roll.type`) and its rolls as Roll JSON.
- */
-function chatMessageData(message) {
-  return {
-    id: message.id,
-    speakerActorId: message.speaker?.actor ?? null,
-    flavor: typeof message.flavor === "string" ? message.flavor : null,
-    rollType: message.flags?.dnd5e?.roll?.type ?? null,
-    rolls: (message.rolls ?? []).map((roll) => (typeof roll === "string" ? roll : roll?.toJSON?.() ?? roll)),
-  };
 }
 
 /**

@@ -118,6 +118,7 @@ export class FakeMessage {
     this.whisper = data.whisper ?? [];
     this.blind = Boolean(data.blind);
     this.rolls = data.rolls ?? [];
+    this.flavor = data.flavor;
     this.flags = structuredClone(data.flags ?? {});
   }
   getFlag(scope, key) { return this.flags[scope]?.[key]; }
@@ -164,15 +165,29 @@ export function installFakeFoundry({ WebSocket, diceSoNice = false, settings = {
     messages: new Collection(),
     currentUserId: null,
     activeGMId: null,
+    /** Each user's controlled tokens, in the order controlled (`canvas.tokens.controlled` of that client). */
+    controlled: new Map(),
     addUser({ id = fakeId("user"), name, isGM = false }) {
       users.set(id, { id, name, isGM, get isSelf() { return world.currentUserId === id; } });
       return id;
     },
     asUser(id) { world.currentUserId = id; },
-    addActor({ id = fakeId("actor"), name, hasPlayerOwner = false, ownership = {}, statuses = [], items = [] }) {
+    /** The current user controls (selects) a token of `actor`; returns the token. */
+    controlToken(actor) {
+      const token = { id: fakeId("token"), actor };
+      if (!world.controlled.has(world.currentUserId)) world.controlled.set(world.currentUserId, []);
+      world.controlled.get(world.currentUserId).push(token);
+      return token;
+    },
+    /** The current user releases `token`. */
+    releaseToken(token) {
+      const tokens = world.controlled.get(world.currentUserId) ?? [];
+      if (tokens.includes(token)) tokens.splice(tokens.indexOf(token), 1);
+    },
+    addActor({ id = fakeId("actor"), name, type = "character", system = {}, hasPlayerOwner = false, ownership = {}, statuses = [], items = [] }) {
       const itemMap = new Collection(items.map((data) => { const item = new FakeItem(data, world.itemUpdates); return [item.id, item]; }));
       const actor = {
-        id, name, hasPlayerOwner, statuses: new Set(statuses), items: itemMap, ownership,
+        id, uuid: `Actor.${id}`, name, type, system: structuredClone(system), hasPlayerOwner, statuses: new Set(statuses), items: itemMap, ownership,
         testUserPermission: (user, level) => level === "OWNER" && (user.isGM || (ownership[user.id] ?? 0) >= OWNER),
         get isOwner() { return actor.testUserPermission(users.get(world.currentUserId), "OWNER"); },
       };
@@ -254,7 +269,8 @@ export function installFakeFoundry({ WebSocket, diceSoNice = false, settings = {
   };
   globalThis.ChatMessage = { create: (data) => world.createMessage(data) };
   globalThis.Roll = { fromData: (data) => ({ fromData: data, total: data.total }) };
-  globalThis.foundry = { utils: { randomID: () => fakeId("ev") }, applications: { api: { ApplicationV2: FakeApplicationV2 } } };
+  globalThis.canvas = { tokens: { get controlled() { return [...(world.controlled.get(world.currentUserId) ?? [])]; } } };
+  globalThis.foundry = { utils: { randomID: () => fakeId("ev"), deepClone: (value) => structuredClone(value) }, applications: { api: { ApplicationV2: FakeApplicationV2 } } };
   globalThis.fromUuidSync = (uuid) => {
     const match = /(?:^|\.)Actor\.([^.]+)$/.exec(uuid);
     return match ? world.actors.get(match[1]) ?? null : null;
@@ -267,5 +283,5 @@ export function installFakeFoundry({ WebSocket, diceSoNice = false, settings = {
 
 /** Remove the fakes (call in afterEach). */
 export function uninstallFakeFoundry() {
-  for (const name of ["Hooks", "ui", "game", "ChatMessage", "Roll", "foundry", "fromUuidSync", "DOMParser", "WebSocket", "document"]) delete globalThis[name];
+  for (const name of ["Hooks", "ui", "game", "ChatMessage", "Roll", "foundry", "fromUuidSync", "canvas", "DOMParser", "WebSocket", "document"]) delete globalThis[name];
 }

@@ -1,0 +1,127 @@
+/**
+ * The Foundry helpers the rulesets share (scripts/foundry.js): the roll mode, the GM users, the
+ * controlled tokens' actors, an actor as plain data and a message's rolls, each on the fake
+ * Foundry globals (test/helpers/fake-foundry.js) and the real Foundry 13 d20 captures.
+ */
+import { test, describe, beforeEach, afterEach } from "node:test";
+import assert from "node:assert/strict";
+import { readFileSync } from "node:fs";
+import * as fvtt from "../scripts/foundry.js";
+import { installFakeFoundry, uninstallFakeFoundry } from "./helpers/fake-foundry.js";
+
+/** A real Foundry 13 capture from shared/samples/foundry/ (beside the repository). */
+function foundrySample(name) {
+  return JSON.parse(readFileSync(new URL(`../../../shared/samples/foundry/${name}`, import.meta.url), "utf8"));
+}
+/** The HMtW adventurer sample (shared/samples/hmtw/). */
+const SILAN = JSON.parse(readFileSync(new URL("../../../shared/samples/hmtw/actor-character-adventurer.RECONSTRUCTED.json", import.meta.url), "utf8"));
+
+let world;
+beforeEach(() => {
+  world = installFakeFoundry();
+  world.addUser({ id: "gmUser000000001", name: "Gamemaster", isGM: true });
+  world.addUser({ id: "playerUser00001", name: "Player One" });
+  world.addUser({ id: "assistantGm0001", name: "Assistant", isGM: true });
+  world.asUser("playerUser00001");
+});
+afterEach(() => uninstallFakeFoundry());
+
+describe("rollMode: the user's roll mode as the wire's visibility", () => {
+  for (const [mode, visibility] of [["publicroll", "public"], ["gmroll", "gm"], ["blindroll", "blind"], ["selfroll", "self"]]) {
+    test(`v13 core.rollMode ${mode} -> ${visibility}`, async () => {
+      await globalThis.game.settings.set("core", "rollMode", mode);
+      assert.equal(fvtt.rollMode(), visibility);
+    });
+  }
+
+  test("unset or unknown: public", async () => {
+    assert.equal(fvtt.rollMode(), "public");
+    await globalThis.game.settings.set("core", "rollMode", "roll");
+    assert.equal(fvtt.rollMode(), "public");
+  });
+
+  test("v14: core.messageMode, when registered, wins over the deprecated core.rollMode; ic is public", async () => {
+    await globalThis.game.settings.set("core", "rollMode", "gmroll");
+    world.registered.set("core.messageMode", { default: "public" });
+    assert.equal(fvtt.rollMode(), "public", "the registered default");
+    for (const [mode, visibility] of [["blind", "blind"], ["self", "self"], ["gm", "gm"], ["ic", "public"]]) {
+      await globalThis.game.settings.set("core", "messageMode", mode);
+      assert.equal(fvtt.rollMode(), visibility, mode);
+    }
+  });
+});
+
+test("gmUserIds: every GM, whoever this client is", () => {
+  assert.deepEqual(fvtt.gmUserIds(), ["gmUser000000001", "assistantGm0001"]);
+  world.asUser("gmUser000000001");
+  assert.deepEqual(fvtt.gmUserIds(), ["gmUser000000001", "assistantGm0001"]);
+});
+
+describe("actors as plain data", () => {
+  let silan;
+  let patches;
+  beforeEach(() => {
+    silan = world.addActor({ id: SILAN._id, name: SILAN.name, type: SILAN.type, system: SILAN.system, ownership: { playerUser00001: 3 } });
+    patches = world.addActor({ id: "RECONhmtwActor02", name: "Patches", system: { swords: 1, pentacles: 3, cups: 1, wands: 2 } });
+  });
+
+  test("actorData: id, uuid, name, type and the system's scores (system.swords ...), a copy", () => {
+    const data = fvtt.actorData(`Actor.${SILAN._id}`);
+    assert.deepEqual([data.id, data.uuid, data.name, data.type], [SILAN._id, `Actor.${SILAN._id}`, "Silán Storysoul", "character"]);
+    assert.deepEqual([data.system.swords, data.system.pentacles, data.system.cups, data.system.wands], [4, 2, 3, 0]);
+    data.system.swords = 1;
+    assert.equal(silan.system.swords, 4, "changing the copy leaves the actor alone");
+    assert.equal(fvtt.actorData("Actor.nobody"), null);
+  });
+
+  test("a system data model gives its prepared values (toObject(false))", () => {
+    silan.system = { swords: 2, toObject: (source) => ({ swords: source === false ? 3 : 2 }) };
+    assert.deepEqual(fvtt.actorData(silan.uuid).system, { swords: 3 });
+  });
+
+  test("controlledActors: this client's selected tokens' actors, in selection order, each once", () => {
+    assert.deepEqual(fvtt.controlledActors(), []);
+    world.controlToken(patches);
+    const second = world.controlToken(silan);
+    world.controlToken(patches);
+    assert.deepEqual(fvtt.controlledActors().map((a) => [a.id, a.name, a.system.cups]), [["RECONhmtwActor02", "Patches", 1], [SILAN._id, "Silán Storysoul", 3]]);
+    world.releaseToken(second);
+    assert.deepEqual(fvtt.controlledActors().map((a) => a.id), ["RECONhmtwActor02"]);
+    world.asUser("gmUser000000001");
+    assert.deepEqual(fvtt.controlledActors(), [], "another client's selection is its own");
+  });
+
+  test("controlledActors: no scene drawn, or a token without an actor", () => {
+    world.controlToken(null);
+    assert.deepEqual(fvtt.controlledActors(), []);
+    delete globalThis.canvas;
+    assert.deepEqual(fvtt.controlledActors(), []);
+  });
+});
+
+describe("messageRolls: a message's rolls as plain data (real Foundry 13 captures)", () => {
+  const SAVE = foundrySample("d20-v13-dnd5e-save-str-1d20.json");
+  const ADVANTAGE = foundrySample("d20-v13-dnd5e-skill-adv-2d20kh-blind.json");
+
+  test("by id: rolls parsed from their JSON strings, speaker actor, flavor, dnd5e's roll type", async () => {
+    const message = await world.createMessage(structuredClone(SAVE));
+    const read = fvtt.messageRolls(message.id);
+    assert.deepEqual([read.id, read.speakerActorId, read.flavor, read.rollType], [message.id, SAVE.speaker.actor, "Strength Saving Throw", "save"]);
+    assert.deepEqual(read.rolls, SAVE.rolls.map((roll) => JSON.parse(roll)));
+    assert.equal(read.rolls[0].terms.find((term) => term.faces === 20).results[0].result, 12);
+  });
+
+  test("from the ChatMessage a hook hands over: Roll objects are serialized with toJSON", async () => {
+    const message = await world.createMessage(structuredClone(ADVANTAGE));
+    message.rolls = ADVANTAGE.rolls.map((json) => ({ toJSON: () => JSON.parse(json) }));
+    const read = fvtt.messageRolls(message);
+    assert.deepEqual(read.rolls, [JSON.parse(ADVANTAGE.rolls[0])]);
+    assert.deepEqual([read.flavor, read.rollType], ["Intelligence (History) Check (Advantage)", "skill"]);
+  });
+
+  test("no message, no rolls, no speaker, a roll that does not parse", async () => {
+    assert.equal(fvtt.messageRolls("missing"), null);
+    const plain = await world.createMessage({ content: "<p>hi</p>", rolls: ["{not json", "42"] });
+    assert.deepEqual(fvtt.messageRolls(plain.id), { id: plain.id, speakerActorId: null, flavor: null, rollType: null, rolls: [] });
+  });
+});
