@@ -146,7 +146,7 @@ class TestS9FateTestOutcomes:
             assert updates == []
         else:
             assert updates == [{"kind": "update_item", "actor_id": "d1cddnpaqRl0a0Q8", "item_id": LUCKY_STAR,
-                                "path": "system.charges.value", "value": charges_after}]
+                                "path": "system.charges.value", "value": charges_after, "spend_seq": 3}]
         assert reply["effects"][-1] == {"kind": "flag_message", "message_id": "msg1", "key": "fated",
                                         "value": {"outcome": outcome, "pending": False,
                                                   "level_after": level_after, "event_id": "ev-spend"}}
@@ -285,11 +285,29 @@ class TestChargesTheModuleHasNotApplied:
         assert sorted(r["type"] for r in replies) == ["error", "fate_resolved"]
         assert [r["code"] for r in replies if r["type"] == "error"] == ["no_charges"]
 
+    async def test_a_snapshot_taken_before_the_module_applied_the_spend(self, session):
+        """Newcomer review: the spend of m1 is not on the item yet (no spend_seq flag, charges
+        still 1) when m2's snapshot is taken: the bridge still counts that charge as spent."""
+        one_left = actor(fate_points=[point(LUCKY_STAR, "Lucky Star", None, 1)])
+        await graded(session, event_id="r1", message_id="m1", actor_part=one_left)
+        spent = await send(session, fate_spend(event_id="s1", message_id="m1"), dice=[34])
+        (update,) = [e for e in spent["effects"] if e["kind"] == "update_item"]
+        stale = await graded(session, event_id="r2", message_id="m2", actor_part=one_left)
+        assert stale["fate"]["reasons"] == ["no_points"]
+        refused = await send(session, fate_spend(event_id="s2", message_id="m2"), dice=[34])
+        assert refused["code"] == "no_charges"
+        # once the module applied it (charges 0, spend_seq set), a GM refill to 2 counts in full
+        applied = actor(fate_points=[{**point(LUCKY_STAR, "Lucky Star", None, 2), "spend_seq": update["spend_seq"]}])
+        await graded(session, event_id="r3", message_id="m3", actor_part=applied)
+        again = await send(session, fate_spend(event_id="s3", message_id="m3"), dice=[34])
+        assert again["point"]["charges_after"] == 1
+
     async def test_a_fresh_snapshot_after_the_spend_is_taken_as_is(self, session):
         """The module applied the update (charges 1) and the GM refilled later: snapshots win."""
         await graded(session, event_id="r1", message_id="m1")
-        await send(session, fate_spend(event_id="s1", message_id="m1"), dice=[34])
-        refilled = actor(fate_points=[point(LUCKY_STAR, "Lucky Star", None, 3)])
+        spent = await send(session, fate_spend(event_id="s1", message_id="m1"), dice=[34])
+        (update,) = [e for e in spent["effects"] if e["kind"] == "update_item"]
+        refilled = actor(fate_points=[{**point(LUCKY_STAR, "Lucky Star", None, 3), "spend_seq": update["spend_seq"]}])
         reply = await graded(session, event_id="r2", message_id="m2", actor_part=refilled)
         assert reply["fate"]["points"] == [LUCKY_STAR]
         spent = await send(session, fate_spend(event_id="s2", message_id="m2"), dice=[34])

@@ -249,7 +249,7 @@ class TestStuckViewer:
                 reader = asyncio.create_task(read_live())
                 for n in range(self.CARDS):
                     started = loop.time()
-                    await spent(forwarder, f"msg{n:04d}", actor_name="A" * 256)
+                    await spent(forwarder, f"msg{n:04d}", actor_name="A" * 256, charges=1000)
                     slowest = max(slowest, loop.time() - started)
                 await reader
                 deadline = loop.time() + self.SEND_TIMEOUT + REPLY_TIMEOUT

@@ -174,10 +174,11 @@ def fated_flag(message_id: str, outcome: str, level_after: int | None, event_id:
                       "level_after": level_after, "event_id": event_id}}
 
 
-def charges_set_to(value: int, point_id: str = LUCKY_STAR) -> dict:
-    """The ``update_item`` effect writing a point's charges."""
+def charges_set_to(value: int, spend_seq: int, point_id: str = LUCKY_STAR) -> dict:
+    """The ``update_item`` effect writing a point's charges; ``spend_seq`` is the world's
+    decision number of the spend (each test_rolled, Fate Test and spend takes one)."""
     return {"kind": "update_item", "actor_id": ACTOR_ID, "item_id": point_id,
-            "path": CHARGES_PATH, "value": value}
+            "path": CHARGES_PATH, "value": value, "spend_seq": spend_seq}
 
 
 def with_value(message: dict[str, Any], path: str, value: Any) -> dict[str, Any]:
@@ -583,7 +584,7 @@ class TestFateTestOutcomes:
                       "charges_after": charges_after},
             "choice_by": [],
         }
-        consumed = [charges_set_to(charges_after)] if charges_after != 2 else []
+        consumed = [charges_set_to(charges_after, 3)] if charges_after != 2 else []
         assert reply["effects"] == consumed + [
             fated_flag("msgArchery0001", outcome, level_after, "ev-2")
         ]
@@ -658,7 +659,7 @@ class TestFateChoiceOnCriticalFateTest:
         assert (reply["outcome"], reply["gain"], reply["level_after"], reply["label_after"]) == (
             "spent", 2, 2, "CS")
         assert reply["point"]["charges_after"] == 1
-        assert reply["effects"] == [charges_set_to(1),
+        assert reply["effects"] == [charges_set_to(1, 3),
                                     fated_flag("msgArchery0001", "spent", 2, "ev-3")]
 
     async def test_choice_answered_once_then_nothing_is_pending(self, bridge_with, world):
@@ -1063,7 +1064,7 @@ class TestLastChargeRace:
         assert len(winners) == 1 and len(losers) == 1, replies
         assert winners[0]["outcome"] == "spent"
         assert winners[0]["point"]["charges_after"] == 0
-        assert charges_set_to(0) in winners[0]["effects"]
+        assert charges_set_to(0, 4) in winners[0]["effects"]
         assert_error(losers[0], "no_charges", field="point_id",
                      ref="ev-b" if winners[0]["event_id"] == "ev-a" else "ev-a")
         assert dice.used == 1

@@ -29,9 +29,8 @@ GRADED, FATE, SPENDS = "sohl.graded", "sohl.fate", "sohl.spends"
 class GradedRecord(msgspec.Struct, kw_only=True, frozen=True):
     """A graded ``test_rolled`` (S1-S3): the snapshot it was graded from and the reply sent.
 
-    ``seq`` is the world's decision sequence number when the snapshot arrived: charges the bridge
-    consumed after it are subtracted from the snapshot's (see ``docs/protocol.md``). ``basis`` is
-    the Skill Base basis the bridge used (S6)."""
+    ``seq`` is the world's decision sequence number when the snapshot arrived. ``basis`` is the
+    Skill Base basis the bridge used (S6)."""
 
     message_id: str
     seq: int
@@ -143,12 +142,15 @@ def _offer(ctx: sohl.FateContext, actor: wire.SohlActor) -> wire.FateOffer:
     )
 
 
-def _current_points(record: GradedRecord, state: WorldState) -> list[wire.FatePoint]:
-    """The snapshot's points with the charges the bridge consumed since the snapshot taken off."""
+def _current_points(actor: wire.SohlActor, state: WorldState) -> list[wire.FatePoint]:
+    """The snapshot's points with the charges the bridge consumed but the snapshot does not show
+    taken off: every spend after the last one the module applied to the item (its
+    ``spend_seq``; all of them when the item shows none), whenever the snapshot was taken."""
     points = []
-    for point in record.actor.fate_points:
+    for point in actor.fate_points:
         if point.charges is not None:
-            spent = _spent_since(state, record.actor.actor_id, point.point_id, record.seq)
+            shown = point.spend_seq or 0
+            spent = _spent_since(state, actor.actor_id, point.point_id, shown)
             if spent:
                 point = msgspec.structs.replace(point, charges=max(0, point.charges - spent))
         points.append(point)
@@ -161,15 +163,16 @@ def _test_rolled(message: wire.TestRolled, state: WorldState, dice: Dice) -> wir
     if stored is not None and _fate(state, message.message_id) is not None:
         # S11: a fated result keeps the grading it was fated on; only the offer is re-stated.
         ctx = _context(stored.actor, stored.test, stored.basis, state.settings(), True,
-                       _current_points(stored, state))
+                       _current_points(stored.actor, state))
         return msgspec.structs.replace(
             stored.reply, event_id=message.event_id, fate=_offer(ctx, stored.actor)
         )
     test = message.test
     level = sohl.grade(test.roll, test.eml, test.level_mod)
     basis = _basis(test)
+    seq = state.next_seq()
     ctx = _context(message.actor, test, basis, state.settings(), False,
-                   list(message.actor.fate_points))
+                   _current_points(message.actor, state))
     mismatch = None
     if test.reported_level is not None and test.reported_level != level:
         mismatch = wire.LevelMismatch(reported=test.reported_level, graded=level)
@@ -188,7 +191,7 @@ def _test_rolled(message: wire.TestRolled, state: WorldState, dice: Dice) -> wir
         message.message_id,
         GradedRecord(
             message_id=message.message_id,
-            seq=state.next_seq(),
+            seq=seq,
             actor=message.actor,
             test=test,
             visibility=message.visibility,
@@ -222,7 +225,7 @@ def _fate_spend(message: wire.FateSpend, state: WorldState, dice: Dice) -> wire.
     if _fate(state, message.message_id) is not None:
         raise AlreadyFated("this result has been fated already (S11)", field="message_id")
 
-    points = _current_points(record, state)
+    points = _current_points(record.actor, state)
     ctx = _context(actor, test, record.basis, state.settings(), False, points)
     reasons = [r for r in sohl.withheld_reasons(ctx) if r != "no_points"]
     if reasons:
@@ -281,7 +284,7 @@ def _fate_choice(message: wire.FateChoice, state: WorldState, dice: Dice) -> wir
             "only the player who spent the Fate Point, or a GM, may choose spend or keep (S9)",
             field="user_id",
         )
-    point = next(p for p in _current_points(record, state) if p.point_id == fated.point_id)
+    point = next(p for p in _current_points(record.actor, state) if p.point_id == fated.point_id)
     effect = sohl.choice_effect(message.choice)
     if effect.consumes_charge and not sohl.point_applies(point, record.test.code):
         raise NoCharges(
@@ -311,9 +314,10 @@ def _settle(
         level_after = sohl.apply_gain(record.level, gain)
         charges = sohl.charges_after(fated.charges_before, bool(effect.consumes_charge))
         if charges != fated.charges_before:
-            _add_spend(state, actor.actor_id, fated.point_id, state.next_seq())
+            spend_seq = state.next_seq()
+            _add_spend(state, actor.actor_id, fated.point_id, spend_seq)
             effects.append(wire.UpdateItem(actor_id=actor.actor_id, item_id=fated.point_id,
-                                           path=CHARGES_PATH, value=charges))
+                                           path=CHARGES_PATH, value=charges, spend_seq=spend_seq))
     effects.append(
         wire.FlagMessage(
             message_id=record.message_id,

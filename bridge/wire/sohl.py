@@ -29,12 +29,16 @@ class Aura(Part, kw_only=True):
 
 class FatePoint(Part, kw_only=True):
     """One Fate Point source (a SoHL Fate Mystery). ``skill_code`` null = general point;
-    ``charges`` null = unlimited (S7)."""
+    ``charges`` null = unlimited (S7). ``spend_seq``: the ``spend_seq`` of the last
+    ``update_item`` the module applied to this item (its flag ``fate-bridge.spend_seq``), null
+    when none: the bridge subtracts the charges it spent after it, so a snapshot taken before
+    the module applied a spend never gives that charge back."""
 
     point_id: Id
     name: Name
     skill_code: Code | None = None
     charges: Charges | None = None
+    spend_seq: Annotated[int, Meta(ge=0, le=2**53)] | None = None
 
 
 class SohlActor(Part, kw_only=True):
@@ -156,12 +160,15 @@ class PointAfter(OutPart, kw_only=True):
 
 
 class UpdateItem(OutPart, tag="update_item", tag_field="kind", kw_only=True):
-    """Set ``path`` on the actor's embedded item to ``value`` (e.g. a Mystery's charges)."""
+    """Set ``path`` on the actor's embedded item to ``value`` (e.g. a Mystery's charges) and,
+    in the same update, the item's flag ``fate-bridge.spend_seq`` to ``spend_seq`` (the
+    bridge's number for this spend; sent back in the point's snapshot)."""
 
     actor_id: str
     item_id: str
     path: str
     value: int
+    spend_seq: int
 
 
 class FatedFlag(OutPart, kw_only=True):

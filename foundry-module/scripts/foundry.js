@@ -254,6 +254,7 @@ function plainItem(item) {
     name: item.name,
     type: item.type,
     system: item.toObject().system,
+    moduleFlags: { ...(item.flags?.[MODULE_ID] ?? {}) },
     masteryLevel: mastery ? { effective: mastery.effective, disabled: mastery.disabled } : undefined,
   };
 }
@@ -313,16 +314,16 @@ export async function setMessageFlag(messageId, key, value) {
 }
 
 /**
- * `actor.items.get(itemId).update({[path]: value})`.
+ * `actor.items.get(itemId).update(changes)`: one update, so every change lands together.
  *
  * @param {string} actorUuid
  * @param {string} itemId
- * @param {string} path e.g. `system.charges.value`
- * @param {unknown} value
+ * @param {Object<string, unknown>} changes dotted paths -> values, e.g.
+ *   `{"system.charges.value": 1, "flags.fate-bridge.spend_seq": 7}`
  * @returns {Promise<void>}
  */
-export async function updateActorItem(actorUuid, itemId, path, value) {
-  await fromUuidSync(actorUuid).items.get(itemId).update({ [path]: value });
+export async function updateActorItem(actorUuid, itemId, changes) {
+  await fromUuidSync(actorUuid).items.get(itemId).update(changes);
 }
 
 /**

@@ -41,7 +41,7 @@ const resolved = (message, outcome, { charges = 1, choiceBy = [] } = {}) => ({
       : `<div class="fate-bridge-card">${outcome}</div>`,
   },
   effects: outcome === "choice" ? [] : [
-    { kind: "update_item", actor_id: "d1cddnpaqRl0a0Q8", item_id: LUCKY, path: "system.charges.value", value: charges },
+    { kind: "update_item", actor_id: "d1cddnpaqRl0a0Q8", item_id: LUCKY, path: "system.charges.value", value: charges, spend_seq: 7 },
     { kind: "flag_message", message_id: message.message_id, key: "fated", value: { outcome } },
   ],
   choice_by: choiceBy,
@@ -102,6 +102,9 @@ describe("spending", () => {
     assert.equal(spend.user_is_gm, false, "looked up from Foundry's users");
     assert.equal(spend.point_id, LUCKY);
     assert.equal(env.actor.items.get(LUCKY).system.charges.value, 1);
+    // charges and the bridge's spend number land in ONE update; the next snapshot carries it
+    assert.deepEqual(env.actor.items.get(LUCKY).updates.at(-1).changes,
+      { "system.charges.value": 1, "flags.fate-bridge.spend_seq": 7 });
     assert.deepEqual(env.world.flagWrites.map((w) => w.key), ["graded", "fated"]);
     const card = [...env.world.messages.values()].at(-1);
     assert.notEqual(card.id, env.messageId);

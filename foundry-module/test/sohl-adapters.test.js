@@ -134,6 +134,13 @@ describe("sohl-actor: Basic Folk with the Fate Mysteries", () => {
     ...overrides,
   });
 
+  test("a Fate Mystery's spend_seq flag goes into its point (the bridge counts later spends)", () => {
+    const items = basicFolkItems().map((item) =>
+      item.name === "Lucky Star" ? { ...item, moduleFlags: { spend_seq: 7 } } : { ...item, moduleFlags: { spend_seq: "x" } });
+    const points = Object.fromEntries(buildActor(snapshot({ items })).fate_points.map((p) => [p.name, p.spend_seq]));
+    assert.deepEqual(points, { "Lucky Star": 7, "Blade of Destiny": null });
+  });
+
   test("builds the actor part with points, aura and owners", () => {
     const actor = buildActor(snapshot());
     assert.equal(actor.actor_id, "d1cddnpaqRl0a0Q8");
@@ -143,8 +150,8 @@ describe("sohl-actor: Basic Folk with the Fate Mysteries", () => {
     assert.deepEqual(actor.aura, { eml: 55, disabled: false });
     assert.equal(actor.aural_shock, false);
     assert.deepEqual(actor.fate_points, [
-      { point_id: "mystery00000000", name: "Lucky Star", skill_code: null, charges: 2 },
-      { point_id: "mystery00000001", name: "Blade of Destiny", skill_code: "melee", charges: null },
+      { point_id: "mystery00000000", name: "Lucky Star", skill_code: null, charges: 2, spend_seq: null },
+      { point_id: "mystery00000001", name: "Blade of Destiny", skill_code: "melee", charges: null, spend_seq: null },
     ]);
   });
 

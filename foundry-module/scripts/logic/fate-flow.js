@@ -11,7 +11,7 @@
  */
 
 import { readSohlCard, buildTest } from "./sohl-card.js";
-import { buildActor } from "./sohl-actor.js";
+import { buildActor, MODULE_FLAG_SCOPE, SPEND_SEQ_FLAG } from "./sohl-actor.js";
 import { cardAudience, postCard } from "./cards.js";
 
 /** Flag keys of this module. */
@@ -123,7 +123,7 @@ export function gradedFlag(graded, points) {
  * @property {(uuid: string) => object|null} actorSnapshot see sohl-actor.js ActorSnapshot
  * @property {(actorUuid: string, itemId: string) => object|null} itemData plain {id, name, type, system}
  * @property {(messageId: string, key: string, value: unknown) => Promise<void>} setMessageFlag
- * @property {(actorUuid: string, itemId: string, path: string, value: unknown) => Promise<void>} updateActorItem
+ * @property {(actorUuid: string, itemId: string, changes: Object<string, unknown>) => Promise<void>} updateActorItem
  * @property {(data: {content: string, speaker: object, whisper: string[], blind: boolean, flags: object}) => Promise<string>} createChatMessage resolves to the new id
  * @property {(messageId: string, data: {content: string, flags: object}) => Promise<void>} updateChatMessage
  * @property {(rollData: object, options: {whisper: string[], blind: boolean}) => Promise<void>} showDiceRoll no-op without Dice So Nice
@@ -208,7 +208,12 @@ export function createFateFlow({ foundry, connection, build, domParser }) {
     if (!effectsApplicable(resolved.effects, cardActorUuid)) return false;
     for (const effect of resolved.effects) {
       if (effect.kind === "update_item") {
-        await foundry.updateActorItem(actorUuidFor(effect.actor_id, cardActorUuid), effect.item_id, effect.path, effect.value);
+        // The charges and the bridge's number for this spend land in one update: a later
+        // snapshot then tells the bridge which of its spends the item already shows.
+        await foundry.updateActorItem(actorUuidFor(effect.actor_id, cardActorUuid), effect.item_id, {
+          [effect.path]: effect.value,
+          [`flags.${MODULE_FLAG_SCOPE}.${SPEND_SEQ_FLAG}`]: effect.spend_seq,
+        });
       } else {
         await foundry.setMessageFlag(effect.message_id, effect.key, effect.value);
       }

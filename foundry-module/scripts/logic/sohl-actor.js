@@ -6,6 +6,10 @@
 /** Shortcode of SoHL's Aura attribute. */
 export const AURA_CODE = "aur";
 
+/** The module's flag scope, and the Fate Mystery flag holding the bridge's last applied spend. */
+export const MODULE_FLAG_SCOPE = "fate-bridge";
+export const SPEND_SEQ_FLAG = "spend_seq";
+
 /** SoHL's Aural Shock: a `trauma` item of this subType, or this status id (any letter case). */
 export const AURAL_SHOCK = "auralshock";
 
@@ -85,17 +89,21 @@ export function isFatePoint(item) {
 }
 
 /**
- * @param {{id: string, name: string, system: object}} item a Fate Mystery
- * @returns {{point_id: string, name: string, skill_code: string|null, charges: number|null}}
- *   `skill_code` null = general point; `charges` null = unlimited (max or value null, rule S7)
+ * @param {{id: string, name: string, system: object, moduleFlags?: object}} item a Fate Mystery
+ * @returns {{point_id: string, name: string, skill_code: string|null, charges: number|null,
+ *   spend_seq: number|null}} `skill_code` null = general point; `charges` null = unlimited (max
+ *   or value null, rule S7); `spend_seq` the bridge's number of the last spend applied to the item
+ *   (its flag `fate-bridge.spend_seq`), null when none
  */
 function fatePoint(item) {
   const charges = item.system?.charges ?? {};
   const unlimited = charges.max === null || charges.max === undefined || charges.value === null || charges.value === undefined;
+  const spendSeq = item.moduleFlags?.[SPEND_SEQ_FLAG];
   return {
     point_id: item.id,
     name: item.name,
     skill_code: item.system?.assocSkillCode || null,
     charges: unlimited ? null : Math.max(0, Math.trunc(charges.value)),
+    spend_seq: Number.isSafeInteger(spendSeq) && spendSeq >= 0 ? spendSeq : null,
   };
 }

@@ -36,6 +36,7 @@ export class FakeItem {
     this.name = data.name;
     this.type = data.type;
     this.system = structuredClone(data.system ?? {});
+    this.flags = structuredClone(data.flags ?? {});
     if (data.masteryLevel) this.system.logic = { masteryLevel: data.masteryLevel };
     this.updates = updates;
   }
