@@ -7,6 +7,7 @@ Exit codes: 0 success, 1 ``schema --check`` found stale files, 2 usage or config
 from __future__ import annotations
 
 import argparse
+import os
 import asyncio
 import re
 import sys
@@ -26,6 +27,15 @@ from .store import SQLiteStore
 DEFAULT_HOST = "127.0.0.1"
 DEFAULT_PORT = 8765
 RESOLVE_WORLD = "offline"  # the world of ``resolve`` lines sent without ``hello``
+
+
+def this_command() -> str:
+    """How the user started us, for commands we print: ``.venv/bin/fate-bridge`` as typed, or
+    ``python -m bridge``."""
+    invoked = sys.argv[0] if sys.argv else ""
+    if Path(invoked).name == "fate-bridge":
+        return invoked if os.sep in invoked else "fate-bridge"
+    return f"{Path(sys.executable).name} -m bridge"
 
 
 def utc_time(text: str) -> str:
@@ -149,7 +159,9 @@ def _parser() -> argparse.ArgumentParser:
     )
     remove.add_argument("world_id", metavar="WORLD_ID", type=world_id)
     add_db(remove)
-    listing = world_commands.add_parser("list", help="list registered worlds and their settings")
+    listing = world_commands.add_parser(
+        "list", help="list registered worlds and their settings",
+        description="Print each registered world id and its world option (fate_option, S12).")
     add_db(listing)
     viewer = world_commands.add_parser(
         "viewer-key",
@@ -197,13 +209,23 @@ def _parser() -> argparse.ArgumentParser:
                        "2026-11-29 or 2026-11-29T20:00)")
         p.add_argument("--until", type=utc_time, help="before this UTC time (ISO-8601)")
 
-    listing = aud_commands.add_parser("list", help="a table of audit records, newest first")
+    listing = aud_commands.add_parser(
+        "list", help="a table of audit records, newest first",
+        description="Print audit records as a table, newest first: ID (for `audit show`), time, world, "
+        "sequence number, message type, actor, test, level before -> after, Fate Test roll, point, "
+        "outcome and the Foundry user who asked. Filters combine.")
     add_filters(listing)
     listing.add_argument("--limit", type=int, default=50, help="at most this many (default 50; 0 = all)")
-    show = aud_commands.add_parser("show", help="one record in full, with its chain links")
+    show = aud_commands.add_parser(
+        "show", help="one record in full, with its chain links",
+        description="Print one audit record as JSON: its inputs (message, the state it read), the "
+        "bridge's dice, the reply, and its chain links (prev_hash, hash).")
     show.add_argument("id", type=int, metavar="ID", help="the ID column of `audit list`")
     add_db(show)
-    export = aud_commands.add_parser("export", help="export records as JSON Lines or CSV")
+    export = aud_commands.add_parser(
+        "export", help="export records as JSON Lines or CSV",
+        description="Write audit records, oldest first: JSON Lines with every record in full, or CSV "
+        "with the summary columns (for a spreadsheet).")
     add_filters(export)
     export.add_argument("--format", choices=("jsonl", "csv"), default="jsonl",
                         help="jsonl: one full record per line (default); csv: the summary columns")
@@ -211,6 +233,10 @@ def _parser() -> argparse.ArgumentParser:
     verify = aud_commands.add_parser(
         "verify",
         help="check the chain, the checkpoints and every decision; exit 0 pass, 1 fail",
+        description="Re-check every world's hash chain (links, hashes, missing sequence numbers), the "
+        "signed checkpoints (needs the audit key serve used), and re-run every recorded decision "
+        "from its recorded inputs and dice through the same rules code. Prints PASS or FAIL per "
+        "world with the first bad record; exit 0 when all pass, 1 otherwise.",
     )
     add_db(verify)
     add_key(verify)
@@ -290,7 +316,7 @@ async def _serve(args: argparse.Namespace) -> int:
     if not worlds:
         print(
             "No world is registered yet. In another terminal run:\n"
-            f"  fate-bridge world add YOUR_WORLD_ID --db {db}\n"
+            f"  {this_command()} world add YOUR_WORLD_ID --db {db}\n"
             "then install the Foundry module (copy or link foundry-module/ to "
             "Data/modules/fate-bridge), enable it in your world, and in its settings set the "
             f"bridge URL to {scheme}://{args.host}:{port} and paste the token.",
