@@ -13,8 +13,9 @@ from bridge import audit
 from bridge.cli import main
 from bridge.dice import ScriptedDice
 from bridge.session import Session
-from bridge.store import MIGRATIONS, SCHEMA_VERSION, SQLiteStore
+from bridge.store import SCHEMA_VERSION, SQLiteStore
 
+from .helpers import old_schema_file
 from .sohl_messages import PLAYER, fate_choice, fate_spend, frame, rolled, sohl_test
 
 KEY = bytes(range(32))
@@ -245,11 +246,7 @@ class TestRederivation:
 
 class TestMigrations:
     async def test_a_version_1_file_is_upgraded_in_place_and_keeps_its_data(self, db):
-        conn = sqlite3.connect(db)
-        conn.execute("CREATE TABLE meta (key TEXT PRIMARY KEY, value TEXT NOT NULL)")
-        for statement in MIGRATIONS[1].strip().split(";\n"):
-            conn.execute(statement)
-        conn.execute("INSERT INTO meta VALUES ('schema_version', '1')")
+        conn = old_schema_file(db, 1)
         conn.commit()
         conn.close()
         # a v1 bridge's state: the world with a fated result
@@ -265,11 +262,7 @@ class TestMigrations:
         assert again["code"] == "already_fated"
 
     async def test_upgrade_from_1_starts_the_chain_at_1(self, db):
-        conn = sqlite3.connect(db)
-        conn.execute("CREATE TABLE meta (key TEXT PRIMARY KEY, value TEXT NOT NULL)")
-        for statement in MIGRATIONS[1].strip().split(";\n"):
-            conn.execute(statement)
-        conn.execute("INSERT INTO meta VALUES ('schema_version', '1')")
+        conn = old_schema_file(db, 1)
         conn.execute("INSERT INTO worlds (world_id, token_hash, settings) VALUES ('w', NULL, '{\"fate_option\":\"everyone\"}')")
         conn.commit()
         conn.close()

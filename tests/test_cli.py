@@ -5,8 +5,6 @@ from __future__ import annotations
 import html.parser
 import json
 import sqlite3
-import subprocess
-import sys
 from pathlib import Path
 
 import pytest
@@ -14,14 +12,11 @@ import pytest
 from bridge.cli import main
 from bridge.session import hash_token
 
+from .helpers import run_bridge as run
+
 ROOT = Path(__file__).resolve().parent.parent
 SAMPLES = ROOT.parent / "shared" / "samples" / "sohl"
 EXAMPLE = ROOT / "examples" / "sohl-session.jsonl"
-
-
-def run(*args: str, stdin: str = "") -> subprocess.CompletedProcess:
-    return subprocess.run([sys.executable, "-m", "bridge", *args], input=stdin, capture_output=True,
-                          text=True, cwd=ROOT, timeout=60)
 
 
 class TestWorld:

@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import json
 import subprocess
-import sys
 from pathlib import Path
 
 import pytest
@@ -20,6 +19,7 @@ from bridge.dice import ScriptedDice
 from bridge.session import Session
 from bridge.store import SQLiteStore
 
+from .helpers import replay, run_bridge, send
 from .hmtw_messages import (GM, PATCHES, PLAYER, PLAYER_TWO, SILAN, STRANGER, Table, actor, challenge, clear,
                             deck_command, fate_test, frame, gm_draw, group_test, member, push)
 
@@ -40,27 +40,8 @@ class FacesDice:
 
 
 @pytest.fixture
-async def store():
-    store = await SQLiteStore.open(":memory:")
-    await store.add_world("w", None)
-    yield store
-    await store.close()
-
-
-@pytest.fixture
-def session(store):
-    return Session(store, ScriptedDice([]), trusted=True, default_world="w")
-
-
-@pytest.fixture
 def table():
     return Table()
-
-
-async def send(session: Session, message: dict, dice: list[int] | None = None) -> dict:
-    reply = await session.receive(frame(message), None if dice is None else ScriptedDice(dice))
-    assert len(reply.frames) == 1 and reply.close_code is None
-    return json.loads(reply.frames[0])
 
 
 async def drawn(session: Session, table: Table, message: dict, *codes: str) -> dict:
@@ -500,14 +481,7 @@ class TestAudit:
     recorded reads and dice."""
 
     async def test_every_decision_re_derives(self, tmp_path):
-        db = tmp_path / "audit.sqlite3"
-        store = await SQLiteStore.open(db, audit_key=KEY)
-        await store.add_world("w", None)
-        session = Session(store, ScriptedDice([]), trusted=True, default_world="w")
-        for line in EXAMPLE.read_text().splitlines():
-            message = json.loads(line)
-            await session.receive(frame({k: v for k, v in message.items() if k != "dice"}),
-                                  ScriptedDice(message.get("dice", [])))
+        store = await replay(EXAMPLE, tmp_path / "audit.sqlite3", KEY)
         (report,) = await store.verify("w", KEY)
         assert report.ok, report.problems
         assert report.records == len(EXAMPLE.read_text().splitlines())
@@ -532,8 +506,7 @@ def _query():
 
 
 def run_resolve(stdin: str) -> subprocess.CompletedProcess:
-    return subprocess.run([sys.executable, "-m", "bridge", "resolve", "--cards"], input=stdin, capture_output=True,
-                          text=True, cwd=ROOT, timeout=60)
+    return run_bridge("resolve", "--cards", stdin=stdin)
 
 
 class TestResolveExample:

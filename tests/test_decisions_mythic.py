@@ -8,41 +8,21 @@ untouched and roll no die.
 from __future__ import annotations
 
 import json
-import subprocess
-import sys
 from pathlib import Path
 
 import pytest
 
 from bridge.dice import ScriptedDice
 from bridge.session import Session
-from bridge.store import AuditFilter, SQLiteStore
+from bridge.store import AuditFilter
 
+from .helpers import replay, run_bridge, send
 from .mythic_messages import (ACTOR_ID, GM, PLAYER, catalog_query, chart_settings, named, odds_question,
                               question)
 from .sohl_messages import frame
 
 ROOT = Path(__file__).resolve().parent.parent
 EXAMPLE = ROOT / "examples" / "mythic-session.jsonl"
-
-
-@pytest.fixture
-async def store():
-    store = await SQLiteStore.open(":memory:")
-    await store.add_world("w", None)
-    yield store
-    await store.close()
-
-
-@pytest.fixture
-def session(store):
-    return Session(store, ScriptedDice([]), trusted=True, default_world="w")
-
-
-async def send(session: Session, message: dict, dice: list[int] | None = None) -> dict:
-    reply = await session.receive(frame(message), None if dice is None else ScriptedDice(dice))
-    assert len(reply.frames) == 1 and reply.close_code is None
-    return json.loads(reply.frames[0])
 
 
 async def answered(session: Session, message: dict, die: int) -> dict:
@@ -257,13 +237,7 @@ class TestAudit:
         assert (refused["outcome"], refused["event_id"]) == ("bad_message", "ev-bad")
 
     async def test_verify_re_derives_every_mythic_decision(self, tmp_path):
-        store = await SQLiteStore.open(tmp_path / "audit.sqlite3", audit_key=bytes(range(32)))
-        await store.add_world("w", None)
-        session = Session(store, ScriptedDice([]), trusted=True, default_world="w")
-        for line in EXAMPLE.read_text().splitlines():
-            message = json.loads(line)
-            await session.receive(frame({k: v for k, v in message.items() if k != "dice"}),
-                                  ScriptedDice(message.get("dice", [])))
+        store = await replay(EXAMPLE, tmp_path / "audit.sqlite3", bytes(range(32)))
         (report,) = await store.verify("w", bytes(range(32)))
         await store.close()
         assert report.ok, report.problems
@@ -274,8 +248,7 @@ class TestExampleSession:
     """README's example, run through the CLI as a user would."""
 
     def test_example_session_through_resolve(self):
-        result = subprocess.run([sys.executable, "-m", "bridge", "resolve", "--cards"], input=EXAMPLE.read_text(),
-                                capture_output=True, text=True, cwd=ROOT, timeout=60)
+        result = run_bridge("resolve", "--cards", stdin=EXAMPLE.read_text())
         assert result.returncode == 0, result.stderr
         out = [json.loads(line) for line in result.stdout.splitlines()]
         assert [r["type"] for r in out] == ["chart_settings_applied"] + ["chart_answered"] * 5 + [

@@ -6,8 +6,6 @@ from __future__ import annotations
 
 import itertools
 import json
-import subprocess
-import sys
 from pathlib import Path
 
 import pytest
@@ -17,26 +15,13 @@ from bridge.dice import ScriptedDice
 from bridge.session import Session
 from bridge.store import SQLiteStore
 
-from .pool_messages import (ALDRIC, BREN, GM, PLAYER, STRANGER, character, chat_roll, check, configure, frame,
-                            gm, reroll, retainer, save)
+from .helpers import run_bridge, send
+from .pool_messages import (ALDRIC, BREN, GM, PLAYER, STRANGER, character, chat_roll, check, configure, gm,
+                            reroll, retainer, save)
 
 ROOT = Path(__file__).resolve().parent.parent
 EXAMPLE = ROOT / "examples" / "pool-session.jsonl"
 QUERIES = itertools.count()  # fresh event ids for ledger reads
-
-
-@pytest.fixture
-async def session():
-    store = await SQLiteStore.open(":memory:")
-    await store.add_world("w", None)
-    yield Session(store, ScriptedDice([]), trusted=True, default_world="w")
-    await store.close()
-
-
-async def send(session: Session, message: dict, dice: list[int] | None = None) -> dict:
-    reply = await session.receive(frame(message), None if dice is None else ScriptedDice(dice))
-    assert len(reply.frames) == 1 and reply.close_code is None
-    return json.loads(reply.frames[0])
 
 
 async def ok(session: Session, message: dict, dice: list[int] | None = None) -> dict:
@@ -441,8 +426,7 @@ class TestExampleSession:
     """README's example: ``fate-bridge resolve --cards < examples/pool-session.jsonl``."""
 
     def test_example_through_the_cli(self):
-        result = subprocess.run([sys.executable, "-m", "bridge", "resolve", "--cards"], input=EXAMPLE.read_text(),
-                                capture_output=True, text=True, cwd=ROOT, timeout=60)
+        result = run_bridge("resolve", "--cards", stdin=EXAMPLE.read_text())
         assert result.returncode == 0, result.stderr
         out = [json.loads(line) for line in result.stdout.splitlines()]
         assert [r["type"] for r in out] == [

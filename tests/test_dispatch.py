@@ -7,30 +7,15 @@ leaves charges and rows untouched.
 from __future__ import annotations
 
 import asyncio
-import json
 
 import pytest
 
 from bridge.dice import ScriptedDice
 from bridge.session import Session
-from bridge.store import SQLiteStore
 
-from .sohl_messages import (BLADE, GM, LUCKY_STAR, PLAYER, STRANGER, actor, fate_choice, fate_spend,
-                            frame, point, rolled, sohl_test)
-
-
-@pytest.fixture
-async def session():
-    store = await SQLiteStore.open(":memory:")
-    await store.add_world("w", None)
-    yield Session(store, ScriptedDice([]), trusted=True, default_world="w")
-    await store.close()
-
-
-async def send(session: Session, message: dict, dice: list[int] | None = None) -> dict:
-    reply = await session.receive(frame(message), None if dice is None else ScriptedDice(dice))
-    assert len(reply.frames) == 1 and reply.close_code is None
-    return json.loads(reply.frames[0])
+from .helpers import send
+from .sohl_messages import (BLADE, GM, LUCKY_STAR, PLAYER, STRANGER, actor, fate_choice, fate_spend, point,
+                            rolled, sohl_test)
 
 
 async def graded(session: Session, **kwargs) -> dict:

@@ -25,9 +25,10 @@ from bridge import dispatch, server as bridge_server, wire
 from bridge.cli import main, overlay_url
 from bridge.dice import ScriptedDice
 from bridge.errors import ConfigError
-from bridge.store import MIGRATIONS, SQLiteStore
+from bridge.store import SQLiteStore
 from structlog.testing import capture_logs
 
+from tests.helpers import old_schema_file
 from tests.test_server import (FATE_CS, FATE_MS, REPLY_TIMEOUT, WORLD_ID, archery_test_rolled, ask, assert_error,
                                bridge_with, closed_with, connected, db, fate_choice, fate_spend, hello,
                                http_get, next_frame, open_store, opened, ping, store, start_bridge, url_of,
@@ -393,12 +394,7 @@ class TestViewerKeyStore:
 
     async def test_a_version_2_file_gains_the_column_and_keeps_its_worlds(self, tmp_path):
         path = tmp_path / "v2.sqlite3"
-        conn = sqlite3.connect(path)
-        conn.execute("CREATE TABLE meta (key TEXT PRIMARY KEY, value TEXT NOT NULL)")
-        for step in (1, 2):
-            for statement in MIGRATIONS[step].strip().split(";\n"):
-                conn.execute(statement)
-        conn.execute("INSERT INTO meta VALUES ('schema_version', '2')")
+        conn = old_schema_file(path, 2)
         conn.execute("INSERT INTO worlds (world_id, token_hash, settings) VALUES ('w', 'h', '{\"fate_option\":\"off\"}')")
         conn.commit()
         conn.close()

@@ -39,6 +39,8 @@ from bridge.dice import ScriptedDice
 from bridge.session import hash_token, new_token
 from bridge.store import SQLiteStore
 
+from .sohl_messages import sohl_test
+
 # --- limits of the tests themselves ------------------------------------------------------------
 
 REPLY_TIMEOUT = 5.0  # a reply or a close from an in-process bridge comes in milliseconds
@@ -128,19 +130,7 @@ def archery_test_rolled(
                  "charges": 1},
             ],
         },
-        "test": {
-            "kind": "skill",
-            "code": "archery",
-            "name": "Archery Test",
-            "eml": 55,
-            "roll": roll,
-            "level_mod": 0,
-            "basis": [],
-            "skill_base_formula": "sb(attr.per, attr.dex)",
-            "basic": False,
-            "reported_level": 0,
-            "item_id": "PLACEHOLDERarc01",
-        },
+        "test": sohl_test(roll=roll),
     }
 
 

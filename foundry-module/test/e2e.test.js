@@ -7,77 +7,29 @@
 import { test, before, after } from "node:test";
 import assert from "node:assert/strict";
 import { install } from "../scripts/main.js";
-import { execFileSync, spawn } from "node:child_process";
-import { existsSync, mkdtempSync, rmSync } from "node:fs";
-import { createServer } from "node:net";
-import { tmpdir } from "node:os";
-import path from "node:path";
-import { fileURLToPath } from "node:url";
 import { WebSocket } from "ws";
+import { BridgeProcess } from "./helpers/bridge-process.js";
 import { uninstallFakeFoundry } from "./helpers/fake-foundry.js";
 import { sampleWorld, postArchery } from "./helpers/world-setup.js";
 
-const REPO = path.resolve(path.dirname(fileURLToPath(import.meta.url)), "../..");
-const PYTHON = process.env.FATE_BRIDGE_PYTHON ?? path.join(REPO, ".venv/bin/python");
 const LUCKY = "mystery00000000";
 /** lang/en.json's FATE_BRIDGE.Audit.Outcome.* for the Fate outcomes. */
 const OUTCOME_TEXT = { lost: "lost (charge used)", kept: "kept", spent: "spent", choice: "choice offered" };
-/** Bounds on waiting for the real process, so a broken bridge fails the test instead of hanging it. */
-const STARTUP_MS = 20_000;
-const STEP_MS = 10_000;
-const POLL_MS = 25;
 
-let bridgeProcess;
-let dir;
+let bridge;
 let port;
 let token;
-let bridgeLog = "";
-
-function freePort() {
-  return new Promise((resolve, reject) => {
-    const server = createServer();
-    server.once("error", reject);
-    server.listen(0, "127.0.0.1", () => {
-      const { port: found } = server.address();
-      server.close(() => resolve(found));
-    });
-  });
-}
-
-/** Poll `check` until it returns a truthy value or `ms` pass. */
-async function until(check, what, ms = STEP_MS) {
-  const end = Date.now() + ms;
-  for (;;) {
-    const value = await check();
-    if (value) return value;
-    if (Date.now() > end) throw new Error(`timed out waiting for ${what}\n--- bridge log ---\n${bridgeLog}`);
-    await new Promise((resolve) => setTimeout(resolve, POLL_MS));
-  }
-}
+/** Poll `check` until it returns a truthy value or `ms` pass (BridgeProcess.until). */
+const until = (check, what, ms) => bridge.until(check, what, ms);
 
 before(async () => {
-  assert.ok(existsSync(PYTHON), `no Python at ${PYTHON}: set FATE_BRIDGE_PYTHON or create <repo>/.venv`);
-  dir = mkdtempSync(path.join(tmpdir(), "fate-bridge-e2e-"));
-  const db = path.join(dir, "bridge.sqlite3");
-  token = execFileSync(PYTHON, ["-m", "bridge", "world", "add", "e2e-world", "--db", db, "--token-only"], { cwd: REPO, encoding: "utf8" }).trim();
+  bridge = new BridgeProcess("fate-bridge-e2e-");
+  token = bridge.addWorld("e2e-world");
   assert.match(token, /^\S{16,}$/, "world add --token-only prints just the token");
-  port = await freePort();
-  bridgeProcess = spawn(PYTHON, ["-m", "bridge", "serve", "--host", "127.0.0.1", "--port", String(port), "--db", db], { cwd: REPO });
-  bridgeProcess.stdout.on("data", (chunk) => { bridgeLog += chunk; });
-  bridgeProcess.stderr.on("data", (chunk) => { bridgeLog += chunk; });
-  await until(async () => {
-    try {
-      return (await fetch(`http://127.0.0.1:${port}/healthz`)).status === 200;
-    } catch {
-      return false;
-    }
-  }, "GET /healthz", STARTUP_MS);
+  port = await bridge.serve();
 });
 
-after(() => {
-  bridgeProcess?.kill("SIGTERM");
-  if (dir) rmSync(dir, { recursive: true, force: true });
-});
+after(() => bridge?.stop());
 
 test("a SoHL card graded, a player's spend relayed and applied, a second spend refused", async (t) => {
   const env = await sampleWorld({ WebSocket, settings: { "fate-bridge.token": token, "fate-bridge.bridgeUrl": `ws://127.0.0.1:${port}` } });
@@ -226,7 +178,7 @@ test("a SoHL card graded, a player's spend relayed and applied, a second spend r
   const again = await until(() => replies.find((reply) => reply.event_id === cutAfter.event_id), "the reply to the re-sent fate_spend");
   await until(() => flagsOf(second).fated, "the second card fated");
   await until(() => env.world.messages.size > size2, "the second Fate card");
-  const decisions = bridgeLog.split("\n").filter((line) => line.includes("decision") && line.includes(`event_id=${cutAfter.event_id}`));
+  const decisions = bridge.log.split("\n").filter((line) => line.includes("decision") && line.includes(`event_id=${cutAfter.event_id}`));
   assert.equal(decisions.filter((line) => line.includes("replayed=False")).length, 1, `one Fate Test:\n${decisions.join("\n")}`);
   assert.equal(decisions.filter((line) => line.includes("replayed=True")).length, 1, `the re-sent event_id got the stored reply:\n${decisions.join("\n")}`);
   assert.equal(flagsOf(second).fated.event_id, cutAfter.event_id);

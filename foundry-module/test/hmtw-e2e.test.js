@@ -6,77 +6,30 @@
  */
 import { test, before, after } from "node:test";
 import assert from "node:assert/strict";
-import { execFileSync, spawn } from "node:child_process";
-import { existsSync, mkdtempSync, rmSync } from "node:fs";
-import { createServer } from "node:net";
-import { tmpdir } from "node:os";
-import path from "node:path";
-import { fileURLToPath } from "node:url";
 import { WebSocket } from "ws";
 import { install } from "../scripts/main.js";
 import * as hmtw from "../scripts/rulesets/hmtw.js";
+import { BridgeProcess } from "./helpers/bridge-process.js";
 import { uninstallFakeFoundry } from "./helpers/fake-foundry.js";
 import { sampleWorld } from "./helpers/world-setup.js";
 
-const REPO = path.resolve(path.dirname(fileURLToPath(import.meta.url)), "../..");
-const PYTHON = process.env.FATE_BRIDGE_PYTHON ?? path.join(REPO, ".venv/bin/python");
-/** Bounds on waiting for the real process, so a broken bridge fails the test instead of hanging it. */
-const STARTUP_MS = 20_000;
-const STEP_MS = 10_000;
-const POLL_MS = 25;
 /** Pentacles 2 fails unless a Knight, Queen or King comes up (45 of 57 cards): 30 tries all but surely fail once. */
 const MAX_TESTS = 30;
 const OBSTACLE = "the sea witch's conch";
 
-let bridgeProcess;
-let dir;
+let bridge;
 let port;
 let token;
-let bridgeLog = "";
-
-function freePort() {
-  return new Promise((resolve, reject) => {
-    const server = createServer();
-    server.once("error", reject);
-    server.listen(0, "127.0.0.1", () => {
-      const { port: found } = server.address();
-      server.close(() => resolve(found));
-    });
-  });
-}
-
-async function until(check, what, ms = STEP_MS) {
-  const end = Date.now() + ms;
-  for (;;) {
-    const value = await check();
-    if (value) return value;
-    if (Date.now() > end) throw new Error(`timed out waiting for ${what}\n--- bridge log ---\n${bridgeLog}`);
-    await new Promise((resolve) => setTimeout(resolve, POLL_MS));
-  }
-}
+/** Poll `check` until it returns a truthy value or `ms` pass (BridgeProcess.until). */
+const until = (check, what, ms) => bridge.until(check, what, ms);
 
 before(async () => {
-  assert.ok(existsSync(PYTHON), `no Python at ${PYTHON}: set FATE_BRIDGE_PYTHON or create <repo>/.venv`);
-  dir = mkdtempSync(path.join(tmpdir(), "fate-bridge-hmtw-e2e-"));
-  const db = path.join(dir, "bridge.sqlite3");
-  token = execFileSync(PYTHON, ["-m", "bridge", "world", "add", "e2e-world", "--db", db, "--token-only"], { cwd: REPO, encoding: "utf8" }).trim();
-  port = await freePort();
-  bridgeProcess = spawn(PYTHON, ["-m", "bridge", "serve", "--host", "127.0.0.1", "--port", String(port), "--db", db, "--rate-limit", "0"], { cwd: REPO });
-  bridgeProcess.stdout.on("data", (chunk) => { bridgeLog += chunk; });
-  bridgeProcess.stderr.on("data", (chunk) => { bridgeLog += chunk; });
-  await until(async () => {
-    try {
-      return (await fetch(`http://127.0.0.1:${port}/healthz`)).status === 200;
-    } catch {
-      return false;
-    }
-  }, "GET /healthz", STARTUP_MS);
+  bridge = new BridgeProcess("fate-bridge-hmtw-e2e-");
+  token = bridge.addWorld("e2e-world");
+  port = await bridge.serve("--rate-limit", "0");
 });
 
-after(() => {
-  bridgeProcess?.kill("SIGTERM");
-  if (dir) rmSync(dir, { recursive: true, force: true });
-});
+after(() => bridge?.stop());
 
 test("tests of fate drawn by the bridge: a failure binds the obstacle, the drawer pushes, the GM clears it and reads the decks", async (t) => {
   const env = await sampleWorld({ WebSocket, settings: { "fate-bridge.token": token, "fate-bridge.bridgeUrl": `ws://127.0.0.1:${port}` } });
@@ -181,5 +134,5 @@ test("tests of fate drawn by the bridge: a failure binds the obstacle, the drawe
   assert.deepEqual(decks.bound, []);
   await until(() => env.world.messages.size > size, "the status card");
   assert.deepEqual([...env.world.messages.values()].at(-1).whisper, [env.gm]);
-  assert.match(bridgeLog, /type=hmtw_push/);
+  assert.match(bridge.log, /type=hmtw_push/);
 });

@@ -9,22 +9,12 @@ import { install } from "../scripts/main.js";
 import * as hmtw from "../scripts/rulesets/hmtw.js";
 import { uninstallFakeFoundry } from "./helpers/fake-foundry.js";
 import { sampleWorld } from "./helpers/world-setup.js";
-import { FakeClock, fakeWebSocketClass } from "./helpers/fake-socket.js";
+import { FakeClock, fakeWebSocketClass, until } from "./helpers/fake-socket.js";
 
 const WELCOME = { type: "welcome", v: 1, world_id: "e2e-world", bridge_version: "x", rulesets: ["sohl", "hmtw"], settings: { fate_option: "everyone" } };
 const realTimers = { setTimeout: globalThis.setTimeout, clearTimeout: globalThis.clearTimeout };
 const SILAN = "RECONhmtwActor01";
 const PATCHES = "RECONhmtwActor02";
-
-const flush = () => new Promise((resolve) => setImmediate(resolve));
-async function until(check, what) {
-  for (let turn = 0; turn < 100; turn += 1) {
-    const value = check();
-    if (value) return value;
-    await flush();
-  }
-  throw new Error(`never happened: ${what}`);
-}
 
 let env;
 beforeEach(async () => {
@@ -50,16 +40,11 @@ afterEach(() => {
   uninstallFakeFoundry();
 });
 
-/** Hand what is on the module socket to the clients while `userId` is "this client". */
-function deliverAs(userId) {
-  env.world.asUser(userId);
-  return env.world.deliverSocket().map((e) => e.payload);
-}
 /** A player's relayed request: request -> ack -> go -> the GM's handler runs. */
 function relayFrom(userId) {
-  deliverAs(env.gm);
-  deliverAs(userId);
-  deliverAs(env.gm);
+  env.world.deliverAs(env.gm);
+  env.world.deliverAs(userId);
+  env.world.deliverAs(env.gm);
 }
 /** `userId` selects `actor`'s token (Foundry's `canvas.tokens.controlled` of that client). */
 function select(userId, actor) {
@@ -82,7 +67,7 @@ async function settle(message, userId) {
   answer(message, { type: "error", code: "not_found", message: "test over", ref: message.event_id, field: null });
   if (userId !== env.gm) {
     await until(() => env.world.emitted.some((e) => e.payload.type === "done"), "done");
-    deliverAs(userId);
+    env.world.deliverAs(userId);
   }
   await until(() => env.world.notices.length > notices, "the refusal told");
   assert.equal(env.world.notices.at(-1).text, "Test of fate: test over");
@@ -100,6 +85,19 @@ function failed(testId, drawer) {
     reshuffles: [], notice: null,
     card: { title: "Test of fate: Pentacles", html: `<div data-fate-bridge-hmtw-test="${testId}">Total: 6 ${pushButton(testId, drawer)}</div>`, ruleset: "hmtw", speaker_actor_id: SILAN, speaker_alias: "Silán Storysoul" },
   };
+}
+
+/** The player's `/tof pentacles` for Silán, answered as a failure: the card posted, the relay done and delivered. */
+async function failedTest() {
+  select(env.player, env.silan);
+  type(env.player, "/tof pentacles");
+  relayFrom(env.player);
+  const asked = await sent("hmtw_test");
+  answer(asked, failed(asked.test_id, env.player));
+  const card = await until(() => [...env.world.messages.values()].find((m) => m.flags["fate-bridge"]?.[hmtw.FLAGS.TESTS]), "the card");
+  await until(() => env.world.emitted.some((e) => e.payload.type === "done"), "done");
+  env.world.deliverAs(env.player);
+  return { testId: asked.test_id, card };
 }
 
 describe("/tof: a test of fate (H3-H5)", () => {
@@ -166,7 +164,7 @@ describe("/tof: a test of fate (H3-H5)", () => {
     env.socket.receive({ type: "error", v: 1, code: "not_eligible", ref: asked.event_id, field: "obstacle",
       message: "'the locked door' is bound by fate after test t0 (failure)" });
     await until(() => env.world.emitted.some((e) => e.payload.type === "done"), "done");
-    deliverAs(env.player);
+    env.world.deliverAs(env.player);
     await until(() => env.world.notices.length, "the notice");
     assert.deepEqual(env.world.notices.at(-1), { level: "warn", userId: env.player,
       text: "Test of fate: 'the locked door' is bound by fate after test t0 (failure)" });
@@ -175,18 +173,6 @@ describe("/tof: a test of fate (H3-H5)", () => {
 });
 
 describe("the push button (H6)", () => {
-  async function failedTest() {
-    select(env.player, env.silan);
-    type(env.player, "/tof pentacles");
-    relayFrom(env.player);
-    const asked = await sent("hmtw_test");
-    answer(asked, failed(asked.test_id, env.player));
-    const card = await until(() => [...env.world.messages.values()].find((m) => m.flags["fate-bridge"]?.[hmtw.FLAGS.TESTS]), "the card");
-    await until(() => env.world.emitted.some((e) => e.payload.type === "done"), "done");
-    deliverAs(env.player);
-    return { testId: asked.test_id, card };
-  }
-
   test("only the drawer sees it", async () => {
     const { card } = await failedTest();
     env.world.asUser(env.player);
@@ -228,7 +214,7 @@ describe("the push button (H6)", () => {
     env.socket.receive({ type: "error", v: 1, code: "not_eligible", ref: asked.event_id, field: "test_id",
       message: "the table has drawn since this test: fate can no longer be pushed on it (H6)" });
     await until(() => env.world.emitted.some((e) => e.payload.type === "done"), "done");
-    deliverAs(env.player);
+    env.world.deliverAs(env.player);
     await until(() => !button.disabled, "the button released");
     assert.match(env.world.notices.at(-1).text, /can no longer be pushed/);
   });
@@ -362,7 +348,7 @@ describe("who sees the cards: the roll mode (typed, chosen, else the drawer's ow
     await until(() => env.world.messages.size === before + 1, "the test card");
     assert.deepEqual([lastMessage().whisper, lastMessage().blind], [[env.gm, GM2, env.player], false]);
     await until(() => env.world.emitted.some((e) => e.payload.type === "done"), "done");
-    deliverAs(env.player);
+    env.world.deliverAs(env.player);
 
     type(env.player, "/tof cups blind");
     relayFrom(env.player);
@@ -389,20 +375,13 @@ describe("who sees the cards: the roll mode (typed, chosen, else the drawer's ow
 
   test("a push's card is seen by whoever saw the test's card", async () => {
     await globalThis.game.settings.set("core", "rollMode", "gmroll");
-    select(env.player, env.silan);
-    type(env.player, "/tof pentacles");
-    relayFrom(env.player);
-    const asked = await sent("hmtw_test");
-    answer(asked, failed(asked.test_id, env.player));
-    const card = await until(() => [...env.world.messages.values()].find((m) => m.flags["fate-bridge"]?.[hmtw.FLAGS.TESTS]), "the card");
-    await until(() => env.world.emitted.some((e) => e.payload.type === "done"), "done");
-    deliverAs(env.player);
+    const { testId, card } = await failedTest();
     await globalThis.game.settings.set("core", "rollMode", "publicroll");
     env.world.asUser(env.player);
     env.world.render(card.id).querySelector("[data-fate-bridge-hmtw-push]").click();
     relayFrom(env.player);
     const push = await sent("hmtw_push");
-    const pushed = failed(asked.test_id, env.player);
+    const pushed = failed(testId, env.player);
     pushed.test = { ...pushed.test, pushed: face("cups-8", "VIII of Cups", "cups", 8), total: 14, outcome: "success", push_by: [] };
     answer(push, pushed);
     await until(() => card.flags["fate-bridge"][hmtw.FLAGS.PUSHED], "the pushed flag");

@@ -3,7 +3,7 @@ import assert from "node:assert/strict";
 import { install } from "../scripts/main.js";
 import { uninstallFakeFoundry } from "./helpers/fake-foundry.js";
 import { sampleWorld, postArchery } from "./helpers/world-setup.js";
-import { FakeClock, fakeWebSocketClass } from "./helpers/fake-socket.js";
+import { FakeClock, fakeWebSocketClass, flush, until } from "./helpers/fake-socket.js";
 
 const LUCKY = "mystery00000000";
 const BLADE = "mystery00000001";
@@ -29,8 +29,6 @@ afterEach(() => {
   uninstallFakeFoundry();
 });
 
-/** Let settled promises run their callbacks (one macrotask turn; no clock time passes). */
-const flush = () => new Promise((resolve) => setImmediate(resolve));
 const setFlags = (id, flags) => Object.assign((env.world.messages.get(id).flags["fate-bridge"] ??= {}), flags);
 
 describe("settings and roles", () => {
@@ -173,15 +171,11 @@ describe("card-ui on render", () => {
     env.world.asUser(env.player);
     const button = env.world.render(env.messageId).querySelector(".fate-bridge-spend button");
     button.click();
-    const deliverAs = (userId) => {
-      env.world.asUser(userId);
-      return env.world.deliverSocket().map((e) => e.payload);
-    };
-    deliverAs(env.gm); // ack
-    deliverAs(env.player); // go
-    deliverAs(env.gm);
+    env.world.deliverAs(env.gm); // ack
+    env.world.deliverAs(env.player); // go
+    env.world.deliverAs(env.gm);
     await flush();
-    const [payload] = deliverAs(env.player);
+    const [payload] = env.world.deliverAs(env.player);
     assert.deepEqual([payload.type, payload.to, payload.ok, payload.error.code], ["done", env.player, false, "bridge_down"]);
     await flush();
     assert.equal(env.world.notices.at(-1).text, "The Fate bridge is not connected. Nothing was spent; try again when the GM's bridge is back.");
@@ -222,15 +216,6 @@ describe("relayed clicks: a player is never left waiting on the GM's client", ()
   const WELCOME = { type: "welcome", v: 1, world_id: "e2e-world", bridge_version: "x", rulesets: ["sohl"], settings: { fate_option: "everyone" } };
   const NO_ANSWER = "The GM's client did not answer within 20 seconds (their browser may be closed or busy). Nothing was spent. Ask the GM, then try again.";
   const playerNotices = () => env.world.notices.filter((notice) => notice.userId === env.player).map((notice) => notice.text);
-  /** Let pending promise chains run (one macrotask turn each; no clock time passes). */
-  async function until(check, what) {
-    for (let turn = 0; turn < 100; turn += 1) {
-      const value = check();
-      if (value) return value;
-      await new Promise((resolve) => setImmediate(resolve));
-    }
-    throw new Error(`never happened: ${what}`);
-  }
   function playerClicks() {
     setFlags(env.messageId, { graded: GRADED });
     env.world.asUser(env.player);
@@ -239,11 +224,6 @@ describe("relayed clicks: a player is never left waiting on the GM's client", ()
     const button = html.querySelector(".fate-bridge-spend button");
     button.click();
     return { button, requestId: env.world.emitted.at(-1).payload.request_id };
-  }
-  /** Hand what is on the socket to the clients while `userId` is "this client". */
-  function deliverAs(userId) {
-    env.world.asUser(userId);
-    return env.world.deliverSocket().map((e) => e.payload);
   }
   function welcomeBridge() {
     const socket = env.Socket.instances[0];
@@ -270,7 +250,7 @@ describe("relayed clicks: a player is never left waiting on the GM's client", ()
     const { requestId } = playerClicks();
     env.world.emitted.length = 0;
     env.world.emitted.push({ payload: { type: "ack", to: env.player, request_id: requestId }, senderId: env.stranger });
-    deliverAs(env.player);
+    env.world.deliverAs(env.player);
     assert.equal(env.world.emitted.length, 0, "no go");
     env.clock.advance(20_000);
     await flush();
@@ -279,17 +259,17 @@ describe("relayed clicks: a player is never left waiting on the GM's client", ()
 
   test("ack, go, then the GM's refusal (done ok:false) re-enables the button; no deadline fires later", async () => {
     const { button, requestId } = playerClicks();
-    assert.deepEqual(deliverAs(env.gm).map((p) => p.type), ["request"]);
+    assert.deepEqual(env.world.deliverAs(env.gm).map((p) => p.type), ["request"]);
     assert.deepEqual(env.world.emitted.map((e) => e.payload), [{ type: "ack", to: env.player, request_id: requestId }], "held, not run, until go");
-    deliverAs(env.player);
+    env.world.deliverAs(env.player);
     assert.deepEqual(env.world.emitted.map((e) => e.payload), [{ type: "go", request_id: requestId }]);
-    deliverAs(env.gm);
+    env.world.deliverAs(env.gm);
     await until(() => env.world.emitted.some((e) => e.payload.type === "done"), "done");
     assert.deepEqual(env.world.emitted.map((e) => e.payload), [
       { type: "notice", to: env.player, level: "warn", key: "FATE_BRIDGE.Error.bridge_down" },
       { type: "done", to: env.player, request_id: requestId, ok: true, result: false },
     ]);
-    deliverAs(env.player);
+    env.world.deliverAs(env.player);
     await flush();
     assert.equal(button.disabled, false);
     env.clock.advance(120_000);
@@ -302,7 +282,7 @@ describe("relayed clicks: a player is never left waiting on the GM's client", ()
     env.world.emitted.length = 0;
     env.world.asUser(env.gm);
     env.world.emitted.push({ payload: { type: "ack", to: env.player, request_id: requestId }, senderId: env.gm });
-    deliverAs(env.player);
+    env.world.deliverAs(env.player);
     env.clock.advance(59_999);
     await flush();
     assert.deepEqual(playerNotices(), []);
@@ -320,16 +300,16 @@ describe("relayed clicks: a player is never left waiting on the GM's client", ()
     env.clock.advance(20_000);
     await flush();
     assert.deepEqual(playerNotices(), [NO_ANSWER]);
-    deliverAs(env.gm);
+    env.world.deliverAs(env.gm);
     assert.deepEqual(env.world.emitted.map((e) => e.payload), [{ type: "ack", to: env.player, request_id: requestId }]);
-    deliverAs(env.player);
+    env.world.deliverAs(env.player);
     assert.equal(env.world.emitted.length, 0, "a late ack gets no go");
     env.clock.advance(20_000);
     const toBridge = socket.sent.slice(sentBefore).map((m) => m.type);
     assert.equal(toBridge.includes("test_rolled") || toBridge.includes("fate_spend"), false, `sent: ${toBridge}`);
     // A go arriving after the GM dropped the click is answered as expired; still nothing sent.
     env.world.emitted.push({ payload: { type: "go", request_id: requestId }, senderId: env.player });
-    assert.deepEqual(deliverAs(env.gm).length, 1);
+    assert.deepEqual(env.world.deliverAs(env.gm).length, 1);
     const { payload } = env.world.emitted.at(-1);
     assert.deepEqual([env.world.emitted.length, payload.type, payload.to, payload.request_id, payload.ok, payload.error.code], [1, "done", env.player, requestId, false, "relay_expired"]);
     assert.equal(socket.sent.slice(sentBefore).some((m) => m.type === "fate_spend"), false);
@@ -337,12 +317,12 @@ describe("relayed clicks: a player is never left waiting on the GM's client", ()
 
   test("a go that reaches the GM after it dropped the click: the waiting player is told, the button works again", async () => {
     const { button } = playerClicks();
-    deliverAs(env.gm); // the GM acks and holds the click
+    env.world.deliverAs(env.gm); // the GM acks and holds the click
     env.clock.advance(19_999); // the ack is slow to arrive
-    assert.deepEqual(deliverAs(env.player).map((p) => p.type), ["ack"]);
+    assert.deepEqual(env.world.deliverAs(env.player).map((p) => p.type), ["ack"]);
     env.clock.advance(2); // the GM's hold runs out before the go arrives
-    assert.deepEqual(deliverAs(env.gm).map((p) => p.type), ["go"]);
-    assert.deepEqual(deliverAs(env.player).map((p) => [p.type, p.error?.code]), [["done", "relay_expired"]]);
+    assert.deepEqual(env.world.deliverAs(env.gm).map((p) => p.type), ["go"]);
+    assert.deepEqual(env.world.deliverAs(env.player).map((p) => [p.type, p.error?.code]), [["done", "relay_expired"]]);
     await flush();
     assert.equal(button.disabled, false);
     assert.deepEqual(playerNotices(), ["Your Fate request reached the GM's client too late and was dropped. Nothing was spent; try again."]);
@@ -353,15 +333,15 @@ describe("relayed clicks: a player is never left waiting on the GM's client", ()
     const regrades = () => socket.sent.filter((m) => m.type === "test_rolled").length;
     const before = regrades();
     const { requestId } = playerClicks();
-    deliverAs(env.gm);
+    env.world.deliverAs(env.gm);
     env.world.emitted.length = 0;
     env.world.emitted.push({ payload: { type: "go", request_id: requestId }, senderId: env.stranger });
-    deliverAs(env.gm);
+    env.world.deliverAs(env.gm);
     assert.equal(regrades(), before, "the stranger's go ran nothing");
     assert.equal(env.world.emitted.at(-1).payload.to, env.stranger, "the stranger is told its go expired");
     env.world.emitted.length = 0;
     env.world.emitted.push({ payload: { type: "go", request_id: requestId }, senderId: env.player });
-    deliverAs(env.gm);
+    env.world.deliverAs(env.gm);
     await until(() => regrades() === before + 1, "the sender's go runs the click");
     const rolled = socket.sent.filter((m) => m.type === "test_rolled").at(-1);
     socket.receive({ type: "error", v: 1, code: "bad_message", message: "nope", ref: rolled.event_id, field: null });
@@ -371,9 +351,9 @@ describe("relayed clicks: a player is never left waiting on the GM's client", ()
   test("in time: ack, go, and the click reaches the bridge as the sender's fate_spend", async () => {
     const socket = welcomeBridge();
     playerClicks();
-    deliverAs(env.gm);
-    deliverAs(env.player);
-    deliverAs(env.gm);
+    env.world.deliverAs(env.gm);
+    env.world.deliverAs(env.player);
+    env.world.deliverAs(env.gm);
     const rolled = await until(() => socket.sent.filter((m) => m.type === "test_rolled").at(1), "the re-grade");
     socket.receive({
       type: "test_graded", v: 1, event_id: rolled.event_id, message_id: env.messageId, level: 0, label: "MF", success: false,
@@ -390,9 +370,9 @@ describe("relayed clicks: a player is never left waiting on the GM's client", ()
   test("killed mid-flow: fate_spend is re-sent with its event_id after reconnect and applied exactly once", async () => {
     const first = welcomeBridge();
     playerClicks();
-    deliverAs(env.gm);
-    deliverAs(env.player);
-    deliverAs(env.gm);
+    env.world.deliverAs(env.gm);
+    env.world.deliverAs(env.player);
+    env.world.deliverAs(env.gm);
     const rolled = await until(() => first.sent.filter((m) => m.type === "test_rolled").at(1), "the re-grade");
     first.receive({
       type: "test_graded", v: 1, event_id: rolled.event_id, message_id: env.messageId, level: 0, label: "MF", success: false,

@@ -10,17 +10,12 @@
  */
 import { test, before, after } from "node:test";
 import assert from "node:assert/strict";
-import { execFileSync, spawn } from "node:child_process";
-import { existsSync, mkdirSync, mkdtempSync, rmSync } from "node:fs";
-import { createServer } from "node:net";
-import { tmpdir } from "node:os";
+import { existsSync, mkdirSync } from "node:fs";
 import path from "node:path";
-import { fileURLToPath } from "node:url";
 import { WebSocket } from "ws";
 import { chromium } from "playwright-core";
+import { BridgeProcess, REPO, STEP_MS } from "./helpers/bridge-process.js";
 
-const REPO = path.resolve(path.dirname(fileURLToPath(import.meta.url)), "../..");
-const PYTHON = process.env.FATE_BRIDGE_PYTHON ?? path.join(REPO, ".venv/bin/python");
 const CHROMIUM = "/usr/bin/chromium";
 /** The flags the project runs chromium with: no GPU, no network of its own, no first-run UI. */
 const CHROMIUM_FLAGS = [
@@ -29,40 +24,14 @@ const CHROMIUM_FLAGS = [
 ];
 const WORLD = "overlay-world";
 const HOSTILE = '<img src=x onerror="window.__pwned = true">Basic Folk';
-/** Bounds on waiting for the real processes, so a broken bridge or page fails instead of hanging. */
-const STARTUP_MS = 20_000;
-const STEP_MS = 10_000;
-const POLL_MS = 25;
 const SKIP = existsSync(CHROMIUM) ? false : `${CHROMIUM} is missing: install Debian's chromium (apt-get install -y chromium; .ci/run does)`;
 
-let bridgeProcess;
-let dir;
+let bridge;
 let port;
 let token;
 let viewerKey;
-let bridgeLog = "";
-
-function freePort() {
-  return new Promise((resolve, reject) => {
-    const server = createServer();
-    server.once("error", reject);
-    server.listen(0, "127.0.0.1", () => {
-      const { port: found } = server.address();
-      server.close(() => resolve(found));
-    });
-  });
-}
-
-/** Poll `check` until it returns a truthy value or `ms` pass. */
-async function until(check, what, ms = STEP_MS) {
-  const end = Date.now() + ms;
-  for (;;) {
-    const value = await check();
-    if (value) return value;
-    if (Date.now() > end) throw new Error(`timed out waiting for ${what}\n--- bridge log ---\n${bridgeLog}`);
-    await new Promise((resolve) => setTimeout(resolve, POLL_MS));
-  }
-}
+/** Poll `check` until it returns a truthy value or `ms` pass (BridgeProcess.until; STEP_MS bounds the page waits too). */
+const until = (check, what, ms) => bridge.until(check, what, ms);
 
 /** The GM's forwarder, speaking the wire contract: `ask` sends one message and awaits its reply. */
 async function forwarder() {
@@ -124,33 +93,17 @@ const LEVEL_NAMES = { "-1": "CF (Critical Failure)", 0: "MF (Marginal Failure)",
 
 before(async () => {
   if (SKIP) return;
-  assert.ok(existsSync(PYTHON), `no Python at ${PYTHON}: set FATE_BRIDGE_PYTHON or create <repo>/.venv`);
-  dir = mkdtempSync(path.join(tmpdir(), "fate-bridge-overlay-"));
-  const db = path.join(dir, "bridge.sqlite3");
-  const cli = (...args) => execFileSync(PYTHON, ["-m", "bridge", ...args, "--db", db], { cwd: REPO, encoding: "utf8" }).trim();
-  token = cli("world", "add", WORLD, "--token-only");
-  viewerKey = cli("world", "viewer-key", WORLD, "--key-only");
+  bridge = new BridgeProcess("fate-bridge-overlay-");
+  token = bridge.addWorld(WORLD);
+  viewerKey = bridge.cli("world", "viewer-key", WORLD, "--key-only");
   assert.match(viewerKey, /^[\w-]{40,}$/, "viewer-key --key-only prints just the key");
-  port = await freePort();
-  bridgeProcess = spawn(PYTHON, ["-m", "bridge", "serve", "--host", "127.0.0.1", "--port", String(port), "--db", db], { cwd: REPO });
-  bridgeProcess.stdout.on("data", (chunk) => { bridgeLog += chunk; });
-  bridgeProcess.stderr.on("data", (chunk) => { bridgeLog += chunk; });
-  await until(async () => {
-    try {
-      return (await fetch(`http://127.0.0.1:${port}/healthz`)).status === 200;
-    } catch {
-      return false;
-    }
-  }, "GET /healthz", STARTUP_MS);
+  port = await bridge.serve();
 });
 
-after(() => {
-  bridgeProcess?.kill("SIGTERM");
-  if (dir) rmSync(dir, { recursive: true, force: true });
-});
+after(() => bridge?.stop());
 
 test("public cards appear in the overlay with their labels, whispered ones never, names as text", { skip: SKIP }, async (t) => {
-  const context = await chromium.launchPersistentContext(path.join(dir, "chromium-profile"), {
+  const context = await chromium.launchPersistentContext(path.join(bridge.dir, "chromium-profile"), {
     executablePath: CHROMIUM,
     headless: true,
     args: CHROMIUM_FLAGS,

@@ -10,7 +10,7 @@ import {
   relayErrorPayload,
 } from "../scripts/logic/relay.js";
 import { BridgeError } from "../scripts/logic/connection.js";
-import { FakeClock } from "./helpers/fake-socket.js";
+import { FakeClock, flush } from "./helpers/fake-socket.js";
 
 let clock, tracker, events;
 beforeEach(() => {
@@ -24,8 +24,6 @@ beforeEach(() => {
 function watch(name, settled) {
   settled.then((result) => events.push(`${name}:ok:${JSON.stringify(result)}`), (error) => events.push(`${name}:${error.code}`));
 }
-/** Let settled promises run their callbacks (no clock time passes). */
-const flush = () => new Promise((resolve) => setImmediate(resolve));
 
 describe("the requester's deadlines", () => {
   test("no ack: rejected gm_no_answer after ACK_TIMEOUT_MS exactly, once", async () => {

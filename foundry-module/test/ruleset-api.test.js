@@ -11,14 +11,11 @@ import { installRulesets } from "../scripts/ruleset-api.js";
 import { BridgeError } from "../scripts/logic/connection.js";
 import { uninstallFakeFoundry } from "./helpers/fake-foundry.js";
 import { sampleWorld } from "./helpers/world-setup.js";
-import { FakeClock, fakeWebSocketClass } from "./helpers/fake-socket.js";
+import { FakeClock, fakeWebSocketClass, flush, until } from "./helpers/fake-socket.js";
 
 const WELCOME = { type: "welcome", v: 1, world_id: "e2e-world", bridge_version: "x", rulesets: ["sohl", "tarot"], settings: { fate_option: "everyone" } };
 const CARD = { title: "Draw", html: '<div class="tarot">The Tower</div>', ruleset: "tarot", speaker_actor_id: "actor0000000001", speaker_alias: "Ann" };
 const realTimers = { setTimeout: globalThis.setTimeout, clearTimeout: globalThis.clearTimeout };
-
-/** Let settled promises run their callbacks (one macrotask turn; no clock time passes). */
-const flush = () => new Promise((resolve) => setImmediate(resolve));
 
 let env;
 /** A ruleset as the contract describes it, recording what reaches it. */
@@ -66,28 +63,13 @@ afterEach(() => {
   uninstallFakeFoundry();
 });
 
-/** Hand what is on the module socket to the clients while `userId` is "this client". */
-function deliverAs(userId) {
-  env.world.asUser(userId);
-  return env.world.deliverSocket().map((e) => e.payload);
-}
-
 /** The player types `/draw major`; the relay runs ack -> go -> the GM's handler. */
 function playerDraws() {
   env.world.asUser(env.player);
   assert.equal(env.world.callHook("chatMessage", {}, "<p>/draw major</p>", {}), false, "the command is kept out of chat");
-  deliverAs(env.gm); // request -> ack
-  deliverAs(env.player); // ack -> go
-  deliverAs(env.gm); // go -> the handler runs
-}
-
-async function until(check, what) {
-  for (let turn = 0; turn < 100; turn += 1) {
-    const value = check();
-    if (value) return value;
-    await flush();
-  }
-  throw new Error(`never happened: ${what}`);
+  env.world.deliverAs(env.gm); // request -> ack
+  env.world.deliverAs(env.player); // ack -> go
+  env.world.deliverAs(env.gm); // go -> the handler runs
 }
 
 describe("a ruleset installed through the api", () => {
@@ -114,7 +96,7 @@ describe("a ruleset installed through the api", () => {
     assert.equal(asked.user_id, env.player, "the sender's id, not the payload's");
     env.socket.receive({ type: "tarot_drawn", v: 1, event_id: asked.event_id, drawn: 16, card: CARD });
     await until(() => env.world.emitted.some((e) => e.payload.type === "done"), "done");
-    deliverAs(env.player);
+    env.world.deliverAs(env.player);
     const { result } = await env.log.outcome;
     const card = env.world.messages.get(result.messageId);
     assert.equal(result.drawn, 16);
@@ -131,7 +113,7 @@ describe("a ruleset installed through the api", () => {
     const asked = await until(() => env.socket.sent.find((m) => m.type === "tarot_draw"), "the bridge request");
     env.socket.receive({ type: "error", v: 1, code: "forbidden", message: "not your deck", ref: asked.event_id, field: "user_id" });
     await until(() => env.world.emitted.some((e) => e.payload.type === "done"), "done");
-    deliverAs(env.player);
+    env.world.deliverAs(env.player);
     const { error } = await env.log.outcome;
     assert.ok(error instanceof BridgeError);
     assert.deepEqual([error.code, error.message, error.field], ["forbidden", "not your deck", "user_id"]);

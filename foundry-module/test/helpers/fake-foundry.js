@@ -2,7 +2,7 @@
  * The smallest fakes of the Foundry globals scripts/foundry.js reads, installed fresh per test.
  * One process plays every client: `world.asUser(id)` switches who "this client" is, and
  * `world.deliverSocket()` hands what was emitted on the module socket to the registered handlers
- * with the emitter's id as Foundry's sender id.
+ * with the emitter's id as Foundry's sender id (`world.deliverAs(id)`: the same, as user `id`).
  */
 import { readFileSync } from "node:fs";
 import { JSDOM } from "jsdom";
@@ -221,6 +221,11 @@ export function installFakeFoundry({ WebSocket, diceSoNice = false, settings = {
       const batch = world.emitted.splice(0);
       for (const { payload, senderId } of batch) for (const handler of socketHandlers) handler(payload, senderId);
       return batch;
+    },
+    /** `deliverSocket()` while `userId` is "this client"; returns the delivered payloads. */
+    deliverAs(userId) {
+      world.asUser(userId);
+      return world.deliverSocket().map((e) => e.payload);
     },
   };
 

@@ -1,6 +1,6 @@
 /**
  * A fake clock (injected timers, no real sleeps) and a fake WebSocket class whose instances the
- * test drives as the bridge would.
+ * test drives as the bridge would; `flush` and `until` let promise chains run without clock time.
  */
 
 export class FakeClock {
@@ -69,4 +69,17 @@ export function fakeWebSocketClass() {
     }
   }
   return FakeWebSocket;
+}
+
+/** Let settled promises run their callbacks (one macrotask turn; no clock time passes). */
+export const flush = () => new Promise((resolve) => setImmediate(resolve));
+
+/** `check()`'s first truthy value, flushing between tries (at most 100 turns; no clock time passes). */
+export async function until(check, what) {
+  for (let turn = 0; turn < 100; turn += 1) {
+    const value = check();
+    if (value) return value;
+    await flush();
+  }
+  throw new Error(`never happened: ${what}`);
 }

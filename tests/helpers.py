@@ -1,0 +1,63 @@
+"""Helpers shared by the Python tests (the in-memory ``store`` and ``session`` fixtures live in
+``conftest.py``; the wire message builders in ``*_messages.py``):
+
+- ``send``: one wire message to a ``Session`` (the path ``resolve`` runs), and its one reply;
+- ``replay``: an example session file played into an audit-keyed store, for ``verify``;
+- ``run_bridge``: the ``python -m bridge`` CLI run as a user would, from the repository root;
+- ``old_schema_file``: a database file left at an older schema version, to upgrade.
+"""
+
+from __future__ import annotations
+
+import json
+import sqlite3
+import subprocess
+import sys
+from pathlib import Path
+
+from bridge.dice import ScriptedDice
+from bridge.session import Session
+from bridge.store import MIGRATIONS, SQLiteStore
+
+from .sohl_messages import frame
+
+ROOT = Path(__file__).resolve().parent.parent
+
+
+async def send(session: Session, message: dict, dice: list[int] | None = None) -> dict:
+    """The one reply (decoded) to ``message``; ``dice`` script the rolls, else the session's own."""
+    reply = await session.receive(frame(message), None if dice is None else ScriptedDice(dice))
+    assert len(reply.frames) == 1 and reply.close_code is None
+    return json.loads(reply.frames[0])
+
+
+async def replay(example: Path, db: Path, key: bytes) -> SQLiteStore:
+    """Open ``db`` with the audit ``key``, add the world ``w`` and send it every line of ``example``
+    through a trusted Session, each with its recorded ``dice`` scripted (the replies unread).
+    Returns the store, still open: the caller closes it."""
+    store = await SQLiteStore.open(db, audit_key=key)
+    await store.add_world("w", None)
+    session = Session(store, ScriptedDice([]), trusted=True, default_world="w")
+    for line in example.read_text().splitlines():
+        message = json.loads(line)
+        await session.receive(frame({k: v for k, v in message.items() if k != "dice"}),
+                              ScriptedDice(message.get("dice", [])))
+    return store
+
+
+def run_bridge(*args: str, stdin: str = "") -> subprocess.CompletedProcess:
+    """``python -m bridge *args`` with ``stdin``, from the repository root; output captured as text."""
+    return subprocess.run([sys.executable, "-m", "bridge", *args], input=stdin, capture_output=True,
+                          text=True, cwd=ROOT, timeout=60)
+
+
+def old_schema_file(path: Path, version: int) -> sqlite3.Connection:
+    """A database at ``path`` migrated only up to schema ``version`` (and marked so), as an older
+    bridge left it. Returns the connection, uncommitted: the caller adds its rows, commits, closes."""
+    conn = sqlite3.connect(path)
+    conn.execute("CREATE TABLE meta (key TEXT PRIMARY KEY, value TEXT NOT NULL)")
+    for step in range(1, version + 1):
+        for statement in MIGRATIONS[step].strip().split(";\n"):
+            conn.execute(statement)
+    conn.execute(f"INSERT INTO meta VALUES ('schema_version', '{version}')")
+    return conn
