@@ -538,3 +538,140 @@ class TestResolveExample:
         out = json.loads(run_resolve(json.dumps(line) + "\n").stdout)
         assert out["type"] == "hmtw_tested" and out["decks"]["player_undrawn"] == 56
         assert out["test"]["total"] == out["test"]["first"]["value"] + 2
+
+
+# --- review: edge cases computed by hand against H1-H10 ---------------------------------------
+
+
+class TestH1NthDraw:
+    """H1 with H7: the 57th player card empties the deck, the 58th draw takes the discards back
+    (``exhausted``); a Fool drawn in the Challenge still reshuffles both decks at the round's end."""
+
+    async def test_exhausted_then_round_end(self, session):
+        for n in range(57):
+            reply = await send(session, challenge(f"a{n}", f"act{n}"), [1])
+        assert reply["drawn"]["code"] == "fool" and reply["reshuffle_at_round_end"] is True
+        assert reply["decks"]["player_undrawn"] == 0 and reply["reshuffles"] == []
+        await send(session, gm_draw("g1"), [2])
+        reply = await send(session, challenge("a57", "act57"), [57])  # the Fool is back in: last
+        assert reply["reshuffles"] == [{"reason": "exhausted", "decks": ["player"]}]
+        assert reply["drawn"]["code"] == "fool"
+        assert reply["decks"] == {"player_undrawn": 56, "player_discarded": 1, "gm_undrawn": 20,
+                                  "gm_discarded": 1}
+        reply = await send(session, deck_command("round_end", event_id="end"))
+        assert reply["reshuffles"] == [{"reason": "fool", "decks": ["player", "gm"]}]
+        assert reply["decks"] == {"player_undrawn": 57, "player_discarded": 0, "gm_undrawn": 21,
+                                  "gm_discarded": 0}
+
+
+class TestH4H6FavorCountedOnceOnThePush:
+    """H4/H6: favor or disfavor is in the failed total once; the push adds only the card's value;
+    a push reaching 14 is a success even when the initial card was of the tested suit."""
+
+    async def test_favor_once(self, session, table):
+        reply = await drawn(session, table, fate_test(favor=True), "wands-5")  # 5 + 2 + 3
+        assert (reply["test"]["total"], reply["test"]["outcome"]) == (10, "failure")
+        reply = await drawn(session, table, push(), "cups-4")  # 10 + 4, not 17
+        assert (reply["test"]["total"], reply["test"]["outcome"], reply["test"]["modifier"]) == (14, "success", 3)
+
+    async def test_disfavor_once_and_tested_suit_first_still_not_great(self, session, table):
+        reply = await drawn(session, table, fate_test(score=4, disfavor=True), "pentacles-12")  # 12 + 4 - 3
+        assert (reply["test"]["total"], reply["test"]["outcome"]) == (13, "failure")
+        reply = await drawn(session, table, push(), "swords-1")  # 13 + 1
+        assert (reply["test"]["total"], reply["test"]["outcome"]) == (14, "success")
+
+    async def test_a_push_one_short_is_a_great_failure(self, session, table):
+        await drawn(session, table, fate_test(score=4, disfavor=True), "pentacles-11")  # 11 + 4 - 3 = 12
+        reply = await drawn(session, table, push(), "cups-1")  # 13
+        assert (reply["test"]["total"], reply["test"]["outcome"], reply["bound"]) == (13, "great_failure", False)
+
+
+class TestH7FoolInAGroupTest:
+    """H7 with H10: a Fool drawn by one member reshuffles both decks only when the group's tests
+    are all finished: not at the other member's push, but at the Fool-drawer's own push."""
+
+    async def test_reshuffle_after_the_last_open_member(self, session, table):
+        reply = await drawn(session, table, group_test(obstacle="the gate"), "fool", "cups-2")  # 0+3, 2+1
+        assert [(m["total"], m["outcome"]) for m in reply["members"]] == [(3, "failure"), (3, "failure")]
+        assert reply["reshuffles"] == [] and (reply["hits"], reply["outcome"], reply["bound"]) == (0, "failure", True)
+        state = await status(session)
+        assert state["reshuffle_after_test"] is True and state["open_tests"] == ["grp1/1", "grp1/2"]
+        reply = await drawn(session, table, push("p2", "grp1/2", PLAYER_TWO), "cups-3")  # 3 + 3 = 6
+        assert reply["members"][1]["outcome"] == "great_failure" and reply["reshuffles"] == []
+        assert (reply["hits"], reply["outcome"], reply["bound"]) == (-1, "disaster", True)
+        assert reply["decks"]["player_discarded"] == 3
+        reply = await drawn(session, table, push("p1", "grp1/1", PLAYER), "cups-14")  # 3 + 14 = 17
+        assert [m["outcome"] for m in reply["members"]] == ["success", "great_failure"]
+        assert (reply["hits"], reply["outcome"], reply["bound"]) == (0, "failure", True)
+        assert reply["reshuffles"] == [{"reason": "fool", "decks": ["player", "gm"]}]
+        assert reply["decks"]["player_undrawn"] == 57
+        bound = (await status(session))["bound"]
+        assert bound == [{"obstacle": "the gate", "test_id": "grp1", "outcome": "failure"}]
+
+
+class TestH10PushesMoveTheGroup:
+    """H10 with H9: a member's push re-sums the group; a falls-short group pushed into failure
+    becomes bound, a failed group pushed into falls-short is released; after another player-deck
+    draw no member may push."""
+
+    async def test_falls_short_pushed_into_failure_binds(self, session, table):
+        reply = await drawn(session, table, group_test(obstacle="the wolf"), "wands-11", "swords-2")  # 14, 3
+        assert (reply["hits"], reply["outcome"], reply["bound"]) == (1, "falls_short", False)
+        assert reply["members"][0]["push_by"] == []  # a success is never pushed
+        reply = await drawn(session, table, push("p1", "grp1/2", PLAYER_TWO), "swords-4")  # 3 + 4 = 7
+        assert (reply["hits"], reply["outcome"], reply["bound"]) == (0, "failure", True)
+        await refused(session, fate_test("e2", "t2", obstacle="The Wolf"), "not_eligible", "obstacle", dice=[1])
+
+    async def test_failure_pushed_into_falls_short_releases(self, session, table):
+        await drawn(session, table, group_test(obstacle="the wolf"), "swords-3", "swords-2")  # 6, 3
+        reply = await drawn(session, table, push("p1", "grp1/1", PLAYER), "cups-14")  # 6 + 14 = 20
+        assert [m["outcome"] for m in reply["members"]] == ["success", "failure"]
+        assert (reply["hits"], reply["outcome"], reply["bound"]) == (1, "falls_short", False)
+        assert (await status(session))["bound"] == []
+        reply = await drawn(session, table, fate_test("e2", "t2", obstacle="The Wolf"), "wands-12")
+        assert reply["test"]["outcome"] == "success"
+
+    async def test_members_cannot_push_after_the_table_draws_again(self, session, table):
+        await drawn(session, table, group_test(), "swords-3", "swords-2")
+        await drawn(session, table, challenge(), "wands-1")
+        await refused(session, push("p1", "grp1/2", PLAYER_TWO), "not_eligible", "test_id", dice=[1])
+
+    async def test_each_member_counts_only_its_own_favor(self, session, table):
+        members = [member(actor(), 3, PLAYER, disfavor=True),
+                   member(actor(PATCHES, "Patches", (PLAYER_TWO, GM)), 1, PLAYER_TWO, favor=True)]
+        reply = await drawn(session, table, group_test(members=members), "cups-14", "cups-10")  # 14, 14
+        assert [(m["total"], m["outcome"]) for m in reply["members"]] == [(14, "great_success"),
+                                                                          (14, "great_success")]
+        assert (reply["hits"], reply["outcome"]) == (4, "success")
+
+
+class TestH9RefusalLeavesTheBindingTestOpen:
+    """H9 with H6: testing a bound obstacle is refused for anyone, the GM too, and the refusal
+    draws nothing, so the binding test may still be pushed, and a success releases it."""
+
+    async def test_refusal_then_push(self, session, table):
+        await drawn(session, table, fate_test(obstacle="door"), "cups-2")  # 4: failure, bound
+        await refused(session, fate_test("e2", "t2", obstacle="Door", user_id=GM, user_is_gm=True),
+                      "not_eligible", "obstacle", dice=[1])
+        await refused(session, group_test(obstacle=" door "), "not_eligible", "obstacle", dice=[1, 1])
+        reply = await drawn(session, table, push(), "cups-14")  # 4 + 14 = 18
+        assert (reply["test"]["outcome"], reply["bound"]) == ("success", False)
+        reply = await drawn(session, table, fate_test("e3", "t3", obstacle="door"), "cups-13")
+        assert reply["test"]["outcome"] == "success"
+
+
+class TestH8ChallengeValues:
+    """H8: value = card + attribute +/- 3 with H4's cancelling; the Fool's value is 0 + attribute;
+    a Challenge Action ends an open test's push window (it draws from the player deck)."""
+
+    async def test_both_cancel_and_the_fool(self, session, table):
+        reply = await drawn(session, table, challenge("a1", "act1", favor=True, disfavor=True), "cups-13")
+        assert (reply["modifier"], reply["value"]) == (0, 17)
+        reply = await drawn(session, table, challenge("a2", "act2", disfavor=True), "fool")
+        assert (reply["drawn"]["value"], reply["value"], reply["reshuffles"]) == (0, 1, [])
+
+    async def test_a_challenge_fool_is_not_reshuffled_by_a_test(self, session, table):
+        await drawn(session, table, challenge("a1", "act1"), "fool")
+        reply = await drawn(session, table, fate_test(), "wands-12")
+        assert reply["reshuffles"] == [] and reply["decks"]["player_discarded"] == 2
+        assert (await status(session))["reshuffle_at_round_end"] is True

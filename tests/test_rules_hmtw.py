@@ -443,3 +443,134 @@ class TestH10GroupTests:
     )
     def test_failure_and_disaster_bind(self, outcome, bound):
         assert group_binds(outcome) is bound
+
+
+# --- review: edge cases computed by hand against H1-H10 ---------------------------------------
+
+
+class TestH1ExhaustedDeckTakesBackItsDiscardPile:
+    """H1: "when a draw finds the deck empty, the discard pile is shuffled back in": the cards that
+    come back are exactly that deck's discards, the other deck is untouched, and the refill happens
+    on the draw that finds the deck empty (the Nth+1), never on the Nth."""
+
+    def test_the_57th_draw_empties_the_player_deck_without_a_reshuffle(self):
+        codes, decks, reshuffles = draws(new_decks(), "player", 57, seeded(SEED + 7))
+        assert reshuffles == [] and decks.player.undrawn == () and len(decks.player.discard) == 57
+
+    def test_the_58th_draw_refills_from_exactly_the_discards(self):
+        _, decks, _ = draws(new_decks(), "player", 57, seeded(SEED + 7))
+        decks = draw(decks, "gm", lambda n: 4).decks  # IV The Emperor, on the GM discard pile
+        discards = set(decks.player.discard)
+        drawn = draw(decks, "player", lambda n: n)  # the last of the refilled deck: the Fool
+        assert drawn.reshuffles == (hmtw.Reshuffled("exhausted", ("player",)),)
+        assert set(drawn.decks.player.undrawn) | {drawn.card.code} == discards == set(PLAYER_DECK)
+        assert drawn.card.code == FOOL and drawn.decks.player.discard == (FOOL,)
+        assert drawn.decks.gm == decks.gm  # the GM deck keeps its discard pile
+
+    def test_the_22nd_gm_draw_refills_the_gm_deck_only(self):
+        _, decks, _ = draws(new_decks(), "gm", 21, seeded(SEED + 8))
+        decks = draw(decks, "player", first).decks
+        drawn = draw(decks, "gm", lambda n: n)
+        assert (len(drawn.decks.gm.undrawn), drawn.card.code) == (20, "major-21")
+        assert drawn.decks.player == decks.player
+
+
+class TestH4FavorOnceOnly:
+    """H4: favor +3, disfavor -3, both cancel, whatever the card (the Fool too) and the score."""
+
+    @pytest.mark.parametrize(
+        "value, score, favor, disfavor, expected",
+        [
+            (0, 1, True, True, 1),  # Fool + 1, both cancel
+            (0, 1, False, True, -2),  # Fool + 1 - 3: a total may go below zero
+            (14, 4, True, False, 21),  # the highest total
+            (14, 4, True, True, 18),
+        ],
+    )
+    def test_extremes(self, value, score, favor, disfavor, expected):
+        assert total(value, score, favor, disfavor) == expected
+
+
+class TestH5BoundaryWithModifiers:
+    """H5: 14 succeeds and 13 fails counting favor/disfavor; great only with the initial card in
+    the tested suit."""
+
+    @pytest.mark.parametrize(
+        "code, attribute, score, favor, disfavor, expected_total, expected",
+        [
+            ("pentacles-9", "pentacles", 2, True, False, 14, "great_success"),  # 9 + 2 + 3
+            ("pentacles-8", "pentacles", 2, True, False, 13, "failure"),  # 8 + 2 + 3
+            ("pentacles-14", "pentacles", 2, False, True, 13, "failure"),  # King, disfavored
+            ("pentacles-14", "pentacles", 3, False, True, 14, "great_success"),
+            ("cups-14", "pentacles", 3, False, True, 14, "success"),  # King of another suit
+            ("swords-10", "swords", 4, True, True, 14, "great_success"),  # both cancel
+            ("swords-10", "swords", 3, True, True, 13, "failure"),
+        ],
+    )
+    def test_boundaries(self, code, attribute, score, favor, disfavor, expected_total, expected):
+        drawn = card(code)
+        value = total(drawn.value, score, favor, disfavor)
+        assert value == expected_total
+        assert fate_outcome(drawn, attribute, value) == expected
+
+    def test_the_fool_is_of_no_suit_so_never_great(self):
+        assert card(FOOL).suit is None
+        for suit in hmtw.SUITS:
+            assert fate_outcome(card(FOOL), suit, 14) == "success"  # were a total of 14 reachable
+
+
+class TestH6PushBoundaries:
+    """H6: the pushed total is the failed total (favor/disfavor already in it, counted once) plus
+    the pushed card; 14 succeeds, 13 is a great failure; the Fool is a great failure even if the
+    failed total had somehow been 14."""
+
+    @pytest.mark.parametrize(
+        "failed_total, pushed, expected",
+        [
+            (13, "swords-1", "success"),  # 13 + Ace = 14
+            (12, "swords-1", "great_failure"),  # 13
+            (-2, "wands-14", "great_failure"),  # Fool + 1 - 3 = -2, + King = 12
+            (-1, "wands-14", "great_failure"),  # 13
+            (0, "wands-14", "success"),  # 14
+        ],
+    )
+    def test_pushed_boundaries(self, failed_total, pushed, expected):
+        pushed_card = card(pushed)
+        assert push_outcome(pushed_card, failed_total + pushed_card.value) == expected
+
+    def test_the_fool_on_a_push_adds_nothing_and_great_fails(self):
+        for failed_total in (13, 14, 21):
+            assert push_outcome(card(FOOL), failed_total + card(FOOL).value) == "great_failure"
+
+
+class TestH7FoolBookkeeping:
+    """H7: the reshuffle waits while any test is still open (a group's other member), and a
+    reshuffle of both decks clears what was waiting."""
+
+    def test_waits_for_every_open_test(self):
+        decks = open_test(open_test(fool_drawn(new_decks(), in_challenge=False), "g/1"), "g/2")
+        decks, reshuffles = finish_tests(close_test(decks, "g/1"))
+        assert reshuffles == () and decks.reshuffle_after_test
+        decks, reshuffles = finish_tests(close_test(decks, "g/2"))
+        assert [r.reason for r in reshuffles] == ["fool"] and not decks.reshuffle_after_test
+
+    def test_a_test_fool_and_a_challenge_fool_are_one_reshuffle(self):
+        decks = fool_drawn(fool_drawn(new_decks(), in_challenge=True), in_challenge=False)
+        after, reshuffles = begin_test(decks)
+        assert len(reshuffles) == 1
+        assert not after.reshuffle_after_test and not after.reshuffle_at_round_end
+
+
+class TestH10GroupSumsAfterPushes:
+    """H10: every pair of member outcomes (pushes included) sums to the hits and group outcome
+    computed by hand."""
+
+    HAND = {"great_success": 2, "success": 1, "failure": 0, "great_failure": -1}
+
+    @pytest.mark.parametrize("a", ["great_success", "success", "failure", "great_failure"])
+    @pytest.mark.parametrize("b", ["great_success", "success", "failure", "great_failure"])
+    def test_every_pair(self, a, b):
+        hits = self.HAND[a] + self.HAND[b]
+        expected = "success" if hits >= 2 else "falls_short" if hits == 1 else "failure" if hits == 0 else "disaster"
+        assert group_hits((a, b)) == hits and group_outcome(hits) == expected
+        assert group_binds(expected) is (expected in ("failure", "disaster"))
