@@ -451,3 +451,173 @@ class TestExampleSession:
         assert fate(start["characters"][0]) == (3, 0, 0)
         assert "Pool: 5d6 (stat +2, Tier 2, 1 bought with Fate), normal: succeeds on 5+" in result.stderr
         assert "Reroll 1: d20 18, total 24 vs DC 14: Passed" in result.stderr
+
+
+# --- independent audit: edge cases computed by hand from seed 004 and P1-P13 -------------------
+
+
+class TestAuditP1NegativeStatScore:
+    """P1 (with P3, P6, P11): score 9 is -1 in this world's table, so the pool is Tier dice (+
+    bought) and only 6 succeeds; score 10 (+0) is not a penalty."""
+
+    async def test_negative_score_with_a_bought_die_at_disadvantage(self, party):
+        """Tier 2 + 1 bought = 3 dice on 6 only: [5, 6, 4] and the 6's extra 3: 1 success;
+        the chance of at least one success is 1 - (5/6)^3."""
+        reply = await ok(party, check(stat_modifier=None, stat_score=9, task_tier=1, fate=1,
+                                      disadvantage_sources=1), dice=[5, 6, 4, 3])
+        assert (reply["stat_modifier"], reply["pool_size"], reply["threshold"]) == (-1, 3, 6)
+        assert [d["face"] for d in reply["dice"]] == [5, 6, 4, 3]
+        assert (reply["successes"], reply["passed"]) == (1, True)
+        assert reply["pass_chance"] == pytest.approx(1 - (5 / 6) ** 3)
+        assert fate(reply["character"]) == (2, 0, 0)
+
+    async def test_plus_zero_score(self, party):
+        reply = await ok(party, check(stat_modifier=None, stat_score=10, task_tier=1), dice=[5, 2])
+        assert (reply["stat_modifier"], reply["pool_size"], reply["threshold"], reply["successes"]) == (0, 2, 5, 1)
+
+    async def test_both_sources_cancel_on_a_negative_stat(self, party):
+        """P3/P13: -2 with advantage and disadvantage is a normal roll: 6 only, so 5s fail."""
+        reply = await ok(party, check(stat_modifier=-2, task_tier=1, advantage_sources=1, disadvantage_sources=1),
+                         dice=[5, 5])
+        assert (reply["mode"], reply["pool_size"], reply["threshold"], reply["successes"]) == ("normal", 2, 6, 0)
+
+
+class TestAuditP2OnesInRollOrder:
+    """P2: each 1, exploded dice included, costs 1 stamina and pays 1 earned Fate while stamina
+    lasts; once it is gone a 1 costs and pays nothing."""
+
+    async def test_the_exploded_one_after_stamina_runs_out_pays_nothing(self, party):
+        """Stamina 1; pool [1, 6, 2, 2] + extra 1: the pool's 1 pays, the extra's does not."""
+        await ok(party, gm("pool_set_stamina", "audit-stamina", character_id=ALDRIC, stamina=1))
+        reply = await ok(party, check(), dice=[1, 6, 2, 2, 1])
+        assert [d["paid"] for d in reply["dice"]] == [True, None, None, None, False]
+        assert [d["explosion"] for d in reply["dice"]] == [False] * 4 + [True]
+        assert (reply["stamina_lost"], reply["fate_gained"], reply["successes"]) == (1, 1, 1)
+        assert (reply["character"]["stamina"], fate(reply["character"])) == (0, (3, 1, 0))
+
+    async def test_p4_a_negative_pool_reaches_tier_three_on_explosions(self, party):
+        """-1, Tier 2: [6, 2], then 6, 6, 1 for the chain: three 6s pass task tier 3, and the
+        last extra die's 1 costs stamina and pays Fate."""
+        reply = await ok(party, check(stat_modifier=-1, task_tier=3), dice=[6, 2, 6, 6, 1])
+        assert [d["face"] for d in reply["dice"]] == [6, 2, 6, 6, 1]
+        assert (reply["successes"], reply["needed"], reply["passed"]) == (3, 3, True)
+        assert reply["dice"][-1] == {"face": 1, "explosion": True, "success": False, "paid": True}
+        assert (reply["character"]["stamina"], fate(reply["character"])) == (3, (3, 1, 0))
+
+
+class TestAuditP5P6SpendBeforeTheRoll:
+    """P5/P6: bought dice are paid before the roll (session Fate first, then earned); Fate paid
+    by the roll's 1s comes after and cannot have paid for them."""
+
+    async def test_earned_fate_spent_then_earned_again(self, party):
+        await ok(party, gm("pool_session_end", "audit-end"))
+        await ok(party, gm("pool_award", "audit-award", character_ids=[ALDRIC]))  # (0, 1, 0)
+        reply = await ok(party, check(fate=1), dice=[1, 2, 2, 2, 2])
+        assert reply["fate_spent"] == {"from_session": 0, "from_earned": 1}
+        assert (reply["pool_size"], reply["fate_gained"]) == (5, 1)
+        assert (reply["character"]["stamina"], fate(reply["character"])) == (3, (0, 1, 0))
+
+    async def test_a_second_purchase_beyond_fate_is_refused_whole(self, party):
+        """3 session Fate: buying 2 leaves 1; buying 2 more is refused and takes nothing."""
+        await ok(party, check("audit-buy-1", fate=2), dice=[2] * 6)
+        refused = await send(party, check("audit-buy-2", fate=2), dice=[2] * 6)
+        assert (refused["code"], refused["field"]) == ("no_charges", "fate")
+        assert fate(await ledger(party)) == (1, 0, 0)
+        assert (await ledger(party))["stamina"] == 4
+
+    async def test_a_retainer_entered_mid_session_gets_no_session_fate(self, party):
+        """P5/P12: only player characters have Fate."""
+        reply = await ok(party, retainer("audit-cora", character_id="actorCora0000001", name="Cora"))
+        assert fate(reply["characters"][0]) == (0, 0, 0)
+
+
+class TestAuditP7RerollRefusals:
+    """P7 and the refusal rule: a refused reroll leaves the standing roll and the ledger as they
+    were; the next paid reroll rerolls that roll; Destiny never pays (P8)."""
+
+    async def test_no_fate_then_earned_fate_rerolls_the_original_save(self, party):
+        """Disadvantage: [17, 5] keeps 5; 5 + d6 3 + d4 2 + Tier 2 = 12 vs 14, failed. With no
+        Fate the reroll is refused; after 1 earned Fate, [19, 8] keeps 8: 12 - 5 + 8 = 15."""
+        first = await ok(party, save(disadvantage_sources=1), dice=[17, 5, 3, 2])
+        assert (first["kept"], first["total"], first["passed"]) == (5, 12, False)
+        await ok(party, gm("pool_session_end", "audit-end"))
+        refused = await send(party, reroll("audit-r1", roll_id="ev-save"), dice=[20, 20])
+        assert (refused["code"], refused["field"]) == ("no_charges", "roll_id")
+        await ok(party, gm("pool_award", "audit-award", character_ids=[ALDRIC]))
+        reply = await ok(party, reroll("audit-r2", roll_id="ev-save"), dice=[19, 8])
+        assert (reply["d20s_before"], reply["kept_before"], reply["total_before"]) == ([17, 5], 5, 12)
+        assert (reply["d20s"], reply["kept"], reply["total"], reply["passed"]) == ([19, 8], 8, 15, True)
+        assert reply["rerolls"] == 1 and reply["fate_spent"] == {"from_session": 0, "from_earned": 1}
+        assert fate(reply["character"]) == (0, 0, 0)
+
+    async def test_dice_running_out_mid_reroll_changes_nothing(self, party):
+        """An advantage reroll needs two d20s: with one scripted it is refused, Fate untouched,
+        and the next reroll still starts from the chat roll."""
+        snapshot = chat_roll(mode="advantage", d20s=[3, 12], total=17)
+        refused = await send(party, reroll("audit-r1", roll=snapshot), dice=[5])
+        assert (refused["code"], refused["field"]) == ("bad_message", "dice")
+        assert fate(await ledger(party)) == (3, 0, 0)
+        reply = await ok(party, reroll("audit-r2", roll=snapshot), dice=[4, 2])
+        assert (reply["d20s_before"], reply["kept"], reply["total"], reply["rerolls"]) == ([3, 12], 4, 9, 1)
+
+    async def test_p8_destiny_alone_cannot_pay_a_reroll(self, party):
+        await ok(party, gm("pool_award", "audit-award", character_ids=[ALDRIC]))
+        await ok(party, gm("pool_rest", "audit-rest"))
+        await ok(party, gm("pool_session_end", "audit-end"))
+        refused = await send(party, reroll(roll=chat_roll()), dice=[20])
+        assert refused["code"] == "no_charges"
+        assert fate(await ledger(party)) == (0, 0, 1)
+
+
+class TestAuditP8LevelChangesTier:
+    """P8 with the seed's Tier: Destiny resets on a level; level 4 -> 5 takes Tier 2 -> 3, which
+    adds a die to checks and 1 to saves."""
+
+    async def test_level_five_is_tier_three(self, party):
+        await ok(party, character("audit-level-4", level=4))
+        await ok(party, gm("pool_award", "audit-award", character_ids=[ALDRIC], amount=2))
+        await ok(party, gm("pool_rest", "audit-rest"))
+        leveled = await ok(party, gm("pool_level_gained", "audit-level", character_id=ALDRIC))
+        entry = leveled["characters"][0]
+        assert (entry["level"], entry["tier"], entry["destiny"]) == (5, 3, 0)
+        reply = await ok(party, check("audit-check"), dice=[2] * 5)
+        assert (reply["tier"], reply["pool_size"], len(reply["dice"])) == (3, 5, 5)
+        saved = await ok(party, save("audit-save"), dice=[10, 1, 1])
+        assert (saved["tier"], saved["total"]) == (3, 15)
+
+
+class TestAuditP9FateSave:
+    """P9: on a Fate save the Fate die is rolled once; advantage and disadvantage cancel to one
+    d20; advantage keeps the higher of two."""
+
+    async def test_both_sources_roll_one_d20(self, party):
+        """Fate 16 -> d8: 10 + 7 + Tier 2 = 19."""
+        reply = await ok(party, save(save="fate", stat_score=None, fate_score=16, advantage_sources=2,
+                                     disadvantage_sources=1), dice=[10, 7])
+        assert (reply["mode"], reply["d20s"], reply["stat_die"], reply["fate_die"], reply["total"]) == (
+            "normal", [10], [8, 7], None, 19)
+
+    async def test_advantage_keeps_the_higher(self, party):
+        """[4, 15] keeps 15: 15 + 7 + 2 = 24."""
+        reply = await ok(party, save(save="fate", stat_score=None, fate_score=16, advantage_sources=1),
+                         dice=[4, 15, 7])
+        assert (reply["kept"], reply["total"]) == (15, 24)
+
+    async def test_a_fate_score_without_a_die(self, party):
+        """Fate 10 -> no die: 10 + 0 + 2 = 12 vs 12 passes; nothing more is rolled."""
+        reply = await ok(party, save(save="fate", stat_score=None, fate_score=10, dc=12), dice=[10])
+        assert (reply["stat_die"], reply["total"], reply["passed"]) == ([0, 0], 12, True)
+
+
+class TestAuditP10P12RetainerUnderTheNarrativeOption:
+    """P10/P12: the narrative option is a player character's; a retainer at 0 stamina with it
+    on: its 1s cost nothing and pay nothing."""
+
+    async def test_retainer_at_zero_stamina(self, party):
+        await ok(party, configure("audit-narrative", narrative_consequences=True))
+        await ok(party, gm("pool_set_stamina", "audit-stamina", character_id=BREN, stamina=0))
+        reply = await ok(party, check(character_id=BREN, stat_modifier=1, task_tier=1), dice=[1, 1])
+        assert [d["paid"] for d in reply["dice"]] == [False, False]
+        assert (reply["stamina_lost"], reply["fate_gained"]) == (0, 0)
+        assert (reply["character"]["stamina"], fate(reply["character"])) == (0, (0, 0, 0))
+        assert "narrative consequences" not in reply["card"]["html"]

@@ -387,3 +387,175 @@ class TestExactOdds:
             success_distribution(2, 1, 3)
         with pytest.raises(ValueError):
             success_distribution(2, 5, 0)
+
+
+# --- independent audit: edge cases computed by hand from seed 004 and P1-P13 -------------------
+
+
+class TestAuditP1NegativeModifierBoundary:
+    """P1: "Check pool = stat modifier + Tier (+ dice bought with Fate). With a negative stat
+    modifier the pool is Tier dice and only 6 succeeds"; seed: "A +0 modifier is not a penalty"."""
+
+    @pytest.mark.parametrize(("modifier", "size", "threshold"), [(-1, 3, 6), (0, 3, 5), (1, 4, 5)])
+    def test_minus_one_zero_plus_one_at_tier_three(self, modifier, size, threshold):
+        assert (pool_size(modifier, 3), success_threshold(modifier, NORMAL)) == (size, threshold)
+
+    def test_bought_dice_still_join_a_negative_pool_which_still_needs_sixes(self):
+        """-5 adds nothing: Tier 1 + 2 bought = 3 dice, 6s only."""
+        assert (pool_size(-5, 1, 2), success_threshold(-5, NORMAL)) == (3, 6)
+
+    @pytest.mark.parametrize(("level", "size"), [(4, 3), (5, 4)])
+    def test_tier_from_level_feeds_the_pool(self, level, size):
+        """+1 at level 4 (Tier 2) is 3 dice; at level 5 (Tier 3) it is 4."""
+        assert pool_size(1, tier_for_level(level)) == size
+
+
+class TestAuditP2Explosions:
+    """P2: "6 success and roll one more die (which counts the same way, 1s included)"; a 1 costs
+    1 stamina and pays 1 earned Fate until stamina is gone."""
+
+    def test_no_six_rolls_exactly_the_pool(self):
+        """Three dice, no 6: the fourth scripted value (not even a d6 face) is never taken."""
+        dice = ScriptedDice([5, 4, 3, 7])
+        assert roll_pool(3, dice) == [5, 4, 3] and dice.used == 3
+
+    def test_an_exploded_six_explodes_again_until_a_non_six(self):
+        """One die: 6, 6, 6, 1 = three successes and a 1 on the third extra die."""
+        dice = ScriptedDice([6, 6, 6, 1, 7])
+        faces = roll_pool(1, dice)
+        assert faces == [6, 6, 6, 1] and dice.used == 4
+        assert count_successes(faces, 5) == 3 and faces.count(1) == 1
+
+    def test_two_pool_sixes_and_an_exploding_extra_die(self):
+        """Pool [6, 6]: two extra dice owed; the first extra is a 6 (one more owed): 6, 2, 3."""
+        faces = roll_pool(2, ScriptedDice([6, 6, 6, 2, 3]))
+        assert faces == [6, 6, 6, 2, 3]
+        assert [count_successes(faces, t) for t in (4, 5, 6)] == [3, 3, 3]
+
+    def test_the_unpaid_one_is_the_last_in_roll_order(self):
+        """Pool [1, 6] + extra 1, stamina 1: the pool's 1 pays, the extra die's 1 does not."""
+        faces = roll_pool(2, ScriptedDice([1, 6, 1]))
+        assert pay_ones(faces.count(1), stamina=1, holds_fate=True, narrative=False) == OnesPaid(1, 1, (True, False))
+
+    def test_stamina_exactly_enough(self):
+        assert pay_ones(3, stamina=3, holds_fate=True, narrative=False) == OnesPaid(3, 3, (True, True, True))
+
+
+class TestAuditP3BothAtOnce:
+    """P3/P13: advantage 4+, disadvantage only 6, both cancel (a normal roll); a negative stat 5+
+    with advantage, 6 with disadvantage and 6 when both cancel."""
+
+    @pytest.mark.parametrize(
+        ("modifier", "adv", "dis", "threshold"),
+        [(2, 1, 1, 5), (2, 3, 0, 4), (2, 0, 3, 6), (-1, 1, 1, 6), (-1, 2, 0, 5), (-1, 0, 2, 6), (0, 1, 0, 4)],
+    )
+    def test_threshold_from_sources(self, modifier, adv, dis, threshold):
+        assert success_threshold(modifier, roll_mode(adv, dis)) == threshold
+
+
+class TestAuditP4ExplosionsCountTowardTheTier:
+    """P4: pass when successes >= the task's tier (or a rule's number); an exploded die's success
+    counts."""
+
+    def test_one_die_can_pass_tier_two(self):
+        assert passes(count_successes(roll_pool(1, ScriptedDice([6, 5])), 5), 2)
+
+    def test_a_six_then_a_failure_is_one_success(self):
+        assert not passes(count_successes(roll_pool(1, ScriptedDice([6, 2])), 5), 2)
+
+    @pytest.mark.parametrize(("successes", "needed", "passed"), [(4, 5, False), (5, 5, True), (1, 1, True)])
+    def test_boundary(self, successes, needed, passed):
+        assert passes(successes, needed) is passed
+
+
+class TestAuditP5SpendAll:
+    """P5: session Fate is spent first; a cost equal to all Fate held takes all of both."""
+
+    def test_all_of_both(self):
+        assert spend_fate(2, 3, 5) == pool.FateSpent(from_session=2, from_earned=3)
+
+    def test_one_more_than_held(self):
+        with pytest.raises(ValueError):
+            spend_fate(2, 3, 6)
+
+    def test_nothing_from_nothing(self):
+        assert spend_fate(0, 0, 0) == pool.FateSpent(0, 0)
+
+
+class TestAuditP7RerollTotals:
+    """P7: only the kept d20 changes the total; at disadvantage the lower of two new d20s is kept;
+    the new roll stands even when worse; it may be paid for again."""
+
+    def test_disadvantage(self):
+        """Old [15, 6] kept 6, total 10 (+4 of modifiers); new [19, 8] keeps 8: total 12."""
+        new = roll_d20s(DISADVANTAGE, ScriptedDice([19, 8]))
+        assert rerolled_total(10, kept_d20([15, 6], DISADVANTAGE), kept_d20(new, DISADVANTAGE)) == 12
+
+    def test_a_worse_roll_stands(self):
+        """Old [3, 12] kept 12, total 17; new [4, 2] keeps 4: total 9."""
+        assert rerolled_total(17, 12, kept_d20([4, 2], ADVANTAGE)) == 9
+
+    def test_chained_rerolls(self):
+        """17 (kept 12) -> kept 18: 23 -> kept 1: 6 (the modifiers, +5, stand throughout)."""
+        assert rerolled_total(rerolled_total(17, 12, 18), 18, 1) == 6
+
+
+class TestAuditP8RestAndLevel:
+    """P8: earned Fate -> Destiny at a Rest; Destiny resets to 0 on a level (1 Destiny is the
+    least a level costs)."""
+
+    def test_rest_with_nothing_earned(self):
+        assert rest(0, 0) == (0, 0)
+
+    def test_exactly_one_destiny_buys_the_last_level(self):
+        assert gain_level(9, 1) == (10, 0)
+
+
+class TestAuditP9SaveTotals:
+    """P9: d20 + stat die + Fate die + Tier (+ bonus) vs DC; total >= DC passes."""
+
+    def test_fate_save_rolls_the_fate_die_once(self):
+        """Fate d8 rolled 7, Tier 3, kept 10: 20 (the Fate die passed once, as the stat die)."""
+        assert save_total(kept=10, stat_die=7, fate_die=0, tier=3) == 20
+
+    def test_negative_dice_can_take_the_total_below_one(self):
+        """1 - 4 - 6 + Tier 1 = -8: fails even DC 1."""
+        total = save_total(kept=1, stat_die=-4, fate_die=-6, tier=1)
+        assert total == -8 and not save_passes(total, 1)
+
+    @pytest.mark.parametrize(("bonus", "passed"), [(-1, True), (-2, False)])
+    def test_bonus_at_the_boundary(self, bonus, passed):
+        """10 + 3 + 2 + 2 = 17; with -1 it is 16 vs DC 16 (passes), with -2 15 (fails)."""
+        assert save_passes(save_total(10, 3, 2, 2, bonus), 16) is passed
+
+
+class TestAuditP10P12NarrativeAndRetainers:
+    """P10: the narrative option is a player's: a PC's 1 pays Fate and costs no stamina. P12:
+    retainers and followers hold no Fate: their 1s cost stamina (while it lasts) and pay nothing."""
+
+    def test_retainer_at_no_stamina_with_the_option(self):
+        assert pay_ones(3, 0, holds_fate=False, narrative=True) == OnesPaid(0, 0, (False, False, False))
+
+    def test_retainer_runs_out_of_stamina(self):
+        assert pay_ones(3, 2, holds_fate=False, narrative=False) == OnesPaid(2, 0, (True, True, False))
+
+    def test_no_ones_no_payment(self):
+        assert pay_ones(0, 0, holds_fate=True, narrative=True) == OnesPaid(0, 0, ())
+
+
+class TestAuditExactOddsByHand:
+    """P2/P3/P4: the pass chance, computed by hand for small pools (explosions included)."""
+
+    def test_one_die_sixes_only_needing_two(self):
+        """6 then 6: 1/36."""
+        assert exact(1, 6, 2)[-1] == Fraction(1, 36)
+
+    def test_one_die_at_advantage(self):
+        """4+: P(0) = 1/2; P(1) = a 4 or 5 (2/6) + a 6 then a failure (1/6 * 3/6) = 5/12;
+        P(>= 2) = a 6 then a 4+ = 1/12."""
+        assert exact(1, 4, 2) == [Fraction(1, 2), Fraction(5, 12), Fraction(1, 12)]
+
+    def test_two_dice_needing_two(self):
+        """Per die P(0) = 2/3, P(1) = 5/18: 1 - 4/9 - 2 * 2/3 * 5/18 = 5/27."""
+        assert exact(2, 5, 2)[-1] == Fraction(5, 27)
+        assert chance_to_pass(2, 5, 2) == pytest.approx(5 / 27)
