@@ -621,3 +621,13 @@ class TestAuditP10P12RetainerUnderTheNarrativeOption:
         assert (reply["stamina_lost"], reply["fate_gained"]) == (0, 0)
         assert (reply["character"]["stamina"], fate(reply["character"])) == (0, (0, 0, 0))
         assert "narrative consequences" not in reply["card"]["html"]
+
+
+class TestPoolSizeBound:
+    """A pool beyond pool.MAX_POOL dice is refused before any die is rolled: its exact pass chance
+    would hold the writer thread for seconds (a 203-die pool took ~5 s)."""
+
+    async def test_a_huge_pool_is_refused_naming_the_field(self, party):
+        reply = await send(party, check(stat_modifier=40, task_tier=1), dice=[])
+        assert (reply["code"], reply["field"]) == ("bad_message", "stat_modifier")
+        assert "more than the 30" in reply["message"]

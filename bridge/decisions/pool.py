@@ -336,6 +336,10 @@ def _check(message: wire.PoolCheck, state: WorldState, dice: Dice) -> wire.PoolC
     mode = pool.roll_mode(message.advantage_sources, message.disadvantage_sources)
     threshold = pool.success_threshold(stat_modifier, mode)
     size = pool.pool_size(stat_modifier, tier, message.fate)
+    if size > pool.MAX_POOL:
+        raise BadMessage(f"a pool of {size} dice is more than the {pool.MAX_POOL} the bridge rolls: "
+                         "check the stat and the Fate dice bought",
+                         field="fate" if message.fate else "stat_modifier" if message.stat_modifier is not None else "stat_score")
     faces = _roll(dice, lambda: pool.roll_pool(size, dice))
 
     ones = pool.pay_ones(faces.count(pool.STAMINA_FACE), record.stamina, _holds_fate(record),

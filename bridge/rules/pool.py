@@ -27,6 +27,8 @@ DESTINY_PER_LEVEL = 1  # seed: "gaining a level costs at least 1" Destiny
 
 # P4: the task tiers; the seed names only the ends, 2..4 are world configuration (P11).
 MAX_TIER = 5  # seed: task tiers, effect tiers and a character's Tier all run 1-5
+MAX_POOL = 30  # dice before explosions: a stat modifier and Tier are single digits; the exact
+# pass chance of a 30-die pool takes a few ms, of 200 dice seconds (on the decision path)
 MAX_LEVEL = 2 * MAX_TIER  # Tier = level / 2 rounded up, so Tier 5 ends at level 10
 TASK_TIERS = tuple(range(1, MAX_TIER + 1))
 SEED_TASK_TIER_NAMES = {1: "Basic", 5: "Legendary"}
