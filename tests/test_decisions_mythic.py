@@ -269,3 +269,137 @@ class TestExampleSession:
             "Superhuman 4+", 135, None, "yes")
         assert "Difficulty Rank: Average +1RS → Above Average" in result.stderr
         assert "Chance: 135%; exceptional yes ≤ 27, exceptional no none" in result.stderr
+
+
+# --- independent review: the rulings as the wire shows them at their edges ---------------------
+
+
+async def rolled(session: Session, message: dict, dice: list[int]) -> tuple[dict, int]:
+    """The reply to ``message`` and how many of the scripted ``dice`` it used."""
+    scripted = ScriptedDice(dice)
+    reply = json.loads((await session.receive(frame(message), scripted)).frames[0])
+    return reply, scripted.used
+
+
+class TestReviewM5OneD100:
+    """M5 (review): each question rolls exactly one d100, whatever its shifts or modifiers; the
+    thresholds at the chart's ends reach the wire, card and audit as none."""
+
+    async def test_one_die_per_question(self, session):
+        reply, used = await rolled(session, named("strength_weakness", modifiers=[
+            {"key": "poor_instruction"}, {"key": "extra_items", "times": 3}], acting_shift=2), [40, 1, 1])
+        assert reply["type"] == "chart_answered" and (reply["roll"], used) == (40, 1)
+        await send(session, chart_settings(odds_questions=True))
+        reply, used = await rolled(session, odds_question("likely"), [60, 1])
+        assert (reply["roll"], used) == (60, 1)
+
+    async def test_negative_chance_roll_1_is_a_plain_no(self, session):
+        """Miniscule 2+ vs Superhuman 2+: -65. Roll 1 > -65: no; exceptional no from
+        101 - floor(165/5) = 68."""
+        reply = await answered(session, question(acting="M2+", difficulty="S2+"), 1)
+        assert (reply["chance"], reply["exceptional_yes"], reply["exceptional_no"], reply["answer"]) == (
+            -65, None, 68, "no")
+        assert "exceptional yes none" in reply["card"]["html"]
+
+    async def test_exceptional_no_only_on_100_at_95(self, session):
+        """S2+ vs Average +2RS to DR is S2+ vs High: 95; exceptional no from 101 - floor(5/5) = 100.
+        (Every chart value and every step beyond is a multiple of 5, so p 96..99, where M5's
+        formula gives the unreachable 101, never reaches the wire.)"""
+        reply = await answered(session, question(acting="S2+", difficulty="avg", difficulty_shift=2), 100)
+        assert (reply["difficulty_rank"], reply["chance"], reply["exceptional_no"], reply["answer"]) == (
+            "High", 95, 100, "exceptional_no")
+
+    async def test_chance_100_has_no_exceptional_no_anywhere(self, session, store):
+        """Below Average vs Miniscule 2+: 100; roll 100 is a yes; the card and the audit say none."""
+        reply = await answered(session, question(acting="BAv", difficulty="m2+"), 100)
+        assert (reply["chance"], reply["exceptional_yes"], reply["exceptional_no"], reply["answer"]) == (
+            100, 20, None, "yes")
+        assert "exceptional no none" in reply["card"]["html"]
+        page = await send(session, {"type": "audit_query", "v": 1, "query_id": "q1", "ruleset": "mythic"})
+        assert page["records"][0]["detail"] == ("Below Average vs Miniscule 2+: 100% (exceptional yes <= 20, "
+                                                "exceptional no >= none), roll 100: Yes")
+
+
+class TestReviewM4ShiftsOnTheWire:
+    """M4/M7 (review): built-in shift, then each modifier, then the free shifts, each listed; the
+    ranks after all of them, past the ends when they go there."""
+
+    async def test_everything_at_once(self, session):
+        """Strength, Exceptional vs High: built-in -1, poor instruction -2, interrupted -1 (AR);
+        three further items +3 (DR); free +1 AR, -4 DR. AR 8-1-2-1+1 = Average; DR 7+3-4 = Above
+        Average: 35; roll 7 <= floor(35/5) is an exceptional yes."""
+        reply = await answered(session, named(
+            "strength_weakness", acting="Exceptional", difficulty="High", acting_shift=1, difficulty_shift=-4,
+            modifiers=[{"key": "poor_instruction"}, {"key": "interrupted"}, {"key": "extra_items", "times": 3}]), 7)
+        assert [(s["label"], s["target"], s["shift"]) for s in reply["shifts"]] == [
+            ("Built into the question", "acting", -1),
+            ("Training: poor instruction or resources", "acting", -2),
+            ("Training: interrupted for a short time", "acting", -1),
+            ("Training: each further item trained at the same time (x3)", "difficulty", 3),
+            ("Free shift", "acting", 1),
+            ("Free shift", "difficulty", -4),
+        ]
+        assert (reply["acting_asked"], reply["difficulty_asked"]) == ("Exceptional", "High")
+        assert (reply["acting_rank"], reply["difficulty_rank"], reply["chance"], reply["answer"]) == (
+            "Average", "Above Average", 35, "exceptional_yes")
+        html = reply["card"]["html"]
+        assert "Exceptional -3RS &rarr; Average" in html and "High -1RS &rarr; Above Average" in html
+
+    async def test_shifts_that_cancel_leave_the_rank(self, session):
+        reply = await answered(session, named("ageing", acting="avg", difficulty="avg", modifiers=[
+            {"key": "lived_poorly"}, {"key": "lived_healthily"}]), 50)
+        assert (reply["difficulty_rank"], reply["chance"], reply["answer"]) == ("Average", 50, "yes")
+
+    async def test_both_ranks_past_opposite_ends(self, session):
+        """Superhuman 2+ +2RS (S4+) vs Miniscule 2+ -1RS (M3+): 170 + 40 + 20 = 230; exceptional
+        yes up to 46."""
+        reply = await answered(session, question(acting="s2+", difficulty="m2+", acting_shift=2, difficulty_shift=-1),
+                               47)
+        assert (reply["acting_rank"], reply["difficulty_rank"], reply["chance"], reply["exceptional_yes"],
+                reply["exceptional_no"], reply["answer"]) == ("Superhuman 4+", "Miniscule 3+", 230, 46, None, "yes")
+
+
+class TestReviewRefusalsLeaveNothing:
+    """M6/M7 and the protocol's refusals (review): a refused question rolls no die and the world's
+    options stay as they were."""
+
+    async def test_odds_turned_off_again_are_refused_without_a_die(self, session):
+        await send(session, chart_settings(odds_questions=True, chaos_factor=2))
+        await send(session, chart_settings("ev-settings-2", odds_questions=False))
+        reply, used = await rolled(session, odds_question("likely"), [50])
+        assert (reply["code"], used) == ("not_eligible", 0)
+        catalog = await send(session, catalog_query())
+        assert (catalog["odds_questions"], catalog["chaos_factor"]) == (False, 2)
+
+    async def test_unknown_odds_roll_no_die(self, session):
+        await send(session, chart_settings(odds_questions=True))
+        reply, used = await rolled(session, odds_question("probably"), [50])
+        assert (reply["code"], used) == ("bad_message", 0)
+
+    async def test_refused_modifier_after_good_ones_rolls_nothing(self, session):
+        reply, used = await rolled(session, named("increase_ability", modifiers=[
+            {"key": "very_complex"}, {"key": "extra_items", "times": 2}, {"key": "very_complex"}]), [50])
+        assert (reply["code"], reply["field"], used) == ("bad_message", "modifiers[2].key", 0)
+
+    async def test_a_players_settings_change_nothing(self, session):
+        await send(session, chart_settings(odds_questions=True, chaos_factor=8))
+        reply = await send(session, chart_settings("ev-settings-2", user_id=PLAYER, user_is_gm=False,
+                                                   odds_questions=False, chaos_factor=1))
+        assert reply["code"] == "forbidden"
+        answer = await answered(session, odds_question("50/50"), 50)
+        assert (answer["chaos_factor"], answer["difficulty_rank"], answer["chance"]) == (8, "Weak", 85)
+
+
+class TestReviewM6ChaosFactorAtTheTime:
+    """M6 (review): an odds question is answered under the Chaos Factor of the moment; a later
+    change does not alter an answer already given (replayed by its event_id)."""
+
+    async def test_later_change_leaves_the_answer(self, session):
+        await send(session, chart_settings(odds_questions=True, chaos_factor=1))
+        first = await answered(session, odds_question("Has to be"), 81)
+        assert (first["difficulty_rank"], first["chance"], first["answer"]) == ("Incredible", 80, "no")
+        await send(session, chart_settings("ev-settings-2", chaos_factor=9))
+        again, used = await rolled(session, odds_question("Has to be"), [1])
+        assert again == first and used == 0
+        fresh = await answered(session, odds_question("Has to be", event_id="ev-odds-2"), 81)
+        assert (fresh["difficulty_rank"], fresh["chance"], fresh["answer"]) == ("Miniscule", 145, "yes")

@@ -440,3 +440,247 @@ class TestM7NamedQuestions:
     def test_unknown_named_question(self):
         with pytest.raises(ValueError, match="unknown named question 'parry'"):
             named_question("parry")
+
+
+# --- independent review: hand-computed edge cases, one class per ruling ------------------------
+
+
+class TestReviewM1RankWriting:
+    """M1 (review): the chart's two end ranks written in full or short, with either spelling of
+    Miniscule, are the ends of the ladder; an N+ rank is only read after Superhuman / Miniscule."""
+
+    @pytest.mark.parametrize(
+        ("text", "rank"),
+        [("Miniscule 2+", M2P), ("Minuscule 2+", M2P), ("MIN2+", M2P), ("Superhuman 2+", S2P),
+         ("sup2+", S2P), ("s 2 +", S2P), ("Miniscule", MIN), ("Superhuman", SUP),
+         ("Superhuman 99+", 109), ("Miniscule 99+", -97)],
+    )
+    def test_end_ranks_and_the_last_two_digit_n(self, text, rank):
+        assert parse_rank(text) == rank
+
+    @pytest.mark.parametrize("text", ["Weak 2+", "Average 3+", "Awesome 2+", "Exceptional 3+"])
+    def test_no_n_plus_on_inner_ranks(self, text):
+        with pytest.raises(ValueError, match="only Superhuman and Miniscule take N"):
+            parse_rank(text)
+
+    def test_names_beyond_count_from_2_plus(self):
+        """Superhuman 2+ is the chart's last column, so one step beyond it is 3+ (not 2+ again)."""
+        assert [rank_name(r) for r in (11, 12, 13, 14)] == ["Superhuman", "Superhuman 2+", "Superhuman 3+",
+                                                           "Superhuman 4+"]
+        assert [rank_name(r) for r in (1, 0, -1, -2)] == ["Miniscule", "Miniscule 2+", "Miniscule 3+",
+                                                         "Miniscule 4+"]
+
+
+class TestReviewM3BeyondTheChart:
+    """M3 (review): values computed by hand from the M2 table; inside the chart the cell is used,
+    never an extrapolation, and both adjustments add when both ranks are beyond."""
+
+    @pytest.mark.parametrize(
+        ("acting", "difficulty", "p"),
+        [
+            (SUP, AVG, 95),  # the Sup row is a cell of its own, not S2+ - 20
+            (MIN, AVG, 5),  # likewise the Min row (M2+ + 20 would be 20)
+            (AVG, SUP, 5), (AVG, MIN, 95),
+            (13, M2P, 190),  # S3+ vs M2+: 170 + 20
+            (M2P, 13, -85),  # M2+ vs S3+: -65 - 20
+            (13, -1, 210),  # S3+ vs M3+: 170 + 20 + 20
+            (-1, -1, 50),  # M3+ vs M3+: 50 - 20 + 20
+            (16, 16, 50),  # S6+ vs S6+: 50 + 80 - 80
+            (-1, 13, -105),  # M3+ vs S3+: -65 - 20 - 20
+            (14, HIGH, 135),  # S4+ vs High: 95 + 40
+            (13, S2P, 70),  # S3+ vs S2+: 50 + 20
+            (S2P, 13, 30),  # S2+ vs S3+: 50 - 20
+            (-2, AVG, -40),  # M4+ vs Avg: 0 - 40
+            (LOW, -3, 155),  # Low vs M5+: 95 + 20 x (5 - 2)
+        ],
+    )
+    def test_by_hand(self, acting, difficulty, p):
+        assert chance(acting, difficulty) == p
+
+
+class TestReviewM4ShiftOrder:
+    """M4 (review): a shift moves the rank on the ladder before the chart is read (it is not a
+    +/-20 on p), and a rank beyond the chart shifted back onto it reads the chart's cell."""
+
+    def test_shift_moves_the_rank_not_the_chance(self):
+        # S2+ -1RS to AR is Superhuman: the Sup row (95 vs Average), not 100 - 20.
+        assert ask(S2P, AVG, 50, acting_shift=-1).limits.chance == 95
+
+    def test_back_from_beyond_onto_the_chart(self):
+        # Superhuman 3+ -2RS is Superhuman; Miniscule 3+ +2RS is Miniscule.
+        assert ask(13, AVG, 50, acting_shift=-2).limits.chance == 95
+        assert ask(-1, AVG, 50, acting_shift=+2).limits.chance == 5
+        assert ask(AVG, 13, 50, difficulty_shift=-2).limits.chance == 5
+        assert ask(AVG, -1, 50, difficulty_shift=+2).limits.chance == 95
+
+    def test_shifts_run_on_past_the_end_in_one_go(self):
+        # Awesome +3RS to AR: Superhuman, Superhuman 2+, Superhuman 3+; vs Average: 100 + 20.
+        result = ask(AWE, AVG, 50, acting_shift=+3)
+        assert (rank_name(result.acting), result.limits.chance) == ("Superhuman 3+", 120)
+        # Weak -3RS to DR: Miniscule, Miniscule 2+, Miniscule 3+; Average vs it: 105 + 20.
+        result = ask(AVG, WEAK, 50, difficulty_shift=-3)
+        assert (rank_name(result.difficulty), result.limits.chance) == ("Miniscule 3+", 125)
+
+    def test_both_ranks_shifted_at_once(self):
+        # High -2RS to AR (Average), Average +1RS to DR (Above Average): 35.
+        result = ask(HIGH, AVG, 36, acting_shift=-2, difficulty_shift=+1)
+        assert (rank_name(result.acting), rank_name(result.difficulty), result.limits.chance,
+                result.answer) == ("Average", "Above Average", 35, N)
+
+
+class TestReviewM5Boundaries:
+    """M5 (review): thresholds at p where floor(p/5) and floor((100-p)/5) change, and far beyond."""
+
+    @pytest.mark.parametrize(
+        ("p", "exceptional_yes", "exceptional_no"),
+        [
+            (1, None, 82), (4, None, 82),  # floor(99/5) = floor(96/5) = 19
+            (5, 1, 82), (9, 1, 83), (10, 2, 83),  # floor(91/5) = 18
+            (90, 18, 99), (91, 18, 100), (95, 19, 100),
+            (96, 19, None), (99, 19, None), (100, 20, None),
+            (-400, None, 1),  # floor(500/5) = 100: every roll is an exceptional no
+            (499, 99, None), (500, 100, None),  # floor(500/5) = 100: every roll an exceptional yes
+        ],
+    )
+    def test_thresholds_by_hand(self, p, exceptional_yes, exceptional_no):
+        assert thresholds(p) == Thresholds(chance=p, exceptional_yes=exceptional_yes,
+                                           exceptional_no=exceptional_no)
+
+    @pytest.mark.parametrize(
+        ("p", "roll", "expected"),
+        [
+            (9, 1, EY), (9, 2, Y), (9, 9, Y), (9, 10, N), (9, 82, N), (9, 83, EN),
+            (10, 2, EY), (10, 3, Y), (10, 10, Y), (10, 11, N),
+            (1, 1, Y), (1, 2, N), (1, 81, N), (1, 82, EN),
+            (91, 99, N), (91, 100, EN), (96, 100, N), (99, 99, Y), (99, 100, N),
+            (-400, 1, EN), (-399, 1, N), (-399, 2, EN),  # floor(499/5) = 99: from 2
+            (500, 100, EY), (499, 100, Y), (499, 99, EY),
+        ],
+    )
+    def test_answers_by_hand(self, p, roll, expected):
+        assert answer(thresholds(p), roll) == expected
+
+    def test_a_negative_chance_never_answers_yes(self):
+        """p < 1: no roll of 1..100 is <= p, so the answer is only ever no or exceptional no."""
+        for p in (0, -5, -65, -125):
+            assert {answer(thresholds(p), r) for r in range(1, 101)} == {N, EN}
+
+    def test_a_chance_of_100_or_more_never_answers_no(self):
+        for p in (100, 115, 230):
+            assert {answer(thresholds(p), r) for r in range(1, 101)} == {EY, Y}
+
+
+class TestReviewM6OddsOnTheChart:
+    """M6 (review): odds x Chaos Factor read the M2 table at Acting = Miniscule + odds index and
+    Difficulty = the rank of 10 - Chaos Factor; values by hand from DECISIONS.md."""
+
+    @pytest.mark.parametrize(
+        ("odds", "chaos_factor", "p"),
+        [
+            ("Impossible", 1, -20),  # Min vs Inc
+            ("Impossible", 9, 50),  # Min vs Min
+            ("Has to be", 1, 80),  # Sup vs Inc
+            ("50/50", 9, 95),  # Avg vs Min
+            ("50/50", 1, 10),  # Avg vs Inc
+            ("Near sure thing", 5, 90),  # Inc vs Avg
+            ("A sure thing", 9, 125),  # Awe vs Min
+            ("Very unlikely", 3, 10),  # Low vs High
+            ("Unlikely", 7, 55),  # BAv vs Low
+        ],
+    )
+    def test_by_hand(self, odds, chaos_factor, p):
+        assert chance(*odds_ranks(parse_odds(odds), chaos_factor)) == p
+
+    def test_every_pair_is_a_chart_cell(self):
+        _, rows = decisions_chart()
+        for odds in range(11):
+            for chaos_factor in range(1, 10):
+                acting, difficulty = odds_ranks(odds, chaos_factor)
+                assert chance(acting, difficulty) == rows[ABBREVIATIONS[odds + 1]][10 - chaos_factor]
+
+
+class TestReviewM7ModifiersTogether:
+    """M7 (review): a named question's built-in shift and its modifiers add up on the ranks they
+    name, as the seed's NOTES give them."""
+
+    @staticmethod
+    def _shifts(key, taken):
+        question = named_question(key)
+        applied = apply_modifiers(question, taken)
+        acting = question.acting_base_shift + sum(a.shift for a in applied if a.modifier.target == "acting")
+        difficulty = sum(a.shift for a in applied if a.modifier.target == "difficulty")
+        return acting, difficulty
+
+    def test_strength_with_every_training_modifier(self):
+        """Strength: attribute at -1RS (built in), poor instruction -2RS to AR, interrupted -1RS to
+        AR, three further items +3RS to DR. Exceptional vs High becomes Below Average vs Awesome: 5;
+        exceptional yes only on 1, exceptional no from 101 - 19 = 82."""
+        acting, difficulty = self._shifts("strength_weakness",
+                                          [("poor_instruction", 1), ("interrupted", 1), ("extra_items", 3)])
+        assert (acting, difficulty) == (-4, 3)
+        results = [ask(EXC, HIGH, roll, acting, difficulty) for roll in (1, 2, 5, 6, 81, 82)]
+        assert (rank_name(results[0].acting), rank_name(results[0].difficulty), results[0].limits.chance) == (
+            "Below Average", "Awesome", 5)
+        assert [r.answer for r in results] == [EY, Y, Y, N, N, EN]
+
+    def test_hit_with_the_drop_and_adrenaline(self):
+        """Got the drop (+1RS) and adrenaline (+1RS) both raise the attacker's rank: Average vs
+        Average becomes High vs Average, 75."""
+        assert self._shifts("hit", [("got_the_drop", 1), ("adrenaline", 1)]) == (2, 0)
+        assert ask(AVG, AVG, 75, acting_shift=2).limits.chance == 75
+
+    def test_succumb_toughness_lowered_by_the_wounds(self):
+        """Toughness Average, -3RS of wounds: Weak; damage High vs Weak: 95."""
+        acting, difficulty = self._shifts("succumb", [("wound_penalty", 3)])
+        assert (acting, difficulty) == (0, -3)
+        result = ask(HIGH, AVG, 18, acting, difficulty)
+        assert (rank_name(result.difficulty), result.limits.chance) == ("Weak", 95)
+
+    def test_ageing_lived_poorly_lowers_toughness(self):
+        """Lived poorly: -1RS to DR (Toughness), so the attribute is likelier to drop: Average vs
+        Average becomes Average vs Below Average, 65."""
+        assert self._shifts("ageing", [("lived_poorly", 1)]) == (0, -1)
+        assert ask(AVG, AVG, 65, difficulty_shift=-1).limits.chance == 65
+
+    def test_lack_of_use_never_used(self):
+        assert self._shifts("lack_of_use", [("unused", 1)]) == (0, -1)
+
+    def test_a_very_complex_new_ability(self):
+        """A new ability goes from nothing to Weak; surgery +2RS to DR: Weak + 2 = Below Average."""
+        assert self._shifts("increase_ability", [("very_complex", 1)]) == (0, 2)
+        assert rank_name(ask(AVG, WEAK, 50, difficulty_shift=2).difficulty) == "Below Average"
+
+    def test_outcomes_are_in_the_seeds_sense(self):
+        """The seed's four outcomes per question, in ANSWERS order (exceptional yes, yes, no,
+        exceptional no): the change happens on yes / exceptional yes and not on no."""
+        q = NAMED_QUESTIONS
+        assert "rises 1RS" in q["increase_attribute"].outcomes[Y]
+        assert "half the time" in q["increase_attribute"].outcomes[EY]
+        assert "twice the time" in q["increase_attribute"].outcomes[EN]
+        assert "nothing changes" in q["increase_attribute"].outcomes[N]
+        assert "fall 1RS" in q["ageing"].outcomes[Y] and "No change" in q["ageing"].outcomes[N]
+        assert "No change" in q["ageing"].outcomes[EN]
+        assert "passes out" in q["succumb"].outcomes[Y] and "keeps going" in q["succumb"].outcomes[N]
+        assert "wound" in q["hurt"].outcomes[Y] and "changes nothing" in q["hurt"].outcomes[N]
+        assert "acts next" in q["act_next"].outcomes[Y] and "opponent acts next" in q["act_next"].outcomes[N]
+
+    def test_example_outcomes_are_offered_as_examples(self):
+        """Seed: on an exceptional hit "the choice is up to the players"; on a fumble the examples
+        follow "such as"; on a shrugged-off blow "what exactly is up to the players, but can be
+        something like": the card must not read as a closed list."""
+        q = NAMED_QUESTIONS
+        assert "players" in q["hit"].outcomes[EY]
+        assert "such as" in q["hit"].outcomes[EN]
+        assert "players" in q["hurt"].outcomes[EN] and "such as" in q["hurt"].outcomes[EN]
+
+
+class TestReviewM5ReachableChances:
+    """M5 (review): every chance the chart can give (M2 cells, +/-20 steps of M3) is a multiple of
+    5, so p 96..99, the only values where "none when p >= 100" and the formula's unreachable 101
+    differ in what is reported, never occur; the bridge reports none for them either way."""
+
+    def test_every_reachable_chance_is_a_multiple_of_5(self):
+        assert all(chance(a, d) % 5 == 0 for a in range(-15, 30) for d in range(-15, 30))
+
+    def test_96_to_99_report_none(self):
+        assert [thresholds(p).exceptional_no for p in (96, 97, 98, 99)] == [None] * 4

@@ -242,7 +242,7 @@ QUERIES = {wire.ChartCatalogQuery: _chart_catalog_query}
 
 def answer_detail(reply: wire.ChartAnswered) -> str:
     """One readable line of an answer for the audit trail:
-    ``High vs Above Average: 55% (exceptional yes <= 11, exceptional no >= 91), roll 37: Yes``."""
+    ``High vs Above Average: 55% (exceptional yes <= 11, exceptional no >= 92), roll 37: Yes``."""
     def limit(value: int | None) -> str:
         return "none" if value is None else str(value)
 

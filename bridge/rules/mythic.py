@@ -194,13 +194,14 @@ NAMED_QUESTIONS: Mapping[str, NamedQuestion] = {
             note="Asked once the character has the action.",
             modifiers=(_GOT_THE_DROP, _ADRENALINE),
             outcomes={
-                "exceptional_yes": "A perfect strike: it finds a weak spot (+1 or +2RS to the "
-                "question whether the opponent is hurt) or wins an extra advantage, such as "
-                "knocking the weapon away, before damage is asked as usual.",
+                "exceptional_yes": "A perfect strike, the players choose how: it finds a weak "
+                "spot (+1 or +2RS to the question whether the opponent is hurt) or wins an extra "
+                "advantage, such as knocking the weapon away, before damage is asked as usual.",
                 "yes": "The blow lands: ask whether the opponent is hurt.",
                 "no": "The attack misses.",
-                "exceptional_no": "A fumble: the attacker drops the weapon, strikes the wrong "
-                "target or is left exposed, and the opponent takes the next action.",
+                "exceptional_no": "A fumble, such as dropping the weapon, striking the wrong "
+                "target or being left exposed (decide by logic, or ask it as a further question), "
+                "and the opponent takes the next action.",
             },
         ),
         NamedQuestion(
@@ -219,9 +220,10 @@ NAMED_QUESTIONS: Mapping[str, NamedQuestion] = {
                 "rules).",
                 "yes": "A wound: the weapon has part of its effect (see the damage rules).",
                 "no": "Bruises or a little blood, but the blow changes nothing.",
-                "exceptional_no": "The blow is shrugged off and something good comes of it: the "
-                "attacker's weapon breaks, the attacker is left exposed, or adrenaline gives +1RS "
-                "to the next questions of acting next and hitting.",
+                "exceptional_no": "The blow is shrugged off and something good comes of it, as "
+                "the players decide, such as: the attacker's weapon breaks, the attacker is left "
+                "exposed, or adrenaline gives +1RS to the next questions of acting next and "
+                "hitting.",
             },
         ),
         NamedQuestion(

@@ -84,7 +84,7 @@ class ChartOddsQuestion(ClientMessage, tag="chart_odds_question", kw_only=True):
 
 class ChartShift(OutPart, kw_only=True):
     """One rank shift that went into an answer: ``label`` (a modifier's text, or ``Free shift``
-    / ``Built in``), the rank it moved (``acting`` / ``difficulty``) and by how much."""
+    / ``Built into the question``), the rank it moved (``acting`` / ``difficulty``) and by how much."""
 
     label: str
     target: Literal["acting", "difficulty"]
