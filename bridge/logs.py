@@ -9,9 +9,16 @@ from __future__ import annotations
 import logging
 import sys
 
+import msgspec
 import structlog
 
 LOG_FORMATS = ("console", "json")
+_encoder = msgspec.json.Encoder(enc_hook=str)  # anything unusual is logged as its str()
+
+
+def _json(event: dict, **_: object) -> str:
+    """structlog's JSON serializer, with msgspec (one line per decision, on the event loop)."""
+    return _encoder.encode(event).decode()
 
 
 def configure(log_format: str = "console", level: str = "info") -> None:
@@ -20,7 +27,7 @@ def configure(log_format: str = "console", level: str = "info") -> None:
     if log_format not in LOG_FORMATS:
         raise ValueError(f"log format must be one of {LOG_FORMATS}, got {log_format!r}")
     renderer = (
-        structlog.processors.JSONRenderer()
+        structlog.processors.JSONRenderer(serializer=_json)
         if log_format == "json"
         else structlog.dev.ConsoleRenderer(colors=sys.stderr.isatty())
     )

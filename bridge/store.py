@@ -285,7 +285,7 @@ class _SQLiteWorldState:
         )
 
 
-WAL_CHECKPOINT_SECONDS = 1.0  # how often the log is copied into the database file
+WAL_CHECKPOINT_SECONDS = 5.0  # how often the log is copied into the database file
 
 
 class _WalCheckpointer:
