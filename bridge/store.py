@@ -247,11 +247,14 @@ def _in_transaction(conn: sqlite3.Connection, work: Callable[[sqlite3.Connection
 
 
 class _SQLiteWorldState:
-    """:class:`WorldState` over an open SQLite transaction."""
+    """:class:`WorldState` over an open SQLite transaction. Records read or written are kept for
+    the rest of the decision (one per decision: the state never outlives its savepoint), so a
+    record read twice (the rules, then the audit columns) is fetched and decoded once."""
 
     def __init__(self, conn: sqlite3.Connection, world_id: str) -> None:
         self._conn = conn
         self.world_id = world_id
+        self._records: dict[tuple[str, str], msgspec.Struct | None] = {}
 
     def settings(self) -> wire.WorldSettings:
         row = self._conn.execute(
@@ -272,17 +275,22 @@ class _SQLiteWorldState:
         return seq
 
     def get(self, kind: str, key: str, type: type[R]) -> R | None:
+        if (kind, key) in self._records:
+            return self._records[kind, key]  # type: ignore[return-value]
         row = self._conn.execute(
             "SELECT value FROM records WHERE world_id = ? AND kind = ? AND key = ?",
             (self.world_id, kind, key),
         ).fetchone()
-        return None if row is None else msgspec.json.decode(row[0], type=type)
+        record = None if row is None else msgspec.json.decode(row[0], type=type)
+        self._records[kind, key] = record
+        return record
 
     def put(self, kind: str, key: str, record: msgspec.Struct) -> None:
         self._conn.execute(
             "INSERT OR REPLACE INTO records (world_id, kind, key, value) VALUES (?, ?, ?, ?)",
             (self.world_id, kind, key, _encode(record)),
         )
+        self._records[kind, key] = record
 
 
 WAL_CHECKPOINT_SECONDS = 5.0  # how often the log is copied into the database file
