@@ -301,3 +301,17 @@ class TestWorldRemovedWhileConnected:
         assert await store.audit_rows(AuditFilter(world_id=WORLD)) == []
         server.close()
         await server.wait_closed()
+
+
+class TestBoundedQueues:
+    """Issue 4: every connection's inbound queue and frame size are bounded (then TCP pushes back)."""
+
+    async def test_each_connection_is_bounded(self, store, token):
+        server, port = await started(store)
+        async with connect(f"ws://127.0.0.1:{port}") as ws:
+            await ask(ws, hello(token))
+            (connection,) = server.connections
+            assert connection.max_queue_high == bridge_server.MAX_QUEUE_FRAMES == 16
+            assert connection.protocol.max_message_size == bridge_server.MAX_FRAME_BYTES == 64 * 1024
+        server.close()
+        await server.wait_closed()
