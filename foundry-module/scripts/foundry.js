@@ -15,6 +15,8 @@ const DICE_SO_NICE = "dice-so-nice";
 /** Class put on a chat message the audit window points at, and how long it stays. */
 const HIGHLIGHT_CLASS = "fate-bridge-highlight";
 const HIGHLIGHT_MS = 3_000;
+/** Foundry v13+'s chat notification pane, which shows copies of recent messages. */
+const NOTIFICATIONS_PANE = "#chat-notifications";
 
 /**
  * Register this module's settings.
@@ -480,8 +482,10 @@ export function revealChatMessage(messageId) {
   const message = game.messages.get(messageId);
   if (!message) return "gone";
   ui.chat?.activate?.();
+  // v13+ also lists recent messages in the notification pane (`#chat-notifications .chat-log`,
+  // outside the sidebar, hidden once the chat tab is active): only the chat log's copy will do.
   const element = [...globalThis.document.querySelectorAll(".chat-log [data-message-id]")].find(
-    (node) => node.dataset.messageId === messageId,
+    (node) => node.dataset.messageId === messageId && !node.closest(NOTIFICATIONS_PANE),
   );
   if (element) {
     element.scrollIntoView?.({ block: "center", behavior: "smooth" });

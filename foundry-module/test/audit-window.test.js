@@ -159,6 +159,11 @@ describe("listing", () => {
   test("a record's message link scrolls to the message and highlights it; a deleted one says so", async () => {
     const doc = env.world.dom.window.document;
     const message = await env.world.createMessage({ content: "<p>test card</p>" });
+    // v13+ puts a copy of a recent message in the notification pane, before the sidebar's log.
+    const pane = doc.createElement("div");
+    pane.id = "chat-notifications";
+    pane.innerHTML = `<ol class="chat-log"><li class="chat-message" data-message-id="${message.id}"></li></ol>`;
+    doc.body.append(pane);
     const log = doc.createElement("ol");
     log.className = "chat-log";
     const li = doc.createElement("li");
@@ -173,6 +178,7 @@ describe("listing", () => {
     assert.equal(links.length, 2);
     links[0].click();
     assert.equal(li.classList.contains("fate-bridge-highlight"), true);
+    assert.equal(pane.querySelector(".fate-bridge-highlight"), null, "the notification pane's copy is left alone");
     env.clock.advance(3_000);
     assert.equal(li.classList.contains("fate-bridge-highlight"), false);
     links[1].click();
