@@ -77,10 +77,6 @@ def _full(row: AuditRow) -> dict[str, object]:
             "hash": row.hash, "record": msgspec.json.decode(row.record)}
 
 
-def _level(label: str | None, level: int | None) -> str:
-    return "" if level is None else f"{label}"
-
-
 def _print_table(rows: list[AuditRow], out: TextIO) -> None:
     headers = ("ID", "TIME (UTC)", "WORLD", "#", "TYPE", "ACTOR", "TEST", "LEVEL", "FATE", "POINT", "OUTCOME", "USER")
     table = []

@@ -12,6 +12,7 @@ from typing import Annotated, Literal
 
 from msgspec import Meta
 
+from ..rules import pool as _pool_rules
 from ..rules.pool import MAX_LEVEL, MAX_TIER
 from .base import BridgeMessage, Card, ClientMessage, Id, Name, OutPart, Part
 
@@ -23,10 +24,10 @@ __all__ = [
     "PoolRerolled",
 ]  # the aliases below (Mode, Tier, ...) stay here: other rulesets may use the same words
 
-CharacterKind = Literal["pc", "retainer", "follower"]
+CharacterKind = Literal[_pool_rules.CHARACTER_KINDS]
 Mode = Literal["normal", "advantage", "disadvantage"]
-SaveName = Literal["body", "mind", "sense", "heart", "cunning", "fate"]
-D20RollKind = Literal["attack", "save", "ability_test", "disruption_check", "injury_roll"]
+SaveName = Literal[_pool_rules.SAVES]
+D20RollKind = Literal[_pool_rules.D20_ROLL_KINDS]
 LedgerAction = Literal["character", "session_start", "session_end", "rest", "award", "level_gained",
                        "stamina", "query"]
 

@@ -39,7 +39,7 @@ class Hello(ClientMessage, tag="hello", kw_only=True):
 class WorldSettings(OutPart, kw_only=True):
     """A world's settings as the bridge applies them. ``fate_option`` is S12."""
 
-    fate_option: FateOption = "everyone"
+    fate_option: FateOption = _sohl_rules.DEFAULT_FATE_OPTION
 
 
 class Welcome(BridgeMessage, tag="welcome", kw_only=True):
