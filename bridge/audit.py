@@ -49,7 +49,8 @@ class AuditRecord(msgspec.Struct, kw_only=True, frozen=True):
 
     ``seq``: the world's audit sequence number (1, 2, ... without gaps). ``ts``: UTC ISO-8601.
     ``message``: the client message as decoded. ``reads``/``dice``: the inputs. ``reply``: the
-    frame sent. ``ok``: false for a refusal (its writes were rolled back)."""
+    frame sent. ``ok``: false for a refusal (its writes were rolled back). ``summary``: the
+    columns the record is listed and filtered by, hashed with it so they cannot be edited apart."""
 
     world_id: str
     seq: int
@@ -63,6 +64,21 @@ class AuditRecord(msgspec.Struct, kw_only=True, frozen=True):
     dice: list[int]
     reply: msgspec.Raw
     ok: bool
+    summary: wire.AuditColumns
+
+
+class ListedColumns(msgspec.Struct, frozen=True):
+    """A stored audit row's own columns (what ``audit list``, export and ``audit_query`` show),
+    checked by :func:`verify_world` against the signed record."""
+
+    ts: str
+    type: str
+    event_id: str | None
+    user_id: str | None
+    ruleset: str | None
+    actor_id: str | None
+    outcome: str
+    summary: bytes
 
 
 class AuditEntry(msgspec.Struct, kw_only=True, frozen=True):
@@ -262,26 +278,48 @@ class WorldReport:
 _record_decoder = msgspec.json.Decoder(AuditRecord)
 
 
+_columns_decoder = msgspec.json.Decoder(wire.AuditColumns)
+
+
+def _column_differences(record: AuditRecord, listed: ListedColumns) -> list[str]:
+    """The listed columns of a row that disagree with its signed record."""
+    try:
+        summary = _columns_decoder.decode(listed.summary)
+    except msgspec.MsgspecError:
+        summary = None
+    signed = {"ts": record.ts, "type": record.type, "event_id": record.event_id,
+              "user_id": record.user_id, "ruleset": record.summary.ruleset,
+              "actor_id": record.summary.actor_id, "outcome": record.summary.outcome}
+    shown = {"ts": listed.ts, "type": listed.type, "event_id": listed.event_id,
+             "user_id": listed.user_id, "ruleset": listed.ruleset, "actor_id": listed.actor_id,
+             "outcome": listed.outcome}
+    differences = [name for name in signed if signed[name] != shown[name]]
+    if summary != record.summary:
+        differences.append("summary")
+    return differences
+
+
 def verify_world(
     world_id: str,
-    rows: Iterable[tuple[int, bytes, str, str]],
+    rows: Iterable[tuple[int, bytes, str, str, ListedColumns]],
     checkpoints: list[tuple[int, str, str]],
     key: bytes | None,
 ) -> WorldReport:
     """Verify one world's chain.
 
-    ``rows``: ``(seq, canonical record bytes, prev_hash, hash)`` in ``seq`` order;
+    ``rows``: ``(seq, canonical record bytes, prev_hash, hash, listed columns)`` in ``seq`` order;
     ``checkpoints``: ``(seq, hash, mac)``; ``key``: the checkpoint key (None: checkpoints cannot
     be checked, which is a problem when there are any). Finds: missing sequence numbers (a
     deleted record), links that do not point at the previous record (reordered or deleted), hashes
-    that do not match the record's bytes (edited), records whose content disagrees with their row,
+    that do not match the record's bytes (edited), records whose content disagrees with their row
+    (its seq, world, or the columns ``audit list`` shows: time, type, user, outcome...),
     checkpoints missing every ``CHECKPOINT_EVERY`` records or whose signature or hash does not
     match (the chain rewritten), and decisions whose outputs do not follow from their recorded
     inputs and dice (:func:`rederive`)."""
     report = WorldReport(world_id)
     hashes: dict[int, str] = {}
     expected_seq, expected_prev = 1, GENESIS_HASH
-    for seq, record_bytes, prev_hash, record_hash in rows:
+    for seq, record_bytes, prev_hash, record_hash, listed in rows:
         report.records += 1
         if seq != expected_seq:
             report.problems.append(Problem(seq, "gap", f"records {expected_seq}..{seq - 1} are missing before record {seq}"))
@@ -296,6 +334,10 @@ def verify_world(
         else:
             if (record.world_id, record.seq) != (world_id, seq):
                 report.problems.append(Problem(seq, "record", f"record {seq} claims to be {record.world_id} #{record.seq}"))
+            edited = _column_differences(record, listed)
+            if edited:
+                report.problems.append(Problem(seq, "columns", f"record {seq}'s listed {', '.join(edited)} "
+                                                               "differ from what was signed (edited after it was written)"))
             difference = rederive(record)
             if difference:
                 report.problems.append(Problem(seq, "rederive", f"record {seq}: {difference}"))

@@ -575,6 +575,7 @@ class SQLiteStore:
             dice=entry.dice,
             reply=msgspec.Raw(entry.reply),
             ok=entry.ok,
+            summary=entry.summary,
         )
         canonical = audit.canonical(record)
         record_hash = audit.chain_hash(prev_hash, canonical)
@@ -660,14 +661,16 @@ class SQLiteStore:
         reports = []
         for world in worlds:
             rows = conn.execute(
-                "SELECT seq, record, prev_hash, hash FROM audit WHERE world_id = ? ORDER BY seq",
+                "SELECT seq, record, prev_hash, hash, ts, type, event_id, user_id, ruleset, actor_id,"
+                " outcome, summary FROM audit WHERE world_id = ? ORDER BY seq",
                 (world,),
             )
             checkpoints = conn.execute(
                 "SELECT seq, hash, mac FROM checkpoints WHERE world_id = ? ORDER BY seq", (world,)
             ).fetchall()
             reports.append(audit.verify_world(
-                world, ((r[0], _blob(r[1]), r[2], r[3]) for r in rows), checkpoints, key))
+                world, ((r[0], _blob(r[1]), r[2], r[3], audit.ListedColumns(*r[4:11], _blob(r[11])))
+                        for r in rows), checkpoints, key))
         return reports
 
     def _close_sync(self) -> None:

@@ -60,15 +60,17 @@ def rows(db) -> list[tuple]:
 
 def rechain(db, key: bytes | None = None, edit=lambda seq, record: record) -> None:
     """Rewrite the whole chain consistently (as someone with write access to the file would),
-    applying ``edit`` to each record's canonical bytes; re-sign the checkpoints when ``key``."""
+    applying ``edit`` to each record's canonical bytes and keeping the listed columns in step;
+    re-sign the checkpoints when ``key``."""
     conn = sqlite3.connect(db)
     prev = audit.GENESIS_HASH
     hashes = {}
     for seq, record, _, _ in rows(db):
         record = edit(seq, bytes(record))
         record_hash = audit.chain_hash(prev, record)
-        conn.execute("UPDATE audit SET record=?, prev_hash=?, hash=? WHERE world_id='w' AND seq=?",
-                     (record, prev, record_hash, seq))
+        summary = json.loads(record)["summary"]
+        conn.execute("UPDATE audit SET record=?, prev_hash=?, hash=?, outcome=?, summary=? WHERE world_id='w' AND seq=?",
+                     (record, prev, record_hash, summary["outcome"], json.dumps(summary, separators=(",", ":")).encode(), seq))
         hashes[seq] = prev = record_hash
     for (seq,) in conn.execute("SELECT seq FROM checkpoints WHERE world_id='w'").fetchall():
         mac = audit.checkpoint_mac(key, "w", seq, hashes[seq]) if key else "0" * 64
@@ -162,6 +164,20 @@ class TestTampering:
         assert conn.execute("SELECT typeof(record) FROM audit WHERE seq=4").fetchone()[0] == "text"
         report = await verify(db)
         assert (report.problems[0].seq, report.problems[0].kind) == (4, "hash")
+
+    @pytest.mark.parametrize(("column", "value"), [
+        ("user_id", "GMx"), ("ts", "2020-01-01T00:00:00.000Z"), ("outcome", "lost"), ("actor_id", "someone"),
+        ("summary", b'{"outcome":"lost"}'),
+    ])
+    async def test_edited_listed_column(self, db, column, value):
+        """Newcomer review: the columns `audit list` and export show are signed with the record."""
+        await build(db, 3)
+        conn = sqlite3.connect(db)
+        conn.execute(f"UPDATE audit SET {column} = ? WHERE seq = 3", (value,))
+        conn.commit()
+        report = await verify(db)
+        assert [(p.seq, p.kind) for p in report.problems] == [(3, "columns")]
+        assert "edited after it was written" in report.problems[0].detail
 
     async def test_deleted_record(self, db):
         await build(db, 3)
