@@ -153,9 +153,10 @@ def _parser() -> argparse.ArgumentParser:
     add_db(rotate)
     remove = world_commands.add_parser(
         "remove",
-        help="unregister a world (its audit trail is kept)",
-        description="Unregister WORLD_ID: its token stops working and its Fate state is dropped. "
-        "The audit trail stays for `fate-bridge audit`.",
+        help="unregister a world (its state and audit trail are kept)",
+        description="Unregister WORLD_ID: its token and overlay viewer key stop working at once "
+        "(connected browsers are refused at their next message). Its Fate state and audit trail "
+        "are kept: adding the world again resumes where it was, so nothing can be fated twice.",
     )
     remove.add_argument("world_id", metavar="WORLD_ID", type=world_id)
     add_db(remove)
@@ -255,7 +256,9 @@ def _parser() -> argparse.ArgumentParser:
     resolve.add_argument("--cards", action="store_true",
                          help="also print each chat card as text on stderr")
     resolve.add_argument("--db", type=Path, default=None,
-                         help="keep state in this SQLite file instead of memory")
+                         help="keep state in this SQLite file instead of memory (its audit trail is "
+                         "signed with the audit key, as serve does, so `audit verify` checks it)")
+    add_key(resolve)
     return parser
 
 
@@ -355,7 +358,9 @@ async def _world(args: argparse.Namespace) -> int:
                       f"  {overlay_url(args.bridge_url, args.world_id, key)}")
         elif args.world_command == "remove":
             await store.remove_world(args.world_id)
-            print(f"World {args.world_id!r} removed; its audit trail is kept in {db}.")
+            print(f"World {args.world_id!r} removed: its token and viewer key no longer work. Its "
+                  f"Fate state and audit trail stay in {db}: `world add {args.world_id}` later "
+                  "resumes where it was (a result fated before stays fated).")
         else:
             for world in await store.worlds():
                 print(f"{world.world_id}\tfate_option={world.settings.fate_option}")
@@ -409,7 +414,8 @@ def _split_dice(line: str) -> tuple[bytes | str, list[int] | None]:
 async def _resolve(args: argparse.Namespace) -> int:
     from .cards import card_text
 
-    store = await SQLiteStore.open(args.db or ":memory:")
+    key = load_key(args.audit_key or default_audit_key(), create=True) if args.db else None
+    store = await SQLiteStore.open(args.db or ":memory:", audit_key=key)
     session = Session(store, SecretDice(), trusted=True, default_world=RESOLVE_WORLD)
     try:
         if await store.world(RESOLVE_WORLD) is None:

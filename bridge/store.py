@@ -92,6 +92,9 @@ ALTER TABLE worlds ADD COLUMN viewer_key TEXT;
     4: """
 ALTER TABLE events ADD COLUMN request_hash TEXT;
 """,
+    5: """
+ALTER TABLE worlds ADD COLUMN removed_at TEXT;
+""",
 }
 SCHEMA_VERSION = max(MIGRATIONS)
 
@@ -193,8 +196,8 @@ class Store(Protocol):
         ...
 
     async def remove_world(self, world_id: str) -> None:
-        """Unregister a world and drop its state; its audit trail is kept. Raises
-        ``ConfigError`` if it is not registered."""
+        """Unregister a world (token and viewer key stop working); its state and audit trail are
+        kept for when it is added again. Raises ``ConfigError`` if it is not registered."""
         ...
 
     async def viewer_key(self, world_id: str, candidate: str, *, rotate: bool = False) -> str:
@@ -437,7 +440,7 @@ class SQLiteStore:
     def _world_sync(self, world_id: str) -> World | None:
         assert self._conn is not None
         row = self._conn.execute(
-            f"SELECT {self._WORLD} FROM worlds WHERE world_id = ?", (world_id,)
+            f"SELECT {self._WORLD} FROM worlds WHERE world_id = ? AND removed_at IS NULL", (world_id,)
         ).fetchone()
         return None if row is None else self._world_row(row)
 
@@ -447,7 +450,9 @@ class SQLiteStore:
 
     @staticmethod
     def _require_world(conn: sqlite3.Connection, world_id: str, registered: bool) -> None:
-        exists = conn.execute("SELECT 1 FROM worlds WHERE world_id = ?", (world_id,)).fetchone()
+        exists = conn.execute(
+            "SELECT 1 FROM worlds WHERE world_id = ? AND removed_at IS NULL", (world_id,)
+        ).fetchone()
         if registered and not exists:
             raise WorldNotRegistered(f"world {world_id!r} is not registered (see `fate-bridge world list`)")
         if exists and not registered:
@@ -457,8 +462,11 @@ class SQLiteStore:
     def _add_world_sync(self, world_id: str, token_hash: str | None) -> None:
         def work(conn: sqlite3.Connection) -> None:
             self._require_world(conn, world_id, registered=False)
-            conn.execute("INSERT INTO worlds (world_id, token_hash, settings) VALUES (?, ?, ?)",
-                         (world_id, token_hash, _encode(wire.WorldSettings())))
+            # a removed world comes back with everything it had (results stay fated, S11)
+            conn.execute(
+                "INSERT INTO worlds (world_id, token_hash, settings) VALUES (?, ?, ?)"
+                " ON CONFLICT (world_id) DO UPDATE SET token_hash = excluded.token_hash, removed_at = NULL",
+                (world_id, token_hash, _encode(wire.WorldSettings())))
         self._transaction(work)
 
     def _set_token_sync(self, world_id: str, token_hash: str) -> None:
@@ -470,13 +478,14 @@ class SQLiteStore:
     def _remove_world_sync(self, world_id: str) -> None:
         def work(conn: sqlite3.Connection) -> None:
             self._require_world(conn, world_id, registered=True)
-            for table in ("events", "records", "worlds"):
-                conn.execute(f"DELETE FROM {table} WHERE world_id = ?", (world_id,))
+            conn.execute("UPDATE worlds SET token_hash = NULL, viewer_key = NULL, removed_at = ?"
+                         " WHERE world_id = ?", (utc_now(), world_id))
         self._transaction(work)
 
     def _worlds_sync(self) -> list[World]:
         assert self._conn is not None
-        rows = self._conn.execute(f"SELECT {self._WORLD} FROM worlds ORDER BY world_id").fetchall()
+        rows = self._conn.execute(
+            f"SELECT {self._WORLD} FROM worlds WHERE removed_at IS NULL ORDER BY world_id").fetchall()
         return [self._world_row(r) for r in rows]
 
     def _viewer_key_sync(self, world_id: str, candidate: str, rotate: bool) -> str:
@@ -696,7 +705,8 @@ class SQLiteStore:
         await self._run(self._set_token_sync, world_id, token_hash)
 
     async def remove_world(self, world_id: str) -> None:
-        """Unregister ``world_id`` and drop its state, keeping its audit trail."""
+        """Unregister ``world_id``: its token and viewer key stop working. Its Fate state and audit
+        trail are kept; adding it again resumes where it was."""
         await self._run(self._remove_world_sync, world_id)
 
     async def worlds(self) -> list[World]:

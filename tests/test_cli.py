@@ -59,8 +59,10 @@ class TestWorld:
                      " VALUES ('w', 1, 't', 'settings', 'settings', '{}', '{}', 'p', 'h')")
         conn.commit()
         assert main(["world", "remove", "w", "--db", db]) == 0
-        assert "audit trail is kept" in capsys.readouterr().out
-        assert conn.execute("SELECT count(*) FROM worlds").fetchone()[0] == 0
+        assert "Fate state and audit trail stay" in capsys.readouterr().out
+        assert main(["world", "list", "--db", db]) == 0
+        assert capsys.readouterr().out == ""
+        assert conn.execute("SELECT token_hash, removed_at IS NOT NULL FROM worlds").fetchone() == (None, 1)
         assert conn.execute("SELECT count(*) FROM audit").fetchone()[0] == 1
 
     def test_list(self, tmp_path, capsys):
@@ -215,3 +217,15 @@ class TestArgumentsAreChecked:
     def test_refused_with_a_hint(self, args, says, tmp_path):
         result = run(*args, "--db", str(tmp_path / "b.sqlite3"))
         assert result.returncode == 2 and says in result.stderr
+
+
+class TestResolveIntoAFile:
+    def test_its_audit_trail_is_signed_and_verifies(self, tmp_path):
+        """Newcomer review: `resolve --db` signs checkpoints like serve, so verify passes."""
+        db, key = tmp_path / "r.sqlite3", tmp_path / "audit.key"
+        example = ROOT / "examples" / "pool-session.jsonl"
+        result = run("resolve", "--db", str(db), "--audit-key", str(key), stdin=example.read_text())
+        assert result.returncode == 0, result.stderr
+        verified = run("audit", "verify", "--db", str(db), "--audit-key", str(key))
+        assert verified.returncode == 0, verified.stdout
+        assert "PASS offline" in verified.stdout and "signed up to record" in verified.stdout

@@ -315,3 +315,18 @@ class TestBoundedQueues:
             assert connection.protocol.max_message_size == bridge_server.MAX_FRAME_BYTES == 64 * 1024
         server.close()
         await server.wait_closed()
+
+
+class TestWorldRemovedThenAddedAgain:
+    async def test_a_fated_result_stays_fated(self, store, token):
+        """Newcomer review: remove + add must not let an old card be fated twice (S11)."""
+        session = Session(store, ScriptedDice([]), trusted=True, default_world=WORLD)
+        await session.receive(frame(rolled("r1", "m1")))
+        await session.receive(frame(fate_spend("s1", "m1")), ScriptedDice([34]))
+        await store.remove_world(WORLD)
+        assert await store.world(WORLD) is None
+        await store.add_world(WORLD, hash_token(new_token()))
+        again = json.loads((await session.receive(frame(fate_spend("s2", "m1")), ScriptedDice([34]))).frames[0])
+        assert again["code"] == "already_fated"
+        replay = json.loads((await session.receive(frame(fate_spend("s1", "m1")))).frames[0])
+        assert replay["type"] == "fate_resolved"
