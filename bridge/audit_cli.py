@@ -124,7 +124,9 @@ async def _verify(store: SQLiteStore, args: argparse.Namespace) -> int:
         print(f"{status} {report.world_id}: {report.records} records{checkpoint}")
         if report.problems:
             failed = True
-            print(f"  first bad record: {report.problems[0].seq}")
+            first = next((p.seq for p in report.problems if p.seq), None)
+            if first is not None:
+                print(f"  first bad record: {first}")
             for problem in report.problems:
                 print(f"  - [{problem.kind}] {problem.detail}")
         for note in report.notes:

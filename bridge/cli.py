@@ -40,9 +40,14 @@ def this_command() -> str:
 
 def utc_time(text: str) -> str:
     """argparse type of ``--since``/``--until``: ISO-8601 UTC text, as the audit trail stores it."""
-    if not re.match(wire.UTC_TIME_PATTERN, text):
+    text = text.replace(" ", "T")
+    try:
+        valid = bool(re.match(wire.UTC_TIME_PATTERN, text)) and bool(datetime.fromisoformat(text.rstrip("Z")))
+    except ValueError:
+        valid = False
+    if not valid:
         raise argparse.ArgumentTypeError(f"{text!r} is not a UTC time: write 2026-11-29 or 2026-11-29T20:00")
-    return text.replace(" ", "T")
+    return text
 
 
 def world_id(text: str) -> str:

@@ -213,6 +213,7 @@ class TestArgumentsAreChecked:
         (["world", "add", "a b"], "is not a Foundry world id"),
         (["world", "viewer-key", "w", "--bridge-url", "localhost:8765"], "write it with its scheme"),
         (["audit", "list", "--since", "yesterday"], "is not a UTC time"),
+        (["audit", "list", "--since", "2026-13-45"], "is not a UTC time"),
     ])
     def test_refused_with_a_hint(self, args, says, tmp_path):
         result = run(*args, "--db", str(tmp_path / "b.sqlite3"))
