@@ -7,10 +7,11 @@ Exit codes: 0 success, 1 ``schema --check`` found stale files, 2 usage or config
 from __future__ import annotations
 
 import argparse
-import os
 import asyncio
+import os
 import re
 import sys
+from datetime import datetime
 from pathlib import Path
 from urllib.parse import urlencode, urljoin, urlsplit, urlunsplit
 
