@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import asyncio
 import datetime
+import os
 import sqlite3
 import threading
 from collections.abc import Callable
@@ -327,6 +328,7 @@ class _WalCheckpointer:
             self._conn.close()
 
 
+DB_FILE_MODE = 0o600  # a new database file is readable by its owner only (SQLite's -wal/-shm follow)
 GROUP_COMMIT_MAX = 64  # decisions per transaction at most: bounds the latency a batch adds
 
 
@@ -392,7 +394,10 @@ class SQLiteStore:
 
     def _connect(self) -> None:
         if self.path != ":memory:":
-            Path(self.path).expanduser().parent.mkdir(parents=True, exist_ok=True)
+            path = Path(self.path).expanduser()
+            path.parent.mkdir(parents=True, exist_ok=True)
+            if not path.exists():  # owner-only: it holds viewer keys and the table's history
+                os.close(os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, DB_FILE_MODE))
         try:
             conn = sqlite3.connect(self.path, isolation_level=None, check_same_thread=False)
             conn.execute("PRAGMA busy_timeout = 5000")

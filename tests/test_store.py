@@ -78,6 +78,14 @@ class TestFile:
         assert conn.execute("PRAGMA journal_mode").fetchone()[0] == "wal"
         assert conn.execute("SELECT value FROM meta WHERE key='schema_version'").fetchone()[0] == str(SCHEMA_VERSION)
 
+    async def test_a_new_database_is_readable_by_its_owner_only(self, tmp_path):
+        store = await SQLiteStore.open(tmp_path / "new.sqlite3")
+        await store.add_world("w", "hash")
+        mode = (tmp_path / "new.sqlite3").stat().st_mode & 0o777
+        wal = (tmp_path / "new.sqlite3-wal").stat().st_mode & 0o777
+        await store.close()
+        assert (mode, wal) == (0o600, 0o600)
+
     async def test_a_newer_bridge_file_is_refused_clearly(self, tmp_path):
         path = tmp_path / "future.sqlite3"
         conn = sqlite3.connect(path)
