@@ -272,6 +272,7 @@ class WorldReport:
 
     @property
     def ok(self) -> bool:
+        """True when the chain passed: no problem found (notes do not fail it)."""
         return not self.problems
 
 

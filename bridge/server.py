@@ -73,6 +73,7 @@ class RateLimit:
         self.last = clock()
 
     def allow(self) -> bool:
+        """Take one token if there is one (refilled at ``rate`` per second, up to ``burst``)."""
         now = self.clock()
         self.tokens = min(self.burst, self.tokens + (now - self.last) * self.rate)
         self.last = now

@@ -184,13 +184,10 @@ class Session:
         elif hello.token is None and hello.viewer_key is not None:
             return self._viewer_hello(hello, world)
         elif world is None or hello.token is None or not token_matches(hello.token, world.token_hash):
-            self.log.info("hello_refused", world_id=hello.world_id)
-            refusal = Unauthorized(
+            return self._refuse_hello(
+                hello, "hello_refused", "token",
                 "unknown world or wrong token: register the world with `fate-bridge world add "
-                "WORLD_ID` and paste its token into the module settings",
-                field="token",
-            )
-            return Reply([error_frame(refusal, None)], CLOSE_UNAUTHORIZED)
+                "WORLD_ID` and paste its token into the module settings")
         assert world is not None
         self.world_id = world.world_id
         self.log = log.bind(world_id=self.world_id)
@@ -204,17 +201,19 @@ class Session:
         )
         return Reply([_welcome(world)])
 
+    def _refuse_hello(self, hello: wire.Hello, event: str, field: str, message: str) -> Reply:
+        """Log ``event`` and answer ``unauthorized`` naming ``field``, then close 4001."""
+        self.log.info(event, world_id=hello.world_id)
+        return Reply([error_frame(Unauthorized(message, field=field), None)], CLOSE_UNAUTHORIZED)
+
     def _viewer_hello(self, hello: wire.Hello, world: World | None) -> Reply:
         """A read-only overlay viewer: the world's viewer key opens it; anything else closes it."""
         assert hello.viewer_key is not None
         if world is None or not viewer_key_matches(hello.viewer_key, world.viewer_key):
-            self.log.info("viewer_refused", world_id=hello.world_id)
-            refusal = Unauthorized(
+            return self._refuse_hello(
+                hello, "viewer_refused", "viewer_key",
                 "unknown world or wrong viewer key: copy the overlay URL again from the module, "
-                "or print it with `fate-bridge world viewer-key WORLD_ID`",
-                field="viewer_key",
-            )
-            return Reply([error_frame(refusal, None)], CLOSE_UNAUTHORIZED)
+                "or print it with `fate-bridge world viewer-key WORLD_ID`")
         self.world_id, self.viewer = world.world_id, True
         self.log = log.bind(world_id=self.world_id)
         self.log.info("viewer_hello")

@@ -661,6 +661,12 @@ class SQLiteStore:
             params.append(where.limit)
         return [self._row(r) for r in self._conn.execute(sql, params)]
 
+    def _world_audit_rows_sync(self, world_id: str, where: AuditFilter) -> list[AuditRow]:
+        """A registered world's audit rows (its forwarder's window); raises WorldNotRegistered."""
+        assert self._conn is not None
+        self._require_world(self._conn, world_id, registered=True)
+        return self._audit_rows_sync(where)
+
     def _audit_row_sync(self, row_id: int) -> AuditRow | None:
         assert self._conn is not None
         row = self._conn.execute(f"SELECT {self._ROW} FROM audit WHERE id = ?", (row_id,)).fetchone()
@@ -755,12 +761,10 @@ class SQLiteStore:
 
     async def audit_page(self, world_id: str, query: wire.AuditQuery) -> wire.AuditPage:
         """A page of ``world_id``'s audit trail for the module's audit window, newest first."""
-        if await self.world(world_id) is None:
-            raise WorldNotRegistered(f"world {world_id!r} is no longer registered")
         where = AuditFilter(world_id=world_id, actor_id=query.actor_id, ruleset=query.ruleset,
                             outcome=query.outcome, since=query.since, until=query.until,
                             before_seq=query.before_seq, limit=query.limit + 1)
-        rows = await self._run(self._audit_rows_sync, where)
+        rows = await self._run(self._world_audit_rows_sync, world_id, where)
         more = len(rows) > query.limit
         rows = rows[: query.limit]
         return wire.AuditPage(

@@ -857,3 +857,13 @@ class TestS12WorldOption:
 
 def test_ruleset_id():
     assert sohl.RULESET == "sohl"
+
+
+class TestS7PointCovers:
+    """S7, first half (``point_covers``): which points a test can use, charges aside."""
+
+    @pytest.mark.parametrize(("skill_code", "covers"), [(None, True), ("", True), ("archery", True), ("melee", False)])
+    def test_general_or_specific_to_the_code(self, skill_code, covers):
+        point = Point("p", "P", skill_code, 0)
+        assert sohl.point_covers(point, "archery") is covers
+        assert sohl.point_applies(point, "archery") is False  # no charge left either way

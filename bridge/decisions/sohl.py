@@ -234,7 +234,7 @@ def _fate_spend(message: wire.FateSpend, state: WorldState, dice: Dice) -> wire.
     if point is None:
         raise NotEligible(f"{actor.name!r} holds no Fate Point {message.point_id}",
                           field="point_id")
-    if point.skill_code not in (None, "") and point.skill_code != test.code:
+    if not sohl.point_covers(point, test.code):
         raise NotEligible(
             f"{point.name!r} is specific to {point.skill_code!r}, not {test.code!r} (S7)",
             field="point_id",

@@ -180,12 +180,15 @@ def is_aura_governed(kind: str, code: str, basis: Iterable[str]) -> bool:
 # --- S7/S8: Fate Points ------------------------------------------------------------------------
 
 
+def point_covers(point: PointLike, test_code: str) -> bool:
+    """S7, first half: the point is general (no skill code) or specific to the tested code."""
+    return point.skill_code in (None, "") or point.skill_code == test_code
+
+
 def point_applies(point: PointLike, test_code: str) -> bool:
-    """S7: a point applies when general or its skill code is the tested code, and it has a charge
-    left (``charges`` None is unlimited; a limited point at 0 does not apply)."""
-    if point.skill_code not in (None, "") and point.skill_code != test_code:
-        return False
-    return point.charges is None or point.charges > 0
+    """S7: a point applies when it covers the test (:func:`point_covers`) and has a charge left
+    (``charges`` None is unlimited; a limited point at 0 does not apply)."""
+    return point_covers(point, test_code) and (point.charges is None or point.charges > 0)
 
 
 def suggested_points(points: Iterable[PointLike], test_code: str) -> list[PointLike]:
