@@ -9,6 +9,7 @@ verify the audit trail re-derives every hmtw decision.
 
 from __future__ import annotations
 
+import itertools
 import json
 import subprocess
 from pathlib import Path
@@ -51,8 +52,11 @@ async def drawn(session: Session, table: Table, message: dict, *codes: str) -> d
     return reply
 
 
+STATUS_IDS = itertools.count()  # fresh event ids: a repeated one would replay an older status
+
+
 async def status(session: Session) -> dict:
-    return await send(session, deck_command("status", event_id=f"status-{id(object())}"))
+    return await send(session, deck_command("status", event_id=f"status-{next(STATUS_IDS)}"))
 
 
 async def refused(session: Session, message: dict, code: str, field: str, dice: list[int] | None = None) -> dict:
