@@ -13,9 +13,9 @@ from bridge.cli import main
 from bridge.session import hash_token
 
 from .helpers import run_bridge as run
+from .helpers import sample as fixture_sample
 
 ROOT = Path(__file__).resolve().parent.parent
-SAMPLES = ROOT.parent / "shared" / "samples" / "sohl"
 EXAMPLE = ROOT / "examples" / "sohl-session.jsonl"
 
 
@@ -149,10 +149,8 @@ class _DataScope(html.parser.HTMLParser):
 
 
 def sample(name: str) -> dict:
-    path = SAMPLES / name
-    if not path.exists():
-        pytest.fail(f"SoHL sample {name} not found: expected shared/ beside the repository at {SAMPLES}")
-    return json.loads(path.read_text())
+    """The SoHL sample ``name`` (tests/fixtures/samples/sohl/)."""
+    return fixture_sample(f"sohl/{name}")
 
 
 class TestResolveSampleCards:
