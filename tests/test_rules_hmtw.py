@@ -1,5 +1,5 @@
 """His Majesty the Worm rules (``bridge/rules/hmtw.py``) against seed 002 (Tests of Fate) and the
-rulings H1-H13 of ``shared/rules/DECISIONS.md``.
+rulings H1-H13 of ``docs/rules.md``.
 
 One class per ruling; every ruling is pinned with concrete values. The shuffle's uniformity is
 checked statistically with a fixed seed (chi-square on the position each card is dealt at).

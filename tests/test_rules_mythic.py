@@ -1,15 +1,14 @@
 """Mythic Fate Chart rules (``bridge/rules/mythic.py``) against seed 003 and the rulings M1-M9 of
-``shared/rules/DECISIONS.md``.
+``docs/rules.md``.
 
 One class per ruling; every ruling is pinned with concrete values. The chart (M2) is checked
-cell by cell against the table printed in DECISIONS.md itself.
+cell by cell against the table printed in the rulings themselves (``tests/fixtures/rules/DECISIONS.md``).
 """
 
 from __future__ import annotations
 
 import functools
 import re
-from pathlib import Path
 
 import pytest
 from hypothesis import given
@@ -35,7 +34,9 @@ from bridge.rules.mythic import (
     thresholds,
 )
 
-DECISIONS = Path(__file__).resolve().parent.parent.parent / "shared" / "rules" / "DECISIONS.md"
+from .helpers import FIXTURES
+
+DECISIONS = FIXTURES / "rules" / "DECISIONS.md"
 ABBREVIATIONS = ("M2+", "Min", "Weak", "Low", "BAv", "Avg", "AAv", "High", "Exc", "Inc", "Awe", "Sup", "S2+")
 M2P, MIN, WEAK, LOW, BAV, AVG, AAV, HIGH, EXC, INC, AWE, SUP, S2P = range(13)
 
@@ -44,7 +45,7 @@ M2P, MIN, WEAK, LOW, BAV, AVG, AAV, HIGH, EXC, INC, AWE, SUP, S2P = range(13)
 def decisions_chart() -> tuple[tuple[str, ...], dict[str, list[int]]]:
     """The M2 block of DECISIONS.md: its column headers and each row's 13 values by row name."""
     if not DECISIONS.exists():
-        pytest.fail(f"DECISIONS.md not found: expected shared/ beside the repository at {DECISIONS}")
+        pytest.fail(f"DECISIONS.md not found: expected it at {DECISIONS}")
     text = DECISIONS.read_text()
     block = re.search(r"- M2 .*?```\n(.*?)```", text, re.S).group(1).splitlines()
     header = tuple(block[0].split())

@@ -1,5 +1,5 @@
 """pool rules (``bridge/rules/pool.py``) against seed 004 and the rulings P1-P13 of
-``shared/rules/DECISIONS.md``: one class per ruling, each pinned with values; then the exact odds
+``docs/rules.md``: one class per ruling, each pinned with values; then the exact odds
 of a check against the roller."""
 
 from __future__ import annotations

@@ -1,5 +1,5 @@
 """The bridge through a real WebSocket on 127.0.0.1 (``bridge/server.py`` and the session, store
-and dispatch behind it), against ``docs/protocol.md`` and ``shared/contract.md``.
+and dispatch behind it), against ``docs/protocol.md``.
 
 Every test starts ``bridge.server.start`` in-process on port 0 with a SQLite file in ``tmp_path``
 and :class:`~bridge.dice.ScriptedDice`, so every Fate Test roll is known. The default dice hold no

@@ -1,6 +1,6 @@
 """Every wire message between the Foundry module and the bridge: the protocol is this package.
 
-The names follow ``shared/contract.md`` (wire contract v1); ``docs/protocol.md`` explains the flow
+The names are wire contract v1's (``tests/test_wire.py`` pins them); ``docs/protocol.md`` explains the flow
 and ``schemas/`` holds the JSON Schema generated from these classes; one module per ruleset (``sohl``,
 ``hmtw``, ``mythic``, ``pool``) plus ``session``, ``audit`` and ``overlay``, each listing its ``CLIENT`` and
 ``BRIDGE`` message classes (``fate-bridge schema``).

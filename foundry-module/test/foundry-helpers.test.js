@@ -5,16 +5,12 @@
  */
 import { test, describe, beforeEach, afterEach } from "node:test";
 import assert from "node:assert/strict";
-import { readFileSync } from "node:fs";
 import * as fvtt from "../scripts/foundry.js";
 import { installFakeFoundry, uninstallFakeFoundry } from "./helpers/fake-foundry.js";
+import { foundrySample, hmtwSample } from "./helpers/samples.js";
 
-/** A real Foundry 13 capture from shared/samples/foundry/ (beside the repository). */
-function foundrySample(name) {
-  return JSON.parse(readFileSync(new URL(`../../../shared/samples/foundry/${name}`, import.meta.url), "utf8"));
-}
-/** The HMtW adventurer sample (shared/samples/hmtw/). */
-const SILAN = JSON.parse(readFileSync(new URL("../../../shared/samples/hmtw/actor-character-adventurer.RECONSTRUCTED.json", import.meta.url), "utf8"));
+/** The HMtW adventurer sample (tests/fixtures/samples/hmtw/). */
+const SILAN = hmtwSample("actor-character-adventurer.RECONSTRUCTED.json");
 
 let world;
 beforeEach(() => {

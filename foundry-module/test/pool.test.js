@@ -9,11 +9,8 @@ import { fateSummary, parsePoolCommand, pickCharacter, rollMessage } from "../sc
 import { d20Snapshot, readD20Roll, rerollMessage } from "../scripts/logic/pool-rolls.js";
 import { decoratePoolMessage, renderLedgerPanel, REROLL_CLASS } from "../scripts/logic/pool-ui.js";
 import { installFakeFoundry, uninstallFakeFoundry } from "./helpers/fake-foundry.js";
+import { foundrySample } from "./helpers/samples.js";
 
-/** A real Foundry 13 capture from shared/samples/foundry/ (beside the repository). */
-function foundrySample(name) {
-  return JSON.parse(readFileSync(new URL(`../../../shared/samples/foundry/${name}`, import.meta.url), "utf8"));
-}
 const ATTACK = foundrySample("d20-v13-dnd5e-attack-1d20.json");
 const SAVE = foundrySample("d20-v13-dnd5e-save-str-1d20.json");
 const ADVANTAGE = foundrySample("d20-v13-dnd5e-skill-adv-2d20kh-blind.json");
