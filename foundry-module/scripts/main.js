@@ -9,8 +9,9 @@
  */
 
 import * as fvtt from "./foundry.js";
-import { messageBuilders, resolveFateOption } from "./logic/messages.js";
-import { BridgeConnection, BridgeError, STATE, DOWN_REASONS, isInsecureRemote } from "./logic/connection.js";
+import { messageBuilders, resolveFateOption, PROTOCOL_VERSION } from "./logic/messages.js";
+import { BridgeConnection, BridgeError, isInsecureRemote } from "./logic/connection.js";
+import { createLinkStatus, linkBadge } from "./logic/link-status.js";
 import { createFateFlow, noticeKey, noticeLevel } from "./logic/fate-flow.js";
 import { decorateCard } from "./logic/card-ui.js";
 import { readSohlCard } from "./logic/sohl-card.js";
@@ -91,17 +92,6 @@ export function install({ rulesets = RULESETS } = {}) {
     connection.request(build.settings({ fateOption })).catch((error) => console.warn("fate-bridge | settings refused", error));
   }
 
-  function onStatus(status) {
-    if (status.state === STATE.CONNECTED) fvtt.notify("info", "FATE_BRIDGE.Status.Connected");
-    else if (status.reason === DOWN_REASONS.UNAUTHORIZED) fvtt.notify("error", "FATE_BRIDGE.Status.Unauthorized");
-    else if (status.reason === DOWN_REASONS.SUPERSEDED) {
-      if (status.holder) fvtt.notify("warn", "FATE_BRIDGE.Status.Superseded", { holder: status.holder });
-      else fvtt.notify("warn", "FATE_BRIDGE.Status.SupersededUnknown");
-    } else if (status.state === STATE.DOWN && status.retryInMs !== null) {
-      console.warn(`fate-bridge | bridge ${status.reason}; retrying in ${status.retryInMs} ms`);
-    }
-  }
-
   function startConnection() {
     const url = fvtt.getSetting("bridgeUrl");
     const token = fvtt.getSetting("token");
@@ -110,14 +100,31 @@ export function install({ rulesets = RULESETS } = {}) {
       return;
     }
     if (isInsecureRemote(url)) fvtt.notify("warn", "FATE_BRIDGE.Status.InsecureUrl");
+    // The GM's view of the link: badge and notices (logic/link-status.js).
+    const link = createLinkStatus({
+      url,
+      pageProtocol: fvtt.pageProtocol(),
+      moduleVersion: fvtt.moduleVersion(),
+      protocolVersion: PROTOCOL_VERSION,
+      notify: fvtt.notify,
+      localize: fvtt.localize,
+      show: (view) => fvtt.showLinkBadge(linkBadge(view, fvtt.localize)),
+    });
     connection = new BridgeConnection({
       url,
       hello: () => build.hello({ worldId: fvtt.worldId(), token, client: fvtt.clientInfo() }),
       ping: build.ping,
       WebSocket: fvtt.webSocketClass(),
       timers: fvtt.timers(),
-      onStatus,
-      onWelcome: sendSettings,
+      onStatus: (status) => {
+        link.status(status);
+        if (status.retryInMs !== null) console.warn(`fate-bridge | bridge ${status.reason}; retrying in ${status.retryInMs} ms`);
+      },
+      onWelcome: (welcome) => {
+        link.welcome(welcome);
+        sendSettings();
+      },
+      onRefused: link.refused,
       onUnsolicited: router.dispatch,
     });
     flow = createFateFlow({ foundry: fvtt, connection, build, domParser: fvtt.domParser() });
@@ -128,6 +135,7 @@ export function install({ rulesets = RULESETS } = {}) {
     connection?.stop();
     connection = null;
     flow = null;
+    fvtt.showLinkBadge(null);
   }
 
   /**

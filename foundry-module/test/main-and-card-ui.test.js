@@ -52,9 +52,10 @@ describe("settings and roles", () => {
       type: "hello", v: 1, world_id: "e2e-world", token: "secret",
       client: { module_version: "0.1.0", foundry_version: "14.359", system_id: "sohl", system_version: "0.8.2", user_name: "Gamemaster" },
     });
-    socket.receive({ type: "welcome", v: 1, world_id: "e2e-world", bridge_version: "x", rulesets: ["sohl"], settings: { fate_option: "everyone" } });
+    socket.receive({ type: "welcome", v: 1, world_id: "e2e-world", bridge_version: "0.1.2", protocol_version: 1, rulesets: ["sohl"], settings: { fate_option: "everyone" } });
     const settings = socket.sent.find((m) => m.type === "settings");
     assert.equal(settings.fate_option, "everyone", "SoHL's optionFate is unset here: everyone");
+    assert.equal(globalThis.document.getElementById("fate-bridge-link").dataset.state, "connected", "the GM sees the link badge");
     assert.equal(env.world.notices.at(-1).text, "Fate Bridge: connected to the bridge.");
     const queued = socket.sent.find((m) => m.type === "test_rolled");
     assert.equal(queued.message_id, env.messageId, "the card created before welcome was queued and sent");
