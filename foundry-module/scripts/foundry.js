@@ -7,6 +7,7 @@
  */
 
 import { visibilityOfRollMode } from "./logic/cards.js";
+import { socketDelivery } from "./logic/relay.js";
 
 /** Module id, flag scope and socket name suffix. */
 export const MODULE_ID = "fate-bridge";
@@ -100,9 +101,16 @@ export function emitSocket(payload) {
   game.socket.emit(SOCKET, payload);
 }
 
-/** @param {(payload: object, senderId: string) => void} fn receives Foundry's sender user id */
+/**
+ * @param {(payload: object, senderId: string) => void} fn receives the payload and the sender's
+ *   user id that the Foundry server added; a delivery of any other shape (a client emitting extra
+ *   arguments to pose as someone else) never reaches it (logic/relay.js socketDelivery)
+ */
 export function onSocket(fn) {
-  game.socket.on(SOCKET, fn);
+  game.socket.on(SOCKET, (...args) => {
+    const delivery = socketDelivery(args);
+    if (delivery) fn(delivery.payload, delivery.senderId);
+  });
 }
 
 /** @returns {boolean} true when this client is the world's active GM */
