@@ -14,6 +14,7 @@ import { BridgeConnection, BridgeError, isInsecureRemote } from "./logic/connect
 import { createLinkStatus, linkBadge } from "./logic/link-status.js";
 import { createFateFlow, noticeKey, noticeLevel } from "./logic/fate-flow.js";
 import { decorateCard } from "./logic/card-ui.js";
+import { createPendingActions } from "./logic/pending.js";
 import { readSohlCard } from "./logic/sohl-card.js";
 import { createRelayHub, RELAY_LIMITS } from "./logic/relay.js";
 import { createCommandRegistry } from "./logic/commands.js";
@@ -84,6 +85,8 @@ export function install({ rulesets = RULESETS } = {}) {
       fvtt.notify("error", "FATE_BRIDGE.Command.Failed", { command: `/${name}` });
     },
   });
+  // Action buttons waiting for their answer, by key, across re-renders (logic/pending.js).
+  const pending = createPendingActions();
   const router = createBridgeRouter({ onError: (error, type) => console.error(`fate-bridge | a listener for ${type} failed`, error) });
 
   function sendSettings() {
@@ -178,17 +181,15 @@ export function install({ rulesets = RULESETS } = {}) {
 
   /**
    * A SoHL click on this client, run by the active GM (this client or over the socket).
-   * `release` re-enables the clicked button(s) whenever nothing was spent.
+   * `settle` ends the button's pending state: done when applied, enabled again otherwise.
    */
-  function sohlClick(action, data, release) {
+  function sohlClick(action, data, settle) {
     relays.request(SOHL, action, data).then(
-      (applied) => {
-        if (applied !== true) release();
-      },
+      (applied) => settle(applied === true),
       (error) => {
         const code = error?.code ?? "internal";
         fvtt.notify(noticeLevel(code), noticeKey(code), { seconds: String(RELAY_LIMITS.ACK_TIMEOUT_MS / 1000) });
-        release();
+        settle(false);
       },
     );
   }
@@ -234,7 +235,7 @@ export function install({ rulesets = RULESETS } = {}) {
     fvtt.notify("warn", "FATE_BRIDGE.Overlay.GmOnly");
     return false;
   });
-  const installed = installRulesets(rulesets, { commands, relays, router, bridgeLink: () => connection });
+  const installed = installRulesets(rulesets, { commands, relays, router, pending, bridgeLink: () => connection });
 
   fvtt.onceHook("init", () => {
     fvtt.registerWorldSettings({ onBridgeChange, onFateOptionChange }, { fateOptions: FATE_OPTION_CHOICES, defaultUrl: DEFAULT_URL });
@@ -265,8 +266,9 @@ export function install({ rulesets = RULESETS } = {}) {
       message: data,
       viewer: { id: fvtt.currentUserId(), isGM: fvtt.currentUserIsGM(), ownsActor: actorUuid ? fvtt.userOwnsActor(actorUuid) : false },
       t: fvtt.localize,
-      onSpend: (messageId, pointId, release) => sohlClick(SOHL_ACTIONS.SPEND, { message_id: messageId, point_id: pointId }, release),
-      onChoice: (messageId, choice, release) => sohlClick(SOHL_ACTIONS.CHOICE, { message_id: messageId, choice }, release),
+      onSpend: (messageId, pointId, settle) => sohlClick(SOHL_ACTIONS.SPEND, { message_id: messageId, point_id: pointId }, settle),
+      onChoice: (messageId, choice, settle) => sohlClick(SOHL_ACTIONS.CHOICE, { message_id: messageId, choice }, settle),
+      pending,
     });
   });
   return {

@@ -4,6 +4,7 @@ import { install } from "../scripts/main.js";
 import { uninstallFakeFoundry } from "./helpers/fake-foundry.js";
 import { sampleWorld, postArchery } from "./helpers/world-setup.js";
 import { FakeClock, fakeWebSocketClass, flush, until } from "./helpers/fake-socket.js";
+import { RELAY_LIMITS } from "../scripts/logic/relay.js";
 
 const LUCKY = "mystery00000000";
 const BLADE = "mystery00000001";
@@ -141,6 +142,17 @@ describe("card-ui on render", () => {
       payload: { type: "request", request_id: sent.payload.request_id, ruleset: "sohl", action: "spend", data: { message_id: env.messageId, point_id: LUCKY } },
       senderId: env.player,
     });
+    // The request waits for the GM: a re-render shows it pending, and a second click sends nothing.
+    const again = env.world.render(env.messageId).querySelector(".fate-bridge-spend button");
+    assert.equal(again.disabled, true);
+    assert.equal(again.classList.contains("fate-bridge-pending"), true);
+    again.click();
+    assert.equal(env.world.emitted.length, 1);
+    // No ack in time: refused, and the re-rendered button is usable again.
+    env.clock.advance(RELAY_LIMITS.ACK_TIMEOUT_MS);
+    await flush();
+    assert.equal(again.disabled, false);
+    assert.equal(again.classList.contains("fate-bridge-pending"), false);
     env.world.emitted.length = 0;
     env.world.activeGMId = null;
     const button = env.world.render(env.messageId).querySelector(".fate-bridge-spend button");
