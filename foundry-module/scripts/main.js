@@ -46,8 +46,10 @@ const NOTICE = "notice";
  * Register every hook and install the rulesets. Foundry runs it once (scripts/module.js); tests
  * run it once per fake world.
  *
- * @param {{rulesets?: Array<{id: string, install: Function}>}} [options] the ruleset modules to
- *   install (scripts/rulesets/index.js by default; tests pass their own)
+ * @param {{rulesets?: Array<{id: string, install: Function}>, timers?: {setTimeout: Function, clearTimeout: Function}}} [options]
+ *   the ruleset modules to install (scripts/rulesets/index.js by default; tests pass their own),
+ *   and the timers of the bridge connection and the relay (the platform's by default; tests
+ *   inject a clock to put the bridge away for 30 s without waiting them out)
  * @returns {{connection: () => BridgeConnection|null, auditWindow: () => Function|null,
  *   openAudit: () => void, rulesets: () => string[], dispose: () => void}} a view on the live
  *   module (tests, macros): the bridge connection, the audit window class (after `init`), a way to
@@ -55,7 +57,7 @@ const NOTICE = "notice";
  *   connection and drop pending relay deadlines
  * @throws {TypeError} when a ruleset module breaks the contract (see ruleset-api.js installRulesets)
  */
-export function install({ rulesets = RULESETS } = {}) {
+export function install({ rulesets = RULESETS, timers = fvtt.timers() } = {}) {
   const build = messageBuilders(fvtt.randomId);
   const onBridgeChange = () => {
     stopConnection();
@@ -67,7 +69,7 @@ export function install({ rulesets = RULESETS } = {}) {
   let AuditWindow = null;
   let openWindow = null;
   const relays = createRelayHub({
-    timers: fvtt.timers(),
+    timers,
     newId: fvtt.randomId,
     port: {
       send: fvtt.emitSocket,
@@ -118,7 +120,7 @@ export function install({ rulesets = RULESETS } = {}) {
       hello: () => build.hello({ worldId: fvtt.worldId(), token, client: fvtt.clientInfo() }),
       ping: build.ping,
       WebSocket: fvtt.webSocketClass(),
-      timers: fvtt.timers(),
+      timers,
       onStatus: (status) => {
         link.status(status);
         if (status.retryInMs !== null) console.warn(`fate-bridge | bridge ${status.reason}; retrying in ${status.retryInMs} ms`);

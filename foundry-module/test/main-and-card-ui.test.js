@@ -163,7 +163,8 @@ describe("card-ui on render", () => {
     assert.equal(button.disabled, false, "nothing was spent: the button is usable again");
   });
 
-  test("the GM answers a relayed click while its bridge is down: a notice for the sender, nothing spent", async () => {
+  test("the GM answers a relayed click while its bridge link is stopped (token refused): a notice for the sender, nothing spent", async () => {
+    env.Socket.instances[0].drop(4001);
     env.world.emitted.push({ payload: { type: "request", request_id: "r1", ruleset: "sohl", action: "spend", data: { message_id: env.messageId, point_id: LUCKY } }, senderId: env.player });
     env.world.asUser(env.gm);
     env.world.deliverSocket();
@@ -271,6 +272,7 @@ describe("relayed clicks: a player is never left waiting on the GM's client", ()
   });
 
   test("ack, go, then the GM's refusal (done ok:false) re-enables the button; no deadline fires later", async () => {
+    env.Socket.instances[0].drop(4001); // the GM's bridge link refused: the GM's flow refuses the click
     const { button, requestId } = playerClicks();
     assert.deepEqual(env.world.deliverAs(env.gm).map((p) => p.type), ["request"]);
     assert.deepEqual(env.world.emitted.map((e) => e.payload), [{ type: "ack", to: env.player, request_id: requestId }], "held, not run, until go");

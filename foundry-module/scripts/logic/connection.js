@@ -180,6 +180,15 @@ export class BridgeConnection {
   }
 
   /**
+   * @returns {boolean} true once the link is stopped for good (`stop()`, token refused,
+   *   superseded): requests are refused then. While it is merely down (reconnecting) this is
+   *   false and requests wait in the queue.
+   */
+  isStopped() {
+    return this.stopped;
+  }
+
+  /**
    * Send a message that carries `event_id` (or `query_id`: `audit_query`) and wait for its reply.
    *
    * @param {{event_id?: string, query_id?: string}} message
