@@ -14,7 +14,7 @@ import { install } from "../scripts/main.js";
 import { PENDING_CLASS } from "../scripts/logic/pending.js";
 import { BridgeProcess } from "./helpers/bridge-process.js";
 import { FakeClock } from "./helpers/fake-socket.js";
-import { uninstallFakeFoundry } from "./helpers/fake-foundry.js";
+import { FakeItem, uninstallFakeFoundry } from "./helpers/fake-foundry.js";
 import { sampleWorld, postArchery } from "./helpers/world-setup.js";
 
 let bridge;
@@ -108,4 +108,33 @@ test("30 s without the bridge: tests rolled and a Spend Fate click wait, then go
   assert.deepEqual(settled, []);
   const after = env.world.render(first).querySelector(".fate-bridge-spend button");
   assert.equal(after, null, "a fated test offers no second spend");
+});
+
+test("a test too large for the bridge's frame limit is refused once, in the browser, with a notice naming the limit", async (t) => {
+  const env = await sampleWorld({ WebSocket: RecordingWebSocket, settings: { "fate-bridge.token": token, "fate-bridge.bridgeUrl": `ws://127.0.0.1:${port}` } });
+  t.after(() => {
+    env.bridge?.dispose();
+    uninstallFakeFoundry();
+  });
+  env.bridge = install();
+  for (const hook of ["init", "setup", "ready"]) env.world.callHook(hook);
+  const connection = await until(() => env.bridge.connection()?.isReady() && env.bridge.connection(), "welcome");
+  const limit = connection.maxFrameBytes;
+  assert.equal(limit, 64 * 1024, "the bridge's real limit, from welcome");
+  // An actor carrying hundreds of Fate Points with long names: its test_rolled is over 64 KiB.
+  const lucky = env.actor.items.get("mystery00000000");
+  for (let i = 0; i < 400; i += 1) {
+    const id = `bulk${String(i).padStart(12, "0")}`;
+    env.actor.items.set(id, new FakeItem({ ...lucky.toObject(), _id: id, name: `Lucky Star ${"of the long name ".repeat(12)}${i}` }, env.world.itemUpdates));
+  }
+  frames.length = 0;
+  const messageId = await postArchery(env.world);
+  const notice = await until(() => env.world.notices.find((n) => n.text.includes("larger than the bridge accepts")), "the too-large notice");
+  assert.match(notice.text, new RegExp(`a test_rolled request of \\d+ bytes is larger than the bridge accepts \\(${limit} bytes\\); it was not sent`));
+  assert.equal(notice.userId, env.gm);
+  await new Promise((resolve) => setTimeout(resolve, 200));
+  assert.equal(frames.filter((f) => f.type === "test_rolled").length, 0, "never sent");
+  assert.equal(env.world.notices.filter((n) => n.text.includes("larger than the bridge accepts")).length, 1, "refused once");
+  assert.equal(connection.isReady(), true, "the link stays up");
+  assert.equal(env.world.messages.get(messageId).flags["fate-bridge"]?.graded, undefined);
 });
