@@ -173,6 +173,15 @@ describe("requests refused in the browser", () => {
     assert.equal(views.at(-1).refused, 1);
   });
 
+  test("too large for a bridge that never told its limit (closed 1009): told, not resent", () => {
+    Socket.instances[0].open();
+    Socket.instances[0].receive({ ...WELCOME, max_frame_bytes: null });
+    connection.request({ type: "test_rolled", event_id: "big", padding: "x".repeat(70_000) }).catch(() => {});
+    Socket.instances[0].drop(1009, "message too big");
+    assert.deepEqual(notices.at(-1), { level: "error", key: "FATE_BRIDGE.Link.Notice.TooLargeClosed", data: { type: "test_rolled", bytes: notices.at(-1).data.bytes } });
+    assert.ok(Number(notices.at(-1).data.bytes) > 70_000);
+  });
+
   test("queue full: told once per outage, every refusal counted on the badge", async () => {
     nothingAnswers();
     for (let i = 0; i < LIMITS.MAX_QUEUED; i += 1) connection.request({ type: "test_rolled", event_id: `k${i}` });

@@ -119,10 +119,10 @@ export class BridgeConnection {
    * @param {(status: ConnectionStatus) => void} [options.onStatus] after every state change
    * @param {(welcome: object) => void} [options.onWelcome] after each `welcome`
    * @param {(message: object) => void} [options.onUnsolicited] bridge messages answering no pending request
-   * @param {(refusal: {code: string, type: string, bytes: number|null, limit: number}) => void} [options.onRefused]
+   * @param {(refusal: {code: string, type: string, bytes: number|null, limit: number|null}) => void} [options.onRefused]
    *   a request this client refused itself: `queue_full` (`limit` = MAX_QUEUED) or `too_large`
-   *   (`bytes` its JSON size in UTF-8 bytes, `limit` the bridge's frame limit); `type` is the
-   *   request's message type
+   *   (`bytes` its JSON size in UTF-8 bytes, `limit` the bridge's frame limit, null when the
+   *   bridge never told it and closed with 1009); `type` is the request's message type
    * @param {Partial<typeof LIMITS>} [options.limits] overrides (tests)
    */
   constructor({ url, hello, ping, WebSocket, timers, onStatus = () => {}, onWelcome = () => {}, onUnsolicited = () => {}, onRefused = () => {}, limits = {} }) {

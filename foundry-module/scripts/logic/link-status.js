@@ -106,7 +106,7 @@ export function compareVersions({ moduleVersion, protocolVersion, welcome }) {
  * @param {(key: string) => string} deps.localize (a cause's text goes into the notice)
  * @param {(view: LinkView) => void} deps.show draws the badge
  * @returns {{status(status: import("./connection.js").ConnectionStatus): void, welcome(welcome: object): void,
- *   refused(refusal: {code: string, type: string, bytes: number|null, limit: number}): void, view(): LinkView}}
+ *   refused(refusal: {code: string, type: string, bytes: number|null, limit: number|null}): void, view(): LinkView}}
  *   the three connection callbacks, and the current view
  */
 export function createLinkStatus({ url, pageProtocol, moduleVersion, protocolVersion, notify, localize, show }) {
@@ -162,7 +162,9 @@ export function createLinkStatus({ url, pageProtocol, moduleVersion, protocolVer
     },
     refused(refusal) {
       update({ refused: view.refused + 1 });
-      if (refusal.code === REFUSED.TOO_LARGE) {
+      if (refusal.code === REFUSED.TOO_LARGE && refusal.limit === null) {
+        notify("error", "FATE_BRIDGE.Link.Notice.TooLargeClosed", { type: refusal.type, bytes: String(refusal.bytes) });
+      } else if (refusal.code === REFUSED.TOO_LARGE) {
         notify("error", "FATE_BRIDGE.Link.Notice.TooLarge", { type: refusal.type, bytes: String(refusal.bytes), limit: String(refusal.limit) });
       } else if (!queueFullNoticed) {
         queueFullNoticed = true;
