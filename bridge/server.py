@@ -282,7 +282,7 @@ def make_handler(
                     "again later with the same event_id") if rate else ""
 
     async def handler(ws: ServerConnection) -> None:
-        session = Session(store, dice)
+        session = Session(store, dice, max_frame_bytes=MAX_FRAME_BYTES)
         limit = None if rate is None else RateLimit(rate[0], rate[1], clock)
         pump: asyncio.Task[None] | None = None
         viewer: _Viewer | None = None

@@ -110,8 +110,10 @@ class Session:
         *,
         trusted: bool = False,
         default_world: str | None = None,
+        max_frame_bytes: int | None = None,
     ) -> None:
         self.store = store
+        self.max_frame_bytes = max_frame_bytes  # the server's limit, told in ``welcome``
         self.dice = dice
         self.trusted = trusted
         self.world_id: str | None = default_world if trusted else None
@@ -199,7 +201,7 @@ class Session:
             module_version=client and client.module_version,
             system_id=client and client.system_id,
         )
-        return Reply([_welcome(world)])
+        return Reply([_welcome(world, self.max_frame_bytes)])
 
     def _refuse_hello(self, hello: wire.Hello, event: str, field: str, message: str) -> Reply:
         """Log ``event`` and answer ``unauthorized`` naming ``field``, then close 4001."""
@@ -217,7 +219,7 @@ class Session:
         self.world_id, self.viewer = world.world_id, True
         self.log = log.bind(world_id=self.world_id)
         self.log.info("viewer_hello")
-        return Reply([_welcome(world)])
+        return Reply([_welcome(world, self.max_frame_bytes)])
 
     async def _decide(self, message: wire.ClientMessage, dice: Dice) -> Reply:
         """Run one decision in the store, recording its inputs for the audit trail, and log
@@ -274,9 +276,12 @@ class Session:
         return Reply([decided.reply], overlay_card=overlay[0] if overlay else None)
 
 
-def _welcome(world: World) -> bytes:
-    """The encoded ``welcome`` for ``world`` (forwarders and viewers alike)."""
+def _welcome(world: World, max_frame_bytes: int | None) -> bytes:
+    """The encoded ``welcome`` for ``world`` (forwarders and viewers alike); ``max_frame_bytes``
+    is the connection's frame limit (None: no limit)."""
     return wire.encode(wire.Welcome(world_id=world.world_id, bridge_version=__version__,
+                                    protocol_version=wire.PROTOCOL_VERSION,
+                                    max_frame_bytes=max_frame_bytes,
                                     rulesets=RULESETS, settings=world.settings))
 
 

@@ -330,6 +330,8 @@ class TestHelloWelcome:
             "v": 1,
             "world_id": WORLD_ID,
             "bridge_version": bridge.__version__,
+            "protocol_version": 1,
+            "max_frame_bytes": bridge_server.MAX_FRAME_BYTES,  # the limit the server enforces (1009)
             "rulesets": dispatch.RULESETS,  # every ruleset with handlers
             "settings": {"fate_option": "everyone"},
         }

@@ -7,6 +7,7 @@
  */
 
 import { visibilityOfRollMode } from "./logic/cards.js";
+import { socketDelivery } from "./logic/relay.js";
 
 /** Module id, flag scope and socket name suffix. */
 export const MODULE_ID = "fate-bridge";
@@ -100,9 +101,16 @@ export function emitSocket(payload) {
   game.socket.emit(SOCKET, payload);
 }
 
-/** @param {(payload: object, senderId: string) => void} fn receives Foundry's sender user id */
+/**
+ * @param {(payload: object, senderId: string) => void} fn receives the payload and the sender's
+ *   user id that the Foundry server added; a delivery of any other shape (a client emitting extra
+ *   arguments to pose as someone else) never reaches it (logic/relay.js socketDelivery)
+ */
 export function onSocket(fn) {
-  game.socket.on(SOCKET, fn);
+  game.socket.on(SOCKET, (...args) => {
+    const delivery = socketDelivery(args);
+    if (delivery) fn(delivery.payload, delivery.senderId);
+  });
 }
 
 /** @returns {boolean} true when this client is the world's active GM */
@@ -395,7 +403,7 @@ const MAX_USER_NAME = 256;
  */
 export function clientInfo() {
   return {
-    module_version: String(game.modules.get(MODULE_ID)?.version ?? ""),
+    module_version: moduleVersion(),
     foundry_version: String(game.version ?? ""),
     system_id: String(game.system?.id ?? ""),
     system_version: String(game.system?.version ?? ""),
@@ -498,3 +506,45 @@ export function revealChatMessage(messageId) {
   new ChatPopout({ message }).render({ force: true });
   return "popout";
 }
+
+/** Id of the GM's bridge link badge (styles/fate-bridge.css `.fate-bridge-link`). */
+const LINK_BADGE_ID = "fate-bridge-link";
+
+/**
+ * Draw (or remove) the GM's bridge link badge: a small pill at the top of the page whose
+ * `data-state` is the link state (the stylesheet colours it) and whose tooltip says the address,
+ * the likely cause, the next attempt and the versions. Every text goes in through `textContent`
+ * and `title`.
+ *
+ * @param {{state: string, label: string, details: string[]}|null} badge null removes it
+ */
+export function showLinkBadge(badge) {
+  const doc = globalThis.document;
+  let element = doc.getElementById(LINK_BADGE_ID);
+  if (!badge) {
+    element?.remove();
+    return;
+  }
+  if (!element) {
+    element = doc.createElement("div");
+    element.id = LINK_BADGE_ID;
+    element.className = "fate-bridge-link";
+    element.setAttribute("role", "status");
+    element.setAttribute("aria-live", "polite");
+    doc.body.append(element);
+  }
+  element.dataset.state = badge.state;
+  element.textContent = badge.label;
+  element.title = badge.details.join("\n");
+}
+
+/** @returns {string} the Foundry page's protocol (`"https:"` or `"http:"`) */
+export function pageProtocol() {
+  return String(globalThis.location?.protocol ?? "");
+}
+
+/** @returns {string} this module's version (module.json) */
+export function moduleVersion() {
+  return String(game.modules.get(MODULE_ID)?.version ?? "");
+}
+

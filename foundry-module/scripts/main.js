@@ -9,10 +9,12 @@
  */
 
 import * as fvtt from "./foundry.js";
-import { messageBuilders, resolveFateOption } from "./logic/messages.js";
-import { BridgeConnection, BridgeError, STATE, DOWN_REASONS, isInsecureRemote } from "./logic/connection.js";
+import { messageBuilders, resolveFateOption, PROTOCOL_VERSION } from "./logic/messages.js";
+import { BridgeConnection, BridgeError, isInsecureRemote } from "./logic/connection.js";
+import { createLinkStatus, linkBadge } from "./logic/link-status.js";
 import { createFateFlow, noticeKey, noticeLevel } from "./logic/fate-flow.js";
 import { decorateCard } from "./logic/card-ui.js";
+import { createPendingActions } from "./logic/pending.js";
 import { readSohlCard } from "./logic/sohl-card.js";
 import { createRelayHub, RELAY_LIMITS } from "./logic/relay.js";
 import { createCommandRegistry } from "./logic/commands.js";
@@ -44,8 +46,10 @@ const NOTICE = "notice";
  * Register every hook and install the rulesets. Foundry runs it once (scripts/module.js); tests
  * run it once per fake world.
  *
- * @param {{rulesets?: Array<{id: string, install: Function}>}} [options] the ruleset modules to
- *   install (scripts/rulesets/index.js by default; tests pass their own)
+ * @param {{rulesets?: Array<{id: string, install: Function}>, timers?: {setTimeout: Function, clearTimeout: Function}}} [options]
+ *   the ruleset modules to install (scripts/rulesets/index.js by default; tests pass their own),
+ *   and the timers of the bridge connection and the relay (the platform's by default; tests
+ *   inject a clock to put the bridge away for 30 s without waiting them out)
  * @returns {{connection: () => BridgeConnection|null, auditWindow: () => Function|null,
  *   openAudit: () => void, rulesets: () => string[], dispose: () => void}} a view on the live
  *   module (tests, macros): the bridge connection, the audit window class (after `init`), a way to
@@ -53,7 +57,7 @@ const NOTICE = "notice";
  *   connection and drop pending relay deadlines
  * @throws {TypeError} when a ruleset module breaks the contract (see ruleset-api.js installRulesets)
  */
-export function install({ rulesets = RULESETS } = {}) {
+export function install({ rulesets = RULESETS, timers = fvtt.timers() } = {}) {
   const build = messageBuilders(fvtt.randomId);
   const onBridgeChange = () => {
     stopConnection();
@@ -65,7 +69,7 @@ export function install({ rulesets = RULESETS } = {}) {
   let AuditWindow = null;
   let openWindow = null;
   const relays = createRelayHub({
-    timers: fvtt.timers(),
+    timers,
     newId: fvtt.randomId,
     port: {
       send: fvtt.emitSocket,
@@ -83,23 +87,14 @@ export function install({ rulesets = RULESETS } = {}) {
       fvtt.notify("error", "FATE_BRIDGE.Command.Failed", { command: `/${name}` });
     },
   });
+  // Action buttons waiting for their answer, by key, across re-renders (logic/pending.js).
+  const pending = createPendingActions();
   const router = createBridgeRouter({ onError: (error, type) => console.error(`fate-bridge | a listener for ${type} failed`, error) });
 
   function sendSettings() {
     if (!connection?.isReady()) return;
     const fateOption = resolveFateOption(fvtt.getSetting("fateOption"), fvtt.sohlFateOption());
     connection.request(build.settings({ fateOption })).catch((error) => console.warn("fate-bridge | settings refused", error));
-  }
-
-  function onStatus(status) {
-    if (status.state === STATE.CONNECTED) fvtt.notify("info", "FATE_BRIDGE.Status.Connected");
-    else if (status.reason === DOWN_REASONS.UNAUTHORIZED) fvtt.notify("error", "FATE_BRIDGE.Status.Unauthorized");
-    else if (status.reason === DOWN_REASONS.SUPERSEDED) {
-      if (status.holder) fvtt.notify("warn", "FATE_BRIDGE.Status.Superseded", { holder: status.holder });
-      else fvtt.notify("warn", "FATE_BRIDGE.Status.SupersededUnknown");
-    } else if (status.state === STATE.DOWN && status.retryInMs !== null) {
-      console.warn(`fate-bridge | bridge ${status.reason}; retrying in ${status.retryInMs} ms`);
-    }
   }
 
   function startConnection() {
@@ -110,14 +105,31 @@ export function install({ rulesets = RULESETS } = {}) {
       return;
     }
     if (isInsecureRemote(url)) fvtt.notify("warn", "FATE_BRIDGE.Status.InsecureUrl");
+    // The GM's view of the link: badge and notices (logic/link-status.js).
+    const link = createLinkStatus({
+      url,
+      pageProtocol: fvtt.pageProtocol(),
+      moduleVersion: fvtt.moduleVersion(),
+      protocolVersion: PROTOCOL_VERSION,
+      notify: fvtt.notify,
+      localize: fvtt.localize,
+      show: (view) => fvtt.showLinkBadge(linkBadge(view, fvtt.localize)),
+    });
     connection = new BridgeConnection({
       url,
       hello: () => build.hello({ worldId: fvtt.worldId(), token, client: fvtt.clientInfo() }),
       ping: build.ping,
       WebSocket: fvtt.webSocketClass(),
-      timers: fvtt.timers(),
-      onStatus,
-      onWelcome: sendSettings,
+      timers,
+      onStatus: (status) => {
+        link.status(status);
+        if (status.retryInMs !== null) console.warn(`fate-bridge | bridge ${status.reason}; retrying in ${status.retryInMs} ms`);
+      },
+      onWelcome: (welcome) => {
+        link.welcome(welcome);
+        sendSettings();
+      },
+      onRefused: link.refused,
       onUnsolicited: router.dispatch,
     });
     flow = createFateFlow({ foundry: fvtt, connection, build, domParser: fvtt.domParser() });
@@ -128,6 +140,7 @@ export function install({ rulesets = RULESETS } = {}) {
     connection?.stop();
     connection = null;
     flow = null;
+    fvtt.showLinkBadge(null);
   }
 
   /**
@@ -170,17 +183,15 @@ export function install({ rulesets = RULESETS } = {}) {
 
   /**
    * A SoHL click on this client, run by the active GM (this client or over the socket).
-   * `release` re-enables the clicked button(s) whenever nothing was spent.
+   * `settle` ends the button's pending state: done when applied, enabled again otherwise.
    */
-  function sohlClick(action, data, release) {
+  function sohlClick(action, data, settle) {
     relays.request(SOHL, action, data).then(
-      (applied) => {
-        if (applied !== true) release();
-      },
+      (applied) => settle(applied === true),
       (error) => {
         const code = error?.code ?? "internal";
         fvtt.notify(noticeLevel(code), noticeKey(code), { seconds: String(RELAY_LIMITS.ACK_TIMEOUT_MS / 1000) });
-        release();
+        settle(false);
       },
     );
   }
@@ -226,7 +237,7 @@ export function install({ rulesets = RULESETS } = {}) {
     fvtt.notify("warn", "FATE_BRIDGE.Overlay.GmOnly");
     return false;
   });
-  const installed = installRulesets(rulesets, { commands, relays, router, bridgeLink: () => connection });
+  const installed = installRulesets(rulesets, { commands, relays, router, pending, bridgeLink: () => connection });
 
   fvtt.onceHook("init", () => {
     fvtt.registerWorldSettings({ onBridgeChange, onFateOptionChange }, { fateOptions: FATE_OPTION_CHOICES, defaultUrl: DEFAULT_URL });
@@ -257,8 +268,9 @@ export function install({ rulesets = RULESETS } = {}) {
       message: data,
       viewer: { id: fvtt.currentUserId(), isGM: fvtt.currentUserIsGM(), ownsActor: actorUuid ? fvtt.userOwnsActor(actorUuid) : false },
       t: fvtt.localize,
-      onSpend: (messageId, pointId, release) => sohlClick(SOHL_ACTIONS.SPEND, { message_id: messageId, point_id: pointId }, release),
-      onChoice: (messageId, choice, release) => sohlClick(SOHL_ACTIONS.CHOICE, { message_id: messageId, choice }, release),
+      onSpend: (messageId, pointId, settle) => sohlClick(SOHL_ACTIONS.SPEND, { message_id: messageId, point_id: pointId }, settle),
+      onChoice: (messageId, choice, settle) => sohlClick(SOHL_ACTIONS.CHOICE, { message_id: messageId, choice }, settle),
+      pending,
     });
   });
   return {

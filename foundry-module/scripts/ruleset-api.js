@@ -39,6 +39,8 @@ export const NOT_ACTIVE_GM = "not_active_gm";
  *   flags: object}>} postCard a bridge card as a new ChatMessage; resolves with the message's plain data
  * @property {(type: string, listener: (message: object) => void) => void} onBridgeMessage
  *   unsolicited bridge frames of `type` (on the active GM's client, the only one connected)
+ * @property {ReturnType<import("./logic/pending.js").createPendingActions>} pending this client's
+ *   action buttons waiting for their answer (pending state across re-renders, one request at a time)
  * @property {() => string} newEventId a fresh event id for a bridge request
  * @property {() => boolean} isActiveGM this client is the world's active GM
  * @property {(key: string, data?: object) => string} localize
@@ -53,11 +55,12 @@ export const NOT_ACTIVE_GM = "not_active_gm";
  * @param {ReturnType<import("./logic/commands.js").createCommandRegistry>} parts.commands
  * @param {ReturnType<import("./logic/relay.js").createRelayHub>} parts.relays
  * @param {ReturnType<import("./logic/bridge-events.js").createBridgeRouter>} parts.router
+ * @param {ReturnType<import("./logic/pending.js").createPendingActions>} parts.pending
  * @param {() => ({request(message: object): Promise<object>} | null)} parts.bridgeLink the live
  *   connection, or null
  * @returns {RulesetApi}
  */
-export function createRulesetApi(id, { commands, relays, router, bridgeLink }) {
+export function createRulesetApi(id, { commands, relays, router, pending, bridgeLink }) {
   return Object.freeze({
     fvtt,
     registerCommand: (name, handler) => commands.register(name, handler),
@@ -75,6 +78,7 @@ export function createRulesetApi(id, { commands, relays, router, bridgeLink }) {
       return fvtt.messageData(await postCard(fvtt, card, options));
     },
     onBridgeMessage: (type, listener) => router.on(type, listener),
+    pending,
     newEventId: fvtt.randomId,
     isActiveGM: fvtt.isActiveGM,
     localize: fvtt.localize,

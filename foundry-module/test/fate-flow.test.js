@@ -15,7 +15,7 @@ function scriptedConnection(replies, { ready = true } = {}) {
   const sent = [];
   return {
     sent,
-    isReady: () => ready,
+    isStopped: () => !ready,
     request: async (message) => {
       sent.push(message);
       const reply = replies[message.type]?.(message);
@@ -138,7 +138,7 @@ describe("spending", () => {
     assert.deepEqual(env.world.notices, [{ level: "warn", text: "That Fate Point has no charge left.", userId: env.gm }]);
   });
 
-  test("bridge down: nothing sent, the player is told", async () => {
+  test("bridge link stopped for good (token refused, superseded): nothing sent, the player is told", async () => {
     const connection = scriptedConnection({}, { ready: false });
     assert.equal(await makeFlow(connection).requestSpend({ messageId: env.messageId, pointId: LUCKY, userId: env.player }), false);
     assert.equal(connection.sent.length, 0);

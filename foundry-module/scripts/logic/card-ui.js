@@ -6,6 +6,7 @@
  */
 
 import { FLAGS } from "./fate-flow.js";
+import { createPendingActions } from "./pending.js";
 
 /** SoHL's Fate button: hidden everywhere (it fates twice, leaves a stale footer, shows when Fate is withheld). */
 export const SOHL_FATE_BUTTON = 'button[data-action="fateTest"]';
@@ -24,13 +25,16 @@ export const WITHHELD_CLASS = "fate-bridge-withheld";
  * @param {{id: string, isGM: boolean, ownsActor: boolean}} args.viewer the current user;
  *   `ownsActor`: OWNER of the test card's actor
  * @param {(key: string, data?: object) => string} args.t localize (`format` when data is given)
- * @param {(messageId: string, pointId: string, release: () => void) => void} args.onSpend called on
- *   "Spend Fate" (the button is disabled then; `release` enables it again when nothing was spent)
- * @param {(messageId: string, choice: "spend"|"keep", release: () => void) => void} args.onChoice
- *   called on a choice button (both buttons disabled; `release` enables them again)
+ * @param {(messageId: string, pointId: string, settle: (applied?: boolean) => void) => void} args.onSpend
+ *   called on "Spend Fate"; the button shows the pending state until `settle` (logic/pending.js:
+ *   `settle(true)` when Fate was spent, `settle()` to enable it again when nothing was)
+ * @param {(messageId: string, choice: "spend"|"keep", settle: (applied?: boolean) => void) => void} args.onChoice
+ *   called on a choice button; both buttons pending until `settle`, as for `onSpend`
+ * @param {ReturnType<typeof createPendingActions>} [args.pending] the client's pending actions
+ *   (main.js passes its own, so the state survives a re-render; a fresh one otherwise)
  * @returns {{spendOffered: boolean, choiceWired: number}} what was added, for the caller and tests
  */
-export function decorateCard({ root, message, viewer, t, onSpend, onChoice }) {
+export function decorateCard({ root, message, viewer, t, onSpend, onChoice, pending = createPendingActions() }) {
   for (const button of root.querySelectorAll(SOHL_FATE_BUTTON)) button.remove();
   const may = viewer.isGM || viewer.ownsActor;
   let spendOffered = false;
@@ -38,17 +42,17 @@ export function decorateCard({ root, message, viewer, t, onSpend, onChoice }) {
   if (graded && !message.flags[FLAGS.FATED] && may) {
     const card = root.querySelector(".sohl.chat-card") ?? root;
     if (graded.eligible && graded.points.length > 0) {
-      card.append(spendControls(root.ownerDocument, message.id, graded.points, t, onSpend));
+      card.append(spendControls(root.ownerDocument, message.id, graded.points, t, onSpend, pending));
       spendOffered = true;
     } else if (!graded.eligible) {
       card.append(withheldNote(root.ownerDocument, graded.reasons, t));
     }
   }
-  return { spendOffered, choiceWired: wireChoices(root, message, viewer, onChoice) };
+  return { spendOffered, choiceWired: wireChoices(root, message, viewer, onChoice, pending) };
 }
 
 /** The "Spend Fate" button with its point selector (the bridge's suggested order, first selected). */
-function spendControls(doc, messageId, points, t, onSpend) {
+function spendControls(doc, messageId, points, t, onSpend, pending) {
   const box = doc.createElement("div");
   box.className = SPEND_CLASS;
   const select = doc.createElement("select");
@@ -65,13 +69,7 @@ function spendControls(doc, messageId, points, t, onSpend) {
   const button = doc.createElement("button");
   button.type = "button";
   button.textContent = t("FATE_BRIDGE.Card.SpendFate");
-  button.addEventListener("click", (event) => {
-    event.preventDefault();
-    button.disabled = true;
-    onSpend(messageId, select.value, () => {
-      button.disabled = false;
-    });
-  });
+  pending.wire(`sohl/spend/${messageId}`, button, (settle) => onSpend(messageId, select.value, settle));
   box.append(select, button);
   return box;
 }
@@ -86,7 +84,7 @@ function withheldNote(doc, reasons, t) {
 }
 
 /** Wire the choice buttons for those who may answer; remove them for everyone else. */
-function wireChoices(root, message, viewer, onChoice) {
+function wireChoices(root, message, viewer, onChoice, pending) {
   const buttons = [...root.querySelectorAll(CHOICE_BUTTON)];
   const allowed = viewer.isGM || (message.flags[FLAGS.CHOICE_BY] ?? []).includes(viewer.id);
   let wired = 0;
@@ -97,13 +95,8 @@ function wireChoices(root, message, viewer, onChoice) {
       button.remove();
       continue;
     }
-    button.addEventListener("click", (event) => {
-      event.preventDefault();
-      for (const each of buttons) each.disabled = true;
-      onChoice(testId, choice, () => {
-        for (const each of buttons) each.disabled = false;
-      });
-    });
+    // Spend and keep share one key: either click makes both pending.
+    pending.wire(`sohl/choice/${testId}`, button, (settle) => onChoice(testId, choice, settle));
     wired += 1;
   }
   return wired;

@@ -136,7 +136,7 @@ export function gradedFlag(graded, points) {
  *
  * @param {object} deps
  * @param {FoundryHelpers} deps.foundry
- * @param {{isReady(): boolean, request(message: object): Promise<object>}} deps.connection
+ * @param {{isStopped(): boolean, request(message: object): Promise<object>}} deps.connection
  * @param {ReturnType<import("./messages.js").messageBuilders>} deps.build
  * @param {{parseFromString(text: string, type: string): Document}} deps.domParser
  * @returns {{
@@ -236,7 +236,8 @@ export function createFateFlow({ foundry, connection, build, domParser }) {
 
   /** Shared path of spend and choice: checks, the bridge request, the apply, the notices. */
   async function decide(messageId, userId, makeRequest, { regrade }) {
-    if (!connection.isReady()) {
+    // A link that is merely down keeps the request until it is back (nothing lost in an outage).
+    if (connection.isStopped()) {
       tell(userId, "bridge_down");
       return false;
     }

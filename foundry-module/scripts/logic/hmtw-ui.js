@@ -6,6 +6,7 @@
 
 import { VISIBILITIES, checkedVisibility } from "./cards.js";
 import { ATTRIBUTES, SCORE_MAX, SCORE_MIN } from "./hmtw-command.js";
+import { createPendingActions } from "./pending.js";
 
 /** The bridge's push button (docs/protocol.md "hmtw"): `data-fate-bridge-hmtw-push` is the test id. */
 export const PUSH_BUTTON = "button[data-fate-bridge-hmtw-push]";
@@ -13,17 +14,20 @@ export const DIALOG_CLASS = "fate-bridge-hmtw-dialog";
 
 /**
  * Show each push button of a rendered card to its drawer only, and not once that test was pushed
- * (the card's message carries the pushed test ids in `pushed`). A click disables the button and
- * calls `onPush(testId, release)`; `release()` enables it again after a failure.
+ * (the card's message carries the pushed test ids in `pushed`). A click shows the button pending
+ * (logic/pending.js, key `hmtw/push/<testId>`) and calls `onPush(testId, settle)`: `settle(true)`
+ * once pushed, `settle()` to enable it again after a failure.
  *
  * @param {object} options
  * @param {Element} options.root the rendered message
  * @param {string} options.viewerId this client's user id
  * @param {string[]} options.pushed test ids already pushed (from the message's flags)
- * @param {(testId: string, release: () => void) => void} options.onPush
+ * @param {(testId: string, settle: (applied?: boolean) => void) => void} options.onPush
+ * @param {ReturnType<typeof createPendingActions>} [options.pending] the client's pending actions
+ *   (`api.pending`, so the state survives a re-render; a fresh one otherwise)
  * @returns {number} how many buttons stay
  */
-export function decoratePushButtons({ root, viewerId, pushed, onPush }) {
+export function decoratePushButtons({ root, viewerId, pushed, onPush, pending = createPendingActions() }) {
   let kept = 0;
   for (const button of [...root.querySelectorAll(PUSH_BUTTON)]) {
     const testId = button.dataset.fateBridgeHmtwPush;
@@ -32,12 +36,7 @@ export function decoratePushButtons({ root, viewerId, pushed, onPush }) {
       continue;
     }
     kept += 1;
-    button.addEventListener("click", (event) => {
-      event.preventDefault();
-      if (button.disabled) return;
-      button.disabled = true;
-      onPush(testId, () => { button.disabled = false; });
-    });
+    pending.wire(`hmtw/push/${testId}`, button, (settle) => onPush(testId, settle));
   }
   return kept;
 }

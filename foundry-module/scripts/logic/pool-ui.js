@@ -4,6 +4,8 @@
  * `textContent`, every callback gets plain data.
  */
 
+import { createPendingActions } from "./pending.js";
+
 /** The bridge's reroll button inside its save and reroll cards (docs/protocol.md "pool"). */
 export const BRIDGE_REROLL_BUTTON = "[data-fate-bridge-pool-reroll]";
 /** Class of the button we add to a chat message carrying a d20 roll. */
@@ -22,12 +24,15 @@ const KINDS = Object.freeze(["pc", "retainer", "follower"]);
  * @param {{isGM: boolean, ownsActor: boolean, actorHasPlayerOwner: boolean}} args.viewer the
  *   current user: GM, OWNER of the speaker actor; and whether that actor is a player character
  * @param {(key: string, data?: object) => string} args.t localize
- * @param {(rollId: string, roll: object|null, release: () => void) => void} args.onReroll called
- *   on a click (the button is disabled; `release` enables it again when nothing was spent)
+ * @param {(rollId: string, roll: object|null, settle: (applied?: boolean) => void) => void} args.onReroll
+ *   called on a click; the button is pending (logic/pending.js, key `pool/reroll/<id>`) until
+ *   `settle(true)` (rerolled) or `settle()` (nothing spent: enabled again)
+ * @param {ReturnType<typeof createPendingActions>} [args.pending] the client's pending actions
+ *   (`api.pending`, so the state survives a re-render; a fresh one otherwise)
  * @returns {{added: boolean, wired: number}} whether a button was added to a d20 message, and how
  *   many of the bridge's own buttons were wired
  */
-export function decoratePoolMessage({ root, message, viewer, t, onReroll }) {
+export function decoratePoolMessage({ root, message, viewer, t, onReroll, pending = createPendingActions() }) {
   const may = viewer.isGM || viewer.ownsActor;
   let wired = 0;
   for (const button of root.querySelectorAll(BRIDGE_REROLL_BUTTON)) {
@@ -36,7 +41,7 @@ export function decoratePoolMessage({ root, message, viewer, t, onReroll }) {
       button.remove();
       continue;
     }
-    wire(button, () => onReroll(rollId, null, () => { button.disabled = false; }));
+    pending.wire(`pool/reroll/${rollId}`, button, (settle) => onReroll(rollId, null, settle));
     wired += 1;
   }
   let added = false;
@@ -47,20 +52,12 @@ export function decoratePoolMessage({ root, message, viewer, t, onReroll }) {
     const button = doc.createElement("button");
     button.type = "button";
     button.textContent = t("FATE_BRIDGE.Pool.Reroll");
-    wire(button, () => onReroll(message.id, message.snapshot, () => { button.disabled = false; }));
+    pending.wire(`pool/reroll/${message.id}`, button, (settle) => onReroll(message.id, message.snapshot, settle));
     box.append(button);
     (root.querySelector(".message-content") ?? root).append(box);
     added = true;
   }
   return { added, wired };
-}
-
-function wire(button, run) {
-  button.addEventListener("click", (event) => {
-    event.preventDefault();
-    button.disabled = true;
-    run();
-  });
 }
 
 /**

@@ -208,12 +208,13 @@ export function install(api) {
       root: html,
       viewerId: fvtt.currentUserId(),
       pushed: message.flags?.[fvtt.MODULE_ID]?.[FLAGS.PUSHED] ?? [],
-      onPush: (testId, release) => {
-        api.relay(id, ACTIONS.PUSH, { test_id: testId, message_id: message.id }).catch((error) => {
+      onPush: (testId, settle) => {
+        api.relay(id, ACTIONS.PUSH, { test_id: testId, message_id: message.id }).then(() => settle(true), (error) => {
           tell(error);
-          release();
+          settle();
         });
       },
+      pending: api.pending,
     });
   });
 

@@ -133,12 +133,13 @@ export function install(api) {
         actorHasPlayerOwner: Boolean(actorUuid && fvtt.actorSnapshot(actorUuid)?.hasPlayerOwner),
       },
       t: api.localize,
-      onReroll: (rollId, roll, release) => {
+      onReroll: (rollId, roll, settle) => {
         api.relay(id, ACTIONS.REROLL, { roll_id: rollId, roll, visibility: fvtt.rollMode() }).then(
-          (done) => { if (done !== true) release(); },
-          (error) => { tell(error); release(); },
+          (done) => settle(done === true),
+          (error) => { tell(error); settle(); },
         );
       },
+      pending: api.pending,
     });
   });
 }

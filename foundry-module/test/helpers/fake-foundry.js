@@ -1,8 +1,9 @@
 /**
  * The smallest fakes of the Foundry globals scripts/foundry.js reads, installed fresh per test.
  * One process plays every client: `world.asUser(id)` switches who "this client" is, and
- * `world.deliverSocket()` hands what was emitted on the module socket to the registered handlers
- * with the emitter's id as Foundry's sender id (`world.deliverAs(id)`: the same, as user `id`).
+ * `world.deliverSocket()` hands what was emitted on the module socket to the registered handlers:
+ * the emitted arguments, then the emitter's id appended as Foundry's server does
+ * (`world.deliverAs(id)`: the same, as user `id`).
  */
 import { readFileSync } from "node:fs";
 import { JSDOM } from "jsdom";
@@ -219,7 +220,7 @@ export function installFakeFoundry({ WebSocket, diceSoNice = false, settings = {
     /** Deliver every emitted socket payload to the handlers, as Foundry would to the other clients. */
     deliverSocket() {
       const batch = world.emitted.splice(0);
-      for (const { payload, senderId } of batch) for (const handler of socketHandlers) handler(payload, senderId);
+      for (const { payload, extra = [], senderId } of batch) for (const handler of socketHandlers) handler(payload, ...extra, senderId);
       return batch;
     },
     /** `deliverSocket()` while `userId` is "this client"; returns the delivered payloads. */
@@ -268,7 +269,8 @@ export function installFakeFoundry({ WebSocket, diceSoNice = false, settings = {
       },
     },
     socket: {
-      emit: (name, payload) => { if (name === "module.fate-bridge") world.emitted.push({ payload: structuredClone(payload), senderId: world.currentUserId }); },
+      // Like Foundry's server: whatever the client emitted, then the sender's id appended last.
+      emit: (name, payload, ...extra) => { if (name === "module.fate-bridge") world.emitted.push({ payload: structuredClone(payload), senderId: world.currentUserId, ...(extra.length ? { extra: structuredClone(extra) } : {}) }); },
       on: (name, fn) => { if (name === "module.fate-bridge") socketHandlers.push(fn); },
     },
     i18n: { localize: (key) => EN[key] ?? key, format },
