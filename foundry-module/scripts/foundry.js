@@ -177,7 +177,7 @@ export function messageData(messageId) {
 
 /**
  * @param {string} uuid the actor's UUID (`Actor.x`, or a token actor's)
- * @returns {import("./logic/sohl-actor.js").ActorSnapshot|null}
+ * @returns {import("./rulesets/sohl/actor.js").ActorSnapshot|null}
  */
 export function actorSnapshot(uuid) {
   const actor = fromUuidSync(uuid);

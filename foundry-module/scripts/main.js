@@ -11,9 +11,9 @@
 import * as fvtt from "./foundry.js";
 import { messageBuilders, resolveFateOption } from "./logic/messages.js";
 import { BridgeConnection, BridgeError, STATE, DOWN_REASONS, isInsecureRemote } from "./logic/connection.js";
-import { createFateFlow, noticeKey, noticeLevel } from "./logic/fate-flow.js";
-import { decorateCard } from "./logic/card-ui.js";
-import { readSohlCard } from "./logic/sohl-card.js";
+import { createFateFlow, noticeKey, noticeLevel } from "./rulesets/sohl/fate-flow.js";
+import { decorateCard } from "./rulesets/sohl/card-ui.js";
+import { readSohlCard } from "./rulesets/sohl/card.js";
 import { createRelayHub, RELAY_LIMITS } from "./logic/relay.js";
 import { createCommandRegistry } from "./logic/commands.js";
 import { createOverlayControls, overlayAction } from "./logic/overlay.js";

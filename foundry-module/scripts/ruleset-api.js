@@ -5,7 +5,7 @@
  */
 
 import * as fvtt from "./foundry.js";
-import { BridgeError } from "./logic/connection.js";
+import { BridgeError } from "./logic/errors.js";
 import { postCard } from "./logic/cards.js";
 
 /** Ruleset ids: the bridge's spelling, a lower-case word. */

@@ -1,9 +1,9 @@
 import { test, describe, beforeEach, afterEach } from "node:test";
 import assert from "node:assert/strict";
 import * as fvtt from "../scripts/foundry.js";
-import { createFateFlow, fateRollData, gradedFlag, noticeKey, noticeLevel } from "../scripts/logic/fate-flow.js";
+import { createFateFlow, fateRollData, gradedFlag, noticeKey, noticeLevel } from "../scripts/rulesets/sohl/fate-flow.js";
 import { messageBuilders } from "../scripts/logic/messages.js";
-import { BridgeError } from "../scripts/logic/connection.js";
+import { BridgeError } from "../scripts/logic/errors.js";
 import { uninstallFakeFoundry } from "./helpers/fake-foundry.js";
 import { sampleWorld, postArchery } from "./helpers/world-setup.js";
 

@@ -9,7 +9,7 @@ import path from "node:path";
 import { fileURLToPath } from "node:url";
 import {
   drawMessage, drawerOf, gmMessage, groupMessage, hmtwScores, mostAndLeast, parseTofCommand, pushMessage, scoreFor,
-} from "../scripts/logic/hmtw-command.js";
+} from "../scripts/rulesets/hmtw/command.js";
 
 const SAMPLES = path.resolve(path.dirname(fileURLToPath(import.meta.url)), "../../../shared/samples/hmtw");
 

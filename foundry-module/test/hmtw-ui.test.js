@@ -5,7 +5,7 @@
 import { test, describe, beforeEach } from "node:test";
 import assert from "node:assert/strict";
 import { JSDOM } from "jsdom";
-import { decoratePushButtons, dialogRequest, emptyTestForm, readTestForm, renderTestDialog } from "../scripts/logic/hmtw-ui.js";
+import { decoratePushButtons, dialogRequest, emptyTestForm, readTestForm, renderTestDialog } from "../scripts/rulesets/hmtw/ui.js";
 
 const EN = { "FATE_BRIDGE.Hmtw.Dialog.Actor": "Adventurer: {name}", "FATE_BRIDGE.Hmtw.Attribute.pentacles": "Pentacles" };
 const t = (key, data = {}) => (EN[key] ?? key).replace(/\{(\w+)\}/g, (_, name) => String(data[name]));

@@ -8,10 +8,10 @@ import assert from "node:assert/strict";
 import { readFileSync } from "node:fs";
 import { JSDOM } from "jsdom";
 
-import * as mythic from "../scripts/rulesets/mythic.js";
+import * as mythic from "../scripts/rulesets/mythic/index.js";
 import { RULESETS } from "../scripts/rulesets/index.js";
-import { BridgeError } from "../scripts/logic/connection.js";
-import { chartRequestOf, emptyChartForm, readChartForm, renderChartDialog } from "../scripts/logic/mythic-dialog.js";
+import { BridgeError } from "../scripts/logic/errors.js";
+import { chartRequestOf, emptyChartForm, readChartForm, renderChartDialog } from "../scripts/rulesets/mythic/dialog.js";
 import { FakeApplicationV2 } from "./helpers/fake-foundry.js";
 
 const EN = JSON.parse(readFileSync(new URL("../lang/en.json", import.meta.url), "utf8"));

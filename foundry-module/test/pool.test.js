@@ -2,12 +2,12 @@ import { test, describe, beforeEach, afterEach } from "node:test";
 import assert from "node:assert/strict";
 import { readFileSync } from "node:fs";
 import * as fvtt from "../scripts/foundry.js";
-import * as pool from "../scripts/rulesets/pool.js";
+import * as pool from "../scripts/rulesets/pool/index.js";
 import { RULESETS } from "../scripts/rulesets/index.js";
-import { BridgeError } from "../scripts/logic/connection.js";
-import { fateSummary, parsePoolCommand, pickCharacter, rollMessage } from "../scripts/logic/pool-command.js";
-import { d20Snapshot, readD20Roll, rerollMessage } from "../scripts/logic/pool-rolls.js";
-import { decoratePoolMessage, renderLedgerPanel, REROLL_CLASS } from "../scripts/logic/pool-ui.js";
+import { BridgeError } from "../scripts/logic/errors.js";
+import { fateSummary, parsePoolCommand, pickCharacter, rollMessage } from "../scripts/rulesets/pool/command.js";
+import { d20Snapshot, readD20Roll, rerollMessage } from "../scripts/rulesets/pool/rolls.js";
+import { decoratePoolMessage, renderLedgerPanel, REROLL_CLASS } from "../scripts/rulesets/pool/ui.js";
 import { installFakeFoundry, uninstallFakeFoundry } from "./helpers/fake-foundry.js";
 
 /** A real Foundry 13 capture from shared/samples/foundry/ (beside the repository). */

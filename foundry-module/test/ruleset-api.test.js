@@ -8,7 +8,7 @@ import assert from "node:assert/strict";
 import * as fvtt from "../scripts/foundry.js";
 import { install } from "../scripts/main.js";
 import { installRulesets } from "../scripts/ruleset-api.js";
-import { BridgeError } from "../scripts/logic/connection.js";
+import { BridgeError } from "../scripts/logic/errors.js";
 import { uninstallFakeFoundry } from "./helpers/fake-foundry.js";
 import { sampleWorld } from "./helpers/world-setup.js";
 import { FakeClock, fakeWebSocketClass, flush, until } from "./helpers/fake-socket.js";

@@ -1,8 +1,8 @@
 import { test, describe } from "node:test";
 import assert from "node:assert/strict";
 import { JSDOM } from "jsdom";
-import { readSohlCard, buildTest, targetFromModifier, splitItemUuid, CARD_ERRORS } from "../scripts/logic/sohl-card.js";
-import { buildActor, isFatePoint } from "../scripts/logic/sohl-actor.js";
+import { readSohlCard, buildTest, targetFromModifier, splitItemUuid, CARD_ERRORS } from "../scripts/rulesets/sohl/card.js";
+import { buildActor, isFatePoint } from "../scripts/rulesets/sohl/actor.js";
 import { sample } from "./helpers/samples.js";
 import { archeryCard, basicFolk, basicFolkItems } from "./helpers/sohl-fixtures.js";
 

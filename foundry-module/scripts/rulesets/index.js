@@ -18,13 +18,13 @@
  *   A ruleset whose `install` throws is skipped (logged); the others and SoHL still load.
  *
  * @example
- * import * as hmtw from "./hmtw.js";
+ * import * as hmtw from "./hmtw/index.js";
  * export const RULESETS = [hmtw];
  */
 
-import * as pool from "./pool.js";
-import * as mythic from "./mythic.js";
-import * as hmtw from "./hmtw.js";
+import * as pool from "./pool/index.js";
+import * as mythic from "./mythic/index.js";
+import * as hmtw from "./hmtw/index.js";
 
 /** @type {Array<{id: string, install: (api: import("../ruleset-api.js").RulesetApi) => void}>} */
 export const RULESETS = [pool, mythic, hmtw];

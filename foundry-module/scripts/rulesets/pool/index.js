@@ -12,12 +12,12 @@
  * Foundry is reached through `api.fvtt` only; the hook's ChatMessage is read by `fvtt.messageRolls`.
  */
 
-import { BridgeError } from "../logic/connection.js";
-import { cardAudience, checkedVisibility } from "../logic/cards.js";
-import { RELAY_LIMITS } from "../logic/relay.js";
-import { fateSummary, parsePoolCommand, pickCharacter, rollMessage } from "../logic/pool-command.js";
-import { d20Snapshot, rerollMessage } from "../logic/pool-rolls.js";
-import { decoratePoolMessage, PANEL_CLASS, renderLedgerPanel } from "../logic/pool-ui.js";
+import { BridgeError } from "../../logic/errors.js";
+import { cardAudience, checkedVisibility } from "../../logic/cards.js";
+import { RELAY_LIMITS } from "../../logic/relay.js";
+import { fateSummary, parsePoolCommand, pickCharacter, rollMessage } from "./command.js";
+import { d20Snapshot, rerollMessage } from "./rolls.js";
+import { decoratePoolMessage, PANEL_CLASS, renderLedgerPanel } from "./ui.js";
 
 export const id = "pool";
 
@@ -39,7 +39,7 @@ const GM_MESSAGES = Object.freeze({
 });
 
 /**
- * @param {import("../ruleset-api.js").RulesetApi} api
+ * @param {import("../../ruleset-api.js").RulesetApi} api
  */
 export function install(api) {
   const { fvtt } = api;

@@ -10,9 +10,9 @@
  * - `card_for` on our own cards: the test card's id; `choice_by` on a pending choice card
  */
 
-import { readSohlCard, buildTest } from "./sohl-card.js";
-import { buildActor, MODULE_FLAG_SCOPE, SPEND_SEQ_FLAG } from "./sohl-actor.js";
-import { cardAudience, postCard } from "./cards.js";
+import { readSohlCard, buildTest } from "./card.js";
+import { buildActor, MODULE_FLAG_SCOPE, SPEND_SEQ_FLAG } from "./actor.js";
+import { cardAudience, postCard } from "../../logic/cards.js";
 
 /** Flag keys of this module. */
 export const FLAGS = Object.freeze({
@@ -137,7 +137,7 @@ export function gradedFlag(graded, points) {
  * @param {object} deps
  * @param {FoundryHelpers} deps.foundry
  * @param {{isReady(): boolean, request(message: object): Promise<object>}} deps.connection
- * @param {ReturnType<import("./messages.js").messageBuilders>} deps.build
+ * @param {ReturnType<import("../../logic/messages.js").messageBuilders>} deps.build
  * @param {{parseFromString(text: string, type: string): Document}} deps.domParser
  * @returns {{
  *   gradeMessage(messageId: string): Promise<{ok: true, graded: object} | {ok: false, code: string}>,

@@ -8,7 +8,7 @@
  * trims for some viewers) with an injected DOMParser, so this file runs in Node.
  */
 
-import { visibilityOfRollMode } from "./cards.js";
+import { visibilityOfRollMode } from "../../logic/cards.js";
 
 
 /** SoHL item type of the tested item -> wire `test.kind`. Other types are not Success Tests we grade. */

@@ -9,10 +9,10 @@
  * Foundry is reached through `api.fvtt` only.
  */
 
-import { BridgeError } from "../logic/connection.js";
-import { cardAudience } from "../logic/cards.js";
-import { CHART_COMMAND, chartMessage, parseChartCommand } from "../logic/mythic-chart.js";
-import { CHART_DIALOG_CLASS, chartRequestOf, emptyChartForm, renderChartDialog } from "../logic/mythic-dialog.js";
+import { BridgeError } from "../../logic/errors.js";
+import { cardAudience } from "../../logic/cards.js";
+import { CHART_COMMAND, chartMessage, parseChartCommand } from "./chart.js";
+import { CHART_DIALOG_CLASS, chartRequestOf, emptyChartForm, renderChartDialog } from "./dialog.js";
 
 export const id = "mythic";
 
@@ -20,7 +20,7 @@ export const id = "mythic";
 export const ACTIONS = Object.freeze({ ASK: "ask", SETTINGS: "settings", CATALOG: "catalog" });
 
 /**
- * @param {import("../ruleset-api.js").RulesetApi} api
+ * @param {import("../../ruleset-api.js").RulesetApi} api
  * @returns {{ask(request: object): Promise<object|null>, openDialog(): Promise<object>}} what the
  *   command and the dialog use (returned for tests and macros)
  */
@@ -96,7 +96,7 @@ export function install(api) {
 /**
  * The dialog's class: an ApplicationV2 showing the catalog's form; asking closes it.
  *
- * @param {import("../ruleset-api.js").RulesetApi} api
+ * @param {import("../../ruleset-api.js").RulesetApi} api
  * @param {{ask(request: object): Promise<unknown>, loadCatalog(): Promise<object>}} deps
  * @returns {Function} `new ChartDialog().render({force: true})` opens it
  */
