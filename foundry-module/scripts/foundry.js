@@ -19,14 +19,12 @@ const HIGHLIGHT_MS = 3_000;
 const NOTIFICATIONS_PANE = "#chat-notifications";
 
 /**
- * Register this module's settings.
+ * Register this module's own world setting, the bridge address.
  *
- * @param {{onBridgeChange: () => void, onFateOptionChange: () => void}} callbacks run when the
- *   bridge address / token or the fate option change
- * @param {{fateOptions: Record<string, string>, defaultUrl: string}} choices `fateOptions` maps
- *   setting values to localization keys
+ * @param {{onBridgeChange: () => void}} callbacks run when the bridge address changes
+ * @param {{defaultUrl: string}} options
  */
-export function registerWorldSettings({ onBridgeChange, onFateOptionChange }, { fateOptions, defaultUrl }) {
+export function registerWorldSettings({ onBridgeChange }, { defaultUrl }) {
   game.settings.register(MODULE_ID, "bridgeUrl", {
     name: "FATE_BRIDGE.Settings.BridgeUrl.Name",
     hint: "FATE_BRIDGE.Settings.BridgeUrl.Hint",
@@ -36,16 +34,18 @@ export function registerWorldSettings({ onBridgeChange, onFateOptionChange }, { 
     default: defaultUrl,
     onChange: onBridgeChange,
   });
-  game.settings.register(MODULE_ID, "fateOption", {
-    name: "FATE_BRIDGE.Settings.FateOption.Name",
-    hint: "FATE_BRIDGE.Settings.FateOption.Hint",
-    scope: "world",
-    config: true,
-    type: String,
-    choices: fateOptions,
-    default: "system",
-    onChange: onFateOptionChange,
-  });
+}
+
+/**
+ * Register a world setting of this module with a fixed set of string values, shown in the
+ * settings window (a ruleset's option; call during `init`).
+ *
+ * @param {string} key the setting's key in this module's scope
+ * @param {{name: string, hint: string, choices: Record<string, string>, default: string,
+ *   onChange: (value: string) => void}} spec localization keys, value -> label key, default value
+ */
+export function registerChoiceSetting(key, { name, hint, choices, default: initial, onChange }) {
+  game.settings.register(MODULE_ID, key, { name, hint, scope: "world", config: true, type: String, choices, default: initial, onChange });
 }
 
 /**
@@ -67,16 +67,20 @@ export function registerTokenSetting({ onBridgeChange }) {
 }
 
 /**
- * @param {"bridgeUrl"|"fateOption"|"token"} key
+ * @param {string} key a setting of this module (`bridgeUrl`, `token`, or one a ruleset registered)
  * @returns {string} the setting's value
  */
 export function getSetting(key) {
   return game.settings.get(MODULE_ID, key);
 }
 
-/** @returns {unknown} SoHL's `optionFate` world setting, or undefined when SoHL does not define it */
-export function sohlFateOption() {
-  return game.settings.settings.has("sohl.optionFate") ? game.settings.get("sohl", "optionFate") : undefined;
+/**
+ * @param {string} namespace another package's id (the game system's, e.g. `sohl`)
+ * @param {string} key its setting's key
+ * @returns {unknown} that setting's value, or undefined when the package does not register it
+ */
+export function otherSetting(namespace, key) {
+  return game.settings.settings.has(`${namespace}.${key}`) ? game.settings.get(namespace, key) : undefined;
 }
 
 /**
@@ -159,20 +163,40 @@ export function rollMode() {
 }
 
 /**
+ * @typedef {object} MessageData a ChatMessage as plain data
+ * @property {string} id
+ * @property {string} content
+ * @property {string[]} whisper the user ids it is whispered to (empty: everyone sees it)
+ * @property {boolean} blind hidden from its author too (Foundry's blind roll)
+ * @property {string|null} authorId the user who posted it (`ChatMessage#author`, a User since v12)
+ * @property {Record<string, any>} flags this module's flags only
+ */
+
+/**
  * @param {string} messageId
- * @returns {null | {id: string, content: string, whisper: string[], blind: boolean,
- *   flags: Record<string, any>}} `flags` holds this module's flags only
+ * @returns {MessageData|null}
  */
 export function messageData(messageId) {
   const message = game.messages.get(messageId);
   if (!message) return null;
+  const author = message.author;
   return {
     id: message.id,
     content: message.content ?? "",
-    whisper: [...(message.whisper ?? [])],
+    whisper: (message.whisper ?? []).map((user) => (typeof user === "string" ? user : user?.id)).filter(Boolean),
     blind: Boolean(message.blind),
+    authorId: (typeof author === "string" ? author : author?.id) ?? null,
     flags: { ...(message.flags?.[MODULE_ID] ?? {}) },
   };
+}
+
+/**
+ * @param {string} key a flag key in this module's scope
+ * @param {unknown} value compared with `===`
+ * @returns {string[]} the ids of the world's chat messages whose flag `key` is `value`, oldest first
+ */
+export function messageIdsWithFlag(key, value) {
+  return game.messages.filter((message) => message.flags?.[MODULE_ID]?.[key] === value).map((message) => message.id);
 }
 
 /**
@@ -358,13 +382,23 @@ export async function updateChatMessage(messageId, { content, flags }) {
 /**
  * Show a roll with Dice So Nice when that module is active; otherwise do nothing.
  *
- * @param {object} rollData serialized, evaluated Roll (see fate-flow.js fateRollData)
- * @param {{whisper: string[], blind: boolean}} visibility of the original test
+ * Dice So Nice's API (its `Dice3D#showForRoll(roll, user = game.user, synchronize, users = null,
+ * blind, messageID, speaker, options)`, src/Dice3D.js of Dice So Nice 4.x-5.x): `user` is "the
+ * user who made the roll", `synchronize` plays it on the other clients, `users` is the "list of
+ * users or userId who can see the roll, leave it empty if everyone can see", `blind` hides the
+ * result from the roller. We pass the card's own audience, so the dice reach exactly the users who
+ * will read the card.
+ *
+ * @param {object} rollData serialized, evaluated Roll (Roll#toJSON shape: see
+ *   rulesets/sohl/fate-flow.js fateRollData)
+ * @param {{userId?: string|null, whisper: string[], blind: boolean}} audience who asked (the dice
+ *   are shown as theirs; this client's user when unknown) and the card's whisper list / blind flag
  * @returns {Promise<void>} resolves when the animation ends
  */
-export async function showDiceRoll(rollData, { whisper, blind }) {
+export async function showDiceRoll(rollData, { userId = null, whisper, blind }) {
   if (!game.modules.get(DICE_SO_NICE)?.active || !game.dice3d) return;
-  await game.dice3d.showForRoll(Roll.fromData(rollData), game.user, true, whisper.length ? whisper : null, blind);
+  const user = (userId && game.users.get(userId)) || game.user;
+  await game.dice3d.showForRoll(Roll.fromData(rollData), user, true, whisper.length ? [...whisper] : null, Boolean(blind));
 }
 
 /**

@@ -39,6 +39,11 @@ export const NOT_ACTIVE_GM = "not_active_gm";
  *   flags: object}>} postCard a bridge card as a new ChatMessage; resolves with the message's plain data
  * @property {(type: string, listener: (message: object) => void) => void} onBridgeMessage
  *   unsolicited bridge frames of `type` (on the active GM's client, the only one connected)
+ * @property {() => boolean} linked this client holds a bridge connection (the active GM with a
+ *   token set), up or not
+ * @property {() => boolean} linkReady that connection is up (after `welcome`)
+ * @property {(listener: () => void) => void} onLinkUp `listener` runs after each `welcome`
+ *   (e.g. to send a ruleset's settings)
  * @property {() => string} newEventId a fresh event id for a bridge request
  * @property {() => boolean} isActiveGM this client is the world's active GM
  * @property {(key: string, data?: object) => string} localize
@@ -53,11 +58,12 @@ export const NOT_ACTIVE_GM = "not_active_gm";
  * @param {ReturnType<import("./logic/commands.js").createCommandRegistry>} parts.commands
  * @param {ReturnType<import("./logic/relay.js").createRelayHub>} parts.relays
  * @param {ReturnType<import("./logic/bridge-events.js").createBridgeRouter>} parts.router
- * @param {() => ({request(message: object): Promise<object>} | null)} parts.bridgeLink the live
- *   connection, or null
+ * @param {() => ({request(message: object): Promise<object>, isReady(): boolean} | null)} parts.bridgeLink
+ *   the live connection, or null
+ * @param {(listener: () => void) => void} parts.onWelcome registers a listener of each `welcome`
  * @returns {RulesetApi}
  */
-export function createRulesetApi(id, { commands, relays, router, bridgeLink }) {
+export function createRulesetApi(id, { commands, relays, router, bridgeLink, onWelcome }) {
   return Object.freeze({
     fvtt,
     registerCommand: (name, handler) => commands.register(name, handler),
@@ -75,6 +81,9 @@ export function createRulesetApi(id, { commands, relays, router, bridgeLink }) {
       return fvtt.messageData(await postCard(fvtt, card, options));
     },
     onBridgeMessage: (type, listener) => router.on(type, listener),
+    linked: () => bridgeLink() !== null,
+    linkReady: () => Boolean(bridgeLink()?.isReady()),
+    onLinkUp: (listener) => onWelcome(listener),
     newEventId: fvtt.randomId,
     isActiveGM: fvtt.isActiveGM,
     localize: fvtt.localize,

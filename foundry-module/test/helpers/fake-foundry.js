@@ -121,6 +121,8 @@ export class FakeMessage {
     this.rolls = data.rolls ?? [];
     this.flavor = data.flavor;
     this.flags = structuredClone(data.flags ?? {});
+    // ChatMessage#author (v12+): the User who posted it; Foundry fills it with the current user.
+    this.author = world.users.get(data.author ?? world.currentUserId) ?? null;
   }
   getFlag(scope, key) { return this.flags[scope]?.[key]; }
   async setFlag(scope, key, value) {
