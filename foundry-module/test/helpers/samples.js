@@ -21,3 +21,18 @@ export function sample(prefix) {
   if (!name) throw new Error(`no sample starting with ${prefix} in ${SAMPLES_DIR}`);
   return JSON.parse(readFileSync(path.join(SAMPLES_DIR, name), "utf8"));
 }
+
+/** SoHL chat messages made by SoHL's own code (samples/sohl/captured/, its README in samples/README.md). */
+export const CAPTURED_DIR = path.join(SAMPLES_DIR, "captured");
+
+/**
+ * @param {string} name the case, e.g. "skill-test-gmroll-core-setting" for
+ *   `sohl-v14-skill-test-gmroll-core-setting.captured.json`
+ * @returns {{_provenance: object, chatMessageCreateData: object, reconstructedPersistedChatMessage: object}}
+ * @throws {Error} naming the file expected when it is absent
+ */
+export function captured(name) {
+  const file = path.join(CAPTURED_DIR, `sohl-v14-${name}.captured.json`);
+  if (!existsSync(file)) throw new Error(`captured SoHL sample not found: expected ${file}`);
+  return JSON.parse(readFileSync(file, "utf8"));
+}
