@@ -7,6 +7,7 @@
 import * as fvtt from "./foundry.js";
 import { BridgeError } from "./logic/errors.js";
 import { postCard } from "./logic/cards.js";
+import { rollData } from "./logic/dice.js";
 
 /** Ruleset ids: the bridge's spelling, a lower-case word. */
 const RULESET_ID = /^[a-z][a-z0-9_-]{0,63}$/;
@@ -37,6 +38,11 @@ export const NOT_ACTIVE_GM = "not_active_gm";
  * @property {(card: import("./logic/cards.js").BridgeCard, options?: {whisper?: string[], blind?: boolean,
  *   flags?: object}) => Promise<{id: string, content: string, whisper: string[], blind: boolean,
  *   flags: object}>} postCard a bridge card as a new ChatMessage; resolves with the message's plain data
+ * @property {(dice: import("./logic/dice.js").DiceGroup[], audience: {userId: string, whisper: string[],
+ *   blind: boolean}) => Promise<void>} showDice the bridge's dice with Dice So Nice when it is
+ *   active, as `userId` (who asked), to the card's audience (the `{whisper, blind}` given to
+ *   postCard); resolves when the animation ends (at once without Dice So Nice). Call it before
+ *   postCard, so the dice land before the card. Never rejects: a failure is logged.
  * @property {(type: string, listener: (message: object) => void) => void} onBridgeMessage
  *   unsolicited bridge frames of `type` (on the active GM's client, the only one connected)
  * @property {() => boolean} linked this client holds a bridge connection (the active GM with a
@@ -79,6 +85,13 @@ export function createRulesetApi(id, { commands, relays, router, bridgeLink, onW
     onRelay: (action, handler) => relays.on(id, action, handler),
     async postCard(card, options) {
       return fvtt.messageData(await postCard(fvtt, card, options));
+    },
+    async showDice(dice, { userId, whisper = [], blind = false }) {
+      try {
+        await fvtt.showDiceRoll(rollData(dice), { userId, whisper, blind });
+      } catch (error) {
+        console.warn(`fate-bridge | ${id}: the dice could not be shown`, error);
+      }
     },
     onBridgeMessage: (type, listener) => router.on(type, listener),
     linked: () => bridgeLink() !== null,

@@ -14,6 +14,7 @@
  *   - `api.relay(ruleset, action, data)` (any client) and `api.onRelay(action, handler)` (runs on
  *     the active GM's client, attributed to Foundry's sender id);
  *   - `api.postCard(card, {whisper, blind, flags})`: a bridge `card` as a new ChatMessage;
+ *   - `api.showDice(dice, {userId, whisper, blind})`: the bridge's dice with Dice So Nice, before the card;
  *   - `api.onBridgeMessage(type, listener)`: unsolicited bridge frames by `type`;
  *   - `api.linked()`, `api.linkReady()`, `api.onLinkUp(listener)`: the bridge link's state, and a
  *     listener run after each `welcome`;

@@ -40,7 +40,10 @@ export function install(api) {
       throw new BridgeError("bad_message", "ask takes a question by ranks or by odds", { field: "kind" });
     }
     const reply = await decide(request, sender);
-    await api.postCard(reply.card, cardAudience({ visibility: reply.visibility, askerId: sender.userId, gmIds: api.fvtt.gmUserIds() }));
+    const audience = cardAudience({ visibility: reply.visibility, askerId: sender.userId, gmIds: api.fvtt.gmUserIds() });
+    // The Fate Chart's d100 first, as the asker, to the card's readers; then the card.
+    await api.showDice([{ faces: 100, results: [reply.roll] }], { userId: sender.userId, ...audience });
+    await api.postCard(reply.card, audience);
     return { answer: reply.answer, chance: reply.chance, roll: reply.roll };
   });
   api.onRelay(ACTIONS.SETTINGS, (request, sender) => decide({ ...request, kind: "settings" }, sender));

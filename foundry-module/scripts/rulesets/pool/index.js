@@ -16,7 +16,7 @@ import { BridgeError } from "../../logic/errors.js";
 import { cardAudience, checkedVisibility } from "../../logic/cards.js";
 import { RELAY_LIMITS } from "../../logic/relay.js";
 import { fateSummary, parsePoolCommand, pickCharacter, rollMessage } from "./command.js";
-import { d20Snapshot, rerollMessage } from "./rolls.js";
+import { d20Snapshot, poolDice, rerollMessage } from "./rolls.js";
 import { decoratePoolMessage, PANEL_CLASS, renderLedgerPanel } from "./ui.js";
 
 export const id = "pool";
@@ -47,6 +47,13 @@ export function install(api) {
   /** Who sees a card of `visibility` asked by `who` (Foundry's roll modes, every GM). */
   const audience = (visibility, who) => cardAudience({ visibility, askerId: who.userId, gmIds: fvtt.gmUserIds() });
 
+  /** The reply's dice (Dice So Nice, as `who`, to the card's readers), then its card. */
+  async function showThenPost(reply, seen, who) {
+    const dice = poolDice(reply);
+    if (dice.length) await api.showDice(dice, { userId: who.userId, ...seen });
+    await api.postCard(reply.card, seen);
+  }
+
   /** GM side: the ledger entries `who` may see, and whether a session is open. */
   async function ledgerFor(who) {
     const reply = await api.request({ type: "pool_ledger_query", v: 1, event_id: api.newEventId(), user_id: who.userId, user_is_gm: who.isGM });
@@ -63,14 +70,14 @@ export function install(api) {
     // The relay carries code and message only: the message is the detail the notice shows.
     if (!picked.ok) throw new BridgeError(picked.error, picked.error === "tier_mismatch" ? `${picked.name}, Tier ${picked.tier}` : picked.name ?? "");
     const reply = await api.request(rollMessage(command, picked.entry, sender(who), api.newEventId()));
-    await api.postCard(reply.card, audience(command.visibility, who));
+    await showThenPost(reply, audience(command.visibility, who), who);
     return true;
   });
   api.onRelay(ACTIONS.LEDGER, (_data, who) => ledgerFor(who));
   api.onRelay(ACTIONS.REROLL, async (data, who) => {
     if (typeof data?.roll_id !== "string") throw new BridgeError("bad_message", "a reroll needs roll_id");
     const reply = await api.request(rerollMessage({ rollId: data.roll_id, roll: data.roll ?? null }, sender(who), api.newEventId()));
-    await api.postCard(reply.card, audience(checkedVisibility(data.visibility), who));
+    await showThenPost(reply, audience(checkedVisibility(data.visibility), who), who);
     return true;
   });
   api.onRelay(ACTIONS.GM, async (data, who) => {

@@ -26,6 +26,7 @@
 import { readSohlCard, buildTest } from "./card.js";
 import { buildActor, MODULE_FLAG_SCOPE, SPEND_SEQ_FLAG } from "./actor.js";
 import { cardAudience, postCard, visibilityOfMessage } from "../../logic/cards.js";
+import { rollData } from "../../logic/dice.js";
 
 /** Flag keys of this module. */
 export const FLAGS = Object.freeze({
@@ -86,25 +87,7 @@ export function noticeLevel(code) {
  * @returns {object} a serialized, evaluated `1d100` Roll
  */
 export function fateRollData(value) {
-  return {
-    class: "Roll",
-    options: {},
-    dice: [],
-    formula: "1d100",
-    terms: [
-      {
-        class: "Die",
-        options: {},
-        evaluated: true,
-        number: 1,
-        faces: 100,
-        modifiers: [],
-        results: [{ result: value, active: true }],
-      },
-    ],
-    total: value,
-    evaluated: true,
-  };
+  return rollData([{ faces: 100, results: [value] }]);
 }
 
 /**
