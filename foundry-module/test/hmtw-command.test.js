@@ -1,5 +1,5 @@
 /**
- * His Majesty the Worm's `/tof` command, scores and bridge messages (scripts/logic/hmtw-command.js),
+ * His Majesty the Worm's `/tof` command, scores and bridge messages (scripts/rulesets/hmtw/command.js),
  * against the hmtw samples (Silán Storysoul: Swords 4, Pentacles 2, Cups 3, Wands 0).
  */
 import { test, describe } from "node:test";

@@ -1,5 +1,5 @@
 /**
- * His Majesty the Worm in the browser (scripts/logic/hmtw-ui.js): the push button for the drawer
+ * His Majesty the Worm in the browser (scripts/rulesets/hmtw/ui.js): the push button for the drawer
  * only (H6), and the test of fate dialog (H3, H4, H9), on jsdom.
  */
 import { test, describe, beforeEach } from "node:test";

@@ -1,5 +1,5 @@
 /**
- * The Fate Chart ruleset (scripts/rulesets/mythic.js) and its dialog (logic/mythic-dialog.js), on
+ * The Fate Chart ruleset (scripts/rulesets/mythic/index.js) and its dialog (rulesets/mythic/dialog.js), on
  * the smallest fake of the ruleset api: the relay runs the GM-side handler with a fixed sender, the
  * bridge is a function of the message, cards and notices are recorded.
  */

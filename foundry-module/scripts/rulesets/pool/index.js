@@ -151,7 +151,7 @@ export function install(api) {
 }
 
 /**
- * The GM's ledger panel: an ApplicationV2 around logic/pool-ui.js renderLedgerPanel. Each action
+ * The GM's ledger panel: an ApplicationV2 around ui.js renderLedgerPanel. Each action
  * is relayed to the active GM's client, then the panel reads the ledger again.
  *
  * @returns {{open(): Promise<void>}} `open` reads the ledger and shows the panel
