@@ -200,10 +200,21 @@ export function messageIdsWithFlag(key, value) {
 }
 
 /**
- * @param {string} uuid the actor's UUID (`Actor.x`, or a token actor's)
- * @returns {import("./rulesets/sohl/actor.js").ActorSnapshot|null}
+ * Runtime values a system keeps on its item data model beside the stored ones (prepared, not in
+ * `toObject()`), to copy onto each plain item: `{name: path}`, `path` dotted under `item.system`,
+ * `name` dotted in the plain item (e.g. `{"masteryLevel.effective": "logic.masteryLevel.effective"}`).
+ * Only numbers, strings, booleans and null are copied; a name whose values are all missing is left out.
+ *
+ * @typedef {Record<string, string>} ItemRuntime
  */
-export function actorSnapshot(uuid) {
+
+/**
+ * @param {string} uuid the actor's UUID (`Actor.x`, or a token actor's)
+ * @param {{runtime?: ItemRuntime}} [options] runtime values to copy onto each item
+ * @returns {{id: string, name: string, hasPlayerOwner: boolean, ownerUserIds: string[], statuses: string[],
+ *   items: object[]}|null} `ownerUserIds`: users with OWNER permission, GMs included; `items` as itemData
+ */
+export function actorSnapshot(uuid, { runtime = {} } = {}) {
   const actor = fromUuidSync(uuid);
   if (!actor) return null;
   return {
@@ -212,7 +223,7 @@ export function actorSnapshot(uuid) {
     hasPlayerOwner: Boolean(actor.hasPlayerOwner),
     ownerUserIds: game.users.filter((user) => actor.testUserPermission(user, "OWNER")).map((user) => user.id),
     statuses: [...(actor.statuses ?? [])],
-    items: actor.items.map(plainItem),
+    items: actor.items.map((item) => plainItem(item, runtime)),
   };
 }
 
@@ -265,24 +276,31 @@ function plainActor(actor) {
 /**
  * @param {string} actorUuid
  * @param {string} itemId
- * @returns {{id: string, name: string, type: string, system: object}|null}
+ * @returns {{id: string, name: string, type: string, system: object, moduleFlags: object}|null}
+ *   `system` its stored data, `moduleFlags` this module's flags on it
  */
 export function itemData(actorUuid, itemId) {
   const item = fromUuidSync(actorUuid)?.items.get(itemId);
   return item ? plainItem(item) : null;
 }
 
-/** An item as plain data, with SoHL's runtime mastery level (kept on the data model's `logic`) when there is one. */
-function plainItem(item) {
-  const mastery = item.system?.logic?.masteryLevel;
-  return {
+/** An item as plain data, with the `runtime` values asked for (see ItemRuntime). */
+function plainItem(item, runtime = {}) {
+  const plain = {
     id: item.id,
     name: item.name,
     type: item.type,
     system: item.toObject().system,
     moduleFlags: { ...(item.flags?.[MODULE_ID] ?? {}) },
-    masteryLevel: mastery ? { effective: mastery.effective, disabled: mastery.disabled } : undefined,
   };
+  for (const [name, path] of Object.entries(runtime)) {
+    const value = foundry.utils.getProperty(item.system ?? {}, path);
+    if (value === undefined || (value !== null && !["number", "string", "boolean"].includes(typeof value))) continue;
+    const [head, ...rest] = name.split(".");
+    if (!rest.length) plain[head] = value;
+    else foundry.utils.setProperty((plain[head] ??= {}), rest.join("."), value);
+  }
+  return plain;
 }
 
 /**

@@ -24,7 +24,7 @@
  */
 
 import { readSohlCard, buildTest } from "./card.js";
-import { buildActor, MODULE_FLAG_SCOPE, SPEND_SEQ_FLAG } from "./actor.js";
+import { buildActor, ITEM_RUNTIME, MODULE_FLAG_SCOPE, SPEND_SEQ_FLAG } from "./actor.js";
 import { cardAudience, postCard, visibilityOfMessage } from "../../logic/cards.js";
 import { rollData } from "../../logic/dice.js";
 
@@ -121,7 +121,7 @@ export function gradedFlag(graded, points) {
  *   a ChatMessage; `flags` = this module's flags
  * @property {(key: string, value: unknown) => string[]} messageIdsWithFlag ids of the messages whose
  *   module flag `key` is `value`
- * @property {(uuid: string) => object|null} actorSnapshot see sohl-actor.js ActorSnapshot
+ * @property {(uuid: string, options?: {runtime?: object}) => object|null} actorSnapshot see actor.js ActorSnapshot
  * @property {(actorUuid: string, itemId: string) => object|null} itemData plain {id, name, type, system}
  * @property {(messageId: string, key: string, value: unknown) => Promise<void>} setMessageFlag
  * @property {(actorUuid: string, itemId: string, changes: Object<string, unknown>) => Promise<void>} updateActorItem
@@ -199,7 +199,7 @@ export function createFateFlow({ foundry, connection, build, domParser }) {
     const { actorUuid, testKey } = read.card;
     const { testOf: test, itemId } = testOf(message, read.card);
     if (!itemId) return { ok: false, code: "bad_card" };
-    const actorData = foundry.actorSnapshot(actorUuid);
+    const actorData = foundry.actorSnapshot(actorUuid, { runtime: ITEM_RUNTIME });
     const built = buildTest({ ...read.card, itemId }, foundry.itemData(actorUuid, itemId));
     if (!actorData || !built.ok) return { ok: false, code: "bad_card" };
     return { ok: true, actorUuid, testKey, testOf: test, itemId, actor: buildActor(actorData), test: built.test, visibility: visibilityOfMessage(message) };
