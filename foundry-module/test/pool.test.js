@@ -407,7 +407,7 @@ describe("the pool ruleset in a world", () => {
     assert.deepEqual(api.audiences, [{ whisper: [], blind: false }], "public: the clicker's roll mode");
   });
 
-  test("a reroll's card follows the clicker's roll mode", async () => {
+  test("a reroll's card reaches whoever saw the rolled message (issue 13), not the clicker's roll mode", async () => {
     const attack = await world.createMessage(structuredClone(ATTACK));
     await globalThis.game.settings.set("core", "rollMode", "selfroll");
     world.asUser("playerUser00001");
@@ -415,7 +415,13 @@ describe("the pool ruleset in a world", () => {
     await flush();
     assert.equal(api.sent.at(-1).type, "pool_reroll");
     assert.equal(api.sent.at(-1).roll.label, "Dagger - Attack Roll", "the flavor is read from the message");
-    assert.deepEqual(api.audiences, [{ whisper: ["playerUser00001"], blind: false }]);
+    assert.deepEqual(api.audiences, [{ whisper: [], blind: false }], "the attack was public");
+    const blind = await world.createMessage({ ...structuredClone(ATTACK), whisper: ["gmUser000000001"], blind: true, author: "playerUser00001" });
+    await globalThis.game.settings.set("core", "rollMode", "publicroll");
+    world.render(blind.id).querySelector(`.${REROLL_CLASS} button`).click();
+    await flush();
+    assert.deepEqual(api.audiences.at(-1), { whisper: ["gmUser000000001"], blind: true }, "a blind roll's reroll: the GMs only");
+    assert.deepEqual(api.dice.at(-1).audience, { userId: "playerUser00001", whisper: ["gmUser000000001"], blind: true });
   });
 
   test("the GM opens the ledger panel, starts a session from it; a player cannot open it", async () => {

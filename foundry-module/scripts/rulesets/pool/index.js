@@ -23,6 +23,8 @@ export const id = "pool";
 
 /** Relayed actions, run on the active GM's client. */
 export const ACTIONS = Object.freeze({ ROLL: "roll", LEDGER: "ledger", REROLL: "reroll", GM: "gm" });
+/** Flag on a bridge save or reroll card: its `roll_id`, so a reroll of it reaches the same readers. */
+const ROLL_FLAG = "pool_roll_id";
 /** Why a command found no character (lang `FATE_BRIDGE.Pool.Pick.<code>`). */
 const PICK_ERRORS = Object.freeze(["no_character", "several_characters", "unknown_character", "tier_mismatch"]);
 /** Relay and link failures with a notice of their own (lang `FATE_BRIDGE.Error.<code>`). */
@@ -47,11 +49,21 @@ export function install(api) {
   /** Who sees a card of `visibility` asked by `who` (Foundry's roll modes, every GM). */
   const audience = (visibility, who) => cardAudience({ visibility, askerId: who.userId, gmIds: fvtt.gmUserIds() });
 
-  /** The reply's dice (Dice So Nice, as `who`, to the card's readers), then its card. */
+  /** The reply's dice (Dice So Nice, as `who`, to the card's readers), then its card (flagged with its roll id). */
   async function showThenPost(reply, seen, who) {
     const dice = poolDice(reply);
     if (dice.length) await api.showDice(dice, { userId: who.userId, ...seen });
-    await api.postCard(reply.card, seen);
+    await api.postCard(reply.card, typeof reply.roll_id === "string" ? { ...seen, flags: { [ROLL_FLAG]: reply.roll_id } } : seen);
+  }
+
+  /**
+   * Who saw the roll `rollId` names: the chat message of a d20 roll (its id is the roll id), or
+   * the card of a bridge save or reroll (flag ROLL_FLAG); null when neither is in the chat log.
+   */
+  function seenRoll(rollId) {
+    const messageId = fvtt.messageData(rollId) ? rollId : fvtt.messageIdsWithFlag(ROLL_FLAG, rollId).at(-1);
+    const message = messageId ? fvtt.messageData(messageId) : null;
+    return message ? cardAudience({ sameAs: message }) : null;
   }
 
   /** GM side: the ledger entries `who` may see, and whether a session is open. */
@@ -77,7 +89,9 @@ export function install(api) {
   api.onRelay(ACTIONS.REROLL, async (data, who) => {
     if (typeof data?.roll_id !== "string") throw new BridgeError("bad_message", "a reroll needs roll_id");
     const reply = await api.request(rerollMessage({ rollId: data.roll_id, roll: data.roll ?? null }, sender(who), api.newEventId()));
-    await showThenPost(reply, audience(checkedVisibility(data.visibility), who), who);
+    // A reroll is seen by whoever saw the roll (issue 13: the message's whisper/blind); the
+    // clicker's roll mode only when that message is gone.
+    await showThenPost(reply, seenRoll(data.roll_id) ?? audience(checkedVisibility(data.visibility), who), who);
     return true;
   });
   api.onRelay(ACTIONS.GM, async (data, who) => {
