@@ -17,21 +17,29 @@ import { captured } from "./helpers/samples.js";
 const LUCKY = "mystery00000000";
 
 /** A scripted bridge: grades every test eligible, resolves every spend "spent" with the fated flag. */
-function scriptedBridge() {
+function scriptedBridge({ outcome = "spent" } = {}) {
   const sent = [];
   const replies = {
     test_rolled: (m) => ({
       type: "test_graded", v: 1, event_id: m.event_id, message_id: m.message_id, level: 0, label: "MF", success: false, critical: false,
       fate: { eligible: true, reasons: [], fate_ml: 60, points: [LUCKY] }, mismatch: null,
     }),
-    fate_spend: (m) => ({
+    fate_spend: (m) => outcome === "choice" ? {
+      type: "fate_resolved", v: 1, event_id: m.event_id, message_id: m.message_id, fate_roll: 20, fate_ml: 60, fate_level: 2, fate_label: "CS",
+      outcome: "choice", gain: null, level_before: 0, label_before: "MF", level_after: null, label_after: null,
+      point: { point_id: LUCKY, name: "Lucky Star", charges_after: 2 },
+      card: { title: "Archery: Fate", ruleset: "sohl", speaker_actor_id: CAPTURED_IDS.actor, speaker_alias: "Aldric",
+        html: `<div data-fate-bridge-message-id="${m.message_id}"><button data-fate-bridge-choice="spend">Spend</button><button data-fate-bridge-choice="keep">Keep</button></div>` },
+      effects: [{ kind: "flag_message", message_id: m.message_id, key: "fated", value: { outcome: "choice", pending: true, level_after: null, event_id: m.event_id } }],
+      choice_by: [m.user_id],
+    } : {
       type: "fate_resolved", v: 1, event_id: m.event_id, message_id: m.message_id, fate_roll: 23, fate_ml: 60, fate_level: 1, fate_label: "MS",
       outcome: "spent", gain: 1, level_before: 0, label_before: "MF", level_after: 1, label_after: "MS",
       point: { point_id: LUCKY, name: "Lucky Star", charges_after: 1 },
       card: { title: "Archery: Fate", ruleset: "sohl", speaker_actor_id: CAPTURED_IDS.actor, speaker_alias: "Aldric", html: '<div class="fate-bridge-card">spent</div>' },
       effects: [{ kind: "flag_message", message_id: m.message_id, key: "fated", value: { outcome: "spent", pending: false, level_after: 1, event_id: m.event_id } }],
       choice_by: [],
-    }),
+    },
   };
   return { sent, isReady: () => true, request: async (m) => { sent.push(m); return replies[m.type](m); } };
 }
@@ -113,6 +121,24 @@ describe("the Fate card and the Fate Test's die reach the people who saw the tes
       assert.equal(diceBlind, blind);
     });
   }
+
+  test("a private-GM test's Critical Success choice reaches the GMs and the player who posted it, who may answer", async () => {
+    bridge = scriptedBridge({ outcome: "choice" });
+    flow = createFateFlow({ foundry: fvtt, connection: bridge, build: messageBuilders(fvtt.randomId), domParser: fvtt.domParser() });
+    const { install } = await import("../scripts/main.js");
+    const sohl = await import("../scripts/rulesets/sohl/index.js");
+    const handle = install({ rulesets: [sohl] });
+    const id = await postCaptured(env.world, "skill-test-gmroll-core-setting");
+    assert.equal(await flow.requestSpend({ messageId: id, pointId: LUCKY, userId: env.player }), true);
+    const choice = lastCard();
+    assert.deepEqual([...choice.whisper].sort(), [CAPTURED_IDS.gm, CAPTURED_IDS.player].sort());
+    assert.equal(choice.blind, false);
+    env.world.asUser(env.player);
+    assert.equal(env.world.render(choice.id).querySelectorAll("[data-fate-bridge-choice]").length, 2, "the player answers");
+    env.world.asUser(env.stranger);
+    assert.equal(env.world.render(choice.id).querySelectorAll("[data-fate-bridge-choice]").length, 0);
+    handle.dispose();
+  });
 
   test("a blind test: the player who rolled it cannot spend (refused forbidden, nothing sent)", async () => {
     const id = await postCaptured(env.world, "skill-test-blindroll-core-setting");
