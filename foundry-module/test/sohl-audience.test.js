@@ -177,6 +177,20 @@ describe("the fated state follows the test across the GM's edit repost", () => {
     assert.equal(bridge.sent.filter((m) => m.type === "fate_spend").length, 1);
   });
 
+  test("clicks on the test and on its repost at once: one Fate Test, the other refused already_fated", async () => {
+    const original = await postCaptured(env.world, "skill-test-edit-original");
+    await flow.gradeMessage(original);
+    const repost = await postCaptured(env.world, "skill-test-edit-repost");
+    await flow.gradeMessage(repost);
+    const results = await Promise.all([
+      flow.requestSpend({ messageId: original, pointId: LUCKY, userId: env.player }),
+      flow.requestSpend({ messageId: repost, pointId: LUCKY, userId: env.gm }),
+    ]);
+    assert.deepEqual(results, [true, false]);
+    assert.equal(bridge.sent.filter((m) => m.type === "fate_spend").length, 1);
+    assert.deepEqual(env.world.notices.map((n) => n.text), ["This result has already been fated."]);
+  });
+
   test("the render shows no Spend Fate on any message of a fated test", async () => {
     const { install } = await import("../scripts/main.js");
     const sohl = await import("../scripts/rulesets/sohl/index.js");

@@ -332,10 +332,27 @@ export function createFateFlow({ foundry, connection, build, domParser }) {
     return applied;
   }
 
+  /**
+   * Spends on one test run one after another (the bridge knows each chat message apart, not the
+   * test): clicks on a test and on its repost at once give one Fate Test, the later click then
+   * refused `already_fated`. Keyed by the test's first message (`test_of`, known once graded).
+   */
+  const spendsByTest = new Map();
+  function oneAtATime(messageId, run) {
+    const key = foundry.messageData(messageId)?.flags[FLAGS.TEST_OF] ?? messageId;
+    const done = (spendsByTest.get(key) ?? Promise.resolve()).then(run);
+    const tail = done.catch(() => {});
+    spendsByTest.set(key, tail);
+    tail.then(() => {
+      if (spendsByTest.get(key) === tail) spendsByTest.delete(key);
+    });
+    return done;
+  }
+
   return {
     gradeMessage,
     requestSpend: ({ messageId, pointId, userId }) =>
-      decide(messageId, userId, (user) => build.fateSpend({ messageId, pointId, userId, ...user }), { regrade: true }),
+      oneAtATime(messageId, () => decide(messageId, userId, (user) => build.fateSpend({ messageId, pointId, userId, ...user }), { regrade: true })),
     requestChoice: ({ messageId, choice, userId }) =>
       decide(messageId, userId, (user) => build.fateChoice({ messageId, choice, userId, ...user }), { regrade: false }),
   };
