@@ -2,7 +2,7 @@ import { test, describe, beforeEach, afterEach } from "node:test";
 import assert from "node:assert/strict";
 import * as fvtt from "../scripts/foundry.js";
 import { createFateFlow, fateRollData, gradedFlag, noticeKey, noticeLevel } from "../scripts/rulesets/sohl/fate-flow.js";
-import { messageBuilders } from "../scripts/logic/messages.js";
+import { sohlMessageBuilders } from "../scripts/rulesets/sohl/messages.js";
 import { BridgeError } from "../scripts/logic/errors.js";
 import { uninstallFakeFoundry } from "./helpers/fake-foundry.js";
 import { sampleWorld, postArchery } from "./helpers/world-setup.js";
@@ -54,7 +54,7 @@ beforeEach(async () => {
 });
 afterEach(() => uninstallFakeFoundry());
 
-const makeFlow = (connection) => createFateFlow({ foundry: fvtt, connection, build: messageBuilders(fvtt.randomId), domParser: fvtt.domParser() });
+const makeFlow = (connection) => createFateFlow({ foundry: fvtt, connection, build: sohlMessageBuilders(fvtt.randomId), domParser: fvtt.domParser() });
 
 describe("grading a card", () => {
   test("sends test_rolled built from the card and the actor, stores the graded flag", async () => {

@@ -17,7 +17,7 @@ import { chromium } from "playwright-core";
 import { BridgeProcess, REPO, STEP_MS } from "./helpers/bridge-process.js";
 import * as fvtt from "../scripts/foundry.js";
 import { createFateFlow } from "../scripts/rulesets/sohl/fate-flow.js";
-import { messageBuilders } from "../scripts/logic/messages.js";
+import { sohlMessageBuilders } from "../scripts/rulesets/sohl/messages.js";
 import { BridgeError } from "../scripts/logic/errors.js";
 import { uninstallFakeFoundry } from "./helpers/fake-foundry.js";
 import { capturedWorld, postCaptured } from "./helpers/world-setup.js";
@@ -207,7 +207,7 @@ test("SoHL's GM-only, blind and self tests never appear on the overlay; a public
       return reply;
     },
   };
-  const flow = createFateFlow({ foundry: fvtt, connection, build: messageBuilders(fvtt.randomId), domParser: fvtt.domParser() });
+  const flow = createFateFlow({ foundry: fvtt, connection, build: sohlMessageBuilders(fvtt.randomId), domParser: fvtt.domParser() });
   // Four Fate Tests: Lucky Star made unlimited (S7: no max), so none runs out of charges.
   env.actor.items.get("mystery00000000").system.charges = { value: null, max: null };
   const spent = [];

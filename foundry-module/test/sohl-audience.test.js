@@ -9,7 +9,7 @@ import { test, describe, beforeEach, afterEach } from "node:test";
 import assert from "node:assert/strict";
 import * as fvtt from "../scripts/foundry.js";
 import { createFateFlow } from "../scripts/rulesets/sohl/fate-flow.js";
-import { messageBuilders } from "../scripts/logic/messages.js";
+import { sohlMessageBuilders } from "../scripts/rulesets/sohl/messages.js";
 import { uninstallFakeFoundry } from "./helpers/fake-foundry.js";
 import { capturedWorld, postCaptured, CAPTURED_IDS } from "./helpers/world-setup.js";
 import { captured } from "./helpers/samples.js";
@@ -50,7 +50,7 @@ let flow;
 beforeEach(async () => {
   env = await capturedWorld({ diceSoNice: true });
   bridge = scriptedBridge();
-  flow = createFateFlow({ foundry: fvtt, connection: bridge, build: messageBuilders(fvtt.randomId), domParser: fvtt.domParser() });
+  flow = createFateFlow({ foundry: fvtt, connection: bridge, build: sohlMessageBuilders(fvtt.randomId), domParser: fvtt.domParser() });
 });
 afterEach(() => uninstallFakeFoundry());
 
@@ -124,7 +124,7 @@ describe("the Fate card and the Fate Test's die reach the people who saw the tes
 
   test("a private-GM test's Critical Success choice reaches the GMs and the player who posted it, who may answer", async () => {
     bridge = scriptedBridge({ outcome: "choice" });
-    flow = createFateFlow({ foundry: fvtt, connection: bridge, build: messageBuilders(fvtt.randomId), domParser: fvtt.domParser() });
+    flow = createFateFlow({ foundry: fvtt, connection: bridge, build: sohlMessageBuilders(fvtt.randomId), domParser: fvtt.domParser() });
     const { install } = await import("../scripts/main.js");
     const sohl = await import("../scripts/rulesets/sohl/index.js");
     const handle = install({ rulesets: [sohl] });

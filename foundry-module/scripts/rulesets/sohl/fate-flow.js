@@ -139,7 +139,7 @@ export function gradedFlag(graded, points) {
  * @param {object} deps
  * @param {FoundryHelpers} deps.foundry
  * @param {{isReady(): boolean, request(message: object): Promise<object>}} deps.connection
- * @param {ReturnType<import("../../logic/messages.js").messageBuilders>} deps.build
+ * @param {ReturnType<import("./messages.js").sohlMessageBuilders>} deps.build
  * @param {{parseFromString(text: string, type: string): Document}} deps.domParser
  * @returns {{
  *   gradeMessage(messageId: string): Promise<{ok: true, graded: object} | {ok: false, code: string}>,

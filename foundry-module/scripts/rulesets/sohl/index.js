@@ -11,11 +11,12 @@
  */
 
 import { BridgeError } from "../../logic/errors.js";
-import { messageBuilders, resolveFateOption } from "../../logic/messages.js";
+import { messageBuilders } from "../../logic/messages.js";
 import { RELAY_LIMITS } from "../../logic/relay.js";
 import { createFateFlow, noticeKey, noticeLevel } from "./fate-flow.js";
 import { decorateCard } from "./card-ui.js";
 import { readSohlCard } from "./card.js";
+import { resolveFateOption, sohlMessageBuilders } from "./messages.js";
 
 export const id = "sohl";
 
@@ -44,11 +45,11 @@ function fieldsOf(data, fields) {
  */
 export function install(api) {
   const { fvtt } = api;
-  const build = messageBuilders(api.newEventId);
+  const link = messageBuilders(api.newEventId);
   const flow = createFateFlow({
     foundry: fvtt,
     connection: { isReady: api.linkReady, request: api.request },
-    build,
+    build: sohlMessageBuilders(api.newEventId),
     domParser: fvtt.domParser(),
   });
 
@@ -56,7 +57,7 @@ export function install(api) {
   function sendSettings() {
     if (!api.isActiveGM() || !api.linkReady()) return;
     const fateOption = resolveFateOption(fvtt.getSetting(FATE_OPTION_SETTING), fvtt.otherSetting("sohl", "optionFate"));
-    api.request(build.settings({ fateOption })).catch((error) => console.warn("fate-bridge | settings refused", error));
+    api.request(link.settings({ fateOption })).catch((error) => console.warn("fate-bridge | settings refused", error));
   }
   api.onLinkUp(sendSettings);
   fvtt.onceHook("init", () => {
