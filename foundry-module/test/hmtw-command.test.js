@@ -1,5 +1,5 @@
 /**
- * His Majesty the Worm's `/tof` command, scores and bridge messages (scripts/logic/hmtw-command.js),
+ * His Majesty the Worm's `/tof` command, scores and bridge messages (scripts/rulesets/hmtw/command.js),
  * against the hmtw samples (Silán Storysoul: Swords 4, Pentacles 2, Cups 3, Wands 0).
  */
 import { test, describe } from "node:test";
@@ -7,7 +7,7 @@ import assert from "node:assert/strict";
 import { readFileSync } from "node:fs";
 import {
   drawMessage, drawerOf, gmMessage, groupMessage, hmtwScores, mostAndLeast, parseTofCommand, pushMessage, scoreFor,
-} from "../scripts/logic/hmtw-command.js";
+} from "../scripts/rulesets/hmtw/command.js";
 import { hmtwSample } from "./helpers/samples.js";
 
 const SCHEMA = JSON.parse(readFileSync(new URL("../../schemas/client-messages.schema.json", import.meta.url), "utf8"));

@@ -7,8 +7,8 @@ import { test } from "node:test";
 import assert from "node:assert/strict";
 import { JSDOM } from "jsdom";
 import { createPendingActions, PENDING_CLASS } from "../scripts/logic/pending.js";
-import { decoratePoolMessage, BRIDGE_REROLL_BUTTON } from "../scripts/logic/pool-ui.js";
-import { decoratePushButtons, PUSH_BUTTON } from "../scripts/logic/hmtw-ui.js";
+import { decoratePoolMessage, BRIDGE_REROLL_BUTTON } from "../scripts/rulesets/pool/ui.js";
+import { decoratePushButtons, PUSH_BUTTON } from "../scripts/rulesets/hmtw/ui.js";
 
 const doc = new JSDOM("<!doctype html><body></body>").window.document;
 /** A rendered card holding one button, in the page (as Foundry's chat log holds it). */

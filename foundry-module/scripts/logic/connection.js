@@ -31,6 +31,11 @@
  * No Foundry globals: the WebSocket constructor and the timer functions are injected.
  */
 
+import { BridgeError } from "./errors.js";
+
+/** BridgeError lives in logic/errors.js; re-exported for existing importers. */
+export { BridgeError };
+
 /** Close code the bridge uses for a bad or missing token. */
 export const CLOSE_UNAUTHORIZED = 4001;
 /**
@@ -90,22 +95,6 @@ export const CLOSE_TOO_BIG = 1009;
 
 /** BridgeError codes of requests this client refuses itself (reported through `onRefused`). */
 export const REFUSED = Object.freeze({ QUEUE_FULL: "queue_full", TOO_LARGE: "too_large" });
-
-/** A refusal: from the bridge (`code` of its `error`) or from this client (timeout, queue_full, ...). */
-export class BridgeError extends Error {
-  /**
-   * @param {string} code contract error code or a module code (`timeout`, `queue_full`, `closed`)
-   * @param {string} message human-readable detail (English, for logs)
-   * @param {{field?: string|null, ref?: string|null}} [extra]
-   */
-  constructor(code, message, { field = null, ref = null } = {}) {
-    super(message);
-    this.name = "BridgeError";
-    this.code = code;
-    this.field = field;
-    this.ref = ref;
-  }
-}
 
 export class BridgeConnection {
   /**

@@ -122,6 +122,8 @@ export class FakeMessage {
     this.rolls = data.rolls ?? [];
     this.flavor = data.flavor;
     this.flags = structuredClone(data.flags ?? {});
+    // ChatMessage#author (v12+): the User who posted it; Foundry fills it with the current user.
+    this.author = world.users.get(data.author ?? world.currentUserId) ?? null;
   }
   getFlag(scope, key) { return this.flags[scope]?.[key]; }
   async setFlag(scope, key, value) {
@@ -278,7 +280,12 @@ export function installFakeFoundry({ WebSocket, diceSoNice = false, settings = {
   globalThis.ChatMessage = { create: (data) => world.createMessage(data) };
   globalThis.Roll = { fromData: (data) => ({ fromData: data, total: data.total }) };
   globalThis.canvas = { tokens: { get controlled() { return [...(world.controlled.get(world.currentUserId) ?? [])]; } } };
-  globalThis.foundry = { utils: { randomID: () => fakeId("ev"), deepClone: (value) => structuredClone(value) }, applications: { api: { ApplicationV2: FakeApplicationV2 } } };
+  globalThis.foundry = { utils: {
+    randomID: () => fakeId("ev"),
+    deepClone: (value) => structuredClone(value),
+    getProperty: (object, key) => key.split(".").reduce((value, part) => value?.[part], object),
+    setProperty: (object, key, value) => setPath(object, key, value),
+  }, applications: { api: { ApplicationV2: FakeApplicationV2 } } };
   globalThis.fromUuidSync = (uuid) => {
     const match = /(?:^|\.)Actor\.([^.]+)$/.exec(uuid);
     return match ? world.actors.get(match[1]) ?? null : null;

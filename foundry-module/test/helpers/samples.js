@@ -37,3 +37,18 @@ export const foundrySample = (name) => readSample(`foundry/${name}`);
 
 /** @param {string} name a file in samples/hmtw/ @returns {any} the parsed His Majesty the Worm sample */
 export const hmtwSample = (name) => readSample(`hmtw/${name}`);
+
+/** SoHL chat messages made by SoHL's own code (samples/sohl/captured/, its README in samples/README.md). */
+export const CAPTURED_DIR = path.join(SAMPLES_DIR, "captured");
+
+/**
+ * @param {string} name the case, e.g. "skill-test-gmroll-core-setting" for
+ *   `sohl-v14-skill-test-gmroll-core-setting.captured.json`
+ * @returns {{_provenance: object, chatMessageCreateData: object, reconstructedPersistedChatMessage: object}}
+ * @throws {Error} naming the file expected when it is absent
+ */
+export function captured(name) {
+  const file = path.join(CAPTURED_DIR, `sohl-v14-${name}.captured.json`);
+  if (!existsSync(file)) throw new Error(`captured SoHL sample not found: expected ${file}`);
+  return JSON.parse(readFileSync(file, "utf8"));
+}

@@ -97,3 +97,30 @@ export function rerollMessage({ rollId, roll }, sender, eventId) {
     ...(roll ? { roll } : {}),
   };
 }
+
+/**
+ * The dice the bridge rolled for a pool reply, for Dice So Nice (logic/dice.js groups): a check's
+ * d6s (`pool_check_rolled.dice[].face`, explosions included), a save's d20s with its stat die and
+ * Fate die (`[signed faces, value]`: the size is the faces' absolute value), a reroll's new d20s.
+ *
+ * @param {{type: string}} reply `pool_check_rolled`, `pool_save_rolled` or `pool_rerolled`
+ * @returns {Array<{faces: number, results: number[]}>} empty for any other reply
+ */
+export function poolDice(reply) {
+  const groups = (() => {
+    switch (reply?.type) {
+      case "pool_check_rolled":
+        return [{ faces: 6, results: (reply.dice ?? []).map((die) => die.face) }];
+      case "pool_save_rolled":
+        return [
+          { faces: 20, results: [...(reply.d20s ?? [])] },
+          ...[reply.stat_die, reply.fate_die].filter(Array.isArray).map(([faces, value]) => ({ faces: Math.abs(faces), results: [value] })),
+        ];
+      case "pool_rerolled":
+        return [{ faces: 20, results: [...(reply.d20s ?? [])] }];
+      default:
+        return [];
+    }
+  })();
+  return groups.filter((group) => group.results.length > 0);
+}

@@ -7,8 +7,8 @@
  * bridge refuses what it cannot read (`bad_message` naming the field), so no table lives here.
  */
 
-import { BridgeError } from "./connection.js";
-import { visibilityWord } from "./cards.js";
+import { BridgeError } from "../../logic/errors.js";
+import { visibilityWord } from "../../logic/cards.js";
 
 /** The chat command. */
 export const CHART_COMMAND = "fatechart";

@@ -12,17 +12,19 @@
  * Foundry is reached through `api.fvtt` only; the hook's ChatMessage is read by `fvtt.messageRolls`.
  */
 
-import { BridgeError } from "../logic/connection.js";
-import { cardAudience, checkedVisibility } from "../logic/cards.js";
-import { RELAY_LIMITS } from "../logic/relay.js";
-import { fateSummary, parsePoolCommand, pickCharacter, rollMessage } from "../logic/pool-command.js";
-import { d20Snapshot, rerollMessage } from "../logic/pool-rolls.js";
-import { decoratePoolMessage, PANEL_CLASS, renderLedgerPanel } from "../logic/pool-ui.js";
+import { BridgeError } from "../../logic/errors.js";
+import { cardAudience, checkedVisibility } from "../../logic/cards.js";
+import { RELAY_LIMITS } from "../../logic/relay.js";
+import { fateSummary, parsePoolCommand, pickCharacter, rollMessage } from "./command.js";
+import { d20Snapshot, poolDice, rerollMessage } from "./rolls.js";
+import { decoratePoolMessage, PANEL_CLASS, renderLedgerPanel } from "./ui.js";
 
 export const id = "pool";
 
 /** Relayed actions, run on the active GM's client. */
 export const ACTIONS = Object.freeze({ ROLL: "roll", LEDGER: "ledger", REROLL: "reroll", GM: "gm" });
+/** Flag on a bridge save or reroll card: its `roll_id`, so a reroll of it reaches the same readers. */
+const ROLL_FLAG = "pool_roll_id";
 /** Why a command found no character (lang `FATE_BRIDGE.Pool.Pick.<code>`). */
 const PICK_ERRORS = Object.freeze(["no_character", "several_characters", "unknown_character", "tier_mismatch"]);
 /** Relay and link failures with a notice of their own (lang `FATE_BRIDGE.Error.<code>`). */
@@ -39,13 +41,30 @@ const GM_MESSAGES = Object.freeze({
 });
 
 /**
- * @param {import("../ruleset-api.js").RulesetApi} api
+ * @param {import("../../ruleset-api.js").RulesetApi} api
  */
 export function install(api) {
   const { fvtt } = api;
   const sender = (who) => ({ userId: who.userId, isGM: who.isGM, userName: fvtt.userName(who.userId) });
   /** Who sees a card of `visibility` asked by `who` (Foundry's roll modes, every GM). */
   const audience = (visibility, who) => cardAudience({ visibility, askerId: who.userId, gmIds: fvtt.gmUserIds() });
+
+  /** The reply's dice (Dice So Nice, as `who`, to the card's readers), then its card (flagged with its roll id). */
+  async function showThenPost(reply, seen, who) {
+    const dice = poolDice(reply);
+    if (dice.length) await api.showDice(dice, { userId: who.userId, ...seen });
+    await api.postCard(reply.card, typeof reply.roll_id === "string" ? { ...seen, flags: { [ROLL_FLAG]: reply.roll_id } } : seen);
+  }
+
+  /**
+   * Who saw the roll `rollId` names: the chat message of a d20 roll (its id is the roll id), or
+   * the card of a bridge save or reroll (flag ROLL_FLAG); null when neither is in the chat log.
+   */
+  function seenRoll(rollId) {
+    const messageId = fvtt.messageData(rollId) ? rollId : fvtt.messageIdsWithFlag(ROLL_FLAG, rollId).at(-1);
+    const message = messageId ? fvtt.messageData(messageId) : null;
+    return message ? cardAudience({ sameAs: message }) : null;
+  }
 
   /** GM side: the ledger entries `who` may see, and whether a session is open. */
   async function ledgerFor(who) {
@@ -63,14 +82,16 @@ export function install(api) {
     // The relay carries code and message only: the message is the detail the notice shows.
     if (!picked.ok) throw new BridgeError(picked.error, picked.error === "tier_mismatch" ? `${picked.name}, Tier ${picked.tier}` : picked.name ?? "");
     const reply = await api.request(rollMessage(command, picked.entry, sender(who), api.newEventId()));
-    await api.postCard(reply.card, audience(command.visibility, who));
+    await showThenPost(reply, audience(command.visibility, who), who);
     return true;
   });
   api.onRelay(ACTIONS.LEDGER, (_data, who) => ledgerFor(who));
   api.onRelay(ACTIONS.REROLL, async (data, who) => {
     if (typeof data?.roll_id !== "string") throw new BridgeError("bad_message", "a reroll needs roll_id");
     const reply = await api.request(rerollMessage({ rollId: data.roll_id, roll: data.roll ?? null }, sender(who), api.newEventId()));
-    await api.postCard(reply.card, audience(checkedVisibility(data.visibility), who));
+    // A reroll is seen by whoever saw the roll (issue 13: the message's whisper/blind); the
+    // clicker's roll mode only when that message is gone.
+    await showThenPost(reply, seenRoll(data.roll_id) ?? audience(checkedVisibility(data.visibility), who), who);
     return true;
   });
   api.onRelay(ACTIONS.GM, async (data, who) => {
@@ -145,7 +166,7 @@ export function install(api) {
 }
 
 /**
- * The GM's ledger panel: an ApplicationV2 around logic/pool-ui.js renderLedgerPanel. Each action
+ * The GM's ledger panel: an ApplicationV2 around ui.js renderLedgerPanel. Each action
  * is relayed to the active GM's client, then the panel reads the ledger again.
  *
  * @returns {{open(): Promise<void>}} `open` reads the ledger and shows the panel

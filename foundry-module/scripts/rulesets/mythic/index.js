@@ -9,10 +9,10 @@
  * Foundry is reached through `api.fvtt` only.
  */
 
-import { BridgeError } from "../logic/connection.js";
-import { cardAudience } from "../logic/cards.js";
-import { CHART_COMMAND, chartMessage, parseChartCommand } from "../logic/mythic-chart.js";
-import { CHART_DIALOG_CLASS, chartRequestOf, emptyChartForm, renderChartDialog } from "../logic/mythic-dialog.js";
+import { BridgeError } from "../../logic/errors.js";
+import { cardAudience } from "../../logic/cards.js";
+import { CHART_COMMAND, chartMessage, parseChartCommand } from "./chart.js";
+import { CHART_DIALOG_CLASS, chartRequestOf, emptyChartForm, renderChartDialog } from "./dialog.js";
 
 export const id = "mythic";
 
@@ -20,7 +20,7 @@ export const id = "mythic";
 export const ACTIONS = Object.freeze({ ASK: "ask", SETTINGS: "settings", CATALOG: "catalog" });
 
 /**
- * @param {import("../ruleset-api.js").RulesetApi} api
+ * @param {import("../../ruleset-api.js").RulesetApi} api
  * @returns {{ask(request: object): Promise<object|null>, openDialog(): Promise<object>}} what the
  *   command and the dialog use (returned for tests and macros)
  */
@@ -40,7 +40,10 @@ export function install(api) {
       throw new BridgeError("bad_message", "ask takes a question by ranks or by odds", { field: "kind" });
     }
     const reply = await decide(request, sender);
-    await api.postCard(reply.card, cardAudience({ visibility: reply.visibility, askerId: sender.userId, gmIds: api.fvtt.gmUserIds() }));
+    const audience = cardAudience({ visibility: reply.visibility, askerId: sender.userId, gmIds: api.fvtt.gmUserIds() });
+    // The Fate Chart's d100 first, as the asker, to the card's readers; then the card.
+    await api.showDice([{ faces: 100, results: [reply.roll] }], { userId: sender.userId, ...audience });
+    await api.postCard(reply.card, audience);
     return { answer: reply.answer, chance: reply.chance, roll: reply.roll };
   });
   api.onRelay(ACTIONS.SETTINGS, (request, sender) => decide({ ...request, kind: "settings" }, sender));
@@ -96,7 +99,7 @@ export function install(api) {
 /**
  * The dialog's class: an ApplicationV2 showing the catalog's form; asking closes it.
  *
- * @param {import("../ruleset-api.js").RulesetApi} api
+ * @param {import("../../ruleset-api.js").RulesetApi} api
  * @param {{ask(request: object): Promise<unknown>, loadCatalog(): Promise<object>}} deps
  * @returns {Function} `new ChartDialog().render({force: true})` opens it
  */

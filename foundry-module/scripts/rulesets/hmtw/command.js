@@ -12,7 +12,7 @@
  * it, the drawer's roll mode.
  */
 
-import { visibilityWord } from "./cards.js";
+import { visibilityWord } from "../../logic/cards.js";
 
 export const TOF_COMMAND = "tof";
 /** The public Foundry system for the game (omarwhite/hmtw-foundry): scores at `system.<attribute>`. */

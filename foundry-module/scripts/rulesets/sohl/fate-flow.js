@@ -8,11 +8,25 @@
  * - `fated` on a test card: written by the bridge's `flag_message` effect
  * - `pending_choice_card` on a test card: id of the choice card waiting for spend/keep (null after)
  * - `card_for` on our own cards: the test card's id; `choice_by` on a pending choice card
+ * - `test_key`, `test_of`, `test_item` on a test card: the test's identity (card.js testKey), the
+ *   id of the test's first message, and the tested item's id. A card naming its item is a fresh
+ *   test (`test_of` its own id, even when an earlier test rolled the same); a repost (SoHL names
+ *   no item on it) is the test of the latest earlier card with the same key
+ *
+ * Once fated, always fated (issue 13): the `fated` flag the bridge writes on one message of a test
+ * is copied to every message of that test, now and when a later repost is graded; a spend from any
+ * of them is refused `already_fated` before it reaches the bridge.
+ *
+ * Who sees what (issue 13): the test's `visibility` is its chat message's own whisper/blind
+ * (logic/cards.js visibilityOfMessage); its Fate card, the Critical Success choice and the Fate
+ * Test's die reach the same readers (cardAudience `sameAs`). On a blind test only a GM may spend or
+ * choose; the player who rolled it does not see its result.
  */
 
-import { readSohlCard, buildTest } from "./sohl-card.js";
-import { buildActor, MODULE_FLAG_SCOPE, SPEND_SEQ_FLAG } from "./sohl-actor.js";
-import { cardAudience, postCard } from "./cards.js";
+import { readSohlCard, buildTest } from "./card.js";
+import { buildActor, ITEM_RUNTIME, MODULE_FLAG_SCOPE, SPEND_SEQ_FLAG } from "./actor.js";
+import { cardAudience, postCard, visibilityOfMessage } from "../../logic/cards.js";
+import { rollData } from "../../logic/dice.js";
 
 /** Flag keys of this module. */
 export const FLAGS = Object.freeze({
@@ -21,6 +35,9 @@ export const FLAGS = Object.freeze({
   PENDING_CHOICE_CARD: "pending_choice_card",
   CARD_FOR: "card_for",
   CHOICE_BY: "choice_by",
+  TEST_KEY: "test_key",
+  TEST_OF: "test_of",
+  TEST_ITEM: "test_item",
 });
 
 /** Refusal codes that have their own notice; anything else is shown as `internal`. */
@@ -70,25 +87,7 @@ export function noticeLevel(code) {
  * @returns {object} a serialized, evaluated `1d100` Roll
  */
 export function fateRollData(value) {
-  return {
-    class: "Roll",
-    options: {},
-    dice: [],
-    formula: "1d100",
-    terms: [
-      {
-        class: "Die",
-        options: {},
-        evaluated: true,
-        number: 1,
-        faces: 100,
-        modifiers: [],
-        results: [{ result: value, active: true }],
-      },
-    ],
-    total: value,
-    evaluated: true,
-  };
+  return rollData([{ faces: 100, results: [value] }]);
 }
 
 /**
@@ -118,15 +117,18 @@ export function gradedFlag(graded, points) {
  * @property {() => string} currentUserId
  * @property {(id: string) => string|null} userName
  * @property {(id: string) => boolean} isGMUser Foundry's `user.isGM` for that user
- * @property {(id: string) => null | {id: string, content: string, whisper: string[], blind: boolean,
- *   flags: Record<string, any>}} messageData plain data of a ChatMessage; `flags` = this module's flags
- * @property {(uuid: string) => object|null} actorSnapshot see sohl-actor.js ActorSnapshot
+ * @property {(id: string) => import("../../foundry.js").MessageData|null} messageData plain data of
+ *   a ChatMessage; `flags` = this module's flags
+ * @property {(key: string, value: unknown) => string[]} messageIdsWithFlag ids of the messages whose
+ *   module flag `key` is `value`
+ * @property {(uuid: string, options?: {runtime?: object}) => object|null} actorSnapshot see actor.js ActorSnapshot
  * @property {(actorUuid: string, itemId: string) => object|null} itemData plain {id, name, type, system}
  * @property {(messageId: string, key: string, value: unknown) => Promise<void>} setMessageFlag
  * @property {(actorUuid: string, itemId: string, changes: Object<string, unknown>) => Promise<void>} updateActorItem
  * @property {(data: {content: string, speaker: object, whisper: string[], blind: boolean, flags: object}) => Promise<string>} createChatMessage resolves to the new id
  * @property {(messageId: string, data: {content: string, flags: object}) => Promise<void>} updateChatMessage
- * @property {(rollData: object, options: {whisper: string[], blind: boolean}) => Promise<void>} showDiceRoll no-op without Dice So Nice
+ * @property {(rollData: object, options: {userId: string, whisper: string[], blind: boolean}) => Promise<void>} showDiceRoll
+ *   no-op without Dice So Nice
  * @property {(level: "info"|"warn"|"error", key: string, data?: object) => void} notify
  * @property {(payload: object) => void} emitSocket to the module socket
  */
@@ -137,7 +139,7 @@ export function gradedFlag(graded, points) {
  * @param {object} deps
  * @param {FoundryHelpers} deps.foundry
  * @param {{isStopped(): boolean, request(message: object): Promise<object>}} deps.connection
- * @param {ReturnType<import("./messages.js").messageBuilders>} deps.build
+ * @param {ReturnType<import("./messages.js").sohlMessageBuilders>} deps.build
  * @param {{parseFromString(text: string, type: string): Document}} deps.domParser
  * @returns {{
  *   gradeMessage(messageId: string): Promise<{ok: true, graded: object} | {ok: false, code: string}>,
@@ -156,15 +158,51 @@ export function createFateFlow({ foundry, connection, build, domParser }) {
     else foundry.emitSocket({ type: "notice", to: userId, level, key });
   }
 
-  /** Read the card and snapshot its actor and item: the parts of `test_rolled`. */
+  /** The other messages of the test whose first message is `testOf`, oldest first. */
+  function sameTest(messageId, testOf) {
+    return testOf ? foundry.messageIdsWithFlag(FLAGS.TEST_OF, testOf).filter((id) => id !== messageId) : [];
+  }
+
+  /**
+   * Which test a card belongs to: `{testOf, itemId}`. A card naming its item is a test of its own;
+   * a repost joins the latest earlier card of the same key (and takes its item).
+   */
+  function testOf(message, card) {
+    const known = message.flags[FLAGS.TEST_OF];
+    if (known) return { testOf: known, itemId: card.itemId ?? message.flags[FLAGS.TEST_ITEM] ?? null };
+    if (card.itemId || !card.testKey) return { testOf: message.id, itemId: card.itemId };
+    const earlier = foundry.messageIdsWithFlag(FLAGS.TEST_KEY, card.testKey)
+      .filter((id) => id !== message.id)
+      .map((id) => foundry.messageData(id))
+      .filter((data) => data?.flags[FLAGS.TEST_OF])
+      .at(-1);
+    return earlier ? { testOf: earlier.flags[FLAGS.TEST_OF], itemId: earlier.flags[FLAGS.TEST_ITEM] ?? null } : { testOf: message.id, itemId: null };
+  }
+
+  /** The `fated` flag of `messageId` or of another message of its test, or undefined. */
+  function fatedOfTest(messageId, testOfId) {
+    for (const id of [messageId, ...sameTest(messageId, testOfId)]) {
+      const fated = foundry.messageData(id)?.flags[FLAGS.FATED];
+      if (fated) return fated;
+    }
+    return undefined;
+  }
+
+  /**
+   * Read the card and snapshot its actor and item: the parts of `test_rolled`. A repost names no
+   * item: the item of an earlier message of the same test is used.
+   */
   function snapshot(message) {
     const read = readSohlCard(message.content, domParser);
     if (!read) return { ok: false, code: "not_sohl" };
-    if (!read.ok || !read.card.actorUuid || !read.card.itemId) return { ok: false, code: "bad_card" };
-    const actorData = foundry.actorSnapshot(read.card.actorUuid);
-    const built = buildTest(read.card, foundry.itemData(read.card.actorUuid, read.card.itemId));
+    if (!read.ok || !read.card.actorUuid) return { ok: false, code: "bad_card" };
+    const { actorUuid, testKey } = read.card;
+    const { testOf: test, itemId } = testOf(message, read.card);
+    if (!itemId) return { ok: false, code: "bad_card" };
+    const actorData = foundry.actorSnapshot(actorUuid, { runtime: ITEM_RUNTIME });
+    const built = buildTest({ ...read.card, itemId }, foundry.itemData(actorUuid, itemId));
     if (!actorData || !built.ok) return { ok: false, code: "bad_card" };
-    return { ok: true, actorUuid: read.card.actorUuid, actor: buildActor(actorData), test: built.test, visibility: built.visibility };
+    return { ok: true, actorUuid, testKey, testOf: test, itemId, actor: buildActor(actorData), test: built.test, visibility: visibilityOfMessage(message) };
   }
 
   async function gradeMessage(messageId) {
@@ -173,16 +211,25 @@ export function createFateFlow({ foundry, connection, build, domParser }) {
     if (message.flags[FLAGS.CARD_FOR]) return { ok: false, code: "not_sohl" };
     const parts = snapshot(message);
     if (!parts.ok) return parts;
+    let graded;
     try {
-      const graded = await connection.request(
+      graded = await connection.request(
         build.testRolled({ messageId, actor: parts.actor, test: parts.test, visibility: parts.visibility }),
       );
-      const flag = gradedFlag(graded, parts.actor.fate_points);
-      await foundry.setMessageFlag(messageId, FLAGS.GRADED, flag);
-      return { ok: true, graded: flag };
     } catch (error) {
       return { ok: false, code: error.code ?? "internal" };
     }
+    if (!message.flags[FLAGS.TEST_OF]) {
+      if (parts.testKey) await foundry.setMessageFlag(messageId, FLAGS.TEST_KEY, parts.testKey);
+      await foundry.setMessageFlag(messageId, FLAGS.TEST_OF, parts.testOf);
+      await foundry.setMessageFlag(messageId, FLAGS.TEST_ITEM, parts.itemId);
+    }
+    // A repost of a fated test is fated: it shows so and offers no second Fate.
+    const fated = fatedOfTest(messageId, parts.testOf);
+    if (fated && !message.flags[FLAGS.FATED]) await foundry.setMessageFlag(messageId, FLAGS.FATED, fated);
+    const flag = gradedFlag(graded, parts.actor.fate_points);
+    await foundry.setMessageFlag(messageId, FLAGS.GRADED, flag);
+    return { ok: true, graded: flag };
   }
 
   /** Resolve the actor an `update_item` effect names: the card's actor (token actors too) or a world actor. */
@@ -204,8 +251,9 @@ export function createFateFlow({ foundry, connection, build, domParser }) {
    * the card: a new ChatMessage, or the pending choice card's new content when this answers a
    * choice.
    */
-  async function applyResolved(resolved, original, cardActorUuid, answersChoice) {
+  async function applyResolved(resolved, original, cardActorUuid, answersChoice, askerId) {
     if (!effectsApplicable(resolved.effects, cardActorUuid)) return false;
+    const siblings = sameTest(original.id, original.flags[FLAGS.TEST_OF]);
     for (const effect of resolved.effects) {
       if (effect.kind === "update_item") {
         // The charges and the bridge's number for this spend land in one update: a later
@@ -216,6 +264,10 @@ export function createFateFlow({ foundry, connection, build, domParser }) {
         });
       } else {
         await foundry.setMessageFlag(effect.message_id, effect.key, effect.value);
+        // The fated state follows the test: every message of it shows it.
+        if (effect.key === FLAGS.FATED && effect.message_id === original.id) {
+          for (const id of siblings) await foundry.setMessageFlag(id, effect.key, effect.value);
+        }
       }
     }
     // A Fate card (and its die) is seen by whoever saw the test it fates.
@@ -226,7 +278,8 @@ export function createFateFlow({ foundry, connection, build, domParser }) {
       await foundry.setMessageFlag(original.id, FLAGS.PENDING_CHOICE_CARD, null);
       return true;
     }
-    if (!answersChoice) await foundry.showDiceRoll(fateRollData(resolved.fate_roll), { whisper, blind });
+    // The die first, as the user who asked, to the card's readers; then the card.
+    if (!answersChoice) await foundry.showDiceRoll(fateRollData(resolved.fate_roll), { userId: askerId, whisper, blind });
     const flags = { [FLAGS.CARD_FOR]: original.id };
     if (resolved.outcome === "choice") flags[FLAGS.CHOICE_BY] = [...resolved.choice_by];
     const cardId = await postCard(foundry, resolved.card, { whisper, blind, flags });
@@ -246,12 +299,22 @@ export function createFateFlow({ foundry, connection, build, domParser }) {
       tell(userId, "not_found");
       return false;
     }
+    // Only a GM spends or chooses on a blind test: its roller never saw the result.
+    if (original.blind && !foundry.isGMUser(userId)) {
+      tell(userId, "forbidden");
+      return false;
+    }
     const read = readSohlCard(original.content, domParser);
     const cardActorUuid = read?.ok ? read.card.actorUuid : null;
     if (regrade) {
       const graded = await gradeMessage(messageId);
       if (!graded.ok) {
         tell(userId, graded.code === "not_sohl" ? "bad_card" : graded.code);
+        return false;
+      }
+      // Fated once in total, whichever of the test's messages the click comes from.
+      if (fatedOfTest(messageId, foundry.messageData(messageId)?.flags[FLAGS.TEST_OF])) {
+        tell(userId, "already_fated");
         return false;
       }
     }
@@ -262,7 +325,7 @@ export function createFateFlow({ foundry, connection, build, domParser }) {
       tell(userId, error.code ?? "internal");
       return false;
     }
-    const applied = await applyResolved(resolved, foundry.messageData(messageId) ?? original, cardActorUuid, !regrade);
+    const applied = await applyResolved(resolved, foundry.messageData(messageId) ?? original, cardActorUuid, !regrade, userId);
     if (!applied) {
       tell(userId, "apply_failed");
       if (userId !== foundry.currentUserId()) foundry.notify("error", noticeKey("apply_failed"));
@@ -270,10 +333,27 @@ export function createFateFlow({ foundry, connection, build, domParser }) {
     return applied;
   }
 
+  /**
+   * Spends on one test run one after another (the bridge knows each chat message apart, not the
+   * test): clicks on a test and on its repost at once give one Fate Test, the later click then
+   * refused `already_fated`. Keyed by the test's first message (`test_of`, known once graded).
+   */
+  const spendsByTest = new Map();
+  function oneAtATime(messageId, run) {
+    const key = foundry.messageData(messageId)?.flags[FLAGS.TEST_OF] ?? messageId;
+    const done = (spendsByTest.get(key) ?? Promise.resolve()).then(run);
+    const tail = done.catch(() => {});
+    spendsByTest.set(key, tail);
+    tail.then(() => {
+      if (spendsByTest.get(key) === tail) spendsByTest.delete(key);
+    });
+    return done;
+  }
+
   return {
     gradeMessage,
     requestSpend: ({ messageId, pointId, userId }) =>
-      decide(messageId, userId, (user) => build.fateSpend({ messageId, pointId, userId, ...user }), { regrade: true }),
+      oneAtATime(messageId, () => decide(messageId, userId, (user) => build.fateSpend({ messageId, pointId, userId, ...user }), { regrade: true })),
     requestChoice: ({ messageId, choice, userId }) =>
       decide(messageId, userId, (user) => build.fateChoice({ messageId, choice, userId, ...user }), { regrade: false }),
   };

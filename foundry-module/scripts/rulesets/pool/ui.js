@@ -4,7 +4,7 @@
  * `textContent`, every callback gets plain data.
  */
 
-import { createPendingActions } from "./pending.js";
+import { createPendingActions } from "../../logic/pending.js";
 
 /** The bridge's reroll button inside its save and reroll cards (docs/protocol.md "pool"). */
 export const BRIDGE_REROLL_BUTTON = "[data-fate-bridge-pool-reroll]";

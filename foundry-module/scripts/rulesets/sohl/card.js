@@ -8,9 +8,6 @@
  * trims for some viewers) with an injected DOMParser, so this file runs in Node.
  */
 
-import { visibilityOfRollMode } from "./cards.js";
-
-
 /** SoHL item type of the tested item -> wire `test.kind`. Other types are not Success Tests we grade. */
 export const KIND_BY_ITEM_TYPE = Object.freeze({
   skill: "skill",
@@ -41,10 +38,11 @@ const UUID_ATTRIBUTES = ["data-handler-uuid", "data-action-handler-uuid"];
  * @param {{parseFromString(text: string, type: string): Document}} domParser a DOMParser
  * @returns {null | {ok: false, reason: string, detail?: string} | {ok: true, card: {
  *   result: object, target: number|null, actorUuid: string|null, itemId: string|null,
- *   hasFateButton: boolean}}}
+ *   hasFateButton: boolean, testKey: string|null}}}
  *   null when the content is not a SoHL chat card at all; `ok: false` with a CARD_ERRORS
  *   reason when it is one but holds no readable test; otherwise the decoded `priorTestResult`,
- *   the card's rendered `Target:` value (null when absent) and the tested item's address.
+ *   the card's rendered `Target:` value (null when absent), the tested item's address (a GM's
+ *   edit repost names only the actor: `itemId` null) and the test's identity (see testKey).
  */
 export function readSohlCard(content, domParser) {
   if (typeof content !== "string" || !content.includes("sohl")) return null;
@@ -69,16 +67,41 @@ export function readSohlCard(content, domParser) {
 
   const uuid = UUID_ATTRIBUTES.map((name) => holder.getAttribute(name)).find(Boolean) ?? null;
   const { actorUuid, itemId } = splitItemUuid(uuid);
+  // A repost (the GM's edit, SoHL's own Fate) names the actor alone, on the card and the handler.
+  const cardActor = root.getAttribute("data-actor-uuid") || (uuid && !itemId ? uuid : null);
+  const actor = actorUuid ?? cardActor ?? (result.speaker?.actor ? `Actor.${result.speaker.actor}` : null);
   return {
     ok: true,
     card: {
       result,
       target: renderedTarget(root),
-      actorUuid: actorUuid ?? (result.speaker?.actor ? `Actor.${result.speaker.actor}` : null),
+      actorUuid: actor,
       itemId,
       hasFateButton: Boolean(fateButton),
+      testKey: testKey(result, actor),
     },
   };
+}
+
+/**
+ * What identifies one SoHL test across its chat messages. SoHL's edit action (the GM's pencil)
+ * and its own Fate flow post a new ChatMessage for the same test, with no flag or id linking it
+ * to the first (samples/sohl/captured: `*-edit-original` / `*-edit-repost`, `fate-original-test`
+ * / `fate-reposted-test`); the speaker and the item address may be gone and the deltas, the
+ * level and the roll mode may change. What stays: the die rolled, the title, the Mastery Level's
+ * `baseValue` and the `testType`, and the actor.
+ *
+ * @param {object} result the decoded `priorTestResult`
+ * @param {string|null} actorUuid the tested actor's UUID
+ * @returns {string|null} a key equal for every message of one test, or null when the card lacks
+ *   one of those parts
+ */
+export function testKey(result, actorUuid) {
+  const die = result?.roll?.rolls?.[0];
+  const base = result?.masteryLevelModifier?.baseValue;
+  const { title, testType } = result ?? {};
+  if (!actorUuid || !Number.isInteger(die) || !Number.isFinite(base) || typeof title !== "string" || typeof testType !== "string") return null;
+  return JSON.stringify([actorUuid, testType, title, base, die]);
 }
 
 /**
@@ -145,7 +168,7 @@ export function targetFromModifier(modifier) {
  * @param {{result: object, target: number|null, itemId: string|null}} card from readSohlCard
  * @param {{id: string, name: string, type: string, system: object}|null} item the tested item
  *   as plain data (null when it no longer exists)
- * @returns {{ok: true, test: object, visibility: string} | {ok: false, reason: string}}
+ * @returns {{ok: true, test: object} | {ok: false, reason: string}}
  *   `test` follows bridge/wire.py SohlTest: kind, code, name, eml, roll, level_mod, basis (always
  *   empty: the bridge derives it from `skill_base_formula`, rule S6), skill_base_formula (skills
  *   only), basic, reported_level, item_id.
@@ -177,9 +200,8 @@ export function buildTest(card, item) {
   const formula = item.system?.skillBaseFormula;
   if (item.type === "skill" && typeof formula === "string" && formula.trim()) test.skill_base_formula = formula;
   if (Number.isInteger(result.successLevel)) test.reported_level = result.successLevel;
-  const rollMode = result.rollMode ?? result.speaker?.rollMode;
-  // The card's roll mode as wire `visibility`; an unknown or missing mode is `public`.
-  return { ok: true, test, visibility: visibilityOfRollMode(rollMode) ?? "public" };
+  // No visibility here: who saw the test is the chat message's (cards.js visibilityOfMessage).
+  return { ok: true, test };
 }
 
 /** `table[key]` for the table's own keys only (so "constructor" is not a kind). */

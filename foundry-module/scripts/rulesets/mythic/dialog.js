@@ -5,8 +5,8 @@
  * the bridge goes in as text, never as HTML.
  */
 
-import { VISIBILITIES } from "./cards.js";
-import { MAX_SHIFT } from "./mythic-chart.js";
+import { VISIBILITIES } from "../../logic/cards.js";
+import { MAX_SHIFT } from "./chart.js";
 
 /** The dialog's CSS class. */
 export const CHART_DIALOG_CLASS = "fate-bridge-mythic-chart";
@@ -154,7 +154,7 @@ export function readChartForm(root) {
  * The request a form asks, or why it cannot be asked yet.
  *
  * @param {ChartForm} form
- * @returns {{ok: true, request: import("./mythic-chart.js").ChartRequest} | {ok: false, error: "no_rank"}}
+ * @returns {{ok: true, request: import("./chart.js").ChartRequest} | {ok: false, error: "no_rank"}}
  *   an odds question when odds are chosen, else a question by ranks (both ranks needed)
  */
 export function chartRequestOf(form) {

@@ -13,7 +13,7 @@
  * text runs to the end); without it, the roll mode the caller passes.
  */
 
-import { visibilityWord } from "./cards.js";
+import { visibilityWord } from "../../logic/cards.js";
 
 export const SAVES = Object.freeze(["body", "mind", "sense", "heart", "cunning", "fate"]);
 const INTEGER = /^[+-]?\d{1,2}$/;

@@ -16,10 +16,10 @@
  */
 
 import { HMTW_SYSTEM_ID, TOF_COMMAND, drawMessage, drawerOf, gmMessage, groupMessage, hmtwScores,
-  mostAndLeast, parseTofCommand, pushMessage, scoreFor } from "../logic/hmtw-command.js";
-import { DIALOG_CLASS, PUSH_BUTTON, decoratePushButtons, dialogRequest, emptyTestForm, renderTestDialog } from "../logic/hmtw-ui.js";
-import { BridgeError } from "../logic/connection.js";
-import { cardAudience, checkedVisibility } from "../logic/cards.js";
+  mostAndLeast, parseTofCommand, pushMessage, scoreFor } from "./command.js";
+import { DIALOG_CLASS, PUSH_BUTTON, decoratePushButtons, dialogRequest, emptyTestForm, renderTestDialog } from "./ui.js";
+import { BridgeError } from "../../logic/errors.js";
+import { cardAudience, checkedVisibility } from "../../logic/cards.js";
 
 export const id = "hmtw";
 
@@ -29,7 +29,7 @@ export const ACTIONS = Object.freeze({ DRAW: "draw", GROUP: "group", PUSH: "push
 export const FLAGS = Object.freeze({ TESTS: "hmtw_tests", PUSHED: "hmtw_pushed" });
 
 /**
- * @param {import("../ruleset-api.js").RulesetApi} api
+ * @param {import("../../ruleset-api.js").RulesetApi} api
  * @returns {{draw(request: object, actor: object): Promise<unknown>, openDialog(actor: object): Promise<unknown>}}
  *   what the command, the sheet button and the dialog use (returned for tests and macros)
  */
@@ -224,7 +224,7 @@ export function install(api) {
 /**
  * The dialog's class: an ApplicationV2 with the test of fate form; drawing closes it.
  *
- * @param {import("../ruleset-api.js").RulesetApi} api
+ * @param {import("../../ruleset-api.js").RulesetApi} api
  * @param {{draw: Function, scoresOf: Function, warn: Function}} deps
  * @returns {Function} `new TestDialog(actor).render({force: true})` opens it
  */

@@ -4,9 +4,9 @@
  * No Foundry globals: the ruleset file hands in the document, the viewer and the callbacks.
  */
 
-import { VISIBILITIES, checkedVisibility } from "./cards.js";
-import { ATTRIBUTES, SCORE_MAX, SCORE_MIN } from "./hmtw-command.js";
-import { createPendingActions } from "./pending.js";
+import { VISIBILITIES, checkedVisibility } from "../../logic/cards.js";
+import { ATTRIBUTES, SCORE_MAX, SCORE_MIN } from "./command.js";
+import { createPendingActions } from "../../logic/pending.js";
 
 /** The bridge's push button (docs/protocol.md "hmtw"): `data-fate-bridge-hmtw-push` is the test id. */
 export const PUSH_BUTTON = "button[data-fate-bridge-hmtw-push]";
@@ -119,7 +119,7 @@ export function readTestForm(form) {
  *
  * @param {ReturnType<typeof emptyTestForm>} values
  * @param {boolean} typedScore the dialog asked for the score (outside the HMtW system)
- * @returns {{ok: true, request: import("./hmtw-command.js").TofRequest} | {ok: false, error: string, data: object}}
+ * @returns {{ok: true, request: import("./command.js").TofRequest} | {ok: false, error: string, data: object}}
  *   `no_attribute`, or `score_range` for a typed score outside 1..4
  */
 export function dialogRequest(values, typedScore) {

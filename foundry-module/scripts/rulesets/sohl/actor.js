@@ -17,6 +17,15 @@ export const AURAL_SHOCK = "auralshock";
 const ATTRIBUTE_ML_PER_SCORE = 5;
 
 /**
+ * SoHL's runtime Mastery Level of an item (its data model's `logic.masteryLevel`, prepared, not
+ * stored), read into the snapshot's `masteryLevel` (scripts/foundry.js actorSnapshot `runtime`).
+ */
+export const ITEM_RUNTIME = Object.freeze({
+  "masteryLevel.effective": "logic.masteryLevel.effective",
+  "masteryLevel.disabled": "logic.masteryLevel.disabled",
+});
+
+/**
  * @typedef {object} ActorSnapshot
  * @property {string} id
  * @property {string} name

@@ -6,7 +6,7 @@
  */
 
 import { FLAGS } from "./fate-flow.js";
-import { createPendingActions } from "./pending.js";
+import { createPendingActions } from "../../logic/pending.js";
 
 /** SoHL's Fate button: hidden everywhere (it fates twice, leaves a stale footer, shows when Fate is withheld). */
 export const SOHL_FATE_BUTTON = 'button[data-action="fateTest"]';
@@ -21,7 +21,8 @@ export const WITHHELD_CLASS = "fate-bridge-withheld";
  *
  * @param {object} args
  * @param {HTMLElement} args.root the message element being rendered
- * @param {{id: string, flags: Record<string, any>}} args.message `flags` = this module's flags
+ * @param {{id: string, blind?: boolean, flags: Record<string, any>}} args.message `flags` = this
+ *   module's flags; `blind` the message's own blind flag
  * @param {{id: string, isGM: boolean, ownsActor: boolean}} args.viewer the current user;
  *   `ownsActor`: OWNER of the test card's actor
  * @param {(key: string, data?: object) => string} args.t localize (`format` when data is given)
@@ -36,7 +37,8 @@ export const WITHHELD_CLASS = "fate-bridge-withheld";
  */
 export function decorateCard({ root, message, viewer, t, onSpend, onChoice, pending = createPendingActions() }) {
   for (const button of root.querySelectorAll(SOHL_FATE_BUTTON)) button.remove();
-  const may = viewer.isGM || viewer.ownsActor;
+  // A blind test's result is the GMs' alone (Foundry hides it from its roller): only they spend.
+  const may = viewer.isGM || (viewer.ownsActor && !message.blind);
   let spendOffered = false;
   const graded = message.flags[FLAGS.GRADED];
   if (graded && !message.flags[FLAGS.FATED] && may) {
