@@ -112,6 +112,19 @@ def db_bytes(db: Path | None) -> int:
     return (pages - free) * page_size
 
 
+def bytes_by_table(db: Path, decisions: int) -> dict[str, dict[str, float]]:
+    """Where a database's bytes are, per table and index (SQLite's dbstat): pages and content
+    (payload) in bytes per decision, largest first, those under 10 B left out."""
+    conn = sqlite3.connect(f"file:{db}?mode=ro", uri=True)
+    try:
+        rows = conn.execute("SELECT name, sum(pgsize), sum(payload) FROM dbstat GROUP BY name "
+                            "ORDER BY sum(pgsize) DESC").fetchall()
+    finally:
+        conn.close()
+    return {name: {"pages": pages / decisions, "payload": payload / decisions}
+            for name, pages, payload in rows if pages / decisions >= 10}
+
+
 def start_clients(url: str, worlds_file: Path, conns: int, procs: int, duration: float, tag: str) -> list:
     """Start ``procs`` load client processes sharing ``conns`` connections; each has opened its
     connections (printed ``ready``) when this returns."""
@@ -120,7 +133,8 @@ def start_clients(url: str, worlds_file: Path, conns: int, procs: int, duration:
         share = conns // procs + (1 if i < conns % procs else 0)
         clients.append(subprocess.Popen(
             [sys.executable, "-m", "bench.load", "--url", url, "--worlds", str(worlds_file), "--conns", str(share),
-             "--first", str(first), "--duration", str(duration), "--tag", f"{tag}p{i}-", "--wait-go"],
+             "--first", str(first), "--duration", str(duration), "--tag", f"{tag}p{i}-", "--wait-go",
+             "--result", str(worlds_file.with_name(f"result-{i}.json"))],
             stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True))
         first += share
     for client in clients:
@@ -141,13 +155,12 @@ def measure(server: subprocess.Popen, db: Path | None, url: str, worlds_file: Pa
     cpu_before, bytes_before, began = cpu_seconds(server.pid), db_bytes(db), time.perf_counter()
     for client in clients:
         client.stdin.write("go\n")
-        client.stdin.flush()
+        client.stdin.close()
     results = []
-    for client in clients:
-        out, err = client.communicate(timeout=duration + 120)
-        if client.returncode != 0:
-            raise SystemExit(f"load client failed: {err[-2000:]}")
-        results.append(json.loads(out))
+    for i, client in enumerate(clients):
+        if client.wait(timeout=duration + 120) != 0:
+            raise SystemExit(f"load client failed: {client.stderr.read()[-2000:]}")
+        results.append(json.loads(worlds_file.with_name(f"result-{i}.json").read_text()))
     wall = time.perf_counter() - began
     server_cpu = cpu_seconds(server.pid) - cpu_before
     written = db_bytes(db) - bytes_before
@@ -274,6 +287,9 @@ def print_report(report: dict) -> None:
             print(f"{'':>4} {'bridge/' + ref:>15}: throughput {row['bridge']['round_trips_per_s'] / row[ref]['round_trips_per_s']:.2f}, "
                   f"p99 {row['bridge']['p99_us'] / max(1.0, row[ref]['p99_us']):.1f}x, "
                   f"CPU {row['bridge']['server_cpu_us_per_msg'] / max(1e-9, row[ref]['server_cpu_us_per_msg']):.1f}x")
+    for name, tables in report["db_tables"].items():
+        print(f"{name} database, bytes per decision by table or index (pages / content): " + ", ".join(
+            f"{table} {b['pages']:.0f} / {b['payload']:.0f}" for table, b in tables.items()))
     print("\ntargets (issue 17), the bridge:")
     for t in report["targets"]:
         print(f"  {'met' if t['met'] else 'NOT met':>7}  {t['target']}: {t['value']:.2f} "
@@ -353,6 +369,8 @@ def main(argv: list[str] | None = None) -> int:
                         runs[name].append(measure(servers[name], dbs[name], urls[name], worlds_file, c,
                                                   args.client_procs, args.duration, f"{name[0]}{c}x{rep}-"))
                 rows.append({"conns": c, **{name: combine(runs[name]) for name in SERVERS}})
+            tables = {name: bytes_by_table(dbs[name], sum(row[name]["round_trips"] for row in rows))
+                      for name in ("durable", "bridge")}
             middle = sorted(conns)[len(conns) // 2]
             print(f"client check: echo at C={middle} ...", file=sys.stderr)
             check = client_check(servers["echo"], urls["echo"], worlds_file, middle, max(2, args.client_procs),
@@ -368,7 +386,7 @@ def main(argv: list[str] | None = None) -> int:
         store = asyncio.run(store_alone(tmp_path / "store-only.sqlite3", args.store_decisions))
     report = {"mode": "quick" if args.quick else "full", "duration_s": args.duration, "reps": args.reps,
               "client_procs": args.client_procs, "by_conns": rows, "targets": targets(rows),
-              "client_check": check, "idle": idle, "store": store, "python": sys.version.split()[0],
+              "client_check": check, "db_tables": tables, "idle": idle, "store": store, "python": sys.version.split()[0],
               "cpus": os.cpu_count()}
     args.out.write_text(json.dumps(report, indent=2) + "\n")
     print_report(report)

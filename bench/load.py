@@ -28,6 +28,7 @@ import json
 import resource
 import sys
 import time
+from pathlib import Path
 from urllib.parse import urlsplit
 
 from websockets.asyncio.client import connect
@@ -246,6 +247,7 @@ def main() -> None:
     parser.add_argument("--tag", default="b", help="prefix making message ids unique per run")
     parser.add_argument("--first", type=int, default=0, help="index of the first world to use (default 0)")
     parser.add_argument("--wait-go", action="store_true", help="print ready, start on a line from stdin")
+    parser.add_argument("--result", type=Path, help="write the JSON result to this file instead of stdout")
     parser.add_argument("--idle", action="store_true")
     args = parser.parse_args()
     soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
@@ -260,7 +262,11 @@ def main() -> None:
     if args.idle:
         runner(idle(args.url, worlds, args.conns))
     else:
-        print(json.dumps(runner(run(args.url, worlds, args.conns, args.duration, args.tag, args.wait_go))))
+        result = json.dumps(runner(run(args.url, worlds, args.conns, args.duration, args.tag, args.wait_go)))
+        if args.result is None:
+            print(result)
+        else:
+            args.result.write_text(result)
 
 
 if __name__ == "__main__":
