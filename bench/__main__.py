@@ -19,7 +19,7 @@ echo at the middle C driven by one client process and by ``--client-procs`` proc
 client processes do not raise echo's rate, the server is the limit). Then RSS per idle
 authenticated connection (``--idle``) and the store's decisions/s alone. Everything is written
 as JSON to ``--out`` as well. Loopback only; every run is bounded by its duration; the default
-run takes about three minutes.
+run takes about two and a half minutes.
 
 ``--quick`` makes every step tiny (seconds in all): the test suite uses it to check the harness,
 never the timings. ``--kill-rounds N`` instead runs N kill -9 rounds of the bridge under load
@@ -47,17 +47,13 @@ from bridge.dice import SecretDice
 from bridge.session import Session, hash_token, new_token
 from bridge.store import SQLiteStore
 
+from . import crash
+from .crash import free_port
 from .load import ACTOR, TEST, percentile
 
 PAGE_SIZE = os.sysconf("SC_PAGE_SIZE")
 CLOCK_TICKS = os.sysconf("SC_CLK_TCK")
 START_TIMEOUT = 20.0
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
 
 
 def cpu_seconds(pid: int) -> float:
@@ -197,14 +193,16 @@ def client_check(server: subprocess.Popen, url: str, worlds_file: Path, conns: i
                  duration: float) -> dict:
     """Is the echo run limited by the server? Echo at ``conns`` driven by 1 client process,
     then by ``procs``: if the rate does not rise by more than 15 %, more client capacity does not
-    help, so the server is the limit."""
+    help, and when a round trip also costs the client less CPU than the server, the server is the
+    limit."""
     one = combine([measure(server, None, url, worlds_file, conns, 1, duration, f"k1c{conns}-")])
     more = combine([measure(server, None, url, worlds_file, conns, procs, duration, f"k{procs}c{conns}-")])
     gain = more["round_trips_per_s"] / one["round_trips_per_s"]
     return {"conns": conns, "procs": procs, "one_client_rt_per_s": one["round_trips_per_s"],
             "more_clients_rt_per_s": more["round_trips_per_s"], "gain": gain,
             "server_cores": more["server_cores"], "client_cpu_us_per_msg": more["client_cpu_us_per_msg"],
-            "server_cpu_us_per_msg": more["server_cpu_us_per_msg"], "server_limited": gain <= 1.15}
+            "server_cpu_us_per_msg": more["server_cpu_us_per_msg"],
+            "server_limited": gain <= 1.15 and more["client_cpu_us_per_msg"] < more["server_cpu_us_per_msg"]}
 
 
 def targets(rows: list[dict]) -> list[dict]:
@@ -295,12 +293,13 @@ def print_report(report: dict) -> None:
         print(f"  {'met' if t['met'] else 'NOT met':>7}  {t['target']}: {t['value']:.2f} "
               f"(ratio to the limit {t['ratio']:.2f})")
     check = report["client_check"]
-    verdict = ("the echo run is limited by the server" if check["server_limited"] else
-               "WARNING: the echo run may be limited by the client")
+    verdict = (f"more client processes do not raise echo's rate and a round trip costs the client less CPU than the "
+               f"server: the echo run is limited by the server (its share of the CPU: {check['server_cores']:.2f} cores)"
+               if check["server_limited"] else "WARNING: the echo run may be limited by the client")
     print(f"\nload client check: echo at C={check['conns']}: {check['one_client_rt_per_s']:.0f} rt/s with 1 client "
-          f"process, {check['more_clients_rt_per_s']:.0f} with {check['procs']} ({check['gain']:.2f}x); server used "
-          f"{check['server_cores']:.2f} cores, {check['server_cpu_us_per_msg']:.1f} µs/rt against the client's "
-          f"{check['client_cpu_us_per_msg']:.1f}: {verdict}")
+          f"process, {check['more_clients_rt_per_s']:.0f} with {check['procs']} ({check['gain']:.2f}x); the server "
+          f"{check['server_cpu_us_per_msg']:.1f} µs/rt against the client's {check['client_cpu_us_per_msg']:.1f}: "
+          f"{verdict}")
     idle = report["idle"]
     print(f"idle: {idle['connections']} authenticated connections, "
           f"{idle['rss_per_connection_bytes'] / 1024:.1f} KiB RSS each (exit {idle['errors']})")
@@ -344,8 +343,7 @@ def main(argv: list[str] | None = None) -> int:
                         help="instead: N kill -9 rounds of the bridge under load (issue 17 asks for 30)")
     args = parser.parse_args(argv)
     if args.kill_rounds is not None:
-        from .crash import main as kill_rounds
-        return kill_rounds(args.kill_rounds)
+        return crash.main(args.kill_rounds)
     logs.configure("json", level="warning")  # the in-process store run logs no decision lines
     if args.quick:
         args.conns, args.duration, args.reps, args.idle, args.store_decisions = "1,10", 0.3, 1, 20, 200
