@@ -190,13 +190,17 @@ def combine(runs: list[dict]) -> dict:
 
 
 def client_check(server: subprocess.Popen, url: str, worlds_file: Path, conns: int, procs: int,
-                 duration: float) -> dict:
-    """Is the echo run limited by the server? Echo at ``conns`` driven by 1 client process,
-    then by ``procs``: if the rate does not rise by more than 15 %, more client capacity does not
+                 duration: float, reps: int) -> dict:
+    """Is the echo run limited by the server? Echo at ``conns`` driven by 1 client process and
+    by ``procs``, interleaved ``reps`` times: if the rate does not rise by more than 15 %, more
+    client capacity does not
     help, and when a round trip also costs the client less CPU than the server, the server is the
     limit."""
-    one = combine([measure(server, None, url, worlds_file, conns, 1, duration, f"k1c{conns}-")])
-    more = combine([measure(server, None, url, worlds_file, conns, procs, duration, f"k{procs}c{conns}-")])
+    runs: dict[int, list[dict]] = {1: [], procs: []}
+    for rep in range(reps):
+        for n in (1, procs):
+            runs[n].append(measure(server, None, url, worlds_file, conns, n, duration, f"k{n}c{conns}x{rep}-"))
+    one, more = combine(runs[1]), combine(runs[procs])
     gain = more["round_trips_per_s"] / one["round_trips_per_s"]
     return {"conns": conns, "procs": procs, "one_client_rt_per_s": one["round_trips_per_s"],
             "more_clients_rt_per_s": more["round_trips_per_s"], "gain": gain,
@@ -372,7 +376,7 @@ def main(argv: list[str] | None = None) -> int:
             middle = sorted(conns)[len(conns) // 2]
             print(f"client check: echo at C={middle} ...", file=sys.stderr)
             check = client_check(servers["echo"], urls["echo"], worlds_file, middle, max(2, args.client_procs),
-                                 args.duration)
+                                 args.duration, args.reps)
             print(f"holding {args.idle} idle connections ...", file=sys.stderr)
             idle = idle_rss(servers["bridge"], urls["bridge"], worlds_file, args.idle)
         finally:
