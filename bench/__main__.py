@@ -193,9 +193,8 @@ def client_check(server: subprocess.Popen, url: str, worlds_file: Path, conns: i
                  duration: float, reps: int) -> dict:
     """Is the echo run limited by the server? Echo at ``conns`` driven by 1 client process and
     by ``procs``, interleaved ``reps`` times: if the rate does not rise by more than 15 %, more
-    client capacity does not
-    help, and when a round trip also costs the client less CPU than the server, the server is the
-    limit."""
+    client capacity does not help, and when a round trip also costs the client less CPU than the
+    server, the server is the limit."""
     runs: dict[int, list[dict]] = {1: [], procs: []}
     for rep in range(reps):
         for n in (1, procs):
