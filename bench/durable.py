@@ -8,7 +8,8 @@ settings (as ``bench.echo``) and, for every frame but ``hello``:
 3. queues one row (sequence number, event_id, frame, hash) for the current event-loop tick;
 
 then once per loop tick inserts every queued row in one SQLite transaction (WAL,
-``synchronous = NORMAL``, like the bridge's store) and, only after COMMIT, replies
+``synchronous = NORMAL``, like the bridge's store; on the event loop's own thread, so no hand-off
+between threads) and, only after COMMIT, replies
 ``{"type":"ack","event_id":...,"seq":N}`` to each. ``hello`` is answered ``welcome`` and not
 stored. No rules, no reads, no card, no log line: the bridge's decisions can come close to this
 but not beat it in Python, so ``python -m bench`` measures the bridge against it (issue 17).
