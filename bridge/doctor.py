@@ -15,11 +15,11 @@ from __future__ import annotations
 import asyncio
 import errno
 import json
-import os
 import socket
 import sqlite3
 import ssl
 import stat
+import tempfile
 import urllib.request
 from collections.abc import Iterable
 from dataclasses import dataclass
@@ -75,11 +75,26 @@ def render(findings: Iterable[Finding]) -> str:
 
 
 def _writable_folder(folder: Path) -> Path | None:
-    """The nearest existing folder of ``folder`` if it cannot be written to, else None."""
+    """The nearest existing folder of ``folder`` if this user cannot create files in it, else
+    None. Tried for real (a temporary file, removed at once): permission bits do not tell for
+    root, read-only mounts or special file systems."""
     existing = folder
     while not existing.exists() and existing != existing.parent:
         existing = existing.parent
-    return None if os.access(existing, os.W_OK | os.X_OK) else existing
+    try:
+        with tempfile.TemporaryFile(dir=existing):
+            return None
+    except OSError:
+        return existing
+
+
+def _writable_file(path: Path) -> bool:
+    """True when this user can open ``path`` for writing (nothing is written)."""
+    try:
+        with path.open("r+b"):
+            return True
+    except OSError:
+        return False
 
 
 def check_database(db: Path) -> tuple[list[Finding], sqlite3.Connection | None]:
@@ -96,11 +111,9 @@ def check_database(db: Path) -> tuple[list[Finding], sqlite3.Connection | None]:
         findings.append(warn(f"no database at {db} yet",
                              "`fate-bridge serve` or `fate-bridge world add` creates it"))
         return findings, None
-    if not os.access(db, os.R_OK | os.W_OK):
-        findings.append(fail(f"database {db} is not readable and writable by this user",
+    if not _writable_file(db):
+        findings.append(fail(f"database {db} is not writable by this user",
                              f"`chmod 600 {db}` as its owner, or run the bridge as the file's owner"))
-        if not os.access(db, os.R_OK):
-            return findings, None
     try:
         conn = sqlite3.connect(f"file:{db}?mode=ro", uri=True, isolation_level=None)
         integrity = conn.execute("PRAGMA quick_check").fetchone()[0]
@@ -298,8 +311,7 @@ async def check_link(url: str, world_id: str | None, token: str | None, *, found
                                 "use a certificate from a CA browsers trust (e.g. Let's Encrypt); "
                                 "a private CA must be installed in every player's browser (--tls-ca here)")]
     except ssl.SSLError as exc:
-        return [*findings, fail(f"no TLS at {url} ({exc.reason}): the bridge speaks plain ws://",
-                                "use ws:// in the URL, or serve with --tls-cert/--tls-key")]
+        return [*findings, _no_tls(url, exc.reason)]
     except InvalidStatus as exc:
         code = exc.response.status_code
         if code == 403 and origin:
@@ -309,6 +321,8 @@ async def check_link(url: str, world_id: str | None, token: str | None, *, found
                                 "fate-bridge answers there", "check the port, or the proxy's path "
                                 "and its WebSocket (Upgrade) forwarding")]
     except (InvalidHandshake, OSError, EOFError) as exc:
+        if parts.scheme == "wss" and await asyncio.to_thread(_answers_healthz, parts.hostname, parts.port or 443):
+            return [*findings, _no_tls(url, "it answers plain HTTP")]
         return [*findings, fail(f"{url} did not complete a WebSocket handshake ({exc})",
                                 "check that the URL points at fate-bridge serve (and a proxy forwards Upgrade)")]
     except TimeoutError:
@@ -320,6 +334,11 @@ async def check_link(url: str, world_id: str | None, token: str | None, *, found
             return findings
         findings.append(await _hello(ws, world_id, token, worlds))
     return findings
+
+
+def _no_tls(url: str, why: object) -> Finding:
+    return fail(f"no TLS at {url} ({why}): the bridge speaks plain ws://",
+                "use ws:// in the URL, or serve with --tls-cert/--tls-key")
 
 
 async def _hello(ws, world_id: str, token: str | None, worlds: list[tuple[str, bool]] | None) -> Finding:
