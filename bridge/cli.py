@@ -24,7 +24,7 @@ from .errors import ConfigError
 from .server import RATE_BURST_SECONDS, RATE_PER_SECOND
 from .session import OVERLAY_PATH, Session, hash_token, new_token
 from .release import PUBLIC_URL_ENV
-from .startup import listen_problem, reach_lines
+from .startup import bridge_address, listen_problem, reach_lines
 from .store import SQLiteStore
 
 DEFAULT_HOST = "127.0.0.1"
@@ -329,7 +329,7 @@ def _add_operator_commands(commands, add_db, add_key) -> None:
         description="Write a consistent copy of the database to PATH with SQLite's online backup "
         "(every decision committed before it, none half-written), safe while serve runs. The "
         "audit key is kept apart from the database: copy it once, somewhere else.",
-        epilog="Example (nightly, from cron): fate-bridge backup ~/backups/fate-$(date +%%F).sqlite3",
+        epilog="Example (nightly, from cron): fate-bridge backup ~/backups/fate-$(date +%F).sqlite3",
     )
     back.add_argument("path", type=Path, metavar="PATH", help="the backup file to write")
     back.add_argument("--overwrite", action="store_true", help="replace PATH if it exists")
@@ -422,7 +422,7 @@ async def _serve(args: argparse.Namespace) -> int:
             "No world is registered yet. In another terminal run:\n"
             f"  {this_command()} world add YOUR_WORLD_ID --db {db}\n"
             "then install the Foundry module (the manifest URL above), enable it in your world, "
-            f"and in its settings set the bridge URL to {scheme}://{args.host}:{port} and paste "
+            f"and in its settings set the bridge URL to {bridge_address(args.host, port, tls is not None)} and paste "
             "the token.",
             file=sys.stderr,
         )

@@ -67,6 +67,16 @@ def lan_addresses() -> list[str]:
     return unique
 
 
+def bridge_address(host: str, port: int, tls: bool) -> str:
+    """The bridge URL for the module's setting when listening on ``host:port``: for every
+    network, this machine's first address others can reach (else loopback)."""
+    if host in WILDCARDS:
+        host = next(iter(lan_addresses()), "127.0.0.1")
+    elif ":" in host:
+        host = f"[{host}]"
+    return f"{'wss' if tls else 'ws'}://{host}:{port}"
+
+
 def reach_lines(host: str, port: int, tls: bool, public_url: str | None) -> list[str]:
     """What ``serve`` prints once listening: the bridge URL(s) for the module's setting and the
     manifest URL to paste into Foundry's *Install Module*."""
