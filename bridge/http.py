@@ -7,7 +7,7 @@
 | ``/healthz`` | ``ok`` | anyone |
 | ``/overlay`` (+ ``overlay.js``, ``overlay.css``) | the stream overlay page (the viewer key goes on its URL) | anyone |
 | ``/module/module.json``, ``/module/fate-bridge.zip`` | the Foundry module, to install by manifest URL (:mod:`bridge.release`) | anyone |
-| ``/status`` | :class:`bridge.status.Status` as JSON | this machine (loopback), or ``Authorization: Bearer WORLD_TOKEN`` for that world only |
+| ``/status`` | :class:`bridge.status.Status` as JSON | this machine (loopback, not through a proxy), or ``Authorization: Bearer WORLD_TOKEN`` for that world only |
 
 Any other request goes on to the WebSocket upgrade, refused with 403 when ``origins`` is given
 and the browser page's Origin is not among them (pages the bridge serves itself always pass).
@@ -89,6 +89,16 @@ def _loopback(connection: ServerConnection) -> bool:
     return (mapped or address).is_loopback
 
 
+PROXY_HEADERS = ("Forwarded", "X-Forwarded-For", "X-Real-IP")  # set by a proxy for its client
+
+
+def _local(connection: ServerConnection, request: Request) -> bool:
+    """True when the request comes from this machine itself: a loopback peer, and not a
+    reverse proxy on this machine passing on someone else's request (it says so in one of
+    ``PROXY_HEADERS``; docs/security.md has the nginx line)."""
+    return _loopback(connection) and not any(name in request.headers for name in PROXY_HEADERS)
+
+
 def _bearer(request: Request) -> str | None:
     value = request.headers.get("Authorization", "")
     scheme, _, token = value.partition(" ")
@@ -151,7 +161,7 @@ class Pages:
 
     async def _status(self, connection: ServerConnection, request: Request) -> Response:
         only: str | None = None
-        if not _loopback(connection):
+        if not _local(connection, request):
             token = _bearer(request)
             worlds = await self.store.worlds() if token else []
             only = next((w.world_id for w in worlds if token_matches(token, w.token_hash)), None)

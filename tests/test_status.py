@@ -106,6 +106,21 @@ class TestStatus:
             server.close()
             await server.wait_closed()
 
+    async def test_a_proxy_on_this_machine_does_not_make_a_request_local(self, store, two_worlds):
+        server = await bridge_server.start(store, "127.0.0.1", 0)
+        port = server.sockets[0].getsockname()[1]
+        try:
+            for header in ("X-Forwarded-For", "Forwarded", "X-Real-IP"):
+                request = urllib.request.Request(f"http://127.0.0.1:{port}/status",
+                                                 headers={header: "198.51.100.7"})
+                with pytest.raises(urllib.error.HTTPError) as refused:
+                    await asyncio.to_thread(urllib.request.urlopen, request, timeout=5)
+                with refused.value:
+                    assert refused.value.code == 401
+        finally:
+            server.close()
+            await server.wait_closed()
+
     def test_status_without_a_bridge_is_one_clear_line(self, capsys):
         from .test_server import free_port
 
