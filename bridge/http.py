@@ -17,7 +17,7 @@ from __future__ import annotations
 
 import html
 import ipaddress
-from collections.abc import Awaitable, Callable
+from collections.abc import Callable
 from http import HTTPStatus
 from importlib import resources
 from urllib.parse import urljoin, urlsplit
@@ -57,7 +57,7 @@ PAGE_HEADERS = (
 )
 # Foundry's server fetches the manifest and the zip, not a browser page: no CORS header needed.
 
-ProcessRequest = Callable[[ServerConnection, Request], Awaitable[Response | None]]
+PACKAGES_KEPT = 4  # module zips built for different public addresses, kept in memory
 
 
 def _load_overlay() -> dict[str, tuple[bytes, str]]:
@@ -109,7 +109,7 @@ class Pages:
     """Answers the plain HTTP paths of one server. ``public_url``: the bridge's address as
     others reach it (``--public-url``); without it the manifest points at the address the
     request came to (its Host header and scheme). The module's zip is built once, on the
-    first request for it, per public address."""
+    first request for it, per public address (the last ``PACKAGES_KEPT`` addresses)."""
 
     def __init__(self, store: SQLiteStore, presence: status.Presence, viewer_count: Callable[[str], int],
                  *, origins: list[str] | None, public_url: str | None, tls: bool) -> None:
@@ -128,6 +128,8 @@ class Pages:
     def _package(self, request: Request) -> release.Package:
         base = release.public_base(self.base(request))
         if base not in self._packages:
+            if len(self._packages) >= PACKAGES_KEPT:  # the Host header is the client's to choose
+                del self._packages[next(iter(self._packages))]
             self._packages[base] = release.package(base)
         return self._packages[base]
 

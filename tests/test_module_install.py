@@ -169,3 +169,18 @@ class TestRelease:
         assert {"bridge/http.py", "bridge/release.py", "bridge/overlay/index.html",
                 "bridge/templates/sohl_fate.html.j2"} <= names
         assert not [n for n in names if n.startswith("tests/")]
+
+
+class TestZipsKept:
+    async def test_a_client_choosing_host_headers_cannot_pile_up_zips(self, store):
+        from websockets.datastructures import Headers
+        from websockets.http11 import Request
+
+        from bridge.http import PACKAGES_KEPT, Pages
+        from bridge.status import Presence
+
+        pages = Pages(store, Presence(), lambda world: 0, origins=None, public_url=None, tls=False)
+        for n in range(PACKAGES_KEPT + 3):
+            built = pages._package(Request("/module/module.json", Headers({"Host": f"h{n}.example:1"})))
+            assert json.loads(built.manifest)["manifest"] == f"http://h{n}.example:1/module/module.json"
+        assert len(pages._packages) == PACKAGES_KEPT
