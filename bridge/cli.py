@@ -291,8 +291,8 @@ def _add_operator_commands(commands, add_db, add_key) -> None:
         "comes with its fix. Exit 0 when nothing failed, 1 otherwise.",
         epilog="Example: fate-bridge doctor --url wss://foundry.example.org/fate-bridge/ "
         "--foundry-url https://foundry.example.org --world my-world --token TOKEN. "
-        "A hello with the right token takes the world's link for a moment: the GM's browser "
-        "reconnects by itself.",
+        "When a GM's browser holds the world's link, the token is checked through /status and "
+        "no hello is sent (a hello would take the link from the GM).",
     )
     add_db(doc)
     add_key(doc)

@@ -30,7 +30,7 @@ from urllib.parse import urlsplit
 from websockets.asyncio.client import connect
 from websockets.exceptions import ConnectionClosed, InvalidHandshake, InvalidStatus
 
-from . import __version__, audit, wire
+from . import __version__, audit, status, wire
 from .errors import ConfigError
 from .server import tls_context
 from .store import SCHEMA_VERSION
@@ -332,8 +332,26 @@ async def check_link(url: str, world_id: str | None, token: str | None, *, found
         findings.append(ok(f"WebSocket to {url} opens" + (f" from {origin}" if origin else "")))
         if world_id is None:
             return findings
-        findings.append(await _hello(ws, world_id, token, worlds))
+        held = await asyncio.to_thread(_link_holder, url, world_id, token, ca_file)
+        if held is not None:
+            findings.append(ok(f"world {world_id}: the token is accepted (by /status); {held} holds "
+                               "the link now, so no hello was sent (it would take the link away)"))
+        else:
+            findings.append(await _hello(ws, world_id, token, worlds))
     return findings
+
+
+def _link_holder(url: str, world_id: str, token: str | None, ca_file: Path | None) -> str | None:
+    """Who holds ``world_id``'s link, as the bridge's ``/status`` tells (with ``token``); None
+    when nobody does or the bridge would not say (then the token is checked by hello)."""
+    try:
+        found = status.fetch(url, token, str(ca_file) if ca_file else None)
+    except ConfigError:
+        return None
+    for world in found.worlds:
+        if world.world_id == world_id and world.link is not None:
+            return world.link.user_name or "a GM"
+    return None
 
 
 def _no_tls(url: str, why: object) -> Finding:
@@ -352,8 +370,7 @@ async def _hello(ws, world_id: str, token: str | None, worlds: list[tuple[str, b
     except (TimeoutError, ConnectionClosed, ValueError) as exc:
         return fail(f"the bridge did not answer hello ({exc})", "look at serve's log for the reason")
     if reply.get("type") == "welcome":
-        return ok(f"world {world_id}: the token is accepted (bridge {reply.get('bridge_version')}; "
-                  "the GM's browser reconnects by itself if this took its link)")
+        return ok(f"world {world_id}: the token is accepted (bridge {reply.get('bridge_version')})")
     if reply.get("code") != "unauthorized":
         return fail(f"hello refused: {reply.get('message')}", "look at serve's log for the reason")
     known = None if worlds is None else any(world == world_id for world, _ in worlds)

@@ -7,7 +7,7 @@
 | ``/healthz`` | ``ok`` | anyone |
 | ``/overlay`` (+ ``overlay.js``, ``overlay.css``) | the stream overlay page (the viewer key goes on its URL) | anyone |
 | ``/module/module.json``, ``/module/fate-bridge.zip`` | the Foundry module, to install by manifest URL (:mod:`bridge.release`) | anyone |
-| ``/status`` | :class:`bridge.status.Status` as JSON | this machine (loopback, not through a proxy), or ``Authorization: Bearer WORLD_TOKEN`` for that world only |
+| ``/status`` | :class:`bridge.status.Status` as JSON | this machine (loopback, not through a proxy), or ``Authorization: Bearer WORLD_TOKEN`` for that world only (a wrong token is refused, from anywhere) |
 
 Any other request goes on to the WebSocket upgrade, refused with 403 when ``origins`` is given
 and the browser page's Origin is not among them (pages the bridge serves itself always pass).
@@ -163,8 +163,8 @@ class Pages:
 
     async def _status(self, connection: ServerConnection, request: Request) -> Response:
         only: str | None = None
-        if not _local(connection, request):
-            token = _bearer(request)
+        token = _bearer(request)
+        if token is not None or not _local(connection, request):  # a token is judged by itself
             worlds = await self.store.worlds() if token else []
             only = next((w.world_id for w in worlds if token_matches(token, w.token_hash)), None)
             if only is None:

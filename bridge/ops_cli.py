@@ -8,17 +8,10 @@ asked, 2 via ``ConfigError`` for usage errors).
 from __future__ import annotations
 
 import argparse
-import ssl
 import sys
-import urllib.error
-import urllib.request
-from urllib.parse import urljoin, urlsplit
 
 from . import backup, doctor, release, status
 from .config import default_audit_key, default_db
-from .errors import ConfigError
-
-STATUS_TIMEOUT_SECONDS = 5.0
 
 
 async def run_doctor(args: argparse.Namespace) -> int:
@@ -45,30 +38,9 @@ async def run_doctor(args: argparse.Namespace) -> int:
     return 1 if failed else 0
 
 
-def fetch_status(url: str, token: str | None, ca_file: str | None = None) -> status.Status:
-    """GET ``/status`` from the bridge at ``url`` (http(s) or ws(s)); raises ``ConfigError``
-    saying why it could not be read."""
-    target = urljoin(release.public_base(url), status.STATUS_PATH.lstrip("/"))
-    request = urllib.request.Request(target, headers={"Authorization": f"Bearer {token}"} if token else {})
-    context = ssl.create_default_context(cafile=ca_file) if urlsplit(target).scheme == "https" else None
-    try:
-        with urllib.request.urlopen(request, timeout=STATUS_TIMEOUT_SECONDS, context=context) as resp:
-            return status.decode(resp.read())
-    except urllib.error.HTTPError as refused:
-        with refused:
-            text = refused.read().decode(errors="replace").strip()
-        raise ConfigError(f"{target} answered {refused.code}: {text}") from None
-    except (urllib.error.URLError, OSError) as exc:
-        reason = getattr(exc, "reason", exc)
-        raise ConfigError(f"cannot reach the bridge at {target} ({reason}): is `fate-bridge serve` "
-                          "running there? (`fate-bridge doctor` explains why not)") from None
-    except ValueError as exc:
-        raise ConfigError(f"{target} did not answer a fate-bridge status ({exc}): check --url") from None
-
-
 def run_status(args: argparse.Namespace) -> int:
     """``fate-bridge status``: print what the running bridge at ``--url`` is doing."""
-    found = fetch_status(args.url, args.token, str(args.tls_ca) if args.tls_ca else None)
+    found = status.fetch(args.url, args.token, str(args.tls_ca) if args.tls_ca else None)
     print(status.render(found))
     return 0
 

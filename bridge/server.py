@@ -30,9 +30,9 @@ from websockets.frames import CloseCode
 
 from . import wire
 from .dice import Dice, SecretDice
-from .http import Pages
 from .errors import ConfigError, RateLimited
-from .session import (CLOSE_HELLO_TIMEOUT, CLOSE_SUPERSEDED, CLOSE_VIEWER_TOO_SLOW, OVERLAY_PATH,
+from .http import Pages
+from .session import (CLOSE_HELLO_TIMEOUT, CLOSE_SUPERSEDED, CLOSE_VIEWER_TOO_SLOW,
                       Reply, Session, error_frame)
 from .status import Presence
 from .store import SQLiteStore, Store

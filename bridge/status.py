@@ -3,22 +3,29 @@
 :class:`Presence` is told by the server when a world's forwarder (the GM's browser) opens and
 closes; :func:`report` combines it with the store (decisions of the last hour, the last one)
 and the overlay viewer counts into a :class:`Status`, which ``GET /status`` answers as JSON
-(:mod:`bridge.http`) and ``fate-bridge status`` prints (:func:`render`). No token, key or
+(:mod:`bridge.http`) and ``fate-bridge status`` fetches (:func:`fetch`) and prints (:func:`render`). No token, key or
 viewer key is ever part of it.
 """
 
 from __future__ import annotations
 
+import ssl
+import urllib.error
+import urllib.request
 from collections.abc import Callable
 from datetime import datetime, timedelta, timezone
+from urllib.parse import urljoin, urlsplit
 
 import msgspec
 
 from . import __version__, wire
+from .errors import ConfigError
+from .release import public_base
 from .store import AuditFilter, SQLiteStore, utc_now
 
 STATUS_PATH = "/status"
 WINDOW = timedelta(hours=1)  # "decisions in the last hour"
+FETCH_TIMEOUT_SECONDS = 5.0
 
 
 class Link(msgspec.Struct, kw_only=True):
@@ -152,3 +159,24 @@ def render(status: Status) -> str:
 
 encode = msgspec.json.Encoder().encode
 decode = msgspec.json.Decoder(Status).decode
+
+
+def fetch(url: str, token: str | None, ca_file: str | None = None) -> Status:
+    """GET ``/status`` from the bridge at ``url`` (http(s) or ws(s)); raises ``ConfigError``
+    saying why it could not be read."""
+    target = urljoin(public_base(url), STATUS_PATH.lstrip("/"))
+    request = urllib.request.Request(target, headers={"Authorization": f"Bearer {token}"} if token else {})
+    context = ssl.create_default_context(cafile=ca_file) if urlsplit(target).scheme == "https" else None
+    try:
+        with urllib.request.urlopen(request, timeout=FETCH_TIMEOUT_SECONDS, context=context) as resp:
+            return decode(resp.read())
+    except urllib.error.HTTPError as refused:
+        with refused:
+            text = refused.read().decode(errors="replace").strip()
+        raise ConfigError(f"{target} answered {refused.code}: {text}") from None
+    except (urllib.error.URLError, OSError) as exc:
+        reason = getattr(exc, "reason", exc)
+        raise ConfigError(f"cannot reach the bridge at {target} ({reason}): is `fate-bridge serve` "
+                          "running there? (`fate-bridge doctor` explains why not)") from None
+    except ValueError as exc:
+        raise ConfigError(f"{target} did not answer a fate-bridge status ({exc}): check --url") from None

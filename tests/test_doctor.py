@@ -8,11 +8,11 @@ import json
 import os
 import socket
 import sqlite3
-import ssl
 from pathlib import Path
 
 import pytest
 import trustme
+from websockets.asyncio.client import connect
 
 from bridge import doctor
 from bridge import server as bridge_server
@@ -22,7 +22,7 @@ from bridge.dice import ScriptedDice
 from bridge.session import Session, hash_token, new_token
 from bridge.store import SQLiteStore
 
-from .test_server import archery_test_rolled, free_port
+from .test_server import archery_test_rolled, client_info, free_port
 
 WORLD = "doctor-world"
 
@@ -106,6 +106,24 @@ class TestTheModulesConnection:
         # the page is https: the ws:// URL would be blocked by the browser (mixed content)
         assert "wss://" in the(found, "fail", "browsers block ws:// from an https:// page").fix
         the(found, "ok", "the token is accepted")
+
+    async def test_a_gm_holding_the_link_keeps_it(self, registered, serving):
+        db, _, token = registered
+        gm = await connect(f"ws://127.0.0.1:{serving}")
+        await gm.send(json.dumps({"type": "hello", "v": 1, "world_id": WORLD, "token": token,
+                                  "client": {**client_info(), "user_name": "Gwen"}}))
+        assert json.loads(await gm.recv())["type"] == "welcome"
+        try:
+            found = await doctor.check_link(f"ws://127.0.0.1:{serving}", WORLD, token, foundry_url=None,
+                                            ca_file=None, worlds=local_worlds(db))
+            the(found, "ok", "Gwen holds the link now, so no hello was sent")
+            wrong = await doctor.check_link(f"ws://127.0.0.1:{serving}", WORLD, new_token(),
+                                            foundry_url=None, ca_file=None, worlds=local_worlds(db))
+            the(wrong, "fail", "registered, but the bridge refused this token")
+            await gm.send(json.dumps({"type": "ping", "v": 1}))
+            assert json.loads(await gm.recv())["type"] == "pong"  # the GM's link is still open
+        finally:
+            await gm.close()
 
     async def test_origin_not_allowed(self, serving):
         found = await doctor.check_link(f"ws://127.0.0.1:{serving}", None, None,

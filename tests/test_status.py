@@ -62,6 +62,8 @@ class TestStatus:
 
             code, report = await asyncio.to_thread(get_status, f"http://127.0.0.1:{port}/status")
             assert code == 200
+            wrong, _ = await asyncio.to_thread(get_status, f"http://127.0.0.1:{port}/status", "wrong")
+            assert wrong == 401  # a token is judged by itself, even from this machine
             worlds = {w["world_id"]: w for w in report["worlds"]}
             a, b = worlds["table-a"], worlds["table-b"]
             assert a["link"]["user_name"] == GM_NAME
