@@ -164,7 +164,8 @@ def check_key(key_path: Path, conn: sqlite3.Connection | None) -> list[Finding]:
                              "give --audit-key the key serve used with this database (restore it "
                              "from backup); if it is lost, `audit verify` cannot vouch for these records"))
     elif not findings:
-        findings.append(ok(f"audit key {key_path}: owner-only, signed all {len(signed)} stored checkpoints"))
+        signed_text = f"signed all {len(signed)} stored checkpoints" if signed else "no checkpoint signed yet"
+        findings.append(ok(f"audit key {key_path}: owner-only, {signed_text}"))
     return findings
 
 
