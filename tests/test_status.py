@@ -7,14 +7,17 @@ import asyncio
 import json
 import urllib.error
 import urllib.request
+from datetime import datetime, timedelta
 
 import pytest
 
 from bridge import server as bridge_server
 from bridge.cli import main
 from bridge.dice import ScriptedDice
-from bridge.session import hash_token, new_token
+from bridge.session import Session, hash_token, new_token
 from bridge.startup import lan_addresses
+from bridge.status import Presence, report
+from bridge.store import AuditFilter
 
 from .test_server import archery_test_rolled, ask, client_info, connected
 
@@ -129,3 +132,26 @@ class TestStatus:
         assert main(["status", "--url", f"http://127.0.0.1:{free_port()}"]) == 2
         err = capsys.readouterr().err
         assert err.count("\n") == 1 and "is `fate-bridge serve` running there?" in err
+
+
+
+def hours_later(ts: str, hours: int) -> str:
+    """An audit timestamp (``YYYY-MM-DDTHH:MM:SS.mmmZ``) moved ``hours`` on, in the same format."""
+    moved = datetime.fromisoformat(ts.rstrip("Z")) + timedelta(hours=hours)
+    return moved.strftime("%Y-%m-%dT%H:%M:%S.") + f"{moved.microsecond // 1000:03d}Z"
+
+
+class TestLastHour:
+    async def test_decisions_older_than_an_hour_are_not_counted_but_the_last_one_shows(self, store, two_worlds):
+        session = Session(store, ScriptedDice([]), trusted=True, default_world="table-a")
+        reply = await session.receive(json.dumps(archery_test_rolled("ev-1", "msgArchery0001")))
+        assert b'"test_graded"' in reply.frames[0]
+        (row,) = await store.audit_rows(AuditFilter(world_id="table-a"))
+        now = row.ts
+        presence = Presence(clock=lambda: now)
+
+        (fresh,) = (await report(store, presence, lambda world: 0, "table-a")).worlds
+        assert (fresh.decisions_last_hour, fresh.last_decision.ts) == (1, row.ts)
+        now = hours_later(row.ts, 2)
+        (later,) = (await report(store, presence, lambda world: 0, "table-a")).worlds
+        assert (later.decisions_last_hour, later.last_decision.ts) == (0, row.ts)
