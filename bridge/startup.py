@@ -70,11 +70,15 @@ def lan_addresses() -> list[str]:
 def bridge_address(host: str, port: int, tls: bool) -> str:
     """The bridge URL for the module's setting when listening on ``host:port``: for every
     network, this machine's first address others can reach (else loopback)."""
+    return f"{'wss' if tls else 'ws'}://{_url_host(host)}:{port}"
+
+
+def _url_host(host: str) -> str:
+    """``host`` as a URL writes it: a wildcard becomes this machine's first address others can
+    reach (else loopback), an IPv6 address goes in brackets."""
     if host in WILDCARDS:
-        host = next(iter(lan_addresses()), "127.0.0.1")
-    elif ":" in host:
-        host = f"[{host}]"
-    return f"{'wss' if tls else 'ws'}://{host}:{port}"
+        return next(iter(lan_addresses()), "127.0.0.1")
+    return f"[{host}]" if ":" in host else host
 
 
 def reach_lines(host: str, port: int, tls: bool, public_url: str | None) -> list[str]:
@@ -85,19 +89,17 @@ def reach_lines(host: str, port: int, tls: bool, public_url: str | None) -> list
         return [f"Others reach it at {public_url}",
                 f"Install the module in Foundry: Add-on Modules -> Install Module -> Manifest URL:\n"
                 f"  {release.manifest_url(public_url)}"]
+    lines = []
     if host in WILDCARDS:
         addresses = lan_addresses()
         if not addresses:
             return [f"Listening on every network, but this machine has no address others can "
                     f"reach yet; on this machine use {scheme}://127.0.0.1:{port}"]
-        lines = ["Others on your network reach it at: "
-                 + ", ".join(f"{scheme}://{address}:{port}" for address in addresses)]
-        shown = addresses[0]
-    else:
-        lines, shown = [], host if ":" not in host else f"[{host}]"
-        if _is_ip(host) and ipaddress.ip_address(host).is_loopback:
-            lines.append("Only this machine can connect (--host 0.0.0.0 accepts other machines)")
-    base = f"{'https' if tls else 'http'}://{shown}:{port}/"
+        lines.append("Others on your network reach it at: "
+                     + ", ".join(f"{scheme}://{address}:{port}" for address in addresses))
+    elif _is_ip(host) and ipaddress.ip_address(host).is_loopback:
+        lines.append("Only this machine can connect (--host 0.0.0.0 accepts other machines)")
+    base = f"{'https' if tls else 'http'}://{_url_host(host)}:{port}/"
     lines.append(f"Install the module in Foundry: Add-on Modules -> Install Module -> Manifest URL:\n"
                  f"  {release.manifest_url(base)}\n"
                  f"  (behind a proxy or another name, start serve with --public-url https://NAME/PATH)")
