@@ -118,6 +118,7 @@ class Session:
         self.trusted = trusted
         self.world_id: str | None = default_world if trusted else None
         self.holder = "another connection"  # who holds the link, as hello described it
+        self.client: wire.ClientInfo | None = None  # what the forwarder's hello said of itself
         self.viewer = False  # True once a hello with the viewer key opened it read-only
         self.log = log.bind(world_id=self.world_id) if self.world_id else log
 
@@ -193,7 +194,7 @@ class Session:
         assert world is not None
         self.world_id = world.world_id
         self.log = log.bind(world_id=self.world_id)
-        client = hello.client
+        client = self.client = hello.client
         if client is not None and client.user_name:
             self.holder = f"{client.user_name} (Foundry {client.foundry_version})"
         self.log.info(

@@ -77,7 +77,8 @@ class TestWorld:
         not_a_db = tmp_path / "notes.txt"
         not_a_db.write_text("hello, this is not SQLite" * 100)
         assert main(["world", "list", "--db", str(not_a_db)]) == 2
-        assert "cannot open the database" in capsys.readouterr().err
+        err = capsys.readouterr().err
+        assert "is not a readable fate-bridge database" in err and "fate-bridge restore" in err
 
 
 class TestSchemaCommand:

@@ -1026,9 +1026,9 @@ class TestHealthz:
         server = await start_bridge(store)
         port = server.sockets[0].getsockname()[1]
 
-        status, _ = await asyncio.to_thread(http_get, port, "/")
+        status, _ = await asyncio.to_thread(http_get, port, "/nothing-here")
 
-        assert status == 426  # Upgrade Required: only the health check is plain HTTP
+        assert status == 426  # Upgrade Required: only the pages of bridge/http.py are plain HTTP
 
 
 # --- the last charge ---------------------------------------------------------------------------
