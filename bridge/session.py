@@ -25,11 +25,12 @@ import structlog
 
 from . import __version__, wire
 from .dice import Dice
-from .dispatch import QUERIES, RULESETS, answer, decide, public_card, summarize
+from . import dispatch
 from .audit import AuditEntry, RecordingDice, RecordingState, sorted_json
 from .errors import WorldNotRegistered, BadMessage, Forbidden, Internal, Refusal, Unauthorized
 from .state import WorldState
-from .store import Decision, Store, World
+from .ruleset import Outcome
+from .store.base import Decision, Store, World
 
 log = structlog.get_logger("fate_bridge")
 
@@ -168,8 +169,8 @@ class Session:
                 self.log.info("overlay_control", action=message.action)
                 done = wire.OverlayControlled(query_id=message.query_id, action=message.action)
                 return Reply([wire.encode(done)], overlay_action=message.action)
-        if type(message) in QUERIES:
-            reply = await self.store.read(self.world_id, lambda state: answer(message, state))
+        if dispatch.is_query(message):
+            reply = await self.store.read(self.world_id, lambda state: dispatch.answer(message, state))
             return Reply([wire.encode(reply)])
         return await self._decide(message, dice)
 
@@ -221,63 +222,48 @@ class Session:
 
     async def _decide(self, message: wire.ClientMessage, dice: Dice) -> Reply:
         """Run one decision in the store, recording its inputs for the audit trail, and log
-        one line for it. A decision that passed with a public card (:func:`public_card`) also
-        goes to the world's overlay viewers; a replayed ``event_id`` does not go again."""
+        one line for it. A decision that passed with a public card also goes to the world's
+        overlay viewers; a replayed ``event_id`` does not go again."""
         assert self.world_id is not None
         world_id = self.world_id
         event_id: str | None = getattr(message, "event_id", None)
+        user_id: str | None = getattr(message, "user_id", None)
         message_bytes = sorted_json(message)
-        details: dict[str, object] = {}
-        overlay: list[bytes] = []  # filled on the writer thread when the decision is public
+        tag = message.__struct_config__.tag
 
         def decision(state: WorldState) -> Decision:
             # runs on the store's writer thread, inside the decision's transaction
             recording, rolled = RecordingState(state), RecordingDice(dice)
             try:
-                reply: wire.BridgeMessage = decide(message, recording, rolled)
+                outcome = dispatch.decide(message, recording, rolled)
                 ok = True
             except Refusal as refusal:
-                reply, ok = wire.error_reply(refusal, event_id), False
-            frame = wire.encode(reply)
-            summary = summarize(message, reply, state)
-            details.update(_log_details(reply, summary))
-            card = public_card(message, reply, state) if ok else None
-            if card is not None:
-                overlay.append(_overlay_frame(world_id, message, card))
-            audit = AuditEntry(
-                type=message.__struct_config__.tag,
-                event_id=event_id,
-                user_id=getattr(message, "user_id", None),
-                message=message_bytes,
-                reads=recording.reads,
-                dice=rolled.rolled,
-                reply=sorted_json(reply),
-                ok=ok,
-                summary=summary,
-            )
-            return Decision(frame, ok, audit)
+                error = wire.error_reply(refusal, event_id)
+                outcome = Outcome(error, dispatch.refused(message, error, state), None,
+                                  {"code": error.code, "field": error.field})
+                ok = False
+            audit = AuditEntry(type=tag, event_id=event_id, user_id=user_id, message=message_bytes,
+                               reads=recording.reads, dice=rolled.rolled,
+                               reply=sorted_json(outcome.reply), ok=ok, summary=outcome.columns)
+            overlay = None if outcome.card is None else _overlay_frame(world_id, message, outcome.card)
+            return Decision(wire.encode(outcome.reply), ok, audit, kept=(overlay, outcome.log))
 
         request_hash = hashlib.sha256(message_bytes).hexdigest()
         decided = await self.store.decide(self.world_id, event_id, decision, request_hash)
         if decided.other_request:
             # The contract returns the stored reply for a repeated event_id whatever it carries;
             # a different request under an old event_id is a client bug worth a warning.
-            self.log.warning("event_id_reused", event_id=event_id, type=message.__struct_config__.tag)
-        self.log.info(
-            "decision",
-            event_id=event_id,
-            type=message.__struct_config__.tag,
-            replayed=decided.replayed,
-            overlay=bool(overlay),
-            **details,
-        )
-        return Reply([decided.reply], overlay_card=overlay[0] if overlay else None)
+            self.log.warning("event_id_reused", event_id=event_id, type=tag)
+        overlay, details = decided.kept if decided.kept is not None else (None, {})
+        self.log.info("decision", event_id=event_id, type=tag, replayed=decided.replayed,
+                      overlay=overlay is not None, **details)
+        return Reply([decided.reply], overlay_card=overlay)
 
 
 def _welcome(world: World) -> bytes:
     """The encoded ``welcome`` for ``world`` (forwarders and viewers alike)."""
     return wire.encode(wire.Welcome(world_id=world.world_id, bridge_version=__version__,
-                                    rulesets=RULESETS, settings=world.settings))
+                                    rulesets=dispatch.rulesets(), settings=world.settings))
 
 
 def _overlay_frame(world_id: str, message: wire.ClientMessage, card: wire.Card) -> bytes:
@@ -287,35 +273,3 @@ def _overlay_frame(world_id: str, message: wire.ClientMessage, card: wire.Card) 
     key = getattr(message, "message_id", None) or getattr(message, "event_id", None)
     shown = msgspec.structs.replace(card, speaker_actor_id=None)
     return wire.encode(wire.OverlayCard(world_id=world_id, ruleset=card.ruleset, card=shown, key=key))
-
-
-def _log_details(reply: wire.BridgeMessage, summary: wire.AuditColumns) -> dict[str, object]:
-    """The keys of a decision's log line: sohl's from its reply; every other ruleset's from its
-    audit columns (outcome, actor, detail...)."""
-    match reply:
-        case wire.TestGraded():
-            details: dict[str, object] = {
-                "message_id": reply.message_id,
-                "level": reply.level,
-                "eligible": reply.fate.eligible,
-                "reasons": reply.fate.reasons,
-            }
-            if reply.mismatch is not None:
-                details["reported_level"] = reply.mismatch.reported
-            return details
-        case wire.FateResolved():
-            return {
-                "message_id": reply.message_id,
-                "fate_roll": reply.fate_roll,
-                "fate_ml": reply.fate_ml,
-                "outcome": reply.outcome,
-                "level_before": reply.level_before,
-                "level_after": reply.level_after,
-                "point_id": reply.point.point_id,
-                "charges_after": reply.point.charges_after,
-            }
-        case wire.Error():
-            return {"code": reply.code, "field": reply.field}
-        case wire.SettingsApplied():
-            return {"fate_option": reply.settings.fate_option}
-    return {key: value for key, value in msgspec.structs.asdict(summary).items() if value is not None}

@@ -1,6 +1,6 @@
-"""The bridge's store: SQLite, one transaction per decision, never on the event loop.
+"""The SQLite store backend: one transaction per decision, never on the event loop.
 
-:class:`Store` is the one small async interface the shell uses; :class:`SQLiteStore` is the
+:class:`~bridge.store.base.Store` is the one small async interface the shell uses; :class:`SQLiteStore` is the
 embedded default (a file from ``--db``, or ``":memory:"`` for ``fate-bridge resolve`` and tests).
 A PostgreSQL store will implement the same interface.
 
@@ -21,7 +21,6 @@ one savepoint per decision), which keeps every guarantee above per decision.
 from __future__ import annotations
 
 import asyncio
-import datetime
 import os
 import sqlite3
 import threading
@@ -29,225 +28,19 @@ from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Protocol, TypeVar
 
 import msgspec
 
-from . import __version__, audit, wire
-from .errors import ConfigError, WorldNotRegistered
-from .state import R, WorldState
-
-CHECKPOINT_EVERY = audit.CHECKPOINT_EVERY
-
-# Each step upgrades the file from the previous version; a file records its version in ``meta``.
-# Never edit a released step: add the next one.
-MIGRATIONS: dict[int, str] = {
-    1: """
-CREATE TABLE IF NOT EXISTS worlds (
-    world_id   TEXT PRIMARY KEY,
-    token_hash TEXT,
-    settings   BLOB NOT NULL,
-    last_seq   INTEGER NOT NULL DEFAULT 0,
-    created_at TEXT NOT NULL DEFAULT (strftime('%Y-%m-%dT%H:%M:%SZ', 'now'))
-);
-CREATE TABLE IF NOT EXISTS events (
-    world_id TEXT NOT NULL, event_id TEXT NOT NULL, reply BLOB NOT NULL,
-    PRIMARY KEY (world_id, event_id)
-);
-CREATE TABLE IF NOT EXISTS records (
-    world_id TEXT NOT NULL, kind TEXT NOT NULL, key TEXT NOT NULL, value BLOB NOT NULL,
-    PRIMARY KEY (world_id, kind, key)
-);
-""",
-    2: """
-CREATE TABLE audit (
-    id         INTEGER PRIMARY KEY AUTOINCREMENT,
-    world_id   TEXT NOT NULL,
-    seq        INTEGER NOT NULL,
-    ts         TEXT NOT NULL,
-    type       TEXT NOT NULL,
-    event_id   TEXT,
-    user_id    TEXT,
-    ruleset    TEXT,
-    actor_id   TEXT,
-    outcome    TEXT NOT NULL,
-    summary    BLOB NOT NULL,
-    record     BLOB NOT NULL,
-    prev_hash  TEXT NOT NULL,
-    hash       TEXT NOT NULL,
-    UNIQUE (world_id, seq)
-);
-CREATE INDEX audit_by_actor ON audit (world_id, actor_id, seq);
-CREATE INDEX audit_by_ts ON audit (ts);
-CREATE TABLE checkpoints (
-    world_id TEXT NOT NULL, seq INTEGER NOT NULL, hash TEXT NOT NULL, mac TEXT NOT NULL,
-    ts TEXT NOT NULL,
-    PRIMARY KEY (world_id, seq)
-);
-""",
-    # The world's read-only overlay viewer key, kept in clear text: the overlay URL carries it and
-    # the GM's module shows it (see docs/security.md).
-    3: """
-ALTER TABLE worlds ADD COLUMN viewer_key TEXT;
-""",
-    4: """
-ALTER TABLE events ADD COLUMN request_hash TEXT;
-""",
-    5: """
-ALTER TABLE worlds ADD COLUMN removed_at TEXT;
-""",
-}
-SCHEMA_VERSION = max(MIGRATIONS)
-
-T = TypeVar("T")
+from .. import wire
+from ..errors import ConfigError, WorldNotRegistered
+from ..state import R, WorldState
+from .audit_rows import AuditRows
+from .base import Decided, DecisionFn
+from .schema import MIGRATIONS, SCHEMA_VERSION, T, _encode, _in_transaction, _settings_decoder, utc_now
+from .worlds import WorldRows
 
 
-@dataclass(frozen=True, slots=True)
-class World:
-    """A registered world: its token's SHA-256 (hex; None for ``resolve``'s implicit world), its
-    settings and its overlay viewer key (clear text; None until one is made)."""
 
-    world_id: str
-    token_hash: str | None
-    settings: wire.WorldSettings
-    viewer_key: str | None = None
-
-
-@dataclass(frozen=True, slots=True)
-class Decided:
-    """The outcome of :meth:`Store.decide`: the reply frame, whether it was replayed from a
-    repeated ``event_id`` (nothing ran), and, when replayed, whether the repeat carried a
-    different request than the one first decided (``other_request``: the event_id was reused)."""
-
-    reply: bytes
-    replayed: bool
-    other_request: bool = False
-
-
-AuditEntry = audit.AuditEntry
-
-
-def utc_now() -> str:
-    """The current UTC time as ``YYYY-MM-DDTHH:MM:SS.mmmZ`` (sorts as text)."""
-    now = datetime.datetime.now(datetime.timezone.utc)
-    return now.strftime("%Y-%m-%dT%H:%M:%S.") + f"{now.microsecond // 1000:03d}Z"
-
-
-@dataclass(frozen=True, slots=True)
-class AuditFilter:
-    """Filters of ``audit list``/``export`` and ``audit_query``; None = any. ``since`` is
-    inclusive, ``until`` exclusive (ISO-8601 UTC text)."""
-
-    world_id: str | None = None
-    actor_id: str | None = None
-    ruleset: str | None = None
-    outcome: str | None = None
-    since: str | None = None
-    until: str | None = None
-    before_seq: int | None = None
-    limit: int | None = None
-
-
-@dataclass(frozen=True, slots=True)
-class AuditRow:
-    """One stored audit record: the global ``id`` (for ``audit show``), the record's canonical
-    bytes, its chain links and its summary."""
-
-    id: int
-    world_id: str
-    seq: int
-    ts: str
-    type: str
-    event_id: str | None
-    user_id: str | None
-    summary: wire.AuditColumns
-    record: bytes
-    prev_hash: str
-    hash: str
-
-
-@dataclass(frozen=True, slots=True)
-class Decision:
-    """What a decision function returns: the reply frame; ``ok`` False for a refusal (its
-    writes are rolled back, the reply is still kept under the event_id); the audit entry to
-    append to the world's chain in the same transaction (None: not audited)."""
-
-    reply: bytes
-    ok: bool
-    audit: AuditEntry | None = None
-
-
-DecisionFn = Callable[[WorldState], Decision]
-"""A decision run on the writer thread inside the decision's transaction."""
-
-
-class Store(Protocol):
-    """The async store interface the server, CLI and ``resolve`` use."""
-
-    async def world(self, world_id: str) -> World | None:
-        """The registered world, or None."""
-        ...
-
-    async def add_world(self, world_id: str, token_hash: str | None) -> None:
-        """Register a world. Raises ``ConfigError`` if it exists."""
-        ...
-
-    async def set_token(self, world_id: str, token_hash: str) -> None:
-        """Give a world a new token hash. Raises ``ConfigError`` if it is not registered."""
-        ...
-
-    async def remove_world(self, world_id: str) -> None:
-        """Unregister a world (token and viewer key stop working); its state and audit trail are
-        kept for when it is added again. Raises ``ConfigError`` if it is not registered."""
-        ...
-
-    async def viewer_key(self, world_id: str, candidate: str, *, rotate: bool = False) -> str:
-        """The world's overlay viewer key: the stored one, or ``candidate`` stored in its place
-        when there is none yet or ``rotate`` is set. Raises ``ConfigError`` if the world is not
-        registered."""
-        ...
-
-    async def worlds(self) -> list[World]:
-        """Every registered world, by id."""
-        ...
-
-    async def decide(self, world_id: str, event_id: str | None, decision: DecisionFn,
-                     request_hash: str | None = None) -> Decided:
-        """Run one decision in one transaction (see the module docstring). ``request_hash``
-        identifies the request, so a reused ``event_id`` can be told from a repeat (the stored
-        reply is returned either way, as the contract says)."""
-        ...
-
-    async def read(self, world_id: str, query: Callable[[WorldState], T]) -> T:
-        """Run a read-only ``query`` on the world's state; anything it writes is discarded."""
-        ...
-
-    async def close(self) -> None:
-        """Finish pending work and close; idempotent."""
-        ...
-
-
-_settings_decoder = msgspec.json.Decoder(wire.WorldSettings)
-_summary_decoder = msgspec.json.Decoder(wire.AuditColumns)
-_encode = msgspec.json.Encoder().encode
-
-
-def _blob(value: bytes | str) -> bytes:
-    """A stored record's bytes, also when a hand edit (SQL ``replace()``) turned it into TEXT."""
-    return value.encode() if isinstance(value, str) else bytes(value)
-
-
-def _in_transaction(conn: sqlite3.Connection, work: Callable[[sqlite3.Connection], T]) -> T:
-    """Run ``work`` in one ``BEGIN IMMEDIATE`` transaction: committed if it returns, rolled back
-    if it raises."""
-    conn.execute("BEGIN IMMEDIATE")
-    try:
-        result = work(conn)
-        conn.execute("COMMIT")
-    except BaseException:
-        conn.execute("ROLLBACK")
-        raise
-    return result
 
 
 class _SQLiteWorldState:
@@ -355,7 +148,7 @@ def _settle_futures(settled: list[tuple[asyncio.Future[Decided], Decided | None,
             future.set_result(decided)  # type: ignore[arg-type]
 
 
-class SQLiteStore:
+class SQLiteStore(WorldRows, AuditRows):
     """The embedded store. ``path`` is a file (created with its folder) or ``":memory:"``.
 
     Raises ``ConfigError`` when the file cannot be opened or was written by a newer bridge.
@@ -436,18 +229,6 @@ class SQLiteStore:
 
         _in_transaction(conn, work)
 
-    _WORLD = "world_id, token_hash, settings, viewer_key"
-
-    @staticmethod
-    def _world_row(row: tuple) -> World:
-        return World(row[0], row[1], _settings_decoder.decode(row[2]), row[3])
-
-    def _world_sync(self, world_id: str) -> World | None:
-        assert self._conn is not None
-        row = self._conn.execute(
-            f"SELECT {self._WORLD} FROM worlds WHERE world_id = ? AND removed_at IS NULL", (world_id,)
-        ).fetchone()
-        return None if row is None else self._world_row(row)
 
     def _transaction(self, work: Callable[[sqlite3.Connection], T]) -> T:
         assert self._conn is not None
@@ -463,47 +244,6 @@ class SQLiteStore:
         if exists and not registered:
             raise ConfigError(f"world {world_id!r} is registered already; "
                               "`fate-bridge world rotate-token` gives it a new token")
-
-    def _add_world_sync(self, world_id: str, token_hash: str | None) -> None:
-        def work(conn: sqlite3.Connection) -> None:
-            self._require_world(conn, world_id, registered=False)
-            # a removed world comes back with everything it had (results stay fated, S11)
-            conn.execute(
-                "INSERT INTO worlds (world_id, token_hash, settings) VALUES (?, ?, ?)"
-                " ON CONFLICT (world_id) DO UPDATE SET token_hash = excluded.token_hash, removed_at = NULL",
-                (world_id, token_hash, _encode(wire.WorldSettings())))
-        self._transaction(work)
-
-    def _set_token_sync(self, world_id: str, token_hash: str) -> None:
-        def work(conn: sqlite3.Connection) -> None:
-            self._require_world(conn, world_id, registered=True)
-            conn.execute("UPDATE worlds SET token_hash = ? WHERE world_id = ?", (token_hash, world_id))
-        self._transaction(work)
-
-    def _remove_world_sync(self, world_id: str) -> None:
-        def work(conn: sqlite3.Connection) -> None:
-            self._require_world(conn, world_id, registered=True)
-            conn.execute("UPDATE worlds SET token_hash = NULL, viewer_key = NULL, removed_at = ?"
-                         " WHERE world_id = ?", (utc_now(), world_id))
-        self._transaction(work)
-
-    def _worlds_sync(self) -> list[World]:
-        assert self._conn is not None
-        rows = self._conn.execute(
-            f"SELECT {self._WORLD} FROM worlds WHERE removed_at IS NULL ORDER BY world_id").fetchall()
-        return [self._world_row(r) for r in rows]
-
-    def _viewer_key_sync(self, world_id: str, candidate: str, rotate: bool) -> str:
-        def work(conn: sqlite3.Connection) -> str:
-            self._require_world(conn, world_id, registered=True)
-            (current,) = conn.execute(
-                "SELECT viewer_key FROM worlds WHERE world_id = ?", (world_id,)
-            ).fetchone()
-            if current is not None and not rotate:
-                return current
-            conn.execute("UPDATE worlds SET viewer_key = ? WHERE world_id = ?", (candidate, world_id))
-            return candidate
-        return self._transaction(work)
 
     def _decide_one(self, conn: sqlite3.Connection, item: _Queued, ts: str) -> Decided:
         """One decision inside the batch's transaction (see :meth:`_flush_sync`); ``ts`` is the
@@ -530,7 +270,7 @@ class SQLiteStore:
             )
         if result.audit is not None:
             self._append_audit(conn, world_id, result.audit, ts)
-        return Decided(result.reply, replayed=False)
+        return Decided(result.reply, replayed=False, kept=result.kept)
 
     def _flush_sync(self) -> None:
         """Group commit: run every queued decision, each in its own savepoint, in ONE transaction,
@@ -569,130 +309,6 @@ class SQLiteStore:
             for loop, settled in by_loop.items():  # one wake-up of each loop per batch
                 loop.call_soon_threadsafe(_settle_futures, settled)
 
-    def _append_audit(self, conn: sqlite3.Connection, world_id: str, entry: AuditEntry, ts: str) -> None:
-        """Append ``entry``, decided at UTC time ``ts``, to the world's chain (inside the caller's
-        transaction)."""
-        head = conn.execute(
-            "SELECT seq, hash FROM audit WHERE world_id = ? ORDER BY seq DESC LIMIT 1", (world_id,)
-        ).fetchone()
-        seq, prev_hash = (head[0] + 1, head[1]) if head else (1, audit.GENESIS_HASH)
-        record = audit.AuditRecord(
-            world_id=world_id,
-            seq=seq,
-            ts=ts,
-            bridge_version=__version__,
-            type=entry.type,
-            event_id=entry.event_id,
-            user_id=entry.user_id,
-            message=msgspec.Raw(entry.message),
-            reads=entry.reads,
-            dice=entry.dice,
-            reply=msgspec.Raw(entry.reply),
-            ok=entry.ok,
-            summary=entry.summary,
-        )
-        canonical = audit.canonical(record)
-        record_hash = audit.chain_hash(prev_hash, canonical)
-        summary = entry.summary
-        conn.execute(
-            "INSERT INTO audit (world_id, seq, ts, type, event_id, user_id, ruleset, actor_id,"
-            " outcome, summary, record, prev_hash, hash) VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?)",
-            (world_id, seq, record.ts, entry.type, entry.event_id, entry.user_id, summary.ruleset,
-             summary.actor_id, summary.outcome, _encode(summary), canonical, prev_hash,
-             record_hash),
-        )
-        if seq % CHECKPOINT_EVERY == 0:
-            self._checkpoint(conn, world_id, seq, record_hash)
-
-    def _checkpoint(self, conn: sqlite3.Connection, world_id: str, seq: int, record_hash: str) -> None:
-        if self.audit_key is None:
-            return
-        mac = audit.checkpoint_mac(self.audit_key, world_id, seq, record_hash)
-        conn.execute(
-            "INSERT OR IGNORE INTO checkpoints (world_id, seq, hash, mac, ts) VALUES (?,?,?,?,?)",
-            (world_id, seq, record_hash, mac, utc_now()),
-        )
-
-    def _checkpoint_heads_sync(self) -> None:
-        """Sign each world's latest record, so the tail of the chain is covered too."""
-        if self.audit_key is None or self._conn is None:
-            return
-
-        def work(conn: sqlite3.Connection) -> None:
-            heads = conn.execute(
-                "SELECT a.world_id, a.seq, a.hash FROM audit a JOIN"
-                " (SELECT world_id, max(seq) AS seq FROM audit GROUP BY world_id) h"
-                " ON a.world_id = h.world_id AND a.seq = h.seq"
-            ).fetchall()
-            for world_id, seq, record_hash in heads:
-                self._checkpoint(conn, world_id, seq, record_hash)
-
-        self._transaction(work)
-
-    _ROW = ("id, world_id, seq, ts, type, event_id, user_id, summary, record, prev_hash, hash")
-
-    def _row(self, row: tuple) -> AuditRow:
-        return AuditRow(row[0], row[1], row[2], row[3], row[4], row[5], row[6],
-                        _summary_decoder.decode(row[7]), _blob(row[8]), row[9], row[10])
-
-    def _audit_rows_sync(self, where: AuditFilter) -> list[AuditRow]:
-        assert self._conn is not None
-        clauses, params = [], []
-        for column, value in (("world_id", where.world_id), ("actor_id", where.actor_id),
-                              ("ruleset", where.ruleset), ("outcome", where.outcome)):
-            if value is not None:
-                clauses.append(f"{column} = ?")
-                params.append(value)
-        if where.since is not None:
-            clauses.append("ts >= ?")
-            params.append(where.since)
-        if where.until is not None:
-            clauses.append("ts < ?")
-            params.append(where.until)
-        if where.before_seq is not None:
-            clauses.append("seq < ?")
-            params.append(where.before_seq)
-        sql = f"SELECT {self._ROW} FROM audit"
-        if clauses:
-            sql += " WHERE " + " AND ".join(clauses)
-        sql += " ORDER BY id DESC"
-        if where.limit is not None:
-            sql += " LIMIT ?"
-            params.append(where.limit)
-        return [self._row(r) for r in self._conn.execute(sql, params)]
-
-    def _world_audit_rows_sync(self, world_id: str, where: AuditFilter) -> list[AuditRow]:
-        """A registered world's audit rows (its forwarder's window); raises WorldNotRegistered."""
-        assert self._conn is not None
-        self._require_world(self._conn, world_id, registered=True)
-        return self._audit_rows_sync(where)
-
-    def _audit_row_sync(self, row_id: int) -> AuditRow | None:
-        assert self._conn is not None
-        row = self._conn.execute(f"SELECT {self._ROW} FROM audit WHERE id = ?", (row_id,)).fetchone()
-        return None if row is None else self._row(row)
-
-    def _verify_sync(self, world_id: str | None, key: bytes | None) -> list[audit.WorldReport]:
-        assert self._conn is not None
-        conn = self._conn
-        worlds = [world_id] if world_id else [
-            r[0] for r in conn.execute("SELECT DISTINCT world_id FROM audit ORDER BY world_id")
-        ]
-        reports = []
-        for world in worlds:
-            rows = conn.execute(
-                "SELECT seq, record, prev_hash, hash, ts, type, event_id, user_id, ruleset, actor_id,"
-                " outcome, summary FROM audit WHERE world_id = ? ORDER BY seq",
-                (world,),
-            )
-            checkpoints = conn.execute(
-                "SELECT seq, hash, mac FROM checkpoints WHERE world_id = ? ORDER BY seq", (world,)
-            ).fetchall()
-            reports.append(audit.verify_world(
-                world, ((r[0], _blob(r[1]), r[2], r[3], audit.ListedColumns(*r[4:11], _blob(r[11])))
-                        for r in rows), checkpoints, key))
-        return reports
-
     def _close_sync(self) -> None:
         if self._wal is not None:
             self._wal.stop()
@@ -702,31 +318,6 @@ class SQLiteStore:
             self._conn = None
 
     # --- the async interface -------------------------------------------------------------------
-
-    async def world(self, world_id: str) -> World | None:
-        """The registered world, or None."""
-        return await self._run(self._world_sync, world_id)
-
-    async def add_world(self, world_id: str, token_hash: str | None) -> None:
-        """Register ``world_id`` with ``token_hash`` (see :class:`Store`)."""
-        await self._run(self._add_world_sync, world_id, token_hash)
-
-    async def set_token(self, world_id: str, token_hash: str) -> None:
-        """Give ``world_id`` a new token hash (see :class:`Store`)."""
-        await self._run(self._set_token_sync, world_id, token_hash)
-
-    async def remove_world(self, world_id: str) -> None:
-        """Unregister ``world_id``: its token and viewer key stop working. Its Fate state and audit
-        trail are kept; adding it again resumes where it was."""
-        await self._run(self._remove_world_sync, world_id)
-
-    async def worlds(self) -> list[World]:
-        """Every registered world, by id."""
-        return await self._run(self._worlds_sync)
-
-    async def viewer_key(self, world_id: str, candidate: str, *, rotate: bool = False) -> str:
-        """The world's overlay viewer key, made from ``candidate`` when needed (see :class:`Store`)."""
-        return await self._run(self._viewer_key_sync, world_id, candidate, rotate)
 
     async def decide(self, world_id: str, event_id: str | None, decision: DecisionFn,
                      request_hash: str | None = None) -> Decided:
@@ -758,38 +349,6 @@ class SQLiteStore:
             return query(_SQLiteWorldState(self._conn, world_id))
         finally:
             self._conn.execute("ROLLBACK")
-
-    async def audit_page(self, world_id: str, query: wire.AuditQuery) -> wire.AuditPage:
-        """A page of ``world_id``'s audit trail for the module's audit window, newest first."""
-        where = AuditFilter(world_id=world_id, actor_id=query.actor_id, ruleset=query.ruleset,
-                            outcome=query.outcome, since=query.since, until=query.until,
-                            before_seq=query.before_seq, limit=query.limit + 1)
-        rows = await self._run(self._world_audit_rows_sync, world_id, where)
-        more = len(rows) > query.limit
-        rows = rows[: query.limit]
-        return wire.AuditPage(
-            query_id=query.query_id,
-            records=[
-                wire.AuditSummary(seq=r.seq, ts=r.ts, type=r.type, event_id=r.event_id,
-                                  user_id=r.user_id, **msgspec.structs.asdict(r.summary))
-                for r in rows
-            ],
-            next_before=rows[-1].seq if more and rows else None,
-        )
-
-    async def audit_rows(self, where: AuditFilter) -> list[AuditRow]:
-        """Audit records matching ``where``, newest first."""
-        return await self._run(self._audit_rows_sync, where)
-
-    async def audit_row(self, row_id: int) -> AuditRow | None:
-        """The audit record with global id ``row_id``, or None."""
-        return await self._run(self._audit_row_sync, row_id)
-
-    async def verify(self, world_id: str | None, key: bytes | None) -> list[audit.WorldReport]:
-        """Check every world's chain (or one world's): links, hashes, sequence gaps,
-        checkpoints (with ``key``) and re-derivation of each decision. See
-        :func:`bridge.audit.verify_world`."""
-        return await self._run(self._verify_sync, world_id, key)
 
     async def close(self) -> None:
         """Sign the chains' heads (with an audit key), then close after queued work finishes;

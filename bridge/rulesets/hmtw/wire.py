@@ -10,7 +10,7 @@ from typing import Annotated, Literal
 
 from msgspec import Meta
 
-from .base import BridgeMessage, Card, ClientMessage, Id, Name, OutPart, Part, Visibility
+from ...wire.base import BridgeMessage, Card, ClientMessage, Id, Name, OutPart, Part, Visibility
 
 HmtwAttribute = Literal["swords", "pentacles", "cups", "wands"]
 HmtwScore = Annotated[int, Meta(ge=1, le=4, description="An attribute score, 1..4 (H3).")]

@@ -13,8 +13,8 @@ from typing import Annotated, Literal
 
 from msgspec import Meta
 
-from ..rules import mythic as _chart
-from .base import D100, BridgeMessage, Card, ClientMessage, Id, Name, OutPart, Part, Visibility
+from . import rules as _chart
+from ...wire.base import D100, BridgeMessage, Card, ClientMessage, Id, Name, OutPart, Part, Visibility
 
 RankText = Annotated[
     str,

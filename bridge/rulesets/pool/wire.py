@@ -12,9 +12,9 @@ from typing import Annotated, Literal
 
 from msgspec import Meta
 
-from ..rules import pool as _pool_rules
-from ..rules.pool import MAX_LEVEL, MAX_TIER
-from .base import BridgeMessage, Card, ClientMessage, Id, Name, OutPart, Part
+from . import rules as _pool_rules
+from .rules import MAX_LEVEL, MAX_TIER
+from ...wire.base import BridgeMessage, Card, ClientMessage, Id, Name, OutPart, Part
 
 __all__ = [
     "PoolGmRequest", "PoolStatRow", "PoolConfig", "PoolConfigure", "PoolConfigured", "PoolCharacter",

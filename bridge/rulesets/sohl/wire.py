@@ -6,8 +6,8 @@ from typing import Annotated, Literal, Union
 
 from msgspec import Meta
 
-from ..rules import sohl as _sohl_rules
-from .base import D100, BridgeMessage, Card, ClientMessage, Code, Id, Name, OutPart, Part, Visibility
+from . import rules as _sohl_rules
+from ...wire.base import D100, BridgeMessage, Card, ClientMessage, Code, Id, Name, OutPart, Part, Visibility
 
 # Bounds far beyond any real test, so that numbers stay exact in JavaScript and on cards.
 Eml = Annotated[int, Meta(ge=-1000, le=1000, description="A Mastery Level, as on the card (S1: not clamped to 5..95).")]
@@ -18,6 +18,13 @@ TestKind = Literal["skill", "attribute", "mystical", "fate"]
 Outcome = Literal["lost", "kept", "spent", "choice"]
 Choice = Literal["spend", "keep"]
 WithheldReason = Literal[_sohl_rules.WITHHELD_REASONS]  # S5, in the order reasons are reported
+FateOption = Literal[_sohl_rules.FATE_OPTIONS]  # S12
+
+
+class WorldSettings(OutPart, kw_only=True):
+    """A world's settings as the bridge applies them. ``fate_option`` is S12."""
+
+    fate_option: FateOption = _sohl_rules.DEFAULT_FATE_OPTION
 
 
 class Aura(Part, kw_only=True):
@@ -216,5 +223,20 @@ class FateResolved(BridgeMessage, tag="fate_resolved", kw_only=True):
     choice_by: list[str] = []
 
 
-CLIENT = (TestRolled, FateSpend, FateChoice)
-BRIDGE = (TestGraded, FateResolved)
+class Settings(ClientMessage, tag="settings", kw_only=True):
+    """The GM's client sets the world's settings (S12); answered with ``settings_applied``.
+    ``event_id`` is optional here: settings are idempotent by nature."""
+
+    event_id: Id | None = None
+    fate_option: FateOption
+
+
+class SettingsApplied(BridgeMessage, tag="settings_applied", kw_only=True):
+    """The world's settings after a ``settings`` message."""
+
+    ref: str | None
+    settings: WorldSettings
+
+
+CLIENT = (Settings, TestRolled, FateSpend, FateChoice)
+BRIDGE = (SettingsApplied, TestGraded, FateResolved)
