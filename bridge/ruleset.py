@@ -33,12 +33,16 @@ class Outcome:
     ``reply``: the message sent back (stored under the request's ``event_id``). ``columns``: what
     its audit record is listed and filtered by. ``card``: the card the world's overlay viewers may
     see, or None (whispered, blind, GM-only, or no card). ``log``: the keys of the decision's one
-    log line (ruleset-specific; the session adds ``event_id``, ``type``, ``replayed``...)."""
+    log line (ruleset-specific; the session adds ``event_id``, ``type``, ``replayed``...).
+    ``card_key``: the overlay slot the card fills (a later card with the same key replaces it;
+    sohl keys a Fate card by its ChatMessage, so the final card of a Fate Test CS replaces the
+    pending one); None: the request's ``event_id``."""
 
     reply: BridgeMessage
     columns: AuditColumns
     card: Card | None = None
     log: Mapping[str, object] = field(default_factory=dict)
+    card_key: str | None = None
 
 
 Handler = Callable[[Any, "WorldState", "Dice"], Outcome]
@@ -62,7 +66,8 @@ class Ruleset:
     handled by ``handlers`` or ``queries``). ``handlers``: decision messages -> :data:`Handler`.
     ``refused``: the audit columns of a refusal. ``queries``: read-only messages -> :data:`Query`.
     ``settings``: the world-settings messages among ``client`` (e.g. sohl's S12 ``settings``),
-    answered like any other decision. Raises ``ValueError`` when a client message has no handler."""
+    answered like any other decision. Raises ``ValueError`` when a client message has no handler
+    or query, or is not a ``wire.Request`` (the session accepts nothing else from a ruleset)."""
 
     id: str
     client: tuple[type[ClientMessage], ...]
@@ -73,9 +78,15 @@ class Ruleset:
     settings: tuple[type[ClientMessage], ...] = ()
 
     def __post_init__(self) -> None:
+        from .wire.base import Request  # the wire package imports the rulesets: import at use
+
         unhandled = [c.__name__ for c in self.client if c not in self.handlers and c not in self.queries]
         if unhandled:
             raise ValueError(f"ruleset {self.id!r}: no handler or query for {', '.join(unhandled)}")
+        loose = [c.__name__ for c in self.client if not issubclass(c, Request)]
+        if loose:
+            raise ValueError(f"ruleset {self.id!r}: {', '.join(loose)} must derive from wire.Request "
+                             "(or UserRequest): a ruleset's messages are requests with an event_id")
 
 
 def log_fields(columns: AuditColumns) -> dict[str, object]:

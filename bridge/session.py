@@ -2,10 +2,15 @@
 
 The server feeds every received frame to :meth:`Session.receive` and sends what it returns;
 ``fate-bridge resolve`` does the same with lines of stdin. A session is ``new`` until a good
-``hello`` makes it ``open``, as the world's forwarder (``token``) or as a read-only overlay viewer
-(``viewer_key``, :attr:`Session.viewer`), or it is told to close. A viewer may only ``ping``;
-what it is sent besides (public cards) comes from the forwarder's replies: :class:`Reply` says
-what the server must pass on to the world's viewers.
+``hello`` makes it the world's ``forwarder`` (``token``) or a read-only overlay ``viewer``
+(``viewer_key``), or it is told to close: :class:`SessionState` and the tables below it
+(:data:`ACCEPTS`, :data:`REFUSED`, :data:`HELLO_OPENS`) hold every rule of that machine. A viewer
+may only ``ping``; what it is sent besides (public cards) comes from the forwarder's replies:
+:class:`Reply` says what the server must pass on to the world's viewers.
+
+Nothing here knows a ruleset: a decision is one call to :func:`bridge.dispatch.decide`, whose
+:class:`~bridge.ruleset.Outcome` carries the reply, the audit columns, the overlay card and the
+log keys.
 
 Every frame gets exactly one reply frame. Decode and validation errors are answered with
 ``error`` (the connection stays open); only authentication failures close it. Errors map to the
@@ -15,6 +20,7 @@ answered ``internal`` with no detail.
 
 from __future__ import annotations
 
+import enum
 import hmac
 import hashlib
 import secrets
@@ -74,9 +80,43 @@ def error_frame(refusal: Refusal, ref: str | None) -> bytes:
 
 
 def ref_of_message(message: wire.ClientMessage) -> str | None:
-    """What an ``error`` answering ``message`` carries as ``ref``: its ``event_id``, or the
-    ``query_id`` of a query."""
-    return getattr(message, "event_id", None) or getattr(message, "query_id", None)
+    """What an ``error`` answering ``message`` carries as ``ref``: a request's ``event_id``, a
+    query's ``query_id``, else None (``hello``, ``ping``)."""
+    if isinstance(message, wire.Request):
+        return message.event_id
+    if isinstance(message, wire.Query):
+        return message.query_id
+    return None
+
+
+class SessionState(enum.Enum):
+    """Where a connection stands. Everything that moves a session lives in the tables below
+    (in the manner of h11's ``_state.py``): what each state accepts and what it says to the rest."""
+
+    NEW = "new"  # connected, no good hello yet
+    FORWARDER = "forwarder"  # the world's GM client (hello with the token; resolve starts here)
+    VIEWER = "viewer"  # a read-only overlay page (hello with the viewer key)
+
+
+ACCEPTS: dict[SessionState, tuple[type[wire.ClientMessage], ...]] = {
+    SessionState.NEW: (wire.Hello,),
+    SessionState.FORWARDER: (wire.Ping, wire.Query, wire.Request, wire.Hello),  # a 2nd hello: trusted only
+    SessionState.VIEWER: (wire.Ping,),
+}
+"""The message families each state accepts (``wire.Request``: every ruleset's decisions and
+queries; ``wire.Query``: the audit window's and the overlay's questions)."""
+
+REFUSED: dict[SessionState, tuple[type[Refusal], str, int | None]] = {
+    SessionState.NEW: (Unauthorized, "the first message must be hello with the world's token", CLOSE_UNAUTHORIZED),
+    SessionState.FORWARDER: (BadMessage, "hello was sent already on this connection", None),
+    SessionState.VIEWER: (Forbidden, "an overlay viewer may only send ping", None),
+}
+"""What a message a state does not accept is answered: the refusal, its text, the close code
+(None: the connection stays open). ``field`` is ``type`` except for NEW (nothing was wrong with
+the message's fields: its place was)."""
+
+HELLO_OPENS: dict[str, SessionState] = {"token": SessionState.FORWARDER, "viewer_key": SessionState.VIEWER}
+"""A good ``hello`` moves NEW to the state its credential opens."""
 
 
 INTERNAL_MESSAGE = "the bridge failed to handle this message; the GM can find details in its log"
@@ -116,14 +156,19 @@ class Session:
         self.dice = dice
         self.trusted = trusted
         self.world_id: str | None = default_world if trusted else None
+        self.state = SessionState.FORWARDER if self.world_id is not None else SessionState.NEW
         self.holder = "another connection"  # who holds the link, as hello described it
-        self.viewer = False  # True once a hello with the viewer key opened it read-only
         self.log = log.bind(world_id=self.world_id) if self.world_id else log
 
     @property
     def is_open(self) -> bool:
         """True once the session is bound to a world (after ``hello``)."""
-        return self.world_id is not None
+        return self.state is not SessionState.NEW
+
+    @property
+    def viewer(self) -> bool:
+        """True once a hello with the viewer key opened it read-only."""
+        return self.state is SessionState.VIEWER
 
     async def receive(self, frame: bytes | str, dice: Dice | None = None) -> Reply:
         """Handle one frame; returns the reply. ``dice`` overrides the session's dice for this
@@ -145,15 +190,16 @@ class Session:
             self.log.exception("internal_error", type=type(message).__name__)
             return Reply([error_frame(Internal(INTERNAL_MESSAGE), ref_of_message(message))])
 
-    async def _handle(self, message: wire.ClientMessages, dice: Dice) -> Reply:
-        if self.viewer and not isinstance(message, wire.Ping):
-            raise Forbidden("an overlay viewer may only send ping", field="type")
+    async def _handle(self, message: wire.ClientMessage, dice: Dice) -> Reply:
+        accepted = isinstance(message, ACCEPTS[self.state])
+        if isinstance(message, wire.Hello) and self.state is SessionState.FORWARDER:
+            accepted = self.trusted  # resolve may name another world; a socket says hello once
+        if not accepted:
+            refusal_type, text, close = REFUSED[self.state]
+            refusal = refusal_type(text) if self.state is SessionState.NEW else refusal_type(text, field="type")
+            return Reply([error_frame(refusal, ref_of_message(message))], close)
         if isinstance(message, wire.Hello):
             return await self._hello(message)
-        if not self.is_open:
-            refusal = Unauthorized("the first message must be hello with the world's token")
-            return Reply([error_frame(refusal, ref_of_message(message))],
-                         CLOSE_UNAUTHORIZED)
         assert self.world_id is not None
         match message:
             case wire.Ping():
@@ -169,14 +215,13 @@ class Session:
                 self.log.info("overlay_control", action=message.action)
                 done = wire.OverlayControlled(query_id=message.query_id, action=message.action)
                 return Reply([wire.encode(done)], overlay_action=message.action)
+        assert isinstance(message, wire.Request)  # ACCEPTS: nothing else is left
         if dispatch.is_query(message):
             reply = await self.store.read(self.world_id, lambda state: dispatch.answer(message, state))
             return Reply([wire.encode(reply)])
         return await self._decide(message, dice)
 
     async def _hello(self, hello: wire.Hello) -> Reply:
-        if self.is_open and not self.trusted:
-            raise BadMessage("hello was sent already on this connection", field="type")
         world = await self.store.world(hello.world_id)
         if self.trusted:
             if world is None:
@@ -190,7 +235,7 @@ class Session:
                 "unknown world or wrong token: register the world with `fate-bridge world add "
                 "WORLD_ID` and paste its token into the module settings")
         assert world is not None
-        self.world_id = world.world_id
+        self.world_id, self.state = world.world_id, HELLO_OPENS["token"]
         self.log = log.bind(world_id=self.world_id)
         client = hello.client
         if client is not None and client.user_name:
@@ -215,19 +260,19 @@ class Session:
                 hello, "viewer_refused", "viewer_key",
                 "unknown world or wrong viewer key: copy the overlay URL again from the module, "
                 "or print it with `fate-bridge world viewer-key WORLD_ID`")
-        self.world_id, self.viewer = world.world_id, True
+        self.world_id, self.state = world.world_id, HELLO_OPENS["viewer_key"]
         self.log = log.bind(world_id=self.world_id)
         self.log.info("viewer_hello")
         return Reply([_welcome(world)])
 
-    async def _decide(self, message: wire.ClientMessage, dice: Dice) -> Reply:
+    async def _decide(self, message: wire.Request, dice: Dice) -> Reply:
         """Run one decision in the store, recording its inputs for the audit trail, and log
         one line for it. A decision that passed with a public card also goes to the world's
         overlay viewers; a replayed ``event_id`` does not go again."""
         assert self.world_id is not None
         world_id = self.world_id
-        event_id: str | None = getattr(message, "event_id", None)
-        user_id: str | None = getattr(message, "user_id", None)
+        event_id = message.event_id
+        user_id = message.user_id if isinstance(message, wire.UserRequest) else None
         message_bytes = sorted_json(message)
         tag = message.__struct_config__.tag
 
@@ -245,7 +290,8 @@ class Session:
             audit = AuditEntry(type=tag, event_id=event_id, user_id=user_id, message=message_bytes,
                                reads=recording.reads, dice=rolled.rolled,
                                reply=sorted_json(outcome.reply), ok=ok, summary=outcome.columns)
-            overlay = None if outcome.card is None else _overlay_frame(world_id, message, outcome.card)
+            overlay = None if outcome.card is None else _overlay_frame(world_id, outcome.card_key or event_id,
+                                                                       outcome.card)
             return Decision(wire.encode(outcome.reply), ok, audit, kept=(overlay, outcome.log))
 
         request_hash = hashlib.sha256(message_bytes).hexdigest()
@@ -266,10 +312,8 @@ def _welcome(world: World) -> bytes:
                                     rulesets=dispatch.rulesets(), settings=world.settings))
 
 
-def _overlay_frame(world_id: str, message: wire.ClientMessage, card: wire.Card) -> bytes:
-    """The encoded ``overlay_card`` of a public result: keyed by the chat message it belongs to
-    (so a Fate Test CS's final card replaces its pending one), else by its ``event_id``; the
-    speaker's actor id stays with the GM."""
-    key = getattr(message, "message_id", None) or getattr(message, "event_id", None)
+def _overlay_frame(world_id: str, key: str | None, card: wire.Card) -> bytes:
+    """The encoded ``overlay_card`` of a public result under ``key`` (a later card with the same
+    key replaces it on the overlay); the speaker's actor id stays with the GM."""
     shown = msgspec.structs.replace(card, speaker_actor_id=None)
     return wire.encode(wire.OverlayCard(world_id=world_id, ruleset=card.ruleset, card=shown, key=key))

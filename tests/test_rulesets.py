@@ -3,6 +3,7 @@ trail verifiable; a ruleset from outside ``bridge/`` plugs in through the public
 
 from __future__ import annotations
 
+import asyncio
 import json
 
 import jinja2
@@ -11,6 +12,7 @@ import websockets
 
 from bridge import audit, dispatch, rulesets, wire
 from bridge.cards import CardTemplates
+from bridge.ruleset import Ruleset
 from bridge.dice import ScriptedDice
 from bridge.rulesets import hmtw, mythic, pool, sohl
 from bridge.session import hash_token, new_token
@@ -86,6 +88,13 @@ def plugin():
 
 
 class TestAThrowawayRulesetPlugsIn:
+    def test_a_client_message_must_be_a_request(self):
+        class Loose(wire.ClientMessage, tag="loose", kw_only=True):
+            pass
+
+        with pytest.raises(ValueError, match="Loose"):
+            Ruleset(id="loose", client=(Loose,), bridge=(), handlers={Loose: None}, refused=None)
+
     def test_register_refuses_a_taken_id_or_tag(self, plugin):
         with pytest.raises(ValueError, match="clashes"):
             rulesets.register(plugin_ruleset.RULESET)
@@ -108,7 +117,7 @@ class TestAThrowawayRulesetPlugsIn:
         server = await bridge_server.start(store, "127.0.0.1", 0, dice=ScriptedDice([2]))
         port = server.sockets[0].getsockname()[1]
         try:
-            async with websockets.connect(f"ws://127.0.0.1:{port}") as gm, \
+            async with asyncio.timeout(10), websockets.connect(f"ws://127.0.0.1:{port}") as gm, \
                     websockets.connect(f"ws://127.0.0.1:{port}") as overlay:
                 await gm.send(json.dumps({"type": "hello", "v": 1, "world_id": "w", "token": token}))
                 welcome = json.loads(await gm.recv())

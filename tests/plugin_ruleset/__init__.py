@@ -11,7 +11,7 @@ from typing import Literal
 
 from bridge.cards import CardTemplates
 from bridge.ruleset import Outcome, Ruleset, visible_card
-from bridge.wire import AuditColumns, BridgeMessage, Card, ClientMessage, Error, Id, Name, Visibility
+from bridge.wire import AuditColumns, BridgeMessage, Card, Error, Name, UserRequest, Visibility
 
 RULESET_ID = "coin"
 FACES = ("heads", "tails")  # d2: 1 heads, 2 tails
@@ -20,11 +20,9 @@ Face = Literal["heads", "tails"]
 render_card = CardTemplates(__package__).render
 
 
-class CoinFlip(ClientMessage, tag="coin_flip", kw_only=True):
-    """A user calls a face and flips."""
+class CoinFlip(UserRequest, tag="coin_flip", kw_only=True):
+    """A user calls a face and flips (``event_id`` and ``user_id`` come with ``UserRequest``)."""
 
-    event_id: Id
-    user_id: Id
     actor_name: Name
     call: Face
     visibility: Visibility = "public"

@@ -427,7 +427,8 @@ def _fate_outcome(message: wire.FateSpend | wire.FateChoice, reply: wire.FateRes
            "outcome": reply.outcome, "level_before": reply.level_before,
            "level_after": reply.level_after, "point_id": reply.point.point_id,
            "charges_after": reply.point.charges_after}
-    return Outcome(reply, columns, reply.card if record.visibility == "public" else None, log)
+    card = reply.card if record.visibility == "public" else None
+    return Outcome(reply, columns, card, log, card_key=reply.message_id)
 
 
 HANDLERS = {
