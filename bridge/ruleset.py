@@ -83,6 +83,8 @@ class Ruleset:
         unhandled = [c.__name__ for c in self.client if c not in self.handlers and c not in self.queries]
         if unhandled:
             raise ValueError(f"ruleset {self.id!r}: no handler or query for {', '.join(unhandled)}")
+        if not set(self.settings) <= set(self.handlers):
+            raise ValueError(f"ruleset {self.id!r}: its settings messages must be among its handlers")
         loose = [c.__name__ for c in self.client if not issubclass(c, Request)]
         if loose:
             raise ValueError(f"ruleset {self.id!r}: {', '.join(loose)} must derive from wire.Request "
