@@ -151,6 +151,9 @@ class RecordingState:
     def put(self, kind: str, key: str, record: msgspec.Struct) -> None:
         self._inner.put(kind, key, record)
 
+    def peek(self, kind: str, key: str, type: type[R]) -> R | None:
+        return self._inner.get(kind, key, type)  # describes the decision: not an input, not recorded
+
 
 class RecordingDice:
     """Dice that pass through to ``inner`` and keep every value rolled."""
@@ -205,6 +208,9 @@ class ReplayState:
     def put(self, kind: str, key: str, record: msgspec.Struct) -> None:
         pass
 
+    def peek(self, kind: str, key: str, type: type[R]) -> R | None:
+        return None  # a replay compares the verdict, not the columns peeks describe
+
 
 def _without_card_text(value: Any) -> Any:
     """``value`` with every chat card's rendered ``html`` and ``title`` dropped, at any depth
@@ -241,8 +247,6 @@ def rederive(record: AuditRecord) -> str | None:
     dice = ScriptedDice(record.dice)
     try:
         frame = wire.encode(decide(message, state, dice).reply)
-    except Refusal as refusal:
-        frame = wire.encode(wire.error_reply(refusal, record.event_id))
     except Diverged as exc:
         return f"the decision no longer follows from its inputs: {exc}"
     expected, recorded = verdict(frame), verdict(bytes(record.reply))

@@ -35,7 +35,6 @@ from . import dispatch
 from .audit import AuditEntry, RecordingDice, RecordingState, sorted_json
 from .errors import WorldNotRegistered, BadMessage, Forbidden, Internal, Refusal, Unauthorized
 from .state import WorldState
-from .ruleset import Outcome
 from .store.base import Decision, Store, World
 
 log = structlog.get_logger("fate_bridge")
@@ -279,14 +278,8 @@ class Session:
         def decision(state: WorldState) -> Decision:
             # runs on the store's writer thread, inside the decision's transaction
             recording, rolled = RecordingState(state), RecordingDice(dice)
-            try:
-                outcome = dispatch.decide(message, recording, rolled)
-                ok = True
-            except Refusal as refusal:
-                error = wire.error_reply(refusal, event_id)
-                outcome = Outcome(error, dispatch.refused(message, error, state), None,
-                                  {"code": error.code, "field": error.field})
-                ok = False
+            outcome = dispatch.decide(message, recording, rolled)
+            ok = not outcome.refused
             audit = AuditEntry(type=tag, event_id=event_id, user_id=user_id, message=message_bytes,
                                reads=recording.reads, dice=rolled.rolled,
                                reply=sorted_json(outcome.reply), ok=ok, summary=outcome.columns)

@@ -82,6 +82,9 @@ class _SQLiteWorldState:
         self._records[kind, key] = record
         return record
 
+    def peek(self, kind: str, key: str, type: type[R]) -> R | None:
+        return self.get(kind, key, type)
+
     def put(self, kind: str, key: str, record: msgspec.Struct) -> None:
         self._conn.execute(
             "INSERT OR REPLACE INTO records (world_id, kind, key, value) VALUES (?, ?, ?, ?)",

@@ -440,9 +440,10 @@ HANDLERS = {
 
 
 def refused(message: wire.ClientMessage, error: shared.Error, state: WorldState) -> shared.AuditColumns:
-    """The audit columns of a refused sohl request: the graded record it names, read after the
-    refusal (which wrote nothing), and the error code."""
+    """The audit columns of a refused sohl request: the graded record it names (peeked: not an
+    input of the decision) and the error code."""
     if isinstance(message, wire.Settings):
         return shared.AuditColumns(outcome=error.code)
-    record = None if isinstance(message, wire.TestRolled) else _graded(state, getattr(message, "message_id", ""))
+    message_id = None if isinstance(message, wire.TestRolled) else getattr(message, "message_id", None)
+    record = None if message_id is None else state.peek(GRADED, message_id, GradedRecord)
     return shared.AuditColumns(**_columns(message, record), outcome=error.code)
