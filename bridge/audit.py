@@ -151,6 +151,9 @@ class RecordingState:
     def put(self, kind: str, key: str, record: msgspec.Struct) -> None:
         self._inner.put(kind, key, record)
 
+    def peek(self, kind: str, key: str, type: type[R]) -> R | None:
+        return self._inner.get(kind, key, type)  # describes the decision: not an input, not recorded
+
 
 class RecordingDice:
     """Dice that pass through to ``inner`` and keep every value rolled."""
@@ -205,18 +208,30 @@ class ReplayState:
     def put(self, kind: str, key: str, record: msgspec.Struct) -> None:
         pass
 
+    def peek(self, kind: str, key: str, type: type[R]) -> R | None:
+        return None  # a replay compares the verdict, not the columns peeks describe
 
-_bridge_decoder = msgspec.json.Decoder(wire.BridgeMessages)
+
+def _without_card_text(value: Any) -> Any:
+    """``value`` with every chat card's rendered ``html`` and ``title`` dropped, at any depth
+    (a card is an object with ``html``, ``title`` and ``ruleset``)."""
+    if isinstance(value, dict):
+        is_card = {"html", "title", "ruleset"} <= value.keys()
+        return {k: _without_card_text(v) for k, v in value.items()
+                if not (is_card and k in ("html", "title"))}
+    if isinstance(value, list):
+        return [_without_card_text(v) for v in value]
+    return value
 
 
 def verdict(reply: bytes) -> dict[str, Any]:
-    """The decision-bearing part of a reply: everything but rendered card text, so a template
-    change in a later version does not make old records fail re-derivation."""
-    decoded = msgspec.to_builtins(_bridge_decoder.decode(reply))
-    if decoded.get("type") == "fate_resolved":
-        decoded.pop("card", None)
+    """The decision-bearing part of a reply, for every ruleset: everything but presentation.
+    Every chat card's rendered text (``html``, ``title``) is dropped wherever it sits (``card``,
+    ``notice``, nested), so a template change in a later version does not make old records fail
+    re-derivation; an error's wording is dropped too (its code and field may not change)."""
+    decoded = _without_card_text(msgspec.to_builtins(wire.bridge_decoder().decode(reply)))
     if decoded.get("type") == "error":
-        decoded.pop("message", None)  # wording may change; the code and field may not
+        decoded.pop("message", None)
     return decoded
 
 
@@ -231,10 +246,7 @@ def rederive(record: AuditRecord) -> str | None:
     state = ReplayState(record.world_id, record.reads)
     dice = ScriptedDice(record.dice)
     try:
-        reply = decide(message, state, dice)
-        frame = wire.encode(reply)
-    except Refusal as refusal:
-        frame = wire.encode(wire.error_reply(refusal, record.event_id))
+        frame = wire.encode(decide(message, state, dice).reply)
     except Diverged as exc:
         return f"the decision no longer follows from its inputs: {exc}"
     expected, recorded = verdict(frame), verdict(bytes(record.reply))

@@ -2,10 +2,15 @@
 
 The server feeds every received frame to :meth:`Session.receive` and sends what it returns;
 ``fate-bridge resolve`` does the same with lines of stdin. A session is ``new`` until a good
-``hello`` makes it ``open``, as the world's forwarder (``token``) or as a read-only overlay viewer
-(``viewer_key``, :attr:`Session.viewer`), or it is told to close. A viewer may only ``ping``;
-what it is sent besides (public cards) comes from the forwarder's replies: :class:`Reply` says
-what the server must pass on to the world's viewers.
+``hello`` makes it the world's ``forwarder`` (``token``) or a read-only overlay ``viewer``
+(``viewer_key``), or it is told to close: :class:`SessionState` and the tables below it
+(:data:`ACCEPTS`, :data:`REFUSED`, :data:`HELLO_OPENS`) hold every rule of that machine. A viewer
+may only ``ping``; what it is sent besides (public cards) comes from the forwarder's replies:
+:class:`Reply` says what the server must pass on to the world's viewers.
+
+Nothing here knows a ruleset: a decision is one call to :func:`bridge.dispatch.decide`, whose
+:class:`~bridge.ruleset.Outcome` carries the reply, the audit columns, the overlay card and the
+log keys.
 
 Every frame gets exactly one reply frame. Decode and validation errors are answered with
 ``error`` (the connection stays open); only authentication failures close it. Errors map to the
@@ -15,6 +20,7 @@ answered ``internal`` with no detail.
 
 from __future__ import annotations
 
+import enum
 import hmac
 import hashlib
 import secrets
@@ -25,11 +31,11 @@ import structlog
 
 from . import __version__, wire
 from .dice import Dice
-from .dispatch import QUERIES, RULESETS, answer, decide, public_card, summarize
+from . import dispatch
 from .audit import AuditEntry, RecordingDice, RecordingState, sorted_json
 from .errors import WorldNotRegistered, BadMessage, Forbidden, Internal, Refusal, Unauthorized
 from .state import WorldState
-from .store import Decision, Store, World
+from .store.base import Decision, Store, World
 
 log = structlog.get_logger("fate_bridge")
 
@@ -73,9 +79,43 @@ def error_frame(refusal: Refusal, ref: str | None) -> bytes:
 
 
 def ref_of_message(message: wire.ClientMessage) -> str | None:
-    """What an ``error`` answering ``message`` carries as ``ref``: its ``event_id``, or the
-    ``query_id`` of a query."""
-    return getattr(message, "event_id", None) or getattr(message, "query_id", None)
+    """What an ``error`` answering ``message`` carries as ``ref``: a request's ``event_id``, a
+    query's ``query_id``, else None (``hello``, ``ping``)."""
+    if isinstance(message, wire.Request):
+        return message.event_id
+    if isinstance(message, wire.Query):
+        return message.query_id
+    return None
+
+
+class SessionState(enum.Enum):
+    """Where a connection stands. Everything that moves a session lives in the tables below
+    (in the manner of h11's ``_state.py``): what each state accepts and what it says to the rest."""
+
+    NEW = "new"  # connected, no good hello yet
+    FORWARDER = "forwarder"  # the world's GM client (hello with the token; resolve starts here)
+    VIEWER = "viewer"  # a read-only overlay page (hello with the viewer key)
+
+
+ACCEPTS: dict[SessionState, tuple[type[wire.ClientMessage], ...]] = {
+    SessionState.NEW: (wire.Hello,),
+    SessionState.FORWARDER: (wire.Ping, wire.Query, wire.Request, wire.Hello),  # a 2nd hello: trusted only
+    SessionState.VIEWER: (wire.Ping,),
+}
+"""The message families each state accepts (``wire.Request``: every ruleset's decisions and
+queries; ``wire.Query``: the audit window's and the overlay's questions)."""
+
+REFUSED: dict[SessionState, tuple[type[Refusal], str, int | None]] = {
+    SessionState.NEW: (Unauthorized, "the first message must be hello with the world's token", CLOSE_UNAUTHORIZED),
+    SessionState.FORWARDER: (BadMessage, "hello was sent already on this connection", None),
+    SessionState.VIEWER: (Forbidden, "an overlay viewer may only send ping", None),
+}
+"""What a message a state does not accept is answered: the refusal, its text, the close code
+(None: the connection stays open). ``field`` is ``type`` except for NEW (nothing was wrong with
+the message's fields: its place was)."""
+
+HELLO_OPENS: dict[str, SessionState] = {"token": SessionState.FORWARDER, "viewer_key": SessionState.VIEWER}
+"""A good ``hello`` moves NEW to the state its credential opens."""
 
 
 INTERNAL_MESSAGE = "the bridge failed to handle this message; the GM can find details in its log"
@@ -117,15 +157,20 @@ class Session:
         self.dice = dice
         self.trusted = trusted
         self.world_id: str | None = default_world if trusted else None
+        self.state = SessionState.FORWARDER if self.world_id is not None else SessionState.NEW
         self.holder = "another connection"  # who holds the link, as hello described it
         self.client: wire.ClientInfo | None = None  # what the forwarder's hello said of itself
-        self.viewer = False  # True once a hello with the viewer key opened it read-only
         self.log = log.bind(world_id=self.world_id) if self.world_id else log
 
     @property
     def is_open(self) -> bool:
         """True once the session is bound to a world (after ``hello``)."""
-        return self.world_id is not None
+        return self.state is not SessionState.NEW
+
+    @property
+    def viewer(self) -> bool:
+        """True once a hello with the viewer key opened it read-only."""
+        return self.state is SessionState.VIEWER
 
     async def receive(self, frame: bytes | str, dice: Dice | None = None) -> Reply:
         """Handle one frame; returns the reply. ``dice`` overrides the session's dice for this
@@ -147,15 +192,16 @@ class Session:
             self.log.exception("internal_error", type=type(message).__name__)
             return Reply([error_frame(Internal(INTERNAL_MESSAGE), ref_of_message(message))])
 
-    async def _handle(self, message: wire.ClientMessages, dice: Dice) -> Reply:
-        if self.viewer and not isinstance(message, wire.Ping):
-            raise Forbidden("an overlay viewer may only send ping", field="type")
+    async def _handle(self, message: wire.ClientMessage, dice: Dice) -> Reply:
+        accepted = isinstance(message, ACCEPTS[self.state])
+        if isinstance(message, wire.Hello) and self.state is SessionState.FORWARDER:
+            accepted = self.trusted  # resolve may name another world; a socket says hello once
+        if not accepted:
+            refusal_type, text, close = REFUSED[self.state]
+            refusal = refusal_type(text) if self.state is SessionState.NEW else refusal_type(text, field="type")
+            return Reply([error_frame(refusal, ref_of_message(message))], close)
         if isinstance(message, wire.Hello):
             return await self._hello(message)
-        if not self.is_open:
-            refusal = Unauthorized("the first message must be hello with the world's token")
-            return Reply([error_frame(refusal, ref_of_message(message))],
-                         CLOSE_UNAUTHORIZED)
         assert self.world_id is not None
         match message:
             case wire.Ping():
@@ -171,14 +217,13 @@ class Session:
                 self.log.info("overlay_control", action=message.action)
                 done = wire.OverlayControlled(query_id=message.query_id, action=message.action)
                 return Reply([wire.encode(done)], overlay_action=message.action)
-        if type(message) in QUERIES:
-            reply = await self.store.read(self.world_id, lambda state: answer(message, state))
+        assert isinstance(message, wire.Request)  # ACCEPTS: nothing else is left
+        if dispatch.is_query(message):
+            reply = await self.store.read(self.world_id, lambda state: dispatch.answer(message, state))
             return Reply([wire.encode(reply)])
         return await self._decide(message, dice)
 
     async def _hello(self, hello: wire.Hello) -> Reply:
-        if self.is_open and not self.trusted:
-            raise BadMessage("hello was sent already on this connection", field="type")
         world = await self.store.world(hello.world_id)
         if self.trusted:
             if world is None:
@@ -192,7 +237,7 @@ class Session:
                 "unknown world or wrong token: register the world with `fate-bridge world add "
                 "WORLD_ID` and paste its token into the module settings")
         assert world is not None
-        self.world_id = world.world_id
+        self.world_id, self.state = world.world_id, HELLO_OPENS["token"]
         self.log = log.bind(world_id=self.world_id)
         client = self.client = hello.client
         if client is not None and client.user_name:
@@ -217,64 +262,44 @@ class Session:
                 hello, "viewer_refused", "viewer_key",
                 "unknown world or wrong viewer key: copy the overlay URL again from the module, "
                 "or print it with `fate-bridge world viewer-key WORLD_ID`")
-        self.world_id, self.viewer = world.world_id, True
+        self.world_id, self.state = world.world_id, HELLO_OPENS["viewer_key"]
         self.log = log.bind(world_id=self.world_id)
         self.log.info("viewer_hello")
         return Reply([_welcome(world, self.max_frame_bytes)])
 
-    async def _decide(self, message: wire.ClientMessage, dice: Dice) -> Reply:
+    async def _decide(self, message: wire.Request, dice: Dice) -> Reply:
         """Run one decision in the store, recording its inputs for the audit trail, and log
-        one line for it. A decision that passed with a public card (:func:`public_card`) also
-        goes to the world's overlay viewers; a replayed ``event_id`` does not go again."""
+        one line for it. A decision that passed with a public card also goes to the world's
+        overlay viewers; a replayed ``event_id`` does not go again."""
         assert self.world_id is not None
         world_id = self.world_id
-        event_id: str | None = getattr(message, "event_id", None)
+        event_id = message.event_id
+        user_id = message.user_id if isinstance(message, wire.UserRequest) else None
         message_bytes = sorted_json(message)
-        details: dict[str, object] = {}
-        overlay: list[bytes] = []  # filled on the writer thread when the decision is public
+        tag = message.__struct_config__.tag
 
         def decision(state: WorldState) -> Decision:
             # runs on the store's writer thread, inside the decision's transaction
             recording, rolled = RecordingState(state), RecordingDice(dice)
-            try:
-                reply: wire.BridgeMessage = decide(message, recording, rolled)
-                ok = True
-            except Refusal as refusal:
-                reply, ok = wire.error_reply(refusal, event_id), False
-            frame = wire.encode(reply)
-            summary = summarize(message, reply, state)
-            details.update(_log_details(reply, summary))
-            card = public_card(message, reply, state) if ok else None
-            if card is not None:
-                overlay.append(_overlay_frame(world_id, message, card))
-            audit = AuditEntry(
-                type=message.__struct_config__.tag,
-                event_id=event_id,
-                user_id=getattr(message, "user_id", None),
-                message=message_bytes,
-                reads=recording.reads,
-                dice=rolled.rolled,
-                reply=sorted_json(reply),
-                ok=ok,
-                summary=summary,
-            )
-            return Decision(frame, ok, audit)
+            outcome = dispatch.decide(message, recording, rolled)
+            ok = not outcome.refused
+            audit = AuditEntry(type=tag, event_id=event_id, user_id=user_id, message=message_bytes,
+                               reads=recording.reads, dice=rolled.rolled,
+                               reply=sorted_json(outcome.reply), ok=ok, summary=outcome.columns)
+            overlay = None if outcome.card is None else _overlay_frame(world_id, outcome.card_key or event_id,
+                                                                       outcome.card)
+            return Decision(wire.encode(outcome.reply), ok, audit, kept=(overlay, outcome.log))
 
         request_hash = hashlib.sha256(message_bytes).hexdigest()
         decided = await self.store.decide(self.world_id, event_id, decision, request_hash)
         if decided.other_request:
             # The contract returns the stored reply for a repeated event_id whatever it carries;
             # a different request under an old event_id is a client bug worth a warning.
-            self.log.warning("event_id_reused", event_id=event_id, type=message.__struct_config__.tag)
-        self.log.info(
-            "decision",
-            event_id=event_id,
-            type=message.__struct_config__.tag,
-            replayed=decided.replayed,
-            overlay=bool(overlay),
-            **details,
-        )
-        return Reply([decided.reply], overlay_card=overlay[0] if overlay else None)
+            self.log.warning("event_id_reused", event_id=event_id, type=tag)
+        overlay, details = decided.kept if decided.kept is not None else (None, {})
+        self.log.info("decision", event_id=event_id, type=tag, replayed=decided.replayed,
+                      overlay=overlay is not None, **details)
+        return Reply([decided.reply], overlay_card=overlay)
 
 
 def _welcome(world: World, max_frame_bytes: int | None) -> bytes:
@@ -283,45 +308,11 @@ def _welcome(world: World, max_frame_bytes: int | None) -> bytes:
     return wire.encode(wire.Welcome(world_id=world.world_id, bridge_version=__version__,
                                     protocol_version=wire.PROTOCOL_VERSION,
                                     max_frame_bytes=max_frame_bytes,
-                                    rulesets=RULESETS, settings=world.settings))
+                                    rulesets=dispatch.rulesets(), settings=world.settings))
 
 
-def _overlay_frame(world_id: str, message: wire.ClientMessage, card: wire.Card) -> bytes:
-    """The encoded ``overlay_card`` of a public result: keyed by the chat message it belongs to
-    (so a Fate Test CS's final card replaces its pending one), else by its ``event_id``; the
-    speaker's actor id stays with the GM."""
-    key = getattr(message, "message_id", None) or getattr(message, "event_id", None)
+def _overlay_frame(world_id: str, key: str | None, card: wire.Card) -> bytes:
+    """The encoded ``overlay_card`` of a public result under ``key`` (a later card with the same
+    key replaces it on the overlay); the speaker's actor id stays with the GM."""
     shown = msgspec.structs.replace(card, speaker_actor_id=None)
     return wire.encode(wire.OverlayCard(world_id=world_id, ruleset=card.ruleset, card=shown, key=key))
-
-
-def _log_details(reply: wire.BridgeMessage, summary: wire.AuditColumns) -> dict[str, object]:
-    """The keys of a decision's log line: sohl's from its reply; every other ruleset's from its
-    audit columns (outcome, actor, detail...)."""
-    match reply:
-        case wire.TestGraded():
-            details: dict[str, object] = {
-                "message_id": reply.message_id,
-                "level": reply.level,
-                "eligible": reply.fate.eligible,
-                "reasons": reply.fate.reasons,
-            }
-            if reply.mismatch is not None:
-                details["reported_level"] = reply.mismatch.reported
-            return details
-        case wire.FateResolved():
-            return {
-                "message_id": reply.message_id,
-                "fate_roll": reply.fate_roll,
-                "fate_ml": reply.fate_ml,
-                "outcome": reply.outcome,
-                "level_before": reply.level_before,
-                "level_after": reply.level_after,
-                "point_id": reply.point.point_id,
-                "charges_after": reply.point.charges_after,
-            }
-        case wire.Error():
-            return {"code": reply.code, "field": reply.field}
-        case wire.SettingsApplied():
-            return {"fate_option": reply.settings.fate_option}
-    return {key: value for key, value in msgspec.structs.asdict(summary).items() if value is not None}

@@ -8,7 +8,7 @@ import json
 from collections.abc import Iterable
 from typing import Any
 
-from bridge.rules import hmtw
+from bridge.rulesets.hmtw import rules as hmtw
 
 PLAYER = "RECONplayer00001"
 PLAYER_TWO = "RECONplayer00002"

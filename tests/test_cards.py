@@ -4,7 +4,8 @@ from __future__ import annotations
 
 import pytest
 
-from bridge.cards import SohlFateCardData, card_text, sohl_fate_card
+from bridge.cards import card_text
+from bridge.rulesets.sohl.cards import SohlFateCardData, sohl_fate_card
 from bridge import wire
 
 HOSTILE = "<img src=x onerror=alert(1)>"

@@ -417,9 +417,11 @@ class TestAudit:
         await store.close()
 
     def test_every_pool_message_has_a_handler_and_summarizer(self):
-        for cls in wire.pool.CLIENT:
-            assert dispatch.HANDLERS[cls].__module__ == "bridge.decisions.pool"
-            assert dispatch.SUMMARIZERS[cls].__module__ == "bridge.decisions.pool"
+        from bridge.rulesets import pool as pool_ruleset
+        for cls in pool_ruleset.wire.CLIENT:
+            assert dispatch.HANDLERS[cls] is pool_ruleset.RULESET.handlers[cls]
+            assert dispatch.HANDLERS[cls].__wrapped__.__module__ == "bridge.rulesets.pool.decide"
+        assert pool_ruleset.RULESET.refused is pool_ruleset.decide.refused
 
 
 class TestExampleSession:

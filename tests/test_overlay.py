@@ -23,6 +23,7 @@ from websockets.exceptions import InvalidStatus
 
 from bridge import dispatch, server as bridge_server, wire
 from bridge.cli import main, overlay_url
+from bridge.ruleset import visible_card
 from bridge.dice import ScriptedDice
 from bridge.errors import ConfigError
 from bridge.store import SQLiteStore
@@ -443,12 +444,12 @@ class TestPublicCardHook:
     def test_by_default_the_request_visibility_decides(self, visibility, shown):
         message = types.SimpleNamespace(visibility=visibility)
         reply = types.SimpleNamespace(card=self.CARD)
-        assert dispatch.public_card(message, reply, state=None) == (self.CARD if shown else None)
+        assert visible_card(message, reply) == (self.CARD if shown else None)
 
     def test_a_public_request_whose_reply_has_no_card_shows_nothing(self):
-        assert dispatch.public_card(types.SimpleNamespace(visibility="public"), types.SimpleNamespace(), None) is None
+        assert visible_card(types.SimpleNamespace(visibility="public"), types.SimpleNamespace()) is None
 
     def test_sohl_uses_its_own_hook(self):
-        from bridge.decisions import sohl
-        assert dispatch.PUBLIC_CARDS[wire.FateSpend] is sohl.public_card
-        assert dispatch.PUBLIC_CARDS[wire.FateChoice] is sohl.public_card
+        from bridge.rulesets.sohl import decide as sohl
+        assert dispatch.HANDLERS[wire.FateSpend] is sohl._fate_spend  # not the generic visible_card
+        assert dispatch.HANDLERS[wire.FateChoice] is sohl._fate_choice

@@ -13,8 +13,8 @@ from collections.abc import Callable
 
 import pytest
 
-from bridge.rules import hmtw
-from bridge.rules.hmtw import (
+from bridge.rulesets.hmtw import rules as hmtw
+from bridge.rulesets.hmtw.rules import (
     FOOL,
     GM_DECK,
     PLAYER_DECK,

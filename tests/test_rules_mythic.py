@@ -14,8 +14,8 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from bridge.rules import mythic
-from bridge.rules.mythic import (
+from bridge.rulesets.mythic import rules as mythic
+from bridge.rulesets.mythic.rules import (
     ANSWERS,
     NAMED_QUESTIONS,
     ModifierRefused,

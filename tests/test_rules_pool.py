@@ -12,8 +12,8 @@ from fractions import Fraction
 import pytest
 
 from bridge.dice import ScriptedDice
-from bridge.rules import pool
-from bridge.rules.pool import (ADVANTAGE, DISADVANTAGE, NORMAL, OnesPaid, chance_to_pass, count_successes,
+from bridge.rulesets.pool import rules as pool
+from bridge.rulesets.pool.rules import (ADVANTAGE, DISADVANTAGE, NORMAL, OnesPaid, chance_to_pass, count_successes,
                                dc_table_problems, gain_level, kept_d20, pay_ones, passes, pool_size,
                                rerolled_total, rest, roll_d20s, roll_mode, roll_pool, roll_stat_die,
                                save_passes, save_total, spend_fate, stat_row, stat_table_problems,

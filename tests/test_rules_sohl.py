@@ -11,8 +11,8 @@ from dataclasses import dataclass
 
 import pytest
 
-from bridge.rules import sohl
-from bridge.rules.sohl import (
+from bridge.rulesets.sohl import rules as sohl
+from bridge.rulesets.sohl.rules import (
     CF,
     CS,
     MF,

@@ -21,7 +21,7 @@ from websockets.exceptions import ConnectionClosed, InvalidStatus
 
 from bridge import server as bridge_server
 from bridge.dice import ScriptedDice
-from bridge.rules import sohl
+from bridge.rulesets.sohl import rules as sohl
 from bridge.session import Session, hash_token, new_token
 from bridge.store import AuditFilter, SQLiteStore
 

@@ -1,9 +1,13 @@
 """Every wire message between the Foundry module and the bridge: the protocol is this package.
 
 The names are wire contract v1's (``tests/test_wire.py`` pins them); ``docs/protocol.md`` explains the flow
-and ``schemas/`` holds the JSON Schema generated from these classes; one module per ruleset (``sohl``,
-``hmtw``, ``mythic``, ``pool``) plus ``session``, ``audit`` and ``overlay``, each listing its ``CLIENT`` and
-``BRIDGE`` message classes (``fate-bridge schema``).
+and ``schemas/`` holds the JSON Schema generated from these classes. This package holds the shared
+messages (``session``, ``audit``, ``overlay``, each listing its ``CLIENT`` and ``BRIDGE`` classes);
+every ruleset's own messages live in ``bridge/rulesets/<id>/wire.py`` and join the union through
+its :class:`~bridge.ruleset.Ruleset` (``client``, ``bridge``). The union (``ClientMessages``,
+``BridgeMessages``) and the rulesets' message names (``wire.TestRolled``...) are resolved on first
+use from ``bridge.rulesets.installed()`` (PEP 562 ``__getattr__``), because the rulesets' own modules
+import this package's shared types.
 
 Framing: one JSON object per text frame, tagged by ``"type"``, always with ``"v": 1``. Client
 messages refuse unknown fields (``forbid_unknown_fields``); bridge messages are only encoded.
@@ -16,30 +20,78 @@ field named (``error.field``), so one place maps decode failures to the contract
 
 from __future__ import annotations
 
+import functools
+import importlib
 import re
-from typing import Union
+from dataclasses import dataclass
+from typing import Any, Union
 
 import msgspec
 
-from ..errors import BadMessage, Refusal, UnknownMessage
-from . import audit, hmtw, mythic, overlay, pool, session, sohl
+from ..errors import BadMessage, UnknownMessage
+from . import audit, overlay, session
 from .audit import *  # noqa: F403
 from .base import *  # noqa: F403
 from .base import BridgeMessage, ClientMessage
-from .hmtw import *  # noqa: F403
-from .mythic import *  # noqa: F403
 from .overlay import *  # noqa: F403
-from .pool import *  # noqa: F403
 from .session import *  # noqa: F403
-from .sohl import *  # noqa: F403
 
-_MODULES = (session, audit, overlay, sohl, hmtw, mythic, pool)
-CLIENT_TYPES: tuple[type[ClientMessage], ...] = tuple(c for m in _MODULES for c in m.CLIENT)
-BRIDGE_TYPES: tuple[type[BridgeMessage], ...] = tuple(c for m in _MODULES for c in m.BRIDGE)
-ClientMessages = Union[CLIENT_TYPES]  # type: ignore[valid-type]
-BridgeMessages = Union[BRIDGE_TYPES]  # type: ignore[valid-type]
+_SHARED = (session, audit, overlay)
 
-_decoder = msgspec.json.Decoder(ClientMessages)
+
+@dataclass(frozen=True, slots=True)
+class _Protocol:
+    """The whole wire protocol, from the shared modules and every installed ruleset."""
+
+    client_types: tuple[type[ClientMessage], ...]
+    bridge_types: tuple[type[BridgeMessage], ...]
+    names: dict[str, object]  # every public name of the rulesets' wire modules
+    decoder: msgspec.json.Decoder
+    bridge_decoder: msgspec.json.Decoder
+
+
+@functools.cache
+def _protocol() -> _Protocol:
+    from ..rulesets import installed
+
+    rulesets = installed()
+    client = tuple(c for m in _SHARED for c in m.CLIENT) + tuple(c for r in rulesets for c in r.client)
+    bridge = tuple(c for m in _SHARED for c in m.BRIDGE) + tuple(c for r in rulesets for c in r.bridge)
+    modules = dict.fromkeys(importlib.import_module(c.__module__) for r in rulesets for c in (*r.client, *r.bridge))
+    names = {name: getattr(module, name) for module in modules
+             for name in dir(module) if not name.startswith("_")}
+    return _Protocol(client, bridge, names, msgspec.json.Decoder(Union[client]),  # type: ignore[arg-type]
+                     msgspec.json.Decoder(Union[bridge]))  # type: ignore[arg-type]
+
+
+def rebuild() -> None:
+    """Forget the union built from the installed rulesets (``bridge.rulesets.register`` calls it)."""
+    _protocol.cache_clear()
+
+
+def bridge_decoder() -> msgspec.json.Decoder:
+    """A decoder of every bridge message (replies read back from the audit trail or a terminal)."""
+    return _protocol().bridge_decoder
+
+
+def __getattr__(name: str) -> object:
+    """``CLIENT_TYPES``, ``BRIDGE_TYPES``, ``ClientMessages``, ``BridgeMessages`` (the unions
+    every decoder and schema uses) and the rulesets' message classes, built on first use."""
+    protocol = _protocol()
+    if name == "CLIENT_TYPES":
+        return protocol.client_types
+    if name == "BRIDGE_TYPES":
+        return protocol.bridge_types
+    if name == "ClientMessages":
+        return Union[protocol.client_types]  # type: ignore[valid-type]
+    if name == "BridgeMessages":
+        return Union[protocol.bridge_types]  # type: ignore[valid-type]
+    try:
+        return protocol.names[name]
+    except KeyError:
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}") from None
+
+
 _encoder = msgspec.json.Encoder()
 _probe = msgspec.json.Decoder(dict)
 
@@ -73,7 +125,7 @@ def _tag_of(error_text: str) -> str:
     return match.group(1) if match else "?"
 
 
-def decode_client(frame: bytes | str) -> ClientMessages:
+def decode_client(frame: bytes | str) -> Any:
     """Decode one client frame into its message class.
 
     Raises :class:`BadMessage` (not JSON, not an object, missing/invalid ``type`` or a field that
@@ -81,7 +133,7 @@ def decode_client(frame: bytes | str) -> ClientMessages:
     not know). Never raises anything else.
     """
     try:
-        return _decoder.decode(frame)
+        return _protocol().decoder.decode(frame)
     except msgspec.ValidationError as exc:
         text = str(exc)
         if "Invalid value" in text and text.endswith("- at `$.type`"):

@@ -6,7 +6,7 @@ from typing import Annotated
 
 from msgspec import Meta
 
-from .base import BridgeMessage, ClientMessage, Id, OutPart
+from .base import BridgeMessage, Id, OutPart, Query
 
 
 UTC_TIME_PATTERN = r"^\d{4}-\d{2}-\d{2}([T ]\d{2}(:\d{2}(:\d{2}(\.\d{1,6})?)?)?Z?)?$"
@@ -16,12 +16,11 @@ UtcTime = Annotated[str, Meta(
 )]
 
 
-class AuditQuery(ClientMessage, tag="audit_query", kw_only=True):
+class AuditQuery(Query, tag="audit_query", kw_only=True):
     """Ask for a page of the world's audit trail, newest first. Filters are optional and
     combine; ``since``/``until`` are ISO-8601 UTC timestamps (inclusive/exclusive);
     ``before_seq`` continues from a previous page's ``next_before``. Answered ``audit_page``."""
 
-    query_id: Id
     actor_id: Id | None = None
     ruleset: Annotated[str, Meta(max_length=32)] | None = None
     outcome: Annotated[str, Meta(max_length=32)] | None = None

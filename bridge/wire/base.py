@@ -46,6 +46,27 @@ class ClientMessage(
     v: Literal[1] = 1
 
 
+class Request(ClientMessage, kw_only=True):
+    """Base of decision requests: work answered once per ``event_id`` (a repeat gets the stored
+    reply, nothing runs again) and recorded in the audit trail; a refusal's ``error.ref`` is it."""
+
+    event_id: Id
+
+
+class UserRequest(Request, kw_only=True):
+    """A request a Foundry user makes: ``user_id`` (the Foundry user id) is checked against the
+    actor's owners and recorded with the decision."""
+
+    user_id: Id
+
+
+class Query(ClientMessage, kw_only=True):
+    """Base of the session's read-only questions (audit window, overlay): answered with the same
+    ``query_id``, never recorded; a refusal's ``error.ref`` is it."""
+
+    query_id: Id
+
+
 class BridgeMessage(msgspec.Struct, tag_field="type", kw_only=True, frozen=True):
     """Base of messages the bridge sends; ``v`` is always 1."""
 

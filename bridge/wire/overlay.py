@@ -15,7 +15,7 @@ from __future__ import annotations
 
 from typing import Literal
 
-from .base import BridgeMessage, Card, ClientMessage, Id
+from .base import BridgeMessage, Card, Id, Query
 
 OverlayAction = Literal["clear", "replay"]
 
@@ -38,11 +38,10 @@ class OverlayClear(BridgeMessage, tag="overlay_clear", kw_only=True):
     world_id: str
 
 
-class OverlayInfo(ClientMessage, tag="overlay_info", kw_only=True):
+class OverlayInfo(Query, tag="overlay_info", kw_only=True):
     """The GM's module asks for the overlay's address (forwarder only). The bridge makes the
     world's viewer key on first use. Answered with ``overlay_info_reply``."""
 
-    query_id: Id
 
 
 class OverlayInfoReply(BridgeMessage, tag="overlay_info_reply", kw_only=True):
@@ -55,12 +54,11 @@ class OverlayInfoReply(BridgeMessage, tag="overlay_info_reply", kw_only=True):
     path: str
 
 
-class OverlayControl(ClientMessage, tag="overlay_control", kw_only=True):
+class OverlayControl(Query, tag="overlay_control", kw_only=True):
     """The GM's module drives the world's overlay viewers (forwarder only): ``clear`` takes every
     card off screen, ``replay`` shows the world's last public card again (the last one since the
     bridge started; nothing when there is none). Answered with ``overlay_controlled``."""
 
-    query_id: Id
     action: OverlayAction
 
 

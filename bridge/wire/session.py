@@ -1,4 +1,6 @@
-"""Session messages: hello/welcome, world settings, ping/pong, error."""
+"""Session messages: hello/welcome, ping/pong, error. The world settings ``welcome`` carries are
+SoHL's S12 option today: ``WorldSettings`` and the ``settings`` message live in the sohl package
+(``bridge/rulesets/sohl/wire.py``)."""
 
 from __future__ import annotations
 
@@ -7,10 +9,9 @@ from typing import Annotated, Literal
 from msgspec import Meta
 
 from ..errors import Refusal
-from ..rules import sohl as _sohl_rules
+from ..rulesets.sohl.wire import WorldSettings
 from .base import BridgeMessage, ClientMessage, ErrorCode, Id, Name, OutPart, Part
 
-FateOption = Literal[_sohl_rules.FATE_OPTIONS]  # S12
 
 
 
@@ -36,12 +37,6 @@ class Hello(ClientMessage, tag="hello", kw_only=True):
     client: ClientInfo | None = None
 
 
-class WorldSettings(OutPart, kw_only=True):
-    """A world's settings as the bridge applies them. ``fate_option`` is S12."""
-
-    fate_option: FateOption = _sohl_rules.DEFAULT_FATE_OPTION
-
-
 class Welcome(BridgeMessage, tag="welcome", kw_only=True):
     """Answer to a good ``hello``. ``protocol_version`` is the wire protocol this bridge speaks
     (:data:`PROTOCOL_VERSION`, the ``v`` of every frame); ``max_frame_bytes`` is the largest frame
@@ -53,21 +48,6 @@ class Welcome(BridgeMessage, tag="welcome", kw_only=True):
     protocol_version: int
     max_frame_bytes: int | None
     rulesets: list[str]
-    settings: WorldSettings
-
-
-class Settings(ClientMessage, tag="settings", kw_only=True):
-    """The GM's client sets the world's settings (S12); answered with ``settings_applied``.
-    ``event_id`` is optional here: settings are idempotent by nature."""
-
-    event_id: Id | None = None
-    fate_option: FateOption
-
-
-class SettingsApplied(BridgeMessage, tag="settings_applied", kw_only=True):
-    """The world's settings after a ``settings`` message."""
-
-    ref: str | None
     settings: WorldSettings
 
 
@@ -94,5 +74,5 @@ def error_reply(refusal: Refusal, ref: str | None) -> Error:
     return Error(code=refusal.code, message=refusal.message, ref=ref, field=refusal.field)  # type: ignore[arg-type]
 
 
-CLIENT = (Hello, Settings, Ping)
-BRIDGE = (Welcome, SettingsApplied, Pong, Error)
+CLIENT = (Hello, Ping)
+BRIDGE = (Welcome, Pong, Error)

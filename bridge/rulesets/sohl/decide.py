@@ -14,11 +14,13 @@ from __future__ import annotations
 
 import msgspec
 
-from .. import cards, wire
-from ..dice import Dice, DiceExhausted
-from ..errors import AlreadyFated, BadMessage, Forbidden, NoCharges, NotEligible, NotFound
-from ..rules import sohl
-from ..state import WorldState
+from . import cards, wire
+from ... import wire as shared
+from ...ruleset import Outcome, log_fields
+from ...dice import Dice, DiceExhausted
+from ...errors import AlreadyFated, BadMessage, Forbidden, NoCharges, NotEligible, NotFound
+from . import rules as sohl
+from ...state import WorldState
 
 RULESET = sohl.RULESET
 FATED_FLAG = "fated"  # the module's flag on a fated ChatMessage (scope ``fate-bridge``)
@@ -215,7 +217,7 @@ def _require_owner(actor: wire.SohlActor, user_id: str, user_is_gm: bool) -> Non
         )
 
 
-def _fate_spend(message: wire.FateSpend, state: WorldState, dice: Dice) -> wire.FateResolved:
+def _fate_spend(message: wire.FateSpend, state: WorldState, dice: Dice) -> Outcome:
     """S5, S7-S11: check, roll the Fate Test, apply what it says."""
     record = _graded(state, message.message_id)
     if record is None:
@@ -268,10 +270,11 @@ def _fate_spend(message: wire.FateSpend, state: WorldState, dice: Dice) -> wire.
         user_id=message.user_id,
         pending=True,
     )
-    return _settle(pending, effect, record, point.name, message.event_id, message.user_name, state)
+    reply = _settle(pending, effect, record, point.name, message.event_id, message.user_name, state)
+    return _fate_outcome(message, reply, record)
 
 
-def _fate_choice(message: wire.FateChoice, state: WorldState, dice: Dice) -> wire.FateResolved:
+def _fate_choice(message: wire.FateChoice, state: WorldState, dice: Dice) -> Outcome:
     """S9: answer a pending Fate Test CS with spend (+2, charge) or keep (+1)."""
     fated = _fate(state, message.message_id)
     if fated is None or not fated.pending:
@@ -291,7 +294,8 @@ def _fate_choice(message: wire.FateChoice, state: WorldState, dice: Dice) -> wir
             f"{point.name!r} has no charge left to spend: choose keep (+1)", field="choice"
         )
     fated = msgspec.structs.replace(fated, charges_before=point.charges)
-    return _settle(fated, effect, record, point.name, message.event_id, message.user_name, state)
+    reply = _settle(fated, effect, record, point.name, message.event_id, message.user_name, state)
+    return _fate_outcome(message, reply, record)
 
 
 def _settle(
@@ -380,46 +384,67 @@ def _settle(
     return reply
 
 
-def public_card(message: wire.ClientMessage, reply: wire.BridgeMessage, state: WorldState) -> wire.Card | None:
-    """The Fate card overlay viewers may see: a ``fate_resolved`` card when the test it was
-    rolled on was posted ``public`` (``GradedRecord.visibility``); None otherwise (the grading
-    itself has no card). A pending Fate Test CS card is shown; its final card replaces it."""
-    if not isinstance(reply, wire.FateResolved):
-        return None
-    record = _graded(state, reply.message_id)
-    return reply.card if record is not None and record.visibility == "public" else None
+def _settings(message: wire.Settings, state: WorldState, dice: Dice) -> Outcome:
+    """S12: the GM's client sets the world option."""
+    settings = wire.WorldSettings(fate_option=message.fate_option)
+    state.put_settings(settings)
+    reply = wire.SettingsApplied(ref=message.event_id, settings=settings)
+    return Outcome(reply, shared.AuditColumns(outcome="settings"), None, {"fate_option": settings.fate_option})
+
+
+def _columns(message: wire.ClientMessage, record: GradedRecord | None) -> dict[str, object]:
+    """The audit columns every sohl record has: the ChatMessage, actor and test (from the
+    request's snapshot, or the graded record a Fate request names)."""
+    graded = message.actor if isinstance(message, wire.TestRolled) else None
+    actor = graded or (record and record.actor)
+    test = message.test if isinstance(message, wire.TestRolled) else record and record.test
+    return dict(ruleset=sohl.RULESET, message_id=getattr(message, "message_id", None),
+                actor_id=actor and actor.actor_id, actor_name=actor and actor.name,
+                test_name=test and test.name)
+
+
+def _graded_outcome(message: wire.TestRolled, state: WorldState, dice: Dice) -> Outcome:
+    """``test_rolled``'s Outcome: the grading, never a card; its log says the level and the offer."""
+    reply = _test_rolled(message, state, dice)
+    columns = shared.AuditColumns(**_columns(message, None), outcome="graded",
+                                  level_before=reply.level, label_before=reply.label)
+    log: dict[str, object] = {"message_id": reply.message_id, "level": reply.level,
+                              "eligible": reply.fate.eligible, "reasons": reply.fate.reasons}
+    if reply.mismatch is not None:
+        log["reported_level"] = reply.mismatch.reported
+    return Outcome(reply, columns, None, log)
+
+
+def _fate_outcome(message: wire.FateSpend | wire.FateChoice, reply: wire.FateResolved,
+                  record: GradedRecord) -> Outcome:
+    """A Fate Test's Outcome: its card goes to the overlay when the test it was rolled on was
+    posted ``public`` (``GradedRecord.visibility``); a pending Fate Test CS card is shown, and its
+    final card replaces it."""
+    columns = shared.AuditColumns(
+        **_columns(message, record), outcome=reply.outcome, level_before=reply.level_before,
+        level_after=reply.level_after, label_before=reply.label_before,
+        label_after=reply.label_after, fate_roll=reply.fate_roll, point_name=reply.point.name)
+    log = {"message_id": reply.message_id, "fate_roll": reply.fate_roll, "fate_ml": reply.fate_ml,
+           "outcome": reply.outcome, "level_before": reply.level_before,
+           "level_after": reply.level_after, "point_id": reply.point.point_id,
+           "charges_after": reply.point.charges_after}
+    card = reply.card if record.visibility == "public" else None
+    return Outcome(reply, columns, card, log, card_key=reply.message_id)
 
 
 HANDLERS = {
-    wire.TestRolled: _test_rolled,
+    wire.Settings: _settings,
+    wire.TestRolled: _graded_outcome,
     wire.FateSpend: _fate_spend,
     wire.FateChoice: _fate_choice,
 }
 
 
-def summarize(message: wire.ClientMessage, reply: wire.BridgeMessage, state: WorldState) -> wire.AuditColumns:
-    """The audit columns of a sohl decision (read after it, from the same transaction)."""
-    graded = message.actor if isinstance(message, wire.TestRolled) else None
-    record = None if graded else _graded(state, getattr(message, "message_id", ""))
-    actor = graded or (record and record.actor)
-    test = message.test if isinstance(message, wire.TestRolled) else record and record.test
-    common = dict(
-        ruleset=sohl.RULESET,
-        message_id=getattr(message, "message_id", None),
-        actor_id=actor and actor.actor_id,
-        actor_name=actor and actor.name,
-        test_name=test and test.name,
-    )
-    match reply:
-        case wire.FateResolved():
-            return wire.AuditColumns(
-                **common, outcome=reply.outcome, level_before=reply.level_before,
-                level_after=reply.level_after, label_before=reply.label_before,
-                label_after=reply.label_after, fate_roll=reply.fate_roll, point_name=reply.point.name,
-            )
-        case wire.TestGraded():
-            return wire.AuditColumns(**common, outcome="graded", level_before=reply.level,
-                                     label_before=reply.label)
-        case wire.Error():
-            return wire.AuditColumns(**common, outcome=reply.code)
-    raise TypeError(f"not a sohl reply: {type(reply).__name__}")
+def refused(message: wire.ClientMessage, error: shared.Error, state: WorldState) -> shared.AuditColumns:
+    """The audit columns of a refused sohl request: the graded record it names (peeked: not an
+    input of the decision) and the error code."""
+    if isinstance(message, wire.Settings):
+        return shared.AuditColumns(outcome=error.code)
+    message_id = None if isinstance(message, wire.TestRolled) else getattr(message, "message_id", None)
+    record = None if message_id is None else state.peek(GRADED, message_id, GradedRecord)
+    return shared.AuditColumns(**_columns(message, record), outcome=error.code)

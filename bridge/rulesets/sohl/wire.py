@@ -6,8 +6,8 @@ from typing import Annotated, Literal, Union
 
 from msgspec import Meta
 
-from ..rules import sohl as _sohl_rules
-from .base import D100, BridgeMessage, Card, ClientMessage, Code, Id, Name, OutPart, Part, Visibility
+from . import rules as _sohl_rules
+from ...wire.base import BridgeMessage, Card, Code, D100, Id, Name, OutPart, Part, Request, UserRequest, Visibility
 
 # Bounds far beyond any real test, so that numbers stay exact in JavaScript and on cards.
 Eml = Annotated[int, Meta(ge=-1000, le=1000, description="A Mastery Level, as on the card (S1: not clamped to 5..95).")]
@@ -18,6 +18,13 @@ TestKind = Literal["skill", "attribute", "mystical", "fate"]
 Outcome = Literal["lost", "kept", "spent", "choice"]
 Choice = Literal["spend", "keep"]
 WithheldReason = Literal[_sohl_rules.WITHHELD_REASONS]  # S5, in the order reasons are reported
+FateOption = Literal[_sohl_rules.FATE_OPTIONS]  # S12
+
+
+class WorldSettings(OutPart, kw_only=True):
+    """A world's settings as the bridge applies them. ``fate_option`` is S12."""
+
+    fate_option: FateOption = _sohl_rules.DEFAULT_FATE_OPTION
 
 
 class Aura(Part, kw_only=True):
@@ -79,13 +86,12 @@ class SohlTest(Part, kw_only=True):
     item_id: Id | None = None
 
 
-class TestRolled(ClientMessage, tag="test_rolled", kw_only=True):
+class TestRolled(Request, tag="test_rolled", kw_only=True):
     """A Success Test appeared in chat; the bridge grades it and says whether Fate may touch it.
     Answered with ``test_graded``. Sending it again for an unfated ``message_id`` refreshes the
     snapshot (fresh charges); for a fated one, the stored grading comes back with
     ``already_fated``."""
 
-    event_id: Id
     ruleset: Literal["sohl"]
     message_id: Id
     actor: SohlActor
@@ -123,30 +129,26 @@ class TestGraded(BridgeMessage, tag="test_graded", kw_only=True):
     mismatch: LevelMismatch | None = None
 
 
-class FateSpend(ClientMessage, tag="fate_spend", kw_only=True):
+class FateSpend(UserRequest, tag="fate_spend", kw_only=True):
     """A user asks to spend ``point_id`` on the graded result ``message_id``. ``user_id`` is the
     Foundry user who clicked (the module relays Foundry's sender id, never a client claim);
     ``user_is_gm`` is Foundry's ``user.isGM`` for that user, looked up by the GM's module.
     Allowed for the actor's owners and GMs. Answered with ``fate_resolved`` or ``error``
     (not_found, not_eligible, already_fated, no_charges, forbidden)."""
 
-    event_id: Id
     message_id: Id
     point_id: Id
-    user_id: Id
     user_name: Name | None = None
     user_is_gm: bool = False
 
 
-class FateChoice(ClientMessage, tag="fate_choice", kw_only=True):
+class FateChoice(UserRequest, tag="fate_choice", kw_only=True):
     """The answer to a pending Fate Test Critical Success (S9): ``spend`` for +2 or ``keep`` for
     +1, by the player who spent or a GM (``user_is_gm``). Answered with ``fate_resolved``
     (outcome ``spent`` / ``kept``)."""
 
-    event_id: Id
     message_id: Id
     choice: Choice
-    user_id: Id
     user_name: Name | None = None
     user_is_gm: bool = False
 
@@ -216,5 +218,20 @@ class FateResolved(BridgeMessage, tag="fate_resolved", kw_only=True):
     choice_by: list[str] = []
 
 
-CLIENT = (TestRolled, FateSpend, FateChoice)
-BRIDGE = (TestGraded, FateResolved)
+class Settings(Request, tag="settings", kw_only=True):
+    """The GM's client sets the world's settings (S12); answered with ``settings_applied``.
+    ``event_id`` is optional here: settings are idempotent by nature."""
+
+    event_id: Id | None = None
+    fate_option: FateOption
+
+
+class SettingsApplied(BridgeMessage, tag="settings_applied", kw_only=True):
+    """The world's settings after a ``settings`` message."""
+
+    ref: str | None
+    settings: WorldSettings
+
+
+CLIENT = (Settings, TestRolled, FateSpend, FateChoice)
+BRIDGE = (SettingsApplied, TestGraded, FateResolved)

@@ -22,11 +22,13 @@ from typing import Literal
 
 import msgspec
 
-from .. import cards, wire
-from ..dice import Dice, DiceExhausted
-from ..errors import BadMessage, Forbidden, NotEligible, NotFound
-from ..rules import hmtw
-from ..state import WorldState
+from . import cards, wire
+from ... import wire as shared
+from ...ruleset import Outcome, handler, log_fields
+from ...dice import Dice, DiceExhausted
+from ...errors import BadMessage, Forbidden, NotEligible, NotFound
+from . import rules as hmtw
+from ...state import WorldState
 
 RULESET = hmtw.RULESET
 DECKS, TESTS, GROUPS, BOUND = "hmtw.decks", "hmtw.test", "hmtw.group", "hmtw.bound"
@@ -463,8 +465,7 @@ def _member(state: WorldState, test_id: str) -> TestRecord:
 # --- hmtw_push ----------------------------------------------------------------------------------
 
 
-def _push(message: wire.HmtwPush, state: WorldState,
-          dice: Dice) -> wire.HmtwTested | wire.HmtwGroupTested:
+def _push(message: wire.HmtwPush, state: WorldState, dice: Dice) -> Outcome:
     """H6: the drawer's one more card on a failed, still open test; success (never great) or
     great failure; the Fool is a great failure (and reshuffles when the test is finished, H7).
     A group member's push re-sums the group (H10)."""
@@ -514,7 +515,7 @@ def _push(message: wire.HmtwPush, state: WorldState,
     state.put(TESTS, record.test_id, record)
     _put_bound(state, record.obstacle, bound)
     _put_decks(state, decks)
-    return reply
+    return _outcome(message, reply, record.visibility)
 
 
 # --- hmtw_challenge_action ----------------------------------------------------------------------
@@ -634,19 +635,13 @@ def _clear_obstacle(message: wire.HmtwClearObstacle, state: WorldState,
                                     test_id=entry.test_id, card=card)
 
 
-def public_card(message: wire.ClientMessage, reply: wire.BridgeMessage,
-                state: WorldState) -> wire.Card | None:
-    """The card overlay viewers may see (``bridge.dispatch.public_card``): a test's, group
-    test's or Challenge Action's card when it was drawn ``public`` (a push follows its test); the
-    reshuffle notice of a GM command or GM draw; the GM's "circumstances changed" card."""
+def public_card(reply: wire.BridgeMessage, visibility: wire.Visibility | None) -> wire.Card | None:
+    """The card overlay viewers may see: a test's, group test's or Challenge Action's card when
+    it was drawn ``public`` (``visibility``: a push follows its test's); the reshuffle notice of a
+    GM command or GM draw; the GM's "circumstances changed" card."""
     match reply:
-        case wire.HmtwTested() | wire.HmtwChallengeDrawn():
-            test_id = reply.test.test_id if isinstance(reply, wire.HmtwTested) else reply.action_id
-            record = state.get(TESTS, test_id, TestRecord)
-            return reply.card if record is not None and record.visibility == "public" else None
-        case wire.HmtwGroupTested():
-            group = state.get(GROUPS, reply.test_id, GroupRecord)
-            return reply.card if group is not None and group.visibility == "public" else None
+        case wire.HmtwTested() | wire.HmtwChallengeDrawn() | wire.HmtwGroupTested():
+            return reply.card if visibility == "public" else None
         case wire.HmtwDecks() | wire.HmtwGmDrawn():
             return reply.notice
         case wire.HmtwObstacleCleared():
@@ -654,10 +649,20 @@ def public_card(message: wire.ClientMessage, reply: wire.BridgeMessage,
     return None
 
 
-HANDLERS = {
+def _outcome(message: wire.ClientMessage, reply: wire.BridgeMessage,
+             visibility: wire.Visibility | None) -> Outcome:
+    """A hmtw decision's :class:`~bridge.ruleset.Outcome`; ``visibility`` is the drawn test's."""
+    columns = summarize(message, reply)
+    return Outcome(reply, columns, public_card(reply, visibility), log_fields(columns))
+
+
+def _card_by_request(message: wire.ClientMessage, reply: wire.BridgeMessage) -> wire.Card | None:
+    return public_card(reply, getattr(message, "visibility", None))
+
+
+_DECIDERS = {
     wire.HmtwTest: _test,
     wire.HmtwGroupTest: _group_test,
-    wire.HmtwPush: _push,
     wire.HmtwChallengeAction: _challenge_action,
     wire.HmtwDeckCommand: _deck_command,
     wire.HmtwGmDraw: _gm_draw,
@@ -677,8 +682,7 @@ def _test_detail(test: wire.HmtwTestResult) -> str:
     return f"{line} = {test.total}: {test.outcome}"
 
 
-def summarize(message: wire.ClientMessage, reply: wire.BridgeMessage,
-              state: WorldState) -> wire.AuditColumns:
+def summarize(message: wire.ClientMessage, reply: wire.BridgeMessage) -> shared.AuditColumns:
     """The audit columns of a hmtw decision: ``message_id`` is the test, group or action id;
     ``outcome`` the test's (or group's) outcome, ``challenge``, ``gm_draw``, ``cleared``, the deck
     command, or the refusal's error code; ``detail`` one line of what was drawn."""
@@ -686,18 +690,18 @@ def summarize(message: wire.ClientMessage, reply: wire.BridgeMessage,
                   message_id=getattr(message, "test_id", None) or getattr(message, "action_id", None))
     match reply:
         case wire.HmtwTested(test=test):
-            return wire.AuditColumns(**common, actor_id=test.actor_id, actor_name=test.actor_name,
+            return shared.AuditColumns(**common, actor_id=test.actor_id, actor_name=test.actor_name,
                                      test_name=f"Test of fate: {hmtw.SUIT_NAMES[test.attribute]}",
                                      outcome=test.outcome, detail=_test_detail(test))
         case wire.HmtwGroupTested():
             attribute = reply.members[0].attribute
-            return wire.AuditColumns(
+            return shared.AuditColumns(
                 **{**common, "message_id": reply.test_id},
                 actor_name=" & ".join(m.actor_name for m in reply.members),
                 test_name=f"Group test: {hmtw.SUIT_NAMES[attribute]}", outcome=reply.outcome,
                 detail=f"hits {reply.hits}; " + "; ".join(_test_detail(m) for m in reply.members))
         case wire.HmtwChallengeDrawn():
-            return wire.AuditColumns(
+            return shared.AuditColumns(
                 **common, actor_id=reply.actor_id, actor_name=reply.actor_name,
                 test_name=f"Challenge Action: {hmtw.SUIT_NAMES[reply.attribute]}",
                 outcome="challenge", detail=f"{reply.drawn.name} {reply.drawn.value}: value {reply.value}")
@@ -706,12 +710,21 @@ def summarize(message: wire.ClientMessage, reply: wire.BridgeMessage,
             detail = (f"player {counts.player_undrawn} left / {counts.player_discarded} discarded; "
                       f"GM {counts.gm_undrawn} left / {counts.gm_discarded} discarded")
             if isinstance(reply, wire.HmtwGmDrawn):
-                return wire.AuditColumns(**common, outcome="gm_draw",
+                return shared.AuditColumns(**common, outcome="gm_draw",
                                          detail=f"{reply.drawn.name}; {detail}")
-            return wire.AuditColumns(**common, outcome=reply.command, detail=detail)
+            return shared.AuditColumns(**common, outcome=reply.command, detail=detail)
         case wire.HmtwObstacleCleared():
-            return wire.AuditColumns(**common, outcome="cleared",
+            return shared.AuditColumns(**common, outcome="cleared",
                                      detail=f"{reply.obstacle} (bound by {reply.test_id})")
-        case wire.Error():
-            return wire.AuditColumns(**common, outcome=reply.code, detail=reply.message)
+        case shared.Error():
+            return shared.AuditColumns(**common, outcome=reply.code, detail=reply.message)
     raise TypeError(f"not a hmtw reply: {type(reply).__name__}")
+
+
+HANDLERS = {wire.HmtwPush: _push,
+            **{kind: handler(decide, summarize, _card_by_request) for kind, decide in _DECIDERS.items()}}
+
+
+def refused(message: wire.ClientMessage, error: shared.Error, state: WorldState) -> shared.AuditColumns:
+    """The audit columns of a refused hmtw request (from the request alone)."""
+    return summarize(message, error)

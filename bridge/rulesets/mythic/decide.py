@@ -14,11 +14,13 @@ from __future__ import annotations
 
 import msgspec
 
-from .. import cards, wire
-from ..dice import Dice, DiceExhausted
-from ..errors import BadMessage, Forbidden, NotEligible
-from ..rules import mythic
-from ..state import WorldState
+from . import cards, wire
+from ... import wire as shared
+from ...ruleset import handler
+from ...dice import Dice, DiceExhausted
+from ...errors import BadMessage, Forbidden, NotEligible
+from . import rules as mythic
+from ...state import WorldState
 
 RULESET = mythic.RULESET
 OPTIONS, WORLD_KEY = "mythic.options", "world"
@@ -232,7 +234,8 @@ def _chart_catalog_query(message: wire.ChartCatalogQuery, state: WorldState) -> 
     )
 
 
-HANDLERS = {
+# Wrapped below the summarizer (every decision's Outcome: reply, columns, public card, log).
+_DECIDERS = {
     wire.ChartQuestion: _chart_question,
     wire.ChartOddsQuestion: _chart_odds_question,
     wire.ChartSettings: _chart_settings,
@@ -251,20 +254,28 @@ def answer_detail(reply: wire.ChartAnswered) -> str:
             f"roll {reply.roll}: {mythic.ANSWER_NAMES[reply.answer]}")
 
 
-def summarize(message: wire.ClientMessage, reply: wire.BridgeMessage, state: WorldState) -> wire.AuditColumns:
+def summarize(message: wire.ClientMessage, reply: wire.BridgeMessage) -> shared.AuditColumns:
     """The audit columns of a mythic decision: the answer word (``exceptional_yes``, ``yes``,
     ``no``, ``exceptional_no``), ``chart_settings`` or the refusal's code."""
     common = dict(ruleset=RULESET, actor_id=getattr(message, "actor_id", None),
                   actor_name=getattr(message, "actor_name", None))
     match reply:
         case wire.ChartAnswered():
-            return wire.AuditColumns(**common, test_name=reply.question, outcome=reply.answer,
+            return shared.AuditColumns(**common, test_name=reply.question, outcome=reply.answer,
                                      fate_roll=reply.roll, detail=answer_detail(reply))
         case wire.ChartSettingsApplied():
             odds = "on" if reply.odds_questions else "off"
-            return wire.AuditColumns(**common, outcome="chart_settings",
+            return shared.AuditColumns(**common, outcome="chart_settings",
                                      detail=f"odds questions {odds}, Chaos Factor {reply.chaos_factor}")
-        case wire.Error():
-            return wire.AuditColumns(**common, test_name=getattr(message, "question", None),
+        case shared.Error():
+            return shared.AuditColumns(**common, test_name=getattr(message, "question", None),
                                      outcome=reply.code)
     raise TypeError(f"not a mythic reply: {type(reply).__name__}")
+
+
+HANDLERS = {kind: handler(decide, summarize) for kind, decide in _DECIDERS.items()}
+
+
+def refused(message: wire.ClientMessage, error: shared.Error, state: WorldState) -> shared.AuditColumns:
+    """The audit columns of a refused mythic request (from the request alone)."""
+    return summarize(message, error)

@@ -13,8 +13,8 @@ from typing import Annotated, Literal
 
 from msgspec import Meta
 
-from ..rules import mythic as _chart
-from .base import D100, BridgeMessage, Card, ClientMessage, Id, Name, OutPart, Part, Visibility
+from . import rules as _chart
+from ...wire.base import BridgeMessage, Card, D100, Id, Name, OutPart, Part, Request, UserRequest, Visibility
 
 RankText = Annotated[
     str,
@@ -44,7 +44,7 @@ class ChartModifierTaken(Part, kw_only=True):
     times: Annotated[int, Meta(ge=1, le=_chart.MAX_REPEATS)] = 1
 
 
-class ChartQuestion(ClientMessage, tag="chart_question", kw_only=True):
+class ChartQuestion(UserRequest, tag="chart_question", kw_only=True):
     """Ask the Fate Chart (M1-M5, M7): ``acting_rank`` against ``difficulty_rank`` as the asker
     chose them, moved by the free shifts ``acting_shift`` / ``difficulty_shift`` (M4) and, for a
     ``named`` question, by its built-in shift and the ``modifiers`` taken. ``question`` is the
@@ -52,7 +52,6 @@ class ChartQuestion(ClientMessage, tag="chart_question", kw_only=True):
     the ChatMessage speaker. Anyone may ask. Answered ``chart_answered`` or ``error``
     (bad_message for an unknown rank or a modifier the named question does not list)."""
 
-    event_id: Id
     acting_rank: RankText
     difficulty_rank: RankText
     acting_shift: RankShift = 0
@@ -60,22 +59,19 @@ class ChartQuestion(ClientMessage, tag="chart_question", kw_only=True):
     named: NamedQuestionKey | None = None
     modifiers: Annotated[list[ChartModifierTaken], Meta(max_length=16)] = []
     question: Name | None = None
-    user_id: Id
     user_name: Name | None = None
     actor_id: Id | None = None
     actor_name: Name | None = None
     visibility: Visibility = "public"
 
 
-class ChartOddsQuestion(ClientMessage, tag="chart_odds_question", kw_only=True):
+class ChartOddsQuestion(UserRequest, tag="chart_odds_question", kw_only=True):
     """Ask the Fate Chart by odds (M6) under the world's Chaos Factor, when the GM has turned odds
     questions on (``chart_settings``). Answered ``chart_answered`` or ``error`` (not_eligible
     while odds questions are off; bad_message for unknown odds)."""
 
-    event_id: Id
     odds: OddsText
     question: Name | None = None
-    user_id: Id
     user_name: Name | None = None
     actor_id: Id | None = None
     actor_name: Name | None = None
@@ -120,14 +116,12 @@ class ChartAnswered(BridgeMessage, tag="chart_answered", kw_only=True):
     card: Card
 
 
-class ChartSettings(ClientMessage, tag="chart_settings", kw_only=True):
+class ChartSettings(UserRequest, tag="chart_settings", kw_only=True):
     """The GM sets the world's Fate Chart options: ``odds_questions`` (M6 on or off; off until
     set) and ``chaos_factor`` (1..9, 5 until set); an absent field is left as it is. Only a GM
     (``user_is_gm``, filled by the GM's module from Foundry) may; others get ``forbidden``.
     Answered ``chart_settings_applied``."""
 
-    event_id: Id
-    user_id: Id
     user_is_gm: bool = False
     odds_questions: bool | None = None
     chaos_factor: ChaosFactor | None = None
@@ -141,10 +135,9 @@ class ChartSettingsApplied(BridgeMessage, tag="chart_settings_applied", kw_only=
     chaos_factor: int
 
 
-class ChartCatalogQuery(ClientMessage, tag="chart_catalog_query", kw_only=True):
+class ChartCatalogQuery(Request, tag="chart_catalog_query", kw_only=True):
     """Ask for what the module's Fate Chart dialog lists; answered ``chart_catalog``."""
 
-    event_id: Id
 
 
 class ChartModifierInfo(OutPart, kw_only=True):

@@ -10,7 +10,7 @@ from typing import Annotated, Literal
 
 from msgspec import Meta
 
-from .base import BridgeMessage, Card, ClientMessage, Id, Name, OutPart, Part, Visibility
+from ...wire.base import BridgeMessage, Card, Id, Name, OutPart, Part, UserRequest, Visibility
 
 HmtwAttribute = Literal["swords", "pentacles", "cups", "wands"]
 HmtwScore = Annotated[int, Meta(ge=1, le=4, description="An attribute score, 1..4 (H3).")]
@@ -34,7 +34,7 @@ class HmtwActor(Part, kw_only=True):
     owner_user_ids: Annotated[list[Id], Meta(max_length=64)] = []
 
 
-class HmtwTest(ClientMessage, tag="hmtw_test", kw_only=True):
+class HmtwTest(UserRequest, tag="hmtw_test", kw_only=True):
     """A test of fate (H3-H6, H9): ``actor`` tests ``attribute`` at ``score``, with ``favor``
     and/or ``disfavor`` (both cancel, H4), against ``obstacle`` (optional; a failure binds it,
     H9). ``test_id`` names the test for a later ``hmtw_push`` (unique in the world). ``user_id``
@@ -43,7 +43,6 @@ class HmtwTest(ClientMessage, tag="hmtw_test", kw_only=True):
     Answered ``hmtw_tested``, or ``error`` (forbidden; not_eligible when the obstacle is bound by
     fate; bad_message for a ``test_id`` already used)."""
 
-    event_id: Id
     test_id: Id
     actor: HmtwActor
     attribute: HmtwAttribute
@@ -51,7 +50,6 @@ class HmtwTest(ClientMessage, tag="hmtw_test", kw_only=True):
     favor: bool = False
     disfavor: bool = False
     obstacle: HmtwObstacleName | None = None
-    user_id: Id
     user_name: Name | None = None
     user_is_gm: bool = False
     visibility: Visibility = "public"
@@ -69,85 +67,73 @@ class HmtwGroupMember(Part, kw_only=True):
     user_name: Name | None = None
 
 
-class HmtwGroupTest(ClientMessage, tag="hmtw_group_test", kw_only=True):
+class HmtwGroupTest(UserRequest, tag="hmtw_group_test", kw_only=True):
     """A group test (H10): ``members`` are the most and the least qualified adventurer, in that
     order; each draws for ``attribute``. Their tests are ``<test_id>/1`` and ``<test_id>/2``
     for ``hmtw_push``. ``user_id`` is who asked (an owner of a member's actor or a GM);
     ``visibility`` as in ``hmtw_test``. Answered ``hmtw_group_tested`` or ``error``, as
     ``hmtw_test``."""
 
-    event_id: Id
     test_id: HmtwGroupTestId
     attribute: HmtwAttribute
     obstacle: HmtwObstacleName | None = None
     members: Annotated[list[HmtwGroupMember], Meta(min_length=2, max_length=2)]
-    user_id: Id
     user_name: Name | None = None
     user_is_gm: bool = False
     visibility: Visibility = "public"
 
 
-class HmtwPush(ClientMessage, tag="hmtw_push", kw_only=True):
+class HmtwPush(UserRequest, tag="hmtw_push", kw_only=True):
     """The drawer pushes fate on the failed test ``test_id`` (H6): one more card. Answered
     ``hmtw_tested`` (a group member's test: ``hmtw_group_tested``), or ``error``: not_found
     (no such test), forbidden (not the user who drew), not_eligible (a Challenge Action, H8; not
     a failure; pushed already; or the table has drawn since, H6)."""
 
-    event_id: Id
     test_id: Id
-    user_id: Id
     user_name: Name | None = None
 
 
-class HmtwChallengeAction(ClientMessage, tag="hmtw_challenge_action", kw_only=True):
+class HmtwChallengeAction(UserRequest, tag="hmtw_challenge_action", kw_only=True):
     """A Challenge Action (H8): value = card + ``score`` +/- 3; never bound by fate, never
     pushed; a Fool drawn here reshuffles at the round's end (H7). ``action_id`` is unique in
     the world; ``visibility`` as in ``hmtw_test``. Answered ``hmtw_challenge_drawn`` or
     ``error`` (forbidden)."""
 
-    event_id: Id
     action_id: Id
     actor: HmtwActor
     attribute: HmtwAttribute
     score: HmtwScore
     favor: bool = False
     disfavor: bool = False
-    user_id: Id
     user_name: Name | None = None
     user_is_gm: bool = False
     visibility: Visibility = "public"
 
 
-class HmtwDeckCommand(ClientMessage, tag="hmtw_deck_command", kw_only=True):
+class HmtwDeckCommand(UserRequest, tag="hmtw_deck_command", kw_only=True):
     """A GM's deck command: ``status`` (counts, what is pending, the obstacles bound),
     ``reshuffle`` (both decks, now), ``round_end`` (a Challenge round ends: a Fool drawn in it
     reshuffles both decks, H7), ``close_push`` (the push window closes: no open test may be
     pushed any more, and a Fool drawn in one reshuffles now, H11). Answered ``hmtw_decks``;
     non-GMs get ``forbidden``."""
 
-    event_id: Id
     command: HmtwDeckCommandName
-    user_id: Id
     user_is_gm: bool = False
 
 
-class HmtwGmDraw(ClientMessage, tag="hmtw_gm_draw", kw_only=True):
+class HmtwGmDraw(UserRequest, tag="hmtw_gm_draw", kw_only=True):
     """The GM draws from the GM deck (the major arcana, H1). Answered ``hmtw_gm_drawn``;
     non-GMs get ``forbidden``."""
 
-    event_id: Id
-    user_id: Id
     user_is_gm: bool = False
 
 
-class HmtwClearObstacle(ClientMessage, tag="hmtw_clear_obstacle", kw_only=True):
+class HmtwClearObstacle(UserRequest, tag="hmtw_clear_obstacle", kw_only=True):
     """The GM marks that circumstances changed (H9): ``obstacle`` may be tested again.
     Answered ``hmtw_obstacle_cleared``; ``not_found`` when it is not bound, ``forbidden`` for
     non-GMs."""
 
-    event_id: Id
     obstacle: HmtwObstacleName
-    user_id: Id
     user_is_gm: bool = False
 
 

@@ -20,11 +20,13 @@ from collections.abc import Callable
 
 import msgspec
 
-from .. import cards, wire
-from ..dice import Dice, DiceExhausted
-from ..errors import BadMessage, Forbidden, NoCharges, NotEligible, NotFound
-from ..rules import pool
-from ..state import WorldState
+from . import cards, wire
+from ... import wire as shared
+from ...ruleset import handler
+from ...dice import Dice, DiceExhausted
+from ...errors import BadMessage, Forbidden, NoCharges, NotEligible, NotFound
+from . import rules as pool
+from ...state import WorldState
 
 RULESET = pool.RULESET
 WORLD, CONFIG, CHARACTER, ROLL = "pool.world", "pool.config", "pool.character", "pool.roll"
@@ -55,7 +57,7 @@ class CharacterRecord(msgspec.Struct, kw_only=True, frozen=True):
 
     character_id: str
     name: str
-    kind: wire.pool.CharacterKind
+    kind: wire.CharacterKind
     owner_user_ids: list[str]
     level: int
     stamina: int
@@ -70,9 +72,9 @@ class RollRecord(msgspec.Struct, kw_only=True, frozen=True):
 
     roll_id: str
     character_id: str
-    kind: wire.pool.D20RollKind
+    kind: wire.D20RollKind
     label: str | None
-    mode: wire.pool.Mode
+    mode: wire.Mode
     d20s: list[int]
     total: int
     dc: int | None
@@ -176,7 +178,7 @@ def _configure(message: wire.PoolConfigure, state: WorldState, dice: Dice) -> wi
     return wire.PoolConfigured(event_id=message.event_id, config=config)
 
 
-def _ledger_reply(message: wire.PoolGmRequest, action: wire.pool.LedgerAction, world: WorldRecord,
+def _ledger_reply(message: wire.PoolGmRequest, action: wire.LedgerAction, world: WorldRecord,
                   records: list[CharacterRecord]) -> wire.PoolLedger:
     title = LEDGER_TITLES[action]
     card = cards.render_card("pool_ledger.html.j2", title=title, ruleset=RULESET, action=action,
@@ -496,7 +498,8 @@ def _reroll(message: wire.PoolReroll, state: WorldState, dice: Dice) -> wire.Poo
     )
 
 
-HANDLERS = {
+# Wrapped below the summarizer (every decision's Outcome: reply, columns, public card, log).
+_DECIDERS = {
     wire.PoolConfigure: _configure,
     wire.PoolCharacter: _enter_character,
     wire.PoolSessionStart: _session_start,
@@ -517,26 +520,26 @@ def _fate_line(entry: wire.PoolLedgerEntry) -> str:
             f"stamina {entry.stamina}, level {entry.level}")
 
 
-def summarize(message: wire.ClientMessage, reply: wire.BridgeMessage, state: WorldState) -> wire.AuditColumns:
+def summarize(message: wire.ClientMessage, reply: wire.BridgeMessage) -> shared.AuditColumns:
     """The audit columns of a pool decision (read after it, from the same transaction): the
     character, what was rolled, the outcome word and one line of the ledger after."""
     match reply:
         case wire.PoolCheckRolled():
-            return wire.AuditColumns(
+            return shared.AuditColumns(
                 ruleset=RULESET, actor_id=reply.character_id, actor_name=reply.character.name,
                 test_name=reply.label or "Check", outcome="passed" if reply.passed else "failed",
                 detail=(f"{reply.pool_size}d6 on {reply.threshold}+: {reply.successes} vs {reply.needed}; "
                         f"{_fate_line(reply.character)}"),
             )
         case wire.PoolSaveRolled():
-            return wire.AuditColumns(
+            return shared.AuditColumns(
                 ruleset=RULESET, message_id=reply.roll_id, actor_id=reply.character_id,
                 actor_name=reply.character.name, test_name=reply.label,
                 outcome="passed" if reply.passed else "failed", fate_roll=reply.kept,
                 detail=f"total {reply.total} vs DC {reply.dc}",
             )
         case wire.PoolRerolled():
-            return wire.AuditColumns(
+            return shared.AuditColumns(
                 ruleset=RULESET, message_id=reply.roll_id, actor_id=reply.character_id,
                 actor_name=reply.character.name, test_name=reply.label or reply.kind, outcome="rerolled",
                 fate_roll=reply.kept, point_name="session Fate" if reply.fate_spent.from_session else "earned Fate",
@@ -545,15 +548,23 @@ def summarize(message: wire.ClientMessage, reply: wire.BridgeMessage, state: Wor
             )
         case wire.PoolLedger():
             one = reply.characters[0] if len(reply.characters) == 1 else None
-            return wire.AuditColumns(
+            return shared.AuditColumns(
                 ruleset=RULESET, actor_id=one and one.character_id, actor_name=one and one.name,
                 outcome=reply.action, detail="; ".join(_fate_line(e) for e in reply.characters) or None,
             )
         case wire.PoolConfigured():
-            return wire.AuditColumns(ruleset=RULESET, outcome="configured")
-        case wire.Error():
-            return wire.AuditColumns(
+            return shared.AuditColumns(ruleset=RULESET, outcome="configured")
+        case shared.Error():
+            return shared.AuditColumns(
                 ruleset=RULESET, message_id=getattr(message, "roll_id", None),
                 actor_id=getattr(message, "character_id", None), outcome=reply.code,
             )
     raise TypeError(f"not a pool reply: {type(reply).__name__}")
+
+
+HANDLERS = {kind: handler(decide, summarize) for kind, decide in _DECIDERS.items()}
+
+
+def refused(message: wire.ClientMessage, error: shared.Error, state: WorldState) -> shared.AuditColumns:
+    """The audit columns of a refused pool request (from the request alone)."""
+    return summarize(message, error)

@@ -12,9 +12,9 @@ from typing import Annotated, Literal
 
 from msgspec import Meta
 
-from ..rules import pool as _pool_rules
-from ..rules.pool import MAX_LEVEL, MAX_TIER
-from .base import BridgeMessage, Card, ClientMessage, Id, Name, OutPart, Part
+from . import rules as _pool_rules
+from .rules import MAX_LEVEL, MAX_TIER
+from ...wire.base import BridgeMessage, Card, Id, Name, OutPart, Part, UserRequest
 
 __all__ = [
     "PoolGmRequest", "PoolStatRow", "PoolConfig", "PoolConfigure", "PoolConfigured", "PoolCharacter",
@@ -41,11 +41,9 @@ Sources = Annotated[int, Meta(ge=0, le=9, description="How many sources (P13: an
 CharacterIds = Annotated[list[Id], Meta(max_length=64)]
 
 
-class PoolGmRequest(ClientMessage, kw_only=True):
+class PoolGmRequest(UserRequest, kw_only=True):
     """Base of the GM's ledger requests: refused with ``forbidden`` unless ``user_is_gm``."""
 
-    event_id: Id
-    user_id: Id
     user_name: Name | None = None
     user_is_gm: bool = False
 
@@ -136,12 +134,10 @@ class PoolSetStamina(PoolGmRequest, tag="pool_set_stamina", kw_only=True):
     stamina: Count
 
 
-class PoolLedgerQuery(ClientMessage, tag="pool_ledger_query", kw_only=True):
+class PoolLedgerQuery(UserRequest, tag="pool_ledger_query", kw_only=True):
     """Read ledger entries: the listed characters, or (empty) every character the user may see:
     all for a GM, the owned ones for a player. Changes nothing. Answered with ``pool_ledger``."""
 
-    event_id: Id
-    user_id: Id
     user_is_gm: bool = False
     character_ids: CharacterIds = []
 
@@ -175,13 +171,11 @@ class PoolLedger(BridgeMessage, tag="pool_ledger", kw_only=True):
     card: Card | None = None
 
 
-class PoolRoller(ClientMessage, kw_only=True):
+class PoolRoller(UserRequest, kw_only=True):
     """Base of a roll asked for a character: allowed to its owners and GMs (``forbidden``
     otherwise). ``user_id`` is Foundry's sender id."""
 
-    event_id: Id
     character_id: Id
-    user_id: Id
     user_name: Name | None = None
     user_is_gm: bool = False
     label: Name | None = None
@@ -306,7 +300,7 @@ class PoolD20Roll(Part, kw_only=True):
     label: Name | None = None
 
 
-class PoolReroll(ClientMessage, tag="pool_reroll", kw_only=True):
+class PoolReroll(UserRequest, tag="pool_reroll", kw_only=True):
     """Pay 1 Fate to reroll a d20 roll (P7), session Fate first. ``roll_id``: the ChatMessage id
     of a d20 roll (then ``roll`` gives it, the first time), or the ``roll_id`` of a bridge save
     or an earlier reroll. Once the bridge holds a roll, its own latest roll is rerolled and
@@ -314,9 +308,7 @@ class PoolReroll(ClientMessage, tag="pool_reroll", kw_only=True):
     follower, ``no_charges`` with no Fate, ``not_found`` for an unknown roll, ``forbidden`` for a
     user who does not own the character."""
 
-    event_id: Id
     roll_id: Id
-    user_id: Id
     user_name: Name | None = None
     user_is_gm: bool = False
     roll: PoolD20Roll | None = None

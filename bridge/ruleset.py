@@ -1,0 +1,125 @@
+"""The plug-in interface of a ruleset: one typed :class:`Ruleset` value per game.
+
+A ruleset lives in one folder, ``bridge/rulesets/<id>/``: ``rules.py`` (pure tables and
+functions), ``wire.py`` (its messages), ``decide.py`` (its handlers), ``cards.py`` and
+``templates/`` (its chat cards), and ``__init__.py`` exporting ``RULESET``, a :class:`Ruleset`.
+``bridge/rulesets/__init__.py`` lists the installed rulesets; the wire union
+(``bridge.wire.ClientMessages``), the router (``bridge.dispatch``), the schemas and ``welcome``
+are built from that list, so adding a ruleset is one folder and one line.
+
+One decision is one call: a :data:`Handler` takes the request, the world's state and the dice and
+returns one :class:`Outcome` (the reply, its audit columns, the card overlay viewers may see, the
+keys of the decision's log line), or raises a :class:`~bridge.errors.Refusal` before writing
+anything; then :attr:`Ruleset.refused` gives the audit columns of that refusal.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any
+
+import msgspec
+
+if TYPE_CHECKING:  # the wire package builds its union from the rulesets: no import cycle at run time
+    from .dice import Dice
+    from .state import WorldState
+    from .wire import AuditColumns, BridgeMessage, Card, ClientMessage, Error
+
+@dataclass(frozen=True, slots=True)
+class Outcome:
+    """Everything one decision produced, returned by its handler in one piece.
+
+    ``reply``: the message sent back (stored under the request's ``event_id``). ``columns``: what
+    its audit record is listed and filtered by. ``card``: the card the world's overlay viewers may
+    see, or None (whispered, blind, GM-only, or no card). ``log``: the keys of the decision's one
+    log line (ruleset-specific; the session adds ``event_id``, ``type``, ``replayed``...).
+    ``card_key``: the overlay slot the card fills (a later card with the same key replaces it;
+    sohl keys a Fate card by its ChatMessage, so the final card of a Fate Test CS replaces the
+    pending one); None: the request's ``event_id``. ``refused``: the reply is an ``error``
+    (:func:`bridge.dispatch.decide` made it from a Refusal): the decision's writes are undone."""
+
+    reply: BridgeMessage
+    columns: AuditColumns
+    card: Card | None = None
+    log: Mapping[str, object] = field(default_factory=dict)
+    card_key: str | None = None
+    refused: bool = False
+
+
+Handler = Callable[[Any, "WorldState", "Dice"], Outcome]
+"""``(request, state, dice) -> Outcome``; raises a Refusal (nothing written) to refuse."""
+
+Query = Callable[[Any, "WorldState"], "BridgeMessage"]
+"""A read-only request (e.g. the Fate Chart dialog's catalog): answered from the world's state
+without a decision: no event_id replay, no audit record, no dice, nothing written."""
+
+Refused = Callable[[Any, "Error", "WorldState"], "AuditColumns"]
+"""``(request, error, state) -> AuditColumns``: the columns of a refused request; it reads the
+state only with ``state.peek`` (describing the refusal is not part of deciding it)."""
+
+
+@dataclass(frozen=True, slots=True)
+class Ruleset:
+    """One game's plug-in: its id, its messages and how each is answered.
+
+    ``id``: the name announced in ``welcome.rulesets`` and stored in audit columns (``"sohl"``).
+    ``client``/``bridge``: the message classes it adds to the wire union (client ones must each be
+    handled by ``handlers`` or ``queries``). ``handlers``: decision messages -> :data:`Handler`.
+    ``refused``: the audit columns of a refusal. ``queries``: read-only messages -> :data:`Query`.
+    ``settings``: the world-settings messages among ``client`` (e.g. sohl's S12 ``settings``),
+    answered like any other decision. Raises ``ValueError`` when a client message has no handler
+    or query, or is not a ``wire.Request`` (the session accepts nothing else from a ruleset)."""
+
+    id: str
+    client: tuple[type[ClientMessage], ...]
+    bridge: tuple[type[BridgeMessage], ...]
+    handlers: Mapping[type, Handler]
+    refused: Refused
+    queries: Mapping[type, Query] = field(default_factory=dict)
+    settings: tuple[type[ClientMessage], ...] = ()
+
+    def __post_init__(self) -> None:
+        from .wire.base import Request  # the wire package imports the rulesets: import at use
+
+        unhandled = [c.__name__ for c in self.client if c not in self.handlers and c not in self.queries]
+        if unhandled:
+            raise ValueError(f"ruleset {self.id!r}: no handler or query for {', '.join(unhandled)}")
+        if not set(self.settings) <= set(self.handlers):
+            raise ValueError(f"ruleset {self.id!r}: its settings messages must be among its handlers")
+        loose = [c.__name__ for c in self.client if not issubclass(c, Request)]
+        if loose:
+            raise ValueError(f"ruleset {self.id!r}: {', '.join(loose)} must derive from wire.Request "
+                             "(or UserRequest): a ruleset's messages are requests with an event_id")
+
+
+def log_fields(columns: AuditColumns) -> dict[str, object]:
+    """The default log keys of a decision: its audit columns that are set (outcome, actor...)."""
+    return {key: value for key, value in msgspec.structs.asdict(columns).items() if value is not None}
+
+
+def visible_card(message: Any, reply: BridgeMessage) -> Card | None:
+    """The usual public card: the reply's ``card`` when the request says its result is
+    ``public``; nothing for a request without ``visibility`` (private unless a ruleset says so)."""
+    if getattr(message, "visibility", None) != "public":
+        return None
+    return getattr(reply, "card", None)
+
+
+Columns = Callable[[Any, "BridgeMessage"], "AuditColumns"]
+
+
+def handler(reply_of: Callable[[Any, WorldState, Dice], BridgeMessage], columns: Columns,
+            card: Callable[[Any, BridgeMessage], Card | None] = visible_card) -> Handler:
+    """A :data:`Handler` for a decision whose columns and card follow from the request and the
+    reply alone: ``reply_of(request, state, dice)`` decides; ``columns(request, reply)`` and
+    ``card(request, reply)`` describe it; its log keys are its columns (:func:`log_fields`)."""
+
+    def handle(message: Any, state: WorldState, dice: Dice) -> Outcome:
+        reply = reply_of(message, state, dice)
+        listed = columns(message, reply)
+        return Outcome(reply, listed, card(message, reply), log_fields(listed))
+
+    handle.__doc__ = reply_of.__doc__
+    handle.__wrapped__ = reply_of  # type: ignore[attr-defined]
+    return handle

@@ -1,0 +1,18 @@
+"""The pool ruleset: the dice pool: checks, saves, rerolls bought with Fate, the ledger (P1-P13).
+
+``rules`` (pure tables and functions), ``wire`` (its messages), ``decide`` (its handlers),
+``cards`` and ``templates/`` (its chat cards); :data:`RULESET` plugs it into the bridge.
+"""
+
+from __future__ import annotations
+
+from ...ruleset import Ruleset
+from . import rules, wire, decide  # rules first: the shared wire reads its tables
+
+RULESET = Ruleset(
+    id=rules.RULESET,
+    client=wire.CLIENT,
+    bridge=wire.BRIDGE,
+    handlers=decide.HANDLERS,
+    refused=decide.refused,
+)

@@ -1,0 +1,19 @@
+"""The sohl ruleset: Song of Heroic Lands: Fate on a Success Test (DECISIONS.md S1-S12).
+
+``rules`` (pure tables and functions), ``wire`` (its messages), ``decide`` (its handlers),
+``cards`` and ``templates/`` (its chat cards); :data:`RULESET` plugs it into the bridge.
+"""
+
+from __future__ import annotations
+
+from ...ruleset import Ruleset
+from . import rules, wire, decide  # rules first: the shared wire reads its tables
+
+RULESET = Ruleset(
+    id=rules.RULESET,
+    client=wire.CLIENT,
+    bridge=wire.BRIDGE,
+    handlers=decide.HANDLERS,
+    refused=decide.refused,
+    settings=(wire.Settings,),
+)

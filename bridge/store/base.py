@@ -1,0 +1,160 @@
+"""What every store backend provides: the :class:`Store` protocol the shell calls, and the plain
+values it takes and returns (worlds, decisions, audit rows and filters).
+
+Pure declarations: no SQL, no threads. ``bridge/store/sqlite.py`` is the embedded backend; a
+PostgreSQL one implements the same protocol.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any, Protocol, TypeVar
+
+from .. import audit, wire
+from ..state import WorldState
+
+T = TypeVar("T")
+
+
+@dataclass(frozen=True, slots=True)
+class World:
+    """A registered world: its token's SHA-256 (hex; None for ``resolve``'s implicit world), its
+    settings and its overlay viewer key (clear text; None until one is made)."""
+
+    world_id: str
+    token_hash: str | None
+    settings: wire.WorldSettings
+    viewer_key: str | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class Decided:
+    """The outcome of :meth:`Store.decide`: the reply frame, whether it was replayed from a
+    repeated ``event_id`` (nothing ran), and, when replayed, whether the repeat carried a
+    different request than the one first decided (``other_request``: the event_id was reused).
+    ``kept``: the decision's own :attr:`Decision.kept` when it ran (None when replayed)."""
+
+    reply: bytes
+    replayed: bool
+    other_request: bool = False
+    kept: Any = None
+
+
+AuditEntry = audit.AuditEntry
+
+@dataclass(frozen=True, slots=True)
+class AuditFilter:
+    """Filters of ``audit list``/``export`` and ``audit_query``; None = any. ``since`` is
+    inclusive, ``until`` exclusive (ISO-8601 UTC text)."""
+
+    world_id: str | None = None
+    actor_id: str | None = None
+    ruleset: str | None = None
+    outcome: str | None = None
+    since: str | None = None
+    until: str | None = None
+    before_seq: int | None = None
+    limit: int | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class AuditRow:
+    """One stored audit record: the global ``id`` (for ``audit show``), the record's canonical
+    bytes, its chain links and its summary."""
+
+    id: int
+    world_id: str
+    seq: int
+    ts: str
+    type: str
+    event_id: str | None
+    user_id: str | None
+    summary: wire.AuditColumns
+    record: bytes
+    prev_hash: str
+    hash: str
+
+
+@dataclass(frozen=True, slots=True)
+class Decision:
+    """What a decision function returns: the reply frame; ``ok`` False for a refusal (its
+    writes are rolled back, the reply is still kept under the event_id); the audit entry to
+    append to the world's chain in the same transaction (None: not audited); ``kept``: whatever
+    the caller wants back from the writer thread (returned as :attr:`Decided.kept`, never stored)."""
+
+    reply: bytes
+    ok: bool
+    audit: AuditEntry | None = None
+    kept: Any = None
+
+
+DecisionFn = Callable[[WorldState], Decision]
+"""A decision run on the writer thread inside the decision's transaction."""
+
+
+class Store(Protocol):
+    """The async store interface the server, CLI and ``resolve`` use: every method they call.
+    A backend also offers a way to open itself (``SQLiteStore.open(path)``)."""
+
+    async def world(self, world_id: str) -> World | None:
+        """The registered world, or None."""
+        ...
+
+    async def add_world(self, world_id: str, token_hash: str | None) -> None:
+        """Register a world. Raises ``ConfigError`` if it exists."""
+        ...
+
+    async def set_token(self, world_id: str, token_hash: str) -> None:
+        """Give a world a new token hash. Raises ``ConfigError`` if it is not registered."""
+        ...
+
+    async def remove_world(self, world_id: str) -> None:
+        """Unregister a world (token and viewer key stop working); its state and audit trail are
+        kept for when it is added again. Raises ``ConfigError`` if it is not registered."""
+        ...
+
+    async def viewer_key(self, world_id: str, candidate: str, *, rotate: bool = False) -> str:
+        """The world's overlay viewer key: the stored one, or ``candidate`` stored in its place
+        when there is none yet or ``rotate`` is set. Raises ``ConfigError`` if the world is not
+        registered."""
+        ...
+
+    async def worlds(self) -> list[World]:
+        """Every registered world, by id."""
+        ...
+
+    async def decide(self, world_id: str, event_id: str | None, decision: DecisionFn,
+                     request_hash: str | None = None) -> Decided:
+        """Run one decision in one transaction (see the module docstring). ``request_hash``
+        identifies the request, so a reused ``event_id`` can be told from a repeat (the stored
+        reply is returned either way, as the contract says)."""
+        ...
+
+    async def read(self, world_id: str, query: Callable[[WorldState], T]) -> T:
+        """Run a read-only ``query`` on the world's state; anything it writes is discarded."""
+        ...
+
+    async def audit_page(self, world_id: str, query: wire.AuditQuery) -> wire.AuditPage:
+        """A page of ``world_id``'s audit trail for the module's audit window (``audit_query``),
+        newest first, filtered as the query says; ``more`` when older records match too."""
+        ...
+
+    async def audit_rows(self, where: AuditFilter) -> list[AuditRow]:
+        """Audit records matching ``where`` (any world unless it names one), newest first
+        (``audit list``/``export``)."""
+        ...
+
+    async def audit_row(self, row_id: int) -> AuditRow | None:
+        """The audit record with global id ``row_id`` (``audit show``), or None."""
+        ...
+
+    async def verify(self, world_id: str | None, key: bytes | None) -> list[audit.WorldReport]:
+        """Check every world's chain (or one world's): links, hashes, sequence gaps, signed
+        checkpoints (with ``key``) and the re-derivation of each decision
+        (:func:`bridge.audit.verify_world`); one report per world."""
+        ...
+
+    async def close(self) -> None:
+        """Finish pending work and close; idempotent."""
+        ...

@@ -1,0 +1,108 @@
+"""The SQLite store's worlds: registering, tokens, viewer keys, removal (state kept).
+
+A mixin of :class:`~bridge.store.sqlite.SQLiteStore`: its ``*_sync`` methods run on the store's
+writer thread; the async ones are the :class:`~bridge.store.base.Store` methods.
+"""
+
+from __future__ import annotations
+
+import sqlite3
+from typing import TYPE_CHECKING
+
+from .base import World
+from .. import wire
+from .schema import _encode, _settings_decoder, utc_now
+
+if TYPE_CHECKING:
+    from collections.abc import Callable
+    from typing import TypeVar
+
+    T = TypeVar("T")
+
+
+class WorldRows:
+    """The worlds table (see :class:`~bridge.store.base.Store` for each method's contract)."""
+
+    _conn: sqlite3.Connection | None
+    _WORLD = "world_id, token_hash, settings, viewer_key"
+
+    if TYPE_CHECKING:
+        async def _run(self, fn: Callable[..., T], *args: object) -> T: ...
+        def _transaction(self, work: Callable[[sqlite3.Connection], T]) -> T: ...
+
+    @staticmethod
+    def _world_row(row: tuple) -> World:
+        return World(row[0], row[1], _settings_decoder.decode(row[2]), row[3])
+
+    def _world_sync(self, world_id: str) -> World | None:
+        assert self._conn is not None
+        row = self._conn.execute(
+            f"SELECT {self._WORLD} FROM worlds WHERE world_id = ? AND removed_at IS NULL", (world_id,)
+        ).fetchone()
+        return None if row is None else self._world_row(row)
+
+    def _add_world_sync(self, world_id: str, token_hash: str | None) -> None:
+        def work(conn: sqlite3.Connection) -> None:
+            self._require_world(conn, world_id, registered=False)
+            # a removed world comes back with everything it had (results stay fated, S11)
+            conn.execute(
+                "INSERT INTO worlds (world_id, token_hash, settings) VALUES (?, ?, ?)"
+                " ON CONFLICT (world_id) DO UPDATE SET token_hash = excluded.token_hash, removed_at = NULL",
+                (world_id, token_hash, _encode(wire.WorldSettings())))
+        self._transaction(work)
+
+    def _set_token_sync(self, world_id: str, token_hash: str) -> None:
+        def work(conn: sqlite3.Connection) -> None:
+            self._require_world(conn, world_id, registered=True)
+            conn.execute("UPDATE worlds SET token_hash = ? WHERE world_id = ?", (token_hash, world_id))
+        self._transaction(work)
+
+    def _remove_world_sync(self, world_id: str) -> None:
+        def work(conn: sqlite3.Connection) -> None:
+            self._require_world(conn, world_id, registered=True)
+            conn.execute("UPDATE worlds SET token_hash = NULL, viewer_key = NULL, removed_at = ?"
+                         " WHERE world_id = ?", (utc_now(), world_id))
+        self._transaction(work)
+
+    def _worlds_sync(self) -> list[World]:
+        assert self._conn is not None
+        rows = self._conn.execute(
+            f"SELECT {self._WORLD} FROM worlds WHERE removed_at IS NULL ORDER BY world_id").fetchall()
+        return [self._world_row(r) for r in rows]
+
+    def _viewer_key_sync(self, world_id: str, candidate: str, rotate: bool) -> str:
+        def work(conn: sqlite3.Connection) -> str:
+            self._require_world(conn, world_id, registered=True)
+            (current,) = conn.execute(
+                "SELECT viewer_key FROM worlds WHERE world_id = ?", (world_id,)
+            ).fetchone()
+            if current is not None and not rotate:
+                return current
+            conn.execute("UPDATE worlds SET viewer_key = ? WHERE world_id = ?", (candidate, world_id))
+            return candidate
+        return self._transaction(work)
+
+    async def world(self, world_id: str) -> World | None:
+        """The registered world, or None."""
+        return await self._run(self._world_sync, world_id)
+
+    async def add_world(self, world_id: str, token_hash: str | None) -> None:
+        """Register ``world_id`` with ``token_hash`` (see :class:`Store`)."""
+        await self._run(self._add_world_sync, world_id, token_hash)
+
+    async def set_token(self, world_id: str, token_hash: str) -> None:
+        """Give ``world_id`` a new token hash (see :class:`Store`)."""
+        await self._run(self._set_token_sync, world_id, token_hash)
+
+    async def remove_world(self, world_id: str) -> None:
+        """Unregister ``world_id``: its token and viewer key stop working. Its Fate state and audit
+        trail are kept; adding it again resumes where it was."""
+        await self._run(self._remove_world_sync, world_id)
+
+    async def worlds(self) -> list[World]:
+        """Every registered world, by id."""
+        return await self._run(self._worlds_sync)
+
+    async def viewer_key(self, world_id: str, candidate: str, *, rotate: bool = False) -> str:
+        """The world's overlay viewer key, made from ``candidate`` when needed (see :class:`Store`)."""
+        return await self._run(self._viewer_key_sync, world_id, candidate, rotate)

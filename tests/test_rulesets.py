@@ -1,0 +1,145 @@
+"""Rulesets as plug-ins (issue 12): card text is presentation, a template change leaves every old
+trail verifiable; a ruleset from outside ``bridge/`` plugs in through the public ``Ruleset`` alone."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+
+import jinja2
+import pytest
+import websockets
+
+from bridge import audit, dispatch, rulesets, wire
+from bridge.cards import CardTemplates
+from bridge.ruleset import Ruleset
+from bridge.dice import ScriptedDice
+from bridge.rulesets import hmtw, mythic, pool, sohl
+from bridge.session import hash_token, new_token
+from bridge.store import AuditFilter, SQLiteStore
+
+from . import plugin_ruleset
+from .helpers import ROOT, replay
+
+KEY = b"k" * 32
+EXAMPLES = sorted((ROOT / "examples").glob("*-session.jsonl"))
+
+
+def _changed_templates(monkeypatch, package, tmp_path) -> None:
+    """Every template of ``package`` (a ruleset module) rewritten: a new header line and every
+    word of text doubled in a wrapper, as a later version's restyled cards would be."""
+    folder = tmp_path / package.__name__.rsplit(".", 1)[1]
+    folder.mkdir()
+    for template in (ROOT / "bridge" / "rulesets" / folder.name / "templates").glob("*.j2"):
+        text = template.read_text()
+        if "{% macro" not in text:
+            text = '<div class="restyled">v2</div>\n' + text.replace("<div", '<div data-v="2"')
+        (folder / template.name).write_text(text)
+    restyled = CardTemplates(package.__name__)
+    restyled._env.loader = jinja2.FileSystemLoader(folder)
+    monkeypatch.setattr(package.cards, "render_card", restyled.render)
+
+
+class TestCardTextIsPresentation:
+    @pytest.mark.parametrize("example", EXAMPLES, ids=lambda p: p.name)
+    async def test_old_trails_verify_after_every_template_changed(self, example, tmp_path, monkeypatch):
+        store = await replay(example, tmp_path / "b.sqlite3", KEY)
+        old_cards = [row.record for row in await store.audit_rows(AuditFilter(world_id="w"))]
+        for package in (sohl, hmtw, mythic, pool):
+            _changed_templates(monkeypatch, package, tmp_path)
+
+        (report,) = await store.verify("w", KEY)
+        await store.close()
+
+        assert report.records == len(old_cards) > 3
+        assert report.ok, report.problems
+
+    async def test_the_mythic_card_really_changed(self, tmp_path, monkeypatch):
+        """The test above cannot pass by accident: the restyled template renders other HTML, and
+        a changed decision (another die) still fails re-derivation."""
+        store = await replay(ROOT / "examples" / "mythic-session.jsonl", tmp_path / "b.sqlite3", KEY)
+        rows = await store.audit_rows(AuditFilter(world_id="w"))
+        await store.close()
+        answered = next(r for r in rows if r.type == "chart_question" and r.summary.outcome != "bad_message")
+        record = msgspec_decode(answered.record)
+        recorded = json.loads(bytes(record.reply))
+        _changed_templates(monkeypatch, mythic, tmp_path)
+        message = wire.decode_client(bytes(record.message))
+        rederived = dispatch.decide(message, audit.ReplayState(record.world_id, record.reads),
+                                    ScriptedDice(record.dice)).reply
+        assert 'class="restyled"' in rederived.card.html and 'restyled' not in recorded["card"]["html"]
+        assert audit.rederive(record) is None
+        other_die = [d % 100 + 1 for d in record.dice]
+        tampered = type(record)(**{**{f: getattr(record, f) for f in record.__struct_fields__}, "dice": other_die})
+        assert audit.rederive(tampered) is not None
+
+
+def msgspec_decode(record_bytes: bytes) -> audit.AuditRecord:
+    import msgspec
+    return msgspec.json.decode(record_bytes, type=audit.AuditRecord)
+
+
+@pytest.fixture
+def plugin():
+    """The throwaway ruleset of ``tests/plugin_ruleset/`` installed for one test."""
+    rulesets.register(plugin_ruleset.RULESET)
+    yield plugin_ruleset
+    rulesets.unregister(plugin_ruleset.RULESET.id)
+
+
+class TestAThrowawayRulesetPlugsIn:
+    def test_a_client_message_must_be_a_request(self):
+        class Loose(wire.ClientMessage, tag="loose", kw_only=True):
+            pass
+
+        with pytest.raises(ValueError, match="Loose"):
+            Ruleset(id="loose", client=(Loose,), bridge=(), handlers={Loose: None}, refused=None)
+
+    def test_register_refuses_a_taken_id_or_tag(self, plugin):
+        with pytest.raises(ValueError, match="clashes"):
+            rulesets.register(plugin_ruleset.RULESET)
+        assert [r.id for r in rulesets.installed()] == ["sohl", "hmtw", "mythic", "pool", "coin"]
+
+    def test_unregistered_it_is_gone_from_the_union(self, plugin):
+        assert wire.decode_client(json.dumps(plugin_ruleset.flip("e1")))
+        rulesets.unregister("coin")
+        with pytest.raises(Exception, match="unknown message type"):
+            wire.decode_client(json.dumps(plugin_ruleset.flip("e1")))
+        rulesets.register(plugin_ruleset.RULESET)
+
+    async def test_over_a_real_socket_it_answers_records_and_shows_its_card(self, plugin, tmp_path):
+        from bridge import server as bridge_server
+
+        store = await SQLiteStore.open(tmp_path / "b.sqlite3", audit_key=KEY)
+        token = new_token()
+        await store.add_world("w", hash_token(token))
+        viewer_key = await store.viewer_key("w", new_token())
+        server = await bridge_server.start(store, "127.0.0.1", 0, dice=ScriptedDice([2]))
+        port = server.sockets[0].getsockname()[1]
+        try:
+            async with asyncio.timeout(10), websockets.connect(f"ws://127.0.0.1:{port}") as gm, \
+                    websockets.connect(f"ws://127.0.0.1:{port}") as overlay:
+                await gm.send(json.dumps({"type": "hello", "v": 1, "world_id": "w", "token": token}))
+                welcome = json.loads(await gm.recv())
+                await overlay.send(json.dumps({"type": "hello", "v": 1, "world_id": "w", "viewer_key": viewer_key}))
+                assert json.loads(await overlay.recv())["type"] == "welcome"
+                assert welcome["rulesets"] == ["sohl", "hmtw", "mythic", "pool", "coin"]
+
+                await gm.send(json.dumps(plugin_ruleset.flip("ev-1", call="heads")))
+                reply = json.loads(await gm.recv())
+                shown = json.loads(await overlay.recv())
+        finally:
+            server.close()
+            await server.wait_closed()
+
+        assert reply == {"type": "coin_flipped", "v": 1, "event_id": "ev-1", "face": "tails",
+                         "won": False, "card": {**reply["card"], "ruleset": "coin"}}
+        assert "Ada called heads: tails" in reply["card"]["html"]
+        assert shown["type"] == "overlay_card" and shown["ruleset"] == "coin"
+        assert shown["key"] == "ev-1" and shown["card"]["html"] == reply["card"]["html"]
+        (row,) = await store.audit_rows(AuditFilter(world_id="w"))
+        assert (row.type, row.event_id, row.user_id) == ("coin_flip", "ev-1", "user-ada")
+        assert (row.summary.ruleset, row.summary.outcome, row.summary.actor_name) == ("coin", "lost", "Ada")
+        (report,) = await store.verify("w", KEY)
+        await store.close()
+        assert report.ok, report.problems

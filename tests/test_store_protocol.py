@@ -1,0 +1,42 @@
+"""The Store protocol lists every method the shell calls, and the SQLite backend implements each
+one with the same signature (ready for a second backend)."""
+
+from __future__ import annotations
+
+import ast
+import inspect
+from pathlib import Path
+
+from bridge.store import Store, SQLiteStore
+
+BRIDGE = Path(__file__).resolve().parent.parent / "bridge"
+SHELL = ["session.py", "server.py", "cli.py", "audit_cli.py"]
+
+
+def _protocol_methods() -> set[str]:
+    return {name for name, value in vars(Store).items() if inspect.iscoroutinefunction(value)}
+
+
+def _called_on_store(path: Path) -> set[str]:
+    """Every ``store.<name>(...)`` / ``self.store.<name>(...)`` call in ``path``."""
+    names = set()
+    for node in ast.walk(ast.parse(path.read_text())):
+        if isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute):
+            owner = node.func.value
+            if (isinstance(owner, ast.Name) and owner.id == "store") or (
+                    isinstance(owner, ast.Attribute) and owner.attr == "store"):
+                names.add(node.func.attr)
+    return names
+
+
+def test_every_method_the_shell_calls_is_in_the_protocol():
+    called = set().union(*(_called_on_store(BRIDGE / name) for name in SHELL))
+    assert {"audit_page", "audit_rows", "audit_row", "verify", "decide", "read"} <= called
+    assert called - {"open"} <= _protocol_methods(), called - _protocol_methods()
+
+
+def test_the_sqlite_backend_implements_the_protocol_with_the_same_signatures():
+    for name in _protocol_methods():
+        ours = getattr(SQLiteStore, name)
+        assert inspect.iscoroutinefunction(ours), name
+        assert inspect.signature(ours) == inspect.signature(getattr(Store, name)), name
