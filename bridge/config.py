@@ -1,4 +1,4 @@
-"""Where the bridge keeps its files: the database and the audit checkpoint key.
+"""Where the bridge keeps its files: the database, the audit checkpoint key and the receipt key.
 
 Defaults follow the XDG base directories: the database in ``$XDG_DATA_HOME/fate-bridge``
 (``~/.local/share``), the key in ``$XDG_CONFIG_HOME/fate-bridge`` (``~/.config``): the key is
@@ -30,6 +30,14 @@ def default_audit_key() -> Path:
         return Path(env)
     config_home = os.environ.get("XDG_CONFIG_HOME") or Path.home() / ".config"
     return Path(config_home) / "fate-bridge" / "audit.key"
+
+
+def default_signing_key() -> Path:
+    """``$FATE_BRIDGE_SIGNING_KEY``, else ``receipt.key`` beside the audit key: the Ed25519 key
+    signing receipts (bridge/receipts.py), outside the database like the audit key."""
+    if env := os.environ.get("FATE_BRIDGE_SIGNING_KEY"):
+        return Path(env)
+    return default_audit_key().with_name("receipt.key")
 
 
 def load_key(path: Path, *, create: bool) -> bytes | None:
