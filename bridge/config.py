@@ -32,12 +32,13 @@ def default_audit_key() -> Path:
     return Path(config_home) / "fate-bridge" / "audit.key"
 
 
-def default_signing_key() -> Path:
-    """``$FATE_BRIDGE_SIGNING_KEY``, else ``receipt.key`` beside the audit key: the Ed25519 key
-    signing receipts (bridge/receipts.py), outside the database like the audit key."""
+def default_signing_key(audit_key: Path | None = None) -> Path:
+    """``$FATE_BRIDGE_SIGNING_KEY``, else ``receipt.key`` beside the audit key (``audit_key``, the
+    one given with ``--audit-key``, or the default one): the Ed25519 key signing receipts
+    (bridge/receipts.py), outside the database like the audit key."""
     if env := os.environ.get("FATE_BRIDGE_SIGNING_KEY"):
         return Path(env)
-    return default_audit_key().with_name("receipt.key")
+    return (audit_key or default_audit_key()).with_name("receipt.key")
 
 
 def load_key(path: Path, *, create: bool) -> bytes | None:

@@ -23,6 +23,8 @@ from cryptography.exceptions import InvalidSignature
 from cryptography.hazmat.primitives import serialization
 from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey, Ed25519PublicKey
 
+import msgspec
+
 from .errors import ConfigError
 from .wire import Receipt, ReceiptResult
 
@@ -103,6 +105,25 @@ def check_receipts(public_key: Ed25519PublicKey, world_id: str, receipts: Iterab
             status = "ok"
         results.append(ReceiptResult(seq=receipt.seq, status=status, record_hash=receipt.record_hash))
     return results
+
+
+class ReceiptsExport(msgspec.Struct, kw_only=True, frozen=True, forbid_unknown_fields=True):
+    """The file the GM's audit window exports for ``fate-bridge audit verify --receipts``:
+    ``{"world_id": ..., "receipts": [Receipt, ...]}`` (every receipt found in the chat log)."""
+
+    world_id: str
+    receipts: list[Receipt]
+
+
+def read_export(path: Path) -> ReceiptsExport:
+    """Read an exported receipts file. Raises ``ConfigError`` naming the file and what is wrong."""
+    try:
+        return msgspec.json.decode(path.read_bytes(), type=ReceiptsExport)
+    except OSError as exc:
+        raise ConfigError(f"cannot read the receipts file {path}: {exc.strerror}") from None
+    except (msgspec.DecodeError, msgspec.ValidationError) as exc:
+        raise ConfigError(f"{path} is not a receipts export ({exc}): export it again from the GM's "
+                          "audit window (\"Export receipts\")") from None
 
 
 def load_signing_key(path: Path, *, create: bool) -> Ed25519PrivateKey | None:

@@ -27,7 +27,8 @@ from . import __version__, wire
 from .dice import Dice
 from . import dispatch
 from .audit import AuditEntry, RecordingDice, RecordingState, sorted_json
-from .errors import WorldNotRegistered, BadMessage, Forbidden, Internal, Refusal, Unauthorized
+from .errors import WorldNotRegistered, BadMessage, Forbidden, Internal, NotFound, Refusal, Unauthorized
+from .receipts import check_receipts
 from .state import WorldState
 from .ruleset import Outcome
 from .store.base import Decision, Store, World
@@ -160,6 +161,8 @@ class Session:
                 return Reply([wire.encode(wire.Pong())])
             case wire.AuditQuery():
                 return Reply([wire.encode(await self.store.audit_page(self.world_id, message))])
+            case wire.ReceiptsCheck():
+                return Reply([wire.encode(await self._check_receipts(message))])
             case wire.OverlayInfo():
                 key = await self.store.viewer_key(self.world_id, new_token())
                 info = wire.OverlayInfoReply(query_id=message.query_id, world_id=self.world_id,
@@ -173,6 +176,19 @@ class Session:
             reply = await self.store.read(self.world_id, lambda state: dispatch.answer(message, state))
             return Reply([wire.encode(reply)])
         return await self._decide(message, dice)
+
+    async def _check_receipts(self, query: wire.ReceiptsCheck) -> wire.ReceiptsChecked:
+        """Answer ``receipts_check`` against this world's audit rows (read-only, never recorded):
+        see :func:`bridge.receipts.check_receipts`. Refused ``not_found`` when the bridge has no
+        receipt key to check signatures with."""
+        assert self.world_id is not None
+        key = self.store.signing_key
+        if key is None:
+            raise NotFound("this bridge has no receipt signing key, so it cannot check receipts: "
+                           "start it with `fate-bridge serve` (which makes one)", field="receipts")
+        stored = await self.store.audit_hashes(self.world_id, [r.seq for r in query.receipts], registered=True)
+        return wire.ReceiptsChecked(query_id=query.query_id, results=check_receipts(
+            key.public_key(), self.world_id, query.receipts, stored))
 
     async def _hello(self, hello: wire.Hello) -> Reply:
         if self.is_open and not self.trusted:
