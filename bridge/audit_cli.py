@@ -1,4 +1,4 @@
-"""``fate-bridge audit list | show | export | verify``: how a GM reads and checks the trail.
+"""``fate-bridge audit list | show | export | verify | report``: how a GM reads and checks the trail.
 
 Exit codes: 0 success (``verify``: every chain passed; ``verify --receipts``: every receipt ok),
 1 ``verify`` found a problem (or ``show`` found no such record), 2 configuration error (no
@@ -11,6 +11,7 @@ import argparse
 import csv
 import json
 import sys
+from datetime import datetime, timezone
 from pathlib import Path
 from typing import TextIO
 
@@ -56,6 +57,8 @@ async def run_audit(args: argparse.Namespace) -> int:
             if args.out:
                 print(f"{len(rows)} records written to {args.out}", file=sys.stderr)
             return 0
+        if args.audit_command == "report":
+            return await _report(store, args)
         if args.receipts is not None:
             return await _verify_receipts(store, args)
         return await _verify(store, args)
@@ -136,6 +139,24 @@ async def _verify(store: SQLiteStore, args: argparse.Namespace) -> int:
         for note in report.notes:
             print(f"  note: {note}")
     return 1 if failed else 0
+
+
+async def _report(store: SQLiteStore, args: argparse.Namespace) -> int:
+    """``audit report``: write the world's report page (bridge/report.py) to ``--out``."""
+    from .report import report_page
+
+    rows = await store.audit_rows(AuditFilter(world_id=args.world, since=args.since, until=args.until))
+    if not rows:
+        print(f"note: world {args.world!r} has no audit records{' since ' + args.since if args.since else ''}: "
+              "the page will be empty (see `fate-bridge audit list`)", file=sys.stderr)
+    html = report_page(rows, world_id=args.world, since=args.since,
+                       generated=datetime.now(timezone.utc).strftime("%Y-%m-%d %H:%M"))
+    try:
+        args.out.write_text(html, encoding="utf-8")
+    except OSError as exc:
+        raise ConfigError(f"cannot write {args.out}: {exc.strerror}; pick another --out") from None
+    print(f"report of {args.world!r} ({len(rows)} records) written to {args.out}", file=sys.stderr)
+    return 0
 
 
 async def _verify_receipts(store: SQLiteStore, args: argparse.Namespace) -> int:

@@ -267,6 +267,23 @@ def _parser() -> argparse.ArgumentParser:
         "was deleted) or changed (its record was rewritten, or the receipt is not signed by this "
         "bridge's key); names each missing or changed record, exit 1 if any")
 
+    report = aud_commands.add_parser(
+        "report",
+        help="an HTML page of a world's Fate: dice fairness, Fate per actor and session, outcomes",
+        description="Write one self-contained HTML page (charts inline, no script, opens in any "
+        "browser) from a world's audit trail: the bridge's d100 rolls against a fair die (histogram "
+        "and chi-square test), Fate spent and kept per actor and per session (a session: no gap of "
+        "more than 4 hours), outcomes per ruleset, tarot cards drawn against their expected "
+        "frequency, the pool ledger over time. Needs the report extra: "
+        "pip install 'fate-bridge[report]'. The GM's audit window downloads the same page.",
+        epilog="Example: fate-bridge audit report --world my-world --since 2026-11-01 --out report.html",
+    )
+    add_db(report)
+    report.add_argument("--world", required=True, type=world_id, help="the world id (game.world.id)")
+    report.add_argument("--since", type=utc_time, help="from this UTC time on (ISO-8601, e.g. 2026-11-29)")
+    report.add_argument("--until", type=utc_time, help="before this UTC time (ISO-8601)")
+    report.add_argument("--out", type=Path, default=Path("report.html"), help="file to write (default report.html)")
+
     resolve = commands.add_parser(
         "resolve",
         help="run decisions off-line: client messages as JSON lines in, replies out",

@@ -15,7 +15,9 @@ answered ``internal`` with no detail.
 
 from __future__ import annotations
 
+import asyncio
 import hmac
+from datetime import datetime, timezone
 import hashlib
 import secrets
 from dataclasses import dataclass
@@ -27,11 +29,13 @@ from . import __version__, wire
 from .dice import Dice
 from . import dispatch
 from .audit import AuditEntry, RecordingDice, RecordingState, sorted_json
-from .errors import WorldNotRegistered, BadMessage, Forbidden, Internal, NotFound, Refusal, Unauthorized
+from .errors import (WorldNotRegistered, BadMessage, ConfigError, Forbidden, Internal, NotFound, Refusal,
+                     Unauthorized)
 from .receipts import check_receipts
+from .report import report_page
 from .state import WorldState
 from .ruleset import Outcome
-from .store.base import Decision, Store, World
+from .store.base import AuditFilter, Decision, Store, World
 
 log = structlog.get_logger("fate_bridge")
 
@@ -163,6 +167,8 @@ class Session:
                 return Reply([wire.encode(await self.store.audit_page(self.world_id, message))])
             case wire.ReceiptsCheck():
                 return Reply([wire.encode(await self._check_receipts(message))])
+            case wire.AuditReport():
+                return Reply([wire.encode(await self._report(message))])
             case wire.OverlayInfo():
                 key = await self.store.viewer_key(self.world_id, new_token())
                 info = wire.OverlayInfoReply(query_id=message.query_id, world_id=self.world_id,
@@ -189,6 +195,20 @@ class Session:
         stored = await self.store.audit_hashes(self.world_id, [r.seq for r in query.receipts], registered=True)
         return wire.ReceiptsChecked(query_id=query.query_id, results=check_receipts(
             key.public_key(), self.world_id, query.receipts, stored))
+
+    async def _report(self, query: wire.AuditReport) -> wire.AuditReportPage:
+        """Answer ``audit_report`` with the world's report page, drawn on a worker thread so other
+        connections go on meanwhile. Refused ``not_found`` without the ``report`` extra."""
+        assert self.world_id is not None
+        if await self.store.world(self.world_id) is None:
+            raise WorldNotRegistered(f"world {self.world_id!r} is no longer registered")
+        rows = await self.store.audit_rows(AuditFilter(world_id=self.world_id, since=query.since, until=query.until))
+        try:
+            html = await asyncio.to_thread(report_page, rows, world_id=self.world_id, since=query.since,
+                                           generated=datetime.now(timezone.utc).strftime("%Y-%m-%d %H:%M"))
+        except ConfigError as exc:
+            raise NotFound(f"this bridge cannot draw the report: {exc}", field="type") from None
+        return wire.AuditReportPage(query_id=query.query_id, html=html)
 
     async def _hello(self, hello: wire.Hello) -> Reply:
         if self.is_open and not self.trusted:

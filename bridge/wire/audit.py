@@ -123,5 +123,24 @@ class ReceiptsChecked(BridgeMessage, tag="receipts_checked", kw_only=True):
     results: list[ReceiptResult]
 
 
-CLIENT = (AuditQuery, ReceiptsCheck)
-BRIDGE = (AuditPage, ReceiptsChecked)
+class AuditReport(ClientMessage, tag="audit_report", kw_only=True):
+    """Ask for the world's audit report (bridge/report.py): the same self-contained HTML page as
+    ``fate-bridge audit report``, from ``since`` / before ``until`` (ISO-8601 UTC; the whole trail
+    when absent). Read-only. Answered ``audit_report_page``; ``not_found`` when the bridge lacks
+    the ``report`` extra (matplotlib, scipy)."""
+
+    query_id: Id
+    since: UtcTime | None = None
+    until: UtcTime | None = None
+
+
+class AuditReportPage(BridgeMessage, tag="audit_report_page", kw_only=True):
+    """The report page: ``html`` is a whole HTML document with inline SVG charts and no script
+    (a Content-Security-Policy in it forbids any), for the browser to save or show sandboxed."""
+
+    query_id: str
+    html: str
+
+
+CLIENT = (AuditQuery, ReceiptsCheck, AuditReport)
+BRIDGE = (AuditPage, ReceiptsChecked, AuditReportPage)
