@@ -229,8 +229,14 @@ def _svg(figure) -> str:
 def _figure(width: float, height: float):
     from matplotlib.figure import Figure
 
-    figure = Figure(figsize=(width, height), dpi=100)
-    return figure
+    return Figure(figsize=(width, height), dpi=100)
+
+
+def _counts(axis) -> None:
+    """Whole-number ticks on an axis of counts."""
+    from matplotlib.ticker import MaxNLocator
+
+    axis.set_major_locator(MaxNLocator(integer=True))
 
 
 def _d100_chart(data: ReportData) -> str | None:
@@ -278,6 +284,7 @@ def _outcomes_chart(data: ReportData) -> str | None:
     for ax, ruleset in zip(axes[:, 0], rulesets):
         items = data.outcomes[ruleset].most_common()
         ax.barh([k for k, _ in items], [v for _, v in items], color=INK)
+        _counts(ax.xaxis)
         ax.invert_yaxis()
         ax.set_title(ruleset, loc="left", fontsize=10, fontweight="bold")
         ax.spines[["top", "right"]].set_visible(False)
@@ -288,18 +295,22 @@ def _outcomes_chart(data: ReportData) -> str | None:
 def _tarot_chart(data: ReportData) -> str | None:
     if not data.player_cards and not data.gm_cards:
         return None
-    figure = _figure(7, 3.2)
-    ax_player, ax_gm = figure.subplots(1, 2, gridspec_kw={"width_ratios": [5, 3]})
+    figure = _figure(9, 3.2)
+    ax_player, ax_gm = figure.subplots(1, 2, gridspec_kw={"width_ratios": [4, 5]})
     observed, expected = tarot_groups(data.player_cards)
     ax_player.bar(TAROT_GROUPS, observed, color=INK, label="drawn")
     ax_player.scatter(TAROT_GROUPS, expected, color=FAIR, marker="_", s=600, linewidths=2, label="expected", zorder=3)
     ax_player.set_title("player deck (57 cards)", fontsize=10)
     ax_player.legend(frameon=False)
     gm_total = sum(data.gm_cards.values())
-    ax_gm.bar(["drawn", "expected\nper card"], [gm_total, gm_total / len(GM_DECK)], color=[INK, FAIR])
-    ax_gm.set_title(f"GM deck ({len(GM_DECK)} cards)", fontsize=10)
+    numerals = [tarot_card(code).name.split(" ")[0] for code in GM_DECK]
+    ax_gm.bar(numerals, [data.gm_cards[code] for code in GM_DECK], color=INK)
+    ax_gm.axhline(gm_total / len(GM_DECK), color=FAIR, linestyle="--")
+    ax_gm.tick_params(axis="x", labelrotation=90, labelsize=7)
+    ax_gm.set_title(f"GM deck ({len(GM_DECK)} major arcana)", fontsize=10)
     for ax in (ax_player, ax_gm):
         ax.spines[["top", "right"]].set_visible(False)
+        _counts(ax.yaxis)
     figure.tight_layout()
     return _svg(figure)
 
@@ -316,6 +327,7 @@ def _ledger_chart(data: ReportData) -> str | None:
         ax.step(seqs, [p[2] for p in points], where="post", color=color, linestyle=":", label=f"{name}: Destiny")
     ax.set_xlabel("audit record number (time order)")
     ax.set_ylabel("points")
+    _counts(ax.yaxis)
     ax.legend(frameon=False, fontsize=8, loc="upper left", bbox_to_anchor=(1.0, 1.0))
     ax.spines[["top", "right"]].set_visible(False)
     return _svg(figure)
