@@ -11,15 +11,14 @@ import argparse
 import csv
 import json
 import sys
-from datetime import datetime, timezone
 from pathlib import Path
 from typing import TextIO
 
 import msgspec
 
-from .config import default_audit_key, default_db, default_signing_key, load_key
+from .config import default_audit_key, default_db, default_signing_key, load_key, load_signing_key
 from .errors import ConfigError
-from .receipts import ReceiptsExport, check_receipts, load_signing_key, read_export
+from .receipts import check_receipts, decode_export
 from .store import AuditFilter, AuditRow, SQLiteStore
 
 SUMMARY_COLUMNS = ("id", "world_id", "seq", "ts", "type", "event_id", "user_id", "ruleset", "message_id",
@@ -143,14 +142,13 @@ async def _verify(store: SQLiteStore, args: argparse.Namespace) -> int:
 
 async def _report(store: SQLiteStore, args: argparse.Namespace) -> int:
     """``audit report``: write the world's report page (bridge/report.py) to ``--out``."""
-    from .report import report_page
+    from .report import draw
 
     rows = await store.audit_rows(AuditFilter(world_id=args.world, since=args.since, until=args.until))
     if not rows:
         print(f"note: world {args.world!r} has no audit records{' since ' + args.since if args.since else ''}: "
               "the page will be empty (see `fate-bridge audit list`)", file=sys.stderr)
-    html = report_page(rows, world_id=args.world, since=args.since,
-                       generated=datetime.now(timezone.utc).strftime("%Y-%m-%d %H:%M"))
+    html = await draw(rows, args.world, args.since)
     try:
         args.out.write_text(html, encoding="utf-8")
     except OSError as exc:
@@ -162,7 +160,10 @@ async def _report(store: SQLiteStore, args: argparse.Namespace) -> int:
 async def _verify_receipts(store: SQLiteStore, args: argparse.Namespace) -> int:
     """``verify --receipts FILE``: each exported receipt against the database (see
     :func:`bridge.receipts.check_receipts`); names every missing or changed record."""
-    export: ReceiptsExport = read_export(args.receipts)
+    try:
+        export = decode_export(args.receipts.read_bytes(), str(args.receipts))
+    except OSError as exc:
+        raise ConfigError(f"cannot read the receipts file {args.receipts}: {exc.strerror}") from None
     key_path = args.signing_key or default_signing_key(args.audit_key)
     key = load_signing_key(key_path, create=False)
     if key is None:

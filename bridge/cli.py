@@ -18,10 +18,9 @@ from urllib.parse import urlencode, urljoin, urlsplit, urlunsplit
 import msgspec
 
 from . import __version__, logs, schema, wire
-from .config import default_audit_key, default_db, default_signing_key, load_key
+from .config import default_audit_key, default_db, default_signing_key, load_key, load_signing_key
 from .dice import ScriptedDice, SecretDice
 from .errors import ConfigError
-from .receipts import load_signing_key
 from .server import RATE_BURST_SECONDS, RATE_PER_SECOND
 from .session import OVERLAY_PATH, Session, hash_token, new_token
 from .store import SQLiteStore

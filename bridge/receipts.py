@@ -4,8 +4,8 @@ can later show that the trail still holds that record, unchanged.
 
 The format is fixed in docs/protocol.md (Receipts): the signature covers
 :func:`receipt_bytes`; ``key_id`` is the first 16 hex digits of SHA-256 of the raw 32-byte
-public key; ``sig`` is base64url without padding. Pure apart from :func:`load_signing_key`
-(the key file) and the library's signing; :func:`check_receipts` compares receipts with the
+public key; ``sig`` is base64url without padding. Pure (no files: the key file is
+:func:`bridge.config.load_signing_key`); :func:`check_receipts` compares receipts with the
 hashes a trail holds and is shared by the ``receipts_check`` query and ``audit verify --receipts``.
 """
 
@@ -14,15 +14,12 @@ from __future__ import annotations
 import base64
 import binascii
 import hashlib
-import os
 import re
 from collections.abc import Iterable, Mapping
-from pathlib import Path
 
 from cryptography.exceptions import InvalidSignature
 from cryptography.hazmat.primitives import serialization
 from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey, Ed25519PublicKey
-
 import msgspec
 
 from .errors import ConfigError
@@ -115,45 +112,11 @@ class ReceiptsExport(msgspec.Struct, kw_only=True, frozen=True, forbid_unknown_f
     receipts: list[Receipt]
 
 
-def read_export(path: Path) -> ReceiptsExport:
-    """Read an exported receipts file. Raises ``ConfigError`` naming the file and what is wrong."""
+def decode_export(data: bytes, source: str) -> ReceiptsExport:
+    """An exported receipts file's content. Raises ``ConfigError`` naming ``source`` (the file)
+    and what is wrong."""
     try:
-        return msgspec.json.decode(path.read_bytes(), type=ReceiptsExport)
-    except OSError as exc:
-        raise ConfigError(f"cannot read the receipts file {path}: {exc.strerror}") from None
+        return msgspec.json.decode(data, type=ReceiptsExport)
     except (msgspec.DecodeError, msgspec.ValidationError) as exc:
-        raise ConfigError(f"{path} is not a receipts export ({exc}): export it again from the GM's "
+        raise ConfigError(f"{source} is not a receipts export ({exc}): export it again from the GM's "
                           "audit window (\"Export receipts\")") from None
-
-
-def load_signing_key(path: Path, *, create: bool) -> Ed25519PrivateKey | None:
-    """The bridge's receipt signing key at ``path`` (an unencrypted PKCS#8 PEM file). With
-    ``create``, a missing key is made (a new Ed25519 key, file mode 0600, folder created); without
-    it, a missing key gives None. Kept beside the audit key and outside the database, for the
-    same reason (config.py).
-
-    Raises ``ConfigError`` when the file exists but is not an Ed25519 key, or cannot be written."""
-    path = path.expanduser()
-    if path.exists():
-        try:
-            key = serialization.load_pem_private_key(path.read_bytes(), password=None)
-        except (ValueError, TypeError, OSError) as exc:
-            raise ConfigError(f"the receipt signing key {path} is unreadable ({exc}); restore it from "
-                              "backup") from None
-        if not isinstance(key, Ed25519PrivateKey):
-            raise ConfigError(f"the receipt signing key {path} is not an Ed25519 key; restore it from backup")
-        return key
-    if not create:
-        return None
-    key = Ed25519PrivateKey.generate()
-    pem = key.private_bytes(serialization.Encoding.PEM, serialization.PrivateFormat.PKCS8,
-                            serialization.NoEncryption())
-    try:
-        path.parent.mkdir(parents=True, exist_ok=True)
-        fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
-        with os.fdopen(fd, "wb") as file:
-            file.write(pem)
-    except OSError as exc:
-        raise ConfigError(f"cannot create the receipt signing key {path}: {exc.strerror}; use "
-                          "--signing-key") from None
-    return key

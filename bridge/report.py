@@ -19,12 +19,13 @@ window gets the same page over its link (``audit_report`` -> ``audit_report_page
 
 from __future__ import annotations
 
+import asyncio
 import io
 import re
 import threading
 from collections import Counter, defaultdict
 from dataclasses import dataclass, field
-from datetime import datetime, timedelta
+from datetime import datetime, timedelta, timezone
 from importlib import resources
 
 import jinja2
@@ -375,3 +376,10 @@ def report_page(rows: list[AuditRow], *, world_id: str, since: str | None, gener
     """The page for a world's audit rows: :func:`render` of :func:`collect`. Raises ``ConfigError``
     without the ``report`` extra."""
     return render(collect(rows), world_id=world_id, since=since, generated=generated)
+
+
+async def draw(rows: list[AuditRow], world_id: str, since: str | None) -> str:
+    """:func:`report_page` on a worker thread, made now (UTC): the server's ``audit_report``
+    reporter (bridge.session.Reporter), so other connections go on while it draws."""
+    generated = datetime.now(timezone.utc).strftime("%Y-%m-%d %H:%M")
+    return await asyncio.to_thread(report_page, rows, world_id=world_id, since=since, generated=generated)

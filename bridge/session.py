@@ -15,9 +15,8 @@ answered ``internal`` with no detail.
 
 from __future__ import annotations
 
-import asyncio
 import hmac
-from datetime import datetime, timezone
+from collections.abc import Awaitable, Callable
 import hashlib
 import secrets
 from dataclasses import dataclass
@@ -32,10 +31,13 @@ from .audit import AuditEntry, RecordingDice, RecordingState, sorted_json
 from .errors import (WorldNotRegistered, BadMessage, ConfigError, Forbidden, Internal, NotFound, Refusal,
                      Unauthorized)
 from .receipts import check_receipts
-from .report import report_page
 from .state import WorldState
 from .ruleset import Outcome
-from .store.base import AuditFilter, Decision, Store, World
+from .store.base import AuditFilter, AuditRow, Decision, Store, World
+
+# Draws the audit report page of a world's rows (world_id, since); the shell's, so the session
+# itself needs no thread or clock: the server passes bridge.report.draw.
+Reporter = Callable[[list[AuditRow], str, str | None], Awaitable[str]]
 
 log = structlog.get_logger("fate_bridge")
 
@@ -106,7 +108,8 @@ class Session:
     """The protocol state of one connection.
 
     ``trusted`` sessions (``fate-bridge resolve``) accept ``hello`` without a token, register the
-    world on first use and start open on ``default_world``.
+    world on first use and start open on ``default_world``. ``reporter`` draws ``audit_report``
+    pages (the server passes :func:`bridge.report.draw`; without it the query is refused).
     """
 
     def __init__(
@@ -116,9 +119,11 @@ class Session:
         *,
         trusted: bool = False,
         default_world: str | None = None,
+        reporter: Reporter | None = None,
     ) -> None:
         self.store = store
         self.dice = dice
+        self.reporter = reporter
         self.trusted = trusted
         self.world_id: str | None = default_world if trusted else None
         self.holder = "another connection"  # who holds the link, as hello described it
@@ -197,15 +202,18 @@ class Session:
             key.public_key(), self.world_id, query.receipts, stored))
 
     async def _report(self, query: wire.AuditReport) -> wire.AuditReportPage:
-        """Answer ``audit_report`` with the world's report page, drawn on a worker thread so other
-        connections go on meanwhile. Refused ``not_found`` without the ``report`` extra."""
+        """Answer ``audit_report`` with the world's report page, drawn by the session's
+        ``reporter``. Refused ``not_found`` without one (``resolve``) or without the ``report``
+        extra."""
         assert self.world_id is not None
+        if self.reporter is None:
+            raise NotFound("this bridge does not draw reports here: use `fate-bridge audit report`",
+                           field="type")
         if await self.store.world(self.world_id) is None:
             raise WorldNotRegistered(f"world {self.world_id!r} is no longer registered")
         rows = await self.store.audit_rows(AuditFilter(world_id=self.world_id, since=query.since, until=query.until))
         try:
-            html = await asyncio.to_thread(report_page, rows, world_id=self.world_id, since=query.since,
-                                           generated=datetime.now(timezone.utc).strftime("%Y-%m-%d %H:%M"))
+            html = await self.reporter(rows, self.world_id, query.since)
         except ConfigError as exc:
             raise NotFound(f"this bridge cannot draw the report: {exc}", field="type") from None
         return wire.AuditReportPage(query_id=query.query_id, html=html)

@@ -13,6 +13,7 @@ import pytest
 from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
 
 from bridge import receipts, wire
+from bridge.config import load_signing_key
 from bridge.errors import ConfigError
 
 HASH = hashlib.sha256(b"record 7").hexdigest()
@@ -80,10 +81,10 @@ def test_check_receipts_names_ok_missing_and_changed(key):
 
 def test_signing_key_is_created_owner_only_and_read_back(tmp_path):
     path = tmp_path / "cfg" / "receipt.key"
-    assert receipts.load_signing_key(path, create=False) is None
-    made = receipts.load_signing_key(path, create=True)
+    assert load_signing_key(path, create=False) is None
+    made = load_signing_key(path, create=True)
     assert stat.S_IMODE(os.stat(path).st_mode) == 0o600
-    again = receipts.load_signing_key(path, create=False)
+    again = load_signing_key(path, create=False)
     assert receipts.public_key_bytes(again.public_key()) == receipts.public_key_bytes(made.public_key())
 
 
@@ -91,4 +92,4 @@ def test_an_unreadable_signing_key_is_a_config_error(tmp_path):
     path = tmp_path / "receipt.key"
     path.write_text("not a key\n")
     with pytest.raises(ConfigError, match="receipt signing key .* unreadable"):
-        receipts.load_signing_key(path, create=True)
+        load_signing_key(path, create=True)

@@ -14,6 +14,7 @@ import pytest
 from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
 
 from bridge import receipts, wire
+from bridge.config import load_signing_key
 from bridge.cli import main
 from bridge.dice import ScriptedDice
 from bridge.session import Session
@@ -36,7 +37,7 @@ async def build(db, key_path) -> list[wire.Receipt]:
     at ``key_path`` (made here), as the replies carry them."""
     store = await replay(ROOT / "examples" / "sohl-session.jsonl", db, AUDIT_KEY)
     await store.close()
-    key = receipts.load_signing_key(key_path, create=True)
+    key = load_signing_key(key_path, create=True)
     conn = sqlite3.connect(db)
     rows = conn.execute("SELECT seq, hash FROM audit WHERE world_id = 'w' ORDER BY seq").fetchall()
     conn.close()
@@ -58,7 +59,7 @@ def tamper(db) -> None:
 
 
 async def check(db, key_path, sent: list[wire.Receipt]) -> dict:
-    key = receipts.load_signing_key(key_path, create=False)
+    key = load_signing_key(key_path, create=False)
     store = await SQLiteStore.open(db, signing_key=key)
     session = Session(store, ScriptedDice([]), trusted=True, default_world="w")
     before = sqlite3.connect(db).execute("SELECT count(*) FROM audit").fetchone()[0]
@@ -139,7 +140,7 @@ def test_verify_receipts_with_another_key_calls_every_receipt_changed(trail, tmp
     db, key_path = trail
     sent = asyncio.run(build(db, key_path))
     other = tmp_path / "other.key"
-    receipts.load_signing_key(other, create=True)
+    load_signing_key(other, create=True)
     code = main(["audit", "verify", "--db", str(db), "--signing-key", str(other),
                  "--receipts", str(export_file(tmp_path, sent))])
     assert code == 1

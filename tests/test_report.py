@@ -147,7 +147,10 @@ def test_audit_report_cli_writes_the_page(db, tmp_path, capsys):
 async def test_the_audit_window_query_answers_the_page_and_records_nothing(db):
     await play(db, [50, 51])
     store = await SQLiteStore.open(db)
-    session = Session(store, ScriptedDice([]), trusted=True, default_world="w")
+    plain = Session(store, ScriptedDice([]), trusted=True, default_world="w")  # resolve's: no reporter
+    refused = json.loads((await plain.receive(frame({"type": "audit_report", "v": 1, "query_id": "q0"}))).frames[0])
+    assert (refused["code"], refused["ref"]) == ("not_found", "q0")
+    session = Session(store, ScriptedDice([]), trusted=True, default_world="w", reporter=report.draw)
     before = sqlite3.connect(db).execute("SELECT count(*) FROM audit").fetchone()[0]
     reply = json.loads((await session.receive(frame({"type": "audit_report", "v": 1, "query_id": "q9"}))).frames[0])
     assert reply["type"] == "audit_report_page" and reply["query_id"] == "q9"

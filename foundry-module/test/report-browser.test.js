@@ -9,58 +9,20 @@
  */
 import { test, before, after } from "node:test";
 import assert from "node:assert/strict";
-import { existsSync, mkdirSync, readFileSync, writeFileSync } from "node:fs";
+import { mkdirSync, readFileSync, writeFileSync } from "node:fs";
 import path from "node:path";
 import { pathToFileURL } from "node:url";
-import { WebSocket } from "ws";
-import { chromium } from "playwright-core";
-import { BridgeProcess, REPO, STEP_MS } from "./helpers/bridge-process.js";
+import { BridgeProcess, REPO } from "./helpers/bridge-process.js";
+import { CHROMIUM_SKIP, archery, forwarder, launchChromium } from "./helpers/browser.js";
 
-const CHROMIUM = "/usr/bin/chromium";
-const CHROMIUM_FLAGS = [
-  "--headless", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
-  "--disable-background-networking", "--disable-component-update", "--disable-sync",
-];
 const WORLD = "report-world";
 const HOSTILE = '<img src=x onerror="window.__pwned = true">Wyrda';
 const FATE_TESTS = 150;
-const SKIP = existsSync(CHROMIUM) ? false : `${CHROMIUM} is missing: install Debian's chromium (apt-get install -y chromium; .ci/run does)`;
+const SKIP = CHROMIUM_SKIP;
 
 let bridge;
 let port;
 let token;
-
-/** The GM's forwarder: `ask` sends one message and awaits its reply. */
-async function forwarder() {
-  const ws = new WebSocket(`ws://127.0.0.1:${port}`, { maxPayload: 16 * 1024 * 1024 });
-  const inbox = [];
-  ws.on("message", (data) => inbox.push(JSON.parse(String(data))));
-  await new Promise((resolve, reject) => {
-    ws.once("open", resolve);
-    ws.once("error", reject);
-  });
-  const ask = async (message) => {
-    const seen = inbox.length;
-    ws.send(JSON.stringify({ v: 1, ...message }));
-    return bridge.until(() => inbox[seen], `the reply to ${message.type}`);
-  };
-  const client = { module_version: "0.1.0", foundry_version: "13.345", system_id: "sohl", system_version: "0.9.0" };
-  assert.equal((await ask({ type: "hello", world_id: WORLD, token, client })).type, "welcome");
-  return { ask, close: () => ws.close() };
-}
-
-/** An Archery test (EML 55, rolled 88: MF, Fate ML 77) of `name`, with an unlimited Lucky Star. */
-function archery(messageId, name) {
-  return {
-    type: "test_rolled", event_id: `rolled-${messageId}`, ruleset: "sohl", message_id: messageId, visibility: "public",
-    actor: {
-      actor_id: name === HOSTILE ? "wyrdaActor000001" : "d1cddnpaqRl0a0Q8", name, player_owned: true, owner_user_ids: ["player0000000001"],
-      aura: { eml: 55, disabled: false }, aural_shock: false,
-      fate_points: [{ point_id: "luckystar1item0", name: "Lucky Star", skill_code: null, charges: null }],
-    },
-    test: { kind: "skill", code: "archery", name: "Archery Test", eml: 55, roll: 88, level_mod: 0, basis: [], basic: false },
-  };
-}
 
 before(async () => {
   if (SKIP) return;
@@ -72,7 +34,7 @@ before(async () => {
 after(() => bridge?.stop());
 
 test("the report page reads well in a real browser: every section, drawn charts, no script, names as text", { skip: SKIP, timeout: 180_000 }, async (t) => {
-  const link = await forwarder();
+  const link = await forwarder(bridge, { worldId: WORLD, token });
   t.after(() => link.close());
   for (const example of ["sohl", "hmtw", "mythic", "pool"]) {
     const text = readFileSync(path.join(REPO, "examples", `${example}-session.jsonl`), "utf8").replaceAll('"ev-', `"${example}-ev-`);
@@ -83,7 +45,7 @@ test("the report page reads well in a real browser: every section, drawn charts,
   }
   for (let n = 0; n < FATE_TESTS; n += 1) {
     const messageId = `msgFate${String(n).padStart(7, "0")}`;
-    assert.equal((await link.ask(archery(messageId, n % 3 === 0 ? HOSTILE : "Basic Folk"))).type, "test_graded");
+    assert.equal((await link.ask(archery(messageId, n % 3 === 0 ? { actorName: HOSTILE, actorId: "wyrdaActor000001" } : {}))).type, "test_graded");
     const resolved = await link.ask({ type: "fate_spend", event_id: `spend-${messageId}`, message_id: messageId,
       point_id: "luckystar1item0", user_id: "player0000000001", user_name: "Player One" });
     assert.equal(resolved.type, "fate_resolved", JSON.stringify(resolved));
@@ -95,9 +57,7 @@ test("the report page reads well in a real browser: every section, drawn charts,
   const file = path.join(output, "report.html");
   writeFileSync(file, page.html);
 
-  const context = await chromium.launchPersistentContext(path.join(bridge.dir, "chromium-profile"), {
-    executablePath: CHROMIUM, headless: true, args: CHROMIUM_FLAGS, viewport: { width: 1100, height: 900 },
-  });
+  const context = await launchChromium(bridge.dir, { width: 1100, height: 900 });
   t.after(() => context.close());
   const tab = context.pages()[0] ?? (await context.newPage());
   const pageErrors = [];
