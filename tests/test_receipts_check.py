@@ -158,3 +158,30 @@ def test_verify_receipts_explains_a_bad_file_or_missing_key(trail, tmp_path, cap
     assert main(["audit", "verify", "--db", str(db), "--signing-key", str(tmp_path / "none.key"),
                  "--receipts", str(good)]) == 2
     assert "no receipt signing key at" in capsys.readouterr().err
+
+
+async def test_serve_makes_the_receipt_key_beside_the_audit_key_and_checks_with_it(tmp_path, monkeypatch):
+    """A real `fate-bridge serve`: the key it makes (owner-only, beside the audit key) is the one
+    its receipts_check verifies with, over the wire."""
+    from .test_server import World, ask, bridge_cli, bridge_serving, graded, opened
+
+    audit_key = tmp_path / "config" / "audit.key"
+    monkeypatch.setenv("FATE_BRIDGE_AUDIT_KEY", str(audit_key))
+    monkeypatch.delenv("FATE_BRIDGE_SIGNING_KEY", raising=False)
+    db = tmp_path / "bridge.sqlite3"
+    code, out, err = await bridge_cli("world", "add", "W", "--db", str(db), "--token-only")
+    assert code == 0, err
+    async with bridge_serving(db, tmp_path / "serve.log") as served:
+        ws = await opened(served.url, World("W", out.strip()))
+        await graded(ws, "msgArchery0001")
+        key_file = audit_key.with_name("receipt.key")
+        assert oct(key_file.stat().st_mode & 0o777) == "0o600"
+        key = load_signing_key(key_file, create=False)
+        (record_hash,) = sqlite3.connect(db).execute("SELECT hash FROM audit WHERE world_id = 'W' AND seq = 1").fetchone()
+        good = receipts.sign_receipt(key, "W", 1, record_hash)
+        gone = receipts.sign_receipt(key, "W", 2, record_hash)
+        other = receipts.sign_receipt(Ed25519PrivateKey.generate(), "W", 1, record_hash)
+        reply = await ask(ws, {"type": "receipts_check", "v": 1, "query_id": "q",
+                               "receipts": [msgspec.to_builtins(r) for r in (good, gone, other)]})
+        assert [r["status"] for r in reply["results"]] == ["ok", "missing", "changed"]
+        assert await served.terminated() == 0, served.log_text()
