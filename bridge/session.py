@@ -16,9 +16,9 @@ answered ``internal`` with no detail.
 from __future__ import annotations
 
 import hmac
-from collections.abc import Awaitable, Callable
 import hashlib
 import secrets
+from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 
 import msgspec
