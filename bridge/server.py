@@ -34,6 +34,7 @@ from .errors import ConfigError, RateLimited
 from .http import Pages
 from .session import (CLOSE_HELLO_TIMEOUT, CLOSE_SUPERSEDED, CLOSE_VIEWER_TOO_SLOW,
                       Reply, Session, error_frame)
+from .report import draw as draw_report
 from .status import Presence
 from .store import SQLiteStore, Store
 from .wire import ref_of
@@ -224,7 +225,7 @@ def make_handler(
                     "again later with the same event_id") if rate else ""
 
     async def handler(ws: ServerConnection) -> None:
-        session = Session(store, dice, max_frame_bytes=MAX_FRAME_BYTES)
+        session = Session(store, dice, max_frame_bytes=MAX_FRAME_BYTES, reporter=draw_report)
         limit = None if rate is None else RateLimit(rate[0], rate[1], clock)
         pump: asyncio.Task[None] | None = None
         viewer: _Viewer | None = None

@@ -8,6 +8,7 @@ import * as fvtt from "./foundry.js";
 import { BridgeError } from "./logic/errors.js";
 import { postCard } from "./logic/cards.js";
 import { rollData } from "./logic/dice.js";
+import { createCardReceipts } from "./logic/receipts.js";
 
 /** Ruleset ids: the bridge's spelling, a lower-case word. */
 const RULESET_ID = /^[a-z][a-z0-9_-]{0,63}$/;
@@ -37,7 +38,9 @@ export const NOT_ACTIVE_GM = "not_active_gm";
  *   `sender.isGM` comes from Foundry's users. Throws a TypeError for a bad or taken action.
  * @property {(card: import("./logic/cards.js").BridgeCard, options?: {whisper?: string[], blind?: boolean,
  *   flags?: object}) => Promise<{id: string, content: string, whisper: string[], blind: boolean,
- *   flags: object}>} postCard a bridge card as a new ChatMessage; resolves with the message's plain data
+ *   flags: object}>} postCard a bridge card as a new ChatMessage; resolves with the message's plain data.
+ *   When the card came in a reply to `request` that carried a `receipt`, the message keeps it as
+ *   `flags["fate-bridge"].receipt` (logic/receipts.js)
  * @property {(dice: import("./logic/dice.js").DiceGroup[], audience: {userId: string, whisper: string[],
  *   blind: boolean}) => Promise<void>} showDice the bridge's dice with Dice So Nice when it is
  *   active, as `userId` (who asked), to the card's audience (the `{whisper, blind}` given to
@@ -75,6 +78,8 @@ export const NOT_ACTIVE_GM = "not_active_gm";
  * @returns {RulesetApi}
  */
 export function createRulesetApi(id, { commands, relays, router, pending, bridgeLink, onWelcome }) {
+  // A reply's receipt goes on the ChatMessage posted for its card (logic/receipts.js).
+  const receipts = createCardReceipts();
   return Object.freeze({
     fvtt,
     registerCommand: (name, handler) => commands.register(name, handler),
@@ -84,12 +89,12 @@ export function createRulesetApi(id, { commands, relays, router, pending, bridge
       }
       const link = bridgeLink();
       if (!link) return Promise.reject(new BridgeError("bridge_down", "this browser has no bridge connection (is the bridge token set?)"));
-      return link.request(message);
+      return link.request(message).then(receipts.note);
     },
     relay: (ruleset, action, data) => relays.request(ruleset, action, data),
     onRelay: (action, handler) => relays.on(id, action, handler),
     async postCard(card, options) {
-      return fvtt.messageData(await postCard(fvtt, card, options));
+      return fvtt.messageData(await postCard(fvtt, card, { ...options, flags: receipts.flags(card, options?.flags) }));
     },
     async showDice(dice, { userId, whisper = [], blind = false }) {
       try {

@@ -161,6 +161,8 @@ export function installFakeFoundry({ WebSocket, diceSoNice = false, settings = {
     messageUpdates: [],
     itemUpdates: [],
     diceShown: [],
+    /** Files `foundry.utils.saveDataToFile` was asked to save: {data, type, filename}. */
+    downloads: [],
     hooks,
     registered,
     menus: new Map(),
@@ -285,6 +287,7 @@ export function installFakeFoundry({ WebSocket, diceSoNice = false, settings = {
     deepClone: (value) => structuredClone(value),
     getProperty: (object, key) => key.split(".").reduce((value, part) => value?.[part], object),
     setProperty: (object, key, value) => setPath(object, key, value),
+    saveDataToFile: (data, type, filename) => world.downloads.push({ data, type, filename }),
   }, applications: { api: { ApplicationV2: FakeApplicationV2 } } };
   globalThis.fromUuidSync = (uuid) => {
     const match = /(?:^|\.)Actor\.([^.]+)$/.exec(uuid);
