@@ -27,6 +27,7 @@ from ... import wire as shared
 from ...ruleset import Outcome, handler, log_fields
 from ...dice import Dice, DiceExhausted
 from ...errors import BadMessage, Forbidden, NotEligible, NotFound
+from ...i18n import N_, _
 from . import rules as hmtw
 from ...state import WorldState
 
@@ -231,30 +232,30 @@ def _reshuffled(reshuffles: Sequence[hmtw.Reshuffled]) -> list[wire.HmtwReshuffl
 
 
 RESHUFFLE_TEXT = {
-    "fool": "The Fool was drawn: both decks are reshuffled, every card back in.",
-    "exhausted": "The {deck} deck ran out: its discard pile is shuffled back in.",
-    "gm": "The GM reshuffles both decks, every card back in.",
+    "fool": N_("The Fool was drawn: both decks are reshuffled, every card back in."),
+    "exhausted": N_("The %(deck)s deck ran out: its discard pile is shuffled back in."),
+    "gm": N_("The GM reshuffles both decks, every card back in."),
 }
-DECK_TITLES = {"player": "player", "gm": "GM"}
+DECK_TITLES = {"player": N_("player"), "gm": N_("GM")}
 
 
 def _notice(reshuffles: Sequence[hmtw.Reshuffled]) -> wire.Card | None:
     """H7: the public chat card announcing this decision's reshuffles (None without one)."""
     if not reshuffles:
         return None
-    lines = [RESHUFFLE_TEXT[r.reason].format(deck=DECK_TITLES[r.decks[0]]) for r in reshuffles]
-    return cards.render_card("hmtw_reshuffle.html.j2", title="The decks are reshuffled",
+    lines = [_(RESHUFFLE_TEXT[r.reason]) % {"deck": _(DECK_TITLES[r.decks[0]])} for r in reshuffles]
+    return cards.render_card("hmtw_reshuffle.html.j2", title=_("The decks are reshuffled"),
                              ruleset=RULESET, lines=lines)
 
 
 def _modifier_text(favor: bool, disfavor: bool) -> str:
     """H4 in words, for the card."""
     if favor and disfavor:
-        return "favor and disfavor cancel"
+        return _("favor and disfavor cancel")
     if favor:
-        return f"favor +{hmtw.FAVOR_BONUS}"
+        return _("favor +%(bonus)s") % {"bonus": hmtw.FAVOR_BONUS}
     if disfavor:
-        return f"disfavor -{hmtw.FAVOR_BONUS}"
+        return _("disfavor -%(bonus)s") % {"bonus": hmtw.FAVOR_BONUS}
     return ""
 
 
@@ -287,7 +288,7 @@ def _test_view(result: wire.HmtwTestResult, record: TestRecord) -> dict[str, obj
         "actor_name": result.actor_name,
         "user_id": result.user_id,
         "user_name": record.user_name,
-        "suit": hmtw.SUIT_NAMES[result.attribute],
+        "suit": cards.suit_name(result.attribute),
         "score": result.score,
         "modifier": result.modifier,
         "modifier_text": _modifier_text(record.favor, record.disfavor),
@@ -295,7 +296,7 @@ def _test_view(result: wire.HmtwTestResult, record: TestRecord) -> dict[str, obj
         "pushed": result.pushed,
         "total": result.total,
         "outcome": result.outcome,
-        "outcome_name": hmtw.OUTCOME_NAMES[result.outcome],
+        "outcome_name": _(hmtw.OUTCOME_NAMES[result.outcome]),
         "pushable": bool(result.push_by),
     }
 
@@ -304,7 +305,7 @@ def _test_card(result: wire.HmtwTestResult, record: TestRecord, obstacle: str | 
                bound: bool) -> wire.Card:
     return cards.render_card(
         "hmtw_test.html.j2",
-        title=f"Test of fate: {hmtw.SUIT_NAMES[result.attribute]}",
+        title=_("Test of fate: %(suit)s") % {"suit": cards.suit_name(result.attribute)},
         ruleset=RULESET,
         speaker_actor_id=result.actor_id,
         speaker_alias=result.actor_name,
@@ -335,12 +336,12 @@ def _group_tested(event_id: str, group: GroupRecord, members: Sequence[TestRecor
     results = [_result(m, decks.open_tests) for m in members]
     card = cards.render_card(
         "hmtw_group.html.j2",
-        title=f"Group test: {hmtw.SUIT_NAMES[group.attribute]}",
+        title=_("Group test: %(suit)s") % {"suit": cards.suit_name(group.attribute)},
         ruleset=RULESET,
         members=[_test_view(r, m) for r, m in zip(results, members)],
         hits=group.hits,
         outcome=group.outcome,
-        outcome_name=hmtw.GROUP_OUTCOME_NAMES[group.outcome],
+        outcome_name=_(hmtw.GROUP_OUTCOME_NAMES[group.outcome]),
         obstacle=group.obstacle,
         bound=bound,
     )
@@ -545,12 +546,12 @@ def _challenge_action(message: wire.HmtwChallengeAction, state: WorldState,
     _put_decks(state, decks)
     card = cards.render_card(
         "hmtw_challenge.html.j2",
-        title=f"Challenge Action: {hmtw.SUIT_NAMES[message.attribute]}",
+        title=_("Challenge Action: %(suit)s") % {"suit": cards.suit_name(message.attribute)},
         ruleset=RULESET,
         speaker_actor_id=message.actor.actor_id,
         speaker_alias=message.actor.name,
         drawn=face,
-        suit=hmtw.SUIT_NAMES[message.attribute],
+        suit=cards.suit_name(message.attribute),
         score=message.score,
         modifier=hmtw.modifier(message.favor, message.disfavor),
         modifier_text=_modifier_text(message.favor, message.disfavor),
@@ -571,7 +572,8 @@ def _challenge_action(message: wire.HmtwChallengeAction, state: WorldState,
 
 # --- GM commands --------------------------------------------------------------------------------
 
-COMMAND_TITLES = {"status": "Decks", "reshuffle": "Decks reshuffled", "round_end": "End of the round"}
+COMMAND_TITLES = {"status": N_("Decks"), "reshuffle": N_("Decks reshuffled"),
+                  "round_end": N_("End of the round")}
 
 
 def _deck_command(message: wire.HmtwDeckCommand, state: WorldState, dice: Dice) -> wire.HmtwDecks:
@@ -590,7 +592,7 @@ def _deck_command(message: wire.HmtwDeckCommand, state: WorldState, dice: Dice) 
              for b in _bound(state)]
     counts = _counts(decks)
     card = cards.render_card(
-        "hmtw_decks.html.j2", title=COMMAND_TITLES[message.command], ruleset=RULESET,
+        "hmtw_decks.html.j2", title=_(COMMAND_TITLES[message.command]), ruleset=RULESET,
         counts=counts, decks=decks, bound=bound,
     )
     return wire.HmtwDecks(
@@ -608,7 +610,7 @@ def _gm_draw(message: wire.HmtwGmDraw, state: WorldState, dice: Dice) -> wire.Hm
     _put_decks(state, drawn.decks)
     face = _face(drawn.card)
     counts = _counts(drawn.decks)
-    card = cards.render_card("hmtw_gm_draw.html.j2", title="GM deck", ruleset=RULESET,
+    card = cards.render_card("hmtw_gm_draw.html.j2", title=_("GM deck"), ruleset=RULESET,
                              drawn=face, counts=counts)
     return wire.HmtwGmDrawn(event_id=message.event_id, drawn=face, decks=counts,
                             reshuffles=_reshuffled(drawn.reshuffles),
@@ -625,7 +627,7 @@ def _clear_obstacle(message: wire.HmtwClearObstacle, state: WorldState,
     if entry is None:
         raise NotFound(f"{message.obstacle!r} is not bound by fate", field="obstacle")
     state.put(BOUND, BOUND_KEY, BoundRecord(obstacles=[b for b in bound if b is not entry]))
-    card = cards.render_card("hmtw_obstacle.html.j2", title="Circumstances changed",
+    card = cards.render_card("hmtw_obstacle.html.j2", title=_("Circumstances changed"),
                              ruleset=RULESET, obstacle=entry.obstacle)
     return wire.HmtwObstacleCleared(event_id=message.event_id, obstacle=entry.obstacle,
                                     test_id=entry.test_id, card=card)

@@ -19,14 +19,15 @@ from ... import wire as shared
 from ...ruleset import handler
 from ...dice import Dice, DiceExhausted
 from ...errors import BadMessage, Forbidden, NotEligible
+from ...i18n import N_, _
 from . import rules as mythic
 from ...state import WorldState
 
 RULESET = mythic.RULESET
 OPTIONS, WORLD_KEY = "mythic.options", "world"
 ANSWER_TEMPLATE = "mythic_answer.html.j2"
-DEFAULT_QUESTION = "Fate Chart question"  # the card's title when the asker gave no words
-FREE_SHIFT, BUILT_IN = "Free shift", "Built into the question"
+DEFAULT_QUESTION = N_("Fate Chart question")  # the card's title when the asker gave no words
+FREE_SHIFT, BUILT_IN = N_("Free shift"), N_("Built into the question")
 
 
 class ChartOptions(msgspec.Struct, kw_only=True, frozen=True):
@@ -140,29 +141,29 @@ def _answer(
     outcome = named.outcomes[result.answer] if named else None
     card = cards.render_card(
         ANSWER_TEMPLATE,
-        title=question,
+        title=question if message.question else _(question),  # the asker's own words stay
         ruleset=RULESET,
         speaker_actor_id=message.actor_id,
         speaker_alias=message.actor_name,
-        named_question=named.question if named and named.question != question else None,
-        guidance=named and (named.acting_guidance, named.difficulty_guidance),
-        odds=odds,
+        named_question=_(named.question) if named and named.question != question else None,
+        guidance=named and (_(named.acting_guidance), _(named.difficulty_guidance)),
+        odds=odds and _(odds),
         chaos_factor=chaos_factor,
-        acting_asked=mythic.rank_name(acting),
-        acting_rank=mythic.rank_name(result.acting),
+        acting_asked=cards.rank_name(acting),
+        acting_rank=cards.rank_name(result.acting),
         acting_shift=mythic.format_shift(acting_shift),
-        difficulty_asked=mythic.rank_name(difficulty),
-        difficulty_rank=mythic.rank_name(result.difficulty),
+        difficulty_asked=cards.rank_name(difficulty),
+        difficulty_rank=cards.rank_name(result.difficulty),
         difficulty_shift=mythic.format_shift(difficulty_shift),
-        shifts=[(s.label, "AR" if s.target == mythic.ACTING else "DR", mythic.format_shift(s.shift))
-                for s in shifts],
+        shifts=[(cards.shift_label(s.label), _("AR") if s.target == mythic.ACTING else _("DR"),
+                 mythic.format_shift(s.shift)) for s in shifts],
         chance=limits.chance,
         exceptional_yes=limits.exceptional_yes,
         exceptional_no=limits.exceptional_no,
         roll=result.roll,
         answer=result.answer,
-        answer_name=mythic.ANSWER_NAMES[result.answer],
-        outcome=outcome,
+        answer_name=_(mythic.ANSWER_NAMES[result.answer]),
+        outcome=outcome and _(outcome),
         user_name=message.user_name,
     )
     return wire.ChartAnswered(

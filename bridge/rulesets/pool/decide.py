@@ -25,6 +25,7 @@ from ... import wire as shared
 from ...ruleset import handler
 from ...dice import Dice, DiceExhausted
 from ...errors import BadMessage, Forbidden, NoCharges, NotEligible, NotFound
+from ...i18n import N_, _
 from . import rules as pool
 from ...state import WorldState
 
@@ -34,13 +35,13 @@ WORLD_KEY = "world"
 
 # The ledger card's heading per GM action.
 LEDGER_TITLES = {
-    "character": "Ledger entry",
-    "session_start": "Session start: 3 session Fate each",
-    "session_end": "Session end: session Fate is gone",
-    "rest": "Rest: earned Fate becomes Destiny",
-    "award": "Fate awarded",
-    "level_gained": "Level gained: Destiny resets",
-    "stamina": "Stamina set",
+    "character": N_("Ledger entry"),
+    "session_start": N_("Session start: 3 session Fate each"),
+    "session_end": N_("Session end: session Fate is gone"),
+    "rest": N_("Rest: earned Fate becomes Destiny"),
+    "award": N_("Fate awarded"),
+    "level_gained": N_("Level gained: Destiny resets"),
+    "stamina": N_("Stamina set"),
 }
 
 
@@ -180,7 +181,7 @@ def _configure(message: wire.PoolConfigure, state: WorldState, dice: Dice) -> wi
 
 def _ledger_reply(message: wire.PoolGmRequest, action: wire.LedgerAction, world: WorldRecord,
                   records: list[CharacterRecord]) -> wire.PoolLedger:
-    title = LEDGER_TITLES[action]
+    title = _(LEDGER_TITLES[action])
     card = cards.render_card("pool_ledger.html.j2", title=title, ruleset=RULESET, action=action,
                              characters=[_entry(r) for r in records], user_name=message.user_name)
     return wire.PoolLedger(event_id=message.event_id, action=action, session_open=world.session_open,
@@ -358,11 +359,11 @@ def _check(message: wire.PoolCheck, state: WorldState, dice: Dice) -> wire.PoolC
     passed = pool.passes(successes, needed)
     entry = _entry(record)
     card = cards.render_card(
-        "pool_check.html.j2", title=f"{record.name}: {message.label or 'Check'}", ruleset=RULESET,
+        "pool_check.html.j2", title=f"{record.name}: {message.label or _('Check')}", ruleset=RULESET,
         speaker_actor_id=record.character_id, speaker_alias=record.name,
         stat_modifier=stat_modifier, tier=tier, bought=message.fate, size=size, mode=mode,
         threshold=threshold, dice=rolled, successes=successes, task_tier=message.task_tier,
-        task_name=task_name, needed=needed, passed=passed, fate_spent=fate_spent,
+        task_name=task_name and _(task_name), needed=needed, passed=passed, fate_spent=fate_spent,
         stamina_lost=ones.stamina_lost, fate_gained=ones.fate_gained,
         narrative=config.narrative_consequences and _holds_fate(record), character=entry,
         user_name=message.user_name,
@@ -418,13 +419,13 @@ def _save(message: wire.PoolSave, state: WorldState, dice: Dice) -> wire.PoolSav
     tier = pool.tier_for_level(record.level)
     total = pool.save_total(kept, stat_value, fate_value or 0, tier, message.bonus)
     passed = pool.save_passes(total, dc)
-    label = message.label or f"{message.save.capitalize()} save"
+    label = message.label or cards.SAVE_LABELS[message.save]
     state.put(ROLL, message.event_id, RollRecord(
         roll_id=message.event_id, character_id=record.character_id, kind="save", label=label,
         mode=mode, d20s=d20s, total=total, dc=dc))
     entry = _entry(record)
     card = cards.render_card(
-        "pool_save.html.j2", title=f"{record.name}: {label}", ruleset=RULESET,
+        "pool_save.html.j2", title=cards.roll_title(record.name, label, "save"), ruleset=RULESET,
         speaker_actor_id=record.character_id, speaker_alias=record.name, roll_id=message.event_id,
         mode=mode, d20s=d20s, kept=kept, stat_die=stat_die, stat_value=stat_value, fate_die=other_die,
         fate_value=fate_value, tier=tier, bonus=message.bonus, total=total, dc=dc, passed=passed,
@@ -476,7 +477,7 @@ def _reroll(message: wire.PoolReroll, state: WorldState, dice: Dice) -> wire.Poo
     _put(state, [record])
     entry = _entry(record)
     card = cards.render_card(
-        "pool_reroll.html.j2", title=f"{record.name}: {before.label or before.kind.replace('_', ' ')} rerolled",
+        "pool_reroll.html.j2", title=_("%(roll)s rerolled") % {"roll": cards.roll_title(record.name, before.label, before.kind)},
         ruleset=RULESET, speaker_actor_id=record.character_id, speaker_alias=record.name,
         roll_id=message.roll_id, mode=before.mode, d20s_before=before.d20s, kept_before=kept_before,
         total_before=before.total, d20s=d20s, kept=kept, total=total, dc=before.dc, passed=passed,
