@@ -34,7 +34,7 @@ from websockets.exceptions import ConnectionClosed
 from websockets.frames import CloseCode
 from websockets.http11 import Request, Response
 
-from . import wire
+from . import overlay_page, wire
 from .dice import Dice, SecretDice
 from .errors import ConfigError, RateLimited
 from .session import (CLOSE_HELLO_TIMEOUT, CLOSE_SUPERSEDED, CLOSE_VIEWER_TOO_SLOW, OVERLAY_PATH,
@@ -101,10 +101,11 @@ OVERLAY_HEADERS = (
 
 
 def _load_overlay() -> dict[str, tuple[bytes, str]]:
-    """The overlay files by URL path: (body, Content-Type), read once from the package."""
+    """The overlay files by URL path: (body, Content-Type), read once from the package (the page
+    itself is rendered per language: :mod:`bridge.overlay_page`)."""
     folder = resources.files("bridge").joinpath("overlay")
     return {path: (folder.joinpath(name).read_bytes(), kind)
-            for path, (name, kind) in OVERLAY_FILES.items()}
+            for path, (name, kind) in OVERLAY_FILES.items() if name != overlay_page.PAGE}
 
 
 def _own_origin(request: Request) -> bool:
@@ -120,13 +121,16 @@ def http_handler(origins: list[str] | None) -> Callable[[ServerConnection, Reque
     given; returns None to go on with the upgrade. Pages served by the bridge itself (the
     overlay) always pass, so OBS can show it whatever ``--origins`` says."""
     overlay = _load_overlay()
+    pages = overlay_page.render_pages()
+    page_kind = OVERLAY_FILES[f"/{OVERLAY_PATH}"][1]
 
     def process_request(connection: ServerConnection, request: Request) -> Response | None:
-        path = urlsplit(request.path).path
+        url = urlsplit(request.path)
+        path = url.path
         if path == HEALTH_PATH:
             return connection.respond(HTTPStatus.OK, "ok\n")
-        if path in overlay:
-            body, kind = overlay[path]
+        if path in overlay or path == f"/{OVERLAY_PATH}":
+            body, kind = overlay.get(path) or (pages[overlay_page.language_of(url.query)], page_kind)
             headers = Headers([("Content-Type", kind), ("Content-Length", str(len(body))),
                                *OVERLAY_HEADERS])
             return Response(HTTPStatus.OK, HTTPStatus.OK.phrase, headers, body)

@@ -23,7 +23,7 @@ from dataclasses import dataclass
 import msgspec
 import structlog
 
-from . import __version__, wire
+from . import __version__, i18n, wire
 from .dice import Dice
 from . import dispatch
 from .audit import AuditEntry, RecordingDice, RecordingState, sorted_json
@@ -118,6 +118,7 @@ class Session:
         self.world_id: str | None = default_world if trusted else None
         self.holder = "another connection"  # who holds the link, as hello described it
         self.viewer = False  # True once a hello with the viewer key opened it read-only
+        self.language = i18n.DEFAULT  # the world's, from the forwarder's hello (bridge.i18n)
         self.log = log.bind(world_id=self.world_id) if self.world_id else log
 
     @property
@@ -135,7 +136,8 @@ class Session:
             close = None if self.is_open else CLOSE_UNAUTHORIZED
             return Reply([error_frame(refusal, wire.ref_of(frame))], close)
         try:
-            return await self._handle(message, dice or self.dice)
+            with i18n.using(self.language):
+                return await self._handle(message, dice or self.dice)
         except WorldNotRegistered as gone:
             self.log.info("world_not_registered")
             return Reply([error_frame(Unauthorized(str(gone)), ref_of_message(message))], CLOSE_UNAUTHORIZED)
@@ -195,10 +197,12 @@ class Session:
         client = hello.client
         if client is not None and client.user_name:
             self.holder = f"{client.user_name} (Foundry {client.foundry_version})"
+        self.language = i18n.normalize(client and client.language)
         self.log.info(
             "hello",
             module_version=client and client.module_version,
             system_id=client and client.system_id,
+            language=self.language,
         )
         return Reply([_welcome(world)])
 
@@ -230,12 +234,15 @@ class Session:
         user_id: str | None = getattr(message, "user_id", None)
         message_bytes = sorted_json(message)
         tag = message.__struct_config__.tag
+        language = self.language
 
         def decision(state: WorldState) -> Decision:
-            # runs on the store's writer thread, inside the decision's transaction
+            # runs on the store's writer thread, inside the decision's transaction; its cards and
+            # refusal text in the world's language (presentation: the audit ignores it)
             recording, rolled = RecordingState(state), RecordingDice(dice)
             try:
-                outcome = dispatch.decide(message, recording, rolled)
+                with i18n.using(language):
+                    outcome = dispatch.decide(message, recording, rolled)
                 ok = True
             except Refusal as refusal:
                 error = wire.error_reply(refusal, event_id)

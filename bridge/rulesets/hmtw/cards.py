@@ -1,28 +1,14 @@
 """hmtw's chat cards: rendered from this package's ``templates/`` (autoescaped, strict), in the
-current language (``bridge.i18n``). Tarot names and suits are the rules' (``rules.py``, H2),
-translated here on the card; the wire keeps the English ``name``."""
+current language (``bridge.i18n``). Tarot names, suits and outcomes are the rules' tables
+(``rules.py``, H2, H3, H5, H10), extracted into the catalog from there (babel.cfg) and translated
+here on the card; the wire keeps the English ``name``. Roman numerals have no catalog entry."""
 
 from __future__ import annotations
 
 from ... import wire
 from ...cards import CardTemplates
-from ...i18n import N_, _
+from ...i18n import _
 from . import rules as hmtw
-
-# The rules' words shown on cards, marked for the catalog (tests/test_i18n.py checks they are
-# every word of rules.py's tables). Roman numerals have no catalog entry: they stay.
-WORDS = (
-    N_("Swords"), N_("Pentacles"), N_("Cups"), N_("Wands"),
-    N_("Ace"), N_("Page"), N_("Knight"), N_("Queen"), N_("King"), N_("The Fool"),
-    N_("The Magician"), N_("The High Priestess"), N_("The Empress"), N_("The Emperor"),
-    N_("The Hierophant"), N_("The Lovers"), N_("The Chariot"), N_("Strength"), N_("The Hermit"),
-    N_("Wheel of Fortune"), N_("Justice"), N_("The Hanged Man"), N_("Death"), N_("Temperance"),
-    N_("The Devil"), N_("The Tower"), N_("The Star"), N_("The Moon"), N_("The Sun"),
-    N_("Judgement"), N_("The World"),
-    N_("Great success"), N_("Success"), N_("Failure"), N_("Great failure"),
-    N_("Falls short"), N_("Disaster"),
-)
-
 
 def suit_name(suit: str) -> str:
     """H3: a suit (``"swords"``) as the card shows it, in the current language."""

@@ -359,7 +359,8 @@ def _check(message: wire.PoolCheck, state: WorldState, dice: Dice) -> wire.PoolC
     passed = pool.passes(successes, needed)
     entry = _entry(record)
     card = cards.render_card(
-        "pool_check.html.j2", title=f"{record.name}: {message.label or _('Check')}", ruleset=RULESET,
+        "pool_check.html.j2", ruleset=RULESET,
+        title=_("%(name)s: %(roll)s") % {"name": record.name, "roll": message.label or _("Check")},
         speaker_actor_id=record.character_id, speaker_alias=record.name,
         stat_modifier=stat_modifier, tier=tier, bought=message.fate, size=size, mode=mode,
         threshold=threshold, dice=rolled, successes=successes, task_tier=message.task_tier,

@@ -18,10 +18,10 @@ OUTCOME_TEXT = {
     "spent": N_("spent"),
     "choice": N_("Critical Success: spend for +2 or keep for +1"),
 }
-# The rules' words for levels (S2, S3), translated on the card (a basic test's label is a word too);
-# the labels CS, MS, MF, CF are the game's terms and have no catalog entry: they stay.
-LEVEL_WORDS = (N_("Critical Failure"), N_("Marginal Failure"), N_("Marginal Success"),
-               N_("Critical Success"), N_("Success"), N_("Failure"))
+# The words of levels are translated on the card: LEVEL_NAMES comes into the catalog from
+# rules.py (babel.cfg), a basic test's labels (S3) are these; the labels CS, MS, MF, CF are the
+# game's terms and have no catalog entry: they stay.
+BASIC_LABELS = (N_("Success"), N_("Failure"))
 
 
 @dataclass(frozen=True, slots=True)
