@@ -36,7 +36,8 @@ export const CHOICES = Object.freeze(["spend", "keep"]);
  * @param {() => string} newEventId returns a fresh, world-unique event id (at most 128 chars)
  * @returns {{
  *   hello: (p: {worldId: string, token: string, client: {module_version: string,
- *     foundry_version: string, system_id: string, system_version: string, user_name?: string}}) => object,
+ *     foundry_version: string, system_id: string, system_version: string, user_name?: string,
+ *     language?: string}}) => object,
  *   ping: () => object,
  *   settings: (p: {fateOption: string}) => object,
  *   testRolled: (p: {messageId: string, actor: object, test: object, visibility: string}) => object,
@@ -44,7 +45,8 @@ export const CHOICES = Object.freeze(["spend", "keep"]);
  *   fateChoice: (p: {messageId: string, choice: string, userId: string, userName?: string, userIsGM: boolean}) => object,
  * }}
  * `userIsGM` is Foundry's `user.isGM` for `userId` (the bridge lets a GM act for any actor and
- * answer any choice); `hello`'s `client.user_name` names the GM holding the link.
+ * answer any choice); `hello`'s `client.user_name` names the GM holding the link, its
+ * `client.language` (Foundry's `game.i18n.lang`) is the language the bridge writes the world's cards in.
  * `settings` throws a TypeError for a fate option outside FATE_OPTIONS, `fateChoice` for a
  * choice outside CHOICES.
  */
