@@ -79,7 +79,7 @@ def ref_of_message(message: wire.ClientMessage) -> str | None:
     return getattr(message, "event_id", None) or getattr(message, "query_id", None)
 
 
-INTERNAL_MESSAGE = "the bridge failed to handle this message; the GM can find details in its log"
+INTERNAL_MESSAGE = i18n.N_("the bridge failed to handle this message; the GM can find details in its log")
 
 
 @dataclass(frozen=True, slots=True)
@@ -145,7 +145,9 @@ class Session:
             return Reply([error_frame(refusal, ref_of_message(message))])
         except Exception:
             self.log.exception("internal_error", type=type(message).__name__)
-            return Reply([error_frame(Internal(INTERNAL_MESSAGE), ref_of_message(message))])
+            with i18n.using(self.language):
+                text = i18n.gettext(INTERNAL_MESSAGE)
+            return Reply([error_frame(Internal(text), ref_of_message(message))])
 
     async def _handle(self, message: wire.ClientMessages, dice: Dice) -> Reply:
         if self.viewer and not isinstance(message, wire.Ping):
@@ -178,7 +180,7 @@ class Session:
 
     async def _hello(self, hello: wire.Hello) -> Reply:
         if self.is_open and not self.trusted:
-            raise BadMessage("hello was sent already on this connection", field="type")
+            raise BadMessage(i18n.gettext("hello was sent already on this connection"), field="type")
         world = await self.store.world(hello.world_id)
         if self.trusted:
             if world is None:

@@ -45,7 +45,7 @@ __all__ = ["db", "open_store", "start_bridge"]  # fixtures used here
 EXAMPLES = sorted((ROOT / "examples").glob("*.jsonl"))
 TEMPLATES = sorted((ROOT / "bridge" / "rulesets").glob("*/templates/*.j2"))
 DE_PO = ROOT / "bridge" / "locale" / "de" / "LC_MESSAGES" / "messages.po"
-GM = {"user_id": "gmUser000000001", "user_name": "Game Master", "user_is_gm": True}
+GM = {"user_id": "gmUser000000001", "user_is_gm": True}
 # Card kinds the example sessions do not reach, played after them (same world, same state).
 MORE = {
     "hmtw-session.jsonl": [
@@ -334,3 +334,33 @@ class TestThroughASocket:
             de_text = de_text.replace(name, " ")
         assert english_left(de_text, de_catalog()) == []
         assert "Fate Test:" in en_text and "Schicksal" not in en_text
+
+
+class TestRefusals:
+    @pytest.mark.parametrize("language, text", [
+        ("de", "Nachricht never-graded wurde nie bewertet"),
+        ("fr", "message never-graded was never graded"),
+    ])
+    async def test_a_refusal_is_written_in_the_worlds_language(self, language, text):
+        store = await memory_store()
+        try:
+            ((_, reply),) = await play(store, [fate_spend("ev-1", "never-graded")], language)
+        finally:
+            await store.close()
+        assert (reply["type"], reply["code"], reply["field"], reply["message"]) == ("error", "not_found", "message_id", text)
+
+    async def test_every_refusal_of_a_ruleset_in_german_keeps_its_code_and_field(self):
+        """The hmtw example's refusals (a push by another player, a bound obstacle tested again)
+        in German: the same codes and fields as in English, other words."""
+        lines = example_lines(ROOT / "examples" / "hmtw-session.jsonl")
+        errors = {}
+        for language in ("en", "de"):
+            store = await memory_store()
+            try:
+                errors[language] = [r for _, r in await play(store, lines, language) if r["type"] == "error"]
+            finally:
+                await store.close()
+        assert len(errors["de"]) == 3
+        assert [(e["code"], e["field"]) for e in errors["de"]] == [(e["code"], e["field"]) for e in errors["en"]]
+        assert all(d["message"] != e["message"] for d, e in zip(errors["de"], errors["en"]))
+        assert english_left(" ".join(e["message"] for e in errors["de"]), de_catalog()) == []

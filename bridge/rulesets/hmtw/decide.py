@@ -158,22 +158,23 @@ def _rebind(bound: list[BoundEntry], obstacle: str | None, test_id: str, outcome
 
 def _require_gm(user_is_gm: bool, what: str) -> None:
     if not user_is_gm:
-        raise Forbidden(f"only a GM may {what}", field="user_id")
+        raise Forbidden(_("only a GM may %(what)s") % {"what": what}, field="user_id")
 
 
 def _require_owner(actors: Sequence[wire.HmtwActor], user_id: str, user_is_gm: bool) -> None:
     """Only an owner of the drawing adventurer (or of one of a group's) or a GM may draw."""
     if not user_is_gm and not any(user_id in a.owner_user_ids for a in actors):
-        names = " or ".join(repr(a.name) for a in actors)
-        raise Forbidden(f"user {user_id} does not own {names} and may not draw for them",
-                        field="user_id")
+        names = _(" or ").join(repr(a.name) for a in actors)
+        raise Forbidden(_("user %(user)s does not own %(names)s and may not draw for them")
+                        % {"user": user_id, "names": names}, field="user_id")
 
 
 def _require_new_ids(state: WorldState, ids: Sequence[str], field: str) -> None:
     for test_id in ids:
         if (state.get(TESTS, test_id, TestRecord) is not None
                 or state.get(GROUPS, test_id, GroupRecord) is not None):
-            raise BadMessage(f"{test_id!r} names an earlier test in this world", field=field)
+            raise BadMessage(_("%(test)r names an earlier test in this world") % {"test": test_id},
+                             field=field)
 
 
 def _obstacle_key(obstacle: str) -> str:
@@ -192,8 +193,10 @@ def _require_unbound(bound: list[BoundEntry], obstacle: str | None) -> None:
     entry = next((b for b in bound if b.key == key), None)
     if entry is not None:
         raise NotEligible(
-            f"{entry.obstacle!r} is bound by fate after test {entry.test_id} ({entry.outcome}): "
-            "nobody in the guild may test it again until the GM says circumstances changed (H9)",
+            _("%(obstacle)r is bound by fate after test %(test)s (%(outcome)s): nobody in the guild "
+              "may test it again until the GM says circumstances changed (H9)")
+            % {"obstacle": entry.obstacle, "test": entry.test_id,
+               "outcome": entry.outcome},  # the outcome's wire code (failure, disaster)
             field="obstacle",
         )
 
@@ -421,7 +424,7 @@ def _group_test(message: wire.HmtwGroupTest, state: WorldState, dice: Dice) -> w
     actors = [m.actor for m in message.members]
     _require_owner(actors, message.user_id, message.user_is_gm)
     if actors[0].actor_id == actors[1].actor_id:
-        raise BadMessage("a group test needs two different adventurers (H10)",
+        raise BadMessage(_("a group test needs two different adventurers (H10)"),
                          field="members[1].actor.actor_id")
     member_ids = [_member_id(message.test_id, n) for n in range(1, hmtw.GROUP_SIZE + 1)]
     _require_new_ids(state, [message.test_id, *member_ids], "test_id")
@@ -472,21 +475,22 @@ def _push(message: wire.HmtwPush, state: WorldState, dice: Dice) -> Outcome:
     A group member's push re-sums the group (H10)."""
     record = state.get(TESTS, message.test_id, TestRecord)
     if record is None:
-        raise NotFound(f"no test {message.test_id} was drawn in this world", field="test_id")
+        raise NotFound(_("no test %(test)s was drawn in this world") % {"test": message.test_id},
+                       field="test_id")
     if message.user_id != record.user_id:
-        raise Forbidden("only the player who drew may push fate (H6)", field="user_id")
+        raise Forbidden(_("only the player who drew may push fate (H6)"), field="user_id")
     if record.kind == "challenge":
-        raise NotEligible("a Challenge Action can never be pushed (H8)", field="test_id")
+        raise NotEligible(_("a Challenge Action can never be pushed (H8)"), field="test_id")
     if record.pushed is not None:
-        raise NotEligible("fate was pushed on this test already (H6)", field="test_id")
+        raise NotEligible(_("fate was pushed on this test already (H6)"), field="test_id")
     assert record.outcome is not None  # only a Challenge Action has none
     if record.outcome != "failure":
-        raise NotEligible(f"fate is pushed only after a failure, and this test was a "
-                          f"{hmtw.OUTCOME_NAMES[record.outcome].lower()} (H6)", field="test_id")
+        raise NotEligible(_("fate is pushed only after a failure; this test's outcome: %(outcome)s (H6)")
+                          % {"outcome": _(hmtw.OUTCOME_NAMES[record.outcome])}, field="test_id")
     decks = _decks(state)
     if record.test_id not in decks.open_tests:
-        raise NotEligible("the table has drawn since this test: fate can no longer be pushed on it "
-                          "(H6)", field="test_id")
+        raise NotEligible(_("the table has drawn since this test: fate can no longer be pushed on it "
+                            "(H6)"), field="test_id")
     drawn = hmtw.draw(decks, "player", _picker(dice))
     decks = hmtw.close_test(drawn.decks, record.test_id)
     if drawn.card.code == hmtw.FOOL:
@@ -578,7 +582,7 @@ COMMAND_TITLES = {"status": N_("Decks"), "reshuffle": N_("Decks reshuffled"),
 
 def _deck_command(message: wire.HmtwDeckCommand, state: WorldState, dice: Dice) -> wire.HmtwDecks:
     """H1/H7: the GM's deck status, reshuffle now, or end of a Challenge round."""
-    _require_gm(message.user_is_gm, "command the decks")
+    _require_gm(message.user_is_gm, _("command the decks"))
     decks = _decks(state)
     reshuffles: tuple[hmtw.Reshuffled, ...] = ()
     if message.command == "reshuffle":
@@ -605,7 +609,7 @@ def _deck_command(message: wire.HmtwDeckCommand, state: WorldState, dice: Dice) 
 
 def _gm_draw(message: wire.HmtwGmDraw, state: WorldState, dice: Dice) -> wire.HmtwGmDrawn:
     """H1: a card from the GM deck (refilled from its discards when empty)."""
-    _require_gm(message.user_is_gm, "draw from the GM deck")
+    _require_gm(message.user_is_gm, _("draw from the GM deck"))
     drawn = hmtw.draw(_decks(state), "gm", _picker(dice))
     _put_decks(state, drawn.decks)
     face = _face(drawn.card)
@@ -620,12 +624,13 @@ def _gm_draw(message: wire.HmtwGmDraw, state: WorldState, dice: Dice) -> wire.Hm
 def _clear_obstacle(message: wire.HmtwClearObstacle, state: WorldState,
                     dice: Dice) -> wire.HmtwObstacleCleared:
     """H9: the GM says circumstances changed: the obstacle may be tested again."""
-    _require_gm(message.user_is_gm, "clear an obstacle bound by fate")
+    _require_gm(message.user_is_gm, _("clear an obstacle bound by fate"))
     key = _obstacle_key(message.obstacle)
     bound = _bound(state)
     entry = next((b for b in bound if b.key == key), None)
     if entry is None:
-        raise NotFound(f"{message.obstacle!r} is not bound by fate", field="obstacle")
+        raise NotFound(_("%(obstacle)r is not bound by fate") % {"obstacle": message.obstacle},
+                       field="obstacle")
     state.put(BOUND, BOUND_KEY, BoundRecord(obstacles=[b for b in bound if b is not entry]))
     card = cards.render_card("hmtw_obstacle.html.j2", title=_("Circumstances changed"),
                              ruleset=RULESET, obstacle=entry.obstacle)

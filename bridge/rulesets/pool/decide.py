@@ -96,8 +96,8 @@ def _config(state: WorldState) -> wire.PoolConfig:
 def _character(state: WorldState, character_id: str, field: str) -> CharacterRecord:
     record = state.get(CHARACTER, character_id, CharacterRecord)
     if record is None:
-        raise NotFound(f"character {character_id} is not in the ledger: the GM enters it first",
-                       field=field)
+        raise NotFound(_("character %(character)s is not in the ledger: the GM enters it first")
+                       % {"character": character_id}, field=field)
     return record
 
 
@@ -137,27 +137,28 @@ def _roll(dice: Dice, roll: Callable[[], object]):
 
 def _require_gm(message: wire.PoolGmRequest) -> None:
     if not message.user_is_gm:
-        raise Forbidden("only a GM may change the Fate ledger", field="user_is_gm")
+        raise Forbidden(_("only a GM may change the Fate ledger"), field="user_is_gm")
 
 
 def _require_owner(record: CharacterRecord, user_id: str, user_is_gm: bool) -> None:
     if not user_is_gm and user_id not in record.owner_user_ids:
-        raise Forbidden(f"user {user_id} does not own {record.name!r}", field="user_id")
+        raise Forbidden(_("user %(user)s does not own %(name)r") % {"user": user_id, "name": record.name},
+                        field="user_id")
 
 
 def _require_fate_holder(record: CharacterRecord, field: str) -> None:
     """P5/P12: only player characters hold Fate."""
     if not _holds_fate(record):
-        raise NotEligible(f"{record.name!r} is a {record.kind}: only player characters have Fate (P5, P12)",
-                          field=field)
+        raise NotEligible(_("%(name)r is a %(kind)s: only player characters have Fate (P5, P12)")
+                          % {"name": record.name, "kind": cards.kind_name(record.kind)}, field=field)
 
 
 def _spend(record: CharacterRecord, cost: int, field: str) -> tuple[CharacterRecord, wire.PoolFateSpent]:
     """P5-P7: take ``cost`` Fate, session Fate first; ``no_charges`` when not enough is held."""
     held = record.session_fate + record.earned_fate
     if cost > held:
-        raise NoCharges(f"{record.name!r} holds {held} Fate, {cost} needed (Destiny is not Fate, P8)",
-                        field=field)
+        raise NoCharges(_("%(name)r holds %(held)s Fate, %(cost)s needed (Destiny is not Fate, P8)")
+                        % {"name": record.name, "held": held, "cost": cost}, field=field)
     spent = pool.spend_fate(record.session_fate, record.earned_fate, cost)
     after = msgspec.structs.replace(record, session_fate=record.session_fate - spent.from_session,
                                     earned_fate=record.earned_fate - spent.from_earned)
@@ -273,7 +274,8 @@ def _level_gained(message: wire.PoolLevelGained, state: WorldState, dice: Dice) 
     record = _character(state, message.character_id, "character_id")
     _require_fate_holder(record, "character_id")
     if record.level >= pool.MAX_LEVEL:
-        raise NotEligible(f"{record.name!r} is at level {pool.MAX_LEVEL}, the last of Tier {pool.MAX_TIER}",
+        raise NotEligible(_("%(name)r is at level %(level)s, the last of Tier %(tier)s")
+                          % {"name": record.name, "level": pool.MAX_LEVEL, "tier": pool.MAX_TIER},
                           field="character_id")
     try:
         level, destiny = pool.gain_level(record.level, record.destiny)
@@ -313,14 +315,14 @@ def _stat_row(config: wire.PoolConfig, score: int, field: str) -> wire.PoolStatR
     """P11: the configured row of a stat score; ``not_found`` when the world has none for it."""
     row = pool.stat_row(score, config.stat_table or [])
     if row is None:
-        raise NotFound(f"the world's stat table has no row for score {score} (P11: the GM configures it)",
-                       field=field)
+        raise NotFound(_("the world's stat table has no row for score %(score)s (P11: the GM configures it)")
+                       % {"score": score}, field=field)
     return row
 
 
 def _stat_modifier(message: wire.PoolCheck, config: wire.PoolConfig) -> int:
     if (message.stat_modifier is None) == (message.stat_score is None):
-        raise BadMessage("give exactly one of stat_modifier and stat_score", field="stat_modifier")
+        raise BadMessage(_("give exactly one of stat_modifier and stat_score"), field="stat_modifier")
     if message.stat_modifier is not None:
         return message.stat_modifier
     return _stat_row(config, message.stat_score, "stat_score").modifier
@@ -340,8 +342,8 @@ def _check(message: wire.PoolCheck, state: WorldState, dice: Dice) -> wire.PoolC
     threshold = pool.success_threshold(stat_modifier, mode)
     size = pool.pool_size(stat_modifier, tier, message.fate)
     if size > pool.MAX_POOL:
-        raise BadMessage(f"a pool of {size} dice is more than the {pool.MAX_POOL} the bridge rolls: "
-                         "check the stat and the Fate dice bought",
+        raise BadMessage(_("a pool of %(size)s dice is more than the %(most)s the bridge rolls: "
+                           "check the stat and the Fate dice bought") % {"size": size, "most": pool.MAX_POOL},
                          field="fate" if message.fate else "stat_modifier" if message.stat_modifier is not None else "stat_score")
     faces = _roll(dice, lambda: pool.roll_pool(size, dice))
 
@@ -385,11 +387,11 @@ def _check(message: wire.PoolCheck, state: WorldState, dice: Dice) -> wire.PoolC
 
 def _save_dc(message: wire.PoolSave, config: wire.PoolConfig) -> int:
     if (message.dc is None) == (message.effect_tier is None):
-        raise BadMessage("give exactly one of dc and effect_tier", field="dc")
+        raise BadMessage(_("give exactly one of dc and effect_tier"), field="dc")
     if message.dc is not None:
         return message.dc
     if config.dc_by_effect_tier is None:
-        raise NotFound("the world has no DC-by-effect-tier table (P11: the GM configures it)",
+        raise NotFound(_("the world has no DC-by-effect-tier table (P11: the GM configures it)"),
                        field="effect_tier")
     return config.dc_by_effect_tier[message.effect_tier - 1]
 
@@ -404,7 +406,8 @@ def _save(message: wire.PoolSave, state: WorldState, dice: Dice) -> wire.PoolSav
     if message.save == pool.FATE_SAVE:
         stat_die, other_die = fate_die, None
     elif message.stat_score is None:
-        raise BadMessage(f"a {message.save} save needs stat_score", field="stat_score")
+        raise BadMessage(_("a %(save)s needs stat_score") % {"save": _(cards.SAVE_LABELS[message.save])},
+                         field="stat_score")
     else:
         stat_die, other_die = _stat_row(config, message.stat_score, "stat_score").die, fate_die
     dc = _save_dc(message, config)
@@ -450,7 +453,8 @@ def _standing_roll(message: wire.PoolReroll, state: WorldState) -> RollRecord:
         return stored
     snapshot = message.roll
     if snapshot is None:
-        raise NotFound(f"no d20 roll {message.roll_id} is known: send the roll with it", field="roll_id")
+        raise NotFound(_("no d20 roll %(roll)s is known: send the roll with it") % {"roll": message.roll_id},
+                       field="roll_id")
     try:
         pool.kept_d20(snapshot.d20s, snapshot.mode)
     except ValueError as exc:
