@@ -174,7 +174,13 @@ class Session:
                 done = wire.OverlayControlled(query_id=message.query_id, action=message.action)
                 return Reply([wire.encode(done)], overlay_action=message.action)
         if dispatch.is_query(message):
-            reply = await self.store.read(self.world_id, lambda state: dispatch.answer(message, state))
+            language = self.language  # the store reads on its own thread: the language goes along
+
+            def query(state: WorldState) -> wire.BridgeMessage:
+                with i18n.using(language):
+                    return dispatch.answer(message, state)
+
+            reply = await self.store.read(self.world_id, query)
             return Reply([wire.encode(reply)])
         return await self._decide(message, dice)
 

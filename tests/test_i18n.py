@@ -364,3 +364,27 @@ class TestRefusals:
         assert [(e["code"], e["field"]) for e in errors["de"]] == [(e["code"], e["field"]) for e in errors["en"]]
         assert all(d["message"] != e["message"] for d, e in zip(errors["de"], errors["en"]))
         assert english_left(" ".join(e["message"] for e in errors["de"]), de_catalog()) == []
+
+
+class TestFateChartDialog:
+    async def test_the_named_questions_come_in_the_worlds_language_keys_and_ranks_stay(self):
+        """The dialog's catalog (a read-only query): its words translated, what the module sends
+        back (keys, ranks, odds) unchanged."""
+        catalogs = {}
+        for language in ("en", "de"):
+            store = await memory_store()
+            try:
+                ((_, catalogs[language]),) = await play(
+                    store, [{"type": "chart_catalog_query", "v": 1, "event_id": "q-1"}], language)
+            finally:
+                await store.close()
+        en, de = catalogs["en"], catalogs["de"]
+        assert (de["ranks"], de["odds"]) == (en["ranks"], en["odds"])
+        assert [q["key"] for q in de["questions"]] == [q["key"] for q in en["questions"]]
+        hit = next(q for q in de["questions"] if q["key"] == "hit")
+        assert hit["question"] == "Trifft der Charakter?"
+        assert hit["outcomes"]["no"] == "Der Angriff geht daneben."
+        words = [text for q in de["questions"] for text in (
+            q["question"], q["acting_guidance"], q["difficulty_guidance"], q["note"],
+            *(m["label"] for m in q["modifiers"]), *q["outcomes"].values())]
+        assert english_left(" | ".join(words), de_catalog()) == []

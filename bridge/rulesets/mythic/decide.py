@@ -207,17 +207,19 @@ def _chart_settings(message: wire.ChartSettings, state: WorldState, dice: Dice) 
 
 
 def _question_info(q: mythic.NamedQuestion) -> wire.ChartQuestionInfo:
+    """A named question for the dialog, its words in the world's language (keys, ranks and odds
+    stay: the module sends them back)."""
     return wire.ChartQuestionInfo(
         key=q.key,
-        question=q.question,
-        acting_guidance=q.acting_guidance,
-        difficulty_guidance=q.difficulty_guidance,
-        note=q.note,
+        question=_(q.question),
+        acting_guidance=_(q.acting_guidance),
+        difficulty_guidance=_(q.difficulty_guidance),
+        note=q.note and _(q.note),
         acting_base_shift=q.acting_base_shift,
-        modifiers=[wire.ChartModifierInfo(key=m.key, label=m.label, target=m.target,
+        modifiers=[wire.ChartModifierInfo(key=m.key, label=_(m.label), target=m.target,
                                           shift=m.shift, max_times=m.max_times)
                    for m in q.modifiers],
-        outcomes=dict(q.outcomes),
+        outcomes={answer: _(text) for answer, text in q.outcomes.items()},
     )
 
 
