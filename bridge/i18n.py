@@ -70,27 +70,23 @@ def normalize(language: str | None) -> str:
 
 
 class Translations(_gettext.NullTranslations):
-    """One language's catalog as gettext lookups: ``gettext``, ``ngettext``, ``pgettext``.
-    Untranslated and fuzzy entries fall back to the English text."""
+    """One language's catalog as gettext lookups: ``gettext``, ``ngettext``. Untranslated and
+    fuzzy entries fall back to the English text."""
 
     def __init__(self, catalog: Catalog) -> None:
         super().__init__()
-        self._messages: dict[object, object] = {
-            (m.context, m.id): m.string for m in catalog
+        self._messages: dict[object, object] = {  # msgid (a pair for plurals) -> msgstr(s)
+            m.id: m.string for m in catalog
             if m.id and not m.fuzzy and (all(m.string) if isinstance(m.string, tuple) else m.string)
         }
         self._plural = _gettext.c2py(catalog.plural_expr)
 
     def gettext(self, message: str) -> str:
-        found = self._messages.get((None, message))
-        return found if isinstance(found, str) else message
-
-    def pgettext(self, context: str, message: str) -> str:
-        found = self._messages.get((context, message))
+        found = self._messages.get(message)
         return found if isinstance(found, str) else message
 
     def ngettext(self, msgid1: str, msgid2: str, n: int) -> str:
-        found = self._messages.get((None, (msgid1, msgid2)))
+        found = self._messages.get((msgid1, msgid2))
         if isinstance(found, tuple):
             return found[min(self._plural(n), len(found) - 1)]
         return msgid1 if n == 1 else msgid2
@@ -140,12 +136,6 @@ def ngettext(singular: str, plural: str, n: int) -> str:
     return translations(_current.get()).ngettext(singular, plural, n)
 
 
-def pgettext(context: str, message: str) -> str:
-    """``message`` in the current language, told apart by ``context`` from the same English
-    word in another sense (``pgettext("deck", "GM")``)."""
-    return translations(_current.get()).pgettext(context, message)
-
-
 _ = gettext
 
 
@@ -158,5 +148,4 @@ def N_(message: str) -> str:
 def install(env: jinja2.Environment) -> None:
     """Give a Jinja2 environment (created with ``extensions=["jinja2.ext.i18n"]``) this module's
     callables; new-style gettext: ``_("%(n)s left", n=3)`` formats and escapes."""
-    env.install_gettext_callables(gettext=gettext, ngettext=ngettext, pgettext=pgettext,
-                                  newstyle=True)  # type: ignore[attr-defined]
+    env.install_gettext_callables(gettext=gettext, ngettext=ngettext, newstyle=True)  # type: ignore[attr-defined]
