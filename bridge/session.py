@@ -30,7 +30,7 @@ from dataclasses import dataclass
 import msgspec
 import structlog
 
-from . import __version__, wire
+from . import __version__, i18n, wire
 from .dice import Dice
 from . import dispatch
 from .audit import AuditEntry, RecordingDice, RecordingState, sorted_json
@@ -126,7 +126,7 @@ HELLO_OPENS: dict[str, SessionState] = {"token": SessionState.FORWARDER, "viewer
 """A good ``hello`` moves NEW to the state its credential opens."""
 
 
-INTERNAL_MESSAGE = "the bridge failed to handle this message; the GM can find details in its log"
+INTERNAL_MESSAGE = i18n.N_("the bridge failed to handle this message; the GM can find details in its log")
 
 
 @dataclass(frozen=True, slots=True)
@@ -171,6 +171,7 @@ class Session:
         self.state = SessionState.FORWARDER if self.world_id is not None else SessionState.NEW
         self.holder = "another connection"  # who holds the link, as hello described it
         self.client: wire.ClientInfo | None = None  # what the forwarder's hello said of itself
+        self.language = i18n.DEFAULT  # the world's, from the forwarder's hello (bridge.i18n)
         self.log = log.bind(world_id=self.world_id) if self.world_id else log
 
     @property
@@ -193,7 +194,8 @@ class Session:
             close = None if self.is_open else CLOSE_UNAUTHORIZED
             return Reply([error_frame(refusal, wire.ref_of(frame))], close)
         try:
-            return await self._handle(message, dice or self.dice)
+            with i18n.using(self.language):
+                return await self._handle(message, dice or self.dice)
         except WorldNotRegistered as gone:
             self.log.info("world_not_registered")
             return Reply([error_frame(Unauthorized(str(gone)), ref_of_message(message))], CLOSE_UNAUTHORIZED)
@@ -201,7 +203,9 @@ class Session:
             return Reply([error_frame(refusal, ref_of_message(message))])
         except Exception:
             self.log.exception("internal_error", type=type(message).__name__)
-            return Reply([error_frame(Internal(INTERNAL_MESSAGE), ref_of_message(message))])
+            with i18n.using(self.language):
+                text = i18n.gettext(INTERNAL_MESSAGE)
+            return Reply([error_frame(Internal(text), ref_of_message(message))])
 
     async def _handle(self, message: wire.ClientMessage, dice: Dice) -> Reply:
         accepted = isinstance(message, ACCEPTS[self.state])
@@ -234,7 +238,13 @@ class Session:
                 return Reply([wire.encode(done)], overlay_action=message.action)
         assert isinstance(message, wire.Request)  # ACCEPTS: nothing else is left
         if dispatch.is_query(message):
-            reply = await self.store.read(self.world_id, lambda state: dispatch.answer(message, state))
+            language = self.language  # the store reads on its own thread: the language goes along
+
+            def query(state: WorldState) -> wire.BridgeMessage:
+                with i18n.using(language):
+                    return dispatch.answer(message, state)
+
+            reply = await self.store.read(self.world_id, query)
             return Reply([wire.encode(reply)])
         return await self._decide(message, dice)
 
@@ -287,10 +297,12 @@ class Session:
         client = self.client = hello.client
         if client is not None and client.user_name:
             self.holder = f"{client.user_name} (Foundry {client.foundry_version})"
+        self.language = i18n.normalize(client and client.language)
         self.log.info(
             "hello",
             module_version=client and client.module_version,
             system_id=client and client.system_id,
+            language=self.language,
         )
         return Reply([_welcome(world, self.max_frame_bytes)])
 
@@ -322,11 +334,14 @@ class Session:
         user_id = message.user_id if isinstance(message, wire.UserRequest) else None
         message_bytes = sorted_json(message)
         tag = message.__struct_config__.tag
+        language = self.language
 
         def decision(state: WorldState) -> Decision:
-            # runs on the store's writer thread, inside the decision's transaction
+            # runs on the store's writer thread, inside the decision's transaction; its cards and
+            # refusal text in the world's language (presentation: the audit ignores it)
             recording, rolled = RecordingState(state), RecordingDice(dice)
-            outcome = dispatch.decide(message, recording, rolled)
+            with i18n.using(language):
+                outcome = dispatch.decide(message, recording, rolled)
             ok = not outcome.refused
             audit = AuditEntry(type=tag, event_id=event_id, user_id=user_id, message=message_bytes,
                                reads=recording.reads, dice=rolled.rolled,
