@@ -20,7 +20,7 @@ import msgspec
 from . import __version__, logs, schema, wire
 from .config import default_audit_key, default_db, load_key
 from .dice import ScriptedDice, SecretDice
-from .errors import ConfigError
+from .errors import BadMessage, ConfigError
 from .server import RATE_BURST_SECONDS, RATE_PER_SECOND
 from .session import OVERLAY_PATH, Session, hash_token, new_token
 from .store import SQLiteStore
@@ -402,12 +402,14 @@ _line_decoder = msgspec.json.Decoder(dict)
 _dice_decoder = msgspec.json.Decoder(list[int])
 
 
-def _split_dice(line: str) -> tuple[bytes | str, list[int] | None]:
+def _split_dice(line: bytes) -> tuple[bytes, list[int] | None]:
     """A resolve line without its ``dice`` key, and the dice (None when absent or unreadable:
-    an unreadable line goes to the session as is and is answered ``bad_message``)."""
+    an unreadable, oversized or too deeply nested line goes to the session as is and is answered
+    ``bad_message``)."""
     try:
+        wire.frames.check(line)
         obj = _line_decoder.decode(line)
-    except (msgspec.DecodeError, msgspec.ValidationError):
+    except (BadMessage, msgspec.DecodeError, msgspec.ValidationError):
         return line, None
     if "dice" not in obj:
         return line, None
@@ -426,7 +428,7 @@ async def _resolve(args: argparse.Namespace) -> int:
     try:
         if await store.world(RESOLVE_WORLD) is None:
             await store.add_world(RESOLVE_WORLD, None)
-        for line in sys.stdin:
+        for line in sys.stdin.buffer:  # bytes: a line that is not UTF-8 is answered, not fatal
             if not line.strip():
                 continue
             frame, dice = _split_dice(line)

@@ -16,6 +16,7 @@ a stuck viewer never delays a decision or another viewer; it is closed with 4004
 from __future__ import annotations
 
 import asyncio
+import re
 import signal
 import socket
 import ssl
@@ -36,19 +37,20 @@ from websockets.http11 import Request, Response
 
 from . import wire
 from .dice import Dice, SecretDice
-from .errors import ConfigError, RateLimited
-from .session import (CLOSE_HELLO_TIMEOUT, CLOSE_SUPERSEDED, CLOSE_VIEWER_TOO_SLOW, OVERLAY_PATH,
-                      Reply, Session, error_frame)
+from .errors import BadMessage, ConfigError, RateLimited
+from .limits import Admission, Limits, RateLimit, WorldRates
+from .session import (CLOSE_HELLO_TIMEOUT, CLOSE_SUPERSEDED, CLOSE_UNAUTHORIZED,
+                      CLOSE_VIEWER_TOO_SLOW, OVERLAY_PATH, Reply, Session, error_frame)
 from .store import Store
 from .wire import ref_of
+from .wire.frames import MAX_FRAME_BYTES
 
 log = structlog.get_logger("fate_bridge")
 
 # Limits, each with its reason (restated for operators in docs/security.md).
-MAX_FRAME_BYTES = 64 * 1024  # a test_rolled with a full actor is ~4 KiB; 64 KiB leaves room
 MAX_QUEUE_FRAMES = 16  # frames received but not yet handled per connection, then TCP backpressure
 HELLO_TIMEOUT_SECONDS = 10.0  # a browser sends hello right after connecting
-RATE_PER_SECOND = 20.0  # a table makes a few decisions a minute; a replay burst after reconnect
+RATE_PER_SECOND = 20.0  # per world: a table makes a few decisions a minute; a replay burst after reconnect
 RATE_BURST_SECONDS = 5.0  # ... re-sends at most the queued messages at once: 100 frames
 HEALTH_PATH = "/healthz"
 DEFAULT_RATE = (RATE_PER_SECOND, int(RATE_PER_SECOND * RATE_BURST_SECONDS))
@@ -60,27 +62,6 @@ VIEWER_SEND_BUFFER_BYTES = 64 * 1024  # kernel send buffer of a viewer's socket:
 # cards before its send times out; with 64 KiB it is noticed after a few dozen
 MAX_VIEWERS_PER_WORLD = 20  # OBS, a preview tab or two per streamer; a leaked key cannot pile up
 DEFAULT_VIEWER_LIMITS = (VIEWER_QUEUE_FRAMES, VIEWER_SEND_TIMEOUT_SECONDS)
-
-
-class RateLimit:
-    """A token bucket: ``rate`` frames per second on average, bursts up to ``burst``.
-
-    ``clock`` returns seconds (monotonic); ``allow()`` takes one token or says no."""
-
-    def __init__(self, rate: float, burst: int, clock: Callable[[], float]) -> None:
-        self.rate, self.burst, self.clock = rate, burst, clock
-        self.tokens = float(burst)
-        self.last = clock()
-
-    def allow(self) -> bool:
-        """Take one token if there is one (refilled at ``rate`` per second, up to ``burst``)."""
-        now = self.clock()
-        self.tokens = min(self.burst, self.tokens + (now - self.last) * self.rate)
-        self.last = now
-        if self.tokens < 1:
-            return False
-        self.tokens -= 1
-        return True
 
 
 OVERLAY_FILES = {  # URL path -> (package file in bridge/overlay/, Content-Type)
@@ -265,51 +246,88 @@ class Viewers:
             viewer.ws.transport.abort()  # the close frame cannot get through either
 
 
+BINARY_FRAME = BadMessage("binary frames are not accepted: send each JSON message as a text frame")
+
+
 def make_handler(
     store: Store,
     dice: Dice,
     hello_timeout: float,
     rate: tuple[float, int] | None = DEFAULT_RATE,
     viewers: Viewers | None = None,
+    admission: Admission | None = None,
 ) -> Callable[[ServerConnection], Awaitable[None]]:
     """The per-connection coroutine for ``websockets.serve``: always returns, never raises.
-    ``rate``: (frames per second, burst) per connection, or None for no limit. ``viewers``:
-    the overlay fan-out (default limits when None)."""
+    ``rate``: (frames per second, burst) per world for its forwarder (one bucket whatever the
+    connection) and per overlay viewer connection, or None for no limit. ``viewers``: the
+    overlay fan-out (default limits when None). ``admission``: the address and connection
+    limits (default :class:`Limits`); connections made by :func:`admitted_connection` are
+    counted in it, and every connection's hellos are throttled by it."""
     forwarders = Forwarders()
     viewers = Viewers(*DEFAULT_VIEWER_LIMITS) if viewers is None else viewers
     clock = asyncio.get_running_loop().time
+    admission = Admission(Limits(), clock) if admission is None else admission
+    worlds = None if rate is None else WorldRates(rate[0], rate[1], clock)
     rate_message = (f"more than {rate[0]:g} messages a second: this one was not handled; send it "
                     "again later with the same event_id") if rate else ""
 
     async def handler(ws: ServerConnection) -> None:
         session = Session(store, dice)
+        address = _address(ws)
         limit = None if rate is None else RateLimit(rate[0], rate[1], clock)
         pump: asyncio.Task[None] | None = None
         viewer: _Viewer | None = None
+        limited = False  # logged once per connection
         try:
             async with asyncio.timeout(hello_timeout):
                 frame: str | bytes = await ws.recv()
         except TimeoutError:
+            log.info("connection_refused", reason="hello_timeout", address=address)
             await ws.close(CLOSE_HELLO_TIMEOUT, "hello not received in time")
             return
-        except ConnectionClosed:
+        except ConnectionClosed as closed:
+            _log_refused_frame(closed, address, None)
             return
         try:
             while True:
                 was_open = session.is_open
-                if limit is None or limit.allow():
+                if not was_open and (wait := admission.hello_wait(address)) > 0:
+                    log.info("connection_refused", reason="failed_hellos", address=address,
+                             retry_after=round(wait, 1))
+                    refusal = RateLimited(f"too many failed hellos from {address}: try again in "
+                                          f"{wait:.0f} s")
+                    await ws.send(error_frame(refusal, None).decode())
+                    await ws.close(CloseCode.TRY_AGAIN_LATER, "too many failed hellos")
+                    return
+                if isinstance(frame, bytes):
+                    reply = Reply([error_frame(BINARY_FRAME, None)], None if was_open else CLOSE_UNAUTHORIZED)
+                elif limit is None or limit.allow():
                     reply = await session.receive(frame)
                 else:
+                    if not limited:
+                        log.info("rate_limited", world_id=session.world_id, address=address)
+                        limited = True
                     reply = Reply([error_frame(RateLimited(rate_message), ref_of(frame))])
                 _fan_out(viewers, session.world_id, reply)
                 for out in reply.frames:
                     await ws.send(out.decode())
                 if reply.close_code is not None:
+                    if not was_open and reply.close_code == CLOSE_UNAUTHORIZED:
+                        admission.hello_failed(address)
+                        if isinstance(frame, bytes):
+                            log.info("connection_refused", reason="binary_frame", address=address)
                     await ws.close(reply.close_code, "unauthorized")
                     return
                 if session.is_open and not was_open:
                     assert session.world_id is not None
+                    admission.hello_succeeded(address)
+                    if getattr(ws, "pending_hello", False):
+                        ws.pending_hello = False  # type: ignore[attr-defined]
+                        admission.said_hello()
                     if not session.viewer:
+                        if worlds is not None:  # the world's bucket, the hello counted in it
+                            limit = worlds.of(session.world_id)
+                            limit.allow()
                         await forwarders.claim(session.world_id, ws, session.holder)
                     elif (viewer := viewers.add(session.world_id, ws)) is None:
                         log.info("viewer_refused_full", world_id=session.world_id)
@@ -319,7 +337,8 @@ def make_handler(
                         _cap_send_buffer(ws)
                         pump = asyncio.create_task(viewers.pump(viewer))
                 frame = await ws.recv()
-        except ConnectionClosed:
+        except ConnectionClosed as closed:
+            _log_refused_frame(closed, address, session.world_id)
             return
         finally:
             forwarders.release(session.world_id, ws)
@@ -329,6 +348,84 @@ def make_handler(
                 pump.cancel()
 
     return handler
+
+
+def _address(ws: ServerConnection) -> str:
+    """The peer's IP address as text ("?" when the transport does not say)."""
+    peer = ws.transport.get_extra_info("peername")
+    return str(peer[0]) if isinstance(peer, tuple) and peer else "?"
+
+
+def _log_refused_frame(closed: ConnectionClosed, address: str, world_id: str | None) -> None:
+    """Log a connection websockets closed for a frame it refused: over ``MAX_FRAME_BYTES``
+    (1009, with the frame's size) or a text frame that is not UTF-8 (1007)."""
+    sent = closed.sent
+    if sent is None or sent.code not in (CloseCode.MESSAGE_TOO_BIG, CloseCode.INVALID_DATA):
+        return
+    if sent.code == CloseCode.MESSAGE_TOO_BIG:
+        size = re.search(r"with (\d+) bytes", sent.reason)
+        log.info("connection_refused", reason="oversize_frame", address=address, world_id=world_id,
+                 size=int(size.group(1)) if size else None, limit=MAX_FRAME_BYTES)
+    else:
+        log.info("connection_refused", reason="invalid_utf8", address=address, world_id=world_id)
+
+
+SERVICE_UNAVAILABLE = (b"HTTP/1.1 503 Service Unavailable\r\nContent-Type: text/plain\r\n"
+                       b"Connection: close\r\nContent-Length: 34\r\n\r\ntoo many connections: retry later\n")
+
+
+def admitted_connection(admission: Admission) -> type[ServerConnection]:
+    """websockets' ``create_connection``: a :class:`ServerConnection` counted in ``admission``
+    from the moment TCP is accepted. One over a limit is answered ``503`` and closed before any
+    byte of it is read (no handshake, no handler, no TLS session kept) and logged once."""
+
+    class AdmittedConnection(ServerConnection):
+        refused = False
+        pending_hello = False
+        peer = "?"
+
+        def connection_made(self, transport: asyncio.BaseTransport) -> None:
+            peer = transport.get_extra_info("peername")
+            self.peer = str(peer[0]) if isinstance(peer, tuple) and peer else "?"
+            reason = admission.connect(self.peer)
+            if reason is not None:
+                self.refused = True
+                log.info("connection_refused", reason=reason, address=self.peer)
+                transport.write(SERVICE_UNAVAILABLE)  # type: ignore[attr-defined]
+                transport.close()
+                return
+            self.pending_hello = True
+            super().connection_made(transport)
+
+        def data_received(self, data: bytes) -> None:
+            if not self.refused:
+                super().data_received(data)
+
+        def eof_received(self) -> bool | None:
+            return None if self.refused else super().eof_received()
+
+        def connection_lost(self, exc: Exception | None) -> None:
+            if self.refused:
+                return
+            admission.disconnect(self.peer, self.pending_hello)
+            self.pending_hello = False
+            super().connection_lost(exc)
+
+    return AdmittedConnection
+
+
+def _logged(process_request: Callable[[ServerConnection, Request], Response | None]
+            ) -> Callable[[ServerConnection, Request], Response | None]:
+    """``process_request`` that logs each WebSocket upgrade it refuses (a foreign Origin: 403)."""
+
+    def logged(connection: ServerConnection, request: Request) -> Response | None:
+        response = process_request(connection, request)
+        if response is not None and response.status_code == HTTPStatus.FORBIDDEN:
+            log.info("connection_refused", reason="origin", origin=request.headers.get("Origin"),
+                     address=_address(connection))
+        return response
+
+    return logged
 
 
 def _cap_send_buffer(ws: ServerConnection) -> None:
@@ -372,21 +469,25 @@ async def start(
     tls: ssl.SSLContext | None = None,
     rate: tuple[float, int] | None = DEFAULT_RATE,
     viewers: Viewers | None = None,
+    limits: Limits | None = None,
 ) -> Server:
     """Start listening; returns the running server (``server.sockets`` tell the bound port).
 
     ``origins``: when given, browsers may connect only from these Origin values (e.g.
     ``https://foundry.example.org``) or from the bridge's own overlay page; clients sending no
     Origin (not browsers) are let through to authenticate. ``tls``: serve ``wss://``. ``rate``:
-    (frames per second, burst) per connection, None for no limit. ``viewers``: the overlay
-    fan-out (default: :class:`Viewers` with the default limits). Raises ``OSError`` when the
-    address is taken.
+    (frames per second, burst) per world (and per overlay viewer), None for no limit.
+    ``viewers``: the overlay fan-out (default: :class:`Viewers` with the default limits).
+    ``limits``: connections and hellos per address and in total (default :class:`Limits`).
+    Raises ``OSError`` when the address is taken.
     """
+    admission = Admission(limits or Limits(), asyncio.get_running_loop().time)
     return await serve(
-        make_handler(store, dice or SecretDice(), hello_timeout, rate, viewers),
+        make_handler(store, dice or SecretDice(), hello_timeout, rate, viewers, admission),
         host,
         port,
-        process_request=http_handler(origins),
+        create_connection=admitted_connection(admission),
+        process_request=_logged(http_handler(origins)),
         max_size=MAX_FRAME_BYTES,
         max_queue=MAX_QUEUE_FRAMES,
         compression=None,
