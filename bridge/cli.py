@@ -21,6 +21,7 @@ from . import __version__, logs, schema, wire
 from .config import default_audit_key, default_db, load_key
 from .dice import ScriptedDice, SecretDice
 from .errors import BadMessage, ConfigError
+from .limits import Limits
 from .server import RATE_BURST_SECONDS, RATE_PER_SECOND
 from .session import OVERLAY_PATH, Session, hash_token, new_token
 from .store import SQLiteStore
@@ -126,9 +127,12 @@ def _parser() -> argparse.ArgumentParser:
         type=float,
         default=RATE_PER_SECOND,
         metavar="PER_SECOND",
-        help=f"frames a connection may send per second on average, bursts of {RATE_BURST_SECONDS:g} s "
-        f"worth (default {RATE_PER_SECOND:g}; 0 = no limit, for benchmarks and trusted setups)",
+        help=f"frames a world may send per second on average, whichever connection they come on "
+        f"(reconnecting does not refill it), bursts of {RATE_BURST_SECONDS:g} s worth; each overlay "
+        f"page has as much again (default {RATE_PER_SECOND:g}; 0 = no limit, for benchmarks and "
+        "trusted setups)",
     )
+    _limit_flags(serve)
     serve.add_argument("--tls-cert", type=Path, help="PEM certificate chain: serve wss:// (with --tls-key)")
     serve.add_argument("--tls-key", type=Path, help="PEM private key of --tls-cert")
 
@@ -268,6 +272,50 @@ def _parser() -> argparse.ArgumentParser:
     return parser
 
 
+_LIMIT_FLAGS = (  # (flag, Limits field, type, help); docs/security.md says what each protects
+    ("--max-connections", "connections_total", int,
+     "open connections in total, all addresses together; a host serving many tables raises it"),
+    ("--max-connections-per-address", "connections_per_address", int,
+     "open connections from one IP address (a GM's browser, its overlay pages, reloads); behind a "
+     "reverse proxy every client has the proxy's address: raise it to the total"),
+    ("--max-pending-hellos", "pending_hello", int,
+     "connections in total that have not completed hello yet (each is closed after 10 s)"),
+    ("--connect-rate", "connect_rate", float,
+     "new connections per second from one IP address, on average"),
+    ("--connect-burst", "connect_burst", int,
+     "new connections from one IP address at once (every overlay page reconnecting after a restart)"),
+    ("--free-failed-hellos", "free_failed_hellos", int,
+     "failed hellos (unknown world, wrong token) from one IP address before it is locked out for "
+     "1 s, then 2 s, 4 s ... for each further failure"),
+    ("--max-hello-delay", "max_hello_delay", float, "the longest such lockout, in seconds"),
+    ("--failed-hello-rate", "failed_hello_rate", float,
+     "failed hellos per second, all addresses together, past which addresses that never completed "
+     "a hello are asked to retry later (a distributed token-guessing flood)"),
+)
+
+
+def _limit_flags(serve: argparse.ArgumentParser) -> None:
+    """The connection and hello limits of ``serve`` (one flag per :class:`Limits` field)."""
+    defaults = Limits()
+    group = serve.add_argument_group("connection limits (see docs/security.md)")
+    for flag, name, kind, text in _LIMIT_FLAGS:
+        group.add_argument(flag, dest=name, type=_positive(kind), default=getattr(defaults, name),
+                           metavar="N", help=f"{text} (default {getattr(defaults, name):g})")
+
+
+def _positive(kind: type) -> object:
+    """An argparse type: a number of ``kind`` above 0, else a message saying so."""
+    def parse(text: str) -> int | float:
+        try:
+            value = kind(text)
+        except ValueError:
+            raise argparse.ArgumentTypeError(f"{text!r} is not a {kind.__name__}") from None
+        if value <= 0:
+            raise argparse.ArgumentTypeError(f"{text} must be above 0")
+        return value
+    return parse
+
+
 def main(argv: list[str] | None = None) -> int:
     """Entry point of ``fate-bridge``; returns the exit code."""
     args = _parser().parse_args(argv)
@@ -312,7 +360,9 @@ async def _serve(args: argparse.Namespace) -> int:
     stop = stop_on_signals()
     try:
         rate = None if args.rate_limit <= 0 else (args.rate_limit, int(args.rate_limit * RATE_BURST_SECONDS))
-        server = await start(store, args.host, args.port, origins=args.origins, tls=tls, rate=rate)
+        limits = Limits(**{name: getattr(args, name) for _, name, _, _ in _LIMIT_FLAGS})
+        server = await start(store, args.host, args.port, origins=args.origins, tls=tls, rate=rate,
+                             limits=limits)
     except OSError as exc:
         await store.close()
         raise ConfigError(f"cannot listen on {args.host}:{args.port}: {exc.strerror or exc}; "
