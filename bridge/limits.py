@@ -20,6 +20,10 @@ from dataclasses import dataclass
 
 FORGET_FAILURES_SECONDS = 3600.0  # an address's failed hellos are forgotten an hour after the last
 MAX_TRACKED_ADDRESSES = 10_000  # per table below; the oldest are dropped first (bounded memory)
+TARPIT_SECONDS = 1.0  # a refused connection waits this long for its 503: a flooder that waits for
+# answers (every simple client) slows down to its concurrency per second ...
+TARPIT_MAX = 128  # ... but at most this many wait at once (each holds a file descriptor); past it,
+# refusals are answered at once
 
 
 class RateLimit:
@@ -82,6 +86,7 @@ class Admission:
         self.limits, self.clock = limits, clock
         self.total = 0
         self.pending = 0
+        self.tarpitted = 0
         self._open: dict[str, int] = {}
         self._connects: OrderedDict[str, RateLimit] = OrderedDict()
         self._failures: OrderedDict[str, _Failures] = OrderedDict()
@@ -110,6 +115,18 @@ class Admission:
         self.pending += 1
         self._open[address] = self._open.get(address, 0) + 1
         return None
+
+    def tarpit(self) -> float:
+        """Seconds a refused connection waits for its answer (``TARPIT_SECONDS``), counted until
+        :meth:`untarpit`; 0 (answer at once) while ``TARPIT_MAX`` are waiting."""
+        if self.tarpitted >= TARPIT_MAX:
+            return 0.0
+        self.tarpitted += 1
+        return TARPIT_SECONDS
+
+    def untarpit(self) -> None:
+        """A refused connection that waited got its answer."""
+        self.tarpitted -= 1
 
     def said_hello(self) -> None:
         """A counted connection completed its hello: it no longer counts as pending."""

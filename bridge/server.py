@@ -374,10 +374,48 @@ SERVICE_UNAVAILABLE = (b"HTTP/1.1 503 Service Unavailable\r\nContent-Type: text/
                        b"Connection: close\r\nContent-Length: 34\r\n\r\ntoo many connections: retry later\n")
 
 
+REFUSAL_LOG_WINDOW_SECONDS = 10.0
+
+
+class RefusalLog:
+    """Logs every connection refused before its handshake once, without a flood flooding the log:
+    the first refusal of an (address, reason) is logged at once; the others within
+    ``REFUSAL_LOG_WINDOW_SECONDS`` are counted and logged as one line with ``repeated=N`` when
+    the window ends."""
+
+    def __init__(self) -> None:
+        self._counts: dict[tuple[str, str], int] = {}
+
+    def refused(self, reason: str, address: str) -> None:
+        """Log (or count) one refused connection."""
+        key = (reason, address)
+        if key in self._counts:
+            self._counts[key] += 1
+            return
+        log.info("connection_refused", reason=reason, address=address)
+        self._counts[key] = 0
+        asyncio.get_running_loop().call_later(REFUSAL_LOG_WINDOW_SECONDS, self._flush, key)
+
+    def _flush(self, key: tuple[str, str]) -> None:
+        repeated = self._counts.pop(key)
+        if repeated:
+            log.info("connection_refused", reason=key[0], address=key[1], repeated=repeated,
+                     seconds=REFUSAL_LOG_WINDOW_SECONDS)
+
+
 def admitted_connection(admission: Admission) -> type[ServerConnection]:
     """websockets' ``create_connection``: a :class:`ServerConnection` counted in ``admission``
     from the moment TCP is accepted. One over a limit is answered ``503`` and closed before any
-    byte of it is read (no handshake, no handler, no TLS session kept) and logged once."""
+    byte of it is read (no handshake, no handler, no TLS session kept), after a tarpit delay
+    (:meth:`Admission.tarpit`), and logged once (:class:`RefusalLog`)."""
+    refusals = RefusalLog()
+
+    def answer(transport: asyncio.BaseTransport, tarpitted: bool) -> None:
+        if tarpitted:
+            admission.untarpit()
+        if not transport.is_closing():
+            transport.write(SERVICE_UNAVAILABLE)  # type: ignore[attr-defined]
+            transport.close()
 
     class AdmittedConnection(ServerConnection):
         refused = False
@@ -390,9 +428,12 @@ def admitted_connection(admission: Admission) -> type[ServerConnection]:
             reason = admission.connect(self.peer)
             if reason is not None:
                 self.refused = True
-                log.info("connection_refused", reason=reason, address=self.peer)
-                transport.write(SERVICE_UNAVAILABLE)  # type: ignore[attr-defined]
-                transport.close()
+                refusals.refused(reason, self.peer)
+                transport.pause_reading()  # type: ignore[attr-defined]
+                if delay := admission.tarpit():
+                    asyncio.get_running_loop().call_later(delay, answer, transport, True)
+                else:
+                    answer(transport, False)
                 return
             self.pending_hello = True
             super().connection_made(transport)

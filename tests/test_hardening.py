@@ -130,6 +130,13 @@ class TestAdmission:
         assert admission.hello_wait("newcomer") == 1.0
         assert admission.hello_wait("gm") == 0.0
 
+    def test_refused_connections_wait_in_a_bounded_tarpit(self):
+        from bridge.limits import TARPIT_MAX, TARPIT_SECONDS
+        admission, _ = self.admission()
+        assert [admission.tarpit() for _ in range(TARPIT_MAX + 1)] == [TARPIT_SECONDS] * TARPIT_MAX + [0.0]
+        admission.untarpit()
+        assert admission.tarpit() == TARPIT_SECONDS
+
     def test_world_rates_are_one_bucket_per_world(self):
         rates = WorldRates(0.001, 2, lambda: 0.0)
         assert rates.of("w") is rates.of("w")
@@ -298,6 +305,20 @@ class TestServerLimits:
         assert [(e["reason"], e["origin"]) for e in logs if e["event"] == "connection_refused"] == [
             ("origin", "http://evil.example")]
         await stopped(server)
+
+
+async def test_a_flood_of_refusals_is_logged_once_each_in_few_lines(monkeypatch):
+    monkeypatch.setattr(bridge_server, "REFUSAL_LOG_WINDOW_SECONDS", 0.05)
+    refusals = bridge_server.RefusalLog()
+    with capture_logs() as logs:
+        for _ in range(1000):
+            refusals.refused("connect_rate", "10.0.0.9")
+        refusals.refused("connections_total", "10.0.0.8")
+        await asyncio.sleep(0.1)
+        refusals.refused("connect_rate", "10.0.0.9")  # a new window
+    assert [(e["reason"], e["address"], e.get("repeated")) for e in logs] == [
+        ("connect_rate", "10.0.0.9", None), ("connections_total", "10.0.0.8", None),
+        ("connect_rate", "10.0.0.9", 999), ("connect_rate", "10.0.0.9", None)]
 
 
 def test_resolve_answers_bad_lines_and_goes_on():
