@@ -33,6 +33,7 @@ import time
 from pathlib import Path
 
 from websockets.asyncio.client import connect
+from websockets.protocol import State
 from websockets.exceptions import ConnectionClosed, InvalidHandshake, InvalidStatus, WebSocketException
 
 from bridge.session import hash_token, new_token
@@ -144,16 +145,16 @@ async def _hold(url: str, source: str, stats: dict, stop: float, held: list) -> 
             if raw:
                 reader, writer = await asyncio.wait_for(
                     asyncio.open_connection(host, int(port), local_addr=(source, 0)), 5)
-                try:  # a refused one is answered 503 at once; a held one hears nothing
-                    await asyncio.wait_for(reader.read(1), 0.05)
+                try:  # a refused one is answered 503 (within the 1 s tarpit); a held one hears nothing
+                    await asyncio.wait_for(reader.read(1), 1.5)
                     stats["tcp_503"] += 1
                     writer.transport.abort()
                 except TimeoutError:
-                    held.append(writer)
+                    held.append((reader, writer))
                     stats["tcp_held"] += 1
             else:
                 ws = await connect(url, compression=None, open_timeout=5, local_addr=(source, 0))
-                held.append(ws)
+                held.append((None, ws))
                 stats["ws_open"] += 1
         except InvalidStatus:
             stats["http_503"] += 1
@@ -176,8 +177,10 @@ async def attacker(kind: str, url: str, source: str, token: str, clients: int, d
     else:
         loops = [_hold(url, source, stats, stop, held) for _ in range(clients)]
     await asyncio.gather(*loops)
-    stats["still_open_at_end"] = sum(not conn.transport.is_closing() for conn in held)
-    for conn in held:
+    # the bridge closes silent connections after its timeouts: how many it still holds
+    stats["still_open_at_end"] = sum(not reader.at_eof() if reader else conn.state is State.OPEN
+                                     for reader, conn in held)
+    for _, conn in held:
         conn.transport.abort()
     stats["per_s"] = round(stats["attempts"] / duration, 1)
     if "decided" in stats:
