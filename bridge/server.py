@@ -4,8 +4,13 @@ One asyncio server (websockets' asyncio API). Plain HTTP without a WebSocket upg
 ``GET /healthz`` answers ``200 ok``; ``GET /overlay`` serves the stream overlay page and
 ``/overlay/<file>`` its script and style (package data in ``bridge/overlay/``). Each connection:
 the first frame must come within ``hello_timeout`` seconds (else close 4002); frames are handled
-one at a time, in order, each answered before the next is read; past the rate limit a frame is
-answered ``rate_limited`` and not handled. One forwarder per world: a newer authenticated
+one at a time, in order, each answered before the next is read; past the world's rate limit (one
+bucket per world, whichever connection) a frame is answered ``rate_limited`` and not handled; a
+binary frame is answered ``bad_message``. Connections are counted from the TCP accept
+(:func:`admitted_connection`): one over a :class:`~bridge.limits.Limits` count (per address, in
+total, not yet past ``hello``, new per second) gets a 503 before its handshake; ``hello``s from an
+address locked out after failed ones are refused (``rate_limited``, 1013) before the store is
+read. Every refused connection is logged once with its reason. One forwarder per world: a newer authenticated
 connection closes the older with 4003. Overlay viewers (``hello`` with the viewer key) get each
 public card of their world through their own bounded queue and sender task (:class:`Viewers`), so
 a stuck viewer never delays a decision or another viewer; it is closed with 4004.
@@ -16,6 +21,7 @@ a stuck viewer never delays a decision or another viewer; it is closed with 4004
 from __future__ import annotations
 
 import asyncio
+import math
 import re
 import signal
 import socket
@@ -273,7 +279,7 @@ def make_handler(
 
     async def handler(ws: ServerConnection) -> None:
         session = Session(store, dice)
-        address = _address(ws)
+        address = _address(ws.transport)
         limit = None if rate is None else RateLimit(rate[0], rate[1], clock)
         pump: asyncio.Task[None] | None = None
         viewer: _Viewer | None = None
@@ -294,8 +300,7 @@ def make_handler(
                 if not was_open and (wait := admission.hello_wait(address)) > 0:
                     log.info("connection_refused", reason="failed_hellos", address=address,
                              retry_after=round(wait, 1))
-                    refusal = RateLimited(f"too many failed hellos from {address}: try again in "
-                                          f"{wait:.0f} s")
+                    refusal = RateLimited(f"too many failed hellos: try again in {math.ceil(wait)} s")
                     await ws.send(error_frame(refusal, None).decode())
                     await ws.close(CloseCode.TRY_AGAIN_LATER, "too many failed hellos")
                     return
@@ -350,9 +355,9 @@ def make_handler(
     return handler
 
 
-def _address(ws: ServerConnection) -> str:
+def _address(transport: asyncio.BaseTransport) -> str:
     """The peer's IP address as text ("?" when the transport does not say)."""
-    peer = ws.transport.get_extra_info("peername")
+    peer = transport.get_extra_info("peername")
     return str(peer[0]) if isinstance(peer, tuple) and peer else "?"
 
 
@@ -423,8 +428,7 @@ def admitted_connection(admission: Admission) -> type[ServerConnection]:
         peer = "?"
 
         def connection_made(self, transport: asyncio.BaseTransport) -> None:
-            peer = transport.get_extra_info("peername")
-            self.peer = str(peer[0]) if isinstance(peer, tuple) and peer else "?"
+            self.peer = _address(transport)
             reason = admission.connect(self.peer)
             if reason is not None:
                 self.refused = True
@@ -463,7 +467,7 @@ def _logged(process_request: Callable[[ServerConnection, Request], Response | No
         response = process_request(connection, request)
         if response is not None and response.status_code == HTTPStatus.FORBIDDEN:
             log.info("connection_refused", reason="origin", origin=request.headers.get("Origin"),
-                     address=_address(connection))
+                     address=_address(connection.transport))
         return response
 
     return logged

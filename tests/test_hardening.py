@@ -321,6 +321,16 @@ async def test_a_flood_of_refusals_is_logged_once_each_in_few_lines(monkeypatch)
         ("connect_rate", "10.0.0.9", 999), ("connect_rate", "10.0.0.9", None)]
 
 
+def test_every_limit_has_a_serve_flag_and_zero_is_refused():
+    from bridge import cli
+    assert {name for _, name, _, _ in cli._LIMIT_FLAGS} == set(Limits.__dataclass_fields__)
+    result = run_bridge("serve", "--max-connections-per-address", "0")
+    assert result.returncode == 2
+    assert "argument --max-connections-per-address: 0 must be above 0" in result.stderr
+    help_text = run_bridge("serve", "--help").stdout
+    assert "--failed-hello-rate N" in help_text and "(default 32)" in help_text
+
+
 def test_resolve_answers_bad_lines_and_goes_on():
     lines = ['{"type":"ping","v":1,"event_id":' + "[" * 3000 + "]" * 3000 + "}",
              '{"type":"ping","v":1,"x":"\\ud800"}', '{"type":"ping","v":1}']
