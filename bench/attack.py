@@ -17,7 +17,7 @@ its own loopback address (127.0.0.2 ...), so the bridge sees a separate attacker
 Phases alternate none / attack / none / attack ... and the ``none`` phases are pooled. Prints,
 per phase, the table's decisions, p50 and p99 latency (ms), p99 / p99 without attack (the goal:
 within 3x), and what the attacker got (attempts, accepted, refused). ``--out`` writes it as JSON.
-``--smoke`` makes every phase a second long (the test suite checks the harness, never timings).
+``--smoke`` makes every phase half a second long (the test suite checks the harness, never timings).
 """
 
 from __future__ import annotations
@@ -219,11 +219,13 @@ async def _phase(url: str, tokens: dict, kind: str, n: int, args: argparse.Names
     attack = None
     if kind != "none":
         source = f"127.0.0.{2 + n}"
+        lead = min(1.0, args.duration / 5)  # the attack is under way before the table is measured
         attack = await asyncio.create_subprocess_exec(
             sys.executable, "-m", "bench.attack", "--attacker", kind, "--url", url, "--source", source,
-            "--token", tokens["attacker"], "--clients", str(args.clients), "--duration", str(args.duration + 1),
-            stdout=asyncio.subprocess.PIPE)
-        await asyncio.sleep(min(1.0, args.duration / 5))  # the attack is under way before the table is measured
+            "--token", tokens["attacker"], "--clients", str(args.clients),
+            "--duration", str(args.duration + 2 * lead), stdout=asyncio.subprocess.PIPE)
+        assert await attack.stdout.readline() == b"ready\n"  # type: ignore[union-attr]
+        await asyncio.sleep(lead)
     latencies = await table(url, tokens["table"], args.rate, args.duration, f"{kind}{n}")
     result: dict = {"phase": kind, "decisions": len(latencies), "latencies": latencies}
     if attack is not None:
@@ -245,7 +247,7 @@ async def orchestrate(args: argparse.Namespace) -> dict:
         bridge = _start_bridge(folder, port)
         url = f"ws://127.0.0.1:{port}"
         try:
-            await table(url, tokens["table"], args.rate, 1.0, "warmup")
+            await table(url, tokens["table"], args.rate, min(1.0, args.duration), "warmup")
             phases = []
             for n, kind in enumerate(ATTACKS):
                 phases.append(await _phase(url, tokens, "none", n, args))
@@ -286,18 +288,19 @@ def main(argv: list[str] | None = None) -> int:
                         help="the table's decisions per second (default 15, under the 20/s world limit)")
     parser.add_argument("--clients", type=int, default=50, help="concurrent loops per attack (default 50)")
     parser.add_argument("--out", type=Path, help="also write the report as JSON here")
-    parser.add_argument("--smoke", action="store_true", help="1 s phases, 5 clients: checks the harness only")
+    parser.add_argument("--smoke", action="store_true", help="0.5 s phases, 5 clients: checks the harness only")
     parser.add_argument("--attacker", choices=ATTACKS, help=argparse.SUPPRESS)  # the attacker process
     parser.add_argument("--url", help=argparse.SUPPRESS)
     parser.add_argument("--source", help=argparse.SUPPRESS)
     parser.add_argument("--token", help=argparse.SUPPRESS)
     args = parser.parse_args(argv)
     if args.attacker:
+        print("ready", flush=True)  # imports done: the attack starts now
         stats = asyncio.run(attacker(args.attacker, args.url, args.source, args.token, args.clients, args.duration))
         print(json.dumps(stats))
         return 0
     if args.smoke:
-        args.duration, args.clients = 1.0, 5
+        args.duration, args.clients = 0.5, 5
     report = asyncio.run(orchestrate(args))
     print_report(report)
     if args.out:
