@@ -88,6 +88,7 @@ class Admission:
         self.pending = 0
         self.tarpitted = 0
         self._open: dict[str, int] = {}
+        self._in_flight: dict[str, int] = {}  # hellos being checked, per address
         self._connects: OrderedDict[str, RateLimit] = OrderedDict()
         self._failures: OrderedDict[str, _Failures] = OrderedDict()
         self._succeeded: OrderedDict[str, None] = OrderedDict()
@@ -145,15 +146,35 @@ class Admission:
 
     def hello_wait(self, address: str) -> float:
         """Seconds before ``address`` may try a hello again (0: now). Nonzero while it is locked
-        out after failed hellos, or (1 s) while the bridge-wide budget of failed hellos is spent
-        and ``address`` never completed a hello."""
+        out after failed hellos; or (1 s) while the bridge-wide budget of failed hellos is spent
+        and ``address`` never completed a hello; or (1 s) while as many of its hellos are being
+        checked as it has failures left before the lockout (one after a lockout), so concurrent
+        guesses cannot overtake the count. An address that completed a hello and has no failure
+        may have any number checked at once (a GM's overlay pages reconnecting together)."""
         now = self.clock()
         failures = self._failures.get(address)
         if failures is not None and failures.locked_until > now:
             return failures.locked_until - now
-        if address not in self._succeeded and not self._failure_budget.available():
+        known = address in self._succeeded
+        if not known and not self._failure_budget.available():
+            return 1.0
+        failed = failures.count if failures is not None else 0
+        in_flight = self._in_flight.get(address, 0)
+        if (failed or not known) and in_flight >= max(1, self.limits.free_failed_hellos - failed):
             return 1.0
         return 0.0
+
+    def hello_begin(self, address: str) -> None:
+        """A hello from ``address`` is being checked (call :meth:`hello_end` after)."""
+        self._in_flight[address] = self._in_flight.get(address, 0) + 1
+
+    def hello_end(self, address: str) -> None:
+        """The hello :meth:`hello_begin` announced was answered."""
+        left = self._in_flight[address] - 1
+        if left:
+            self._in_flight[address] = left
+        else:
+            del self._in_flight[address]
 
     def hello_failed(self, address: str) -> None:
         """Count a failed hello (unknown world, wrong token, first frame not a hello) from

@@ -306,6 +306,12 @@ def make_handler(
                     return
                 if isinstance(frame, bytes):
                     reply = Reply([error_frame(BINARY_FRAME, None)], None if was_open else CLOSE_UNAUTHORIZED)
+                elif not was_open:  # the hello (or whatever came first), counted while checked
+                    admission.hello_begin(address)
+                    try:
+                        reply = await session.receive(frame)
+                    finally:
+                        admission.hello_end(address)
                 elif limit is None or limit.allow():
                     reply = await session.receive(frame)
                 else:

@@ -122,6 +122,21 @@ class TestAdmission:
         assert waits == [0.0, 0.0, 1.0, 2.0, 4.0, 4.0]
         assert admission.hello_wait("b") == 0.0  # other addresses are not affected
 
+    def test_concurrent_hellos_cannot_overtake_the_failure_count(self):
+        admission, now = self.admission(free_failed_hellos=2, failed_hello_rate=1000)
+        admission.hello_begin("a")
+        admission.hello_begin("a")
+        assert admission.hello_wait("a") == 1.0  # two in flight: both may fail, none more
+        admission.hello_end("a")
+        admission.hello_failed("a")
+        assert admission.hello_wait("a") == 1.0  # one failure + one in flight
+        admission.hello_end("a")
+        assert admission.hello_wait("a") == 0.0
+        admission.hello_succeeded("gm")
+        for _ in range(20):  # a GM's overlay pages reconnecting at once
+            admission.hello_begin("gm")
+        assert admission.hello_wait("gm") == 0.0
+
     def test_the_bridge_wide_failure_budget_spares_addresses_that_said_hello(self):
         admission, _ = self.admission(failed_hello_rate=1.0, free_failed_hellos=100)  # burst 5
         admission.hello_succeeded("gm")
