@@ -279,7 +279,8 @@ _LIMIT_FLAGS = (  # (flag, Limits field, type, help); docs/security.md says what
      "open connections from one IP address (a GM's browser, its overlay pages, reloads); behind a "
      "reverse proxy every client has the proxy's address: raise it to the total"),
     ("--max-pending-hellos", "pending_hello", int,
-     "connections in total that have not completed hello yet (each is closed after 10 s)"),
+     "connections in total that have not completed hello yet; past it the oldest is dropped for "
+     "the new one (and each is closed after 10 s anyway)"),
     ("--connect-rate", "connect_rate", float,
      "new connections per second from one IP address, on average"),
     ("--connect-burst", "connect_burst", int,

@@ -6,7 +6,8 @@ own: the server passes its loop's monotonic clock).
 - :class:`Limits`: the operator's settings (``fate-bridge serve`` flags; defaults for a home table,
   each explained in docs/security.md).
 - :class:`Admission`: the state those limits are checked against: connections open per address and
-  in total, connections that have not said ``hello`` yet, new connections per address per second,
+  in total, connections that have not said ``hello`` yet (the oldest evicted for a new one), new
+  connections per address per second,
   and failed ``hello``s per address (after ``free_failed_hellos``, each failure locks the address
   out for twice as long as the last, up to ``max_hello_delay``; hellos in that time are refused
   before the store is read, so a token-guessing flood costs the bridge almost nothing).
@@ -15,7 +16,7 @@ own: the server passes its loop's monotonic clock).
 from __future__ import annotations
 
 from collections import OrderedDict
-from collections.abc import Callable
+from collections.abc import Callable, Hashable
 from dataclasses import dataclass
 
 FORGET_FAILURES_SECONDS = 3600.0  # an address's failed hellos are forgotten an hour after the last
@@ -62,7 +63,7 @@ class Limits:
 
     connections_total: int = 512  # open WebSocket/TCP connections, all addresses together
     connections_per_address: int = 32  # a GM's browser + up to 20 overlay pages + reloads
-    pending_hello: int = 64  # connections (all addresses) that have not completed hello yet
+    pending_hello: int = 64  # connections (all addresses) without hello yet; then the oldest goes
     connect_rate: float = 5.0  # new connections per second per address, on average ...
     connect_burst: int = 40  # ... in bursts of this many (every overlay page reconnecting at once)
     free_failed_hellos: int = 5  # failed hellos per address before the lockout starts (typos)
@@ -82,10 +83,11 @@ class Admission:
 
     Addresses are strings (the peer's IP). Every table is bounded (``MAX_TRACKED_ADDRESSES``)."""
 
-    def __init__(self, limits: Limits, clock: Callable[[], float]) -> None:
-        self.limits, self.clock = limits, clock
+    def __init__(self, limits: Limits, clock: Callable[[], float],
+                 evict: Callable[[Hashable], None] | None = None) -> None:
+        self.limits, self.clock, self.evict = limits, clock, evict
         self.total = 0
-        self.pending = 0
+        self._pending: OrderedDict[Hashable, None] = OrderedDict()  # oldest first
         self.tarpitted = 0
         self._open: dict[str, int] = {}
         self._in_flight: dict[str, int] = {}  # hellos being checked, per address
@@ -95,16 +97,25 @@ class Admission:
         self._failure_budget = RateLimit(limits.failed_hello_rate,
                                          max(1, int(limits.failed_hello_rate * 5)), clock)
 
-    def connect(self, address: str) -> str | None:
-        """Count a new connection from ``address`` (it starts pending its hello), or say why it
-        is refused: ``connections_total``, ``connections_per_address``, ``pending_hello`` or
-        ``connect_rate``. A refused connection is not counted."""
+    @property
+    def pending(self) -> int:
+        """How many counted connections have not completed their hello."""
+        return len(self._pending)
+
+    def connect(self, address: str, conn: Hashable) -> str | None:
+        """Count a new connection ``conn`` from ``address`` (it starts pending its hello), or say
+        why it is refused: ``connections_total``, ``connections_per_address``, ``connect_rate``,
+        or ``pending_hello`` when ``pending_hello`` connections are pending and there is no
+        ``evict``. With ``evict``, the oldest pending connection is passed to it instead (to be
+        closed; it stays counted until :meth:`disconnect`): silent connections cannot keep a GM
+        out, an attacker would have to open them faster than a browser says hello. A refused
+        connection is not counted."""
         limits = self.limits
         if self.total >= limits.connections_total:
             return "connections_total"
         if self._open.get(address, 0) >= limits.connections_per_address:
             return "connections_per_address"
-        if self.pending >= limits.pending_hello:
+        if self.pending >= limits.pending_hello and self.evict is None:
             return "pending_hello"
         bucket = self._connects.get(address)
         if bucket is None:
@@ -112,8 +123,11 @@ class Admission:
             _remember(self._connects, address, bucket)
         if not bucket.allow():
             return "connect_rate"
+        if self.pending >= limits.pending_hello and self.evict is not None:
+            oldest, _ = self._pending.popitem(last=False)
+            self.evict(oldest)
         self.total += 1
-        self.pending += 1
+        self._pending[conn] = None
         self._open[address] = self._open.get(address, 0) + 1
         return None
 
@@ -129,15 +143,14 @@ class Admission:
         """A refused connection that waited got its answer."""
         self.tarpitted -= 1
 
-    def said_hello(self) -> None:
-        """A counted connection completed its hello: it no longer counts as pending."""
-        self.pending -= 1
+    def said_hello(self, conn: Hashable) -> None:
+        """``conn`` completed its hello: it no longer counts as pending (nor can be evicted)."""
+        self._pending.pop(conn, None)
 
-    def disconnect(self, address: str, pending: bool) -> None:
-        """A counted connection closed (``pending``: before its hello completed)."""
+    def disconnect(self, address: str, conn: Hashable) -> None:
+        """A counted connection ``conn`` from ``address`` closed."""
         self.total -= 1
-        if pending:
-            self.pending -= 1
+        self._pending.pop(conn, None)
         left = self._open[address] - 1
         if left:
             self._open[address] = left

@@ -27,7 +27,7 @@ import signal
 import socket
 import ssl
 from collections import deque
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Hashable
 from dataclasses import dataclass, field
 from http import HTTPStatus
 from importlib import resources
@@ -332,9 +332,7 @@ def make_handler(
                 if session.is_open and not was_open:
                     assert session.world_id is not None
                     admission.hello_succeeded(address)
-                    if getattr(ws, "pending_hello", False):
-                        ws.pending_hello = False  # type: ignore[attr-defined]
-                        admission.said_hello()
+                    admission.said_hello(ws)
                     if not session.viewer:
                         if worlds is not None:  # the world's bucket, the hello counted in it
                             limit = worlds.of(session.world_id)
@@ -397,29 +395,28 @@ class RefusalLog:
     def __init__(self) -> None:
         self._counts: dict[tuple[str, str], int] = {}
 
-    def refused(self, reason: str, address: str) -> None:
-        """Log (or count) one refused connection."""
-        key = (reason, address)
+    def refused(self, reason: str, address: str, event: str = "connection_refused") -> None:
+        """Log (or count) one refused (or, ``event="connection_dropped"``, evicted) connection."""
+        key = (event, reason, address)
         if key in self._counts:
             self._counts[key] += 1
             return
-        log.info("connection_refused", reason=reason, address=address)
+        log.info(event, reason=reason, address=address)
         self._counts[key] = 0
         asyncio.get_running_loop().call_later(REFUSAL_LOG_WINDOW_SECONDS, self._flush, key)
 
-    def _flush(self, key: tuple[str, str]) -> None:
+    def _flush(self, key: tuple[str, str, str]) -> None:
         repeated = self._counts.pop(key)
         if repeated:
-            log.info("connection_refused", reason=key[0], address=key[1], repeated=repeated,
+            log.info(key[0], reason=key[1], address=key[2], repeated=repeated,
                      seconds=REFUSAL_LOG_WINDOW_SECONDS)
 
 
-def admitted_connection(admission: Admission) -> type[ServerConnection]:
+def admitted_connection(admission: Admission, refusals: RefusalLog) -> type[ServerConnection]:
     """websockets' ``create_connection``: a :class:`ServerConnection` counted in ``admission``
     from the moment TCP is accepted. One over a limit is answered ``503`` and closed before any
     byte of it is read (no handshake, no handler, no TLS session kept), after a tarpit delay
-    (:meth:`Admission.tarpit`), and logged once (:class:`RefusalLog`)."""
-    refusals = RefusalLog()
+    (:meth:`Admission.tarpit`), and logged once in ``refusals``."""
 
     def answer(transport: asyncio.BaseTransport, tarpitted: bool) -> None:
         if tarpitted:
@@ -430,12 +427,11 @@ def admitted_connection(admission: Admission) -> type[ServerConnection]:
 
     class AdmittedConnection(ServerConnection):
         refused = False
-        pending_hello = False
         peer = "?"
 
         def connection_made(self, transport: asyncio.BaseTransport) -> None:
             self.peer = _address(transport)
-            reason = admission.connect(self.peer)
+            reason = admission.connect(self.peer, self)
             if reason is not None:
                 self.refused = True
                 refusals.refused(reason, self.peer)
@@ -445,7 +441,6 @@ def admitted_connection(admission: Admission) -> type[ServerConnection]:
                 else:
                     answer(transport, False)
                 return
-            self.pending_hello = True
             super().connection_made(transport)
 
         def data_received(self, data: bytes) -> None:
@@ -458,11 +453,22 @@ def admitted_connection(admission: Admission) -> type[ServerConnection]:
         def connection_lost(self, exc: Exception | None) -> None:
             if self.refused:
                 return
-            admission.disconnect(self.peer, self.pending_hello)
-            self.pending_hello = False
+            admission.disconnect(self.peer, self)
             super().connection_lost(exc)
 
     return AdmittedConnection
+
+
+def _evicter(refusals: RefusalLog) -> Callable[[Hashable], None]:
+    """:class:`Admission`'s ``evict``: drops the oldest connection still without ``hello`` to
+    make room for a new one, logged as ``connection_dropped`` in ``refusals``."""
+
+    def evict(connection: Hashable) -> None:
+        assert isinstance(connection, ServerConnection)
+        refusals.refused("pending_hello", _address(connection.transport), "connection_dropped")
+        connection.transport.abort()
+
+    return evict
 
 
 def _logged(process_request: Callable[[ServerConnection, Request], Response | None]
@@ -532,12 +538,13 @@ async def start(
     ``limits``: connections and hellos per address and in total (default :class:`Limits`).
     Raises ``OSError`` when the address is taken.
     """
-    admission = Admission(limits or Limits(), asyncio.get_running_loop().time)
+    refusals = RefusalLog()
+    admission = Admission(limits or Limits(), asyncio.get_running_loop().time, _evicter(refusals))
     return await serve(
         make_handler(store, dice or SecretDice(), hello_timeout, rate, viewers, admission),
         host,
         port,
-        create_connection=admitted_connection(admission),
+        create_connection=admitted_connection(admission, refusals),
         process_request=_logged(http_handler(origins)),
         max_size=MAX_FRAME_BYTES,
         max_queue=MAX_QUEUE_FRAMES,

@@ -88,28 +88,42 @@ class TestAdmission:
 
     def test_connections_per_address_and_in_total(self):
         admission, _ = self.admission(connections_per_address=2, connections_total=3)
-        assert [admission.connect("a") for _ in range(3)] == [None, None, "connections_per_address"]
-        assert admission.connect("b") is None
-        assert admission.connect("c") == "connections_total"
-        admission.disconnect("a", pending=True)
-        assert admission.connect("c") is None
+        assert [admission.connect("a", f"a{n}") for n in range(3)] == [None, None, "connections_per_address"]
+        assert admission.connect("b", "b0") is None
+        assert admission.connect("c", "c0") == "connections_total"
+        admission.disconnect("a", "a0")
+        assert admission.connect("c", "c0") is None
         assert (admission.total, admission.pending) == (3, 3)
 
     def test_pending_hellos_are_counted_until_hello(self):
         admission, _ = self.admission(pending_hello=2)
-        assert [admission.connect(a) for a in "abc"] == [None, None, "pending_hello"]
-        admission.said_hello()
-        assert admission.connect("c") is None
-        admission.disconnect("c", pending=True)
-        admission.disconnect("a", pending=False)
+        assert [admission.connect(a, a) for a in "abc"] == [None, None, "pending_hello"]
+        admission.said_hello("a")
+        assert admission.connect("c", "c") is None
+        admission.disconnect("c", "c")
+        admission.disconnect("a", "a")
         assert (admission.total, admission.pending) == (1, 1)  # b, still pending
+
+    def test_with_evict_the_oldest_pending_connection_makes_room(self):
+        evicted = []
+        admission = Admission(Limits(pending_hello=2), lambda: 0.0, evicted.append)
+        for conn in ("a1", "a2", "a3"):
+            assert admission.connect("a", conn) is None
+        assert evicted == ["a1"] and admission.pending == 2
+        admission.said_hello("a2")
+        assert admission.connect("a", "a4") is None
+        assert evicted == ["a1"]  # a room was free: a2 said hello
+        admission.connect("a", "a5")
+        assert evicted == ["a1", "a3"]  # a2 is past hello: never evicted
+        admission.disconnect("a", "a1")  # an evicted connection closes: counted once
+        assert (admission.total, admission.pending) == (4, 2)
 
     def test_connect_rate_per_address(self):
         admission, now = self.admission(connect_rate=1.0, connect_burst=2)
-        assert [admission.connect("a") for _ in range(3)] == [None, None, "connect_rate"]
-        assert admission.connect("b") is None  # another address has its own
+        assert [admission.connect("a", n) for n in range(3)] == [None, None, "connect_rate"]
+        assert admission.connect("b", 3) is None  # another address has its own
         now[0] = 1.0
-        assert admission.connect("a") is None
+        assert admission.connect("a", 4) is None
 
     def test_failed_hellos_lock_the_address_out_longer_each_time(self):
         admission, now = self.admission(free_failed_hellos=2, max_hello_delay=4.0, failed_hello_rate=1000)
@@ -270,15 +284,18 @@ class TestServerLimits:
             assert (await ask(ws, hello(token)))["type"] == "welcome"
         await stopped(server)
 
-    async def test_connections_without_hello_are_capped(self, store, token):
+    async def test_the_oldest_connection_without_hello_makes_room_for_a_new_one(self, store, token):
         server, url = await started(store, limits=Limits(pending_hello=1))
         async with connect(url) as silent:
-            with pytest.raises(InvalidStatus):
-                async with connect(url):
-                    pass
-            await ask(silent, hello(token))  # no longer pending
-            async with connect(url) as ws:
-                assert (await ask(ws, {"type": "ping", "v": 1}))["code"] == "unauthorized"
+            with capture_logs() as logs:
+                async with connect(url) as gm:
+                    assert await closed_with(silent) == 1006  # dropped: the GM's connection gets in
+                    assert (await ask(gm, hello(token)))["type"] == "welcome"
+                    async with connect(url) as ws:  # the GM is past hello: not dropped
+                        assert (await ask(ws, {"type": "ping", "v": 1}))["code"] == "unauthorized"
+                    assert (await ask(gm, {"type": "ping", "v": 1}))["type"] == "pong"
+        assert {"event": "connection_dropped", "reason": "pending_hello", "address": "127.0.0.1",
+                "log_level": "info"} in logs
         await stopped(server)
 
     async def test_failed_hellos_lock_the_address_out_without_reading_the_store(self, store, token, monkeypatch):
