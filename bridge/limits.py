@@ -7,10 +7,10 @@ own: the server passes its loop's monotonic clock).
   each explained in docs/security.md).
 - :class:`Admission`: the state those limits are checked against: connections open per address and
   in total, connections that have not said ``hello`` yet (the oldest evicted for a new one), new
-  connections per address per second,
-  and failed ``hello``s per address (after ``free_failed_hellos``, each failure locks the address
-  out for twice as long as the last, up to ``max_hello_delay``; hellos in that time are refused
-  before the store is read, so a token-guessing flood costs the bridge almost nothing).
+  connections per address per second, and failed ``hello``s per address (after
+  ``free_failed_hellos``, each failure locks the address out for twice as long as the last, up to
+  ``max_hello_delay``; hellos in that time are refused before the store is read, so a
+  token-guessing flood costs the bridge almost nothing).
 """
 
 from __future__ import annotations
