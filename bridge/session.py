@@ -214,6 +214,8 @@ class Session:
         if not accepted:
             refusal_type, text, close = REFUSED[self.state]
             refusal = refusal_type(text) if self.state is SessionState.NEW else refusal_type(text, field="type")
+            if self.state is SessionState.NEW:
+                self.log.info("hello_refused", reason="not_hello", type=message.__struct_config__.tag)
             return Reply([error_frame(refusal, ref_of_message(message))], close)
         if isinstance(message, wire.Hello):
             return await self._hello(message)
@@ -288,7 +290,7 @@ class Session:
             return self._viewer_hello(hello, world)
         elif world is None or hello.token is None or not token_matches(hello.token, world.token_hash):
             return self._refuse_hello(
-                hello, "hello_refused", "token",
+                hello, world, "hello_refused", "token",
                 "unknown world or wrong token: register the world with `fate-bridge world add "
                 "WORLD_ID` and paste its token into the module settings")
         assert world is not None
@@ -306,9 +308,12 @@ class Session:
         )
         return Reply([_welcome(world, self.max_frame_bytes)])
 
-    def _refuse_hello(self, hello: wire.Hello, event: str, field: str, message: str) -> Reply:
-        """Log ``event`` and answer ``unauthorized`` naming ``field``, then close 4001."""
-        self.log.info(event, world_id=hello.world_id)
+    def _refuse_hello(self, hello: wire.Hello, world: World | None, event: str, field: str,
+                      message: str) -> Reply:
+        """Log ``event`` with its reason (never the token or key) and answer ``unauthorized``
+        naming ``field`` (the client is not told which reason), then close 4001."""
+        reason = "unknown_world" if world is None else f"wrong_{field}" if getattr(hello, field) else f"no_{field}"
+        self.log.info(event, world_id=hello.world_id, reason=reason)
         return Reply([error_frame(Unauthorized(message, field=field), None)], CLOSE_UNAUTHORIZED)
 
     def _viewer_hello(self, hello: wire.Hello, world: World | None) -> Reply:
@@ -316,7 +321,7 @@ class Session:
         assert hello.viewer_key is not None
         if world is None or not viewer_key_matches(hello.viewer_key, world.viewer_key):
             return self._refuse_hello(
-                hello, "viewer_refused", "viewer_key",
+                hello, world, "viewer_refused", "viewer_key",
                 "unknown world or wrong viewer key: copy the overlay URL again from the module, "
                 "or print it with `fate-bridge world viewer-key WORLD_ID`")
         self.world_id, self.state = world.world_id, HELLO_OPENS["viewer_key"]
