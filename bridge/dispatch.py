@@ -28,14 +28,16 @@ class _Routes:
 
 @functools.cache
 def _routes() -> _Routes:
+    from . import fairness
     from .rulesets import installed
 
-    rulesets: tuple[Ruleset, ...] = installed()
+    games: tuple[Ruleset, ...] = installed()
+    rulesets = (*games, fairness.RULESET)  # dice sessions, settings, overrides: not a game
     return _Routes(
         handlers={kind: h for r in rulesets for kind, h in r.handlers.items()},
         refused={kind: r.refused for r in rulesets for kind in r.handlers},
         queries={kind: q for r in rulesets for kind, q in r.queries.items()},
-        ids=[r.id for r in rulesets if r.handlers],
+        ids=[r.id for r in games if r.handlers],
     )
 
 

@@ -18,6 +18,7 @@ from __future__ import annotations
 import hmac
 import hashlib
 import secrets
+from collections.abc import Callable
 from dataclasses import dataclass
 
 import msgspec
@@ -27,6 +28,7 @@ from . import __version__, wire
 from .dice import Dice
 from . import dispatch
 from .audit import AuditEntry, RecordingDice, RecordingState, sorted_json
+from .fairness import decide as fairness, wire as dice_wire
 from .errors import WorldNotRegistered, BadMessage, Forbidden, Internal, Refusal, Unauthorized
 from .state import WorldState
 from .ruleset import Outcome
@@ -101,7 +103,8 @@ class Session:
     """The protocol state of one connection.
 
     ``trusted`` sessions (``fate-bridge resolve``) accept ``hello`` without a token, register the
-    world on first use and start open on ``default_world``.
+    world on first use and start open on ``default_world``. ``new_seed(n)``: n secret bytes, the
+    seed of a dice session (``secrets.token_bytes``; tests may fix it).
     """
 
     def __init__(
@@ -111,9 +114,11 @@ class Session:
         *,
         trusted: bool = False,
         default_world: str | None = None,
+        new_seed: Callable[[int], bytes] = secrets.token_bytes,
     ) -> None:
         self.store = store
         self.dice = dice
+        self.new_seed = new_seed  # a dice session's secret seed (bridge.fairness)
         self.trusted = trusted
         self.world_id: str | None = default_world if trusted else None
         self.holder = "another connection"  # who holds the link, as hello described it
@@ -234,19 +239,31 @@ class Session:
         def decision(state: WorldState) -> Decision:
             # runs on the store's writer thread, inside the decision's transaction
             recording, rolled = RecordingState(state), RecordingDice(dice)
+            table, dice_session = None, None
             try:
+                # the dice table reads the open dice session on the plain state: its seed is never
+                # recorded before the reveal (bridge.fairness.decide)
+                table, dice_session = fairness.table_for(message, state, seq=state.audit_seq,  # type: ignore[attr-defined]
+                                                         fallback=dice, new_seed=self.new_seed)
+                rolled = RecordingDice(table)
                 outcome = dispatch.decide(message, recording, rolled)
+                table.check_all_used()
                 ok = True
             except Refusal as refusal:
                 error = wire.error_reply(refusal, event_id)
                 outcome = Outcome(error, dispatch.refused(message, error, state), None,
                                   {"code": error.code, "field": error.field})
                 ok = False
+            draws = table.draws if table is not None and table.draws else None
             audit = AuditEntry(type=tag, event_id=event_id, user_id=user_id, message=message_bytes,
                                reads=recording.reads, dice=rolled.rolled,
-                               reply=sorted_json(outcome.reply), ok=ok, summary=outcome.columns)
+                               reply=sorted_json(outcome.reply), ok=ok, summary=outcome.columns,
+                               draws=draws, dice_session=dice_session)
             overlay = None if outcome.card is None else _overlay_frame(world_id, message, outcome.card)
-            return Decision(wire.encode(outcome.reply), ok, audit, kept=(overlay, outcome.log))
+            frame = wire.encode(outcome.reply)
+            if draws:  # every client builds its Foundry Roll from these values (issue 19)
+                frame = dice_wire.attach_rolls(frame, rolled.rolled, draws)
+            return Decision(frame, ok, audit, kept=(overlay, outcome.log))
 
         request_hash = hashlib.sha256(message_bytes).hexdigest()
         decided = await self.store.decide(self.world_id, event_id, decision, request_hash)

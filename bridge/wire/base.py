@@ -38,12 +38,23 @@ class OutPart(msgspec.Struct, kw_only=True, frozen=True):
     """Base of nested objects the bridge sends."""
 
 
+ClientSeed = Annotated[str, Meta(max_length=128, description=(
+    "The asking player's browser's random value (crypto.getRandomValues, as text): in an open dice "
+    "session every die of this request is derived from it too (issue 19)."))]
+PhysicalDie = Annotated[int, Meta(ge=-1_000_000, le=1_000_000, description="A real die's value as read off the table.")]
+
+
 class ClientMessage(
     msgspec.Struct, tag_field="type", kw_only=True, frozen=True, forbid_unknown_fields=True
 ):
-    """Base of messages a client sends; ``v`` must be 1."""
+    """Base of messages a client sends; ``v`` must be 1. Any decision request may carry
+    ``client_seed`` (its dice derive from it in an open dice session) and ``physical`` (the real
+    dice the roller threw, in the order the decision rolls them, where the world allows them;
+    each is checked against its die: ``physical[i]`` names a value that die cannot show)."""
 
     v: Literal[1] = 1
+    client_seed: ClientSeed | None = None
+    physical: Annotated[list[PhysicalDie], Meta(max_length=64)] | None = None
 
 
 class BridgeMessage(msgspec.Struct, tag_field="type", kw_only=True, frozen=True):
