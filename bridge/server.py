@@ -2,7 +2,8 @@
 
 One asyncio server (websockets' asyncio API). Plain HTTP without a WebSocket upgrade:
 ``GET /healthz`` answers ``200 ok``; ``GET /overlay`` serves the stream overlay page and
-``/overlay/<file>`` its script and style (package data in ``bridge/overlay/``). Each connection:
+``/overlay/<file>`` its script and style (package data in ``bridge/overlay/``); ``GET /verify``
+the dice check page (``bridge/fairness/page/``). Each connection:
 the first frame must come within ``hello_timeout`` seconds (else close 4002); frames are handled
 one at a time, in order, each answered before the next is read; past the rate limit a frame is
 answered ``rate_limited`` and not handled. One forwarder per world: a newer authenticated
@@ -88,6 +89,10 @@ OVERLAY_FILES = {  # URL path -> (package file in bridge/overlay/, Content-Type)
     f"/{OVERLAY_PATH}/overlay.js": ("overlay.js", "text/javascript; charset=utf-8"),
     f"/{OVERLAY_PATH}/overlay.css": ("overlay.css", "text/css; charset=utf-8"),
 }
+VERIFY_FILES = {  # the dice check page (issue 19): URL path -> (file in bridge/fairness/page/, type)
+    "/verify": ("verify.html", "text/html; charset=utf-8"),
+    "/verify/verify.js": ("verify.js", "text/javascript; charset=utf-8"),
+}
 # The page runs only its own script and style and talks only to this bridge: even a card that
 # somehow carried markup could not run code or load anything. No Referer, so the viewer key in
 # the page's URL never leaves it.
@@ -101,10 +106,11 @@ OVERLAY_HEADERS = (
 
 
 def _load_overlay() -> dict[str, tuple[bytes, str]]:
-    """The overlay files by URL path: (body, Content-Type), read once from the package."""
-    folder = resources.files("bridge").joinpath("overlay")
-    return {path: (folder.joinpath(name).read_bytes(), kind)
-            for path, (name, kind) in OVERLAY_FILES.items()}
+    """The overlay files and the ``/verify`` page by URL path: (body, Content-Type), read once
+    from the package."""
+    folder, page = resources.files("bridge").joinpath("overlay"), resources.files("bridge").joinpath("fairness", "page")
+    return {**{path: (folder.joinpath(name).read_bytes(), kind) for path, (name, kind) in OVERLAY_FILES.items()},
+            **{path: (page.joinpath(name).read_bytes(), kind) for path, (name, kind) in VERIFY_FILES.items()}}
 
 
 def _own_origin(request: Request) -> bool:

@@ -10,12 +10,18 @@ import hashlib
 import hmac
 import io
 import json
+import shutil
+import sqlite3
+import subprocess
 from collections import Counter
 
 import pytest
 from structlog.testing import capture_logs
+from websockets.datastructures import Headers
+from websockets.http11 import Request
 
 from bridge import audit_cli
+from bridge import server as bridge_server
 from bridge.dice import ScriptedDice
 from bridge.fairness import trail
 from bridge.fairness.dice import derive_die, fingerprint
@@ -26,6 +32,7 @@ from . import hmtw_messages as hmtw
 from . import mythic_messages as mythic
 from . import pool_messages as pool
 from . import sohl_messages as sohl
+from .helpers import ROOT, run_bridge
 
 SEED = bytes(range(32))
 GM = "gmUser000000001"
@@ -63,6 +70,10 @@ async def exported(store: SQLiteStore) -> str:
     out = io.StringIO()
     audit_cli._export(list(reversed(await store.audit_rows(AuditFilter(world_id="w")))), "jsonl", out)
     return out.getvalue()
+
+
+def revealed_seq(export: str) -> int:
+    return next(json.loads(line)["seq"] for line in export.splitlines() if '"dice_session_end"' in line)
 
 
 # --- the pure derivation --------------------------------------------------------------------------
@@ -136,8 +147,9 @@ class TestCommitAndReveal:
 
         text = await exported(store)
         check = trail.check_dice(trail.records_of_export(text))
-        assert check.problems == [] and check.notes == []
-        assert check.verified_dice == len(rolled)
+        assert check.problems == [] and check.verified_dice == len(rolled)
+        assert check.notes == [f"dice session {started['session_id']} (records 2..{revealed_seq(text)}): "
+                               f"{len(rolled)} fair dice recomputed from its revealed seed"]
         (session,) = check.sessions.values()
         assert (session.fair, session.commitment) == (len(rolled), started["commitment"])
         (report,) = await store.verify("w", None)
@@ -333,3 +345,74 @@ def test_the_dice_core_reaches_no_io_clock_or_randomness(name):
     for module, outside in reachable(BRIDGE / "fairness" / name).items():
         found = _top(outside) & FORBIDDEN - INJECTED.get(module.name, set())
         assert not found, (module.relative_to(BRIDGE), found)
+
+
+# --- the /verify page ----------------------------------------------------------------------------
+
+PAGE_JS = ROOT / "bridge" / "fairness" / "page" / "verify.js"
+
+
+def check_in_node(export: str, tmp_path) -> dict:
+    """The page's own checkTrail (WebCrypto, as in a browser) run by Node on an export."""
+    trail_file = tmp_path / "trail.jsonl"
+    trail_file.write_text(export)
+    script = (f"import {{ checkTrail }} from {json.dumps(PAGE_JS.as_uri())};\n"
+              f"import {{ readFileSync }} from 'node:fs';\n"
+              f"console.log(JSON.stringify(await checkTrail(readFileSync({json.dumps(str(trail_file))}, 'utf8'))));")
+    done = subprocess.run(["node", "--input-type=module", "-e", script], capture_output=True, text=True, timeout=60)
+    assert done.returncode == 0, done.stderr
+    return json.loads(done.stdout)
+
+
+@pytest.mark.skipif(shutil.which("node") is None, reason="node is not installed (the module's tests need it too)")
+async def test_the_page_recomputes_every_die_of_an_export_as_the_bridge_does(fair, store, tmp_path):
+    await ok(fair, gm("dice_session_start", "ev-start"))
+    replies = await play_every_ruleset(fair)
+    await ok(fair, gm("dice_session_end", "ev-end"))
+    export = await exported(store)
+    result = check_in_node(export, tmp_path)
+    rolled = sum(len(r["rolls"]) for r in replies)
+    assert (result["problems"], result["verified"]) == ([], rolled)
+    assert [(s["fingerprint"], s["fair"], s["ok"]) for s in result["sessions"]] == [
+        (fingerprint(hashlib.sha256(SEED).hexdigest()), rolled, True)]
+
+    lines = [json.loads(line) for line in export.splitlines()]
+    target = next(line for line in lines if line["record"]["type"] == "hmtw_test")
+    target["record"]["dice"][0] = target["record"]["dice"][0] % 57 + 1
+    result = check_in_node("\n".join(json.dumps(line) for line in lines), tmp_path)
+    assert [p["seq"] for p in result["problems"]] == [target["seq"]]
+    assert result["problems"][0]["detail"].startswith(f"record {target['seq']}: die 1 (d57) recorded")
+    assert result["sessions"][0]["ok"] is False
+
+
+def test_the_bridge_serves_the_page_and_its_script():
+    handler = bridge_server.http_handler(None)
+    for path, kind, text in (("/verify", "text/html; charset=utf-8", 'src="/verify/verify.js"'),
+                             ("/verify/verify.js", "text/javascript; charset=utf-8", "export async function checkTrail")):
+        response = handler(None, Request(path, Headers()))
+        assert (response.status_code, response.headers["Content-Type"]) == (200, kind)
+        assert text in response.body.decode()
+        assert "script-src 'self'" in response.headers["Content-Security-Policy"]
+
+
+def test_audit_verify_on_the_command_line_names_the_changed_die(tmp_path):
+    db, key = tmp_path / "r.sqlite3", tmp_path / "audit.key"
+    lines = [gm("dice_session_start", "ev-start"), mythic.question("ev-q", client_seed="x"),
+             gm("dice_session_end", "ev-end")]
+    done = run_bridge("resolve", "--db", str(db), "--audit-key", str(key),
+                      stdin="".join(json.dumps(line) + "\n" for line in lines))
+    assert done.returncode == 0, done.stderr
+    verified = run_bridge("audit", "verify", "--db", str(db), "--audit-key", str(key))
+    assert verified.returncode == 0, verified.stdout
+    assert "1 fair dice recomputed from its revealed seed" in verified.stdout
+
+    conn = sqlite3.connect(db)
+    seq, raw = conn.execute("SELECT seq, record FROM audit WHERE type = 'chart_question'").fetchone()
+    record = json.loads(raw)
+    record["dice"] = [record["dice"][0] % 100 + 1]
+    conn.execute("UPDATE audit SET record = ? WHERE seq = ?", (json.dumps(record).encode(), seq))
+    conn.commit()
+    conn.close()
+    verified = run_bridge("audit", "verify", "--db", str(db), "--audit-key", str(key))
+    assert verified.returncode == 1
+    assert f"[dice] record {seq}: die 1 (d100) recorded {record['dice'][0]}" in verified.stdout

@@ -61,7 +61,7 @@ def check_dice(records: Iterable[Any]) -> DiceCheck:
     posted (else a problem at the start record), and every ``fair`` die of every record in the
     session must equal the die derived from the seed, the request's ``client_seed`` and the
     record's place (else a problem naming the record and the die). Fair dice of a session not yet
-    revealed are noted, not failed. Records whose ``dice`` and ``draws`` disagree in length, or
+    revealed are noted, not failed; so is each revealed session's count of recomputed dice. Records whose ``dice`` and ``draws`` disagree in length, or
     whose fair dice name no committed session, are problems."""
     check = DiceCheck()
     records = list(records)
@@ -137,6 +137,10 @@ def check_dice(records: Iterable[Any]) -> DiceCheck:
                                                    f"{sid} gives {expected}"))
             else:
                 check.verified_dice += 1
+    for found in check.sessions.values():
+        if found.seed is not None:
+            check.notes.append(f"dice session {found.session_id} (records {found.start_seq}..{found.reveal_seq}): "
+                               f"{found.fair} fair dice recomputed from its revealed seed")
     for sid, count in sorted(unrevealed.items()):
         check.notes.append(f"dice session {sid}: {count} fair dice wait for its reveal (dice_session_end)")
     check.problems.sort()
