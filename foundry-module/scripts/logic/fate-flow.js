@@ -13,6 +13,7 @@
 import { readSohlCard, buildTest } from "./sohl-card.js";
 import { buildActor, MODULE_FLAG_SCOPE, SPEND_SEQ_FLAG } from "./sohl-actor.js";
 import { cardAudience, postCard } from "./cards.js";
+import { rollsForCard } from "./dice-trust.js";
 
 /** Flag keys of this module. */
 export const FLAGS = Object.freeze({
@@ -226,7 +227,8 @@ export function createFateFlow({ foundry, connection, build, domParser }) {
       await foundry.setMessageFlag(original.id, FLAGS.PENDING_CHOICE_CARD, null);
       return true;
     }
-    if (!answersChoice) await foundry.showDiceRoll(fateRollData(resolved.fate_roll), { whisper, blind });
+    // A card carrying the bridge's dice as Rolls (issue 19) is rolled by Dice So Nice itself, once.
+    if (!answersChoice && !rollsForCard(resolved.card).length) await foundry.showDiceRoll(fateRollData(resolved.fate_roll), { whisper, blind });
     const flags = { [FLAGS.CARD_FOR]: original.id };
     if (resolved.outcome === "choice") flags[FLAGS.CHOICE_BY] = [...resolved.choice_by];
     const cardId = await postCard(foundry, resolved.card, { whisper, blind, flags });
