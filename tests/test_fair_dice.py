@@ -135,9 +135,11 @@ async def play_every_ruleset(session: Session) -> list[dict]:
 class TestCommitAndReveal:
     async def test_a_revealed_session_of_every_ruleset_recomputes_from_the_export_alone(self, fair, store):
         await ok(fair, settings(provable=True))
-        started = await ok(fair, gm("dice_session_start", "ev-start"))
+        reply = await fair.receive(sohl.frame(gm("dice_session_start", "ev-start")))
+        started = json.loads(reply.frames[0])
         assert started["commitment"] == hashlib.sha256(SEED).hexdigest()
         assert started["fingerprint"] in started["card"]["html"]
+        assert started["fingerprint"] in json.loads(reply.overlay_card)["card"]["html"]  # the overlay shows it
         replies = await play_every_ruleset(fair)
         rolled = [r for reply in replies for r in reply["rolls"]]
         assert {r["source"] for r in rolled} == {"fair"} and len(rolled) >= 4

@@ -147,9 +147,10 @@ def _columns(message: shared.ClientMessage, outcome: str, detail: str | None = N
 
 
 def _done(message: shared.ClientMessage, reply: shared.BridgeMessage, outcome: str,
-          detail: str | None = None) -> Outcome:
+          detail: str | None = None, card: shared.Card | None = None) -> Outcome:
+    """The outcome of a dice decision; ``card`` goes to the world's overlay viewers too."""
     columns = _columns(message, outcome, detail)
-    return Outcome(reply, columns, None, log_fields(columns))
+    return Outcome(reply, columns, card, log_fields(columns))
 
 
 def start(message: wire.DiceSessionStart, state: WorldState, dice: Dice) -> Outcome:
@@ -168,7 +169,7 @@ def start(message: wire.DiceSessionStart, state: WorldState, dice: Dice) -> Outc
                        session_id=offer.session_id, fingerprint=short)
     reply = wire.DiceSessionStarted(event_id=message.event_id, session_id=offer.session_id,
                                     commitment=offer.commitment, fingerprint=short, card=card)
-    return _done(message, reply, "committed", f"commitment {short}")
+    return _done(message, reply, "committed", f"commitment {short}", card)  # on the overlay too
 
 
 def end(message: wire.DiceSessionEnd, state: WorldState, dice: Dice) -> Outcome:
@@ -186,7 +187,7 @@ def end(message: wire.DiceSessionEnd, state: WorldState, dice: Dice) -> Outcome:
     reply = wire.DiceSessionRevealed(event_id=message.event_id, session_id=current.session_id,
                                      commitment=current.commitment, fingerprint=short,
                                      seed=secret.seed, card=card)
-    return _done(message, reply, "revealed", f"commitment {short}")
+    return _done(message, reply, "revealed", f"commitment {short}", card)
 
 
 def save_settings(message: wire.SetDiceSettings, state: WorldState, dice: Dice) -> Outcome:

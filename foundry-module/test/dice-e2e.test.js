@@ -1,0 +1,94 @@
+/**
+ * Issue 19 end to end: a REAL bridge process and the REAL module (main.js on the fake Foundry). The GM
+ * starts a dice session (the commitment card), a player spends Fate (the Fate die is derived from the
+ * seed and the player's own client_seed, and rides on the card as a real Roll), the GM ends the session
+ * (the reveal; the commitment card is marked verified), the trail is exported and the /verify page's
+ * code recomputes the die. The seed never reaches the bridge's log.
+ */
+import { test, before, after } from "node:test";
+import assert from "node:assert/strict";
+import { WebSocket } from "ws";
+import { install } from "../scripts/main.js";
+import { DICE_SESSION_FLAG, VERIFIED_MARK } from "../scripts/logic/dice-trust.js";
+import { checkTrail } from "../../bridge/fairness/page/verify.js";
+import { BridgeProcess } from "./helpers/bridge-process.js";
+import { uninstallFakeFoundry } from "./helpers/fake-foundry.js";
+import { sampleWorld, postArchery } from "./helpers/world-setup.js";
+
+const LUCKY = "mystery00000000";
+let bridge;
+let port;
+let token;
+const until = (check, what, ms) => bridge.until(check, what, ms);
+
+before(async () => {
+  bridge = new BridgeProcess("fate-bridge-dice-e2e-");
+  token = bridge.addWorld("e2e-world");
+  port = await bridge.serve();
+});
+
+after(() => bridge?.stop());
+
+test("a dice session: committed, a player's Fate die derived and shown as a Roll, revealed, verified", async (t) => {
+  const env = await sampleWorld({ WebSocket, settings: { "fate-bridge.token": token, "fate-bridge.bridgeUrl": `ws://127.0.0.1:${port}` } });
+  t.after(() => {
+    env.bridge?.dispose();
+    uninstallFakeFoundry();
+  });
+  env.bridge = install();
+  for (const hook of ["init", "setup", "ready"]) env.world.callHook(hook);
+  const connection = await until(() => env.bridge.connection()?.isReady() && env.bridge.connection(), "welcome");
+  const replies = [];
+  const request = connection.request;
+  connection.request = async (message) => {
+    const reply = await request(message);
+    replies.push(reply);
+    return reply;
+  };
+  const flagged = () => [...env.world.messages.values()].find((m) => m.flags["fate-bridge"]?.[DICE_SESSION_FLAG]);
+
+  // 1. The GM commits: the commitment card is posted with its fingerprint.
+  env.world.asUser(env.gm);
+  assert.equal(env.world.callHook("chatMessage", {}, "/dicesession start", {}), false);
+  const commitmentCard = await until(flagged, "the commitment card");
+  const started = replies.find((r) => r.type === "dice_session_started");
+  assert.ok(commitmentCard.content.includes(started.fingerprint));
+
+  // 2. A player spends Fate: relayed with the player's own client_seed; the Fate die is fair.
+  const messageId = await postArchery(env.world);
+  await until(() => env.world.messages.get(messageId).flags["fate-bridge"]?.graded, "the graded flag");
+  env.world.asUser(env.player);
+  env.world.render(messageId).querySelector(".fate-bridge-spend button").click();
+  const playerSeed = env.world.emitted.find((e) => e.payload.type === "request").payload.client_seed;
+  assert.match(playerSeed, /^[0-9a-f]{32}$/);
+  env.world.asUser(env.gm);
+  env.world.deliverSocket();
+  env.world.asUser(env.player);
+  env.world.deliverSocket();
+  env.world.asUser(env.gm);
+  env.world.deliverSocket();
+  const resolved = await until(() => replies.find((r) => r.type === "fate_resolved"), "fate_resolved");
+  assert.deepEqual(resolved.rolls, [{ faces: 100, value: resolved.fate_roll, source: "fair" }]);
+  const fateCard = await until(() => [...env.world.messages.values()].find((m) => m.content === resolved.card.html), "the Fate card");
+  assert.deepEqual(fateCard.rolls.map((r) => r.fromData.terms[0].results[0].result), [resolved.fate_roll]);
+
+  // 3. The GM reveals: the reveal card, and the commitment card marked verified.
+  env.world.asUser(env.gm);
+  env.world.callHook("chatMessage", {}, "/dicesession end", {});
+  await until(() => commitmentCard.flags["fate-bridge"][DICE_SESSION_FLAG].verified, "the verified mark");
+  assert.ok(commitmentCard.content.endsWith(VERIFIED_MARK));
+  const revealed = replies.find((r) => r.type === "dice_session_revealed");
+  assert.equal(revealed.commitment, started.commitment);
+
+  // 4. The exported trail alone recomputes the die (the page's code), with the player's value in it.
+  const exported = bridge.cli("audit", "export", "--world", "e2e-world", "--format", "jsonl");
+  const checked = await checkTrail(exported);
+  assert.deepEqual(checked.problems, []);
+  assert.equal(checked.verified, 1);
+  const spend = exported.split("\n").map((line) => JSON.parse(line).record).find((r) => r.type === "fate_spend");
+  assert.equal(spend.message.client_seed, playerSeed);
+
+  // 5. The seed never reached the bridge's log (serve's stdout and stderr, every decision logged).
+  assert.ok(bridge.log.includes("dice_session_end"), "the bridge logged the reveal decision");
+  assert.equal(bridge.log.includes(revealed.seed), false);
+});
