@@ -248,6 +248,7 @@ class Session:
                 rolled = RecordingDice(table)
                 outcome = dispatch.decide(message, recording, rolled)
                 table.check_all_used()
+                outcome = fairness.with_physical_mark(outcome, rolled.rolled, table.draws)
                 ok = True
             except Refusal as refusal:
                 error = wire.error_reply(refusal, event_id)

@@ -269,6 +269,7 @@ class TestPhysicalDice:
         reply = await ok(fair, mythic.question("ev-q", physical=[57]))
         assert reply["rolls"] == [{"faces": 100, "value": 57, "source": "physical"}]
         assert reply["roll"] == 57
+        assert reply["card"]["html"].endswith('<p class="fate-bridge dice-physical">Physical dice: d100 57</p>')
         await ok(fair, gm("dice_session_end", "ev-end"))
         records = trail.records_of_export(await exported(store))
         question = next(r for r in records if r.type == "chart_question")

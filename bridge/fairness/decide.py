@@ -24,6 +24,7 @@ session id (the seed: never sent, never logged, never recorded before the reveal
 from __future__ import annotations
 
 import functools
+import html
 from collections.abc import Callable
 
 import msgspec
@@ -35,7 +36,7 @@ from ..state import WorldState
 from ..dice import Dice
 from ..cards import CardTemplates
 from . import wire
-from .dice import OpenSession, SEED_BYTES, TableDice, commitment, fingerprint, session_id
+from .dice import Draw, OpenSession, SEED_BYTES, TableDice, commitment, fingerprint, session_id
 
 RULESET_ID = "dice"  # the audit columns' ruleset of dice decisions
 SETTINGS_KIND, CURRENT_KIND, OFFER_KIND, SECRET_KIND, OVERRIDE_KIND = (
@@ -244,3 +245,20 @@ def refused(message: shared.ClientMessage, error: shared.Error, state: WorldStat
 HANDLERS = {wire.DiceSessionStart: start, wire.DiceSessionEnd: end,
             wire.SetDiceSettings: save_settings, wire.GmOverride: override}
 QUERIES = {wire.DiceStatus: status}
+
+
+PHYSICAL_MARK = '<p class="fate-bridge dice-physical">Physical dice: {dice}</p>'
+
+
+def with_physical_mark(outcome: Outcome, values: list[int], draws: list[Draw]) -> Outcome:
+    """``outcome`` with a "Physical dice" line under its card (reply and overlay alike) when any
+    of its dice was a real die the roller entered; unchanged otherwise. The line is card text, so
+    re-deriving old records ignores it (``bridge.audit.verdict``)."""
+    physical = [f"d{d.faces} {v}" for v, d in zip(values, draws) if d.source == "physical"]
+    card = getattr(outcome.reply, "card", None)
+    if not physical or not isinstance(card, shared.Card):
+        return outcome
+    marked = msgspec.structs.replace(card, html=card.html + PHYSICAL_MARK.format(dice=html.escape(", ".join(physical))))
+    reply = msgspec.structs.replace(outcome.reply, card=marked)
+    shown = None if outcome.card is None else msgspec.structs.replace(outcome.card, html=marked.html)
+    return Outcome(reply, outcome.columns, shown, outcome.log)
