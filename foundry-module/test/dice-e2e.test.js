@@ -7,16 +7,24 @@
  */
 import { test, before, after } from "node:test";
 import assert from "node:assert/strict";
+import { existsSync, writeFileSync } from "node:fs";
+import path from "node:path";
 import { WebSocket } from "ws";
+import { chromium } from "playwright-core";
 import { install } from "../scripts/main.js";
 import { DICE_SESSION_FLAG, VERIFIED_MARK } from "../scripts/logic/dice-trust.js";
 import { checkTrail } from "../../bridge/fairness/page/verify.js";
-import { BridgeProcess } from "./helpers/bridge-process.js";
+import { BridgeProcess, STEP_MS } from "./helpers/bridge-process.js";
 import { uninstallFakeFoundry } from "./helpers/fake-foundry.js";
 import { sampleWorld, postArchery } from "./helpers/world-setup.js";
 
-const LUCKY = "mystery00000000";
+const CHROMIUM = "/usr/bin/chromium";
+const CHROMIUM_FLAGS = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
+  "--disable-background-networking", "--disable-component-update", "--disable-sync"];
+const NO_BROWSER = existsSync(CHROMIUM) ? false : `${CHROMIUM} is missing: install Debian's chromium (apt-get install -y chromium; .ci/run does)`;
 let bridge;
+/** The trail the first test exported (the page test loads it). */
+let exported = "";
 let port;
 let token;
 const until = (check, what, ms) => bridge.until(check, what, ms);
@@ -81,7 +89,7 @@ test("a dice session: committed, a player's Fate die derived and shown as a Roll
   assert.equal(revealed.commitment, started.commitment);
 
   // 4. The exported trail alone recomputes the die (the page's code), with the player's value in it.
-  const exported = bridge.cli("audit", "export", "--world", "e2e-world", "--format", "jsonl");
+  exported = bridge.cli("audit", "export", "--world", "e2e-world", "--format", "jsonl");
   const checked = await checkTrail(exported);
   assert.deepEqual(checked.problems, []);
   assert.equal(checked.verified, 1);
@@ -91,4 +99,33 @@ test("a dice session: committed, a player's Fate die derived and shown as a Roll
   // 5. The seed never reached the bridge's log (serve's stdout and stderr, every decision logged).
   assert.ok(bridge.log.includes("dice_session_end"), "the bridge logged the reveal decision");
   assert.equal(bridge.log.includes(revealed.seed), false);
+});
+
+test("the bridge's /verify page, in a real browser, recomputes the exported trail and names a changed die", { skip: NO_BROWSER }, async (t) => {
+  assert.ok(exported, "the session test exported a trail");
+  const context = await chromium.launchPersistentContext(path.join(bridge.dir, "chromium-profile"), {
+    executablePath: CHROMIUM, headless: true, args: CHROMIUM_FLAGS,
+  });
+  t.after(() => context.close());
+  const page = context.pages()[0] ?? (await context.newPage());
+  const pageErrors = [];
+  page.on("pageerror", (error) => pageErrors.push(String(error)));
+  await page.goto(`http://127.0.0.1:${port}/verify`);
+  const load = async (name, text) => {
+    const file = path.join(bridge.dir, name);
+    writeFileSync(file, text);
+    await page.locator("#trail").setInputFiles(file);
+    return page.locator("#result p").last().textContent({ timeout: STEP_MS });
+  };
+  await load("trail.jsonl", exported);
+  await page.locator("#result p.pass", { hasText: "PASS: 1 dice recomputed" }).waitFor({ timeout: STEP_MS });
+  assert.match(await page.locator("#result p").first().textContent(), /dice session .+ 1 fair dice: verified/);
+
+  const lines = exported.split("\n").map((line) => JSON.parse(line));
+  const spend = lines.find((line) => line.record.type === "fate_spend");
+  spend.record.dice[0] = (spend.record.dice[0] % 100) + 1;
+  await load("changed.jsonl", lines.map((line) => JSON.stringify(line)).join("\n"));
+  await page.locator("#result p.fail", { hasText: "FAIL: 1 problem" }).waitFor({ timeout: STEP_MS });
+  assert.ok((await page.locator("#result").textContent()).includes(`record ${spend.seq}: die 1 (d100) recorded ${spend.record.dice[0]}`));
+  assert.deepEqual(pageErrors, []);
 });

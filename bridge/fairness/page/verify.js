@@ -153,7 +153,7 @@ function mountPage() {
       }
       for (const p of result.problems) line(p.detail, "fail");
       for (const n of result.notes) line(`note: ${n}`);
-      line(result.problems.length ? `FAIL: ${result.problems.length} problems` : `PASS: ${result.verified} dice recomputed from the revealed seeds`, result.problems.length ? "fail" : "pass");
+      line(result.problems.length ? `FAIL: ${result.problems.length} problem${result.problems.length === 1 ? "" : "s"}` : `PASS: ${result.verified} dice recomputed from the revealed seeds`, result.problems.length ? "fail" : "pass");
     } catch (error) {
       line(String(error.message ?? error), "fail");
     }
