@@ -55,8 +55,13 @@ test("a dice session: committed, a player's Fate die derived and shown as a Roll
   };
   const flagged = () => [...env.world.messages.values()].find((m) => m.flags["fate-bridge"]?.[DICE_SESSION_FLAG]);
 
-  // 1. The GM commits: the commitment card is posted with its fingerprint.
+  // 0. The GM requires provable dice and keeps override marks to the GMs.
   env.world.asUser(env.gm);
+  env.world.callHook("chatMessage", {}, "/dicesettings provable=on mark=gm", {});
+  const saved = await until(() => replies.find((r) => r.type === "dice_settings_saved"), "dice_settings_saved");
+  assert.deepEqual(saved.settings, { provable: true, physical_rulesets: [], override_mark: "gm" });
+
+  // 1. The GM commits: the commitment card is posted with its fingerprint.
   assert.equal(env.world.callHook("chatMessage", {}, "/dicesession start", {}), false);
   const commitmentCard = await until(flagged, "the commitment card");
   const started = replies.find((r) => r.type === "dice_session_started");
@@ -88,6 +93,17 @@ test("a dice session: committed, a player's Fate die derived and shown as a Roll
   const revealed = replies.find((r) => r.type === "dice_session_revealed");
   assert.equal(revealed.commitment, started.commitment);
 
+  // 3b. A GM override on the Fate card: the players' card has no mark (mark=gm), the GMs' has.
+  const before = env.world.messages.size;
+  env.world.callHook("chatMessage", {}, `/diceoverride ${fateCard.id} Critical Success | the dragon must fall`, {});
+  const applied = await until(() => replies.find((r) => r.type === "override_applied"), "override_applied");
+  assert.equal(applied.marked, false);
+  await until(() => env.world.messages.size === before + 2, "the override cards");
+  const [shown, gmOnly] = [...env.world.messages.values()].slice(-2);
+  assert.equal(shown.content.includes("GM override"), false);
+  assert.ok(gmOnly.content.includes("GM override by gmUser000000001: the dragon must fall"));
+  assert.deepEqual(gmOnly.whisper, [env.gm]);
+
   // 4. The exported trail alone recomputes the die (the page's code), with the player's value in it.
   exported = bridge.cli("audit", "export", "--world", "e2e-world", "--format", "jsonl");
   const checked = await checkTrail(exported);
@@ -95,6 +111,9 @@ test("a dice session: committed, a player's Fate die derived and shown as a Roll
   assert.equal(checked.verified, 1);
   const spend = exported.split("\n").map((line) => JSON.parse(line).record).find((r) => r.type === "fate_spend");
   assert.equal(spend.message.client_seed, playerSeed);
+  const override = exported.split("\n").map((line) => JSON.parse(line).record).find((r) => r.type === "gm_override");
+  assert.deepEqual([override.user_id, override.message.reason, override.message.message_id, override.summary.outcome],
+    [env.gm, "the dragon must fall", fateCard.id, "override"]);
 
   // 5. The seed never reached the bridge's log (serve's stdout and stderr, every decision logged).
   assert.ok(bridge.log.includes("dice_session_end"), "the bridge logged the reveal decision");

@@ -8,7 +8,7 @@ import assert from "node:assert/strict";
 import { createHash, webcrypto } from "node:crypto";
 import {
   commitmentMatches, createClientSeeds, createDiceSessions, DICE_SESSION_FLAG, newClientSeed, overrideRequest,
-  parseOverride, parsePhysical, rememberRolls, rollDataOf, rollsForCard, VERIFIED_MARK,
+  parseDiceSettings, parseOverride, parsePhysical, rememberRolls, rollDataOf, rollsForCard, VERIFIED_MARK,
 } from "../scripts/logic/dice-trust.js";
 import { cardMessageData } from "../scripts/logic/cards.js";
 import { fateRollData } from "../scripts/logic/fate-flow.js";
@@ -116,5 +116,14 @@ describe("GM overrides", () => {
     assert.throws(() => overrideRequest({ eventId: "e", targetEventId: "t", result: "Yes", reason: " " }), /needs a reason/);
     assert.deepEqual(parseOverride("msg1 Exceptional Yes | the story needs it"), { target: "msg1", result: "Exceptional Yes", reason: "the story needs it" });
     assert.throws(() => parseOverride("msg1 Yes"), /TARGET RESULT \| REASON/);
+  });
+});
+
+describe("dice settings", () => {
+  const current = { provable: false, physical_rulesets: [], override_mark: "everyone" };
+  test("words change only what they name", () => {
+    assert.deepEqual(parseDiceSettings("provable=on physical=mythic,pool", current), { provable: true, physical_rulesets: ["mythic", "pool"], override_mark: "everyone" });
+    assert.deepEqual(parseDiceSettings("mark=gm physical=none", { ...current, physical_rulesets: ["pool"] }), { provable: false, physical_rulesets: [], override_mark: "gm" });
+    assert.throws(() => parseDiceSettings("provable=maybe", current), /provable=maybe: write provable=on\|off/);
   });
 });

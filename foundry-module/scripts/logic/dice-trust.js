@@ -237,7 +237,28 @@ export function parseOverride(args) {
 }
 
 /**
- * Register `/dicesession start|end` and `/diceoverride` (GMs; run on the active GM's browser
+ * `/dicesettings provable=on physical=mythic,pool mark=gm` -> the world's new dice settings.
+ *
+ * @param {string} args `key=value` words: `provable` (on|off), `physical` (ruleset ids, comma
+ *   separated, or `none`), `mark` (everyone|gm: who sees an override's mark)
+ * @param {{provable: boolean, physical_rulesets: string[], override_mark: string}} current
+ * @returns {{provable: boolean, physical_rulesets: string[], override_mark: string}}
+ * @throws {RangeError} naming the word it cannot read
+ */
+export function parseDiceSettings(args, current) {
+  const next = { ...current, physical_rulesets: [...current.physical_rulesets] };
+  for (const word of String(args ?? "").trim().split(/\s+/).filter(Boolean)) {
+    const [key, value = ""] = word.split("=", 2);
+    if (key === "provable" && (value === "on" || value === "off")) next.provable = value === "on";
+    else if (key === "physical") next.physical_rulesets = value === "none" ? [] : value.split(",").filter(Boolean);
+    else if (key === "mark" && (value === "everyone" || value === "gm")) next.override_mark = value;
+    else throw new RangeError(`${word}: write provable=on|off, physical=RULESET,... or none, mark=everyone|gm`);
+  }
+  return next;
+}
+
+/**
+ * Register `/dicesession start|end`, `/dicesettings` and `/diceoverride` (GMs; run on the active GM's browser
  * through the relay).
  *
  * @param {object} deps
@@ -271,6 +292,22 @@ export function installDiceCommands({ commands, relays, link, foundry, newEventI
       await foundry.createChatMessage({ content: reply.gm_card.html, speaker, whisper: foundry.gmUserIds(), blind: false, flags: { override: reply.target_event_id } });
     }
     return { applied: true };
+  });
+  relays.on(DICE_RELAY, "settings", async (data, sender) => {
+    const connection = link();
+    if (!connection) throw new Error("this browser has no bridge connection");
+    const status = await connection.request({ type: "dice_status", v: 1, query_id: newEventId() });
+    const settings = parseDiceSettings(data.args, status.settings);
+    const saved = await connection.request({ type: "dice_settings", v: 1, event_id: newEventId(), user_id: sender.userId, user_is_gm: sender.isGM, settings });
+    foundry.notify("info", "FATE_BRIDGE.Dice.Settings", {
+      provable: saved.settings.provable ? "on" : "off", physical: saved.settings.physical_rulesets.join(", ") || "none", mark: saved.settings.override_mark,
+    });
+    return saved.settings;
+  });
+  commands.register("dicesettings", (args, { isGM }) => {
+    if (!isGM) foundry.notify("warn", "FATE_BRIDGE.Dice.GmOnly");
+    else relays.request(DICE_RELAY, "settings", { args }).catch(refuse);
+    return false;
   });
   commands.register("dicesession", (args, { isGM }) => {
     const action = String(args ?? "").trim().toLowerCase();
