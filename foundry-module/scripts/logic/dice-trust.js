@@ -287,7 +287,10 @@ export function installDiceCommands({ commands, relays, link, foundry, newEventI
       userId: sender.userId, isGM: sender.isGM,
     }));
     const speaker = { actor: null, alias: "fate-bridge" };
-    await foundry.createChatMessage({ content: reply.card.html, speaker, whisper: [], blind: false, flags: { override: reply.target_event_id } });
+    // The overridden card shows the hand-set result (marked or not, as the world says); without a
+    // chat message to replace, the result is posted as a card of its own.
+    if (messageId) await foundry.updateChatMessage(messageId, { content: reply.card.html, flags: { override: reply.event_id } });
+    else await foundry.createChatMessage({ content: reply.card.html, speaker, whisper: [], blind: false, flags: { override: reply.target_event_id } });
     if (!reply.marked) {
       await foundry.createChatMessage({ content: reply.gm_card.html, speaker, whisper: foundry.gmUserIds(), blind: false, flags: { override: reply.target_event_id } });
     }
