@@ -236,8 +236,8 @@ export function install({ rulesets = RULESETS } = {}) {
     fvtt.notify("warn", "FATE_BRIDGE.Overlay.GmOnly");
     return false;
   });
-  // `/dicesession start|end`, `/diceoverride`: provable dice sessions and GM overrides (issue 19).
-  installDiceCommands({ commands, relays, link: () => connection, foundry: fvtt, newEventId: fvtt.randomId });
+  // `/dicesession start [MINUTES]|end`, `/dicesettings`, `/diceoverride`: provable dice and GM overrides (issue 19).
+  installDiceCommands({ commands, relays, link: () => connection, foundry: fvtt, newEventId: fvtt.randomId, timers: fvtt.timers() });
   const installed = installRulesets(rulesets, { commands, relays, router, bridgeLink: () => connection });
 
   fvtt.onceHook("init", () => {

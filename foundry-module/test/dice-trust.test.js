@@ -7,7 +7,7 @@ import { test, describe } from "node:test";
 import assert from "node:assert/strict";
 import { createHash, webcrypto } from "node:crypto";
 import {
-  commitmentMatches, createClientSeeds, createDiceSessions, DICE_SESSION_FLAG, newClientSeed, overrideRequest,
+  commitmentMatches, createClientSeeds, createDiceSessions, DICE_SESSION_FLAG, installDiceCommands, newClientSeed, overrideRequest,
   parseDiceSettings, parseOverride, parsePhysical, rememberRolls, rollDataOf, rollsForCard, VERIFIED_MARK,
 } from "../scripts/logic/dice-trust.js";
 import { cardMessageData } from "../scripts/logic/cards.js";
@@ -125,5 +125,60 @@ describe("dice settings", () => {
     assert.deepEqual(parseDiceSettings("provable=on physical=mythic,pool", current), { provable: true, physical_rulesets: ["mythic", "pool"], override_mark: "everyone" });
     assert.deepEqual(parseDiceSettings("mark=gm physical=none", { ...current, physical_rulesets: ["pool"] }), { provable: false, physical_rulesets: [], override_mark: "gm" });
     assert.throws(() => parseDiceSettings("provable=maybe", current), /provable=maybe: write provable=on\|off/);
+  });
+});
+
+describe("the GM's dice commands", () => {
+  function install() {
+    const commands = new Map();
+    const handlers = new Map();
+    const timers = { pending: [], setTimeout(fn, ms) { this.pending.push({ fn, ms }); return this.pending.length; }, clearTimeout(id) { this.pending[id - 1] = null; } };
+    const requests = [];
+    const posted = [];
+    const notices = [];
+    const reply = {
+      dice_session_start: { session_id: COMMITMENT.slice(0, 16), commitment: COMMITMENT, card: { html: "<p>c</p>" } },
+      dice_session_end: { session_id: COMMITMENT.slice(0, 16), commitment: COMMITMENT, seed: SEED, card: { html: "<p>r</p>" } },
+    };
+    installDiceCommands({
+      commands: { register: (name, fn) => commands.set(name, fn) },
+      relays: { on: (r, a, fn) => handlers.set(`${r}/${a}`, fn), request: (r, a, data) => handlers.get(`${r}/${a}`)(data, { userId: "gm", isGM: true }) },
+      link: () => ({ request: async (m) => { requests.push(m); return reply[m.type]; } }),
+      foundry: {
+        createChatMessage: async (data) => { posted.push({ id: `m${posted.length}`, ...data }); return `m${posted.length - 1}`; },
+        updateChatMessage: async (id, data) => Object.assign(posted.find((m) => m.id === id), data),
+        messagesWithFlag: (key) => posted.filter((m) => m.flags[key]).map((m) => ({ id: m.id, content: m.content, flag: m.flags[key] })),
+        sha256, gmUserIds: () => ["gm"], messageData: () => null, notify: (level, key) => notices.push([level, key]),
+      },
+      newEventId: () => `ev${requests.length}`,
+      timers,
+    });
+    const flush = () => new Promise((resolve) => setTimeout(resolve, 20));
+    return { commands, timers, requests, notices, flush };
+  }
+
+  test("start MINUTES ends the session by itself; a bad argument shows the usage; players are refused", async () => {
+    const { commands, timers, requests, notices, flush } = install();
+    assert.equal(commands.get("dicesession")("start 30", { isGM: true }), false);
+    await flush();
+    assert.deepEqual(timers.pending.map((t) => t.ms), [30 * 60_000]);
+    timers.pending[0].fn();
+    await flush();
+    assert.deepEqual(requests.map((r) => r.type), ["dice_session_start", "dice_session_end"]);
+    assert.deepEqual(notices.at(-1), ["info", "FATE_BRIDGE.Dice.Verified"]);
+    commands.get("dicesession")("start 0", { isGM: true });
+    commands.get("dicesession")("end", { isGM: false });
+    assert.deepEqual(notices.slice(-2), [["info", "FATE_BRIDGE.Dice.Usage"], ["warn", "FATE_BRIDGE.Dice.GmOnly"]]);
+    assert.equal(requests.length, 2);
+  });
+
+  test("ending by hand clears the schedule", async () => {
+    const { commands, timers, requests, flush } = install();
+    commands.get("dicesession")("start 5", { isGM: true });
+    await flush();
+    commands.get("dicesession")("end", { isGM: true });
+    await flush();
+    assert.deepEqual(timers.pending, [null]);
+    assert.deepEqual(requests.map((r) => r.type), ["dice_session_start", "dice_session_end"]);
   });
 });

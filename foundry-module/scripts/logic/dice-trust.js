@@ -258,8 +258,9 @@ export function parseDiceSettings(args, current) {
 }
 
 /**
- * Register `/dicesession start|end`, `/dicesettings` and `/diceoverride` (GMs; run on the active GM's browser
- * through the relay).
+ * Register `/dicesession start [MINUTES]|end`, `/dicesettings` and `/diceoverride` (GMs; run on the
+ * active GM's browser through the relay). `start MINUTES` ends the session by itself after that many
+ * minutes (1..1440), as long as that browser stays open.
  *
  * @param {object} deps
  * @param {{register(name: string, handler: Function): void}} deps.commands logic/commands.js
@@ -267,16 +268,25 @@ export function parseDiceSettings(args, current) {
  * @param {() => ({request(message: object): Promise<object>}|null)} deps.link the live connection
  * @param {object} deps.foundry scripts/foundry.js (createChatMessage, updateChatMessage, messagesWithFlag, sha256, gmUserIds, messageData, notify)
  * @param {() => string} deps.newEventId
+ * @param {{setTimeout: Function, clearTimeout: Function}} deps.timers
  */
-export function installDiceCommands({ commands, relays, link, foundry, newEventId }) {
+export function installDiceCommands({ commands, relays, link, foundry, newEventId, timers }) {
   const sessions = createDiceSessions({ link, foundry, newEventId });
   const refuse = (error) => foundry.notify("error", "FATE_BRIDGE.Dice.Refused", { message: error?.message ?? String(error) });
-  relays.on(DICE_RELAY, "session", async (data, sender) => {
-    if (!sender.isGM) throw new RangeError("only a GM may start or end a dice session");
-    if (data?.action === "start") return { started: await sessions.start(sender.userId) };
-    const verified = await sessions.end(sender.userId);
+  let scheduled = null; // the timer of `/dicesession start MINUTES` (this browser's: lost on reload)
+  async function end(userId) {
+    if (scheduled !== null) timers.clearTimeout(scheduled);
+    scheduled = null;
+    const verified = await sessions.end(userId);
     foundry.notify(verified ? "info" : "error", verified ? "FATE_BRIDGE.Dice.Verified" : "FATE_BRIDGE.Dice.NotVerified", { session: "" });
     return { verified };
+  }
+  relays.on(DICE_RELAY, "session", async (data, sender) => {
+    if (!sender.isGM) throw new RangeError("only a GM may start or end a dice session");
+    if (data?.action !== "start") return end(sender.userId);
+    const started = await sessions.start(sender.userId);
+    if (data.minutes) scheduled = timers.setTimeout(() => end(sender.userId).catch(refuse), data.minutes * 60_000);
+    return { started };
   });
   relays.on(DICE_RELAY, "override", async (data, sender) => {
     const connection = link();
@@ -313,10 +323,13 @@ export function installDiceCommands({ commands, relays, link, foundry, newEventI
     return false;
   });
   commands.register("dicesession", (args, { isGM }) => {
-    const action = String(args ?? "").trim().toLowerCase();
+    const [action = "", minutesText] = String(args ?? "").trim().toLowerCase().split(/\s+/);
+    const minutes = minutesText === undefined ? null : Number(minutesText);
+    const valid = (action === "start" && (minutes === null || (Number.isInteger(minutes) && minutes >= 1 && minutes <= 1440)))
+      || (action === "end" && minutes === null);
     if (!isGM) foundry.notify("warn", "FATE_BRIDGE.Dice.GmOnly");
-    else if (action !== "start" && action !== "end") foundry.notify("info", "FATE_BRIDGE.Dice.Usage");
-    else relays.request(DICE_RELAY, "session", { action }).catch(refuse);
+    else if (!valid) foundry.notify("info", "FATE_BRIDGE.Dice.Usage");
+    else relays.request(DICE_RELAY, "session", { action, minutes }).catch(refuse);
     return false;
   });
   commands.register("diceoverride", (args, { isGM }) => {
