@@ -173,6 +173,12 @@ class TestCommitAndReveal:
         assert f"record {seq}: die 1 (d100) recorded {die % 100 + 1}" in check.problems[0][1]
         mythic_line["record"]["dice"][0] = die
 
+        mythic_line["record"]["draws"][0]["source"] = "secret"
+        check = trail.check_dice(trail.records_of_export("\n".join(json.dumps(line) for line in lines)))
+        assert [p for _, p in check.problems] == [f"record {seq}: die 1 is marked secret inside dice session "
+                                                  f"{mythic_line['record']['dice_session']}, where every die is derived"]
+        mythic_line["record"]["draws"][0]["source"] = "fair"
+
         start_line["record"]["reply"]["commitment"] = hashlib.sha256(b"another seed").hexdigest()
         check = trail.check_dice(trail.records_of_export("\n".join(json.dumps(line) for line in lines)))
         assert start_line["seq"] in [s for s, _ in check.problems]
@@ -381,11 +387,22 @@ async def test_the_page_recomputes_every_die_of_an_export_as_the_bridge_does(fai
 
     lines = [json.loads(line) for line in export.splitlines()]
     target = next(line for line in lines if line["record"]["type"] == "hmtw_test")
-    target["record"]["dice"][0] = target["record"]["dice"][0] % 57 + 1
+    die = target["record"]["dice"][0]
+    target["record"]["dice"][0] = die % 57 + 1
     result = check_in_node("\n".join(json.dumps(line) for line in lines), tmp_path)
-    assert [p["seq"] for p in result["problems"]] == [target["seq"]]
-    assert result["problems"][0]["detail"].startswith(f"record {target['seq']}: die 1 (d57) recorded")
+    seq = target["seq"]
+    assert [p["detail"].split(":")[0].split(" (")[0] for p in result["problems"]] == [
+        f"record {seq} was changed after it was written", f"record {seq}"]  # the chain, then the die
+    assert result["problems"][1]["detail"].startswith(f"record {seq}: die 1 (d57) recorded")
     assert result["sessions"][0]["ok"] is False
+
+    target["record"]["dice"][0] = die  # the die back
+    target["record"]["draws"][0]["source"] = "secret"  # hidden from the check instead
+    result = check_in_node("\n".join(json.dumps(line) for line in lines), tmp_path)
+    assert any(f"record {seq}: die 1 is marked secret inside dice session" in p["detail"] for p in result["problems"])
+    lines.pop(3)  # a record dropped from the export
+    result = check_in_node("\n".join(json.dumps(line) for line in lines), tmp_path)
+    assert any(p["detail"] == "records 4..4 are missing before record 5" for p in result["problems"])
 
 
 def test_the_bridge_serves_the_page_and_its_script():

@@ -60,7 +60,8 @@ def check_dice(records: Iterable[Any]) -> DiceCheck:
     For each revealed session: the revealed seed must hash to the commitment its start record
     posted (else a problem at the start record), and every ``fair`` die of every record in the
     session must equal the die derived from the seed, the request's ``client_seed`` and the
-    record's place (else a problem naming the record and the die). Fair dice of a session not yet
+    record's place (else a problem naming the record and the die); a die marked ``secret`` inside a
+    session cannot be (every die of an open session is derived or physical). Fair dice of a session not yet
     revealed are noted, not failed; so is each revealed session's count of recomputed dice. Records whose ``dice`` and ``draws`` disagree in length, or
     whose fair dice name no committed session, are problems."""
     check = DiceCheck()
@@ -113,6 +114,9 @@ def check_dice(records: Iterable[Any]) -> DiceCheck:
             continue
         client_seed = _json(record.message).get("client_seed") or ""
         for index, (value, draw) in enumerate(zip(record.dice, draws)):
+            if draw.source == "secret" and sid is not None:
+                check.problems.append((record.seq, f"record {record.seq}: die {index + 1} is marked secret inside "
+                                                   f"dice session {sid}, where every die is derived"))
             if draw.source == "physical" and sid is not None:
                 session(sid).physical += 1
             if draw.source != "fair":

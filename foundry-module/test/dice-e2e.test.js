@@ -145,7 +145,9 @@ test("the bridge's /verify page, in a real browser, recomputes the exported trai
   const spend = lines.find((line) => line.record.type === "fate_spend");
   spend.record.dice[0] = (spend.record.dice[0] % 100) + 1;
   await load("changed.jsonl", lines.map((line) => JSON.stringify(line)).join("\n"));
-  await page.locator("#result p.fail", { hasText: "FAIL: 1 problem" }).waitFor({ timeout: STEP_MS });
-  assert.ok((await page.locator("#result").textContent()).includes(`record ${spend.seq}: die 1 (d100) recorded ${spend.record.dice[0]}`));
+  await page.locator("#result p.fail", { hasText: "FAIL: 2 problems" }).waitFor({ timeout: STEP_MS });
+  const shown = await page.locator("#result").textContent();
+  assert.ok(shown.includes(`record ${spend.seq} was changed after it was written (hash mismatch)`));
+  assert.ok(shown.includes(`record ${spend.seq}: die 1 (d100) recorded ${spend.record.dice[0]}`));
   assert.deepEqual(pageErrors, []);
 });

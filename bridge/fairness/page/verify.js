@@ -1,6 +1,6 @@
 /**
- * fate-bridge dice check, in the browser (WebCrypto) or Node: recompute every die of every revealed
- * dice session of an exported trail (`fate-bridge audit export --format jsonl`) from the trail and
+ * fate-bridge dice check, in the browser (WebCrypto) or Node: check the chain of an exported trail and
+ * recompute every die of every revealed dice session of it (`fate-bridge audit export --format jsonl`) from the trail and
  * the revealed seed alone, and check each seed against the commitment posted before the rolls.
  * The same recipe as bridge/fairness/dice.py (derive_die) and checks as bridge/fairness/trail.py
  * (check_dice): HMAC-SHA256(seed, "fate-bridge die v1\n" world "\n" seq "\n" index "\n" faces "\n"
@@ -42,20 +42,25 @@ export function seedKey(seedHex) {
 }
 
 /**
- * Check an exported trail (JSON lines, each `{record: {...}}`).
+ * Check an exported trail (JSON lines, each `{record, prev_hash, hash, ...}`): its chain (hashes and
+ * links, as bridge/audit.py chains records) and its dice.
  * @param {string} text the export
  * @returns {Promise<{problems: {seq: number, detail: string}[], notes: string[], verified: number,
  *   sessions: {sessionId: string, fingerprint: string, startSeq: number|null, revealSeq: number|null, fair: number, ok: boolean}[]}>}
  */
 export async function checkTrail(text) {
-  const records = text.split("\n").filter((line) => line.trim()).map((line, i) => {
+  const rows = text.split("\n").filter((line) => line.trim()).map((line, i) => {
+    let row;
     try {
-      return JSON.parse(line).record;
+      row = JSON.parse(line);
     } catch {
       throw new Error(`line ${i + 1} of the export is not JSON`);
     }
-  }).sort((a, b) => (a.world_id === b.world_id ? a.seq - b.seq : a.world_id < b.world_id ? -1 : 1));
-  const problems = [];
+    if (!row?.record || typeof row.record.seq !== "number") throw new Error(`line ${i + 1} of the export is not an audit record`);
+    return row;
+  }).sort((a, b) => (a.record.world_id === b.record.world_id ? a.record.seq - b.record.seq : a.record.world_id < b.record.world_id ? -1 : 1));
+  const records = rows.map((row) => row.record);
+  const problems = await chainProblems(rows);
   const notes = [];
   const sessions = new Map();
   const session = (id) => {
@@ -96,6 +101,11 @@ export async function checkTrail(text) {
   for (const record of records) {
     const draws = record.draws ?? [];
     if (!draws.length) continue;
+    for (const [index, draw] of draws.entries()) {
+      if (draw.source === "secret" && record.dice_session !== null && record.dice_session !== undefined) {
+        problems.push({ seq: record.seq, detail: `record ${record.seq}: die ${index + 1} is marked secret inside dice session ${record.dice_session}, where every die is derived` });
+      }
+    }
     if (draws.length !== record.dice.length) {
       problems.push({ seq: record.seq, detail: `record ${record.seq}: ${record.dice.length} dice but ${draws.length} draws` });
       continue;
@@ -132,6 +142,42 @@ export async function checkTrail(text) {
     startSeq, revealSeq, fair, ok: ok && seed !== null && !problems.some((p) => p.detail.includes(`session ${sessionId}`)),
   }));
   return { problems, notes, verified, sessions: shown };
+}
+
+/** `value` with the keys of every object sorted: the bridge's canonical record JSON (msgspec, sorted keys). */
+function sortedDeep(value) {
+  if (Array.isArray(value)) return value.map(sortedDeep);
+  if (value && typeof value === "object") return Object.fromEntries(Object.keys(value).sort().map((key) => [key, sortedDeep(value[key])]));
+  return value;
+}
+
+const GENESIS = "0".repeat(64);
+
+/**
+ * The chain of an export, as bridge/audit.py chains it: each row's `hash` is
+ * SHA-256(prev_hash bytes || the record's canonical JSON), and each row's `prev_hash` is the hash of
+ * the record before it (zeros before record 1). A changed record or a broken link is a problem
+ * naming the record; an export that starts after record 1 (filtered) is checked from where it starts.
+ */
+async function chainProblems(rows) {
+  const problems = [];
+  let previous = null;
+  for (const { record, hash, prev_hash: prevHash } of rows) {
+    if (typeof hash !== "string" || typeof prevHash !== "string") continue; // an export without the chain columns
+    const canonical = encoder.encode(JSON.stringify(sortedDeep(record)));
+    const bytes = new Uint8Array(32 + canonical.length);
+    bytes.set(fromHex(prevHash));
+    bytes.set(canonical, 32);
+    if (toHex(await crypto.subtle.digest("SHA-256", bytes)) !== hash) {
+      problems.push({ seq: record.seq, detail: `record ${record.seq} was changed after it was written (hash mismatch)` });
+    }
+    const sameWorld = previous && previous.record.world_id === record.world_id;
+    const expected = sameWorld && previous.record.seq === record.seq - 1 ? previous.hash : record.seq === 1 ? GENESIS : null;
+    if (expected !== null && prevHash !== expected) problems.push({ seq: record.seq, detail: `record ${record.seq} does not link to the record before it` });
+    if (sameWorld && previous.record.seq !== record.seq - 1) problems.push({ seq: record.seq, detail: `records ${previous.record.seq + 1}..${record.seq - 1} are missing before record ${record.seq}` });
+    previous = { record, hash };
+  }
+  return problems;
 }
 
 /** Wire the page (only in a browser with the page's elements). */
