@@ -436,3 +436,10 @@ def test_audit_verify_on_the_command_line_names_the_changed_die(tmp_path):
     verified = run_bridge("audit", "verify", "--db", str(db), "--audit-key", str(key))
     assert verified.returncode == 1
     assert f"[dice] record {seq}: die 1 (d100) recorded {record['dice'][0]}" in verified.stdout
+
+
+async def test_dice_settings_refuse_unknown_fields_and_too_many_rulesets(fair):
+    refused = await frames(fair, settings(provable=True, provabel=False))
+    assert (refused["code"], refused["field"]) == ("bad_message", "settings.provabel")
+    refused = await frames(fair, settings("ev-many", physical_rulesets=["pool"] * 17))
+    assert (refused["code"], refused["field"]) == ("bad_message", "settings.physical_rulesets")

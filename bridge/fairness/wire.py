@@ -10,7 +10,7 @@ from typing import Annotated, Literal
 import msgspec
 from msgspec import Meta
 
-from ..wire.base import BridgeMessage, Card, ClientMessage, Id, OutPart
+from ..wire.base import BridgeMessage, Card, ClientMessage, Id, OutPart, Part
 from .dice import Draw
 
 Reason = Annotated[str, Meta(min_length=1, max_length=500,
@@ -21,7 +21,7 @@ RulesetId = Annotated[str, Meta(min_length=1, max_length=32)]
 OverrideMark = Literal["everyone", "gm"]
 
 
-class DiceSettings(OutPart, kw_only=True):
+class DiceSettings(Part, kw_only=True):
     """A world's dice settings. ``provable``: every die must come from an open dice session (or be
     a physical die): a roll with no open session is refused. ``physical_rulesets``: the rulesets
     whose rolls may be real dice entered by the roller (``physical`` on the request).
@@ -29,7 +29,7 @@ class DiceSettings(OutPart, kw_only=True):
     only the ``gm``; the audit trail always shows it)."""
 
     provable: bool = False
-    physical_rulesets: list[str] = []
+    physical_rulesets: Annotated[list[RulesetId], Meta(max_length=16)] = []
     override_mark: OverrideMark = "everyone"
 
 
