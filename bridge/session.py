@@ -37,6 +37,7 @@ from .audit import AuditEntry, RecordingDice, RecordingState, sorted_json
 from .errors import (WorldNotRegistered, BadMessage, ConfigError, Forbidden, Internal, NotFound, Refusal,
                      Unauthorized)
 from .receipts import check_receipts
+from .fairness import decide as fairness, wire as dice_wire
 from .state import WorldState
 from .ruleset import Outcome
 from .store.base import AuditFilter, AuditRow, Decision, Store, World
@@ -149,7 +150,8 @@ class Session:
 
     ``trusted`` sessions (``fate-bridge resolve``) accept ``hello`` without a token, register the
     world on first use and start open on ``default_world``. ``reporter`` draws ``audit_report``
-    pages (the server passes :func:`bridge.report.draw`; without it the query is refused).
+    pages (the server passes :func:`bridge.report.draw`; without it the query is refused). ``new_seed(n)``: n secret
+    bytes, the seed of a dice session (``secrets.token_bytes``; tests may fix it).
     """
 
     def __init__(
@@ -161,11 +163,13 @@ class Session:
         default_world: str | None = None,
         max_frame_bytes: int | None = None,
         reporter: Reporter | None = None,
+        new_seed: Callable[[int], bytes] = secrets.token_bytes,
     ) -> None:
         self.store = store
         self.max_frame_bytes = max_frame_bytes  # the server's limit, told in ``welcome``
         self.dice = dice
         self.reporter = reporter
+        self.new_seed = new_seed  # a dice session's secret seed (bridge.fairness)
         self.trusted = trusted
         self.world_id: str | None = default_world if trusted else None
         self.state = SessionState.FORWARDER if self.world_id is not None else SessionState.NEW
@@ -238,8 +242,7 @@ class Session:
                 self.log.info("overlay_control", action=message.action)
                 done = wire.OverlayControlled(query_id=message.query_id, action=message.action)
                 return Reply([wire.encode(done)], overlay_action=message.action)
-        assert isinstance(message, wire.Request)  # ACCEPTS: nothing else is left
-        if dispatch.is_query(message):
+        if dispatch.is_query(message):  # a ruleset's read-only query (a Request or a Query)
             language = self.language  # the store reads on its own thread: the language goes along
 
             def query(state: WorldState) -> wire.BridgeMessage:
@@ -248,6 +251,7 @@ class Session:
 
             reply = await self.store.read(self.world_id, query)
             return Reply([wire.encode(reply)])
+        assert isinstance(message, wire.Request)  # ACCEPTS: nothing else is left
         return await self._decide(message, dice)
 
     async def _check_receipts(self, query: wire.ReceiptsCheck) -> wire.ReceiptsChecked:
@@ -345,15 +349,33 @@ class Session:
             # runs on the store's writer thread, inside the decision's transaction; its cards and
             # refusal text in the world's language (presentation: the audit ignores it)
             recording, rolled = RecordingState(state), RecordingDice(dice)
-            with i18n.using(language):
-                outcome = dispatch.decide(message, recording, rolled)
+            table, dice_session = None, None
+            try:
+                # the dice table reads the open dice session on the plain state: its seed is never
+                # recorded before the reveal (bridge.fairness.decide)
+                table, dice_session = fairness.table_for(message, state, seq=state.audit_seq,  # type: ignore[attr-defined]
+                                                         fallback=dice, new_seed=self.new_seed)
+                rolled = RecordingDice(table)
+                with i18n.using(language):
+                    outcome = dispatch.decide(message, recording, rolled)
+                if not outcome.refused:
+                    table.check_all_used()
+                    outcome = fairness.with_physical_mark(outcome, rolled.rolled, table.draws)
+            except Refusal as refusal:
+                with i18n.using(language):
+                    outcome = dispatch.refused(message, refusal, state)
             ok = not outcome.refused
+            draws = table.draws if table is not None and table.draws else None
             audit = AuditEntry(type=tag, event_id=event_id, user_id=user_id, message=message_bytes,
                                reads=recording.reads, dice=rolled.rolled,
-                               reply=sorted_json(outcome.reply), ok=ok, summary=outcome.columns)
+                               reply=sorted_json(outcome.reply), ok=ok, summary=outcome.columns,
+                               draws=draws, dice_session=dice_session)
             overlay = None if outcome.card is None else _overlay_frame(world_id, outcome.card_key or event_id,
                                                                        outcome.card)
-            return Decision(wire.encode(outcome.reply), ok, audit, kept=(overlay, outcome.log))
+            frame = wire.encode(outcome.reply)
+            if draws:  # every client builds its Foundry Roll from these values (issue 19)
+                frame = dice_wire.attach_rolls(frame, rolled.rolled, draws)
+            return Decision(frame, ok, audit, kept=(overlay, outcome.log))
 
         request_hash = hashlib.sha256(message_bytes).hexdigest()
         decided = await self.store.decide(self.world_id, event_id, decision, request_hash)

@@ -76,6 +76,14 @@ class _SQLiteWorldState:
         ).fetchone()
         return seq
 
+    def audit_seq(self) -> int:
+        """The audit record number the decision running now will get (its dice derive from it,
+        ``bridge.fairness``): one more than the world's last record, read in the same transaction."""
+        (seq,) = self._conn.execute(
+            "SELECT coalesce(max(seq), 0) + 1 FROM audit WHERE world_id = ?", (self.world_id,)
+        ).fetchone()
+        return seq
+
     def get(self, kind: str, key: str, type: type[R]) -> R | None:
         if (kind, key) in self._records:
             return self._records[kind, key]  # type: ignore[return-value]
