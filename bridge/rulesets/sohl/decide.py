@@ -207,7 +207,7 @@ def _test_rolled(message: wire.TestRolled, state: WorldState, dice: Dice) -> wir
         )
     test_of = _test_of(message)
     if stored is not None and stored.test_of is not None:
-        test_of = stored.test_of  # a message belongs to the test it was first graded as
+        test_of = stored.test_of  # once graded as a later message of a test, it stays one
     fated_by = _fated_elsewhere(state, stored, test_of)
     test = message.test
     level = sohl.grade(test.roll, test.eml, test.level_mod)
