@@ -49,12 +49,13 @@ export const PHYSICAL_CANCELLED = "physical_cancelled";
  *   active, as `userId` (who asked), to the card's audience (the `{whisper, blind}` given to
  *   postCard); resolves when the animation ends (at once without Dice So Nice). Call it before
  *   postCard, so the dice land before the card. Never rejects: a failure is logged.
- * @property {(faces: number, count: number) => Promise<number[]|null>} physicalDice on the roller's
- *   client, before the request goes out: null when the world does not allow physical dice for this
- *   ruleset (the bridge rolls), else the `count` d`faces` the roller threw, asked through Foundry's
- *   dice fulfillment or a dialog (foundry.js askPhysicalDice) and checked as the bridge checks them.
- *   Rejects with BridgeError `physical_cancelled` (the dialog was closed) or `bad_message` (field
- *   `physical`, a value its die cannot show): nothing is sent then
+ * @property {(faces: number, count: number) => Promise<number[]>|null} physicalDice on the roller's
+ *   client, before the request goes out: null, at once, when the world does not allow physical dice
+ *   for this ruleset (the bridge rolls; the request can go out in the same turn), else a Promise of
+ *   the `count` d`faces` the roller threw, asked through Foundry's dice fulfillment or a dialog
+ *   (foundry.js askPhysicalDice) and checked as the bridge checks them. That Promise rejects with
+ *   BridgeError `physical_cancelled` (the dialog was closed) or `bad_message` (field `physical`, a
+ *   value its die cannot show): nothing is sent then
  * @property {<T>(physical: number[]|null, send: (physical: number[]|null) => Promise<T>) => Promise<T>} sendWithPhysical
  *   `send(physical)`, and when the bridge answers that the list ran out (a die the ruleset could not
  *   foresee, e.g. a pool's exploding 6) asks the roller for that die and calls `send` again with one
@@ -126,9 +127,7 @@ export function createRulesetApi(id, { commands, relays, router, pending, bridge
         console.warn(`fate-bridge | ${id}: the dice could not be shown`, error);
       }
     },
-    async physicalDice(faces, count) {
-      return physicalAllowed(fvtt.getSetting(DICE_SETTINGS_SETTING), id) ? throwDice(faces, count) : null;
-    },
+    physicalDice: (faces, count) => (physicalAllowed(fvtt.getSetting(DICE_SETTINGS_SETTING), id) ? throwDice(faces, count) : null),
     sendWithPhysical: (physical, send) => withPhysicalDice(physical, throwDice, send),
     onBridgeMessage: (type, listener) => router.on(type, listener),
     pending,

@@ -62,15 +62,13 @@ export function install(api) {
    * Ask the Fate Chart; where the world allows physical dice for `mythic`, the asker throws the
    * chart's d100 first (M5: one d100 per question), on this client.
    */
-  async function ask(request) {
-    let physical;
-    try {
-      physical = await api.physicalDice(100, 1);
-    } catch (error) {
+  function ask(request) {
+    const thrown = api.physicalDice(100, 1);
+    if (thrown === null) return relay(ACTIONS.ASK, request);
+    return thrown.then((physical) => relay(ACTIONS.ASK, { ...request, physical }), (error) => {
       api.notify("warn", "FATE_BRIDGE.Dice.PhysicalNotSent", { message: String(error?.message ?? error) });
       return null;
-    }
-    return relay(ACTIONS.ASK, physical ? { ...request, physical } : request);
+    });
   }
 
   async function changeSettings(request) {

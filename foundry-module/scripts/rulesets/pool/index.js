@@ -125,9 +125,10 @@ export function install(api) {
    * the dice foreseen first, then each die the bridge names (every try a new request, with a new
    * event_id on the GM's browser).
    */
-  async function relayRoll(action, data, foreseen) {
-    const physical = await api.physicalDice(foreseen.faces, foreseen.count);
-    return api.sendWithPhysical(physical, (thrown) => api.relay(id, action, thrown ? { ...data, physical: thrown } : data));
+  function relayRoll(action, data, foreseen) {
+    const send = (thrown) => api.relay(id, action, thrown ? { ...data, physical: thrown } : data);
+    const thrown = api.physicalDice(foreseen.faces, foreseen.count);
+    return thrown === null ? send(null) : thrown.then((physical) => api.sendWithPhysical(physical, send));
   }
 
   let panel = null;

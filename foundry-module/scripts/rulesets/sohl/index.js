@@ -106,16 +106,17 @@ export function install(api) {
    * Spend Fate: where the world allows physical dice for SoHL, the roller throws the Fate Test's
    * d100 first (on this client, before the click goes out); the bridge grades the Fate Test with it.
    */
-  async function spend(messageId, pointId, settle) {
-    let physical;
-    try {
-      physical = await api.physicalDice(100, 1);
-    } catch (error) {
-      api.notify("warn", "FATE_BRIDGE.Dice.PhysicalNotSent", { message: String(error?.message ?? error) });
-      settle(false);
+  function spend(messageId, pointId, settle) {
+    const data = { message_id: messageId, point_id: pointId };
+    const thrown = api.physicalDice(100, 1);
+    if (thrown === null) {
+      click(ACTIONS.SPEND, data, settle);
       return;
     }
-    click(ACTIONS.SPEND, { message_id: messageId, point_id: pointId, ...(physical ? { physical } : {}) }, settle);
+    thrown.then((physical) => click(ACTIONS.SPEND, { ...data, physical }, settle), (error) => {
+      api.notify("warn", "FATE_BRIDGE.Dice.PhysicalNotSent", { message: String(error?.message ?? error) });
+      settle(false);
+    });
   }
 
   fvtt.onHook("createChatMessage", (message) => {
