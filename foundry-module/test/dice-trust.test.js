@@ -236,7 +236,8 @@ describe("physical dice: what the world allows, and a list that runs out", () =>
     assert.equal(nextPhysicalDie(runsOut(3, 6)), 6);
     assert.equal(nextPhysicalDie(runsOut(1, 8)), 8);
     assert.equal(nextPhysicalDie(new BridgeError("bad_message", "physical[0]: 101 is not a possible d100 roll (allowed 1..100)", { field: "physical[0]" })), null);
-    assert.equal(nextPhysicalDie(new BridgeError("not_eligible", "needs more: die 2 is a d6")), null);
+    assert.equal(nextPhysicalDie(new BridgeError("not_eligible", "needs more: die 2 is a d6 (1..6)", { field: "physical" })), null);
+    assert.equal(nextPhysicalDie(new BridgeError("bad_message", "physical: 2 physical dice given, but this roll used 1", { field: "physical" })), null);
     assert.deepEqual(relayedPhysical([3, 6]), [3, 6]);
     assert.equal(relayedPhysical(undefined), null);
     assert.throws(() => relayedPhysical([1.5]), (error) => error.code === "bad_message" && error.field === "physical");

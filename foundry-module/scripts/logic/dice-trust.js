@@ -168,14 +168,17 @@ export function physicalAllowed(settings, ruleset) {
 
 /**
  * The die the bridge asks for next when a request's `physical` list ran out (bridge/fairness/dice.py
- * TableDice.roll: `bad_message`, field `physical`, "... this roll needs more: die N is a dF (1..F)").
+ * TableDice.roll: `bad_message`, field `physical`, "... this roll needs more: die N is a dF (1..F)"):
+ * read from the range that ends the text, which a translated sentence keeps (pinned by
+ * tests/test_physical_runs_out.py). A value its die cannot show names `physical[i]`, and too many
+ * dice end without a range: neither is read as a die to ask for.
  *
  * @param {unknown} error a BridgeError (from the link, or carried back by the relay)
  * @returns {number|null} the faces of the next die, or null for any other error
  */
 export function nextPhysicalDie(error) {
-  if (error?.code !== "bad_message" || (error.field != null && error.field !== "physical")) return null;
-  const match = /needs more: die \d+ is a d(\d+)\b/.exec(String(error.message ?? ""));
+  if (error?.code !== "bad_message" || error.field !== "physical") return null;
+  const match = /\(1\.\.(\d+)\)$/.exec(String(error.message ?? "").trim());
   return match ? Number(match[1]) : null;
 }
 
