@@ -18,7 +18,7 @@ from urllib.parse import urlencode, urljoin, urlsplit, urlunsplit
 import msgspec
 
 from . import __version__, logs, schema, wire
-from .config import default_audit_key, default_db, load_key
+from .config import default_audit_key, default_db, default_signing_key, load_key, load_signing_key
 from .dice import ScriptedDice, SecretDice
 from .errors import ConfigError
 from .server import RATE_BURST_SECONDS, RATE_PER_SECOND
@@ -100,6 +100,15 @@ def _parser() -> argparse.ArgumentParser:
             f"$FATE_BRIDGE_AUDIT_KEY or {default_audit_key()}; created by serve if missing)",
         )
 
+    def add_signing_key(p: argparse.ArgumentParser, made: str) -> None:
+        p.add_argument(
+            "--signing-key",
+            type=Path,
+            default=None,
+            help="Ed25519 key signing the receipts chat messages keep, outside the database "
+            f"(default: $FATE_BRIDGE_SIGNING_KEY or receipt.key beside the audit key; {made})",
+        )
+
     serve = commands.add_parser(
         "serve",
         help="run the bridge (WebSocket server for the Foundry module)",
@@ -112,6 +121,7 @@ def _parser() -> argparse.ArgumentParser:
                        help=f"TCP port (default {DEFAULT_PORT}; 0 picks a free one)")
     add_db(serve)
     add_key(serve)
+    add_signing_key(serve, "created by serve if missing")
     serve.add_argument("--log-format", choices=logs.LOG_FORMATS, default="console",
                        help="log lines as readable text (console, default) or JSON")
     serve.add_argument(
@@ -247,7 +257,31 @@ def _parser() -> argparse.ArgumentParser:
     )
     add_db(verify)
     add_key(verify)
+    add_signing_key(verify, "the one serve used; needed with --receipts")
     verify.add_argument("--world", help="only this world id")
+    verify.add_argument(
+        "--receipts", type=Path, metavar="FILE",
+        help="instead, check the receipts exported by the GM's audit window (\"Export receipts\": "
+        "JSON {world_id, receipts: [...]}) against this database: each is ok, missing (its record "
+        "was deleted) or changed (its record was rewritten, or the receipt is not signed by this "
+        "bridge's key); names each missing or changed record, exit 1 if any")
+
+    report = aud_commands.add_parser(
+        "report",
+        help="an HTML page of a world's Fate: dice fairness, Fate per actor and session, outcomes",
+        description="Write one self-contained HTML page (charts inline, no script, opens in any "
+        "browser) from a world's audit trail: the bridge's d100 rolls against a fair die (histogram "
+        "and chi-square test), Fate spent and kept per actor and per session (a session: no gap of "
+        "more than 4 hours), outcomes per ruleset, tarot cards drawn against their expected "
+        "frequency, the pool ledger over time. Needs the report extra: "
+        "pip install 'fate-bridge[report]'. The GM's audit window downloads the same page.",
+        epilog="Example: fate-bridge audit report --world my-world --since 2026-11-01 --out report.html",
+    )
+    add_db(report)
+    report.add_argument("--world", required=True, type=world_id, help="the world id (game.world.id)")
+    report.add_argument("--since", type=utc_time, help="from this UTC time on (ISO-8601, e.g. 2026-11-29)")
+    report.add_argument("--until", type=utc_time, help="before this UTC time (ISO-8601)")
+    report.add_argument("--out", type=Path, default=Path("report.html"), help="file to write (default report.html)")
 
     resolve = commands.add_parser(
         "resolve",
@@ -308,7 +342,8 @@ async def _serve(args: argparse.Namespace) -> int:
     tls = tls_context(args.tls_cert, args.tls_key) if args.tls_cert else None
     db = args.db or default_db()
     key_path = args.audit_key or default_audit_key()
-    store = await SQLiteStore.open(db, audit_key=load_key(key_path, create=True))
+    signing_key = load_signing_key(args.signing_key or default_signing_key(key_path), create=True)
+    store = await SQLiteStore.open(db, audit_key=load_key(key_path, create=True), signing_key=signing_key)
     stop = stop_on_signals()
     try:
         rate = None if args.rate_limit <= 0 else (args.rate_limit, int(args.rate_limit * RATE_BURST_SECONDS))

@@ -39,6 +39,7 @@ from .dice import Dice, SecretDice
 from .errors import ConfigError, RateLimited
 from .session import (CLOSE_HELLO_TIMEOUT, CLOSE_SUPERSEDED, CLOSE_VIEWER_TOO_SLOW, OVERLAY_PATH,
                       Reply, Session, error_frame)
+from .report import draw as draw_report
 from .store import Store
 from .wire import ref_of
 
@@ -282,7 +283,7 @@ def make_handler(
                     "again later with the same event_id") if rate else ""
 
     async def handler(ws: ServerConnection) -> None:
-        session = Session(store, dice)
+        session = Session(store, dice, reporter=draw_report)
         limit = None if rate is None else RateLimit(rate[0], rate[1], clock)
         pump: asyncio.Task[None] | None = None
         viewer: _Viewer | None = None

@@ -28,6 +28,7 @@ from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import msgspec
 
@@ -38,6 +39,9 @@ from .audit_rows import AuditRows
 from .base import Decided, DecisionFn
 from .schema import MIGRATIONS, SCHEMA_VERSION, T, _encode, _in_transaction, _settings_decoder, utc_now
 from .worlds import WorldRows
+
+if TYPE_CHECKING:
+    from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
 
 
 
@@ -158,9 +162,11 @@ class SQLiteStore(WorldRows, AuditRows):
     Use :meth:`open` (a classmethod coroutine) to construct.
     """
 
-    def __init__(self, path: str | Path, *, audit_key: bytes | None = None) -> None:
+    def __init__(self, path: str | Path, *, audit_key: bytes | None = None,
+                 signing_key: Ed25519PrivateKey | None = None) -> None:
         self.path = str(path)
         self.audit_key = audit_key
+        self.signing_key = signing_key  # signs receipts (bridge/receipts.py); None: no receipts
         self._executor = ThreadPoolExecutor(max_workers=1, thread_name_prefix="fate-bridge-db")
         self._conn: sqlite3.Connection | None = None
         self._closed = False
@@ -170,10 +176,12 @@ class SQLiteStore(WorldRows, AuditRows):
         self._wal: _WalCheckpointer | None = None
 
     @classmethod
-    async def open(cls, path: str | Path, *, audit_key: bytes | None = None) -> SQLiteStore:
+    async def open(cls, path: str | Path, *, audit_key: bytes | None = None,
+                   signing_key: Ed25519PrivateKey | None = None) -> SQLiteStore:
         """Open (and create or upgrade) the database at ``path``. With ``audit_key``, the audit
-        chain gets signed checkpoints (every ``CHECKPOINT_EVERY`` records and at close)."""
-        store = cls(path, audit_key=audit_key)
+        chain gets signed checkpoints (every ``CHECKPOINT_EVERY`` records and at close); with
+        ``signing_key`` (Ed25519), receipts can be checked (``receipts_check``)."""
+        store = cls(path, audit_key=audit_key, signing_key=signing_key)
         try:
             await store._run(store._connect)
         except BaseException:

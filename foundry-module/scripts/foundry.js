@@ -498,3 +498,24 @@ export function revealChatMessage(messageId) {
   new ChatPopout({ message }).render({ force: true });
   return "popout";
 }
+
+/**
+ * Every chat message's id and this module's flags (the receipts check reads `receipt`).
+ *
+ * @returns {Array<{id: string, flags: Record<string, any>}>} in the log's order
+ */
+export function chatMessageFlags() {
+  return game.messages.map((message) => ({ id: message.id, flags: { ...(message.flags?.[MODULE_ID] ?? {}) } }));
+}
+
+/**
+ * Let the user download `text` as a file: Foundry's `foundry.utils.saveDataToFile(data, type,
+ * filename)` (v13/v14 client utils; also what core's own "Export Data" uses).
+ *
+ * @param {string} text
+ * @param {string} type a MIME type, e.g. `application/json`
+ * @param {string} filename
+ */
+export function saveTextFile(text, type, filename) {
+  foundry.utils.saveDataToFile(text, type, filename);
+}

@@ -7,6 +7,7 @@
 import * as fvtt from "./foundry.js";
 import { BridgeError } from "./logic/connection.js";
 import { postCard } from "./logic/cards.js";
+import { createCardReceipts } from "./logic/receipts.js";
 
 /** Ruleset ids: the bridge's spelling, a lower-case word. */
 const RULESET_ID = /^[a-z][a-z0-9_-]{0,63}$/;
@@ -36,7 +37,9 @@ export const NOT_ACTIVE_GM = "not_active_gm";
  *   `sender.isGM` comes from Foundry's users. Throws a TypeError for a bad or taken action.
  * @property {(card: import("./logic/cards.js").BridgeCard, options?: {whisper?: string[], blind?: boolean,
  *   flags?: object}) => Promise<{id: string, content: string, whisper: string[], blind: boolean,
- *   flags: object}>} postCard a bridge card as a new ChatMessage; resolves with the message's plain data
+ *   flags: object}>} postCard a bridge card as a new ChatMessage; resolves with the message's plain data.
+ *   When the card came in a reply to `request` that carried a `receipt`, the message keeps it as
+ *   `flags["fate-bridge"].receipt` (logic/receipts.js)
  * @property {(type: string, listener: (message: object) => void) => void} onBridgeMessage
  *   unsolicited bridge frames of `type` (on the active GM's client, the only one connected)
  * @property {() => string} newEventId a fresh event id for a bridge request
@@ -58,6 +61,8 @@ export const NOT_ACTIVE_GM = "not_active_gm";
  * @returns {RulesetApi}
  */
 export function createRulesetApi(id, { commands, relays, router, bridgeLink }) {
+  // A reply's receipt goes on the ChatMessage posted for its card (logic/receipts.js).
+  const receipts = createCardReceipts();
   return Object.freeze({
     fvtt,
     registerCommand: (name, handler) => commands.register(name, handler),
@@ -67,12 +72,12 @@ export function createRulesetApi(id, { commands, relays, router, bridgeLink }) {
       }
       const link = bridgeLink();
       if (!link) return Promise.reject(new BridgeError("bridge_down", "this browser has no bridge connection (is the bridge token set?)"));
-      return link.request(message);
+      return link.request(message).then(receipts.note);
     },
     relay: (ruleset, action, data) => relays.request(ruleset, action, data),
     onRelay: (action, handler) => relays.on(id, action, handler),
     async postCard(card, options) {
-      return fvtt.messageData(await postCard(fvtt, card, options));
+      return fvtt.messageData(await postCard(fvtt, card, { ...options, flags: receipts.flags(card, options?.flags) }));
     },
     onBridgeMessage: (type, listener) => router.on(type, listener),
     newEventId: fvtt.randomId,

@@ -10,21 +10,14 @@
  */
 import { test, before, after } from "node:test";
 import assert from "node:assert/strict";
-import { existsSync, mkdirSync } from "node:fs";
+import { mkdirSync } from "node:fs";
 import path from "node:path";
-import { WebSocket } from "ws";
-import { chromium } from "playwright-core";
 import { BridgeProcess, REPO, STEP_MS } from "./helpers/bridge-process.js";
+import { CHROMIUM_SKIP, archery, forwarder, launchChromium } from "./helpers/browser.js";
 
-const CHROMIUM = "/usr/bin/chromium";
-/** The flags the project runs chromium with: no GPU, no network of its own, no first-run UI. */
-const CHROMIUM_FLAGS = [
-  "--headless", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
-  "--disable-background-networking", "--disable-component-update", "--disable-sync",
-];
 const WORLD = "overlay-world";
 const HOSTILE = '<img src=x onerror="window.__pwned = true">Basic Folk';
-const SKIP = existsSync(CHROMIUM) ? false : `${CHROMIUM} is missing: install Debian's chromium (apt-get install -y chromium; .ci/run does)`;
+const SKIP = CHROMIUM_SKIP;
 
 let bridge;
 let port;
@@ -33,41 +26,9 @@ let viewerKey;
 /** Poll `check` until it returns a truthy value or `ms` pass (BridgeProcess.until; STEP_MS bounds the page waits too). */
 const until = (check, what, ms) => bridge.until(check, what, ms);
 
-/** The GM's forwarder, speaking the wire contract: `ask` sends one message and awaits its reply. */
-async function forwarder() {
-  const ws = new WebSocket(`ws://127.0.0.1:${port}`);
-  const inbox = [];
-  ws.on("message", (data) => inbox.push(JSON.parse(String(data))));
-  await new Promise((resolve, reject) => {
-    ws.once("open", resolve);
-    ws.once("error", reject);
-  });
-  const ask = async (message) => {
-    const seen = inbox.length;
-    ws.send(JSON.stringify({ v: 1, ...message }));
-    return until(() => inbox[seen], `the reply to ${message.type}`);
-  };
-  const client = { module_version: "0.1.0", foundry_version: "13.345", system_id: "sohl", system_version: "0.9.0" };
-  assert.equal((await ask({ type: "hello", world_id: WORLD, token, client })).type, "welcome");
-  return { ask, close: () => ws.close() };
-}
-
-/** Basic Folk's Archery test (EML 55, rolled 88: MF) posted with `visibility`; Fate ML 77. */
-function archery(messageId, visibility, actorName = "Basic Folk") {
-  return {
-    type: "test_rolled", event_id: `rolled-${messageId}`, ruleset: "sohl", message_id: messageId, visibility,
-    actor: {
-      actor_id: "d1cddnpaqRl0a0Q8", name: actorName, player_owned: true, owner_user_ids: ["player0000000001"],
-      aura: { eml: 55, disabled: false }, aural_shock: false,
-      fate_points: [{ point_id: "luckystar1item0", name: "Lucky Star", skill_code: null, charges: null }],
-    },
-    test: { kind: "skill", code: "archery", name: "Archery Test", eml: 55, roll: 88, level_mod: 0, basis: [], basic: false },
-  };
-}
-
 /** Grade and fate one Archery result; the `fate_resolved`. */
 async function fated(link, messageId, visibility, actorName) {
-  assert.equal((await link.ask(archery(messageId, visibility, actorName))).type, "test_graded");
+  assert.equal((await link.ask(archery(messageId, { visibility, actorName }))).type, "test_graded");
   const resolved = await link.ask({ type: "fate_spend", event_id: `spend-${messageId}`, message_id: messageId,
     point_id: "luckystar1item0", user_id: "player0000000001", user_name: "Player One" });
   assert.equal(resolved.type, "fate_resolved", JSON.stringify(resolved));
@@ -103,12 +64,7 @@ before(async () => {
 after(() => bridge?.stop());
 
 test("public cards appear in the overlay with their labels, whispered ones never, names as text", { skip: SKIP }, async (t) => {
-  const context = await chromium.launchPersistentContext(path.join(bridge.dir, "chromium-profile"), {
-    executablePath: CHROMIUM,
-    headless: true,
-    args: CHROMIUM_FLAGS,
-    viewport: { width: 1920, height: 1080 },
-  });
+  const context = await launchChromium(bridge.dir, { width: 1920, height: 1080 });
   t.after(() => context.close());
   const page = context.pages()[0] ?? (await context.newPage());
   const pageErrors = [];
@@ -118,7 +74,7 @@ test("public cards appear in the overlay with their labels, whispered ones never
   await page.locator('body[data-link="connected"]').waitFor({ state: "attached", timeout: STEP_MS });
   assert.equal(await page.evaluate(() => getComputedStyle(document.body).backgroundColor), "rgba(0, 0, 0, 0)", "transparent for OBS");
 
-  const link = await forwarder();
+  const link = await forwarder(bridge, { worldId: WORLD, token });
   t.after(() => link.close());
 
   // 1. A public result with a hostile actor name: the card appears; the name is text.

@@ -13,6 +13,7 @@
 import { readSohlCard, buildTest } from "./sohl-card.js";
 import { buildActor, MODULE_FLAG_SCOPE, SPEND_SEQ_FLAG } from "./sohl-actor.js";
 import { cardAudience, postCard } from "./cards.js";
+import { RECEIPT_FLAG, receiptOf, withReceipt } from "./receipts.js";
 
 /** Flag keys of this module. */
 export const FLAGS = Object.freeze({
@@ -179,6 +180,8 @@ export function createFateFlow({ foundry, connection, build, domParser }) {
       );
       const flag = gradedFlag(graded, parts.actor.fate_points);
       await foundry.setMessageFlag(messageId, FLAGS.GRADED, flag);
+      const receipt = receiptOf(graded); // the grading posts no card: SoHL's own message keeps it
+      if (receipt) await foundry.setMessageFlag(messageId, RECEIPT_FLAG, receipt);
       return { ok: true, graded: flag };
     } catch (error) {
       return { ok: false, code: error.code ?? "internal" };
@@ -222,14 +225,14 @@ export function createFateFlow({ foundry, connection, build, domParser }) {
     const { whisper, blind } = cardAudience({ sameAs: original });
     const pendingCard = original.flags[FLAGS.PENDING_CHOICE_CARD];
     if (answersChoice && pendingCard && foundry.messageData(pendingCard)) {
-      await foundry.updateChatMessage(pendingCard, { content: resolved.card.html, flags: { [FLAGS.CHOICE_BY]: [] } });
+      await foundry.updateChatMessage(pendingCard, { content: resolved.card.html, flags: withReceipt(resolved, { [FLAGS.CHOICE_BY]: [] }) });
       await foundry.setMessageFlag(original.id, FLAGS.PENDING_CHOICE_CARD, null);
       return true;
     }
     if (!answersChoice) await foundry.showDiceRoll(fateRollData(resolved.fate_roll), { whisper, blind });
     const flags = { [FLAGS.CARD_FOR]: original.id };
     if (resolved.outcome === "choice") flags[FLAGS.CHOICE_BY] = [...resolved.choice_by];
-    const cardId = await postCard(foundry, resolved.card, { whisper, blind, flags });
+    const cardId = await postCard(foundry, resolved.card, { whisper, blind, flags: withReceipt(resolved, flags) });
     if (resolved.outcome === "choice") await foundry.setMessageFlag(original.id, FLAGS.PENDING_CHOICE_CARD, cardId);
     return true;
   }

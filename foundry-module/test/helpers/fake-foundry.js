@@ -158,6 +158,8 @@ export function installFakeFoundry({ WebSocket, diceSoNice = false, settings = {
     messageUpdates: [],
     itemUpdates: [],
     diceShown: [],
+    /** Files `foundry.utils.saveDataToFile` was asked to save: {data, type, filename}. */
+    downloads: [],
     hooks,
     registered,
     menus: new Map(),
@@ -276,7 +278,7 @@ export function installFakeFoundry({ WebSocket, diceSoNice = false, settings = {
   globalThis.ChatMessage = { create: (data) => world.createMessage(data) };
   globalThis.Roll = { fromData: (data) => ({ fromData: data, total: data.total }) };
   globalThis.canvas = { tokens: { get controlled() { return [...(world.controlled.get(world.currentUserId) ?? [])]; } } };
-  globalThis.foundry = { utils: { randomID: () => fakeId("ev"), deepClone: (value) => structuredClone(value) }, applications: { api: { ApplicationV2: FakeApplicationV2 } } };
+  globalThis.foundry = { utils: { randomID: () => fakeId("ev"), deepClone: (value) => structuredClone(value), saveDataToFile: (data, type, filename) => world.downloads.push({ data, type, filename }) }, applications: { api: { ApplicationV2: FakeApplicationV2 } } };
   globalThis.fromUuidSync = (uuid) => {
     const match = /(?:^|\.)Actor\.([^.]+)$/.exec(uuid);
     return match ? world.actors.get(match[1]) ?? null : null;
