@@ -36,12 +36,16 @@ class Decided:
     """The outcome of :meth:`Store.decide`: the reply frame, whether it was replayed from a
     repeated ``event_id`` (nothing ran), and, when replayed, whether the repeat carried a
     different request than the one first decided (``other_request``: the event_id was reused).
-    ``kept``: the decision's own :attr:`Decision.kept` when it ran (None when replayed)."""
+    ``kept``: the decision's own :attr:`Decision.kept` when it ran (None when replayed).
+    ``seq``/``record_hash``: the audit record holding the decision (also on a replay, when the
+    trail holds it; None when not audited): what its receipt signs."""
 
     reply: bytes
     replayed: bool
     other_request: bool = False
     kept: Any = None
+    seq: int | None = None
+    record_hash: str | None = None
 
 
 AuditEntry = audit.AuditEntry

@@ -268,7 +268,10 @@ class SQLiteStore(WorldRows, AuditRows):
             ).fetchone()
             if row is not None:
                 other = None not in (row[1], item.request_hash) and row[1] != item.request_hash
-                return Decided(bytes(row[0]), replayed=True, other_request=other)
+                seq, record_hash = self._event_record(conn, world_id, event_id)
+                return Decided(bytes(row[0]), replayed=True, other_request=other, seq=seq,
+                               record_hash=record_hash)
+        self._state_guard(conn, world_id)
         conn.execute("SAVEPOINT decision")
         result = decision(_SQLiteWorldState(conn, world_id))
         if not result.ok:
@@ -279,9 +282,10 @@ class SQLiteStore(WorldRows, AuditRows):
                 "INSERT INTO events (world_id, event_id, reply, request_hash) VALUES (?, ?, ?, ?)",
                 (world_id, event_id, result.reply, item.request_hash),
             )
+        seq = record_hash = None
         if result.audit is not None:
-            self._append_audit(conn, world_id, result.audit, ts)
-        return Decided(result.reply, replayed=False, kept=result.kept)
+            seq, record_hash = self._append_audit(conn, world_id, result.audit, ts)
+        return Decided(result.reply, replayed=False, kept=result.kept, seq=seq, record_hash=record_hash)
 
     def _flush_sync(self) -> None:
         """Group commit: run every queued decision, each in its own savepoint, in ONE transaction,
@@ -357,6 +361,7 @@ class SQLiteStore(WorldRows, AuditRows):
         self._conn.execute("BEGIN")
         try:
             self._require_world(self._conn, world_id, registered=True)
+            self._state_guard(self._conn, world_id)
             return query(_SQLiteWorldState(self._conn, world_id))
         finally:
             self._conn.execute("ROLLBACK")
