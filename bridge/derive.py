@@ -119,7 +119,7 @@ class Diverged(Exception):
 
 
 def _show(value: bytes | None, limit: int = 80) -> str:
-    if value is None:
+    if value is None or value == b"null":
         return "nothing"
     text = value.decode(errors="replace")
     return text if len(text) <= limit else text[:limit] + "..."

@@ -340,7 +340,8 @@ def _chain_tails(conn: sqlite3.Connection) -> list[tuple[str, int, str]]:
     ).fetchall()
 
 
-def _heads(conn: sqlite3.Connection, world_id: str, latest: bool = False) -> list[Head]:
+def heads_of(conn: sqlite3.Connection, world_id: str, latest: bool = False) -> list[Head]:
+    """A world's signed heads in seq order (``latest``: only the last one)."""
     if "heads" not in _tables(conn):
         return []
     order = "DESC LIMIT 1" if latest else ""
@@ -350,7 +351,7 @@ def _heads(conn: sqlite3.Connection, world_id: str, latest: bool = False) -> lis
 
 
 def _latest_head(conn: sqlite3.Connection, world_id: str) -> Head | None:
-    heads = _heads(conn, world_id, latest=True)
+    heads = heads_of(conn, world_id, latest=True)
     return heads[0] if heads else None
 
 
@@ -387,7 +388,7 @@ def load_trail(conn: sqlite3.Connection, world_id: str) -> audit.Trail:
     return audit.Trail(
         world_id,
         ((r[0], _blob(r[1]), r[2], r[3], audit.ListedColumns(*r[4:11], _blob(r[11]))) for r in rows),
-        checkpoints, _heads(conn, world_id), stored_state(conn, world_id), registered)
+        checkpoints, heads_of(conn, world_id), stored_state(conn, world_id), registered)
 
 
 def verify_database(conn: sqlite3.Connection, world_id: str | None, key: bytes | None,
