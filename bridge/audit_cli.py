@@ -70,7 +70,7 @@ async def run_audit(args: argparse.Namespace) -> int:
             rows = list(reversed(await store.audit_rows(_filter(args))))  # oldest first
             out = open(args.out, "w", newline="", encoding="utf-8") if args.out else sys.stdout
             try:
-                _export(rows, args.format, out)
+                _export(rows, _trail_format(args), out)
             finally:
                 if args.out:
                     out.close()

@@ -33,14 +33,14 @@ this False, and only rows that exist are then compared."""
 
 _sorted = msgspec.json.Encoder(order="sorted")
 _decode = msgspec.json.Decoder()
-_CARD_HTML = re.compile(rb'"html":"(?:[^"\\]|\\.)*"')
+_CARD_HTML = re.compile(rb'"html":"[^"\\]*(?:\\.[^"\\]*)*"')  # a JSON string, unrolled: no per-character branch
 
 
 def without_card_html(value: bytes) -> bytes:
     """JSON with every chat card's rendered ``html`` emptied: re-derivation does not render cards
     (their text is presentation, :func:`bridge.audit.verdict`), so state holding a card compares
     without it."""
-    return _CARD_HTML.sub(b'"html":""', value)
+    return _CARD_HTML.sub(b'"html":""', value) if b'"html":"' in value else value
 
 
 def normal(value: bytes | str) -> bytes:
@@ -67,6 +67,17 @@ def reply_normal(value: bytes | str) -> bytes:
 
 
 DEFAULT_SETTINGS = _sorted.encode(wire.WorldSettings())
+_settings = msgspec.json.Decoder(wire.WorldSettings)
+_decoders: dict[type, msgspec.json.Decoder] = {}
+
+
+def _optional(type: type) -> msgspec.json.Decoder:
+    """A decoder of ``type | None``, made once per type (building one per read costs more than
+    the decode)."""
+    decoder = _decoders.get(type)
+    if decoder is None:
+        decoder = _decoders[type] = msgspec.json.Decoder(type | None)
+    return decoder
 
 
 @dataclass(slots=True)
@@ -166,7 +177,7 @@ class DerivingState:
         if self._settings is None:
             chain, seq = self._derived.settings
             self._check("the settings", recorded, chain, seq)
-        return msgspec.json.decode(recorded, type=wire.WorldSettings)
+        return _settings.decode(recorded)
 
     def put_settings(self, settings: wire.WorldSettings) -> None:
         self._settings = _sorted.encode(settings)
@@ -187,7 +198,7 @@ class DerivingState:
         if (kind, key) not in self._records:
             chain, seq = self._derived.records.get((kind, key), (None, 0))
             self._check(f"{kind} {key!r}", recorded, chain, seq)
-        return msgspec.json.decode(recorded, type=type | None)
+        return _optional(type).decode(recorded)
 
     def put(self, kind: str, key: str, record: msgspec.Struct) -> None:
         self._records[kind, key] = without_card_html(_sorted.encode(record))
