@@ -111,13 +111,24 @@ def _print_table(rows: list[AuditRow], out: TextIO) -> None:
         table.append((str(row.id), row.ts[:19].replace("T", " "), row.world_id, str(row.seq), row.type,
                       s.actor_name or "", s.test_name or "", level,
                       "" if s.fate_roll is None else str(s.fate_roll), s.point_name or "", s.outcome,
-                      row.user_id or ""))
+                      _user(row)))
     if not table:
         print("no audit records match", file=out)
         return
     widths = [max(len(h), *(len(r[i]) for r in table)) for i, h in enumerate(headers)]
     for line in (headers, *table):
         print("  ".join(cell.ljust(width) for cell, width in zip(line, widths)).rstrip(), file=out)
+
+
+def _user(row: AuditRow) -> str:
+    """The USER cell of ``audit list``: ``Player One (PLACEHOLDERusr01)``, the Foundry user's name
+    as the recorded message gave it (``user_name`` beside the same ``user_id``) with the id, or the
+    id alone when the message named nobody; empty for a record no user asked for."""
+    if not row.user_id:
+        return ""
+    message = msgspec.json.decode(row.record).get("message")
+    name = message.get("user_name") if isinstance(message, dict) and message.get("user_id") == row.user_id else None
+    return f"{name} ({row.user_id})" if isinstance(name, str) and name else row.user_id
 
 
 def _export(rows: list[AuditRow], fmt: str, out: TextIO) -> None:

@@ -30,7 +30,7 @@ from dataclasses import dataclass
 import msgspec
 import structlog
 
-from . import __version__, wire
+from . import __version__, i18n, wire
 from .dice import Dice
 from . import dispatch
 from .audit import AuditEntry, RecordingDice, RecordingState, sorted_json
@@ -38,6 +38,7 @@ from .errors import (WorldNotRegistered, BadMessage, ConfigError, Forbidden, Int
                      Unauthorized)
 from .receipts import check_receipts, sign_receipt
 from .state import WorldState
+from .ruleset import Outcome
 from .store.base import AuditFilter, AuditRow, Decided, Decision, Store, World
 
 # Draws the audit report page of a world's rows (world_id, since); the shell's, so the session
@@ -125,7 +126,7 @@ HELLO_OPENS: dict[str, SessionState] = {"token": SessionState.FORWARDER, "viewer
 """A good ``hello`` moves NEW to the state its credential opens."""
 
 
-INTERNAL_MESSAGE = "the bridge failed to handle this message; the GM can find details in its log"
+INTERNAL_MESSAGE = i18n.N_("the bridge failed to handle this message; the GM can find details in its log")
 
 
 @dataclass(frozen=True, slots=True)
@@ -158,15 +159,19 @@ class Session:
         *,
         trusted: bool = False,
         default_world: str | None = None,
+        max_frame_bytes: int | None = None,
         reporter: Reporter | None = None,
     ) -> None:
         self.store = store
+        self.max_frame_bytes = max_frame_bytes  # the server's limit, told in ``welcome``
         self.dice = dice
         self.reporter = reporter
         self.trusted = trusted
         self.world_id: str | None = default_world if trusted else None
         self.state = SessionState.FORWARDER if self.world_id is not None else SessionState.NEW
         self.holder = "another connection"  # who holds the link, as hello described it
+        self.client: wire.ClientInfo | None = None  # what the forwarder's hello said of itself
+        self.language = i18n.DEFAULT  # the world's, from the forwarder's hello (bridge.i18n)
         self.log = log.bind(world_id=self.world_id) if self.world_id else log
 
     @property
@@ -189,7 +194,8 @@ class Session:
             close = None if self.is_open else CLOSE_UNAUTHORIZED
             return Reply([error_frame(refusal, wire.ref_of(frame))], close)
         try:
-            return await self._handle(message, dice or self.dice)
+            with i18n.using(self.language):
+                return await self._handle(message, dice or self.dice)
         except WorldNotRegistered as gone:
             self.log.info("world_not_registered")
             return Reply([error_frame(Unauthorized(str(gone)), ref_of_message(message))], CLOSE_UNAUTHORIZED)
@@ -197,7 +203,9 @@ class Session:
             return Reply([error_frame(refusal, ref_of_message(message))])
         except Exception:
             self.log.exception("internal_error", type=type(message).__name__)
-            return Reply([error_frame(Internal(INTERNAL_MESSAGE), ref_of_message(message))])
+            with i18n.using(self.language):
+                text = i18n.gettext(INTERNAL_MESSAGE)
+            return Reply([error_frame(Internal(text), ref_of_message(message))])
 
     async def _handle(self, message: wire.ClientMessage, dice: Dice) -> Reply:
         accepted = isinstance(message, ACCEPTS[self.state])
@@ -230,7 +238,13 @@ class Session:
                 return Reply([wire.encode(done)], overlay_action=message.action)
         assert isinstance(message, wire.Request)  # ACCEPTS: nothing else is left
         if dispatch.is_query(message):
-            reply = await self.store.read(self.world_id, lambda state: dispatch.answer(message, state))
+            language = self.language  # the store reads on its own thread: the language goes along
+
+            def query(state: WorldState) -> wire.BridgeMessage:
+                with i18n.using(language):
+                    return dispatch.answer(message, state)
+
+            reply = await self.store.read(self.world_id, query)
             return Reply([wire.encode(reply)])
         return await self._decide(message, dice)
 
@@ -280,15 +294,17 @@ class Session:
         assert world is not None
         self.world_id, self.state = world.world_id, HELLO_OPENS["token"]
         self.log = log.bind(world_id=self.world_id)
-        client = hello.client
+        client = self.client = hello.client
         if client is not None and client.user_name:
             self.holder = f"{client.user_name} (Foundry {client.foundry_version})"
+        self.language = i18n.normalize(client and client.language)
         self.log.info(
             "hello",
             module_version=client and client.module_version,
             system_id=client and client.system_id,
+            language=self.language,
         )
-        return Reply([_welcome(world)])
+        return Reply([_welcome(world, self.max_frame_bytes)])
 
     def _refuse_hello(self, hello: wire.Hello, event: str, field: str, message: str) -> Reply:
         """Log ``event`` and answer ``unauthorized`` naming ``field``, then close 4001."""
@@ -306,7 +322,7 @@ class Session:
         self.world_id, self.state = world.world_id, HELLO_OPENS["viewer_key"]
         self.log = log.bind(world_id=self.world_id)
         self.log.info("viewer_hello")
-        return Reply([_welcome(world)])
+        return Reply([_welcome(world, self.max_frame_bytes)])
 
     async def _decide(self, message: wire.Request, dice: Dice) -> Reply:
         """Run one decision in the store, recording its inputs for the audit trail, and log
@@ -318,11 +334,14 @@ class Session:
         user_id = message.user_id if isinstance(message, wire.UserRequest) else None
         message_bytes = sorted_json(message)
         tag = message.__struct_config__.tag
+        language = self.language
 
         def decision(state: WorldState) -> Decision:
-            # runs on the store's writer thread, inside the decision's transaction
+            # runs on the store's writer thread, inside the decision's transaction; its cards and
+            # refusal text in the world's language (presentation: the audit ignores it)
             recording, rolled = RecordingState(state), RecordingDice(dice)
-            outcome = dispatch.decide(message, recording, rolled)
+            with i18n.using(language):
+                outcome = dispatch.decide(message, recording, rolled)
             ok = not outcome.refused
             audit = AuditEntry(type=tag, event_id=event_id, user_id=user_id, message=message_bytes,
                                reads=recording.reads, dice=rolled.rolled,
@@ -354,9 +373,12 @@ class Session:
         return decided.reply[:-1] + b',"receipt":' + wire.encode(receipt) + b"}"
 
 
-def _welcome(world: World) -> bytes:
-    """The encoded ``welcome`` for ``world`` (forwarders and viewers alike)."""
+def _welcome(world: World, max_frame_bytes: int | None) -> bytes:
+    """The encoded ``welcome`` for ``world`` (forwarders and viewers alike); ``max_frame_bytes``
+    is the connection's frame limit (None: no limit)."""
     return wire.encode(wire.Welcome(world_id=world.world_id, bridge_version=__version__,
+                                    protocol_version=wire.PROTOCOL_VERSION,
+                                    max_frame_bytes=max_frame_bytes,
                                     rulesets=dispatch.rulesets(), settings=world.settings))
 
 

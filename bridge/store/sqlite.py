@@ -34,6 +34,7 @@ import msgspec
 
 from .. import wire
 from ..errors import ConfigError, WorldNotRegistered
+from ..startup import database_problem
 from ..state import R, WorldState
 from .audit_rows import AuditRows
 from .base import Decided, DecisionFn
@@ -197,12 +198,12 @@ class SQLiteStore(WorldRows, AuditRows):
     # --- runs on the writer thread -------------------------------------------------------------
 
     def _connect(self) -> None:
-        if self.path != ":memory:":
-            path = Path(self.path).expanduser()
-            path.parent.mkdir(parents=True, exist_ok=True)
-            if not path.exists():  # owner-only: it holds viewer keys and the table's history
-                os.close(os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, DB_FILE_MODE))
         try:
+            if self.path != ":memory:":
+                path = Path(self.path).expanduser()
+                path.parent.mkdir(parents=True, exist_ok=True)
+                if not path.exists():  # owner-only: it holds viewer keys and the table's history
+                    os.close(os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, DB_FILE_MODE))
             conn = sqlite3.connect(self.path, isolation_level=None, check_same_thread=False)
             conn.execute("PRAGMA busy_timeout = 5000")
             if self.path != ":memory:":
@@ -215,8 +216,8 @@ class SQLiteStore(WorldRows, AuditRows):
                 # thread: done inside a COMMIT they would stall decisions (p99 x5 measured).
                 conn.execute("PRAGMA wal_autocheckpoint = 0")
                 self._wal = _WalCheckpointer(self.path)
-        except sqlite3.DatabaseError as exc:
-            raise ConfigError(f"cannot open the database {self.path!r}: {exc}") from None
+        except (OSError, sqlite3.DatabaseError) as exc:
+            raise ConfigError(database_problem(self.path, exc)) from None
         self._conn = conn
 
     def _migrate(self, conn: sqlite3.Connection) -> None:

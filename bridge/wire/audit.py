@@ -97,7 +97,6 @@ class ReceiptsCheck(Query, tag="receipts_check", kw_only=True):
     ``MAX_RECEIPTS_PER_CHECK`` receipts per query (send more in several). Answered
     ``receipts_checked``."""
 
-    query_id: Id
     receipts: Annotated[list[Receipt], Meta(max_length=MAX_RECEIPTS_PER_CHECK)]
 
 
@@ -128,7 +127,6 @@ class AuditReport(Query, tag="audit_report", kw_only=True):
     when absent). Read-only. Answered ``audit_report_page``; ``not_found`` when the bridge lacks
     the ``report`` extra (matplotlib, scipy)."""
 
-    query_id: Id
     since: UtcTime | None = None
     until: UtcTime | None = None
 

@@ -10,14 +10,27 @@
  */
 import { test, before, after } from "node:test";
 import assert from "node:assert/strict";
-import { mkdirSync } from "node:fs";
+import { existsSync, mkdirSync } from "node:fs";
 import path from "node:path";
+import { WebSocket } from "ws";
+import { chromium } from "playwright-core";
 import { BridgeProcess, REPO, STEP_MS } from "./helpers/bridge-process.js";
-import { CHROMIUM_SKIP, archery, forwarder, launchChromium } from "./helpers/browser.js";
+import * as fvtt from "../scripts/foundry.js";
+import { createFateFlow } from "../scripts/rulesets/sohl/fate-flow.js";
+import { sohlMessageBuilders } from "../scripts/rulesets/sohl/messages.js";
+import { BridgeError } from "../scripts/logic/errors.js";
+import { uninstallFakeFoundry } from "./helpers/fake-foundry.js";
+import { capturedWorld, postCaptured } from "./helpers/world-setup.js";
 
+const CHROMIUM = "/usr/bin/chromium";
+/** The flags the project runs chromium with: no GPU, no network of its own, no first-run UI. */
+const CHROMIUM_FLAGS = [
+  "--headless", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
+  "--disable-background-networking", "--disable-component-update", "--disable-sync",
+];
 const WORLD = "overlay-world";
 const HOSTILE = '<img src=x onerror="window.__pwned = true">Basic Folk';
-const SKIP = CHROMIUM_SKIP;
+const SKIP = existsSync(CHROMIUM) ? false : `${CHROMIUM} is missing: install Debian's chromium (apt-get install -y chromium; .ci/run does)`;
 
 let bridge;
 let port;
@@ -26,9 +39,41 @@ let viewerKey;
 /** Poll `check` until it returns a truthy value or `ms` pass (BridgeProcess.until; STEP_MS bounds the page waits too). */
 const until = (check, what, ms) => bridge.until(check, what, ms);
 
+/** The GM's forwarder, speaking the wire contract: `ask` sends one message and awaits its reply. */
+async function forwarder() {
+  const ws = new WebSocket(`ws://127.0.0.1:${port}`);
+  const inbox = [];
+  ws.on("message", (data) => inbox.push(JSON.parse(String(data))));
+  await new Promise((resolve, reject) => {
+    ws.once("open", resolve);
+    ws.once("error", reject);
+  });
+  const ask = async (message) => {
+    const seen = inbox.length;
+    ws.send(JSON.stringify({ v: 1, ...message }));
+    return until(() => inbox[seen], `the reply to ${message.type}`);
+  };
+  const client = { module_version: "0.1.0", foundry_version: "13.345", system_id: "sohl", system_version: "0.9.0" };
+  assert.equal((await ask({ type: "hello", world_id: WORLD, token, client })).type, "welcome");
+  return { ask, close: () => ws.close() };
+}
+
+/** Basic Folk's Archery test (EML 55, rolled 88: MF) posted with `visibility`; Fate ML 77. */
+function archery(messageId, visibility, actorName = "Basic Folk") {
+  return {
+    type: "test_rolled", event_id: `rolled-${messageId}`, ruleset: "sohl", message_id: messageId, visibility,
+    actor: {
+      actor_id: "d1cddnpaqRl0a0Q8", name: actorName, player_owned: true, owner_user_ids: ["player0000000001"],
+      aura: { eml: 55, disabled: false }, aural_shock: false,
+      fate_points: [{ point_id: "luckystar1item0", name: "Lucky Star", skill_code: null, charges: null }],
+    },
+    test: { kind: "skill", code: "archery", name: "Archery Test", eml: 55, roll: 88, level_mod: 0, basis: [], basic: false },
+  };
+}
+
 /** Grade and fate one Archery result; the `fate_resolved`. */
 async function fated(link, messageId, visibility, actorName) {
-  assert.equal((await link.ask(archery(messageId, { visibility, actorName }))).type, "test_graded");
+  assert.equal((await link.ask(archery(messageId, visibility, actorName))).type, "test_graded");
   const resolved = await link.ask({ type: "fate_spend", event_id: `spend-${messageId}`, message_id: messageId,
     point_id: "luckystar1item0", user_id: "player0000000001", user_name: "Player One" });
   assert.equal(resolved.type, "fate_resolved", JSON.stringify(resolved));
@@ -63,18 +108,29 @@ before(async () => {
 
 after(() => bridge?.stop());
 
-test("public cards appear in the overlay with their labels, whispered ones never, names as text", { skip: SKIP }, async (t) => {
-  const context = await launchChromium(bridge.dir, { width: 1920, height: 1080 });
+/** Chromium on the overlay page (closed after `t`), connected; its page errors collected. */
+async function openOverlay(t, profile, query = "seconds=600&max=3") {
+  const context = await chromium.launchPersistentContext(path.join(bridge.dir, profile), {
+    executablePath: CHROMIUM,
+    headless: true,
+    args: CHROMIUM_FLAGS,
+    viewport: { width: 1920, height: 1080 },
+  });
   t.after(() => context.close());
   const page = context.pages()[0] ?? (await context.newPage());
   const pageErrors = [];
   page.on("pageerror", (error) => pageErrors.push(String(error)));
   page.on("console", (message) => message.type() === "error" && pageErrors.push(message.text()));
-  await page.goto(`http://127.0.0.1:${port}/overlay?world=${WORLD}&key=${encodeURIComponent(viewerKey)}&seconds=600&max=3`);
+  await page.goto(`http://127.0.0.1:${port}/overlay?world=${WORLD}&key=${encodeURIComponent(viewerKey)}&${query}`);
   await page.locator('body[data-link="connected"]').waitFor({ state: "attached", timeout: STEP_MS });
+  return { context, page, pageErrors };
+}
+
+test("public cards appear in the overlay with their labels, whispered ones never, names as text", { skip: SKIP }, async (t) => {
+  const { context, page, pageErrors } = await openOverlay(t, "chromium-profile");
   assert.equal(await page.evaluate(() => getComputedStyle(document.body).backgroundColor), "rgba(0, 0, 0, 0)", "transparent for OBS");
 
-  const link = await forwarder(bridge, { worldId: WORLD, token });
+  const link = await forwarder();
   t.after(() => link.close());
 
   // 1. A public result with a hostile actor name: the card appears; the name is text.
@@ -112,6 +168,23 @@ test("public cards appear in the overlay with their labels, whispered ones never
   if (process.env.FATE_BRIDGE_DOCS_SCREENSHOT === "1") await docsScreenshot(context, link);
 });
 
+test("the page speaks the URL's lang: German status lines, English without it", { skip: SKIP }, async (t) => {
+  const context = await chromium.launchPersistentContext(path.join(bridge.dir, "chromium-profile-lang"), {
+    executablePath: CHROMIUM, headless: true, args: CHROMIUM_FLAGS,
+  });
+  t.after(() => context.close());
+  const page = context.pages()[0] ?? (await context.newPage());
+  const status = page.locator("#status");
+  await page.goto(`http://127.0.0.1:${port}/overlay?lang=de`);
+  await status.waitFor({ state: "visible", timeout: STEP_MS });
+  assert.equal(await page.evaluate(() => document.documentElement.lang), "de");
+  assert.match(await status.textContent(), /^fate-bridge-Overlay: Die URL braucht world und key\./);
+  await page.goto(`http://127.0.0.1:${port}/overlay?world=${WORLD}&key=not-the-key&lang=de-DE`);
+  await until(async () => (await status.textContent()).includes("Zuschauerschlüssel abgelehnt"), "the German refusal line");
+  await page.goto(`http://127.0.0.1:${port}/overlay?world=${WORLD}&key=not-the-key&lang=xx`);
+  await until(async () => (await status.textContent()).includes("the bridge refused this viewer key"), "English for an unknown lang");
+});
+
 /**
  * The README's picture: the overlay over a dark scene colour (`chroma`), three public cards from
  * actors with ordinary names. Written to docs/overlay-obs.png (1920x1080 scaled to half).
@@ -129,3 +202,41 @@ async function docsScreenshot(context, link) {
   await page.screenshot({ path: path.join(REPO, "docs", "overlay-obs.png"), scale: "css" });
   await page.close();
 }
+
+/**
+ * Issue 13: SoHL's own chat messages (samples/sohl/captured/) through the module's real Fate flow
+ * (visibility from the message's whisper/blind) to the real bridge: a GM-only, a blind and a self
+ * test, fated, never reach the overlay; a test whose dialog said "gmroll" but that SoHL posted to
+ * everyone does (it is public: every player saw it).
+ */
+test("SoHL's GM-only, blind and self tests never appear on the overlay; a publicly posted one does", { skip: SKIP }, async (t) => {
+  const { page, pageErrors } = await openOverlay(t, "chromium-profile-sohl");
+  const link = await forwarder();
+  t.after(() => link.close());
+  const env = await capturedWorld();
+  t.after(() => uninstallFakeFoundry());
+  const connection = {
+    isStopped: () => false,
+    async request(message) {
+      const { v, ...body } = message;
+      const reply = await link.ask(body);
+      if (reply.type === "error") throw new BridgeError(reply.code, reply.message ?? reply.code);
+      return reply;
+    },
+  };
+  const flow = createFateFlow({ foundry: fvtt, connection, build: sohlMessageBuilders(fvtt.randomId), domParser: fvtt.domParser() });
+  // Four Fate Tests: Lucky Star made unlimited (S7: no max), so none runs out of charges.
+  env.actor.items.get("mystery00000000").system.charges = { value: null, max: null };
+  const spent = [];
+  for (const [name, who] of [["skill-test-gmroll-core-setting", env.player], ["skill-test-blindroll-core-setting", env.gm], ["skill-test-selfroll-core-setting", env.player], ["skill-test-gmroll", env.player]]) {
+    const id = await postCaptured(env.world, name);
+    assert.equal(await flow.requestSpend({ messageId: id, pointId: "mystery00000000", userId: who }), true, `${name} fated`);
+    spent.push(id);
+  }
+  const [gm, blind, self, postedPublic] = spent;
+  await page.locator(`.overlay-card[data-key="${postedPublic}"]`).waitFor({ state: "visible", timeout: STEP_MS });
+  const keys = await page.locator(".overlay-card").evaluateAll((cards) => cards.map((card) => card.dataset.key));
+  for (const hidden of [gm, blind, self]) assert.equal(keys.includes(hidden), false, `${hidden} on the overlay`);
+  assert.ok(keys.includes(postedPublic));
+  assert.deepEqual(pageErrors, []);
+});

@@ -9,8 +9,8 @@ import { test, describe, beforeEach, afterEach } from "node:test";
 import assert from "node:assert/strict";
 import * as fvtt from "../scripts/foundry.js";
 import { install } from "../scripts/main.js";
-import { createFateFlow } from "../scripts/logic/fate-flow.js";
-import { messageBuilders } from "../scripts/logic/messages.js";
+import { createFateFlow } from "../scripts/rulesets/sohl/fate-flow.js";
+import { sohlMessageBuilders } from "../scripts/rulesets/sohl/messages.js";
 import {
   MAX_RECEIPTS_PER_CHECK, RECEIPT_FLAG, collectReceipts, createReceiptsChecker, receiptOf, receiptsExport, withReceipt,
 } from "../scripts/logic/receipts.js";
@@ -87,7 +87,7 @@ describe("the SoHL Fate flow keeps each reply's receipt", () => {
   afterEach(() => uninstallFakeFoundry());
 
   const LUCKY = "mystery00000000";
-  const connection = (replies) => ({ isReady: () => true, request: async (m) => replies[m.type](m) });
+  const connection = (replies) => ({ isStopped: () => false, request: async (m) => replies[m.type](m) });
   const graded = (m) => ({
     type: "test_graded", v: 1, event_id: m.event_id, message_id: m.message_id, level: 0, label: "MF", success: false, critical: false,
     fate: { eligible: true, reasons: [], fate_ml: 77, points: [LUCKY] }, mismatch: null, receipt: receipt(1),
@@ -102,7 +102,7 @@ describe("the SoHL Fate flow keeps each reply's receipt", () => {
 
   test("the graded SoHL message and the posted Fate card each hold their reply's receipt", async () => {
     const flow = createFateFlow({
-      foundry: fvtt, build: messageBuilders(fvtt.randomId), domParser: fvtt.domParser(),
+      foundry: fvtt, build: sohlMessageBuilders(fvtt.randomId), domParser: fvtt.domParser(),
       connection: connection({ test_rolled: graded, fate_spend: (m) => resolved(m, "spent", 2) }),
     });
     assert.equal(await flow.requestSpend({ messageId: env.messageId, pointId: LUCKY, userId: env.player }), true);
