@@ -77,7 +77,6 @@ def configure(log_format: str = "console", level: str = "info") -> None:
     )
     structlog.configure(
         processors=[
-            structlog.contextvars.merge_contextvars,
             structlog.processors.add_log_level,
             structlog.processors.TimeStamper(fmt="iso", utc=True),
             structlog.processors.format_exc_info,

@@ -118,13 +118,14 @@ class TestWrites:
     async def test_decisions_of_one_tick_commit_in_one_transaction(self, store, tmp_path):
         for world in ("a", "b", "c"):
             await store.add_world(world, "h")
+            await store.decide(world, f"warm-{world}", settings_to("pc_only"))  # loaded in memory
         commits = []
         conn = store._conn
         conn.set_trace_callback(lambda sql: commits.append(sql) if sql == "COMMIT" else None)
         decided = await asyncio.gather(*(store.decide(w, f"e-{w}", settings_to("off")) for w in "abc"))
         conn.set_trace_callback(None)
         assert len(commits) == 1
-        assert [d.seq for d in decided] == [1, 1, 1]
+        assert [d.seq for d in decided] == [2, 2, 2]
         assert {(await store.world(w)).settings.fate_option for w in "abc"} == {"off"}
 
     async def test_the_audit_record_is_sealed_with_the_seq_and_hash_the_caller_gets(self, store, tmp_path):

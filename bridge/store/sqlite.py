@@ -367,16 +367,12 @@ class SQLiteStore(WorldRows, AuditRows):
 
     # --- the async interface -------------------------------------------------------------------
 
-    async def _world_cache(self, world_id: str) -> tuple[WorldCache, int]:
-        """The world's state in memory (loaded from the file on first use) and its generation.
-        Raises ``WorldNotRegistered``."""
-        with self._lock:
-            cache = self._worlds.get(world_id)
-            if cache is not None:
-                return cache, self._generation
+    async def _load_world(self, world_id: str) -> None:
+        """Load the world's state into memory (a no-op if another call did meanwhile). Raises
+        ``WorldNotRegistered``."""
         loaded = await self._run(self._load_world_sync, world_id)
         with self._lock:
-            return self._worlds.setdefault(world_id, loaded), self._generation
+            self._worlds.setdefault(world_id, loaded)
 
     async def decide(self, world_id: str, event_id: str | None, decision: DecisionFn,
                      request_hash: str | None = None) -> Decided:
@@ -387,13 +383,18 @@ class SQLiteStore(WorldRows, AuditRows):
             raise ConfigError("the store is closed")
         loop = asyncio.get_running_loop()
         future: asyncio.Future[Decided] = loop.create_future()
-        cache, generation = await self._world_cache(world_id)
-        with self._lock:  # a COMMIT failing from now on fails this decision too (its generation)
-            item = _Queued(world_id, generation, loop, future, event_id=event_id, request_hash=request_hash)
-            if event_id is not None and event_id in cache.events:
-                item.replay_seq = cache.events[event_id]
-            else:
-                self._decide_in_memory(cache, item, decision)
+        while True:
+            with self._lock:  # a COMMIT failing from now on fails this decision too (its generation)
+                cache = self._worlds.get(world_id)
+                if cache is not None:
+                    item = _Queued(world_id, self._generation, loop, future, event_id=event_id,
+                                   request_hash=request_hash)
+                    if event_id is not None and event_id in cache.events:
+                        item.replay_seq = cache.events[event_id]
+                    else:
+                        self._decide_in_memory(cache, item, decision)
+                    break
+            await self._load_world(world_id)
         with self._queue_lock:
             self._queue.append(item)
             start = not self._flushing
@@ -432,9 +433,12 @@ class SQLiteStore(WorldRows, AuditRows):
         """Run a read-only ``query`` on the world's state in memory (anything it writes is
         dropped). Raises ``WorldNotRegistered`` for a world not registered."""
         await self._run(self._require_registered_sync, world_id)
-        cache, _ = await self._world_cache(world_id)
-        with self._lock:
-            return query(CachedState(cache))
+        while True:
+            with self._lock:
+                cache = self._worlds.get(world_id)
+                if cache is not None:
+                    return query(CachedState(cache))
+            await self._load_world(world_id)
 
     def _require_registered_sync(self, world_id: str) -> None:
         assert self._conn is not None
