@@ -26,10 +26,11 @@ import msgspec
 from . import wire
 from .state import R
 
-EVENTS_ROW_PER_DECISION = True
-"""Today every decision with an ``event_id`` keeps its reply in an ``events`` row (a missing one
-would let a repeat be decided again); a store that serves replays from the record itself sets
-this False, and only rows that exist are then compared."""
+EVENTS_ROW_PER_DECISION = False
+"""False since issue 17: a decision's reply is kept once, in its audit record, which a repeat of
+its ``event_id`` is answered from; ``events`` rows are only those of older bridges (and of
+decisions without a record), and only the rows that exist are compared with the chain's replies
+(an edited or forged one would be served on a repeat)."""
 
 _sorted = msgspec.json.Encoder(order="sorted")
 _decode = msgspec.json.Decoder()

@@ -246,7 +246,7 @@ def make_handler(
                     reply = Reply([error_frame(RateLimited(rate_message), ref_of(frame))])
                 _fan_out(viewers, session.world_id, reply)
                 for out in reply.frames:
-                    await ws.send(out.decode())
+                    await ws.send(out, text=True)  # UTF-8 JSON as it is: no decode and re-encode
                 if reply.close_code is not None:
                     await ws.close(reply.close_code, "unauthorized")
                     return

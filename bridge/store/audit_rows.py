@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import sqlite3
 from collections.abc import Callable
+from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -29,6 +30,26 @@ if TYPE_CHECKING:
     T = TypeVar("T")
 
 CHECKPOINT_EVERY = audit.CHECKPOINT_EVERY
+_INSERT_AUDIT = ("INSERT INTO audit (world_id, seq, ts, type, event_id, user_id, ruleset, actor_id,"
+                 " outcome, summary, record, prev_hash, hash) VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?)")
+_INSERT_CHECKPOINT = ("INSERT INTO checkpoints (world_id, seq, hash, mac, ts) VALUES (?,?,?,?,?)"
+                      " ON CONFLICT (world_id, seq) DO NOTHING")
+_INSERT_HEAD = ("INSERT INTO heads (world_id, seq, hash, state_digest, public_key, sig, ts) VALUES (?,?,?,?,?,?,?)"
+                " ON CONFLICT (world_id, seq) DO UPDATE SET hash = excluded.hash, state_digest ="
+                " excluded.state_digest, public_key = excluded.public_key, sig = excluded.sig, ts = excluded.ts")
+
+
+@dataclass(frozen=True, slots=True)
+class Sealed:
+    """An audit record made ready for its batch (:meth:`AuditRows._seal`): its world ``seq``, its
+    chain ``hash``, the ``audit`` row to insert, the ``checkpoints`` row and the signed ``heads``
+    row (None: none due)."""
+
+    seq: int
+    hash: str
+    row: tuple
+    checkpoint: tuple | None
+    head: tuple | None = None
 
 
 class AuditRows:
@@ -42,13 +63,13 @@ class AuditRows:
         async def _run(self, fn: Callable[..., T], *args: object) -> T: ...
         def _transaction(self, work: Callable[[sqlite3.Connection], T]) -> T: ...
 
-    def _append_audit(self, conn: sqlite3.Connection, world_id: str, entry: AuditEntry, ts: str) -> tuple[int, str]:
-        """Append ``entry``, decided at UTC time ``ts``, to the world's chain (inside the caller's
-        transaction); returns the record's seq and chain hash (what its receipt signs)."""
-        head = conn.execute(
-            "SELECT seq, hash FROM audit WHERE world_id = ? ORDER BY seq DESC LIMIT 1", (world_id,)
-        ).fetchone()
-        seq, prev_hash = (head[0] + 1, head[1]) if head else (1, audit.GENESIS_HASH)
+    def _seal(self, world_id: str, entry: AuditEntry, ts: str, head: tuple[int, str]) -> Sealed:
+        """The receipt hook: ``entry``, decided at UTC time ``ts``, made the world's next record
+        after ``head`` (the seq and hash of its last record): its seq, canonical bytes and chain
+        hash are known here, before the batch holding it is committed (its reply is sent after).
+        Pure (no SQL): returns the row to insert, and the signed checkpoint row when the record is
+        a multiple of ``CHECKPOINT_EVERY`` and the store has an audit key."""
+        seq, prev_hash = head[0] + 1, head[1]
         record = audit.AuditRecord(
             world_id=world_id,
             seq=seq,
@@ -67,16 +88,39 @@ class AuditRows:
         canonical = audit.canonical(record)
         record_hash = audit.chain_hash(prev_hash, canonical)
         summary = entry.summary
-        conn.execute(
-            "INSERT INTO audit (world_id, seq, ts, type, event_id, user_id, ruleset, actor_id,"
-            " outcome, summary, record, prev_hash, hash) VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?)",
-            (world_id, seq, record.ts, entry.type, entry.event_id, entry.user_id, summary.ruleset,
-             summary.actor_id, summary.outcome, _encode(summary), canonical, prev_hash,
-             record_hash),
-        )
+        row = (world_id, seq, ts, entry.type, entry.event_id, entry.user_id, summary.ruleset,
+               summary.actor_id, summary.outcome, _encode(summary), canonical, prev_hash, record_hash)
+        checkpoint = head = None
         if seq % CHECKPOINT_EVERY == 0:
-            self._checkpoint(conn, world_id, seq, record_hash)
-        return seq, record_hash
+            if self.audit_key is not None:
+                mac = audit.checkpoint_mac(self.audit_key, world_id, seq, record_hash)
+                checkpoint = (world_id, seq, record_hash, mac, ts)
+            if self.signing_key is not None:
+                signed = sign_head(self.signing_key, world_id, seq, record_hash, None)
+                head = (world_id, seq, record_hash, None, signed.public_key, signed.sig, ts)
+        return Sealed(seq, record_hash, row, checkpoint, head)
+
+    def _write_sealed(self, conn: sqlite3.Connection, sealed: list[Sealed]) -> None:
+        """Insert a batch's sealed records, their checkpoints and signed heads (inside the batch's
+        transaction). A record whose (world, seq) exists already (another process wrote the
+        world) raises ``sqlite3.IntegrityError``, failing the batch."""
+        conn.executemany(_INSERT_AUDIT, [s.row for s in sealed])
+        checkpoints = [s.checkpoint for s in sealed if s.checkpoint is not None]
+        if checkpoints:
+            conn.executemany(_INSERT_CHECKPOINT, checkpoints)
+        heads = [s.head for s in sealed if s.head is not None]
+        if heads:
+            conn.executemany(_INSERT_HEAD, heads)
+
+    def _append_audit(self, conn: sqlite3.Connection, world_id: str, entry: AuditEntry, ts: str) -> tuple[int, str]:
+        """Append ``entry`` to the world's chain straight in the file, inside the caller's
+        transaction (``audit new-key``'s key change: no world is loaded in memory then); returns
+        the record's seq and chain hash."""
+        head = conn.execute("SELECT seq, hash FROM audit WHERE world_id = ? ORDER BY seq DESC LIMIT 1",
+                            (world_id,)).fetchone()
+        sealed = self._seal(world_id, entry, ts, (head[0], head[1]) if head else (0, audit.GENESIS_HASH))
+        self._write_sealed(conn, [sealed])
+        return sealed.seq, sealed.hash
 
     def _checkpoint(self, conn: sqlite3.Connection, world_id: str, seq: int, record_hash: str,
                     digest: str | None = None) -> None:
@@ -85,19 +129,10 @@ class AuditRows:
         now = utc_now()
         if self.audit_key is not None:
             mac = audit.checkpoint_mac(self.audit_key, world_id, seq, record_hash)
-            conn.execute(
-                "INSERT INTO checkpoints (world_id, seq, hash, mac, ts) VALUES (?,?,?,?,?)"
-                " ON CONFLICT (world_id, seq) DO NOTHING",
-                (world_id, seq, record_hash, mac, now),
-            )
+            conn.execute(_INSERT_CHECKPOINT, (world_id, seq, record_hash, mac, now))
         if self.signing_key is not None:
             head = sign_head(self.signing_key, world_id, seq, record_hash, digest)
-            conn.execute(
-                "INSERT INTO heads (world_id, seq, hash, state_digest, public_key, sig, ts) VALUES (?,?,?,?,?,?,?)"
-                " ON CONFLICT (world_id, seq) DO UPDATE SET hash = excluded.hash, state_digest ="
-                " excluded.state_digest, public_key = excluded.public_key, sig = excluded.sig, ts = excluded.ts",
-                (world_id, seq, record_hash, digest, head.public_key, head.sig, now),
-            )
+            conn.execute(_INSERT_HEAD, (world_id, seq, record_hash, digest, head.public_key, head.sig, now))
 
     def _checkpoint_heads_sync(self) -> None:
         """Sign each world's latest record with the digest of its state (a clean stop), so the
@@ -217,6 +252,7 @@ class AuditRows:
             if tail is not None:
                 self._checkpoint(conn, world_id, tail[0], tail[1], state_digest(stored_state(conn, world_id)))
             self.__dict__.setdefault("_state_checked", set()).discard(world_id)
+            self.__dict__.get("_worlds", {}).pop(world_id, None)  # a loaded copy is stale now
             return report
 
         return self._transaction(work)
