@@ -118,7 +118,7 @@ class StateProblem:
 @dataclass(slots=True)
 class Derived:
     """One world's state as its chain produced it; each value with the ``seq`` of the record that
-    last wrote it (normalised JSON)."""
+    last wrote it (normalised JSON; ``events``: each reply as its record holds it)."""
 
     settings: tuple[bytes, int] = (DEFAULT_SETTINGS, 0)
     last_seq: tuple[int, int] = (0, 0)
@@ -248,7 +248,7 @@ def compare(derived: Derived, stored: StoredState) -> list[StateProblem]:
             problems.append(StateProblem(seq, f"{row} of record {seq} is missing: a repeat would be decided again"))
         elif chain is None:
             problems.append(StateProblem(0, f"{row} is held by no record of the chain: a repeat would get it"))
-        elif reply_normal(held) != chain:
+        elif reply_normal(held) != reply_normal(chain):
             problems.append(StateProblem(seq, f"{row} differs from record {seq}'s reply: a repeat would get {_show(reply_normal(held))}"))
     return problems
 
@@ -259,14 +259,16 @@ def _origin(seq: int) -> str:
 
 def as_stored(derived: Derived) -> tuple[bytes, int, list[tuple[str, str, bytes]], list[tuple[str, bytes]]]:
     """The derived state as rows to write back (``audit repair``): settings, last_seq, records
-    ``(kind, key, value)`` and events ``(event_id, reply)``."""
+    ``(kind, key, value)`` and events ``(event_id, reply)`` (none since issue 17: a repeat is
+    answered from the record; an ``events`` row no record agrees with is dropped)."""
+    events = sorted(derived.events.items()) if EVENTS_ROW_PER_DECISION else []
     return (derived.settings[0], derived.last_seq[0],
             [(kind, key, value) for (kind, key), (value, _) in sorted(derived.records.items())],
-            [(event_id, reply) for event_id, (reply, _) in sorted(derived.events.items())])
+            [(event_id, reply) for event_id, (reply, _) in events])
 
 
 def record_event(derived: Derived, event_id: str | None, reply: bytes, seq: int) -> None:
     """Keep the reply a record's ``event_id`` replays (the first record under it: a repeat is
     answered from it and not recorded again)."""
     if event_id is not None and event_id not in derived.events:
-        derived.events[event_id] = (reply_normal(reply), seq)
+        derived.events[event_id] = (reply, seq)  # as recorded: normalised only when compared

@@ -365,7 +365,11 @@ def _mismatch(world_id: str, why: str) -> str:
 
 
 def _tables(conn: sqlite3.Connection) -> set[str]:
-    return {r[0] for r in conn.execute("SELECT name FROM sqlite_master WHERE type = 'table'")}
+    """The tables the database has (a file of an older schema may lack ``heads``)."""
+    if isinstance(conn, sqlite3.Connection):
+        return {r[0] for r in conn.execute("SELECT name FROM sqlite_master WHERE type = 'table'")}
+    return {r[0] for r in conn.execute(  # another backend's connection (PostgreSQL)
+        "SELECT table_name FROM information_schema.tables WHERE table_schema = current_schema()")}
 
 
 def _chain_tails(conn: sqlite3.Connection) -> list[tuple[str, int, str]]:
