@@ -217,9 +217,9 @@ class TestTampers:
         assert code == 1 and out.startswith(f"FAIL: there is no database at {gone}")
         assert not gone.parent.exists()
 
-    def test_verify_writes_nothing_to_the_file(self, trail, capsys):
+    def test_verify_writes_nothing_to_the_file_and_creates_nothing_beside_it(self, trail, capsys):
         db = trail[0]
-        before = db.read_bytes()
+        before, files = db.read_bytes(), sorted(p.name for p in db.parent.iterdir())
         os.chmod(db, 0o400)  # a writer would fail; verify's read-only connection does not
         try:
             code, out = verify(trail, capsys)
@@ -227,6 +227,18 @@ class TestTampers:
             os.chmod(db, 0o600)
         assert code == 0, out
         assert db.read_bytes() == before
+        assert sorted(p.name for p in db.parent.iterdir()) == files  # no -wal, no -shm
+
+    def test_verify_shows_progress_on_a_terminal_only(self, trail, capsys, monkeypatch):
+        db, audit_key, signing_key = trail
+        command = ["audit", "verify", "--db", str(db), "--audit-key", str(audit_key), "--signing-key", str(signing_key)]
+        monkeypatch.setattr(sys.stderr, "isatty", lambda: False)
+        assert main(command) == 0
+        assert "verifying" not in capsys.readouterr().err
+        monkeypatch.setattr(sys.stderr, "isatty", lambda: True)
+        assert main(command) == 0
+        err = capsys.readouterr().err
+        assert f"\r  verifying w: {2 * ROUNDS} records (" in err and "/s)" in err
 
     def test_deleting_the_state_rows_of_a_fated_result(self, trail, capsys):
         sql(trail[0], "DELETE FROM records WHERE world_id='w' AND kind='sohl.fate' AND key='m0'")

@@ -451,15 +451,20 @@ REQUIRED_TABLES = ("worlds", "audit", "checkpoints", "records", "events")
 
 
 def open_readonly(path: Path) -> sqlite3.Connection:
-    """The database at ``path`` opened read-only (``file:...?mode=ro``): nothing is created or
-    migrated. Raises :class:`DatabaseUnreadable` saying what is wrong with it."""
+    """The database at ``path`` opened read-only (``file:...?mode=ro``): nothing is created,
+    migrated or written. Raises :class:`DatabaseUnreadable` saying what is wrong with it."""
     path = path.expanduser()
     if not path.exists():
         raise DatabaseUnreadable(f"there is no database at {path}")
     if path.stat().st_size == 0:
         raise DatabaseUnreadable(f"the database {path} is empty (0 bytes): it was truncated or never written")
     try:
-        conn = sqlite3.connect(f"{path.resolve().as_uri()}?mode=ro", uri=True, isolation_level=None)
+        # Without a -wal file everything is in the database file: `immutable` reads it with no
+        # -wal/-shm made beside it. With one (a bridge running, or killed), the log must be read
+        # too: read-only WAL mode, which uses the -shm that is there.
+        wal = path.with_name(path.name + "-wal")
+        options = "mode=ro" if wal.exists() else "mode=ro&immutable=1"
+        conn = sqlite3.connect(f"{path.resolve().as_uri()}?{options}", uri=True, isolation_level=None)
         missing = [t for t in REQUIRED_TABLES if t not in _tables(conn)]
         if missing:
             conn.close()
