@@ -34,6 +34,8 @@ from .derive import (Derived, DerivingState, Diverged, StateProblem, StoredState
 from .dice import Dice, ScriptedDice
 from .dispatch import decide
 from .errors import Refusal
+from .fairness.dice import Draw
+from .fairness.trail import check_dice
 from .heads import KEY_CHANGE, Head, KeyChange, parse_public_key, public_key_text
 from .receipts import key_id
 from .state import R, WorldState
@@ -57,7 +59,10 @@ class AuditRecord(msgspec.Struct, kw_only=True, frozen=True):
     ``seq``: the world's audit sequence number (1, 2, ... without gaps). ``ts``: UTC ISO-8601.
     ``message``: the client message as decoded. ``reads``/``dice``: the inputs. ``reply``: the
     frame sent. ``ok``: false for a refusal (its writes were rolled back). ``summary``: the
-    columns the record is listed and filtered by, hashed with it so they cannot be edited apart."""
+    columns the record is listed and filtered by, hashed with it so they cannot be edited apart.
+    ``draws``: each die's faces and source (``fair``/``physical``/``secret``), parallel to
+    ``dice`` (None in records older than issue 19); ``dice_session``: the dice session open when
+    it was decided (its fair dice derive from that session's seed, ``bridge.fairness``)."""
 
     world_id: str
     seq: int
@@ -72,6 +77,8 @@ class AuditRecord(msgspec.Struct, kw_only=True, frozen=True):
     reply: msgspec.Raw
     ok: bool
     summary: wire.AuditColumns
+    draws: list[Draw] | None = None
+    dice_session: str | None = None
 
 
 class ListedColumns(msgspec.Struct, frozen=True):
@@ -101,6 +108,8 @@ class AuditEntry(msgspec.Struct, kw_only=True, frozen=True):
     reply: bytes
     ok: bool
     summary: wire.AuditColumns
+    draws: list[Draw] | None = None
+    dice_session: str | None = None
 
 
 _encoder = msgspec.json.Encoder(order="sorted")
@@ -278,7 +287,7 @@ def rederive(record: AuditRecord, state: WorldState | None = None) -> str | None
 class Problem:
     """One thing wrong with a world's trail: the record ``seq`` it is found at (0: the world as a
     whole), a ``kind`` (``gap``, ``link``, ``hash``, ``record``, ``columns``, ``checkpoint``,
-    ``head``, ``key``, ``rederive``, ``state``) and a sentence."""
+    ``head``, ``key``, ``rederive``, ``dice``, ``state``) and a sentence."""
 
     seq: int
     kind: str
@@ -365,7 +374,8 @@ def verify_world(trail: Trail, key: bytes | None, public_key: Ed25519PublicKey |
     signature does not verify or that sign another hash than the chain has (rewritten), heads
     past the end of the chain (its last records deleted), heads signed by another key than the
     chain's key changes allow or than ``public_key`` (a swapped key), decisions whose outputs do
-    not follow from their recorded inputs and dice (:func:`rederive`), reads that differ from the
+    not follow from their recorded inputs and dice (:func:`rederive`), fair dice that the revealed
+    seed of their dice session does not give (:func:`bridge.fairness.trail.check_dice`), reads that differ from the
     state the records before them produced (state edited between decisions), and every stored
     state row that differs from what the chain produces (:func:`bridge.derive.compare`)."""
     world_id = trail.world_id
@@ -374,6 +384,7 @@ def verify_world(trail: Trail, key: bytes | None, public_key: Ed25519PublicKey |
     state_problems: list[StateProblem] = []
     hashes: dict[int, str] = {}
     key_changes: list[tuple[int, KeyChange]] = []
+    decoded: list[AuditRecord] = []
     expected_seq, expected_prev = 1, GENESIS_HASH
     problems = report.problems
     for seq, record_bytes, prev_hash, record_hash, listed in trail.rows:
@@ -393,6 +404,7 @@ def verify_world(trail: Trail, key: bytes | None, public_key: Ed25519PublicKey |
         except msgspec.MsgspecError as exc:
             problems.append(Problem(seq, "record", f"record {seq} is unreadable: {exc}"))
             continue
+        decoded.append(record)
         if (record.world_id, record.seq) != (world_id, seq):
             problems.append(Problem(seq, "record", f"record {seq} claims to be {record.world_id} #{record.seq}"))
         if listed is not None:
@@ -412,6 +424,9 @@ def verify_world(trail: Trail, key: bytes | None, public_key: Ed25519PublicKey |
             problems.append(Problem(seq, "rederive", f"record {seq}: {difference}"))
         record_event(derived, record.event_id, bytes(record.reply), seq)
     last_seq = expected_seq - 1
+    dice = check_dice(decoded)  # every fair die of a revealed dice session, recomputed (issue 19)
+    problems.extend(Problem(seq, "dice", detail) for seq, detail in dice.problems)
+    report.notes.extend(dice.notes)
     if progress is not None:
         progress(report.records)
     _check_checkpoints(report, trail, hashes, last_seq, key)

@@ -24,6 +24,7 @@ from typing import Any
 import msgspec
 
 from . import wire
+from .fairness.decide import OFFER_KIND, SECRET_KIND
 from .state import R
 
 EVENTS_ROW_PER_DECISION = False
@@ -31,6 +32,12 @@ EVENTS_ROW_PER_DECISION = False
 its ``event_id`` is answered from; ``events`` rows are only those of older bridges (and of
 decisions without a record), and only the rows that exist are compared with the chain's replies
 (an edited or forged one would be served on a repeat)."""
+
+SHELL_KINDS = frozenset({SECRET_KIND, OFFER_KIND})
+"""Record kinds the shell writes before a decision, outside the chain (``bridge.fairness``: a dice
+session's seed, kept secret until its reveal, and its public offer). The chain cannot produce
+them: a recorded read of one is taken as the state, and they are not compared at the end (the
+seed is checked against its commitment by ``bridge.fairness.trail.check_dice`` instead)."""
 
 _sorted = msgspec.json.Encoder(order="sorted")
 _decode = msgspec.json.Decoder()
@@ -56,7 +63,8 @@ def normal(value: bytes | str) -> bytes:
 
 
 def reply_normal(value: bytes | str) -> bytes:
-    """A stored reply normalised and without its ``receipt`` (added beside the reply when sent)."""
+    """A stored reply normalised and without its ``receipt`` and ``rolls`` (added beside the reply
+    when sent)."""
     raw = value.encode() if isinstance(value, str) else bytes(value)
     try:
         decoded = _decode.decode(raw)
@@ -64,6 +72,7 @@ def reply_normal(value: bytes | str) -> bytes:
         return raw
     if isinstance(decoded, dict):
         decoded.pop("receipt", None)
+        decoded.pop("rolls", None)  # attached beside the reply too (issue 19), from the record's dice
     return _sorted.encode(decoded)  # card text included: the record holds the reply as sent
 
 
@@ -196,7 +205,9 @@ class DerivingState:
 
     def get(self, kind: str, key: str, type: type[R]) -> R | None:
         recorded = self._answer("get", [kind, key])
-        if (kind, key) not in self._records:
+        if kind in SHELL_KINDS:
+            self._derived.records[kind, key] = (normal(recorded), self._seq)  # as the shell left it
+        elif (kind, key) not in self._records:
             chain, seq = self._derived.records.get((kind, key), (None, 0))
             self._check(f"{kind} {key!r}", recorded, chain, seq)
         return _optional(type).decode(recorded)
@@ -229,7 +240,7 @@ def compare(derived: Derived, stored: StoredState) -> list[StateProblem]:
         problems.append(StateProblem(derived.last_seq[1], (
             f"the world's decision counter (worlds.last_seq) is {stored.last_seq}, but "
             f"{_origin(derived.last_seq[1])} {derived.last_seq[0]}")))
-    for kind, key in sorted(derived.records.keys() | stored.records.keys()):
+    for kind, key in sorted(k for k in derived.records.keys() | stored.records.keys() if k[0] not in SHELL_KINDS):
         chain, seq = derived.records.get((kind, key), (None, 0))
         held = stored.records.get((kind, key))
         row = f"state row records({kind!r}, {key!r})"

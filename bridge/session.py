@@ -37,6 +37,7 @@ from .audit import AuditEntry, RecordingDice, RecordingState, sorted_json
 from .errors import (WorldNotRegistered, BadMessage, ConfigError, Forbidden, Internal, NotFound, Refusal,
                      Unauthorized)
 from .receipts import check_receipts, sign_receipt
+from .fairness import decide as fairness, wire as dice_wire
 from .state import WorldState
 from .store.base import AuditFilter, AuditRow, Decided, Decision, Store, World
 
@@ -148,7 +149,8 @@ class Session:
 
     ``trusted`` sessions (``fate-bridge resolve``) accept ``hello`` without a token, register the
     world on first use and start open on ``default_world``. ``reporter`` draws ``audit_report``
-    pages (the server passes :func:`bridge.report.draw`; without it the query is refused).
+    pages (the server passes :func:`bridge.report.draw`; without it the query is refused). ``new_seed(n)``: n secret
+    bytes, the seed of a dice session (``secrets.token_bytes``; tests may fix it).
     """
 
     def __init__(
@@ -160,11 +162,13 @@ class Session:
         default_world: str | None = None,
         max_frame_bytes: int | None = None,
         reporter: Reporter | None = None,
+        new_seed: Callable[[int], bytes] = secrets.token_bytes,
     ) -> None:
         self.store = store
         self.max_frame_bytes = max_frame_bytes  # the server's limit, told in ``welcome``
         self.dice = dice
         self.reporter = reporter
+        self.new_seed = new_seed  # a dice session's secret seed (bridge.fairness)
         self.trusted = trusted
         self.world_id: str | None = default_world if trusted else None
         self.state = SessionState.FORWARDER if self.world_id is not None else SessionState.NEW
@@ -213,6 +217,8 @@ class Session:
         if not accepted:
             refusal_type, text, close = REFUSED[self.state]
             refusal = refusal_type(text) if self.state is SessionState.NEW else refusal_type(text, field="type")
+            if self.state is SessionState.NEW:
+                self.log.info("hello_refused", reason="not_hello", type=message.__struct_config__.tag)
             return Reply([error_frame(refusal, ref_of_message(message))], close)
         if isinstance(message, wire.Hello):
             return await self._hello(message)
@@ -235,8 +241,7 @@ class Session:
                 self.log.info("overlay_control", action=message.action)
                 done = wire.OverlayControlled(query_id=message.query_id, action=message.action)
                 return Reply([wire.encode(done)], overlay_action=message.action)
-        assert isinstance(message, wire.Request)  # ACCEPTS: nothing else is left
-        if dispatch.is_query(message):
+        if dispatch.is_query(message):  # a ruleset's read-only query (a Request or a Query)
             language = self.language  # the store reads on its own thread: the language goes along
 
             def query(state: WorldState) -> wire.BridgeMessage:
@@ -245,6 +250,7 @@ class Session:
 
             reply = await self.store.read(self.world_id, query)
             return Reply([wire.encode(reply)])
+        assert isinstance(message, wire.Request)  # ACCEPTS: nothing else is left
         return await self._decide(message, dice)
 
     async def _check_receipts(self, query: wire.ReceiptsCheck) -> wire.ReceiptsChecked:
@@ -287,7 +293,7 @@ class Session:
             return self._viewer_hello(hello, world)
         elif world is None or hello.token is None or not token_matches(hello.token, world.token_hash):
             return self._refuse_hello(
-                hello, "hello_refused", "token",
+                hello, world, "hello_refused", "token",
                 "unknown world or wrong token: register the world with `fate-bridge world add "
                 "WORLD_ID` and paste its token into the module settings")
         assert world is not None
@@ -305,9 +311,12 @@ class Session:
         )
         return Reply([_welcome(world, self.max_frame_bytes)])
 
-    def _refuse_hello(self, hello: wire.Hello, event: str, field: str, message: str) -> Reply:
-        """Log ``event`` and answer ``unauthorized`` naming ``field``, then close 4001."""
-        self.log.info(event, world_id=hello.world_id)
+    def _refuse_hello(self, hello: wire.Hello, world: World | None, event: str, field: str,
+                      message: str) -> Reply:
+        """Log ``event`` with its reason (never the token or key) and answer ``unauthorized``
+        naming ``field`` (the client is not told which reason), then close 4001."""
+        reason = "unknown_world" if world is None else f"wrong_{field}" if getattr(hello, field) else f"no_{field}"
+        self.log.info(event, world_id=hello.world_id, reason=reason)
         return Reply([error_frame(Unauthorized(message, field=field), None)], CLOSE_UNAUTHORIZED)
 
     def _viewer_hello(self, hello: wire.Hello, world: World | None) -> Reply:
@@ -315,7 +324,7 @@ class Session:
         assert hello.viewer_key is not None
         if world is None or not viewer_key_matches(hello.viewer_key, world.viewer_key):
             return self._refuse_hello(
-                hello, "viewer_refused", "viewer_key",
+                hello, world, "viewer_refused", "viewer_key",
                 "unknown world or wrong viewer key: copy the overlay URL again from the module, "
                 "or print it with `fate-bridge world viewer-key WORLD_ID`")
         self.world_id, self.state = world.world_id, HELLO_OPENS["viewer_key"]
@@ -339,15 +348,32 @@ class Session:
             # runs on this event loop against the world's state in memory (Store.decide); its
             # cards and refusal text in the world's language (presentation: the audit ignores it)
             recording, rolled = RecordingState(state), RecordingDice(dice)
-            with i18n.using(language):
-                outcome = dispatch.decide(message, recording, rolled)
+            table, dice_session = None, None
+            try:
+                # the dice table reads the open dice session on the plain state: its seed is never
+                # recorded before the reveal (bridge.fairness.decide)
+                table, dice_session = fairness.table_for(message, state, seq=state.audit_seq,  # type: ignore[attr-defined]
+                                                         fallback=dice, new_seed=self.new_seed)
+                rolled = RecordingDice(table)
+                with i18n.using(language):
+                    outcome = dispatch.decide(message, recording, rolled)
+                if not outcome.refused:
+                    table.check_all_used()
+                    outcome = fairness.with_physical_mark(outcome, rolled.rolled, table.draws)
+            except Refusal as refusal:
+                with i18n.using(language):
+                    outcome = dispatch.refused(message, refusal, state)
             ok = not outcome.refused
-            frame = wire.encode(outcome.reply)
+            draws = table.draws if table is not None and table.draws else None
             audit = AuditEntry(type=tag, event_id=event_id, user_id=user_id, message=message_bytes,
                                reads=recording.reads, dice=rolled.rolled,
-                               reply=sorted_json(outcome.reply), ok=ok, summary=outcome.columns)
+                               reply=sorted_json(outcome.reply), ok=ok, summary=outcome.columns,
+                               draws=draws, dice_session=dice_session)
             overlay = None if outcome.card is None else _overlay_frame(world_id, outcome.card_key or event_id,
                                                                        outcome.card)
+            frame = wire.encode(outcome.reply)
+            if draws:  # every client builds its Foundry Roll from these values (issue 19)
+                frame = dice_wire.attach_rolls(frame, rolled.rolled, draws)
             return Decision(frame, ok, audit, kept=(overlay, outcome.log))
 
         request_hash = hashlib.sha256(message_bytes).hexdigest()

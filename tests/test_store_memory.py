@@ -64,7 +64,8 @@ async def test_every_example_reply_is_replayed_byte_for_byte_from_its_audit_reco
     assert conn.execute("SELECT count(*) FROM events").fetchone()[0] == 0  # no second copy
     conn.close()
     for event_id, reply in sent.items():
-        assert replay_frame(bytes(records[event_id].reply)) == reply, event_id
+        record = records[event_id]  # its dice's rolls attached as sent (issue 19)
+        assert replay_frame(bytes(record.reply), record.dice, record.draws) == reply, event_id
 
     # after a restart (nothing in memory), every event_id again: the same bytes, nothing decided
     before = counts(db)

@@ -98,6 +98,11 @@ class CachedState:
     def peek(self, kind: str, key: str, type: type[R]) -> R | None:
         return self.get(kind, key, type)
 
+    def audit_seq(self) -> int:
+        """The audit record number the decision running now will get (its fair dice derive from
+        it, ``bridge.fairness``): one more than the world's last record."""
+        return self._cache.head[0] + 1
+
     @property
     def changed(self) -> list[tuple[str, str, bytes]]:
         """The records this decision wrote: ``(kind, key, stored JSON)``."""

@@ -44,6 +44,7 @@ import msgspec
 
 from .. import wire
 from ..errors import ConfigError, WorldNotRegistered
+from ..fairness import wire as dice_wire
 from .. import audit
 from ..state import WorldState
 from .audit_rows import AuditRows, Sealed
@@ -115,12 +116,14 @@ class _Queued:
 _replay_decoder = msgspec.json.Decoder(audit.AuditRecord)
 
 
-def replay_frame(recorded_reply: bytes) -> bytes:
+def replay_frame(recorded_reply: bytes, dice: list[int] | None = None, draws: list | None = None) -> bytes:
     """The reply frame of a decision from its audit record's ``reply`` (the same message encoded
     with sorted keys): decoded and encoded again, it is the frame that was sent, byte for byte
     (msgspec encodes a message's fields in one fixed order; ``tests/test_store.py`` checks it
-    for every example session's replies)."""
-    return wire.encode(wire.bridge_decoder().decode(recorded_reply))
+    for every example session's replies). With the record's ``dice`` and ``draws`` (issue 19),
+    the ``rolls`` the frame carried are attached again as the session attached them."""
+    frame = wire.encode(wire.bridge_decoder().decode(recorded_reply))
+    return dice_wire.attach_rolls(frame, dice or [], draws) if draws else frame
 
 
 def _settle_futures(settled: list[tuple[asyncio.Future[Decided], Decided | None, BaseException | None]]) -> None:
@@ -328,7 +331,7 @@ class SQLiteStore(WorldRows, AuditRows):
             record, record_hash = conn.execute("SELECT record, hash FROM audit WHERE world_id = ? AND seq = ?",
                                                (item.world_id, item.replay_seq)).fetchone()
             stored = _replay_decoder.decode(record)
-            reply = replay_frame(bytes(stored.reply))
+            reply = replay_frame(bytes(stored.reply), stored.dice, stored.draws)
             stored_hash = hashlib.sha256(bytes(stored.message)).hexdigest()
             seq = item.replay_seq
         other = None not in (stored_hash, item.request_hash) and stored_hash != item.request_hash
