@@ -156,6 +156,11 @@ class SQLiteStore(WorldRows, AuditRows):
         self._generation = 0  # bumped when a COMMIT fails: decisions read before it fail too
         self._failure: BaseException | None = None  # what failed the last generation
         self._ts: str | None = None  # the UTC time of the batch being gathered (one clock read)
+        # A file's worlds are loaded on a thread and connection of their own (a WAL reader), so a
+        # world's first decision never holds up the batches of the others; ":memory:" is one
+        # connection's alone, so there the writer loads.
+        self._loader: ThreadPoolExecutor | None = None
+        self._loader_conn: sqlite3.Connection | None = None
 
     @classmethod
     async def open(cls, path: str | Path, *, audit_key: bytes | None = None) -> SQLiteStore:
@@ -195,6 +200,7 @@ class SQLiteStore(WorldRows, AuditRows):
                 # thread: done inside a COMMIT they would stall decisions (p99 x5 measured).
                 conn.execute("PRAGMA wal_autocheckpoint = 0")
                 self._wal = _WalCheckpointer(self.path)
+                self._loader = ThreadPoolExecutor(max_workers=1, thread_name_prefix="fate-bridge-load")
         except sqlite3.DatabaseError as exc:
             raise ConfigError(f"cannot open the database {self.path!r}: {exc}") from None
         self._conn = conn
@@ -238,9 +244,23 @@ class SQLiteStore(WorldRows, AuditRows):
 
     def _load_world_sync(self, world_id: str) -> WorldCache:
         """Read a registered world's whole state from the file (once per world, then it lives in
-        memory). Raises ``WorldNotRegistered``."""
-        conn = self._conn
+        memory), in one read transaction. Raises ``WorldNotRegistered``."""
+        if self._loader is None:
+            conn = self._conn
+        else:
+            if self._loader_conn is None:
+                self._loader_conn = sqlite3.connect(self.path, isolation_level=None, check_same_thread=False)
+                self._loader_conn.execute("PRAGMA busy_timeout = 5000")
+            conn = self._loader_conn
         assert conn is not None
+        conn.execute("BEGIN")  # one snapshot for every SELECT below
+        try:
+            return self._read_world(conn, world_id)
+        finally:
+            conn.execute("ROLLBACK")
+
+    @staticmethod
+    def _read_world(conn: sqlite3.Connection, world_id: str) -> WorldCache:
         row = conn.execute("SELECT settings, last_seq FROM worlds WHERE world_id = ? AND removed_at IS NULL",
                            (world_id,)).fetchone()
         if row is None:
@@ -358,6 +378,12 @@ class SQLiteStore(WorldRows, AuditRows):
                 loop.call_soon_threadsafe(_settle_futures, settled)
 
     def _close_sync(self) -> None:
+        if self._loader is not None:
+            self._loader.shutdown(wait=True)
+            if self._loader_conn is not None:
+                self._loader_conn.close()
+                self._loader_conn = None
+            self._loader = None
         if self._wal is not None:
             self._wal.stop()
             self._wal = None
@@ -370,7 +396,13 @@ class SQLiteStore(WorldRows, AuditRows):
     async def _load_world(self, world_id: str) -> None:
         """Load the world's state into memory (a no-op if another call did meanwhile). Raises
         ``WorldNotRegistered``."""
-        loaded = await self._run(self._load_world_sync, world_id)
+        if self._loader is None:
+            loaded = await self._run(self._load_world_sync, world_id)
+        else:
+            if self._closed:
+                raise ConfigError("the store is closed")
+            loaded = await asyncio.get_running_loop().run_in_executor(
+                self._loader, self._load_world_sync, world_id)
         with self._lock:
             self._worlds.setdefault(world_id, loaded)
 
