@@ -29,6 +29,8 @@ All SQLite work runs on one dedicated writer thread, so the event loop never blo
 from __future__ import annotations
 
 import asyncio
+import functools
+import hashlib
 import os
 import sqlite3
 import threading
@@ -37,13 +39,10 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
 
-import hashlib
-
 import msgspec
 
-from .. import wire
+from .. import audit, wire
 from ..errors import ConfigError, WorldNotRegistered
-from .. import audit
 from ..state import WorldState
 from .audit_rows import AuditRows, Sealed
 from .base import Decided, Decision, DecisionFn
@@ -161,6 +160,7 @@ class SQLiteStore(WorldRows, AuditRows):
         # connection's alone, so there the writer loads.
         self._loader: ThreadPoolExecutor | None = None
         self._loader_conn: sqlite3.Connection | None = None
+        self._fetch_conn: sqlite3.Connection | None = None  # WorldCache.fetch's, on the event loop
 
     @classmethod
     async def open(cls, path: str | Path, *, audit_key: bytes | None = None) -> SQLiteStore:
@@ -255,12 +255,28 @@ class SQLiteStore(WorldRows, AuditRows):
         assert conn is not None
         conn.execute("BEGIN")  # one snapshot for every SELECT below
         try:
-            return self._read_world(conn, world_id)
+            cache = self._read_world(conn, world_id, values=self._loader is None)
         finally:
             conn.execute("ROLLBACK")
+        if self._loader is not None:
+            cache.fetch = functools.partial(self._fetch_record, world_id)
+        return cache
+
+    def _fetch_record(self, world_id: str, kind: str, key: str) -> bytes:
+        """The stored JSON of a record a decision asks for the first time (on the event loop,
+        with the store's lock held: a connection of its own, reading what was committed)."""
+        if self._fetch_conn is None:
+            self._fetch_conn = sqlite3.connect(self.path, isolation_level=None, check_same_thread=False)
+            self._fetch_conn.execute("PRAGMA busy_timeout = 5000")
+        (value,) = self._fetch_conn.execute(
+            "SELECT value FROM records WHERE world_id = ? AND kind = ? AND key = ?",
+            (world_id, kind, key)).fetchone()
+        return bytes(value)
 
     @staticmethod
-    def _read_world(conn: sqlite3.Connection, world_id: str) -> WorldCache:
+    def _read_world(conn: sqlite3.Connection, world_id: str, *, values: bool) -> WorldCache:
+        """The world's state: settings, counters, chain head, event ids, and its records' keys
+        (with their values too when ``values``; else :meth:`_fetch_record` reads them on use)."""
         row = conn.execute("SELECT settings, last_seq FROM worlds WHERE world_id = ? AND removed_at IS NULL",
                            (world_id,)).fetchone()
         if row is None:
@@ -269,13 +285,15 @@ class SQLiteStore(WorldRows, AuditRows):
                             (world_id,)).fetchone()
         cache = WorldCache(world_id, _settings_decoder.decode(row[0]), row[1],
                            (head[0], head[1]) if head else (0, audit.GENESIS_HASH))
-        cache.records = {(kind, key): bytes(value) for kind, key, value in conn.execute(
-            "SELECT kind, key, value FROM records WHERE world_id = ?", (world_id,))}
-        events: dict[str, int | None] = {}
-        for event_id, seq in conn.execute(
-                "SELECT event_id, seq FROM audit WHERE world_id = ? AND event_id IS NOT NULL ORDER BY seq",
-                (world_id,)):
-            events.setdefault(event_id, seq)
+        if values:
+            cache.records = {(kind, key): bytes(value) for kind, key, value in conn.execute(
+                "SELECT kind, key, value FROM records WHERE world_id = ?", (world_id,))}
+        else:  # the primary key's index alone
+            cache.on_disk = set(conn.execute("SELECT kind, key FROM records WHERE world_id = ?", (world_id,)))
+        # the index audit_by_event alone
+        events: dict[str, int | None] = dict(conn.execute(
+            "SELECT event_id, min(seq) FROM audit WHERE world_id = ? AND event_id IS NOT NULL GROUP BY event_id",
+            (world_id,)))
         # an events row (older bridges wrote one per decision) holds the reply as sent: it wins
         events.update((event_id, None) for (event_id,) in conn.execute(
             "SELECT event_id FROM events WHERE world_id = ?", (world_id,)))
@@ -380,10 +398,10 @@ class SQLiteStore(WorldRows, AuditRows):
     def _close_sync(self) -> None:
         if self._loader is not None:
             self._loader.shutdown(wait=True)
-            if self._loader_conn is not None:
-                self._loader_conn.close()
-                self._loader_conn = None
-            self._loader = None
+            for conn in (self._loader_conn, self._fetch_conn):
+                if conn is not None:
+                    conn.close()
+            self._loader = self._loader_conn = self._fetch_conn = None
         if self._wal is not None:
             self._wal.stop()
             self._wal = None
