@@ -14,6 +14,7 @@ from dataclasses import dataclass
 
 from . import wire
 from .dice import Dice
+from .errors import Refusal
 from .ruleset import Handler, Outcome, Query, Refused, Ruleset
 from .state import WorldState
 
@@ -21,21 +22,23 @@ from .state import WorldState
 @dataclass(frozen=True, slots=True)
 class _Routes:
     handlers: dict[type, Handler]
-    refused: dict[type, Refused]
+    refused: dict[type, Refused]  # the refusal columns of each handled message's ruleset
     queries: dict[type, Query]
     ids: list[str]
 
 
 @functools.cache
 def _routes() -> _Routes:
+    from . import fairness
     from .rulesets import installed
 
-    rulesets: tuple[Ruleset, ...] = installed()
+    games: tuple[Ruleset, ...] = installed()
+    rulesets = (*games, fairness.RULESET)  # dice sessions, settings, overrides: not a game
     return _Routes(
         handlers={kind: h for r in rulesets for kind, h in r.handlers.items()},
         refused={kind: r.refused for r in rulesets for kind in r.handlers},
         queries={kind: q for r in rulesets for kind, q in r.queries.items()},
-        ids=[r.id for r in rulesets if r.handlers],
+        ids=[r.id for r in games if r.handlers],
     )
 
 
@@ -62,23 +65,33 @@ def answer(message: wire.ClientMessage, state: WorldState) -> wire.BridgeMessage
     return query(message, state)
 
 
-def decide(message: wire.ClientMessage, state: WorldState, dice: Dice) -> Outcome:
-    """Decide one request of any installed ruleset (sohl's ``settings`` included).
+def decide(message: wire.Request, state: WorldState, dice: Dice) -> Outcome:
+    """Decide one request of any installed ruleset (sohl's ``settings`` included): the one call
+    a decision makes into the core.
 
-    Returns its :class:`~bridge.ruleset.Outcome`; raises a :class:`~bridge.errors.Refusal`
-    subclass for a refusal (nothing written), or ``TypeError`` for a message that is not work
-    (``hello``, ``ping``, ``audit_query``: the session answers those).
+    Returns its :class:`~bridge.ruleset.Outcome`. A handler's :class:`~bridge.errors.Refusal`
+    becomes an Outcome too: ``refused`` set, the ``error`` reply (``ref`` = the ``event_id``), its
+    ruleset's refusal columns (:attr:`Ruleset.refused`) and the code and field as log keys; the
+    caller must undo what the handler wrote. Raises ``TypeError`` for a message that is not a
+    decision (``hello``, ``ping``, ``audit_query``: the session answers those).
     """
-    handler = _routes().handlers.get(type(message))
+    routes = _routes()
+    handler = routes.handlers.get(type(message))
     if handler is None:
         raise TypeError(f"{type(message).__name__} is not a decision message")
-    return handler(message, state, dice)
+    try:
+        return handler(message, state, dice)
+    except Refusal as refusal:
+        return refused(message, refusal, state)
 
 
-def refused(message: wire.ClientMessage, error: wire.Error, state: WorldState) -> wire.AuditColumns:
-    """The audit columns of a refused request (its ruleset's :attr:`Ruleset.refused`); ``state``
-    is read only, after the refusal: call it with the plain state, not a recording one."""
-    return _routes().refused[type(message)](message, error, state)
+def refused(message: wire.Request, refusal: Refusal, state: WorldState) -> Outcome:
+    """The :class:`~bridge.ruleset.Outcome` of ``message`` refused with ``refusal`` (by its
+    handler, or by the shell before it ran, e.g. a die of a provable world with no dice session):
+    the ``error`` reply, its ruleset's refusal columns, the code and field as log keys."""
+    error = wire.error_reply(refusal, message.event_id)
+    columns = _routes().refused[type(message)](message, error, state)
+    return Outcome(error, columns, None, {"code": error.code, "field": error.field}, refused=True)
 
 
 def __getattr__(name: str) -> object:

@@ -36,13 +36,15 @@ class Outcome:
     log line (ruleset-specific; the session adds ``event_id``, ``type``, ``replayed``...).
     ``card_key``: the overlay slot the card fills (a later card with the same key replaces it;
     sohl keys a Fate card by its ChatMessage, so the final card of a Fate Test CS replaces the
-    pending one); None: the request's ``event_id``."""
+    pending one); None: the request's ``event_id``. ``refused``: the reply is an ``error``
+    (:func:`bridge.dispatch.decide` made it from a Refusal): the decision's writes are undone."""
 
     reply: BridgeMessage
     columns: AuditColumns
     card: Card | None = None
     log: Mapping[str, object] = field(default_factory=dict)
     card_key: str | None = None
+    refused: bool = False
 
 
 Handler = Callable[[Any, "WorldState", "Dice"], Outcome]
@@ -53,8 +55,8 @@ Query = Callable[[Any, "WorldState"], "BridgeMessage"]
 without a decision: no event_id replay, no audit record, no dice, nothing written."""
 
 Refused = Callable[[Any, "Error", "WorldState"], "AuditColumns"]
-"""``(request, error, state) -> AuditColumns``: the columns of a refused request (``state`` is
-read after the refusal, which wrote nothing)."""
+"""``(request, error, state) -> AuditColumns``: the columns of a refused request; it reads the
+state only with ``state.peek`` (describing the refusal is not part of deciding it)."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -78,17 +80,19 @@ class Ruleset:
     settings: tuple[type[ClientMessage], ...] = ()
 
     def __post_init__(self) -> None:
-        from .wire.base import Request  # the wire package imports the rulesets: import at use
+        from .wire.base import Query, Request  # the wire package imports the rulesets: import at use
 
         unhandled = [c.__name__ for c in self.client if c not in self.handlers and c not in self.queries]
         if unhandled:
             raise ValueError(f"ruleset {self.id!r}: no handler or query for {', '.join(unhandled)}")
         if not set(self.settings) <= set(self.handlers):
             raise ValueError(f"ruleset {self.id!r}: its settings messages must be among its handlers")
-        loose = [c.__name__ for c in self.client if not issubclass(c, Request)]
+        loose = [c.__name__ for c in self.client
+                 if not issubclass(c, Request) and not (c in self.queries and issubclass(c, Query))]
         if loose:
             raise ValueError(f"ruleset {self.id!r}: {', '.join(loose)} must derive from wire.Request "
-                             "(or UserRequest): a ruleset's messages are requests with an event_id")
+                             "(or UserRequest): a ruleset's messages are requests with an event_id "
+                             "(a read-only query may be a wire.Query, answered by its query_id)")
 
 
 def log_fields(columns: AuditColumns) -> dict[str, object]:

@@ -24,19 +24,28 @@ import enum
 import hmac
 import hashlib
 import secrets
+from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 
 import msgspec
 import structlog
 
-from . import __version__, wire
+from . import __version__, i18n, wire
 from .dice import Dice
 from . import dispatch
 from .audit import AuditEntry, RecordingDice, RecordingState, sorted_json
-from .errors import WorldNotRegistered, BadMessage, Forbidden, Internal, Refusal, Unauthorized
+from .errors import (WorldNotRegistered, BadMessage, ConfigError, Forbidden, Internal, NotFound, Refusal,
+                     Unauthorized)
+from .receipts import check_receipts
+from .fairness import decide as fairness
+from .frames import decision_frame
 from .state import WorldState
 from .ruleset import Outcome
-from .store.base import Decision, Store, World
+from .store.base import AuditFilter, AuditRow, Decision, Store, World
+
+# Draws the audit report page of a world's rows (world_id, since); the shell's, so the session
+# itself needs no thread or clock: the server passes bridge.report.draw.
+Reporter = Callable[[list[AuditRow], str, str | None], Awaitable[str]]
 
 log = structlog.get_logger("fate_bridge")
 
@@ -119,7 +128,7 @@ HELLO_OPENS: dict[str, SessionState] = {"token": SessionState.FORWARDER, "viewer
 """A good ``hello`` moves NEW to the state its credential opens."""
 
 
-INTERNAL_MESSAGE = "the bridge failed to handle this message; the GM can find details in its log"
+INTERNAL_MESSAGE = i18n.N_("the bridge failed to handle this message; the GM can find details in its log")
 
 
 @dataclass(frozen=True, slots=True)
@@ -141,7 +150,9 @@ class Session:
     """The protocol state of one connection.
 
     ``trusted`` sessions (``fate-bridge resolve``) accept ``hello`` without a token, register the
-    world on first use and start open on ``default_world``.
+    world on first use and start open on ``default_world``. ``reporter`` draws ``audit_report``
+    pages (the server passes :func:`bridge.report.draw`; without it the query is refused). ``new_seed(n)``: n secret
+    bytes, the seed of a dice session (``secrets.token_bytes``; tests may fix it).
     """
 
     def __init__(
@@ -151,13 +162,21 @@ class Session:
         *,
         trusted: bool = False,
         default_world: str | None = None,
+        max_frame_bytes: int | None = None,
+        reporter: Reporter | None = None,
+        new_seed: Callable[[int], bytes] = secrets.token_bytes,
     ) -> None:
         self.store = store
+        self.max_frame_bytes = max_frame_bytes  # the server's limit, told in ``welcome``
         self.dice = dice
+        self.reporter = reporter
+        self.new_seed = new_seed  # a dice session's secret seed (bridge.fairness)
         self.trusted = trusted
         self.world_id: str | None = default_world if trusted else None
         self.state = SessionState.FORWARDER if self.world_id is not None else SessionState.NEW
         self.holder = "another connection"  # who holds the link, as hello described it
+        self.client: wire.ClientInfo | None = None  # what the forwarder's hello said of itself
+        self.language = i18n.DEFAULT  # the world's, from the forwarder's hello (bridge.i18n)
         self.log = log.bind(world_id=self.world_id) if self.world_id else log
 
     @property
@@ -180,7 +199,8 @@ class Session:
             close = None if self.is_open else CLOSE_UNAUTHORIZED
             return Reply([error_frame(refusal, wire.ref_of(frame))], close)
         try:
-            return await self._handle(message, dice or self.dice)
+            with i18n.using(self.language):
+                return await self._handle(message, dice or self.dice)
         except WorldNotRegistered as gone:
             self.log.info("world_not_registered")
             return Reply([error_frame(Unauthorized(str(gone)), ref_of_message(message))], CLOSE_UNAUTHORIZED)
@@ -188,7 +208,9 @@ class Session:
             return Reply([error_frame(refusal, ref_of_message(message))])
         except Exception:
             self.log.exception("internal_error", type=type(message).__name__)
-            return Reply([error_frame(Internal(INTERNAL_MESSAGE), ref_of_message(message))])
+            with i18n.using(self.language):
+                text = i18n.gettext(INTERNAL_MESSAGE)
+            return Reply([error_frame(Internal(text), ref_of_message(message))])
 
     async def _handle(self, message: wire.ClientMessage, dice: Dice) -> Reply:
         accepted = isinstance(message, ACCEPTS[self.state])
@@ -197,6 +219,8 @@ class Session:
         if not accepted:
             refusal_type, text, close = REFUSED[self.state]
             refusal = refusal_type(text) if self.state is SessionState.NEW else refusal_type(text, field="type")
+            if self.state is SessionState.NEW:
+                self.log.info("hello_refused", reason="not_hello", type=message.__struct_config__.tag)
             return Reply([error_frame(refusal, ref_of_message(message))], close)
         if isinstance(message, wire.Hello):
             return await self._hello(message)
@@ -206,6 +230,10 @@ class Session:
                 return Reply([wire.encode(wire.Pong())])
             case wire.AuditQuery():
                 return Reply([wire.encode(await self.store.audit_page(self.world_id, message))])
+            case wire.ReceiptsCheck():
+                return Reply([wire.encode(await self._check_receipts(message))])
+            case wire.AuditReport():
+                return Reply([wire.encode(await self._report(message))])
             case wire.OverlayInfo():
                 key = await self.store.viewer_key(self.world_id, new_token())
                 info = wire.OverlayInfoReply(query_id=message.query_id, world_id=self.world_id,
@@ -215,11 +243,47 @@ class Session:
                 self.log.info("overlay_control", action=message.action)
                 done = wire.OverlayControlled(query_id=message.query_id, action=message.action)
                 return Reply([wire.encode(done)], overlay_action=message.action)
-        assert isinstance(message, wire.Request)  # ACCEPTS: nothing else is left
-        if dispatch.is_query(message):
-            reply = await self.store.read(self.world_id, lambda state: dispatch.answer(message, state))
+        if dispatch.is_query(message):  # a ruleset's read-only query (a Request or a Query)
+            language = self.language  # the store reads on its own thread: the language goes along
+
+            def query(state: WorldState) -> wire.BridgeMessage:
+                with i18n.using(language):
+                    return dispatch.answer(message, state)
+
+            reply = await self.store.read(self.world_id, query)
             return Reply([wire.encode(reply)])
+        assert isinstance(message, wire.Request)  # ACCEPTS: nothing else is left
         return await self._decide(message, dice)
+
+    async def _check_receipts(self, query: wire.ReceiptsCheck) -> wire.ReceiptsChecked:
+        """Answer ``receipts_check`` against this world's audit rows (read-only, never recorded):
+        see :func:`bridge.receipts.check_receipts`. Refused ``not_found`` when the bridge has no
+        receipt key to check signatures with."""
+        assert self.world_id is not None
+        key = self.store.signing_key
+        if key is None:
+            raise NotFound("this bridge has no receipt signing key, so it cannot check receipts: "
+                           "start it with `fate-bridge serve` (which makes one)", field="receipts")
+        stored = await self.store.audit_hashes(self.world_id, [r.seq for r in query.receipts], registered=True)
+        return wire.ReceiptsChecked(query_id=query.query_id, results=check_receipts(
+            key.public_key(), self.world_id, query.receipts, stored))
+
+    async def _report(self, query: wire.AuditReport) -> wire.AuditReportPage:
+        """Answer ``audit_report`` with the world's report page, drawn by the session's
+        ``reporter``. Refused ``not_found`` without one (``resolve``) or without the ``report``
+        extra."""
+        assert self.world_id is not None
+        if self.reporter is None:
+            raise NotFound("this bridge does not draw reports here: use `fate-bridge audit report`",
+                           field="type")
+        if await self.store.world(self.world_id) is None:
+            raise WorldNotRegistered(f"world {self.world_id!r} is no longer registered")
+        rows = await self.store.audit_rows(AuditFilter(world_id=self.world_id, since=query.since, until=query.until))
+        try:
+            html = await self.reporter(rows, self.world_id, query.since)
+        except ConfigError as exc:
+            raise NotFound(f"this bridge cannot draw the report: {exc}", field="type") from None
+        return wire.AuditReportPage(query_id=query.query_id, html=html)
 
     async def _hello(self, hello: wire.Hello) -> Reply:
         world = await self.store.world(hello.world_id)
@@ -231,25 +295,30 @@ class Session:
             return self._viewer_hello(hello, world)
         elif world is None or hello.token is None or not token_matches(hello.token, world.token_hash):
             return self._refuse_hello(
-                hello, "hello_refused", "token",
+                hello, world, "hello_refused", "token",
                 "unknown world or wrong token: register the world with `fate-bridge world add "
                 "WORLD_ID` and paste its token into the module settings")
         assert world is not None
         self.world_id, self.state = world.world_id, HELLO_OPENS["token"]
         self.log = log.bind(world_id=self.world_id)
-        client = hello.client
+        client = self.client = hello.client
         if client is not None and client.user_name:
             self.holder = f"{client.user_name} (Foundry {client.foundry_version})"
+        self.language = i18n.normalize(client and client.language)
         self.log.info(
             "hello",
             module_version=client and client.module_version,
             system_id=client and client.system_id,
+            language=self.language,
         )
-        return Reply([_welcome(world)])
+        return Reply([_welcome(world, self.max_frame_bytes)])
 
-    def _refuse_hello(self, hello: wire.Hello, event: str, field: str, message: str) -> Reply:
-        """Log ``event`` and answer ``unauthorized`` naming ``field``, then close 4001."""
-        self.log.info(event, world_id=hello.world_id)
+    def _refuse_hello(self, hello: wire.Hello, world: World | None, event: str, field: str,
+                      message: str) -> Reply:
+        """Log ``event`` with its reason (never the token or key) and answer ``unauthorized``
+        naming ``field`` (the client is not told which reason), then close 4001."""
+        reason = "unknown_world" if world is None else f"wrong_{field}" if getattr(hello, field) else f"no_{field}"
+        self.log.info(event, world_id=hello.world_id, reason=reason)
         return Reply([error_frame(Unauthorized(message, field=field), None)], CLOSE_UNAUTHORIZED)
 
     def _viewer_hello(self, hello: wire.Hello, world: World | None) -> Reply:
@@ -257,13 +326,13 @@ class Session:
         assert hello.viewer_key is not None
         if world is None or not viewer_key_matches(hello.viewer_key, world.viewer_key):
             return self._refuse_hello(
-                hello, "viewer_refused", "viewer_key",
+                hello, world, "viewer_refused", "viewer_key",
                 "unknown world or wrong viewer key: copy the overlay URL again from the module, "
                 "or print it with `fate-bridge world viewer-key WORLD_ID`")
         self.world_id, self.state = world.world_id, HELLO_OPENS["viewer_key"]
         self.log = log.bind(world_id=self.world_id)
         self.log.info("viewer_hello")
-        return Reply([_welcome(world)])
+        return Reply([_welcome(world, self.max_frame_bytes)])
 
     async def _decide(self, message: wire.Request, dice: Dice) -> Reply:
         """Run one decision in the store, recording its inputs for the audit trail, and log
@@ -275,24 +344,38 @@ class Session:
         user_id = message.user_id if isinstance(message, wire.UserRequest) else None
         message_bytes = sorted_json(message)
         tag = message.__struct_config__.tag
+        language = self.language
 
         def decision(state: WorldState) -> Decision:
-            # runs on this event loop against the world's state in memory (Store.decide)
+            # runs on this event loop against the world's state in memory (Store.decide); its
+            # cards and refusal text in the world's language (presentation: the audit ignores it)
             recording, rolled = RecordingState(state), RecordingDice(dice)
+            table, dice_session = None, None
             try:
-                outcome = dispatch.decide(message, recording, rolled)
-                ok = True
+                # the dice table reads the open dice session on the plain state: its seed is never
+                # recorded before the reveal (bridge.fairness.decide)
+                table, dice_session = fairness.table_for(message, state, seq=state.audit_seq,  # type: ignore[attr-defined]
+                                                         fallback=dice, new_seed=self.new_seed)
+                rolled = RecordingDice(table)
+                with i18n.using(language):
+                    outcome = dispatch.decide(message, recording, rolled)
+                if not outcome.refused:
+                    table.check_all_used()
+                    outcome = fairness.with_physical_mark(outcome, rolled.rolled, table.draws)
             except Refusal as refusal:
-                error = wire.error_reply(refusal, event_id)
-                outcome = Outcome(error, dispatch.refused(message, error, state), None,
-                                  {"code": error.code, "field": error.field})
-                ok = False
-            frame = wire.encode(outcome.reply)
+                with i18n.using(language):
+                    outcome = dispatch.refused(message, refusal, state)
+            ok = not outcome.refused
+            draws = table.draws if table is not None and table.draws else None
             audit = AuditEntry(type=tag, event_id=event_id, user_id=user_id, message=message_bytes,
                                reads=recording.reads, dice=rolled.rolled,
-                               reply=sorted_json(outcome.reply), ok=ok, summary=outcome.columns)
+                               reply=sorted_json(outcome.reply), ok=ok, summary=outcome.columns,
+                               draws=draws, dice_session=dice_session)
             overlay = None if outcome.card is None else _overlay_frame(world_id, outcome.card_key or event_id,
                                                                        outcome.card)
+            # every client builds its Foundry Roll from the rolls it carries (issue 19); a replay
+            # rebuilds the same bytes from the audit record (bridge.frames)
+            frame = decision_frame(outcome.reply, rolled.rolled, draws)
             return Decision(frame, ok, audit, kept=(overlay, outcome.log))
 
         request_hash = hashlib.sha256(message_bytes).hexdigest()
@@ -307,9 +390,12 @@ class Session:
         return Reply([decided.reply], overlay_card=overlay)
 
 
-def _welcome(world: World) -> bytes:
-    """The encoded ``welcome`` for ``world`` (forwarders and viewers alike)."""
+def _welcome(world: World, max_frame_bytes: int | None) -> bytes:
+    """The encoded ``welcome`` for ``world`` (forwarders and viewers alike); ``max_frame_bytes``
+    is the connection's frame limit (None: no limit)."""
     return wire.encode(wire.Welcome(world_id=world.world_id, bridge_version=__version__,
+                                    protocol_version=wire.PROTOCOL_VERSION,
+                                    max_frame_bytes=max_frame_bytes,
                                     rulesets=dispatch.rulesets(), settings=world.settings))
 
 

@@ -45,3 +45,9 @@ class WorldState(Protocol):
     def put(self, kind: str, key: str, record: msgspec.Struct) -> None:
         """Insert or replace the record of ``kind`` under ``key``."""
         ...
+
+    def peek(self, kind: str, key: str, type: type[R]) -> R | None:
+        """The record as :meth:`get` reads it, to describe a decision (a refusal's audit
+        columns), never to make one: not one of the decision's inputs, so not recorded in its
+        audit record, and None when a recorded decision is replayed."""
+        ...

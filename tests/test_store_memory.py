@@ -16,7 +16,7 @@ from bridge.dice import ScriptedDice
 from bridge.errors import WorldNotRegistered
 from bridge.session import Session
 from bridge.store import Decision, SQLiteStore
-from bridge.store.sqlite import replay_frame
+from bridge.frames import replayed_frame
 
 from .helpers import ROOT, old_schema_file
 from .sohl_messages import frame
@@ -64,7 +64,7 @@ async def test_every_example_reply_is_replayed_byte_for_byte_from_its_audit_reco
     assert conn.execute("SELECT count(*) FROM events").fetchone()[0] == 0  # no second copy
     conn.close()
     for event_id, reply in sent.items():
-        assert replay_frame(bytes(records[event_id].reply)) == reply, event_id
+        assert replayed_frame(records[event_id]) == reply, event_id
 
     # after a restart (nothing in memory), every event_id again: the same bytes, nothing decided
     before = counts(db)

@@ -15,15 +15,15 @@ from typing import Any
 from .base import AuditFilter, AuditRow, Decided, Decision, DecisionFn, Store, World
 
 __all__ = ["AuditFilter", "AuditRow", "Decided", "Decision", "DecisionFn", "Store", "World",
-           "SQLiteStore", "MIGRATIONS", "SCHEMA_VERSION"]
+           "SQLiteStore", "MIGRATIONS", "SCHEMA_VERSION", "DB_FILE_MODE", "utc_now"]
 
 
 def __getattr__(name: str) -> Any:
-    """The SQLite backend's names (``SQLiteStore``, ``MIGRATIONS``, ``SCHEMA_VERSION``), on first use."""
-    if name == "SQLiteStore":
-        from .sqlite import SQLiteStore
-        return SQLiteStore
-    if name in ("MIGRATIONS", "SCHEMA_VERSION"):
+    """The SQLite backend's names (``SQLiteStore``, ``MIGRATIONS``, ``SCHEMA_VERSION``, ``DB_FILE_MODE``, ``utc_now``), on first use."""
+    if name in ("SQLiteStore", "DB_FILE_MODE"):
+        from . import sqlite
+        return getattr(sqlite, name)
+    if name in ("MIGRATIONS", "SCHEMA_VERSION", "utc_now"):
         from . import schema
         return getattr(schema, name)
     raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

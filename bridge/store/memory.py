@@ -106,6 +106,14 @@ class CachedState:
             return written[1]  # type: ignore[return-value]
         return self._cache.record(kind, key, type)
 
+    def peek(self, kind: str, key: str, type: type[R]) -> R | None:
+        return self.get(kind, key, type)
+
+    def audit_seq(self) -> int:
+        """The audit record number the decision running now will get (its dice derive from it,
+        ``bridge.fairness``): one more than the world's last record, queued ones included."""
+        return self._cache.head[0] + 1
+
     def put(self, kind: str, key: str, record: msgspec.Struct) -> None:
         self._written[kind, key] = (_encode(record), record)
 

@@ -15,7 +15,8 @@ How :meth:`SQLiteStore.decide` works (issue 17):
   ``executemany`` per table (audit, records, worlds; events only for a decision without an audit
   record). The caller gets its reply only after that COMMIT.
 - The reply is stored once, inside the audit record (key-sorted, as the chain's canonical bytes
-  need); a repeated ``event_id`` rebuilds the exact frame sent from it (:func:`replay_frame`), or,
+  need); a repeated ``event_id`` rebuilds the exact frame sent from it
+  (:func:`bridge.frames.replayed_frame`), or,
   for replies decided by older bridges, returns the ``events`` row's.
 - If a COMMIT fails, its decisions and every decision queued after them fail (none was
   acknowledged; later ones may have read their state) and the caches are reloaded from the file.
@@ -38,17 +39,23 @@ from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import msgspec
 
 from .. import audit, wire
 from ..errors import ConfigError, WorldNotRegistered
+from ..frames import replayed_frame
+from ..startup import database_problem
 from ..state import WorldState
 from .audit_rows import AuditRows, Sealed
 from .base import Decided, Decision, DecisionFn
 from .memory import CachedState, WorldCache
 from .schema import MIGRATIONS, SCHEMA_VERSION, T, _encode, _in_transaction, _settings_decoder, utc_now
 from .worlds import WorldRows
+
+if TYPE_CHECKING:
+    from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
 
 
 
@@ -112,14 +119,6 @@ class _Queued:
 _replay_decoder = msgspec.json.Decoder(audit.AuditRecord)
 
 
-def replay_frame(recorded_reply: bytes) -> bytes:
-    """The reply frame of a decision from its audit record's ``reply`` (the same message encoded
-    with sorted keys): decoded and encoded again, it is the frame that was sent, byte for byte
-    (msgspec encodes a message's fields in one fixed order; ``tests/test_store.py`` checks it
-    for every example session's replies)."""
-    return wire.encode(wire.bridge_decoder().decode(recorded_reply))
-
-
 def _settle_futures(settled: list[tuple[asyncio.Future[Decided], Decided | None, BaseException | None]]) -> None:
     """Deliver a committed batch's outcomes (runs on the event loop)."""
     for future, decided, exc in settled:
@@ -138,9 +137,11 @@ class SQLiteStore(WorldRows, AuditRows):
     Use :meth:`open` (a classmethod coroutine) to construct.
     """
 
-    def __init__(self, path: str | Path, *, audit_key: bytes | None = None) -> None:
+    def __init__(self, path: str | Path, *, audit_key: bytes | None = None,
+                 signing_key: Ed25519PrivateKey | None = None) -> None:
         self.path = str(path)
         self.audit_key = audit_key
+        self.signing_key = signing_key  # signs receipts (bridge/receipts.py); None: no receipts
         self._executor = ThreadPoolExecutor(max_workers=1, thread_name_prefix="fate-bridge-db")
         self._conn: sqlite3.Connection | None = None
         self._closed = False
@@ -163,10 +164,12 @@ class SQLiteStore(WorldRows, AuditRows):
         self._fetch_conn: sqlite3.Connection | None = None  # WorldCache.fetch's, on the event loop
 
     @classmethod
-    async def open(cls, path: str | Path, *, audit_key: bytes | None = None) -> SQLiteStore:
+    async def open(cls, path: str | Path, *, audit_key: bytes | None = None,
+                   signing_key: Ed25519PrivateKey | None = None) -> SQLiteStore:
         """Open (and create or upgrade) the database at ``path``. With ``audit_key``, the audit
-        chain gets signed checkpoints (every ``CHECKPOINT_EVERY`` records and at close)."""
-        store = cls(path, audit_key=audit_key)
+        chain gets signed checkpoints (every ``CHECKPOINT_EVERY`` records and at close); with
+        ``signing_key`` (Ed25519), receipts can be checked (``receipts_check``)."""
+        store = cls(path, audit_key=audit_key, signing_key=signing_key)
         try:
             await store._run(store._connect)
         except BaseException:
@@ -182,12 +185,12 @@ class SQLiteStore(WorldRows, AuditRows):
     # --- runs on the writer thread -------------------------------------------------------------
 
     def _connect(self) -> None:
-        if self.path != ":memory:":
-            path = Path(self.path).expanduser()
-            path.parent.mkdir(parents=True, exist_ok=True)
-            if not path.exists():  # owner-only: it holds viewer keys and the table's history
-                os.close(os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, DB_FILE_MODE))
         try:
+            if self.path != ":memory:":
+                path = Path(self.path).expanduser()
+                path.parent.mkdir(parents=True, exist_ok=True)
+                if not path.exists():  # owner-only: it holds viewer keys and the table's history
+                    os.close(os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, DB_FILE_MODE))
             conn = sqlite3.connect(self.path, isolation_level=None, check_same_thread=False)
             conn.execute("PRAGMA busy_timeout = 5000")
             if self.path != ":memory:":
@@ -201,8 +204,8 @@ class SQLiteStore(WorldRows, AuditRows):
                 conn.execute("PRAGMA wal_autocheckpoint = 0")
                 self._wal = _WalCheckpointer(self.path)
                 self._loader = ThreadPoolExecutor(max_workers=1, thread_name_prefix="fate-bridge-load")
-        except sqlite3.DatabaseError as exc:
-            raise ConfigError(f"cannot open the database {self.path!r}: {exc}") from None
+        except (OSError, sqlite3.DatabaseError) as exc:
+            raise ConfigError(database_problem(self.path, exc)) from None
         self._conn = conn
 
     def _migrate(self, conn: sqlite3.Connection) -> None:
@@ -359,7 +362,7 @@ class SQLiteStore(WorldRows, AuditRows):
             (record,) = conn.execute("SELECT record FROM audit WHERE world_id = ? AND seq = ?",
                                      (item.world_id, item.replay_seq)).fetchone()
             stored = _replay_decoder.decode(record)
-            reply = replay_frame(bytes(stored.reply))
+            reply = replayed_frame(stored)
             stored_hash = hashlib.sha256(bytes(stored.message)).hexdigest()
         other = None not in (stored_hash, item.request_hash) and stored_hash != item.request_hash
         return Decided(reply, replayed=True, other_request=other)

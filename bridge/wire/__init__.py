@@ -1,6 +1,6 @@
 """Every wire message between the Foundry module and the bridge: the protocol is this package.
 
-The names follow ``shared/contract.md`` (wire contract v1); ``docs/protocol.md`` explains the flow
+The names are wire contract v1's (``tests/test_wire.py`` pins them); ``docs/protocol.md`` explains the flow
 and ``schemas/`` holds the JSON Schema generated from these classes. This package holds the shared
 messages (``session``, ``audit``, ``overlay``, each listing its ``CLIENT`` and ``BRIDGE`` classes);
 every ruleset's own messages live in ``bridge/rulesets/<id>/wire.py`` and join the union through
@@ -28,8 +28,8 @@ from typing import Any, Union
 
 import msgspec
 
-from ..errors import BadMessage, UnknownMessage
-from . import audit, overlay, session
+from ..errors import BadMessage, Refusal, UnknownMessage
+from . import audit, frames, overlay, session
 from .audit import *  # noqa: F403
 from .base import *  # noqa: F403
 from .base import BridgeMessage, ClientMessage
@@ -52,11 +52,13 @@ class _Protocol:
 
 @functools.cache
 def _protocol() -> _Protocol:
+    from ..fairness import wire as dice
     from ..rulesets import installed
 
     rulesets = installed()
-    client = tuple(c for m in _SHARED for c in m.CLIENT) + tuple(c for r in rulesets for c in r.client)
-    bridge = tuple(c for m in _SHARED for c in m.BRIDGE) + tuple(c for r in rulesets for c in r.bridge)
+    shared = (*_SHARED, dice)  # the dice messages (issue 19) are every ruleset's
+    client = tuple(c for m in shared for c in m.CLIENT) + tuple(c for r in rulesets for c in r.client)
+    bridge = tuple(c for m in shared for c in m.BRIDGE) + tuple(c for r in rulesets for c in r.bridge)
     modules = dict.fromkeys(importlib.import_module(c.__module__) for r in rulesets for c in (*r.client, *r.bridge))
     names = {name: getattr(module, name) for module in modules
              for name in dir(module) if not name.startswith("_")}
@@ -130,8 +132,9 @@ def decode_client(frame: bytes | str) -> Any:
 
     Raises :class:`BadMessage` (not JSON, not an object, missing/invalid ``type`` or a field that
     fails validation; ``field`` names it) or :class:`UnknownMessage` (a ``type`` the bridge does
-    not know). Never raises anything else.
+    not know). Never raises anything else: :func:`frames.check` bounds size and nesting first.
     """
+    frames.check(frame)
     try:
         return _protocol().decoder.decode(frame)
     except msgspec.ValidationError as exc:
@@ -140,7 +143,7 @@ def decode_client(frame: bytes | str) -> Any:
             raise UnknownMessage(f"unknown message type {_tag_of(text)}", field="type") from None
         raise BadMessage(text, field=error_field(text)) from None
     except msgspec.DecodeError as exc:
-        raise BadMessage(f"frame is not a JSON object: {exc}") from None
+        raise frames.undecodable(frame, exc) from None
 
 
 def encode(message: BridgeMessage | ClientMessage) -> bytes:
@@ -150,10 +153,12 @@ def encode(message: BridgeMessage | ClientMessage) -> bytes:
 
 def ref_of(frame: bytes | str) -> str | None:
     """Best-effort ``event_id`` (or ``query_id``) of a frame that failed to decode, for
-    ``error.ref``; None when the frame is not an object or carries neither as a string."""
+    ``error.ref``; None when the frame is not an object or carries neither as a string, or is too
+    big or deep to read safely."""
     try:
+        frames.check(frame)
         obj = _probe.decode(frame)
-    except (msgspec.DecodeError, msgspec.ValidationError):
+    except (BadMessage, msgspec.DecodeError, msgspec.ValidationError):
         return None
     value = obj.get("event_id") or obj.get("query_id")
     return value if isinstance(value, str) and len(value) <= 128 else None
