@@ -38,7 +38,7 @@ from websockets.asyncio.client import ClientConnection, connect
 from websockets.exceptions import ConnectionClosed
 
 from bridge.audit import AuditRecord
-from bridge.store.sqlite import replay_frame
+from bridge.frames import replayed_frame
 
 from .load import ACTOR, TEST
 
@@ -230,11 +230,6 @@ def _check(db: Path, key: Path, round_no: int, delay: float, acked: dict[str, st
 _record_decoder = msgspec.json.Decoder(AuditRecord)
 
 
-def _sent(record: AuditRecord) -> bytes:
-    """The frame a replay of the record's event_id returns (its reply, with its dice's rolls)."""
-    return replay_frame(bytes(record.reply), record.dice, record.draws)
-
-
 def _without_receipt(reply: str) -> str:
     """A sent reply without the ``receipt`` the session puts after the stored reply (issue 15:
     a reply cannot hold its own record's hash, so the receipt travels beside it)."""
@@ -249,7 +244,7 @@ def _final_checks(db: Path, acked: dict[str, str], won: list[tuple[str, str]], r
             "SELECT event_id, type, summary, record FROM audit WHERE world_id = ?", (WORLD,)).fetchall()
         # what a replay of each event_id returns: the reply in its audit record (rebuilt as sent),
         # or an events row (decisions of bridges before issue 17)
-        stored = {e: _sent(_record_decoder.decode(record)).decode()
+        stored = {e: replayed_frame(_record_decoder.decode(record)).decode()
                   for e, _, _, record in audit_rows if e is not None}
         stored.update({e: bytes(r).decode() for e, r in
                        conn.execute("SELECT event_id, reply FROM events WHERE world_id = ?", (WORLD,))})

@@ -37,7 +37,8 @@ from .audit import AuditEntry, RecordingDice, RecordingState, sorted_json
 from .errors import (WorldNotRegistered, BadMessage, ConfigError, Forbidden, Internal, NotFound, Refusal,
                      Unauthorized)
 from .receipts import check_receipts, sign_receipt
-from .fairness import decide as fairness, wire as dice_wire
+from .fairness import decide as fairness
+from .frames import decision_frame
 from .state import WorldState
 from .store.base import AuditFilter, AuditRow, Decided, Decision, Store, World
 
@@ -371,9 +372,9 @@ class Session:
                                draws=draws, dice_session=dice_session)
             overlay = None if outcome.card is None else _overlay_frame(world_id, outcome.card_key or event_id,
                                                                        outcome.card)
-            frame = wire.encode(outcome.reply)
-            if draws:  # every client builds its Foundry Roll from these values (issue 19)
-                frame = dice_wire.attach_rolls(frame, rolled.rolled, draws)
+            # every client builds its Foundry Roll from the rolls it carries (issue 19); a replay
+            # rebuilds the same bytes from the audit record (bridge.frames)
+            frame = decision_frame(outcome.reply, rolled.rolled, draws)
             return Decision(frame, ok, audit, kept=(overlay, outcome.log))
 
         request_hash = hashlib.sha256(message_bytes).hexdigest()

@@ -15,7 +15,8 @@ How :meth:`SQLiteStore.decide` works (issue 17):
   ``executemany`` per table (audit, records, worlds; events only for a decision without an audit
   record). The caller gets its reply only after that COMMIT.
 - The reply is stored once, inside the audit record (key-sorted, as the chain's canonical bytes
-  need); a repeated ``event_id`` rebuilds the exact frame sent from it (:func:`replay_frame`), or,
+  need); a repeated ``event_id`` rebuilds the exact frame sent from it
+  (:func:`bridge.frames.replayed_frame`), or,
   for replies decided by older bridges, returns the ``events`` row's.
 - If a COMMIT fails, its decisions and every decision queued after them fail (none was
   acknowledged; later ones may have read their state) and the caches are reloaded from the file.
@@ -29,6 +30,8 @@ All SQLite work runs on one dedicated writer thread, so the event loop never blo
 from __future__ import annotations
 
 import asyncio
+import functools
+import hashlib
 import os
 import sqlite3
 import threading
@@ -38,24 +41,24 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-import hashlib
-
 import msgspec
 
-from .. import wire
+from .. import audit, wire
 from ..errors import ConfigError, WorldNotRegistered
-from ..fairness import wire as dice_wire
-from .. import audit
+from ..frames import replayed_frame
+from ..startup import database_problem
 from ..state import WorldState
 from .audit_rows import AuditRows, Sealed
 from .base import Decided, Decision, DecisionFn
 from .memory import CachedState, WorldCache
 from .schema import MIGRATIONS, SCHEMA_VERSION, T, _encode, _in_transaction, _settings_decoder, utc_now
 from .worlds import WorldRows
-from ..startup import database_problem
 
 if TYPE_CHECKING:
     from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
+
+
+
 
 
 WAL_CHECKPOINT_SECONDS = 5.0  # how often the log is copied into the database file
@@ -116,16 +119,6 @@ class _Queued:
 _replay_decoder = msgspec.json.Decoder(audit.AuditRecord)
 
 
-def replay_frame(recorded_reply: bytes, dice: list[int] | None = None, draws: list | None = None) -> bytes:
-    """The reply frame of a decision from its audit record's ``reply`` (the same message encoded
-    with sorted keys): decoded and encoded again, it is the frame that was sent, byte for byte
-    (msgspec encodes a message's fields in one fixed order; ``tests/test_store.py`` checks it
-    for every example session's replies). With the record's ``dice`` and ``draws`` (issue 19),
-    the ``rolls`` the frame carried are attached again as the session attached them."""
-    frame = wire.encode(wire.bridge_decoder().decode(recorded_reply))
-    return dice_wire.attach_rolls(frame, dice or [], draws) if draws else frame
-
-
 def _settle_futures(settled: list[tuple[asyncio.Future[Decided], Decided | None, BaseException | None]]) -> None:
     """Deliver a committed batch's outcomes (runs on the event loop)."""
     for future, decided, exc in settled:
@@ -163,6 +156,12 @@ class SQLiteStore(WorldRows, AuditRows):
         self._generation = 0  # bumped when a COMMIT fails: decisions read before it fail too
         self._failure: BaseException | None = None  # what failed the last generation
         self._ts: str | None = None  # the UTC time of the batch being gathered (one clock read)
+        # A file's worlds are loaded on a thread and connection of their own (a WAL reader), so a
+        # world's first decision never holds up the batches of the others; ":memory:" is one
+        # connection's alone, so there the writer loads.
+        self._loader: ThreadPoolExecutor | None = None
+        self._loader_conn: sqlite3.Connection | None = None
+        self._fetch_conn: sqlite3.Connection | None = None  # WorldCache.fetch's, on the event loop
 
     @classmethod
     async def open(cls, path: str | Path, *, audit_key: bytes | None = None,
@@ -204,6 +203,7 @@ class SQLiteStore(WorldRows, AuditRows):
                 # thread: done inside a COMMIT they would stall decisions (p99 x5 measured).
                 conn.execute("PRAGMA wal_autocheckpoint = 0")
                 self._wal = _WalCheckpointer(self.path)
+                self._loader = ThreadPoolExecutor(max_workers=1, thread_name_prefix="fate-bridge-load")
         except (OSError, sqlite3.DatabaseError) as exc:
             raise ConfigError(database_problem(self.path, exc)) from None
         self._conn = conn
@@ -247,9 +247,38 @@ class SQLiteStore(WorldRows, AuditRows):
 
     def _load_world_sync(self, world_id: str) -> WorldCache:
         """Read a registered world's whole state from the file (once per world, then it lives in
-        memory). Raises ``WorldNotRegistered``."""
-        conn = self._conn
+        memory), in one read transaction. Raises ``WorldNotRegistered``."""
+        if self._loader is None:
+            conn = self._conn
+        else:
+            if self._loader_conn is None:
+                self._loader_conn = sqlite3.connect(self.path, isolation_level=None, check_same_thread=False)
+                self._loader_conn.execute("PRAGMA busy_timeout = 5000")
+            conn = self._loader_conn
         assert conn is not None
+        conn.execute("BEGIN")  # one snapshot for every SELECT below
+        try:
+            cache = self._read_world(conn, world_id, values=self._loader is None)
+        finally:
+            conn.execute("ROLLBACK")
+        if self._loader is not None:
+            cache.fetch = functools.partial(self._fetch_record, world_id)
+        return cache
+
+    def _fetch_record(self, world_id: str, kind: str, key: str) -> bytes:
+        """The stored JSON of a record a decision asks for the first time (on the event loop,
+        with the store's lock held: a connection of its own, reading what was committed)."""
+        if self._fetch_conn is None:
+            self._fetch_conn = sqlite3.connect(self.path, isolation_level=None, check_same_thread=False)
+            self._fetch_conn.execute("PRAGMA busy_timeout = 5000")
+        (value,) = self._fetch_conn.execute(
+            "SELECT value FROM records WHERE world_id = ? AND kind = ? AND key = ?",
+            (world_id, kind, key)).fetchone()
+        return bytes(value)
+
+    def _read_world(self, conn: sqlite3.Connection, world_id: str, *, values: bool) -> WorldCache:
+        """The world's state: settings, counters, chain head, event ids, and its records' keys
+        (with their values too when ``values``; else :meth:`_fetch_record` reads them on use)."""
         row = conn.execute("SELECT settings, last_seq FROM worlds WHERE world_id = ? AND removed_at IS NULL",
                            (world_id,)).fetchone()
         if row is None:
@@ -259,13 +288,15 @@ class SQLiteStore(WorldRows, AuditRows):
                             (world_id,)).fetchone()
         cache = WorldCache(world_id, _settings_decoder.decode(row[0]), row[1],
                            (head[0], head[1]) if head else (0, audit.GENESIS_HASH))
-        cache.records = {(kind, key): bytes(value) for kind, key, value in conn.execute(
-            "SELECT kind, key, value FROM records WHERE world_id = ?", (world_id,))}
-        events: dict[str, int | None] = {}
-        for event_id, seq in conn.execute(
-                "SELECT event_id, seq FROM audit WHERE world_id = ? AND event_id IS NOT NULL ORDER BY seq",
-                (world_id,)):
-            events.setdefault(event_id, seq)
+        if values:
+            cache.records = {(kind, key): bytes(value) for kind, key, value in conn.execute(
+                "SELECT kind, key, value FROM records WHERE world_id = ?", (world_id,))}
+        else:  # the primary key's index alone
+            cache.on_disk = set(conn.execute("SELECT kind, key FROM records WHERE world_id = ?", (world_id,)))
+        # the index audit_by_event alone
+        events: dict[str, int | None] = dict(conn.execute(
+            "SELECT event_id, min(seq) FROM audit WHERE world_id = ? AND event_id IS NOT NULL GROUP BY event_id",
+            (world_id,)))
         # an events row (older bridges wrote one per decision) holds the reply as sent: it wins
         events.update((event_id, None) for (event_id,) in conn.execute(
             "SELECT event_id FROM events WHERE world_id = ?", (world_id,)))
@@ -331,7 +362,7 @@ class SQLiteStore(WorldRows, AuditRows):
             record, record_hash = conn.execute("SELECT record, hash FROM audit WHERE world_id = ? AND seq = ?",
                                                (item.world_id, item.replay_seq)).fetchone()
             stored = _replay_decoder.decode(record)
-            reply = replay_frame(bytes(stored.reply), stored.dice, stored.draws)
+            reply = replayed_frame(stored)
             stored_hash = hashlib.sha256(bytes(stored.message)).hexdigest()
             seq = item.replay_seq
         other = None not in (stored_hash, item.request_hash) and stored_hash != item.request_hash
@@ -369,6 +400,12 @@ class SQLiteStore(WorldRows, AuditRows):
                 loop.call_soon_threadsafe(_settle_futures, settled)
 
     def _close_sync(self) -> None:
+        if self._loader is not None:
+            self._loader.shutdown(wait=True)
+            for conn in (self._loader_conn, self._fetch_conn):
+                if conn is not None:
+                    conn.close()
+            self._loader = self._loader_conn = self._fetch_conn = None
         if self._wal is not None:
             self._wal.stop()
             self._wal = None
@@ -381,7 +418,13 @@ class SQLiteStore(WorldRows, AuditRows):
     async def _load_world(self, world_id: str) -> None:
         """Load the world's state into memory (a no-op if another call did meanwhile). Raises
         ``WorldNotRegistered``."""
-        loaded = await self._run(self._load_world_sync, world_id)
+        if self._loader is None:
+            loaded = await self._run(self._load_world_sync, world_id)
+        else:
+            if self._closed:
+                raise ConfigError("the store is closed")
+            loaded = await asyncio.get_running_loop().run_in_executor(
+                self._loader, self._load_world_sync, world_id)
         with self._lock:
             self._worlds.setdefault(world_id, loaded)
 
