@@ -20,7 +20,6 @@ from __future__ import annotations
 
 import base64
 import binascii
-import hashlib
 from dataclasses import dataclass
 
 import msgspec
