@@ -93,3 +93,8 @@ class ConfigError(BridgeError):
 class WorldNotRegistered(ConfigError):
     """The world is not (or no longer) registered. The CLI says so; a connection of that world
     is answered ``unauthorized`` and closed (4001), as after ``fate-bridge world remove``."""
+
+
+class WorldStateMismatch(WorldNotRegistered):
+    """A world's state rows differ from what its audit chain produces: the bridge does not serve
+    it (its connection is refused like an unregistered world's) until ``audit repair``."""
