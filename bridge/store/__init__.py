@@ -1,6 +1,7 @@
 """The bridge's store, split by job: ``base`` (the :class:`Store` protocol every backend provides
-and the values it speaks), ``schema`` (the SQLite file's migrations and codecs), ``sqlite`` (the
-embedded backend: its writer thread, group commit and the decision's world state), ``worlds``
+and the values it speaks), ``schema`` (the SQLite file's migrations and codecs), ``memory`` (a world's
+state held in memory, which decisions run on), ``sqlite`` (the embedded backend: loading worlds,
+its writer thread, one transaction per batch), ``worlds``
 (registered worlds) and ``audit_rows`` (the audit trail's rows, checkpoints and verification).
 
 The shell imports the protocol from here; :class:`SQLiteStore`, ``MIGRATIONS`` and
