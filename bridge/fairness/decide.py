@@ -31,6 +31,7 @@ import msgspec
 
 from .. import wire as shared
 from ..errors import BadMessage, Forbidden, NotEligible, NotFound
+from ..i18n import _
 from ..ruleset import Outcome, log_fields
 from ..state import WorldState
 from ..dice import Dice
@@ -166,7 +167,7 @@ def start(message: wire.DiceSessionStart, state: WorldState, dice: Dice) -> Outc
     assert offer is not None, "the session makes the offer before the decision"
     state.put(CURRENT_KIND, "current", CurrentSession(session_id=offer.session_id, commitment=offer.commitment))
     short = fingerprint(offer.commitment)
-    card = render_card("commitment.html.j2", title="Dice session started", ruleset=RULESET_ID,
+    card = render_card("commitment.html.j2", title=_("Dice session started"), ruleset=RULESET_ID,
                        session_id=offer.session_id, fingerprint=short)
     reply = wire.DiceSessionStarted(event_id=message.event_id, session_id=offer.session_id,
                                     commitment=offer.commitment, fingerprint=short, card=card)
@@ -183,7 +184,7 @@ def end(message: wire.DiceSessionEnd, state: WorldState, dice: Dice) -> Outcome:
     assert secret is not None, "an open dice session always has its seed"
     state.put(CURRENT_KIND, "current", CurrentSession())
     short = fingerprint(current.commitment)
-    card = render_card("reveal.html.j2", title="Dice session revealed", ruleset=RULESET_ID,
+    card = render_card("reveal.html.j2", title=_("Dice session revealed"), ruleset=RULESET_ID,
                        session_id=current.session_id, fingerprint=short, seed=secret.seed)
     reply = wire.DiceSessionRevealed(event_id=message.event_id, session_id=current.session_id,
                                      commitment=current.commitment, fingerprint=short,
@@ -216,7 +217,7 @@ def override(message: wire.GmOverride, state: WorldState, dice: Dice) -> Outcome
               Override(by_user_id=message.user_id, result=message.result, values=list(message.values),
                        reason=message.reason, session_id=current.session_id))
     marked = settings.override_mark == "everyone"
-    context = dict(title="Result", ruleset=RULESET_ID, result=message.result, values=list(message.values),
+    context = dict(title=_("Result"), ruleset=RULESET_ID, result=message.result, values=list(message.values),
                    reason=message.reason, by_user=message.user_id)
     card = render_card("override.html.j2", marked=marked, **context)
     gm_card = render_card("override.html.j2", marked=True, **context)
