@@ -20,6 +20,7 @@ import msgspec
 from . import __version__, logs, schema, wire
 from .config import default_audit_key, default_db, default_signing_key, load_key, load_signing_key
 from .dice import ScriptedDice, SecretDice
+from .doctor import check_origins
 from .errors import BadMessage, ConfigError
 from .limits import Limits
 from .server import RATE_BURST_SECONDS, RATE_PER_SECOND
@@ -60,6 +61,28 @@ def world_id(text: str) -> str:
         raise argparse.ArgumentTypeError(
             f"{text!r} is not a Foundry world id: use game.world.id, the world's folder name "
             "under Data/worlds (1 to 128 characters, no spaces)")
+    return text
+
+
+def tcp_port(text: str) -> int:
+    """argparse type of ``--port``: 0 (any free port) to 65535. The socket layer would take a
+    larger number modulo 65536 and listen where nobody looks."""
+    try:
+        port = int(text)
+    except ValueError:
+        port = -1
+    if not 0 <= port <= 65535:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a TCP port: give 1 to 65535 (0 picks a free one)")
+    return port
+
+
+def origin(text: str) -> str:
+    """argparse type of ``serve --origins``: a page origin as browsers send it
+    (``scheme://host[:port]``), checked as ``doctor`` checks it; any other text would never match,
+    and every browser would be refused."""
+    (finding,) = check_origins([text])
+    if finding.level == "fail":
+        raise argparse.ArgumentTypeError(f"{finding.what}; {finding.fix}")
     return text
 
 
@@ -120,7 +143,7 @@ def _parser() -> argparse.ArgumentParser:
     )
     serve.add_argument("--host", default=DEFAULT_HOST,
                        help=f"address to listen on (default {DEFAULT_HOST}: this machine only)")
-    serve.add_argument("--port", type=int, default=DEFAULT_PORT,
+    serve.add_argument("--port", type=tcp_port, default=DEFAULT_PORT,
                        help=f"TCP port (default {DEFAULT_PORT}; 0 picks a free one)")
     add_db(serve)
     add_key(serve)
@@ -130,6 +153,7 @@ def _parser() -> argparse.ArgumentParser:
     serve.add_argument(
         "--origins",
         nargs="+",
+        type=origin,
         metavar="ORIGIN",
         help="accept browsers only from these pages' origins, e.g. https://foundry.example.org "
         "or http://localhost:30000 (default: any origin; the token is still required)",
@@ -335,7 +359,7 @@ def _add_operator_commands(commands, add_db, add_key) -> None:
     add_db(doc)
     add_key(doc)
     doc.add_argument("--host", default=DEFAULT_HOST, help=f"the --host serve uses (default {DEFAULT_HOST})")
-    doc.add_argument("--port", type=int, default=DEFAULT_PORT, help=f"the --port serve uses (default {DEFAULT_PORT})")
+    doc.add_argument("--port", type=tcp_port, default=DEFAULT_PORT, help=f"the --port serve uses (default {DEFAULT_PORT})")
     doc.add_argument("--origins", nargs="+", metavar="ORIGIN", help="the --origins serve uses")
     doc.add_argument("--tls-cert", type=Path, help="the --tls-cert serve uses")
     doc.add_argument("--tls-key", type=Path, help="the --tls-key serve uses")

@@ -9,6 +9,7 @@ from pathlib import Path
 
 import pytest
 
+from bridge import cli
 from bridge.cli import main
 from bridge.session import hash_token
 
@@ -258,6 +259,25 @@ class TestArgumentsAreChecked:
     def test_refused_with_a_hint(self, args, says, tmp_path):
         result = run(*args, "--db", str(tmp_path / "b.sqlite3"))
         assert result.returncode == 2 and says in result.stderr
+
+    @pytest.mark.parametrize(("args", "says"), [
+        # 99999 used to be bound as 99999 % 65536 = 34463: serve listened where nobody looks
+        (["serve", "--port", "99999"], "is not a TCP port"),
+        (["serve", "--port", "-1"], "is not a TCP port"),
+        (["doctor", "--port", "70000"], "is not a TCP port"),
+        # an Origin without its scheme never matches a browser's: every GM was refused (403)
+        (["serve", "--origins", "foundry.example.org"], "never matches"),
+        (["serve", "--origins", "https://foundry.example.org/"], "never matches"),
+    ])
+    def test_serve_refuses_what_it_could_never_use(self, args, says, capsys):
+        with pytest.raises(SystemExit) as exit_:
+            cli._parser().parse_args(args)
+        assert exit_.value.code == 2 and says in capsys.readouterr().err
+
+    def test_good_ports_and_origins_pass(self):
+        args = cli._parser().parse_args(["serve", "--port", "0", "--origins", "https://foundry.example.org",
+                                         "http://localhost:30000"])
+        assert args.port == 0 and args.origins == ["https://foundry.example.org", "http://localhost:30000"]
 
 
 class TestResolveIntoAFile:
