@@ -543,6 +543,10 @@ async def _serve(args: argparse.Namespace) -> int:
 
 async def _world(args: argparse.Namespace) -> int:
     db = args.db or default_db()
+    if args.world_command != "add" and not Path(db).exists():
+        # only `add` makes a database: a mistyped --db must not leave an empty one behind
+        raise ConfigError(f"no database at {db}: pass the same --db as `fate-bridge serve`, or "
+                          "register a world first with `fate-bridge world add WORLD_ID`")
     store = await SQLiteStore.open(db)
     try:
         if args.world_command in ("add", "rotate-token"):
@@ -572,8 +576,12 @@ async def _world(args: argparse.Namespace) -> int:
                   f"Fate state and audit trail stay in {db}: `world add {args.world_id}` later "
                   "resumes where it was (a result fated before stays fated).")
         else:
-            for world in await store.worlds():
+            worlds = await store.worlds()
+            for world in worlds:
                 print(f"{world.world_id}\tfate_option={world.settings.fate_option}")
+            if not worlds:
+                print(f"No world is registered in {db}: `fate-bridge world add WORLD_ID` registers one.",
+                      file=sys.stderr)
         return 0
     finally:
         await store.close()

@@ -48,6 +48,7 @@ class TestWorld:
 
     def test_rotate_or_remove_an_unknown_world(self, tmp_path, capsys):
         db = str(tmp_path / "b.sqlite3")
+        assert main(["world", "add", "other", "--db", db, "--token-only"]) == 0
         assert main(["world", "rotate-token", "nope", "--db", db]) == 2
         assert "not registered" in capsys.readouterr().err
         assert main(["world", "remove", "nope", "--db", db]) == 2
@@ -65,6 +66,24 @@ class TestWorld:
         assert capsys.readouterr().out == ""
         assert conn.execute("SELECT token_hash, removed_at IS NOT NULL FROM worlds").fetchone() == (None, 1)
         assert conn.execute("SELECT count(*) FROM audit").fetchone()[0] == 1
+
+    @pytest.mark.parametrize("command", [["list"], ["remove", "w"], ["rotate-token", "w"], ["viewer-key", "w"]])
+    def test_only_add_creates_a_database(self, command, tmp_path, capsys):
+        """A mistyped --db used to leave an empty database behind and list nothing, silently."""
+        db = tmp_path / "typo.sqlite3"
+        assert main(["world", *command, "--db", str(db)]) == 2
+        err = capsys.readouterr().err
+        assert f"no database at {db}" in err and "same --db as `fate-bridge serve`" in err
+        assert not db.exists()
+
+    def test_list_says_when_no_world_is_registered(self, tmp_path, capsys):
+        db = str(tmp_path / "b.sqlite3")
+        main(["world", "add", "w", "--db", db, "--token-only"])
+        main(["world", "remove", "w", "--db", db])
+        capsys.readouterr()
+        assert main(["world", "list", "--db", db]) == 0
+        out, err = capsys.readouterr()
+        assert out == "" and "No world is registered in" in err and "world add WORLD_ID" in err
 
     def test_list(self, tmp_path, capsys):
         db = str(tmp_path / "b.sqlite3")

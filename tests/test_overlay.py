@@ -424,6 +424,7 @@ class TestViewerKeyCommand:
         assert rotated != key and len(rotated) >= 40
 
     def test_an_unregistered_world_exits_2_with_a_hint(self, tmp_path, capsys):
+        assert main(["world", "add", "other", "--db", str(tmp_path / "b.sqlite3"), "--token-only"]) == 0
         assert main(["world", "viewer-key", "nope", "--db", str(tmp_path / "b.sqlite3")]) == 2
         assert "not registered" in capsys.readouterr().err
 
