@@ -464,9 +464,22 @@ def _positive(kind: type) -> object:
     return parse
 
 
+_TOKEN_SHAPE = re.compile(r"[A-Za-z0-9_-]{43}")  # what new_token() prints: token_urlsafe(32)
+
+
+def _tokens_as_values(argv: list[str]) -> list[str]:
+    """``--token TOKEN`` as ``--token=TOKEN`` when TOKEN has a token's shape: one token in 64
+    starts with ``-``, and argparse would take it for an option ("expected one argument")."""
+    out = list(argv)
+    for i in range(len(out) - 2, -1, -1):
+        if out[i] == "--token" and out[i + 1].startswith("-") and _TOKEN_SHAPE.fullmatch(out[i + 1]):
+            out[i:i + 2] = [f"--token={out[i + 1]}"]
+    return out
+
+
 def main(argv: list[str] | None = None) -> int:
     """Entry point of ``fate-bridge``; returns the exit code."""
-    args = _parser().parse_args(argv)
+    args = _parser().parse_args(_tokens_as_values(sys.argv[1:] if argv is None else argv))
     try:
         if args.command == "serve":
             logs.configure(args.log_format)

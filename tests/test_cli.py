@@ -11,7 +11,7 @@ import pytest
 
 from bridge import cli
 from bridge.cli import main
-from bridge.session import hash_token
+from bridge.session import hash_token, new_token
 
 from .helpers import run_bridge as run
 from .helpers import sample as fixture_sample
@@ -292,6 +292,22 @@ class TestArgumentsAreChecked:
         with pytest.raises(SystemExit) as exit_:
             cli._parser().parse_args(args)
         assert exit_.value.code == 2 and says in capsys.readouterr().err
+
+    @pytest.mark.parametrize("command", [["doctor", "--url", "ws://127.0.0.1:9", "--world", "w"], ["status"]])
+    def test_a_token_starting_with_a_dash_is_a_token(self, command, monkeypatch):
+        """One token in 64 starts with '-' (token_urlsafe): `doctor --token TOKEN` and `status
+        --token TOKEN`, as the README writes them, used to fail "expected one argument"."""
+        token = "-" + new_token()[1:]
+        seen = {}
+        monkeypatch.setattr("bridge.ops_cli.run_status", lambda args: seen.setdefault("token", args.token) and 0)
+
+        async def doctor(args):
+            seen["token"] = args.token
+            return 0
+
+        monkeypatch.setattr("bridge.ops_cli.run_doctor", doctor)
+        assert main([*command, "--token", token]) == 0
+        assert seen["token"] == token
 
     def test_good_ports_and_origins_pass(self):
         args = cli._parser().parse_args(["serve", "--port", "0", "--origins", "https://foundry.example.org",
