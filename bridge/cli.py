@@ -226,9 +226,10 @@ def _parser() -> argparse.ArgumentParser:
     viewer.add_argument("world_id", metavar="WORLD_ID", type=world_id)
     viewer.add_argument("--rotate", action="store_true", help="replace the key with a new one")
     viewer.add_argument("--key-only", action="store_true", help="print only the key (for scripts)")
-    viewer.add_argument("--bridge-url", type=bridge_url, default=f"http://{DEFAULT_HOST}:{DEFAULT_PORT}",
-                        help="the bridge's address as OBS reaches it, for the printed URL "
-                        f"(default http://{DEFAULT_HOST}:{DEFAULT_PORT})")
+    viewer.add_argument("--bridge-url", type=bridge_url,
+                        default=os.environ.get(PUBLIC_URL_ENV) or f"http://{DEFAULT_HOST}:{DEFAULT_PORT}",
+                        help="the bridge's address as OBS reaches it, for the printed URL (default: "
+                        f"${PUBLIC_URL_ENV}, as serve's --public-url, else http://{DEFAULT_HOST}:{DEFAULT_PORT})")
     add_db(viewer)
 
     sch = commands.add_parser(
