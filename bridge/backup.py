@@ -10,7 +10,10 @@ one copy of it kept apart from the backups is enough.
 
 ``restore`` puts a backup in the database's place after checking it is a fate-bridge database
 this bridge can open; the database it replaces is first kept beside it as
-``<db>.before-restore-<UTC time>``. Stop ``serve`` before restoring.
+``<db>.before-restore-<UTC time>``. Stop ``serve`` before restoring: a restore refuses a
+database another process holds open (a running bridge keeps a WAL connection on it, so an
+exclusive lock cannot be taken), because swapping the file under it would delete its live
+``-wal`` and leave it writing every later decision to an unlinked file.
 """
 
 from __future__ import annotations
@@ -115,14 +118,35 @@ def backup(db: Path, dest: Path, *, overwrite: bool = False) -> Copied:
     return Copied(dest, *check_database(dest))
 
 
+def _refuse_if_in_use(db: Path) -> None:
+    """Raise ``ConfigError`` when another process holds the database ``db`` open (a running
+    ``serve``): every SQLite connection in WAL mode keeps a shared lock on the file, so an
+    exclusive lock cannot be taken. A missing file, or one that is not a database, passes."""
+    if not db.is_file():
+        return
+    conn = sqlite3.connect(db, isolation_level=None, timeout=1.0)
+    try:
+        conn.execute("PRAGMA locking_mode = EXCLUSIVE")
+        conn.execute("BEGIN EXCLUSIVE")
+    except sqlite3.OperationalError as exc:
+        if "locked" in str(exc) or "busy" in str(exc):
+            raise ConfigError(f"the database {db} is in use (is `fate-bridge serve` running on "
+                              "it?): stop `fate-bridge serve` (Ctrl+C), then run restore again") from None
+    except sqlite3.DatabaseError:
+        pass  # not a database: nothing uses it as one; it is kept aside below all the same
+    finally:
+        conn.close()
+
+
 def restore(source: Path, db: Path) -> tuple[Copied, Path | None]:
     """Replace the database ``db`` with the backup ``source`` (checked first, see
     :func:`check_database`). The database replaced is kept as ``<db>.before-restore-<time>``,
-    whose path is returned second (None when there was none). Stop ``serve`` first. Raises
-    ``ConfigError``."""
+    whose path is returned second (None when there was none). Raises ``ConfigError``, also
+    when ``serve`` (or any process) holds ``db`` open."""
     check_database(source)
     if db.exists() and source.resolve() == db.resolve():
         raise ConfigError(f"{source} is the database itself: give the path of a backup")
+    _refuse_if_in_use(db)
     kept = None
     try:
         if db.exists():

@@ -20,6 +20,7 @@ import msgspec
 from . import __version__, logs, schema, wire
 from .config import default_audit_key, default_db, default_signing_key, load_key, load_signing_key
 from .dice import ScriptedDice, SecretDice
+from .doctor import check_origins
 from .errors import BadMessage, ConfigError
 from .limits import Limits
 from .server import RATE_BURST_SECONDS, RATE_PER_SECOND
@@ -60,6 +61,28 @@ def world_id(text: str) -> str:
         raise argparse.ArgumentTypeError(
             f"{text!r} is not a Foundry world id: use game.world.id, the world's folder name "
             "under Data/worlds (1 to 128 characters, no spaces)")
+    return text
+
+
+def tcp_port(text: str) -> int:
+    """argparse type of ``--port``: 0 (any free port) to 65535. The socket layer would take a
+    larger number modulo 65536 and listen where nobody looks."""
+    try:
+        port = int(text)
+    except ValueError:
+        port = -1
+    if not 0 <= port <= 65535:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a TCP port: give 1 to 65535 (0 picks a free one)")
+    return port
+
+
+def origin(text: str) -> str:
+    """argparse type of ``serve --origins``: a page origin as browsers send it
+    (``scheme://host[:port]``), checked as ``doctor`` checks it; any other text would never match,
+    and every browser would be refused."""
+    (finding,) = check_origins([text])
+    if finding.level == "fail":
+        raise argparse.ArgumentTypeError(f"{finding.what}; {finding.fix}")
     return text
 
 
@@ -120,7 +143,7 @@ def _parser() -> argparse.ArgumentParser:
     )
     serve.add_argument("--host", default=DEFAULT_HOST,
                        help=f"address to listen on (default {DEFAULT_HOST}: this machine only)")
-    serve.add_argument("--port", type=int, default=DEFAULT_PORT,
+    serve.add_argument("--port", type=tcp_port, default=DEFAULT_PORT,
                        help=f"TCP port (default {DEFAULT_PORT}; 0 picks a free one)")
     add_db(serve)
     add_key(serve)
@@ -130,6 +153,7 @@ def _parser() -> argparse.ArgumentParser:
     serve.add_argument(
         "--origins",
         nargs="+",
+        type=origin,
         metavar="ORIGIN",
         help="accept browsers only from these pages' origins, e.g. https://foundry.example.org "
         "or http://localhost:30000 (default: any origin; the token is still required)",
@@ -202,9 +226,10 @@ def _parser() -> argparse.ArgumentParser:
     viewer.add_argument("world_id", metavar="WORLD_ID", type=world_id)
     viewer.add_argument("--rotate", action="store_true", help="replace the key with a new one")
     viewer.add_argument("--key-only", action="store_true", help="print only the key (for scripts)")
-    viewer.add_argument("--bridge-url", type=bridge_url, default=f"http://{DEFAULT_HOST}:{DEFAULT_PORT}",
-                        help="the bridge's address as OBS reaches it, for the printed URL "
-                        f"(default http://{DEFAULT_HOST}:{DEFAULT_PORT})")
+    viewer.add_argument("--bridge-url", type=bridge_url,
+                        default=os.environ.get(PUBLIC_URL_ENV) or f"http://{DEFAULT_HOST}:{DEFAULT_PORT}",
+                        help="the bridge's address as OBS reaches it, for the printed URL (default: "
+                        f"${PUBLIC_URL_ENV}, as serve's --public-url, else http://{DEFAULT_HOST}:{DEFAULT_PORT})")
     add_db(viewer)
 
     sch = commands.add_parser(
@@ -378,7 +403,7 @@ def _add_operator_commands(commands, add_db, add_key) -> None:
     add_db(doc)
     add_key(doc)
     doc.add_argument("--host", default=DEFAULT_HOST, help=f"the --host serve uses (default {DEFAULT_HOST})")
-    doc.add_argument("--port", type=int, default=DEFAULT_PORT, help=f"the --port serve uses (default {DEFAULT_PORT})")
+    doc.add_argument("--port", type=tcp_port, default=DEFAULT_PORT, help=f"the --port serve uses (default {DEFAULT_PORT})")
     doc.add_argument("--origins", nargs="+", metavar="ORIGIN", help="the --origins serve uses")
     doc.add_argument("--tls-cert", type=Path, help="the --tls-cert serve uses")
     doc.add_argument("--tls-key", type=Path, help="the --tls-key serve uses")
@@ -483,9 +508,22 @@ def _positive(kind: type) -> object:
     return parse
 
 
+_TOKEN_SHAPE = re.compile(r"[A-Za-z0-9_-]{43}")  # what new_token() prints: token_urlsafe(32)
+
+
+def _tokens_as_values(argv: list[str]) -> list[str]:
+    """``--token TOKEN`` as ``--token=TOKEN`` when TOKEN has a token's shape: one token in 64
+    starts with ``-``, and argparse would take it for an option ("expected one argument")."""
+    out = list(argv)
+    for i in range(len(out) - 2, -1, -1):
+        if out[i] == "--token" and out[i + 1].startswith("-") and _TOKEN_SHAPE.fullmatch(out[i + 1]):
+            out[i:i + 2] = [f"--token={out[i + 1]}"]
+    return out
+
+
 def main(argv: list[str] | None = None) -> int:
     """Entry point of ``fate-bridge``; returns the exit code."""
-    args = _parser().parse_args(argv)
+    args = _parser().parse_args(_tokens_as_values(sys.argv[1:] if argv is None else argv))
     try:
         if args.command == "serve":
             logs.configure(args.log_format)
@@ -571,6 +609,10 @@ async def _serve(args: argparse.Namespace) -> int:
 
 async def _world(args: argparse.Namespace) -> int:
     db = args.db or default_db()
+    if args.world_command != "add" and not Path(db).exists():
+        # only `add` makes a database: a mistyped --db must not leave an empty one behind
+        raise ConfigError(f"no database at {db}: pass the same --db as `fate-bridge serve`, or "
+                          "register a world first with `fate-bridge world add WORLD_ID`")
     store = await SQLiteStore.open(db)
     try:
         if args.world_command in ("add", "rotate-token"):
@@ -600,8 +642,12 @@ async def _world(args: argparse.Namespace) -> int:
                   f"Fate state and audit trail stay in {db}: `world add {args.world_id}` later "
                   "resumes where it was (a result fated before stays fated).")
         else:
-            for world in await store.worlds():
+            worlds = await store.worlds()
+            for world in worlds:
                 print(f"{world.world_id}\tfate_option={world.settings.fate_option}")
+            if not worlds:
+                print(f"No world is registered in {db}: `fate-bridge world add WORLD_ID` registers one.",
+                      file=sys.stderr)
         return 0
     finally:
         await store.close()

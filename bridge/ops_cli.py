@@ -12,10 +12,16 @@ import sys
 
 from . import backup, doctor, release, status
 from .config import default_audit_key, default_db
+from .errors import ConfigError
 
 
 async def run_doctor(args: argparse.Namespace) -> int:
     """``fate-bridge doctor``: the local checks, then the module's connection with ``--url``."""
+    given = [flag for flag, value in (("--world", args.world), ("--token", args.token),
+                                      ("--foundry-url", args.foundry_url)) if value is not None]
+    if given and args.url is None:  # they only matter to the connection check: never ignore them silently
+        raise ConfigError(f"{', '.join(given)} {'is' if len(given) == 1 else 'are'} checked over the module's "
+                          "connection: give --url too, the bridge URL set in the module (e.g. ws://127.0.0.1:8765)")
     db = args.db or default_db()
     found, conn = doctor.check_database(db)
     try:

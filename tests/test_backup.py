@@ -117,3 +117,24 @@ class TestRestore:
         assert backup.read_text() == "an older backup"
         assert main(["backup", str(backup), "--db", str(db_with_world), "--overwrite"]) == 0
         assert backup.stat().st_mode & 0o077 == 0  # owner-only, like the database
+
+    async def test_restore_refuses_while_serve_holds_the_database(self, db_with_world, tmp_path, capsys):
+        """README: "stop serve, then restore". A restore under a running bridge would delete the
+        live -wal and swap the file under it (the bridge keeps writing to the unlinked one, so
+        every decision after the restore is lost): it is refused, and the database left alone."""
+        backup = tmp_path / "backup.sqlite3"
+        assert main(["backup", str(backup), "--db", str(db_with_world)]) == 0
+        capsys.readouterr()
+        store = await SQLiteStore.open(db_with_world, audit_key=load_key(tmp_path / "k", create=True))
+        try:
+            await store.add_world("live-world", None)
+            code = await asyncio.to_thread(main, ["restore", str(backup), "--db", str(db_with_world)])
+            err = capsys.readouterr().err
+            assert code == 2
+            assert "in use" in err and "stop `fate-bridge serve`" in err and err.count("\n") == 1
+            assert not list(tmp_path.glob("b.sqlite3.before-restore-*"))
+        finally:
+            await store.close()
+        assert await asyncio.to_thread(main, ["world", "list", "--db", str(db_with_world)]) == 0
+        assert "live-world" in capsys.readouterr().out  # nothing was swapped under the bridge
+        assert await asyncio.to_thread(main, ["restore", str(backup), "--db", str(db_with_world)]) == 0

@@ -9,8 +9,9 @@ from pathlib import Path
 
 import pytest
 
+from bridge import cli
 from bridge.cli import main
-from bridge.session import hash_token
+from bridge.session import hash_token, new_token
 
 from .helpers import run_bridge as run
 from .helpers import sample as fixture_sample
@@ -47,6 +48,7 @@ class TestWorld:
 
     def test_rotate_or_remove_an_unknown_world(self, tmp_path, capsys):
         db = str(tmp_path / "b.sqlite3")
+        assert main(["world", "add", "other", "--db", db, "--token-only"]) == 0
         assert main(["world", "rotate-token", "nope", "--db", db]) == 2
         assert "not registered" in capsys.readouterr().err
         assert main(["world", "remove", "nope", "--db", db]) == 2
@@ -64,6 +66,24 @@ class TestWorld:
         assert capsys.readouterr().out == ""
         assert conn.execute("SELECT token_hash, removed_at IS NOT NULL FROM worlds").fetchone() == (None, 1)
         assert conn.execute("SELECT count(*) FROM audit").fetchone()[0] == 1
+
+    @pytest.mark.parametrize("command", [["list"], ["remove", "w"], ["rotate-token", "w"], ["viewer-key", "w"]])
+    def test_only_add_creates_a_database(self, command, tmp_path, capsys):
+        """A mistyped --db used to leave an empty database behind and list nothing, silently."""
+        db = tmp_path / "typo.sqlite3"
+        assert main(["world", *command, "--db", str(db)]) == 2
+        err = capsys.readouterr().err
+        assert f"no database at {db}" in err and "same --db as `fate-bridge serve`" in err
+        assert not db.exists()
+
+    def test_list_says_when_no_world_is_registered(self, tmp_path, capsys):
+        db = str(tmp_path / "b.sqlite3")
+        main(["world", "add", "w", "--db", db, "--token-only"])
+        main(["world", "remove", "w", "--db", db])
+        capsys.readouterr()
+        assert main(["world", "list", "--db", db]) == 0
+        out, err = capsys.readouterr()
+        assert out == "" and "No world is registered in" in err and "world add WORLD_ID" in err
 
     def test_list(self, tmp_path, capsys):
         db = str(tmp_path / "b.sqlite3")
@@ -258,6 +278,41 @@ class TestArgumentsAreChecked:
     def test_refused_with_a_hint(self, args, says, tmp_path):
         result = run(*args, "--db", str(tmp_path / "b.sqlite3"))
         assert result.returncode == 2 and says in result.stderr
+
+    @pytest.mark.parametrize(("args", "says"), [
+        # 99999 used to be bound as 99999 % 65536 = 34463: serve listened where nobody looks
+        (["serve", "--port", "99999"], "is not a TCP port"),
+        (["serve", "--port", "-1"], "is not a TCP port"),
+        (["doctor", "--port", "70000"], "is not a TCP port"),
+        # an Origin without its scheme never matches a browser's: every GM was refused (403)
+        (["serve", "--origins", "foundry.example.org"], "never matches"),
+        (["serve", "--origins", "https://foundry.example.org/"], "never matches"),
+    ])
+    def test_serve_refuses_what_it_could_never_use(self, args, says, capsys):
+        with pytest.raises(SystemExit) as exit_:
+            cli._parser().parse_args(args)
+        assert exit_.value.code == 2 and says in capsys.readouterr().err
+
+    @pytest.mark.parametrize("command", [["doctor", "--url", "ws://127.0.0.1:9", "--world", "w"], ["status"]])
+    def test_a_token_starting_with_a_dash_is_a_token(self, command, monkeypatch):
+        """One token in 64 starts with '-' (token_urlsafe): `doctor --token TOKEN` and `status
+        --token TOKEN`, as the README writes them, used to fail "expected one argument"."""
+        token = "-" + new_token()[1:]
+        seen = {}
+        monkeypatch.setattr("bridge.ops_cli.run_status", lambda args: seen.setdefault("token", args.token) and 0)
+
+        async def doctor(args):
+            seen["token"] = args.token
+            return 0
+
+        monkeypatch.setattr("bridge.ops_cli.run_doctor", doctor)
+        assert main([*command, "--token", token]) == 0
+        assert seen["token"] == token
+
+    def test_good_ports_and_origins_pass(self):
+        args = cli._parser().parse_args(["serve", "--port", "0", "--origins", "https://foundry.example.org",
+                                         "http://localhost:30000"])
+        assert args.port == 0 and args.origins == ["https://foundry.example.org", "http://localhost:30000"]
 
 
 class TestResolveIntoAFile:

@@ -256,6 +256,18 @@ class TestLocalFiles:
 
 
 class TestCommand:
+    @pytest.mark.parametrize(("args", "named"), [
+        (["--world", "w"], "--world is"),
+        (["--world", "w", "--token", "t", "--foundry-url", "https://f.example"], "--world, --token, --foundry-url are"),
+    ])
+    def test_connection_flags_without_url_are_refused_not_ignored(self, args, named, tmp_path, capsys):
+        """`doctor --world W --token T` without --url used to run the local checks only and say
+        "No problem found.", though the token was never tried."""
+        code = main(["doctor", "--db", str(tmp_path / "b.sqlite3"), *args])
+        out, err = capsys.readouterr()
+        assert code == 2 and out == ""
+        assert f"fate-bridge: {named} checked over the module's connection: give --url too" in err
+
     async def test_doctor_exits_1_and_prints_each_problem_with_its_fix(self, registered, serving, capsys):
         db, key_path, _ = registered
         code = await asyncio.to_thread(main, [

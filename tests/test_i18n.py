@@ -441,3 +441,18 @@ class TestFateChartDialog:
             q["question"], q["acting_guidance"], q["difficulty_guidance"], q["note"],
             *(m["label"] for m in q["modifiers"]), *q["outcomes"].values())]
         assert english_left(" | ".join(words), de_catalog()) == []
+
+
+CARD_TEMPLATES = sorted((ROOT / "bridge").glob("**/templates/*.html.j2"))
+
+
+@pytest.mark.parametrize("template", [t for t in CARD_TEMPLATES if t.name != "report.html.j2"],
+                         ids=lambda t: str(t.relative_to(ROOT)))
+def test_a_card_template_has_no_text_outside_gettext(template):
+    """README: cards come in the world's language. A literal word in a template (outside
+    ``{{ _("...") }}`` and ``{% trans %}...{% endtrans %}``) is never extracted, so the catalog tests above cannot see it and every
+    German card shows it in English (the SoHL card's "Target:", the dice session cards)."""
+    source = template.read_text()
+    for pattern in (r"\{#.*?#\}", r"\{%-?\s*trans\b.*?\{%-?\s*endtrans\s*-?%\}", r"\{\{.*?\}\}", r"\{%.*?%\}", r"<[^>]*>", r"&\w+;"):
+        source = re.sub(pattern, " ", source, flags=re.S)
+    assert re.findall(r"[A-Za-z]{2,}", source) == []

@@ -166,9 +166,13 @@ class TestRelease:
         assert done.returncode == 0, done.stdout[-2000:] + done.stderr[-2000:]
         (wheel,) = tmp_path.glob(f"fate_bridge-{bridge.__version__}-*.whl")
         names = set(zipfile.ZipFile(wheel).namelist())
-        assert {"bridge/http.py", "bridge/release.py", "bridge/overlay/index.html",
-                "bridge/rulesets/sohl/templates/sohl_fate.html.j2", "bridge/fairness/templates/reveal.html.j2",
-                "bridge/templates/report.html.j2", "bridge/locale/de/LC_MESSAGES/messages.po"} <= names
+        # every file of the package (templates moved to bridge/rulesets/<id>/templates/, the
+        # fairness cards and /verify page, the German catalog): the .pot is only for translators
+        runtime = {path.relative_to(ROOT).as_posix() for path in (ROOT / "bridge").rglob("*")
+                   if path.is_file() and "__pycache__" not in path.parts and path.name != "messages.pot"}
+        assert {"bridge/http.py", "bridge/overlay/index.html", "bridge/rulesets/sohl/templates/sohl_fate.html.j2",
+                "bridge/fairness/templates/reveal.html.j2", "bridge/locale/de/LC_MESSAGES/messages.po"} <= runtime
+        assert runtime - names == set()
         assert not [n for n in names if n.startswith("tests/")]
 
 

@@ -424,8 +424,19 @@ class TestViewerKeyCommand:
         assert rotated != key and len(rotated) >= 40
 
     def test_an_unregistered_world_exits_2_with_a_hint(self, tmp_path, capsys):
+        assert main(["world", "add", "other", "--db", str(tmp_path / "b.sqlite3"), "--token-only"]) == 0
         assert main(["world", "viewer-key", "nope", "--db", str(tmp_path / "b.sqlite3")]) == 2
         assert "not registered" in capsys.readouterr().err
+
+    def test_the_printed_url_follows_serves_public_url(self, tmp_path, capsys, monkeypatch):
+        """serve takes its address from $FATE_BRIDGE_PUBLIC_URL; the printed overlay URL used to
+        say http://127.0.0.1:8765 all the same, which OBS on another machine cannot open."""
+        db = str(tmp_path / "b.sqlite3")
+        assert main(["world", "add", "w", "--db", db, "--token-only"]) == 0
+        monkeypatch.setenv("FATE_BRIDGE_PUBLIC_URL", "https://foundry.example.org/fate-bridge/")
+        capsys.readouterr()
+        assert main(["world", "viewer-key", "w", "--db", db]) == 0
+        assert "  https://foundry.example.org/fate-bridge/overlay?world=w&key=" in capsys.readouterr().out
 
     @pytest.mark.parametrize(("bridge_url", "expected"), [
         ("ws://127.0.0.1:8765", "http://127.0.0.1:8765/overlay?world=w+1&key=k%2F%3D"),
