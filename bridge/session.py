@@ -58,8 +58,12 @@ OVERLAY_PATH = "overlay"  # the overlay page, relative to the bridge's address (
 
 def new_token() -> str:
     """A fresh world token or overlay viewer key (URL-safe text, 256 random bits from
-    ``secrets``)."""
-    return secrets.token_urlsafe(TOKEN_BYTES)
+    ``secrets``), never starting with ``-``: pasted after ``--token`` on a command line, such a
+    token would read as an option (a redraw costs one bit of the 256 in one case of 64)."""
+    while True:
+        token = secrets.token_urlsafe(TOKEN_BYTES)
+        if not token.startswith("-"):
+            return token
 
 
 def hash_token(token: str) -> str:

@@ -325,3 +325,12 @@ class TestResolveIntoAFile:
         verified = run("audit", "verify", "--db", str(db), "--audit-key", str(key))
         assert verified.returncode == 0, verified.stdout
         assert "PASS offline" in verified.stdout and "signed up to record" in verified.stdout
+
+
+def test_a_new_token_never_starts_with_a_dash(monkeypatch):
+    """A token pasted after ``--token`` must not read as an option: a draw starting with ``-`` is
+    drawn again."""
+    draws = iter(["-starts-with-a-dash", "A-fine-token"])
+    monkeypatch.setattr("bridge.session.secrets.token_urlsafe", lambda n: next(draws))
+    assert new_token() == "A-fine-token"
+
