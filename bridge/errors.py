@@ -16,6 +16,8 @@
         └── Internal                 internal         anything unexpected; details only in the log
     └── ConfigError                  operator-side problem; the CLI exits 2
         └── WorldNotRegistered       also closes that world's connections with 4001
+    └── LeaseLost                    another bridge process took the world (PostgreSQL store):
+                                     the decision was not applied; the connection closes 4003
 
 A refusal leaves every stored row untouched: the decision that raised it writes nothing but the
 reply kept under its ``event_id`` (so a repeat gets the same answer).
@@ -93,3 +95,10 @@ class ConfigError(BridgeError):
 class WorldNotRegistered(ConfigError):
     """The world is not (or no longer) registered. The CLI says so; a connection of that world
     is answered ``unauthorized`` and closed (4001), as after ``fate-bridge world remove``."""
+
+
+class LeaseLost(BridgeError):
+    """Another bridge process holds the world's lease now (``bridge.store.postgres``): this
+    process's decision was refused by the database's fencing check and nothing was applied. The
+    forwarder's connection is closed with 4003 (superseded); its client re-sends the unanswered
+    message on the process it reconnects to, under the same ``event_id``."""

@@ -1,7 +1,8 @@
 """The bridge's store, split by job: ``base`` (the :class:`Store` protocol every backend provides
 and the values it speaks), ``schema`` (the SQLite file's migrations and codecs), ``sqlite`` (the
 embedded backend: its writer thread, group commit and the decision's world state), ``worlds``
-(registered worlds) and ``audit_rows`` (the audit trail's rows, checkpoints and verification).
+(registered worlds), ``audit_rows`` (the audit trail's rows, checkpoints and verification) and
+``postgres`` (the same store on PostgreSQL, with per-world leases for many processes).
 
 The shell imports the protocol from here; :class:`SQLiteStore`, ``MIGRATIONS`` and
 ``SCHEMA_VERSION`` are loaded only when asked for, so code that needs the protocol alone (the
@@ -10,12 +11,13 @@ session) does not import SQLite.
 
 from __future__ import annotations
 
+from pathlib import Path
 from typing import Any
 
 from .base import AuditFilter, AuditRow, Decided, Decision, DecisionFn, Store, World
 
 __all__ = ["AuditFilter", "AuditRow", "Decided", "Decision", "DecisionFn", "Store", "World",
-           "SQLiteStore", "MIGRATIONS", "SCHEMA_VERSION"]
+           "SQLiteStore", "MIGRATIONS", "SCHEMA_VERSION", "open_store"]
 
 
 def __getattr__(name: str) -> Any:
@@ -27,3 +29,15 @@ def __getattr__(name: str) -> Any:
         from . import schema
         return getattr(schema, name)
     raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+
+
+async def open_store(db: str | Path, *, audit_key: bytes | None = None) -> Store:
+    """Open the store ``--db`` names: a ``postgresql://`` URL (:class:`~bridge.store.postgres.
+    PostgresStore`, needs the ``postgres`` extra) or a SQLite file path / ``":memory:"`` (the
+    default backend). Raises ``ConfigError`` as the backend's ``open`` does."""
+    from .postgres import PostgresStore, is_postgres_url
+
+    if is_postgres_url(db):
+        return await PostgresStore.open(str(db), audit_key=audit_key)
+    from .sqlite import SQLiteStore
+    return await SQLiteStore.open(db, audit_key=audit_key)

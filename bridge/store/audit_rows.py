@@ -75,7 +75,7 @@ class AuditRows:
             return
         mac = audit.checkpoint_mac(self.audit_key, world_id, seq, record_hash)
         conn.execute(
-            "INSERT OR IGNORE INTO checkpoints (world_id, seq, hash, mac, ts) VALUES (?,?,?,?,?)",
+            "INSERT INTO checkpoints (world_id, seq, hash, mac, ts) VALUES (?,?,?,?,?) ON CONFLICT DO NOTHING",
             (world_id, seq, record_hash, mac, utc_now()),
         )
 

@@ -87,7 +87,8 @@ class _SQLiteWorldState:
 
     def put(self, kind: str, key: str, record: msgspec.Struct) -> None:
         self._conn.execute(
-            "INSERT OR REPLACE INTO records (world_id, kind, key, value) VALUES (?, ?, ?, ?)",
+            "INSERT INTO records (world_id, kind, key, value) VALUES (?, ?, ?, ?)"
+            " ON CONFLICT (world_id, kind, key) DO UPDATE SET value = excluded.value",
             (self.world_id, kind, key, _encode(record)),
         )
         self._records[kind, key] = record
