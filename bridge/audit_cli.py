@@ -17,7 +17,7 @@ import msgspec
 
 from .config import default_audit_key, default_db, load_key
 from .errors import ConfigError
-from .store import AuditFilter, AuditRow, SQLiteStore
+from .store import AuditFilter, AuditRow, Store, open_store
 
 SUMMARY_COLUMNS = ("id", "world_id", "seq", "ts", "type", "event_id", "user_id", "ruleset", "message_id",
                    "actor_id", "actor_name", "test_name", "outcome", "label_before", "label_after",
@@ -26,10 +26,10 @@ SUMMARY_COLUMNS = ("id", "world_id", "seq", "ts", "type", "event_id", "user_id",
 
 async def run_audit(args: argparse.Namespace) -> int:
     """Run one ``audit`` sub-command; returns the exit code. Raises ``ConfigError``."""
-    db = Path(args.db or default_db())
-    if not db.exists():
+    db = args.db or default_db()
+    if isinstance(db, Path) and not db.exists():
         raise ConfigError(f"no database at {db}: pass the same --db as `fate-bridge serve`")
-    store = await SQLiteStore.open(db)
+    store = await open_store(db)
     try:
         if args.audit_command == "list":
             rows = await store.audit_rows(_filter(args, limit=args.limit or None))
@@ -108,7 +108,7 @@ def _export(rows: list[AuditRow], fmt: str, out: TextIO) -> None:
         writer.writerow(_summary_row(row))
 
 
-async def _verify(store: SQLiteStore, args: argparse.Namespace) -> int:
+async def _verify(store: Store, args: argparse.Namespace) -> int:
     key_path = args.audit_key or default_audit_key()
     key = load_key(key_path, create=False)
     if key is None:

@@ -35,6 +35,7 @@ from websockets.frames import CloseCode
 from websockets.http11 import Request, Response
 
 from . import wire
+from .cluster import Cluster, Notice
 from .dice import Dice, SecretDice
 from .errors import ConfigError, RateLimited
 from .session import (CLOSE_HELLO_TIMEOUT, CLOSE_SUPERSEDED, CLOSE_VIEWER_TOO_SLOW, OVERLAY_PATH,
@@ -141,19 +142,49 @@ def http_handler(origins: list[str] | None) -> Callable[[ServerConnection, Reque
 
 class Forwarders:
     """The one forwarder connection of each world: a newer one supersedes the older (the GM
-    reloaded, or another GM's browser took over), which is closed with 4003."""
+    reloaded, or another GM's browser took over), which is closed with 4003.
 
-    def __init__(self) -> None:
+    Across processes (``cluster``, on the PostgreSQL store): claiming a world takes its lease
+    (:meth:`~bridge.store.postgres.PostgresStore.take_lease`) and tells the other processes,
+    which close their forwarder of the world (:meth:`taken_elsewhere`); the lease's fencing
+    token keeps a process that has not heard yet from writing."""
+
+    def __init__(self, store: Store | None = None, cluster: Cluster | None = None) -> None:
         self._by_world: dict[str, ServerConnection] = {}
+        self._store, self._cluster = (store, cluster) if cluster is not None else (None, None)
+        self._tokens: dict[str, int] = {}  # world -> newest fencing token seen (ours or not)
 
     async def claim(self, world_id: str, ws: ServerConnection, holder: str) -> None:
-        """Make ``ws`` the forwarder of ``world_id``, closing the previous one."""
+        """Make ``ws`` the forwarder of ``world_id``, closing the previous one (here, or in
+        another process)."""
         previous = self._by_world.get(world_id)
         self._by_world[world_id] = ws
+        if self._cluster is not None:
+            token = await self._store.take_lease(world_id, holder)  # type: ignore[union-attr]
+            if token < self._tokens.get(world_id, 0):  # taken elsewhere meanwhile
+                await self._supersede(world_id, ws, "another bridge process")
+                return
+            self._tokens[world_id] = token
+            self._cluster.publish("lease", world_id, token=token, holder=holder)
         if previous is not None and previous is not ws:
-            log.info("forwarder_superseded", world_id=world_id, holder=holder)
-            reason = f"superseded by {holder}".encode()[:MAX_CLOSE_REASON].decode(errors="ignore")
-            await previous.close(CLOSE_SUPERSEDED, reason)
+            await self._supersede(world_id, previous, holder)
+
+    async def taken_elsewhere(self, world_id: str, token: int, holder: str) -> None:
+        """Another process took ``world_id``'s lease with ``token``: close this process's
+        forwarder of it (4003) if its token is older."""
+        if token <= self._tokens.get(world_id, 0):
+            return
+        self._tokens[world_id] = token
+        await self._store.drop_lease(world_id)  # type: ignore[union-attr]
+        ws = self._by_world.pop(world_id, None)
+        if ws is not None:
+            await self._supersede(world_id, ws, holder)
+
+    @staticmethod
+    async def _supersede(world_id: str, ws: ServerConnection, holder: str) -> None:
+        log.info("forwarder_superseded", world_id=world_id, holder=holder)
+        reason = f"superseded by {holder}".encode()[:MAX_CLOSE_REASON].decode(errors="ignore")
+        await ws.close(CLOSE_SUPERSEDED, reason)
 
     def release(self, world_id: str | None, ws: ServerConnection) -> None:
         """Forget ``ws`` if it still is the forwarder of ``world_id``."""
@@ -271,12 +302,16 @@ def make_handler(
     hello_timeout: float,
     rate: tuple[float, int] | None = DEFAULT_RATE,
     viewers: Viewers | None = None,
+    cluster: Cluster | None = None,
 ) -> Callable[[ServerConnection], Awaitable[None]]:
     """The per-connection coroutine for ``websockets.serve``: always returns, never raises.
     ``rate``: (frames per second, burst) per connection, or None for no limit. ``viewers``:
-    the overlay fan-out (default limits when None)."""
-    forwarders = Forwarders()
+    the overlay fan-out (default limits when None). ``cluster``: the other bridge processes on
+    the same PostgreSQL database (cards, overlay actions and take-overs go both ways)."""
+    forwarders = Forwarders(store, cluster)
     viewers = Viewers(*DEFAULT_VIEWER_LIMITS) if viewers is None else viewers
+    if cluster is not None:
+        cluster.on_notice = _notice_handler(viewers, forwarders)
     clock = asyncio.get_running_loop().time
     rate_message = (f"more than {rate[0]:g} messages a second: this one was not handled; send it "
                     "again later with the same event_id") if rate else ""
@@ -301,11 +336,11 @@ def make_handler(
                     reply = await session.receive(frame)
                 else:
                     reply = Reply([error_frame(RateLimited(rate_message), ref_of(frame))])
-                _fan_out(viewers, session.world_id, reply)
+                _fan_out(viewers, session.world_id, reply, cluster)
                 for out in reply.frames:
                     await ws.send(out.decode())
                 if reply.close_code is not None:
-                    await ws.close(reply.close_code, "unauthorized")
+                    await ws.close(reply.close_code, CLOSE_REASONS.get(reply.close_code, "unauthorized"))
                     return
                 if session.is_open and not was_open:
                     assert session.world_id is not None
@@ -338,16 +373,45 @@ def _cap_send_buffer(ws: ServerConnection) -> None:
         sock.setsockopt(socket.SOL_SOCKET, socket.SO_SNDBUF, VIEWER_SEND_BUFFER_BYTES)
 
 
-def _fan_out(viewers: Viewers, world_id: str | None, reply: Reply) -> None:
-    """Pass what ``reply`` says on to the world's overlay viewers (never waits)."""
+CLOSE_REASONS = {CLOSE_SUPERSEDED: "superseded: another bridge process serves this world now"}
+
+
+def _fan_out(viewers: Viewers, world_id: str | None, reply: Reply, cluster: Cluster | None = None) -> None:
+    """Pass what ``reply`` says on to the world's overlay viewers, here and (``cluster``) in the
+    other processes (never waits)."""
     if world_id is None:
         return
     if reply.overlay_card is not None:
         viewers.publish(world_id, reply.overlay_card)
-    if reply.overlay_action == "clear":
+        if cluster is not None:
+            cluster.publish("card", world_id, frame=reply.overlay_card.decode())
+    if reply.overlay_action is not None:
+        _overlay_action(viewers, world_id, reply.overlay_action)
+        if cluster is not None:
+            cluster.publish(reply.overlay_action, world_id)
+
+
+def _overlay_action(viewers: Viewers, world_id: str, action: str) -> None:
+    """The GM's ``clear`` or ``replay`` done for this process's viewers of ``world_id``."""
+    if action == "clear":
         viewers.clear(world_id)
-    elif reply.overlay_action == "replay":
+    elif action == "replay":
         viewers.replay(world_id)
+
+
+def _notice_handler(viewers: Viewers, forwarders: Forwarders) -> Callable[[Notice], None]:
+    """What another process's notice does here (runs on the event loop, never waits)."""
+
+    def on_notice(notice: Notice) -> None:
+        if notice.kind == "card" and notice.frame is not None:
+            viewers.publish(notice.world_id, notice.frame.encode())
+        elif notice.kind == "lease" and notice.token is not None:
+            asyncio.create_task(forwarders.taken_elsewhere(notice.world_id, notice.token,
+                                                            notice.holder or "another connection"))
+        else:
+            _overlay_action(viewers, notice.world_id, notice.kind)
+
+    return on_notice
 
 
 def tls_context(cert: Path, key: Path) -> ssl.SSLContext:
@@ -372,6 +436,8 @@ async def start(
     tls: ssl.SSLContext | None = None,
     rate: tuple[float, int] | None = DEFAULT_RATE,
     viewers: Viewers | None = None,
+    cluster: Cluster | None = None,
+    reuse_port: bool = False,
 ) -> Server:
     """Start listening; returns the running server (``server.sockets`` tell the bound port).
 
@@ -379,11 +445,13 @@ async def start(
     ``https://foundry.example.org``) or from the bridge's own overlay page; clients sending no
     Origin (not browsers) are let through to authenticate. ``tls``: serve ``wss://``. ``rate``:
     (frames per second, burst) per connection, None for no limit. ``viewers``: the overlay
-    fan-out (default: :class:`Viewers` with the default limits). Raises ``OSError`` when the
-    address is taken.
+    fan-out (default: :class:`Viewers` with the default limits). ``cluster``: the other bridge
+    processes on the same PostgreSQL store (see :mod:`bridge.cluster`). ``reuse_port``: bind
+    with SO_REUSEPORT, so several processes share the port (the kernel spreads connections).
+    Raises ``OSError`` when the address is taken.
     """
     return await serve(
-        make_handler(store, dice or SecretDice(), hello_timeout, rate, viewers),
+        make_handler(store, dice or SecretDice(), hello_timeout, rate, viewers, cluster),
         host,
         port,
         process_request=http_handler(origins),
@@ -391,6 +459,7 @@ async def start(
         max_queue=MAX_QUEUE_FRAMES,
         compression=None,
         ssl=tls,
+        reuse_port=reuse_port or None,
     )
 
 
@@ -404,13 +473,17 @@ def stop_on_signals() -> asyncio.Future[None]:
     return stop
 
 
-async def serve_until(stop: asyncio.Future[None], server: Server, store: Store) -> None:
+async def serve_until(stop: asyncio.Future[None], server: Server, store: Store,
+                      cluster: Cluster | None = None) -> None:
     """Serve until ``stop`` resolves, then shut down gracefully: every connection closed with
-    1001 once its current frame is handled, then the store closed (its chains checkpointed)."""
+    1001 once its current frame is handled, then the cluster link and the store closed (its
+    chains checkpointed)."""
     try:
         await stop
     finally:
         log.info("shutting_down")
         server.close()  # closes every connection with 1001 once its current frame is handled
         await server.wait_closed()
+        if cluster is not None:
+            await cluster.close()
         await store.close()

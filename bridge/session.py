@@ -12,8 +12,10 @@ Nothing here knows a ruleset: a decision is one call to :func:`bridge.dispatch.d
 :class:`~bridge.ruleset.Outcome` carries the reply, the audit columns, the overlay card and the
 log keys.
 
-Every frame gets exactly one reply frame. Decode and validation errors are answered with
-``error`` (the connection stays open); only authentication failures close it. Errors map to the
+Every frame gets exactly one reply frame, except a decision refused because another bridge
+process took the world's lease (:class:`~bridge.errors.LeaseLost`): nothing was applied, the
+connection is closed 4003 unanswered, and the client re-sends it where it reconnects. Decode and
+validation errors are answered with ``error`` (the connection stays open); only authentication failures close it. Errors map to the
 contract in one place (:func:`error_frame`); anything unexpected is logged with its traceback and
 answered ``internal`` with no detail.
 """
@@ -33,7 +35,7 @@ from . import __version__, wire
 from .dice import Dice
 from . import dispatch
 from .audit import AuditEntry, RecordingDice, RecordingState, sorted_json
-from .errors import WorldNotRegistered, BadMessage, Forbidden, Internal, Refusal, Unauthorized
+from .errors import LeaseLost, WorldNotRegistered, BadMessage, Forbidden, Internal, Refusal, Unauthorized
 from .state import WorldState
 from .store.base import Decision, Store, World
 
@@ -180,6 +182,11 @@ class Session:
             return Reply([error_frame(refusal, wire.ref_of(frame))], close)
         try:
             return await self._handle(message, dice or self.dice)
+        except LeaseLost:
+            # another process serves the world now: nothing was applied, and no reply is sent,
+            # so the client re-sends the message where it reconnects (same event_id)
+            self.log.info("lease_lost")
+            return Reply([], CLOSE_SUPERSEDED)
         except WorldNotRegistered as gone:
             self.log.info("world_not_registered")
             return Reply([error_frame(Unauthorized(str(gone)), ref_of_message(message))], CLOSE_UNAUTHORIZED)

@@ -35,9 +35,10 @@ async def open_store(db: str | Path, *, audit_key: bytes | None = None) -> Store
     """Open the store ``--db`` names: a ``postgresql://`` URL (:class:`~bridge.store.postgres.
     PostgresStore`, needs the ``postgres`` extra) or a SQLite file path / ``":memory:"`` (the
     default backend). Raises ``ConfigError`` as the backend's ``open`` does."""
-    from .postgres import PostgresStore, is_postgres_url
+    from ..config import is_postgres_url
 
     if is_postgres_url(db):
+        from .postgres import PostgresStore
         return await PostgresStore.open(str(db), audit_key=audit_key)
     from .sqlite import SQLiteStore
     return await SQLiteStore.open(db, audit_key=audit_key)

@@ -10,10 +10,10 @@ placeholders; :class:`_PgConnection` hands it to psycopg.
 What PostgreSQL adds is ownership across processes: the ``leases`` table holds, per world, a
 fencing token that only grows. A process serving a world's forwarder takes the lease
 (:meth:`PostgresStore.take_lease`: token + 1) and keeps the token it got; every decision's
-transaction first locks the world's lease row (``SELECT ... FOR UPDATE``) and is refused with
-:class:`~bridge.errors.LeaseLost` unless the row still holds that token. So a process that lost a
-world cannot write to it, whatever its sockets still believe, and two processes never decide for
-one world at once (the row lock serializes them). A world nobody ever leased (``world`` commands,
+transaction first locks the world's row and its lease row (``SELECT ... FOR UPDATE``) and is
+refused with :class:`~bridge.errors.LeaseLost` unless the row still holds that token. So a process
+that lost a world cannot write to it, whatever its sockets still believe, and two processes never
+decide for one world at once (the row locks serialize them). A world nobody ever leased (``world`` commands,
 tests of the store alone) is written without a lease.
 """
 
@@ -23,6 +23,7 @@ import functools
 from collections.abc import Callable
 from typing import Any
 
+from ..config import db_label
 from ..errors import ConfigError, LeaseLost
 from .base import Decided
 from .schema import T, utc_now
@@ -30,7 +31,8 @@ from .sqlite import SQLiteStore
 
 # Each step upgrades the database from the previous version; ``meta`` records the version.
 # Never edit a released step: add the next one. Types mirror the SQLite file's (INTEGER -> BIGINT,
-# BLOB -> BYTEA); step 1 is the SQLite schema at its version 5, plus ``leases``.
+# BLOB -> BYTEA); step 1 is the SQLite schema at its version 5, plus ``leases`` (one owner per
+# world) and ``notices`` (fan-out notices too large for NOTIFY, see bridge/cluster.py).
 MIGRATIONS: dict[int, str] = {
     1: """
 CREATE TABLE worlds (
@@ -79,16 +81,16 @@ CREATE TABLE leases (
     token    BIGINT NOT NULL,
     holder   TEXT NOT NULL,
     taken_at TEXT NOT NULL
+);
+CREATE TABLE notices (
+    id      BIGINT GENERATED ALWAYS AS IDENTITY PRIMARY KEY,
+    payload TEXT NOT NULL,
+    at      TIMESTAMPTZ NOT NULL
 )
 """,
 }
 SCHEMA_VERSION = max(MIGRATIONS)
 MIGRATE_LOCK = 0x46415445  # advisory lock key ("FATE"): processes starting together migrate once
-
-
-def is_postgres_url(db: object) -> bool:
-    """True when ``--db`` names a PostgreSQL database (``postgresql://`` or ``postgres://``)."""
-    return isinstance(db, str) and db.startswith(("postgresql://", "postgres://"))
 
 
 @functools.lru_cache(maxsize=512)
@@ -107,6 +109,10 @@ class _PgConnection:
 
     def execute(self, sql: str, params: tuple | list = ()) -> Any:
         return self.raw.execute(_pg_sql(sql) if params else sql, params or None)
+
+    def executemany(self, sql: str, rows: list[tuple]) -> None:
+        with self.raw.cursor() as cur:
+            cur.executemany(_pg_sql(sql), rows)
 
     def close(self) -> None:
         self.raw.close()
@@ -150,7 +156,7 @@ class PostgresStore(SQLiteStore):
         try:
             raw = psycopg.connect(self.path, autocommit=True)
         except psycopg.Error as exc:
-            raise ConfigError(f"cannot connect to the database {_safe(self.path)}: {exc}".strip()) from None
+            raise ConfigError(f"cannot connect to the database {db_label(self.path)}: {exc}".strip()) from None
         conn = _PgConnection(raw)
         try:
             self._migrate(conn)
@@ -169,7 +175,7 @@ class PostgresStore(SQLiteStore):
             version = int(row[0]) if row else 0
             if version > SCHEMA_VERSION:
                 raise ConfigError(
-                    f"the database {_safe(self.path)} was written by a newer fate-bridge (schema "
+                    f"the database {db_label(self.path)} was written by a newer fate-bridge (schema "
                     f"{version}, this bridge knows {SCHEMA_VERSION}); upgrade fate-bridge")
             for step in range(version + 1, SCHEMA_VERSION + 1):
                 for statement in MIGRATIONS[step].strip().split(";\n"):
@@ -190,9 +196,13 @@ class PostgresStore(SQLiteStore):
         return super()._decide_one(conn, item, ts)
 
     def _fence(self, conn: _PgConnection, world_id: str) -> None:
-        row = conn.execute("SELECT token FROM leases WHERE world_id = ? FOR UPDATE", (world_id,)).fetchone()
-        held = self._leases.get(world_id)
-        if (row is None and held is None) or (row is not None and row[0] == held):
+        # Locks the world's row and its lease's until commit: decisions of one world never run
+        # at once in two processes, and a take-over waits for the decision in flight.
+        row = conn.execute(
+            "SELECT (SELECT token FROM leases l WHERE l.world_id = w.world_id FOR UPDATE)"
+            " FROM worlds w WHERE w.world_id = ? FOR UPDATE", (world_id,)).fetchone()
+        token, held = (row[0] if row else None), self._leases.get(world_id)
+        if token == held:  # both None: a world nobody leased
             return
         self._leases.pop(world_id, None)
         raise LeaseLost(f"world {world_id!r} is served by another bridge process now")
@@ -232,13 +242,3 @@ class PostgresStore(SQLiteStore):
         """The fencing token this process holds for ``world_id``, or None."""
         return self._leases.get(world_id)
 
-
-def _safe(url: str) -> str:
-    """``url`` without a password, for messages and logs."""
-    from urllib.parse import urlsplit, urlunsplit
-
-    parts = urlsplit(url)
-    if parts.password is None:
-        return url
-    netloc = parts.netloc.replace(f":{parts.password}@", ":***@")
-    return urlunsplit((parts.scheme, netloc, parts.path, parts.query, parts.fragment))

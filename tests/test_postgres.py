@@ -1,0 +1,204 @@
+"""The PostgreSQL store's own parts (issue 18): versioned migrations, the per-world lease whose
+fencing token the database checks in every decision, the notices between processes, and
+``fate-bridge migrate`` from SQLite with ``audit verify`` passing on the copy. (The store's
+common behaviour runs on both backends through the ``store`` fixture in conftest.py.)"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+
+import psycopg
+import pytest
+
+from bridge import wire
+from bridge.cli import main
+from bridge.cluster import MAX_PAYLOAD, Cluster, Notice
+from bridge.config import db_label
+from bridge.errors import ConfigError, LeaseLost
+from bridge.store import Decision
+from bridge.store.postgres import SCHEMA_VERSION, PostgresStore
+
+from .helpers import ROOT, replay
+
+KEY = bytes(range(32))
+
+
+def put_option(option: str):
+    def decision(state):
+        state.put_settings(wire.WorldSettings(fate_option=option))
+        return Decision(b"ok", True)
+    return decision
+
+
+async def option(store) -> str:
+    return (await store.world("w")).settings.fate_option
+
+
+@pytest.fixture
+async def two(pg_url):
+    """Two stores on one database, as two bridge processes have them; the world ``w``."""
+    a, b = await PostgresStore.open(pg_url), await PostgresStore.open(pg_url)
+    await a.add_world("w", "hash")
+    yield a, b
+    await a.close()
+    await b.close()
+
+
+class TestLease:
+    async def test_the_process_that_lost_the_lease_cannot_write(self, two):
+        a, b = two
+        assert await a.take_lease("w", "GM on a") == 1
+        await a.decide("w", "e1", put_option("off"))
+        assert await b.take_lease("w", "GM on b") == 2
+        with pytest.raises(LeaseLost, match="another bridge process"):
+            await a.decide("w", "e2", put_option("pc_only"))
+        assert await option(b) == "off"  # a's refused write was not applied
+        await b.decide("w", "e2", put_option("pc_only"))
+        assert await option(a) == "pc_only"
+        assert a.lease_token("w") is None and b.lease_token("w") == 2
+
+    async def test_a_refused_write_consumes_no_event_id(self, two):
+        a, b = two
+        await a.take_lease("w", "a")
+        await b.take_lease("w", "b")
+        with pytest.raises(LeaseLost):
+            await a.decide("w", "e1", put_option("off"))
+        decided = await b.decide("w", "e1", put_option("pc_only"))
+        assert decided.replayed is False and await option(b) == "pc_only"
+
+    async def test_a_process_without_the_lease_of_a_leased_world_is_refused(self, two):
+        a, b = two
+        await a.take_lease("w", "a")
+        with pytest.raises(LeaseLost):
+            await b.decide("w", "e1", put_option("off"))
+
+    async def test_taking_it_back_gives_a_new_token(self, two):
+        a, b = two
+        tokens = [await a.take_lease("w", "a"), await b.take_lease("w", "b"), await a.take_lease("w", "a")]
+        assert tokens == [1, 2, 3]
+        await a.decide("w", "e1", put_option("off"))
+        with pytest.raises(LeaseLost):
+            await b.decide("w", "e2", put_option("pc_only"))
+
+    async def test_racing_writers_are_serialized_by_the_lease_row(self, two):
+        """Both hold no lease (an unleased world): the row lock still orders their writes, so
+        the sequence numbers they draw are distinct and gapless."""
+        a, b = two
+        seen: list[int] = []
+
+        def take(state):
+            seen.append(state.next_seq())
+            return Decision(b"", True)
+        await asyncio.gather(*(s.decide("w", f"e{n}{s is a}", take) for n in range(20) for s in (a, b)))
+        assert sorted(seen) == list(range(1, 41))
+
+
+class TestSchema:
+    async def test_version_recorded_and_reopen_keeps_worlds(self, pg_url):
+        store = await PostgresStore.open(pg_url)
+        await store.add_world("w", "h")
+        await store.close()
+        again = await PostgresStore.open(pg_url)
+        assert [w.world_id for w in await again.worlds()] == ["w"]
+        (version,) = again._conn.execute("SELECT value FROM meta WHERE key = 'schema_version'").fetchone()
+        await again.close()
+        assert version == str(SCHEMA_VERSION)
+
+    async def test_a_newer_bridge_database_is_refused_clearly(self, pg_url):
+        store = await PostgresStore.open(pg_url)
+        store._conn.execute("UPDATE meta SET value = ? WHERE key = 'schema_version'", (str(SCHEMA_VERSION + 1),))
+        await store.close()
+        with pytest.raises(ConfigError, match="newer fate-bridge"):
+            await PostgresStore.open(pg_url)
+
+    async def test_an_unreachable_server_is_a_clear_error_without_the_password(self):
+        with pytest.raises(ConfigError, match=r"cannot connect to the database postgresql://fb:\*\*\*@127\.0\.0\.1:1/x"):
+            await PostgresStore.open("postgresql://fb:secret@127.0.0.1:1/x?connect_timeout=2")
+
+    def test_labels_hide_the_password(self):
+        assert db_label("postgresql://u:pw@h:5432/d") == "postgresql://u:***@h:5432/d"
+
+
+class TestNotices:
+    async def test_a_notice_reaches_the_other_process_not_its_sender(self, pg_url):
+        await (await PostgresStore.open(pg_url)).close()  # tables (notices) exist
+        got_a: list[Notice] = []
+        got_b: asyncio.Queue[Notice] = asyncio.Queue()
+        a = await Cluster.open(pg_url, got_a.append)
+        b = await Cluster.open(pg_url, got_b.put_nowait)
+        try:
+            big = "x" * (MAX_PAYLOAD + 100)
+            a.publish("card", "w", frame='{"type":"overlay_card"}')
+            a.publish("card", "w", frame=big)  # over NOTIFY's limit: through the notices table
+            a.publish("lease", "w", token=7, holder="GM")
+            await a.flush()
+            received = [await asyncio.wait_for(got_b.get(), 5) for _ in range(3)]
+            await asyncio.sleep(0.1)
+        finally:
+            await a.close()
+            await b.close()
+        assert [(n.kind, n.frame, n.token) for n in received] == [
+            ("card", '{"type":"overlay_card"}', None), ("card", big, None), ("lease", None, 7)]
+        assert got_a == []
+
+
+class TestMigrate:
+    def test_sqlite_to_postgresql_and_audit_verify_passes_on_the_copy(self, tmp_path, pg_url, capsys):
+        db = tmp_path / "home.sqlite3"
+
+        async def build():
+            store = await replay(ROOT / "examples" / "sohl-session.jsonl", db, KEY)
+            await store.add_world("second", "hash2")
+            await store.close()
+        asyncio.run(build())
+        key_file = tmp_path / "audit.key"
+        key_file.write_text(KEY.hex())
+
+        assert main(["migrate", "--from", f"sqlite:{db}", "--to", pg_url]) == 0
+        out = capsys.readouterr().out
+        assert "2 worlds" in out and "audit" in out
+        assert main(["audit", "verify", "--db", pg_url, "--audit-key", str(key_file)]) == 0
+        verified = capsys.readouterr().out
+        assert main(["audit", "verify", "--db", str(db), "--audit-key", str(key_file)]) == 0
+        assert verified == capsys.readouterr().out and verified.startswith("PASS w: ")
+
+        async def compare():
+            src, dst = await PostgresStore.open(pg_url), None
+            await src.close()
+            from bridge.store import SQLiteStore
+            a, b = await SQLiteStore.open(db), await PostgresStore.open(pg_url)
+            try:
+                assert await a.worlds() == await b.worlds()
+                from bridge.store import AuditFilter
+                assert await a.audit_rows(AuditFilter()) == await b.audit_rows(AuditFilter())
+                # the copy goes on: the next decision continues the chain and the audit ids
+                again = await b.decide("w", "after-migrate", put_option("off"))
+                assert again.replayed is False
+            finally:
+                await a.close()
+                await b.close()
+        asyncio.run(compare())
+
+        # a replayed event_id is answered from the copied events table
+        with psycopg.connect(pg_url) as conn:
+            (events,) = conn.execute("SELECT count(*) FROM events").fetchone()
+        assert events > 0
+
+        # verify on PostgreSQL catches an edit too
+        with psycopg.connect(pg_url) as conn:
+            conn.execute("DELETE FROM audit WHERE world_id = 'w' AND seq = 2")
+        assert main(["audit", "verify", "--db", pg_url, "--audit-key", str(key_file)]) == 1
+        assert "FAIL w" in capsys.readouterr().out
+
+    def test_into_a_database_with_a_table_already_is_refused(self, tmp_path, pg_url, capsys):
+        db = tmp_path / "home.sqlite3"
+        assert main(["world", "add", "w", "--db", str(db), "--token-only"]) == 0
+        assert main(["world", "add", "w", "--db", pg_url, "--token-only"]) == 0
+        capsys.readouterr()
+        assert main(["migrate", "--from", f"sqlite:{db}", "--to", pg_url]) == 2
+        assert "holds a table already: migrate into an empty database" in capsys.readouterr().err
+
+    def test_a_missing_source_is_a_clear_error(self, tmp_path, pg_url, capsys):
+        assert main(["migrate", "--from", f"sqlite:{tmp_path / 'none.sqlite3'}", "--to", pg_url]) == 2
+        assert "no database at" in capsys.readouterr().err
