@@ -1,7 +1,8 @@
-"""``fate-bridge audit list | show | export | verify``: how a GM reads and checks the trail.
+"""``fate-bridge audit list | show | export | verify | report``: how a GM reads and checks the trail.
 
-Exit codes: 0 success (``verify``: every chain passed), 1 ``verify`` found a problem (or
-``show`` found no such record), 2 configuration error (no database, unreadable key).
+Exit codes: 0 success (``verify``: every chain passed; ``verify --receipts``: every receipt ok),
+1 ``verify`` found a problem (or ``show`` found no such record), 2 configuration error (no
+database, unreadable key or receipts file).
 """
 
 from __future__ import annotations
@@ -15,8 +16,9 @@ from typing import TextIO
 
 import msgspec
 
-from .config import default_audit_key, default_db, load_key
+from .config import default_audit_key, default_db, default_signing_key, load_key, load_signing_key
 from .errors import ConfigError
+from .receipts import check_receipts, decode_export
 from .store import AuditFilter, AuditRow, Store, open_store
 
 SUMMARY_COLUMNS = ("id", "world_id", "seq", "ts", "type", "event_id", "user_id", "ruleset", "message_id",
@@ -54,6 +56,10 @@ async def run_audit(args: argparse.Namespace) -> int:
             if args.out:
                 print(f"{len(rows)} records written to {args.out}", file=sys.stderr)
             return 0
+        if args.audit_command == "report":
+            return await _report(store, args)
+        if args.receipts is not None:
+            return await _verify_receipts(store, args)
         return await _verify(store, args)
     finally:
         await store.close()
@@ -88,13 +94,24 @@ def _print_table(rows: list[AuditRow], out: TextIO) -> None:
         table.append((str(row.id), row.ts[:19].replace("T", " "), row.world_id, str(row.seq), row.type,
                       s.actor_name or "", s.test_name or "", level,
                       "" if s.fate_roll is None else str(s.fate_roll), s.point_name or "", s.outcome,
-                      row.user_id or ""))
+                      _user(row)))
     if not table:
         print("no audit records match", file=out)
         return
     widths = [max(len(h), *(len(r[i]) for r in table)) for i, h in enumerate(headers)]
     for line in (headers, *table):
         print("  ".join(cell.ljust(width) for cell, width in zip(line, widths)).rstrip(), file=out)
+
+
+def _user(row: AuditRow) -> str:
+    """The USER cell of ``audit list``: ``Player One (PLACEHOLDERusr01)``, the Foundry user's name
+    as the recorded message gave it (``user_name`` beside the same ``user_id``) with the id, or the
+    id alone when the message named nobody; empty for a record no user asked for."""
+    if not row.user_id:
+        return ""
+    message = msgspec.json.decode(row.record).get("message")
+    name = message.get("user_name") if isinstance(message, dict) and message.get("user_id") == row.user_id else None
+    return f"{name} ({row.user_id})" if isinstance(name, str) and name else row.user_id
 
 
 def _export(rows: list[AuditRow], fmt: str, out: TextIO) -> None:
@@ -132,3 +149,45 @@ async def _verify(store: Store, args: argparse.Namespace) -> int:
         for note in report.notes:
             print(f"  note: {note}")
     return 1 if failed else 0
+
+
+async def _report(store: Store, args: argparse.Namespace) -> int:
+    """``audit report``: write the world's report page (bridge/report.py) to ``--out``."""
+    from .report import draw
+
+    rows = await store.audit_rows(AuditFilter(world_id=args.world, since=args.since, until=args.until))
+    if not rows:
+        print(f"note: world {args.world!r} has no audit records{' since ' + args.since if args.since else ''}: "
+              "the page will be empty (see `fate-bridge audit list`)", file=sys.stderr)
+    html = await draw(rows, args.world, args.since)
+    try:
+        args.out.write_text(html, encoding="utf-8")
+    except OSError as exc:
+        raise ConfigError(f"cannot write {args.out}: {exc.strerror}; pick another --out") from None
+    print(f"report of {args.world!r} ({len(rows)} records) written to {args.out}", file=sys.stderr)
+    return 0
+
+
+async def _verify_receipts(store: Store, args: argparse.Namespace) -> int:
+    """``verify --receipts FILE``: each exported receipt against the database (see
+    :func:`bridge.receipts.check_receipts`); names every missing or changed record."""
+    try:
+        export = decode_export(args.receipts.read_bytes(), str(args.receipts))
+    except OSError as exc:
+        raise ConfigError(f"cannot read the receipts file {args.receipts}: {exc.strerror}") from None
+    key_path = args.signing_key or default_signing_key(args.audit_key)
+    key = load_signing_key(key_path, create=False)
+    if key is None:
+        raise ConfigError(f"no receipt signing key at {key_path}: pass the --signing-key serve used "
+                          "(receipts cannot be checked without it)")
+    stored = await store.audit_hashes(export.world_id, [r.seq for r in export.receipts])
+    results = check_receipts(key.public_key(), export.world_id, export.receipts, stored)
+    counts = {status: sum(r.status == status for r in results) for status in ("ok", "missing", "changed")}
+    bad = [r for r in results if r.status != "ok"]
+    print(f"{'FAIL' if bad else 'PASS'} {export.world_id}: {len(results)} receipts, {counts['ok']} ok, "
+          f"{counts['missing']} missing, {counts['changed']} changed")
+    for result in bad:
+        what = ("no longer in the trail (deleted)" if result.status == "missing" else
+                "not as the receipt says (rewritten, or the receipt is not signed by this bridge's key)")
+        print(f"  - [{result.status}] record {result.seq} (receipt hash {result.record_hash[:16]}...): {what}")
+    return 1 if bad else 0

@@ -52,10 +52,14 @@ _BLOCK = re.compile(r"</?(?:div|header|footer|h3)\b[^>]*>")
 
 def card_text(frame: bytes) -> str | None:
     """A reply frame as readable text for a terminal (``fate-bridge resolve --cards``): the
-    grading of a ``test_graded``, the ``card`` and ``notice`` cards of any reply carrying them;
-    None for other replies."""
+    grading of a ``test_graded``, a refusal (``error``, any ruleset) as
+    ``[refused REF] CODE: message (field F)``, the ``card`` and ``notice`` cards of any reply
+    carrying them; None for other replies."""
     reply = wire.bridge_decoder().decode(frame)
     match reply:
+        case wire.Error():
+            where = f" (field {reply.field})" if reply.field else ""
+            return f"[refused {reply.ref or '-'}] {reply.code}: {reply.message}{where}"
         case wire.TestGraded():
             fate = reply.fate
             offer = (

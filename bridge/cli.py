@@ -18,12 +18,15 @@ from urllib.parse import urlencode, urljoin, urlsplit, urlunsplit
 import msgspec
 
 from . import __version__, logs, schema, wire
-from .config import database, db_label, default_audit_key, default_db, is_postgres_url, load_key
+from .config import (database, db_label, default_audit_key, default_db, default_signing_key, is_postgres_url,
+                     load_key, load_signing_key)
 from .dice import ScriptedDice, SecretDice
 from .errors import ConfigError
 from .server import RATE_BURST_SECONDS, RATE_PER_SECOND
 from .session import OVERLAY_PATH, Session, hash_token, new_token
 from .migrate import migrate, source_db
+from .release import PUBLIC_URL_ENV
+from .startup import bridge_address, listen_problem, reach_lines
 from .store import open_store
 
 DEFAULT_HOST = "127.0.0.1"
@@ -102,6 +105,15 @@ def _parser() -> argparse.ArgumentParser:
             f"$FATE_BRIDGE_AUDIT_KEY or {default_audit_key()}; created by serve if missing)",
         )
 
+    def add_signing_key(p: argparse.ArgumentParser, made: str) -> None:
+        p.add_argument(
+            "--signing-key",
+            type=Path,
+            default=None,
+            help="Ed25519 key signing the receipts chat messages keep, outside the database "
+            f"(default: $FATE_BRIDGE_SIGNING_KEY or receipt.key beside the audit key; {made})",
+        )
+
     serve = commands.add_parser(
         "serve",
         help="run the bridge (WebSocket server for the Foundry module)",
@@ -114,6 +126,7 @@ def _parser() -> argparse.ArgumentParser:
                        help=f"TCP port (default {DEFAULT_PORT}; 0 picks a free one)")
     add_db(serve)
     add_key(serve)
+    add_signing_key(serve, "created by serve if missing")
     serve.add_argument("--log-format", choices=logs.LOG_FORMATS, default="console",
                        help="log lines as readable text (console, default) or JSON")
     serve.add_argument(
@@ -136,6 +149,11 @@ def _parser() -> argparse.ArgumentParser:
                        "(SO_REUSEPORT; needs a postgresql:// --db, see docs/deploy.md)")
     serve.add_argument("--tls-cert", type=Path, help="PEM certificate chain: serve wss:// (with --tls-key)")
     serve.add_argument("--tls-key", type=Path, help="PEM private key of --tls-cert")
+    serve.add_argument(
+        "--public-url", type=bridge_url, default=os.environ.get(PUBLIC_URL_ENV) or None, metavar="URL",
+        help="the address others reach the bridge at, e.g. https://foundry.example.org/fate-bridge/ "
+        f"behind a proxy; the module manifest at /module/module.json points there (default: "
+        f"${PUBLIC_URL_ENV}, else the address each request came to)")
 
     world = commands.add_parser("world", help="register and list Foundry worlds",
                                 description="Manage the Foundry worlds this bridge serves.")
@@ -252,7 +270,31 @@ def _parser() -> argparse.ArgumentParser:
     )
     add_db(verify)
     add_key(verify)
+    add_signing_key(verify, "the one serve used; needed with --receipts")
     verify.add_argument("--world", help="only this world id")
+    verify.add_argument(
+        "--receipts", type=Path, metavar="FILE",
+        help="instead, check the receipts exported by the GM's audit window (\"Export receipts\": "
+        "JSON {world_id, receipts: [...]}) against this database: each is ok, missing (its record "
+        "was deleted) or changed (its record was rewritten, or the receipt is not signed by this "
+        "bridge's key); names each missing or changed record, exit 1 if any")
+
+    report = aud_commands.add_parser(
+        "report",
+        help="an HTML page of a world's Fate: dice fairness, Fate per actor and session, outcomes",
+        description="Write one self-contained HTML page (charts inline, no script, opens in any "
+        "browser) from a world's audit trail: the bridge's d100 rolls against a fair die (histogram "
+        "and chi-square test), Fate spent and kept per actor and per session (a session: no gap of "
+        "more than 4 hours), outcomes per ruleset, tarot cards drawn against their expected "
+        "frequency, the pool ledger over time. Needs the report extra: "
+        "pip install 'fate-bridge[report]'. The GM's audit window downloads the same page.",
+        epilog="Example: fate-bridge audit report --world my-world --since 2026-11-01 --out report.html",
+    )
+    add_db(report)
+    report.add_argument("--world", required=True, type=world_id, help="the world id (game.world.id)")
+    report.add_argument("--since", type=utc_time, help="from this UTC time on (ISO-8601, e.g. 2026-11-29)")
+    report.add_argument("--until", type=utc_time, help="before this UTC time (ISO-8601)")
+    report.add_argument("--out", type=Path, default=Path("report.html"), help="file to write (default report.html)")
 
     move = commands.add_parser(
         "migrate",
@@ -284,7 +326,89 @@ def _parser() -> argparse.ArgumentParser:
                          help="keep state in this SQLite file instead of memory (its audit trail is "
                          "signed with the audit key, as serve does, so `audit verify` checks it)")
     add_key(resolve)
+    _add_operator_commands(commands, add_db, add_key)
     return parser
+
+
+def _add_operator_commands(commands, add_db, add_key) -> None:
+    """The parsers of ``doctor``, ``status``, ``backup``, ``restore`` and ``release`` (run by
+    :mod:`bridge.ops_cli`)."""
+    doc = commands.add_parser(
+        "doctor",
+        help="find why a table does not connect, and say how to fix it",
+        description="Check this machine's bridge files: the database (folder writable, schema, "
+        "integrity), the audit key (present, owner-only, signed the stored checkpoints), the "
+        "registered worlds, the port, --origins and the TLS files. With --url it then connects "
+        "as the Foundry module would (with --world and --token: also sends hello) and explains "
+        "what fails: nothing listening, a certificate for another name, ws:// from an https:// "
+        "Foundry page, an Origin not allowed, an unknown world or a wrong token. Every problem "
+        "comes with its fix. Exit 0 when nothing failed, 1 otherwise.",
+        epilog="Example: fate-bridge doctor --url wss://foundry.example.org/fate-bridge/ "
+        "--foundry-url https://foundry.example.org --world my-world --token TOKEN. "
+        "When a GM's browser holds the world's link, the token is checked through /status and "
+        "no hello is sent (a hello would take the link from the GM).",
+    )
+    add_db(doc)
+    add_key(doc)
+    doc.add_argument("--host", default=DEFAULT_HOST, help=f"the --host serve uses (default {DEFAULT_HOST})")
+    doc.add_argument("--port", type=int, default=DEFAULT_PORT, help=f"the --port serve uses (default {DEFAULT_PORT})")
+    doc.add_argument("--origins", nargs="+", metavar="ORIGIN", help="the --origins serve uses")
+    doc.add_argument("--tls-cert", type=Path, help="the --tls-cert serve uses")
+    doc.add_argument("--tls-key", type=Path, help="the --tls-key serve uses")
+    doc.add_argument("--url", help="the bridge URL set in the module, e.g. ws://192.168.1.20:8765: "
+                     "connect to it as the module would (the port check is then skipped)")
+    doc.add_argument("--foundry-url", type=bridge_url, metavar="URL",
+                     help="the address players open Foundry at, e.g. https://foundry.example.org: "
+                     "its origin is sent as the browser would, and https:// with a ws:// --url is caught")
+    doc.add_argument("--world", type=world_id, metavar="WORLD_ID", help="with --url: send hello for this world")
+    doc.add_argument("--token", help="with --world: the world's token, as pasted in the module")
+    doc.add_argument("--tls-ca", type=Path, metavar="PEM", help="trust this CA for wss:// (a private CA)")
+
+    stat = commands.add_parser(
+        "status",
+        help="which worlds are connected, their GM, recent decisions, overlay viewers",
+        description="Ask the running bridge (GET /status) which worlds are connected, which GM "
+        "holds each link (name, Foundry and module version) and since when, how many decisions "
+        "each made in the last hour and the last one, and how many overlay viewers watch. The "
+        "bridge answers this machine; from elsewhere give the world's --token (that world only).",
+    )
+    stat.add_argument("--url", type=bridge_url, default=f"http://{DEFAULT_HOST}:{DEFAULT_PORT}",
+                      help=f"the bridge's address (default http://{DEFAULT_HOST}:{DEFAULT_PORT})")
+    stat.add_argument("--token", help="a world's token: needed when asking from another machine")
+    stat.add_argument("--tls-ca", type=Path, metavar="PEM", help="trust this CA for https:// (a private CA)")
+
+    back = commands.add_parser(
+        "backup",
+        help="copy the database safely, even while serve runs",
+        description="Write a consistent copy of the database to PATH with SQLite's online backup "
+        "(every decision committed before it, none half-written), safe while serve runs. The "
+        "audit key is kept apart from the database: copy it once, somewhere else.",
+        epilog="Example (nightly, from cron): fate-bridge backup ~/backups/fate-$(date +%F).sqlite3",
+    )
+    back.add_argument("path", type=Path, metavar="PATH", help="the backup file to write")
+    back.add_argument("--overwrite", action="store_true", help="replace PATH if it exists")
+    add_db(back)
+    rest = commands.add_parser(
+        "restore",
+        help="put a backup in the database's place (stop serve first)",
+        description="Check that PATH is an intact fate-bridge database, keep the current database "
+        "beside itself as DB.before-restore-TIME, and put PATH in its place. Stop serve first; "
+        "then run `fate-bridge audit verify` with the same audit key.",
+    )
+    rest.add_argument("path", type=Path, metavar="PATH", help="a file written by `fate-bridge backup`")
+    add_db(rest)
+
+    rel = commands.add_parser(
+        "release",
+        help="write the Foundry module's manifest and zip for a release",
+        description="Write module.json and fate-bridge.zip (the module's runtime files only: "
+        "scripts, styles, lang, README, LICENSE) into --out. With --public-url the manifest's "
+        "manifest and download point at that address's /module/ (where serve offers them); "
+        "without, it installs by hand. The bridge itself builds with `python -m build`.",
+    )
+    rel.add_argument("--out", type=Path, default=Path("dist"), help="folder to write (default dist/)")
+    rel.add_argument("--public-url", type=bridge_url, metavar="URL",
+                     help="the address the bridge will be reached at, e.g. https://foundry.example.org/fate-bridge/")
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -307,10 +431,15 @@ def main(argv: list[str] | None = None) -> int:
             from .audit_cli import run_audit
 
             return _run(run_audit(args))
+        from . import ops_cli
+
+        if args.command == "doctor":
+            return _run(ops_cli.run_doctor(args))
+        return {"status": ops_cli.run_status, "backup": ops_cli.run_backup,
+                "restore": ops_cli.run_restore, "release": ops_cli.run_release}[args.command](args)
     except ConfigError as exc:
         print(f"fate-bridge: {exc}", file=sys.stderr)
         return 2
-    raise AssertionError(args.command)
 
 
 def _run(coro) -> int:
@@ -333,7 +462,8 @@ async def _serve(args: argparse.Namespace) -> int:
                           "postgresql:// --db (processes on one SQLite file would each take the "
                           "same world); see docs/deploy.md")
     key_path = args.audit_key or default_audit_key()
-    store = await open_store(db, audit_key=load_key(key_path, create=True))
+    signing_key = load_signing_key(args.signing_key or default_signing_key(key_path), create=True)
+    store = await open_store(db, audit_key=load_key(key_path, create=True), signing_key=signing_key)
     cluster = None
     stop = stop_on_signals()
     try:
@@ -342,27 +472,27 @@ async def _serve(args: argparse.Namespace) -> int:
             cluster = await Cluster.open(str(db))
         rate = None if args.rate_limit <= 0 else (args.rate_limit, int(args.rate_limit * RATE_BURST_SECONDS))
         server = await start(store, args.host, args.port, origins=args.origins, tls=tls, rate=rate,
-                             cluster=cluster, reuse_port=args.reuse_port)
+                             public_url=args.public_url, cluster=cluster, reuse_port=args.reuse_port)
     except (OSError, ConfigError) as exc:
         if cluster is not None:
             await cluster.close()
         await store.close()
         if isinstance(exc, ConfigError):
             raise
-        raise ConfigError(f"cannot listen on {args.host}:{args.port}: {exc.strerror or exc}; "
-                          "pick another --port or stop the other program") from None
+        raise ConfigError(listen_problem(args.host, args.port, exc)) from None
     port = server.sockets[0].getsockname()[1] if server.sockets else args.port
     worlds = await store.worlds()
     scheme = "wss" if tls else "ws"
     print(f"fate-bridge {__version__} listening on {scheme}://{args.host}:{port} (database: {db_label(db)}, "
           f"audit key: {key_path})", file=sys.stderr)
+    print("\n".join(reach_lines(args.host, port, tls is not None, args.public_url)), file=sys.stderr)
     if not worlds:
         print(
             "No world is registered yet. In another terminal run:\n"
             f"  {this_command()} world add YOUR_WORLD_ID --db {db_label(db)}\n"
-            "then install the Foundry module (copy or link foundry-module/ to "
-            "Data/modules/fate-bridge), enable it in your world, and in its settings set the "
-            f"bridge URL to {scheme}://{args.host}:{port} and paste the token.",
+            "then install the Foundry module (the manifest URL above), enable it in your world, "
+            f"and in its settings set the bridge URL to {bridge_address(args.host, port, tls is not None)} and paste "
+            "the token.",
             file=sys.stderr,
         )
     else:

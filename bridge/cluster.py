@@ -1,5 +1,6 @@
 """Bridge processes sharing one PostgreSQL database tell each other what their sockets must know:
-overlay cards, ``clear``/``replay`` and forwarder take-overs, over PostgreSQL LISTEN/NOTIFY.
+overlay cards, ``clear``/``replay``, forwarder take-overs and who holds each world's link (for
+``/status``), over PostgreSQL LISTEN/NOTIFY.
 
 Why LISTEN/NOTIFY (docs/deploy.md says more): the processes share PostgreSQL already, so
 fan-out needs no second service to run, secure and watch, and a notice is delivered to every
@@ -36,8 +37,9 @@ NOTICE_KEEP_SECONDS = 60  # a large notice stays in ``notices`` this long for la
 
 class Notice(msgspec.Struct, omit_defaults=True):
     """One message between processes: ``kind`` is ``card`` (``frame``: an encoded
-    ``overlay_card``), ``clear``, ``replay`` or ``lease`` (``token``: the new fencing token,
-    ``holder``: who connected); ``origin`` is the sending process's id; ``ref`` the row of a
+    ``overlay_card``), ``clear``, ``replay``, ``lease`` (``token``: the new fencing token,
+    ``holder``: who connected) or ``link`` (``link``: the encoded ``bridge.status.Link`` of the
+    world's forwarder, for ``/status``; None: nobody holds it any more); ``origin`` is the sending process's id; ``ref`` the row of a
     large notice kept in ``notices`` (the other fields are then empty)."""
 
     origin: str
@@ -46,6 +48,7 @@ class Notice(msgspec.Struct, omit_defaults=True):
     frame: str | None = None
     token: int | None = None
     holder: str | None = None
+    link: str | None = None
     ref: int | None = None
 
 

@@ -1,4 +1,4 @@
-"""Where the bridge keeps its files: the database and the audit checkpoint key.
+"""Where the bridge keeps its files: the database, the audit checkpoint key and the receipt key.
 
 Defaults follow the XDG base directories: the database in ``$XDG_DATA_HOME/fate-bridge``
 (``~/.local/share``), the key in ``$XDG_CONFIG_HOME/fate-bridge`` (``~/.config``): the key is
@@ -11,6 +11,9 @@ import os
 import secrets
 from pathlib import Path
 from urllib.parse import urlsplit, urlunsplit
+
+from cryptography.hazmat.primitives import serialization
+from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
 
 from .errors import ConfigError
 
@@ -55,6 +58,15 @@ def default_audit_key() -> Path:
     return Path(config_home) / "fate-bridge" / "audit.key"
 
 
+def default_signing_key(audit_key: Path | None = None) -> Path:
+    """``$FATE_BRIDGE_SIGNING_KEY``, else ``receipt.key`` beside the audit key (``audit_key``, the
+    one given with ``--audit-key``, or the default one): the Ed25519 key signing receipts
+    (bridge/receipts.py), outside the database like the audit key."""
+    if env := os.environ.get("FATE_BRIDGE_SIGNING_KEY"):
+        return Path(env)
+    return (audit_key or default_audit_key()).with_name("receipt.key")
+
+
 def load_key(path: Path, *, create: bool) -> bytes | None:
     """The audit checkpoint key at ``path`` (hex text). With ``create``, a missing key is made
     (32 random bytes, file mode 0600); without it, a missing key gives None.
@@ -79,4 +91,37 @@ def load_key(path: Path, *, create: bool) -> bytes | None:
             file.write(key.hex() + "\n")
     except OSError as exc:
         raise ConfigError(f"cannot create the audit key {path}: {exc.strerror}; use --audit-key") from None
+    return key
+
+
+def load_signing_key(path: Path, *, create: bool) -> Ed25519PrivateKey | None:
+    """The bridge's receipt signing key at ``path`` (an unencrypted PKCS#8 PEM file). With
+    ``create``, a missing key is made (a new Ed25519 key, file mode 0600, folder created); without
+    it, a missing key gives None. Kept beside the audit key and outside the database, for the
+    same reason (above).
+
+    Raises ``ConfigError`` when the file exists but is not an Ed25519 key, or cannot be written."""
+    path = path.expanduser()
+    if path.exists():
+        try:
+            key = serialization.load_pem_private_key(path.read_bytes(), password=None)
+        except (ValueError, TypeError, OSError) as exc:
+            raise ConfigError(f"the receipt signing key {path} is unreadable ({exc}); restore it from "
+                              "backup") from None
+        if not isinstance(key, Ed25519PrivateKey):
+            raise ConfigError(f"the receipt signing key {path} is not an Ed25519 key; restore it from backup")
+        return key
+    if not create:
+        return None
+    key = Ed25519PrivateKey.generate()
+    pem = key.private_bytes(serialization.Encoding.PEM, serialization.PrivateFormat.PKCS8,
+                            serialization.NoEncryption())
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
+        with os.fdopen(fd, "wb") as file:
+            file.write(pem)
+    except OSError as exc:
+        raise ConfigError(f"cannot create the receipt signing key {path}: {exc.strerror}; use "
+                          "--signing-key") from None
     return key

@@ -1,8 +1,7 @@
 """The WebSocket server: moves frames between sockets and :class:`~bridge.session.Session`.
 
-One asyncio server (websockets' asyncio API). Plain HTTP without a WebSocket upgrade:
-``GET /healthz`` answers ``200 ok``; ``GET /overlay`` serves the stream overlay page and
-``/overlay/<file>`` its script and style (package data in ``bridge/overlay/``). Each connection:
+One asyncio server (websockets' asyncio API). Plain HTTP without a WebSocket upgrade (health,
+overlay page, module manifest and zip, status, landing page) is :mod:`bridge.http`. Each connection:
 the first frame must come within ``hello_timeout`` seconds (else close 4002); frames are handled
 one at a time, in order, each answered before the next is read; past the rate limit a frame is
 answered ``rate_limited`` and not handled. One forwarder per world: a newer authenticated
@@ -22,25 +21,24 @@ import ssl
 from collections import deque
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
-from http import HTTPStatus
-from importlib import resources
 from pathlib import Path
-from urllib.parse import urlsplit
 
+import msgspec
 import structlog
 from websockets.asyncio.server import Server, ServerConnection, serve
-from websockets.datastructures import Headers
 from websockets.exceptions import ConnectionClosed
 from websockets.frames import CloseCode
-from websockets.http11 import Request, Response
 
 from . import wire
 from .cluster import Cluster, Notice
 from .dice import Dice, SecretDice
 from .errors import ConfigError, RateLimited
-from .session import (CLOSE_HELLO_TIMEOUT, CLOSE_SUPERSEDED, CLOSE_VIEWER_TOO_SLOW, OVERLAY_PATH,
+from .http import Pages
+from .session import (CLOSE_HELLO_TIMEOUT, CLOSE_SUPERSEDED, CLOSE_VIEWER_TOO_SLOW,
                       Reply, Session, error_frame)
-from .store import Store
+from .report import draw as draw_report
+from .status import Link, Presence
+from .store import SQLiteStore, Store
 from .wire import ref_of
 
 log = structlog.get_logger("fate_bridge")
@@ -51,7 +49,6 @@ MAX_QUEUE_FRAMES = 16  # frames received but not yet handled per connection, the
 HELLO_TIMEOUT_SECONDS = 10.0  # a browser sends hello right after connecting
 RATE_PER_SECOND = 20.0  # a table makes a few decisions a minute; a replay burst after reconnect
 RATE_BURST_SECONDS = 5.0  # ... re-sends at most the queued messages at once: 100 frames
-HEALTH_PATH = "/healthz"
 DEFAULT_RATE = (RATE_PER_SECOND, int(RATE_PER_SECOND * RATE_BURST_SECONDS))
 VIEWER_QUEUE_FRAMES = 32  # cards waiting for one viewer: a table shows a few a minute, so 32
 # unsent cards means the viewer stopped reading (the page needs no backlog: it reconnects fresh)
@@ -82,62 +79,6 @@ class RateLimit:
             return False
         self.tokens -= 1
         return True
-
-
-OVERLAY_FILES = {  # URL path -> (package file in bridge/overlay/, Content-Type)
-    f"/{OVERLAY_PATH}": ("index.html", "text/html; charset=utf-8"),
-    f"/{OVERLAY_PATH}/overlay.js": ("overlay.js", "text/javascript; charset=utf-8"),
-    f"/{OVERLAY_PATH}/overlay.css": ("overlay.css", "text/css; charset=utf-8"),
-}
-# The page runs only its own script and style and talks only to this bridge: even a card that
-# somehow carried markup could not run code or load anything. No Referer, so the viewer key in
-# the page's URL never leaves it.
-OVERLAY_HEADERS = (
-    ("Content-Security-Policy", "default-src 'none'; script-src 'self'; style-src 'self'; "
-     "connect-src 'self'; img-src 'self' data:; base-uri 'none'; form-action 'none'"),
-    ("Referrer-Policy", "no-referrer"),
-    ("X-Content-Type-Options", "nosniff"),
-    ("Cache-Control", "no-cache"),
-)
-
-
-def _load_overlay() -> dict[str, tuple[bytes, str]]:
-    """The overlay files by URL path: (body, Content-Type), read once from the package."""
-    folder = resources.files("bridge").joinpath("overlay")
-    return {path: (folder.joinpath(name).read_bytes(), kind)
-            for path, (name, kind) in OVERLAY_FILES.items()}
-
-
-def _own_origin(request: Request) -> bool:
-    """True when the request's Origin is this bridge's own address (the overlay page it serves):
-    its host and port equal the Host the browser connected to."""
-    origin, host = request.headers.get("Origin"), request.headers.get("Host")
-    return origin is not None and host is not None and urlsplit(origin).netloc == host
-
-
-def http_handler(origins: list[str] | None) -> Callable[[ServerConnection, Request], Response | None]:
-    """websockets' ``process_request``: answers the plain HTTP paths (health, overlay files) and
-    refuses WebSocket upgrades from a browser page on another site (403) when ``origins`` is
-    given; returns None to go on with the upgrade. Pages served by the bridge itself (the
-    overlay) always pass, so OBS can show it whatever ``--origins`` says."""
-    overlay = _load_overlay()
-
-    def process_request(connection: ServerConnection, request: Request) -> Response | None:
-        path = urlsplit(request.path).path
-        if path == HEALTH_PATH:
-            return connection.respond(HTTPStatus.OK, "ok\n")
-        if path in overlay:
-            body, kind = overlay[path]
-            headers = Headers([("Content-Type", kind), ("Content-Length", str(len(body))),
-                               *OVERLAY_HEADERS])
-            return Response(HTTPStatus.OK, HTTPStatus.OK.phrase, headers, body)
-        origin = request.headers.get("Origin")
-        if origins is None or origin is None or origin in origins or _own_origin(request):
-            return None
-        return connection.respond(HTTPStatus.FORBIDDEN,
-                                  f"Failed to open a WebSocket connection: invalid Origin header: {origin}.\n")
-
-    return process_request
 
 
 class Forwarders:
@@ -302,22 +243,25 @@ def make_handler(
     hello_timeout: float,
     rate: tuple[float, int] | None = DEFAULT_RATE,
     viewers: Viewers | None = None,
+    presence: Presence | None = None,
     cluster: Cluster | None = None,
 ) -> Callable[[ServerConnection], Awaitable[None]]:
     """The per-connection coroutine for ``websockets.serve``: always returns, never raises.
     ``rate``: (frames per second, burst) per connection, or None for no limit. ``viewers``:
-    the overlay fan-out (default limits when None). ``cluster``: the other bridge processes on
-    the same PostgreSQL database (cards, overlay actions and take-overs go both ways)."""
+    the overlay fan-out (default limits when None). ``presence``: told which forwarder holds
+    each world's link (for ``/status``). ``cluster``: the other bridge processes on the same
+    PostgreSQL database (cards, overlay actions and take-overs go both ways)."""
+    presence = Presence() if presence is None else presence
     forwarders = Forwarders(store, cluster)
     viewers = Viewers(*DEFAULT_VIEWER_LIMITS) if viewers is None else viewers
     if cluster is not None:
-        cluster.on_notice = _notice_handler(viewers, forwarders)
+        cluster.on_notice = _notice_handler(viewers, forwarders, presence)
     clock = asyncio.get_running_loop().time
     rate_message = (f"more than {rate[0]:g} messages a second: this one was not handled; send it "
                     "again later with the same event_id") if rate else ""
 
     async def handler(ws: ServerConnection) -> None:
-        session = Session(store, dice)
+        session = Session(store, dice, max_frame_bytes=MAX_FRAME_BYTES, reporter=draw_report)
         limit = None if rate is None else RateLimit(rate[0], rate[1], clock)
         pump: asyncio.Task[None] | None = None
         viewer: _Viewer | None = None
@@ -346,6 +290,10 @@ def make_handler(
                     assert session.world_id is not None
                     if not session.viewer:
                         await forwarders.claim(session.world_id, ws, session.holder)
+                        presence.linked(session.world_id, ws, session.client)
+                        if cluster is not None:
+                            cluster.publish("link", session.world_id,
+                                            link=msgspec.json.encode(presence.link(session.world_id)).decode())
                     elif (viewer := viewers.add(session.world_id, ws)) is None:
                         log.info("viewer_refused_full", world_id=session.world_id)
                         await ws.close(CloseCode.TRY_AGAIN_LATER, "too many overlay viewers")
@@ -358,6 +306,8 @@ def make_handler(
             return
         finally:
             forwarders.release(session.world_id, ws)
+            if presence.unlinked(session.world_id, ws) and cluster is not None:
+                cluster.publish("link", session.world_id)  # no link: nobody holds it now
             if viewer is not None:
                 viewers.remove(viewer)
             if pump is not None:
@@ -373,6 +323,7 @@ def _cap_send_buffer(ws: ServerConnection) -> None:
         sock.setsockopt(socket.SOL_SOCKET, socket.SO_SNDBUF, VIEWER_SEND_BUFFER_BYTES)
 
 
+_link_decoder = msgspec.json.Decoder(Link)
 CLOSE_REASONS = {CLOSE_SUPERSEDED: "superseded: another bridge process serves this world now"}
 
 
@@ -399,11 +350,13 @@ def _overlay_action(viewers: Viewers, world_id: str, action: str) -> None:
         viewers.replay(world_id)
 
 
-def _notice_handler(viewers: Viewers, forwarders: Forwarders) -> Callable[[Notice], None]:
+def _notice_handler(viewers: Viewers, forwarders: Forwarders, presence: Presence) -> Callable[[Notice], None]:
     """What another process's notice does here (runs on the event loop, never waits)."""
 
     def on_notice(notice: Notice) -> None:
-        if notice.kind == "card" and notice.frame is not None:
+        if notice.kind == "link":  # for /status: who holds the world's link, wherever it is
+            presence.elsewhere(notice.world_id, None if notice.link is None else _link_decoder.decode(notice.link))
+        elif notice.kind == "card" and notice.frame is not None:
             viewers.publish(notice.world_id, notice.frame.encode())
         elif notice.kind == "lease" and notice.token is not None:
             asyncio.create_task(forwarders.taken_elsewhere(notice.world_id, notice.token,
@@ -426,7 +379,7 @@ def tls_context(cert: Path, key: Path) -> ssl.SSLContext:
 
 
 async def start(
-    store: Store,
+    store: SQLiteStore,
     host: str,
     port: int,
     *,
@@ -436,6 +389,7 @@ async def start(
     tls: ssl.SSLContext | None = None,
     rate: tuple[float, int] | None = DEFAULT_RATE,
     viewers: Viewers | None = None,
+    public_url: str | None = None,
     cluster: Cluster | None = None,
     reuse_port: bool = False,
 ) -> Server:
@@ -445,16 +399,22 @@ async def start(
     ``https://foundry.example.org``) or from the bridge's own overlay page; clients sending no
     Origin (not browsers) are let through to authenticate. ``tls``: serve ``wss://``. ``rate``:
     (frames per second, burst) per connection, None for no limit. ``viewers``: the overlay
-    fan-out (default: :class:`Viewers` with the default limits). ``cluster``: the other bridge
-    processes on the same PostgreSQL store (see :mod:`bridge.cluster`). ``reuse_port``: bind
-    with SO_REUSEPORT, so several processes share the port (the kernel spreads connections).
-    Raises ``OSError`` when the address is taken.
+    fan-out (default: :class:`Viewers` with the default limits). ``public_url``: the bridge's
+    address as others reach it, for the module manifest (default: the address each request
+    came to). ``cluster``: the other bridge processes on the same PostgreSQL store (see
+    :mod:`bridge.cluster`). ``reuse_port``: bind with SO_REUSEPORT, so several processes share
+    the port (the kernel spreads connections). Raises ``OSError`` when the address is taken or
+    cannot be listened on.
     """
+    viewers = Viewers(*DEFAULT_VIEWER_LIMITS) if viewers is None else viewers
+    presence = Presence()
+    pages = Pages(store, presence, viewers.count, origins=origins, public_url=public_url,
+                  tls=tls is not None)
     return await serve(
-        make_handler(store, dice or SecretDice(), hello_timeout, rate, viewers, cluster),
+        make_handler(store, dice or SecretDice(), hello_timeout, rate, viewers, presence, cluster),
         host,
         port,
-        process_request=http_handler(origins),
+        process_request=pages,
         max_size=MAX_FRAME_BYTES,
         max_queue=MAX_QUEUE_FRAMES,
         compression=None,

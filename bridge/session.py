@@ -26,6 +26,7 @@ import enum
 import hmac
 import hashlib
 import secrets
+from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 
 import msgspec
@@ -35,9 +36,16 @@ from . import __version__, wire
 from .dice import Dice
 from . import dispatch
 from .audit import AuditEntry, RecordingDice, RecordingState, sorted_json
-from .errors import LeaseLost, WorldNotRegistered, BadMessage, Forbidden, Internal, Refusal, Unauthorized
+from .errors import (LeaseLost, WorldNotRegistered, BadMessage, ConfigError, Forbidden, Internal, NotFound, Refusal,
+                     Unauthorized)
+from .receipts import check_receipts
 from .state import WorldState
-from .store.base import Decision, Store, World
+from .ruleset import Outcome
+from .store.base import AuditFilter, AuditRow, Decision, Store, World
+
+# Draws the audit report page of a world's rows (world_id, since); the shell's, so the session
+# itself needs no thread or clock: the server passes bridge.report.draw.
+Reporter = Callable[[list[AuditRow], str, str | None], Awaitable[str]]
 
 log = structlog.get_logger("fate_bridge")
 
@@ -142,7 +150,8 @@ class Session:
     """The protocol state of one connection.
 
     ``trusted`` sessions (``fate-bridge resolve``) accept ``hello`` without a token, register the
-    world on first use and start open on ``default_world``.
+    world on first use and start open on ``default_world``. ``reporter`` draws ``audit_report``
+    pages (the server passes :func:`bridge.report.draw`; without it the query is refused).
     """
 
     def __init__(
@@ -152,13 +161,18 @@ class Session:
         *,
         trusted: bool = False,
         default_world: str | None = None,
+        max_frame_bytes: int | None = None,
+        reporter: Reporter | None = None,
     ) -> None:
         self.store = store
+        self.max_frame_bytes = max_frame_bytes  # the server's limit, told in ``welcome``
         self.dice = dice
+        self.reporter = reporter
         self.trusted = trusted
         self.world_id: str | None = default_world if trusted else None
         self.state = SessionState.FORWARDER if self.world_id is not None else SessionState.NEW
         self.holder = "another connection"  # who holds the link, as hello described it
+        self.client: wire.ClientInfo | None = None  # what the forwarder's hello said of itself
         self.log = log.bind(world_id=self.world_id) if self.world_id else log
 
     @property
@@ -212,6 +226,10 @@ class Session:
                 return Reply([wire.encode(wire.Pong())])
             case wire.AuditQuery():
                 return Reply([wire.encode(await self.store.audit_page(self.world_id, message))])
+            case wire.ReceiptsCheck():
+                return Reply([wire.encode(await self._check_receipts(message))])
+            case wire.AuditReport():
+                return Reply([wire.encode(await self._report(message))])
             case wire.OverlayInfo():
                 key = await self.store.viewer_key(self.world_id, new_token())
                 info = wire.OverlayInfoReply(query_id=message.query_id, world_id=self.world_id,
@@ -226,6 +244,36 @@ class Session:
             reply = await self.store.read(self.world_id, lambda state: dispatch.answer(message, state))
             return Reply([wire.encode(reply)])
         return await self._decide(message, dice)
+
+    async def _check_receipts(self, query: wire.ReceiptsCheck) -> wire.ReceiptsChecked:
+        """Answer ``receipts_check`` against this world's audit rows (read-only, never recorded):
+        see :func:`bridge.receipts.check_receipts`. Refused ``not_found`` when the bridge has no
+        receipt key to check signatures with."""
+        assert self.world_id is not None
+        key = self.store.signing_key
+        if key is None:
+            raise NotFound("this bridge has no receipt signing key, so it cannot check receipts: "
+                           "start it with `fate-bridge serve` (which makes one)", field="receipts")
+        stored = await self.store.audit_hashes(self.world_id, [r.seq for r in query.receipts], registered=True)
+        return wire.ReceiptsChecked(query_id=query.query_id, results=check_receipts(
+            key.public_key(), self.world_id, query.receipts, stored))
+
+    async def _report(self, query: wire.AuditReport) -> wire.AuditReportPage:
+        """Answer ``audit_report`` with the world's report page, drawn by the session's
+        ``reporter``. Refused ``not_found`` without one (``resolve``) or without the ``report``
+        extra."""
+        assert self.world_id is not None
+        if self.reporter is None:
+            raise NotFound("this bridge does not draw reports here: use `fate-bridge audit report`",
+                           field="type")
+        if await self.store.world(self.world_id) is None:
+            raise WorldNotRegistered(f"world {self.world_id!r} is no longer registered")
+        rows = await self.store.audit_rows(AuditFilter(world_id=self.world_id, since=query.since, until=query.until))
+        try:
+            html = await self.reporter(rows, self.world_id, query.since)
+        except ConfigError as exc:
+            raise NotFound(f"this bridge cannot draw the report: {exc}", field="type") from None
+        return wire.AuditReportPage(query_id=query.query_id, html=html)
 
     async def _hello(self, hello: wire.Hello) -> Reply:
         world = await self.store.world(hello.world_id)
@@ -243,7 +291,7 @@ class Session:
         assert world is not None
         self.world_id, self.state = world.world_id, HELLO_OPENS["token"]
         self.log = log.bind(world_id=self.world_id)
-        client = hello.client
+        client = self.client = hello.client
         if client is not None and client.user_name:
             self.holder = f"{client.user_name} (Foundry {client.foundry_version})"
         self.log.info(
@@ -251,7 +299,7 @@ class Session:
             module_version=client and client.module_version,
             system_id=client and client.system_id,
         )
-        return Reply([_welcome(world)])
+        return Reply([_welcome(world, self.max_frame_bytes)])
 
     def _refuse_hello(self, hello: wire.Hello, event: str, field: str, message: str) -> Reply:
         """Log ``event`` and answer ``unauthorized`` naming ``field``, then close 4001."""
@@ -269,7 +317,7 @@ class Session:
         self.world_id, self.state = world.world_id, HELLO_OPENS["viewer_key"]
         self.log = log.bind(world_id=self.world_id)
         self.log.info("viewer_hello")
-        return Reply([_welcome(world)])
+        return Reply([_welcome(world, self.max_frame_bytes)])
 
     async def _decide(self, message: wire.Request, dice: Dice) -> Reply:
         """Run one decision in the store, recording its inputs for the audit trail, and log
@@ -306,9 +354,12 @@ class Session:
         return Reply([decided.reply], overlay_card=overlay)
 
 
-def _welcome(world: World) -> bytes:
-    """The encoded ``welcome`` for ``world`` (forwarders and viewers alike)."""
+def _welcome(world: World, max_frame_bytes: int | None) -> bytes:
+    """The encoded ``welcome`` for ``world`` (forwarders and viewers alike); ``max_frame_bytes``
+    is the connection's frame limit (None: no limit)."""
     return wire.encode(wire.Welcome(world_id=world.world_id, bridge_version=__version__,
+                                    protocol_version=wire.PROTOCOL_VERSION,
+                                    max_frame_bytes=max_frame_bytes,
                                     rulesets=dispatch.rulesets(), settings=world.settings))
 
 

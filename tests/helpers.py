@@ -4,7 +4,9 @@
 - ``send``: one wire message to a ``Session`` (the path ``resolve`` runs), and its one reply;
 - ``replay``: an example session file played into an audit-keyed store, for ``verify``;
 - ``run_bridge``: the ``python -m bridge`` CLI run as a user would, from the repository root;
-- ``old_schema_file``: a database file left at an older schema version, to upgrade.
+- ``old_schema_file``: a database file left at an older schema version, to upgrade;
+- ``FIXTURES``, ``sample``: the fixtures copied into the repository (``tests/fixtures/``, its README
+  gives each file's provenance and licence), read by the node tests too.
 """
 
 from __future__ import annotations
@@ -15,6 +17,8 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
+
 from bridge.dice import ScriptedDice
 from bridge.session import Session
 from bridge.store import MIGRATIONS, SQLiteStore
@@ -22,6 +26,16 @@ from bridge.store import MIGRATIONS, SQLiteStore
 from .sohl_messages import frame
 
 ROOT = Path(__file__).resolve().parent.parent
+FIXTURES = ROOT / "tests" / "fixtures"
+
+
+def sample(relative: str):
+    """The parsed JSON sample at ``tests/fixtures/samples/<relative>`` (e.g. ``"sohl/07-....json"``).
+    Fails the test, naming the path expected, when the file is absent."""
+    path = FIXTURES / "samples" / relative
+    if not path.exists():
+        pytest.fail(f"sample {relative} not found: expected {path} (tests/fixtures/samples/ in the repository)")
+    return json.loads(path.read_text())
 
 
 async def send(session: Session, message: dict, dice: list[int] | None = None) -> dict:

@@ -16,7 +16,7 @@ from bridge.session import Session
 from bridge.store import SCHEMA_VERSION, SQLiteStore
 
 from .helpers import old_schema_file
-from .sohl_messages import PLAYER, fate_choice, fate_spend, frame, rolled, sohl_test
+from .sohl_messages import GM, PLAYER, fate_choice, fate_spend, frame, rolled, sohl_test
 
 KEY = bytes(range(32))
 OTHER_KEY = bytes(range(1, 33))
@@ -322,6 +322,28 @@ class TestAuditCommands:
         assert main(["audit", "verify", "--db", str(db), "--audit-key", str(key_file)]) == 1
         failed = capsys.readouterr().out
         assert "FAIL w" in failed and "first bad record: 6" in failed
+
+    def test_list_shows_the_user_name_beside_the_id(self, db, capsys):
+        """USER is the name the recorded message gave beside its user id; the id alone when the
+        message named nobody; empty for a record no user asked for (a graded test)."""
+        async def session_with_names() -> None:
+            store = await SQLiteStore.open(db, audit_key=KEY)
+            await store.add_world("w", None)
+            session = Session(store, ScriptedDice([]), trusted=True, default_world="w")
+            await session.receive(frame(rolled("r1", "m1", test=sohl_test(roll=88))))
+            await session.receive(frame(fate_spend("s1", "m1", user_name="Player One")), ScriptedDice([34]))
+            await session.receive(frame(rolled("r2", "m2", test=sohl_test(roll=88))))
+            await session.receive(frame(fate_spend("s2", "m2", user_id=GM)), ScriptedDice([80]))
+            await store.close()
+
+        asyncio.run(session_with_names())
+        assert main(["audit", "list", "--db", str(db)]) == 0
+        listing = capsys.readouterr().out.splitlines()
+        assert listing[0].split()[-1] == "USER"
+        user_column = listing[0].index("USER")
+        rows = [(line.split()[5], line[user_column:]) for line in listing[1:]]  # (TYPE, USER), newest first
+        assert rows == [("fate_spend", GM), ("test_rolled", ""), ("fate_spend", f"Player One ({PLAYER})"),
+                        ("test_rolled", "")]
 
     def test_time_filters(self, db, capsys):
         asyncio.run(build(db, 1))

@@ -1,5 +1,6 @@
-"""The benchmark harness (issue 8) works end to end in smoke mode. It checks the harness and the
-shape of its report, never the timings (those live in docs/performance.md)."""
+"""The benchmark harness (issues 8, 17) works end to end in quick mode. It checks the harness and
+the shape of its report (every server, every column, every target), never the timings: those
+live in docs/performance.md."""
 
 from __future__ import annotations
 
@@ -9,23 +10,49 @@ import sys
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
+SERVERS = ("echo", "durable", "bridge")
+COLUMNS = ("rt/s", "p50 ms", "p99 ms", "max ms", "cpu µs/rt", "client µs/rt", "cores", "DB B/decision")
 
 
-def test_smoke_run_measures_both_servers_idle_connections_and_the_store(tmp_path):
+def test_quick_run_measures_echo_durable_and_bridge_and_prints_the_targets(tmp_path):
     out = tmp_path / "bench.json"
-    result = subprocess.run([sys.executable, "-m", "bench", "--smoke", "--out", str(out)], cwd=ROOT,
-                            capture_output=True, text=True, timeout=120)
+    result = subprocess.run([sys.executable, "-m", "bench", "--quick", "--out", str(out)], cwd=ROOT,
+                            capture_output=True, text=True, timeout=180)
     assert result.returncode == 0, result.stderr[-3000:]
     report = json.loads(out.read_text())
-    assert report["mode"] == "smoke"
-    assert [row["conns"] for row in report["by_conns"]] == [1, 2]
+    assert report["mode"] == "quick"
+    assert [row["conns"] for row in report["by_conns"]] == [1, 10]
     for row in report["by_conns"]:
-        for server in ("echo", "bridge"):
+        for server in SERVERS:
             measured = row[server]
             assert measured["round_trips"] > 0 and measured["round_trips_per_s"] > 0
             assert 0 < measured["p50_us"] <= measured["p99_us"] <= measured["max_us"]
-            assert measured["server_cpu_us_per_msg"] >= 0
-        assert row["throughput_ratio"] > 0 and row["p99_ratio"] > 0
+            assert measured["server_cpu_us_per_msg"] > 0 and measured["client_cpu_us_per_msg"] > 0
+            assert measured["server_cores"] > 0
+        assert row["echo"]["db_bytes_per_decision"] is None  # echo stores nothing
+        # Both durable servers store at least the frame of every decision (a test_rolled is ~450 B).
+        assert row["durable"]["db_bytes_per_decision"] > 100
+        assert row["bridge"]["db_bytes_per_decision"] > 100
+
+    header = next(line for line in result.stdout.splitlines() if line.lstrip().startswith("C "))
+    assert all(column in header for column in COLUMNS), header
+    table = [line.split() for line in result.stdout.splitlines() if line.split()[:1] in (["1"], ["10"])]
+    assert [(cells[0], cells[1]) for cells in table] == [(c, s) for c in ("1", "10") for s in SERVERS]
+    assert all(len(cells) == 2 + len(COLUMNS) for cells in table)
+    assert "bridge/durable: throughput" in result.stdout and "bridge/echo: throughput" in result.stdout
+
+    # Where the bytes go: the durable server's one table, the bridge's audit trail among its tables.
+    assert set(report["db_tables"]["durable"]) == {"decisions"}
+    assert "audit" in report["db_tables"]["bridge"] and "events" in report["db_tables"]["bridge"]
+    assert "bridge database, bytes per decision by table or index" in result.stdout
+
+    names = [t["target"] for t in report["targets"]]
+    assert len(names) == 5
+    for target in report["targets"]:
+        assert target["ratio"] > 0 and target["met"] in (True, False)
+        assert f"{'met' if target['met'] else 'NOT met'}  {target['target']}: " in result.stdout
+    check = report["client_check"]
+    assert check["conns"] == 10 and check["procs"] == 2 and check["one_client_rt_per_s"] > 0
+    assert "load client check: echo at C=10" in result.stdout
     assert report["idle"]["connections"] == 20 and report["idle"]["errors"] == 0
     assert report["store"]["decisions"] == 200 and report["store"]["decisions_per_s"] > 0
-    assert "bridge/echo" in result.stdout and "idle: 20 authenticated connections" in result.stdout

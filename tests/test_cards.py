@@ -69,3 +69,20 @@ def resolved(card: wire.Card) -> wire.FateResolved:
                              level_after=3, label_after="CS+1",
                              point=wire.PointAfter(point_id="p", name="Lucky Star", charges_after=0),
                              card=card, effects=[])
+
+
+class TestIssue13:
+    def test_the_target_the_test_was_rolled_against(self):
+        text = card_text(wire.encode(resolved(sohl_fate_card(data(target=135)))))
+        assert "Target: 135" in text
+        assert "Target:" not in card_text(wire.encode(resolved(sohl_fate_card(data()))))
+
+    def test_a_critical_success_kept_reads_as_a_gain(self):
+        card = sohl_fate_card(data(outcome="kept", level_before=0, level_after=1, gain=1, charges_after=2))
+        text = card_text(wire.encode(resolved(card)))
+        assert "Lucky Star: kept, gain +1 (2 charges left)" in text
+        assert "no gain" not in text
+
+    def test_a_marginal_failure_keeps_without_gain(self):
+        card = sohl_fate_card(data(outcome="kept", level_before=0, level_after=0, gain=0, charges_after=2))
+        assert "Lucky Star: kept, no gain (2 charges left)" in card_text(wire.encode(resolved(card)))

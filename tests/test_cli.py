@@ -13,9 +13,9 @@ from bridge.cli import main
 from bridge.session import hash_token
 
 from .helpers import run_bridge as run
+from .helpers import sample as fixture_sample
 
 ROOT = Path(__file__).resolve().parent.parent
-SAMPLES = ROOT.parent / "shared" / "samples" / "sohl"
 EXAMPLE = ROOT / "examples" / "sohl-session.jsonl"
 
 
@@ -77,7 +77,8 @@ class TestWorld:
         not_a_db = tmp_path / "notes.txt"
         not_a_db.write_text("hello, this is not SQLite" * 100)
         assert main(["world", "list", "--db", str(not_a_db)]) == 2
-        assert "cannot open the database" in capsys.readouterr().err
+        err = capsys.readouterr().err
+        assert "is not a readable fate-bridge database" in err and "fate-bridge restore" in err
 
 
 class TestSchemaCommand:
@@ -135,6 +136,47 @@ class TestResolveExample:
         assert out[1]["outcome"] in {"lost", "kept", "spent", "choice"}
 
 
+class TestResolveCardsRefusals:
+    """``resolve --cards`` prints every refusal (an ``error`` reply, any ruleset) as one line of
+    text on stderr, in the order of the replies: ``[refused REF] CODE: message (field F)``."""
+
+    @pytest.mark.parametrize(
+        ("example", "lines"),
+        [
+            ("sohl", ["[refused ev-3] already_fated: this result has been fated already (S11) (field message_id)"]),
+            ("mythic", [
+                "[refused ev-7] forbidden: only a GM may change the Fate Chart settings (field user_id)",
+                "[refused ev-9] bad_message: unknown rank 'godlike': use a Fate Chart rank",
+            ]),
+            ("pool", [
+                "[refused ev-09] not_eligible: 'Bren' is a retainer: only player characters have Fate (P5, P12)"
+                " (field roll_id)",
+                "[refused ev-13] no_charges: 'Aldric' holds 0 Fate, 1 needed (Destiny is not Fate, P8) (field fate)",
+            ]),
+            ("hmtw", [
+                "[refused ev-6] forbidden: only the player who drew may push fate (H6) (field user_id)",
+                "[refused ev-8] not_eligible: 'the clockwork mechanism' is bound by fate after test tof-clockwork",
+                "[refused ev-12] not_eligible: fate is pushed only after a failure, and this test was a great "
+                "success (H6) (field test_id)",
+            ]),
+        ],
+    )
+    def test_every_refusal_is_printed_as_text(self, example, lines):
+        result = run("resolve", "--cards", stdin=(ROOT / "examples" / f"{example}-session.jsonl").read_text())
+        assert result.returncode == 0, result.stderr
+        printed = [line for line in result.stderr.splitlines() if line.startswith("[refused ")]
+        errors = [r for r in replies(result.stdout) if r["type"] == "error"]
+        assert len(printed) == len(errors) == len(lines)
+        for line, expected, error in zip(printed, lines, errors):
+            assert line.startswith(expected)
+            assert line.endswith(f"(field {error['field']})") and error["message"] in line
+
+    def test_a_refusal_without_ref_or_field(self):
+        result = run("resolve", "--cards", stdin="this is not json\n")
+        assert result.stderr.startswith("[refused -] bad_message: ")
+        assert "(field" not in result.stderr
+
+
 class _DataScope(html.parser.HTMLParser):
     """Collects the ``data-scope`` JSON of SoHL's Fate button (``button[data-action=fateTest]``)."""
 
@@ -149,10 +191,8 @@ class _DataScope(html.parser.HTMLParser):
 
 
 def sample(name: str) -> dict:
-    path = SAMPLES / name
-    if not path.exists():
-        pytest.fail(f"SoHL sample {name} not found: expected shared/ beside the repository at {SAMPLES}")
-    return json.loads(path.read_text())
+    """The SoHL sample ``name`` (tests/fixtures/samples/sohl/)."""
+    return fixture_sample(f"sohl/{name}")
 
 
 class TestResolveSampleCards:

@@ -9,6 +9,7 @@ verify the audit trail re-derives every hmtw decision.
 
 from __future__ import annotations
 
+import itertools
 import json
 import subprocess
 from pathlib import Path
@@ -51,8 +52,11 @@ async def drawn(session: Session, table: Table, message: dict, *codes: str) -> d
     return reply
 
 
+STATUS_IDS = itertools.count()  # fresh event ids: a repeated one would replay an older status
+
+
 async def status(session: Session) -> dict:
-    return await send(session, deck_command("status", event_id=f"status-{id(object())}"))
+    return await send(session, deck_command("status", event_id=f"status-{next(STATUS_IDS)}"))
 
 
 async def refused(session: Session, message: dict, code: str, field: str, dice: list[int] | None = None) -> dict:
@@ -675,3 +679,106 @@ class TestH8ChallengeValues:
         reply = await drawn(session, table, fate_test(), "wands-12")
         assert reply["reshuffles"] == [] and reply["decks"]["player_discarded"] == 2
         assert (await status(session))["reshuffle_at_round_end"] is True
+
+
+# --- H11-H13 (rulings added since the ruleset was built) ------------------------------------------
+
+
+class TestH11PushWindow:
+    """H11: a failed test may be pushed until the table next draws from the player deck for a test
+    or the GM closes the window; a refused request changes nothing, so it leaves the window open."""
+
+    async def test_a_refused_test_of_a_bound_obstacle_leaves_the_push_open(self, session, table):
+        reply = await drawn(session, table, fate_test("e1", "t1", obstacle="the wolf"), "pentacles-4")
+        assert (reply["bound"], reply["test"]["push_by"]) == (True, [PLAYER])
+        await refused(session, fate_test("e2", "t2", obstacle="The Wolf"), "not_eligible", "obstacle", dice=[1])
+        assert (await status(session))["open_tests"] == ["t1"]
+        reply = await drawn(session, table, push("p1", "t1"), "pentacles-10")  # 4 + 2 + 10 = 16
+        assert (reply["test"]["total"], reply["test"]["outcome"], reply["bound"]) == (16, "success", False)
+
+    async def test_a_refused_group_test_or_stranger_leaves_the_push_open(self, session, table):
+        await drawn(session, table, fate_test("e1", "t1", obstacle="the wolf"), "pentacles-4")
+        await refused(session, group_test(obstacle="the  wolf"), "not_eligible", "obstacle", dice=[1, 1])
+        await refused(session, fate_test("e3", "t3", user_id=STRANGER), "forbidden", "user_id", dice=[1])
+        await refused(session, challenge(user_id=STRANGER), "forbidden", "user_id", dice=[1])
+        reply = await drawn(session, table, push("p1", "t1"), "swords-3")  # 6 + 3 = 9
+        assert (reply["test"]["total"], reply["test"]["outcome"]) == (9, "great_failure")
+
+    async def test_the_gm_closes_the_window(self, session, table):
+        await drawn(session, table, fate_test("e1", "t1"), "pentacles-4")
+        reply = await send(session, deck_command("close_push", event_id="close1"))
+        assert (reply["type"], reply["command"], reply["open_tests"], reply["reshuffles"]) == (
+            "hmtw_decks", "close_push", [], [])
+        assert reply["decks"]["player_discarded"] == 1 and reply["card"]["title"] == "Push window closed"
+        reply = await refused(session, push("p1", "t1"), "not_eligible", "test_id", dice=[1])
+        assert "GM closed the push window" in reply["message"]
+
+    async def test_closing_the_window_reshuffles_a_fool_waiting_for_its_test(self, session, table):
+        await drawn(session, table, fate_test("e1", "t1", score=4, favor=True), "fool")
+        reply = await send(session, deck_command("close_push", event_id="close1"))
+        assert reply["reshuffles"] == [{"reason": "fool", "decks": ["player", "gm"]}]
+        assert reply["decks"]["player_undrawn"] == 57 and reply["reshuffle_after_test"] is False
+        assert "The Fool was drawn" in reply["notice"]["html"]
+
+    async def test_only_a_gm_closes_the_window(self, session, table):
+        await drawn(session, table, fate_test("e1", "t1"), "pentacles-4")
+        await refused(session, deck_command("close_push", user_is_gm=False), "forbidden", "user_id")
+        assert (await status(session))["open_tests"] == ["t1"]
+
+    @pytest.mark.parametrize("kind", ["challenge", "group"])
+    async def test_any_test_drawn_closes_the_window(self, session, table, kind):
+        await drawn(session, table, fate_test("e1", "t1"), "pentacles-4")
+        if kind == "challenge":
+            await drawn(session, table, challenge("e2", "act1"), "swords-9")
+        else:
+            await drawn(session, table, group_test("e2", "grp1"), "cups-12", "cups-11")
+        await refused(session, push("p1", "t1"), "not_eligible", "test_id", dice=[1])
+
+
+class TestH12FoolAroundChallengeRounds:
+    """H12: a Challenge Action's Fool reshuffles at the end of that round, even when ordinary tests
+    come between; an ordinary test's Fool reshuffles when that test is finished, after its push."""
+
+    async def test_ordinary_tests_between_leave_the_challenge_fool_for_the_round_end(self, session, table):
+        reply = await drawn(session, table, challenge("a1", "act1"), "fool")
+        assert reply["reshuffle_at_round_end"] is True
+        reply = await drawn(session, table, fate_test("e1", "t1"), "pentacles-4")  # failure, open
+        assert reply["reshuffles"] == []
+        reply = await drawn(session, table, push("p1", "t1"), "swords-2")  # finished: 8
+        assert reply["reshuffles"] == [] and reply["decks"]["player_discarded"] == 3
+        reply = await drawn(session, table, fate_test("e2", "t2"), "wands-12")
+        assert reply["reshuffles"] == [] and reply["decks"]["player_discarded"] == 4
+        reply = await send(session, deck_command("round_end", event_id="end1"))
+        assert reply["reshuffles"] == [{"reason": "fool", "decks": ["player", "gm"]}]
+        assert reply["decks"]["player_undrawn"] == 57
+
+    async def test_an_ordinary_fool_in_a_round_waits_for_its_push(self, session, table):
+        await drawn(session, table, challenge("a1", "act1"), "swords-9")
+        reply = await drawn(session, table, fate_test("e1", "t1", score=4, favor=True), "fool")
+        assert reply["reshuffles"] == [] and reply["test"]["push_by"] == [PLAYER]
+        reply = await send(session, deck_command("round_end", event_id="end1"))
+        assert (reply["reshuffles"], reply["reshuffle_after_test"], reply["open_tests"]) == ([], True, ["t1"])
+        reply = await drawn(session, table, push("p1", "t1"), "wands-7")  # 7 + 7 = 14
+        assert (reply["test"]["total"], reply["test"]["outcome"]) == (14, "success")
+        assert reply["reshuffles"] == [{"reason": "fool", "decks": ["player", "gm"]}]
+
+
+class TestH13ObstacleNames:
+    """H13: obstacle names match ignoring letter case and repeated or surrounding spaces."""
+
+    async def test_binding_refusing_and_clearing_by_any_spelling(self, session, table):
+        reply = await drawn(session, table, fate_test("e1", "t1", obstacle="  The Old  Bridge "), "cups-2")
+        assert reply["bound"] is True
+        for n, spelling in enumerate(["the old bridge", "THE OLD BRIDGE", "The   Old Bridge  "]):
+            await refused(session, fate_test(f"r{n}", f"r{n}", obstacle=spelling), "not_eligible", "obstacle",
+                          dice=[1])
+        reply = await send(session, clear(" the OLD bridge"))
+        assert (reply["type"], reply["obstacle"], reply["test_id"]) == (
+            "hmtw_obstacle_cleared", "  The Old  Bridge ", "t1")
+        assert (await status(session))["bound"] == []
+
+    async def test_other_words_are_other_obstacles(self, session, table):
+        await drawn(session, table, fate_test("e1", "t1", obstacle="the old bridge"), "cups-2")
+        reply = await drawn(session, table, fate_test("e2", "t2", obstacle="the old bridges"), "wands-12")
+        assert (reply["test"]["outcome"], reply["bound"]) == ("success", False)
+        await refused(session, clear("oldbridge"), "not_found", "obstacle")

@@ -403,3 +403,65 @@ class TestReviewM6ChaosFactorAtTheTime:
         assert again == first and used == 0
         fresh = await answered(session, odds_question("Has to be", event_id="ev-odds-2"), 81)
         assert (fresh["difficulty_rank"], fresh["chance"], fresh["answer"]) == ("Miniscule", 145, "yes")
+
+
+# --- M8-M9 (rulings added since the ruleset was built) --------------------------------------------
+
+
+class TestM8ShiftsToTheQuestionOnTheWire:
+    """M8: "+N RS to the question" moves the Acting Rank N up; a weak spot takes the size the
+    asker gives (``times``), +1 when none is given."""
+
+    @pytest.mark.parametrize(("modifier", "shift", "acting", "chance"), [
+        ({"key": "weak_spot"}, 1, "Exceptional", 85),
+        ({"key": "weak_spot", "times": 1}, 1, "Exceptional", 85),
+        ({"key": "weak_spot", "times": 2}, 2, "Incredible", 90),
+    ])
+    async def test_a_weak_spot_on_the_question_whether_hurt(self, session, modifier, shift, acting, chance):
+        reply = await answered(session, named("hurt", acting="High", difficulty="Average", modifiers=[modifier]), 50)
+        assert [(s["target"], s["shift"]) for s in reply["shifts"]] == [("acting", shift)]
+        assert (reply["acting_rank"], reply["difficulty_rank"], reply["chance"]) == (acting, "Average", chance)
+
+    async def test_a_weak_spot_of_3_is_refused(self, session):
+        reply = await send(session, named("hurt", modifiers=[{"key": "weak_spot", "times": 3}]), [50])
+        assert (reply["type"], reply["code"], reply["field"]) == ("error", "bad_message", "modifiers[0].times")
+
+    async def test_got_the_drop_moves_the_attacker_toward_yes(self, session):
+        """Average vs Average, got the drop: Above Average vs Average, 65: a 60 hits."""
+        reply = await answered(session, named("hit", acting="Average", difficulty="Average",
+                                              modifiers=[{"key": "got_the_drop"}]), 60)
+        assert (reply["acting_rank"], reply["chance"], reply["answer"]) == ("Above Average", 65, "yes")
+
+
+class TestM9ThresholdsAndEmptyModifiersOnTheWire:
+    """M9: thresholds as M5's formulas give them, not held to 1..100; an empty modifier list is
+    the same as none."""
+
+    async def test_an_exceptional_no_below_1_is_reported(self, session):
+        """Miniscule 30+ vs Superhuman 30+: -65 - 20 x 28 - 20 x 28 = -1185; exceptional no from
+        101 - floor(1285 / 5) = -156."""
+        reply = await answered(session, question(acting="Miniscule 30+", difficulty="Superhuman 30+"), 1)
+        assert (reply["chance"], reply["exceptional_yes"], reply["exceptional_no"], reply["answer"]) == (
+            -1185, None, -156, "exceptional_no")
+        assert "exceptional no &ge; -156" in reply["card"]["html"]
+
+    async def test_an_exceptional_yes_above_100_is_reported(self, session):
+        """Superhuman 30+ vs Miniscule 30+: 1290; exceptional yes up to floor(1290 / 5) = 258."""
+        reply = await answered(session, question(acting="Superhuman 30+", difficulty="Miniscule 30+"), 100)
+        assert (reply["chance"], reply["exceptional_yes"], reply["exceptional_no"], reply["answer"]) == (
+            1290, 258, None, "exceptional_yes")
+        assert "exceptional yes &le; 258" in reply["card"]["html"]
+
+    async def test_an_empty_list_is_no_modifier_without_a_named_question(self, session):
+        plain = await answered(session, question("ev-1"), 37)
+        empty = await answered(session, question("ev-2", modifiers=[]), 37)
+        assert {**empty, "event_id": "ev-1"} == plain
+        assert empty["shifts"] == [] and empty["chance"] == 75
+
+    async def test_an_empty_list_is_no_modifier_with_a_named_question(self, session):
+        message = named("hurt", event_id="ev-1")
+        del message["modifiers"]
+        plain = await answered(session, message, 37)
+        empty = await answered(session, named("hurt", event_id="ev-2", modifiers=[]), 37)
+        assert {**empty, "event_id": "ev-1"} == plain
+        assert (empty["shifts"], empty["acting_rank"], empty["chance"]) == ([], "High", 75)

@@ -633,3 +633,112 @@ class TestPoolSizeBound:
         reply = await send(party, check(stat_modifier=40, task_tier=1), dice=[])
         assert (reply["code"], reply["field"]) == ("bad_message", "stat_modifier")
         assert "more than the 30" in reply["message"]
+
+
+# --- P14-P16 (rulings added since the ruleset was built) ------------------------------------------
+
+
+class TestP14RetainersUnderEitherOption:
+    """P14: a retainer's or follower's 1 costs stamina and pays nothing under either GM option."""
+
+    @pytest.mark.parametrize("narrative", [False, True])
+    @pytest.mark.parametrize("kind", ["retainer", "follower"])
+    async def test_ones_cost_stamina_and_pay_nothing(self, party, narrative, kind):
+        await ok(party, configure("p14-config", narrative_consequences=narrative))
+        await ok(party, retainer("p14-kind", kind=kind, stamina=3))
+        reply = await ok(party, check(character_id=BREN, stat_modifier=2, task_tier=1), dice=[1, 5, 1])  # 2 + Tier 1
+        assert [d["paid"] for d in reply["dice"]] == [True, None, True]
+        assert (reply["stamina_lost"], reply["fate_gained"], reply["passed"]) == (2, 0, True)
+        assert (reply["character"]["stamina"], fate(reply["character"])) == (1, (0, 0, 0))
+        assert "narrative consequences" not in reply["card"]["html"]
+
+    @pytest.mark.parametrize(("narrative", "stamina_lost", "stamina"), [(False, 2, 2), (True, 0, 4)])
+    async def test_a_player_characters_ones_beside_them(self, party, narrative, stamina_lost, stamina):
+        await ok(party, configure("p14-config", narrative_consequences=narrative))
+        reply = await ok(party, check(), dice=[1, 5, 1, 2])
+        assert (reply["stamina_lost"], reply["fate_gained"]) == (stamina_lost, 2)
+        assert (reply["character"]["stamina"], fate(reply["character"])) == (stamina, (3, 2, 0))
+
+
+class TestP15TierOnSaves:
+    """P15: saves add Tier for every roller, retainers and followers included."""
+
+    @pytest.mark.parametrize(("kind", "level", "tier", "total"), [
+        ("retainer", 1, 1, 15), ("retainer", 5, 3, 17), ("follower", 10, 5, 19), ("pc", 3, 2, 16)])
+    async def test_tier_is_added(self, party, kind, level, tier, total):
+        """Heart 14 -> d6 (4), Fate 12 -> d4 (1), d20 9: 14 + Tier."""
+        await ok(party, retainer("p15-kind", kind=kind, level=level))
+        reply = await ok(party, save("p15-save", character_id=BREN, user_id=GM, user_is_gm=True), dice=[9, 4, 1])
+        assert (reply["tier"], reply["total"], reply["passed"]) == (tier, total, True)
+        assert reply["character"]["tier"] == tier
+
+
+class TestP16LedgerMidSession:
+    """P16: a player character entered during a session gets its 3 session Fate at once; an
+    award to a retainer or follower is refused; a level costs at least 1 Destiny, refused at 0
+    Destiny and at level 10."""
+
+    CARA = "actorCara0000001"
+
+    async def test_entered_mid_session_gets_three_and_can_spend_them(self, party):
+        reply = await ok(party, character("p16-cara", character_id=self.CARA, name="Cara"))
+        assert (reply["session_open"], fate(reply["characters"][0])) == (True, (3, 0, 0))
+        spent = await ok(party, check("p16-check", character_id=self.CARA, fate=3), dice=[2] * 7)
+        assert spent["fate_spent"] == {"from_session": 3, "from_earned": 0}
+
+    async def test_entered_between_sessions_waits_for_the_next(self, party):
+        await ok(party, gm("pool_session_end", "p16-end"))
+        reply = await ok(party, character("p16-cara", character_id=self.CARA, name="Cara"))
+        assert fate(reply["characters"][0]) == (0, 0, 0)
+        reply = await ok(party, gm("pool_session_start", "p16-start"))
+        assert [fate(c) for c in reply["characters"]] == [(3, 0, 0), (3, 0, 0)]
+
+    async def test_a_retainer_entered_again_as_a_player_character_gets_three(self, party):
+        """Changed behaviour (P16): Bren, a retainer, becomes a player character mid-session and
+        is entered as one: 3 session Fate at once (before P16 it waited for the next session)."""
+        reply = await ok(party, retainer("p16-bren-pc", kind="pc"))
+        assert (reply["characters"][0]["kind"], fate(reply["characters"][0])) == ("pc", (3, 0, 0))
+
+    async def test_a_player_character_entered_again_keeps_its_ledger(self, party):
+        await ok(party, check("p16-spend", fate=2), dice=[2] * 6)
+        await ok(party, gm("pool_award", "p16-award", character_ids=[ALDRIC]))
+        reply = await ok(party, character("p16-again", level=4))
+        assert (reply["characters"][0]["level"], fate(reply["characters"][0])) == (4, (1, 1, 0))
+
+    @pytest.mark.parametrize("kind", ["retainer", "follower"])
+    async def test_an_award_to_a_retainer_or_follower_is_refused(self, party, kind):
+        await ok(party, retainer("p16-kind", kind=kind))
+        refused = await send(party, gm("pool_award", "p16-award", character_ids=[BREN], amount=2))
+        assert (refused["code"], refused["field"]) == ("not_eligible", "character_ids")
+        assert f"is a {kind}" in refused["message"]
+        assert fate(await ledger(party, BREN)) == (0, 0, 0)
+
+    async def test_an_award_naming_a_follower_beside_a_pc_is_refused_whole(self, party):
+        await ok(party, retainer("p16-kind", kind="follower"))
+        refused = await send(party, gm("pool_award", "p16-award", character_ids=[ALDRIC, BREN], amount=2))
+        assert (refused["code"], refused["field"]) == ("not_eligible", "character_ids")
+        assert (fate(await ledger(party)), fate(await ledger(party, BREN))) == ((3, 0, 0), (0, 0, 0))
+
+    async def test_a_level_costs_at_least_one_destiny(self, party):
+        refused = await send(party, gm("pool_level_gained", "p16-level-0", character_id=ALDRIC))
+        assert (refused["code"], refused["field"]) == ("not_eligible", "character_id")
+        assert "at least 1 Destiny, 0 held" in refused["message"]
+        await ok(party, gm("pool_award", "p16-award", character_ids=[ALDRIC], amount=3))
+        await ok(party, gm("pool_rest", "p16-rest"))
+        reply = await ok(party, gm("pool_level_gained", "p16-level", character_id=ALDRIC))
+        entry = reply["characters"][0]
+        assert (entry["level"], entry["tier"], fate(entry)) == (4, 2, (3, 0, 0))
+
+    async def test_no_level_past_ten_even_with_destiny(self, party):
+        await ok(party, character("p16-nine", level=9))
+        await ok(party, gm("pool_award", "p16-award", character_ids=[ALDRIC], amount=2))
+        await ok(party, gm("pool_rest", "p16-rest"))
+        reply = await ok(party, gm("pool_level_gained", "p16-ten", character_id=ALDRIC))
+        assert (reply["characters"][0]["level"], reply["characters"][0]["destiny"]) == (10, 0)
+        await ok(party, gm("pool_award", "p16-award-2", character_ids=[ALDRIC]))
+        await ok(party, gm("pool_rest", "p16-rest-2"))
+        refused = await send(party, gm("pool_level_gained", "p16-eleven", character_id=ALDRIC))
+        assert (refused["code"], refused["field"]) == ("not_eligible", "character_id")
+        assert "level 10" in refused["message"]
+        entry = await ledger(party)
+        assert (entry["level"], entry["destiny"]) == (10, 1)

@@ -1,5 +1,5 @@
 """His Majesty the Worm rules (``bridge/rules/hmtw.py``) against seed 002 (Tests of Fate) and the
-rulings H1-H10 of ``shared/rules/DECISIONS.md``.
+rulings H1-H13 of ``docs/rules.md``.
 
 One class per ruling; every ruling is pinned with concrete values. The shuffle's uniformity is
 checked statistically with a fixed seed (chi-square on the position each card is dealt at).
@@ -22,6 +22,7 @@ from bridge.rulesets.hmtw.rules import (
     Pile,
     begin_test,
     binds,
+    close_pushes,
     card,
     close_test,
     draw,
@@ -554,11 +555,16 @@ class TestH7FoolBookkeeping:
         decks, reshuffles = finish_tests(close_test(decks, "g/2"))
         assert [r.reason for r in reshuffles] == ["fool"] and not decks.reshuffle_after_test
 
-    def test_a_test_fool_and_a_challenge_fool_are_one_reshuffle(self):
+    def test_a_test_fool_reshuffles_now_and_a_challenge_fool_still_waits_for_the_round(self):
+        """H12 (replacing the earlier "one reshuffle for both"): the ordinary test's Fool
+        reshuffles when its test is finished; the Challenge Action's still reshuffles at the end
+        of its round."""
         decks = fool_drawn(fool_drawn(new_decks(), in_challenge=True), in_challenge=False)
         after, reshuffles = begin_test(decks)
-        assert len(reshuffles) == 1
-        assert not after.reshuffle_after_test and not after.reshuffle_at_round_end
+        assert [r.reason for r in reshuffles] == ["fool"]
+        assert not after.reshuffle_after_test and after.reshuffle_at_round_end
+        after, reshuffles = end_round(after)
+        assert [r.reason for r in reshuffles] == ["fool"] and not after.reshuffle_at_round_end
 
 
 class TestH10GroupSumsAfterPushes:
@@ -574,3 +580,100 @@ class TestH10GroupSumsAfterPushes:
         expected = "success" if hits >= 2 else "falls_short" if hits == 1 else "failure" if hits == 0 else "disaster"
         assert group_hits((a, b)) == hits and group_outcome(hits) == expected
         assert group_binds(expected) is (expected in ("failure", "disaster"))
+
+
+# --- H11-H13 (rulings added since the ruleset was built) ------------------------------------------
+
+
+class TestH11PushWindow:
+    """H11: a failed test may be pushed until the table next draws from the player deck for a
+    test (a test of fate, a group test, a Challenge Action) or the GM closes the window."""
+
+    def test_the_gm_closing_the_window_ends_every_open_test(self):
+        decks = open_test(open_test(new_decks(), "g/1"), "g/2")
+        after, reshuffles = close_pushes(decks)
+        assert after.open_tests == () and reshuffles == ()
+        assert after.player == decks.player and after.gm == decks.gm
+
+    def test_closing_the_window_reshuffles_a_fool_drawn_in_an_open_test(self):
+        """H11 with H7: the test is finished when its window closes, so its Fool reshuffles."""
+        _, decks, _ = draws(new_decks(), "player", 3, first)
+        decks = open_test(fool_drawn(decks, in_challenge=False), "t1")
+        after, reshuffles = close_pushes(decks)
+        assert [(r.reason, r.decks) for r in reshuffles] == [("fool", ("player", "gm"))]
+        assert after.player == Pile(PLAYER_DECK) and not after.reshuffle_after_test
+
+    def test_a_new_test_closes_the_window_like_the_gm(self):
+        decks = open_test(fool_drawn(new_decks(), in_challenge=False), "t1")
+        assert begin_test(decks) == close_pushes(decks)
+
+    def test_a_gm_deck_draw_leaves_the_window_open(self):
+        decks = open_test(new_decks(), "t1")
+        assert draw(decks, "gm", first).decks.open_tests == ("t1",)
+
+    def test_a_round_end_leaves_the_window_open(self):
+        decks = open_test(fool_drawn(new_decks(), in_challenge=True), "t1")
+        after, reshuffles = end_round(decks)
+        assert after.open_tests == ("t1",) and [r.reason for r in reshuffles] == ["fool"]
+
+
+class TestH12FoolAroundChallengeRounds:
+    """H12: a Challenge Action's Fool reshuffles at the end of its round, even when ordinary tests
+    of fate come between; an ordinary test's Fool when that test is finished (after its push)."""
+
+    def test_ordinary_tests_between_do_not_reshuffle_a_challenge_fool(self):
+        decks = fool_drawn(new_decks(), in_challenge=True)
+        for test_id in ("t1", "t2"):  # two failed tests, each closed by the next draw
+            decks, reshuffles = begin_test(decks)
+            assert reshuffles == ()
+            decks = open_test(draw(decks, "player", first).decks, test_id)
+            decks, reshuffles = finish_tests(decks)
+            assert reshuffles == ()
+        assert decks.reshuffle_at_round_end and decks.open_tests == ("t2",)
+        after, reshuffles = end_round(decks)
+        assert [r.reason for r in reshuffles] == ["fool"] and after.player == Pile(PLAYER_DECK)
+
+    def test_an_ordinary_fool_between_reshuffles_and_the_round_end_still_does(self):
+        """The player deck ran out mid-round, so an ordinary test drew the Fool again: its
+        reshuffle comes when that test is finished, and the Challenge's still at the round end."""
+        decks = open_test(fool_drawn(fool_drawn(new_decks(), in_challenge=True), in_challenge=False), "t1")
+        decks, reshuffles = finish_tests(close_test(decks, "t1"))  # pushed: finished
+        assert [r.reason for r in reshuffles] == ["fool"]
+        assert decks.reshuffle_at_round_end and not decks.reshuffle_after_test
+        decks, reshuffles = end_round(decks)
+        assert [r.reason for r in reshuffles] == ["fool"] and not decks.reshuffle_at_round_end
+
+    def test_a_round_end_does_not_cut_short_an_ordinary_fools_wait(self):
+        """An ordinary test's Fool, its test still open for a push, waits for that test even
+        when the round ends (with a Challenge Fool) first."""
+        decks = open_test(fool_drawn(fool_drawn(new_decks(), in_challenge=True), in_challenge=False), "t1")
+        decks, reshuffles = end_round(decks)
+        assert [r.reason for r in reshuffles] == ["fool"]
+        assert decks.reshuffle_after_test and decks.open_tests == ("t1",)
+        decks, reshuffles = finish_tests(close_test(decks, "t1"))
+        assert [r.reason for r in reshuffles] == ["fool"] and not decks.reshuffle_after_test
+
+    def test_an_ordinary_fool_waits_for_its_push_not_the_round_end(self):
+        decks = open_test(fool_drawn(new_decks(), in_challenge=False), "t1")
+        assert end_round(decks) == (decks, ())
+        assert finish_tests(decks) == (decks, ())
+        _, reshuffles = finish_tests(close_test(decks, "t1"))
+        assert [r.reason for r in reshuffles] == ["fool"]
+
+    def test_the_gm_reshuffle_ends_both_waits(self):
+        decks = fool_drawn(fool_drawn(new_decks(), in_challenge=True), in_challenge=False)
+        after, _ = reshuffle(decks, "gm")
+        assert not after.reshuffle_after_test and not after.reshuffle_at_round_end
+
+
+class TestH13ObstacleNames:
+    """H13: obstacle names match ignoring letter case and repeated or surrounding spaces."""
+
+    @pytest.mark.parametrize("name", ["Old Bridge", "old bridge", "OLD BRIDGE", "  old   bridge  ",
+                                      "old bridge ", " Old  Bridge"])
+    def test_one_obstacle(self, name):
+        assert obstacle_key(name) == "old bridge"
+
+    @pytest.mark.parametrize("name", ["oldbridge", "old bridges", "the old bridge", "old-bridge"])
+    def test_other_letters_are_other_obstacles(self, name):
+        assert obstacle_key(name) != "old bridge"

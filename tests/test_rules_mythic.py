@@ -1,15 +1,14 @@
-"""Mythic Fate Chart rules (``bridge/rules/mythic.py``) against seed 003 and the rulings M1-M7 of
-``shared/rules/DECISIONS.md``.
+"""Mythic Fate Chart rules (``bridge/rules/mythic.py``) against seed 003 and the rulings M1-M9 of
+``docs/rules.md``.
 
 One class per ruling; every ruling is pinned with concrete values. The chart (M2) is checked
-cell by cell against the table printed in DECISIONS.md itself.
+cell by cell against the table printed in the rulings themselves (``tests/fixtures/rules/DECISIONS.md``).
 """
 
 from __future__ import annotations
 
 import functools
 import re
-from pathlib import Path
 
 import pytest
 from hypothesis import given
@@ -35,7 +34,9 @@ from bridge.rulesets.mythic.rules import (
     thresholds,
 )
 
-DECISIONS = Path(__file__).resolve().parent.parent.parent / "shared" / "rules" / "DECISIONS.md"
+from .helpers import FIXTURES
+
+DECISIONS = FIXTURES / "rules" / "DECISIONS.md"
 ABBREVIATIONS = ("M2+", "Min", "Weak", "Low", "BAv", "Avg", "AAv", "High", "Exc", "Inc", "Awe", "Sup", "S2+")
 M2P, MIN, WEAK, LOW, BAV, AVG, AAV, HIGH, EXC, INC, AWE, SUP, S2P = range(13)
 
@@ -44,7 +45,7 @@ M2P, MIN, WEAK, LOW, BAV, AVG, AAV, HIGH, EXC, INC, AWE, SUP, S2P = range(13)
 def decisions_chart() -> tuple[tuple[str, ...], dict[str, list[int]]]:
     """The M2 block of DECISIONS.md: its column headers and each row's 13 values by row name."""
     if not DECISIONS.exists():
-        pytest.fail(f"DECISIONS.md not found: expected shared/ beside the repository at {DECISIONS}")
+        pytest.fail(f"DECISIONS.md not found: expected it at {DECISIONS}")
     text = DECISIONS.read_text()
     block = re.search(r"- M2 .*?```\n(.*?)```", text, re.S).group(1).splitlines()
     header = tuple(block[0].split())
@@ -259,8 +260,9 @@ class TestM5Thresholds:
 
     @pytest.mark.parametrize("p", [96, 97, 99])
     def test_no_exceptional_no_between_96_and_99(self, p):
-        """101 - floor((100 - p) / 5) is 101 here: no d100 reaches it, so it is reported as none."""
-        assert thresholds(p).exceptional_no is None
+        """101 - floor((100 - p) / 5) is 101 here: no d100 reaches it, and M9 reports it as 101,
+        not none (none only when p >= 100)."""
+        assert thresholds(p).exceptional_no == 101
         assert answer(thresholds(p), 100) == N
 
     @pytest.mark.parametrize("p", [1, 4])
@@ -537,7 +539,7 @@ class TestReviewM5Boundaries:
             (1, None, 82), (4, None, 82),  # floor(99/5) = floor(96/5) = 19
             (5, 1, 82), (9, 1, 83), (10, 2, 83),  # floor(91/5) = 18
             (90, 18, 99), (91, 18, 100), (95, 19, 100),
-            (96, 19, None), (99, 19, None), (100, 20, None),
+            (96, 19, 101), (99, 19, 101), (100, 20, None),  # M9: 101, not none, below 100
             (-400, None, 1),  # floor(500/5) = 100: every roll is an exceptional no
             (499, 99, None), (500, 100, None),  # floor(500/5) = 100: every roll an exceptional yes
         ],
@@ -677,10 +679,76 @@ class TestReviewM7ModifiersTogether:
 class TestReviewM5ReachableChances:
     """M5 (review): every chance the chart can give (M2 cells, +/-20 steps of M3) is a multiple of
     5, so p 96..99, the only values where "none when p >= 100" and the formula's unreachable 101
-    differ in what is reported, never occur; the bridge reports none for them either way."""
+    differ in what is reported, never occur on the chart; M9 rules that the formula's 101 is
+    reported for them (not none), so no answer the bridge ever gave changes."""
 
     def test_every_reachable_chance_is_a_multiple_of_5(self):
         assert all(chance(a, d) % 5 == 0 for a in range(-15, 30) for d in range(-15, 30))
 
-    def test_96_to_99_report_none(self):
-        assert [thresholds(p).exceptional_no for p in (96, 97, 98, 99)] == [None] * 4
+    def test_96_to_99_report_the_formulas_101(self):
+        assert [thresholds(p).exceptional_no for p in (96, 97, 98, 99)] == [101] * 4
+
+
+# --- M8-M9 (rulings added since the ruleset was built) --------------------------------------------
+
+
+class TestM8ShiftsToTheQuestion:
+    """M8: "+N RS to the question" shifts the Acting Rank N steps up (toward yes); a weak spot
+    is +1 or +2 RS as the asker gives it, +1 when no size is given."""
+
+    @pytest.mark.parametrize(("key", "modifier"), [("hit", "got_the_drop"), ("hit", "adrenaline"),
+                                                   ("act_next", "adrenaline"), ("hurt", "weak_spot")])
+    def test_to_the_question_is_up_the_acting_rank(self, key, modifier):
+        (applied,) = apply_modifiers(named_question(key), [(modifier, 1)])
+        assert (applied.modifier.target, applied.shift) == ("acting", 1)
+
+    def test_toward_yes(self):
+        """Got the drop on the question to hit, Average vs Average: Above Average vs Average, 50 ->
+        65; a roll of 60 turns from no to yes."""
+        (applied,) = apply_modifiers(named_question("hit"), [("got_the_drop", 1)])
+        before, after = ask(AVG, AVG, 60), ask(AVG, AVG, 60, acting_shift=applied.shift)
+        assert (before.limits.chance, before.answer) == (50, N)
+        assert (rank_name(after.acting), after.limits.chance, after.answer) == ("Above Average", 65, Y)
+
+    @pytest.mark.parametrize(("times", "shift", "acting", "p"), [(1, 1, "Exceptional", 85), (2, 2, "Incredible", 90)])
+    def test_a_weak_spot_of_the_size_given(self, times, shift, acting, p):
+        """Damage High vs toughness Average (75): a weak spot +1 -> Exceptional (85), +2 ->
+        Incredible (90)."""
+        (applied,) = apply_modifiers(named_question("hurt"), [("weak_spot", times)])
+        result = ask(HIGH, AVG, 50, acting_shift=applied.shift)
+        assert (applied.shift, rank_name(result.acting), result.limits.chance) == (shift, acting, p)
+
+    def test_a_weak_spot_is_never_more_than_2(self):
+        with pytest.raises(ModifierRefused, match="1..2") as refused:
+            apply_modifiers(named_question("hurt"), [("weak_spot", 3)])
+        assert (refused.value.index, refused.value.part) == (0, "times")
+
+
+class TestM9ThresholdsAsTheFormulasGive:
+    """M9: thresholds as M5's formulas give them, not held to 1..100; "none" only where M5 says
+    so (exceptional yes when p < 5, exceptional no when p >= 100)."""
+
+    @pytest.mark.parametrize(("p", "exceptional_yes", "exceptional_no"), [
+        (-405, None, 0), (-420, None, -3), (-1000, None, -119),  # exceptional no of 0 or below
+        (505, 101, None), (600, 120, None), (1000, 200, None),  # exceptional yes above 100
+        (96, 19, 101), (98, 19, 101), (99, 19, 101),  # 101: unreachable, still not none
+        (4, None, 82), (5, 1, 82), (100, 20, None),  # the two "none" edges of M5
+    ])
+    def test_by_hand(self, p, exceptional_yes, exceptional_no):
+        assert thresholds(p) == Thresholds(chance=p, exceptional_yes=exceptional_yes,
+                                           exceptional_no=exceptional_no)
+
+    def test_far_beyond_the_chart(self):
+        """Superhuman 30+ vs Miniscule 30+: 170 + 20 x 28 + 20 x 28 = 1290; yes up to 258."""
+        result = ask(parse_rank("Superhuman 30+"), parse_rank("Miniscule 30+"), 100)
+        assert (result.limits.chance, result.limits.exceptional_yes, result.limits.exceptional_no,
+                result.answer) == (1290, 258, None, EY)
+
+    def test_answers_still_follow_the_thresholds(self):
+        assert {answer(thresholds(-420), r) for r in range(1, 101)} == {EN}
+        assert {answer(thresholds(600), r) for r in range(1, 101)} == {EY}
+        assert answer(thresholds(99), 100) == N
+
+    @pytest.mark.parametrize("key", list(NAMED_QUESTIONS))
+    def test_an_empty_list_of_modifiers_is_none(self, key):
+        assert apply_modifiers(named_question(key), []) == []

@@ -1,5 +1,5 @@
 """pool rules (``bridge/rules/pool.py``) against seed 004 and the rulings P1-P13 of
-``shared/rules/DECISIONS.md``: one class per ruling, each pinned with values; then the exact odds
+``docs/rules.md``: one class per ruling, each pinned with values; then the exact odds
 of a check against the roller."""
 
 from __future__ import annotations
@@ -559,3 +559,51 @@ class TestAuditExactOddsByHand:
         """Per die P(0) = 2/3, P(1) = 5/18: 1 - 4/9 - 2 * 2/3 * 5/18 = 5/27."""
         assert exact(2, 5, 2)[-1] == Fraction(5, 27)
         assert chance_to_pass(2, 5, 2) == pytest.approx(5 / 27)
+
+
+# --- P14-P16 (rulings added since the ruleset was built) ------------------------------------------
+
+
+class TestP14RetainersUnderEitherOption:
+    """P14: a retainer's or follower's 1 costs stamina and pays nothing under either GM option
+    (P12 before P10); a player character's pays under both (P2, P10)."""
+
+    @pytest.mark.parametrize("narrative", [False, True])
+    @pytest.mark.parametrize(("ones", "stamina", "paid"), [
+        (1, 3, OnesPaid(1, 0, (True,))),
+        (2, 2, OnesPaid(2, 0, (True, True))),
+        (3, 1, OnesPaid(1, 0, (True, False, False))),
+        (2, 0, OnesPaid(0, 0, (False, False))),
+    ])
+    def test_costs_stamina_pays_nothing(self, narrative, ones, stamina, paid):
+        assert pay_ones(ones, stamina, holds_fate=False, narrative=narrative) == paid
+
+    def test_a_player_character_beside_it(self):
+        """The same three 1s at 1 stamina: standard 1 stamina for 1 Fate; narrative 0 for 3."""
+        assert pay_ones(3, 1, holds_fate=True, narrative=False) == OnesPaid(1, 1, (True, False, False))
+        assert pay_ones(3, 1, holds_fate=True, narrative=True) == OnesPaid(0, 3, (True, True, True))
+
+
+class TestP15TierOnSaves:
+    """P15: a save adds the roller's Tier, whoever rolls (P9); Tier is half the level rounded up."""
+
+    @pytest.mark.parametrize(("level", "total"), [(1, 13), (2, 13), (3, 14), (6, 15), (10, 17)])
+    def test_tier_by_level(self, level, total):
+        """d20 kept 9 + stat die 4 - Fate die 1 + Tier."""
+        assert save_total(kept=9, stat_die=4, fate_die=-1, tier=tier_for_level(level)) == total
+
+
+class TestP16LevelCost:
+    """P16: a level gained costs at least 1 Destiny (all of it: Destiny resets, P8)."""
+
+    @pytest.mark.parametrize(("level", "destiny", "after"), [(1, 1, (2, 0)), (5, 3, (6, 0)), (9, 1, (10, 0))])
+    def test_costs_all_destiny(self, level, destiny, after):
+        assert gain_level(level, destiny) == after
+
+    @pytest.mark.parametrize("level", [1, 5, 9])
+    def test_refused_at_zero_destiny(self, level):
+        with pytest.raises(ValueError, match="at least 1 Destiny, 0 held"):
+            gain_level(level, 0)
+
+    def test_the_top_level_is_ten(self):
+        assert pool.MAX_LEVEL == 10 and tier_for_level(pool.MAX_LEVEL) == pool.MAX_TIER == 5

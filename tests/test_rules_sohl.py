@@ -1,5 +1,5 @@
 """Song of Heroic Lands rules (``bridge/rules/sohl.py``) against seeds 000 (Fate), 001 (Success
-Tests) and the rulings S1-S12 of ``shared/rules/DECISIONS.md``.
+Tests) and the rulings S1-S12 of ``docs/rules.md``.
 
 One class per ruling; every ruling is pinned with concrete values.
 """

@@ -1,5 +1,5 @@
 """The bridge through a real WebSocket on 127.0.0.1 (``bridge/server.py`` and the session, store
-and dispatch behind it), against ``docs/protocol.md`` and ``shared/contract.md``.
+and dispatch behind it), against ``docs/protocol.md``.
 
 Every test starts ``bridge.server.start`` in-process on port 0 with a SQLite file in ``tmp_path``
 and :class:`~bridge.dice.ScriptedDice`, so every Fate Test roll is known. The default dice hold no
@@ -330,6 +330,8 @@ class TestHelloWelcome:
             "v": 1,
             "world_id": WORLD_ID,
             "bridge_version": bridge.__version__,
+            "protocol_version": 1,
+            "max_frame_bytes": bridge_server.MAX_FRAME_BYTES,  # the limit the server enforces (1009)
             "rulesets": dispatch.RULESETS,  # every ruleset with handlers
             "settings": {"fate_option": "everyone"},
         }
@@ -1024,9 +1026,9 @@ class TestHealthz:
         server = await start_bridge(store)
         port = server.sockets[0].getsockname()[1]
 
-        status, _ = await asyncio.to_thread(http_get, port, "/")
+        status, _ = await asyncio.to_thread(http_get, port, "/nothing-here")
 
-        assert status == 426  # Upgrade Required: only the health check is plain HTTP
+        assert status == 426  # Upgrade Required: only the pages of bridge/http.py are plain HTTP
 
 
 # --- the last charge ---------------------------------------------------------------------------

@@ -104,7 +104,7 @@ class TestErrorField:
 
 
 class TestContractNames:
-    """Every name of shared/contract.md is kept."""
+    """Every name of wire contract v1 (the protocol's first version, ``docs/protocol.md``) is kept."""
 
     def test_message_tags(self):
         tags = {cls.__struct_config__.tag for cls in wire.CLIENT_TYPES + wire.BRIDGE_TYPES}

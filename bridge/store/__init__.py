@@ -17,28 +17,29 @@ from typing import Any
 from .base import AuditFilter, AuditRow, Decided, Decision, DecisionFn, Store, World
 
 __all__ = ["AuditFilter", "AuditRow", "Decided", "Decision", "DecisionFn", "Store", "World",
-           "SQLiteStore", "MIGRATIONS", "SCHEMA_VERSION", "open_store"]
+           "SQLiteStore", "MIGRATIONS", "SCHEMA_VERSION", "DB_FILE_MODE", "utc_now", "open_store"]
 
 
 def __getattr__(name: str) -> Any:
-    """The SQLite backend's names (``SQLiteStore``, ``MIGRATIONS``, ``SCHEMA_VERSION``), on first use."""
-    if name == "SQLiteStore":
-        from .sqlite import SQLiteStore
-        return SQLiteStore
-    if name in ("MIGRATIONS", "SCHEMA_VERSION"):
+    """The SQLite backend's names (``SQLiteStore``, ``MIGRATIONS``, ``SCHEMA_VERSION``, ``DB_FILE_MODE``, ``utc_now``), on first use."""
+    if name in ("SQLiteStore", "DB_FILE_MODE"):
+        from . import sqlite
+        return getattr(sqlite, name)
+    if name in ("MIGRATIONS", "SCHEMA_VERSION", "utc_now"):
         from . import schema
         return getattr(schema, name)
     raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
 
 
-async def open_store(db: str | Path, *, audit_key: bytes | None = None) -> Store:
+async def open_store(db: str | Path, *, audit_key: bytes | None = None, signing_key: Any = None) -> Store:
     """Open the store ``--db`` names: a ``postgresql://`` URL (:class:`~bridge.store.postgres.
     PostgresStore`, needs the ``postgres`` extra) or a SQLite file path / ``":memory:"`` (the
-    default backend). Raises ``ConfigError`` as the backend's ``open`` does."""
+    default backend); ``audit_key``/``signing_key`` as the backend's ``open`` takes them. Raises
+    ``ConfigError`` as the backend's ``open`` does."""
     from ..config import is_postgres_url
 
     if is_postgres_url(db):
         from .postgres import PostgresStore
-        return await PostgresStore.open(str(db), audit_key=audit_key)
+        return await PostgresStore.open(str(db), audit_key=audit_key, signing_key=signing_key)
     from .sqlite import SQLiteStore
-    return await SQLiteStore.open(db, audit_key=audit_key)
+    return await SQLiteStore.open(db, audit_key=audit_key, signing_key=signing_key)

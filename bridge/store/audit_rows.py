@@ -177,6 +177,25 @@ class AuditRows:
             next_before=rows[-1].seq if more and rows else None,
         )
 
+    def _audit_hashes_sync(self, world_id: str, seqs: list[int], registered: bool) -> dict[int, str]:
+        assert self._conn is not None
+        if registered:
+            self._require_world(self._conn, world_id, registered=True)
+        found: dict[int, str] = {}
+        wanted = sorted(set(seqs))
+        for start in range(0, len(wanted), 500):  # SQLite's bound on host parameters
+            chunk = wanted[start:start + 500]
+            found.update(self._conn.execute(
+                f"SELECT seq, hash FROM audit WHERE world_id = ? AND seq IN ({','.join('?' * len(chunk))})",
+                (world_id, *chunk)).fetchall())
+        return found
+
+    async def audit_hashes(self, world_id: str, seqs: list[int], *, registered: bool = False) -> dict[int, str]:
+        """The chain hash of each of ``world_id``'s records whose ``seq`` is in ``seqs`` (absent
+        seqs are left out). With ``registered``, raises WorldNotRegistered for a removed world
+        (a forwarder's query)."""
+        return await self._run(self._audit_hashes_sync, world_id, seqs, registered)
+
     async def audit_rows(self, where: AuditFilter) -> list[AuditRow]:
         """Audit records matching ``where``, newest first."""
         return await self._run(self._audit_rows_sync, where)

@@ -9,10 +9,13 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any, Protocol, TypeVar
+from typing import TYPE_CHECKING, Any, Protocol, TypeVar
 
 from .. import audit, wire
 from ..state import WorldState
+
+if TYPE_CHECKING:
+    from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
 
 T = TypeVar("T")
 
@@ -95,7 +98,11 @@ DecisionFn = Callable[[WorldState], Decision]
 
 class Store(Protocol):
     """The async store interface the server, CLI and ``resolve`` use: every method they call.
-    A backend also offers a way to open itself (``SQLiteStore.open(path)``)."""
+    A backend also offers a way to open itself (``SQLiteStore.open(path)``).
+
+    ``signing_key``: the bridge's Ed25519 receipt key (bridge/receipts.py), None when it has none."""
+
+    signing_key: Ed25519PrivateKey | None
 
     async def world(self, world_id: str) -> World | None:
         """The registered world, or None."""
@@ -138,6 +145,11 @@ class Store(Protocol):
     async def audit_page(self, world_id: str, query: wire.AuditQuery) -> wire.AuditPage:
         """A page of ``world_id``'s audit trail for the module's audit window (``audit_query``),
         newest first, filtered as the query says; ``more`` when older records match too."""
+        ...
+
+    async def audit_hashes(self, world_id: str, seqs: list[int], *, registered: bool = False) -> dict[int, str]:
+        """``seq`` -> chain hash of the world's records among ``seqs`` (missing ones left out), for
+        the receipts check; ``registered``: raise WorldNotRegistered for a removed world."""
         ...
 
     async def audit_rows(self, where: AuditFilter) -> list[AuditRow]:

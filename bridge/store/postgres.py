@@ -137,14 +137,16 @@ class PostgresStore(SQLiteStore):
     Raises ``ConfigError`` when the server cannot be reached, psycopg is not installed, or the
     database was written by a newer bridge."""
 
-    def __init__(self, url: str, *, audit_key: bytes | None = None) -> None:
-        super().__init__(url, audit_key=audit_key)
+    def __init__(self, url: str, *, audit_key: bytes | None = None, signing_key: Any = None) -> None:
+        super().__init__(url, audit_key=audit_key, signing_key=signing_key)
         self._leases: dict[str, int] = {}  # world -> the fencing token this process holds
 
     @classmethod
-    async def open(cls, url: str, *, audit_key: bytes | None = None) -> PostgresStore:  # type: ignore[override]
-        """Connect to ``url`` and create or upgrade its tables (see ``MIGRATIONS``)."""
-        return await super().open(url, audit_key=audit_key)  # type: ignore[return-value]
+    async def open(cls, url: str, *, audit_key: bytes | None = None,  # type: ignore[override]
+                   signing_key: Any = None) -> PostgresStore:
+        """Connect to ``url`` and create or upgrade its tables (see ``MIGRATIONS``); the keys
+        as :meth:`SQLiteStore.open` takes them."""
+        return await super().open(url, audit_key=audit_key, signing_key=signing_key)  # type: ignore[return-value]
 
     # --- runs on the writer thread -------------------------------------------------------------
 

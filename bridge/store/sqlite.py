@@ -28,16 +28,21 @@ from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import msgspec
 
 from .. import wire
 from ..errors import ConfigError, WorldNotRegistered
+from ..startup import database_problem
 from ..state import R, WorldState
 from .audit_rows import AuditRows
 from .base import Decided, DecisionFn
 from .schema import MIGRATIONS, SCHEMA_VERSION, T, _encode, _in_transaction, _settings_decoder, utc_now
 from .worlds import WorldRows
+
+if TYPE_CHECKING:
+    from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
 
 
 
@@ -159,9 +164,11 @@ class SQLiteStore(WorldRows, AuditRows):
     Use :meth:`open` (a classmethod coroutine) to construct.
     """
 
-    def __init__(self, path: str | Path, *, audit_key: bytes | None = None) -> None:
+    def __init__(self, path: str | Path, *, audit_key: bytes | None = None,
+                 signing_key: Ed25519PrivateKey | None = None) -> None:
         self.path = str(path)
         self.audit_key = audit_key
+        self.signing_key = signing_key  # signs receipts (bridge/receipts.py); None: no receipts
         self._executor = ThreadPoolExecutor(max_workers=1, thread_name_prefix="fate-bridge-db")
         self._conn: sqlite3.Connection | None = None
         self._closed = False
@@ -171,10 +178,12 @@ class SQLiteStore(WorldRows, AuditRows):
         self._wal: _WalCheckpointer | None = None
 
     @classmethod
-    async def open(cls, path: str | Path, *, audit_key: bytes | None = None) -> SQLiteStore:
+    async def open(cls, path: str | Path, *, audit_key: bytes | None = None,
+                   signing_key: Ed25519PrivateKey | None = None) -> SQLiteStore:
         """Open (and create or upgrade) the database at ``path``. With ``audit_key``, the audit
-        chain gets signed checkpoints (every ``CHECKPOINT_EVERY`` records and at close)."""
-        store = cls(path, audit_key=audit_key)
+        chain gets signed checkpoints (every ``CHECKPOINT_EVERY`` records and at close); with
+        ``signing_key`` (Ed25519), receipts can be checked (``receipts_check``)."""
+        store = cls(path, audit_key=audit_key, signing_key=signing_key)
         try:
             await store._run(store._connect)
         except BaseException:
@@ -190,12 +199,12 @@ class SQLiteStore(WorldRows, AuditRows):
     # --- runs on the writer thread -------------------------------------------------------------
 
     def _connect(self) -> None:
-        if self.path != ":memory:":
-            path = Path(self.path).expanduser()
-            path.parent.mkdir(parents=True, exist_ok=True)
-            if not path.exists():  # owner-only: it holds viewer keys and the table's history
-                os.close(os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, DB_FILE_MODE))
         try:
+            if self.path != ":memory:":
+                path = Path(self.path).expanduser()
+                path.parent.mkdir(parents=True, exist_ok=True)
+                if not path.exists():  # owner-only: it holds viewer keys and the table's history
+                    os.close(os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, DB_FILE_MODE))
             conn = sqlite3.connect(self.path, isolation_level=None, check_same_thread=False)
             conn.execute("PRAGMA busy_timeout = 5000")
             if self.path != ":memory:":
@@ -208,8 +217,8 @@ class SQLiteStore(WorldRows, AuditRows):
                 # thread: done inside a COMMIT they would stall decisions (p99 x5 measured).
                 conn.execute("PRAGMA wal_autocheckpoint = 0")
                 self._wal = _WalCheckpointer(self.path)
-        except sqlite3.DatabaseError as exc:
-            raise ConfigError(f"cannot open the database {self.path!r}: {exc}") from None
+        except (OSError, sqlite3.DatabaseError) as exc:
+            raise ConfigError(database_problem(self.path, exc)) from None
         self._conn = conn
 
     def _migrate(self, conn: sqlite3.Connection) -> None:

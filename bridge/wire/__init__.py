@@ -1,6 +1,6 @@
 """Every wire message between the Foundry module and the bridge: the protocol is this package.
 
-The names follow ``shared/contract.md`` (wire contract v1); ``docs/protocol.md`` explains the flow
+The names are wire contract v1's (``tests/test_wire.py`` pins them); ``docs/protocol.md`` explains the flow
 and ``schemas/`` holds the JSON Schema generated from these classes. This package holds the shared
 messages (``session``, ``audit``, ``overlay``, each listing its ``CLIENT`` and ``BRIDGE`` classes);
 every ruleset's own messages live in ``bridge/rulesets/<id>/wire.py`` and join the union through

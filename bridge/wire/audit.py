@@ -2,11 +2,11 @@
 
 from __future__ import annotations
 
-from typing import Annotated
+from typing import Annotated, Literal
 
 from msgspec import Meta
 
-from .base import BridgeMessage, Id, OutPart, Query
+from .base import BridgeMessage, Id, OutPart, Part, Query
 
 
 UTC_TIME_PATTERN = r"^\d{4}-\d{2}-\d{2}([T ]\d{2}(:\d{2}(:\d{2}(\.\d{1,6})?)?)?Z?)?$"
@@ -72,5 +72,72 @@ class AuditPage(BridgeMessage, tag="audit_page", kw_only=True):
     next_before: int | None
 
 
-CLIENT = (AuditQuery,)
-BRIDGE = (AuditPage,)
+class Receipt(Part, kw_only=True):
+    """A signed receipt for one audit record (docs/protocol.md, Receipts; bridge/receipts.py):
+    ``seq`` is the world's record number, ``record_hash`` that record's chain hash (hex SHA-256),
+    ``key_id`` the first 16 hex digits of SHA-256 of the signing Ed25519 public key, ``sig`` the
+    base64url (unpadded) Ed25519 signature of :func:`bridge.receipts.receipt_bytes`.
+
+    The text fields are only bounded, not pattern-checked: a receipt edited in the chat log is
+    answered ``changed`` by ``receipts_check``, not refused with the whole query."""
+
+    world_id: Id
+    seq: Annotated[int, Meta(ge=1, le=2**53)]
+    record_hash: Annotated[str, Meta(max_length=128)]
+    key_id: Annotated[str, Meta(max_length=64)]
+    sig: Annotated[str, Meta(max_length=256)]
+
+
+MAX_RECEIPTS_PER_CHECK = 100  # ~230 bytes each: 100 stay well inside the 64 KiB frame limit
+
+
+class ReceiptsCheck(Query, tag="receipts_check", kw_only=True):
+    """Ask whether the world's audit trail still holds, unchanged, the records these receipts
+    (collected from the chat log) point at. Read-only: no decision, no record. At most
+    ``MAX_RECEIPTS_PER_CHECK`` receipts per query (send more in several). Answered
+    ``receipts_checked``."""
+
+    receipts: Annotated[list[Receipt], Meta(max_length=MAX_RECEIPTS_PER_CHECK)]
+
+
+ReceiptStatus = Literal["ok", "missing", "changed"]
+
+
+class ReceiptResult(OutPart, kw_only=True):
+    """One receipt's answer: ``ok`` (the record is there with that hash and the signature is the
+    bridge's), ``missing`` (the signature is the bridge's but no record has that ``seq`` any more),
+    ``changed`` (the signature does not verify with the bridge's key, the receipt names another
+    world, or the record now has another hash). ``record_hash`` echoes the receipt's."""
+
+    seq: int
+    status: ReceiptStatus
+    record_hash: str
+
+
+class ReceiptsChecked(BridgeMessage, tag="receipts_checked", kw_only=True):
+    """Answer to ``receipts_check``: ``results[i]`` answers ``receipts[i]``."""
+
+    query_id: str
+    results: list[ReceiptResult]
+
+
+class AuditReport(Query, tag="audit_report", kw_only=True):
+    """Ask for the world's audit report (bridge/report.py): the same self-contained HTML page as
+    ``fate-bridge audit report``, from ``since`` / before ``until`` (ISO-8601 UTC; the whole trail
+    when absent). Read-only. Answered ``audit_report_page``; ``not_found`` when the bridge lacks
+    the ``report`` extra (matplotlib, scipy)."""
+
+    since: UtcTime | None = None
+    until: UtcTime | None = None
+
+
+class AuditReportPage(BridgeMessage, tag="audit_report_page", kw_only=True):
+    """The report page: ``html`` is a whole HTML document with inline SVG charts and no script
+    (a Content-Security-Policy in it forbids any), for the browser to save or show sandboxed."""
+
+    query_id: str
+    html: str
+
+
+CLIENT = (AuditQuery, ReceiptsCheck, AuditReport)
+BRIDGE = (AuditPage, ReceiptsChecked, AuditReportPage)

@@ -38,10 +38,15 @@ class Hello(ClientMessage, tag="hello", kw_only=True):
 
 
 class Welcome(BridgeMessage, tag="welcome", kw_only=True):
-    """Answer to a good ``hello``."""
+    """Answer to a good ``hello``. ``protocol_version`` is the wire protocol this bridge speaks
+    (:data:`PROTOCOL_VERSION`, the ``v`` of every frame); ``max_frame_bytes`` is the largest frame
+    it accepts (a larger one is closed with 1009), or null when frames have no limit (``resolve``).
+    The module refuses a larger request itself, and warns the GM when the protocol differs."""
 
     world_id: str
     bridge_version: str
+    protocol_version: int
+    max_frame_bytes: int | None
     rulesets: list[str]
     settings: WorldSettings
 

@@ -13,6 +13,8 @@
 import * as fvtt from "./foundry.js";
 import { auditRows, createAuditPager } from "./logic/audit.js";
 import { AUDIT_CLASS, renderAudit } from "./logic/audit-view.js";
+import { collectReceipts, createReceiptsChecker, receiptsExport } from "./logic/receipts.js";
+import { buildReportQuery, reportFilename, reportHtml } from "./logic/audit-report.js";
 
 /** Empty filter form. */
 const NO_FILTERS = Object.freeze({ actorId: "", outcome: "", since: "", until: "" });
@@ -35,7 +37,11 @@ export function defineAuditWindow(bridgeLink) {
       position: { width: 900, height: 600 },
     };
 
+    /** The bridge link the pager, the receipts check and the report share. */
+    #link;
     #pager;
+    #receipts;
+    #report = { status: "idle", error: null };
     #form = { ...NO_FILTERS };
     /** The promise of the query and re-render in progress (tests and callers may await it). */
     #busy = Promise.resolve();
@@ -43,19 +49,27 @@ export function defineAuditWindow(bridgeLink) {
     /** @param {object} [options] ApplicationV2 options */
     constructor(options = {}) {
       super(options);
-      this.#pager = createAuditPager({
+      const link = {
         send: (message) => {
-          const link = bridgeLink();
-          return link ? link.request(message) : Promise.reject(Object.assign(new Error("no bridge link"), { code: "bridge_down" }));
+          const live = bridgeLink();
+          return live ? live.request(message) : Promise.reject(Object.assign(new Error("no bridge link"), { code: "bridge_down" }));
         },
         isReady: () => Boolean(bridgeLink()?.isReady()),
         newId: fvtt.randomId,
-      });
+      };
+      this.#link = link;
+      this.#pager = createAuditPager(link);
+      this.#receipts = createReceiptsChecker(link);
     }
 
     /** @returns {import("./logic/audit.js").AuditState} the pager's state (read-only) */
     get auditState() {
       return this.#pager.state;
+    }
+
+    /** @returns {import("./logic/receipts.js").ReceiptsState} the receipts check's state (read-only) */
+    get receiptsState() {
+      return this.#receipts.state;
     }
 
     /** @returns {Promise<void>} resolves when the current query has been answered and shown */
@@ -78,12 +92,17 @@ export function defineAuditWindow(bridgeLink) {
           rows: auditRows(state.records, { userName: fvtt.userName, t: fvtt.localize }),
           form: this.#form,
           actors: fvtt.worldActors(),
+          receipts: this.#receipts.state,
+          report: this.#report,
         },
         fvtt.localize,
         {
           onSearch: (form) => this.search(form),
           onOlder: () => this.loadOlder(),
           onShowMessage: (messageId) => showMessage(messageId),
+          onCheckReceipts: () => this.checkReceipts(),
+          onExportReceipts: () => this.exportReceipts(),
+          onReport: () => this.downloadReport(),
         },
       );
     }
@@ -111,6 +130,60 @@ export function defineAuditWindow(bridgeLink) {
     /** @returns {Promise<void>} the next older page, appended */
     loadOlder() {
       return this.#run(this.#pager.loadOlder());
+    }
+
+    /**
+     * "Check receipts": every receipt of this world in the chat log, checked by the bridge.
+     *
+     * @returns {Promise<void>}
+     */
+    checkReceipts() {
+      const collected = collectReceipts(fvtt.chatMessageFlags(), fvtt.worldId());
+      return this.#run(this.#receipts.check(collected));
+    }
+
+    /**
+     * "Export receipts": download `{world_id, receipts}` for `fate-bridge audit verify --receipts`.
+     *
+     * @returns {{count: number, filename: string}}
+     */
+    exportReceipts() {
+      const worldId = fvtt.worldId();
+      const file = receiptsExport(worldId, collectReceipts(fvtt.chatMessageFlags(), worldId));
+      const filename = `fate-bridge-receipts-${worldId}.json`;
+      fvtt.saveTextFile(`${JSON.stringify(file, null, 2)}\n`, "application/json", filename);
+      fvtt.notify("info", "FATE_BRIDGE.Audit.Receipts.Exported", { count: file.receipts.length, filename });
+      return { count: file.receipts.length, filename };
+    }
+
+    /**
+     * "Report": the bridge draws the same HTML page as `fate-bridge audit report` (from the
+     * "since" filter on) and this browser downloads it.
+     *
+     * @returns {Promise<void>}
+     */
+    downloadReport() {
+      if (!this.#link.isReady()) {
+        this.#report = { status: "down", error: null };
+        return this.#run(Promise.resolve());
+      }
+      const queryId = this.#link.newId();
+      this.#report = { status: "loading", error: null };
+      const asked = this.#link.send(buildReportQuery(queryId, this.#pager.state.filters)).then(
+        (reply) => {
+          const html = reportHtml(reply, queryId);
+          if (html === null) {
+            this.#report = { status: "error", error: "internal" };
+            return;
+          }
+          fvtt.saveTextFile(html, "text/html", reportFilename(fvtt.worldId()));
+          this.#report = { status: "ready", error: null };
+        },
+        (error) => {
+          this.#report = { status: "error", error: typeof error?.code === "string" ? error.code : "internal" };
+        },
+      );
+      return this.#run(asked);
     }
 
     /** Show "loading" now, the answer when it comes. */

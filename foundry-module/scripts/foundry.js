@@ -7,6 +7,7 @@
  */
 
 import { visibilityOfRollMode } from "./logic/cards.js";
+import { socketDelivery } from "./logic/relay.js";
 
 /** Module id, flag scope and socket name suffix. */
 export const MODULE_ID = "fate-bridge";
@@ -19,14 +20,12 @@ const HIGHLIGHT_MS = 3_000;
 const NOTIFICATIONS_PANE = "#chat-notifications";
 
 /**
- * Register this module's settings.
+ * Register this module's own world setting, the bridge address.
  *
- * @param {{onBridgeChange: () => void, onFateOptionChange: () => void}} callbacks run when the
- *   bridge address / token or the fate option change
- * @param {{fateOptions: Record<string, string>, defaultUrl: string}} choices `fateOptions` maps
- *   setting values to localization keys
+ * @param {{onBridgeChange: () => void}} callbacks run when the bridge address changes
+ * @param {{defaultUrl: string}} options
  */
-export function registerWorldSettings({ onBridgeChange, onFateOptionChange }, { fateOptions, defaultUrl }) {
+export function registerWorldSettings({ onBridgeChange }, { defaultUrl }) {
   game.settings.register(MODULE_ID, "bridgeUrl", {
     name: "FATE_BRIDGE.Settings.BridgeUrl.Name",
     hint: "FATE_BRIDGE.Settings.BridgeUrl.Hint",
@@ -36,16 +35,18 @@ export function registerWorldSettings({ onBridgeChange, onFateOptionChange }, { 
     default: defaultUrl,
     onChange: onBridgeChange,
   });
-  game.settings.register(MODULE_ID, "fateOption", {
-    name: "FATE_BRIDGE.Settings.FateOption.Name",
-    hint: "FATE_BRIDGE.Settings.FateOption.Hint",
-    scope: "world",
-    config: true,
-    type: String,
-    choices: fateOptions,
-    default: "system",
-    onChange: onFateOptionChange,
-  });
+}
+
+/**
+ * Register a world setting of this module with a fixed set of string values, shown in the
+ * settings window (a ruleset's option; call during `init`).
+ *
+ * @param {string} key the setting's key in this module's scope
+ * @param {{name: string, hint: string, choices: Record<string, string>, default: string,
+ *   onChange: (value: string) => void}} spec localization keys, value -> label key, default value
+ */
+export function registerChoiceSetting(key, { name, hint, choices, default: initial, onChange }) {
+  game.settings.register(MODULE_ID, key, { name, hint, scope: "world", config: true, type: String, choices, default: initial, onChange });
 }
 
 /**
@@ -67,16 +68,20 @@ export function registerTokenSetting({ onBridgeChange }) {
 }
 
 /**
- * @param {"bridgeUrl"|"fateOption"|"token"} key
+ * @param {string} key a setting of this module (`bridgeUrl`, `token`, or one a ruleset registered)
  * @returns {string} the setting's value
  */
 export function getSetting(key) {
   return game.settings.get(MODULE_ID, key);
 }
 
-/** @returns {unknown} SoHL's `optionFate` world setting, or undefined when SoHL does not define it */
-export function sohlFateOption() {
-  return game.settings.settings.has("sohl.optionFate") ? game.settings.get("sohl", "optionFate") : undefined;
+/**
+ * @param {string} namespace another package's id (the game system's, e.g. `sohl`)
+ * @param {string} key its setting's key
+ * @returns {unknown} that setting's value, or undefined when the package does not register it
+ */
+export function otherSetting(namespace, key) {
+  return game.settings.settings.has(`${namespace}.${key}`) ? game.settings.get(namespace, key) : undefined;
 }
 
 /**
@@ -100,9 +105,16 @@ export function emitSocket(payload) {
   game.socket.emit(SOCKET, payload);
 }
 
-/** @param {(payload: object, senderId: string) => void} fn receives Foundry's sender user id */
+/**
+ * @param {(payload: object, senderId: string) => void} fn receives the payload and the sender's
+ *   user id that the Foundry server added; a delivery of any other shape (a client emitting extra
+ *   arguments to pose as someone else) never reaches it (logic/relay.js socketDelivery)
+ */
 export function onSocket(fn) {
-  game.socket.on(SOCKET, fn);
+  game.socket.on(SOCKET, (...args) => {
+    const delivery = socketDelivery(args);
+    if (delivery) fn(delivery.payload, delivery.senderId);
+  });
 }
 
 /** @returns {boolean} true when this client is the world's active GM */
@@ -159,27 +171,58 @@ export function rollMode() {
 }
 
 /**
+ * @typedef {object} MessageData a ChatMessage as plain data
+ * @property {string} id
+ * @property {string} content
+ * @property {string[]} whisper the user ids it is whispered to (empty: everyone sees it)
+ * @property {boolean} blind hidden from its author too (Foundry's blind roll)
+ * @property {string|null} authorId the user who posted it (`ChatMessage#author`, a User since v12)
+ * @property {Record<string, any>} flags this module's flags only
+ */
+
+/**
  * @param {string} messageId
- * @returns {null | {id: string, content: string, whisper: string[], blind: boolean,
- *   flags: Record<string, any>}} `flags` holds this module's flags only
+ * @returns {MessageData|null}
  */
 export function messageData(messageId) {
   const message = game.messages.get(messageId);
   if (!message) return null;
+  const author = message.author;
   return {
     id: message.id,
     content: message.content ?? "",
-    whisper: [...(message.whisper ?? [])],
+    whisper: (message.whisper ?? []).map((user) => (typeof user === "string" ? user : user?.id)).filter(Boolean),
     blind: Boolean(message.blind),
+    authorId: (typeof author === "string" ? author : author?.id) ?? null,
     flags: { ...(message.flags?.[MODULE_ID] ?? {}) },
   };
 }
 
 /**
- * @param {string} uuid the actor's UUID (`Actor.x`, or a token actor's)
- * @returns {import("./logic/sohl-actor.js").ActorSnapshot|null}
+ * @param {string} key a flag key in this module's scope
+ * @param {unknown} value compared with `===`
+ * @returns {string[]} the ids of the world's chat messages whose flag `key` is `value`, oldest first
  */
-export function actorSnapshot(uuid) {
+export function messageIdsWithFlag(key, value) {
+  return game.messages.filter((message) => message.flags?.[MODULE_ID]?.[key] === value).map((message) => message.id);
+}
+
+/**
+ * Runtime values a system keeps on its item data model beside the stored ones (prepared, not in
+ * `toObject()`), to copy onto each plain item: `{name: path}`, `path` dotted under `item.system`,
+ * `name` dotted in the plain item (e.g. `{"masteryLevel.effective": "logic.masteryLevel.effective"}`).
+ * Only numbers, strings, booleans and null are copied; a name whose values are all missing is left out.
+ *
+ * @typedef {Record<string, string>} ItemRuntime
+ */
+
+/**
+ * @param {string} uuid the actor's UUID (`Actor.x`, or a token actor's)
+ * @param {{runtime?: ItemRuntime}} [options] runtime values to copy onto each item
+ * @returns {{id: string, name: string, hasPlayerOwner: boolean, ownerUserIds: string[], statuses: string[],
+ *   items: object[]}|null} `ownerUserIds`: users with OWNER permission, GMs included; `items` as itemData
+ */
+export function actorSnapshot(uuid, { runtime = {} } = {}) {
   const actor = fromUuidSync(uuid);
   if (!actor) return null;
   return {
@@ -188,7 +231,7 @@ export function actorSnapshot(uuid) {
     hasPlayerOwner: Boolean(actor.hasPlayerOwner),
     ownerUserIds: game.users.filter((user) => actor.testUserPermission(user, "OWNER")).map((user) => user.id),
     statuses: [...(actor.statuses ?? [])],
-    items: actor.items.map(plainItem),
+    items: actor.items.map((item) => plainItem(item, runtime)),
   };
 }
 
@@ -241,24 +284,31 @@ function plainActor(actor) {
 /**
  * @param {string} actorUuid
  * @param {string} itemId
- * @returns {{id: string, name: string, type: string, system: object}|null}
+ * @returns {{id: string, name: string, type: string, system: object, moduleFlags: object}|null}
+ *   `system` its stored data, `moduleFlags` this module's flags on it
  */
 export function itemData(actorUuid, itemId) {
   const item = fromUuidSync(actorUuid)?.items.get(itemId);
   return item ? plainItem(item) : null;
 }
 
-/** An item as plain data, with SoHL's runtime mastery level (kept on the data model's `logic`) when there is one. */
-function plainItem(item) {
-  const mastery = item.system?.logic?.masteryLevel;
-  return {
+/** An item as plain data, with the `runtime` values asked for (see ItemRuntime). */
+function plainItem(item, runtime = {}) {
+  const plain = {
     id: item.id,
     name: item.name,
     type: item.type,
     system: item.toObject().system,
     moduleFlags: { ...(item.flags?.[MODULE_ID] ?? {}) },
-    masteryLevel: mastery ? { effective: mastery.effective, disabled: mastery.disabled } : undefined,
   };
+  for (const [name, path] of Object.entries(runtime)) {
+    const value = foundry.utils.getProperty(item.system ?? {}, path);
+    if (value === undefined || (value !== null && !["number", "string", "boolean"].includes(typeof value))) continue;
+    const [head, ...rest] = name.split(".");
+    if (!rest.length) plain[head] = value;
+    else foundry.utils.setProperty((plain[head] ??= {}), rest.join("."), value);
+  }
+  return plain;
 }
 
 /**
@@ -358,13 +408,23 @@ export async function updateChatMessage(messageId, { content, flags }) {
 /**
  * Show a roll with Dice So Nice when that module is active; otherwise do nothing.
  *
- * @param {object} rollData serialized, evaluated Roll (see fate-flow.js fateRollData)
- * @param {{whisper: string[], blind: boolean}} visibility of the original test
+ * Dice So Nice's API (its `Dice3D#showForRoll(roll, user = game.user, synchronize, users = null,
+ * blind, messageID, speaker, options)`, src/Dice3D.js of Dice So Nice 4.x-5.x): `user` is "the
+ * user who made the roll", `synchronize` plays it on the other clients, `users` is the "list of
+ * users or userId who can see the roll, leave it empty if everyone can see", `blind` hides the
+ * result from the roller. We pass the card's own audience, so the dice reach exactly the users who
+ * will read the card.
+ *
+ * @param {object} rollData serialized, evaluated Roll (Roll#toJSON shape: see
+ *   rulesets/sohl/fate-flow.js fateRollData)
+ * @param {{userId?: string|null, whisper: string[], blind: boolean}} audience who asked (the dice
+ *   are shown as theirs; this client's user when unknown) and the card's whisper list / blind flag
  * @returns {Promise<void>} resolves when the animation ends
  */
-export async function showDiceRoll(rollData, { whisper, blind }) {
+export async function showDiceRoll(rollData, { userId = null, whisper, blind }) {
   if (!game.modules.get(DICE_SO_NICE)?.active || !game.dice3d) return;
-  await game.dice3d.showForRoll(Roll.fromData(rollData), game.user, true, whisper.length ? whisper : null, blind);
+  const user = (userId && game.users.get(userId)) || game.user;
+  await game.dice3d.showForRoll(Roll.fromData(rollData), user, true, whisper.length ? [...whisper] : null, Boolean(blind));
 }
 
 /**
@@ -395,7 +455,7 @@ const MAX_USER_NAME = 256;
  */
 export function clientInfo() {
   return {
-    module_version: String(game.modules.get(MODULE_ID)?.version ?? ""),
+    module_version: moduleVersion(),
     foundry_version: String(game.version ?? ""),
     system_id: String(game.system?.id ?? ""),
     system_version: String(game.system?.version ?? ""),
@@ -497,4 +557,66 @@ export function revealChatMessage(messageId) {
   if (!ChatPopout) return "hidden";
   new ChatPopout({ message }).render({ force: true });
   return "popout";
+}
+
+/** Id of the GM's bridge link badge (styles/fate-bridge.css `.fate-bridge-link`). */
+const LINK_BADGE_ID = "fate-bridge-link";
+
+/**
+ * Draw (or remove) the GM's bridge link badge: a small pill at the top of the page whose
+ * `data-state` is the link state (the stylesheet colours it) and whose tooltip says the address,
+ * the likely cause, the next attempt and the versions. Every text goes in through `textContent`
+ * and `title`.
+ *
+ * @param {{state: string, label: string, details: string[]}|null} badge null removes it
+ */
+export function showLinkBadge(badge) {
+  const doc = globalThis.document;
+  let element = doc.getElementById(LINK_BADGE_ID);
+  if (!badge) {
+    element?.remove();
+    return;
+  }
+  if (!element) {
+    element = doc.createElement("div");
+    element.id = LINK_BADGE_ID;
+    element.className = "fate-bridge-link";
+    element.setAttribute("role", "status");
+    element.setAttribute("aria-live", "polite");
+    doc.body.append(element);
+  }
+  element.dataset.state = badge.state;
+  element.textContent = badge.label;
+  element.title = badge.details.join("\n");
+}
+
+/** @returns {string} the Foundry page's protocol (`"https:"` or `"http:"`) */
+export function pageProtocol() {
+  return String(globalThis.location?.protocol ?? "");
+}
+
+/** @returns {string} this module's version (module.json) */
+export function moduleVersion() {
+  return String(game.modules.get(MODULE_ID)?.version ?? "");
+}
+
+/**
+ * Every chat message's id and this module's flags (the receipts check reads `receipt`).
+ *
+ * @returns {Array<{id: string, flags: Record<string, any>}>} in the log's order
+ */
+export function chatMessageFlags() {
+  return game.messages.map((message) => ({ id: message.id, flags: { ...(message.flags?.[MODULE_ID] ?? {}) } }));
+}
+
+/**
+ * Let the user download `text` as a file: Foundry's `foundry.utils.saveDataToFile(data, type,
+ * filename)` (v13/v14 client utils; also what core's own "Export Data" uses).
+ *
+ * @param {string} text
+ * @param {string} type a MIME type, e.g. `application/json`
+ * @param {string} filename
+ */
+export function saveTextFile(text, type, filename) {
+  foundry.utils.saveDataToFile(text, type, filename);
 }

@@ -1,20 +1,21 @@
 /**
- * fate-bridge wiring: Foundry hooks (through scripts/foundry.js) to the pure logic, for SoHL and
- * every ruleset of scripts/rulesets/. Foundry loads scripts/module.js, which calls `install()`.
+ * fate-bridge wiring: Foundry hooks (through scripts/foundry.js) to the shared pieces (bridge link,
+ * relay, chat commands, overlay, audit window), and every ruleset of scripts/rulesets/ (SoHL
+ * included) installed through the ruleset api. Foundry loads scripts/module.js, which calls
+ * `install()`. Nothing here is specific to one ruleset.
  *
  * Roles: every client decorates rendered cards, runs chat commands and relays its users' requests;
- * only the active GM (`game.users.activeGM`) holds the bridge connection, forwards SoHL cards, and
- * runs relayed requests (SoHL's spend and choice, rulesets' actions). A request arriving over the
- * module socket is attributed to Foundry's sender id, never to a user id inside the payload.
+ * only the active GM (`game.users.activeGM`) holds the bridge connection and runs relayed requests
+ * (each ruleset's actions). A request arriving over the module socket is attributed to Foundry's
+ * sender id, never to a user id inside the payload.
  */
 
 import * as fvtt from "./foundry.js";
-import { messageBuilders, resolveFateOption } from "./logic/messages.js";
-import { BridgeConnection, BridgeError, STATE, DOWN_REASONS, isInsecureRemote } from "./logic/connection.js";
-import { createFateFlow, noticeKey, noticeLevel } from "./logic/fate-flow.js";
-import { decorateCard } from "./logic/card-ui.js";
-import { readSohlCard } from "./logic/sohl-card.js";
-import { createRelayHub, RELAY_LIMITS } from "./logic/relay.js";
+import { messageBuilders, PROTOCOL_VERSION } from "./logic/messages.js";
+import { BridgeConnection, isInsecureRemote } from "./logic/connection.js";
+import { createLinkStatus, linkBadge } from "./logic/link-status.js";
+import { createPendingActions } from "./logic/pending.js";
+import { createRelayHub } from "./logic/relay.js";
 import { createCommandRegistry } from "./logic/commands.js";
 import { createOverlayControls, overlayAction } from "./logic/overlay.js";
 import { createBridgeRouter } from "./logic/bridge-events.js";
@@ -25,27 +26,17 @@ import { defineAuditWindow } from "./audit-window.js";
 /** Default bridge address: the bridge on the GM's own machine. */
 export const DEFAULT_URL = "ws://127.0.0.1:8765";
 
-/** `fateOption` setting values -> their labels. */
-const FATE_OPTION_CHOICES = {
-  system: "FATE_BRIDGE.Settings.FateOption.System",
-  everyone: "FATE_BRIDGE.Settings.FateOption.Everyone",
-  pc_only: "FATE_BRIDGE.Settings.FateOption.PcOnly",
-  off: "FATE_BRIDGE.Settings.FateOption.Off",
-};
-
-/** SoHL's ruleset id and its relayed actions (run by the active GM's Fate flow). */
-const SOHL = "sohl";
-const SOHL_ACTIONS = Object.freeze({ SPEND: "spend", CHOICE: "choice" });
-
-/** Socket payload type of a refusal notice from the GM's Fate flow to a user (fate-flow.js `tell`). */
+/** Socket payload type of a refusal notice from the GM's browser to a user (rulesets/sohl/fate-flow.js `tell`). */
 const NOTICE = "notice";
 
 /**
  * Register every hook and install the rulesets. Foundry runs it once (scripts/module.js); tests
  * run it once per fake world.
  *
- * @param {{rulesets?: Array<{id: string, install: Function}>}} [options] the ruleset modules to
- *   install (scripts/rulesets/index.js by default; tests pass their own)
+ * @param {{rulesets?: Array<{id: string, install: Function}>, timers?: {setTimeout: Function, clearTimeout: Function}}} [options]
+ *   the ruleset modules to install (scripts/rulesets/index.js by default; tests pass their own),
+ *   and the timers of the bridge connection and the relay (the platform's by default; tests
+ *   inject a clock to put the bridge away for 30 s without waiting them out)
  * @returns {{connection: () => BridgeConnection|null, auditWindow: () => Function|null,
  *   openAudit: () => void, rulesets: () => string[], dispose: () => void}} a view on the live
  *   module (tests, macros): the bridge connection, the audit window class (after `init`), a way to
@@ -53,19 +44,18 @@ const NOTICE = "notice";
  *   connection and drop pending relay deadlines
  * @throws {TypeError} when a ruleset module breaks the contract (see ruleset-api.js installRulesets)
  */
-export function install({ rulesets = RULESETS } = {}) {
+export function install({ rulesets = RULESETS, timers = fvtt.timers() } = {}) {
   const build = messageBuilders(fvtt.randomId);
   const onBridgeChange = () => {
     stopConnection();
     evaluateRole();
   };
-  const onFateOptionChange = () => sendSettings();
   let connection = null;
-  let flow = null;
   let AuditWindow = null;
+  const welcomeListeners = [];
   let openWindow = null;
   const relays = createRelayHub({
-    timers: fvtt.timers(),
+    timers,
     newId: fvtt.randomId,
     port: {
       send: fvtt.emitSocket,
@@ -83,22 +73,18 @@ export function install({ rulesets = RULESETS } = {}) {
       fvtt.notify("error", "FATE_BRIDGE.Command.Failed", { command: `/${name}` });
     },
   });
+  // Action buttons waiting for their answer, by key, across re-renders (logic/pending.js).
+  const pending = createPendingActions();
   const router = createBridgeRouter({ onError: (error, type) => console.error(`fate-bridge | a listener for ${type} failed`, error) });
 
-  function sendSettings() {
-    if (!connection?.isReady()) return;
-    const fateOption = resolveFateOption(fvtt.getSetting("fateOption"), fvtt.sohlFateOption());
-    connection.request(build.settings({ fateOption })).catch((error) => console.warn("fate-bridge | settings refused", error));
-  }
-
-  function onStatus(status) {
-    if (status.state === STATE.CONNECTED) fvtt.notify("info", "FATE_BRIDGE.Status.Connected");
-    else if (status.reason === DOWN_REASONS.UNAUTHORIZED) fvtt.notify("error", "FATE_BRIDGE.Status.Unauthorized");
-    else if (status.reason === DOWN_REASONS.SUPERSEDED) {
-      if (status.holder) fvtt.notify("warn", "FATE_BRIDGE.Status.Superseded", { holder: status.holder });
-      else fvtt.notify("warn", "FATE_BRIDGE.Status.SupersededUnknown");
-    } else if (status.state === STATE.DOWN && status.retryInMs !== null) {
-      console.warn(`fate-bridge | bridge ${status.reason}; retrying in ${status.retryInMs} ms`);
+  /** After each `welcome`: every ruleset's listener (e.g. SoHL's settings), each on its own. */
+  function onWelcome() {
+    for (const listener of welcomeListeners) {
+      try {
+        listener();
+      } catch (error) {
+        console.error("fate-bridge | a welcome listener failed", error);
+      }
     }
   }
 
@@ -110,24 +96,40 @@ export function install({ rulesets = RULESETS } = {}) {
       return;
     }
     if (isInsecureRemote(url)) fvtt.notify("warn", "FATE_BRIDGE.Status.InsecureUrl");
+    // The GM's view of the link: badge and notices (logic/link-status.js).
+    const link = createLinkStatus({
+      url,
+      pageProtocol: fvtt.pageProtocol(),
+      moduleVersion: fvtt.moduleVersion(),
+      protocolVersion: PROTOCOL_VERSION,
+      notify: fvtt.notify,
+      localize: fvtt.localize,
+      show: (view) => fvtt.showLinkBadge(linkBadge(view, fvtt.localize)),
+    });
     connection = new BridgeConnection({
       url,
       hello: () => build.hello({ worldId: fvtt.worldId(), token, client: fvtt.clientInfo() }),
       ping: build.ping,
       WebSocket: fvtt.webSocketClass(),
-      timers: fvtt.timers(),
-      onStatus,
-      onWelcome: sendSettings,
+      timers,
+      onStatus: (status) => {
+        link.status(status);
+        if (status.retryInMs !== null) console.warn(`fate-bridge | bridge ${status.reason}; retrying in ${status.retryInMs} ms`);
+      },
+      onWelcome: (welcome) => {
+        link.welcome(welcome);
+        onWelcome();
+      },
+      onRefused: link.refused,
       onUnsolicited: router.dispatch,
     });
-    flow = createFateFlow({ foundry: fvtt, connection, build, domParser: fvtt.domParser() });
     connection.start();
   }
 
   function stopConnection() {
     connection?.stop();
     connection = null;
-    flow = null;
+    fvtt.showLinkBadge(null);
   }
 
   /**
@@ -143,49 +145,7 @@ export function install({ rulesets = RULESETS } = {}) {
     }
   }
 
-  /** The active GM's Fate flow, for SoHL's relayed actions. */
-  function sohlFlow() {
-    if (!flow) throw new BridgeError("bridge_down", "this browser has no bridge connection");
-    return flow;
-  }
-
-  /** A relayed SoHL action's `data` must carry these fields as strings. */
-  function sohlData(data, fields) {
-    if (!data || typeof data !== "object" || fields.some((field) => typeof data[field] !== "string")) {
-      throw new BridgeError("bad_message", `a SoHL request needs ${fields.join(" and ")} as strings`);
-    }
-    return data;
-  }
-
-  // SoHL's clicks share the relay with every ruleset; the flow tells the user about refusals and
-  // resolves false then, so the handler's result says whether anything was applied.
-  relays.on(SOHL, SOHL_ACTIONS.SPEND, (data, sender) => {
-    const { message_id: messageId, point_id: pointId } = sohlData(data, ["message_id", "point_id"]);
-    return sohlFlow().requestSpend({ messageId, pointId, userId: sender.userId });
-  });
-  relays.on(SOHL, SOHL_ACTIONS.CHOICE, (data, sender) => {
-    const { message_id: messageId, choice } = sohlData(data, ["message_id", "choice"]);
-    return sohlFlow().requestChoice({ messageId, choice, userId: sender.userId });
-  });
-
-  /**
-   * A SoHL click on this client, run by the active GM (this client or over the socket).
-   * `release` re-enables the clicked button(s) whenever nothing was spent.
-   */
-  function sohlClick(action, data, release) {
-    relays.request(SOHL, action, data).then(
-      (applied) => {
-        if (applied !== true) release();
-      },
-      (error) => {
-        const code = error?.code ?? "internal";
-        fvtt.notify(noticeLevel(code), noticeKey(code), { seconds: String(RELAY_LIMITS.ACK_TIMEOUT_MS / 1000) });
-        release();
-      },
-    );
-  }
-
-  /** A refusal notice from the GM's Fate flow, addressed to this client. */
+  /** A refusal notice from the GM's browser, addressed to this client. */
   function onNotice(payload, senderId) {
     if (payload.to !== fvtt.currentUserId() || !fvtt.isGMUser(senderId)) return;
     if (typeof payload.key === "string" && payload.key.startsWith("FATE_BRIDGE.")) {
@@ -226,10 +186,12 @@ export function install({ rulesets = RULESETS } = {}) {
     fvtt.notify("warn", "FATE_BRIDGE.Overlay.GmOnly");
     return false;
   });
-  const installed = installRulesets(rulesets, { commands, relays, router, bridgeLink: () => connection });
+  const installed = installRulesets(rulesets, {
+    commands, relays, router, pending, bridgeLink: () => connection, onWelcome: (listener) => welcomeListeners.push(listener),
+  });
 
   fvtt.onceHook("init", () => {
-    fvtt.registerWorldSettings({ onBridgeChange, onFateOptionChange }, { fateOptions: FATE_OPTION_CHOICES, defaultUrl: DEFAULT_URL });
+    fvtt.registerWorldSettings({ onBridgeChange }, { defaultUrl: DEFAULT_URL });
     AuditWindow = defineAuditWindow(() => connection);
     fvtt.registerAuditMenu(AuditWindow);
   });
@@ -240,27 +202,6 @@ export function install({ rulesets = RULESETS } = {}) {
   });
   fvtt.onHook("userConnected", () => evaluateRole());
   fvtt.onHook("chatMessage", (_chatLog, text) => commands.handle(text, { userId: fvtt.currentUserId(), isGM: fvtt.currentUserIsGM() }));
-  fvtt.onHook("createChatMessage", (message) => {
-    if (flow && fvtt.isActiveGM()) {
-      flow.gradeMessage(message.id).then((result) => {
-        if (!result.ok && result.code !== "not_sohl") console.warn(`fate-bridge | message ${message.id} not graded: ${result.code}`);
-      });
-    }
-  });
-  fvtt.onHook("renderChatMessageHTML", (message, html) => {
-    const data = fvtt.messageData(message.id);
-    if (!data) return;
-    const read = readSohlCard(data.content, fvtt.domParser());
-    const actorUuid = read?.ok ? read.card.actorUuid : null;
-    decorateCard({
-      root: html,
-      message: data,
-      viewer: { id: fvtt.currentUserId(), isGM: fvtt.currentUserIsGM(), ownsActor: actorUuid ? fvtt.userOwnsActor(actorUuid) : false },
-      t: fvtt.localize,
-      onSpend: (messageId, pointId, release) => sohlClick(SOHL_ACTIONS.SPEND, { message_id: messageId, point_id: pointId }, release),
-      onChoice: (messageId, choice, release) => sohlClick(SOHL_ACTIONS.CHOICE, { message_id: messageId, choice }, release),
-    });
-  });
   return {
     connection: () => connection,
     auditWindow: () => AuditWindow,

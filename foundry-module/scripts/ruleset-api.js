@@ -5,8 +5,10 @@
  */
 
 import * as fvtt from "./foundry.js";
-import { BridgeError } from "./logic/connection.js";
+import { BridgeError } from "./logic/errors.js";
 import { postCard } from "./logic/cards.js";
+import { rollData } from "./logic/dice.js";
+import { createCardReceipts } from "./logic/receipts.js";
 
 /** Ruleset ids: the bridge's spelling, a lower-case word. */
 const RULESET_ID = /^[a-z][a-z0-9_-]{0,63}$/;
@@ -36,9 +38,25 @@ export const NOT_ACTIVE_GM = "not_active_gm";
  *   `sender.isGM` comes from Foundry's users. Throws a TypeError for a bad or taken action.
  * @property {(card: import("./logic/cards.js").BridgeCard, options?: {whisper?: string[], blind?: boolean,
  *   flags?: object}) => Promise<{id: string, content: string, whisper: string[], blind: boolean,
- *   flags: object}>} postCard a bridge card as a new ChatMessage; resolves with the message's plain data
+ *   flags: object}>} postCard a bridge card as a new ChatMessage; resolves with the message's plain data.
+ *   When the card came in a reply to `request` that carried a `receipt`, the message keeps it as
+ *   `flags["fate-bridge"].receipt` (logic/receipts.js)
+ * @property {(dice: import("./logic/dice.js").DiceGroup[], audience: {userId: string, whisper: string[],
+ *   blind: boolean}) => Promise<void>} showDice the bridge's dice with Dice So Nice when it is
+ *   active, as `userId` (who asked), to the card's audience (the `{whisper, blind}` given to
+ *   postCard); resolves when the animation ends (at once without Dice So Nice). Call it before
+ *   postCard, so the dice land before the card. Never rejects: a failure is logged.
  * @property {(type: string, listener: (message: object) => void) => void} onBridgeMessage
  *   unsolicited bridge frames of `type` (on the active GM's client, the only one connected)
+ * @property {ReturnType<import("./logic/pending.js").createPendingActions>} pending this client's
+ *   action buttons waiting for their answer (pending state across re-renders, one request at a time)
+ * @property {() => boolean} linked this client holds a bridge connection (the active GM with a
+ *   token set), up or not
+ * @property {() => boolean} linkReady that connection is up (after `welcome`)
+ * @property {() => boolean} linkStopped no connection, or one the bridge stopped for good (token
+ *   refused, superseded): requests made now would never be sent (while it is merely down they wait)
+ * @property {(listener: () => void) => void} onLinkUp `listener` runs after each `welcome`
+ *   (e.g. to send a ruleset's settings)
  * @property {() => string} newEventId a fresh event id for a bridge request
  * @property {() => boolean} isActiveGM this client is the world's active GM
  * @property {(key: string, data?: object) => string} localize
@@ -53,11 +71,15 @@ export const NOT_ACTIVE_GM = "not_active_gm";
  * @param {ReturnType<import("./logic/commands.js").createCommandRegistry>} parts.commands
  * @param {ReturnType<import("./logic/relay.js").createRelayHub>} parts.relays
  * @param {ReturnType<import("./logic/bridge-events.js").createBridgeRouter>} parts.router
- * @param {() => ({request(message: object): Promise<object>} | null)} parts.bridgeLink the live
- *   connection, or null
+ * @param {ReturnType<import("./logic/pending.js").createPendingActions>} parts.pending
+ * @param {() => ({request(message: object): Promise<object>, isReady(): boolean, isStopped(): boolean} | null)} parts.bridgeLink
+ *   the live connection, or null
+ * @param {(listener: () => void) => void} parts.onWelcome registers a listener of each `welcome`
  * @returns {RulesetApi}
  */
-export function createRulesetApi(id, { commands, relays, router, bridgeLink }) {
+export function createRulesetApi(id, { commands, relays, router, pending, bridgeLink, onWelcome }) {
+  // A reply's receipt goes on the ChatMessage posted for its card (logic/receipts.js).
+  const receipts = createCardReceipts();
   return Object.freeze({
     fvtt,
     registerCommand: (name, handler) => commands.register(name, handler),
@@ -67,14 +89,26 @@ export function createRulesetApi(id, { commands, relays, router, bridgeLink }) {
       }
       const link = bridgeLink();
       if (!link) return Promise.reject(new BridgeError("bridge_down", "this browser has no bridge connection (is the bridge token set?)"));
-      return link.request(message);
+      return link.request(message).then(receipts.note);
     },
     relay: (ruleset, action, data) => relays.request(ruleset, action, data),
     onRelay: (action, handler) => relays.on(id, action, handler),
     async postCard(card, options) {
-      return fvtt.messageData(await postCard(fvtt, card, options));
+      return fvtt.messageData(await postCard(fvtt, card, { ...options, flags: receipts.flags(card, options?.flags) }));
+    },
+    async showDice(dice, { userId, whisper = [], blind = false }) {
+      try {
+        await fvtt.showDiceRoll(rollData(dice), { userId, whisper, blind });
+      } catch (error) {
+        console.warn(`fate-bridge | ${id}: the dice could not be shown`, error);
+      }
     },
     onBridgeMessage: (type, listener) => router.on(type, listener),
+    pending,
+    linked: () => bridgeLink() !== null,
+    linkReady: () => Boolean(bridgeLink()?.isReady()),
+    linkStopped: () => bridgeLink()?.isStopped() ?? true,
+    onLinkUp: (listener) => onWelcome(listener),
     newEventId: fvtt.randomId,
     isActiveGM: fvtt.isActiveGM,
     localize: fvtt.localize,

@@ -12,7 +12,7 @@ import {
   parseFilters,
 } from "../scripts/logic/audit.js";
 import { renderAudit } from "../scripts/logic/audit-view.js";
-import { BridgeError } from "../scripts/logic/connection.js";
+import { BridgeError } from "../scripts/logic/errors.js";
 
 const EN = JSON.parse(readFileSync(new URL("../lang/en.json", import.meta.url), "utf8"));
 const t = (key, data = {}) => (EN[key] ?? key).replace(/\{(\w+)\}/g, (_, name) => String(data[name]));

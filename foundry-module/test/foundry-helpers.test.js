@@ -5,16 +5,12 @@
  */
 import { test, describe, beforeEach, afterEach } from "node:test";
 import assert from "node:assert/strict";
-import { readFileSync } from "node:fs";
 import * as fvtt from "../scripts/foundry.js";
 import { installFakeFoundry, uninstallFakeFoundry } from "./helpers/fake-foundry.js";
+import { foundrySample, hmtwSample } from "./helpers/samples.js";
 
-/** A real Foundry 13 capture from shared/samples/foundry/ (beside the repository). */
-function foundrySample(name) {
-  return JSON.parse(readFileSync(new URL(`../../../shared/samples/foundry/${name}`, import.meta.url), "utf8"));
-}
-/** The HMtW adventurer sample (shared/samples/hmtw/). */
-const SILAN = JSON.parse(readFileSync(new URL("../../../shared/samples/hmtw/actor-character-adventurer.RECONSTRUCTED.json", import.meta.url), "utf8"));
+/** The HMtW adventurer sample (tests/fixtures/samples/hmtw/). */
+const SILAN = hmtwSample("actor-character-adventurer.RECONSTRUCTED.json");
 
 let world;
 beforeEach(() => {
@@ -123,5 +119,20 @@ describe("messageRolls: a message's rolls as plain data (real Foundry 13 capture
     assert.equal(fvtt.messageRolls("missing"), null);
     const plain = await world.createMessage({ content: "<p>hi</p>", rolls: ["{not json", "42"] });
     assert.deepEqual(fvtt.messageRolls(plain.id), { id: plain.id, speakerActorId: null, flavor: null, rollType: null, rolls: [] });
+  });
+});
+
+describe("actorSnapshot: runtime values a ruleset asks for", () => {
+  test("copies the named runtime values (SoHL's mastery level) and nothing else; none asked, none copied", () => {
+    world.addActor({ id: "actor0000000001", name: "Ann", items: [
+      { id: "aura000000000001", name: "Aura", type: "attribute", system: { scoreBase: 12 }, masteryLevel: { effective: 61, disabled: "", base: { deep: 1 } } },
+      { id: "plain00000000001", name: "Rope", type: "gear", system: {} },
+    ] });
+    const runtime = { "masteryLevel.effective": "logic.masteryLevel.effective", "masteryLevel.disabled": "logic.masteryLevel.disabled", "masteryLevel.base": "logic.masteryLevel.base" };
+    const [aura, rope] = fvtt.actorSnapshot("Actor.actor0000000001", { runtime }).items;
+    assert.deepEqual(aura.masteryLevel, { effective: 61, disabled: "" }, "an object is not copied");
+    assert.equal("logic" in aura.system, false, "the stored data only");
+    assert.equal("masteryLevel" in rope, false);
+    assert.equal("masteryLevel" in fvtt.actorSnapshot("Actor.actor0000000001").items[0], false);
   });
 });

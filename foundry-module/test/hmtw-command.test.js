@@ -1,24 +1,14 @@
 /**
- * His Majesty the Worm's `/tof` command, scores and bridge messages (scripts/logic/hmtw-command.js),
+ * His Majesty the Worm's `/tof` command, scores and bridge messages (scripts/rulesets/hmtw/command.js),
  * against the hmtw samples (Silán Storysoul: Swords 4, Pentacles 2, Cups 3, Wands 0).
  */
 import { test, describe } from "node:test";
 import assert from "node:assert/strict";
-import { existsSync, readFileSync } from "node:fs";
-import path from "node:path";
-import { fileURLToPath } from "node:url";
+import { readFileSync } from "node:fs";
 import {
   drawMessage, drawerOf, gmMessage, groupMessage, hmtwScores, mostAndLeast, parseTofCommand, pushMessage, scoreFor,
-} from "../scripts/logic/hmtw-command.js";
-
-const SAMPLES = path.resolve(path.dirname(fileURLToPath(import.meta.url)), "../../../shared/samples/hmtw");
-
-/** @param {string} name @returns {any} a shared hmtw sample */
-function hmtwSample(name) {
-  const file = path.join(SAMPLES, name);
-  if (!existsSync(file)) throw new Error(`hmtw sample not found: expected ${file} (shared/ beside the repository clone)`);
-  return JSON.parse(readFileSync(file, "utf8"));
-}
+} from "../scripts/rulesets/hmtw/command.js";
+import { hmtwSample } from "./helpers/samples.js";
 
 const SCHEMA = JSON.parse(readFileSync(new URL("../../schemas/client-messages.schema.json", import.meta.url), "utf8"));
 const request = (overrides = {}) => ({ kind: "test", attribute: "pentacles", scores: [], favor: false, disfavor: false, obstacle: null, visibility: "public", ...overrides });

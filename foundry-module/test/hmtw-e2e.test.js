@@ -8,7 +8,7 @@ import { test, before, after } from "node:test";
 import assert from "node:assert/strict";
 import { WebSocket } from "ws";
 import { install } from "../scripts/main.js";
-import * as hmtw from "../scripts/rulesets/hmtw.js";
+import * as hmtw from "../scripts/rulesets/hmtw/index.js";
 import { BridgeProcess } from "./helpers/bridge-process.js";
 import { uninstallFakeFoundry } from "./helpers/fake-foundry.js";
 import { sampleWorld } from "./helpers/world-setup.js";

@@ -1,11 +1,11 @@
 /**
- * His Majesty the Worm in the browser (scripts/logic/hmtw-ui.js): the push button for the drawer
+ * His Majesty the Worm in the browser (scripts/rulesets/hmtw/ui.js): the push button for the drawer
  * only (H6), and the test of fate dialog (H3, H4, H9), on jsdom.
  */
 import { test, describe, beforeEach } from "node:test";
 import assert from "node:assert/strict";
 import { JSDOM } from "jsdom";
-import { decoratePushButtons, dialogRequest, emptyTestForm, readTestForm, renderTestDialog } from "../scripts/logic/hmtw-ui.js";
+import { decoratePushButtons, dialogRequest, emptyTestForm, readTestForm, renderTestDialog } from "../scripts/rulesets/hmtw/ui.js";
 
 const EN = { "FATE_BRIDGE.Hmtw.Dialog.Actor": "Adventurer: {name}", "FATE_BRIDGE.Hmtw.Attribute.pentacles": "Pentacles" };
 const t = (key, data = {}) => (EN[key] ?? key).replace(/\{(\w+)\}/g, (_, name) => String(data[name]));

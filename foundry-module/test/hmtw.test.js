@@ -6,7 +6,7 @@
 import { test, describe, beforeEach, afterEach } from "node:test";
 import assert from "node:assert/strict";
 import { install } from "../scripts/main.js";
-import * as hmtw from "../scripts/rulesets/hmtw.js";
+import * as hmtw from "../scripts/rulesets/hmtw/index.js";
 import { uninstallFakeFoundry } from "./helpers/fake-foundry.js";
 import { sampleWorld } from "./helpers/world-setup.js";
 import { FakeClock, fakeWebSocketClass, until } from "./helpers/fake-socket.js";

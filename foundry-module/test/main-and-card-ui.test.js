@@ -4,6 +4,7 @@ import { install } from "../scripts/main.js";
 import { uninstallFakeFoundry } from "./helpers/fake-foundry.js";
 import { sampleWorld, postArchery } from "./helpers/world-setup.js";
 import { FakeClock, fakeWebSocketClass, flush, until } from "./helpers/fake-socket.js";
+import { RELAY_LIMITS } from "../scripts/logic/relay.js";
 
 const LUCKY = "mystery00000000";
 const BLADE = "mystery00000001";
@@ -52,9 +53,10 @@ describe("settings and roles", () => {
       type: "hello", v: 1, world_id: "e2e-world", token: "secret",
       client: { module_version: "0.1.0", foundry_version: "14.359", system_id: "sohl", system_version: "0.8.2", user_name: "Gamemaster" },
     });
-    socket.receive({ type: "welcome", v: 1, world_id: "e2e-world", bridge_version: "x", rulesets: ["sohl"], settings: { fate_option: "everyone" } });
+    socket.receive({ type: "welcome", v: 1, world_id: "e2e-world", bridge_version: "0.1.2", protocol_version: 1, rulesets: ["sohl"], settings: { fate_option: "everyone" } });
     const settings = socket.sent.find((m) => m.type === "settings");
     assert.equal(settings.fate_option, "everyone", "SoHL's optionFate is unset here: everyone");
+    assert.equal(globalThis.document.getElementById("fate-bridge-link").dataset.state, "connected", "the GM sees the link badge");
     assert.equal(env.world.notices.at(-1).text, "Fate Bridge: connected to the bridge.");
     const queued = socket.sent.find((m) => m.type === "test_rolled");
     assert.equal(queued.message_id, env.messageId, "the card created before welcome was queued and sent");
@@ -140,6 +142,17 @@ describe("card-ui on render", () => {
       payload: { type: "request", request_id: sent.payload.request_id, ruleset: "sohl", action: "spend", data: { message_id: env.messageId, point_id: LUCKY } },
       senderId: env.player,
     });
+    // The request waits for the GM: a re-render shows it pending, and a second click sends nothing.
+    const again = env.world.render(env.messageId).querySelector(".fate-bridge-spend button");
+    assert.equal(again.disabled, true);
+    assert.equal(again.classList.contains("fate-bridge-pending"), true);
+    again.click();
+    assert.equal(env.world.emitted.length, 1);
+    // No ack in time: refused, and the re-rendered button is usable again.
+    env.clock.advance(RELAY_LIMITS.ACK_TIMEOUT_MS);
+    await flush();
+    assert.equal(again.disabled, false);
+    assert.equal(again.classList.contains("fate-bridge-pending"), false);
     env.world.emitted.length = 0;
     env.world.activeGMId = null;
     const button = env.world.render(env.messageId).querySelector(".fate-bridge-spend button");
@@ -150,7 +163,8 @@ describe("card-ui on render", () => {
     assert.equal(button.disabled, false, "nothing was spent: the button is usable again");
   });
 
-  test("the GM answers a relayed click while its bridge is down: a notice for the sender, nothing spent", async () => {
+  test("the GM answers a relayed click while its bridge link is stopped (token refused): a notice for the sender, nothing spent", async () => {
+    env.Socket.instances[0].drop(4001);
     env.world.emitted.push({ payload: { type: "request", request_id: "r1", ruleset: "sohl", action: "spend", data: { message_id: env.messageId, point_id: LUCKY } }, senderId: env.player });
     env.world.asUser(env.gm);
     env.world.deliverSocket();
@@ -258,6 +272,7 @@ describe("relayed clicks: a player is never left waiting on the GM's client", ()
   });
 
   test("ack, go, then the GM's refusal (done ok:false) re-enables the button; no deadline fires later", async () => {
+    env.Socket.instances[0].drop(4001); // the GM's bridge link refused: the GM's flow refuses the click
     const { button, requestId } = playerClicks();
     assert.deepEqual(env.world.deliverAs(env.gm).map((p) => p.type), ["request"]);
     assert.deepEqual(env.world.emitted.map((e) => e.payload), [{ type: "ack", to: env.player, request_id: requestId }], "held, not run, until go");

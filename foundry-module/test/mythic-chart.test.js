@@ -2,8 +2,8 @@ import { test, describe } from "node:test";
 import assert from "node:assert/strict";
 import { readFileSync } from "node:fs";
 
-import { CHART_COMMAND, chartMessage, parseChartCommand } from "../scripts/logic/mythic-chart.js";
-import { BridgeError } from "../scripts/logic/connection.js";
+import { CHART_COMMAND, chartMessage, parseChartCommand } from "../scripts/rulesets/mythic/chart.js";
+import { BridgeError } from "../scripts/logic/errors.js";
 
 const EN = JSON.parse(readFileSync(new URL("../lang/en.json", import.meta.url), "utf8"));
 const SCHEMA = JSON.parse(readFileSync(new URL("../../schemas/client-messages.schema.json", import.meta.url), "utf8"));

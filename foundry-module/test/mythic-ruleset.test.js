@@ -1,5 +1,5 @@
 /**
- * The Fate Chart ruleset (scripts/rulesets/mythic.js) and its dialog (logic/mythic-dialog.js), on
+ * The Fate Chart ruleset (scripts/rulesets/mythic/index.js) and its dialog (rulesets/mythic/dialog.js), on
  * the smallest fake of the ruleset api: the relay runs the GM-side handler with a fixed sender, the
  * bridge is a function of the message, cards and notices are recorded.
  */
@@ -8,10 +8,10 @@ import assert from "node:assert/strict";
 import { readFileSync } from "node:fs";
 import { JSDOM } from "jsdom";
 
-import * as mythic from "../scripts/rulesets/mythic.js";
+import * as mythic from "../scripts/rulesets/mythic/index.js";
 import { RULESETS } from "../scripts/rulesets/index.js";
-import { BridgeError } from "../scripts/logic/connection.js";
-import { chartRequestOf, emptyChartForm, readChartForm, renderChartDialog } from "../scripts/logic/mythic-dialog.js";
+import { BridgeError } from "../scripts/logic/errors.js";
+import { chartRequestOf, emptyChartForm, readChartForm, renderChartDialog } from "../scripts/rulesets/mythic/dialog.js";
 import { FakeApplicationV2 } from "./helpers/fake-foundry.js";
 
 const EN = JSON.parse(readFileSync(new URL("../lang/en.json", import.meta.url), "utf8"));
@@ -52,7 +52,7 @@ afterEach(() => {
 
 /** The fake api; `bridge(message)` answers each bridge request (a throw is a refusal). */
 function fakeApi({ sender = { userId: "player1", isGM: false }, bridge, rollMode = "public" } = {}) {
-  const rec = { notices: [], requests: [], posted: [], commands: new Map(), handlers: new Map() };
+  const rec = { notices: [], requests: [], posted: [], dice: [], commands: new Map(), handlers: new Map() };
   let n = 0;
   const api = {
     fvtt: {
@@ -75,6 +75,9 @@ function fakeApi({ sender = { userId: "player1", isGM: false }, bridge, rollMode
     onRelay: (action, handler) => rec.handlers.set(action, handler),
     async postCard(card, options) {
       rec.posted.push({ card, options });
+    },
+    async showDice(dice, audience) {
+      rec.dice.push({ dice, audience, cardsBefore: rec.posted.length });
     },
     newEventId: () => `ev${++n}`,
     localize: t,
@@ -116,6 +119,8 @@ describe("/fatechart", () => {
       difficulty_shift: 1, modifiers: [], question: "Is the door locked?", visibility: "gm", user_id: "player1", user_name: "Player One",
     }]);
     assert.deepEqual(rec.posted, [{ card: answering(rec.requests[0]).card, options: { whisper: ["gm1", "player1"], blind: false } }]);
+    // the Fate Chart's d100 (the bridge's 37) as the asker, to the card's audience, before the card (issue 13)
+    assert.deepEqual(rec.dice, [{ dice: [{ faces: 100, results: [37] }], audience: { userId: "player1", whisper: ["gm1", "player1"], blind: false }, cardsBefore: 0 }]);
     assert.deepEqual(rec.notices, []);
   });
 

@@ -15,6 +15,12 @@ import path from "node:path";
 import { WebSocket } from "ws";
 import { chromium } from "playwright-core";
 import { BridgeProcess, REPO, STEP_MS } from "./helpers/bridge-process.js";
+import * as fvtt from "../scripts/foundry.js";
+import { createFateFlow } from "../scripts/rulesets/sohl/fate-flow.js";
+import { sohlMessageBuilders } from "../scripts/rulesets/sohl/messages.js";
+import { BridgeError } from "../scripts/logic/errors.js";
+import { uninstallFakeFoundry } from "./helpers/fake-foundry.js";
+import { capturedWorld, postCaptured } from "./helpers/world-setup.js";
 
 const CHROMIUM = "/usr/bin/chromium";
 /** The flags the project runs chromium with: no GPU, no network of its own, no first-run UI. */
@@ -102,8 +108,9 @@ before(async () => {
 
 after(() => bridge?.stop());
 
-test("public cards appear in the overlay with their labels, whispered ones never, names as text", { skip: SKIP }, async (t) => {
-  const context = await chromium.launchPersistentContext(path.join(bridge.dir, "chromium-profile"), {
+/** Chromium on the overlay page (closed after `t`), connected; its page errors collected. */
+async function openOverlay(t, profile, query = "seconds=600&max=3") {
+  const context = await chromium.launchPersistentContext(path.join(bridge.dir, profile), {
     executablePath: CHROMIUM,
     headless: true,
     args: CHROMIUM_FLAGS,
@@ -114,8 +121,13 @@ test("public cards appear in the overlay with their labels, whispered ones never
   const pageErrors = [];
   page.on("pageerror", (error) => pageErrors.push(String(error)));
   page.on("console", (message) => message.type() === "error" && pageErrors.push(message.text()));
-  await page.goto(`http://127.0.0.1:${port}/overlay?world=${WORLD}&key=${encodeURIComponent(viewerKey)}&seconds=600&max=3`);
+  await page.goto(`http://127.0.0.1:${port}/overlay?world=${WORLD}&key=${encodeURIComponent(viewerKey)}&${query}`);
   await page.locator('body[data-link="connected"]').waitFor({ state: "attached", timeout: STEP_MS });
+  return { context, page, pageErrors };
+}
+
+test("public cards appear in the overlay with their labels, whispered ones never, names as text", { skip: SKIP }, async (t) => {
+  const { context, page, pageErrors } = await openOverlay(t, "chromium-profile");
   assert.equal(await page.evaluate(() => getComputedStyle(document.body).backgroundColor), "rgba(0, 0, 0, 0)", "transparent for OBS");
 
   const link = await forwarder();
@@ -173,3 +185,41 @@ async function docsScreenshot(context, link) {
   await page.screenshot({ path: path.join(REPO, "docs", "overlay-obs.png"), scale: "css" });
   await page.close();
 }
+
+/**
+ * Issue 13: SoHL's own chat messages (samples/sohl/captured/) through the module's real Fate flow
+ * (visibility from the message's whisper/blind) to the real bridge: a GM-only, a blind and a self
+ * test, fated, never reach the overlay; a test whose dialog said "gmroll" but that SoHL posted to
+ * everyone does (it is public: every player saw it).
+ */
+test("SoHL's GM-only, blind and self tests never appear on the overlay; a publicly posted one does", { skip: SKIP }, async (t) => {
+  const { page, pageErrors } = await openOverlay(t, "chromium-profile-sohl");
+  const link = await forwarder();
+  t.after(() => link.close());
+  const env = await capturedWorld();
+  t.after(() => uninstallFakeFoundry());
+  const connection = {
+    isStopped: () => false,
+    async request(message) {
+      const { v, ...body } = message;
+      const reply = await link.ask(body);
+      if (reply.type === "error") throw new BridgeError(reply.code, reply.message ?? reply.code);
+      return reply;
+    },
+  };
+  const flow = createFateFlow({ foundry: fvtt, connection, build: sohlMessageBuilders(fvtt.randomId), domParser: fvtt.domParser() });
+  // Four Fate Tests: Lucky Star made unlimited (S7: no max), so none runs out of charges.
+  env.actor.items.get("mystery00000000").system.charges = { value: null, max: null };
+  const spent = [];
+  for (const [name, who] of [["skill-test-gmroll-core-setting", env.player], ["skill-test-blindroll-core-setting", env.gm], ["skill-test-selfroll-core-setting", env.player], ["skill-test-gmroll", env.player]]) {
+    const id = await postCaptured(env.world, name);
+    assert.equal(await flow.requestSpend({ messageId: id, pointId: "mystery00000000", userId: who }), true, `${name} fated`);
+    spent.push(id);
+  }
+  const [gm, blind, self, postedPublic] = spent;
+  await page.locator(`.overlay-card[data-key="${postedPublic}"]`).waitFor({ state: "visible", timeout: STEP_MS });
+  const keys = await page.locator(".overlay-card").evaluateAll((cards) => cards.map((card) => card.dataset.key));
+  for (const hidden of [gm, blind, self]) assert.equal(keys.includes(hidden), false, `${hidden} on the overlay`);
+  assert.ok(keys.includes(postedPublic));
+  assert.deepEqual(pageErrors, []);
+});

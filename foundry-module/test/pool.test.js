@@ -2,18 +2,15 @@ import { test, describe, beforeEach, afterEach } from "node:test";
 import assert from "node:assert/strict";
 import { readFileSync } from "node:fs";
 import * as fvtt from "../scripts/foundry.js";
-import * as pool from "../scripts/rulesets/pool.js";
+import * as pool from "../scripts/rulesets/pool/index.js";
 import { RULESETS } from "../scripts/rulesets/index.js";
-import { BridgeError } from "../scripts/logic/connection.js";
-import { fateSummary, parsePoolCommand, pickCharacter, rollMessage } from "../scripts/logic/pool-command.js";
-import { d20Snapshot, readD20Roll, rerollMessage } from "../scripts/logic/pool-rolls.js";
-import { decoratePoolMessage, renderLedgerPanel, REROLL_CLASS } from "../scripts/logic/pool-ui.js";
+import { BridgeError } from "../scripts/logic/errors.js";
+import { fateSummary, parsePoolCommand, pickCharacter, rollMessage } from "../scripts/rulesets/pool/command.js";
+import { d20Snapshot, poolDice, readD20Roll, rerollMessage } from "../scripts/rulesets/pool/rolls.js";
+import { decoratePoolMessage, renderLedgerPanel, REROLL_CLASS } from "../scripts/rulesets/pool/ui.js";
 import { installFakeFoundry, uninstallFakeFoundry } from "./helpers/fake-foundry.js";
+import { foundrySample } from "./helpers/samples.js";
 
-/** A real Foundry 13 capture from shared/samples/foundry/ (beside the repository). */
-function foundrySample(name) {
-  return JSON.parse(readFileSync(new URL(`../../../shared/samples/foundry/${name}`, import.meta.url), "utf8"));
-}
 const ATTACK = foundrySample("d20-v13-dnd5e-attack-1d20.json");
 const SAVE = foundrySample("d20-v13-dnd5e-save-str-1d20.json");
 const ADVANTAGE = foundrySample("d20-v13-dnd5e-skill-adv-2d20kh-blind.json");
@@ -263,6 +260,7 @@ function fakeApi(world, replies) {
     sent: [],
     cards: [],
     audiences: [],
+    dice: [],
     registerCommand: (name, handler) => commands.set(name, handler),
     onRelay: (action, handler) => handlers.set(action, handler),
     relay: async (ruleset, action, data) => handlers.get(action)(structuredClone(data), { userId: world.currentUserId, isGM: fvtt.currentUserIsGM() }),
@@ -275,6 +273,9 @@ function fakeApi(world, replies) {
     postCard: async (card, options) => {
       api.cards.push(card);
       api.audiences.push(options);
+    },
+    showDice: async (dice, audience) => {
+      api.dice.push({ dice, audience, cardsBefore: api.cards.length });
     },
     onBridgeMessage: () => {},
     newEventId: () => `ev${api.sent.length}`,
@@ -301,8 +302,8 @@ describe("the pool ruleset in a world", () => {
     world.addActor({ id: "npcGoblin0000001", name: "Goblin" });
     api = fakeApi(world, {
       pool_ledger_query: { session_open: true, characters: [ALDRIC, BREN] },
-      pool_check: { type: "pool_check_rolled", card: CARD },
-      pool_reroll: { type: "pool_rerolled", card: CARD },
+      pool_check: { type: "pool_check_rolled", card: CARD, dice: [{ face: 6, explosion: false, success: true }, { face: 2, explosion: true, success: false }] },
+      pool_reroll: { type: "pool_rerolled", card: CARD, d20s: [17, 4] },
       pool_session_start: { type: "pool_ledger", card: CARD },
     });
     pool.install(api);
@@ -323,6 +324,8 @@ describe("the pool ruleset in a world", () => {
       type: "pool_check", v: 1, event_id: check.event_id, character_id: LILLY, user_id: "playerUser00001", user_is_gm: false, user_name: "Player One",
     });
     assert.deepEqual(api.cards, [CARD]);
+    // the bridge's d6s (explosion included), as the player, to the card's audience, before the card (issue 13)
+    assert.deepEqual(api.dice, [{ dice: [{ faces: 6, results: [6, 2] }], audience: { userId: "playerUser00001", whisper: [], blind: false }, cardsBefore: 0 }]);
   });
 
   test("the card is seen per the player's roll mode (every GM and the player for gmroll); a typed mode wins", async () => {
@@ -401,7 +404,7 @@ describe("the pool ruleset in a world", () => {
     assert.deepEqual(api.audiences, [{ whisper: [], blind: false }], "public: the clicker's roll mode");
   });
 
-  test("a reroll's card follows the clicker's roll mode", async () => {
+  test("a reroll's card reaches whoever saw the rolled message (issue 13), not the clicker's roll mode", async () => {
     const attack = await world.createMessage(structuredClone(ATTACK));
     await globalThis.game.settings.set("core", "rollMode", "selfroll");
     world.asUser("playerUser00001");
@@ -409,7 +412,13 @@ describe("the pool ruleset in a world", () => {
     await flush();
     assert.equal(api.sent.at(-1).type, "pool_reroll");
     assert.equal(api.sent.at(-1).roll.label, "Dagger - Attack Roll", "the flavor is read from the message");
-    assert.deepEqual(api.audiences, [{ whisper: ["playerUser00001"], blind: false }]);
+    assert.deepEqual(api.audiences, [{ whisper: [], blind: false }], "the attack was public");
+    const blind = await world.createMessage({ ...structuredClone(ATTACK), whisper: ["gmUser000000001"], blind: true, author: "playerUser00001" });
+    await globalThis.game.settings.set("core", "rollMode", "publicroll");
+    world.render(blind.id).querySelector(`.${REROLL_CLASS} button`).click();
+    await flush();
+    assert.deepEqual(api.audiences.at(-1), { whisper: ["gmUser000000001"], blind: true }, "a blind roll's reroll: the GMs only");
+    assert.deepEqual(api.dice.at(-1).audience, { userId: "playerUser00001", whisper: ["gmUser000000001"], blind: true });
   });
 
   test("the GM opens the ledger panel, starts a session from it; a player cannot open it", async () => {
@@ -436,5 +445,15 @@ describe("the pool ruleset in a world", () => {
     world.asUser("playerUser00001");
     await assert.rejects(api.relay("pool", pool.ACTIONS.GM, { action: "session_start" }), { code: "forbidden" });
     assert.equal(api.sent.length, 0);
+  });
+});
+
+describe("poolDice: the bridge's dice of a pool reply", () => {
+  test("a save's d20s with its stat and Fate dice (sizes from the signed faces); a reroll's d20s; nothing else", () => {
+    assert.deepEqual(poolDice({ type: "pool_save_rolled", d20s: [3, 18], stat_die: [-8, 5], fate_die: [6, 6] }),
+      [{ faces: 20, results: [3, 18] }, { faces: 8, results: [5] }, { faces: 6, results: [6] }]);
+    assert.deepEqual(poolDice({ type: "pool_save_rolled", d20s: [11], stat_die: [10, 2], fate_die: null }), [{ faces: 20, results: [11] }, { faces: 10, results: [2] }]);
+    assert.deepEqual(poolDice({ type: "pool_rerolled", d20s: [20] }), [{ faces: 20, results: [20] }]);
+    assert.deepEqual(poolDice({ type: "pool_ledger" }), []);
   });
 });

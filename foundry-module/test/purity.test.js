@@ -38,9 +38,19 @@ test("the pattern catches what it must", () => {
   assert.equal(FOUNDRY_GLOBALS.test('import { decorateCard } from "./logic/card-ui.js";'), false);
 });
 
-test("the logic loads with no Foundry globals", async () => {
-  for (const name of readdirSync(new URL("../scripts/logic/", import.meta.url))) {
-    assert.equal(typeof globalThis.game, "undefined");
-    await import(`../scripts/logic/${name}`);
+test("the logic and every ruleset's folder load with no Foundry globals", async () => {
+  const folders = ["logic", ...readdirSync(new URL("../scripts/rulesets/", import.meta.url), { withFileTypes: true })
+    .filter((entry) => entry.isDirectory()).map((entry) => `rulesets/${entry.name}`)];
+  assert.ok(folders.includes("rulesets/sohl"), "SoHL is a ruleset folder like the others");
+  for (const folder of folders) {
+    for (const name of readdirSync(new URL(`../scripts/${folder}/`, import.meta.url))) {
+      assert.equal(typeof globalThis.game, "undefined");
+      await import(`../scripts/${folder}/${name}`);
+    }
   }
+});
+
+test("scripts/foundry.js names no ruleset", () => {
+  const text = readFileSync(new URL("../scripts/foundry.js", import.meta.url), "utf8");
+  assert.deepEqual(text.match(/\bsohl\w*\(|\bhmtw\w*\(|\bmythic\w*\(|\bpool\w*\(/gi), null);
 });

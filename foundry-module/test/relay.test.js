@@ -9,7 +9,7 @@ import {
   isRequestId,
   relayErrorPayload,
 } from "../scripts/logic/relay.js";
-import { BridgeError } from "../scripts/logic/connection.js";
+import { BridgeError } from "../scripts/logic/errors.js";
 import { FakeClock, flush } from "./helpers/fake-socket.js";
 
 let clock, tracker, events;

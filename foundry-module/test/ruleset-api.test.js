@@ -8,7 +8,7 @@ import assert from "node:assert/strict";
 import * as fvtt from "../scripts/foundry.js";
 import { install } from "../scripts/main.js";
 import { installRulesets } from "../scripts/ruleset-api.js";
-import { BridgeError } from "../scripts/logic/connection.js";
+import { BridgeError } from "../scripts/logic/errors.js";
 import { uninstallFakeFoundry } from "./helpers/fake-foundry.js";
 import { sampleWorld } from "./helpers/world-setup.js";
 import { FakeClock, fakeWebSocketClass, flush, until } from "./helpers/fake-socket.js";
@@ -215,5 +215,30 @@ describe("installing rulesets", () => {
       console.error = realError;
     }
     assert.match(errors[0][0], /ruleset hmtw failed to install/);
+  });
+});
+
+describe("api.showDice and the link's state", () => {
+  test("the bridge's dice go to Dice So Nice as the asker, to the card's audience; linkReady and onLinkUp follow the link", async () => {
+    uninstallFakeFoundry();
+    const world = (await sampleWorld({ diceSoNice: true })).world;
+    const welcomes = [];
+    let link = null;
+    const parts = { commands: { register() {} }, relays: { on() {}, request() {} }, router: { on() {} }, bridgeLink: () => link, onWelcome: (fn) => welcomes.push(fn) };
+    let api;
+    installRulesets([{ id: "dicey", install(given) { api = given; api.onLinkUp(() => {}); } }], parts);
+    assert.equal(api.linked(), false);
+    assert.equal(api.linkReady(), false);
+    link = { isReady: () => true, request: async () => ({}) };
+    assert.equal(api.linked(), true);
+    assert.equal(api.linkReady(), true);
+    assert.equal(welcomes.length, 1);
+    await api.showDice([{ faces: 6, results: [4, 6] }], { userId: "playerUser00001", whisper: ["gmUser000000001", "playerUser00001"], blind: false });
+    const [roll, user, synchronize, users, blind] = world.diceShown[0];
+    assert.equal(roll.fromData.formula, "2d6");
+    assert.equal(user.id, "playerUser00001");
+    assert.deepEqual([synchronize, users, blind], [true, ["gmUser000000001", "playerUser00001"], false]);
+    await api.showDice([{ faces: 100, results: [55] }], { userId: "playerUser00001", whisper: [], blind: false });
+    assert.equal(world.diceShown[1][3], null, "a public card's dice: everyone");
   });
 });

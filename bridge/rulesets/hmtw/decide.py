@@ -1,5 +1,5 @@
 """hmtw decisions: the world's tarot decks, tests of fate, pushes, group tests, Challenge Actions
-and the GM's deck commands (DECISIONS.md H1-H10).
+and the GM's deck commands (DECISIONS.md H1-H13).
 
 Pure: the world's state comes in as a :class:`~bridge.state.WorldState`, dice as an injected
 :class:`~bridge.dice.Dice` (each draw is one die of as many faces as cards left undrawn: the
@@ -484,8 +484,8 @@ def _push(message: wire.HmtwPush, state: WorldState, dice: Dice) -> Outcome:
                           f"{hmtw.OUTCOME_NAMES[record.outcome].lower()} (H6)", field="test_id")
     decks = _decks(state)
     if record.test_id not in decks.open_tests:
-        raise NotEligible("the table has drawn since this test: fate can no longer be pushed on it "
-                          "(H6)", field="test_id")
+        raise NotEligible("the table has drawn since this test, or the GM closed the push window: "
+                          "fate can no longer be pushed on it (H6, H11)", field="test_id")
     drawn = hmtw.draw(decks, "player", _picker(dice))
     decks = hmtw.close_test(drawn.decks, record.test_id)
     if drawn.card.code == hmtw.FOOL:
@@ -571,11 +571,13 @@ def _challenge_action(message: wire.HmtwChallengeAction, state: WorldState,
 
 # --- GM commands --------------------------------------------------------------------------------
 
-COMMAND_TITLES = {"status": "Decks", "reshuffle": "Decks reshuffled", "round_end": "End of the round"}
+COMMAND_TITLES = {"status": "Decks", "reshuffle": "Decks reshuffled", "round_end": "End of the round",
+                  "close_push": "Push window closed"}
 
 
 def _deck_command(message: wire.HmtwDeckCommand, state: WorldState, dice: Dice) -> wire.HmtwDecks:
-    """H1/H7: the GM's deck status, reshuffle now, or end of a Challenge round."""
+    """H1/H7/H11: the GM's deck status, reshuffle now, end of a Challenge round, or closing the
+    push window (H11: every open test is finished; a Fool drawn in one reshuffles now)."""
     _require_gm(message.user_is_gm, "command the decks")
     decks = _decks(state)
     reshuffles: tuple[hmtw.Reshuffled, ...] = ()
@@ -584,6 +586,8 @@ def _deck_command(message: wire.HmtwDeckCommand, state: WorldState, dice: Dice) 
         reshuffles = (reshuffled,)
     elif message.command == "round_end":
         decks, reshuffles = hmtw.end_round(decks)
+    elif message.command == "close_push":
+        decks, reshuffles = hmtw.close_pushes(decks)
     if message.command != "status":
         _put_decks(state, decks)
     bound = [wire.HmtwBoundObstacle(obstacle=b.obstacle, test_id=b.test_id, outcome=b.outcome)

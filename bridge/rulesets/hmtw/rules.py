@@ -1,4 +1,4 @@
-"""His Majesty the Worm: tests of fate with tarot decks (seed 002; DECISIONS.md H1-H10).
+"""His Majesty the Worm: tests of fate with tarot decks (seed 002; DECISIONS.md H1-H13).
 
 Pure and table-driven: no I/O, no clock, no randomness. A draw takes a ``pick`` function,
 ``pick(n) -> 1..n`` (the bridge passes its ``Dice.roll``), so the caller owns every random number.
@@ -192,9 +192,9 @@ def group_binds(outcome: GroupOutcome) -> bool:
 
 
 def obstacle_key(obstacle: str) -> str:
-    """H9: the key an obstacle is bound under: case and runs of spaces do not matter
-    ("The  locked Door" and "the locked door" are one obstacle). Raises ``ValueError`` for a
-    blank name."""
+    """H9/H13: the key an obstacle is bound under: letter case and repeated or surrounding
+    spaces do not matter (" The  locked Door " and "the locked door" are one obstacle). Raises
+    ``ValueError`` for a blank name."""
     key = " ".join(obstacle.split()).casefold()
     if not key:
         raise ValueError("an obstacle needs a name")
@@ -271,6 +271,16 @@ def reshuffle(decks: Decks, reason: ReshuffleReason) -> tuple[Decks, Reshuffled]
     return after, Reshuffled(reason, BOTH_DECKS)
 
 
+def _fool_reshuffle(decks: Decks, keep: Decks) -> tuple[Decks, Reshuffled]:
+    """H7/H12: one Fool's reshuffle, keeping the other Fool's wait as ``keep`` has it: a
+    Challenge Action's Fool still reshuffles at the end of its round when an ordinary test's
+    Fool was reshuffled in between, and the other way round. (Only the GM's "reshuffle now"
+    ends both waits: :func:`reshuffle`.)"""
+    after, reshuffled = reshuffle(decks, "fool")
+    return replace(after, reshuffle_after_test=keep.reshuffle_after_test,
+                   reshuffle_at_round_end=keep.reshuffle_at_round_end), reshuffled
+
+
 def draw(decks: Decks, deck: DeckName, pick: Callable[[int], int]) -> Drawn:
     """H1: draw one card from ``deck``: the ``pick(n)``-th (1..n) of its ``n`` undrawn cards in
     deck order, then onto its discard pile. A deck found empty first takes its discard pile
@@ -291,24 +301,31 @@ def draw(decks: Decks, deck: DeckName, pick: Callable[[int], int]) -> Drawn:
 
 
 def begin_test(decks: Decks) -> tuple[Decks, tuple[Reshuffled, ...]]:
-    """H6/H7: a new draw from the player deck (a test, a group test, a Challenge Action) ends
-    every open test: fate can no longer be pushed on them, and a Fool they drew is reshuffled
-    now, before the new card."""
+    """H6/H7/H11: a new draw from the player deck (a test, a group test, a Challenge Action)
+    closes the push window: see :func:`close_pushes`. (A push's own card belongs to a test
+    already drawn, so a group's other member may still push after it.)"""
+    return close_pushes(decks)
+
+
+def close_pushes(decks: Decks) -> tuple[Decks, tuple[Reshuffled, ...]]:
+    """H11: the push window closes (the table draws for a new test, or the GM closes it): fate
+    can no longer be pushed on any open test, and a Fool they drew is reshuffled now (H7, H12)."""
     return finish_tests(replace(decks, open_tests=()))
 
 
 def finish_tests(decks: Decks) -> tuple[Decks, tuple[Reshuffled, ...]]:
-    """H7: once no test is open, a Fool drawn in a test has both decks reshuffled (reason
-    ``fool``); otherwise nothing changes."""
+    """H7/H12: once no test is open, a Fool drawn in a test has both decks reshuffled (reason
+    ``fool``; a Challenge Action's Fool still waits for its round's end); otherwise nothing
+    changes."""
     if decks.reshuffle_after_test and not decks.open_tests:
-        after, reshuffled = reshuffle(decks, "fool")
+        after, reshuffled = _fool_reshuffle(decks, replace(decks, reshuffle_after_test=False))
         return after, (reshuffled,)
     return decks, ()
 
 
 def open_test(decks: Decks, test_id: str) -> Decks:
-    """H6: a failed test stays open: its drawer may push fate until the next player-deck draw
-    of another test (see :func:`begin_test`)."""
+    """H6/H11: a failed test stays open: its drawer may push fate until the next player-deck
+    draw of another test or the GM closes the window (see :func:`close_pushes`)."""
     return replace(decks, open_tests=(*decks.open_tests, test_id))
 
 
@@ -326,10 +343,11 @@ def fool_drawn(decks: Decks, in_challenge: bool) -> Decks:
 
 
 def end_round(decks: Decks) -> tuple[Decks, tuple[Reshuffled, ...]]:
-    """H7: the end of a Challenge round: a Fool drawn in it has both decks reshuffled."""
+    """H7/H12: the end of a Challenge round: a Fool drawn in it by a Challenge Action has both
+    decks reshuffled (an ordinary test's Fool still waits for its test to finish)."""
     if not decks.reshuffle_at_round_end:
         return decks, ()
-    after, reshuffled = reshuffle(decks, "fool")
+    after, reshuffled = _fool_reshuffle(decks, replace(decks, reshuffle_at_round_end=False))
     return after, (reshuffled,)
 
 

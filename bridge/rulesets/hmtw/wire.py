@@ -22,7 +22,7 @@ HmtwOutcome = Literal["great_success", "success", "failure", "great_failure"]
 HmtwGroupOutcome = Literal["success", "falls_short", "failure", "disaster"]
 HmtwDeckName = Literal["player", "gm"]
 HmtwReshuffleReason = Literal["fool", "exhausted", "gm"]
-HmtwDeckCommandName = Literal["status", "reshuffle", "round_end"]
+HmtwDeckCommandName = Literal["status", "reshuffle", "round_end", "close_push"]
 
 
 class HmtwActor(Part, kw_only=True):
@@ -113,7 +113,9 @@ class HmtwChallengeAction(UserRequest, tag="hmtw_challenge_action", kw_only=True
 class HmtwDeckCommand(UserRequest, tag="hmtw_deck_command", kw_only=True):
     """A GM's deck command: ``status`` (counts, what is pending, the obstacles bound),
     ``reshuffle`` (both decks, now), ``round_end`` (a Challenge round ends: a Fool drawn in it
-    reshuffles both decks, H7). Answered ``hmtw_decks``; non-GMs get ``forbidden``."""
+    reshuffles both decks, H7), ``close_push`` (the push window closes: no open test may be
+    pushed any more, and a Fool drawn in one reshuffles now, H11). Answered ``hmtw_decks``;
+    non-GMs get ``forbidden``."""
 
     command: HmtwDeckCommandName
     user_is_gm: bool = False

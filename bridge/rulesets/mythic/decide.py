@@ -1,4 +1,4 @@
-"""mythic decisions: the Fate Chart answers yes/no questions (DECISIONS.md M1-M7).
+"""mythic decisions: the Fate Chart answers yes/no questions (DECISIONS.md M1-M9).
 
 Pure: the world's state comes in as a :class:`~bridge.state.WorldState`, dice as an injected
 :class:`~bridge.dice.Dice` (one d100 per question). A refusal is raised as a
@@ -63,7 +63,7 @@ def _roll(dice: Dice) -> int:
 def _named_shifts(message: wire.ChartQuestion) -> tuple[mythic.NamedQuestion | None, list[wire.ChartShift]]:
     """M7: the named question asked (if any) and the shifts it brings: its built-in Acting shift
     and the modifiers taken. Refuses modifiers without a named question, and ones it does not
-    list."""
+    list; an empty list of modifiers is the same as none, with or without a named question (M9)."""
     if message.named is None:
         if message.modifiers:
             raise BadMessage("modifiers belong to a named question: give named too",

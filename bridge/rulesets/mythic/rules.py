@@ -1,4 +1,4 @@
-"""Mythic: the Fate Chart (seed 003; DECISIONS.md M1-M7).
+"""Mythic: the Fate Chart (seed 003; DECISIONS.md M1-M9).
 
 Pure and table-driven: no I/O, no clock, no randomness. The d100 is rolled by the caller
 (``bridge.decisions.mythic``) from an injected source and passed in as a number.
@@ -156,6 +156,8 @@ _INTERRUPTED = Modifier("interrupted", "Training: interrupted for a short time",
 _EXTRA_ITEMS = Modifier("extra_items", "Training: each further item trained at the same time",
                         DIFFICULTY, +1, MAX_REPEATS)
 _TRAINING = (_POOR_INSTRUCTION, _INTERRUPTED, _EXTRA_ITEMS)
+# M8: "+N RS to the question" (got the drop, adrenaline, a weak spot) shifts the Acting Rank N
+# steps up, toward yes; a weak spot's size is its ``times`` (1 or 2, 1 when the asker gives none).
 _GOT_THE_DROP = Modifier("got_the_drop", "Got the drop (an exceptional answer on acting next)",
                          ACTING, +1)
 _ADRENALINE = Modifier("adrenaline", "Adrenaline (shrugged off a blow: exceptional no on hurt)",
@@ -430,7 +432,8 @@ def chance(acting: int, difficulty: int) -> int:
 class Thresholds:
     """M5 for a chance ``chance`` (%): yes on a d100 roll <= ``chance``; exceptional yes on a roll
     <= ``exceptional_yes``; exceptional no on a roll >= ``exceptional_no``. Each exceptional
-    threshold is None when no roll of 1..100 can reach it."""
+    threshold is None only where M5 says "none" (exceptional yes when p < 5, exceptional no when
+    p >= 100); otherwise it is the formula's value, not held to 1..100 (M9)."""
 
     chance: int
     exceptional_yes: int | None
@@ -438,19 +441,20 @@ class Thresholds:
 
 
 def thresholds(p: int) -> Thresholds:
-    """M5: the thresholds of chance ``p``: exceptional yes at ``floor(p / 5)`` (None when p < 5),
-    exceptional no from ``101 - floor((100 - p) / 5)`` (None when p > 95, where that is 101 or
-    more and no d100 reaches it).
+    """M5/M9: the thresholds of chance ``p``: exceptional yes at ``floor(p / 5)`` (None when
+    p < 5), exceptional no from ``101 - floor((100 - p) / 5)`` (None when p >= 100). Reported as
+    the formulas give them (M9): above 100 for a large p, 0 or below for a very negative one, and
+    101 for p 96..99 (a threshold no d100 reaches, but not "none").
 
-    >>> thresholds(-20)
-    Thresholds(chance=-20, exceptional_yes=None, exceptional_no=77)
+    >>> thresholds(-20), thresholds(97).exceptional_no, thresholds(-405).exceptional_no
+    (Thresholds(chance=-20, exceptional_yes=None, exceptional_no=77), 101, 0)
     """
     yes_fifth = p // EXCEPTIONAL_FRACTION
     no_fifth = (D100_FACES - p) // EXCEPTIONAL_FRACTION
     return Thresholds(
         chance=p,
-        exceptional_yes=yes_fifth if yes_fifth >= 1 else None,
-        exceptional_no=D100_FACES + 1 - no_fifth if no_fifth >= 1 else None,
+        exceptional_yes=yes_fifth if p >= EXCEPTIONAL_FRACTION else None,
+        exceptional_no=D100_FACES + 1 - no_fifth if p < D100_FACES else None,
     )
 
 
@@ -558,7 +562,8 @@ class ModifierRefused(ValueError):
 
 def apply_modifiers(question: NamedQuestion,
                     taken: Sequence[tuple[str, int]]) -> list[AppliedModifier]:
-    """M7: the modifiers of ``question`` taken as ``(key, times)`` pairs, in the order taken.
+    """M7/M9: the modifiers of ``question`` taken as ``(key, times)`` pairs, in the order taken
+    (an empty ``taken`` is no modifier: an empty list).
 
     Raises :class:`ModifierRefused` when a key is not one of the question's modifiers or is taken
     twice over (use ``times``), or ``times`` is not 1..``max_times`` for it (only the "per item"

@@ -38,7 +38,7 @@ ChartAnswerWord = Literal[_chart.ANSWERS]  # type: ignore[valid-type]
 
 class ChartModifierTaken(Part, kw_only=True):
     """One listed modifier of the named question, taken ``times`` times (more than once only for
-    the "per item" / "per RS" ones)."""
+    the "per item" / "per RS" ones; a weak spot's size, 1 when not given, M8)."""
 
     key: ModifierKey
     times: Annotated[int, Meta(ge=1, le=_chart.MAX_REPEATS)] = 1

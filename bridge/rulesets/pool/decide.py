@@ -1,4 +1,4 @@
-"""pool decisions: the Fate ledger, dice-pool checks, saves and d20 rerolls (DECISIONS.md P1-P13).
+"""pool decisions: the Fate ledger, dice-pool checks, saves and d20 rerolls (DECISIONS.md P1-P16).
 
 Pure: the world's state comes in as a :class:`~bridge.state.WorldState`, dice as an injected
 :class:`~bridge.dice.Dice`. Every refusal is raised as a :class:`~bridge.errors.Refusal` before
@@ -189,8 +189,9 @@ def _ledger_reply(message: wire.PoolGmRequest, action: wire.LedgerAction, world:
 
 def _enter_character(message: wire.PoolCharacter, state: WorldState, dice: Dice) -> wire.PoolLedger:
     """Enter or update a character. Fate and Destiny are kept for a player character and zero
-    for a retainer or follower (P12); a new player character entered during an open session
-    starts with its session Fate (P5)."""
+    for a retainer or follower (P12); a player character entered during an open session, new or
+    a retainer or follower entered again as a player character, gets that session's 3 session
+    Fate at once (P5, P16). A player character entered again keeps its ledger."""
     _require_gm(message)
     world = _world(state)
     known = state.get(CHARACTER, message.character_id, CharacterRecord)
@@ -200,6 +201,9 @@ def _enter_character(message: wire.PoolCharacter, state: WorldState, dice: Dice)
         earned_fate = destiny = 0
         world = msgspec.structs.replace(world, character_ids=[*world.character_ids, message.character_id])
         state.put(WORLD, WORLD_KEY, world)
+    elif is_pc and known.kind not in pool.FATE_HOLDERS:
+        session_fate = pool.SESSION_FATE if world.session_open else 0
+        earned_fate = destiny = 0
     else:
         session_fate, earned_fate, destiny = (known.session_fate, known.earned_fate, known.destiny) if is_pc else (0, 0, 0)
     record = CharacterRecord(
@@ -257,7 +261,8 @@ def _rest(message: wire.PoolRest, state: WorldState, dice: Dice) -> wire.PoolLed
 
 
 def _award(message: wire.PoolAward, state: WorldState, dice: Dice) -> wire.PoolLedger:
-    """P5: a GM award is earned Fate."""
+    """P5: a GM award is earned Fate; an award to a retainer or follower is refused whole
+    (P12, P16)."""
     _require_gm(message)
     world = _world(state)
     awarded = [msgspec.structs.replace(r, earned_fate=r.earned_fate + message.amount)
@@ -267,7 +272,8 @@ def _award(message: wire.PoolAward, state: WorldState, dice: Dice) -> wire.PoolL
 
 
 def _level_gained(message: wire.PoolLevelGained, state: WorldState, dice: Dice) -> wire.PoolLedger:
-    """P8: level + 1 and Destiny back to 0; a level costs at least 1 Destiny (seed, downtime)."""
+    """P8/P16: level + 1 and Destiny back to 0; a level costs at least 1 Destiny: refused at 0
+    Destiny, at the top level (10), and for a retainer or follower (who holds none)."""
     _require_gm(message)
     record = _character(state, message.character_id, "character_id")
     _require_fate_holder(record, "character_id")
@@ -394,7 +400,8 @@ def _save_dc(message: wire.PoolSave, config: wire.PoolConfig) -> int:
 
 def _save(message: wire.PoolSave, state: WorldState, dice: Dice) -> wire.PoolSaveRolled:
     """P9: d20 (2d20 keep higher/lower) + the save stat's die + the Fate die (once on a Fate
-    save) + Tier + bonus vs DC. Rolled in that order: d20s, stat die, Fate die."""
+    save) + Tier + bonus vs DC. Rolled in that order: d20s, stat die, Fate die. Every roller
+    adds its Tier, retainers and followers included (P15)."""
     record = _character(state, message.character_id, "character_id")
     _require_owner(record, message.user_id, message.user_is_gm)
     config = _config(state)

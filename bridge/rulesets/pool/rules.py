@@ -1,4 +1,4 @@
-"""pool: an unpublished d6-pool / d20 game (seed 004 "Fundamentals"; DECISIONS.md P1-P13).
+"""pool: an unpublished d6-pool / d20 game (seed 004 "Fundamentals"; DECISIONS.md P1-P16).
 
 Pure and table-driven: no I/O, no clock, no randomness of its own. Dice come in as a
 :class:`DieRoller` (``bridge.dice.Dice`` fits) or as numbers; the Fate ledger is plain ints.
@@ -151,8 +151,8 @@ def pay_ones(ones: int, stamina: int, holds_fate: bool, narrative: bool) -> Ones
     Standard: each 1 costs 1 stamina and pays 1 earned Fate; once stamina is 0 a 1 costs nothing
     and pays nothing (P2). Narrative consequences (P10, a player character's check): a 1 costs no
     stamina and pays 1 Fate, even at 0 stamina. A retainer or follower (``holds_fate`` false,
-    P12): a 1 costs stamina and pays nothing; the narrative option does not apply to it (P10
-    speaks of a player's 1s). Raises ``ValueError`` for negative counts.
+    P12): a 1 costs stamina and pays nothing under either option (P14: P12 before P10). Raises
+    ``ValueError`` for negative counts.
     """
     if ones < 0 or stamina < 0:
         raise ValueError("ones and stamina are counted from 0")
@@ -286,7 +286,8 @@ def roll_stat_die(die: int, dice: DieRoller) -> int:
 
 
 def save_total(kept: int, stat_die: int, fate_die: int, tier: int, bonus: int = 0) -> int:
-    """P9: d20 (kept) + the save stat's die + the Fate die + Tier + bonus (rolled values).
+    """P9/P15: d20 (kept) + the save stat's die + the Fate die + Tier + bonus (rolled values);
+    every roller's Tier, a retainer's or follower's too.
     On a Fate save the caller passes the Fate die once, as ``stat_die``, and ``fate_die`` 0."""
     return kept + stat_die + fate_die + tier + bonus
 

@@ -22,7 +22,9 @@ OUTCOME_TEXT = {
 @dataclass(frozen=True, slots=True)
 class SohlFateCardData:
     """Everything a SoHL Fate card shows. Levels are success levels (ints); ``level_after`` None
-    while a Fate Test CS waits for the player's choice; ``charges_after`` None = unlimited."""
+    while a Fate Test CS waits for the player's choice; ``charges_after`` None = unlimited;
+    ``target`` the EML the fated test was rolled against (shown as is, e.g. 135), None to leave
+    the line out."""
 
     message_id: str
     actor_id: str
@@ -39,6 +41,7 @@ class SohlFateCardData:
     point_name: str
     charges_after: int | None
     user_name: str | None
+    target: int | None = None
 
 
 def sohl_fate_card(data: SohlFateCardData) -> wire.Card:
@@ -46,8 +49,11 @@ def sohl_fate_card(data: SohlFateCardData) -> wire.Card:
     labels, the Fate Test roll vs Fate ML, the point used and its charges left, who asked."""
     title = f"{data.test_name}: Fate"
     outcome_text = OUTCOME_TEXT[data.outcome]
-    if data.outcome in ("spent", "kept") and data.gain:
+    if data.outcome == "spent" and data.gain:
         outcome_text = f"{outcome_text}, +{data.gain}"
+    elif data.outcome == "kept" and data.gain:
+        # A Critical Success kept (S9): the point is kept AND the level gains; never "no gain".
+        outcome_text = f"kept, gain +{data.gain}"
     return render_card(
         "sohl_fate.html.j2",
         title=title,
@@ -71,4 +77,5 @@ def sohl_fate_card(data: SohlFateCardData) -> wire.Card:
         charges_after=data.charges_after,
         actor_name=data.actor_name,
         user_name=data.user_name,
+        target=data.target,
     )

@@ -347,6 +347,7 @@ def _settle(
             point_name=point_name,
             charges_after=charges,
             user_name=user_name,
+            target=test.eml,
         )
     )
     reply = wire.FateResolved(

@@ -5,9 +5,14 @@
  */
 
 import { AUDIT_OUTCOMES, AUDIT_STATUS } from "./audit.js";
+import { RECEIPTS_STATUS } from "./receipts.js";
 
 /** Class of the window's root element and prefix of its parts. */
 export const AUDIT_CLASS = "fate-bridge-audit";
+
+/** The tools' states before their first use. */
+const NOT_CHECKED = Object.freeze({ status: RECEIPTS_STATUS.IDLE, error: null, results: [], counts: { ok: 0, missing: 0, changed: 0 } });
+const NO_REPORT = Object.freeze({ status: "idle", error: null });
 
 /** Table columns, in order: [row field, header key]. */
 const COLUMNS = Object.freeze([
@@ -31,14 +36,22 @@ const COLUMNS = Object.freeze([
  * @param {{actorId: string, outcome: string, since: string, until: string}} model.form the
  *   filter inputs' current values
  * @param {Array<{id: string, name: string}>} model.actors the world's actors for the actor filter
+ * @param {import("./receipts.js").ReceiptsState} [model.receipts] the receipts check's state
+ *   (default: not checked yet)
+ * @param {{status: string, error: string|null}} [model.report] the report download's state
+ *   (`idle`, `loading`, `ready`, `down`, `error`; default idle)
  * @param {(key: string, data?: object) => string} t localize
  * @param {object} handlers
  * @param {(form: {actorId: string, outcome: string, since: string, until: string}) => void} handlers.onSearch
  * @param {() => void} handlers.onOlder
  * @param {(messageId: string) => void} handlers.onShowMessage
+ * @param {() => void} handlers.onCheckReceipts
+ * @param {() => void} handlers.onExportReceipts
+ * @param {() => void} handlers.onReport
  * @returns {HTMLElement} the content root (`div.fate-bridge-audit-body`)
  */
-export function renderAudit(doc, { state, rows, form, actors }, t, { onSearch, onOlder, onShowMessage }) {
+export function renderAudit(doc, { state, rows, form, actors, receipts = NOT_CHECKED, report = NO_REPORT }, t, handlers) {
+  const { onSearch, onOlder, onShowMessage } = handlers;
   const el = (tag, className, text) => {
     const node = doc.createElement(tag);
     if (className) node.className = className;
@@ -72,6 +85,7 @@ export function renderAudit(doc, { state, rows, form, actors }, t, { onSearch, o
     onSearch({ actorId: actorSelect.value, outcome: outcomeSelect.value, since: since.value, until: until.value });
   });
   root.append(filters);
+  root.append(renderTools(doc, { receipts, report }, t, handlers));
 
   // Status line: down, loading, refused, invalid filters, or nothing found.
   const statusText = statusLine(state, rows.length, t);
@@ -128,6 +142,96 @@ export function renderAudit(doc, { state, rows, form, actors }, t, { onSearch, o
     root.append(older);
   }
   return root;
+}
+
+/**
+ * The trail's tools: "Check receipts" (and what it found), "Export receipts", "Report".
+ *
+ * @param {Document} doc
+ * @param {{receipts: import("./receipts.js").ReceiptsState, report: {status: string, error: string|null}}} model
+ * @param {(key: string, data?: object) => string} t
+ * @param {{onCheckReceipts(): void, onExportReceipts(): void, onReport(): void, onShowMessage(id: string): void}} handlers
+ * @returns {HTMLElement} `div.fate-bridge-audit-tools`
+ */
+function renderTools(doc, { receipts, report }, t, { onCheckReceipts, onExportReceipts, onReport, onShowMessage }) {
+  const el = (tag, className, text) => {
+    const node = doc.createElement(tag);
+    if (className) node.className = className;
+    if (text !== undefined) node.textContent = text;
+    return node;
+  };
+  const button = (className, key, onClick, disabled = false) => {
+    const node = el("button", `${AUDIT_CLASS}-${className}`, t(key));
+    node.type = "button";
+    node.disabled = disabled;
+    node.addEventListener("click", (event) => {
+      event.preventDefault();
+      onClick();
+    });
+    return node;
+  };
+  const tools = el("div", `${AUDIT_CLASS}-tools`);
+  const bar = el("div", `${AUDIT_CLASS}-toolbar`);
+  bar.append(
+    button("check-receipts", "FATE_BRIDGE.Audit.Receipts.Check", onCheckReceipts, receipts.status === RECEIPTS_STATUS.LOADING),
+    button("export-receipts", "FATE_BRIDGE.Audit.Receipts.Export", onExportReceipts),
+    button("report", "FATE_BRIDGE.Audit.Report.Download", onReport, report.status === "loading"),
+  );
+  tools.append(bar);
+  const reportText = {
+    loading: t("FATE_BRIDGE.Audit.Report.Loading"),
+    ready: t("FATE_BRIDGE.Audit.Report.Ready"),
+    down: t("FATE_BRIDGE.Audit.Down"),
+    error: t("FATE_BRIDGE.Audit.Report.Failed", { code: String(report.error) }),
+  }[report.status];
+  if (reportText) tools.append(el("p", `${AUDIT_CLASS}-report-status`, reportText));
+
+  const line = receiptsLine(receipts, t);
+  if (line) {
+    const status = el("p", `${AUDIT_CLASS}-receipts-status ${AUDIT_CLASS}-receipts-${receipts.status}`, line);
+    status.setAttribute("role", "status");
+    tools.append(status);
+  }
+  const problems = receipts.status === RECEIPTS_STATUS.READY ? receipts.results.filter((r) => r.status !== "ok") : [];
+  if (problems.length > 0) {
+    const list = el("ul", `${AUDIT_CLASS}-receipts-problems`);
+    for (const problem of problems) {
+      const item = el("li", `${AUDIT_CLASS}-receipt-${problem.status}`);
+      item.dataset.seq = String(problem.seq);
+      item.append(el("span", null, t(`FATE_BRIDGE.Audit.Receipts.${problem.status}`, { seq: problem.seq })));
+      const show = button("show", "FATE_BRIDGE.Audit.ShowMessage", () => onShowMessage(problem.messageId));
+      show.dataset.messageId = problem.messageId;
+      item.append(show);
+      list.append(item);
+    }
+    tools.append(list);
+  }
+  return tools;
+}
+
+/**
+ * @param {import("./receipts.js").ReceiptsState} receipts
+ * @param {(key: string, data?: object) => string} t
+ * @returns {string|null} what the receipts check says, or null before the first check
+ */
+export function receiptsLine(receipts, t) {
+  switch (receipts.status) {
+    case RECEIPTS_STATUS.LOADING:
+      return t("FATE_BRIDGE.Audit.Receipts.Loading");
+    case RECEIPTS_STATUS.DOWN:
+      return t("FATE_BRIDGE.Audit.Down");
+    case RECEIPTS_STATUS.ERROR:
+      return t("FATE_BRIDGE.Audit.Receipts.Failed", { code: String(receipts.error) });
+    case RECEIPTS_STATUS.READY: {
+      const total = receipts.results.length;
+      if (total === 0) return t("FATE_BRIDGE.Audit.Receipts.None");
+      const { ok, missing, changed } = receipts.counts;
+      const key = ok === total ? "FATE_BRIDGE.Audit.Receipts.AllOk" : "FATE_BRIDGE.Audit.Receipts.Problems";
+      return t(key, { total, ok, missing, changed });
+    }
+    default:
+      return null;
+  }
 }
 
 /**

@@ -55,19 +55,51 @@ export function checkedVisibility(value) {
 }
 
 /**
+ * Who can read a chat message, by Foundry's own rule (client `ChatMessage#visible` and
+ * `#isContentVisible`, foundry/client/documents/chat-message.mjs; the v13/v14 typings say the same:
+ * "Messages may not be visible if they are private whispers"): an empty `whisper` list is seen by
+ * everyone; otherwise by the users on the list and by its author, except that a `blind` message's
+ * content is hidden from its author. So:
+ * - no whisper -> `public` (the only audience every player sees);
+ * - whisper and blind -> `blind` (Foundry's blindroll: the GMs on the list only);
+ * - whisper naming only the author -> `self` (selfroll);
+ * - any other whisper -> `gm` (gmroll: the GMs on the list and the author).
+ * The visibility comes from the message Foundry stored, never from a roll mode a system writes in
+ * its own data (SoHL's `rollMode` in `data-scope` names the dialog's choice, not what Foundry applied).
+ *
+ * @param {{whisper: string[], blind: boolean, authorId?: string|null}} message plain message data
+ *   (scripts/foundry.js messageData)
+ * @returns {"public"|"gm"|"blind"|"self"}
+ */
+export function visibilityOfMessage({ whisper = [], blind = false, authorId = null }) {
+  if (whisper.length === 0) return "public";
+  if (blind) return "blind";
+  return whisper.every((id) => id === authorId) ? "self" : "gm";
+}
+
+/**
  * Who sees a card, as `{whisper, blind}` for postCard. Either
  * - by Foundry's roll modes (`visibility`, `askerId`, `gmIds`): `public` everyone; `gm` (gmroll)
  *   every GM and the asker; `blind` (blindroll) every GM only, blind (the asker does not see the
  *   result); `self` (selfroll) the asker only (and the GM posting it, its author). Any other
  *   visibility is public;
- * - or as an existing message (`sameAs`): its whisper list and blind flag, copied. SoHL's Fate
- *   card is seen by whoever saw the test it fates.
+ * - or as an existing message (`sameAs`): whoever reads it (visibilityOfMessage's rule). Its
+ *   whisper list plus its author when not blind, since Foundry shows a whisper to its author and a
+ *   card posted by the GM's browser has another author: a private-GM test's card reaches the GMs
+ *   and the player who posted the test; a blind test's card the GMs only (blind); a self test's
+ *   card its roller; a public test's card everyone.
  *
- * @param {{visibility?: string, askerId?: string, gmIds?: string[]} | {sameAs: {whisper: string[], blind: boolean}}} rule
+ * @param {{visibility?: string, askerId?: string, gmIds?: string[]} |
+ *   {sameAs: {whisper: string[], blind: boolean, authorId?: string|null}}} rule
  * @returns {{whisper: string[], blind: boolean}}
  */
 export function cardAudience(rule) {
-  if (rule.sameAs) return { whisper: [...rule.sameAs.whisper], blind: Boolean(rule.sameAs.blind) };
+  if (rule.sameAs) {
+    const { whisper = [], blind = false, authorId = null } = rule.sameAs;
+    if (whisper.length === 0) return { whisper: [], blind: false };
+    if (blind || !authorId) return { whisper: [...new Set(whisper)], blind: Boolean(blind) };
+    return { whisper: [...new Set([...whisper, authorId])], blind: false };
+  }
   const { visibility, askerId, gmIds = [] } = rule;
   switch (visibility) {
     case "gm": return { whisper: [...new Set([...gmIds, askerId])], blind: false };

@@ -8,9 +8,19 @@
  *   settles exactly once: with the bridge's reply carrying that `event_id` (or `ref`, or
  *   `query_id`), or rejected with a BridgeError (the bridge's `error`, or `timeout`,
  *   `queue_full`, `closed`, `unauthorized`, `superseded`).
- * - requests made while the link is down wait in a queue and are sent after the next `welcome`;
- *   requests in flight when the link drops are sent again with the same `event_id` (the bridge
- *   answers a repeated `event_id` with its stored reply and does nothing twice).
+ * - requests made while the link is down wait in a queue (at most MAX_QUEUED; beyond that a
+ *   request is rejected `queue_full` and reported through `onRefused`) and are sent once, in the
+ *   order they were made, after the next `welcome`; requests in flight when the link drops go back
+ *   to the queue and are sent again with the same `event_id` (the bridge answers a repeated
+ *   `event_id` with its stored reply and does nothing twice).
+ * - a request's timeout (REQUEST_TIMEOUT_MS) runs only while it is sent on a live link: it starts
+ *   when the request is sent and stops when the link drops, so an outage of any length times
+ *   nothing out; waiting in the queue is not waiting for an answer.
+ * - a request whose JSON is larger than the bridge's frame limit (`welcome.max_frame_bytes`, the
+ *   last one heard) is rejected `too_large` and reported through `onRefused`, never sent: the
+ *   bridge would close the link (1009) and a resend would loop. Should the bridge close with 1009
+ *   anyway (a bridge that does not tell its limit), the largest request in flight is rejected
+ *   `too_large` so it is not sent again.
  * - a request the bridge answers `rate_limited` (not handled) is sent again, with the same
  *   `event_id`, after RATE_RETRY_MS, doubled per retry, at most RATE_RETRIES times; then (or at
  *   the request timeout, whichever comes first) it is rejected with `rate_limited` / `timeout`.
@@ -20,6 +30,11 @@
  *   `superseded`. Only a new BridgeConnection (new role or settings) connects again.
  * No Foundry globals: the WebSocket constructor and the timer functions are injected.
  */
+
+import { BridgeError } from "./errors.js";
+
+/** BridgeError lives in logic/errors.js; re-exported for existing importers. */
+export { BridgeError };
 
 /** Close code the bridge uses for a bad or missing token. */
 export const CLOSE_UNAUTHORIZED = 4001;
@@ -43,9 +58,12 @@ export const LIMITS = Object.freeze({
   /** Reconnect backoff: 1 s, doubled each failure, capped at 30 s. */
   BACKOFF_MIN_MS: 1_000,
   BACKOFF_MAX_MS: 30_000,
-  /** A request (queue time included) gives up after this. */
+  /** A request sent on a live link gives up after this (time in the queue does not count). */
   REQUEST_TIMEOUT_MS: 15_000,
-  /** Requests held while down; a burst of cards beyond this is refused, not hoarded. */
+  /**
+   * Requests held while down: a 30 s outage at a busy table is a few dozen tests and clicks; a
+   * burst beyond this is refused (and reported to the GM), not hoarded.
+   */
   MAX_QUEUED: 100,
   /**
    * `rate_limited`: first retry after 0.5 s, doubled per retry. The bridge refills 20 frames a
@@ -66,25 +84,17 @@ export const DOWN_REASONS = Object.freeze({
   CLOSED: "closed",
   NO_PONG: "no_pong",
   NO_WELCOME: "no_welcome",
+  /** The socket closed before it ever opened: nothing answered at the URL (or the browser refused it). */
+  UNREACHABLE: "unreachable",
   ERROR: "socket_error",
   STOPPED: "stopped",
 });
 
-/** A refusal: from the bridge (`code` of its `error`) or from this client (timeout, queue_full, ...). */
-export class BridgeError extends Error {
-  /**
-   * @param {string} code contract error code or a module code (`timeout`, `queue_full`, `closed`)
-   * @param {string} message human-readable detail (English, for logs)
-   * @param {{field?: string|null, ref?: string|null}} [extra]
-   */
-  constructor(code, message, { field = null, ref = null } = {}) {
-    super(message);
-    this.name = "BridgeError";
-    this.code = code;
-    this.field = field;
-    this.ref = ref;
-  }
-}
+/** WebSocket close code for a frame larger than the peer accepts (RFC 6455). */
+export const CLOSE_TOO_BIG = 1009;
+
+/** BridgeError codes of requests this client refuses itself (reported through `onRefused`). */
+export const REFUSED = Object.freeze({ QUEUE_FULL: "queue_full", TOO_LARGE: "too_large" });
 
 export class BridgeConnection {
   /**
@@ -98,9 +108,13 @@ export class BridgeConnection {
    * @param {(status: ConnectionStatus) => void} [options.onStatus] after every state change
    * @param {(welcome: object) => void} [options.onWelcome] after each `welcome`
    * @param {(message: object) => void} [options.onUnsolicited] bridge messages answering no pending request
+   * @param {(refusal: {code: string, type: string, bytes: number|null, limit: number|null}) => void} [options.onRefused]
+   *   a request this client refused itself: `queue_full` (`limit` = MAX_QUEUED) or `too_large`
+   *   (`bytes` its JSON size in UTF-8 bytes, `limit` the bridge's frame limit, null when the
+   *   bridge never told it and closed with 1009); `type` is the request's message type
    * @param {Partial<typeof LIMITS>} [options.limits] overrides (tests)
    */
-  constructor({ url, hello, ping, WebSocket, timers, onStatus = () => {}, onWelcome = () => {}, onUnsolicited = () => {}, limits = {} }) {
+  constructor({ url, hello, ping, WebSocket, timers, onStatus = () => {}, onWelcome = () => {}, onUnsolicited = () => {}, onRefused = () => {}, limits = {} }) {
     this.url = url;
     this.makeHello = hello;
     this.makePing = ping;
@@ -109,10 +123,15 @@ export class BridgeConnection {
     this.onStatus = onStatus;
     this.onWelcome = onWelcome;
     this.onUnsolicited = onUnsolicited;
+    this.onRefused = onRefused;
+    /** The bridge's frame limit from the last `welcome` (bytes); null until one told it. */
+    this.maxFrameBytes = null;
     this.limits = { ...LIMITS, ...limits };
     /**
-     * @type {Map<string, {message: object, resolve: Function, reject: Function, timer: any, sent: boolean,
-     *   retries: number, retryTimer: any}>}
+     * In the order the requests were made (a Map keeps insertion order): the queue is sent in it.
+     * `timer` (the request timeout) is set only while the request is sent on a live link.
+     * @type {Map<string, {message: object, text: string, bytes: number, resolve: Function, reject: Function,
+     *   timer: any, sent: boolean, retries: number, retryTimer: any}>}
      */
     this.pending = new Map();
     this.socket = null;
@@ -150,32 +169,48 @@ export class BridgeConnection {
   }
 
   /**
+   * @returns {boolean} true once the link is stopped for good (`stop()`, token refused,
+   *   superseded): requests are refused then. While it is merely down (reconnecting) this is
+   *   false and requests wait in the queue.
+   */
+  isStopped() {
+    return this.stopped;
+  }
+
+  /**
    * Send a message that carries `event_id` (or `query_id`: `audit_query`) and wait for its reply.
    *
    * @param {{event_id?: string, query_id?: string}} message
    * @returns {Promise<object>} the reply whose `event_id`, `ref` or `query_id` equals the message's
-   * @throws {BridgeError} (as a rejection) on the bridge's `error`, `timeout`, `queue_full`,
-   *   `rate_limited` (still limited after RATE_RETRIES), or, once the link stopped for good,
-   *   `closed`, `unauthorized` or `superseded`
+   * @throws {BridgeError} (as a rejection) on the bridge's `error`, `timeout` (no answer within
+   *   REQUEST_TIMEOUT_MS of being sent), `queue_full`, `too_large`, `rate_limited` (still limited
+   *   after RATE_RETRIES), or, once the link stopped for good, `closed`, `unauthorized` or
+   *   `superseded`
    */
   request(message) {
     const id = requestKey(message);
     if (!id) return Promise.reject(new TypeError("a request needs an event_id or a query_id"));
     if (this.pending.has(id)) return Promise.reject(new TypeError(`event_id ${id} is already pending`));
     if (this.stopped) return Promise.reject(this.#stoppedError());
+    const text = JSON.stringify(message);
+    const bytes = utf8Length(text);
+    if (this.maxFrameBytes !== null && bytes > this.maxFrameBytes) return Promise.reject(this.#refuse(REFUSED.TOO_LARGE, message.type, bytes));
     const queued = [...this.pending.values()].filter((entry) => !entry.sent).length;
-    if (!this.welcomed && queued >= this.limits.MAX_QUEUED) {
-      return Promise.reject(new BridgeError("queue_full", `more than ${this.limits.MAX_QUEUED} requests wait for the bridge`));
-    }
+    if (!this.welcomed && queued >= this.limits.MAX_QUEUED) return Promise.reject(this.#refuse(REFUSED.QUEUE_FULL, message.type, bytes));
     return new Promise((resolve, reject) => {
-      const timer = this.timers.setTimeout(() => {
-        this.#settle(id);
-        reject(new BridgeError("timeout", `no answer to ${message.type} ${id} within ${this.limits.REQUEST_TIMEOUT_MS} ms`));
-      }, this.limits.REQUEST_TIMEOUT_MS);
-      const entry = { message, resolve, reject, timer, sent: false, retries: 0, retryTimer: null };
+      const entry = { message, text, bytes, resolve, reject, timer: null, sent: false, retries: 0, retryTimer: null };
       this.pending.set(id, entry);
-      if (this.welcomed) this.#sendEntry(entry);
+      if (this.welcomed) this.#sendEntry(id, entry);
     });
+  }
+
+  /** A request refused here: report it, and return its BridgeError. */
+  #refuse(code, type, bytes) {
+    const limit = code === REFUSED.TOO_LARGE ? this.maxFrameBytes : this.limits.MAX_QUEUED;
+    this.onRefused({ code, type, bytes: code === REFUSED.TOO_LARGE ? bytes : null, limit });
+    return code === REFUSED.TOO_LARGE
+      ? new BridgeError(code, `${type} is ${bytes} bytes; the bridge accepts frames of at most ${limit} bytes, so it was not sent`)
+      : new BridgeError(code, `${limit} requests already wait for the bridge; this ${type} was not kept`);
   }
 
   #connect() {
@@ -189,7 +224,9 @@ export class BridgeConnection {
       return;
     }
     this.socket = socket;
+    let opened = false;
     socket.onopen = () => {
+      opened = true;
       this.#send(this.makeHello());
       this.welcomeTimer = this.timers.setTimeout(() => this.#drop(CLOSE_NO_PONG, "no welcome", DOWN_REASONS.NO_WELCOME), this.limits.WELCOME_TIMEOUT_MS);
     };
@@ -200,7 +237,10 @@ export class BridgeConnection {
       this.socket = null;
       if (event.code === CLOSE_UNAUTHORIZED) this.#lost(DOWN_REASONS.UNAUTHORIZED);
       else if (event.code === CLOSE_SUPERSEDED) this.#lost(DOWN_REASONS.SUPERSEDED, supersededBy(event.reason));
-      else this.#lost(DOWN_REASONS.CLOSED);
+      else {
+        if (event.code === CLOSE_TOO_BIG) this.#dropLargestInFlight();
+        this.#lost(opened ? DOWN_REASONS.CLOSED : DOWN_REASONS.UNREACHABLE);
+      }
     };
   }
 
@@ -216,9 +256,10 @@ export class BridgeConnection {
       this.#clearTimer("welcomeTimer");
       this.welcomed = true;
       this.failures = 0;
+      if (Number.isSafeInteger(message.max_frame_bytes) && message.max_frame_bytes > 0) this.maxFrameBytes = message.max_frame_bytes;
       this.#setStatus(STATE.CONNECTED, null, null);
       this.onWelcome(message);
-      for (const entry of this.pending.values()) if (!entry.sent) this.#sendEntry(entry);
+      for (const [id, entry] of [...this.pending]) if (!entry.sent && entry.retryTimer === null) this.#sendEntry(id, entry);
       this.#scheduleHeartbeat();
       return;
     }
@@ -248,7 +289,7 @@ export class BridgeConnection {
     entry.sent = false;
     entry.retryTimer = this.timers.setTimeout(() => {
       entry.retryTimer = null;
-      if (this.welcomed) this.#sendEntry(entry);
+      if (this.welcomed) this.#sendEntry(requestKey(entry.message), entry);
     }, delay);
   }
 
@@ -256,7 +297,7 @@ export class BridgeConnection {
   #settle(id) {
     const entry = this.pending.get(id);
     this.pending.delete(id);
-    this.timers.clearTimeout(entry.timer);
+    if (entry.timer !== null) this.timers.clearTimeout(entry.timer);
     if (entry.retryTimer !== null) this.timers.clearTimeout(entry.retryTimer);
   }
 
@@ -271,15 +312,45 @@ export class BridgeConnection {
     }, this.limits.HEARTBEAT_MS);
   }
 
-  #sendEntry(entry) {
+  /**
+   * Send a pending request, refusing it when it exceeds the frame limit heard in `welcome`; its
+   * timeout starts with its first send on this link (a rate-limit retry keeps the running one).
+   */
+  #sendEntry(id, entry) {
     if (entry.retryTimer !== null) this.timers.clearTimeout(entry.retryTimer);
     entry.retryTimer = null;
-    entry.sent = this.#send(entry.message);
+    if (this.maxFrameBytes !== null && entry.bytes > this.maxFrameBytes) {
+      this.#settle(id);
+      entry.reject(this.#refuse(REFUSED.TOO_LARGE, entry.message.type, entry.bytes));
+      return;
+    }
+    entry.sent = this.#sendText(entry.text);
+    if (entry.sent && entry.timer === null) {
+      entry.timer = this.timers.setTimeout(() => {
+        this.#settle(id);
+        entry.reject(new BridgeError("timeout", `no answer to ${entry.message.type} ${id} within ${this.limits.REQUEST_TIMEOUT_MS} ms of sending it`));
+      }, this.limits.REQUEST_TIMEOUT_MS);
+    }
+  }
+
+  /** The bridge closed with 1009: the largest request in flight caused it; it is not sent again. */
+  #dropLargestInFlight() {
+    let largest = null;
+    for (const [id, entry] of this.pending) if (entry.sent && (!largest || entry.bytes > largest[1].bytes)) largest = [id, entry];
+    if (!largest) return;
+    const [id, entry] = largest;
+    this.#settle(id);
+    this.onRefused({ code: REFUSED.TOO_LARGE, type: entry.message.type, bytes: entry.bytes, limit: this.maxFrameBytes });
+    entry.reject(new BridgeError(REFUSED.TOO_LARGE, `the bridge closed the link (1009, frame too big) after ${entry.message.type} of ${entry.bytes} bytes; it was not sent again`));
   }
 
   #send(message) {
+    return this.#sendText(JSON.stringify(message));
+  }
+
+  #sendText(text) {
     if (!this.socket || this.socket.readyState !== 1) return false;
-    this.socket.send(JSON.stringify(message));
+    this.socket.send(text);
     return true;
   }
 
@@ -302,7 +373,12 @@ export class BridgeConnection {
   #resetLink() {
     this.welcomed = false;
     for (const name of ["heartbeatTimer", "pongTimer", "welcomeTimer"]) this.#clearTimer(name);
-    for (const entry of this.pending.values()) entry.sent = false;
+    // Back to the queue: the timeout stops until the request is sent on the next link.
+    for (const entry of this.pending.values()) {
+      entry.sent = false;
+      if (entry.timer !== null) this.timers.clearTimeout(entry.timer);
+      entry.timer = null;
+    }
   }
 
   #lost(reason, holder = null) {
@@ -383,6 +459,14 @@ function requestKey(message) {
   if (typeof message.event_id === "string" && message.event_id) return message.event_id;
   if (typeof message.query_id === "string" && message.query_id) return message.query_id;
   return undefined;
+}
+
+/**
+ * @param {string} text
+ * @returns {number} its length in UTF-8 bytes (what the bridge counts against its frame limit)
+ */
+export function utf8Length(text) {
+  return new TextEncoder().encode(text).length;
 }
 
 /** Host names that stay on this machine, where plain ws:// is acceptable. */

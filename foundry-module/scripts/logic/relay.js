@@ -85,6 +85,34 @@ export function isRelayName(value) {
   return typeof value === "string" && NAME.test(value);
 }
 
+/** A Foundry document id as the server reports a sender: letters and digits (`randomID(16)`). */
+const SENDER_ID = /^[A-Za-z0-9]{1,64}$/;
+
+/**
+ * What the module socket handler may accept: exactly the two arguments of a well-formed
+ * delivery, the payload the sender emitted and the sender's user id, which the Foundry server
+ * appends after whatever the sender emitted (so a module's handler reads `(data, userId)`, as e.g.
+ * bekriebel/fvtt-module-avclient-livekit src/utils/hooks.ts does on `module.<id>`). A client
+ * that emits extra arguments (`emit(name, payload, "gmUserId")`) makes its delivery
+ * `(payload, "gmUserId", itsRealId)`: reading the second argument would take the forged id, so
+ * any delivery with more (or fewer) than two arguments is refused whole.
+ *
+ * Why not v13's `CONFIG.queries` / `User#query`: its handler is called `(queryData, {timeout})`
+ * and is not told who asked (League-of-Foundry-Developers/foundry-vtt-types
+ * src/foundry/client/config.d.mts `CONFIG.Queries.QueryHandler`, documents/user.d.mts
+ * `User#query`), so the GM could only trust an id inside `queryData`: forgeable by any player.
+ *
+ * @param {unknown[]} args the socket handler's arguments, as Foundry called it
+ * @returns {{payload: object, senderId: string} | null} null for anything but `(object, id)`
+ */
+export function socketDelivery(args) {
+  if (!Array.isArray(args) || args.length !== 2) return null;
+  const [payload, senderId] = args;
+  if (!payload || typeof payload !== "object" || Array.isArray(payload)) return null;
+  if (typeof senderId !== "string" || !SENDER_ID.test(senderId)) return null;
+  return { payload, senderId };
+}
+
 /**
  * The `error` part of a `done` for a failed handler.
  *

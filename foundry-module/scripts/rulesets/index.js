@@ -1,8 +1,9 @@
 /**
- * The rulesets installed beside SoHL (which is built into main.js). Adding one is two lines here:
- * its import and its entry in RULESETS. Nothing else in main.js changes.
+ * Every ruleset the module installs, SoHL included, each through the same api. Adding one is a
+ * folder `scripts/rulesets/<id>/` (its `index.js` and the logic it needs) and two lines here:
+ * its import and its entry in RULESETS. Nothing in main.js changes.
  *
- * Contract of a ruleset module (`scripts/rulesets/<id>.js`):
+ * Contract of a ruleset module (`scripts/rulesets/<id>/index.js`):
  * - `export const id`: its ruleset id as the bridge spells it (`"hmtw"`, `"mythic"`, `"pool"`);
  *   lower-case letters, digits, `_` or `-`, unique among the rulesets.
  * - `export function install(api)`: called once while the module loads (before Foundry's `init`),
@@ -13,18 +14,22 @@
  *   - `api.relay(ruleset, action, data)` (any client) and `api.onRelay(action, handler)` (runs on
  *     the active GM's client, attributed to Foundry's sender id);
  *   - `api.postCard(card, {whisper, blind, flags})`: a bridge `card` as a new ChatMessage;
+ *   - `api.showDice(dice, {userId, whisper, blind})`: the bridge's dice with Dice So Nice, before the card;
  *   - `api.onBridgeMessage(type, listener)`: unsolicited bridge frames by `type`;
+ *   - `api.linked()`, `api.linkReady()`, `api.onLinkUp(listener)`: the bridge link's state, and a
+ *     listener run after each `welcome`;
  *   - `api.newEventId()`, `api.isActiveGM()`, `api.localize(key, data)`, `api.notify(level, key, data)`.
- *   A ruleset whose `install` throws is skipped (logged); the others and SoHL still load.
+ *   A ruleset whose `install` throws is skipped (logged); the others still load.
  *
  * @example
- * import * as hmtw from "./hmtw.js";
+ * import * as hmtw from "./hmtw/index.js";
  * export const RULESETS = [hmtw];
  */
 
-import * as pool from "./pool.js";
-import * as mythic from "./mythic.js";
-import * as hmtw from "./hmtw.js";
+import * as sohl from "./sohl/index.js";
+import * as pool from "./pool/index.js";
+import * as mythic from "./mythic/index.js";
+import * as hmtw from "./hmtw/index.js";
 
 /** @type {Array<{id: string, install: (api: import("../ruleset-api.js").RulesetApi) => void}>} */
-export const RULESETS = [pool, mythic, hmtw];
+export const RULESETS = [sohl, pool, mythic, hmtw];

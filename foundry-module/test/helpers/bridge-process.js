@@ -3,7 +3,8 @@
  * the bridge CLI on that database (`world add --token-only`, ...), then `python -m bridge serve`
  * on a free local port, polled on `GET /healthz` until it answers. Its output is kept in `log`,
  * and `until` timeouts print it, so a broken bridge fails the test instead of hanging it.
- * `stop()` kills it and removes the directory; it is safe after a partial or failed start.
+ * `stop()` kills it and removes the directory; it is safe after a partial or failed start;
+ * `pause()` / `resume()` stop it and start it again on the same port and database (an outage).
  * Python: $FATE_BRIDGE_PYTHON, else <repo>/.venv/bin/python.
  *
  * Usage (in `before`): `bridge = new BridgeProcess("fate-bridge-e2e-")`, then
@@ -60,7 +61,28 @@ export class BridgeProcess {
 
   /** Start `bridge serve` (with `extraArgs`) on a free port; resolve with the port once /healthz answers 200. */
   async serve(...extraArgs) {
-    const port = await freePort();
+    this.extraArgs = extraArgs;
+    return this.#spawn(await freePort());
+  }
+
+  /** Kill the process (SIGTERM) and wait for it to exit; the database stays for `resume()`. */
+  async pause() {
+    const child = this.process;
+    this.process = undefined;
+    if (!child || child.exitCode !== null) return;
+    await new Promise((resolve) => {
+      child.once("exit", resolve);
+      child.kill("SIGTERM");
+    });
+  }
+
+  /** Start `bridge serve` again on the same port and database (after `pause()`); resolves with the port. */
+  async resume() {
+    return this.#spawn(this.port);
+  }
+
+  async #spawn(port) {
+    const extraArgs = this.extraArgs ?? [];
     this.port = port;
     this.process = spawn(PYTHON, ["-m", "bridge", "serve", "--host", "127.0.0.1", "--port", String(port), "--db", this.db, ...extraArgs], { cwd: REPO });
     this.process.stdout.on("data", (chunk) => { this.log += chunk; });

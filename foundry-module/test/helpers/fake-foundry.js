@@ -1,8 +1,9 @@
 /**
  * The smallest fakes of the Foundry globals scripts/foundry.js reads, installed fresh per test.
  * One process plays every client: `world.asUser(id)` switches who "this client" is, and
- * `world.deliverSocket()` hands what was emitted on the module socket to the registered handlers
- * with the emitter's id as Foundry's sender id (`world.deliverAs(id)`: the same, as user `id`).
+ * `world.deliverSocket()` hands what was emitted on the module socket to the registered handlers:
+ * the emitted arguments, then the emitter's id appended as Foundry's server does
+ * (`world.deliverAs(id)`: the same, as user `id`).
  */
 import { readFileSync } from "node:fs";
 import { JSDOM } from "jsdom";
@@ -121,6 +122,8 @@ export class FakeMessage {
     this.rolls = data.rolls ?? [];
     this.flavor = data.flavor;
     this.flags = structuredClone(data.flags ?? {});
+    // ChatMessage#author (v12+): the User who posted it; Foundry fills it with the current user.
+    this.author = world.users.get(data.author ?? world.currentUserId) ?? null;
   }
   getFlag(scope, key) { return this.flags[scope]?.[key]; }
   async setFlag(scope, key, value) {
@@ -158,6 +161,8 @@ export function installFakeFoundry({ WebSocket, diceSoNice = false, settings = {
     messageUpdates: [],
     itemUpdates: [],
     diceShown: [],
+    /** Files `foundry.utils.saveDataToFile` was asked to save: {data, type, filename}. */
+    downloads: [],
     hooks,
     registered,
     menus: new Map(),
@@ -219,7 +224,7 @@ export function installFakeFoundry({ WebSocket, diceSoNice = false, settings = {
     /** Deliver every emitted socket payload to the handlers, as Foundry would to the other clients. */
     deliverSocket() {
       const batch = world.emitted.splice(0);
-      for (const { payload, senderId } of batch) for (const handler of socketHandlers) handler(payload, senderId);
+      for (const { payload, extra = [], senderId } of batch) for (const handler of socketHandlers) handler(payload, ...extra, senderId);
       return batch;
     },
     /** `deliverSocket()` while `userId` is "this client"; returns the delivered payloads. */
@@ -268,7 +273,8 @@ export function installFakeFoundry({ WebSocket, diceSoNice = false, settings = {
       },
     },
     socket: {
-      emit: (name, payload) => { if (name === "module.fate-bridge") world.emitted.push({ payload: structuredClone(payload), senderId: world.currentUserId }); },
+      // Like Foundry's server: whatever the client emitted, then the sender's id appended last.
+      emit: (name, payload, ...extra) => { if (name === "module.fate-bridge") world.emitted.push({ payload: structuredClone(payload), senderId: world.currentUserId, ...(extra.length ? { extra: structuredClone(extra) } : {}) }); },
       on: (name, fn) => { if (name === "module.fate-bridge") socketHandlers.push(fn); },
     },
     i18n: { localize: (key) => EN[key] ?? key, format },
@@ -276,7 +282,13 @@ export function installFakeFoundry({ WebSocket, diceSoNice = false, settings = {
   globalThis.ChatMessage = { create: (data) => world.createMessage(data) };
   globalThis.Roll = { fromData: (data) => ({ fromData: data, total: data.total }) };
   globalThis.canvas = { tokens: { get controlled() { return [...(world.controlled.get(world.currentUserId) ?? [])]; } } };
-  globalThis.foundry = { utils: { randomID: () => fakeId("ev"), deepClone: (value) => structuredClone(value) }, applications: { api: { ApplicationV2: FakeApplicationV2 } } };
+  globalThis.foundry = { utils: {
+    randomID: () => fakeId("ev"),
+    deepClone: (value) => structuredClone(value),
+    getProperty: (object, key) => key.split(".").reduce((value, part) => value?.[part], object),
+    setProperty: (object, key, value) => setPath(object, key, value),
+    saveDataToFile: (data, type, filename) => world.downloads.push({ data, type, filename }),
+  }, applications: { api: { ApplicationV2: FakeApplicationV2 } } };
   globalThis.fromUuidSync = (uuid) => {
     const match = /(?:^|\.)Actor\.([^.]+)$/.exec(uuid);
     return match ? world.actors.get(match[1]) ?? null : null;

@@ -1,5 +1,5 @@
 /**
- * Fixtures built from the shared SoHL samples: the Basic Folk actor with the Lucky Star and
+ * Fixtures built from the SoHL samples (tests/fixtures/samples/sohl/): the Basic Folk actor with the Lucky Star and
  * Blade of Destiny Fate Mysteries, owned by a player, and the Archery test card.
  */
 import { sample } from "./samples.js";

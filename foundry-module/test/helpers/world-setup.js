@@ -4,6 +4,7 @@
  */
 import { installFakeFoundry } from "./fake-foundry.js";
 import { archeryCard, basicFolk, basicFolkItems } from "./sohl-fixtures.js";
+import { captured, sample } from "./samples.js";
 
 /**
  * @param {object} [options] passed to installFakeFoundry
@@ -29,5 +30,48 @@ export async function sampleWorld(options = {}) {
 /** Post the Archery card as `userId` (fires createChatMessage). */
 export async function postArchery(world) {
   const message = await world.createMessage(structuredClone(archeryCard().message));
+  return message.id;
+}
+
+/** The users and actor the captured SoHL messages name (samples/sohl/captured/). */
+export const CAPTURED_IDS = Object.freeze({ gm: "GmUser7fK2pQ9xLb", player: "PlyrX4q8Wm2Tn5Rz", actor: "AldricKaldor0001", item: "ArcherySkill0001" });
+
+/**
+ * A fake world for the captured SoHL messages: their GM and player, another player, and the
+ * actor they test (Aldric of Kaldor, owned by the player) with the Archery skill (sample 04,
+ * under the captured item id), Aura and the Fate Mysteries of sample 03.
+ *
+ * @param {object} [options] passed to installFakeFoundry
+ */
+export async function capturedWorld(options = {}) {
+  const world = installFakeFoundry(options);
+  const gm = world.addUser({ id: CAPTURED_IDS.gm, name: "Gamemaster", isGM: true });
+  const player = world.addUser({ id: CAPTURED_IDS.player, name: "Player One" });
+  const stranger = world.addUser({ id: "strangerUser001", name: "Player Two" });
+  world.activeGMId = gm;
+  world.asUser(gm);
+  const { _id, ...skill } = sample("04-");
+  const archery = { ...skill, id: CAPTURED_IDS.item };
+  const actor = world.addActor({
+    id: CAPTURED_IDS.actor,
+    name: "Aldric of Kaldor",
+    hasPlayerOwner: true,
+    ownership: { [player]: 3 },
+    items: [...basicFolkItems({ auraEml: 60 }).filter((item) => !(item.type === "skill" && item.system.shortcode === "archery")), archery],
+  });
+  return { world, gm, player, stranger, actor };
+}
+
+/**
+ * Post a captured SoHL message as Foundry keeps it (content, whisper, blind, author), firing
+ * createChatMessage.
+ *
+ * @param {object} world
+ * @param {string} name the captured case (see samples.js captured)
+ * @returns {Promise<string>} the new message's id
+ */
+export async function postCaptured(world, name) {
+  const { content, whisper, blind, author, speaker } = captured(name).reconstructedPersistedChatMessage;
+  const message = await world.createMessage({ content, whisper, blind, author, speaker });
   return message.id;
 }

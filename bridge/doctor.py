@@ -1,0 +1,389 @@
+"""``fate-bridge doctor``: finds why a table does not connect, and says how to fix it.
+
+Each check returns :class:`Finding` s: ``ok``, ``warn`` (works, but worth knowing) or ``fail``
+(this breaks the table), each failure with the fix. Local checks read files only and never
+change them: the database (folder writable, schema version, ``PRAGMA quick_check``), the audit
+key (present, owner-only, the key that signed the stored checkpoints), the registered worlds,
+the port, ``--origins`` and the TLS files. :func:`check_link` then connects to a bridge the way
+the Foundry module does (an Origin header from the Foundry page, then ``hello`` with the world's
+token) and explains what went wrong: nothing listening, a TLS certificate for another name,
+``ws://`` from an ``https://`` page, an Origin not allowed, an unknown world or a wrong token.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import errno
+import json
+import socket
+import sqlite3
+import ssl
+import stat
+import tempfile
+import urllib.request
+from collections.abc import Iterable
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Literal
+from urllib.parse import urlsplit
+
+from websockets.asyncio.client import connect
+from websockets.exceptions import ConnectionClosed, InvalidHandshake, InvalidStatus
+
+from . import __version__, audit, status, wire
+from .errors import ConfigError
+from .server import tls_context
+from .store import SCHEMA_VERSION
+
+Level = Literal["ok", "warn", "fail"]
+LABELS = {"ok": "ok  ", "warn": "WARN", "fail": "FAIL"}
+CONNECT_TIMEOUT_SECONDS = 5.0  # a bridge on the LAN or behind a proxy answers well within this
+
+
+@dataclass(frozen=True, slots=True)
+class Finding:
+    """One result: its ``level``, what was found, and (for warn/fail) how to fix it."""
+
+    level: Level
+    what: str
+    fix: str | None = None
+
+
+def ok(what: str) -> Finding:
+    return Finding("ok", what)
+
+
+def warn(what: str, fix: str) -> Finding:
+    return Finding("warn", what, fix)
+
+
+def fail(what: str, fix: str) -> Finding:
+    return Finding("fail", what, fix)
+
+
+def render(findings: Iterable[Finding]) -> str:
+    """Findings as terminal lines: ``ok``/``WARN``/``FAIL``, then the fix indented below."""
+    lines = []
+    for found in findings:
+        lines.append(f"{LABELS[found.level]}  {found.what}")
+        if found.fix:
+            lines.append(f"      fix: {found.fix}")
+    return "\n".join(lines)
+
+
+# --- files ---------------------------------------------------------------------------------------
+
+
+def _writable_folder(folder: Path) -> Path | None:
+    """The nearest existing folder of ``folder`` if this user cannot create files in it, else
+    None. Tried for real (a temporary file, removed at once): permission bits do not tell for
+    root, read-only mounts or special file systems."""
+    existing = folder
+    while not existing.exists() and existing != existing.parent:
+        existing = existing.parent
+    try:
+        with tempfile.TemporaryFile(dir=existing):
+            return None
+    except OSError:
+        return existing
+
+
+def _writable_file(path: Path) -> bool:
+    """True when this user can open ``path`` for writing (nothing is written)."""
+    try:
+        with path.open("r+b"):
+            return True
+    except OSError:
+        return False
+
+
+def check_database(db: Path) -> tuple[list[Finding], sqlite3.Connection | None]:
+    """The database file: its folder writable (SQLite writes ``-wal`` beside it), the file
+    writable, ``quick_check``, schema version. Also returns a read-only connection for the
+    checks that follow (None when the file cannot be read); the caller closes it."""
+    findings: list[Finding] = []
+    stuck = _writable_folder(db.parent)
+    if stuck is not None:
+        findings.append(fail(f"database folder {stuck} is not writable by this user",
+                             f"run the bridge as the folder's owner, `chmod u+w {stuck}`, or "
+                             "give --db a path in a folder you own"))
+    if not db.exists():
+        findings.append(warn(f"no database at {db} yet",
+                             "`fate-bridge serve` or `fate-bridge world add` creates it"))
+        return findings, None
+    if not _writable_file(db):
+        findings.append(fail(f"database {db} is not writable by this user",
+                             f"`chmod 600 {db}` as its owner, or run the bridge as the file's owner"))
+    try:
+        conn = sqlite3.connect(f"file:{db}?mode=ro", uri=True, isolation_level=None)
+        integrity = conn.execute("PRAGMA quick_check").fetchone()[0]
+        row = conn.execute("SELECT value FROM meta WHERE key = 'schema_version'").fetchone()
+    except sqlite3.DatabaseError as exc:
+        findings.append(fail(f"database {db} cannot be read as a fate-bridge database ({exc})",
+                             "restore your last backup with `fate-bridge restore BACKUP_FILE` "
+                             "(or move the file away to start afresh)"))
+        return findings, None
+    if integrity != "ok":
+        findings.append(fail(f"database {db} is damaged: {integrity}",
+                             "stop serve and restore your last backup with `fate-bridge restore BACKUP_FILE`"))
+    version = int(row[0]) if row else 0
+    if version > SCHEMA_VERSION:
+        findings.append(fail(f"database {db} has schema {version}, newer than this bridge's "
+                             f"{SCHEMA_VERSION}", "upgrade fate-bridge to the version that wrote it"))
+    elif version < SCHEMA_VERSION:
+        findings.append(ok(f"database {db}: schema {version}, intact; serve upgrades it to {SCHEMA_VERSION}"))
+    elif integrity == "ok":
+        findings.append(ok(f"database {db}: schema {version}, intact"))
+    return findings, conn
+
+
+def check_key(key_path: Path, conn: sqlite3.Connection | None) -> list[Finding]:
+    """The audit key: present (missing is fine only before the first signed checkpoint),
+    owner-only, and the key that signed every checkpoint stored in the database."""
+    signed = _checkpoints(conn)
+    if not key_path.exists():
+        if signed:
+            return [fail(f"audit key {key_path} is missing, but {len(signed)} checkpoints were "
+                         "signed with one", "restore the key file from your backup (a new key "
+                         "cannot vouch for the old records), or give --audit-key its path")]
+        return [warn(f"no audit key at {key_path} yet", "`fate-bridge serve` creates it; back it up once")]
+    findings = []
+    mode = stat.S_IMODE(key_path.stat().st_mode)
+    if mode & 0o077:
+        findings.append(fail(f"audit key {key_path} can be read by others (mode {mode:o})",
+                             f"`chmod 600 {key_path}`"))
+    try:
+        key = bytes.fromhex(key_path.read_text().strip())
+    except (OSError, ValueError) as exc:
+        return [*findings, fail(f"audit key {key_path} is unreadable ({exc})", "restore it from your backup")]
+    bad = [(world, seq) for world, seq, record_hash, mac in signed
+           if audit.checkpoint_mac(key, world, seq, record_hash) != mac]
+    if bad:
+        findings.append(fail(f"audit key {key_path} did not sign {len(bad)} of {len(signed)} stored "
+                             f"checkpoints (first: world {bad[0][0]}, seq {bad[0][1]})",
+                             "give --audit-key the key serve used with this database (restore it "
+                             "from backup); if it is lost, `audit verify` cannot vouch for these records"))
+    elif not findings:
+        signed_text = f"signed all {len(signed)} stored checkpoints" if signed else "no checkpoint signed yet"
+        findings.append(ok(f"audit key {key_path}: owner-only, {signed_text}"))
+    return findings
+
+
+def _checkpoints(conn: sqlite3.Connection | None) -> list[tuple[str, int, str, str]]:
+    if conn is None:
+        return []
+    try:
+        return conn.execute("SELECT world_id, seq, hash, mac FROM checkpoints").fetchall()
+    except sqlite3.DatabaseError:
+        return []  # a schema before checkpoints
+
+
+def registered_worlds(conn: sqlite3.Connection | None) -> list[tuple[str, bool]] | None:
+    """(world id, has a token) of each registered world; None when unknown (no database)."""
+    if conn is None:
+        return None
+    try:
+        rows = conn.execute("SELECT world_id, token_hash FROM worlds WHERE removed_at IS NULL"
+                            " ORDER BY world_id").fetchall()
+    except sqlite3.DatabaseError:
+        rows = conn.execute("SELECT world_id, token_hash FROM worlds ORDER BY world_id").fetchall()
+    return [(world, token is not None) for world, token in rows]
+
+
+def check_worlds(worlds: list[tuple[str, bool]] | None) -> list[Finding]:
+    """At least one registered world; each with a token (``resolve`` registers worlds without)."""
+    if worlds is None:
+        return []
+    if not worlds:
+        return [fail("no world is registered", "`fate-bridge world add WORLD_ID` (the id is "
+                     "game.world.id, the folder name under Data/worlds) and paste its token into the module")]
+    findings = [ok("registered worlds: " + ", ".join(world for world, _ in worlds))]
+    findings += [warn(f"world {world} has no token (made by `resolve --db`): no module can connect to it",
+                      f"`fate-bridge world rotate-token {world}` and paste the token into the module")
+                 for world, has_token in worlds if not has_token]
+    return findings
+
+
+def check_port(host: str, port: int) -> list[Finding]:
+    """Whether ``serve`` can listen on host:port, or a fate-bridge already answers there."""
+    try:
+        infos = socket.getaddrinfo(host, port, type=socket.SOCK_STREAM)
+    except socket.gaierror:
+        return [fail(f"--host {host} is not an address of this machine or a name that resolves",
+                     "use 127.0.0.1 (this machine only), 0.0.0.0 (every network) or one of this machine's addresses")]
+    family, kind, proto, _, address = infos[0]
+    with socket.socket(family, kind, proto) as sock:
+        try:
+            sock.bind(address)
+            return [ok(f"port {port} on {host} is free for serve")]
+        except OSError as exc:
+            if exc.errno != errno.EADDRINUSE:
+                return [fail(f"cannot listen on {host}:{port}: {exc.strerror}",
+                             "use an address of this machine (`ip addr` lists them) and a port "
+                             "above 1023")]
+    if _answers_healthz(host, port):
+        return [ok(f"a fate-bridge answers on {host}:{port}")]
+    return [fail(f"another program listens on {host}:{port}",
+                 f"stop it (`ss -ltnp 'sport = :{port}'` names it) or give serve another --port")]
+
+
+def _answers_healthz(host: str, port: int) -> bool:
+    target = "127.0.0.1" if host in ("0.0.0.0", "::", "") else host
+    try:
+        with urllib.request.urlopen(f"http://{target}:{port}/healthz", timeout=2) as resp:
+            return resp.status == 200 and resp.read().strip() == b"ok"
+    except (OSError, ValueError):
+        return False
+
+
+def check_origins(origins: list[str] | None) -> list[Finding]:
+    """Each ``--origins`` value as a browser sends it: ``scheme://host[:port]``, no path."""
+    if origins is None:
+        return []
+    findings = []
+    for origin in origins:
+        parts = urlsplit(origin)
+        if parts.scheme not in ("http", "https") or not parts.netloc or parts.path or parts.query:
+            findings.append(fail(f"--origins {origin!r} never matches: a browser sends scheme://host[:port] "
+                                 "with no path and no trailing slash",
+                                 f"write it like https://foundry.example.org (the address bar of your "
+                                 f"Foundry page, up to the first single /)"))
+    return findings or [ok("origins: " + ", ".join(origins))]
+
+
+def check_tls(cert: Path | None, key: Path | None) -> list[Finding]:
+    """The TLS certificate and key load together (``serve`` would refuse them otherwise)."""
+    if cert is None and key is None:
+        return []
+    if cert is None or key is None:
+        return [fail("--tls-cert and --tls-key go together", "give both, or neither for ws://")]
+    try:
+        tls_context(cert, key)
+    except ConfigError as exc:
+        return [fail(str(exc), "give the PEM certificate chain (fullchain.pem) and its private key")]
+    return [ok(f"TLS certificate {cert} and key {key} load")]
+
+
+# --- the module's connection --------------------------------------------------------------------
+
+
+def _origin(foundry_url: str) -> str:
+    parts = urlsplit(foundry_url)
+    return f"{parts.scheme}://{parts.netloc}"
+
+
+async def check_link(url: str, world_id: str | None, token: str | None, *, foundry_url: str | None,
+                     ca_file: Path | None, worlds: list[tuple[str, bool]] | None) -> list[Finding]:
+    """Connect to the bridge at ``url`` as the module would: with the Foundry page's Origin
+    (``foundry_url``), then ``hello`` for ``world_id`` with ``token`` (no hello without a
+    world). ``worlds``: the local database's worlds, to tell an unknown world from a wrong
+    token (the bridge refuses both alike, so as not to tell a stranger which worlds exist)."""
+    parts = urlsplit(url)
+    if parts.scheme not in ("ws", "wss") or not parts.hostname:
+        return [fail(f"{url!r} is not a bridge URL", "write it as the module's setting: "
+                     "ws://HOST:PORT, or wss://HOST[/PATH] behind TLS")]
+    findings: list[Finding] = []
+    if foundry_url and urlsplit(foundry_url).scheme == "https" and parts.scheme == "ws":
+        findings.append(fail(f"Foundry is served over https://, and browsers block ws:// from an "
+                             f"https:// page (mixed content): {url} can never connect",
+                             "serve with --tls-cert/--tls-key, or behind Foundry's https proxy, "
+                             "and set the module's bridge URL to wss://..."))
+    tls = None
+    if parts.scheme == "wss":
+        tls = ssl.create_default_context(cafile=str(ca_file) if ca_file else None)
+    origin = _origin(foundry_url) if foundry_url else None
+    try:
+        async with asyncio.timeout(CONNECT_TIMEOUT_SECONDS):
+            ws = await connect(url, origin=origin, ssl=tls, open_timeout=None, compression=None)
+    except ConnectionRefusedError:
+        return [*findings, fail(f"nothing is listening at {parts.hostname}:{parts.port or 'default port'}",
+                                "start `fate-bridge serve` (with --host/--port matching this URL); "
+                                "from another machine, serve needs --host 0.0.0.0 and an open firewall port")]
+    except socket.gaierror:
+        return [*findings, fail(f"the host name {parts.hostname} does not resolve",
+                                "check the spelling, or use the bridge machine's IP address")]
+    except ssl.SSLCertVerificationError as exc:
+        if exc.verify_code == 62 or "match" in str(exc.verify_message):  # X509_V_ERR_HOSTNAME_MISMATCH
+            return [*findings, fail(f"the bridge's TLS certificate is not for {parts.hostname} "
+                                    f"({exc.verify_message})",
+                                    "connect by a name the certificate lists, or get a certificate "
+                                    f"for {parts.hostname} (e.g. from Let's Encrypt)")]
+        return [*findings, fail(f"the bridge's TLS certificate is not trusted ({exc.verify_message})",
+                                "use a certificate from a CA browsers trust (e.g. Let's Encrypt); "
+                                "a private CA must be installed in every player's browser (--tls-ca here)")]
+    except ssl.SSLError as exc:
+        return [*findings, _no_tls(url, exc.reason)]
+    except InvalidStatus as exc:
+        code = exc.response.status_code
+        if code == 403 and origin:
+            return [*findings, fail(f"the bridge refuses pages from {origin} (Origin not allowed)",
+                                    f"add {origin} to serve's --origins")]
+        return [*findings, fail(f"{url} answered HTTP {code}, not a WebSocket: something other than "
+                                "fate-bridge answers there", "check the port, or the proxy's path "
+                                "and its WebSocket (Upgrade) forwarding")]
+    except (InvalidHandshake, OSError, EOFError) as exc:
+        if parts.scheme == "wss" and await asyncio.to_thread(_answers_healthz, parts.hostname, parts.port or 443):
+            return [*findings, _no_tls(url, "it answers plain HTTP")]
+        return [*findings, fail(f"{url} did not complete a WebSocket handshake ({exc})",
+                                "check that the URL points at fate-bridge serve (and a proxy forwards Upgrade)")]
+    except TimeoutError:
+        return [*findings, fail(f"no answer from {url} within {CONNECT_TIMEOUT_SECONDS:g} s",
+                                "a firewall drops the packets: open the port on the bridge machine")]
+    async with ws:
+        findings.append(ok(f"WebSocket to {url} opens" + (f" from {origin}" if origin else "")))
+        if world_id is None:
+            return findings
+        held = await asyncio.to_thread(_link_holder, url, world_id, token, ca_file)
+        if held is not None:
+            findings.append(ok(f"world {world_id}: the token is accepted (by /status); {held} holds "
+                               "the link now, so no hello was sent (it would take the link away)"))
+        else:
+            findings.append(await _hello(ws, world_id, token, worlds))
+    return findings
+
+
+def _link_holder(url: str, world_id: str, token: str | None, ca_file: Path | None) -> str | None:
+    """Who holds ``world_id``'s link, as the bridge's ``/status`` tells (with ``token``); None
+    when nobody does or the bridge would not say (then the token is checked by hello)."""
+    try:
+        found = status.fetch(url, token, str(ca_file) if ca_file else None)
+    except ConfigError:
+        return None
+    for world in found.worlds:
+        if world.world_id == world_id and world.link is not None:
+            return world.link.user_name or "a GM"
+    return None
+
+
+def _no_tls(url: str, why: object) -> Finding:
+    return fail(f"no TLS at {url} ({why}): the bridge speaks plain ws://",
+                "use ws:// in the URL, or serve with --tls-cert/--tls-key")
+
+
+async def _hello(ws, world_id: str, token: str | None, worlds: list[tuple[str, bool]] | None) -> Finding:
+    client = wire.ClientInfo(module_version=__version__, foundry_version="doctor", system_id="doctor",
+                             system_version="doctor", user_name="fate-bridge doctor")
+    hello = wire.Hello(world_id=world_id, token=token, client=client)
+    try:
+        async with asyncio.timeout(CONNECT_TIMEOUT_SECONDS):
+            await ws.send(wire.encode(hello).decode())
+            reply = json.loads(await ws.recv())
+    except (TimeoutError, ConnectionClosed, ValueError) as exc:
+        return fail(f"the bridge did not answer hello ({exc})", "look at serve's log for the reason")
+    if reply.get("type") == "welcome":
+        return ok(f"world {world_id}: the token is accepted (bridge {reply.get('bridge_version')})")
+    if reply.get("code") != "unauthorized":
+        return fail(f"hello refused: {reply.get('message')}", "look at serve's log for the reason")
+    known = None if worlds is None else any(world == world_id for world, _ in worlds)
+    if known is False:
+        return fail(f"world {world_id} is not registered on this bridge",
+                    f"`fate-bridge world add {world_id}` and paste its token into the module; the "
+                    "id must be game.world.id exactly (the folder name under Data/worlds)")
+    if known:
+        return fail(f"world {world_id} is registered, but the bridge refused this token",
+                    f"`fate-bridge world rotate-token {world_id}` and paste the new token into the "
+                    "module's settings (as GM)")
+    return fail(f"the bridge refused world {world_id} with this token (unknown world or wrong token; "
+                "give --db to tell which)",
+                f"check the world id is game.world.id; else `fate-bridge world rotate-token {world_id}`")
+

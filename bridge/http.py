@@ -1,0 +1,198 @@
+"""The bridge's plain HTTP pages, answered before any WebSocket upgrade (websockets'
+``process_request``).
+
+| path | what | who may fetch it |
+|---|---|---|
+| ``/`` | a small landing page: what this server is, with links to the others | anyone (no secrets) |
+| ``/healthz`` | ``ok`` | anyone |
+| ``/overlay`` (+ ``overlay.js``, ``overlay.css``) | the stream overlay page (the viewer key goes on its URL) | anyone |
+| ``/module/module.json``, ``/module/fate-bridge.zip`` | the Foundry module, to install by manifest URL (:mod:`bridge.release`) | anyone |
+| ``/status`` | :class:`bridge.status.Status` as JSON | this machine (loopback, not through a proxy), or ``Authorization: Bearer WORLD_TOKEN`` for that world only (a wrong token is refused, from anywhere) |
+
+Any other request goes on to the WebSocket upgrade, refused with 403 when ``origins`` is given
+and the browser page's Origin is not among them (pages the bridge serves itself always pass).
+"""
+
+from __future__ import annotations
+
+import html
+import ipaddress
+from collections.abc import Callable
+from http import HTTPStatus
+from importlib import resources
+from urllib.parse import urljoin, urlsplit
+
+from websockets.asyncio.server import ServerConnection
+from websockets.datastructures import Headers
+from websockets.http11 import Request, Response
+
+from . import __version__, release, status
+from .errors import ConfigError
+from .session import OVERLAY_PATH, token_matches
+from .store import SQLiteStore
+
+HEALTH_PATH = "/healthz"
+MANIFEST_PATH = release.MODULE_PATH + release.MANIFEST_NAME
+ZIP_PATH = release.MODULE_PATH + release.ZIP_NAME
+
+OVERLAY_FILES = {  # URL path -> (package file in bridge/overlay/, Content-Type)
+    f"/{OVERLAY_PATH}": ("index.html", "text/html; charset=utf-8"),
+    f"/{OVERLAY_PATH}/overlay.js": ("overlay.js", "text/javascript; charset=utf-8"),
+    f"/{OVERLAY_PATH}/overlay.css": ("overlay.css", "text/css; charset=utf-8"),
+}
+# The page runs only its own script and style and talks only to this bridge: even a card that
+# somehow carried markup could not run code or load anything. No Referer, so the viewer key in
+# the page's URL never leaves it.
+OVERLAY_HEADERS = (
+    ("Content-Security-Policy", "default-src 'none'; script-src 'self'; style-src 'self'; "
+     "connect-src 'self'; img-src 'self' data:; base-uri 'none'; form-action 'none'"),
+    ("Referrer-Policy", "no-referrer"),
+    ("X-Content-Type-Options", "nosniff"),
+    ("Cache-Control", "no-cache"),
+)
+PAGE_HEADERS = (
+    ("Content-Security-Policy", "default-src 'none'; style-src 'unsafe-inline'; base-uri 'none'"),
+    ("X-Content-Type-Options", "nosniff"),
+    ("Cache-Control", "no-cache"),
+)
+# Foundry's server fetches the manifest and the zip, not a browser page: no CORS header needed.
+
+PACKAGES_KEPT = 4  # module zips built for different public addresses, kept in memory
+
+
+def _load_overlay() -> dict[str, tuple[bytes, str]]:
+    """The overlay files by URL path: (body, Content-Type), read once from the package."""
+    folder = resources.files("bridge").joinpath("overlay")
+    return {path: (folder.joinpath(name).read_bytes(), kind)
+            for path, (name, kind) in OVERLAY_FILES.items()}
+
+
+def _own_origin(request: Request) -> bool:
+    """True when the request's Origin is this bridge's own address (the overlay page it serves):
+    its host and port equal the Host the browser connected to."""
+    origin, host = request.headers.get("Origin"), request.headers.get("Host")
+    return origin is not None and host is not None and urlsplit(origin).netloc == host
+
+
+def _body(code: HTTPStatus, body: bytes, kind: str, extra: tuple[tuple[str, str], ...] = ()) -> Response:
+    headers = Headers([("Content-Type", kind), ("Content-Length", str(len(body))), *extra])
+    return Response(code, code.phrase, headers, body)
+
+
+def _loopback(connection: ServerConnection) -> bool:
+    """True when the peer is this machine (127.0.0.0/8 or ::1, IPv4-mapped included)."""
+    try:
+        address = ipaddress.ip_address(connection.remote_address[0])
+    except (TypeError, ValueError, IndexError):
+        return False
+    mapped = getattr(address, "ipv4_mapped", None)
+    return (mapped or address).is_loopback
+
+
+PROXY_HEADERS = ("Forwarded", "X-Forwarded-For", "X-Real-IP")  # set by a proxy for its client
+
+
+def _local(connection: ServerConnection, request: Request) -> bool:
+    """True when the request comes from this machine itself: a loopback peer, and not a
+    reverse proxy on this machine passing on someone else's request (it says so in one of
+    ``PROXY_HEADERS``; docs/security.md has the nginx line)."""
+    return _loopback(connection) and not any(name in request.headers for name in PROXY_HEADERS)
+
+
+def _bearer(request: Request) -> str | None:
+    value = request.headers.get("Authorization", "")
+    scheme, _, token = value.partition(" ")
+    return token.strip() or None if scheme.lower() == "bearer" else None
+
+
+class Pages:
+    """Answers the plain HTTP paths of one server. ``public_url``: the bridge's address as
+    others reach it (``--public-url``); without it the manifest points at the address the
+    request came to (its Host header and scheme). The module's zip is built once, on the
+    first request for it, per public address (the last ``PACKAGES_KEPT`` addresses)."""
+
+    def __init__(self, store: SQLiteStore, presence: status.Presence, viewer_count: Callable[[str], int],
+                 *, origins: list[str] | None, public_url: str | None, tls: bool) -> None:
+        self.store, self.presence, self.viewer_count = store, presence, viewer_count
+        self.origins, self.public_url, self.tls = origins, public_url, tls
+        self.overlay = _load_overlay()
+        self._packages: dict[str, release.Package] = {}
+
+    def base(self, request: Request) -> str:
+        """The public address this request's manifest points at."""
+        if self.public_url is not None:
+            return self.public_url
+        host = request.headers.get("Host") or "127.0.0.1"
+        return f"{'https' if self.tls else 'http'}://{host}/"
+
+    def _package(self, request: Request) -> release.Package:
+        base = release.public_base(self.base(request))
+        if base not in self._packages:
+            if len(self._packages) >= PACKAGES_KEPT:  # the Host header is the client's to choose
+                del self._packages[next(iter(self._packages))]
+            self._packages[base] = release.package(base)
+        return self._packages[base]
+
+    async def __call__(self, connection: ServerConnection, request: Request) -> Response | None:
+        """websockets' ``process_request``: a Response for the plain HTTP paths, None to go on
+        with the WebSocket upgrade."""
+        path = urlsplit(request.path).path
+        if path == HEALTH_PATH:
+            return connection.respond(HTTPStatus.OK, "ok\n")
+        if path in self.overlay:
+            body, kind = self.overlay[path]
+            return _body(HTTPStatus.OK, body, kind, OVERLAY_HEADERS)
+        if path in (MANIFEST_PATH, ZIP_PATH):
+            try:
+                built = self._package(request)
+            except ConfigError as exc:
+                return connection.respond(HTTPStatus.NOT_FOUND, f"{exc}\n")
+            if path == MANIFEST_PATH:
+                return _body(HTTPStatus.OK, built.manifest, "application/json", (("Cache-Control", "no-cache"),))
+            return _body(HTTPStatus.OK, built.zip, "application/zip",
+                         (("Content-Disposition", f'attachment; filename="{release.ZIP_NAME}"'),))
+        if path == status.STATUS_PATH:
+            return await self._status(connection, request)
+        if path == "/" and request.headers.get("Upgrade", "").lower() != "websocket":
+            return _body(HTTPStatus.OK, self.landing(request), "text/html; charset=utf-8", PAGE_HEADERS)
+        origin = request.headers.get("Origin")
+        if self.origins is None or origin is None or origin in self.origins or _own_origin(request):
+            return None
+        return connection.respond(HTTPStatus.FORBIDDEN,
+                                  f"Failed to open a WebSocket connection: invalid Origin header: {origin}.\n")
+
+    async def _status(self, connection: ServerConnection, request: Request) -> Response:
+        only: str | None = None
+        token = _bearer(request)
+        if token is not None or not _local(connection, request):  # a token is judged by itself
+            worlds = await self.store.worlds() if token else []
+            only = next((w.world_id for w in worlds if token_matches(token, w.token_hash)), None)
+            if only is None:
+                return connection.respond(
+                    HTTPStatus.UNAUTHORIZED,
+                    "/status answers this machine, or a request with `Authorization: Bearer "
+                    "WORLD_TOKEN` (that world only). On the bridge's machine run `fate-bridge status`.\n")
+        report = await status.report(self.store, self.presence, self.viewer_count, only)
+        return _body(HTTPStatus.OK, status.encode(report), "application/json", (("Cache-Control", "no-store"),))
+
+    def landing(self, request: Request) -> bytes:
+        """The page at ``/``: what this server is, and links to health, overlay and manifest."""
+        manifest = urljoin(release.public_base(self.base(request)), MANIFEST_PATH.lstrip("/"))
+        link = html.escape(manifest)
+        return f"""<!doctype html>
+<html lang="en"><head><meta charset="utf-8"><title>fate-bridge {__version__}</title>
+<style>body{{font:16px/1.5 system-ui,sans-serif;max-width:44em;margin:2em auto;padding:0 1em}}
+code{{background:#eee;padding:0 .2em}}</style></head>
+<body><h1>fate-bridge {__version__}</h1>
+<p>This is a fate-bridge server: it resolves the Fate rules of tabletop role-playing games for
+Foundry VTT. The Foundry module <b>fate-bridge</b> connects to it over a WebSocket at this address.</p>
+<ul>
+<li>Install the module: in Foundry's <i>Add-on Modules &rarr; Install Module</i>, paste
+<code>{link}</code> as the Manifest URL (<a href="{link}">the manifest</a>).</li>
+<li><a href="{HEALTH_PATH}">{HEALTH_PATH}</a>: answers <code>ok</code> while the bridge runs.</li>
+<li><a href="/{OVERLAY_PATH}">/{OVERLAY_PATH}</a>: the stream overlay for OBS; it needs the world's
+viewer key on its URL (type <code>/fateoverlay</code> in Foundry's chat as GM to copy it).</li>
+<li><a href="{status.STATUS_PATH}">{status.STATUS_PATH}</a>: connected worlds and recent decisions,
+for this machine or with a world's token (<code>fate-bridge status</code> prints it).</li>
+</ul></body></html>
+""".encode()

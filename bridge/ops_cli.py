@@ -1,0 +1,75 @@
+"""The operator's commands: ``doctor``, ``status``, ``backup``, ``restore``, ``release``.
+
+Their parsers are in :mod:`bridge.cli` with the others; each ``run_*`` takes the parsed
+arguments and returns the exit code (0 all good, 1 a check failed or the bridge could not be
+asked, 2 via ``ConfigError`` for usage errors).
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+
+from . import backup, doctor, release, status
+from .config import default_audit_key, default_db
+
+
+async def run_doctor(args: argparse.Namespace) -> int:
+    """``fate-bridge doctor``: the local checks, then the module's connection with ``--url``."""
+    db = args.db or default_db()
+    found, conn = doctor.check_database(db)
+    try:
+        found += doctor.check_key(args.audit_key or default_audit_key(), conn)
+        worlds = doctor.registered_worlds(conn)
+    finally:
+        if conn is not None:
+            conn.close()
+    found += doctor.check_worlds(worlds)
+    if args.url is None:
+        found += doctor.check_port(args.host, args.port)
+    found += doctor.check_origins(args.origins)
+    found += doctor.check_tls(args.tls_cert, args.tls_key)
+    if args.url is not None:
+        found += await doctor.check_link(args.url, args.world, args.token, foundry_url=args.foundry_url,
+                                         ca_file=args.tls_ca, worlds=worlds)
+    print(doctor.render(found))
+    failed = sum(f.level == "fail" for f in found)
+    print(f"\n{failed} problem{'s' if failed != 1 else ''} found." if failed else "\nNo problem found.")
+    return 1 if failed else 0
+
+
+def run_status(args: argparse.Namespace) -> int:
+    """``fate-bridge status``: print what the running bridge at ``--url`` is doing."""
+    found = status.fetch(args.url, args.token, str(args.tls_ca) if args.tls_ca else None)
+    print(status.render(found))
+    return 0
+
+
+def run_backup(args: argparse.Namespace) -> int:
+    """``fate-bridge backup PATH``."""
+    copied = backup.backup(args.db or default_db(), args.path, overwrite=args.overwrite)
+    print(f"Backed up {copied.worlds} worlds and {copied.records} audit records to {copied.path}.\n"
+          f"The audit key is not in it: keep one copy of {default_audit_key()} (or your "
+          "--audit-key) apart from the backups.")
+    return 0
+
+
+def run_restore(args: argparse.Namespace) -> int:
+    """``fate-bridge restore PATH``."""
+    copied, kept = backup.restore(args.path, args.db or default_db())
+    print(f"Restored {copied.worlds} worlds and {copied.records} audit records into {copied.path}."
+          + (f"\nThe database it replaced is kept as {kept}." if kept else "")
+          + "\nCheck it with `fate-bridge audit verify`, then start serve again.")
+    return 0
+
+
+def run_release(args: argparse.Namespace) -> int:
+    """``fate-bridge release``: write module.json and the zip for a release page."""
+    if args.public_url is not None:
+        release.public_base(args.public_url)  # a bad address is refused before anything is written
+    for path in release.write_release(args.out, args.public_url):
+        print(path)
+    if args.public_url is None:
+        print("(no --public-url: the manifest has no manifest/download URLs; the zip installs by hand)",
+              file=sys.stderr)
+    return 0

@@ -1,0 +1,114 @@
+"""What ``serve`` says when it starts: one clear line per problem, with its fix, never a
+traceback; and, once listening, the addresses to give others.
+
+:func:`listen_problem` and :func:`database_problem` turn an ``OSError`` / ``sqlite3`` error into
+the sentence the operator reads; :func:`reach_lines` lists the URLs the module, the overlay and
+Foundry's *Install Module* use (for ``--host 0.0.0.0``: this machine's own addresses).
+"""
+
+from __future__ import annotations
+
+import errno
+import ipaddress
+import socket
+import sqlite3
+from pathlib import Path
+
+from . import release
+
+WILDCARDS = ("0.0.0.0", "::", "")  # listen on every network of the machine
+
+
+def listen_problem(host: str, port: int, exc: OSError) -> str:
+    """Why ``serve`` cannot listen on ``host:port``, and the fix."""
+    if isinstance(exc, socket.gaierror) or exc.errno == errno.EADDRNOTAVAIL:
+        return (f"--host {host} is not an address of this machine: use 127.0.0.1 (this machine "
+                "only), 0.0.0.0 (every network) or one of its addresses (`ip addr` lists them)")
+    if exc.errno == errno.EADDRINUSE:
+        return (f"port {port} on {host} is taken by another program (maybe a bridge already "
+                "running): stop it, or pick another --port")
+    if exc.errno == errno.EACCES:
+        return f"port {port} needs root (below 1024): use --port 8765, or a proxy in front"
+    return f"cannot listen on {host}:{port}: {exc.strerror or exc}; pick another --host or --port"
+
+
+def database_problem(path: str, exc: Exception) -> str:
+    """Why the database at ``path`` cannot be opened, and the fix."""
+    folder = Path(path).expanduser().parent
+    if isinstance(exc, PermissionError) or "readonly" in str(exc) or "unable to open" in str(exc):
+        return (f"cannot write the database {path}: its folder {folder} or the file is read-only "
+                f"for this user; give --db a path in a folder you own, or fix the permissions "
+                f"(`chmod u+w {folder}`)")
+    if isinstance(exc, sqlite3.DatabaseError):
+        return (f"the database {path} is not a readable fate-bridge database ({exc}): restore your "
+                "last backup with `fate-bridge restore BACKUP_FILE`, or move the file away to "
+                "start afresh")
+    return f"cannot open the database {path}: {getattr(exc, 'strerror', None) or exc}; give another --db"
+
+
+def lan_addresses() -> list[str]:
+    """This machine's IPv4 addresses others may reach it at (no loopback), best guess first:
+    the address of the default route (a UDP "connect" sends nothing), then those of its name."""
+    found: list[str] = []
+    try:
+        with socket.socket(socket.AF_INET, socket.SOCK_DGRAM) as probe:
+            probe.connect(("192.0.2.1", 9))  # TEST-NET-1: never routed, nothing is sent
+            found.append(probe.getsockname()[0])
+    except OSError:
+        pass  # no route: no network
+    try:
+        found += [info[4][0] for info in socket.getaddrinfo(socket.gethostname(), None, socket.AF_INET)]
+    except OSError:
+        pass
+    unique = []
+    for address in found:
+        if address not in unique and not ipaddress.ip_address(address).is_loopback:
+            unique.append(address)
+    return unique
+
+
+def bridge_address(host: str, port: int, tls: bool) -> str:
+    """The bridge URL for the module's setting when listening on ``host:port``: for every
+    network, this machine's first address others can reach (else loopback)."""
+    return f"{'wss' if tls else 'ws'}://{_url_host(host)}:{port}"
+
+
+def _url_host(host: str) -> str:
+    """``host`` as a URL writes it: a wildcard becomes this machine's first address others can
+    reach (else loopback), an IPv6 address goes in brackets."""
+    if host in WILDCARDS:
+        return next(iter(lan_addresses()), "127.0.0.1")
+    return f"[{host}]" if ":" in host else host
+
+
+def reach_lines(host: str, port: int, tls: bool, public_url: str | None) -> list[str]:
+    """What ``serve`` prints once listening: the bridge URL(s) for the module's setting and the
+    manifest URL to paste into Foundry's *Install Module*."""
+    scheme = "wss" if tls else "ws"
+    if public_url is not None:
+        return [f"Others reach it at {public_url}",
+                f"Install the module in Foundry: Add-on Modules -> Install Module -> Manifest URL:\n"
+                f"  {release.manifest_url(public_url)}"]
+    lines = []
+    if host in WILDCARDS:
+        addresses = lan_addresses()
+        if not addresses:
+            return [f"Listening on every network, but this machine has no address others can "
+                    f"reach yet; on this machine use {scheme}://127.0.0.1:{port}"]
+        lines.append("Others on your network reach it at: "
+                     + ", ".join(f"{scheme}://{address}:{port}" for address in addresses))
+    elif _is_ip(host) and ipaddress.ip_address(host).is_loopback:
+        lines.append("Only this machine can connect (--host 0.0.0.0 accepts other machines)")
+    base = f"{'https' if tls else 'http'}://{_url_host(host)}:{port}/"
+    lines.append(f"Install the module in Foundry: Add-on Modules -> Install Module -> Manifest URL:\n"
+                 f"  {release.manifest_url(base)}\n"
+                 f"  (behind a proxy or another name, start serve with --public-url https://NAME/PATH)")
+    return lines
+
+
+def _is_ip(host: str) -> bool:
+    try:
+        ipaddress.ip_address(host)
+    except ValueError:
+        return False
+    return True

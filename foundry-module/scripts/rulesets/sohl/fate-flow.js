@@ -1,0 +1,363 @@
+/**
+ * The active GM's side of Fate: grade SoHL cards through the bridge, relay spend and choice
+ * requests, apply what the bridge decided. Everything Foundry is reached through the injected
+ * `foundry` helper object (scripts/foundry.js in the module, a fake in tests).
+ *
+ * Flags written on ChatMessages (scope `fate-bridge`):
+ * - `graded` on a test card: {level, label, eligible, reasons, fate_ml, points: [{point_id, name, charges}]}
+ * - `fated` on a test card: written by the bridge's `flag_message` effect
+ * - `pending_choice_card` on a test card: id of the choice card waiting for spend/keep (null after)
+ * - `card_for` on our own cards: the test card's id; `choice_by` on a pending choice card
+ * - `test_key`, `test_of`, `test_item` on a test card: the test's identity (card.js testKey), the
+ *   id of the test's first message, and the tested item's id. A card naming its item is a fresh
+ *   test (`test_of` its own id, even when an earlier test rolled the same); a repost (SoHL names
+ *   no item on it) is the test of the latest earlier card with the same key
+ *
+ * Once fated, always fated (issue 13): the `fated` flag the bridge writes on one message of a test
+ * is copied to every message of that test, now and when a later repost is graded; a spend from any
+ * of them is refused `already_fated` before it reaches the bridge.
+ *
+ * Who sees what (issue 13): the test's `visibility` is its chat message's own whisper/blind
+ * (logic/cards.js visibilityOfMessage); its Fate card, the Critical Success choice and the Fate
+ * Test's die reach the same readers (cardAudience `sameAs`). On a blind test only a GM may spend or
+ * choose; the player who rolled it does not see its result.
+ */
+
+import { readSohlCard, buildTest } from "./card.js";
+import { buildActor, ITEM_RUNTIME, MODULE_FLAG_SCOPE, SPEND_SEQ_FLAG } from "./actor.js";
+import { cardAudience, postCard, visibilityOfMessage } from "../../logic/cards.js";
+import { rollData } from "../../logic/dice.js";
+import { RECEIPT_FLAG, receiptOf, withReceipt } from "../../logic/receipts.js";
+
+/** Flag keys of this module. */
+export const FLAGS = Object.freeze({
+  GRADED: "graded",
+  FATED: "fated",
+  PENDING_CHOICE_CARD: "pending_choice_card",
+  CARD_FOR: "card_for",
+  CHOICE_BY: "choice_by",
+  TEST_KEY: "test_key",
+  TEST_OF: "test_of",
+  TEST_ITEM: "test_item",
+});
+
+/** Refusal codes that have their own notice; anything else is shown as `internal`. */
+export const NOTICE_CODES = Object.freeze([
+  "not_eligible",
+  "already_fated",
+  "no_charges",
+  "forbidden",
+  "not_found",
+  "bridge_down",
+  "timeout",
+  "queue_full",
+  "unauthorized",
+  "rate_limited",
+  "bad_card",
+  "apply_failed",
+  "internal",
+  "no_gm",
+  "gm_no_answer",
+  "gm_unfinished",
+  "relay_expired",
+  "no_handler",
+]);
+
+/**
+ * @param {string} code a BridgeError code or module code
+ * @returns {string} the localization key of its notice, `FATE_BRIDGE.Error.<code>`
+ */
+export function noticeKey(code) {
+  return `FATE_BRIDGE.Error.${NOTICE_CODES.includes(code) ? code : "internal"}`;
+}
+
+/**
+ * @param {string} code a BridgeError code or module code
+ * @returns {"warn"|"error"} `error` for failures someone must look into (`internal`,
+ *   `apply_failed`, and codes without a notice of their own), `warn` for refusals
+ */
+export function noticeLevel(code) {
+  return code === "apply_failed" || noticeKey(code) === noticeKey("internal") ? "error" : "warn";
+}
+
+/**
+ * Foundry Roll data for the bridge's Fate Test d100, for `Roll.fromData` (so Dice So Nice shows
+ * the value the bridge rolled instead of rolling its own).
+ *
+ * @param {number} value 1..100
+ * @returns {object} a serialized, evaluated `1d100` Roll
+ */
+export function fateRollData(value) {
+  return rollData([{ faces: 100, results: [value] }]);
+}
+
+/**
+ * The `graded` flag stored on a test card.
+ *
+ * @param {object} graded the bridge's `test_graded`
+ * @param {Array<{point_id: string, name: string, charges: number|null}>} points the snapshot's fate points
+ * @returns {{level: number, label: string, eligible: boolean, reasons: string[], fate_ml: number|null,
+ *   points: Array<{point_id: string, name: string, charges: number|null}>}} points in the bridge's order
+ */
+export function gradedFlag(graded, points) {
+  const byId = new Map(points.map((point) => [point.point_id, point]));
+  return {
+    level: graded.level,
+    label: graded.label,
+    eligible: graded.fate.eligible,
+    reasons: [...graded.fate.reasons],
+    fate_ml: graded.fate.fate_ml,
+    points: graded.fate.points
+      .filter((id) => byId.has(id))
+      .map((id) => ({ point_id: id, name: byId.get(id).name, charges: byId.get(id).charges })),
+  };
+}
+
+/**
+ * @typedef {object} FoundryHelpers the subset of scripts/foundry.js this flow uses
+ * @property {() => string} currentUserId
+ * @property {(id: string) => string|null} userName
+ * @property {(id: string) => boolean} isGMUser Foundry's `user.isGM` for that user
+ * @property {(id: string) => import("../../foundry.js").MessageData|null} messageData plain data of
+ *   a ChatMessage; `flags` = this module's flags
+ * @property {(key: string, value: unknown) => string[]} messageIdsWithFlag ids of the messages whose
+ *   module flag `key` is `value`
+ * @property {(uuid: string, options?: {runtime?: object}) => object|null} actorSnapshot see actor.js ActorSnapshot
+ * @property {(actorUuid: string, itemId: string) => object|null} itemData plain {id, name, type, system}
+ * @property {(messageId: string, key: string, value: unknown) => Promise<void>} setMessageFlag
+ * @property {(actorUuid: string, itemId: string, changes: Object<string, unknown>) => Promise<void>} updateActorItem
+ * @property {(data: {content: string, speaker: object, whisper: string[], blind: boolean, flags: object}) => Promise<string>} createChatMessage resolves to the new id
+ * @property {(messageId: string, data: {content: string, flags: object}) => Promise<void>} updateChatMessage
+ * @property {(rollData: object, options: {userId: string, whisper: string[], blind: boolean}) => Promise<void>} showDiceRoll
+ *   no-op without Dice So Nice
+ * @property {(level: "info"|"warn"|"error", key: string, data?: object) => void} notify
+ * @property {(payload: object) => void} emitSocket to the module socket
+ */
+
+/**
+ * Make the GM-side flow.
+ *
+ * @param {object} deps
+ * @param {FoundryHelpers} deps.foundry
+ * @param {{isStopped(): boolean, request(message: object): Promise<object>}} deps.connection
+ * @param {ReturnType<import("./messages.js").sohlMessageBuilders>} deps.build
+ * @param {{parseFromString(text: string, type: string): Document}} deps.domParser
+ * @returns {{
+ *   gradeMessage(messageId: string): Promise<{ok: true, graded: object} | {ok: false, code: string}>,
+ *   requestSpend(request: {messageId: string, pointId: string, userId: string}): Promise<boolean>,
+ *   requestChoice(request: {messageId: string, choice: string, userId: string}): Promise<boolean>,
+ * }} `gradeMessage` never throws: a card that is not a SoHL test gives `{ok: false, code: "not_sohl"}`;
+ *   `requestSpend` / `requestChoice` resolve true when the bridge's decision was applied, false
+ *   after telling the requesting user why not (nothing applied then).
+ */
+export function createFateFlow({ foundry, connection, build, domParser }) {
+  /** Tell `userId` (this client or another, over the module socket) about a refusal. */
+  function tell(userId, code) {
+    const key = noticeKey(code);
+    const level = noticeLevel(code);
+    if (userId === foundry.currentUserId()) foundry.notify(level, key);
+    else foundry.emitSocket({ type: "notice", to: userId, level, key });
+  }
+
+  /** The other messages of the test whose first message is `testOf`, oldest first. */
+  function sameTest(messageId, testOf) {
+    return testOf ? foundry.messageIdsWithFlag(FLAGS.TEST_OF, testOf).filter((id) => id !== messageId) : [];
+  }
+
+  /**
+   * Which test a card belongs to: `{testOf, itemId}`. A card naming its item is a test of its own;
+   * a repost joins the latest earlier card of the same key (and takes its item).
+   */
+  function testOf(message, card) {
+    const known = message.flags[FLAGS.TEST_OF];
+    if (known) return { testOf: known, itemId: card.itemId ?? message.flags[FLAGS.TEST_ITEM] ?? null };
+    if (card.itemId || !card.testKey) return { testOf: message.id, itemId: card.itemId };
+    const earlier = foundry.messageIdsWithFlag(FLAGS.TEST_KEY, card.testKey)
+      .filter((id) => id !== message.id)
+      .map((id) => foundry.messageData(id))
+      .filter((data) => data?.flags[FLAGS.TEST_OF])
+      .at(-1);
+    return earlier ? { testOf: earlier.flags[FLAGS.TEST_OF], itemId: earlier.flags[FLAGS.TEST_ITEM] ?? null } : { testOf: message.id, itemId: null };
+  }
+
+  /** The `fated` flag of `messageId` or of another message of its test, or undefined. */
+  function fatedOfTest(messageId, testOfId) {
+    for (const id of [messageId, ...sameTest(messageId, testOfId)]) {
+      const fated = foundry.messageData(id)?.flags[FLAGS.FATED];
+      if (fated) return fated;
+    }
+    return undefined;
+  }
+
+  /**
+   * Read the card and snapshot its actor and item: the parts of `test_rolled`. A repost names no
+   * item: the item of an earlier message of the same test is used.
+   */
+  function snapshot(message) {
+    const read = readSohlCard(message.content, domParser);
+    if (!read) return { ok: false, code: "not_sohl" };
+    if (!read.ok || !read.card.actorUuid) return { ok: false, code: "bad_card" };
+    const { actorUuid, testKey } = read.card;
+    const { testOf: test, itemId } = testOf(message, read.card);
+    if (!itemId) return { ok: false, code: "bad_card" };
+    const actorData = foundry.actorSnapshot(actorUuid, { runtime: ITEM_RUNTIME });
+    const built = buildTest({ ...read.card, itemId }, foundry.itemData(actorUuid, itemId));
+    if (!actorData || !built.ok) return { ok: false, code: "bad_card" };
+    return { ok: true, actorUuid, testKey, testOf: test, itemId, actor: buildActor(actorData), test: built.test, visibility: visibilityOfMessage(message) };
+  }
+
+  async function gradeMessage(messageId) {
+    const message = foundry.messageData(messageId);
+    if (!message) return { ok: false, code: "not_found" };
+    if (message.flags[FLAGS.CARD_FOR]) return { ok: false, code: "not_sohl" };
+    const parts = snapshot(message);
+    if (!parts.ok) return parts;
+    let graded;
+    try {
+      graded = await connection.request(
+        build.testRolled({ messageId, actor: parts.actor, test: parts.test, visibility: parts.visibility }),
+      );
+    } catch (error) {
+      return { ok: false, code: error.code ?? "internal" };
+    }
+    if (!message.flags[FLAGS.TEST_OF]) {
+      if (parts.testKey) await foundry.setMessageFlag(messageId, FLAGS.TEST_KEY, parts.testKey);
+      await foundry.setMessageFlag(messageId, FLAGS.TEST_OF, parts.testOf);
+      await foundry.setMessageFlag(messageId, FLAGS.TEST_ITEM, parts.itemId);
+    }
+    // A repost of a fated test is fated: it shows so and offers no second Fate.
+    const fated = fatedOfTest(messageId, parts.testOf);
+    if (fated && !message.flags[FLAGS.FATED]) await foundry.setMessageFlag(messageId, FLAGS.FATED, fated);
+    const flag = gradedFlag(graded, parts.actor.fate_points);
+    await foundry.setMessageFlag(messageId, FLAGS.GRADED, flag);
+    const receipt = receiptOf(graded); // the grading posts no card: SoHL's own message keeps it
+    if (receipt) await foundry.setMessageFlag(messageId, RECEIPT_FLAG, receipt);
+    return { ok: true, graded: flag };
+  }
+
+  /** Resolve the actor an `update_item` effect names: the card's actor (token actors too) or a world actor. */
+  function actorUuidFor(actorId, cardActorUuid) {
+    return cardActorUuid && cardActorUuid.endsWith(`Actor.${actorId}`) ? cardActorUuid : `Actor.${actorId}`;
+  }
+
+  /** Every effect names something that exists: checked before any is applied. */
+  function effectsApplicable(effects, cardActorUuid) {
+    return effects.every((effect) => {
+      if (effect.kind === "update_item") return Boolean(foundry.itemData(actorUuidFor(effect.actor_id, cardActorUuid), effect.item_id));
+      if (effect.kind === "flag_message") return Boolean(foundry.messageData(effect.message_id));
+      return false;
+    });
+  }
+
+  /**
+   * Apply a `fate_resolved`: effects in order, the Fate Test die (first resolution only), then
+   * the card: a new ChatMessage, or the pending choice card's new content when this answers a
+   * choice.
+   */
+  async function applyResolved(resolved, original, cardActorUuid, answersChoice, askerId) {
+    if (!effectsApplicable(resolved.effects, cardActorUuid)) return false;
+    const siblings = sameTest(original.id, original.flags[FLAGS.TEST_OF]);
+    for (const effect of resolved.effects) {
+      if (effect.kind === "update_item") {
+        // The charges and the bridge's number for this spend land in one update: a later
+        // snapshot then tells the bridge which of its spends the item already shows.
+        await foundry.updateActorItem(actorUuidFor(effect.actor_id, cardActorUuid), effect.item_id, {
+          [effect.path]: effect.value,
+          [`flags.${MODULE_FLAG_SCOPE}.${SPEND_SEQ_FLAG}`]: effect.spend_seq,
+        });
+      } else {
+        await foundry.setMessageFlag(effect.message_id, effect.key, effect.value);
+        // The fated state follows the test: every message of it shows it.
+        if (effect.key === FLAGS.FATED && effect.message_id === original.id) {
+          for (const id of siblings) await foundry.setMessageFlag(id, effect.key, effect.value);
+        }
+      }
+    }
+    // A Fate card (and its die) is seen by whoever saw the test it fates.
+    const { whisper, blind } = cardAudience({ sameAs: original });
+    const pendingCard = original.flags[FLAGS.PENDING_CHOICE_CARD];
+    if (answersChoice && pendingCard && foundry.messageData(pendingCard)) {
+      await foundry.updateChatMessage(pendingCard, { content: resolved.card.html, flags: withReceipt(resolved, { [FLAGS.CHOICE_BY]: [] }) });
+      await foundry.setMessageFlag(original.id, FLAGS.PENDING_CHOICE_CARD, null);
+      return true;
+    }
+    // The die first, as the user who asked, to the card's readers; then the card.
+    if (!answersChoice) await foundry.showDiceRoll(fateRollData(resolved.fate_roll), { userId: askerId, whisper, blind });
+    const flags = { [FLAGS.CARD_FOR]: original.id };
+    if (resolved.outcome === "choice") flags[FLAGS.CHOICE_BY] = [...resolved.choice_by];
+    const cardId = await postCard(foundry, resolved.card, { whisper, blind, flags: withReceipt(resolved, flags) });
+    if (resolved.outcome === "choice") await foundry.setMessageFlag(original.id, FLAGS.PENDING_CHOICE_CARD, cardId);
+    return true;
+  }
+
+  /** Shared path of spend and choice: checks, the bridge request, the apply, the notices. */
+  async function decide(messageId, userId, makeRequest, { regrade }) {
+    // A link that is merely down keeps the request until it is back (nothing lost in an outage).
+    if (connection.isStopped()) {
+      tell(userId, "bridge_down");
+      return false;
+    }
+    const original = foundry.messageData(messageId);
+    if (!original) {
+      tell(userId, "not_found");
+      return false;
+    }
+    // Only a GM spends or chooses on a blind test: its roller never saw the result.
+    if (original.blind && !foundry.isGMUser(userId)) {
+      tell(userId, "forbidden");
+      return false;
+    }
+    const read = readSohlCard(original.content, domParser);
+    const cardActorUuid = read?.ok ? read.card.actorUuid : null;
+    if (regrade) {
+      const graded = await gradeMessage(messageId);
+      if (!graded.ok) {
+        tell(userId, graded.code === "not_sohl" ? "bad_card" : graded.code);
+        return false;
+      }
+      // Fated once in total, whichever of the test's messages the click comes from.
+      if (fatedOfTest(messageId, foundry.messageData(messageId)?.flags[FLAGS.TEST_OF])) {
+        tell(userId, "already_fated");
+        return false;
+      }
+    }
+    let resolved;
+    try {
+      resolved = await connection.request(makeRequest({ userName: foundry.userName(userId) ?? undefined, userIsGM: foundry.isGMUser(userId) }));
+    } catch (error) {
+      tell(userId, error.code ?? "internal");
+      return false;
+    }
+    const applied = await applyResolved(resolved, foundry.messageData(messageId) ?? original, cardActorUuid, !regrade, userId);
+    if (!applied) {
+      tell(userId, "apply_failed");
+      if (userId !== foundry.currentUserId()) foundry.notify("error", noticeKey("apply_failed"));
+    }
+    return applied;
+  }
+
+  /**
+   * Spends on one test run one after another (the bridge knows each chat message apart, not the
+   * test): clicks on a test and on its repost at once give one Fate Test, the later click then
+   * refused `already_fated`. Keyed by the test's first message (`test_of`, known once graded).
+   */
+  const spendsByTest = new Map();
+  function oneAtATime(messageId, run) {
+    const key = foundry.messageData(messageId)?.flags[FLAGS.TEST_OF] ?? messageId;
+    const done = (spendsByTest.get(key) ?? Promise.resolve()).then(run);
+    const tail = done.catch(() => {});
+    spendsByTest.set(key, tail);
+    tail.then(() => {
+      if (spendsByTest.get(key) === tail) spendsByTest.delete(key);
+    });
+    return done;
+  }
+
+  return {
+    gradeMessage,
+    requestSpend: ({ messageId, pointId, userId }) =>
+      oneAtATime(messageId, () => decide(messageId, userId, (user) => build.fateSpend({ messageId, pointId, userId, ...user }), { regrade: true })),
+    requestChoice: ({ messageId, choice, userId }) =>
+      decide(messageId, userId, (user) => build.fateChoice({ messageId, choice, userId, ...user }), { regrade: false }),
+  };
+}

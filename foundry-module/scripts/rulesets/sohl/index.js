@@ -1,0 +1,125 @@
+/**
+ * Song of Heroic Lands in Foundry (rules S1-S12, DECISIONS.md; wire in docs/protocol.md "sohl"),
+ * installed through the ruleset api like every other ruleset:
+ * - the active GM's browser grades each SoHL test card through the bridge (`test_rolled`) as it
+ *   is posted, and runs the relayed Spend Fate and Critical Success choice (fate-flow.js);
+ * - every client decorates SoHL cards as they render: our Spend Fate in place of SoHL's own,
+ *   the choice buttons for those who may answer (card-ui.js);
+ * - the world option "Fate" (S12: follow SoHL's `sohl.optionFate`, or everyone / PCs only / off),
+ *   sent to the bridge in `settings` after each `welcome` and on change.
+ * Foundry is reached through `api.fvtt` only.
+ */
+
+import { BridgeError } from "../../logic/errors.js";
+import { messageBuilders } from "../../logic/messages.js";
+import { RELAY_LIMITS } from "../../logic/relay.js";
+import { createFateFlow, noticeKey, noticeLevel } from "./fate-flow.js";
+import { decorateCard } from "./card-ui.js";
+import { readSohlCard } from "./card.js";
+import { resolveFateOption, sohlMessageBuilders } from "./messages.js";
+
+export const id = "sohl";
+
+/** Relayed actions, run by the active GM's Fate flow. */
+export const ACTIONS = Object.freeze({ SPEND: "spend", CHOICE: "choice" });
+
+/** This module's world setting holding the S12 option, and its values -> labels. */
+export const FATE_OPTION_SETTING = "fateOption";
+const FATE_OPTION_CHOICES = Object.freeze({
+  system: "FATE_BRIDGE.Settings.FateOption.System",
+  everyone: "FATE_BRIDGE.Settings.FateOption.Everyone",
+  pc_only: "FATE_BRIDGE.Settings.FateOption.PcOnly",
+  off: "FATE_BRIDGE.Settings.FateOption.Off",
+});
+
+/** A relayed action's `data` must carry these fields as strings. */
+function fieldsOf(data, fields) {
+  if (!data || typeof data !== "object" || fields.some((field) => typeof data[field] !== "string")) {
+    throw new BridgeError("bad_message", `a SoHL request needs ${fields.join(" and ")} as strings`);
+  }
+  return data;
+}
+
+/**
+ * @param {import("../../ruleset-api.js").RulesetApi} api
+ */
+export function install(api) {
+  const { fvtt } = api;
+  const link = messageBuilders(api.newEventId);
+  const flow = createFateFlow({
+    foundry: fvtt,
+    connection: { isStopped: api.linkStopped, request: api.request },
+    build: sohlMessageBuilders(api.newEventId),
+    domParser: fvtt.domParser(),
+  });
+
+  /** The S12 option to the bridge (active GM, link up). */
+  function sendSettings() {
+    if (!api.isActiveGM() || !api.linkReady()) return;
+    const fateOption = resolveFateOption(fvtt.getSetting(FATE_OPTION_SETTING), fvtt.otherSetting("sohl", "optionFate"));
+    api.request(link.settings({ fateOption })).catch((error) => console.warn("fate-bridge | settings refused", error));
+  }
+  api.onLinkUp(sendSettings);
+  fvtt.onceHook("init", () => {
+    fvtt.registerChoiceSetting(FATE_OPTION_SETTING, {
+      name: "FATE_BRIDGE.Settings.FateOption.Name",
+      hint: "FATE_BRIDGE.Settings.FateOption.Hint",
+      choices: FATE_OPTION_CHOICES,
+      default: "system",
+      onChange: sendSettings,
+    });
+  });
+
+  /** The relayed actions run where the bridge link is; a GM browser without one refuses. */
+  function linkedFlow() {
+    if (!api.linked()) throw new BridgeError("bridge_down", "this browser has no bridge connection");
+    return flow;
+  }
+  // The flow tells the user about refusals and resolves false then, so the handler's result
+  // says whether anything was applied.
+  api.onRelay(ACTIONS.SPEND, (data, sender) => {
+    const { message_id: messageId, point_id: pointId } = fieldsOf(data, ["message_id", "point_id"]);
+    return linkedFlow().requestSpend({ messageId, pointId, userId: sender.userId });
+  });
+  api.onRelay(ACTIONS.CHOICE, (data, sender) => {
+    const { message_id: messageId, choice } = fieldsOf(data, ["message_id", "choice"]);
+    return linkedFlow().requestChoice({ messageId, choice, userId: sender.userId });
+  });
+
+  /**
+   * A click on this client, run by the active GM (this client or over the socket). `settle` ends
+   * the button's pending state (logic/pending.js): done when applied, enabled again otherwise.
+   */
+  function click(action, data, settle) {
+    api.relay(id, action, data).then(
+      (applied) => settle(applied === true),
+      (error) => {
+        const code = error?.code ?? "internal";
+        api.notify(noticeLevel(code), noticeKey(code), { seconds: String(RELAY_LIMITS.ACK_TIMEOUT_MS / 1000) });
+        settle(false);
+      },
+    );
+  }
+
+  fvtt.onHook("createChatMessage", (message) => {
+    if (!api.isActiveGM() || !api.linked()) return;
+    flow.gradeMessage(message.id).then((result) => {
+      if (!result.ok && result.code !== "not_sohl") console.warn(`fate-bridge | message ${message.id} not graded: ${result.code}`);
+    });
+  });
+  fvtt.onHook("renderChatMessageHTML", (message, html) => {
+    const data = fvtt.messageData(message.id);
+    if (!data) return;
+    const read = readSohlCard(data.content, fvtt.domParser());
+    const actorUuid = read?.ok ? read.card.actorUuid : null;
+    decorateCard({
+      root: html,
+      message: data,
+      viewer: { id: fvtt.currentUserId(), isGM: fvtt.currentUserIsGM(), ownsActor: actorUuid ? fvtt.userOwnsActor(actorUuid) : false },
+      t: api.localize,
+      onSpend: (messageId, pointId, settle) => click(ACTIONS.SPEND, { message_id: messageId, point_id: pointId }, settle),
+      onChoice: (messageId, choice, settle) => click(ACTIONS.CHOICE, { message_id: messageId, choice }, settle),
+      pending: api.pending,
+    });
+  });
+}

@@ -1,0 +1,84 @@
+/**
+ * SoHL's requests to the bridge (wire protocol v1, docs/protocol.md "sohl", bridge/wire.py):
+ * `test_rolled`, `fate_spend`, `fate_choice`, and the S12 option sent in the link's `settings`.
+ * Each builder returns a plain object ready for JSON.stringify, always with `v: 1`; event ids
+ * come from an injected generator so tests can predict them.
+ */
+
+import { FATE_OPTIONS, PROTOCOL_VERSION } from "../../logic/messages.js";
+
+/** SoHL's message tags. */
+export const SOHL_MSG = Object.freeze({
+  TEST_ROLLED: "test_rolled",
+  TEST_GRADED: "test_graded",
+  FATE_SPEND: "fate_spend",
+  FATE_CHOICE: "fate_choice",
+  FATE_RESOLVED: "fate_resolved",
+});
+
+/** The two answers to a Fate Test critical success (rule S9). */
+export const CHOICES = Object.freeze(["spend", "keep"]);
+
+/**
+ * Make SoHL's message builders.
+ *
+ * @param {() => string} newEventId returns a fresh, world-unique event id (at most 128 chars)
+ * @returns {{
+ *   testRolled: (p: {messageId: string, actor: object, test: object, visibility: string}) => object,
+ *   fateSpend: (p: {messageId: string, pointId: string, userId: string, userName?: string, userIsGM: boolean}) => object,
+ *   fateChoice: (p: {messageId: string, choice: string, userId: string, userName?: string, userIsGM: boolean}) => object,
+ * }}
+ * `userIsGM` is Foundry's `user.isGM` for `userId` (the bridge lets a GM act for any actor and
+ * answer any choice). `fateChoice` throws a TypeError for a choice outside CHOICES.
+ */
+export function sohlMessageBuilders(newEventId) {
+  const withName = (message, userName) => (userName ? { ...message, user_name: userName } : message);
+  return {
+    testRolled: ({ messageId, actor, test, visibility }) => ({
+      type: SOHL_MSG.TEST_ROLLED,
+      v: PROTOCOL_VERSION,
+      event_id: newEventId(),
+      ruleset: "sohl",
+      message_id: messageId,
+      actor,
+      test,
+      visibility,
+    }),
+    fateSpend: ({ messageId, pointId, userId, userName, userIsGM }) =>
+      withName(
+        {
+          type: SOHL_MSG.FATE_SPEND, v: PROTOCOL_VERSION, event_id: newEventId(), message_id: messageId, point_id: pointId, user_id: userId,
+          user_is_gm: userIsGM === true,
+        },
+        userName,
+      ),
+    fateChoice: ({ messageId, choice, userId, userName, userIsGM }) => {
+      if (!CHOICES.includes(choice)) {
+        throw new TypeError(`choice ${JSON.stringify(choice)} is not one of ${CHOICES.join(", ")}`);
+      }
+      return withName(
+        {
+          type: SOHL_MSG.FATE_CHOICE, v: PROTOCOL_VERSION, event_id: newEventId(), message_id: messageId, choice, user_id: userId,
+          user_is_gm: userIsGM === true,
+        },
+        userName,
+      );
+    },
+  };
+}
+
+/** SoHL's world setting `sohl.optionFate` -> the bridge's fate option. */
+export const SOHL_FATE_OPTION = Object.freeze({ none: "off", pconly: "pc_only", everyone: "everyone" });
+
+/**
+ * The fate option to send in `settings` (rule S12).
+ *
+ * @param {string} moduleOption this module's `fateOption` setting: `system`, `everyone`, `pc_only` or `off`
+ * @param {unknown} sohlOption SoHL's `optionFate` world setting (read only for `system`)
+ * @returns {"everyone"|"pc_only"|"off"} `system` follows SoHL (`none` -> off, `pconly` -> pc_only,
+ *   `everyone` -> everyone, anything else -> everyone, the bridge's default)
+ */
+export function resolveFateOption(moduleOption, sohlOption) {
+  if (FATE_OPTIONS.includes(moduleOption)) return moduleOption;
+  return Object.hasOwn(SOHL_FATE_OPTION, sohlOption) ? SOHL_FATE_OPTION[sohlOption] : "everyone";
+}

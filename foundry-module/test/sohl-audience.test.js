@@ -1,0 +1,241 @@
+/**
+ * Issue 13 on SoHL's own chat messages (samples/sohl/captured/, made by running SoHL's code):
+ * who sees a test (`visibility` from the message's whisper/blind, never SoHL's rollMode), who
+ * sees its Fate card and the Fate Test's die (Dice So Nice), who may spend, and a test fated once
+ * in total across the GM's edit repost. Drives the real module: install() with SoHL through the
+ * ruleset api, a scripted bridge link, the fake Foundry of helpers/fake-foundry.js.
+ */
+import { test, describe, beforeEach, afterEach } from "node:test";
+import assert from "node:assert/strict";
+import * as fvtt from "../scripts/foundry.js";
+import { createFateFlow } from "../scripts/rulesets/sohl/fate-flow.js";
+import { sohlMessageBuilders } from "../scripts/rulesets/sohl/messages.js";
+import { uninstallFakeFoundry } from "./helpers/fake-foundry.js";
+import { capturedWorld, postCaptured, CAPTURED_IDS } from "./helpers/world-setup.js";
+import { captured } from "./helpers/samples.js";
+
+const LUCKY = "mystery00000000";
+
+/** A scripted bridge: grades every test eligible, resolves every spend "spent" with the fated flag. */
+function scriptedBridge({ outcome = "spent" } = {}) {
+  const sent = [];
+  const replies = {
+    test_rolled: (m) => ({
+      type: "test_graded", v: 1, event_id: m.event_id, message_id: m.message_id, level: 0, label: "MF", success: false, critical: false,
+      fate: { eligible: true, reasons: [], fate_ml: 60, points: [LUCKY] }, mismatch: null,
+    }),
+    fate_spend: (m) => outcome === "choice" ? {
+      type: "fate_resolved", v: 1, event_id: m.event_id, message_id: m.message_id, fate_roll: 20, fate_ml: 60, fate_level: 2, fate_label: "CS",
+      outcome: "choice", gain: null, level_before: 0, label_before: "MF", level_after: null, label_after: null,
+      point: { point_id: LUCKY, name: "Lucky Star", charges_after: 2 },
+      card: { title: "Archery: Fate", ruleset: "sohl", speaker_actor_id: CAPTURED_IDS.actor, speaker_alias: "Aldric",
+        html: `<div data-fate-bridge-message-id="${m.message_id}"><button data-fate-bridge-choice="spend">Spend</button><button data-fate-bridge-choice="keep">Keep</button></div>` },
+      effects: [{ kind: "flag_message", message_id: m.message_id, key: "fated", value: { outcome: "choice", pending: true, level_after: null, event_id: m.event_id } }],
+      choice_by: [m.user_id],
+    } : {
+      type: "fate_resolved", v: 1, event_id: m.event_id, message_id: m.message_id, fate_roll: 23, fate_ml: 60, fate_level: 1, fate_label: "MS",
+      outcome: "spent", gain: 1, level_before: 0, label_before: "MF", level_after: 1, label_after: "MS",
+      point: { point_id: LUCKY, name: "Lucky Star", charges_after: 1 },
+      card: { title: "Archery: Fate", ruleset: "sohl", speaker_actor_id: CAPTURED_IDS.actor, speaker_alias: "Aldric", html: '<div class="fate-bridge-card">spent</div>' },
+      effects: [{ kind: "flag_message", message_id: m.message_id, key: "fated", value: { outcome: "spent", pending: false, level_after: 1, event_id: m.event_id } }],
+      choice_by: [],
+    },
+  };
+  return { sent, isStopped: () => false, request: async (m) => { sent.push(m); return replies[m.type](m); } };
+}
+
+let env;
+let bridge;
+let flow;
+beforeEach(async () => {
+  env = await capturedWorld({ diceSoNice: true });
+  bridge = scriptedBridge();
+  flow = createFateFlow({ foundry: fvtt, connection: bridge, build: sohlMessageBuilders(fvtt.randomId), domParser: fvtt.domParser() });
+});
+afterEach(() => uninstallFakeFoundry());
+
+const flagsOf = (id) => env.world.messages.get(id).flags["fate-bridge"] ?? {};
+const lastCard = () => [...env.world.messages.values()].at(-1);
+
+describe("visibility is the chat message's own whisper/blind", () => {
+  // The dialog's choice survives only in data-scope; SoHL posts with the speaker's mode ("roll"),
+  // so these four messages are public whatever their rollMode says (samples README).
+  for (const name of ["skill-test-default", "skill-test-publicroll", "skill-test-gmroll", "skill-test-blindroll", "skill-test-selfroll"]) {
+    test(`${name}: posted to everyone -> public`, async () => {
+      const id = await postCaptured(env.world, name);
+      assert.equal((await flow.gradeMessage(id)).ok, true);
+      assert.equal(bridge.sent[0].visibility, "public");
+    });
+  }
+  for (const [name, visibility, rollMode] of [
+    ["skill-test-gmroll-core-setting", "gm", "gmroll"],
+    ["skill-test-blindroll-core-setting", "blind", "blindroll"],
+    ["skill-test-selfroll-core-setting", "self", "selfroll"],
+  ]) {
+    test(`${name}: Foundry's ${rollMode} applied -> ${visibility}`, async () => {
+      const id = await postCaptured(env.world, name);
+      await flow.gradeMessage(id);
+      assert.equal(bridge.sent[0].visibility, visibility);
+    });
+  }
+  test("the GM's edit repost whispered to the GM alone (its author): self, not the dialog's gmroll", async () => {
+    // The GM is the repost's author and its only reader: Foundry shows it to nobody else.
+    await flow.gradeMessage(await postCaptured(env.world, "skill-test-edit-original"));
+    const repost = await postCaptured(env.world, "skill-test-edit-repost");
+    assert.equal((await flow.gradeMessage(repost)).ok, true);
+    assert.equal(bridge.sent.at(-1).message_id, repost);
+    assert.equal(bridge.sent.at(-1).visibility, "self");
+  });
+  test("a gmroll test whose data says 'roll' is still gm (the data names no audience)", async () => {
+    const id = await postCaptured(env.world, "skill-test-gmroll-core-setting");
+    const message = env.world.messages.get(id);
+    message.content = message.content.replaceAll("&quot;rollMode&quot;:&quot;gmroll&quot;", "&quot;rollMode&quot;:&quot;roll&quot;");
+    await flow.gradeMessage(id);
+    assert.equal(bridge.sent[0].visibility, "gm");
+  });
+});
+
+describe("the Fate card and the Fate Test's die reach the people who saw the test", () => {
+  const cases = [
+    // [sample, who spends, card whisper, blind, Dice So Nice users]
+    ["skill-test-publicroll", "player", [], false, null],
+    ["skill-test-gmroll-core-setting", "player", [CAPTURED_IDS.gm, CAPTURED_IDS.player], false, [CAPTURED_IDS.gm, CAPTURED_IDS.player]],
+    ["skill-test-blindroll-core-setting", "gm", [CAPTURED_IDS.gm], true, [CAPTURED_IDS.gm]],
+    ["skill-test-selfroll-core-setting", "player", [CAPTURED_IDS.player], false, [CAPTURED_IDS.player]],
+  ];
+  for (const [name, who, whisper, blind, diceUsers] of cases) {
+    test(`${name}: card to ${JSON.stringify(whisper)}${blind ? " (blind)" : ""}, die likewise, as the asker`, async () => {
+      const id = await postCaptured(env.world, name);
+      const userId = env[who];
+      assert.equal(await flow.requestSpend({ messageId: id, pointId: LUCKY, userId }), true);
+      const card = lastCard();
+      assert.equal(card.flags["fate-bridge"].card_for, id);
+      assert.deepEqual([...card.whisper].sort(), [...whisper].sort());
+      assert.equal(card.blind, blind);
+      assert.equal(env.world.diceShown.length, 1);
+      const [roll, user, synchronize, users, diceBlind] = env.world.diceShown[0];
+      assert.equal(roll.total, 23);
+      assert.equal(user.id, userId, "shown as the user who asked");
+      assert.equal(synchronize, true);
+      assert.deepEqual(users === null ? null : [...users].sort(), diceUsers === null ? null : [...diceUsers].sort());
+      assert.equal(diceBlind, blind);
+    });
+  }
+
+  test("a private-GM test's Critical Success choice reaches the GMs and the player who posted it, who may answer", async () => {
+    bridge = scriptedBridge({ outcome: "choice" });
+    flow = createFateFlow({ foundry: fvtt, connection: bridge, build: sohlMessageBuilders(fvtt.randomId), domParser: fvtt.domParser() });
+    const { install } = await import("../scripts/main.js");
+    const sohl = await import("../scripts/rulesets/sohl/index.js");
+    const handle = install({ rulesets: [sohl] });
+    const id = await postCaptured(env.world, "skill-test-gmroll-core-setting");
+    assert.equal(await flow.requestSpend({ messageId: id, pointId: LUCKY, userId: env.player }), true);
+    const choice = lastCard();
+    assert.deepEqual([...choice.whisper].sort(), [CAPTURED_IDS.gm, CAPTURED_IDS.player].sort());
+    assert.equal(choice.blind, false);
+    env.world.asUser(env.player);
+    assert.equal(env.world.render(choice.id).querySelectorAll("[data-fate-bridge-choice]").length, 2, "the player answers");
+    env.world.asUser(env.stranger);
+    assert.equal(env.world.render(choice.id).querySelectorAll("[data-fate-bridge-choice]").length, 0);
+    handle.dispose();
+  });
+
+  test("a blind test: the player who rolled it cannot spend (refused forbidden, nothing sent)", async () => {
+    const id = await postCaptured(env.world, "skill-test-blindroll-core-setting");
+    assert.equal(await flow.requestSpend({ messageId: id, pointId: LUCKY, userId: env.player }), false);
+    assert.deepEqual(bridge.sent.map((m) => m.type), []);
+    assert.deepEqual(env.world.emitted.map((e) => e.payload), [{ type: "notice", to: env.player, level: "warn", key: "FATE_BRIDGE.Error.forbidden" }]);
+  });
+});
+
+describe("the fated state follows the test across the GM's edit repost", () => {
+  test("the repost is the same test: its item comes from the original, it is fated, a spend from it is refused", async () => {
+    const original = await postCaptured(env.world, "skill-test-edit-original");
+    assert.equal(await flow.requestSpend({ messageId: original, pointId: LUCKY, userId: env.player }), true);
+    const repost = await postCaptured(env.world, "skill-test-edit-repost");
+    const graded = await flow.gradeMessage(repost);
+    assert.equal(graded.ok, true, "the repost names no item: taken from the original");
+    assert.equal(bridge.sent.at(-1).test.item_id, CAPTURED_IDS.item);
+    assert.equal(bridge.sent.at(-1).test.eml, 35, "the edit's -20 applies");
+    assert.equal(flagsOf(repost).test_of, original);
+    assert.deepEqual(flagsOf(repost).fated, flagsOf(original).fated);
+    const spendsBefore = bridge.sent.filter((m) => m.type === "fate_spend").length;
+    for (const userId of [env.player, env.gm]) {
+      assert.equal(await flow.requestSpend({ messageId: repost, pointId: LUCKY, userId }), false);
+    }
+    assert.equal(bridge.sent.filter((m) => m.type === "fate_spend").length, spendsBefore, "no second Fate Test");
+    assert.equal(env.world.diceShown.length, 1);
+  });
+
+  test("fated from the repost: the original shows fated too and cannot be fated again", async () => {
+    const original = await postCaptured(env.world, "skill-test-edit-original");
+    await flow.gradeMessage(original);
+    const repost = await postCaptured(env.world, "skill-test-edit-repost");
+    assert.equal(await flow.requestSpend({ messageId: repost, pointId: LUCKY, userId: env.gm }), true);
+    assert.equal(flagsOf(original).fated.outcome, "spent");
+    assert.equal(await flow.requestSpend({ messageId: original, pointId: LUCKY, userId: env.player }), false);
+    assert.equal(bridge.sent.filter((m) => m.type === "fate_spend").length, 1);
+  });
+
+  test("clicks on the test and on its repost at once: one Fate Test, the other refused already_fated", async () => {
+    const original = await postCaptured(env.world, "skill-test-edit-original");
+    await flow.gradeMessage(original);
+    const repost = await postCaptured(env.world, "skill-test-edit-repost");
+    await flow.gradeMessage(repost);
+    const results = await Promise.all([
+      flow.requestSpend({ messageId: original, pointId: LUCKY, userId: env.player }),
+      flow.requestSpend({ messageId: repost, pointId: LUCKY, userId: env.gm }),
+    ]);
+    assert.deepEqual(results, [true, false]);
+    assert.equal(bridge.sent.filter((m) => m.type === "fate_spend").length, 1);
+    assert.deepEqual(env.world.notices.map((n) => n.text), ["This result has already been fated."]);
+  });
+
+  test("the render shows no Spend Fate on any message of a fated test", async () => {
+    const { install } = await import("../scripts/main.js");
+    const sohl = await import("../scripts/rulesets/sohl/index.js");
+    const handle = install({ rulesets: [sohl] });
+    const original = await postCaptured(env.world, "skill-test-edit-original");
+    const repost = await postCaptured(env.world, "skill-test-edit-repost");
+    await flow.gradeMessage(original);
+    await flow.gradeMessage(repost);
+    env.world.asUser(env.player);
+    assert.ok(env.world.render(original).querySelector(".fate-bridge-spend button"), "offered before the Fate");
+    env.world.asUser(env.gm);
+    await flow.requestSpend({ messageId: original, pointId: LUCKY, userId: env.gm });
+    env.world.asUser(env.player);
+    for (const id of [original, repost]) assert.equal(env.world.render(id).querySelector(".fate-bridge-spend"), null, id);
+    handle.dispose();
+  });
+
+  test("two fresh tests that rolled alike are two tests (each card names its item)", async () => {
+    const first = await postCaptured(env.world, "skill-test-edit-original");
+    await flow.requestSpend({ messageId: first, pointId: LUCKY, userId: env.player });
+    const second = await postCaptured(env.world, "skill-test-edit-original");
+    assert.equal(await flow.requestSpend({ messageId: second, pointId: LUCKY, userId: env.player }), true);
+    assert.equal(flagsOf(second).test_of, second);
+  });
+
+  test("the captures agree on what ties a repost to its test", () => {
+    const scope = (name) => JSON.parse(/data-scope="([^"]*)"/.exec(captured(name).reconstructedPersistedChatMessage.content)[1].replaceAll("&quot;", '"')).priorTestResult;
+    for (const [a, b] of [["skill-test-edit-original", "skill-test-edit-repost"], ["fate-original-test", "fate-reposted-test"]]) {
+      const [x, y] = [scope(a), scope(b)];
+      assert.deepEqual([x.roll.rolls, x.title, x.testType, x.masteryLevelModifier.baseValue], [y.roll.rolls, y.title, y.testType, y.masteryLevelModifier.baseValue]);
+    }
+  });
+});
+
+describe("blind tests on render", () => {
+  test("the roller who owns the actor gets no Spend Fate on a blind test; a GM does", async () => {
+    const { install } = await import("../scripts/main.js");
+    const sohl = await import("../scripts/rulesets/sohl/index.js");
+    const handle = install({ rulesets: [sohl] });
+    const id = await postCaptured(env.world, "skill-test-blindroll-core-setting");
+    await flow.gradeMessage(id);
+    env.world.asUser(env.player);
+    assert.equal(env.world.render(id).querySelector(".fate-bridge-spend"), null);
+    env.world.asUser(env.gm);
+    assert.ok(env.world.render(id).querySelector(".fate-bridge-spend button"));
+    handle.dispose();
+  });
+});

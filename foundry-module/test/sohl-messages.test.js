@@ -1,0 +1,24 @@
+import { test } from "node:test";
+import assert from "node:assert/strict";
+import { resolveFateOption, sohlMessageBuilders } from "../scripts/rulesets/sohl/messages.js";
+
+test("S12: the module's option wins; 'system' follows SoHL's optionFate, anything unknown is everyone", () => {
+  for (const [option, sohl, expected] of [
+    ["off", "everyone", "off"], ["pc_only", "none", "pc_only"], ["everyone", "none", "everyone"],
+    ["system", "none", "off"], ["system", "pconly", "pc_only"], ["system", "everyone", "everyone"],
+    ["system", undefined, "everyone"], ["system", "constructor", "everyone"],
+  ]) {
+    assert.equal(resolveFateOption(option, sohl), expected, `${option}/${sohl}`);
+  }
+});
+
+test("SoHL's requests carry v:1, a fresh event id, the asker as Foundry names them; a bad choice is a TypeError", () => {
+  let n = 0;
+  const build = sohlMessageBuilders(() => `ev${++n}`);
+  assert.deepEqual(build.fateSpend({ messageId: "m1", pointId: "p1", userId: "u1", userName: "Ann", userIsGM: false }),
+    { type: "fate_spend", v: 1, event_id: "ev1", message_id: "m1", point_id: "p1", user_id: "u1", user_is_gm: false, user_name: "Ann" });
+  assert.deepEqual(build.fateChoice({ messageId: "m1", choice: "keep", userId: "u1", userIsGM: true }),
+    { type: "fate_choice", v: 1, event_id: "ev2", message_id: "m1", choice: "keep", user_id: "u1", user_is_gm: true });
+  assert.equal(build.testRolled({ messageId: "m1", actor: {}, test: {}, visibility: "gm" }).ruleset, "sohl");
+  assert.throws(() => build.fateChoice({ messageId: "m1", choice: "both", userId: "u1", userIsGM: false }), /choice "both" is not one of spend, keep/);
+});

@@ -1,0 +1,277 @@
+"""``fate-bridge doctor`` (issue 14): one test per failure it explains, each through a real
+socket or a real file, checking the plain-words explanation and that a fix is given."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import os
+import socket
+import sqlite3
+from pathlib import Path
+
+import pytest
+import trustme
+from websockets.asyncio.client import connect
+
+from bridge import doctor
+from bridge import server as bridge_server
+from bridge.cli import main
+from bridge.config import load_key
+from bridge.dice import ScriptedDice
+from bridge.session import Session, hash_token, new_token
+from bridge.store import SQLiteStore
+
+from .test_server import archery_test_rolled, client_info, free_port
+
+WORLD = "doctor-world"
+
+
+def read_only_folder(tmp_path: Path) -> Path:
+    """A folder this user cannot create files in: chmod 555 for a normal user; root ignores
+    permission bits, so there a folder under /sys (where even root cannot create one)."""
+    if os.geteuid() == 0:
+        return Path("/sys/fate-bridge-test")
+    folder = tmp_path / "ro"
+    folder.mkdir()
+    folder.chmod(0o555)
+    return folder
+
+
+def the(findings: list[doctor.Finding], level: str, words: str) -> doctor.Finding:
+    """The one finding of ``level`` whose text holds ``words``; it must carry a fix unless ok."""
+    matching = [f for f in findings if f.level == level and words in f.what]
+    assert len(matching) == 1, doctor.render(findings)
+    assert matching[0].fix or level == "ok"
+    return matching[0]
+
+
+@pytest.fixture
+async def registered(tmp_path):
+    """A database with WORLD registered and a signed checkpoint; (db, key path, token)."""
+    db, key_path = tmp_path / "b.sqlite3", tmp_path / "audit.key"
+    store = await SQLiteStore.open(db, audit_key=load_key(key_path, create=True))
+    token = new_token()
+    await store.add_world(WORLD, hash_token(token))
+    await store.close()
+    return db, key_path, token
+
+
+@pytest.fixture
+async def serving(registered):
+    """A running bridge on the registered database (origins: one Foundry page)."""
+    db, _, _ = registered
+    store = await SQLiteStore.open(db)
+    server = await bridge_server.start(store, "127.0.0.1", 0, origins=["https://foundry.example.org"])
+    yield server.sockets[0].getsockname()[1]
+    server.close()
+    await server.wait_closed()
+    await store.close()
+
+
+def local_worlds(db: Path):
+    _, conn = doctor.check_database(db)
+    try:
+        return doctor.registered_worlds(conn)
+    finally:
+        conn.close()
+
+
+class TestTheModulesConnection:
+    async def test_nothing_listening(self):
+        port = free_port()
+        found = await doctor.check_link(f"ws://127.0.0.1:{port}", WORLD, "t", foundry_url=None,
+                                        ca_file=None, worlds=None)
+        assert "start `fate-bridge serve`" in the(found, "fail", f"nothing is listening at 127.0.0.1:{port}").fix
+
+    async def test_unknown_world(self, registered, serving):
+        db, _, token = registered
+        found = await doctor.check_link(f"ws://127.0.0.1:{serving}", "no-such-world", token,
+                                        foundry_url=None, ca_file=None, worlds=local_worlds(db))
+        the(found, "ok", "WebSocket to")
+        assert "fate-bridge world add no-such-world" in the(found, "fail", "is not registered").fix
+
+    async def test_wrong_token(self, registered, serving):
+        db, _, _ = registered
+        found = await doctor.check_link(f"ws://127.0.0.1:{serving}", WORLD, new_token(),
+                                        foundry_url=None, ca_file=None, worlds=local_worlds(db))
+        fix = the(found, "fail", "registered, but the bridge refused this token").fix
+        assert f"fate-bridge world rotate-token {WORLD}" in fix
+
+    async def test_right_token_passes(self, registered, serving):
+        db, _, token = registered
+        found = await doctor.check_link(f"ws://127.0.0.1:{serving}", WORLD, token,
+                                        foundry_url="https://foundry.example.org", ca_file=None,
+                                        worlds=local_worlds(db))
+        # the page is https: the ws:// URL would be blocked by the browser (mixed content)
+        assert "wss://" in the(found, "fail", "browsers block ws:// from an https:// page").fix
+        the(found, "ok", "the token is accepted")
+
+    async def test_a_gm_holding_the_link_keeps_it(self, registered, serving):
+        db, _, token = registered
+        gm = await connect(f"ws://127.0.0.1:{serving}")
+        await gm.send(json.dumps({"type": "hello", "v": 1, "world_id": WORLD, "token": token,
+                                  "client": {**client_info(), "user_name": "Gwen"}}))
+        assert json.loads(await gm.recv())["type"] == "welcome"
+        try:
+            found = await doctor.check_link(f"ws://127.0.0.1:{serving}", WORLD, token, foundry_url=None,
+                                            ca_file=None, worlds=local_worlds(db))
+            the(found, "ok", "Gwen holds the link now, so no hello was sent")
+            wrong = await doctor.check_link(f"ws://127.0.0.1:{serving}", WORLD, new_token(),
+                                            foundry_url=None, ca_file=None, worlds=local_worlds(db))
+            the(wrong, "fail", "registered, but the bridge refused this token")
+            await gm.send(json.dumps({"type": "ping", "v": 1}))
+            assert json.loads(await gm.recv())["type"] == "pong"  # the GM's link is still open
+        finally:
+            await gm.close()
+
+    async def test_origin_not_allowed(self, serving):
+        found = await doctor.check_link(f"ws://127.0.0.1:{serving}", None, None,
+                                        foundry_url="http://192.168.1.9:30000", ca_file=None, worlds=None)
+        fix = the(found, "fail", "refuses pages from http://192.168.1.9:30000 (Origin not allowed)").fix
+        assert "--origins" in fix
+
+    async def test_tls_name_mismatch(self, registered, tmp_path):
+        db, _, token = registered
+        authority = trustme.CA()
+        issued = authority.issue_cert("foundry.example.org")
+        cert, key, ca = tmp_path / "cert.pem", tmp_path / "key.pem", tmp_path / "ca.pem"
+        issued.cert_chain_pems[0].write_to_path(cert)
+        issued.private_key_pem.write_to_path(key)
+        authority.cert_pem.write_to_path(ca)
+        store = await SQLiteStore.open(db)
+        server = await bridge_server.start(store, "127.0.0.1", 0, tls=bridge_server.tls_context(cert, key))
+        port = server.sockets[0].getsockname()[1]
+        try:
+            found = await doctor.check_link(f"wss://127.0.0.1:{port}", WORLD, token, foundry_url=None,
+                                            ca_file=ca, worlds=None)
+            assert "certificate for 127.0.0.1" in the(found, "fail", "TLS certificate is not for 127.0.0.1").fix
+            untrusted = await doctor.check_link(f"wss://127.0.0.1:{port}", WORLD, token,
+                                                foundry_url=None, ca_file=None, worlds=None)
+            the(untrusted, "fail", "TLS certificate is not trusted")
+        finally:
+            server.close()
+            await server.wait_closed()
+            await store.close()
+
+    async def test_wss_to_a_plain_bridge(self, serving):
+        found = await doctor.check_link(f"wss://127.0.0.1:{serving}", None, None, foundry_url=None,
+                                        ca_file=None, worlds=None)
+        assert "use ws://" in the(found, "fail", "the bridge speaks plain ws://").fix
+
+    async def test_something_else_on_the_port(self):
+        with socket.socket() as sock:  # answers HTTP 200 to anything, like a web server would
+            sock.bind(("127.0.0.1", 0))
+            sock.listen()
+            port = sock.getsockname()[1]
+
+            async def web_server():
+                loop = asyncio.get_running_loop()
+                sock.setblocking(False)
+                conn, _ = await loop.sock_accept(sock)
+                await loop.sock_recv(conn, 4096)
+                await loop.sock_sendall(conn, b"HTTP/1.1 200 OK\r\nContent-Length: 2\r\n\r\nhi")
+                conn.close()
+
+            task = asyncio.create_task(web_server())
+            found = await doctor.check_link(f"ws://127.0.0.1:{port}", None, None, foundry_url=None,
+                                            ca_file=None, worlds=None)
+            await task
+        the(found, "fail", "answered HTTP 200, not a WebSocket")
+
+
+class TestLocalFiles:
+    def test_corrupt_database(self, tmp_path):
+        db = tmp_path / "b.sqlite3"
+        db.write_bytes(b"this is not SQLite at all" * 200)
+        found, conn = doctor.check_database(db)
+        assert conn is None
+        assert "fate-bridge restore" in the(found, "fail", "cannot be read as a fate-bridge database").fix
+
+    def test_database_in_a_read_only_folder(self, tmp_path):
+        folder = read_only_folder(tmp_path)
+        found, _ = doctor.check_database(folder / "b.sqlite3")
+        assert "--db" in the(found, "fail", "is not writable by this user").fix
+
+    async def test_database_from_a_newer_bridge(self, registered):
+        db, _, _ = registered
+        with sqlite3.connect(db) as conn:
+            conn.execute("UPDATE meta SET value = '999' WHERE key = 'schema_version'")
+        found, conn = doctor.check_database(db)
+        conn.close()
+        assert "upgrade fate-bridge" in the(found, "fail", "schema 999, newer than").fix
+
+    async def test_key_readable_by_others(self, registered):
+        db, key_path, _ = registered
+        key_path.chmod(0o644)
+        _, conn = doctor.check_database(db)
+        found = doctor.check_key(key_path, conn)
+        conn.close()
+        assert the(found, "fail", "can be read by others (mode 644)").fix == f"`chmod 600 {key_path}`"
+
+    async def test_key_that_did_not_sign_the_checkpoints(self, registered, tmp_path):
+        db, key_path, token = registered
+        store = await SQLiteStore.open(db, audit_key=load_key(key_path, create=False))
+        session = Session(store, ScriptedDice([]), trusted=True, default_world=WORLD)
+        await session.receive(json.dumps(archery_test_rolled("ev-1", "msgArchery0001")))
+        await store.close()  # signs the head checkpoint
+        other = tmp_path / "other.key"
+        load_key(other, create=True)
+        _, conn = doctor.check_database(db)
+        try:
+            the(doctor.check_key(key_path, conn), "ok", "signed all 1 stored checkpoints")
+            assert "--audit-key" in the(doctor.check_key(other, conn), "fail", "did not sign 1 of 1").fix
+            key_path.unlink()
+            the(doctor.check_key(key_path, conn), "fail", "is missing, but 1 checkpoints were signed")
+        finally:
+            conn.close()
+
+    async def test_no_world_registered(self, tmp_path):
+        await (await SQLiteStore.open(tmp_path / "b.sqlite3")).close()
+        found = doctor.check_worlds(local_worlds(tmp_path / "b.sqlite3"))
+        assert "fate-bridge world add" in the(found, "fail", "no world is registered").fix
+
+    def test_port_taken_by_another_program(self):
+        with socket.socket() as sock:
+            sock.bind(("127.0.0.1", 0))
+            sock.listen()
+            port = sock.getsockname()[1]
+            found = doctor.check_port("127.0.0.1", port)
+        assert "--port" in the(found, "fail", f"another program listens on 127.0.0.1:{port}").fix
+
+    async def test_port_of_a_running_bridge_is_fine(self, serving):
+        found = await asyncio.to_thread(doctor.check_port, "127.0.0.1", serving)
+        the(found, "ok", f"a fate-bridge answers on 127.0.0.1:{serving}")
+
+    def test_bad_host(self):
+        the(doctor.check_port("no-such-host.invalid", 8765), "fail", "--host no-such-host.invalid is not")
+
+    def test_origin_written_with_a_path(self):
+        found = doctor.check_origins(["https://foundry.example.org/", "http://localhost:30000"])
+        assert "https://foundry.example.org" in the(found, "fail", "'https://foundry.example.org/' never matches").fix
+
+    def test_tls_files_that_do_not_load(self, tmp_path):
+        (tmp_path / "c.pem").write_text("not a certificate")
+        the(doctor.check_tls(tmp_path / "c.pem", tmp_path / "c.pem"), "fail", "cannot load the TLS certificate")
+
+
+class TestCommand:
+    async def test_doctor_exits_1_and_prints_each_problem_with_its_fix(self, registered, serving, capsys):
+        db, key_path, _ = registered
+        code = await asyncio.to_thread(main, [
+            "doctor", "--db", str(db), "--audit-key", str(key_path), "--url", f"ws://127.0.0.1:{serving}",
+            "--world", WORLD, "--token", "wrong"])
+        out = capsys.readouterr().out
+        assert code == 1
+        assert f"FAIL  world {WORLD} is registered, but the bridge refused this token" in out
+        assert f"      fix: `fate-bridge world rotate-token {WORLD}`" in out
+        assert "1 problem found." in out
+
+    async def test_a_healthy_setup_exits_0(self, registered, serving, capsys):
+        db, key_path, token = registered
+        code = await asyncio.to_thread(main, [
+            "doctor", "--db", str(db), "--audit-key", str(key_path), "--url", f"ws://127.0.0.1:{serving}",
+            "--world", WORLD, "--token", token])
+        out = capsys.readouterr().out
+        assert code == 0, out
+        assert "No problem found." in out and "FAIL" not in out

@@ -1,0 +1,186 @@
+"""Installing the Foundry module by manifest URL (issue 14): the bridge serves ``module.json``
+and the zip it points at; the zip unpacks into a module folder Foundry can load; ``release``
+writes the same files; ``python -m build`` builds the bridge."""
+
+from __future__ import annotations
+
+import asyncio
+import io
+import json
+import re
+import subprocess
+import sys
+import urllib.request
+import zipfile
+from pathlib import Path
+
+import pytest
+
+import bridge
+from bridge import release
+from bridge import server as bridge_server
+from bridge.cli import main
+from bridge.session import hash_token, new_token
+
+ROOT = Path(__file__).resolve().parent.parent
+MODULE = ROOT / "foundry-module"
+IMPORT = re.compile(r"""(?:^|\s)(?:import|export)\s[^;]*?from\s*["'](\.[^"']+)["']|import\s*\(?\s*["'](\.[^"']+)["']""")
+
+
+def get(url: str) -> bytes:
+    with urllib.request.urlopen(url, timeout=5) as resp:
+        assert resp.status == 200
+        return resp.read()
+
+
+def unpack(zip_bytes: bytes, modules: Path) -> Path:
+    """Unpack as Foundry's installer does: into Data/modules/<id>/."""
+    folder = modules / release.MODULE_ID
+    with zipfile.ZipFile(io.BytesIO(zip_bytes)) as archive:
+        for name in archive.namelist():
+            assert not name.startswith("/") and ".." not in Path(name).parts, name
+        archive.extractall(folder)
+    return folder
+
+
+def unresolved_imports(folder: Path) -> list[str]:
+    """Relative imports of the module's scripts that name no file in ``folder``."""
+    missing = []
+    for script in folder.rglob("*.js"):
+        for match in IMPORT.finditer(script.read_text(encoding="utf-8")):
+            target = (script.parent / (match.group(1) or match.group(2))).resolve()
+            if not target.is_file():
+                missing.append(f"{script.relative_to(folder)} -> {match.group(1) or match.group(2)}")
+    return missing
+
+
+def assert_loadable(folder: Path) -> dict:
+    """The unpacked module loads: a valid manifest listing only files that exist, every
+    relative import resolving, and no dev files. Returns the manifest."""
+    assert release.manifest_problems(folder) == []
+    assert unresolved_imports(folder) == []
+    names = {p.relative_to(folder).as_posix() for p in folder.rglob("*") if p.is_file()}
+    assert not [n for n in names if n.startswith(("node_modules/", "test/")) or n.startswith("package")]
+    manifest = json.loads((folder / "module.json").read_text())
+    assert manifest["version"] == bridge.__version__
+    assert (folder / manifest["readme"]).is_file() and (folder / manifest["license"]).is_file()
+    return manifest
+
+
+class TestManifestInTheRepo:
+    def test_module_version_is_the_bridge_version(self):
+        manifest = json.loads((MODULE / "module.json").read_text())
+        assert manifest["version"] == bridge.__version__
+        package = json.loads((MODULE / "package.json").read_text())
+        assert package["version"] == bridge.__version__
+
+    def test_fields_foundry_users_expect(self):
+        # Foundry's ModuleManifestData: url, bugs and changelog are web URLs; readme and
+        # license may be paths inside the package.
+        manifest = json.loads((MODULE / "module.json").read_text())
+        for field in ("url", "bugs", "changelog"):
+            assert manifest[field].startswith("https://"), field
+        assert (MODULE / manifest["readme"]).is_file()
+        assert (MODULE / manifest["license"]).is_file()
+
+    def test_the_zip_leaves_out_tests_node_modules_and_npm_files(self):
+        files = release.runtime_files(MODULE)
+        assert "scripts/module.js" in files and "lang/en.json" in files and "LICENSE" in files
+        assert not [f for f in files if f.startswith(("test/", "node_modules/", "package"))]
+
+
+class TestServedByTheBridge:
+    async def test_manifest_download_unpacks_into_a_loadable_module(self, store, tmp_path):
+        server = await bridge_server.start(store, "127.0.0.1", 0)
+        try:
+            port = server.sockets[0].getsockname()[1]
+            manifest_url = f"http://127.0.0.1:{port}/module/module.json"
+            served = json.loads(await asyncio.to_thread(get, manifest_url))
+            assert served["manifest"] == manifest_url
+            assert served["download"] == f"http://127.0.0.1:{port}/module/fate-bridge.zip"
+            zip_bytes = await asyncio.to_thread(get, served["download"])
+        finally:
+            server.close()
+            await server.wait_closed()
+
+        folder = unpack(zip_bytes, tmp_path / "Data" / "modules")
+        unpacked = assert_loadable(folder)
+        assert unpacked == served  # the zip carries the manifest it was downloaded by
+
+    async def test_public_url_sets_where_the_manifest_points(self, store):
+        public = "https://foundry.example.org/fate-bridge/"
+        server = await bridge_server.start(store, "127.0.0.1", 0, public_url=public)
+        try:
+            port = server.sockets[0].getsockname()[1]
+            served = json.loads(await asyncio.to_thread(get, f"http://127.0.0.1:{port}/module/module.json"))
+        finally:
+            server.close()
+            await server.wait_closed()
+        assert served["manifest"] == public + "module/module.json"
+        assert served["download"] == public + "module/fate-bridge.zip"
+
+    async def test_landing_page_links_health_overlay_and_manifest(self, store):
+        token, key = new_token(), await store.viewer_key("w", new_token())
+        await store.set_token("w", hash_token(token))
+        server = await bridge_server.start(store, "127.0.0.1", 0)
+        try:
+            port = server.sockets[0].getsockname()[1]
+            page = (await asyncio.to_thread(get, f"http://127.0.0.1:{port}/")).decode()
+        finally:
+            server.close()
+            await server.wait_closed()
+        assert f"fate-bridge {bridge.__version__}" in page
+        for link in ('href="/healthz"', 'href="/overlay"', f'href="http://127.0.0.1:{port}/module/module.json"'):
+            assert link in page
+        assert token not in page and key not in page and hash_token(token) not in page
+
+
+class TestRelease:
+    def test_release_writes_manifest_and_zip_for_the_public_address(self, tmp_path, capsys):
+        out = tmp_path / "dist"
+        assert main(["release", "--out", str(out), "--public-url", "https://fb.example.org/x"]) == 0
+        manifest = json.loads((out / "module.json").read_text())
+        assert manifest["manifest"] == "https://fb.example.org/x/module/module.json"
+        assert manifest["download"] == "https://fb.example.org/x/module/fate-bridge.zip"
+        folder = unpack((out / "fate-bridge.zip").read_bytes(), tmp_path / "modules")
+        assert assert_loadable(folder) == manifest
+
+    def test_release_zip_is_the_same_bytes_each_time(self, tmp_path):
+        assert release.package("https://a.example/").zip == release.package("https://a.example/").zip
+
+    def test_a_bad_public_url_is_one_clear_line(self, tmp_path, capsys):
+        with pytest.raises(SystemExit) as exited:
+            main(["release", "--out", str(tmp_path), "--public-url", "foundry.example.org"])
+        assert exited.value.code == 2
+        assert "is not a bridge address" in capsys.readouterr().err
+        assert not (tmp_path / "module.json").exists()
+
+    def test_manifest_problems_names_a_listed_file_that_is_missing(self, tmp_path):
+        folder = unpack(release.package(None).zip, tmp_path)
+        (folder / "styles" / "fate-bridge.css").unlink()
+        assert release.manifest_problems(folder) == ["styles/fate-bridge.css is listed but missing"]
+
+    def test_python_m_build_makes_a_wheel_with_the_runtime_files(self, tmp_path):
+        done = subprocess.run([sys.executable, "-m", "build", "--wheel", "--outdir", str(tmp_path), str(ROOT)],
+                              capture_output=True, text=True, timeout=300)
+        assert done.returncode == 0, done.stdout[-2000:] + done.stderr[-2000:]
+        (wheel,) = tmp_path.glob(f"fate_bridge-{bridge.__version__}-*.whl")
+        names = set(zipfile.ZipFile(wheel).namelist())
+        assert {"bridge/http.py", "bridge/release.py", "bridge/overlay/index.html",
+                "bridge/rulesets/sohl/templates/sohl_fate.html.j2"} <= names
+        assert not [n for n in names if n.startswith("tests/")]
+
+
+class TestZipsKept:
+    async def test_a_client_choosing_host_headers_cannot_pile_up_zips(self, store):
+        from websockets.datastructures import Headers
+        from websockets.http11 import Request
+
+        from bridge.http import PACKAGES_KEPT, Pages
+        from bridge.status import Presence
+
+        pages = Pages(store, Presence(), lambda world: 0, origins=None, public_url=None, tls=False)
+        for n in range(PACKAGES_KEPT + 3):
+            built = pages._package(Request("/module/module.json", Headers({"Host": f"h{n}.example:1"})))
+            assert json.loads(built.manifest)["manifest"] == f"http://h{n}.example:1/module/module.json"
+        assert len(pages._packages) == PACKAGES_KEPT
