@@ -12,10 +12,10 @@ from __future__ import annotations
 
 import os
 import secrets
-from urllib.parse import quote
 
 import pytest
 
+from bench.scale import schema_url
 from bridge import logs
 from bridge.dice import ScriptedDice
 from bridge.session import Session
@@ -47,12 +47,6 @@ def pg_server() -> str:
             pytest.fail(message + " (required: FATE_BRIDGE_REQUIRE_SERVICES=1)")
         pytest.skip(message)
     return PG_URL
-
-
-def schema_url(base: str, schema: str) -> str:
-    """``base`` with ``search_path`` set to ``schema`` (libpq's ``options`` parameter)."""
-    sep = "&" if "?" in base else "?"
-    return f"{base}{sep}options={quote(f'-csearch_path={schema}')}"
 
 
 @pytest.fixture
