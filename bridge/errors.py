@@ -100,5 +100,6 @@ class WorldNotRegistered(ConfigError):
 class LeaseLost(BridgeError):
     """Another bridge process holds the world's lease now (``bridge.store.postgres``): this
     process's decision was refused by the database's fencing check and nothing was applied. The
-    forwarder's connection is closed with 4003 (superseded); its client re-sends the unanswered
-    message on the process it reconnects to, under the same ``event_id``."""
+    forwarder's connection is closed with 4003 (superseded), unanswered, as when it is
+    superseded inside one process: the module rejects the request as ``superseded`` and stops,
+    and the browser that took the world over goes on with it."""

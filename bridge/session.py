@@ -13,8 +13,8 @@ Nothing here knows a ruleset: a decision is one call to :func:`bridge.dispatch.d
 log keys.
 
 Every frame gets exactly one reply frame, except a decision refused because another bridge
-process took the world's lease (:class:`~bridge.errors.LeaseLost`): nothing was applied, the
-connection is closed 4003 unanswered, and the client re-sends it where it reconnects. Decode and
+process took the world's lease (:class:`~bridge.errors.LeaseLost`): nothing was applied and the
+connection is closed 4003 unanswered, as a superseded forwarder is. Decode and
 validation errors are answered with ``error`` (the connection stays open); only authentication failures close it. Errors map to the
 contract in one place (:func:`error_frame`); anything unexpected is logged with its traceback and
 answered ``internal`` with no detail.
@@ -197,8 +197,8 @@ class Session:
         try:
             return await self._handle(message, dice or self.dice)
         except LeaseLost:
-            # another process serves the world now: nothing was applied, and no reply is sent,
-            # so the client re-sends the message where it reconnects (same event_id)
+            # another process serves the world now: nothing was applied; closed 4003 unanswered,
+            # as a superseded forwarder is (the module rejects the request as superseded)
             self.log.info("lease_lost")
             return Reply([], CLOSE_SUPERSEDED)
         except WorldNotRegistered as gone:

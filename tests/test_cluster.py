@@ -69,9 +69,10 @@ def public_roll(event_id: str, message_id: str) -> dict:
 
 
 class Module:
-    """A forwarder that behaves like the Foundry module: a message without a reply is sent
-    again, with the same event_id, on the connection it makes after the old one closed
-    (superseded, or its bridge gone), on ``ports[0]``, or the next port once one is gone."""
+    """A forwarder that sends a message without a reply again, with the same event_id, on the
+    connection it makes after the old one closed (its bridge gone, as the Foundry module does;
+    or superseded, which the module accepts and stops at, but these racers fight on to race
+    through two processes), on ``ports[0]``, or the next port once one is gone."""
 
     def __init__(self, ports: list[int], world_id: str, token: str, name: str) -> None:
         self.ports, self.world_id, self.token, self.name = ports, world_id, token, name

@@ -202,3 +202,10 @@ class TestMigrate:
     def test_a_missing_source_is_a_clear_error(self, tmp_path, pg_url, capsys):
         assert main(["migrate", "--from", f"sqlite:{tmp_path / 'none.sqlite3'}", "--to", pg_url]) == 2
         assert "no database at" in capsys.readouterr().err
+
+
+@pytest.mark.parametrize("command", [["backup", "/tmp/x.sqlite3"], ["restore", "/tmp/x.sqlite3"], ["doctor"]])
+def test_the_sqlite_file_tools_refuse_a_postgresql_database_saying_what_to_use(command, capsys):
+    assert main([*command, "--db", "postgresql://fb:secret@db.example.org/fate"]) == 2
+    err = capsys.readouterr().err
+    assert "works on a SQLite file" in err and "secret" not in err and "docs/deploy.md" in err
