@@ -138,7 +138,24 @@ async def test_a_forwarder_moving_to_another_process_supersedes_the_old_one_with
     assert time.monotonic() - began < 1.0
     assert old.close_code == CLOSE_SUPERSEDED and "GM Bob" in old.close_reason
     assert (await ask(new, fate_spend("move-s1", "move1", WELLSPRING)))["type"] == "fate_resolved"
+    # /status on the third process tells who holds the link, though it is held on the second
+    assert (await linked_user(bridges[2][1], world)) == "GM Bob"
     await new.close()
+    assert (await linked_user(bridges[2][1], world, until=None)) is None
+
+
+async def linked_user(port: int, world_id: str, until: object = "GM Bob") -> str | None:
+    """The user holding ``world_id``'s link by ``/status`` at ``port``, polled up to 5 s until it is
+    ``until``."""
+    deadline = time.monotonic() + 5
+    while True:
+        with urllib.request.urlopen(f"http://127.0.0.1:{port}/status", timeout=5) as response:
+            worlds = {w["world_id"]: w for w in json.loads(response.read())["worlds"]}
+        link = worlds[world_id]["link"]
+        user = link and link["user_name"]
+        if user == until or time.monotonic() > deadline:
+            return user
+        await asyncio.sleep(0.05)
 
 
 async def test_a_viewer_on_one_process_sees_a_card_decided_on_another(cluster):
