@@ -9,8 +9,8 @@ rare, go through the ``notices`` table and the notice carries their id), one not
 per database (8 GB) and one listening connection per process; every notice reaches every
 process, so the traffic grows with processes x cards.
 
-Each process listens on one channel with a connection of its own and publishes from another, in
-order (one publisher task). A notice names its sender, so a process skips its own (its sockets
+Each process listens on one channel (``fate_bridge_<schema>``) with a connection of its own and
+publishes from another, in order (one publisher task); a lost connection is made again. A notice names its sender, so a process skips its own (its sockets
 were served directly). Delivery is best-effort, like the overlay itself: a notice lost while a
 connection is re-made loses a card on screen, never a decision (decisions live in the
 database, and a forwarder's take-over is also enforced by the lease's fencing token).
@@ -33,6 +33,7 @@ log = structlog.get_logger("fate_bridge")
 CHANNEL = "fate_bridge"
 MAX_PAYLOAD = 7900  # bytes; PostgreSQL's NOTIFY takes at most 8000
 NOTICE_KEEP_SECONDS = 60  # a large notice stays in ``notices`` this long for late readers
+RECONNECT_SECONDS = 0.5  # wait before making a lost connection again
 
 
 class Notice(msgspec.Struct, omit_defaults=True):
@@ -67,6 +68,7 @@ class Cluster:
     def __init__(self, url: str, on_notice: Handler = lambda notice: None) -> None:
         self.url, self.on_notice = url, on_notice
         self.origin = secrets.token_hex(6)
+        self.channel = CHANNEL  # + the schema's name, once connected
         self._queue: asyncio.Queue[Notice | asyncio.Future[None]] = asyncio.Queue()
         self._listen: Any = None
         self._send: Any = None
@@ -82,15 +84,30 @@ class Cluster:
 
         cluster = cls(url, on_notice)
         try:
-            cluster._listen = await psycopg.AsyncConnection.connect(url, autocommit=True)
-            cluster._send = await psycopg.AsyncConnection.connect(url, autocommit=True)
-            await cluster._listen.execute(f"LISTEN {CHANNEL}")
+            cluster._send = await cluster._connect()
+            cur = await cluster._send.execute("SELECT current_schema()")
+            # one channel per schema: bridges of other schemas in the same database stay apart
+            cluster.channel = f"{CHANNEL}_{(await cur.fetchone())[0]}"[:63]
+            cluster._listen = await cluster._listening()
         except psycopg.Error as exc:
             await cluster.close()
             raise ConfigError(f"cannot listen for other bridge processes on {db_label(url)}: {exc}") from None
         cluster._tasks = [asyncio.create_task(cluster._listener()),
                           asyncio.create_task(cluster._publisher())]
         return cluster
+
+    async def _connect(self) -> Any:
+        import psycopg
+
+        return await psycopg.AsyncConnection.connect(self.url, autocommit=True,
+                                                     application_name=f"fate-bridge-cluster-{self.origin}")
+
+    async def _listening(self) -> Any:
+        from psycopg import sql
+
+        conn = await self._connect()
+        await conn.execute(sql.SQL("LISTEN {}").format(sql.Identifier(self.channel)))
+        return conn
 
     def publish(self, kind: str, world_id: str, **fields: Any) -> None:
         """Queue a notice for every other process (sent in the order published)."""
@@ -109,12 +126,17 @@ class Cluster:
                 notice.set_result(None)
                 continue
             payload = _encode(notice).decode()
-            try:
-                if len(payload) > MAX_PAYLOAD:
-                    payload = await self._keep_large(payload)
-                await self._send.execute("SELECT pg_notify(%s, %s)", (CHANNEL, payload))
-            except Exception:
-                log.exception("cluster_publish_failed", kind=notice.kind, world_id=notice.world_id)
+            for attempt in (1, 2):  # a lost connection is made again once, then the notice dropped
+                try:
+                    if len(payload) > MAX_PAYLOAD:
+                        payload = await self._keep_large(payload)
+                    await self._send.execute("SELECT pg_notify(%s, %s)", (self.channel, payload))
+                    break
+                except Exception:
+                    log.exception("cluster_publish_failed", kind=notice.kind, world_id=notice.world_id)
+                    if attempt == 1 and self._send.closed:
+                        await asyncio.sleep(RECONNECT_SECONDS)
+                        self._send = await self._reconnect(self._connect)
 
     async def _keep_large(self, payload: str) -> str:
         """Store a notice too large for NOTIFY; the notice sent instead names its row."""
@@ -126,20 +148,41 @@ class Cluster:
         return _encode(Notice(origin=self.origin, ref=ref)).decode()
 
     async def _listener(self) -> None:
-        async for note in self._listen.notifies():
+        import psycopg
+
+        while True:
             try:
-                notice = _decode(note.payload)
-                if notice.origin == self.origin:
-                    continue
-                if notice.ref is not None:
-                    cur = await self._send.execute("SELECT payload FROM notices WHERE id = %s", (notice.ref,))
-                    row = await cur.fetchone()
-                    if row is None:
-                        continue
-                    notice = _decode(row[0])
-                self.on_notice(notice)
-            except Exception:
-                log.exception("cluster_notice_failed")
+                async for note in self._listen.notifies():
+                    await self._deliver(note.payload)
+            except psycopg.OperationalError:  # the connection was lost: listen again
+                log.warning("cluster_listen_lost", retry_s=RECONNECT_SECONDS)
+                await asyncio.sleep(RECONNECT_SECONDS)
+                self._listen = await self._reconnect(self._listening)
+
+    async def _reconnect(self, make: Callable[[], Any]) -> Any:
+        """A new connection from ``make``, tried every ``RECONNECT_SECONDS`` until it works."""
+        import psycopg
+
+        while True:
+            try:
+                return await make()
+            except psycopg.Error:
+                await asyncio.sleep(RECONNECT_SECONDS)
+
+    async def _deliver(self, payload: str) -> None:
+        try:
+            notice = _decode(payload)
+            if notice.origin == self.origin:
+                return
+            if notice.ref is not None:
+                cur = await self._send.execute("SELECT payload FROM notices WHERE id = %s", (notice.ref,))
+                row = await cur.fetchone()
+                if row is None:
+                    return
+                notice = _decode(row[0])
+            self.on_notice(notice)
+        except Exception:
+            log.exception("cluster_notice_failed")
 
     async def close(self) -> None:
         """Stop the tasks and close both connections; idempotent."""

@@ -352,6 +352,7 @@ def _overlay_action(viewers: Viewers, world_id: str, action: str) -> None:
 
 def _notice_handler(viewers: Viewers, forwarders: Forwarders, presence: Presence) -> Callable[[Notice], None]:
     """What another process's notice does here (runs on the event loop, never waits)."""
+    closing: set[asyncio.Task[None]] = set()  # take-overs being carried out (kept referenced)
 
     def on_notice(notice: Notice) -> None:
         if notice.kind == "link":  # for /status: who holds the world's link, wherever it is
@@ -359,8 +360,10 @@ def _notice_handler(viewers: Viewers, forwarders: Forwarders, presence: Presence
         elif notice.kind == "card" and notice.frame is not None:
             viewers.publish(notice.world_id, notice.frame.encode())
         elif notice.kind == "lease" and notice.token is not None:
-            asyncio.create_task(forwarders.taken_elsewhere(notice.world_id, notice.token,
-                                                            notice.holder or "another connection"))
+            task = asyncio.create_task(forwarders.taken_elsewhere(notice.world_id, notice.token,
+                                                                   notice.holder or "another connection"))
+            closing.add(task)
+            task.add_done_callback(closing.discard)
         else:
             _overlay_action(viewers, notice.world_id, notice.kind)
 

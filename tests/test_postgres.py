@@ -142,6 +142,48 @@ class TestNotices:
             ("card", '{"type":"overlay_card"}', None), ("card", big, None), ("lease", None, 7)]
         assert got_a == []
 
+    async def test_a_lost_listening_connection_is_made_again(self, pg_url):
+        await (await PostgresStore.open(pg_url)).close()
+        got: asyncio.Queue[Notice] = asyncio.Queue()
+        a = await Cluster.open(pg_url)
+        b = await Cluster.open(pg_url, got.put_nowait)
+        try:
+            with psycopg.connect(pg_url, autocommit=True) as conn:
+                (ended,) = conn.execute("SELECT count(pg_terminate_backend(pid)) FROM pg_stat_activity"
+                                        " WHERE application_name = %s", (f"fate-bridge-cluster-{b.origin}",)).fetchone()
+            assert ended == 2  # its listening and its publishing connection
+            deadline = asyncio.get_running_loop().time() + 10
+            while got.empty() and asyncio.get_running_loop().time() < deadline:
+                a.publish("clear", "w")
+                await a.flush()
+                await asyncio.sleep(0.2)
+            notice = await asyncio.wait_for(got.get(), 1)
+        finally:
+            await a.close()
+            await b.close()
+        assert (notice.kind, notice.world_id) == ("clear", "w")
+
+    async def test_bridges_of_another_schema_in_the_same_database_hear_nothing(self, pg_url, pg_server):
+        other = pg_url.replace("fb_test_", "fb_other_")
+        with psycopg.connect(pg_server, autocommit=True) as conn:
+            conn.execute(f"CREATE SCHEMA {other.rsplit('%3D', 1)[1]}")
+        try:
+            for url in (pg_url, other):
+                await (await PostgresStore.open(url)).close()
+            got: list[Notice] = []
+            a, b = await Cluster.open(pg_url), await Cluster.open(other, got.append)
+            try:
+                a.publish("clear", "w")
+                await a.flush()
+                await asyncio.sleep(0.3)
+            finally:
+                await a.close()
+                await b.close()
+            assert got == [] and a.channel != b.channel
+        finally:
+            with psycopg.connect(pg_server, autocommit=True) as conn:
+                conn.execute(f"DROP SCHEMA {other.rsplit('%3D', 1)[1]} CASCADE")
+
 
 class TestMigrate:
     def test_sqlite_to_postgresql_and_audit_verify_passes_on_the_copy(self, tmp_path, pg_url, capsys):
