@@ -9,17 +9,23 @@ from __future__ import annotations
 
 import html
 import re
+from collections.abc import Callable, Mapping
 
 import jinja2
 
-from . import wire
+from . import i18n, wire
 
 class CardTemplates:
     """One ruleset's card templates: ``<package>/templates/*.j2`` (autoescaped, strict: a missing
-    variable raises). Each ruleset's ``cards.py`` makes one: ``render_card =
-    CardTemplates(__package__).render``."""
+    variable raises), their text translated into the current language (``bridge.i18n``: Jinja2's
+    ``jinja2.ext.i18n``). Each ruleset's ``cards.py`` makes one: ``render_card =
+    CardTemplates(__package__).render``; ``functions`` are callables its templates may use
+    (hmtw's ``card_name``), kept for the package: a later ``CardTemplates(package)`` (a restyled
+    copy) has them too."""
 
-    def __init__(self, package: str) -> None:
+    _functions: dict[str, Mapping[str, Callable[..., str]]] = {}
+
+    def __init__(self, package: str, functions: Mapping[str, Callable[..., str]] | None = None) -> None:
         self._env = jinja2.Environment(
             loader=jinja2.PackageLoader(package, "templates"),
             autoescape=True,  # every template is HTML: escape all of them, whatever the file name
@@ -27,7 +33,12 @@ class CardTemplates:
             trim_blocks=True,
             lstrip_blocks=True,
             auto_reload=False,  # templates ship with the package: no stat() per card
+            extensions=["jinja2.ext.i18n"],
         )
+        i18n.install(self._env)
+        if functions is not None:
+            CardTemplates._functions[package] = functions
+        self._env.globals.update(CardTemplates._functions.get(package, {}))
 
     def render(
         self,
@@ -39,7 +50,8 @@ class CardTemplates:
         speaker_alias: str | None = None,
         **context: object,
     ) -> wire.Card:
-        """Render ``templates/<template>`` with ``title`` and ``context`` into a chat card."""
+        """Render ``templates/<template>`` with ``title`` and ``context`` into a chat card, in the
+        current language (``bridge.i18n.using``; the caller translates ``title``)."""
         html = self._env.get_template(template).render(title=title, **context)
         return wire.Card(title=title, html=html, ruleset=ruleset, speaker_actor_id=speaker_actor_id,
                          speaker_alias=speaker_alias)

@@ -21,7 +21,8 @@ from . import __version__, logs, schema, wire
 from .config import (database, db_label, default_audit_key, default_db, default_signing_key, is_postgres_url,
                      load_key, load_signing_key)
 from .dice import ScriptedDice, SecretDice
-from .errors import ConfigError
+from .errors import BadMessage, ConfigError
+from .limits import Limits
 from .server import RATE_BURST_SECONDS, RATE_PER_SECOND
 from .session import OVERLAY_PATH, Session, hash_token, new_token
 from .migrate import migrate, source_db
@@ -141,12 +142,15 @@ def _parser() -> argparse.ArgumentParser:
         type=float,
         default=RATE_PER_SECOND,
         metavar="PER_SECOND",
-        help=f"frames a connection may send per second on average, bursts of {RATE_BURST_SECONDS:g} s "
-        f"worth (default {RATE_PER_SECOND:g}; 0 = no limit, for benchmarks and trusted setups)",
+        help=f"frames a world may send per second on average, whichever connection they come on "
+        f"(reconnecting does not refill it), bursts of {RATE_BURST_SECONDS:g} s worth; each overlay "
+        f"page has as much again (default {RATE_PER_SECOND:g}; 0 = no limit, for benchmarks and "
+        "trusted setups)",
     )
     serve.add_argument("--reuse-port", action="store_true",
                        help="share --port with other fate-bridge processes on this machine "
                        "(SO_REUSEPORT; needs a postgresql:// --db, see docs/deploy.md)")
+    _limit_flags(serve)
     serve.add_argument("--tls-cert", type=Path, help="PEM certificate chain: serve wss:// (with --tls-key)")
     serve.add_argument("--tls-key", type=Path, help="PEM private key of --tls-cert")
     serve.add_argument(
@@ -411,6 +415,51 @@ def _add_operator_commands(commands, add_db, add_key) -> None:
                      help="the address the bridge will be reached at, e.g. https://foundry.example.org/fate-bridge/")
 
 
+_LIMIT_FLAGS = (  # (flag, Limits field, type, help); docs/security.md says what each protects
+    ("--max-connections", "connections_total", int,
+     "open connections in total, all addresses together; a host serving many tables raises it"),
+    ("--max-connections-per-address", "connections_per_address", int,
+     "open connections from one IP address (a GM's browser, its overlay pages, reloads); behind a "
+     "reverse proxy every client has the proxy's address: raise it to the total"),
+    ("--max-pending-hellos", "pending_hello", int,
+     "connections in total that have not completed hello yet; past it the oldest is dropped for "
+     "the new one (and each is closed after 10 s anyway)"),
+    ("--connect-rate", "connect_rate", float,
+     "new connections per second from one IP address, on average"),
+    ("--connect-burst", "connect_burst", int,
+     "new connections from one IP address at once (every overlay page reconnecting after a restart)"),
+    ("--free-failed-hellos", "free_failed_hellos", int,
+     "failed hellos (unknown world, wrong token) from one IP address before it is locked out for "
+     "1 s, then 2 s, 4 s ... for each further failure"),
+    ("--max-hello-delay", "max_hello_delay", float, "the longest such lockout, in seconds"),
+    ("--failed-hello-rate", "failed_hello_rate", float,
+     "failed hellos per second, all addresses together, past which addresses that never completed "
+     "a hello are asked to retry later (a distributed token-guessing flood)"),
+)
+
+
+def _limit_flags(serve: argparse.ArgumentParser) -> None:
+    """The connection and hello limits of ``serve`` (one flag per :class:`Limits` field)."""
+    defaults = Limits()
+    group = serve.add_argument_group("connection limits (see docs/security.md)")
+    for flag, name, kind, text in _LIMIT_FLAGS:
+        group.add_argument(flag, dest=name, type=_positive(kind), default=getattr(defaults, name),
+                           metavar="N", help=f"{text} (default {getattr(defaults, name):g})")
+
+
+def _positive(kind: type) -> object:
+    """An argparse type: a number of ``kind`` above 0, else a message saying so."""
+    def parse(text: str) -> int | float:
+        try:
+            value = kind(text)
+        except ValueError:
+            raise argparse.ArgumentTypeError(f"{text!r} is not a {kind.__name__}") from None
+        if value <= 0:
+            raise argparse.ArgumentTypeError(f"{text} must be above 0")
+        return value
+    return parse
+
+
 def main(argv: list[str] | None = None) -> int:
     """Entry point of ``fate-bridge``; returns the exit code."""
     args = _parser().parse_args(argv)
@@ -471,8 +520,10 @@ async def _serve(args: argparse.Namespace) -> int:
             from .cluster import Cluster
             cluster = await Cluster.open(str(db))
         rate = None if args.rate_limit <= 0 else (args.rate_limit, int(args.rate_limit * RATE_BURST_SECONDS))
+        limits = Limits(**{name: getattr(args, name) for _, name, _, _ in _LIMIT_FLAGS})
         server = await start(store, args.host, args.port, origins=args.origins, tls=tls, rate=rate,
-                             public_url=args.public_url, cluster=cluster, reuse_port=args.reuse_port)
+                             public_url=args.public_url, limits=limits, cluster=cluster,
+                             reuse_port=args.reuse_port)
     except (OSError, ConfigError) as exc:
         if cluster is not None:
             await cluster.close()
@@ -574,12 +625,14 @@ _line_decoder = msgspec.json.Decoder(dict)
 _dice_decoder = msgspec.json.Decoder(list[int])
 
 
-def _split_dice(line: str) -> tuple[bytes | str, list[int] | None]:
+def _split_dice(line: bytes) -> tuple[bytes, list[int] | None]:
     """A resolve line without its ``dice`` key, and the dice (None when absent or unreadable:
-    an unreadable line goes to the session as is and is answered ``bad_message``)."""
+    an unreadable, oversized or too deeply nested line goes to the session as is and is answered
+    ``bad_message``)."""
     try:
+        wire.frames.check(line)
         obj = _line_decoder.decode(line)
-    except (msgspec.DecodeError, msgspec.ValidationError):
+    except (BadMessage, msgspec.DecodeError, msgspec.ValidationError):
         return line, None
     if "dice" not in obj:
         return line, None
@@ -598,7 +651,7 @@ async def _resolve(args: argparse.Namespace) -> int:
     try:
         if await store.world(RESOLVE_WORLD) is None:
             await store.add_world(RESOLVE_WORLD, None)
-        for line in sys.stdin:
+        for line in sys.stdin.buffer:  # bytes: a line that is not UTF-8 is answered, not fatal
             if not line.strip():
                 continue
             frame, dice = _split_dice(line)

@@ -26,7 +26,7 @@ from websockets.asyncio.server import ServerConnection
 from websockets.datastructures import Headers
 from websockets.http11 import Request, Response
 
-from . import __version__, release, status
+from . import __version__, overlay_page, release, status
 from .errors import ConfigError
 from .session import OVERLAY_PATH, token_matches
 from .store import SQLiteStore
@@ -61,10 +61,11 @@ PACKAGES_KEPT = 4  # module zips built for different public addresses, kept in m
 
 
 def _load_overlay() -> dict[str, tuple[bytes, str]]:
-    """The overlay files by URL path: (body, Content-Type), read once from the package."""
+    """The overlay's script and style by URL path: (body, Content-Type), read once from the
+    package (the page itself is rendered per language: :mod:`bridge.overlay_page`)."""
     folder = resources.files("bridge").joinpath("overlay")
     return {path: (folder.joinpath(name).read_bytes(), kind)
-            for path, (name, kind) in OVERLAY_FILES.items()}
+            for path, (name, kind) in OVERLAY_FILES.items() if name != overlay_page.PAGE}
 
 
 def _own_origin(request: Request) -> bool:
@@ -116,6 +117,7 @@ class Pages:
         self.store, self.presence, self.viewer_count = store, presence, viewer_count
         self.origins, self.public_url, self.tls = origins, public_url, tls
         self.overlay = _load_overlay()
+        self.overlay_pages = overlay_page.render_pages()  # the page by language (``&lang=``)
         self._packages: dict[str, release.Package] = {}
 
     def base(self, request: Request) -> str:
@@ -136,9 +138,13 @@ class Pages:
     async def __call__(self, connection: ServerConnection, request: Request) -> Response | None:
         """websockets' ``process_request``: a Response for the plain HTTP paths, None to go on
         with the WebSocket upgrade."""
-        path = urlsplit(request.path).path
+        url = urlsplit(request.path)
+        path = url.path
         if path == HEALTH_PATH:
             return connection.respond(HTTPStatus.OK, "ok\n")
+        if path == f"/{OVERLAY_PATH}":
+            body = self.overlay_pages[overlay_page.language_of(url.query)]
+            return _body(HTTPStatus.OK, body, OVERLAY_FILES[path][1], OVERLAY_HEADERS)
         if path in self.overlay:
             body, kind = self.overlay[path]
             return _body(HTTPStatus.OK, body, kind, OVERLAY_HEADERS)

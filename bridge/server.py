@@ -3,8 +3,13 @@
 One asyncio server (websockets' asyncio API). Plain HTTP without a WebSocket upgrade (health,
 overlay page, module manifest and zip, status, landing page) is :mod:`bridge.http`. Each connection:
 the first frame must come within ``hello_timeout`` seconds (else close 4002); frames are handled
-one at a time, in order, each answered before the next is read; past the rate limit a frame is
-answered ``rate_limited`` and not handled. One forwarder per world: a newer authenticated
+one at a time, in order, each answered before the next is read; past the world's rate limit (one
+bucket per world, whichever connection) a frame is answered ``rate_limited`` and not handled; a
+binary frame is answered ``bad_message``. Connections are counted from the TCP accept
+(:func:`admitted_connection`): one over a :class:`~bridge.limits.Limits` count (per address, in
+total, not yet past ``hello``, new per second) gets a 503 before its handshake; ``hello``s from an
+address locked out after failed ones are refused (``rate_limited``, 1013) before the store is
+read. Every refused connection is logged once with its reason. One forwarder per world: a newer authenticated
 connection closes the older with 4003. Overlay viewers (``hello`` with the viewer key) get each
 public card of their world through their own bounded queue and sender task (:class:`Viewers`), so
 a stuck viewer never delays a decision or another viewer; it is closed with 4004.
@@ -15,39 +20,44 @@ a stuck viewer never delays a decision or another viewer; it is closed with 4004
 from __future__ import annotations
 
 import asyncio
+import math
+import re
 import signal
 import socket
 import ssl
 from collections import deque
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Hashable
 from dataclasses import dataclass, field
 from pathlib import Path
+from http import HTTPStatus
 
 import msgspec
 import structlog
 from websockets.asyncio.server import Server, ServerConnection, serve
 from websockets.exceptions import ConnectionClosed
 from websockets.frames import CloseCode
+from websockets.http11 import Request, Response
 
 from . import wire
 from .cluster import Cluster, Notice
 from .dice import Dice, SecretDice
-from .errors import ConfigError, RateLimited
+from .errors import BadMessage, ConfigError, RateLimited
 from .http import Pages
-from .session import (CLOSE_HELLO_TIMEOUT, CLOSE_SUPERSEDED, CLOSE_VIEWER_TOO_SLOW,
-                      Reply, Session, error_frame)
+from .limits import Admission, Limits, RateLimit, WorldRates
+from .session import (CLOSE_HELLO_TIMEOUT, CLOSE_SUPERSEDED, CLOSE_UNAUTHORIZED,
+                      CLOSE_VIEWER_TOO_SLOW, Reply, Session, error_frame)
 from .report import draw as draw_report
 from .status import Link, Presence
 from .store import SQLiteStore, Store
 from .wire import ref_of
+from .wire.frames import MAX_FRAME_BYTES
 
 log = structlog.get_logger("fate_bridge")
 
 # Limits, each with its reason (restated for operators in docs/security.md).
-MAX_FRAME_BYTES = 64 * 1024  # a test_rolled with a full actor is ~4 KiB; 64 KiB leaves room
 MAX_QUEUE_FRAMES = 16  # frames received but not yet handled per connection, then TCP backpressure
 HELLO_TIMEOUT_SECONDS = 10.0  # a browser sends hello right after connecting
-RATE_PER_SECOND = 20.0  # a table makes a few decisions a minute; a replay burst after reconnect
+RATE_PER_SECOND = 20.0  # per world: a table makes a few decisions a minute; a replay burst after reconnect
 RATE_BURST_SECONDS = 5.0  # ... re-sends at most the queued messages at once: 100 frames
 DEFAULT_RATE = (RATE_PER_SECOND, int(RATE_PER_SECOND * RATE_BURST_SECONDS))
 VIEWER_QUEUE_FRAMES = 32  # cards waiting for one viewer: a table shows a few a minute, so 32
@@ -60,25 +70,6 @@ MAX_VIEWERS_PER_WORLD = 20  # OBS, a preview tab or two per streamer; a leaked k
 DEFAULT_VIEWER_LIMITS = (VIEWER_QUEUE_FRAMES, VIEWER_SEND_TIMEOUT_SECONDS)
 
 
-class RateLimit:
-    """A token bucket: ``rate`` frames per second on average, bursts up to ``burst``.
-
-    ``clock`` returns seconds (monotonic); ``allow()`` takes one token or says no."""
-
-    def __init__(self, rate: float, burst: int, clock: Callable[[], float]) -> None:
-        self.rate, self.burst, self.clock = rate, burst, clock
-        self.tokens = float(burst)
-        self.last = clock()
-
-    def allow(self) -> bool:
-        """Take one token if there is one (refilled at ``rate`` per second, up to ``burst``)."""
-        now = self.clock()
-        self.tokens = min(self.burst, self.tokens + (now - self.last) * self.rate)
-        self.last = now
-        if self.tokens < 1:
-            return False
-        self.tokens -= 1
-        return True
 
 
 class Forwarders:
@@ -237,6 +228,9 @@ class Viewers:
             viewer.ws.transport.abort()  # the close frame cannot get through either
 
 
+BINARY_FRAME = BadMessage("binary frames are not accepted: send each JSON message as a text frame")
+
+
 def make_handler(
     store: Store,
     dice: Dice,
@@ -244,51 +238,89 @@ def make_handler(
     rate: tuple[float, int] | None = DEFAULT_RATE,
     viewers: Viewers | None = None,
     presence: Presence | None = None,
+    admission: Admission | None = None,
     cluster: Cluster | None = None,
 ) -> Callable[[ServerConnection], Awaitable[None]]:
     """The per-connection coroutine for ``websockets.serve``: always returns, never raises.
-    ``rate``: (frames per second, burst) per connection, or None for no limit. ``viewers``:
-    the overlay fan-out (default limits when None). ``presence``: told which forwarder holds
-    each world's link (for ``/status``). ``cluster``: the other bridge processes on the same
-    PostgreSQL database (cards, overlay actions and take-overs go both ways)."""
+    ``rate``: (frames per second, burst) per world for its forwarder (one bucket whatever the
+    connection) and per overlay viewer connection, or None for no limit. ``viewers``: the
+    overlay fan-out (default limits when None). ``presence``: told which forwarder holds
+    each world's link (for ``/status``). ``admission``: the address and connection
+    limits (default :class:`Limits`); connections made by :func:`admitted_connection` are
+    counted in it, and every connection's hellos are throttled by it. ``cluster``: the other
+    bridge processes on the same PostgreSQL database (cards, overlay actions and take-overs go
+    both ways)."""
     presence = Presence() if presence is None else presence
     forwarders = Forwarders(store, cluster)
     viewers = Viewers(*DEFAULT_VIEWER_LIMITS) if viewers is None else viewers
     if cluster is not None:
         cluster.on_notice = _notice_handler(viewers, forwarders, presence)
     clock = asyncio.get_running_loop().time
+    admission = Admission(Limits(), clock) if admission is None else admission
+    worlds = None if rate is None else WorldRates(rate[0], rate[1], clock)
     rate_message = (f"more than {rate[0]:g} messages a second: this one was not handled; send it "
                     "again later with the same event_id") if rate else ""
 
     async def handler(ws: ServerConnection) -> None:
         session = Session(store, dice, max_frame_bytes=MAX_FRAME_BYTES, reporter=draw_report)
+        address = _address(ws.transport)
         limit = None if rate is None else RateLimit(rate[0], rate[1], clock)
         pump: asyncio.Task[None] | None = None
         viewer: _Viewer | None = None
+        limited = False  # logged once per connection
         try:
             async with asyncio.timeout(hello_timeout):
                 frame: str | bytes = await ws.recv()
         except TimeoutError:
+            log.info("connection_refused", reason="hello_timeout", address=address)
             await ws.close(CLOSE_HELLO_TIMEOUT, "hello not received in time")
             return
-        except ConnectionClosed:
+        except ConnectionClosed as closed:
+            _log_refused_frame(closed, address, None)
             return
         try:
             while True:
                 was_open = session.is_open
-                if limit is None or limit.allow():
+                if not was_open and (wait := admission.hello_wait(address)) > 0:
+                    log.info("connection_refused", reason="failed_hellos", address=address,
+                             retry_after=round(wait, 1))
+                    refusal = RateLimited(f"too many failed hellos: try again in {math.ceil(wait)} s")
+                    await ws.send(error_frame(refusal, None).decode())
+                    await ws.close(CloseCode.TRY_AGAIN_LATER, "too many failed hellos")
+                    return
+                if isinstance(frame, bytes):
+                    reply = Reply([error_frame(BINARY_FRAME, None)], None if was_open else CLOSE_UNAUTHORIZED)
+                elif not was_open:  # the hello (or whatever came first), counted while checked
+                    admission.hello_begin(address)
+                    try:
+                        reply = await session.receive(frame)
+                    finally:
+                        admission.hello_end(address)
+                elif limit is None or limit.allow():
                     reply = await session.receive(frame)
                 else:
+                    if not limited:
+                        log.info("rate_limited", world_id=session.world_id, address=address)
+                        limited = True
                     reply = Reply([error_frame(RateLimited(rate_message), ref_of(frame))])
                 _fan_out(viewers, session.world_id, reply, cluster)
                 for out in reply.frames:
                     await ws.send(out.decode())
                 if reply.close_code is not None:
+                    if not was_open and reply.close_code == CLOSE_UNAUTHORIZED:
+                        admission.hello_failed(address)
+                        if isinstance(frame, bytes):
+                            log.info("connection_refused", reason="binary_frame", address=address)
                     await ws.close(reply.close_code, CLOSE_REASONS.get(reply.close_code, "unauthorized"))
                     return
                 if session.is_open and not was_open:
                     assert session.world_id is not None
+                    admission.hello_succeeded(address)
+                    admission.said_hello(ws)
                     if not session.viewer:
+                        if worlds is not None:  # the world's bucket, the hello counted in it
+                            limit = worlds.of(session.world_id)
+                            limit.allow()
                         await forwarders.claim(session.world_id, ws, session.holder)
                         presence.linked(session.world_id, ws, session.client)
                         if cluster is not None:
@@ -302,7 +334,8 @@ def make_handler(
                         _cap_send_buffer(ws)
                         pump = asyncio.create_task(viewers.pump(viewer))
                 frame = await ws.recv()
-        except ConnectionClosed:
+        except ConnectionClosed as closed:
+            _log_refused_frame(closed, address, session.world_id)
             return
         finally:
             forwarders.release(session.world_id, ws)
@@ -314,6 +347,133 @@ def make_handler(
                 pump.cancel()
 
     return handler
+
+
+def _address(transport: asyncio.BaseTransport) -> str:
+    """The peer's IP address as text ("?" when the transport does not say)."""
+    peer = transport.get_extra_info("peername")
+    return str(peer[0]) if isinstance(peer, tuple) and peer else "?"
+
+
+def _log_refused_frame(closed: ConnectionClosed, address: str, world_id: str | None) -> None:
+    """Log a connection websockets closed for a frame it refused: over ``MAX_FRAME_BYTES``
+    (1009, with the frame's size) or a text frame that is not UTF-8 (1007)."""
+    sent = closed.sent
+    if sent is None or sent.code not in (CloseCode.MESSAGE_TOO_BIG, CloseCode.INVALID_DATA):
+        return
+    if sent.code == CloseCode.MESSAGE_TOO_BIG:
+        size = re.search(r"with (\d+) bytes", sent.reason)
+        log.info("connection_refused", reason="oversize_frame", address=address, world_id=world_id,
+                 size=int(size.group(1)) if size else None, limit=MAX_FRAME_BYTES)
+    else:
+        log.info("connection_refused", reason="invalid_utf8", address=address, world_id=world_id)
+
+
+SERVICE_UNAVAILABLE = (b"HTTP/1.1 503 Service Unavailable\r\nContent-Type: text/plain\r\n"
+                       b"Connection: close\r\nContent-Length: 34\r\n\r\ntoo many connections: retry later\n")
+
+
+REFUSAL_LOG_WINDOW_SECONDS = 10.0
+
+
+class RefusalLog:
+    """Logs every connection refused before its handshake once, without a flood flooding the log:
+    the first refusal of an (address, reason) is logged at once; the others within
+    ``REFUSAL_LOG_WINDOW_SECONDS`` are counted and logged as one line with ``repeated=N`` when
+    the window ends."""
+
+    def __init__(self) -> None:
+        self._counts: dict[tuple[str, str], int] = {}
+
+    def refused(self, reason: str, address: str, event: str = "connection_refused") -> None:
+        """Log (or count) one refused (or, ``event="connection_dropped"``, evicted) connection."""
+        key = (event, reason, address)
+        if key in self._counts:
+            self._counts[key] += 1
+            return
+        log.info(event, reason=reason, address=address)
+        self._counts[key] = 0
+        asyncio.get_running_loop().call_later(REFUSAL_LOG_WINDOW_SECONDS, self._flush, key)
+
+    def _flush(self, key: tuple[str, str, str]) -> None:
+        repeated = self._counts.pop(key)
+        if repeated:
+            log.info(key[0], reason=key[1], address=key[2], repeated=repeated,
+                     seconds=REFUSAL_LOG_WINDOW_SECONDS)
+
+
+def admitted_connection(admission: Admission, refusals: RefusalLog) -> type[ServerConnection]:
+    """websockets' ``create_connection``: a :class:`ServerConnection` counted in ``admission``
+    from the moment TCP is accepted. One over a limit is answered ``503`` and closed before any
+    byte of it is read (no handshake, no handler, no TLS session kept), after a tarpit delay
+    (:meth:`Admission.tarpit`), and logged once in ``refusals``."""
+
+    def answer(transport: asyncio.BaseTransport, tarpitted: bool) -> None:
+        if tarpitted:
+            admission.untarpit()
+        if not transport.is_closing():
+            transport.write(SERVICE_UNAVAILABLE)  # type: ignore[attr-defined]
+            transport.close()
+
+    class AdmittedConnection(ServerConnection):
+        refused = False
+        peer = "?"
+
+        def connection_made(self, transport: asyncio.BaseTransport) -> None:
+            self.peer = _address(transport)
+            reason = admission.connect(self.peer, self)
+            if reason is not None:
+                self.refused = True
+                refusals.refused(reason, self.peer)
+                transport.pause_reading()  # type: ignore[attr-defined]
+                if delay := admission.tarpit():
+                    asyncio.get_running_loop().call_later(delay, answer, transport, True)
+                else:
+                    answer(transport, False)
+                return
+            super().connection_made(transport)
+
+        def data_received(self, data: bytes) -> None:
+            if not self.refused:
+                super().data_received(data)
+
+        def eof_received(self) -> bool | None:
+            return None if self.refused else super().eof_received()
+
+        def connection_lost(self, exc: Exception | None) -> None:
+            if self.refused:
+                return
+            admission.disconnect(self.peer, self)
+            super().connection_lost(exc)
+
+    return AdmittedConnection
+
+
+def _evicter(refusals: RefusalLog) -> Callable[[Hashable], None]:
+    """:class:`Admission`'s ``evict``: drops the oldest connection still without ``hello`` to
+    make room for a new one, logged as ``connection_dropped`` in ``refusals``."""
+
+    def evict(connection: Hashable) -> None:
+        assert isinstance(connection, ServerConnection)
+        refusals.refused("pending_hello", _address(connection.transport), "connection_dropped")
+        connection.transport.abort()
+
+    return evict
+
+
+def _logged(process_request: Callable[[ServerConnection, Request], Awaitable[Response | None]]
+            ) -> Callable[[ServerConnection, Request], Awaitable[Response | None]]:
+    """``process_request`` (:class:`bridge.http.Pages`) that logs each WebSocket upgrade it
+    refuses (a foreign Origin: 403)."""
+
+    async def logged(connection: ServerConnection, request: Request) -> Response | None:
+        response = await process_request(connection, request)
+        if response is not None and response.status_code == HTTPStatus.FORBIDDEN:
+            log.info("connection_refused", reason="origin", origin=request.headers.get("Origin"),
+                     address=_address(connection.transport))
+        return response
+
+    return logged
 
 
 def _cap_send_buffer(ws: ServerConnection) -> None:
@@ -393,6 +553,7 @@ async def start(
     rate: tuple[float, int] | None = DEFAULT_RATE,
     viewers: Viewers | None = None,
     public_url: str | None = None,
+    limits: Limits | None = None,
     cluster: Cluster | None = None,
     reuse_port: bool = False,
 ) -> Server:
@@ -401,23 +562,27 @@ async def start(
     ``origins``: when given, browsers may connect only from these Origin values (e.g.
     ``https://foundry.example.org``) or from the bridge's own overlay page; clients sending no
     Origin (not browsers) are let through to authenticate. ``tls``: serve ``wss://``. ``rate``:
-    (frames per second, burst) per connection, None for no limit. ``viewers``: the overlay
-    fan-out (default: :class:`Viewers` with the default limits). ``public_url``: the bridge's
-    address as others reach it, for the module manifest (default: the address each request
-    came to). ``cluster``: the other bridge processes on the same PostgreSQL store (see
-    :mod:`bridge.cluster`). ``reuse_port``: bind with SO_REUSEPORT, so several processes share
-    the port (the kernel spreads connections). Raises ``OSError`` when the address is taken or
-    cannot be listened on.
+    (frames per second, burst) per world (and per overlay viewer), None for no limit.
+    ``viewers``: the overlay fan-out (default: :class:`Viewers` with the default limits).
+    ``public_url``: the bridge's address as others reach it, for the module manifest (default:
+    the address each request came to). ``limits``: connections and hellos per address and in
+    total (default :class:`Limits`). ``cluster``: the other bridge processes on the same
+    PostgreSQL store (see :mod:`bridge.cluster`). ``reuse_port``: bind with SO_REUSEPORT, so
+    several processes share the port (the kernel spreads connections). Raises ``OSError`` when
+    the address is taken or cannot be listened on.
     """
     viewers = Viewers(*DEFAULT_VIEWER_LIMITS) if viewers is None else viewers
     presence = Presence()
     pages = Pages(store, presence, viewers.count, origins=origins, public_url=public_url,
                   tls=tls is not None)
+    refusals = RefusalLog()
+    admission = Admission(limits or Limits(), asyncio.get_running_loop().time, _evicter(refusals))
     return await serve(
-        make_handler(store, dice or SecretDice(), hello_timeout, rate, viewers, presence, cluster),
+        make_handler(store, dice or SecretDice(), hello_timeout, rate, viewers, presence, admission, cluster),
         host,
         port,
-        process_request=pages,
+        create_connection=admitted_connection(admission, refusals),
+        process_request=_logged(pages),
         max_size=MAX_FRAME_BYTES,
         max_queue=MAX_QUEUE_FRAMES,
         compression=None,

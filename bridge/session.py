@@ -32,7 +32,7 @@ from dataclasses import dataclass
 import msgspec
 import structlog
 
-from . import __version__, wire
+from . import __version__, i18n, wire
 from .dice import Dice
 from . import dispatch
 from .audit import AuditEntry, RecordingDice, RecordingState, sorted_json
@@ -128,7 +128,7 @@ HELLO_OPENS: dict[str, SessionState] = {"token": SessionState.FORWARDER, "viewer
 """A good ``hello`` moves NEW to the state its credential opens."""
 
 
-INTERNAL_MESSAGE = "the bridge failed to handle this message; the GM can find details in its log"
+INTERNAL_MESSAGE = i18n.N_("the bridge failed to handle this message; the GM can find details in its log")
 
 
 @dataclass(frozen=True, slots=True)
@@ -173,6 +173,7 @@ class Session:
         self.state = SessionState.FORWARDER if self.world_id is not None else SessionState.NEW
         self.holder = "another connection"  # who holds the link, as hello described it
         self.client: wire.ClientInfo | None = None  # what the forwarder's hello said of itself
+        self.language = i18n.DEFAULT  # the world's, from the forwarder's hello (bridge.i18n)
         self.log = log.bind(world_id=self.world_id) if self.world_id else log
 
     @property
@@ -195,7 +196,8 @@ class Session:
             close = None if self.is_open else CLOSE_UNAUTHORIZED
             return Reply([error_frame(refusal, wire.ref_of(frame))], close)
         try:
-            return await self._handle(message, dice or self.dice)
+            with i18n.using(self.language):
+                return await self._handle(message, dice or self.dice)
         except LeaseLost:
             # another process serves the world now: nothing was applied; closed 4003 unanswered,
             # as a superseded forwarder is (the module rejects the request as superseded)
@@ -208,7 +210,9 @@ class Session:
             return Reply([error_frame(refusal, ref_of_message(message))])
         except Exception:
             self.log.exception("internal_error", type=type(message).__name__)
-            return Reply([error_frame(Internal(INTERNAL_MESSAGE), ref_of_message(message))])
+            with i18n.using(self.language):
+                text = i18n.gettext(INTERNAL_MESSAGE)
+            return Reply([error_frame(Internal(text), ref_of_message(message))])
 
     async def _handle(self, message: wire.ClientMessage, dice: Dice) -> Reply:
         accepted = isinstance(message, ACCEPTS[self.state])
@@ -217,6 +221,8 @@ class Session:
         if not accepted:
             refusal_type, text, close = REFUSED[self.state]
             refusal = refusal_type(text) if self.state is SessionState.NEW else refusal_type(text, field="type")
+            if self.state is SessionState.NEW:
+                self.log.info("hello_refused", reason="not_hello", type=message.__struct_config__.tag)
             return Reply([error_frame(refusal, ref_of_message(message))], close)
         if isinstance(message, wire.Hello):
             return await self._hello(message)
@@ -241,7 +247,13 @@ class Session:
                 return Reply([wire.encode(done)], overlay_action=message.action)
         assert isinstance(message, wire.Request)  # ACCEPTS: nothing else is left
         if dispatch.is_query(message):
-            reply = await self.store.read(self.world_id, lambda state: dispatch.answer(message, state))
+            language = self.language  # the store reads on its own thread: the language goes along
+
+            def query(state: WorldState) -> wire.BridgeMessage:
+                with i18n.using(language):
+                    return dispatch.answer(message, state)
+
+            reply = await self.store.read(self.world_id, query)
             return Reply([wire.encode(reply)])
         return await self._decide(message, dice)
 
@@ -285,7 +297,7 @@ class Session:
             return self._viewer_hello(hello, world)
         elif world is None or hello.token is None or not token_matches(hello.token, world.token_hash):
             return self._refuse_hello(
-                hello, "hello_refused", "token",
+                hello, world, "hello_refused", "token",
                 "unknown world or wrong token: register the world with `fate-bridge world add "
                 "WORLD_ID` and paste its token into the module settings")
         assert world is not None
@@ -294,16 +306,21 @@ class Session:
         client = self.client = hello.client
         if client is not None and client.user_name:
             self.holder = f"{client.user_name} (Foundry {client.foundry_version})"
+        self.language = i18n.normalize(client and client.language)
         self.log.info(
             "hello",
             module_version=client and client.module_version,
             system_id=client and client.system_id,
+            language=self.language,
         )
         return Reply([_welcome(world, self.max_frame_bytes)])
 
-    def _refuse_hello(self, hello: wire.Hello, event: str, field: str, message: str) -> Reply:
-        """Log ``event`` and answer ``unauthorized`` naming ``field``, then close 4001."""
-        self.log.info(event, world_id=hello.world_id)
+    def _refuse_hello(self, hello: wire.Hello, world: World | None, event: str, field: str,
+                      message: str) -> Reply:
+        """Log ``event`` with its reason (never the token or key) and answer ``unauthorized``
+        naming ``field`` (the client is not told which reason), then close 4001."""
+        reason = "unknown_world" if world is None else f"wrong_{field}" if getattr(hello, field) else f"no_{field}"
+        self.log.info(event, world_id=hello.world_id, reason=reason)
         return Reply([error_frame(Unauthorized(message, field=field), None)], CLOSE_UNAUTHORIZED)
 
     def _viewer_hello(self, hello: wire.Hello, world: World | None) -> Reply:
@@ -311,7 +328,7 @@ class Session:
         assert hello.viewer_key is not None
         if world is None or not viewer_key_matches(hello.viewer_key, world.viewer_key):
             return self._refuse_hello(
-                hello, "viewer_refused", "viewer_key",
+                hello, world, "viewer_refused", "viewer_key",
                 "unknown world or wrong viewer key: copy the overlay URL again from the module, "
                 "or print it with `fate-bridge world viewer-key WORLD_ID`")
         self.world_id, self.state = world.world_id, HELLO_OPENS["viewer_key"]
@@ -329,11 +346,14 @@ class Session:
         user_id = message.user_id if isinstance(message, wire.UserRequest) else None
         message_bytes = sorted_json(message)
         tag = message.__struct_config__.tag
+        language = self.language
 
         def decision(state: WorldState) -> Decision:
-            # runs on the store's writer thread, inside the decision's transaction
+            # runs on the store's writer thread, inside the decision's transaction; its cards and
+            # refusal text in the world's language (presentation: the audit ignores it)
             recording, rolled = RecordingState(state), RecordingDice(dice)
-            outcome = dispatch.decide(message, recording, rolled)
+            with i18n.using(language):
+                outcome = dispatch.decide(message, recording, rolled)
             ok = not outcome.refused
             audit = AuditEntry(type=tag, event_id=event_id, user_id=user_id, message=message_bytes,
                                reads=recording.reads, dice=rolled.rolled,

@@ -156,8 +156,8 @@ class TestResolveCardsRefusals:
             ("hmtw", [
                 "[refused ev-6] forbidden: only the player who drew may push fate (H6) (field user_id)",
                 "[refused ev-8] not_eligible: 'the clockwork mechanism' is bound by fate after test tof-clockwork",
-                "[refused ev-12] not_eligible: fate is pushed only after a failure, and this test was a great "
-                "success (H6) (field test_id)",
+                "[refused ev-12] not_eligible: fate is pushed only after a failure; this test's outcome: "
+                "Great success (H6) (field test_id)",
             ]),
         ],
     )

@@ -8,7 +8,7 @@
  * `hello` and `ping`, and reconnects by itself with backoff.
  *
  * Query parameters (see readOptions): `world` and `key` (required: the overlay URL the GM copies
- * from the module has them), `position` (bottom-right), `max` cards at once (3), `seconds` on
+ * from the module has them), `lang` (read by the bridge: the page's language, the world's), `position` (bottom-right), `max` cards at once (3), `seconds` on
  * screen (12), `scale` (1), `theme` dark|light (dark), `chroma` a background colour for a chroma
  * key (hex like `00ff00`, or green|blue|magenta; default transparent).
  *
@@ -54,11 +54,17 @@ export const CLOSE_UNAUTHORIZED = 4001;
 /** Link states, put on `<body data-link>` for styling and tests. */
 export const LINK_STATE = Object.freeze({ CONNECTING: "connecting", CONNECTED: "connected", DOWN: "down", REFUSED: "refused" });
 
-/** Status lines the page shows (as text) when it cannot work. */
-export const STATUS_TEXT = Object.freeze({
-  missing: "fate-bridge overlay: the URL needs world and key. Copy it again from the Foundry module (/fateoverlay url).",
-  refused: "fate-bridge overlay: the bridge refused this viewer key. Copy the overlay URL again from the Foundry module.",
-});
+/**
+ * The status lines the page shows (as text) when it cannot work, in the page's language: the
+ * bridge writes them into the status element's `data-missing` / `data-refused` attributes from its
+ * message catalogs (bridge/overlay/index.html, `?lang=`).
+ *
+ * @param {HTMLElement} status the `#status` element
+ * @returns {{missing: string, refused: string}}
+ */
+export function statusText(status) {
+  return { missing: status.dataset.missing ?? "", refused: status.dataset.refused ?? "" };
+}
 
 /**
  * The overlay's options from the page's query string; out-of-range or unknown values fall back
@@ -255,6 +261,7 @@ export function runOverlay(window) {
   const options = readOptions(window.location.search);
   const root = document.getElementById("cards");
   const status = document.getElementById("status");
+  const text = statusText(status);
   const style = document.documentElement.style;
   style.setProperty("--fb-scale", String(options.scale));
   style.setProperty("--fb-animation-ms", `${ANIMATION_MS}ms`);
@@ -265,7 +272,7 @@ export function runOverlay(window) {
     status.hidden = !text;
   };
   if (!options.world || !options.key) {
-    showStatus(STATUS_TEXT.missing);
+    showStatus(text.missing);
     return;
   }
   const timers = { setTimeout: window.setTimeout.bind(window), clearTimeout: window.clearTimeout.bind(window) };
@@ -282,7 +289,7 @@ export function runOverlay(window) {
     },
     onState: (state) => {
       document.body.dataset.link = state;
-      showStatus(state === LINK_STATE.REFUSED ? STATUS_TEXT.refused : null);
+      showStatus(state === LINK_STATE.REFUSED ? text.refused : null);
     },
   }).start();
 }

@@ -28,8 +28,8 @@ from typing import Any, Union
 
 import msgspec
 
-from ..errors import BadMessage, UnknownMessage
-from . import audit, overlay, session
+from ..errors import BadMessage, Refusal, UnknownMessage
+from . import audit, frames, overlay, session
 from .audit import *  # noqa: F403
 from .base import *  # noqa: F403
 from .base import BridgeMessage, ClientMessage
@@ -130,8 +130,9 @@ def decode_client(frame: bytes | str) -> Any:
 
     Raises :class:`BadMessage` (not JSON, not an object, missing/invalid ``type`` or a field that
     fails validation; ``field`` names it) or :class:`UnknownMessage` (a ``type`` the bridge does
-    not know). Never raises anything else.
+    not know). Never raises anything else: :func:`frames.check` bounds size and nesting first.
     """
+    frames.check(frame)
     try:
         return _protocol().decoder.decode(frame)
     except msgspec.ValidationError as exc:
@@ -140,7 +141,7 @@ def decode_client(frame: bytes | str) -> Any:
             raise UnknownMessage(f"unknown message type {_tag_of(text)}", field="type") from None
         raise BadMessage(text, field=error_field(text)) from None
     except msgspec.DecodeError as exc:
-        raise BadMessage(f"frame is not a JSON object: {exc}") from None
+        raise frames.undecodable(frame, exc) from None
 
 
 def encode(message: BridgeMessage | ClientMessage) -> bytes:
@@ -150,10 +151,12 @@ def encode(message: BridgeMessage | ClientMessage) -> bytes:
 
 def ref_of(frame: bytes | str) -> str | None:
     """Best-effort ``event_id`` (or ``query_id``) of a frame that failed to decode, for
-    ``error.ref``; None when the frame is not an object or carries neither as a string."""
+    ``error.ref``; None when the frame is not an object or carries neither as a string, or is too
+    big or deep to read safely."""
     try:
+        frames.check(frame)
         obj = _probe.decode(frame)
-    except (msgspec.DecodeError, msgspec.ValidationError):
+    except (BadMessage, msgspec.DecodeError, msgspec.ValidationError):
         return None
     value = obj.get("event_id") or obj.get("query_id")
     return value if isinstance(value, str) and len(value) <= 128 else None

@@ -15,6 +15,10 @@ from .base import BridgeMessage, ClientMessage, ErrorCode, Id, Name, OutPart, Pa
 
 
 
+Language = Annotated[str, Meta(max_length=35, pattern=r"^[A-Za-z]{2,8}([-_][A-Za-z0-9]{1,8})*$",
+                                description="A language tag as Foundry writes it: 'en', 'de', 'pt-BR'.")]
+
+
 class ClientInfo(Part, kw_only=True):
     """What the connecting module reports about itself and its Foundry world."""
 
@@ -24,6 +28,10 @@ class ClientInfo(Part, kw_only=True):
     system_version: Annotated[str, Meta(max_length=64)]
     user_name: Name | None = None
     """The Foundry user holding the link (shown to a superseded browser)."""
+    language: Language | None = None
+    """The world's language, Foundry's ``game.i18n.lang`` (``"de"``, ``"pt-BR"``): the cards,
+    notices and refusal messages of this world's decisions are written in it; a language the
+    bridge has no catalog for (or none) gives English."""
 
 
 class Hello(ClientMessage, tag="hello", kw_only=True):

@@ -449,9 +449,17 @@ export function notify(level, key, data) {
 const MAX_USER_NAME = 256;
 
 /**
+ * @returns {string} this client's language, Foundry's `game.i18n.lang` (Localization#lang, the
+ *   `core.language` setting; "en" by default: foundryvtt.com/api/v14/classes/foundry.helpers.Localization.html)
+ */
+export function language() {
+  return String(game.i18n?.lang || "en");
+}
+
+/**
  * @returns {{module_version: string, foundry_version: string, system_id: string, system_version: string,
- *   user_name: string}} for `hello`; `user_name` is this client's user, named to a browser it
- *   supersedes
+ *   user_name: string, language: string}} for `hello`; `user_name` is this client's user, named to
+ *   a browser it supersedes; `language` is the one the bridge writes this world's cards in
  */
 export function clientInfo() {
   return {
@@ -460,6 +468,7 @@ export function clientInfo() {
     system_id: String(game.system?.id ?? ""),
     system_version: String(game.system?.version ?? ""),
     user_name: String(game.user?.name ?? "").slice(0, MAX_USER_NAME),
+    language: language(),
   };
 }
 

@@ -180,6 +180,7 @@ export function install({ rulesets = RULESETS, timers = fvtt.timers() } = {}) {
     bridgeUrl: () => fvtt.getSetting("bridgeUrl"),
     copyText: fvtt.copyText,
     notify: fvtt.notify,
+    language: fvtt.language,
   });
   commands.register("fateoverlay", (args, { isGM }) => {
     if (isGM) return overlay.run(overlayAction(args));

@@ -51,7 +51,7 @@ describe("settings and roles", () => {
     socket.open();
     assert.deepEqual(socket.sent[0], {
       type: "hello", v: 1, world_id: "e2e-world", token: "secret",
-      client: { module_version: "0.1.0", foundry_version: "14.359", system_id: "sohl", system_version: "0.8.2", user_name: "Gamemaster" },
+      client: { module_version: "0.1.0", foundry_version: "14.359", system_id: "sohl", system_version: "0.8.2", user_name: "Gamemaster", language: "en" },
     });
     socket.receive({ type: "welcome", v: 1, world_id: "e2e-world", bridge_version: "0.1.2", protocol_version: 1, rulesets: ["sohl"], settings: { fate_option: "everyone" } });
     const settings = socket.sent.find((m) => m.type === "settings");

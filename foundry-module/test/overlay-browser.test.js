@@ -168,6 +168,23 @@ test("public cards appear in the overlay with their labels, whispered ones never
   if (process.env.FATE_BRIDGE_DOCS_SCREENSHOT === "1") await docsScreenshot(context, link);
 });
 
+test("the page speaks the URL's lang: German status lines, English without it", { skip: SKIP }, async (t) => {
+  const context = await chromium.launchPersistentContext(path.join(bridge.dir, "chromium-profile-lang"), {
+    executablePath: CHROMIUM, headless: true, args: CHROMIUM_FLAGS,
+  });
+  t.after(() => context.close());
+  const page = context.pages()[0] ?? (await context.newPage());
+  const status = page.locator("#status");
+  await page.goto(`http://127.0.0.1:${port}/overlay?lang=de`);
+  await status.waitFor({ state: "visible", timeout: STEP_MS });
+  assert.equal(await page.evaluate(() => document.documentElement.lang), "de");
+  assert.match(await status.textContent(), /^fate-bridge-Overlay: Die URL braucht world und key\./);
+  await page.goto(`http://127.0.0.1:${port}/overlay?world=${WORLD}&key=not-the-key&lang=de-DE`);
+  await until(async () => (await status.textContent()).includes("Zuschauerschlüssel abgelehnt"), "the German refusal line");
+  await page.goto(`http://127.0.0.1:${port}/overlay?world=${WORLD}&key=not-the-key&lang=xx`);
+  await until(async () => (await status.textContent()).includes("the bridge refused this viewer key"), "English for an unknown lang");
+});
+
 /**
  * The README's picture: the overlay over a dark scene colour (`chroma`), three public cards from
  * actors with ordinary names. Written to docs/overlay-obs.png (1920x1080 scaled to half).

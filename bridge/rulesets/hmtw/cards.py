@@ -1,7 +1,29 @@
-"""hmtw's chat cards: rendered from this package's ``templates/`` (autoescaped, strict)."""
+"""hmtw's chat cards: rendered from this package's ``templates/`` (autoescaped, strict), in the
+current language (``bridge.i18n``). Tarot names, suits and outcomes are the rules' tables
+(``rules.py``, H2, H3, H5, H10), extracted into the catalog from there (babel.cfg) and translated
+here on the card; the wire keeps the English ``name``. Roman numerals have no catalog entry."""
 
 from __future__ import annotations
 
+from ... import wire
 from ...cards import CardTemplates
+from ...i18n import _
+from . import rules as hmtw
 
-render_card = CardTemplates(__package__).render
+def suit_name(suit: str) -> str:
+    """H3: a suit (``"swords"``) as the card shows it, in the current language."""
+    return _(hmtw.SUIT_NAMES[suit])
+
+
+def card_name(face: wire.HmtwCardFace) -> str:
+    """H2: a tarot card's printed name in the current language ("Knight of Wands", "The Fool",
+    "XIII Death"), from its code and value."""
+    if face.code == hmtw.FOOL:
+        return _(hmtw.FOOL_NAME)
+    if face.suit is None:
+        numeral, title = hmtw.MAJOR_ARCANA[face.value]
+        return f"{numeral} {_(title)}"
+    return _("%(rank)s of %(suit)s") % {"rank": _(hmtw.RANK_NAMES[face.value]), "suit": suit_name(face.suit)}
+
+
+render_card = CardTemplates(__package__, {"card_name": card_name, "suit_name": suit_name}).render

@@ -27,6 +27,7 @@ from ... import wire as shared
 from ...ruleset import Outcome, handler, log_fields
 from ...dice import Dice, DiceExhausted
 from ...errors import BadMessage, Forbidden, NotEligible, NotFound
+from ...i18n import N_, _
 from . import rules as hmtw
 from ...state import WorldState
 
@@ -157,22 +158,23 @@ def _rebind(bound: list[BoundEntry], obstacle: str | None, test_id: str, outcome
 
 def _require_gm(user_is_gm: bool, what: str) -> None:
     if not user_is_gm:
-        raise Forbidden(f"only a GM may {what}", field="user_id")
+        raise Forbidden(_("only a GM may %(what)s") % {"what": what}, field="user_id")
 
 
 def _require_owner(actors: Sequence[wire.HmtwActor], user_id: str, user_is_gm: bool) -> None:
     """Only an owner of the drawing adventurer (or of one of a group's) or a GM may draw."""
     if not user_is_gm and not any(user_id in a.owner_user_ids for a in actors):
-        names = " or ".join(repr(a.name) for a in actors)
-        raise Forbidden(f"user {user_id} does not own {names} and may not draw for them",
-                        field="user_id")
+        names = _(" or ").join(repr(a.name) for a in actors)
+        raise Forbidden(_("user %(user)s does not own %(names)s and may not draw for them")
+                        % {"user": user_id, "names": names}, field="user_id")
 
 
 def _require_new_ids(state: WorldState, ids: Sequence[str], field: str) -> None:
     for test_id in ids:
         if (state.get(TESTS, test_id, TestRecord) is not None
                 or state.get(GROUPS, test_id, GroupRecord) is not None):
-            raise BadMessage(f"{test_id!r} names an earlier test in this world", field=field)
+            raise BadMessage(_("%(test)r names an earlier test in this world") % {"test": test_id},
+                             field=field)
 
 
 def _obstacle_key(obstacle: str) -> str:
@@ -191,8 +193,10 @@ def _require_unbound(bound: list[BoundEntry], obstacle: str | None) -> None:
     entry = next((b for b in bound if b.key == key), None)
     if entry is not None:
         raise NotEligible(
-            f"{entry.obstacle!r} is bound by fate after test {entry.test_id} ({entry.outcome}): "
-            "nobody in the guild may test it again until the GM says circumstances changed (H9)",
+            _("%(obstacle)r is bound by fate after test %(test)s (%(outcome)s): nobody in the guild "
+              "may test it again until the GM says circumstances changed (H9)")
+            % {"obstacle": entry.obstacle, "test": entry.test_id,
+               "outcome": entry.outcome},  # the outcome's wire code (failure, disaster)
             field="obstacle",
         )
 
@@ -231,30 +235,30 @@ def _reshuffled(reshuffles: Sequence[hmtw.Reshuffled]) -> list[wire.HmtwReshuffl
 
 
 RESHUFFLE_TEXT = {
-    "fool": "The Fool was drawn: both decks are reshuffled, every card back in.",
-    "exhausted": "The {deck} deck ran out: its discard pile is shuffled back in.",
-    "gm": "The GM reshuffles both decks, every card back in.",
+    "fool": N_("The Fool was drawn: both decks are reshuffled, every card back in."),
+    "exhausted": N_("The %(deck)s deck ran out: its discard pile is shuffled back in."),
+    "gm": N_("The GM reshuffles both decks, every card back in."),
 }
-DECK_TITLES = {"player": "player", "gm": "GM"}
+DECK_TITLES = {"player": N_("player"), "gm": N_("GM")}
 
 
 def _notice(reshuffles: Sequence[hmtw.Reshuffled]) -> wire.Card | None:
     """H7: the public chat card announcing this decision's reshuffles (None without one)."""
     if not reshuffles:
         return None
-    lines = [RESHUFFLE_TEXT[r.reason].format(deck=DECK_TITLES[r.decks[0]]) for r in reshuffles]
-    return cards.render_card("hmtw_reshuffle.html.j2", title="The decks are reshuffled",
+    lines = [_(RESHUFFLE_TEXT[r.reason]) % {"deck": _(DECK_TITLES[r.decks[0]])} for r in reshuffles]
+    return cards.render_card("hmtw_reshuffle.html.j2", title=_("The decks are reshuffled"),
                              ruleset=RULESET, lines=lines)
 
 
 def _modifier_text(favor: bool, disfavor: bool) -> str:
     """H4 in words, for the card."""
     if favor and disfavor:
-        return "favor and disfavor cancel"
+        return _("favor and disfavor cancel")
     if favor:
-        return f"favor +{hmtw.FAVOR_BONUS}"
+        return _("favor +%(bonus)s") % {"bonus": hmtw.FAVOR_BONUS}
     if disfavor:
-        return f"disfavor -{hmtw.FAVOR_BONUS}"
+        return _("disfavor -%(bonus)s") % {"bonus": hmtw.FAVOR_BONUS}
     return ""
 
 
@@ -287,7 +291,7 @@ def _test_view(result: wire.HmtwTestResult, record: TestRecord) -> dict[str, obj
         "actor_name": result.actor_name,
         "user_id": result.user_id,
         "user_name": record.user_name,
-        "suit": hmtw.SUIT_NAMES[result.attribute],
+        "suit": cards.suit_name(result.attribute),
         "score": result.score,
         "modifier": result.modifier,
         "modifier_text": _modifier_text(record.favor, record.disfavor),
@@ -295,7 +299,7 @@ def _test_view(result: wire.HmtwTestResult, record: TestRecord) -> dict[str, obj
         "pushed": result.pushed,
         "total": result.total,
         "outcome": result.outcome,
-        "outcome_name": hmtw.OUTCOME_NAMES[result.outcome],
+        "outcome_name": _(hmtw.OUTCOME_NAMES[result.outcome]),
         "pushable": bool(result.push_by),
     }
 
@@ -304,7 +308,7 @@ def _test_card(result: wire.HmtwTestResult, record: TestRecord, obstacle: str | 
                bound: bool) -> wire.Card:
     return cards.render_card(
         "hmtw_test.html.j2",
-        title=f"Test of fate: {hmtw.SUIT_NAMES[result.attribute]}",
+        title=_("Test of fate: %(suit)s") % {"suit": cards.suit_name(result.attribute)},
         ruleset=RULESET,
         speaker_actor_id=result.actor_id,
         speaker_alias=result.actor_name,
@@ -335,12 +339,12 @@ def _group_tested(event_id: str, group: GroupRecord, members: Sequence[TestRecor
     results = [_result(m, decks.open_tests) for m in members]
     card = cards.render_card(
         "hmtw_group.html.j2",
-        title=f"Group test: {hmtw.SUIT_NAMES[group.attribute]}",
+        title=_("Group test: %(suit)s") % {"suit": cards.suit_name(group.attribute)},
         ruleset=RULESET,
         members=[_test_view(r, m) for r, m in zip(results, members)],
         hits=group.hits,
         outcome=group.outcome,
-        outcome_name=hmtw.GROUP_OUTCOME_NAMES[group.outcome],
+        outcome_name=_(hmtw.GROUP_OUTCOME_NAMES[group.outcome]),
         obstacle=group.obstacle,
         bound=bound,
     )
@@ -420,7 +424,7 @@ def _group_test(message: wire.HmtwGroupTest, state: WorldState, dice: Dice) -> w
     actors = [m.actor for m in message.members]
     _require_owner(actors, message.user_id, message.user_is_gm)
     if actors[0].actor_id == actors[1].actor_id:
-        raise BadMessage("a group test needs two different adventurers (H10)",
+        raise BadMessage(_("a group test needs two different adventurers (H10)"),
                          field="members[1].actor.actor_id")
     member_ids = [_member_id(message.test_id, n) for n in range(1, hmtw.GROUP_SIZE + 1)]
     _require_new_ids(state, [message.test_id, *member_ids], "test_id")
@@ -471,21 +475,22 @@ def _push(message: wire.HmtwPush, state: WorldState, dice: Dice) -> Outcome:
     A group member's push re-sums the group (H10)."""
     record = state.get(TESTS, message.test_id, TestRecord)
     if record is None:
-        raise NotFound(f"no test {message.test_id} was drawn in this world", field="test_id")
+        raise NotFound(_("no test %(test)s was drawn in this world") % {"test": message.test_id},
+                       field="test_id")
     if message.user_id != record.user_id:
-        raise Forbidden("only the player who drew may push fate (H6)", field="user_id")
+        raise Forbidden(_("only the player who drew may push fate (H6)"), field="user_id")
     if record.kind == "challenge":
-        raise NotEligible("a Challenge Action can never be pushed (H8)", field="test_id")
+        raise NotEligible(_("a Challenge Action can never be pushed (H8)"), field="test_id")
     if record.pushed is not None:
-        raise NotEligible("fate was pushed on this test already (H6)", field="test_id")
+        raise NotEligible(_("fate was pushed on this test already (H6)"), field="test_id")
     assert record.outcome is not None  # only a Challenge Action has none
     if record.outcome != "failure":
-        raise NotEligible(f"fate is pushed only after a failure, and this test was a "
-                          f"{hmtw.OUTCOME_NAMES[record.outcome].lower()} (H6)", field="test_id")
+        raise NotEligible(_("fate is pushed only after a failure; this test's outcome: %(outcome)s (H6)")
+                          % {"outcome": _(hmtw.OUTCOME_NAMES[record.outcome])}, field="test_id")
     decks = _decks(state)
     if record.test_id not in decks.open_tests:
-        raise NotEligible("the table has drawn since this test, or the GM closed the push window: "
-                          "fate can no longer be pushed on it (H6, H11)", field="test_id")
+        raise NotEligible(_("the table has drawn since this test, or the GM closed the push window: "
+                            "fate can no longer be pushed on it (H6, H11)"), field="test_id")
     drawn = hmtw.draw(decks, "player", _picker(dice))
     decks = hmtw.close_test(drawn.decks, record.test_id)
     if drawn.card.code == hmtw.FOOL:
@@ -545,12 +550,12 @@ def _challenge_action(message: wire.HmtwChallengeAction, state: WorldState,
     _put_decks(state, decks)
     card = cards.render_card(
         "hmtw_challenge.html.j2",
-        title=f"Challenge Action: {hmtw.SUIT_NAMES[message.attribute]}",
+        title=_("Challenge Action: %(suit)s") % {"suit": cards.suit_name(message.attribute)},
         ruleset=RULESET,
         speaker_actor_id=message.actor.actor_id,
         speaker_alias=message.actor.name,
         drawn=face,
-        suit=hmtw.SUIT_NAMES[message.attribute],
+        suit=cards.suit_name(message.attribute),
         score=message.score,
         modifier=hmtw.modifier(message.favor, message.disfavor),
         modifier_text=_modifier_text(message.favor, message.disfavor),
@@ -571,14 +576,14 @@ def _challenge_action(message: wire.HmtwChallengeAction, state: WorldState,
 
 # --- GM commands --------------------------------------------------------------------------------
 
-COMMAND_TITLES = {"status": "Decks", "reshuffle": "Decks reshuffled", "round_end": "End of the round",
-                  "close_push": "Push window closed"}
+COMMAND_TITLES = {"status": N_("Decks"), "reshuffle": N_("Decks reshuffled"),
+                  "round_end": N_("End of the round"), "close_push": N_("Push window closed")}
 
 
 def _deck_command(message: wire.HmtwDeckCommand, state: WorldState, dice: Dice) -> wire.HmtwDecks:
     """H1/H7/H11: the GM's deck status, reshuffle now, end of a Challenge round, or closing the
     push window (H11: every open test is finished; a Fool drawn in one reshuffles now)."""
-    _require_gm(message.user_is_gm, "command the decks")
+    _require_gm(message.user_is_gm, _("command the decks"))
     decks = _decks(state)
     reshuffles: tuple[hmtw.Reshuffled, ...] = ()
     if message.command == "reshuffle":
@@ -594,7 +599,7 @@ def _deck_command(message: wire.HmtwDeckCommand, state: WorldState, dice: Dice) 
              for b in _bound(state)]
     counts = _counts(decks)
     card = cards.render_card(
-        "hmtw_decks.html.j2", title=COMMAND_TITLES[message.command], ruleset=RULESET,
+        "hmtw_decks.html.j2", title=_(COMMAND_TITLES[message.command]), ruleset=RULESET,
         counts=counts, decks=decks, bound=bound,
     )
     return wire.HmtwDecks(
@@ -607,12 +612,12 @@ def _deck_command(message: wire.HmtwDeckCommand, state: WorldState, dice: Dice) 
 
 def _gm_draw(message: wire.HmtwGmDraw, state: WorldState, dice: Dice) -> wire.HmtwGmDrawn:
     """H1: a card from the GM deck (refilled from its discards when empty)."""
-    _require_gm(message.user_is_gm, "draw from the GM deck")
+    _require_gm(message.user_is_gm, _("draw from the GM deck"))
     drawn = hmtw.draw(_decks(state), "gm", _picker(dice))
     _put_decks(state, drawn.decks)
     face = _face(drawn.card)
     counts = _counts(drawn.decks)
-    card = cards.render_card("hmtw_gm_draw.html.j2", title="GM deck", ruleset=RULESET,
+    card = cards.render_card("hmtw_gm_draw.html.j2", title=_("GM deck"), ruleset=RULESET,
                              drawn=face, counts=counts)
     return wire.HmtwGmDrawn(event_id=message.event_id, drawn=face, decks=counts,
                             reshuffles=_reshuffled(drawn.reshuffles),
@@ -622,14 +627,15 @@ def _gm_draw(message: wire.HmtwGmDraw, state: WorldState, dice: Dice) -> wire.Hm
 def _clear_obstacle(message: wire.HmtwClearObstacle, state: WorldState,
                     dice: Dice) -> wire.HmtwObstacleCleared:
     """H9: the GM says circumstances changed: the obstacle may be tested again."""
-    _require_gm(message.user_is_gm, "clear an obstacle bound by fate")
+    _require_gm(message.user_is_gm, _("clear an obstacle bound by fate"))
     key = _obstacle_key(message.obstacle)
     bound = _bound(state)
     entry = next((b for b in bound if b.key == key), None)
     if entry is None:
-        raise NotFound(f"{message.obstacle!r} is not bound by fate", field="obstacle")
+        raise NotFound(_("%(obstacle)r is not bound by fate") % {"obstacle": message.obstacle},
+                       field="obstacle")
     state.put(BOUND, BOUND_KEY, BoundRecord(obstacles=[b for b in bound if b is not entry]))
-    card = cards.render_card("hmtw_obstacle.html.j2", title="Circumstances changed",
+    card = cards.render_card("hmtw_obstacle.html.j2", title=_("Circumstances changed"),
                              ruleset=RULESET, obstacle=entry.obstacle)
     return wire.HmtwObstacleCleared(event_id=message.event_id, obstacle=entry.obstacle,
                                     test_id=entry.test_id, card=card)

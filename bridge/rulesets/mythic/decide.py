@@ -19,14 +19,15 @@ from ... import wire as shared
 from ...ruleset import handler
 from ...dice import Dice, DiceExhausted
 from ...errors import BadMessage, Forbidden, NotEligible
+from ...i18n import N_, _
 from . import rules as mythic
 from ...state import WorldState
 
 RULESET = mythic.RULESET
 OPTIONS, WORLD_KEY = "mythic.options", "world"
 ANSWER_TEMPLATE = "mythic_answer.html.j2"
-DEFAULT_QUESTION = "Fate Chart question"  # the card's title when the asker gave no words
-FREE_SHIFT, BUILT_IN = "Free shift", "Built into the question"
+DEFAULT_QUESTION = N_("Fate Chart question")  # the card's title when the asker gave no words
+FREE_SHIFT, BUILT_IN = N_("Free shift"), N_("Built into the question")
 
 
 class ChartOptions(msgspec.Struct, kw_only=True, frozen=True):
@@ -66,7 +67,7 @@ def _named_shifts(message: wire.ChartQuestion) -> tuple[mythic.NamedQuestion | N
     list; an empty list of modifiers is the same as none, with or without a named question (M9)."""
     if message.named is None:
         if message.modifiers:
-            raise BadMessage("modifiers belong to a named question: give named too",
+            raise BadMessage(_("modifiers belong to a named question: give named too"),
                              field="modifiers")
         return None, []
     named = mythic.named_question(message.named)
@@ -108,8 +109,8 @@ def _chart_odds_question(message: wire.ChartOddsQuestion, state: WorldState, dic
         raise BadMessage(str(exc), field="odds") from None
     options = _options(state)
     if not options.odds_questions:
-        raise NotEligible("odds questions are off in this world: the GM turns them on in the "
-                          "Fate Chart settings", field="odds")
+        raise NotEligible(_("odds questions are off in this world: the GM turns them on in the "
+                            "Fate Chart settings"), field="odds")
     acting, difficulty = mythic.odds_ranks(odds, options.chaos_factor)
     return _answer(message, state, dice, question=message.question or DEFAULT_QUESTION,
                    named=None, odds=mythic.ODDS[odds], chaos_factor=options.chaos_factor,
@@ -140,29 +141,29 @@ def _answer(
     outcome = named.outcomes[result.answer] if named else None
     card = cards.render_card(
         ANSWER_TEMPLATE,
-        title=question,
+        title=question if message.question else _(question),  # the asker's own words stay
         ruleset=RULESET,
         speaker_actor_id=message.actor_id,
         speaker_alias=message.actor_name,
-        named_question=named.question if named and named.question != question else None,
-        guidance=named and (named.acting_guidance, named.difficulty_guidance),
-        odds=odds,
+        named_question=_(named.question) if named and named.question != question else None,
+        guidance=named and (_(named.acting_guidance), _(named.difficulty_guidance)),
+        odds=odds and _(odds),
         chaos_factor=chaos_factor,
-        acting_asked=mythic.rank_name(acting),
-        acting_rank=mythic.rank_name(result.acting),
+        acting_asked=cards.rank_name(acting),
+        acting_rank=cards.rank_name(result.acting),
         acting_shift=mythic.format_shift(acting_shift),
-        difficulty_asked=mythic.rank_name(difficulty),
-        difficulty_rank=mythic.rank_name(result.difficulty),
+        difficulty_asked=cards.rank_name(difficulty),
+        difficulty_rank=cards.rank_name(result.difficulty),
         difficulty_shift=mythic.format_shift(difficulty_shift),
-        shifts=[(s.label, "AR" if s.target == mythic.ACTING else "DR", mythic.format_shift(s.shift))
-                for s in shifts],
+        shifts=[(cards.shift_label(s.label), _("AR") if s.target == mythic.ACTING else _("DR"),
+                 mythic.format_shift(s.shift)) for s in shifts],
         chance=limits.chance,
         exceptional_yes=limits.exceptional_yes,
         exceptional_no=limits.exceptional_no,
         roll=result.roll,
         answer=result.answer,
-        answer_name=mythic.ANSWER_NAMES[result.answer],
-        outcome=outcome,
+        answer_name=_(mythic.ANSWER_NAMES[result.answer]),
+        outcome=outcome and _(outcome),
         user_name=message.user_name,
     )
     return wire.ChartAnswered(
@@ -193,7 +194,7 @@ def _answer(
 def _chart_settings(message: wire.ChartSettings, state: WorldState, dice: Dice) -> wire.ChartSettingsApplied:
     """M6: a GM turns odds questions on or off and sets the Chaos Factor."""
     if not message.user_is_gm:
-        raise Forbidden("only a GM may change the Fate Chart settings", field="user_id")
+        raise Forbidden(_("only a GM may change the Fate Chart settings"), field="user_id")
     options = _options(state)
     changes = {name: value for name, value in (("odds_questions", message.odds_questions),
                                                 ("chaos_factor", message.chaos_factor))
@@ -206,17 +207,19 @@ def _chart_settings(message: wire.ChartSettings, state: WorldState, dice: Dice) 
 
 
 def _question_info(q: mythic.NamedQuestion) -> wire.ChartQuestionInfo:
+    """A named question for the dialog, its words in the world's language (keys, ranks and odds
+    stay: the module sends them back)."""
     return wire.ChartQuestionInfo(
         key=q.key,
-        question=q.question,
-        acting_guidance=q.acting_guidance,
-        difficulty_guidance=q.difficulty_guidance,
-        note=q.note,
+        question=_(q.question),
+        acting_guidance=_(q.acting_guidance),
+        difficulty_guidance=_(q.difficulty_guidance),
+        note=q.note and _(q.note),
         acting_base_shift=q.acting_base_shift,
-        modifiers=[wire.ChartModifierInfo(key=m.key, label=m.label, target=m.target,
+        modifiers=[wire.ChartModifierInfo(key=m.key, label=_(m.label), target=m.target,
                                           shift=m.shift, max_times=m.max_times)
                    for m in q.modifiers],
-        outcomes=dict(q.outcomes),
+        outcomes={answer: _(text) for answer, text in q.outcomes.items()},
     )
 
 

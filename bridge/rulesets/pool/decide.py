@@ -25,6 +25,7 @@ from ... import wire as shared
 from ...ruleset import handler
 from ...dice import Dice, DiceExhausted
 from ...errors import BadMessage, Forbidden, NoCharges, NotEligible, NotFound
+from ...i18n import N_, _
 from . import rules as pool
 from ...state import WorldState
 
@@ -34,13 +35,13 @@ WORLD_KEY = "world"
 
 # The ledger card's heading per GM action.
 LEDGER_TITLES = {
-    "character": "Ledger entry",
-    "session_start": "Session start: 3 session Fate each",
-    "session_end": "Session end: session Fate is gone",
-    "rest": "Rest: earned Fate becomes Destiny",
-    "award": "Fate awarded",
-    "level_gained": "Level gained: Destiny resets",
-    "stamina": "Stamina set",
+    "character": N_("Ledger entry"),
+    "session_start": N_("Session start: 3 session Fate each"),
+    "session_end": N_("Session end: session Fate is gone"),
+    "rest": N_("Rest: earned Fate becomes Destiny"),
+    "award": N_("Fate awarded"),
+    "level_gained": N_("Level gained: Destiny resets"),
+    "stamina": N_("Stamina set"),
 }
 
 
@@ -95,8 +96,8 @@ def _config(state: WorldState) -> wire.PoolConfig:
 def _character(state: WorldState, character_id: str, field: str) -> CharacterRecord:
     record = state.get(CHARACTER, character_id, CharacterRecord)
     if record is None:
-        raise NotFound(f"character {character_id} is not in the ledger: the GM enters it first",
-                       field=field)
+        raise NotFound(_("character %(character)s is not in the ledger: the GM enters it first")
+                       % {"character": character_id}, field=field)
     return record
 
 
@@ -136,27 +137,28 @@ def _roll(dice: Dice, roll: Callable[[], object]):
 
 def _require_gm(message: wire.PoolGmRequest) -> None:
     if not message.user_is_gm:
-        raise Forbidden("only a GM may change the Fate ledger", field="user_is_gm")
+        raise Forbidden(_("only a GM may change the Fate ledger"), field="user_is_gm")
 
 
 def _require_owner(record: CharacterRecord, user_id: str, user_is_gm: bool) -> None:
     if not user_is_gm and user_id not in record.owner_user_ids:
-        raise Forbidden(f"user {user_id} does not own {record.name!r}", field="user_id")
+        raise Forbidden(_("user %(user)s does not own %(name)r") % {"user": user_id, "name": record.name},
+                        field="user_id")
 
 
 def _require_fate_holder(record: CharacterRecord, field: str) -> None:
     """P5/P12: only player characters hold Fate."""
     if not _holds_fate(record):
-        raise NotEligible(f"{record.name!r} is a {record.kind}: only player characters have Fate (P5, P12)",
-                          field=field)
+        raise NotEligible(_("%(name)r is a %(kind)s: only player characters have Fate (P5, P12)")
+                          % {"name": record.name, "kind": cards.kind_name(record.kind)}, field=field)
 
 
 def _spend(record: CharacterRecord, cost: int, field: str) -> tuple[CharacterRecord, wire.PoolFateSpent]:
     """P5-P7: take ``cost`` Fate, session Fate first; ``no_charges`` when not enough is held."""
     held = record.session_fate + record.earned_fate
     if cost > held:
-        raise NoCharges(f"{record.name!r} holds {held} Fate, {cost} needed (Destiny is not Fate, P8)",
-                        field=field)
+        raise NoCharges(_("%(name)r holds %(held)s Fate, %(cost)s needed (Destiny is not Fate, P8)")
+                        % {"name": record.name, "held": held, "cost": cost}, field=field)
     spent = pool.spend_fate(record.session_fate, record.earned_fate, cost)
     after = msgspec.structs.replace(record, session_fate=record.session_fate - spent.from_session,
                                     earned_fate=record.earned_fate - spent.from_earned)
@@ -180,7 +182,7 @@ def _configure(message: wire.PoolConfigure, state: WorldState, dice: Dice) -> wi
 
 def _ledger_reply(message: wire.PoolGmRequest, action: wire.LedgerAction, world: WorldRecord,
                   records: list[CharacterRecord]) -> wire.PoolLedger:
-    title = LEDGER_TITLES[action]
+    title = _(LEDGER_TITLES[action])
     card = cards.render_card("pool_ledger.html.j2", title=title, ruleset=RULESET, action=action,
                              characters=[_entry(r) for r in records], user_name=message.user_name)
     return wire.PoolLedger(event_id=message.event_id, action=action, session_open=world.session_open,
@@ -278,7 +280,8 @@ def _level_gained(message: wire.PoolLevelGained, state: WorldState, dice: Dice) 
     record = _character(state, message.character_id, "character_id")
     _require_fate_holder(record, "character_id")
     if record.level >= pool.MAX_LEVEL:
-        raise NotEligible(f"{record.name!r} is at level {pool.MAX_LEVEL}, the last of Tier {pool.MAX_TIER}",
+        raise NotEligible(_("%(name)r is at level %(level)s, the last of Tier %(tier)s")
+                          % {"name": record.name, "level": pool.MAX_LEVEL, "tier": pool.MAX_TIER},
                           field="character_id")
     try:
         level, destiny = pool.gain_level(record.level, record.destiny)
@@ -318,14 +321,14 @@ def _stat_row(config: wire.PoolConfig, score: int, field: str) -> wire.PoolStatR
     """P11: the configured row of a stat score; ``not_found`` when the world has none for it."""
     row = pool.stat_row(score, config.stat_table or [])
     if row is None:
-        raise NotFound(f"the world's stat table has no row for score {score} (P11: the GM configures it)",
-                       field=field)
+        raise NotFound(_("the world's stat table has no row for score %(score)s (P11: the GM configures it)")
+                       % {"score": score}, field=field)
     return row
 
 
 def _stat_modifier(message: wire.PoolCheck, config: wire.PoolConfig) -> int:
     if (message.stat_modifier is None) == (message.stat_score is None):
-        raise BadMessage("give exactly one of stat_modifier and stat_score", field="stat_modifier")
+        raise BadMessage(_("give exactly one of stat_modifier and stat_score"), field="stat_modifier")
     if message.stat_modifier is not None:
         return message.stat_modifier
     return _stat_row(config, message.stat_score, "stat_score").modifier
@@ -345,8 +348,8 @@ def _check(message: wire.PoolCheck, state: WorldState, dice: Dice) -> wire.PoolC
     threshold = pool.success_threshold(stat_modifier, mode)
     size = pool.pool_size(stat_modifier, tier, message.fate)
     if size > pool.MAX_POOL:
-        raise BadMessage(f"a pool of {size} dice is more than the {pool.MAX_POOL} the bridge rolls: "
-                         "check the stat and the Fate dice bought",
+        raise BadMessage(_("a pool of %(size)s dice is more than the %(most)s the bridge rolls: "
+                           "check the stat and the Fate dice bought") % {"size": size, "most": pool.MAX_POOL},
                          field="fate" if message.fate else "stat_modifier" if message.stat_modifier is not None else "stat_score")
     faces = _roll(dice, lambda: pool.roll_pool(size, dice))
 
@@ -364,11 +367,12 @@ def _check(message: wire.PoolCheck, state: WorldState, dice: Dice) -> wire.PoolC
     passed = pool.passes(successes, needed)
     entry = _entry(record)
     card = cards.render_card(
-        "pool_check.html.j2", title=f"{record.name}: {message.label or 'Check'}", ruleset=RULESET,
+        "pool_check.html.j2", ruleset=RULESET,
+        title=_("%(name)s: %(roll)s") % {"name": record.name, "roll": message.label or _("Check")},
         speaker_actor_id=record.character_id, speaker_alias=record.name,
         stat_modifier=stat_modifier, tier=tier, bought=message.fate, size=size, mode=mode,
         threshold=threshold, dice=rolled, successes=successes, task_tier=message.task_tier,
-        task_name=task_name, needed=needed, passed=passed, fate_spent=fate_spent,
+        task_name=task_name and _(task_name), needed=needed, passed=passed, fate_spent=fate_spent,
         stamina_lost=ones.stamina_lost, fate_gained=ones.fate_gained,
         narrative=config.narrative_consequences and _holds_fate(record), character=entry,
         user_name=message.user_name,
@@ -389,11 +393,11 @@ def _check(message: wire.PoolCheck, state: WorldState, dice: Dice) -> wire.PoolC
 
 def _save_dc(message: wire.PoolSave, config: wire.PoolConfig) -> int:
     if (message.dc is None) == (message.effect_tier is None):
-        raise BadMessage("give exactly one of dc and effect_tier", field="dc")
+        raise BadMessage(_("give exactly one of dc and effect_tier"), field="dc")
     if message.dc is not None:
         return message.dc
     if config.dc_by_effect_tier is None:
-        raise NotFound("the world has no DC-by-effect-tier table (P11: the GM configures it)",
+        raise NotFound(_("the world has no DC-by-effect-tier table (P11: the GM configures it)"),
                        field="effect_tier")
     return config.dc_by_effect_tier[message.effect_tier - 1]
 
@@ -409,7 +413,8 @@ def _save(message: wire.PoolSave, state: WorldState, dice: Dice) -> wire.PoolSav
     if message.save == pool.FATE_SAVE:
         stat_die, other_die = fate_die, None
     elif message.stat_score is None:
-        raise BadMessage(f"a {message.save} save needs stat_score", field="stat_score")
+        raise BadMessage(_("a %(save)s needs stat_score") % {"save": _(cards.SAVE_LABELS[message.save])},
+                         field="stat_score")
     else:
         stat_die, other_die = _stat_row(config, message.stat_score, "stat_score").die, fate_die
     dc = _save_dc(message, config)
@@ -425,13 +430,13 @@ def _save(message: wire.PoolSave, state: WorldState, dice: Dice) -> wire.PoolSav
     tier = pool.tier_for_level(record.level)
     total = pool.save_total(kept, stat_value, fate_value or 0, tier, message.bonus)
     passed = pool.save_passes(total, dc)
-    label = message.label or f"{message.save.capitalize()} save"
+    label = message.label or cards.SAVE_LABELS[message.save]
     state.put(ROLL, message.event_id, RollRecord(
         roll_id=message.event_id, character_id=record.character_id, kind="save", label=label,
         mode=mode, d20s=d20s, total=total, dc=dc))
     entry = _entry(record)
     card = cards.render_card(
-        "pool_save.html.j2", title=f"{record.name}: {label}", ruleset=RULESET,
+        "pool_save.html.j2", title=cards.roll_title(record.name, label, "save"), ruleset=RULESET,
         speaker_actor_id=record.character_id, speaker_alias=record.name, roll_id=message.event_id,
         mode=mode, d20s=d20s, kept=kept, stat_die=stat_die, stat_value=stat_value, fate_die=other_die,
         fate_value=fate_value, tier=tier, bonus=message.bonus, total=total, dc=dc, passed=passed,
@@ -455,7 +460,8 @@ def _standing_roll(message: wire.PoolReroll, state: WorldState) -> RollRecord:
         return stored
     snapshot = message.roll
     if snapshot is None:
-        raise NotFound(f"no d20 roll {message.roll_id} is known: send the roll with it", field="roll_id")
+        raise NotFound(_("no d20 roll %(roll)s is known: send the roll with it") % {"roll": message.roll_id},
+                       field="roll_id")
     try:
         pool.kept_d20(snapshot.d20s, snapshot.mode)
     except ValueError as exc:
@@ -483,7 +489,7 @@ def _reroll(message: wire.PoolReroll, state: WorldState, dice: Dice) -> wire.Poo
     _put(state, [record])
     entry = _entry(record)
     card = cards.render_card(
-        "pool_reroll.html.j2", title=f"{record.name}: {before.label or before.kind.replace('_', ' ')} rerolled",
+        "pool_reroll.html.j2", title=_("%(roll)s rerolled") % {"roll": cards.roll_title(record.name, before.label, before.kind)},
         ruleset=RULESET, speaker_actor_id=record.character_id, speaker_alias=record.name,
         roll_id=message.roll_id, mode=before.mode, d20s_before=before.d20s, kept_before=kept_before,
         total_before=before.total, d20s=d20s, kept=kept, total=total, dc=before.dc, passed=passed,

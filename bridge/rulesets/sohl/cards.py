@@ -6,17 +6,22 @@ from dataclasses import dataclass
 
 from ... import wire
 from ...cards import CardTemplates
+from ...i18n import N_, _
 from . import rules as sohl
 
 render_card = CardTemplates(__package__).render
 
 # What the card says the Fate Test did to the point, by outcome (S9).
 OUTCOME_TEXT = {
-    "lost": "lost, no gain",
-    "kept": "kept, no gain",
-    "spent": "spent",
-    "choice": "Critical Success: spend for +2 or keep for +1",
+    "lost": N_("lost, no gain"),
+    "kept": N_("kept, no gain"),
+    "spent": N_("spent"),
+    "choice": N_("Critical Success: spend for +2 or keep for +1"),
 }
+# The words of levels are translated on the card: LEVEL_NAMES comes into the catalog from
+# rules.py (babel.cfg), a basic test's labels (S3) are these; the labels CS, MS, MF, CF are the
+# game's terms and have no catalog entry: they stay.
+BASIC_LABELS = (N_("Success"), N_("Failure"))
 
 
 @dataclass(frozen=True, slots=True)
@@ -44,16 +49,25 @@ class SohlFateCardData:
     target: int | None = None
 
 
+def level_name(level: int, basic: bool = False) -> str:
+    """A level's long name (``bridge.rulesets.sohl.rules.name``) in the current language: its
+    words translated, a margin beyond CS or CF (``+1``, ``-2``) kept as it is."""
+    words, space, margin = sohl.name(level, basic).rpartition(" ")
+    if space and margin[:1] in "+-":
+        return f"{_(words)} {margin}"
+    return _(sohl.name(level, basic))
+
+
 def sohl_fate_card(data: SohlFateCardData) -> wire.Card:
     """Render the chat card of a SoHL Fate Test (S9, S10): original level -> new level with both
     labels, the Fate Test roll vs Fate ML, the point used and its charges left, who asked."""
-    title = f"{data.test_name}: Fate"
-    outcome_text = OUTCOME_TEXT[data.outcome]
+    title = _("%(test)s: Fate") % {"test": data.test_name}
+    outcome_text = _(OUTCOME_TEXT[data.outcome])
     if data.outcome == "spent" and data.gain:
         outcome_text = f"{outcome_text}, +{data.gain}"
     elif data.outcome == "kept" and data.gain:
         # A Critical Success kept (S9): the point is kept AND the level gains; never "no gain".
-        outcome_text = f"kept, gain +{data.gain}"
+        outcome_text = _("kept, gain +%(gain)d") % {"gain": data.gain}
     return render_card(
         "sohl_fate.html.j2",
         title=title,
@@ -62,16 +76,16 @@ def sohl_fate_card(data: SohlFateCardData) -> wire.Card:
         speaker_alias=data.actor_name,
         message_id=data.message_id,
         outcome=data.outcome,
-        label_before=sohl.label(data.level_before, data.basic),
-        name_before=sohl.name(data.level_before, data.basic),
+        label_before=_(sohl.label(data.level_before, data.basic)),
+        name_before=level_name(data.level_before, data.basic),
         level_after=data.level_after,
-        label_after=None if data.level_after is None else sohl.label(data.level_after, data.basic),
-        name_after=None if data.level_after is None else sohl.name(data.level_after, data.basic),
+        label_after=None if data.level_after is None else _(sohl.label(data.level_after, data.basic)),
+        name_after=None if data.level_after is None else level_name(data.level_after, data.basic),
         success_after=data.level_after is not None and sohl.is_success(data.level_after),
         fate_roll=data.fate_roll,
         fate_ml=data.fate_ml,
         fate_label=sohl.label(data.fate_level),
-        fate_name=sohl.name(data.fate_level),
+        fate_name=level_name(data.fate_level),
         point_name=data.point_name,
         outcome_text=outcome_text,
         charges_after=data.charges_after,

@@ -19,6 +19,7 @@ from ... import wire as shared
 from ...ruleset import Outcome, log_fields
 from ...dice import Dice, DiceExhausted
 from ...errors import AlreadyFated, BadMessage, Forbidden, NoCharges, NotEligible, NotFound
+from ...i18n import _
 from . import rules as sohl
 from ...state import WorldState
 
@@ -212,7 +213,8 @@ def _require_owner(actor: wire.SohlActor, user_id: str, user_is_gm: bool) -> Non
     """Only the actor's owners (and GMs) may spend its Fate."""
     if not user_is_gm and user_id not in actor.owner_user_ids:
         raise Forbidden(
-            f"user {user_id} does not own {actor.name!r} and may not spend its Fate",
+            _("user %(user)s does not own %(actor)r and may not spend its Fate")
+            % {"user": user_id, "actor": actor.name},
             field="user_id",
         )
 
@@ -221,28 +223,31 @@ def _fate_spend(message: wire.FateSpend, state: WorldState, dice: Dice) -> Outco
     """S5, S7-S11: check, roll the Fate Test, apply what it says."""
     record = _graded(state, message.message_id)
     if record is None:
-        raise NotFound(f"message {message.message_id} was never graded", field="message_id")
+        raise NotFound(_("message %(message)s was never graded") % {"message": message.message_id},
+                       field="message_id")
     actor, test = record.actor, record.test
     _require_owner(actor, message.user_id, message.user_is_gm)
     if _fate(state, message.message_id) is not None:
-        raise AlreadyFated("this result has been fated already (S11)", field="message_id")
+        raise AlreadyFated(_("this result has been fated already (S11)"), field="message_id")
 
     points = _current_points(record.actor, state)
     ctx = _context(actor, test, record.basis, state.settings(), False, points)
     reasons = [r for r in sohl.withheld_reasons(ctx) if r != "no_points"]
     if reasons:
-        raise NotEligible(f"Fate is withheld: {', '.join(reasons)}", field="message_id")
+        raise NotEligible(_("Fate is withheld: %(reasons)s") % {"reasons": ", ".join(reasons)},
+                          field="message_id")
     point = next((p for p in points if p.point_id == message.point_id), None)
     if point is None:
-        raise NotEligible(f"{actor.name!r} holds no Fate Point {message.point_id}",
-                          field="point_id")
+        raise NotEligible(_("%(actor)r holds no Fate Point %(point)s")
+                          % {"actor": actor.name, "point": message.point_id}, field="point_id")
     if not sohl.point_covers(point, test.code):
         raise NotEligible(
-            f"{point.name!r} is specific to {point.skill_code!r}, not {test.code!r} (S7)",
+            _("%(point)r is specific to %(skill)r, not %(test)r (S7)")
+            % {"point": point.name, "skill": point.skill_code, "test": test.code},
             field="point_id",
         )
     if not sohl.point_applies(point, test.code):
-        raise NoCharges(f"{point.name!r} has no charge left", field="point_id")
+        raise NoCharges(_("%(point)r has no charge left") % {"point": point.name}, field="point_id")
 
     assert actor.aura is not None  # no_aura would have been a reason
     fate_ml = sohl.fate_ml(actor.aura.eml)
@@ -278,20 +283,21 @@ def _fate_choice(message: wire.FateChoice, state: WorldState, dice: Dice) -> Out
     """S9: answer a pending Fate Test CS with spend (+2, charge) or keep (+1)."""
     fated = _fate(state, message.message_id)
     if fated is None or not fated.pending:
-        raise NotFound(f"no Fate choice is pending on message {message.message_id}",
+        raise NotFound(_("no Fate choice is pending on message %(message)s") % {"message": message.message_id},
                        field="message_id")
     record = _graded(state, message.message_id)
     assert record is not None  # a Fate record is only written for a graded message
     if not message.user_is_gm and message.user_id != fated.user_id:
         raise Forbidden(
-            "only the player who spent the Fate Point, or a GM, may choose spend or keep (S9)",
+            _("only the player who spent the Fate Point, or a GM, may choose spend or keep (S9)"),
             field="user_id",
         )
     point = next(p for p in _current_points(record.actor, state) if p.point_id == fated.point_id)
     effect = sohl.choice_effect(message.choice)
     if effect.consumes_charge and not sohl.point_applies(point, record.test.code):
         raise NoCharges(
-            f"{point.name!r} has no charge left to spend: choose keep (+1)", field="choice"
+            _("%(point)r has no charge left to spend: choose keep (+1)") % {"point": point.name},
+            field="choice",
         )
     fated = msgspec.structs.replace(fated, charges_before=point.charges)
     reply = _settle(fated, effect, record, point.name, message.event_id, message.user_name, state)

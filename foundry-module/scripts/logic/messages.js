@@ -29,12 +29,14 @@ export const FATE_OPTIONS = Object.freeze(["everyone", "pc_only", "off"]);
  * @param {() => string} newEventId returns a fresh, world-unique event id (at most 128 chars)
  * @returns {{
  *   hello: (p: {worldId: string, token: string, client: {module_version: string,
- *     foundry_version: string, system_id: string, system_version: string, user_name?: string}}) => object,
+ *     foundry_version: string, system_id: string, system_version: string, user_name?: string,
+ *     language?: string}}) => object,
  *   ping: () => object,
  *   settings: (p: {fateOption: string}) => object,
  * }}
- * `hello`'s `client.user_name` names the GM holding the link. `settings` throws a TypeError for a
- * fate option outside FATE_OPTIONS.
+ * `hello`'s `client.user_name` names the GM holding the link, its `client.language` (Foundry's
+ * `game.i18n.lang`) is the language the bridge writes the world's cards in. `settings` throws a
+ * TypeError for a fate option outside FATE_OPTIONS.
  */
 export function messageBuilders(newEventId) {
   return {

@@ -30,19 +30,21 @@ export function overlayAction(args) {
 
 /**
  * The overlay page's URL for OBS: the bridge's address with `http(s)` for `ws(s)` (a proxy path
- * such as `/fate-bridge/` is kept), the reply's `path`, and `world` / `key` as query parameters.
+ * such as `/fate-bridge/` is kept), the reply's `path`, and `world` / `key` (and `lang`, the
+ * page's language, when given) as query parameters.
  *
  * @param {string} bridgeUrl the module's bridge URL setting, e.g. `ws://127.0.0.1:8765`
  * @param {{world_id: string, viewer_key: string, path: string}} info an `overlay_info_reply`
+ * @param {string} [language] Foundry's `game.i18n.lang`, e.g. `de`
  * @returns {string}
  * @throws {TypeError} when `bridgeUrl` is not a URL
  */
-export function overlayUrl(bridgeUrl, info) {
+export function overlayUrl(bridgeUrl, info, language) {
   const base = new URL(bridgeUrl);
   base.protocol = base.protocol === "wss:" || base.protocol === "https:" ? "https:" : "http:";
   if (!base.pathname.endsWith("/")) base.pathname += "/";
   const url = new URL(info.path, base);
-  url.search = new URLSearchParams({ world: info.world_id, key: info.viewer_key }).toString();
+  url.search = new URLSearchParams({ world: info.world_id, key: info.viewer_key, ...(language ? { lang: language } : {}) }).toString();
   return url.href;
 }
 
@@ -56,10 +58,11 @@ export function overlayUrl(bridgeUrl, info) {
  * @param {() => string} deps.bridgeUrl the bridge URL setting
  * @param {(text: string) => Promise<void>} deps.copyText puts text on the clipboard
  * @param {(level: "info"|"warn"|"error", key: string, data?: object) => void} deps.notify
+ * @param {() => string} [deps.language] the page language for the overlay URL (Foundry's `game.i18n.lang`)
  * @returns {{run: (action: string|null) => Promise<boolean>}} `run` resolves true when the
  *   bridge did it, false after telling the GM why not (never rejects)
  */
-export function createOverlayControls({ link, newId, bridgeUrl, copyText, notify }) {
+export function createOverlayControls({ link, newId, bridgeUrl, copyText, notify, language = () => "" }) {
   async function ask(message) {
     const connection = link();
     if (!connection?.isReady()) {
@@ -83,7 +86,7 @@ export function createOverlayControls({ link, newId, bridgeUrl, copyText, notify
     if (action === "url") {
       const info = await ask({ type: OVERLAY_MSG.INFO, ...base });
       if (!info) return false;
-      await copyText(overlayUrl(bridgeUrl(), info));
+      await copyText(overlayUrl(bridgeUrl(), info, language()));
       notify("info", "FATE_BRIDGE.Overlay.Copied");
       return true;
     }

@@ -277,7 +277,7 @@ export function installFakeFoundry({ WebSocket, diceSoNice = false, settings = {
       emit: (name, payload, ...extra) => { if (name === "module.fate-bridge") world.emitted.push({ payload: structuredClone(payload), senderId: world.currentUserId, ...(extra.length ? { extra: structuredClone(extra) } : {}) }); },
       on: (name, fn) => { if (name === "module.fate-bridge") socketHandlers.push(fn); },
     },
-    i18n: { localize: (key) => EN[key] ?? key, format },
+    i18n: { lang: "en", localize: (key) => EN[key] ?? key, format },
   };
   globalThis.ChatMessage = { create: (data) => world.createMessage(data) };
   globalThis.Roll = { fromData: (data) => ({ fromData: data, total: data.total }) };

@@ -1,0 +1,151 @@
+"""The bridge's languages: gettext message catalogs read through Babel, one language per world.
+
+Every string a user reads (chat cards, notices, refusal messages, the overlay page) is written in
+English in the code and templates, marked for translation, and looked up in
+``bridge/locale/<lang>/LC_MESSAGES/messages.po`` (docs/translating.md says how to add a language).
+The ``.po`` files are read by Babel the first time a language is used (package data, like the
+card templates Jinja2 reads), so the package ships only the text a translator edits and no
+compiled file can go stale.
+
+The language of a world is the one its forwarder named in ``hello.client.language`` (Foundry's
+``game.i18n.lang``); the session renders that world's decisions inside :func:`using`. Unknown
+languages (and none) fall back to English (:func:`normalize`). Card text is presentation: the
+audit's re-derivation (``bridge.audit.verdict``) ignores it, so it runs in English whatever
+language a record was rendered in.
+
+Marking: ``_("text")`` translates now (in the current language); ``N_("text")`` only marks a
+table entry for extraction, translated where it is shown with ``_(TABLE[key])``; ``ngettext``
+for plurals. Templates use Jinja2's ``jinja2.ext.i18n`` (``{% trans %}``, ``_()``), installed
+with these same callables by :func:`install`.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import contextvars
+import functools
+import gettext as _gettext
+from collections.abc import Iterator
+from importlib import resources
+from importlib.resources.abc import Traversable
+
+import jinja2
+from babel.messages.catalog import Catalog
+from babel.messages.pofile import read_po
+
+DEFAULT = "en"
+"""The language the code is written in, and every fallback."""
+
+DOMAIN = "messages"
+
+_current: contextvars.ContextVar[str] = contextvars.ContextVar("fate_bridge_language", default=DEFAULT)
+
+
+def _locale_folder() -> Traversable:
+    return resources.files("bridge").joinpath("locale")
+
+
+@functools.cache
+def languages() -> tuple[str, ...]:
+    """The languages the bridge speaks: English and every ``locale/<lang>/`` with a catalog."""
+    found = {
+        entry.name
+        for entry in _locale_folder().iterdir()
+        if entry.joinpath("LC_MESSAGES", f"{DOMAIN}.po").is_file()
+    }
+    return tuple(sorted(found | {DEFAULT}))
+
+
+def normalize(language: str | None) -> str:
+    """The catalog for a language tag as Foundry or a browser writes it: ``"de"``, ``"de-DE"``
+    and ``"de_AT"`` give ``"de"``; anything the bridge has no catalog for (or None) gives
+    ``"en"``."""
+    if not language:
+        return DEFAULT
+    tag = language.strip().replace("-", "_").lower()
+    for candidate in (tag, tag.split("_", 1)[0]):
+        if candidate in languages():
+            return candidate
+    return DEFAULT
+
+
+class Translations(_gettext.NullTranslations):
+    """One language's catalog as gettext lookups: ``gettext``, ``ngettext``. Untranslated and
+    fuzzy entries fall back to the English text."""
+
+    def __init__(self, catalog: Catalog) -> None:
+        super().__init__()
+        self._messages: dict[object, object] = {  # msgid (a pair for plurals) -> msgstr(s)
+            m.id: m.string for m in catalog
+            if m.id and not m.fuzzy and (all(m.string) if isinstance(m.string, tuple) else m.string)
+        }
+        self._plural = _gettext.c2py(catalog.plural_expr)
+
+    def gettext(self, message: str) -> str:
+        found = self._messages.get(message)
+        return found if isinstance(found, str) else message
+
+    def ngettext(self, msgid1: str, msgid2: str, n: int) -> str:
+        found = self._messages.get((msgid1, msgid2))
+        if isinstance(found, tuple):
+            return found[min(self._plural(n), len(found) - 1)]
+        return msgid1 if n == 1 else msgid2
+
+
+def read_catalog(language: str) -> Catalog:
+    """The ``messages.po`` catalog of ``language`` as Babel reads it (``KeyError`` if none)."""
+    if language not in languages() or language == DEFAULT:
+        raise KeyError(language)
+    po = _locale_folder().joinpath(language, "LC_MESSAGES", f"{DOMAIN}.po")
+    with po.open("rb") as source:
+        return read_po(source, locale=language, domain=DOMAIN)
+
+
+@functools.cache
+def translations(language: str) -> _gettext.NullTranslations:
+    """The catalog of ``language`` (normalized first); English is the code's own text."""
+    language = normalize(language)
+    if language == DEFAULT:
+        return _gettext.NullTranslations()
+    return Translations(read_catalog(language))
+
+
+def current() -> str:
+    """The language strings are translated into now (``"en"`` outside :func:`using`)."""
+    return _current.get()
+
+
+@contextlib.contextmanager
+def using(language: str | None) -> Iterator[str]:
+    """Translate into ``language`` (normalized; English when unknown) inside the block; yields
+    the language used. Context-local: concurrent sessions do not see each other's."""
+    token = _current.set(normalize(language))
+    try:
+        yield _current.get()
+    finally:
+        _current.reset(token)
+
+
+def gettext(message: str) -> str:
+    """``message`` in the current language (itself when it has no translation)."""
+    return translations(_current.get()).gettext(message)
+
+
+def ngettext(singular: str, plural: str, n: int) -> str:
+    """The singular or plural form for ``n`` in the current language."""
+    return translations(_current.get()).ngettext(singular, plural, n)
+
+
+_ = gettext
+
+
+def N_(message: str) -> str:
+    """Mark ``message`` for extraction without translating it (table entries translated where
+    they are shown)."""
+    return message
+
+
+def install(env: jinja2.Environment) -> None:
+    """Give a Jinja2 environment (created with ``extensions=["jinja2.ext.i18n"]``) this module's
+    callables; new-style gettext: ``_("%(n)s left", n=3)`` formats and escapes."""
+    env.install_gettext_callables(gettext=gettext, ngettext=ngettext, newstyle=True)  # type: ignore[attr-defined]

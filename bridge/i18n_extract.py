@@ -1,0 +1,91 @@
+"""A Babel extractor for the rules' tables: the words a ruleset's ``rules.py`` shows on cards.
+
+A ruleset's rules import nothing of the bridge (tests/test_purity.py), so they cannot mark their
+words with ``_()``; instead ``babel.cfg`` names the tables whose text is shown (``tables =
+SUIT_NAMES RANK_NAMES ...``) and this extractor collects every text in them: string values at any
+depth (dict values, tuple items, call arguments, f-strings made of the module's own constants),
+never dict keys, ``key=`` arguments or identifiers such as ``"act_next"``. The cards translate them
+with ``_(TABLE[key])`` (``bridge/rulesets/<id>/cards.py``).
+
+Used by ``pybabel extract -F babel.cfg`` (docs/translating.md); never at run time.
+"""
+
+from __future__ import annotations
+
+import ast
+import re
+from collections.abc import Iterator
+from typing import IO, Any
+
+_IDENTIFIER = re.compile(r"[a-z0-9_]+")
+
+
+def _is_text(value: str) -> bool:
+    """Words a reader sees: some lowercase letter, and not a bare identifier (``"act_next"``)."""
+    return bool(re.search(r"[a-z]", value)) and not _IDENTIFIER.fullmatch(value)
+
+
+def _constants(tree: ast.Module) -> dict[str, str]:
+    """The module's ``NAME = "text"`` constants, for f-strings built from them."""
+    found = {}
+    for node in tree.body:
+        if isinstance(node, ast.Assign) and isinstance(node.value, ast.Constant) and isinstance(node.value.value, str):
+            found.update({t.id: node.value.value for t in node.targets if isinstance(t, ast.Name)})
+    return found
+
+
+def _fold(node: ast.JoinedStr, constants: dict[str, str]) -> str | None:
+    """An f-string's text when every part is literal or one of the module's text constants."""
+    parts = []
+    for value in node.values:
+        if isinstance(value, ast.Constant):
+            parts.append(str(value.value))
+        elif isinstance(value, ast.FormattedValue) and isinstance(value.value, ast.Name) \
+                and value.value.id in constants and value.format_spec is None:
+            parts.append(constants[value.value.id])
+        else:
+            return None
+    return "".join(parts)
+
+
+def _texts(node: ast.AST, constants: dict[str, str]) -> Iterator[tuple[int, str]]:
+    """Every text under ``node``, with its line, skipping dict keys and ``key=`` arguments."""
+    skipped: set[int] = set()
+    for child in ast.walk(node):
+        if isinstance(child, ast.Dict):
+            skipped.update(id(k) for k in child.keys if k is not None)
+        elif isinstance(child, ast.keyword) and child.arg == "key":
+            skipped.add(id(child.value))
+        elif isinstance(child, ast.JoinedStr):  # read whole by _fold, never in parts
+            skipped.update(id(v) for v in ast.walk(child) if v is not child)
+    for child in ast.walk(node):
+        if id(child) in skipped:
+            continue
+        if isinstance(child, ast.Constant) and isinstance(child.value, str):
+            text = child.value
+        elif isinstance(child, ast.JoinedStr):
+            text = _fold(child, constants)
+        elif isinstance(child, ast.Name) and child.id in constants:
+            text = constants[child.id]
+        else:
+            continue
+        if text is not None and _is_text(text):
+            yield child.lineno, text
+
+
+def extract_tables(fileobj: IO[bytes], keywords: Any, comment_tags: Any,
+                   options: dict[str, str]) -> Iterator[tuple[int, str | None, str, list[str]]]:
+    """Babel's extractor interface: ``(line, None, text, [comment])`` for each text in the tables
+    ``options["tables"]`` names (space separated) of one ``rules.py``."""
+    tables = set(options.get("tables", "").split())
+    tree = ast.parse(fileobj.read())
+    constants = _constants(tree)
+    for node in tree.body:
+        targets = node.targets if isinstance(node, ast.Assign) else \
+            [node.target] if isinstance(node, ast.AnnAssign) and node.value is not None else []
+        names = {t.id for t in targets if isinstance(t, ast.Name)}
+        if names & tables:
+            value = node.value
+            assert value is not None
+            for line, text in _texts(value, constants):
+                yield line, None, text, [f"rules table {', '.join(sorted(names & tables))}"]

@@ -1,0 +1,234 @@
+"""Limits that follow the world and the address, not the connection (no sockets, no clock of its
+own: the server passes its loop's monotonic clock).
+
+- :class:`RateLimit`: a token bucket. The server keeps one per world for the forwarder's frames
+  (so reconnecting does not refill it) and one per overlay viewer connection.
+- :class:`Limits`: the operator's settings (``fate-bridge serve`` flags; defaults for a home table,
+  each explained in docs/security.md).
+- :class:`Admission`: the state those limits are checked against: connections open per address and
+  in total, connections that have not said ``hello`` yet (the oldest evicted for a new one), new
+  connections per address per second, and failed ``hello``s per address (after
+  ``free_failed_hellos``, each failure locks the address out for twice as long as the last, up to
+  ``max_hello_delay``; hellos in that time are refused before the store is read, so a
+  token-guessing flood costs the bridge almost nothing).
+"""
+
+from __future__ import annotations
+
+from collections import OrderedDict
+from collections.abc import Callable, Hashable
+from dataclasses import dataclass
+
+FORGET_FAILURES_SECONDS = 3600.0  # an address's failed hellos are forgotten an hour after the last
+MAX_TRACKED_ADDRESSES = 10_000  # per table below; the oldest are dropped first (bounded memory)
+TARPIT_SECONDS = 1.0  # a refused connection waits this long for its 503: a flooder that waits for
+# answers (every simple client) slows down to its concurrency per second ...
+TARPIT_MAX = 128  # ... but at most this many wait at once (each holds a file descriptor); past it,
+# refusals are answered at once
+
+
+class RateLimit:
+    """A token bucket: ``rate`` frames per second on average, bursts up to ``burst``.
+
+    ``clock`` returns seconds (monotonic); ``allow()`` takes one token or says no."""
+
+    def __init__(self, rate: float, burst: int, clock: Callable[[], float]) -> None:
+        self.rate, self.burst, self.clock = rate, burst, clock
+        self.tokens = float(burst)
+        self.last = clock()
+
+    def _refill(self) -> None:
+        now = self.clock()
+        self.tokens = min(self.burst, self.tokens + (now - self.last) * self.rate)
+        self.last = now
+
+    def allow(self) -> bool:
+        """Take one token if there is one (refilled at ``rate`` per second, up to ``burst``)."""
+        self._refill()
+        if self.tokens < 1:
+            return False
+        self.tokens -= 1
+        return True
+
+    def available(self) -> bool:
+        """True when :meth:`allow` would say yes (takes nothing)."""
+        self._refill()
+        return self.tokens >= 1
+
+
+@dataclass(frozen=True, slots=True)
+class Limits:
+    """What one bridge accepts; every count is a maximum. Defaults suit a home table (one GM's
+    browser and a few overlay pages); a host serving many tables raises the connection counts."""
+
+    connections_total: int = 512  # open WebSocket/TCP connections, all addresses together
+    connections_per_address: int = 32  # a GM's browser + up to 20 overlay pages + reloads
+    pending_hello: int = 64  # connections (all addresses) without hello yet; then the oldest goes
+    connect_rate: float = 5.0  # new connections per second per address, on average ...
+    connect_burst: int = 40  # ... in bursts of this many (every overlay page reconnecting at once)
+    free_failed_hellos: int = 5  # failed hellos per address before the lockout starts (typos)
+    max_hello_delay: float = 300.0  # seconds: the longest lockout (1 s, 2 s, 4 s, ... up to this)
+    failed_hello_rate: float = 10.0  # failed hellos per second from addresses never seen succeed
+
+
+@dataclass(slots=True)
+class _Failures:
+    count: int
+    last: float
+    locked_until: float
+
+
+class Admission:
+    """The counters :class:`Limits` are checked against, shared by every connection of one server.
+
+    Addresses are strings (the peer's IP). Every table is bounded (``MAX_TRACKED_ADDRESSES``)."""
+
+    def __init__(self, limits: Limits, clock: Callable[[], float],
+                 evict: Callable[[Hashable], None] | None = None) -> None:
+        self.limits, self.clock, self.evict = limits, clock, evict
+        self.total = 0
+        self._pending: OrderedDict[Hashable, None] = OrderedDict()  # oldest first
+        self.tarpitted = 0
+        self._open: dict[str, int] = {}
+        self._in_flight: dict[str, int] = {}  # hellos being checked, per address
+        self._connects: OrderedDict[str, RateLimit] = OrderedDict()
+        self._failures: OrderedDict[str, _Failures] = OrderedDict()
+        self._succeeded: OrderedDict[str, None] = OrderedDict()
+        self._failure_budget = RateLimit(limits.failed_hello_rate,
+                                         max(1, int(limits.failed_hello_rate * 5)), clock)
+
+    @property
+    def pending(self) -> int:
+        """How many counted connections have not completed their hello."""
+        return len(self._pending)
+
+    def connect(self, address: str, conn: Hashable) -> str | None:
+        """Count a new connection ``conn`` from ``address`` (it starts pending its hello), or say
+        why it is refused: ``connections_total``, ``connections_per_address``, ``connect_rate``,
+        or ``pending_hello`` when ``pending_hello`` connections are pending and there is no
+        ``evict``. With ``evict``, the oldest pending connection is passed to it instead (to be
+        closed; it stays counted until :meth:`disconnect`): silent connections cannot keep a GM
+        out, an attacker would have to open them faster than a browser says hello. A refused
+        connection is not counted."""
+        limits = self.limits
+        if self.total >= limits.connections_total:
+            return "connections_total"
+        if self._open.get(address, 0) >= limits.connections_per_address:
+            return "connections_per_address"
+        if self.pending >= limits.pending_hello and self.evict is None:
+            return "pending_hello"
+        bucket = self._connects.get(address)
+        if bucket is None:
+            bucket = RateLimit(limits.connect_rate, limits.connect_burst, self.clock)
+            _remember(self._connects, address, bucket)
+        if not bucket.allow():
+            return "connect_rate"
+        if self.pending >= limits.pending_hello and self.evict is not None:
+            oldest, _ = self._pending.popitem(last=False)
+            self.evict(oldest)
+        self.total += 1
+        self._pending[conn] = None
+        self._open[address] = self._open.get(address, 0) + 1
+        return None
+
+    def tarpit(self) -> float:
+        """Seconds a refused connection waits for its answer (``TARPIT_SECONDS``), counted until
+        :meth:`untarpit`; 0 (answer at once) while ``TARPIT_MAX`` are waiting."""
+        if self.tarpitted >= TARPIT_MAX:
+            return 0.0
+        self.tarpitted += 1
+        return TARPIT_SECONDS
+
+    def untarpit(self) -> None:
+        """A refused connection that waited got its answer."""
+        self.tarpitted -= 1
+
+    def said_hello(self, conn: Hashable) -> None:
+        """``conn`` completed its hello: it no longer counts as pending (nor can be evicted)."""
+        self._pending.pop(conn, None)
+
+    def disconnect(self, address: str, conn: Hashable) -> None:
+        """A counted connection ``conn`` from ``address`` closed."""
+        self.total -= 1
+        self._pending.pop(conn, None)
+        left = self._open[address] - 1
+        if left:
+            self._open[address] = left
+        else:
+            del self._open[address]
+
+    def hello_wait(self, address: str) -> float:
+        """Seconds before ``address`` may try a hello again (0: now). Nonzero while it is locked
+        out after failed hellos; or (1 s) while the bridge-wide budget of failed hellos is spent
+        and ``address`` never completed a hello; or (1 s) while as many of its hellos are being
+        checked as it has failures left before the lockout (one after a lockout), so concurrent
+        guesses cannot overtake the count. An address that completed a hello and has no failure
+        may have any number checked at once (a GM's overlay pages reconnecting together)."""
+        now = self.clock()
+        failures = self._failures.get(address)
+        if failures is not None and failures.locked_until > now:
+            return failures.locked_until - now
+        known = address in self._succeeded
+        if not known and not self._failure_budget.available():
+            return 1.0
+        failed = failures.count if failures is not None else 0
+        in_flight = self._in_flight.get(address, 0)
+        if (failed or not known) and in_flight >= max(1, self.limits.free_failed_hellos - failed):
+            return 1.0
+        return 0.0
+
+    def hello_begin(self, address: str) -> None:
+        """A hello from ``address`` is being checked (call :meth:`hello_end` after)."""
+        self._in_flight[address] = self._in_flight.get(address, 0) + 1
+
+    def hello_end(self, address: str) -> None:
+        """The hello :meth:`hello_begin` announced was answered."""
+        left = self._in_flight[address] - 1
+        if left:
+            self._in_flight[address] = left
+        else:
+            del self._in_flight[address]
+
+    def hello_failed(self, address: str) -> None:
+        """Count a failed hello (unknown world, wrong token, first frame not a hello) from
+        ``address``; past ``free_failed_hellos``, lock it out for 1 s, then 2 s, 4 s ..."""
+        now = self.clock()
+        self._failure_budget.allow()
+        failures = self._failures.get(address)
+        if failures is None or now - failures.last > FORGET_FAILURES_SECONDS:
+            failures = _Failures(0, now, 0.0)
+        failures.count += 1
+        failures.last = now
+        over = failures.count - self.limits.free_failed_hellos
+        if over > 0:
+            failures.locked_until = now + min(2.0 ** min(over - 1, 32), self.limits.max_hello_delay)
+        _remember(self._failures, address, failures)
+
+    def hello_succeeded(self, address: str) -> None:
+        """``address`` completed a hello: the bridge-wide failure budget no longer applies to it
+        (its own failures still count: a success does not buy more guesses)."""
+        _remember(self._succeeded, address, None)
+
+
+def _remember(table: OrderedDict, key: str, value: object) -> None:
+    """Put ``key`` last in ``table``, dropping the oldest entry past ``MAX_TRACKED_ADDRESSES``."""
+    table[key] = value
+    table.move_to_end(key)
+    if len(table) > MAX_TRACKED_ADDRESSES:
+        table.popitem(last=False)
+
+
+class WorldRates:
+    """One :class:`RateLimit` per world, shared by all its connections one after another."""
+
+    def __init__(self, rate: float, burst: int, clock: Callable[[], float]) -> None:
+        self.rate, self.burst, self.clock = rate, burst, clock
+        self._by_world: dict[str, RateLimit] = {}
+
+    def of(self, world_id: str) -> RateLimit:
+        """The bucket of ``world_id`` (made full on first use). Only worlds that passed hello get
+        one, so this holds at most one per registered world."""
+        limit = self._by_world.get(world_id)
+        if limit is None:
+            limit = self._by_world[world_id] = RateLimit(self.rate, self.burst, self.clock)
+        return limit

@@ -1,0 +1,383 @@
+"""Issue 16: the decode guard (bridge/wire/frames.py), the limits per world and per address
+(bridge/limits.py) and how the server applies them (bridge/server.py), and ``resolve`` going on
+after a bad line. The fuzz test (test_fuzz.py) sends thousands of frames; these pin each rule."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+
+import pytest
+from structlog.testing import capture_logs
+from websockets.asyncio.client import connect
+from websockets.exceptions import ConnectionClosed, InvalidStatus
+
+from bridge import server as bridge_server
+from bridge import wire
+from bridge.dice import ScriptedDice
+from bridge.errors import BadMessage, UnknownMessage
+from bridge.limits import Admission, Limits, WorldRates
+from bridge.session import hash_token, new_token
+from bridge.store import SQLiteStore
+from bridge.wire.frames import MAX_DEPTH, MAX_FRAME_BYTES, check
+
+from .helpers import run_bridge
+from .sohl_messages import rolled
+
+WORLD = "hard-world"
+TIMEOUT = 5.0
+
+
+def refusal(frame: bytes | str) -> BadMessage:
+    with pytest.raises(BadMessage) as refused:
+        wire.decode_client(frame)
+    return refused.value
+
+
+class TestDecodeGuard:
+    def test_deep_nesting_is_refused_naming_the_top_level_field(self):
+        frame = '{"type":"hello","v":1,"event_id":' + "[" * 1000 + "]" * 1000 + "}"
+        refused = refusal(frame)
+        assert (refused.field, refused.message) == ("event_id", f"objects and arrays nested more than {MAX_DEPTH} deep in `event_id`")
+
+    def test_nesting_at_the_bound_goes_on_to_validation(self):
+        frame = '{"type":"ping","v":1,"x":' + "[" * (MAX_DEPTH - 1) + "]" * (MAX_DEPTH - 1) + "}"
+        assert refusal(frame).field == "x"  # unknown field, not too deep
+
+    def test_brackets_inside_strings_do_not_count(self):
+        message = {**rolled("e1", "m1"), "message_id": "[" * 5000}
+        assert refusal(json.dumps(message)).field == "message_id"  # too long (128), not too deep
+
+    def test_unbalanced_brackets_are_refused_without_a_field(self):
+        assert refusal("[" * 50_000).field is None
+
+    def test_oversize_is_refused_before_decoding(self):
+        assert "over the limit of 65536 bytes" in refusal(b" " * (MAX_FRAME_BYTES + 1)).message
+
+    @pytest.mark.parametrize(("frame", "field"), [
+        (rb'{"type":"hello","v":1,"world_id":"\ud800x"}', "world_id"),
+        (rb'{"type":"hello","v":1,"world_id":"w","token":"\udfff"}', "token"),
+        (rb'{"type":"hello","v":1,"wor\udc00ld":"w"}', "wor\\udc00ld"),
+        (b'{"type":"hello","v":1,"world_id":"w","client":{"module_version":"\xff"}}', "client.module_version"),
+        (b'{"type":"hello","v":1,"world_id":NaN}', "world_id"),
+        (b'{"type":"hello","v":1,"world_id":"w" "x"}', "world_id"),
+        (b'{"type":"hello","v":1,"world_id":"w"', None),  # truncated: nothing to blame
+    ])
+    def test_undecodable_frames_name_their_field(self, frame, field):
+        assert refusal(frame).field == field
+
+    def test_a_surrogate_pair_and_an_escaped_backslash_are_fine(self):
+        assert wire.decode_client(rb'{"type":"hello","v":1,"world_id":"\ud83c\udfb2"}').world_id == "\U0001f3b2"
+        assert wire.decode_client(rb'{"type":"hello","v":1,"world_id":"\\ud800"}').world_id == "\\ud800"
+
+    def test_ref_of_survives_what_the_decoder_refuses(self):
+        assert wire.ref_of('{"event_id":"e1","x":' + "[" * 5000 + "}") is None
+        assert wire.ref_of(rb'{"event_id":"e1","x":"\ud800"}') is None
+        assert wire.ref_of('{"event_id":"e1","type":"nope"}') == "e1"
+        with pytest.raises(UnknownMessage):
+            wire.decode_client('{"event_id":"e1","type":"nope"}')
+
+    def test_check_passes_every_real_message(self):
+        assert check(json.dumps(rolled("e1", "m1"))) is None
+
+
+class TestAdmission:
+    def admission(self, **limits) -> tuple[Admission, list[float]]:
+        now = [0.0]
+        return Admission(Limits(**limits), lambda: now[0]), now
+
+    def test_connections_per_address_and_in_total(self):
+        admission, _ = self.admission(connections_per_address=2, connections_total=3)
+        assert [admission.connect("a", f"a{n}") for n in range(3)] == [None, None, "connections_per_address"]
+        assert admission.connect("b", "b0") is None
+        assert admission.connect("c", "c0") == "connections_total"
+        admission.disconnect("a", "a0")
+        assert admission.connect("c", "c0") is None
+        assert (admission.total, admission.pending) == (3, 3)
+
+    def test_pending_hellos_are_counted_until_hello(self):
+        admission, _ = self.admission(pending_hello=2)
+        assert [admission.connect(a, a) for a in "abc"] == [None, None, "pending_hello"]
+        admission.said_hello("a")
+        assert admission.connect("c", "c") is None
+        admission.disconnect("c", "c")
+        admission.disconnect("a", "a")
+        assert (admission.total, admission.pending) == (1, 1)  # b, still pending
+
+    def test_with_evict_the_oldest_pending_connection_makes_room(self):
+        evicted = []
+        admission = Admission(Limits(pending_hello=2), lambda: 0.0, evicted.append)
+        for conn in ("a1", "a2", "a3"):
+            assert admission.connect("a", conn) is None
+        assert evicted == ["a1"] and admission.pending == 2
+        admission.said_hello("a2")
+        assert admission.connect("a", "a4") is None
+        assert evicted == ["a1"]  # a room was free: a2 said hello
+        admission.connect("a", "a5")
+        assert evicted == ["a1", "a3"]  # a2 is past hello: never evicted
+        admission.disconnect("a", "a1")  # an evicted connection closes: counted once
+        assert (admission.total, admission.pending) == (4, 2)
+
+    def test_connect_rate_per_address(self):
+        admission, now = self.admission(connect_rate=1.0, connect_burst=2)
+        assert [admission.connect("a", n) for n in range(3)] == [None, None, "connect_rate"]
+        assert admission.connect("b", 3) is None  # another address has its own
+        now[0] = 1.0
+        assert admission.connect("a", 4) is None
+
+    def test_failed_hellos_lock_the_address_out_longer_each_time(self):
+        admission, now = self.admission(free_failed_hellos=2, max_hello_delay=4.0, failed_hello_rate=1000)
+        waits = []
+        for _ in range(6):
+            assert admission.hello_wait("a") == 0.0
+            admission.hello_failed("a")
+            waits.append(admission.hello_wait("a"))
+            now[0] += waits[-1]
+        assert waits == [0.0, 0.0, 1.0, 2.0, 4.0, 4.0]
+        assert admission.hello_wait("b") == 0.0  # other addresses are not affected
+
+    def test_concurrent_hellos_cannot_overtake_the_failure_count(self):
+        admission, now = self.admission(free_failed_hellos=2, failed_hello_rate=1000)
+        admission.hello_begin("a")
+        admission.hello_begin("a")
+        assert admission.hello_wait("a") == 1.0  # two in flight: both may fail, none more
+        admission.hello_end("a")
+        admission.hello_failed("a")
+        assert admission.hello_wait("a") == 1.0  # one failure + one in flight
+        admission.hello_end("a")
+        assert admission.hello_wait("a") == 0.0
+        admission.hello_succeeded("gm")
+        for _ in range(20):  # a GM's overlay pages reconnecting at once
+            admission.hello_begin("gm")
+        assert admission.hello_wait("gm") == 0.0
+
+    def test_the_bridge_wide_failure_budget_spares_addresses_that_said_hello(self):
+        admission, _ = self.admission(failed_hello_rate=1.0, free_failed_hellos=100)  # burst 5
+        admission.hello_succeeded("gm")
+        for n in range(5):
+            admission.hello_failed(f"attacker{n}")
+        assert admission.hello_wait("newcomer") == 1.0
+        assert admission.hello_wait("gm") == 0.0
+
+    def test_refused_connections_wait_in_a_bounded_tarpit(self):
+        from bridge.limits import TARPIT_MAX, TARPIT_SECONDS
+        admission, _ = self.admission()
+        assert [admission.tarpit() for _ in range(TARPIT_MAX + 1)] == [TARPIT_SECONDS] * TARPIT_MAX + [0.0]
+        admission.untarpit()
+        assert admission.tarpit() == TARPIT_SECONDS
+
+    def test_world_rates_are_one_bucket_per_world(self):
+        rates = WorldRates(0.001, 2, lambda: 0.0)
+        assert rates.of("w") is rates.of("w")
+        assert [rates.of("w").allow() for _ in range(3)] == [True, True, False]
+        assert rates.of("x").allow()
+
+
+@pytest.fixture
+async def store(tmp_path):
+    store = await SQLiteStore.open(tmp_path / "h.sqlite3")
+    yield store
+    await store.close()
+
+
+@pytest.fixture
+async def token(store):
+    token = new_token()
+    await store.add_world(WORLD, hash_token(token))
+    return token
+
+
+async def started(store, **options):
+    server = await bridge_server.start(store, "127.0.0.1", 0, dice=ScriptedDice([34] * 50), **options)
+    return server, f"ws://127.0.0.1:{server.sockets[0].getsockname()[1]}"
+
+
+async def stopped(server) -> None:
+    server.close()
+    await server.wait_closed()
+
+
+def hello(token: str, world: str = WORLD) -> str:
+    return json.dumps({"type": "hello", "v": 1, "world_id": world, "token": token})
+
+
+async def ask(ws, message: str | bytes | dict) -> dict:
+    await ws.send(json.dumps(message) if isinstance(message, dict) else message)
+    return json.loads(await asyncio.wait_for(ws.recv(), TIMEOUT))
+
+
+async def closed_with(ws) -> int | None:
+    with pytest.raises(ConnectionClosed):
+        await asyncio.wait_for(ws.recv(), TIMEOUT)
+    return ws.close_code
+
+
+class TestServerFrames:
+    async def test_a_binary_frame_is_refused_and_the_link_stays(self, store, token):
+        server, url = await started(store)
+        async with connect(url) as ws:
+            await ask(ws, hello(token))
+            refused = await ask(ws, json.dumps(rolled("b1", "m1")).encode())
+            assert (refused["code"], refused["field"]) == ("bad_message", None)
+            assert "binary frames are not accepted" in refused["message"]
+            assert (await ask(ws, rolled("b1", "m1")))["type"] == "test_graded"  # not decided before
+        await stopped(server)
+
+    async def test_a_binary_hello_is_refused_and_closed_4001(self, store, token):
+        server, url = await started(store)
+        async with connect(url) as ws:
+            with capture_logs() as logs:
+                assert (await ask(ws, hello(token).encode()))["code"] == "bad_message"
+                assert await closed_with(ws) == 4001
+        assert {"event": "connection_refused", "reason": "binary_frame", "address": "127.0.0.1",
+                "log_level": "info"} in logs
+        await stopped(server)
+
+    async def test_deep_nesting_before_hello_is_answered_not_a_crash(self, store, token):
+        server, url = await started(store)
+        async with connect(url) as ws:
+            refused = await ask(ws, '{"type":"hello","event_id":' + "[" * 1000 + "]" * 1000 + "}")
+            assert (refused["code"], refused["field"]) == ("bad_message", "event_id")
+            assert await closed_with(ws) == 4001
+        await stopped(server)
+
+    async def test_an_oversize_frame_is_logged_with_its_size_and_world(self, store, token):
+        server, url = await started(store)
+        async with connect(url, max_size=None) as ws:
+            await ask(ws, hello(token))
+            with capture_logs() as logs:
+                await ws.send("x" * (MAX_FRAME_BYTES + 10))
+                assert await closed_with(ws) == 1009
+                await asyncio.sleep(0.05)
+        refused = [e for e in logs if e["event"] == "connection_refused"]
+        assert refused == [{"event": "connection_refused", "reason": "oversize_frame", "address": "127.0.0.1",
+                            "world_id": WORLD, "size": MAX_FRAME_BYTES + 10, "limit": MAX_FRAME_BYTES,
+                            "log_level": "info"}]
+        await stopped(server)
+
+
+class TestServerLimits:
+    async def test_reconnecting_does_not_refill_the_worlds_rate(self, store, token):
+        server, url = await started(store, rate=(0.001, 3))
+        async with connect(url) as ws:
+            await ask(ws, hello(token))  # 1
+            await ask(ws, rolled("r1", "m1"))  # 2
+            await ask(ws, rolled("r2", "m2"))  # 3
+        async with connect(url) as ws:
+            assert (await ask(ws, hello(token)))["type"] == "welcome"
+            refused = await ask(ws, rolled("r3", "m3"))
+            assert (refused["code"], refused["ref"]) == ("rate_limited", "r3")
+        await stopped(server)
+
+    async def test_connections_over_the_per_address_cap_get_503_and_others_are_served(self, store, token):
+        server, url = await started(store, limits=Limits(connections_per_address=2))
+        async with connect(url) as gm, connect(url):
+            await ask(gm, hello(token))
+            with capture_logs() as logs, pytest.raises(InvalidStatus) as refused:
+                async with connect(url):
+                    pass
+            assert refused.value.response.status_code == 503
+            assert (await ask(gm, {"type": "ping", "v": 1}))["type"] == "pong"
+        assert [e["reason"] for e in logs if e["event"] == "connection_refused"] == ["connections_per_address"]
+        await asyncio.sleep(0.05)
+        async with connect(url) as ws:  # closed connections are no longer counted
+            assert (await ask(ws, hello(token)))["type"] == "welcome"
+        await stopped(server)
+
+    async def test_the_oldest_connection_without_hello_makes_room_for_a_new_one(self, store, token):
+        server, url = await started(store, limits=Limits(pending_hello=1))
+        async with connect(url) as silent:
+            with capture_logs() as logs:
+                async with connect(url) as gm:
+                    assert await closed_with(silent) == 1006  # dropped: the GM's connection gets in
+                    assert (await ask(gm, hello(token)))["type"] == "welcome"
+                    async with connect(url) as ws:  # the GM is past hello: not dropped
+                        assert (await ask(ws, {"type": "ping", "v": 1}))["code"] == "unauthorized"
+                    assert (await ask(gm, {"type": "ping", "v": 1}))["type"] == "pong"
+        assert {"event": "connection_dropped", "reason": "pending_hello", "address": "127.0.0.1",
+                "log_level": "info"} in logs
+        await stopped(server)
+
+    async def test_failed_hellos_lock_the_address_out_without_reading_the_store(self, store, token, monkeypatch):
+        server, url = await started(store, limits=Limits(free_failed_hellos=2))
+        reads = []
+        world = store.world
+
+        async def counted(world_id):
+            reads.append(world_id)
+            return await world(world_id)
+
+        monkeypatch.setattr(store, "world", counted)
+        with capture_logs() as logs:
+            for wrong in ("nope", WORLD):
+                async with connect(url) as ws:
+                    assert (await ask(ws, hello("wrong", wrong)))["code"] == "unauthorized"
+                    assert await closed_with(ws) == 4001
+            async with connect(url) as ws:
+                assert (await ask(ws, hello("wrong")))["code"] == "unauthorized"  # 3rd: locked 1 s after
+            async with connect(url) as ws:
+                refused = await ask(ws, hello(token))  # even the right token waits
+                assert refused["code"] == "rate_limited" and "try again in 1 s" in refused["message"]
+                assert await closed_with(ws) == 1013
+        assert reads == ["nope", WORLD, WORLD]
+        events = [(e["event"], e.get("reason")) for e in logs if "refused" in e["event"]]
+        assert events == [("hello_refused", "unknown_world"), ("hello_refused", "wrong_token"),
+                          ("hello_refused", "wrong_token"), ("connection_refused", "failed_hellos")]
+        assert not any(token in json.dumps(e, default=str) for e in logs)
+        await asyncio.sleep(1.05)
+        async with connect(url) as ws:
+            assert (await ask(ws, hello(token)))["type"] == "welcome"
+        await stopped(server)
+
+    async def test_a_foreign_origin_is_logged(self, store, token):
+        server, url = await started(store, origins=["http://localhost:30000"])
+        with capture_logs() as logs, pytest.raises(InvalidStatus):
+            async with connect(url, origin="http://evil.example"):
+                pass
+        assert [(e["reason"], e["origin"]) for e in logs if e["event"] == "connection_refused"] == [
+            ("origin", "http://evil.example")]
+        await stopped(server)
+
+
+async def test_a_flood_of_refusals_is_logged_once_each_in_few_lines(monkeypatch):
+    monkeypatch.setattr(bridge_server, "REFUSAL_LOG_WINDOW_SECONDS", 0.05)
+    refusals = bridge_server.RefusalLog()
+    with capture_logs() as logs:
+        for _ in range(1000):
+            refusals.refused("connect_rate", "10.0.0.9")
+        refusals.refused("connections_total", "10.0.0.8")
+        await asyncio.sleep(0.1)
+        refusals.refused("connect_rate", "10.0.0.9")  # a new window
+    assert [(e["reason"], e["address"], e.get("repeated")) for e in logs] == [
+        ("connect_rate", "10.0.0.9", None), ("connections_total", "10.0.0.8", None),
+        ("connect_rate", "10.0.0.9", 999), ("connect_rate", "10.0.0.9", None)]
+
+
+def test_every_limit_has_a_serve_flag_and_zero_is_refused():
+    from bridge import cli
+    assert {name for _, name, _, _ in cli._LIMIT_FLAGS} == set(Limits.__dataclass_fields__)
+    result = run_bridge("serve", "--max-connections-per-address", "0")
+    assert result.returncode == 2
+    assert "argument --max-connections-per-address: 0 must be above 0" in result.stderr
+    help_text = run_bridge("serve", "--help").stdout
+    assert "--failed-hello-rate N" in help_text and "(default 32)" in help_text
+
+
+def test_resolve_answers_bad_lines_and_goes_on():
+    lines = ['{"type":"ping","v":1,"event_id":' + "[" * 3000 + "]" * 3000 + "}",
+             '{"type":"ping","v":1,"x":"\\ud800"}', '{"type":"ping","v":1}']
+    result = run_bridge("resolve", stdin="\n".join(lines) + "\n")
+    replies = [json.loads(line) for line in result.stdout.splitlines()]
+    assert [(r["type"], r.get("field")) for r in replies] == [("error", "event_id"), ("error", "x"), ("pong", None)]
+    assert result.returncode == 0
+
+
+def test_resolve_answers_a_line_that_is_not_utf8(tmp_path):
+    import subprocess
+    import sys
+    from .helpers import ROOT
+    result = subprocess.run([sys.executable, "-m", "bridge", "resolve"], input=b'{"type":"ping","v":1,"x":"\xff"}\n{"type":"ping","v":1}\n',
+                            capture_output=True, cwd=ROOT, timeout=60)
+    replies = [json.loads(line) for line in result.stdout.splitlines()]
+    assert [(r["type"], r.get("code")) for r in replies] == [("error", "bad_message"), ("pong", None)]
+    assert result.returncode == 0
