@@ -33,8 +33,12 @@ from collections import Counter
 from dataclasses import dataclass, field
 from pathlib import Path
 
+import msgspec
 from websockets.asyncio.client import ClientConnection, connect
 from websockets.exceptions import ConnectionClosed
+
+from bridge.audit import AuditRecord
+from bridge.store.sqlite import replay_frame
 
 from .load import ACTOR, TEST
 
@@ -223,15 +227,23 @@ def _check(db: Path, key: Path, round_no: int, delay: float, acked: dict[str, st
                  verify_output=(verified.stdout + verified.stderr).strip(), integrity=integrity)
 
 
+_record_decoder = msgspec.json.Decoder(AuditRecord)
+
+
 def _final_checks(db: Path, acked: dict[str, str], won: list[tuple[str, str]], report: Report) -> None:
     conn = sqlite3.connect(db)
     try:
-        stored = {e: bytes(r).decode() for e, r in
-                  conn.execute("SELECT event_id, reply FROM events WHERE world_id = ?", (WORLD,))}
         audit_rows = conn.execute(
-            "SELECT event_id, type, summary FROM audit WHERE world_id = ?", (WORLD,)).fetchall()
+            "SELECT event_id, type, summary, record FROM audit WHERE world_id = ?", (WORLD,)).fetchall()
+        # what a replay of each event_id returns: the reply in its audit record (rebuilt as sent),
+        # or an events row (decisions of bridges before issue 17)
+        stored = {e: replay_frame(bytes(_record_decoder.decode(record).reply)).decode()
+                  for e, _, _, record in audit_rows if e is not None}
+        stored.update({e: bytes(r).decode() for e, r in
+                       conn.execute("SELECT event_id, reply FROM events WHERE world_id = ?", (WORLD,))})
     finally:
         conn.close()
+    audit_rows = [row[:3] for row in audit_rows]
     audited = {row[0] for row in audit_rows}
     report.acked = len(acked)
     report.missing = [e for e in acked if e not in stored]

@@ -305,7 +305,7 @@ def make_handler(
                     reply = Reply([error_frame(RateLimited(rate_message), ref_of(frame))])
                 _fan_out(viewers, session.world_id, reply, cluster)
                 for out in reply.frames:
-                    await ws.send(out.decode())
+                    await ws.send(out, text=True)  # UTF-8 JSON as it is: no decode and re-encode
                 if reply.close_code is not None:
                     if not was_open and reply.close_code == CLOSE_UNAUTHORIZED:
                         admission.hello_failed(address)

@@ -349,18 +349,19 @@ class Session:
         language = self.language
 
         def decision(state: WorldState) -> Decision:
-            # runs on the store's writer thread, inside the decision's transaction; its cards and
-            # refusal text in the world's language (presentation: the audit ignores it)
+            # runs on this event loop against the world's state in memory (Store.decide); its
+            # cards and refusal text in the world's language (presentation: the audit ignores it)
             recording, rolled = RecordingState(state), RecordingDice(dice)
             with i18n.using(language):
                 outcome = dispatch.decide(message, recording, rolled)
             ok = not outcome.refused
+            frame = wire.encode(outcome.reply)
             audit = AuditEntry(type=tag, event_id=event_id, user_id=user_id, message=message_bytes,
                                reads=recording.reads, dice=rolled.rolled,
                                reply=sorted_json(outcome.reply), ok=ok, summary=outcome.columns)
             overlay = None if outcome.card is None else _overlay_frame(world_id, outcome.card_key or event_id,
                                                                        outcome.card)
-            return Decision(wire.encode(outcome.reply), ok, audit, kept=(overlay, outcome.log))
+            return Decision(frame, ok, audit, kept=(overlay, outcome.log))
 
         request_hash = hashlib.sha256(message_bytes).hexdigest()
         decided = await self.store.decide(self.world_id, event_id, decision, request_hash)

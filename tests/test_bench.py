@@ -41,9 +41,11 @@ def test_quick_run_measures_echo_durable_and_bridge_and_prints_the_targets(tmp_p
     assert all(len(cells) == 2 + len(COLUMNS) for cells in table)
     assert "bridge/durable: throughput" in result.stdout and "bridge/echo: throughput" in result.stdout
 
-    # Where the bytes go: the durable server's one table, the bridge's audit trail among its tables.
+    # Where the bytes go: the durable server's one table, the bridge's audit trail and state among
+    # its tables; the reply is kept once, in the audit record, so no events row is written (issue 17).
     assert set(report["db_tables"]["durable"]) == {"decisions"}
-    assert "audit" in report["db_tables"]["bridge"] and "events" in report["db_tables"]["bridge"]
+    assert "audit" in report["db_tables"]["bridge"] and "records" in report["db_tables"]["bridge"]
+    assert "events" not in report["db_tables"]["bridge"]
     assert "bridge database, bytes per decision by table or index" in result.stdout
 
     names = [t["target"] for t in report["targets"]]

@@ -45,6 +45,19 @@ async def two(pg_url):
     await b.close()
 
 
+def audited(option: str):
+    """A decision setting ``option`` with an audit entry (its record's seq is the chain's next)."""
+    from bridge.audit import AuditEntry
+    from bridge.wire import AuditColumns
+
+    def decision(state):
+        state.put_settings(wire.WorldSettings(fate_option=option))
+        entry = AuditEntry(type="settings", event_id=None, user_id=None, message=b"{}", reads=[], dice=[],
+                           reply=b"{}", ok=True, summary=AuditColumns(outcome="ok"))
+        return Decision(b"ok", True, entry)
+    return decision
+
+
 class TestLease:
     async def test_the_process_that_lost_the_lease_cannot_write(self, two):
         a, b = two
@@ -81,17 +94,19 @@ class TestLease:
         with pytest.raises(LeaseLost):
             await b.decide("w", "e2", put_option("pc_only"))
 
-    async def test_racing_writers_are_serialized_by_the_lease_row(self, two):
-        """Both hold no lease (an unleased world): the row lock still orders their writes, so
-        the sequence numbers they draw are distinct and gapless."""
+    async def test_without_leases_a_write_from_stale_memory_fails_and_never_forks_the_chain(self, two):
+        """Nobody leased the world: ``a`` holds it in memory, ``b`` writes it meanwhile, so ``a``'s
+        next decision collides on its record's sequence number and fails; ``a`` reloads and goes
+        on, and the chain verifies."""
         a, b = two
-        seen: list[int] = []
-
-        def take(state):
-            seen.append(state.next_seq())
-            return Decision(b"", True)
-        await asyncio.gather(*(s.decide("w", f"e{n}{s is a}", take) for n in range(20) for s in (a, b)))
-        assert sorted(seen) == list(range(1, 41))
+        await a.decide("w", "e1", audited("off"))
+        await b.decide("w", "e2", audited("pc_only"))
+        with pytest.raises(psycopg.errors.UniqueViolation):
+            await a.decide("w", "e3", audited("off"))
+        again = await a.decide("w", "e4", audited("everyone"))
+        assert (again.seq, await option(b)) == (3, "everyone")
+        (report,) = await b.verify("w", None)
+        assert report.records == 3 and [p.kind for p in report.problems if p.kind != "rederive"] == []  # the chain links (synthetic messages do not re-derive)
 
 
 class TestSchema:

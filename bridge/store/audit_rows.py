@@ -8,6 +8,7 @@ writer thread; the async ones are the :class:`~bridge.store.base.Store` methods.
 from __future__ import annotations
 
 import sqlite3
+from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 import msgspec
@@ -23,6 +24,20 @@ if TYPE_CHECKING:
     T = TypeVar("T")
 
 CHECKPOINT_EVERY = audit.CHECKPOINT_EVERY
+_INSERT_AUDIT = ("INSERT INTO audit (world_id, seq, ts, type, event_id, user_id, ruleset, actor_id,"
+                 " outcome, summary, record, prev_hash, hash) VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?)")
+_INSERT_CHECKPOINT = "INSERT INTO checkpoints (world_id, seq, hash, mac, ts) VALUES (?,?,?,?,?) ON CONFLICT DO NOTHING"
+
+
+@dataclass(frozen=True, slots=True)
+class Sealed:
+    """An audit record made ready for its batch (:meth:`AuditRows._seal`): its world ``seq``, its
+    chain ``hash``, the ``audit`` row to insert and the ``checkpoints`` row (None: none due)."""
+
+    seq: int
+    hash: str
+    row: tuple
+    checkpoint: tuple | None
 
 
 class AuditRows:
@@ -35,13 +50,13 @@ class AuditRows:
         async def _run(self, fn: Callable[..., T], *args: object) -> T: ...
         def _transaction(self, work: Callable[[sqlite3.Connection], T]) -> T: ...
 
-    def _append_audit(self, conn: sqlite3.Connection, world_id: str, entry: AuditEntry, ts: str) -> None:
-        """Append ``entry``, decided at UTC time ``ts``, to the world's chain (inside the caller's
-        transaction)."""
-        head = conn.execute(
-            "SELECT seq, hash FROM audit WHERE world_id = ? ORDER BY seq DESC LIMIT 1", (world_id,)
-        ).fetchone()
-        seq, prev_hash = (head[0] + 1, head[1]) if head else (1, audit.GENESIS_HASH)
+    def _seal(self, world_id: str, entry: AuditEntry, ts: str, head: tuple[int, str]) -> Sealed:
+        """The receipt hook: ``entry``, decided at UTC time ``ts``, made the world's next record
+        after ``head`` (the seq and hash of its last record): its seq, canonical bytes and chain
+        hash are known here, before the batch holding it is committed (its reply is sent after).
+        Pure (no SQL): returns the row to insert, and the signed checkpoint row when the record is
+        a multiple of ``CHECKPOINT_EVERY`` and the store has an audit key."""
+        seq, prev_hash = head[0] + 1, head[1]
         record = audit.AuditRecord(
             world_id=world_id,
             seq=seq,
@@ -60,24 +75,28 @@ class AuditRows:
         canonical = audit.canonical(record)
         record_hash = audit.chain_hash(prev_hash, canonical)
         summary = entry.summary
-        conn.execute(
-            "INSERT INTO audit (world_id, seq, ts, type, event_id, user_id, ruleset, actor_id,"
-            " outcome, summary, record, prev_hash, hash) VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?)",
-            (world_id, seq, record.ts, entry.type, entry.event_id, entry.user_id, summary.ruleset,
-             summary.actor_id, summary.outcome, _encode(summary), canonical, prev_hash,
-             record_hash),
-        )
-        if seq % CHECKPOINT_EVERY == 0:
-            self._checkpoint(conn, world_id, seq, record_hash)
+        row = (world_id, seq, ts, entry.type, entry.event_id, entry.user_id, summary.ruleset,
+               summary.actor_id, summary.outcome, _encode(summary), canonical, prev_hash, record_hash)
+        checkpoint = None
+        if seq % CHECKPOINT_EVERY == 0 and self.audit_key is not None:
+            mac = audit.checkpoint_mac(self.audit_key, world_id, seq, record_hash)
+            checkpoint = (world_id, seq, record_hash, mac, ts)
+        return Sealed(seq, record_hash, row, checkpoint)
+
+    def _write_sealed(self, conn: sqlite3.Connection, sealed: list[Sealed]) -> None:
+        """Insert a batch's sealed records and their checkpoints (inside the batch's transaction).
+        A record whose (world, seq) exists already (another process wrote the world) raises
+        ``sqlite3.IntegrityError``, failing the batch."""
+        conn.executemany(_INSERT_AUDIT, [s.row for s in sealed])
+        checkpoints = [s.checkpoint for s in sealed if s.checkpoint is not None]
+        if checkpoints:
+            conn.executemany(_INSERT_CHECKPOINT, checkpoints)
 
     def _checkpoint(self, conn: sqlite3.Connection, world_id: str, seq: int, record_hash: str) -> None:
         if self.audit_key is None:
             return
         mac = audit.checkpoint_mac(self.audit_key, world_id, seq, record_hash)
-        conn.execute(
-            "INSERT INTO checkpoints (world_id, seq, hash, mac, ts) VALUES (?,?,?,?,?) ON CONFLICT DO NOTHING",
-            (world_id, seq, record_hash, mac, utc_now()),
-        )
+        conn.execute(_INSERT_CHECKPOINT, (world_id, seq, record_hash, mac, utc_now()))
 
     def _checkpoint_heads_sync(self) -> None:
         """Sign each world's latest record, so the tail of the chain is covered too."""

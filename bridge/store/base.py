@@ -36,12 +36,16 @@ class Decided:
     """The outcome of :meth:`Store.decide`: the reply frame, whether it was replayed from a
     repeated ``event_id`` (nothing ran), and, when replayed, whether the repeat carried a
     different request than the one first decided (``other_request``: the event_id was reused).
-    ``kept``: the decision's own :attr:`Decision.kept` when it ran (None when replayed)."""
+    ``kept``: the decision's own :attr:`Decision.kept` when it ran (None when replayed).
+    ``seq``/``record_hash``: the number and chain hash of the audit record the decision appended
+    to its world's chain (None when replayed or not audited): what a receipt names."""
 
     reply: bytes
     replayed: bool
     other_request: bool = False
     kept: Any = None
+    seq: int | None = None
+    record_hash: str | None = None
 
 
 AuditEntry = audit.AuditEntry
@@ -82,9 +86,10 @@ class AuditRow:
 @dataclass(frozen=True, slots=True)
 class Decision:
     """What a decision function returns: the reply frame; ``ok`` False for a refusal (its
-    writes are rolled back, the reply is still kept under the event_id); the audit entry to
-    append to the world's chain in the same transaction (None: not audited); ``kept``: whatever
-    the caller wants back from the writer thread (returned as :attr:`Decided.kept`, never stored)."""
+    writes are dropped, the reply is still kept under the event_id); the audit entry to append to
+    the world's chain in the same transaction (None: not audited; its ``reply`` must be the
+    frame itself, which the record then holds once for ``event_id`` replay); ``kept``: whatever
+    the caller wants back (returned as :attr:`Decided.kept`, never stored)."""
 
     reply: bytes
     ok: bool
@@ -93,7 +98,8 @@ class Decision:
 
 
 DecisionFn = Callable[[WorldState], Decision]
-"""A decision run on the writer thread inside the decision's transaction."""
+"""A decision: run synchronously on the caller's event loop against the world's state held in
+memory (:mod:`bridge.store.memory`); nothing it does touches the database."""
 
 
 class Store(Protocol):

@@ -9,12 +9,14 @@ placeholders; :class:`_PgConnection` hands it to psycopg.
 
 What PostgreSQL adds is ownership across processes: the ``leases`` table holds, per world, a
 fencing token that only grows. A process serving a world's forwarder takes the lease
-(:meth:`PostgresStore.take_lease`: token + 1) and keeps the token it got; every decision's
-transaction first locks the world's row and its lease row (``SELECT ... FOR UPDATE``) and is
-refused with :class:`~bridge.errors.LeaseLost` unless the row still holds that token. So a process
-that lost a world cannot write to it, whatever its sockets still believe, and two processes never
-decide for one world at once (the row locks serialize them). A world nobody ever leased (``world`` commands,
-tests of the store alone) is written without a lease.
+(:meth:`PostgresStore.take_lease`: token + 1), keeps the token it got and loads the world's state
+into memory afresh; every batch's transaction first locks its worlds' rows and lease rows
+(``SELECT ... FOR UPDATE``), and a world's decisions are refused with
+:class:`~bridge.errors.LeaseLost` unless its row still holds this process's token. So a process
+that lost a world cannot write to it, whatever its sockets or its memory still believe, and two
+processes' writes to one world never interleave (the row locks serialize them). A world nobody
+ever leased (``world`` commands, tests of the store alone) is written without a lease; the audit
+insert's ``UNIQUE (world_id, seq)`` still fails a write from a stale memory, never forking a chain.
 """
 
 from __future__ import annotations
@@ -191,23 +193,33 @@ class PostgresStore(SQLiteStore):
         assert self._conn is not None
         return _begin(self._conn, work)  # type: ignore[arg-type]
 
-    def _decide_one(self, conn: Any, item: Any, ts: str) -> Decided:
-        """A decision, fenced: refused with ``LeaseLost`` (nothing applied) when another process
-        took the world's lease since this one got its token."""
-        self._fence(conn, item.world_id)
-        return super()._decide_one(conn, item, ts)
+    def _write_batch(self, conn: Any, batch: list[Any]) -> list[tuple[Any, Decided | None, BaseException | None]]:
+        """A batch's rows, fenced: the decisions of a world whose lease another process took
+        since this one got its token are refused with ``LeaseLost`` (nothing of them applied)
+        and the world's state in memory is dropped; the others are written as on SQLite."""
+        lost = self._fence(conn, sorted({item.world_id for item in batch}))
+        refused = [(item, None, LeaseLost(f"world {item.world_id!r} is served by another bridge process now"))
+                   for item in batch if item.world_id in lost]
+        kept = [item for item in batch if item.world_id not in lost]
+        return refused + (super()._write_batch(conn, kept) if kept else [])
 
-    def _fence(self, conn: _PgConnection, world_id: str) -> None:
-        # Locks the world's row and its lease's until commit: decisions of one world never run
-        # at once in two processes, and a take-over waits for the decision in flight.
-        row = conn.execute(
-            "SELECT (SELECT token FROM leases l WHERE l.world_id = w.world_id FOR UPDATE)"
-            " FROM worlds w WHERE w.world_id = ? FOR UPDATE", (world_id,)).fetchone()
-        token, held = (row[0] if row else None), self._leases.get(world_id)
-        if token == held:  # both None: a world nobody leased
-            return
+    def _fence(self, conn: _PgConnection, world_ids: list[str]) -> set[str]:
+        """Of ``world_ids``, those whose lease this process no longer holds (forgotten here).
+        Locks each world's row and its lease's until commit: decisions of one world never run at
+        once in two processes, and a take-over waits for the batch in flight."""
+        rows = conn.execute(
+            "SELECT w.world_id, (SELECT token FROM leases l WHERE l.world_id = w.world_id FOR UPDATE)"
+            " FROM worlds w WHERE w.world_id = ANY(?) ORDER BY w.world_id FOR UPDATE", (world_ids,)).fetchall()
+        lost = {world_id for world_id, token in rows if token != self._leases.get(world_id)}  # None == None: never leased
+        for world_id in lost:
+            self._forget(world_id)
+        return lost
+
+    def _forget(self, world_id: str) -> None:
+        """Drop this process's token and state in memory of ``world_id`` (reloaded on next use)."""
         self._leases.pop(world_id, None)
-        raise LeaseLost(f"world {world_id!r} is served by another bridge process now")
+        with self._lock:
+            self._worlds.pop(world_id, None)
 
     def _take_lease_sync(self, world_id: str, holder: str) -> int:
         def work(conn: _PgConnection) -> int:
@@ -218,12 +230,13 @@ class PostgresStore(SQLiteStore):
                 (world_id, holder, utc_now())).fetchone()
             return token
         token = self._transaction(work)
+        self._forget(world_id)  # another process may have written it since it was loaded here
         self._leases[world_id] = token
         return token
 
     def _drop_lease_sync(self, world_id: str, token: int | None) -> None:
         if token is None or self._leases.get(world_id) == token:
-            self._leases.pop(world_id, None)
+            self._forget(world_id)
 
     # --- the async interface -------------------------------------------------------------------
 

@@ -1,21 +1,29 @@
-"""The SQLite store backend: one transaction per decision, never on the event loop.
+"""The SQLite store backend: decisions decided in memory, written in one transaction per tick.
 
 :class:`~bridge.store.base.Store` is the one small async interface the shell uses; :class:`SQLiteStore` is the
 embedded default (a file from ``--db``, or ``":memory:"`` for ``fate-bridge resolve`` and tests).
-A PostgreSQL store will implement the same interface.
 
-Guarantees of :meth:`Store.decide`:
+How :meth:`SQLiteStore.decide` works (issue 17):
 
-- The idempotency key (world, ``event_id``), the state change and the reply commit together in
-  one ``BEGIN IMMEDIATE`` transaction; the caller sends the reply only after the commit.
-- A repeated ``event_id`` returns the stored reply without running the decision again.
-- A refused decision (the decision function returns ``ok=False``) keeps none of its writes, but
-  its reply is stored under the ``event_id`` so a repeat gets the same answer.
-- A decision that raises leaves the database as it was and stores nothing.
+- The world's state is held in memory (:class:`~bridge.store.memory.WorldCache`, loaded once per
+  world); the decision runs on the caller's event loop against it, so no read during a decision
+  touches SQLite. Its writes reach the cache only if it passed; a refusal or an exception leaves
+  the state as it was (no SAVEPOINT).
+- Its audit record is sealed at once (seq and chain hash known: :meth:`AuditRows._seal`), and its
+  rows wait for the writer thread. Decisions of one event-loop tick, and those arriving while the
+  writer is busy, are written together: ONE ``BEGIN IMMEDIATE ... COMMIT`` with one
+  ``executemany`` per table (audit, records, worlds; events only for a decision without an audit
+  record). The caller gets its reply only after that COMMIT.
+- The reply is stored once, inside the audit record (key-sorted, as the chain's canonical bytes
+  need); a repeated ``event_id`` rebuilds the exact frame sent from it (:func:`replay_frame`), or,
+  for replies decided by older bridges, returns the ``events`` row's.
+- If a COMMIT fails, its decisions and every decision queued after them fail (none was
+  acknowledged; later ones may have read their state) and the caches are reloaded from the file.
+  A world removed by another process is noticed in each batch (its decisions are refused); a world
+  written by another process makes the audit insert collide on ``(world_id, seq)``, which fails
+  the batch the same way, so a second process on the same file never corrupts a chain.
 
 All SQLite work runs on one dedicated writer thread, so the event loop never blocks on disk.
-Decisions that queue up while it is busy are committed together (group commit: one transaction,
-one savepoint per decision), which keeps every guarantee above per decision.
 """
 
 from __future__ import annotations
@@ -30,14 +38,18 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+import hashlib
+
 import msgspec
 
 from .. import wire
 from ..errors import ConfigError, WorldNotRegistered
 from ..startup import database_problem
-from ..state import R, WorldState
-from .audit_rows import AuditRows
-from .base import Decided, DecisionFn
+from .. import audit
+from ..state import WorldState
+from .audit_rows import AuditRows, Sealed
+from .base import Decided, Decision, DecisionFn
+from .memory import CachedState, WorldCache
 from .schema import MIGRATIONS, SCHEMA_VERSION, T, _encode, _in_transaction, _settings_decoder, utc_now
 from .worlds import WorldRows
 
@@ -46,57 +58,6 @@ if TYPE_CHECKING:
 
 
 
-
-
-class _SQLiteWorldState:
-    """:class:`WorldState` over an open SQLite transaction. Records read or written are kept for
-    the rest of the decision (one per decision: the state never outlives its savepoint), so a
-    record read twice (the rules, then the audit columns) is fetched and decoded once."""
-
-    def __init__(self, conn: sqlite3.Connection, world_id: str) -> None:
-        self._conn = conn
-        self.world_id = world_id
-        self._records: dict[tuple[str, str], msgspec.Struct | None] = {}
-
-    def settings(self) -> wire.WorldSettings:
-        row = self._conn.execute(
-            "SELECT settings FROM worlds WHERE world_id = ?", (self.world_id,)
-        ).fetchone()
-        return _settings_decoder.decode(row[0]) if row else wire.WorldSettings()
-
-    def put_settings(self, settings: wire.WorldSettings) -> None:
-        self._conn.execute(
-            "UPDATE worlds SET settings = ? WHERE world_id = ?", (_encode(settings), self.world_id)
-        )
-
-    def next_seq(self) -> int:
-        (seq,) = self._conn.execute(
-            "UPDATE worlds SET last_seq = last_seq + 1 WHERE world_id = ? RETURNING last_seq",
-            (self.world_id,),
-        ).fetchone()
-        return seq
-
-    def get(self, kind: str, key: str, type: type[R]) -> R | None:
-        if (kind, key) in self._records:
-            return self._records[kind, key]  # type: ignore[return-value]
-        row = self._conn.execute(
-            "SELECT value FROM records WHERE world_id = ? AND kind = ? AND key = ?",
-            (self.world_id, kind, key),
-        ).fetchone()
-        record = None if row is None else msgspec.json.decode(row[0], type=type)
-        self._records[kind, key] = record
-        return record
-
-    def peek(self, kind: str, key: str, type: type[R]) -> R | None:
-        return self.get(kind, key, type)
-
-    def put(self, kind: str, key: str, record: msgspec.Struct) -> None:
-        self._conn.execute(
-            "INSERT INTO records (world_id, kind, key, value) VALUES (?, ?, ?, ?)"
-            " ON CONFLICT (world_id, kind, key) DO UPDATE SET value = excluded.value",
-            (self.world_id, kind, key, _encode(record)),
-        )
-        self._records[kind, key] = record
 
 
 WAL_CHECKPOINT_SECONDS = 5.0  # how often the log is copied into the database file
@@ -134,16 +95,35 @@ DB_FILE_MODE = 0o600  # a new database file is readable by its owner only (SQLit
 GROUP_COMMIT_MAX = 64  # decisions per transaction at most: bounds the latency a batch adds
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(slots=True)
 class _Queued:
-    """A decision waiting for the writer thread, and where to deliver its outcome."""
+    """A decided request waiting for its batch's COMMIT: what its caller gets, the rows it adds,
+    and where to deliver the outcome. ``decided`` None: a replay whose stored reply the writer
+    reads (``replay_seq``: the audit record holding it; None: an ``events`` row)."""
 
     world_id: str
-    event_id: str | None
-    request_hash: str | None
-    decision: DecisionFn
+    generation: int  # the caches' generation the decision read (a failed COMMIT starts a new one)
     loop: asyncio.AbstractEventLoop
     future: asyncio.Future[Decided]
+    decided: Decided | None = None
+    sealed: Sealed | None = None
+    records: list[tuple[str, str, bytes]] | None = None
+    world_row: tuple[int, bytes | None] | None = None  # last_seq, settings JSON (None: unchanged)
+    event_row: tuple | None = None  # an events row (a decision without an audit record)
+    event_id: str | None = None
+    request_hash: str | None = None
+    replay_seq: int | None = None
+
+
+_replay_decoder = msgspec.json.Decoder(audit.AuditRecord)
+
+
+def replay_frame(recorded_reply: bytes) -> bytes:
+    """The reply frame of a decision from its audit record's ``reply`` (the same message encoded
+    with sorted keys): decoded and encoded again, it is the frame that was sent, byte for byte
+    (msgspec encodes a message's fields in one fixed order; ``tests/test_store.py`` checks it
+    for every example session's replies)."""
+    return wire.encode(wire.bridge_decoder().decode(recorded_reply))
 
 
 def _settle_futures(settled: list[tuple[asyncio.Future[Decided], Decided | None, BaseException | None]]) -> None:
@@ -176,6 +156,18 @@ class SQLiteStore(WorldRows, AuditRows):
         self._queue_lock = threading.Lock()
         self._flushing = False  # a flush is scheduled or running on the writer thread
         self._wal: _WalCheckpointer | None = None
+        # The worlds' state in memory (bridge/store/memory.py). The lock guards it against
+        # decisions from several event loops and the writer thread's resets.
+        self._worlds: dict[str, WorldCache] = {}
+        self._lock = threading.Lock()
+        self._generation = 0  # bumped when a COMMIT fails: decisions read before it fail too
+        self._failure: BaseException | None = None  # what failed the last generation
+        self._ts: str | None = None  # the UTC time of the batch being gathered (one clock read)
+        # A file's worlds are loaded on a thread and connection of their own (a WAL reader), so a
+        # world's first decision never holds up the batches of the others; ":memory:" is one
+        # connection's alone, so there the writer loads.
+        self._loader: ThreadPoolExecutor | None = None
+        self._loader_conn: sqlite3.Connection | None = None
 
     @classmethod
     async def open(cls, path: str | Path, *, audit_key: bytes | None = None,
@@ -217,6 +209,7 @@ class SQLiteStore(WorldRows, AuditRows):
                 # thread: done inside a COMMIT they would stall decisions (p99 x5 measured).
                 conn.execute("PRAGMA wal_autocheckpoint = 0")
                 self._wal = _WalCheckpointer(self.path)
+                self._loader = ThreadPoolExecutor(max_workers=1, thread_name_prefix="fate-bridge-load")
         except (OSError, sqlite3.DatabaseError) as exc:
             raise ConfigError(database_problem(self.path, exc)) from None
         self._conn = conn
@@ -258,37 +251,115 @@ class SQLiteStore(WorldRows, AuditRows):
             raise ConfigError(f"world {world_id!r} is registered already; "
                               "`fate-bridge world rotate-token` gives it a new token")
 
-    def _decide_one(self, conn: sqlite3.Connection, item: _Queued, ts: str) -> Decided:
-        """One decision inside the batch's transaction (see :meth:`_flush_sync`); ``ts`` is the
-        batch's UTC time, recorded in its audit records."""
-        world_id, event_id, decision = item.world_id, item.event_id, item.decision
-        self._require_world(conn, world_id, registered=True)  # removed while connected?
-        if event_id is not None:
-            row = conn.execute(
+    def _load_world_sync(self, world_id: str) -> WorldCache:
+        """Read a registered world's whole state from the file (once per world, then it lives in
+        memory), in one read transaction. Raises ``WorldNotRegistered``."""
+        if self._loader is None:
+            conn = self._conn
+        else:
+            if self._loader_conn is None:
+                self._loader_conn = sqlite3.connect(self.path, isolation_level=None, check_same_thread=False)
+                self._loader_conn.execute("PRAGMA busy_timeout = 5000")
+            conn = self._loader_conn
+        assert conn is not None
+        conn.execute("BEGIN")  # one snapshot for every SELECT below
+        try:
+            return self._read_world(conn, world_id)
+        finally:
+            conn.execute("ROLLBACK")
+
+    @staticmethod
+    def _read_world(conn: sqlite3.Connection, world_id: str) -> WorldCache:
+        row = conn.execute("SELECT settings, last_seq FROM worlds WHERE world_id = ? AND removed_at IS NULL",
+                           (world_id,)).fetchone()
+        if row is None:
+            raise WorldNotRegistered(f"world {world_id!r} is not registered (see `fate-bridge world list`)")
+        head = conn.execute("SELECT seq, hash FROM audit WHERE world_id = ? ORDER BY seq DESC LIMIT 1",
+                            (world_id,)).fetchone()
+        cache = WorldCache(world_id, _settings_decoder.decode(row[0]), row[1],
+                           (head[0], head[1]) if head else (0, audit.GENESIS_HASH))
+        cache.records = {(kind, key): bytes(value) for kind, key, value in conn.execute(
+            "SELECT kind, key, value FROM records WHERE world_id = ?", (world_id,))}
+        events: dict[str, int | None] = {}
+        for event_id, seq in conn.execute(
+                "SELECT event_id, seq FROM audit WHERE world_id = ? AND event_id IS NOT NULL ORDER BY seq",
+                (world_id,)):
+            events.setdefault(event_id, seq)
+        # an events row (older bridges wrote one per decision) holds the reply as sent: it wins
+        events.update((event_id, None) for (event_id,) in conn.execute(
+            "SELECT event_id FROM events WHERE world_id = ?", (world_id,)))
+        cache.events = events
+        return cache
+
+    def _write_batch(self, conn: sqlite3.Connection, batch: list[_Queued]
+                     ) -> list[tuple[_Queued, Decided | None, BaseException | None]]:
+        """Write one batch's rows inside its transaction: the worlds still registered are checked
+        first (a world removed meanwhile gets its decisions refused and its cache dropped), then
+        one ``executemany`` per table; replays read their stored reply last (so a repeat of a
+        request in the same batch finds it)."""
+        names = sorted({item.world_id for item in batch})
+        live = {r[0] for r in conn.execute(
+            f"SELECT world_id FROM worlds WHERE removed_at IS NULL AND world_id IN ({','.join('?' * len(names))})",
+            names)}
+        outcomes: list[tuple[_Queued, Decided | None, BaseException | None]] = []
+        kept: list[_Queued] = []
+        for item in batch:
+            if item.world_id in live:
+                kept.append(item)
+                continue
+            with self._lock:
+                self._worlds.pop(item.world_id, None)
+            gone = WorldNotRegistered(f"world {item.world_id!r} is not registered (see `fate-bridge world list`)")
+            outcomes.append((item, None, gone))
+        sealed = [item.sealed for item in kept if item.sealed is not None]
+        if sealed:
+            self._write_sealed(conn, sealed)
+        records: dict[tuple[str, str, str], bytes] = {}
+        worlds: dict[str, tuple[int, bytes | None]] = {}
+        for item in kept:
+            for kind, key, raw in item.records or ():
+                records[item.world_id, kind, key] = raw
+            if item.world_row is not None:
+                last_seq, settings = item.world_row
+                before = worlds.get(item.world_id)
+                worlds[item.world_id] = (last_seq, settings if settings is not None else before and before[1])
+        if records:
+            conn.executemany("INSERT INTO records (world_id, kind, key, value) VALUES (?, ?, ?, ?)"
+                             " ON CONFLICT (world_id, kind, key) DO UPDATE SET value = excluded.value",
+                             [(*slot, raw) for slot, raw in records.items()])
+        if worlds:
+            conn.executemany("UPDATE worlds SET last_seq = ?, settings = coalesce(?, settings) WHERE world_id = ?",
+                             [(last_seq, settings, world_id) for world_id, (last_seq, settings) in worlds.items()])
+        events = [item.event_row for item in kept if item.event_row is not None]
+        if events:
+            conn.executemany("INSERT INTO events (world_id, event_id, reply, request_hash) VALUES (?, ?, ?, ?)",
+                             events)
+        for item in kept:
+            outcomes.append((item, item.decided or self._replay_sync(conn, item), None))
+        return outcomes
+
+    @staticmethod
+    def _replay_sync(conn: sqlite3.Connection, item: _Queued) -> Decided:
+        """The stored reply of a repeated ``event_id``: from the audit record that holds it, or
+        from an ``events`` row (``item.replay_seq`` None)."""
+        if item.replay_seq is None:
+            reply, stored_hash = conn.execute(
                 "SELECT reply, request_hash FROM events WHERE world_id = ? AND event_id = ?",
-                (world_id, event_id),
-            ).fetchone()
-            if row is not None:
-                other = None not in (row[1], item.request_hash) and row[1] != item.request_hash
-                return Decided(bytes(row[0]), replayed=True, other_request=other)
-        conn.execute("SAVEPOINT decision")
-        result = decision(_SQLiteWorldState(conn, world_id))
-        if not result.ok:
-            conn.execute("ROLLBACK TO decision")
-        conn.execute("RELEASE decision")
-        if event_id is not None:
-            conn.execute(
-                "INSERT INTO events (world_id, event_id, reply, request_hash) VALUES (?, ?, ?, ?)",
-                (world_id, event_id, result.reply, item.request_hash),
-            )
-        if result.audit is not None:
-            self._append_audit(conn, world_id, result.audit, ts)
-        return Decided(result.reply, replayed=False, kept=result.kept)
+                (item.world_id, item.event_id)).fetchone()
+            reply = bytes(reply)
+        else:
+            (record,) = conn.execute("SELECT record FROM audit WHERE world_id = ? AND seq = ?",
+                                     (item.world_id, item.replay_seq)).fetchone()
+            stored = _replay_decoder.decode(record)
+            reply = replay_frame(bytes(stored.reply))
+            stored_hash = hashlib.sha256(bytes(stored.message)).hexdigest()
+        other = None not in (stored_hash, item.request_hash) and stored_hash != item.request_hash
+        return Decided(reply, replayed=True, other_request=other)
 
     def _flush_sync(self) -> None:
-        """Group commit: run every queued decision, each in its own savepoint, in ONE transaction,
-        then resolve their futures after the COMMIT. A decision that raises is rolled back to its
-        savepoint alone; a failed COMMIT fails the whole batch (nothing was acknowledged)."""
+        """Group commit: write every queued decision's rows in ONE transaction, then resolve their
+        futures after the COMMIT. A failed COMMIT fails the whole batch and every decision queued
+        after it (a new cache generation); nothing of theirs was acknowledged."""
         while True:
             with self._queue_lock:
                 batch = self._queue[:GROUP_COMMIT_MAX]
@@ -296,26 +367,20 @@ class SQLiteStore(WorldRows, AuditRows):
                 if not batch:
                     self._flushing = False
                     return
-            outcomes: list[tuple[_Queued, Decided | None, BaseException | None]] = []
-
-            def work(conn: sqlite3.Connection) -> None:
-                ts = utc_now()  # one clock read per batch: its decisions commit together
-                for item in batch:
-                    conn.execute("SAVEPOINT item")
-                    try:
-                        decided = self._decide_one(conn, item, ts)
-                    except Exception as exc:  # the decision's own bug: only it is rolled back
-                        conn.execute("ROLLBACK TO item")
-                        conn.execute("RELEASE item")
-                        outcomes.append((item, None, exc))
-                    else:
-                        conn.execute("RELEASE item")
-                        outcomes.append((item, decided, None))
-
-            try:
-                self._transaction(work)
-            except Exception as exc:
-                outcomes = [(item, None, exc) for item in batch]
+            with self._lock:
+                generation, failure = self._generation, self._failure
+            outcomes: list[tuple[_Queued, Decided | None, BaseException | None]] = [
+                (item, None, failure) for item in batch if item.generation != generation]
+            current = [item for item in batch if item.generation == generation]
+            if current:
+                try:
+                    outcomes += self._transaction(lambda conn: self._write_batch(conn, current))
+                except Exception as exc:
+                    with self._lock:
+                        self._generation += 1
+                        self._failure = exc
+                        self._worlds.clear()
+                    outcomes += [(item, None, exc) for item in current]
             by_loop: dict[asyncio.AbstractEventLoop, list[tuple]] = {}
             for item, decided, exc in outcomes:
                 by_loop.setdefault(item.loop, []).append((item.future, decided, exc))
@@ -323,6 +388,12 @@ class SQLiteStore(WorldRows, AuditRows):
                 loop.call_soon_threadsafe(_settle_futures, settled)
 
     def _close_sync(self) -> None:
+        if self._loader is not None:
+            self._loader.shutdown(wait=True)
+            if self._loader_conn is not None:
+                self._loader_conn.close()
+                self._loader_conn = None
+            self._loader = None
         if self._wal is not None:
             self._wal.stop()
             self._wal = None
@@ -332,36 +403,88 @@ class SQLiteStore(WorldRows, AuditRows):
 
     # --- the async interface -------------------------------------------------------------------
 
+    async def _load_world(self, world_id: str) -> None:
+        """Load the world's state into memory (a no-op if another call did meanwhile). Raises
+        ``WorldNotRegistered``."""
+        if self._loader is None:
+            loaded = await self._run(self._load_world_sync, world_id)
+        else:
+            if self._closed:
+                raise ConfigError("the store is closed")
+            loaded = await asyncio.get_running_loop().run_in_executor(
+                self._loader, self._load_world_sync, world_id)
+        with self._lock:
+            self._worlds.setdefault(world_id, loaded)
+
     async def decide(self, world_id: str, event_id: str | None, decision: DecisionFn,
                      request_hash: str | None = None) -> Decided:
-        """Run ``decision`` atomically (see the module docstring). Decisions arriving while the
-        writer is busy are committed together (group commit); each still sees the writes of
-        those before it, and its reply is returned only after the COMMIT."""
+        """Run ``decision`` on the world's state in memory and return its reply once its rows
+        are committed (see the module docstring). A repeated ``event_id`` returns the stored reply
+        without running anything. A decision that raises stores nothing and raises here."""
         if self._closed:
             raise ConfigError("the store is closed")
         loop = asyncio.get_running_loop()
         future: asyncio.Future[Decided] = loop.create_future()
+        while True:
+            with self._lock:  # a COMMIT failing from now on fails this decision too (its generation)
+                cache = self._worlds.get(world_id)
+                if cache is not None:
+                    item = _Queued(world_id, self._generation, loop, future, event_id=event_id,
+                                   request_hash=request_hash)
+                    if event_id is not None and event_id in cache.events:
+                        item.replay_seq = cache.events[event_id]
+                    else:
+                        self._decide_in_memory(cache, item, decision)
+                    break
+            await self._load_world(world_id)
         with self._queue_lock:
-            self._queue.append(_Queued(world_id, event_id, request_hash, decision, loop, future))
+            self._queue.append(item)
             start = not self._flushing
             self._flushing = True
-        if start:
-            self._executor.submit(self._flush_sync)
+        if start:  # the first decision of this tick: the others of the tick join its batch
+            loop.call_soon(self._start_flush)
         return await future
 
-    async def read(self, world_id: str, query: Callable[[WorldState], T]) -> T:
-        """Run a read-only ``query`` on the world's state, in a transaction that is rolled back
-        (a query cannot write)."""
-        return await self._run(self._read_sync, world_id, query)
+    def _start_flush(self) -> None:
+        self._ts = None
+        self._executor.submit(self._flush_sync)
 
-    def _read_sync(self, world_id: str, query: Callable[[WorldState], T]) -> T:
+    def _decide_in_memory(self, cache: WorldCache, item: _Queued, decision: DecisionFn) -> None:
+        """Run ``decision`` against ``cache`` and fill ``item`` with its outcome and rows (called
+        with the lock held). Raises what the decision raises, leaving the cache as it was."""
+        state = CachedState(cache)
+        result: Decision = decision(state)
+        if result.ok:
+            item.records, item.world_row = state.changed, state.world_change()
+            state.apply()
+        seq = record_hash = None
+        if result.audit is not None:
+            if self._ts is None:
+                self._ts = utc_now()  # one clock read per batch: its decisions commit together
+            item.sealed = self._seal(cache.world_id, result.audit, self._ts, cache.head)
+            seq, record_hash = item.sealed.seq, item.sealed.hash
+            cache.head = (seq, record_hash)
+        if item.event_id is not None:
+            cache.events[item.event_id] = seq
+            if seq is None:
+                item.event_row = (cache.world_id, item.event_id, result.reply, item.request_hash)
+        item.decided = Decided(result.reply, replayed=False, kept=result.kept, seq=seq,
+                               record_hash=record_hash)
+
+    async def read(self, world_id: str, query: Callable[[WorldState], T]) -> T:
+        """Run a read-only ``query`` on the world's state in memory (anything it writes is
+        dropped). Raises ``WorldNotRegistered`` for a world not registered."""
+        await self._run(self._require_registered_sync, world_id)
+        while True:
+            with self._lock:
+                cache = self._worlds.get(world_id)
+                if cache is not None:
+                    return query(CachedState(cache))
+            await self._load_world(world_id)
+
+    def _require_registered_sync(self, world_id: str) -> None:
         assert self._conn is not None
-        self._conn.execute("BEGIN")
-        try:
-            self._require_world(self._conn, world_id, registered=True)
-            return query(_SQLiteWorldState(self._conn, world_id))
-        finally:
-            self._conn.execute("ROLLBACK")
+        self._require_world(self._conn, world_id, registered=True)
 
     async def close(self) -> None:
         """Sign the chains' heads (with an audit key), then close after queued work finishes;

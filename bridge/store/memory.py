@@ -1,0 +1,117 @@
+"""One world's state held in memory by the process that serves it, written through to the store.
+
+Backend-neutral (no SQL, no threads): a backend loads a :class:`WorldCache` once from its
+database, runs every decision against a :class:`CachedState` over it (so no read during a
+decision touches the database), and writes the rows the decision produced in its batch's one
+transaction. The cache always holds the latest *decided* state, committed or still queued for
+the writer; a backend whose COMMIT fails drops its caches and fails every decision queued after
+the failed one (none of them was acknowledged), then reloads on next use.
+
+A decision's writes go to its own overlay first (:class:`CachedState`); they reach the cache
+only when the decision returns a passing result (:meth:`CachedState.apply`). A refusal or an
+exception drops the overlay, which is what a SAVEPOINT rolled back before.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+import msgspec
+
+from .. import wire
+from ..state import R
+
+_encode = msgspec.json.Encoder().encode
+
+
+@dataclass(slots=True)
+class WorldCache:
+    """One world's state as its serving process holds it.
+
+    ``settings``: the world's settings; ``last_seq``: the counter behind
+    :meth:`~bridge.state.WorldState.next_seq` (the ``worlds.last_seq`` column); ``head``: the seq
+    and chain hash of the world's last audit record (``(0, GENESIS_HASH)`` before the first);
+    ``records``: each record's stored JSON by ``(kind, key)``; ``events``: each ``event_id``
+    decided, with the audit seq of the record that holds its reply (None: the reply is in an
+    ``events`` row written by an older bridge, or by a decision without an audit entry)."""
+
+    world_id: str
+    settings: wire.WorldSettings
+    last_seq: int
+    head: tuple[int, str]
+    records: dict[tuple[str, str], bytes] = field(default_factory=dict)
+    events: dict[str, int | None] = field(default_factory=dict)
+    _decoded: dict[tuple[str, str], tuple[type, msgspec.Struct]] = field(default_factory=dict)
+
+    def record(self, kind: str, key: str, type: type[R]) -> R | None:
+        """The record under ``(kind, key)`` decoded as ``type`` (decoded once, then shared: the
+        rulesets' records are frozen Structs), or None."""
+        slot = (kind, key)
+        decoded = self._decoded.get(slot)
+        if decoded is not None and decoded[0] is type:
+            return decoded[1]  # type: ignore[return-value]
+        raw = self.records.get(slot)
+        if raw is None:
+            return None
+        value = msgspec.json.decode(raw, type=type)
+        self._decoded[slot] = (type, value)
+        return value
+
+    def store(self, kind: str, key: str, raw: bytes, value: msgspec.Struct) -> None:
+        """Keep ``value`` (stored as ``raw``) under ``(kind, key)``."""
+        self.records[kind, key] = raw
+        self._decoded[kind, key] = (type(value), value)
+
+
+class CachedState:
+    """The :class:`~bridge.state.WorldState` one decision gets over a :class:`WorldCache`.
+
+    Reads see the cache and this decision's own writes; writes stay here until :meth:`apply`.
+    ``changed`` and :meth:`world_change` are the rows the decision adds, for the backend."""
+
+    def __init__(self, cache: WorldCache) -> None:
+        self._cache = cache
+        self.world_id = cache.world_id
+        self._settings: wire.WorldSettings | None = None
+        self._seq = cache.last_seq
+        self._written: dict[tuple[str, str], tuple[bytes, msgspec.Struct]] = {}
+
+    def settings(self) -> wire.WorldSettings:
+        return self._settings if self._settings is not None else self._cache.settings
+
+    def put_settings(self, settings: wire.WorldSettings) -> None:
+        self._settings = settings
+
+    def next_seq(self) -> int:
+        self._seq += 1
+        return self._seq
+
+    def get(self, kind: str, key: str, type: type[R]) -> R | None:
+        written = self._written.get((kind, key))
+        if written is not None:
+            return written[1]  # type: ignore[return-value]
+        return self._cache.record(kind, key, type)
+
+    def put(self, kind: str, key: str, record: msgspec.Struct) -> None:
+        self._written[kind, key] = (_encode(record), record)
+
+    @property
+    def changed(self) -> list[tuple[str, str, bytes]]:
+        """The records this decision wrote: ``(kind, key, stored JSON)``."""
+        return [(kind, key, raw) for (kind, key), (raw, _) in self._written.items()]
+
+    def world_change(self) -> tuple[int, bytes | None] | None:
+        """The world's own columns after this decision, when it changed them: ``(last_seq,
+        settings JSON or None when the settings stayed)``; None when it changed neither."""
+        if self._settings is None and self._seq == self._cache.last_seq:
+            return None
+        return self._seq, None if self._settings is None else _encode(self._settings)
+
+    def apply(self) -> None:
+        """Make this decision's writes the world's state (it passed)."""
+        cache = self._cache
+        if self._settings is not None:
+            cache.settings = self._settings
+        cache.last_seq = self._seq
+        for (kind, key), (raw, value) in self._written.items():
+            cache.store(kind, key, raw, value)

@@ -1,0 +1,214 @@
+"""The decision write path of issue 17: state in memory, one transaction per batch, a refusal
+writes nothing, the reply stored once (inside the audit record) and replayed byte for byte, a
+failed COMMIT fails what read its state, another process on the same file is noticed."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import sqlite3
+
+import msgspec
+import pytest
+
+from bridge import audit, wire
+from bridge.dice import ScriptedDice
+from bridge.errors import WorldNotRegistered
+from bridge.session import Session
+from bridge.store import Decision, SQLiteStore
+from bridge.store.sqlite import replay_frame
+
+from .helpers import ROOT, old_schema_file
+from .sohl_messages import frame
+
+KEY = b"k" * 32
+EXAMPLES = sorted((ROOT / "examples").glob("*-session.jsonl"))
+
+
+def counts(db) -> dict[str, int]:
+    conn = sqlite3.connect(db)
+    try:
+        return {t: conn.execute(f"SELECT count(*) FROM {t}").fetchone()[0]
+                for t in ("audit", "events", "records", "checkpoints")}
+    finally:
+        conn.close()
+
+
+async def run_example(example, db) -> dict[str, bytes]:
+    """Send every line of ``example`` through a trusted Session on a new store at ``db``; returns
+    each event_id's reply frame as sent. The store is closed."""
+    store = await SQLiteStore.open(db, audit_key=KEY)
+    await store.add_world("w", None)
+    session = Session(store, ScriptedDice([]), trusted=True, default_world="w")
+    sent: dict[str, bytes] = {}
+    try:
+        for line in example.read_text().splitlines():
+            message = json.loads(line)
+            reply = await session.receive(frame({k: v for k, v in message.items() if k != "dice"}),
+                                          ScriptedDice(message.get("dice", [])))
+            if message.get("event_id") and message["event_id"] not in sent:
+                sent[message["event_id"]] = reply.frames[0]
+    finally:
+        await store.close()
+    return sent
+
+
+@pytest.mark.parametrize("example", EXAMPLES, ids=lambda p: p.stem)
+async def test_every_example_reply_is_replayed_byte_for_byte_from_its_audit_record(example, tmp_path):
+    db = tmp_path / "b.sqlite3"
+    sent = await run_example(example, db)
+    assert sent, "the example has decisions"
+    conn = sqlite3.connect(db)
+    records = {e: msgspec.json.decode(r, type=audit.AuditRecord) for e, r in
+               conn.execute("SELECT event_id, record FROM audit WHERE event_id IS NOT NULL")}
+    assert conn.execute("SELECT count(*) FROM events").fetchone()[0] == 0  # no second copy
+    conn.close()
+    for event_id, reply in sent.items():
+        assert replay_frame(bytes(records[event_id].reply)) == reply, event_id
+
+    # after a restart (nothing in memory), every event_id again: the same bytes, nothing decided
+    before = counts(db)
+    store = await SQLiteStore.open(db, audit_key=KEY)
+    session = Session(store, ScriptedDice([]), trusted=True, default_world="w")
+    try:
+        for line in example.read_text().splitlines():
+            message = json.loads(line)
+            if message.get("event_id") in sent:
+                reply = await session.receive(frame({k: v for k, v in message.items() if k != "dice"}))
+                assert reply.frames[0] == sent[message["event_id"]], message["event_id"]
+    finally:
+        await store.close()
+    assert {k: v for k, v in counts(db).items() if k != "checkpoints"} == \
+        {k: v for k, v in before.items() if k != "checkpoints"}
+
+
+@pytest.fixture
+async def store(tmp_path):
+    store = await SQLiteStore.open(tmp_path / "b.sqlite3")
+    await store.add_world("w", "hash")
+    yield store
+    await store.close()
+
+
+def settings_to(option: str, ok: bool = True, reply: bytes = b"reply", event_id: str | None = None):
+    """A decision setting ``option``, audited under ``event_id`` (the store finds a reply's record
+    by the event_id the record names, as the session's do)."""
+    def decision(state):
+        state.put_settings(wire.WorldSettings(fate_option=option))
+        state.next_seq()
+        return Decision(reply, ok, audit.AuditEntry(
+            type="settings", event_id=event_id, user_id=None, message=b"{}", reads=[], dice=[],
+            reply=b'{"type":"pong","v":1}', ok=ok, summary=wire.AuditColumns(outcome="x")))
+    return decision
+
+
+class TestWrites:
+    async def test_a_refusal_writes_its_audit_record_and_nothing_else(self, store, tmp_path):
+        db = tmp_path / "b.sqlite3"
+        before = counts(db)
+        conn = sqlite3.connect(db)
+        world_before = conn.execute("SELECT settings, last_seq FROM worlds").fetchall()
+        refused = await store.decide("w", "e1", settings_to("off", ok=False))
+        assert refused.seq == 1 and refused.record_hash is not None
+        assert counts(db) == {**before, "audit": before["audit"] + 1}
+        assert conn.execute("SELECT settings, last_seq FROM worlds").fetchall() == world_before
+        conn.close()
+        assert (await store.world("w")).settings.fate_option == "everyone"
+
+    async def test_decisions_of_one_tick_commit_in_one_transaction(self, store, tmp_path):
+        for world in ("a", "b", "c"):
+            await store.add_world(world, "h")
+            await store.decide(world, f"warm-{world}", settings_to("pc_only"))  # loaded in memory
+        commits = []
+        conn = store._conn
+        conn.set_trace_callback(lambda sql: commits.append(sql) if sql == "COMMIT" else None)
+        decided = await asyncio.gather(*(store.decide(w, f"e-{w}", settings_to("off")) for w in "abc"))
+        conn.set_trace_callback(None)
+        assert len(commits) == 1
+        assert [d.seq for d in decided] == [2, 2, 2]
+        assert {(await store.world(w)).settings.fate_option for w in "abc"} == {"off"}
+
+    async def test_the_audit_record_is_sealed_with_the_seq_and_hash_the_caller_gets(self, store, tmp_path):
+        first = await store.decide("w", "e1", settings_to("off"))
+        second = await store.decide("w", "e2", settings_to("pc_only"))
+        conn = sqlite3.connect(tmp_path / "b.sqlite3")
+        rows = conn.execute("SELECT seq, hash, prev_hash FROM audit ORDER BY seq").fetchall()
+        conn.close()
+        assert rows == [(1, first.record_hash, audit.GENESIS_HASH), (2, second.record_hash, first.record_hash)]
+
+
+class TestAnotherWriter:
+    async def test_a_world_written_by_another_process_fails_the_batch_then_continues(self, store, tmp_path):
+        db = tmp_path / "b.sqlite3"
+        await store.decide("w", "e1", settings_to("off"))
+        other = await SQLiteStore.open(db)  # a second process on the same file
+        try:
+            await other.decide("w", "e2", settings_to("pc_only", event_id="e2"))
+        finally:
+            await other.close()
+        # this store's memory says the head is record 1: its insert collides, nothing is acked
+        with pytest.raises(sqlite3.IntegrityError):
+            await store.decide("w", "e3", settings_to("everyone"))
+        # the caches were dropped: the next decision reads the file again and chains after record 2
+        again = await store.decide("w", "e3", settings_to("everyone"))
+        assert again.replayed is False and again.seq == 3
+        assert (await store.decide("w", "e2", settings_to("off"))).replayed is True
+        (report,) = await store.verify("w", None)
+        # one chain, no gap, every link and hash right (these test decisions do not re-derive)
+        assert report.records == 3
+        assert [p.kind for p in report.problems if p.kind != "rederive"] == []
+
+    async def test_a_failed_commit_fails_the_decisions_that_read_its_state(self, store, monkeypatch):
+        await store.decide("w", "e1", settings_to("off"))
+
+        def failing(conn, batch):
+            raise sqlite3.OperationalError("disk I/O error")
+
+        monkeypatch.setattr(store, "_write_batch", failing)
+        results = await asyncio.gather(store.decide("w", "e2", settings_to("pc_only")),
+                                       store.decide("w", "e3", settings_to("everyone")),
+                                       return_exceptions=True)
+        assert all(isinstance(r, sqlite3.OperationalError) for r in results)
+        monkeypatch.undo()
+        assert (await store.world("w")).settings.fate_option == "off"
+        retried = await store.decide("w", "e2", settings_to("pc_only"))
+        assert (retried.replayed, retried.seq) == (False, 2)
+
+    async def test_a_world_removed_by_another_process_is_refused(self, store, tmp_path):
+        await store.decide("w", "e1", settings_to("off"))
+        other = await SQLiteStore.open(tmp_path / "b.sqlite3")
+        try:
+            await other.remove_world("w")
+        finally:
+            await other.close()
+        with pytest.raises(WorldNotRegistered):
+            await store.decide("w", "e2", settings_to("pc_only"))
+
+
+async def test_an_old_database_replays_its_events_rows_and_verifies(tmp_path):
+    """A file of schema 5 (before issue 17) whose decisions each have an events row: its replies
+    come back from those rows, its trail verifies, and new decisions chain after it."""
+    db = tmp_path / "old.sqlite3"
+    sent = await run_example(EXAMPLES[0], tmp_path / "new.sqlite3")
+    new = sqlite3.connect(tmp_path / "new.sqlite3")
+    conn = old_schema_file(db, 5)
+    for table in ("worlds", "audit", "records", "checkpoints"):
+        rows = new.execute(f"SELECT * FROM {table}").fetchall()
+        if rows:
+            conn.executemany(f"INSERT INTO {table} VALUES ({','.join('?' * len(rows[0]))})", rows)
+    # an older bridge kept each reply a second time, as sent, in events
+    conn.executemany("INSERT INTO events (world_id, event_id, reply, request_hash) VALUES ('w', ?, ?, NULL)",
+                     [(e, b"stored " + e.encode()) for e in sent])
+    conn.commit()
+    conn.close()
+    new.close()
+    store = await SQLiteStore.open(db, audit_key=KEY)
+    try:
+        assert all(r.ok for r in await store.verify(None, KEY))
+        event_id = next(iter(sent))
+        replayed = await store.decide("w", event_id, settings_to("off"))
+        assert (replayed.reply, replayed.replayed) == (b"stored " + event_id.encode(), True)
+        fresh = await store.decide("w", "after-upgrade", settings_to("off"))
+        assert fresh.replayed is False and fresh.seq == len(sent) + 1
+    finally:
+        await store.close()
