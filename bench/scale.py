@@ -64,9 +64,9 @@ class PgSchema:
     """A fresh schema on ``base`` (created on enter, dropped with its tables on exit); ``url``
     names it."""
 
-    def __init__(self, base: str = PG_URL) -> None:
-        self.base, self.name = base, f"fb_bench_{secrets.token_hex(5)}"
-        self.url = schema_url(base, self.name)
+    def __init__(self, base: str | None = None) -> None:
+        self.base, self.name = base or PG_URL, f"fb_bench_{secrets.token_hex(5)}"
+        self.url = schema_url(self.base, self.name)
 
     def __enter__(self) -> PgSchema:
         import psycopg
@@ -96,14 +96,20 @@ async def register_worlds(db: str, count: int, prefix: str = "bench") -> list[di
     return worlds
 
 
-def start_bridges(db: str, key: Path, count: int) -> list[tuple[subprocess.Popen, int]]:
-    """``count`` ``fate-bridge serve`` processes on ``db``, each on a free port of its own and
-    answering /healthz; returns (process, port) pairs."""
+# every load connection comes from 127.0.0.1, as from a proxy: the per-address limits made for a
+# home table (docs/security.md) raised to what the load needs
+LOAD_LIMITS = ("--max-connections-per-address", "100000", "--connect-burst", "100000",
+               "--free-failed-hellos", "100000")
+
+
+def start_bridges(db: str, key: Path, count: int, *options: str) -> list[tuple[subprocess.Popen, int]]:
+    """``count`` ``fate-bridge serve`` processes on ``db`` (with ``options``), each on a free
+    port of its own and answering /healthz; returns (process, port) pairs."""
     started: list[tuple[subprocess.Popen, int]] = []
     try:
         for _ in range(count):
             port = free_port()
-            started.append((start_bridge(db, key, port), port))  # type: ignore[arg-type]
+            started.append((start_bridge(db, key, port, *options), port))  # type: ignore[arg-type]
     except BaseException:
         stop_bridges(started)
         raise
@@ -137,7 +143,7 @@ def _measure(db: str, key: Path, processes: int, conns: int, duration: float, tm
     worlds = asyncio.run(register_worlds(db, conns))
     worlds_file = tmp / f"worlds-{secrets.token_hex(3)}.json"
     worlds_file.write_text(json.dumps(worlds))
-    bridges = start_bridges(db, key, processes)
+    bridges = start_bridges(db, key, processes, *LOAD_LIMITS)
     try:
         clients, first = [], 0
         for i, (_, port) in enumerate(bridges):

@@ -94,6 +94,18 @@ class TestLease:
         with pytest.raises(LeaseLost):
             await b.decide("w", "e2", put_option("pc_only"))
 
+    async def test_taking_the_world_back_works_on_what_the_other_process_wrote(self, two):
+        """``a`` holds the world in memory; ``b`` takes it and writes; ``a`` takes it back: its
+        next decision sees ``b``'s write and continues ``b``'s chain (its memory was dropped)."""
+        a, b = two
+        await a.take_lease("w", "a")
+        await a.decide("w", "e1", audited("off"))
+        await b.take_lease("w", "b")
+        await b.decide("w", "e2", audited("pc_only"))
+        await a.take_lease("w", "a")
+        assert await a.read("w", lambda state: state.settings().fate_option) == "pc_only"
+        assert (await a.decide("w", "e3", audited("everyone"))).seq == 3
+
     async def test_without_leases_a_write_from_stale_memory_fails_and_never_forks_the_chain(self, two):
         """Nobody leased the world: ``a`` holds it in memory, ``b`` writes it meanwhile, so ``a``'s
         next decision collides on its record's sequence number and fails; ``a`` reloads and goes
