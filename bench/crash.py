@@ -38,7 +38,7 @@ from websockets.asyncio.client import ClientConnection, connect
 from websockets.exceptions import ConnectionClosed
 
 from bridge.audit import AuditRecord
-from bridge.store.sqlite import replay_frame
+from bridge.frames import replayed_frame
 
 from .load import ACTOR, TEST
 
@@ -237,7 +237,7 @@ def _final_checks(db: Path, acked: dict[str, str], won: list[tuple[str, str]], r
             "SELECT event_id, type, summary, record FROM audit WHERE world_id = ?", (WORLD,)).fetchall()
         # what a replay of each event_id returns: the reply in its audit record (rebuilt as sent),
         # or an events row (decisions of bridges before issue 17)
-        stored = {e: replay_frame(bytes(_record_decoder.decode(record).reply)).decode()
+        stored = {e: replayed_frame(_record_decoder.decode(record)).decode()
                   for e, _, _, record in audit_rows if e is not None}
         stored.update({e: bytes(r).decode() for e, r in
                        conn.execute("SELECT event_id, reply FROM events WHERE world_id = ?", (WORLD,))})

@@ -29,6 +29,8 @@ from . import wire
 from .dice import Dice, ScriptedDice
 from .dispatch import decide
 from .errors import Refusal
+from .fairness.dice import Draw
+from .fairness.trail import check_dice
 from .state import R, WorldState
 
 GENESIS_HASH = "0" * 64
@@ -50,7 +52,10 @@ class AuditRecord(msgspec.Struct, kw_only=True, frozen=True):
     ``seq``: the world's audit sequence number (1, 2, ... without gaps). ``ts``: UTC ISO-8601.
     ``message``: the client message as decoded. ``reads``/``dice``: the inputs. ``reply``: the
     frame sent. ``ok``: false for a refusal (its writes were rolled back). ``summary``: the
-    columns the record is listed and filtered by, hashed with it so they cannot be edited apart."""
+    columns the record is listed and filtered by, hashed with it so they cannot be edited apart.
+    ``draws``: each die's faces and source (``fair``/``physical``/``secret``), parallel to
+    ``dice`` (None in records older than issue 19); ``dice_session``: the dice session open when
+    it was decided (its fair dice derive from that session's seed, ``bridge.fairness``)."""
 
     world_id: str
     seq: int
@@ -65,6 +70,8 @@ class AuditRecord(msgspec.Struct, kw_only=True, frozen=True):
     reply: msgspec.Raw
     ok: bool
     summary: wire.AuditColumns
+    draws: list[Draw] | None = None
+    dice_session: str | None = None
 
 
 class ListedColumns(msgspec.Struct, frozen=True):
@@ -94,6 +101,8 @@ class AuditEntry(msgspec.Struct, kw_only=True, frozen=True):
     reply: bytes
     ok: bool
     summary: wire.AuditColumns
+    draws: list[Draw] | None = None
+    dice_session: str | None = None
 
 
 _encoder = msgspec.json.Encoder(order="sorted")
@@ -264,7 +273,7 @@ def rederive(record: AuditRecord) -> str | None:
 @dataclass(frozen=True, slots=True)
 class Problem:
     """One thing wrong with a world's chain: the record ``seq`` it is found at, a ``kind``
-    (``gap``, ``link``, ``hash``, ``record``, ``checkpoint``, ``rederive``) and a sentence."""
+    (``gap``, ``link``, ``hash``, ``record``, ``checkpoint``, ``rederive``, ``dice``) and a sentence."""
 
     seq: int
     kind: str
@@ -327,10 +336,13 @@ def verify_world(
     that do not match the record's bytes (edited), records whose content disagrees with their row
     (its seq, world, or the columns ``audit list`` shows: time, type, user, outcome...),
     checkpoints missing every ``CHECKPOINT_EVERY`` records or whose signature or hash does not
-    match (the chain rewritten), and decisions whose outputs do not follow from their recorded
-    inputs and dice (:func:`rederive`)."""
+    match (the chain rewritten), decisions whose outputs do not follow from their recorded
+    inputs and dice (:func:`rederive`), and fair dice that the revealed seed of their dice session
+    does not give, or a seed that does not match its commitment
+    (:func:`bridge.fairness.trail.check_dice`)."""
     report = WorldReport(world_id)
     hashes: dict[int, str] = {}
+    decoded: list[AuditRecord] = []
     expected_seq, expected_prev = 1, GENESIS_HASH
     for seq, record_bytes, prev_hash, record_hash, listed in rows:
         report.records += 1
@@ -354,9 +366,13 @@ def verify_world(
             difference = rederive(record)
             if difference:
                 report.problems.append(Problem(seq, "rederive", f"record {seq}: {difference}"))
+            decoded.append(record)
         hashes[seq] = record_hash
         expected_seq, expected_prev = seq + 1, record_hash
     last_seq = expected_seq - 1
+    dice = check_dice(decoded)  # every fair die of a revealed dice session, recomputed (issue 19)
+    report.problems.extend(Problem(seq, "dice", detail) for seq, detail in dice.problems)
+    report.notes.extend(dice.notes)
 
     signed = {seq: (record_hash, mac) for seq, record_hash, mac in checkpoints}
     if signed and key is None:

@@ -29,14 +29,16 @@ class _Routes:
 
 @functools.cache
 def _routes() -> _Routes:
+    from . import fairness
     from .rulesets import installed
 
-    rulesets: tuple[Ruleset, ...] = installed()
+    games: tuple[Ruleset, ...] = installed()
+    rulesets = (*games, fairness.RULESET)  # dice sessions, settings, overrides: not a game
     return _Routes(
         handlers={kind: h for r in rulesets for kind, h in r.handlers.items()},
         refused={kind: r.refused for r in rulesets for kind in r.handlers},
         queries={kind: q for r in rulesets for kind, q in r.queries.items()},
-        ids=[r.id for r in rulesets if r.handlers],
+        ids=[r.id for r in games if r.handlers],
     )
 
 
@@ -80,9 +82,16 @@ def decide(message: wire.Request, state: WorldState, dice: Dice) -> Outcome:
     try:
         return handler(message, state, dice)
     except Refusal as refusal:
-        error = wire.error_reply(refusal, message.event_id)
-        columns = routes.refused[type(message)](message, error, state)
-        return Outcome(error, columns, None, {"code": error.code, "field": error.field}, refused=True)
+        return refused(message, refusal, state)
+
+
+def refused(message: wire.Request, refusal: Refusal, state: WorldState) -> Outcome:
+    """The :class:`~bridge.ruleset.Outcome` of ``message`` refused with ``refusal`` (by its
+    handler, or by the shell before it ran, e.g. a die of a provable world with no dice session):
+    the ``error`` reply, its ruleset's refusal columns, the code and field as log keys."""
+    error = wire.error_reply(refusal, message.event_id)
+    columns = _routes().refused[type(message)](message, error, state)
+    return Outcome(error, columns, None, {"code": error.code, "field": error.field}, refused=True)
 
 
 def __getattr__(name: str) -> object:

@@ -6,6 +6,7 @@
 | ``/`` | a small landing page: what this server is, with links to the others | anyone (no secrets) |
 | ``/healthz`` | ``ok`` | anyone |
 | ``/overlay`` (+ ``overlay.js``, ``overlay.css``) | the stream overlay page (the viewer key goes on its URL) | anyone |
+| ``/verify`` (+ ``verify.js``) | the dice check page: recompute a revealed dice session from an exported trail (:mod:`bridge.fairness`) | anyone |
 | ``/module/module.json``, ``/module/fate-bridge.zip`` | the Foundry module, to install by manifest URL (:mod:`bridge.release`) | anyone |
 | ``/status`` | :class:`bridge.status.Status` as JSON | this machine (loopback, not through a proxy), or ``Authorization: Bearer WORLD_TOKEN`` for that world only (a wrong token is refused, from anywhere) |
 
@@ -40,6 +41,10 @@ OVERLAY_FILES = {  # URL path -> (package file in bridge/overlay/, Content-Type)
     f"/{OVERLAY_PATH}/overlay.js": ("overlay.js", "text/javascript; charset=utf-8"),
     f"/{OVERLAY_PATH}/overlay.css": ("overlay.css", "text/css; charset=utf-8"),
 }
+VERIFY_FILES = {  # the dice check page (issue 19): URL path -> (file in bridge/fairness/page/, type)
+    "/verify": ("verify.html", "text/html; charset=utf-8"),
+    "/verify/verify.js": ("verify.js", "text/javascript; charset=utf-8"),
+}
 # The page runs only its own script and style and talks only to this bridge: even a card that
 # somehow carried markup could not run code or load anything. No Referer, so the viewer key in
 # the page's URL never leaves it.
@@ -61,11 +66,13 @@ PACKAGES_KEPT = 4  # module zips built for different public addresses, kept in m
 
 
 def _load_overlay() -> dict[str, tuple[bytes, str]]:
-    """The overlay's script and style by URL path: (body, Content-Type), read once from the
-    package (the page itself is rendered per language: :mod:`bridge.overlay_page`)."""
-    folder = resources.files("bridge").joinpath("overlay")
-    return {path: (folder.joinpath(name).read_bytes(), kind)
-            for path, (name, kind) in OVERLAY_FILES.items() if name != overlay_page.PAGE}
+    """The overlay's script and style and the ``/verify`` dice check page by URL path: (body,
+    Content-Type), read once from the package (the overlay page itself is rendered per language:
+    :mod:`bridge.overlay_page`)."""
+    folder, page = resources.files("bridge").joinpath("overlay"), resources.files("bridge").joinpath("fairness", "page")
+    return {**{path: (folder.joinpath(name).read_bytes(), kind)
+               for path, (name, kind) in OVERLAY_FILES.items() if name != overlay_page.PAGE},
+            **{path: (page.joinpath(name).read_bytes(), kind) for path, (name, kind) in VERIFY_FILES.items()}}
 
 
 def _own_origin(request: Request) -> bool:

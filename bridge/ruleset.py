@@ -80,17 +80,19 @@ class Ruleset:
     settings: tuple[type[ClientMessage], ...] = ()
 
     def __post_init__(self) -> None:
-        from .wire.base import Request  # the wire package imports the rulesets: import at use
+        from .wire.base import Query, Request  # the wire package imports the rulesets: import at use
 
         unhandled = [c.__name__ for c in self.client if c not in self.handlers and c not in self.queries]
         if unhandled:
             raise ValueError(f"ruleset {self.id!r}: no handler or query for {', '.join(unhandled)}")
         if not set(self.settings) <= set(self.handlers):
             raise ValueError(f"ruleset {self.id!r}: its settings messages must be among its handlers")
-        loose = [c.__name__ for c in self.client if not issubclass(c, Request)]
+        loose = [c.__name__ for c in self.client
+                 if not issubclass(c, Request) and not (c in self.queries and issubclass(c, Query))]
         if loose:
             raise ValueError(f"ruleset {self.id!r}: {', '.join(loose)} must derive from wire.Request "
-                             "(or UserRequest): a ruleset's messages are requests with an event_id")
+                             "(or UserRequest): a ruleset's messages are requests with an event_id "
+                             "(a read-only query may be a wire.Query, answered by its query_id)")
 
 
 def log_fields(columns: AuditColumns) -> dict[str, object]:

@@ -1,7 +1,7 @@
 """The WebSocket server: moves frames between sockets and :class:`~bridge.session.Session`.
 
 One asyncio server (websockets' asyncio API). Plain HTTP without a WebSocket upgrade (health,
-overlay page, module manifest and zip, status, landing page) is :mod:`bridge.http`. Each connection:
+overlay page, the dice check page ``/verify``, module manifest and zip, status, landing page) is :mod:`bridge.http`. Each connection:
 the first frame must come within ``hello_timeout`` seconds (else close 4002); frames are handled
 one at a time, in order, each answered before the next is read; past the world's rate limit (one
 bucket per world, whichever connection) a frame is answered ``rate_limited`` and not handled; a

@@ -14,9 +14,9 @@ log keys.
 
 Every frame gets exactly one reply frame, except a decision refused because another bridge
 process took the world's lease (:class:`~bridge.errors.LeaseLost`): nothing was applied and the
-connection is closed 4003 unanswered, as a superseded forwarder is. Decode and
-validation errors are answered with ``error`` (the connection stays open); only authentication failures close it. Errors map to the
-contract in one place (:func:`error_frame`); anything unexpected is logged with its traceback and
+connection is closed 4003 unanswered, as a superseded forwarder is. Decode and validation errors
+are answered with ``error`` (the connection stays open); only authentication failures close it.
+Errors map to the contract in one place (:func:`error_frame`); anything unexpected is logged with its traceback and
 answered ``internal`` with no detail.
 """
 
@@ -39,6 +39,8 @@ from .audit import AuditEntry, RecordingDice, RecordingState, sorted_json
 from .errors import (LeaseLost, WorldNotRegistered, BadMessage, ConfigError, Forbidden, Internal, NotFound, Refusal,
                      Unauthorized)
 from .receipts import check_receipts
+from .fairness import decide as fairness
+from .frames import decision_frame
 from .state import WorldState
 from .ruleset import Outcome
 from .store.base import AuditFilter, AuditRow, Decision, Store, World
@@ -151,7 +153,8 @@ class Session:
 
     ``trusted`` sessions (``fate-bridge resolve``) accept ``hello`` without a token, register the
     world on first use and start open on ``default_world``. ``reporter`` draws ``audit_report``
-    pages (the server passes :func:`bridge.report.draw`; without it the query is refused).
+    pages (the server passes :func:`bridge.report.draw`; without it the query is refused). ``new_seed(n)``: n secret
+    bytes, the seed of a dice session (``secrets.token_bytes``; tests may fix it).
     """
 
     def __init__(
@@ -163,11 +166,13 @@ class Session:
         default_world: str | None = None,
         max_frame_bytes: int | None = None,
         reporter: Reporter | None = None,
+        new_seed: Callable[[int], bytes] = secrets.token_bytes,
     ) -> None:
         self.store = store
         self.max_frame_bytes = max_frame_bytes  # the server's limit, told in ``welcome``
         self.dice = dice
         self.reporter = reporter
+        self.new_seed = new_seed  # a dice session's secret seed (bridge.fairness)
         self.trusted = trusted
         self.world_id: str | None = default_world if trusted else None
         self.state = SessionState.FORWARDER if self.world_id is not None else SessionState.NEW
@@ -245,8 +250,7 @@ class Session:
                 self.log.info("overlay_control", action=message.action)
                 done = wire.OverlayControlled(query_id=message.query_id, action=message.action)
                 return Reply([wire.encode(done)], overlay_action=message.action)
-        assert isinstance(message, wire.Request)  # ACCEPTS: nothing else is left
-        if dispatch.is_query(message):
+        if dispatch.is_query(message):  # a ruleset's read-only query (a Request or a Query)
             language = self.language  # the store reads on its own thread: the language goes along
 
             def query(state: WorldState) -> wire.BridgeMessage:
@@ -255,6 +259,7 @@ class Session:
 
             reply = await self.store.read(self.world_id, query)
             return Reply([wire.encode(reply)])
+        assert isinstance(message, wire.Request)  # ACCEPTS: nothing else is left
         return await self._decide(message, dice)
 
     async def _check_receipts(self, query: wire.ReceiptsCheck) -> wire.ReceiptsChecked:
@@ -352,15 +357,32 @@ class Session:
             # runs on this event loop against the world's state in memory (Store.decide); its
             # cards and refusal text in the world's language (presentation: the audit ignores it)
             recording, rolled = RecordingState(state), RecordingDice(dice)
-            with i18n.using(language):
-                outcome = dispatch.decide(message, recording, rolled)
+            table, dice_session = None, None
+            try:
+                # the dice table reads the open dice session on the plain state: its seed is never
+                # recorded before the reveal (bridge.fairness.decide)
+                table, dice_session = fairness.table_for(message, state, seq=state.audit_seq,  # type: ignore[attr-defined]
+                                                         fallback=dice, new_seed=self.new_seed)
+                rolled = RecordingDice(table)
+                with i18n.using(language):
+                    outcome = dispatch.decide(message, recording, rolled)
+                if not outcome.refused:
+                    table.check_all_used()
+                    outcome = fairness.with_physical_mark(outcome, rolled.rolled, table.draws)
+            except Refusal as refusal:
+                with i18n.using(language):
+                    outcome = dispatch.refused(message, refusal, state)
             ok = not outcome.refused
-            frame = wire.encode(outcome.reply)
+            draws = table.draws if table is not None and table.draws else None
             audit = AuditEntry(type=tag, event_id=event_id, user_id=user_id, message=message_bytes,
                                reads=recording.reads, dice=rolled.rolled,
-                               reply=sorted_json(outcome.reply), ok=ok, summary=outcome.columns)
+                               reply=sorted_json(outcome.reply), ok=ok, summary=outcome.columns,
+                               draws=draws, dice_session=dice_session)
             overlay = None if outcome.card is None else _overlay_frame(world_id, outcome.card_key or event_id,
                                                                        outcome.card)
+            # every client builds its Foundry Roll from the rolls it carries (issue 19); a replay
+            # rebuilds the same bytes from the audit record (bridge.frames)
+            frame = decision_frame(outcome.reply, rolled.rolled, draws)
             return Decision(frame, ok, audit, kept=(overlay, outcome.log))
 
         request_hash = hashlib.sha256(message_bytes).hexdigest()

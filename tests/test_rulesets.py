@@ -133,7 +133,8 @@ class TestAThrowawayRulesetPlugsIn:
             await server.wait_closed()
 
         assert reply == {"type": "coin_flipped", "v": 1, "event_id": "ev-1", "face": "tails",
-                         "won": False, "card": {**reply["card"], "ruleset": "coin"}}
+                         "won": False, "card": {**reply["card"], "ruleset": "coin"},
+                         "rolls": [{"faces": 2, "value": 2, "source": "secret"}]}  # issue 19: the die it rolled
         assert "Ada called heads: tails" in reply["card"]["html"]
         assert shown["type"] == "overlay_card" and shown["ruleset"] == "coin"
         assert shown["key"] == "ev-1" and shown["card"]["html"] == reply["card"]["html"]

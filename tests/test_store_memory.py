@@ -16,7 +16,7 @@ from bridge.dice import ScriptedDice
 from bridge.errors import WorldNotRegistered
 from bridge.session import Session
 from bridge.store import Decision, SQLiteStore
-from bridge.store.sqlite import replay_frame
+from bridge.frames import replayed_frame
 
 from .helpers import ROOT, old_schema_file
 from .sohl_messages import frame
@@ -64,7 +64,7 @@ async def test_every_example_reply_is_replayed_byte_for_byte_from_its_audit_reco
     assert conn.execute("SELECT count(*) FROM events").fetchone()[0] == 0  # no second copy
     conn.close()
     for event_id, reply in sent.items():
-        assert replay_frame(bytes(records[event_id].reply)) == reply, event_id
+        assert replayed_frame(records[event_id]) == reply, event_id
 
     # after a restart (nothing in memory), every event_id again: the same bytes, nothing decided
     before = counts(db)
@@ -204,6 +204,10 @@ async def test_an_old_database_replays_its_events_rows_and_verifies(tmp_path):
     new.close()
     store = await SQLiteStore.open(db, audit_key=KEY)
     try:
+        upgraded = sqlite3.connect(db)
+        assert upgraded.execute("SELECT value FROM meta WHERE key = 'schema_version'").fetchone() == ("6",)
+        assert upgraded.execute("SELECT 1 FROM sqlite_master WHERE name = 'audit_by_event'").fetchone()
+        upgraded.close()
         assert all(r.ok for r in await store.verify(None, KEY))
         event_id = next(iter(sent))
         replayed = await store.decide("w", event_id, settings_to("off"))
@@ -212,3 +216,38 @@ async def test_an_old_database_replays_its_events_rows_and_verifies(tmp_path):
         assert fresh.replayed is False and fresh.seq == len(sent) + 1
     finally:
         await store.close()
+
+
+class Note(msgspec.Struct, frozen=True):
+    text: str
+
+
+async def test_a_record_from_before_the_restart_is_read_once_when_first_asked_for(tmp_path, monkeypatch):
+    db = tmp_path / "b.sqlite3"
+    store = await SQLiteStore.open(db)
+    await store.add_world("w", None)
+
+    def write(state):
+        state.put("test.note", "a", Note("kept"))
+        return Decision(b"ok", True)
+
+    await store.decide("w", "e1", write)
+    await store.close()
+
+    store = await SQLiteStore.open(db)
+    fetched = []
+    fetch = store._fetch_record
+    monkeypatch.setattr(store, "_fetch_record", lambda *args: fetched.append(args) or fetch(*args))
+    seen = []
+
+    def read(state):
+        seen.append((state.get("test.note", "a", Note), state.get("test.note", "never", Note)))
+        return Decision(b"ok", True)
+
+    try:
+        await store.decide("w", "e2", read)
+        await store.decide("w", "e3", read)
+    finally:
+        await store.close()
+    assert seen == [(Note("kept"), None)] * 2
+    assert fetched == [("w", "test.note", "a")]  # once; a record that does not exist costs nothing

@@ -71,6 +71,8 @@ class AuditRows:
             reply=msgspec.Raw(entry.reply),
             ok=entry.ok,
             summary=entry.summary,
+            draws=entry.draws,
+            dice_session=entry.dice_session,
         )
         canonical = audit.canonical(record)
         record_hash = audit.chain_hash(prev_hash, canonical)

@@ -2,18 +2,21 @@
 
 Backend-neutral (no SQL, no threads): a backend loads a :class:`WorldCache` once from its
 database, runs every decision against a :class:`CachedState` over it (so no read during a
-decision touches the database), and writes the rows the decision produced in its batch's one
+decision touches the database, but the first read of an old record, below), and writes the rows the decision produced in its batch's one
 transaction. The cache always holds the latest *decided* state, committed or still queued for
 the writer; a backend whose COMMIT fails drops its caches and fails every decision queued after
 the failed one (none of them was acknowledged), then reloads on next use.
 
-A decision's writes go to its own overlay first (:class:`CachedState`); they reach the cache
+A world's records are loaded by key; their JSON is read the first time a decision asks for one
+written before the world was loaded (:attr:`WorldCache.fetch`), so memory holds the keys of a
+long history and the values in use. A decision's writes go to its own overlay first (:class:`CachedState`); they reach the cache
 only when the decision returns a passing result (:meth:`CachedState.apply`). A refusal or an
 exception drops the overlay, which is what a SAVEPOINT rolled back before.
 """
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass, field
 
 import msgspec
@@ -31,9 +34,13 @@ class WorldCache:
     ``settings``: the world's settings; ``last_seq``: the counter behind
     :meth:`~bridge.state.WorldState.next_seq` (the ``worlds.last_seq`` column); ``head``: the seq
     and chain hash of the world's last audit record (``(0, GENESIS_HASH)`` before the first);
-    ``records``: each record's stored JSON by ``(kind, key)``; ``events``: each ``event_id``
-    decided, with the audit seq of the record that holds its reply (None: the reply is in an
-    ``events`` row written by an older bridge, or by a decision without an audit entry)."""
+    ``records``: each record's stored JSON by ``(kind, key)``, for the records written or read
+    since the world was loaded; ``on_disk``: the records stored before, not read yet, whose JSON
+    ``fetch(kind, key)`` reads from the database the first time a decision asks (the one read a
+    decision may make, once per such record; a record that does not exist never costs one);
+    ``events``: each ``event_id`` decided, with the audit seq of the record that holds its reply
+    (None: the reply is in an ``events`` row written by an older bridge, or by a decision without
+    an audit entry)."""
 
     world_id: str
     settings: wire.WorldSettings
@@ -41,6 +48,8 @@ class WorldCache:
     head: tuple[int, str]
     records: dict[tuple[str, str], bytes] = field(default_factory=dict)
     events: dict[str, int | None] = field(default_factory=dict)
+    on_disk: set[tuple[str, str]] = field(default_factory=set)
+    fetch: Callable[[str, str], bytes] | None = None
     _decoded: dict[tuple[str, str], tuple[type, msgspec.Struct]] = field(default_factory=dict)
 
     def record(self, kind: str, key: str, type: type[R]) -> R | None:
@@ -52,7 +61,11 @@ class WorldCache:
             return decoded[1]  # type: ignore[return-value]
         raw = self.records.get(slot)
         if raw is None:
-            return None
+            if slot not in self.on_disk:
+                return None
+            assert self.fetch is not None
+            raw = self.records[slot] = self.fetch(kind, key)
+            self.on_disk.discard(slot)
         value = msgspec.json.decode(raw, type=type)
         self._decoded[slot] = (type, value)
         return value
@@ -60,6 +73,7 @@ class WorldCache:
     def store(self, kind: str, key: str, raw: bytes, value: msgspec.Struct) -> None:
         """Keep ``value`` (stored as ``raw``) under ``(kind, key)``."""
         self.records[kind, key] = raw
+        self.on_disk.discard((kind, key))
         self._decoded[kind, key] = (type(value), value)
 
 
@@ -91,6 +105,14 @@ class CachedState:
         if written is not None:
             return written[1]  # type: ignore[return-value]
         return self._cache.record(kind, key, type)
+
+    def peek(self, kind: str, key: str, type: type[R]) -> R | None:
+        return self.get(kind, key, type)
+
+    def audit_seq(self) -> int:
+        """The audit record number the decision running now will get (its dice derive from it,
+        ``bridge.fairness``): one more than the world's last record, queued ones included."""
+        return self._cache.head[0] + 1
 
     def put(self, kind: str, key: str, record: msgspec.Struct) -> None:
         self._written[kind, key] = (_encode(record), record)

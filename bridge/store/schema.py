@@ -74,6 +74,11 @@ ALTER TABLE events ADD COLUMN request_hash TEXT;
     5: """
 ALTER TABLE worlds ADD COLUMN removed_at TEXT;
 """,
+    # Issue 17: a reply is kept once, in its audit record; a world's event ids (to answer a repeat
+    # from memory) are read from this index alone when the world is loaded.
+    6: """
+CREATE INDEX audit_by_event ON audit (world_id, event_id, seq) WHERE event_id IS NOT NULL;
+""",
 }
 SCHEMA_VERSION = max(MIGRATIONS)
 

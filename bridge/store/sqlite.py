@@ -15,7 +15,8 @@ How :meth:`SQLiteStore.decide` works (issue 17):
   ``executemany`` per table (audit, records, worlds; events only for a decision without an audit
   record). The caller gets its reply only after that COMMIT.
 - The reply is stored once, inside the audit record (key-sorted, as the chain's canonical bytes
-  need); a repeated ``event_id`` rebuilds the exact frame sent from it (:func:`replay_frame`), or,
+  need); a repeated ``event_id`` rebuilds the exact frame sent from it
+  (:func:`bridge.frames.replayed_frame`), or,
   for replies decided by older bridges, returns the ``events`` row's.
 - If a COMMIT fails, its decisions and every decision queued after them fail (none was
   acknowledged; later ones may have read their state) and the caches are reloaded from the file.
@@ -29,6 +30,8 @@ All SQLite work runs on one dedicated writer thread, so the event loop never blo
 from __future__ import annotations
 
 import asyncio
+import functools
+import hashlib
 import os
 import sqlite3
 import threading
@@ -38,14 +41,12 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-import hashlib
-
 import msgspec
 
-from .. import wire
+from .. import audit, wire
 from ..errors import ConfigError, WorldNotRegistered
+from ..frames import replayed_frame
 from ..startup import database_problem
-from .. import audit
 from ..state import WorldState
 from .audit_rows import AuditRows, Sealed
 from .base import Decided, Decision, DecisionFn
@@ -118,14 +119,6 @@ class _Queued:
 _replay_decoder = msgspec.json.Decoder(audit.AuditRecord)
 
 
-def replay_frame(recorded_reply: bytes) -> bytes:
-    """The reply frame of a decision from its audit record's ``reply`` (the same message encoded
-    with sorted keys): decoded and encoded again, it is the frame that was sent, byte for byte
-    (msgspec encodes a message's fields in one fixed order; ``tests/test_store.py`` checks it
-    for every example session's replies)."""
-    return wire.encode(wire.bridge_decoder().decode(recorded_reply))
-
-
 def _settle_futures(settled: list[tuple[asyncio.Future[Decided], Decided | None, BaseException | None]]) -> None:
     """Deliver a committed batch's outcomes (runs on the event loop)."""
     for future, decided, exc in settled:
@@ -168,6 +161,7 @@ class SQLiteStore(WorldRows, AuditRows):
         # connection's alone, so there the writer loads.
         self._loader: ThreadPoolExecutor | None = None
         self._loader_conn: sqlite3.Connection | None = None
+        self._fetch_conn: sqlite3.Connection | None = None  # WorldCache.fetch's, on the event loop
 
     @classmethod
     async def open(cls, path: str | Path, *, audit_key: bytes | None = None,
@@ -264,12 +258,28 @@ class SQLiteStore(WorldRows, AuditRows):
         assert conn is not None
         conn.execute("BEGIN")  # one snapshot for every SELECT below
         try:
-            return self._read_world(conn, world_id)
+            cache = self._read_world(conn, world_id, values=self._loader is None)
         finally:
             conn.execute("ROLLBACK")
+        if self._loader is not None:
+            cache.fetch = functools.partial(self._fetch_record, world_id)
+        return cache
+
+    def _fetch_record(self, world_id: str, kind: str, key: str) -> bytes:
+        """The stored JSON of a record a decision asks for the first time (on the event loop,
+        with the store's lock held: a connection of its own, reading what was committed)."""
+        if self._fetch_conn is None:
+            self._fetch_conn = sqlite3.connect(self.path, isolation_level=None, check_same_thread=False)
+            self._fetch_conn.execute("PRAGMA busy_timeout = 5000")
+        (value,) = self._fetch_conn.execute(
+            "SELECT value FROM records WHERE world_id = ? AND kind = ? AND key = ?",
+            (world_id, kind, key)).fetchone()
+        return bytes(value)
 
     @staticmethod
-    def _read_world(conn: sqlite3.Connection, world_id: str) -> WorldCache:
+    def _read_world(conn: sqlite3.Connection, world_id: str, *, values: bool) -> WorldCache:
+        """The world's state: settings, counters, chain head, event ids, and its records' keys
+        (with their values too when ``values``; else :meth:`_fetch_record` reads them on use)."""
         row = conn.execute("SELECT settings, last_seq FROM worlds WHERE world_id = ? AND removed_at IS NULL",
                            (world_id,)).fetchone()
         if row is None:
@@ -278,13 +288,15 @@ class SQLiteStore(WorldRows, AuditRows):
                             (world_id,)).fetchone()
         cache = WorldCache(world_id, _settings_decoder.decode(row[0]), row[1],
                            (head[0], head[1]) if head else (0, audit.GENESIS_HASH))
-        cache.records = {(kind, key): bytes(value) for kind, key, value in conn.execute(
-            "SELECT kind, key, value FROM records WHERE world_id = ?", (world_id,))}
-        events: dict[str, int | None] = {}
-        for event_id, seq in conn.execute(
-                "SELECT event_id, seq FROM audit WHERE world_id = ? AND event_id IS NOT NULL ORDER BY seq",
-                (world_id,)):
-            events.setdefault(event_id, seq)
+        if values:
+            cache.records = {(kind, key): bytes(value) for kind, key, value in conn.execute(
+                "SELECT kind, key, value FROM records WHERE world_id = ?", (world_id,))}
+        else:  # the primary key's index alone
+            cache.on_disk = set(conn.execute("SELECT kind, key FROM records WHERE world_id = ?", (world_id,)))
+        # the index audit_by_event alone
+        events: dict[str, int | None] = dict(conn.execute(
+            "SELECT event_id, min(seq) FROM audit WHERE world_id = ? AND event_id IS NOT NULL GROUP BY event_id",
+            (world_id,)))
         # an events row (older bridges wrote one per decision) holds the reply as sent: it wins
         events.update((event_id, None) for (event_id,) in conn.execute(
             "SELECT event_id FROM events WHERE world_id = ?", (world_id,)))
@@ -351,7 +363,7 @@ class SQLiteStore(WorldRows, AuditRows):
             (record,) = conn.execute("SELECT record FROM audit WHERE world_id = ? AND seq = ?",
                                      (item.world_id, item.replay_seq)).fetchone()
             stored = _replay_decoder.decode(record)
-            reply = replay_frame(bytes(stored.reply))
+            reply = replayed_frame(stored)
             stored_hash = hashlib.sha256(bytes(stored.message)).hexdigest()
         other = None not in (stored_hash, item.request_hash) and stored_hash != item.request_hash
         return Decided(reply, replayed=True, other_request=other)
@@ -390,10 +402,10 @@ class SQLiteStore(WorldRows, AuditRows):
     def _close_sync(self) -> None:
         if self._loader is not None:
             self._loader.shutdown(wait=True)
-            if self._loader_conn is not None:
-                self._loader_conn.close()
-                self._loader_conn = None
-            self._loader = None
+            for conn in (self._loader_conn, self._fetch_conn):
+                if conn is not None:
+                    conn.close()
+            self._loader = self._loader_conn = self._fetch_conn = None
         if self._wal is not None:
             self._wal.stop()
             self._wal = None

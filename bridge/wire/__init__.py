@@ -52,11 +52,13 @@ class _Protocol:
 
 @functools.cache
 def _protocol() -> _Protocol:
+    from ..fairness import wire as dice
     from ..rulesets import installed
 
     rulesets = installed()
-    client = tuple(c for m in _SHARED for c in m.CLIENT) + tuple(c for r in rulesets for c in r.client)
-    bridge = tuple(c for m in _SHARED for c in m.BRIDGE) + tuple(c for r in rulesets for c in r.bridge)
+    shared = (*_SHARED, dice)  # the dice messages (issue 19) are every ruleset's
+    client = tuple(c for m in shared for c in m.CLIENT) + tuple(c for r in rulesets for c in r.client)
+    bridge = tuple(c for m in shared for c in m.BRIDGE) + tuple(c for r in rulesets for c in r.bridge)
     modules = dict.fromkeys(importlib.import_module(c.__module__) for r in rulesets for c in (*r.client, *r.bridge))
     names = {name: getattr(module, name) for module in modules
              for name in dir(module) if not name.startswith("_")}

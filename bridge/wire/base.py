@@ -38,6 +38,12 @@ class OutPart(msgspec.Struct, kw_only=True, frozen=True):
     """Base of nested objects the bridge sends."""
 
 
+ClientSeed = Annotated[str, Meta(max_length=128, description=(
+    "The asking player's browser's random value (crypto.getRandomValues, as text): in an open dice "
+    "session every die of this request is derived from it too (issue 19)."))]
+PhysicalDie = Annotated[int, Meta(ge=-1_000_000, le=1_000_000, description="A real die's value as read off the table.")]
+
+
 class ClientMessage(
     msgspec.Struct, tag_field="type", kw_only=True, frozen=True, forbid_unknown_fields=True
 ):
@@ -48,9 +54,15 @@ class ClientMessage(
 
 class Request(ClientMessage, kw_only=True):
     """Base of decision requests: work answered once per ``event_id`` (a repeat gets the stored
-    reply, nothing runs again) and recorded in the audit trail; a refusal's ``error.ref`` is it."""
+    reply, nothing runs again) and recorded in the audit trail; a refusal's ``error.ref`` is it.
+    Any request may carry ``client_seed`` (its dice derive from it in an open dice session) and
+    ``physical`` (the real dice the roller threw, in the order the decision rolls them, where the
+    world allows them; each is checked against its die: ``physical[i]`` names a value that die
+    cannot show)."""
 
     event_id: Id
+    client_seed: ClientSeed | None = None
+    physical: Annotated[list[PhysicalDie], Meta(max_length=64)] | None = None
 
 
 class UserRequest(Request, kw_only=True):

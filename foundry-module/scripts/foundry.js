@@ -379,21 +379,86 @@ export async function updateActorItem(actorUuid, itemId, changes) {
 }
 
 /**
- * Post a chat card. No rolls are attached, so Dice So Nice does not roll anything for it.
+ * Post a chat card. `rolls` (serialized Rolls of the bridge's own dice, logic/dice-trust.js
+ * rollDataOf) become the message's real Foundry Rolls (`message.rolls`, via `Roll.fromData`), so
+ * every client shows the bridge's values and Dice So Nice rolls them once; without them nothing is
+ * attached and Dice So Nice rolls nothing for the card.
  *
  * @param {{content: string, speaker: {actor: string|null, alias?: string}, whisper: string[],
- *   blind: boolean, flags: object}} data `flags` go to this module's scope
+ *   blind: boolean, flags: object, rolls?: object[]}} data `flags` go to this module's scope
  * @returns {Promise<string>} the new message's id
  */
-export async function createChatMessage({ content, speaker, whisper, blind, flags }) {
+export async function createChatMessage({ content, speaker, whisper, blind, flags, rolls = [] }) {
   const message = await ChatMessage.create({
     content,
     speaker: { scene: null, token: null, actor: speaker.actor, alias: speaker.alias },
     whisper,
     blind,
     flags: { [MODULE_ID]: flags },
+    ...(rolls.length ? { rolls: rolls.map((data) => Roll.fromData(data)) } : {}),
   });
   return message.id;
+}
+
+/**
+ * Random bytes from the browser's CSPRNG (a dice request's `client_seed`).
+ *
+ * @param {Uint8Array} bytes filled in place
+ * @returns {Uint8Array}
+ */
+export function randomValues(bytes) {
+  return globalThis.crypto.getRandomValues(bytes);
+}
+
+/**
+ * @param {Uint8Array} bytes
+ * @returns {Promise<ArrayBuffer>} their SHA-256 (WebCrypto)
+ */
+export function sha256(bytes) {
+  return globalThis.crypto.subtle.digest("SHA-256", bytes);
+}
+
+/**
+ * The chat messages carrying this module's flag `key`.
+ *
+ * @param {string} key
+ * @returns {Array<{id: string, content: string, flag: any}>}
+ */
+export function messagesWithFlag(key) {
+  return game.messages
+    .filter((m) => m.getFlag(MODULE_ID, key) !== undefined)
+    .map((m) => ({ id: m.id, content: m.content, flag: m.getFlag(MODULE_ID, key) }));
+}
+
+/**
+ * Real dice the user throws, for a ruleset that allows them (issue 19). Where this user set the
+ * denomination to a fulfillment method in Foundry's Dice Configuration (v12+: core setting
+ * `diceConfiguration`, methods in `CONFIG.Dice.fulfillment`; Foundry v13 API
+ * CONFIG.DiceFulfillmentConfiguration), Foundry's own RollResolver asks for them
+ * (`Roll#evaluate({allowInteractive: true})`); otherwise a dialog asks for the values.
+ * The bridge checks every value against its die.
+ *
+ * @param {number[]} faces the dice asked for, in order
+ * @returns {Promise<string|null>} the values typed, as text (null when the dialog was closed)
+ */
+export async function askPhysicalDice(faces) {
+  const configured = game.settings.get("core", "diceConfiguration") ?? {};
+  const fulfilled = CONFIG.Dice?.fulfillment && faces.every((f) => configured[`d${f}`]);
+  if (fulfilled) {
+    const values = [];
+    for (const f of faces) {
+      const roll = await new Roll(`1d${f}`).evaluate({ allowInteractive: true });
+      values.push(roll.dice[0].results[0].result);
+    }
+    return values.join(" ");
+  }
+  const label = faces.map((f) => `d${f}`).join(", ");
+  return foundry.applications.api.DialogV2.prompt({
+    window: { title: localize("FATE_BRIDGE.Dice.PhysicalTitle") },
+    content: `<label>${localize("FATE_BRIDGE.Dice.PhysicalPrompt", { dice: label })} <input name="values" type="text" autofocus></label>`,
+    ok: { callback: (event, button) => button.form.elements.values.value },
+    rejectClose: false,
+  });
 }
 
 /**

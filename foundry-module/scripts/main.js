@@ -22,6 +22,7 @@ import { createBridgeRouter } from "./logic/bridge-events.js";
 import { installRulesets } from "./ruleset-api.js";
 import { RULESETS } from "./rulesets/index.js";
 import { defineAuditWindow } from "./audit-window.js";
+import { createClientSeeds, installDiceCommands, newClientSeed, rememberRolls } from "./logic/dice-trust.js";
 
 /** Default bridge address: the bridge on the GM's own machine. */
 export const DEFAULT_URL = "ws://127.0.0.1:8765";
@@ -54,11 +55,13 @@ export function install({ rulesets = RULESETS, timers = fvtt.timers() } = {}) {
   let AuditWindow = null;
   const welcomeListeners = [];
   let openWindow = null;
+  // Issue 19: every request carries the asking player's own random value (client_seed).
+  const seeds = createClientSeeds(() => newClientSeed(fvtt.randomValues));
   const relays = createRelayHub({
     timers,
     newId: fvtt.randomId,
     port: {
-      send: fvtt.emitSocket,
+      send: (payload) => fvtt.emitSocket(seeds.seedRelayRequest(payload)),
       isActiveGM: fvtt.isActiveGM,
       activeGMOnline: fvtt.activeGMOnline,
       currentUser: () => ({ id: fvtt.currentUserId(), isGM: fvtt.currentUserIsGM() }),
@@ -123,6 +126,10 @@ export function install({ rulesets = RULESETS, timers = fvtt.timers() } = {}) {
       onRefused: link.refused,
       onUnsolicited: router.dispatch,
     });
+    // Issue 19: each request gets its player's client_seed; each reply's dice stay with its card
+    // (logic/dice-trust.js), so the card's ChatMessage carries them as real Rolls.
+    const send = connection.request.bind(connection);
+    connection.request = (message) => send(seeds.stampRequest(message)).then(rememberRolls);
     connection.start();
   }
 
@@ -155,7 +162,10 @@ export function install({ rulesets = RULESETS, timers = fvtt.timers() } = {}) {
 
   function onSocketMessage(payload, senderId) {
     if (payload?.type === NOTICE) onNotice(payload, senderId);
-    else relays.receive(payload, senderId);
+    else {
+      seeds.rememberRelaySeed(payload, senderId);
+      relays.receive(payload, senderId);
+    }
   }
 
   /** Open the audit window (GMs only; reuses an open one). */
@@ -187,6 +197,8 @@ export function install({ rulesets = RULESETS, timers = fvtt.timers() } = {}) {
     fvtt.notify("warn", "FATE_BRIDGE.Overlay.GmOnly");
     return false;
   });
+  // `/dicesession start [MINUTES]|end`, `/dicesettings`, `/diceoverride`: provable dice and GM overrides (issue 19).
+  installDiceCommands({ commands, relays, link: () => connection, foundry: fvtt, newEventId: fvtt.randomId, timers });
   const installed = installRulesets(rulesets, {
     commands, relays, router, pending, bridgeLink: () => connection, onWelcome: (listener) => welcomeListeners.push(listener),
   });

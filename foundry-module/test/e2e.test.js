@@ -85,7 +85,9 @@ test("a SoHL card graded, a player's spend relayed and applied, a second spend r
   const card = [...env.world.messages.values()].at(-1);
   assert.equal(card.flags["fate-bridge"].card_for, messageId);
   assert.equal(card.content, resolved.card.html);
-  assert.deepEqual(card.rolls, []);
+  // Issue 19: the bridge's own Fate die rides on the card as a real Roll (Dice So Nice rolls it once).
+  assert.deepEqual(resolved.rolls, [{ faces: 100, value: resolved.fate_roll, source: "secret" }]);
+  assert.deepEqual(card.rolls.map((roll) => roll.fromData.terms[0].results.map((r) => r.result)), [[resolved.fate_roll]]);
   assert.equal(resolved.fate_ml, 77);
   assert.equal(resolved.point.point_id, LUCKY);
 

@@ -106,12 +106,13 @@ describe("/tof: a test of fate (H3-H5)", () => {
     assert.equal(type(env.player, '<p>/tof pentacles favor "the sea witch\'s conch"</p>'), false, "kept out of chat");
     relayFrom(env.player);
     const asked = await sent("hmtw_test");
-    assert.deepEqual({ ...asked, event_id: undefined, test_id: undefined }, {
-      type: "hmtw_test", v: 1, event_id: undefined, test_id: undefined, attribute: "pentacles", score: 2, favor: true, disfavor: false,
+    assert.deepEqual({ ...asked, event_id: undefined, test_id: undefined, client_seed: undefined }, {
+      type: "hmtw_test", v: 1, event_id: undefined, test_id: undefined, client_seed: undefined, attribute: "pentacles", score: 2, favor: true, disfavor: false,
       actor: { actor_id: SILAN, name: "Silán Storysoul", owner_user_ids: [env.gm, env.player] },
       user_id: env.player, user_name: "Player One", user_is_gm: false, obstacle: "the sea witch's conch", visibility: "public",
     });
     assert.equal(asked.test_id, asked.event_id);
+    assert.match(asked.client_seed, /^[0-9a-f]{32}$/, "the player's own random value (issue 19)");
     const before = env.world.messages.size;
     answer(asked, failed(asked.test_id, env.player));
     await until(() => env.world.messages.size === before + 1, "the test card");

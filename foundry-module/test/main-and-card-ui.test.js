@@ -138,8 +138,10 @@ describe("card-ui on render", () => {
     const [sent] = env.world.emitted;
     assert.equal(env.world.emitted.length, 1);
     assert.match(sent.payload.request_id, /^\S{16}$/);
+    assert.match(sent.payload.client_seed, /^[0-9a-f]{32}$/, "the player's browser adds its random value (issue 19)");
     assert.deepEqual(sent, {
-      payload: { type: "request", request_id: sent.payload.request_id, ruleset: "sohl", action: "spend", data: { message_id: env.messageId, point_id: LUCKY } },
+      payload: { type: "request", request_id: sent.payload.request_id, ruleset: "sohl", action: "spend", data: { message_id: env.messageId, point_id: LUCKY },
+        client_seed: sent.payload.client_seed },
       senderId: env.player,
     });
     // The request waits for the GM: a re-render shows it pending, and a second click sends nothing.
@@ -218,7 +220,9 @@ describe("card-ui on render", () => {
     const html = env.world.render(card.id);
     html.querySelector('[data-fate-bridge-choice="keep"]').click();
     const { payload } = env.world.emitted.at(-1);
-    assert.deepEqual(payload, { type: "request", request_id: payload.request_id, ruleset: "sohl", action: "choice", data: { message_id: env.messageId, choice: "keep" } });
+    assert.deepEqual(payload, { type: "request", request_id: payload.request_id, ruleset: "sohl", action: "choice", data: { message_id: env.messageId, choice: "keep" },
+      client_seed: payload.client_seed });
+    assert.match(payload.client_seed, /^[0-9a-f]{32}$/);
     assert.match(payload.request_id, /^\S{16}$/);
     assert.equal(html.querySelector('[data-fate-bridge-choice="spend"]').disabled, true);
   });

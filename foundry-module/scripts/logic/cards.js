@@ -5,6 +5,8 @@
  * it is posted as the message content as is.
  */
 
+import { rollsForCard } from "./dice-trust.js";
+
 /** The wire's `visibility` values, as the dialogs offer them. */
 export const VISIBILITIES = Object.freeze(["public", "gm", "blind", "self"]);
 
@@ -125,17 +127,20 @@ export function cardAudience(rule) {
  * @param {{whisper?: string[], blind?: boolean, flags?: object}} [options] who sees it (the
  *   original test's whisper list and blind flag, by default public) and this module's flags on it
  * @returns {{content: string, speaker: {actor: string|null, alias: string|undefined}, whisper: string[],
- *   blind: boolean, flags: object}} what scripts/foundry.js `createChatMessage` takes
+ *   blind: boolean, flags: object, rolls?: object[]}} what scripts/foundry.js `createChatMessage` takes;
+ *   `rolls` when the card's reply rolled dice (logic/dice-trust.js rollsForCard)
  * @throws {TypeError} when `card.html` is not a string
  */
 export function cardMessageData(card, { whisper = [], blind = false, flags = {} } = {}) {
   if (typeof card?.html !== "string") throw new TypeError("a bridge card needs its html as a string");
+  const rolls = rollsForCard(card); // the bridge's dice for this card, as real Rolls (issue 19)
   return {
     content: card.html,
     speaker: { actor: card.speaker_actor_id ?? null, alias: card.speaker_alias ?? undefined },
     whisper: [...whisper],
     blind: Boolean(blind),
     flags: { ...flags },
+    ...(rolls.length ? { rolls } : {}),
   };
 }
 

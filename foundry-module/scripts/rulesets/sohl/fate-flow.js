@@ -28,6 +28,7 @@ import { buildActor, ITEM_RUNTIME, MODULE_FLAG_SCOPE, SPEND_SEQ_FLAG } from "./a
 import { cardAudience, postCard, visibilityOfMessage } from "../../logic/cards.js";
 import { rollData } from "../../logic/dice.js";
 import { RECEIPT_FLAG, receiptOf, withReceipt } from "../../logic/receipts.js";
+import { rollsForCard } from "../../logic/dice-trust.js";
 
 /** Flag keys of this module. */
 export const FLAGS = Object.freeze({
@@ -281,8 +282,11 @@ export function createFateFlow({ foundry, connection, build, domParser }) {
       await foundry.setMessageFlag(original.id, FLAGS.PENDING_CHOICE_CARD, null);
       return true;
     }
-    // The die first, as the user who asked, to the card's readers; then the card.
-    if (!answersChoice) await foundry.showDiceRoll(fateRollData(resolved.fate_roll), { userId: askerId, whisper, blind });
+    // The die first, as the user who asked, to the card's readers; then the card. A card carrying
+    // the bridge's dice as Rolls (issue 19) is rolled by Dice So Nice itself, once.
+    if (!answersChoice && !rollsForCard(resolved.card).length) {
+      await foundry.showDiceRoll(fateRollData(resolved.fate_roll), { userId: askerId, whisper, blind });
+    }
     const flags = { [FLAGS.CARD_FOR]: original.id };
     if (resolved.outcome === "choice") flags[FLAGS.CHOICE_BY] = [...resolved.choice_by];
     const cardId = await postCard(foundry, resolved.card, { whisper, blind, flags: withReceipt(resolved, flags) });

@@ -1,0 +1,264 @@
+"""Dice decisions (issue 19): dice sessions, dice settings, GM overrides, and the dice table each
+decision of any ruleset rolls with (:func:`table_for`).
+
+Pure like every handler: ``(request, state, dice) -> Outcome``. The one thing a handler cannot
+make is the secret seed (no randomness of its own, and anything it reads is recorded in the
+audit trail): :func:`table_for` (called by the session on the plain, unrecorded state) draws it
+with the injected ``new_seed`` and stores it under ``dice.secret``; the start handler reads only
+the public offer (``dice.offer``: session id and commitment), so the seed is read through the
+recording state exactly once, by ``dice_session_end``, whose record is the reveal.
+
+When "the commitment is posted": the bridge counts a commitment as posted once the
+``dice_session_start`` decision is committed to the world's chain; its reply (the commitment) goes
+only to the GM's module, which posts it to chat and the overlay. From then on every die is
+derived; before it (no open session) a world with ``provable`` dice refuses every roll
+(``forbidden``, field ``dice_session``), and any other world rolls the bridge's secret dice,
+marked ``secret`` in the trail.
+
+Record kinds (world state): ``dice.settings``/``world`` (:class:`~bridge.fairness.wire.DiceSettings`),
+``dice.session``/``current`` (:class:`CurrentSession`), ``dice.offer``/``next``, ``dice.secret``/
+session id (the seed: never sent, never logged, never recorded before the reveal) and
+``dice.override``/target event id.
+"""
+
+from __future__ import annotations
+
+import functools
+import html
+from collections.abc import Callable
+
+import msgspec
+
+from .. import wire as shared
+from ..errors import BadMessage, Forbidden, NotEligible, NotFound
+from ..ruleset import Outcome, log_fields
+from ..state import WorldState
+from ..dice import Dice
+from ..cards import CardTemplates
+from . import wire
+from .dice import Draw, OpenSession, SEED_BYTES, TableDice, commitment, fingerprint, session_id
+
+RULESET_ID = "dice"  # the audit columns' ruleset of dice decisions
+SETTINGS_KIND, CURRENT_KIND, OFFER_KIND, SECRET_KIND, OVERRIDE_KIND = (
+    "dice.settings", "dice.session", "dice.offer", "dice.secret", "dice.override")
+
+render_card = CardTemplates(__package__).render
+
+
+class CurrentSession(msgspec.Struct, kw_only=True, frozen=True):
+    """The world's open dice session (``session_id`` None: none open)."""
+
+    session_id: str | None = None
+    commitment: str | None = None
+
+
+class Offer(msgspec.Struct, kw_only=True, frozen=True):
+    """The commitment the shell made for a ``dice_session_start`` (public: no seed)."""
+
+    session_id: str
+    commitment: str
+
+
+class SecretSeed(msgspec.Struct, kw_only=True, frozen=True):
+    """A dice session's seed (hex). Read only by :func:`table_for` and the reveal."""
+
+    seed: str
+
+
+class Override(msgspec.Struct, kw_only=True, frozen=True):
+    """The last GM override of a decision (who, what, why; the time is its audit record's)."""
+
+    by_user_id: str
+    result: str
+    values: list[int]
+    reason: str
+    session_id: str | None
+
+
+def settings_of(state: WorldState) -> wire.DiceSettings:
+    """The world's dice settings (defaults when never set)."""
+    return state.get(SETTINGS_KIND, "world", wire.DiceSettings) or wire.DiceSettings()
+
+
+def current_of(state: WorldState) -> CurrentSession:
+    """The world's open dice session (``session_id`` None when none)."""
+    return state.get(CURRENT_KIND, "current", CurrentSession) or CurrentSession()
+
+
+@functools.cache
+def _ruleset_of_types() -> dict[type, str]:
+    from ..rulesets import installed
+
+    return {kind: r.id for r in installed() for kind in r.client}
+
+
+def ruleset_of(message: shared.ClientMessage) -> str | None:
+    """The id of the installed ruleset a request belongs to (None for shared messages)."""
+    found = _ruleset_of_types().get(type(message))
+    if found is None:  # a ruleset registered after the first call
+        _ruleset_of_types.cache_clear()
+        found = _ruleset_of_types().get(type(message))
+    return found
+
+
+def table_for(message: shared.ClientMessage, state: WorldState, *, seq: Callable[[], int], fallback: Dice,
+              new_seed: Callable[[int], bytes]) -> tuple[TableDice, str | None]:
+    """The dice one decision rolls with, and the open dice session's id (or None).
+
+    Runs in the shell on the plain state, inside the decision's transaction, before the decision:
+    ``seq()`` gives the audit record number the decision will get. For ``dice_session_start`` it draws
+    the seed (``new_seed(32)``) and stores it with its public offer (both rolled back if the start
+    is refused). Raises :class:`~bridge.errors.Forbidden` (field ``physical``) for physical dice
+    in a ruleset the world does not allow them for."""
+    if isinstance(message, wire.DiceSessionStart):
+        seed = new_seed(SEED_BYTES)
+        committed = commitment(seed)
+        sid = session_id(committed)
+        state.put(SECRET_KIND, sid, SecretSeed(seed=seed.hex()))
+        state.put(OFFER_KIND, "next", Offer(session_id=sid, commitment=committed))
+    settings = settings_of(state)
+    physical: list[int] | None = getattr(message, "physical", None)
+    if physical is not None:
+        ruleset = ruleset_of(message)
+        if ruleset not in settings.physical_rulesets:
+            allowed = ", ".join(settings.physical_rulesets) or "none"
+            raise Forbidden(f"physical: this world does not allow physical dice for "
+                            f"{ruleset or 'this request'} (allowed for: {allowed}); the GM can "
+                            "allow them in the dice settings", field="physical")
+    current = current_of(state)
+    open_session = None
+    if current.session_id is not None:
+        secret = state.get(SECRET_KIND, current.session_id, SecretSeed)
+        assert secret is not None, "an open dice session always has its seed"
+        open_session = OpenSession(session_id=current.session_id, seed=bytes.fromhex(secret.seed))
+    table = TableDice(world_id=state.world_id, seq=seq, client_seed=getattr(message, "client_seed", None),
+                      session=open_session, physical=physical, fallback=fallback,
+                      required=settings.provable)
+    return table, current.session_id
+
+
+def _require_gm(message: wire._GmRequest, what: str) -> None:
+    if not message.user_is_gm:
+        raise Forbidden(f"only a GM may {what}", field="user_id")
+
+
+def _columns(message: shared.ClientMessage, outcome: str, detail: str | None = None) -> shared.AuditColumns:
+    return shared.AuditColumns(ruleset=RULESET_ID, outcome=outcome, detail=detail,
+                               message_id=getattr(message, "message_id", None))
+
+
+def _done(message: shared.ClientMessage, reply: shared.BridgeMessage, outcome: str,
+          detail: str | None = None, card: shared.Card | None = None) -> Outcome:
+    """The outcome of a dice decision; ``card`` goes to the world's overlay viewers too."""
+    columns = _columns(message, outcome, detail)
+    return Outcome(reply, columns, card, log_fields(columns))
+
+
+def start(message: wire.DiceSessionStart, state: WorldState, dice: Dice) -> Outcome:
+    """Open a dice session on the offer the shell made (:func:`table_for`); refused
+    ``not_eligible`` while one is open."""
+    _require_gm(message, "start a dice session")
+    current = current_of(state)
+    if current.session_id is not None:
+        raise NotEligible(f"a dice session is open already (commitment {fingerprint(current.commitment or '')}): "
+                          "end it first (dice_session_end)", field="type")
+    offer = state.get(OFFER_KIND, "next", Offer)
+    assert offer is not None, "the session makes the offer before the decision"
+    state.put(CURRENT_KIND, "current", CurrentSession(session_id=offer.session_id, commitment=offer.commitment))
+    short = fingerprint(offer.commitment)
+    card = render_card("commitment.html.j2", title="Dice session started", ruleset=RULESET_ID,
+                       session_id=offer.session_id, fingerprint=short)
+    reply = wire.DiceSessionStarted(event_id=message.event_id, session_id=offer.session_id,
+                                    commitment=offer.commitment, fingerprint=short, card=card)
+    return _done(message, reply, "committed", f"commitment {short}", card)  # on the overlay too
+
+
+def end(message: wire.DiceSessionEnd, state: WorldState, dice: Dice) -> Outcome:
+    """Close the open dice session and reveal its seed; refused ``not_found`` when none is open."""
+    _require_gm(message, "end a dice session")
+    current = current_of(state)
+    if current.session_id is None or current.commitment is None:
+        raise NotFound("no dice session is open (start one with dice_session_start)", field="type")
+    secret = state.get(SECRET_KIND, current.session_id, SecretSeed)
+    assert secret is not None, "an open dice session always has its seed"
+    state.put(CURRENT_KIND, "current", CurrentSession())
+    short = fingerprint(current.commitment)
+    card = render_card("reveal.html.j2", title="Dice session revealed", ruleset=RULESET_ID,
+                       session_id=current.session_id, fingerprint=short, seed=secret.seed)
+    reply = wire.DiceSessionRevealed(event_id=message.event_id, session_id=current.session_id,
+                                     commitment=current.commitment, fingerprint=short,
+                                     seed=secret.seed, card=card)
+    return _done(message, reply, "revealed", f"commitment {short}", card)
+
+
+def save_settings(message: wire.SetDiceSettings, state: WorldState, dice: Dice) -> Outcome:
+    """Replace the world's dice settings (GM only); an unknown ruleset id is refused naming it."""
+    _require_gm(message, "change the dice settings")
+    from ..rulesets import installed
+
+    known = [r.id for r in installed()]
+    for i, ruleset in enumerate(message.settings.physical_rulesets):
+        if ruleset not in known:
+            raise BadMessage(f"settings.physical_rulesets[{i}]: unknown ruleset {ruleset!r} "
+                             f"(installed: {', '.join(known)})", field=f"settings.physical_rulesets[{i}]")
+    state.put(SETTINGS_KIND, "world", message.settings)
+    reply = wire.DiceSettingsSaved(event_id=message.event_id, settings=message.settings)
+    return _done(message, reply, "settings")
+
+
+def override(message: wire.GmOverride, state: WorldState, dice: Dice) -> Outcome:
+    """Record a GM's hand-set result for ``target_event_id`` (GM only): who, what, why, in which
+    dice session. The players' card carries the override mark when the world's ``override_mark``
+    is ``everyone``; the GM's card always does; the audit trail always holds it."""
+    _require_gm(message, "override a result")
+    settings, current = settings_of(state), current_of(state)
+    state.put(OVERRIDE_KIND, message.target_event_id,
+              Override(by_user_id=message.user_id, result=message.result, values=list(message.values),
+                       reason=message.reason, session_id=current.session_id))
+    marked = settings.override_mark == "everyone"
+    context = dict(title="Result", ruleset=RULESET_ID, result=message.result, values=list(message.values),
+                   reason=message.reason, by_user=message.user_id)
+    card = render_card("override.html.j2", marked=marked, **context)
+    gm_card = render_card("override.html.j2", marked=True, **context)
+    reply = wire.OverrideApplied(
+        event_id=message.event_id, target_event_id=message.target_event_id, message_id=message.message_id,
+        result=message.result, values=list(message.values), reason=message.reason,
+        by_user_id=message.user_id, session_id=current.session_id, marked=marked, card=card,
+        gm_card=gm_card)
+    return _done(message, reply, "override", f"{message.result}: {message.reason}")
+
+
+def status(message: wire.DiceStatus, state: WorldState) -> wire.DiceStatusReply:
+    """The open session's commitment and the dice settings (a read-only query)."""
+    current = current_of(state)
+    return wire.DiceStatusReply(
+        query_id=message.query_id, session_id=current.session_id, commitment=current.commitment,
+        fingerprint=None if current.commitment is None else fingerprint(current.commitment),
+        settings=settings_of(state))
+
+
+def refused(message: shared.ClientMessage, error: shared.Error, state: WorldState) -> shared.AuditColumns:
+    """The audit columns of a refused dice request: the error code."""
+    return _columns(message, error.code)
+
+
+HANDLERS = {wire.DiceSessionStart: start, wire.DiceSessionEnd: end,
+            wire.SetDiceSettings: save_settings, wire.GmOverride: override}
+QUERIES = {wire.DiceStatus: status}
+
+
+PHYSICAL_MARK = '<p class="fate-bridge dice-physical">Physical dice: {dice}</p>'
+
+
+def with_physical_mark(outcome: Outcome, values: list[int], draws: list[Draw]) -> Outcome:
+    """``outcome`` with a "Physical dice" line under its card (reply and overlay alike) when any
+    of its dice was a real die the roller entered; unchanged otherwise. The line is card text, so
+    re-deriving old records ignores it (``bridge.audit.verdict``)."""
+    physical = [f"d{d.faces} {v}" for v, d in zip(values, draws) if d.source == "physical"]
+    card = getattr(outcome.reply, "card", None)
+    if not physical or not isinstance(card, shared.Card):
+        return outcome
+    marked = msgspec.structs.replace(card, html=card.html + PHYSICAL_MARK.format(dice=html.escape(", ".join(physical))))
+    reply = msgspec.structs.replace(outcome.reply, card=marked)
+    shown = None if outcome.card is None else msgspec.structs.replace(outcome.card, html=marked.html)
+    return Outcome(reply, outcome.columns, shown, outcome.log)

@@ -1,0 +1,153 @@
+/**
+ * Issue 19 end to end: a REAL bridge process and the REAL module (main.js on the fake Foundry). The GM
+ * starts a dice session (the commitment card), a player spends Fate (the Fate die is derived from the
+ * seed and the player's own client_seed, and rides on the card as a real Roll), the GM ends the session
+ * (the reveal; the commitment card is marked verified), the trail is exported and the /verify page's
+ * code recomputes the die. The seed never reaches the bridge's log.
+ */
+import { test, before, after } from "node:test";
+import assert from "node:assert/strict";
+import { existsSync, writeFileSync } from "node:fs";
+import path from "node:path";
+import { WebSocket } from "ws";
+import { chromium } from "playwright-core";
+import { install } from "../scripts/main.js";
+import { DICE_SESSION_FLAG, VERIFIED_MARK } from "../scripts/logic/dice-trust.js";
+import { checkTrail } from "../../bridge/fairness/page/verify.js";
+import { BridgeProcess, STEP_MS } from "./helpers/bridge-process.js";
+import { uninstallFakeFoundry } from "./helpers/fake-foundry.js";
+import { sampleWorld, postArchery } from "./helpers/world-setup.js";
+
+const CHROMIUM = "/usr/bin/chromium";
+const CHROMIUM_FLAGS = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
+  "--disable-background-networking", "--disable-component-update", "--disable-sync"];
+const NO_BROWSER = existsSync(CHROMIUM) ? false : `${CHROMIUM} is missing: install Debian's chromium (apt-get install -y chromium; .ci/run does)`;
+let bridge;
+/** The trail the first test exported (the page test loads it). */
+let exported = "";
+let port;
+let token;
+const until = (check, what, ms) => bridge.until(check, what, ms);
+
+before(async () => {
+  bridge = new BridgeProcess("fate-bridge-dice-e2e-");
+  token = bridge.addWorld("e2e-world");
+  port = await bridge.serve();
+});
+
+after(() => bridge?.stop());
+
+test("a dice session: committed, a player's Fate die derived and shown as a Roll, revealed, verified", async (t) => {
+  const env = await sampleWorld({ WebSocket, settings: { "fate-bridge.token": token, "fate-bridge.bridgeUrl": `ws://127.0.0.1:${port}` } });
+  t.after(() => {
+    env.bridge?.dispose();
+    uninstallFakeFoundry();
+  });
+  env.bridge = install();
+  for (const hook of ["init", "setup", "ready"]) env.world.callHook(hook);
+  const connection = await until(() => env.bridge.connection()?.isReady() && env.bridge.connection(), "welcome");
+  const replies = [];
+  const request = connection.request;
+  connection.request = async (message) => {
+    const reply = await request(message);
+    replies.push(reply);
+    return reply;
+  };
+  const flagged = () => [...env.world.messages.values()].find((m) => m.flags["fate-bridge"]?.[DICE_SESSION_FLAG]);
+
+  // 0. The GM requires provable dice and keeps override marks to the GMs.
+  env.world.asUser(env.gm);
+  env.world.callHook("chatMessage", {}, "/dicesettings provable=on mark=gm", {});
+  const saved = await until(() => replies.find((r) => r.type === "dice_settings_saved"), "dice_settings_saved");
+  assert.deepEqual(saved.settings, { provable: true, physical_rulesets: [], override_mark: "gm" });
+
+  // 1. The GM commits: the commitment card is posted with its fingerprint.
+  assert.equal(env.world.callHook("chatMessage", {}, "/dicesession start", {}), false);
+  const commitmentCard = await until(flagged, "the commitment card");
+  const started = replies.find((r) => r.type === "dice_session_started");
+  assert.ok(commitmentCard.content.includes(started.fingerprint));
+
+  // 2. A player spends Fate: relayed with the player's own client_seed; the Fate die is fair.
+  const messageId = await postArchery(env.world);
+  await until(() => env.world.messages.get(messageId).flags["fate-bridge"]?.graded, "the graded flag");
+  env.world.asUser(env.player);
+  env.world.render(messageId).querySelector(".fate-bridge-spend button").click();
+  const playerSeed = env.world.emitted.find((e) => e.payload.type === "request").payload.client_seed;
+  assert.match(playerSeed, /^[0-9a-f]{32}$/);
+  env.world.asUser(env.gm);
+  env.world.deliverSocket();
+  env.world.asUser(env.player);
+  env.world.deliverSocket();
+  env.world.asUser(env.gm);
+  env.world.deliverSocket();
+  const resolved = await until(() => replies.find((r) => r.type === "fate_resolved"), "fate_resolved");
+  assert.deepEqual(resolved.rolls, [{ faces: 100, value: resolved.fate_roll, source: "fair" }]);
+  const fateCard = await until(() => [...env.world.messages.values()].find((m) => m.content === resolved.card.html), "the Fate card");
+  assert.deepEqual(fateCard.rolls.map((r) => r.fromData.terms[0].results[0].result), [resolved.fate_roll]);
+
+  // 3. The GM reveals: the reveal card, and the commitment card marked verified.
+  env.world.asUser(env.gm);
+  env.world.callHook("chatMessage", {}, "/dicesession end", {});
+  await until(() => commitmentCard.flags["fate-bridge"][DICE_SESSION_FLAG].verified, "the verified mark");
+  assert.ok(commitmentCard.content.endsWith(VERIFIED_MARK));
+  const revealed = replies.find((r) => r.type === "dice_session_revealed");
+  assert.equal(revealed.commitment, started.commitment);
+
+  // 3b. A GM override on the Fate card: the card shows the result without a mark (mark=gm); the GMs get it marked.
+  const before = env.world.messages.size;
+  env.world.callHook("chatMessage", {}, `/diceoverride ${fateCard.id} Critical Success | the dragon must fall`, {});
+  const applied = await until(() => replies.find((r) => r.type === "override_applied"), "override_applied");
+  assert.equal(applied.marked, false);
+  await until(() => env.world.messages.size === before + 1, "the GMs' override card");
+  const gmOnly = [...env.world.messages.values()].at(-1);
+  assert.ok(fateCard.content.includes("Critical Success"), "the overridden card shows the hand-set result");
+  assert.equal(fateCard.content.includes("GM override"), false, "players see no mark (mark=gm)");
+  assert.ok(gmOnly.content.includes("GM override by gmUser000000001: the dragon must fall"));
+  assert.deepEqual(gmOnly.whisper, [env.gm]);
+
+  // 4. The exported trail alone recomputes the die (the page's code), with the player's value in it.
+  exported = bridge.cli("audit", "export", "--world", "e2e-world", "--format", "jsonl");
+  const checked = await checkTrail(exported);
+  assert.deepEqual(checked.problems, []);
+  assert.equal(checked.verified, 1);
+  const spend = exported.split("\n").map((line) => JSON.parse(line).record).find((r) => r.type === "fate_spend");
+  assert.equal(spend.message.client_seed, playerSeed);
+  const override = exported.split("\n").map((line) => JSON.parse(line).record).find((r) => r.type === "gm_override");
+  assert.deepEqual([override.user_id, override.message.reason, override.message.message_id, override.summary.outcome],
+    [env.gm, "the dragon must fall", fateCard.id, "override"]);
+
+  // 5. The seed never reached the bridge's log (serve's stdout and stderr, every decision logged).
+  assert.ok(bridge.log.includes("dice_session_end"), "the bridge logged the reveal decision");
+  assert.equal(bridge.log.includes(revealed.seed), false);
+});
+
+test("the bridge's /verify page, in a real browser, recomputes the exported trail and names a changed die", { skip: NO_BROWSER }, async (t) => {
+  assert.ok(exported, "the session test exported a trail");
+  const context = await chromium.launchPersistentContext(path.join(bridge.dir, "chromium-profile"), {
+    executablePath: CHROMIUM, headless: true, args: CHROMIUM_FLAGS,
+  });
+  t.after(() => context.close());
+  const page = context.pages()[0] ?? (await context.newPage());
+  const pageErrors = [];
+  page.on("pageerror", (error) => pageErrors.push(String(error)));
+  await page.goto(`http://127.0.0.1:${port}/verify`);
+  const load = async (name, text) => {
+    const file = path.join(bridge.dir, name);
+    writeFileSync(file, text);
+    await page.locator("#trail").setInputFiles(file);
+    return page.locator("#result p").last().textContent({ timeout: STEP_MS });
+  };
+  await load("trail.jsonl", exported);
+  await page.locator("#result p.pass", { hasText: "PASS: 1 dice recomputed" }).waitFor({ timeout: STEP_MS });
+  assert.match(await page.locator("#result p").first().textContent(), /dice session .+ 1 fair dice: verified/);
+
+  const lines = exported.split("\n").map((line) => JSON.parse(line));
+  const spend = lines.find((line) => line.record.type === "fate_spend");
+  spend.record.dice[0] = (spend.record.dice[0] % 100) + 1;
+  await load("changed.jsonl", lines.map((line) => JSON.stringify(line)).join("\n"));
+  await page.locator("#result p.fail", { hasText: "FAIL: 2 problems" }).waitFor({ timeout: STEP_MS });
+  const shown = await page.locator("#result").textContent();
+  assert.ok(shown.includes(`record ${spend.seq} was changed after it was written (hash mismatch)`));
+  assert.ok(shown.includes(`record ${spend.seq}: die 1 (d100) recorded ${spend.record.dice[0]}`));
+  assert.deepEqual(pageErrors, []);
+});

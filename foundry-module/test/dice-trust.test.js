@@ -1,0 +1,184 @@
+/**
+ * logic/dice-trust.js (issue 19): client seeds from the asking player's browser, the bridge's dice
+ * as real Rolls on the card, physical values checked as the bridge checks them, dice sessions
+ * posted and verified, GM overrides.
+ */
+import { test, describe } from "node:test";
+import assert from "node:assert/strict";
+import { createHash, webcrypto } from "node:crypto";
+import {
+  commitmentMatches, createClientSeeds, createDiceSessions, DICE_SESSION_FLAG, installDiceCommands, newClientSeed, overrideRequest,
+  parseDiceSettings, parseOverride, parsePhysical, rememberRolls, rollDataOf, rollsForCard, VERIFIED_MARK,
+} from "../scripts/logic/dice-trust.js";
+import { cardMessageData } from "../scripts/logic/cards.js";
+import { fateRollData } from "../scripts/rulesets/sohl/fate-flow.js";
+
+const sha256 = (bytes) => webcrypto.subtle.digest("SHA-256", bytes);
+const SEED = "00".repeat(31) + "01";
+const COMMITMENT = createHash("sha256").update(Buffer.from(SEED, "hex")).digest("hex");
+
+describe("client seeds: the asking player's own random value", () => {
+  test("a fresh seed is 16 random bytes as hex", () => {
+    assert.equal(newClientSeed((bytes) => bytes.fill(171)), "ab".repeat(16));
+    assert.match(newClientSeed((bytes) => webcrypto.getRandomValues(bytes)), /^[0-9a-f]{32}$/);
+  });
+
+  test("a relayed request carries the sender's seed; the GM stamps it on that player's bridge request", () => {
+    let n = 0;
+    const player = createClientSeeds(() => `p${++n}`.padEnd(32, "0").replace("p", "a"));
+    const gm = createClientSeeds(() => "f".repeat(32));
+    const relayed = player.seedRelayRequest({ type: "request", request_id: "r1", ruleset: "sohl", action: "spend", data: {} });
+    assert.equal(relayed.client_seed, "a1".padEnd(32, "0"));
+    assert.deepEqual(player.seedRelayRequest({ type: "go", request_id: "r1" }), { type: "go", request_id: "r1" });
+    gm.rememberRelaySeed(relayed, "player1");
+    gm.rememberRelaySeed({ type: "request", client_seed: "<not hex>" }, "player2");
+    assert.equal(gm.stampRequest({ type: "fate_spend", event_id: "e1", user_id: "player1" }).client_seed, relayed.client_seed);
+    assert.equal(gm.stampRequest({ type: "fate_spend", event_id: "e2", user_id: "player1" }).client_seed, "f".repeat(32), "each seed is used once");
+    assert.equal(gm.stampRequest({ type: "fate_spend", event_id: "e3", user_id: "player2" }).client_seed, "f".repeat(32));
+    assert.deepEqual(gm.stampRequest({ type: "audit_query", query_id: "q" }), { type: "audit_query", query_id: "q" });
+    assert.equal(gm.stampRequest({ event_id: "e4", client_seed: "kept" }).client_seed, "kept");
+  });
+});
+
+describe("the bridge's dice become the card's Rolls", () => {
+  test("one d100 has exactly the shape the Fate flow already gives Dice So Nice", () => {
+    assert.deepEqual(rollDataOf([{ faces: 100, value: 34, source: "fair" }]), [fateRollData(34)]);
+  });
+
+  test("runs of the same die are one Roll each, values in order", () => {
+    const rolls = rollDataOf([6, 6, 6].map((f, i) => ({ faces: f, value: i + 1, source: "fair" })).concat([{ faces: 57, value: 12, source: "fair" }]));
+    assert.deepEqual(rolls.map((r) => [r.formula, r.total, r.terms[0].results.map((x) => x.result)]), [["3d6", 6, [1, 2, 3]], ["1d57", 12, [12]]]);
+  });
+
+  test("a reply's card carries its rolls into the ChatMessage data; a card without dice carries none", () => {
+    const reply = rememberRolls({ type: "chart_answered", card: { title: "t", html: "<p>x</p>", ruleset: "mythic" }, rolls: [{ faces: 100, value: 57, source: "physical" }] });
+    assert.deepEqual(rollsForCard(reply.card), [fateRollData(57)]);
+    assert.deepEqual(cardMessageData(reply.card).rolls, [fateRollData(57)]);
+    assert.equal("rolls" in cardMessageData({ title: "t", html: "<p>y</p>", ruleset: "mythic" }), false);
+  });
+});
+
+describe("physical dice", () => {
+  test("values are read in order and checked against their dice", () => {
+    assert.deepEqual(parsePhysical("57", [100]), [57]);
+    assert.deepEqual(parsePhysical("3, 6 1", [6, 6, 6]), [3, 6, 1]);
+    assert.throws(() => parsePhysical("101", [100]), { name: "RangeError", message: "physical[0]: 101 is not a possible d100 roll (allowed 1..100)" });
+    assert.throws(() => parsePhysical("3 x", [6, 6]), /physical\[1\]: x is not a possible d6 roll \(allowed 1..6\)/);
+    assert.throws(() => parsePhysical("3", [6, 6]), /enter 2 dice \(d6, d6\), got 1/);
+  });
+});
+
+describe("dice sessions", () => {
+  function fakes(seed = SEED) {
+    const posted = [];
+    const requests = [];
+    const foundry = {
+      createChatMessage: async (data) => { posted.push({ id: `m${posted.length}`, ...data }); return `m${posted.length - 1}`; },
+      updateChatMessage: async (id, data) => { Object.assign(posted.find((m) => m.id === id), data); },
+      messagesWithFlag: (key) => posted.filter((m) => m.flags[key]).map((m) => ({ id: m.id, content: m.content, flag: m.flags[key] })),
+      sha256,
+      gmUserIds: () => ["gm"],
+    };
+    const replies = {
+      dice_session_start: { session_id: COMMITMENT.slice(0, 16), commitment: COMMITMENT, card: { html: "<p>commitment</p>" } },
+      dice_session_end: { session_id: COMMITMENT.slice(0, 16), commitment: COMMITMENT, seed, card: { html: "<p>reveal</p>" } },
+    };
+    const link = () => ({ request: async (message) => { requests.push(message); return replies[message.type]; } });
+    return { posted, requests, sessions: createDiceSessions({ link, foundry, newEventId: () => `ev${requests.length}` }) };
+  }
+
+  test("start posts the commitment; end posts the reveal and marks the commitment verified", async () => {
+    const { posted, requests, sessions } = fakes();
+    await sessions.start("gm");
+    assert.deepEqual(posted[0].flags, { [DICE_SESSION_FLAG]: { session_id: COMMITMENT.slice(0, 16), commitment: COMMITMENT, verified: false } });
+    assert.equal(await sessions.end("gm"), true);
+    assert.deepEqual(requests.map((r) => [r.type, r.user_id, r.user_is_gm]), [["dice_session_start", "gm", true], ["dice_session_end", "gm", true]]);
+    assert.equal(posted[1].content, "<p>reveal</p>");
+    assert.equal(posted[0].content, "<p>commitment</p>" + VERIFIED_MARK);
+    assert.equal(posted[0].flags[DICE_SESSION_FLAG].verified, true);
+  });
+
+  test("a seed that does not hash to the posted commitment is not marked", async () => {
+    const { posted, sessions } = fakes("00".repeat(32));
+    await sessions.start("gm");
+    assert.equal(await sessions.end("gm"), false);
+    assert.equal(posted[0].content, "<p>commitment</p>");
+    assert.equal(await commitmentMatches(SEED, COMMITMENT, sha256), true);
+    assert.equal(await commitmentMatches("zz", COMMITMENT, sha256), false);
+  });
+});
+
+describe("GM overrides", () => {
+  test("the request names the target, the result and a required reason", () => {
+    assert.deepEqual(overrideRequest({ eventId: "e", targetEventId: "t", result: " Yes ", reason: " story ", userId: "gm", isGM: true }), {
+      type: "gm_override", v: 1, event_id: "e", target_event_id: "t", message_id: null, result: "Yes", values: [], reason: "story", user_id: "gm", user_is_gm: true,
+    });
+    assert.throws(() => overrideRequest({ eventId: "e", targetEventId: "t", result: "Yes", reason: " " }), /needs a reason/);
+    assert.deepEqual(parseOverride("msg1 Exceptional Yes | the story needs it"), { target: "msg1", result: "Exceptional Yes", reason: "the story needs it" });
+    assert.throws(() => parseOverride("msg1 Yes"), /TARGET RESULT \| REASON/);
+  });
+});
+
+describe("dice settings", () => {
+  const current = { provable: false, physical_rulesets: [], override_mark: "everyone" };
+  test("words change only what they name", () => {
+    assert.deepEqual(parseDiceSettings("provable=on physical=mythic,pool", current), { provable: true, physical_rulesets: ["mythic", "pool"], override_mark: "everyone" });
+    assert.deepEqual(parseDiceSettings("mark=gm physical=none", { ...current, physical_rulesets: ["pool"] }), { provable: false, physical_rulesets: [], override_mark: "gm" });
+    assert.throws(() => parseDiceSettings("provable=maybe", current), /provable=maybe: write provable=on\|off/);
+  });
+});
+
+describe("the GM's dice commands", () => {
+  function install() {
+    const commands = new Map();
+    const handlers = new Map();
+    const timers = { pending: [], setTimeout(fn, ms) { this.pending.push({ fn, ms }); return this.pending.length; }, clearTimeout(id) { this.pending[id - 1] = null; } };
+    const requests = [];
+    const posted = [];
+    const notices = [];
+    const reply = {
+      dice_session_start: { session_id: COMMITMENT.slice(0, 16), commitment: COMMITMENT, card: { html: "<p>c</p>" } },
+      dice_session_end: { session_id: COMMITMENT.slice(0, 16), commitment: COMMITMENT, seed: SEED, card: { html: "<p>r</p>" } },
+    };
+    installDiceCommands({
+      commands: { register: (name, fn) => commands.set(name, fn) },
+      relays: { on: (r, a, fn) => handlers.set(`${r}/${a}`, fn), request: (r, a, data) => handlers.get(`${r}/${a}`)(data, { userId: "gm", isGM: true }) },
+      link: () => ({ request: async (m) => { requests.push(m); return reply[m.type]; } }),
+      foundry: {
+        createChatMessage: async (data) => { posted.push({ id: `m${posted.length}`, ...data }); return `m${posted.length - 1}`; },
+        updateChatMessage: async (id, data) => Object.assign(posted.find((m) => m.id === id), data),
+        messagesWithFlag: (key) => posted.filter((m) => m.flags[key]).map((m) => ({ id: m.id, content: m.content, flag: m.flags[key] })),
+        sha256, gmUserIds: () => ["gm"], messageData: () => null, notify: (level, key) => notices.push([level, key]),
+      },
+      newEventId: () => `ev${requests.length}`,
+      timers,
+    });
+    const flush = () => new Promise((resolve) => setTimeout(resolve, 20));
+    return { commands, timers, requests, notices, flush };
+  }
+
+  test("start MINUTES ends the session by itself; a bad argument shows the usage; players are refused", async () => {
+    const { commands, timers, requests, notices, flush } = install();
+    assert.equal(commands.get("dicesession")("start 30", { isGM: true }), false);
+    await flush();
+    assert.deepEqual(timers.pending.map((t) => t.ms), [30 * 60_000]);
+    timers.pending[0].fn();
+    await flush();
+    assert.deepEqual(requests.map((r) => r.type), ["dice_session_start", "dice_session_end"]);
+    assert.deepEqual(notices.at(-1), ["info", "FATE_BRIDGE.Dice.Verified"]);
+    commands.get("dicesession")("start 0", { isGM: true });
+    commands.get("dicesession")("end", { isGM: false });
+    assert.deepEqual(notices.slice(-2), [["info", "FATE_BRIDGE.Dice.Usage"], ["warn", "FATE_BRIDGE.Dice.GmOnly"]]);
+    assert.equal(requests.length, 2);
+  });
+
+  test("ending by hand clears the schedule", async () => {
+    const { commands, timers, requests, flush } = install();
+    commands.get("dicesession")("start 5", { isGM: true });
+    await flush();
+    commands.get("dicesession")("end", { isGM: true });
+    await flush();
+    assert.deepEqual(timers.pending, [null]);
+    assert.deepEqual(requests.map((r) => r.type), ["dice_session_start", "dice_session_end"]);
+  });
+});
