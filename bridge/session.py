@@ -16,8 +16,8 @@ Every frame gets exactly one reply frame, except a decision refused because anot
 process took the world's lease (:class:`~bridge.errors.LeaseLost`): nothing was applied and the
 connection is closed 4003 unanswered, as a superseded forwarder is. Decode and validation errors
 are answered with ``error`` (the connection stays open); only authentication failures close it.
-Errors map to the contract in one place (:func:`error_frame`); anything unexpected is logged with its traceback and
-answered ``internal`` with no detail.
+Errors map to the contract in one place (:func:`error_frame`); anything unexpected is logged with
+its traceback and answered ``internal`` with no detail.
 """
 
 from __future__ import annotations

@@ -90,6 +90,10 @@ CREATE TABLE notices (
     at      TIMESTAMPTZ NOT NULL
 )
 """,
+    # = the SQLite file's step 6 (issue 17): a world's event ids read from this index alone
+    2: """
+CREATE INDEX audit_by_event ON audit (world_id, event_id, seq) WHERE event_id IS NOT NULL
+""",
 }
 SCHEMA_VERSION = max(MIGRATIONS)
 MIGRATE_LOCK = 0x46415445  # advisory lock key ("FATE"): processes starting together migrate once
