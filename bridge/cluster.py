@@ -34,6 +34,7 @@ CHANNEL = "fate_bridge"
 MAX_PAYLOAD = 7900  # bytes; PostgreSQL's NOTIFY takes at most 8000
 NOTICE_KEEP_SECONDS = 60  # a large notice stays in ``notices`` this long for late readers
 RECONNECT_SECONDS = 0.5  # wait before making a lost connection again
+CLOSE_FLUSH_SECONDS = 2.0  # at shutdown, how long notices still queued may take to go out
 
 
 class Notice(msgspec.Struct, omit_defaults=True):
@@ -185,7 +186,13 @@ class Cluster:
             log.exception("cluster_notice_failed")
 
     async def close(self) -> None:
-        """Stop the tasks and close both connections; idempotent."""
+        """Send what was published (for up to ``CLOSE_FLUSH_SECONDS``: the links this process
+        held going away), stop the tasks and close both connections; idempotent."""
+        if self._tasks and not self._tasks[-1].done():
+            try:
+                await asyncio.wait_for(self.flush(), CLOSE_FLUSH_SECONDS)
+            except TimeoutError:
+                pass
         for task in self._tasks:
             task.cancel()
         for task in self._tasks:

@@ -238,9 +238,7 @@ class PostgresStore(SQLiteStore):
         self._leases[world_id] = token
         return token
 
-    def _drop_lease_sync(self, world_id: str, token: int | None) -> None:
-        if token is None or self._leases.get(world_id) == token:
-            self._forget(world_id)
+
 
     # --- the async interface -------------------------------------------------------------------
 
@@ -251,11 +249,10 @@ class PostgresStore(SQLiteStore):
         commit. Returns the new token; ``holder`` (who connected) is kept with it."""
         return await self._run(self._take_lease_sync, world_id, holder)
 
-    async def drop_lease(self, world_id: str, token: int | None = None) -> None:
-        """Forget this process's token for ``world_id`` (only if it still is ``token``, when
-        given): another process took it, or its forwarder left. Later decisions are refused
-        until :meth:`take_lease` is called again."""
-        await self._run(self._drop_lease_sync, world_id, token)
+    async def drop_lease(self, world_id: str) -> None:
+        """Forget this process's token and state in memory of ``world_id``: another process
+        took it. Later decisions are refused until :meth:`take_lease` is called again."""
+        await self._run(self._forget, world_id)
 
     def lease_token(self, world_id: str) -> int | None:
         """The fencing token this process holds for ``world_id``, or None."""
