@@ -9,7 +9,7 @@ Decisions/s is every client's round trips over the run; CPU per decision is the 
 own user + system time (from /proc) over the same time, divided by the decisions. PostgreSQL's
 own CPU is printed beside it (the server's backends are other processes: ``pg_stat_activity``
 cannot tell their CPU, so it is read from /proc for every ``postgres`` process of this machine,
-when visible). On a machine with fewer cores than processes + clients the extra processes only
+when visible; it includes whatever else the server does meanwhile, so run it on a quiet server). On a machine with fewer cores than processes + clients the extra processes only
 share the same cores: the table prints the cores next to the numbers.
 
 Also the process-level helpers the cluster test uses (``tests/test_cluster.py``): start N
