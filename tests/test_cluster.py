@@ -23,7 +23,7 @@ from websockets.asyncio.client import ClientConnection, connect
 from websockets.exceptions import ConnectionClosed
 
 from bench.crash import free_port
-from bench.scale import PgSchema, register_worlds, start_bridges, stop_bridges
+from bench.scale import LOAD_LIMITS, PgSchema, register_worlds, start_bridges, stop_bridges
 from bridge.session import CLOSE_SUPERSEDED, new_token
 from bridge.store import open_store
 
@@ -41,7 +41,9 @@ def cluster(pg_server, tmp_path_factory):
     key = tmp_path_factory.mktemp("cluster") / "audit.key"
     with PgSchema(pg_server) as schema:
         worlds = asyncio.run(register_worlds(schema.url, 8, "cw"))
-        bridges = start_bridges(schema.url, key, 3)
+        # every client here comes from 127.0.0.1, as through a proxy: the home table's per-address
+        # limits raised (docs/deploy.md), or the racers' reconnects would be refused (503)
+        bridges = start_bridges(schema.url, key, 3, *LOAD_LIMITS)
         try:
             yield schema.url, {w["world_id"]: w["token"] for w in worlds}, bridges, key
         finally:
