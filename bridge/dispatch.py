@@ -1,7 +1,8 @@
 """The decision core's router: one client message + the world's state + dice -> one Outcome.
 
 No network, no clock, no randomness of its own: the server and ``fate-bridge resolve`` both call
-:func:`decide` inside ``Store.decide`` (one transaction per decision), and ``fate-bridge audit
+:func:`decide` inside ``Store.decide`` (on the world's state in memory; its rows committed before
+the reply goes out), and ``fate-bridge audit
 verify`` calls it again on recorded inputs. The routes are built from the installed rulesets
 (``bridge.rulesets.installed()``): each :class:`~bridge.ruleset.Ruleset` brings its handlers, its
 refusal columns and its read-only queries.

@@ -361,14 +361,14 @@ class Session:
             try:
                 # the dice table reads the open dice session on the plain state: its seed is never
                 # recorded before the reveal (bridge.fairness.decide)
-                table, dice_session = fairness.table_for(message, state, seq=state.audit_seq,  # type: ignore[attr-defined]
-                                                         fallback=dice, new_seed=self.new_seed)
-                rolled = RecordingDice(table)
                 with i18n.using(language):
+                    table, dice_session = fairness.table_for(message, state, seq=state.audit_seq,  # type: ignore[attr-defined]
+                                                             fallback=dice, new_seed=self.new_seed)
+                    rolled = RecordingDice(table)
                     outcome = dispatch.decide(message, recording, rolled)
-                if not outcome.refused:
-                    table.check_all_used()
-                    outcome = fairness.with_physical_mark(outcome, rolled.rolled, table.draws)
+                    if not outcome.refused:
+                        table.check_all_used()
+                        outcome = fairness.with_physical_mark(outcome, rolled.rolled, table.draws)
             except Refusal as refusal:
                 with i18n.using(language):
                     outcome = dispatch.refused(message, refusal, state)

@@ -124,6 +124,60 @@ class TestRecords:
         assert len(rows(db)) == 1
 
 
+SPENDS = ("get", "sohl.spends", "d1cddnpaqRl0a0Q8/luckystar1item0")
+SINGLE_MESSAGE_READS = [
+    # the reads every record of single-message tests made before ``test_of`` existed (issue 13):
+    # a trail recorded then re-derives only if the same requests still read exactly these
+    ("test_rolled", [("get", "sohl.graded", "m1"), ("next_seq",), ("settings",), SPENDS]),
+    ("fate_spend", [("get", "sohl.graded", "m1"), ("get", "sohl.fate", "m1"), SPENDS, ("settings",),
+                    ("next_seq",), ("next_seq",), SPENDS]),
+    ("fate_spend", [("get", "sohl.graded", "m1"), ("get", "sohl.fate", "m1")]),
+    ("test_rolled", [("get", "sohl.graded", "m1"), ("get", "sohl.fate", "m1"), ("settings",), SPENDS]),
+    ("test_rolled", [("get", "sohl.graded", "m2"), ("next_seq",), ("settings",), SPENDS]),
+    ("fate_spend", [("get", "sohl.graded", "m2"), ("get", "sohl.fate", "m2"), SPENDS, ("settings",), ("next_seq",)]),
+    ("fate_choice", [("get", "sohl.fate", "m2"), ("get", "sohl.graded", "m2"), SPENDS]),
+    ("fate_choice", [("get", "sohl.fate", "m1")]),
+    ("fate_spend", [("get", "sohl.graded", "m9")]),
+]
+
+
+class TestOldTrails:
+    """Issue 13's ``test_of`` changes nothing for requests without it, so trails recorded before
+    it still re-derive: the same reads, in the same order, and the same stored records."""
+
+    async def test_requests_without_test_of_read_what_they_always_read(self, db):
+        store = await SQLiteStore.open(db, audit_key=KEY)
+        await store.add_world("w", None)
+        session = Session(store, ScriptedDice([]), trusted=True, default_world="w")
+        steps = [(rolled("r1", "m1"), None), (fate_spend("s1", "m1"), [34]), (fate_spend("s2", "m1"), [34]),
+                 (rolled("r2", "m1", test=sohl_test(roll=5)), None), (rolled("r3", "m2"), None),
+                 (fate_spend("s3", "m2"), [45]), (fate_choice("keep", "c1", "m2"), None),
+                 (fate_choice("keep", "c2", "m1"), None), (fate_spend("s4", "m9"), [1])]
+        for message, dice in steps:
+            await session.receive(frame(message), None if dice is None else ScriptedDice(dice))
+        await store.close()
+        records = [json.loads(row[1]) for row in rows(db)]
+        assert [(r["type"], [(read["op"], *read["args"]) for read in r["reads"]]) for r in records] == SINGLE_MESSAGE_READS
+        graded = next(r for r in records[1]["reads"] if r["args"][:1] == ["sohl.graded"])["result"]
+        assert "test_of" not in graded and "fated_by" not in graded
+        assert (await verify(db)).ok
+
+    async def test_a_trail_with_reposts_re_derives(self, db):
+        store = await SQLiteStore.open(db, audit_key=KEY)
+        await store.add_world("w", None)
+        session = Session(store, ScriptedDice([]), trusted=True, default_world="w")
+        for message, dice in [(rolled("r1", "orig"), None), (rolled("r2", "repost", test_of="orig"), None),
+                              (fate_spend("s1", "repost"), [45]), (fate_choice("spend", "c1", "repost"), None),
+                              (fate_spend("s2", "orig"), [34]), (rolled("r3", "again", test_of="orig"), None)]:
+            await session.receive(frame(message), None if dice is None else ScriptedDice(dice))
+        await store.close()
+        records = [json.loads(row[1]) for row in rows(db)]
+        assert [r["summary"]["outcome"] for r in records] == ["graded", "graded", "choice", "spent", "already_fated", "graded"]
+        assert records[-1]["reply"]["fate"]["reasons"] == ["already_fated"]
+        report = await verify(db)
+        assert report.ok, report.problems
+
+
 class TestVerifyPasses:
     async def test_clean_chain_with_checkpoints(self, db):
         await build(db, 10)  # 10 tests, 10 spends, 2 choices = 22 records: checkpoint at 16, head at 22

@@ -355,3 +355,78 @@ class TestLogLines:
         assert reply["answer"] == "exceptional_yes"
         assert (line["type"], line["ruleset"], line["outcome"]) == ("chart_question", "mythic", "exceptional_yes")
         assert line["world_id"] == "w" and line["event_id"] == "q1"
+
+
+class TestOneTestManyMessages:
+    """Issue 13, S11 across a test's chat messages: SoHL's GM edit reposts a test as a new
+    message; ``test_of`` names the test's first message, and the test is fated once in total,
+    whichever of its messages the Fate comes from."""
+
+    async def test_a_repost_of_a_fated_test_grades_already_fated_and_its_spend_is_refused(self, session):
+        await graded(session, event_id="r1", message_id="orig")
+        assert (await send(session, fate_spend(event_id="s1", message_id="orig"), dice=[34]))["outcome"] == "spent"
+        # the GM's edit: -20 to the EML, posted as a new message of the same test
+        repost = await graded(session, event_id="r2", message_id="repost", test_of="orig",
+                              test=sohl_test(eml=35, roll=88))
+        assert repost["message_id"] == "repost" and repost["level"] == 0
+        assert repost["fate"]["eligible"] is False and repost["fate"]["reasons"] == ["already_fated"]
+        refused = await send(session, fate_spend(event_id="s2", message_id="repost", user_id=GM, user_is_gm=True),
+                             dice=[34])
+        assert (refused["code"], refused["field"]) == ("already_fated", "message_id")
+        assert "orig" in refused["message"]
+        # nothing was spent by the refusal: the next test still sees one charge taken, not two
+        after = await graded(session, event_id="r3", message_id="next")  # the snapshot still shows 2
+        spent = await send(session, fate_spend(event_id="s3", message_id="next"), dice=[34])
+        assert after["fate"]["eligible"] is True and spent["point"]["charges_after"] == 0
+
+    async def test_fated_from_the_repost_the_first_message_and_every_other_repost_are_fated(self, session):
+        await graded(session, event_id="r1", message_id="orig")
+        await graded(session, event_id="r2", message_id="early", test_of="orig")  # graded before the Fate
+        await graded(session, event_id="r3", message_id="repost", test_of="orig")
+        assert (await send(session, fate_spend(event_id="s1", message_id="repost"), dice=[34]))["outcome"] == "spent"
+        for n, message_id in enumerate(["orig", "early"]):
+            refused = await send(session, fate_spend(event_id=f"s-{message_id}", message_id=message_id), dice=[34])
+            assert refused["code"] == "already_fated", message_id
+            regraded = await graded(session, event_id=f"g{n}", message_id=message_id,
+                                    **({} if message_id == "orig" else {"test_of": "orig"}))
+            assert regraded["fate"]["reasons"] == ["already_fated"], message_id
+        later = await graded(session, event_id="r4", message_id="later", test_of="orig")
+        assert later["fate"]["reasons"] == ["already_fated"]
+        assert (await send(session, fate_spend(event_id="s-later", message_id="later"), dice=[34]))["code"] == "already_fated"
+
+    async def test_a_repost_graded_before_the_first_message_was_fated_is_refused_after(self, session):
+        await graded(session, event_id="r1", message_id="orig")
+        before = await graded(session, event_id="r2", message_id="repost", test_of="orig")
+        assert before["fate"]["eligible"] is True  # not fated yet: offered
+        await send(session, fate_spend(event_id="s1", message_id="orig"), dice=[80])  # CF: lost, still fated
+        assert (await send(session, fate_spend(event_id="s2", message_id="repost"), dice=[34]))["code"] == "already_fated"
+
+    async def test_a_pending_choice_on_the_repost_fates_the_test_and_is_answered_on_the_repost(self, session):
+        await graded(session, event_id="r1", message_id="orig")
+        await graded(session, event_id="r2", message_id="repost", test_of="orig")
+        assert (await send(session, fate_spend(event_id="s1", message_id="repost"), dice=[45]))["outcome"] == "choice"
+        assert (await send(session, fate_spend(event_id="s2", message_id="orig"), dice=[34]))["code"] == "already_fated"
+        assert (await send(session, fate_choice("keep", event_id="c1", message_id="orig")))["code"] == "not_found"
+        kept = await send(session, fate_choice("keep", event_id="c2", message_id="repost"))
+        assert (kept["outcome"], kept["level_after"]) == ("kept", 1)
+
+    async def test_without_test_of_two_messages_are_two_tests(self, session):
+        """Records without ``test_of`` decide as before: each message is its own result."""
+        await graded(session, event_id="r1", message_id="m1")
+        await graded(session, event_id="r2", message_id="m2")
+        await send(session, fate_spend(event_id="s1", message_id="m1"), dice=[34])
+        assert (await send(session, fate_spend(event_id="s2", message_id="m2"), dice=[88]))["outcome"] == "kept"
+
+    async def test_test_of_naming_the_message_itself_or_an_ungraded_message_links_nothing(self, session):
+        own = await graded(session, event_id="r1", message_id="m1", test_of="m1")
+        assert own["fate"]["eligible"] is True
+        await graded(session, event_id="r2", message_id="m2", test_of="never-graded")
+        assert (await send(session, fate_spend(event_id="s1", message_id="m1"), dice=[34]))["outcome"] == "spent"
+        assert (await send(session, fate_spend(event_id="s2", message_id="m2"), dice=[88]))["outcome"] == "kept"
+
+    async def test_a_message_stays_in_the_test_it_was_first_graded_as(self, session):
+        await graded(session, event_id="r1", message_id="orig")
+        await graded(session, event_id="r2", message_id="repost", test_of="orig")
+        await send(session, fate_spend(event_id="s1", message_id="orig"), dice=[34])
+        regraded = await graded(session, event_id="r3", message_id="repost")  # test_of left out this time
+        assert regraded["fate"]["reasons"] == ["already_fated"]

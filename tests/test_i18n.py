@@ -44,6 +44,7 @@ __all__ = ["db", "open_store", "start_bridge"]  # fixtures used here
 
 EXAMPLES = sorted((ROOT / "examples").glob("*.jsonl"))
 TEMPLATES = sorted((ROOT / "bridge" / "rulesets").glob("*/templates/*.j2"))
+DICE_TEMPLATES = sorted((ROOT / "bridge" / "fairness" / "templates").glob("*.j2"))
 DE_PO = ROOT / "bridge" / "locale" / "de" / "LC_MESSAGES" / "messages.po"
 GM = {"user_id": "gmUser000000001", "user_is_gm": True}
 # Card kinds the example sessions do not reach, played after them (same world, same state).
@@ -126,9 +127,11 @@ def cards_in(reply: Any) -> Iterator[dict[str, Any]]:
             yield from cards_in(value)
 
 
-async def play(store: SQLiteStore, lines: list[dict[str, Any]], language: str | None) -> list[tuple[dict, dict]]:
-    """``lines`` through a trusted Session after a hello in ``language``: (request, reply) pairs."""
-    session = Session(store, ScriptedDice([]), trusted=True, default_world="w")
+async def play(store: SQLiteStore, lines: list[dict[str, Any]], language: str | None,
+               **options: Any) -> list[tuple[dict, dict]]:
+    """``lines`` through a trusted Session (``options`` passed to it) after a hello in
+    ``language``: (request, reply) pairs."""
+    session = Session(store, ScriptedDice([]), trusted=True, default_world="w", **options)
     client = {"module_version": "0.1.0", "foundry_version": "13.351", "system_id": "sohl", "system_version": "0.9.0"}
     if language is not None:
         client["language"] = language
@@ -217,6 +220,56 @@ class TestEveryCardInGerman:
             await store.close()
         text = " ".join(visible_text(c) for _, reply in pairs for c in cards_in(reply))
         assert re.search(r"\bMF \(Knapper Fehlschlag\)", text) and re.search(r"\bMS \(Knapper Erfolg\)", text)
+
+
+# Issue 19's dice cards (bridge/fairness/templates): a dice session's commitment and reveal, and a
+# GM override shown marked to the players (``override_mark`` everyone) and to the GMs.
+DICE_LINES = [
+    {"type": "dice_session_start", "v": 1, "event_id": "dice-1", **GM},
+    {"type": "gm_override", "v": 1, "event_id": "dice-2", **GM, "target_event_id": "ev-q",
+     "message_id": "chatMsg00000001", "result": "Exceptional Yes", "values": [3], "reason": "the story needs it"},
+    {"type": "dice_session_end", "v": 1, "event_id": "dice-3", **GM},
+]
+
+
+async def dice_cards(language: str | None) -> list[tuple[dict, dict]]:
+    """(request, card) for every card of :data:`DICE_LINES` played in ``language``."""
+    store = await memory_store()
+    try:
+        pairs = await play(store, DICE_LINES, language, new_seed=lambda n: bytes(range(n)))
+    finally:
+        await store.close()
+    return [(request, card) for request, reply in pairs for card in cards_in(reply)]
+
+
+class TestDiceCardsInGerman:
+    async def test_every_dice_card_has_no_english_left(self, rendered):
+        catalog = de_catalog()
+        cards = await dice_cards("de")
+        assert len(cards) == 4  # commitment, the override's card and GM card, reveal
+        for request, card in cards:
+            text = visible_text(card)
+            for string in sorted(outside_strings(request), key=len, reverse=True):
+                text = text.replace(string, " ")
+            assert english_left(text, catalog) == [], (request["event_id"], text)
+        assert {t.name for t in DICE_TEMPLATES} <= rendered, {t.name for t in DICE_TEMPLATES} - rendered
+
+    async def test_the_german_dice_cards_say_it_in_german_and_english_stays_english(self):
+        german = " ".join(visible_text(card) for _, card in await dice_cards("de"))
+        for words in ("Würfelsitzung begonnen", "Festlegung", "Würfelsitzung aufgedeckt", "Startwert",
+                      "Von der SL überschrieben (gmUser000000001): the story needs it", "fate-bridge audit verify"):
+            assert words in german, words
+        english = " ".join(visible_text(card) for _, card in await dice_cards("fr"))
+        assert "Dice session started" in english and "GM override by gmUser000000001" in english
+        assert "Würfel" not in english
+
+    async def test_a_dice_refusal_is_written_in_german(self):
+        store = await memory_store()
+        try:
+            ((_, reply),) = await play(store, [{**DICE_LINES[0], "user_is_gm": False}], "de", new_seed=bytes)
+        finally:
+            await store.close()
+        assert (reply["code"], reply["message"]) == ("forbidden", "nur eine SL darf eine Würfelsitzung beginnen")
 
 
 class TestCatalog:

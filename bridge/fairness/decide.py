@@ -31,6 +31,7 @@ import msgspec
 
 from .. import wire as shared
 from ..errors import BadMessage, Forbidden, NotEligible, NotFound
+from ..i18n import _
 from ..ruleset import Outcome, log_fields
 from ..state import WorldState
 from ..dice import Dice
@@ -121,10 +122,10 @@ def table_for(message: shared.ClientMessage, state: WorldState, *, seq: Callable
     if physical is not None:
         ruleset = ruleset_of(message)
         if ruleset not in settings.physical_rulesets:
-            allowed = ", ".join(settings.physical_rulesets) or "none"
-            raise Forbidden(f"physical: this world does not allow physical dice for "
-                            f"{ruleset or 'this request'} (allowed for: {allowed}); the GM can "
-                            "allow them in the dice settings", field="physical")
+            allowed = ", ".join(settings.physical_rulesets) or _("none")
+            raise Forbidden(_("physical: this world does not allow physical dice for %(ruleset)s "
+                              "(allowed for: %(allowed)s); the GM can allow them in the dice settings")
+                            % {"ruleset": ruleset or _("this request"), "allowed": allowed}, field="physical")
     current = current_of(state)
     open_session = None
     if current.session_id is not None:
@@ -137,9 +138,11 @@ def table_for(message: shared.ClientMessage, state: WorldState, *, seq: Callable
     return table, current.session_id
 
 
-def _require_gm(message: wire._GmRequest, what: str) -> None:
+def _require_gm(message: wire._GmRequest, refusal: str) -> None:
+    """Refuse ``forbidden`` (field ``user_id``) with the translated sentence ``refusal`` unless
+    a GM asks."""
     if not message.user_is_gm:
-        raise Forbidden(f"only a GM may {what}", field="user_id")
+        raise Forbidden(refusal, field="user_id")
 
 
 def _columns(message: shared.ClientMessage, outcome: str, detail: str | None = None) -> shared.AuditColumns:
@@ -157,16 +160,17 @@ def _done(message: shared.ClientMessage, reply: shared.BridgeMessage, outcome: s
 def start(message: wire.DiceSessionStart, state: WorldState, dice: Dice) -> Outcome:
     """Open a dice session on the offer the shell made (:func:`table_for`); refused
     ``not_eligible`` while one is open."""
-    _require_gm(message, "start a dice session")
+    _require_gm(message, _("only a GM may start a dice session"))
     current = current_of(state)
     if current.session_id is not None:
-        raise NotEligible(f"a dice session is open already (commitment {fingerprint(current.commitment or '')}): "
-                          "end it first (dice_session_end)", field="type")
+        raise NotEligible(_("a dice session is open already (commitment %(fingerprint)s): end it first "
+                            "(dice_session_end)") % {"fingerprint": fingerprint(current.commitment or "")},
+                          field="type")
     offer = state.get(OFFER_KIND, "next", Offer)
     assert offer is not None, "the session makes the offer before the decision"
     state.put(CURRENT_KIND, "current", CurrentSession(session_id=offer.session_id, commitment=offer.commitment))
     short = fingerprint(offer.commitment)
-    card = render_card("commitment.html.j2", title="Dice session started", ruleset=RULESET_ID,
+    card = render_card("commitment.html.j2", title=_("Dice session started"), ruleset=RULESET_ID,
                        session_id=offer.session_id, fingerprint=short)
     reply = wire.DiceSessionStarted(event_id=message.event_id, session_id=offer.session_id,
                                     commitment=offer.commitment, fingerprint=short, card=card)
@@ -175,15 +179,15 @@ def start(message: wire.DiceSessionStart, state: WorldState, dice: Dice) -> Outc
 
 def end(message: wire.DiceSessionEnd, state: WorldState, dice: Dice) -> Outcome:
     """Close the open dice session and reveal its seed; refused ``not_found`` when none is open."""
-    _require_gm(message, "end a dice session")
+    _require_gm(message, _("only a GM may end a dice session"))
     current = current_of(state)
     if current.session_id is None or current.commitment is None:
-        raise NotFound("no dice session is open (start one with dice_session_start)", field="type")
+        raise NotFound(_("no dice session is open (start one with dice_session_start)"), field="type")
     secret = state.get(SECRET_KIND, current.session_id, SecretSeed)
     assert secret is not None, "an open dice session always has its seed"
     state.put(CURRENT_KIND, "current", CurrentSession())
     short = fingerprint(current.commitment)
-    card = render_card("reveal.html.j2", title="Dice session revealed", ruleset=RULESET_ID,
+    card = render_card("reveal.html.j2", title=_("Dice session revealed"), ruleset=RULESET_ID,
                        session_id=current.session_id, fingerprint=short, seed=secret.seed)
     reply = wire.DiceSessionRevealed(event_id=message.event_id, session_id=current.session_id,
                                      commitment=current.commitment, fingerprint=short,
@@ -193,14 +197,16 @@ def end(message: wire.DiceSessionEnd, state: WorldState, dice: Dice) -> Outcome:
 
 def save_settings(message: wire.SetDiceSettings, state: WorldState, dice: Dice) -> Outcome:
     """Replace the world's dice settings (GM only); an unknown ruleset id is refused naming it."""
-    _require_gm(message, "change the dice settings")
+    _require_gm(message, _("only a GM may change the dice settings"))
     from ..rulesets import installed
 
     known = [r.id for r in installed()]
     for i, ruleset in enumerate(message.settings.physical_rulesets):
         if ruleset not in known:
-            raise BadMessage(f"settings.physical_rulesets[{i}]: unknown ruleset {ruleset!r} "
-                             f"(installed: {', '.join(known)})", field=f"settings.physical_rulesets[{i}]")
+            raise BadMessage(_("settings.physical_rulesets[%(index)s]: unknown ruleset %(ruleset)r "
+                               "(installed: %(installed)s)")
+                             % {"index": i, "ruleset": ruleset, "installed": ", ".join(known)},
+                             field=f"settings.physical_rulesets[{i}]")
     state.put(SETTINGS_KIND, "world", message.settings)
     reply = wire.DiceSettingsSaved(event_id=message.event_id, settings=message.settings)
     return _done(message, reply, "settings")
@@ -210,13 +216,13 @@ def override(message: wire.GmOverride, state: WorldState, dice: Dice) -> Outcome
     """Record a GM's hand-set result for ``target_event_id`` (GM only): who, what, why, in which
     dice session. The players' card carries the override mark when the world's ``override_mark``
     is ``everyone``; the GM's card always does; the audit trail always holds it."""
-    _require_gm(message, "override a result")
+    _require_gm(message, _("only a GM may override a result"))
     settings, current = settings_of(state), current_of(state)
     state.put(OVERRIDE_KIND, message.target_event_id,
               Override(by_user_id=message.user_id, result=message.result, values=list(message.values),
                        reason=message.reason, session_id=current.session_id))
     marked = settings.override_mark == "everyone"
-    context = dict(title="Result", ruleset=RULESET_ID, result=message.result, values=list(message.values),
+    context = dict(title=_("Result"), ruleset=RULESET_ID, result=message.result, values=list(message.values),
                    reason=message.reason, by_user=message.user_id)
     card = render_card("override.html.j2", marked=marked, **context)
     gm_card = render_card("override.html.j2", marked=True, **context)
@@ -247,18 +253,17 @@ HANDLERS = {wire.DiceSessionStart: start, wire.DiceSessionEnd: end,
 QUERIES = {wire.DiceStatus: status}
 
 
-PHYSICAL_MARK = '<p class="fate-bridge dice-physical">Physical dice: {dice}</p>'
-
-
 def with_physical_mark(outcome: Outcome, values: list[int], draws: list[Draw]) -> Outcome:
     """``outcome`` with a "Physical dice" line under its card (reply and overlay alike) when any
     of its dice was a real die the roller entered; unchanged otherwise. The line is card text, so
-    re-deriving old records ignores it (``bridge.audit.verdict``)."""
+    re-deriving old records ignores it (``bridge.audit.verdict``); it is in the current language
+    (``bridge.i18n.using``)."""
     physical = [f"d{d.faces} {v}" for v, d in zip(values, draws) if d.source == "physical"]
     card = getattr(outcome.reply, "card", None)
     if not physical or not isinstance(card, shared.Card):
         return outcome
-    marked = msgspec.structs.replace(card, html=card.html + PHYSICAL_MARK.format(dice=html.escape(", ".join(physical))))
+    line = html.escape(_("Physical dice: %(dice)s") % {"dice": ", ".join(physical)})
+    marked = msgspec.structs.replace(card, html=card.html + f'<p class="fate-bridge dice-physical">{line}</p>')
     reply = msgspec.structs.replace(outcome.reply, card=marked)
     shown = None if outcome.card is None else msgspec.structs.replace(outcome.card, html=marked.html)
     return Outcome(reply, outcome.columns, shown, outcome.log)

@@ -1,8 +1,9 @@
 """The bridge's store, split by job: ``base`` (the :class:`Store` protocol every backend provides
-and the values it speaks), ``schema`` (the SQLite file's migrations and codecs), ``sqlite`` (the
-embedded backend: its writer thread, group commit and the decision's world state), ``worlds``
-(registered worlds), ``audit_rows`` (the audit trail's rows, checkpoints and verification) and
-``postgres`` (the same store on PostgreSQL, with per-world leases for many processes).
+and the values it speaks), ``schema`` (the SQLite file's migrations and codecs), ``memory`` (a
+world's state held in memory, which decisions run on), ``sqlite`` (the embedded backend: loading
+worlds, its writer thread, one transaction per batch), ``worlds`` (registered worlds),
+``audit_rows`` (the audit trail's rows, checkpoints and verification) and ``postgres`` (the same
+store on PostgreSQL, with per-world leases for many processes).
 
 The shell imports the protocol from here; :class:`SQLiteStore`, ``MIGRATIONS`` and
 ``SCHEMA_VERSION`` are loaded only when asked for, so code that needs the protocol alone (the

@@ -20,5 +20,10 @@ test("SoHL's requests carry v:1, a fresh event id, the asker as Foundry names th
   assert.deepEqual(build.fateChoice({ messageId: "m1", choice: "keep", userId: "u1", userIsGM: true }),
     { type: "fate_choice", v: 1, event_id: "ev2", message_id: "m1", choice: "keep", user_id: "u1", user_is_gm: true });
   assert.equal(build.testRolled({ messageId: "m1", actor: {}, test: {}, visibility: "gm" }).ruleset, "sohl");
+  // issue 13: a repost names its test's first message; a first message names none
+  assert.equal(build.testRolled({ messageId: "m2", testOf: "m1", actor: {}, test: {}, visibility: "gm" }).test_of, "m1");
+  for (const testOf of [undefined, null, "m1"]) {
+    assert.equal("test_of" in build.testRolled({ messageId: "m1", testOf, actor: {}, test: {}, visibility: "gm" }), false, String(testOf));
+  }
   assert.throws(() => build.fateChoice({ messageId: "m1", choice: "both", userId: "u1", userIsGM: false }), /choice "both" is not one of spend, keep/);
 });

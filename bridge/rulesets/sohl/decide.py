@@ -8,6 +8,12 @@ Records (kinds): ``sohl.graded`` (by ChatMessage id) the graded test and its sna
 ``sohl.fate`` (by ChatMessage id) the Fate Test rolled against it, whose existence marks the
 result fated (S11); ``sohl.spends`` (by actor and point) the decision numbers that consumed a
 charge, so charges the module has not applied yet are counted.
+
+One test, several messages (issue 13): SoHL's GM edit reposts a test as a new ChatMessage, and
+``test_rolled.test_of`` names the test's first message. The test is fated when its first
+message is (its ``sohl.fate``) or when its first message's graded record names the message
+that was (``fated_by``, written when a later message of the test is fated). A message without
+``test_of`` reads exactly what it read before ``test_of`` existed, so old trails re-derive.
 """
 
 from __future__ import annotations
@@ -29,11 +35,15 @@ CHARGES_PATH = "system.charges.value"  # where SoHL keeps a Mystery's charges
 GRADED, FATE, SPENDS = "sohl.graded", "sohl.fate", "sohl.spends"
 
 
-class GradedRecord(msgspec.Struct, kw_only=True, frozen=True):
+class GradedRecord(msgspec.Struct, kw_only=True, frozen=True, omit_defaults=True):
     """A graded ``test_rolled`` (S1-S3): the snapshot it was graded from and the reply sent.
 
     ``seq`` is the world's decision sequence number when the snapshot arrived. ``basis`` is the
-    Skill Base basis the bridge used (S6)."""
+    Skill Base basis the bridge used (S6). ``test_of``: the test's first message when this one
+    is a later message of it (None: this message is the first). ``fated_by``: another message of
+    the same test whose Fate Test fated the test (S11 across messages), None when none is known
+    here. Both are left out of the stored JSON when None, so a record of a single-message test
+    is stored as before."""
 
     message_id: str
     seq: int
@@ -43,6 +53,8 @@ class GradedRecord(msgspec.Struct, kw_only=True, frozen=True):
     basis: list[str]
     level: int
     reply: wire.TestGraded
+    test_of: str | None = None
+    fated_by: str | None = None
 
 
 class FateRecord(msgspec.Struct, kw_only=True, frozen=True):
@@ -87,6 +99,28 @@ def _graded(state: WorldState, message_id: str) -> GradedRecord | None:
 
 def _fate(state: WorldState, message_id: str) -> FateRecord | None:
     return state.get(FATE, message_id, FateRecord)
+
+
+def _test_of(message: wire.TestRolled) -> str | None:
+    """The first message of the test ``message`` belongs to, None when it is that first one."""
+    return None if message.test_of == message.message_id else message.test_of
+
+
+def _fated_elsewhere(state: WorldState, record: GradedRecord | None, test_of: str | None) -> str | None:
+    """The message of the same test, other than ``record``'s own, that fated it (S11 across a
+    test's messages), or None. ``record`` is the message's stored grading (None: never graded),
+    ``test_of`` its test's first message (None: it is the first). Reads nothing more for a first
+    message: its own record says when a later message was fated."""
+    if record is not None and record.fated_by is not None:
+        return record.fated_by
+    if test_of is None:
+        return None
+    first = _graded(state, test_of)
+    if first is None:
+        return None
+    if first.fated_by is not None:
+        return first.fated_by
+    return test_of if _fate(state, test_of) is not None else None
 
 
 def _spent_since(state: WorldState, actor_id: str, point_id: str, seq: int) -> int:
@@ -161,7 +195,8 @@ def _current_points(actor: wire.SohlActor, state: WorldState) -> list[wire.FateP
 
 
 def _test_rolled(message: wire.TestRolled, state: WorldState, dice: Dice) -> wire.TestGraded:
-    """S1-S8: grade the test and say whether Fate may touch it; remember the snapshot."""
+    """S1-S8: grade the test and say whether Fate may touch it; remember the snapshot. A message
+    of a test fated on another of its messages is graded afresh with ``already_fated`` (S11)."""
     stored = _graded(state, message.message_id)
     if stored is not None and _fate(state, message.message_id) is not None:
         # S11: a fated result keeps the grading it was fated on; only the offer is re-stated.
@@ -170,11 +205,15 @@ def _test_rolled(message: wire.TestRolled, state: WorldState, dice: Dice) -> wir
         return msgspec.structs.replace(
             stored.reply, event_id=message.event_id, fate=_offer(ctx, stored.actor)
         )
+    test_of = _test_of(message)
+    if stored is not None and stored.test_of is not None:
+        test_of = stored.test_of  # once graded as a later message of a test, it stays one
+    fated_by = _fated_elsewhere(state, stored, test_of)
     test = message.test
     level = sohl.grade(test.roll, test.eml, test.level_mod)
     basis = _basis(test)
     seq = state.next_seq()
-    ctx = _context(message.actor, test, basis, state.settings(), False,
+    ctx = _context(message.actor, test, basis, state.settings(), fated_by is not None,
                    _current_points(message.actor, state))
     mismatch = None
     if test.reported_level is not None and test.reported_level != level:
@@ -201,6 +240,8 @@ def _test_rolled(message: wire.TestRolled, state: WorldState, dice: Dice) -> wir
             basis=basis,
             level=level,
             reply=reply,
+            test_of=test_of,
+            fated_by=fated_by,
         )
     )
     return reply
@@ -229,6 +270,12 @@ def _fate_spend(message: wire.FateSpend, state: WorldState, dice: Dice) -> Outco
     _require_owner(actor, message.user_id, message.user_is_gm)
     if _fate(state, message.message_id) is not None:
         raise AlreadyFated(_("this result has been fated already (S11)"), field="message_id")
+    fated_by = _fated_elsewhere(state, record, record.test_of)
+    if fated_by is not None:
+        raise AlreadyFated(
+            _("this test has been fated already, on chat message %(message)s (S11)") % {"message": fated_by},
+            field="message_id",
+        )
 
     points = _current_points(record.actor, state)
     ctx = _context(actor, test, record.basis, state.settings(), False, points)
@@ -276,7 +323,18 @@ def _fate_spend(message: wire.FateSpend, state: WorldState, dice: Dice) -> Outco
         pending=True,
     )
     reply = _settle(pending, effect, record, point.name, message.event_id, message.user_name, state)
+    _mark_test_fated(state, record)
     return _fate_outcome(message, reply, record)
+
+
+def _mark_test_fated(state: WorldState, record: GradedRecord) -> None:
+    """A later message of a test was fated: its first message's record says so (``fated_by``),
+    for every other message of the test to read (S11 across a test's messages)."""
+    if record.test_of is None:
+        return
+    first = _graded(state, record.test_of)
+    if first is not None:
+        state.put(GRADED, record.test_of, msgspec.structs.replace(first, fated_by=record.message_id))
 
 
 def _fate_choice(message: wire.FateChoice, state: WorldState, dice: Dice) -> Outcome:
@@ -418,6 +476,8 @@ def _graded_outcome(message: wire.TestRolled, state: WorldState, dice: Dice) -> 
                               "eligible": reply.fate.eligible, "reasons": reply.fate.reasons}
     if reply.mismatch is not None:
         log["reported_level"] = reply.mismatch.reported
+    if _test_of(message) is not None:
+        log["test_of"] = message.test_of
     return Outcome(reply, columns, None, log)
 
 

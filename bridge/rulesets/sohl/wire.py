@@ -90,10 +90,19 @@ class TestRolled(Request, tag="test_rolled", kw_only=True):
     """A Success Test appeared in chat; the bridge grades it and says whether Fate may touch it.
     Answered with ``test_graded``. Sending it again for an unfated ``message_id`` refreshes the
     snapshot (fresh charges); for a fated one, the stored grading comes back with
-    ``already_fated``."""
+    ``already_fated``.
+
+    ``test_of``: the id of the first chat message of the same test, when this message is a later
+    one (SoHL's GM edit posts the edited result as a new message); absent or equal to
+    ``message_id`` = the message is its test's first. Every message of one test is one result
+    for S11: once any of them is fated, the others grade with ``already_fated`` and a
+    ``fate_spend`` on them is refused ``already_fated``. It must name a message the bridge
+    graded; one it never graded links nothing (the message is then a test of its own). A message
+    once graded with a ``test_of`` keeps that test."""
 
     ruleset: Literal["sohl"]
     message_id: Id
+    test_of: Id | None = None
     actor: SohlActor
     test: SohlTest
     visibility: Visibility = "public"

@@ -15,7 +15,9 @@
  *
  * Once fated, always fated (issue 13): the `fated` flag the bridge writes on one message of a test
  * is copied to every message of that test, now and when a later repost is graded; a spend from any
- * of them is refused `already_fated` before it reaches the bridge.
+ * of them is refused `already_fated` before it reaches the bridge. The bridge agrees: a repost's
+ * `test_rolled` names its test's first message (`test_of`), and the bridge refuses a second Fate
+ * on any message of the test (docs/protocol.md), whichever GM's browser asks.
  *
  * Who sees what (issue 13): the test's `visibility` is its chat message's own whisper/blind
  * (logic/cards.js visibilityOfMessage); its Fate card, the Critical Success choice and the Fate
@@ -216,7 +218,7 @@ export function createFateFlow({ foundry, connection, build, domParser }) {
     let graded;
     try {
       graded = await connection.request(
-        build.testRolled({ messageId, actor: parts.actor, test: parts.test, visibility: parts.visibility }),
+        build.testRolled({ messageId, testOf: parts.testOf, actor: parts.actor, test: parts.test, visibility: parts.visibility }),
       );
     } catch (error) {
       return { ok: false, code: error.code ?? "internal" };
@@ -341,9 +343,8 @@ export function createFateFlow({ foundry, connection, build, domParser }) {
   }
 
   /**
-   * Spends on one test run one after another (the bridge knows each chat message apart, not the
-   * test): clicks on a test and on its repost at once give one Fate Test, the later click then
-   * refused `already_fated`. Keyed by the test's first message (`test_of`, known once graded).
+   * Spends on one test run one after another: clicks on a test and on its repost at once give one
+   * Fate Test, the later click then refused `already_fated` here, without a bridge round trip. Keyed by the test's first message (`test_of`, known once graded).
    */
   const spendsByTest = new Map();
   function oneAtATime(messageId, run) {

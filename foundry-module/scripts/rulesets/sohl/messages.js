@@ -24,22 +24,24 @@ export const CHOICES = Object.freeze(["spend", "keep"]);
  *
  * @param {() => string} newEventId returns a fresh, world-unique event id (at most 128 chars)
  * @returns {{
- *   testRolled: (p: {messageId: string, actor: object, test: object, visibility: string}) => object,
+ *   testRolled: (p: {messageId: string, testOf?: string, actor: object, test: object, visibility: string}) => object,
  *   fateSpend: (p: {messageId: string, pointId: string, userId: string, userName?: string, userIsGM: boolean}) => object,
  *   fateChoice: (p: {messageId: string, choice: string, userId: string, userName?: string, userIsGM: boolean}) => object,
  * }}
  * `userIsGM` is Foundry's `user.isGM` for `userId` (the bridge lets a GM act for any actor and
- * answer any choice). `fateChoice` throws a TypeError for a choice outside CHOICES.
+ * answer any choice). `testOf` is the test's first message when `messageId` is a later one (the
+GM's edit repost): sent as `test_of`, left out when absent or equal to `messageId`. `fateChoice` throws a TypeError for a choice outside CHOICES.
  */
 export function sohlMessageBuilders(newEventId) {
   const withName = (message, userName) => (userName ? { ...message, user_name: userName } : message);
   return {
-    testRolled: ({ messageId, actor, test, visibility }) => ({
+    testRolled: ({ messageId, testOf, actor, test, visibility }) => ({
       type: SOHL_MSG.TEST_ROLLED,
       v: PROTOCOL_VERSION,
       event_id: newEventId(),
       ruleset: "sohl",
       message_id: messageId,
+      ...(testOf && testOf !== messageId ? { test_of: testOf } : {}),
       actor,
       test,
       visibility,
