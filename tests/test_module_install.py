@@ -168,7 +168,7 @@ class TestRelease:
         names = set(zipfile.ZipFile(wheel).namelist())
         assert {"bridge/http.py", "bridge/release.py", "bridge/overlay/index.html",
                 "bridge/rulesets/sohl/templates/sohl_fate.html.j2", "bridge/fairness/templates/reveal.html.j2",
-                "bridge/locale/de/LC_MESSAGES/messages.po"} <= names
+                "bridge/templates/report.html.j2", "bridge/locale/de/LC_MESSAGES/messages.po"} <= names
         assert not [n for n in names if n.startswith("tests/")]
 
 

@@ -50,6 +50,27 @@ export function registerChoiceSetting(key, { name, hint, choices, default: initi
 }
 
 /**
+ * Register a world setting of this module that the settings window does not show: data the
+ * active GM's browser keeps for every client (e.g. the world's dice settings, the dice session's
+ * planned end). Foundry lets GMs alone write world settings (`ClientSettings#set`, scope world).
+ *
+ * @param {string} key the setting's key in this module's scope
+ * @param {unknown} initial its default value (an object)
+ */
+export function registerHiddenWorldSetting(key, initial) {
+  game.settings.register(MODULE_ID, key, { scope: "world", config: false, type: Object, default: initial });
+}
+
+/**
+ * @param {string} key a setting of this module
+ * @param {unknown} value its new value (a world setting: GMs only)
+ * @returns {Promise<void>}
+ */
+export async function setSetting(key, value) {
+  await game.settings.set(MODULE_ID, key, value);
+}
+
+/**
  * Register the bridge token: client scope (kept in the GM's browser, never sent to players) and
  * shown in the settings window to GMs only. Call at `setup`, when the current user is known.
  *
@@ -433,17 +454,22 @@ export function messagesWithFlag(key) {
 /**
  * Real dice the user throws, for a ruleset that allows them (issue 19). Where this user set the
  * denomination to a fulfillment method in Foundry's Dice Configuration (v12+: core setting
- * `diceConfiguration`, methods in `CONFIG.Dice.fulfillment`; Foundry v13 API
- * CONFIG.DiceFulfillmentConfiguration), Foundry's own RollResolver asks for them
+ * `diceConfiguration`, `Roll.DICE_CONFIGURATION_SETTING`, denomination -> method id, "" for
+ * Foundry's digital roll), Foundry's own RollResolver asks for them
  * (`Roll#evaluate({allowInteractive: true})`); otherwise a dialog asks for the values.
  * The bridge checks every value against its die.
+ * Sources: foundryvtt.com/api/interfaces/CONFIG.DiceFulfillmentConfiguration.html (`CONFIG.Dice.fulfillment`
+ * = {defaultMethod, dice, methods}), foundryvtt.com/api/v14/interfaces/CONFIG.DiceFulfillmentMethod.html
+ * (`interactive`, `handler`, `resolver`), foundry.dice.Roll `DICE_CONFIGURATION_SETTING: "diceConfiguration"`,
+ * fvtt-types 13.346 src/foundry/client/applications/dice/roll-resolver.d.mts (RollResolver: "handling
+ * unfulfilled dice terms in a roll").
  *
  * @param {number[]} faces the dice asked for, in order
  * @returns {Promise<string|null>} the values typed, as text (null when the dialog was closed)
  */
 export async function askPhysicalDice(faces) {
   const configured = game.settings.get("core", "diceConfiguration") ?? {};
-  const fulfilled = CONFIG.Dice?.fulfillment && faces.every((f) => configured[`d${f}`]);
+  const fulfilled = globalThis.CONFIG?.Dice?.fulfillment && faces.every((f) => configured[`d${f}`]);
   if (fulfilled) {
     const values = [];
     for (const f of faces) {
@@ -565,9 +591,12 @@ export function domParser() {
   return new globalThis.DOMParser();
 }
 
-/** @returns {{setTimeout: Function, clearTimeout: Function}} the platform timers */
+/**
+ * @returns {{setTimeout: Function, clearTimeout: Function, now: () => number}} the platform timers
+ *   and clock (`now`: ms since the epoch, Date.now)
+ */
 export function timers() {
-  return { setTimeout: globalThis.setTimeout.bind(globalThis), clearTimeout: globalThis.clearTimeout.bind(globalThis) };
+  return { setTimeout: globalThis.setTimeout.bind(globalThis), clearTimeout: globalThis.clearTimeout.bind(globalThis), now: () => Date.now() };
 }
 
 /**

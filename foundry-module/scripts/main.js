@@ -22,7 +22,9 @@ import { createBridgeRouter } from "./logic/bridge-events.js";
 import { installRulesets } from "./ruleset-api.js";
 import { RULESETS } from "./rulesets/index.js";
 import { defineAuditWindow } from "./audit-window.js";
-import { createClientSeeds, installDiceCommands, newClientSeed, rememberRolls } from "./logic/dice-trust.js";
+import {
+  createClientSeeds, DEFAULT_DICE_SETTINGS, DICE_SCHEDULE_SETTING, DICE_SETTINGS_SETTING, installDiceCommands, newClientSeed, rememberRolls,
+} from "./logic/dice-trust.js";
 
 /** Default bridge address: the bridge on the GM's own machine. */
 export const DEFAULT_URL = "ws://127.0.0.1:8765";
@@ -34,10 +36,11 @@ const NOTICE = "notice";
  * Register every hook and install the rulesets. Foundry runs it once (scripts/module.js); tests
  * run it once per fake world.
  *
- * @param {{rulesets?: Array<{id: string, install: Function}>, timers?: {setTimeout: Function, clearTimeout: Function}}} [options]
+ * @param {{rulesets?: Array<{id: string, install: Function}>, timers?: {setTimeout: Function, clearTimeout: Function, now?: () => number}}} [options]
  *   the ruleset modules to install (scripts/rulesets/index.js by default; tests pass their own),
- *   and the timers of the bridge connection and the relay (the platform's by default; tests
- *   inject a clock to put the bridge away for 30 s without waiting them out)
+ *   and the timers of the bridge connection, the relay and the dice session's schedule (the
+ *   platform's by default; tests inject a clock to put the bridge away for 30 s, or reload before
+ *   a planned reveal, without waiting them out; `now`, ms since the epoch, Date.now without it)
  * @returns {{connection: () => BridgeConnection|null, auditWindow: () => Function|null,
  *   openAudit: () => void, rulesets: () => string[], dispose: () => void}} a view on the live
  *   module (tests, macros): the bridge connection, the audit window class (after `init`), a way to
@@ -198,13 +201,21 @@ export function install({ rulesets = RULESETS, timers = fvtt.timers() } = {}) {
     return false;
   });
   // `/dicesession start [MINUTES]|end`, `/dicesettings`, `/diceoverride`: provable dice and GM overrides (issue 19).
-  installDiceCommands({ commands, relays, link: () => connection, foundry: fvtt, newEventId: fvtt.randomId, timers });
+  // The world's dice settings and the reveal schedule live in world settings (every client reads
+  // the first; the active GM's browser re-arms the second after a reload).
+  installDiceCommands({
+    commands, relays, link: () => connection, foundry: fvtt, newEventId: fvtt.randomId,
+    timers: { setTimeout: timers.setTimeout, clearTimeout: timers.clearTimeout, now: typeof timers.now === "function" ? timers.now : fvtt.timers().now },
+    onWelcome: (listener) => welcomeListeners.push(listener),
+  });
   const installed = installRulesets(rulesets, {
     commands, relays, router, pending, bridgeLink: () => connection, onWelcome: (listener) => welcomeListeners.push(listener),
   });
 
   fvtt.onceHook("init", () => {
     fvtt.registerWorldSettings({ onBridgeChange }, { defaultUrl: DEFAULT_URL });
+    fvtt.registerHiddenWorldSetting(DICE_SETTINGS_SETTING, DEFAULT_DICE_SETTINGS);
+    fvtt.registerHiddenWorldSetting(DICE_SCHEDULE_SETTING, null);
     AuditWindow = defineAuditWindow(() => connection);
     fvtt.registerAuditMenu(AuditWindow);
   });

@@ -9,12 +9,15 @@ import { BridgeError } from "./logic/errors.js";
 import { postCard } from "./logic/cards.js";
 import { rollData } from "./logic/dice.js";
 import { createCardReceipts } from "./logic/receipts.js";
+import { DICE_SETTINGS_SETTING, parsePhysical, physicalAllowed, withPhysicalDice } from "./logic/dice-trust.js";
 
 /** Ruleset ids: the bridge's spelling, a lower-case word. */
 const RULESET_ID = /^[a-z][a-z0-9_-]{0,63}$/;
 
 /** BridgeError code of `api.request` on a client that is not the active GM. */
 export const NOT_ACTIVE_GM = "not_active_gm";
+/** BridgeError code of `api.physicalDice` when the roller closed the dialog (nothing is sent). */
+export const PHYSICAL_CANCELLED = "physical_cancelled";
 
 /**
  * @typedef {object} RulesetApi
@@ -46,6 +49,17 @@ export const NOT_ACTIVE_GM = "not_active_gm";
  *   active, as `userId` (who asked), to the card's audience (the `{whisper, blind}` given to
  *   postCard); resolves when the animation ends (at once without Dice So Nice). Call it before
  *   postCard, so the dice land before the card. Never rejects: a failure is logged.
+ * @property {(faces: number, count: number) => Promise<number[]>|null} physicalDice on the roller's
+ *   client, before the request goes out: null, at once, when the world does not allow physical dice
+ *   for this ruleset (the bridge rolls; the request can go out in the same turn), else a Promise of
+ *   the `count` d`faces` the roller threw, asked through Foundry's dice fulfillment or a dialog
+ *   (foundry.js askPhysicalDice) and checked as the bridge checks them. That Promise rejects with
+ *   BridgeError `physical_cancelled` (the dialog was closed) or `bad_message` (field `physical`, a
+ *   value its die cannot show): nothing is sent then
+ * @property {<T>(physical: number[]|null, send: (physical: number[]|null) => Promise<T>) => Promise<T>} sendWithPhysical
+ *   `send(physical)`, and when the bridge answers that the list ran out (a die the ruleset could not
+ *   foresee, e.g. a pool's exploding 6) asks the roller for that die and calls `send` again with one
+ *   more (logic/dice-trust.js withPhysicalDice): `send` gives each try a new event_id
  * @property {(type: string, listener: (message: object) => void) => void} onBridgeMessage
  *   unsolicited bridge frames of `type` (on the active GM's client, the only one connected)
  * @property {ReturnType<import("./logic/pending.js").createPendingActions>} pending this client's
@@ -80,6 +94,16 @@ export const NOT_ACTIVE_GM = "not_active_gm";
 export function createRulesetApi(id, { commands, relays, router, pending, bridgeLink, onWelcome }) {
   // A reply's receipt goes on the ChatMessage posted for its card (logic/receipts.js).
   const receipts = createCardReceipts();
+  /** The roller's `count` d`faces` (see RulesetApi.physicalDice), without the "allowed" check. */
+  async function throwDice(faces, count) {
+    const text = await fvtt.askPhysicalDice(Array(count).fill(faces));
+    if (text === null || text === undefined) throw new BridgeError(PHYSICAL_CANCELLED, "the physical dice were not entered; nothing was sent");
+    try {
+      return parsePhysical(text, Array(count).fill(faces));
+    } catch (error) {
+      throw new BridgeError("bad_message", error.message, { field: "physical" });
+    }
+  }
   return Object.freeze({
     fvtt,
     registerCommand: (name, handler) => commands.register(name, handler),
@@ -103,6 +127,8 @@ export function createRulesetApi(id, { commands, relays, router, pending, bridge
         console.warn(`fate-bridge | ${id}: the dice could not be shown`, error);
       }
     },
+    physicalDice: (faces, count) => (physicalAllowed(fvtt.getSetting(DICE_SETTINGS_SETTING), id) ? throwDice(faces, count) : null),
+    sendWithPhysical: (physical, send) => withPhysicalDice(physical, throwDice, send),
     onBridgeMessage: (type, listener) => router.on(type, listener),
     pending,
     linked: () => bridgeLink() !== null,

@@ -3,7 +3,8 @@
  * starts a dice session (the commitment card), a player spends Fate (the Fate die is derived from the
  * seed and the player's own client_seed, and rides on the card as a real Roll), the GM ends the session
  * (the reveal; the commitment card is marked verified), the trail is exported and the /verify page's
- * code recomputes the die. The seed never reaches the bridge's log.
+ * code recomputes the die. The seed never reaches the bridge's log. Then physical dice: a player's
+ * real d100 grades a Fate Test, marked physical on the card and in the trail.
  */
 import { test, before, after } from "node:test";
 import assert from "node:assert/strict";
@@ -12,7 +13,7 @@ import path from "node:path";
 import { WebSocket } from "ws";
 import { chromium } from "playwright-core";
 import { install } from "../scripts/main.js";
-import { DICE_SESSION_FLAG, VERIFIED_MARK } from "../scripts/logic/dice-trust.js";
+import { DICE_SESSION_FLAG, DICE_SETTINGS_SETTING, VERIFIED_MARK } from "../scripts/logic/dice-trust.js";
 import { checkTrail } from "../../bridge/fairness/page/verify.js";
 import { BridgeProcess, STEP_MS } from "./helpers/bridge-process.js";
 import { uninstallFakeFoundry } from "./helpers/fake-foundry.js";
@@ -150,4 +151,57 @@ test("the bridge's /verify page, in a real browser, recomputes the exported trai
   assert.ok(shown.includes(`record ${spend.seq} was changed after it was written (hash mismatch)`));
   assert.ok(shown.includes(`record ${spend.seq}: die 1 (d100) recorded ${spend.record.dice[0]}`));
   assert.deepEqual(pageErrors, []);
+});
+
+test("a physical d100: the GM allows physical dice for SoHL, the player throws 57, the Fate Test is graded with it, the card and the trail mark it physical", async (t) => {
+  const env = await sampleWorld({ WebSocket, settings: { "fate-bridge.token": token, "fate-bridge.bridgeUrl": `ws://127.0.0.1:${port}` } });
+  t.after(() => {
+    env.bridge?.dispose();
+    uninstallFakeFoundry();
+  });
+  env.bridge = install();
+  for (const hook of ["init", "setup", "ready"]) env.world.callHook(hook);
+  const connection = await until(() => env.bridge.connection()?.isReady() && env.bridge.connection(), "welcome");
+  const replies = [];
+  const request = connection.request;
+  connection.request = async (message) => {
+    const reply = await request(message);
+    replies.push(reply);
+    return reply;
+  };
+
+  // The GM allows physical dice for SoHL; every client reads the bridge's answer from the world setting.
+  env.world.asUser(env.gm);
+  env.world.callHook("chatMessage", {}, "/dicesettings physical=sohl", {});
+  const saved = await until(() => replies.find((r) => r.type === "dice_settings_saved"), "dice_settings_saved");
+  assert.deepEqual(saved.settings.physical_rulesets, ["sohl"]);
+  await until(() => globalThis.game.settings.get("fate-bridge", DICE_SETTINGS_SETTING).physical_rulesets.includes("sohl"), "the world setting");
+
+  // The player spends Fate: asked for the d100 on their own client, then relayed with it.
+  const messageId = await postArchery(env.world);
+  await until(() => env.world.messages.get(messageId).flags["fate-bridge"]?.graded, "the graded flag");
+  env.world.physicalAnswers.push("57");
+  env.world.asUser(env.player);
+  env.world.render(messageId).querySelector(".fate-bridge-spend button").click();
+  const relayed = await until(() => env.world.emitted.find((e) => e.payload.type === "request"), "the relayed click");
+  assert.deepEqual(relayed.payload.data.physical, [57]);
+  assert.equal(env.world.prompts.at(-1).user, env.player);
+  env.world.asUser(env.gm);
+  env.world.deliverSocket();
+  env.world.asUser(env.player);
+  env.world.deliverSocket();
+  env.world.asUser(env.gm);
+  env.world.deliverSocket();
+  const resolved = await until(() => replies.find((r) => r.type === "fate_resolved"), "fate_resolved");
+  assert.equal(resolved.fate_roll, 57, "graded with the physical die");
+  assert.deepEqual(resolved.rolls, [{ faces: 100, value: 57, source: "physical" }]);
+  const fateCard = await until(() => [...env.world.messages.values()].find((m) => m.content === resolved.card.html), "the Fate card");
+  assert.ok(fateCard.content.includes('class="fate-bridge dice-physical"'), "the card marks the physical die");
+  assert.match(fateCard.content, /d100 57/);
+  assert.deepEqual(fateCard.rolls.map((r) => r.fromData.terms[0].results[0].result), [57]);
+
+  // On the record: the spend's die is physical.
+  const records = bridge.cli("audit", "export", "--world", "e2e-world", "--format", "jsonl").split("\n").filter(Boolean).map((line) => JSON.parse(line).record);
+  const spend = records.filter((r) => r.type === "fate_spend").at(-1);
+  assert.deepEqual([spend.dice, spend.draws.map((d) => d.source), spend.message.physical], [[57], ["physical"], [57]]);
 });

@@ -9,7 +9,9 @@ import { createHash, webcrypto } from "node:crypto";
 import {
   commitmentMatches, createClientSeeds, createDiceSessions, DICE_SESSION_FLAG, installDiceCommands, newClientSeed, overrideRequest,
   parseDiceSettings, parseOverride, parsePhysical, rememberRolls, rollDataOf, rollsForCard, VERIFIED_MARK,
+  DICE_SCHEDULE_SETTING, DICE_SETTINGS_SETTING, nextPhysicalDie, physicalAllowed, relayedPhysical, withPhysicalDice,
 } from "../scripts/logic/dice-trust.js";
+import { BridgeError } from "../scripts/logic/errors.js";
 import { cardMessageData } from "../scripts/logic/cards.js";
 import { fateRollData } from "../scripts/rulesets/sohl/fate-flow.js";
 
@@ -129,16 +131,18 @@ describe("dice settings", () => {
 });
 
 describe("the GM's dice commands", () => {
-  function install() {
+  function install({ settings = new Map(), status = { session_id: null, settings: null }, now = 1_000 } = {}) {
     const commands = new Map();
     const handlers = new Map();
-    const timers = { pending: [], setTimeout(fn, ms) { this.pending.push({ fn, ms }); return this.pending.length; }, clearTimeout(id) { this.pending[id - 1] = null; } };
+    const welcome = [];
+    const timers = { pending: [], setTimeout(fn, ms) { this.pending.push({ fn, ms }); return this.pending.length; }, clearTimeout(id) { this.pending[id - 1] = null; }, now: () => now };
     const requests = [];
     const posted = [];
     const notices = [];
     const reply = {
       dice_session_start: { session_id: COMMITMENT.slice(0, 16), commitment: COMMITMENT, card: { html: "<p>c</p>" } },
       dice_session_end: { session_id: COMMITMENT.slice(0, 16), commitment: COMMITMENT, seed: SEED, card: { html: "<p>r</p>" } },
+      dice_status: status,
     };
     installDiceCommands({
       commands: { register: (name, fn) => commands.set(name, fn) },
@@ -149,12 +153,14 @@ describe("the GM's dice commands", () => {
         updateChatMessage: async (id, data) => Object.assign(posted.find((m) => m.id === id), data),
         messagesWithFlag: (key) => posted.filter((m) => m.flags[key]).map((m) => ({ id: m.id, content: m.content, flag: m.flags[key] })),
         sha256, gmUserIds: () => ["gm"], messageData: () => null, notify: (level, key) => notices.push([level, key]),
+        getSetting: (key) => settings.get(key) ?? null, setSetting: async (key, value) => settings.set(key, value), isActiveGM: () => true,
       },
       newEventId: () => `ev${requests.length}`,
       timers,
+      onWelcome: (listener) => welcome.push(listener),
     });
     const flush = () => new Promise((resolve) => setTimeout(resolve, 20));
-    return { commands, timers, requests, notices, flush };
+    return { commands, timers, requests, notices, flush, settings, welcome: () => welcome.forEach((listener) => listener()) };
   }
 
   test("start MINUTES ends the session by itself; a bad argument shows the usage; players are refused", async () => {
@@ -173,12 +179,93 @@ describe("the GM's dice commands", () => {
   });
 
   test("ending by hand clears the schedule", async () => {
-    const { commands, timers, requests, flush } = install();
+    const { commands, timers, requests, flush, settings } = install();
     commands.get("dicesession")("start 5", { isGM: true });
     await flush();
+    assert.deepEqual(settings.get(DICE_SCHEDULE_SETTING), { session_id: COMMITMENT.slice(0, 16), ends_at: 1_000 + 5 * 60_000, user_id: "gm" });
     commands.get("dicesession")("end", { isGM: true });
     await flush();
     assert.deepEqual(timers.pending, [null]);
+    assert.equal(settings.get(DICE_SCHEDULE_SETTING), null);
     assert.deepEqual(requests.map((r) => r.type), ["dice_session_start", "dice_session_end"]);
+  });
+
+  test("after a welcome: the world's dice settings are kept, the planned end of the open session is armed for the time left", async () => {
+    const sid = COMMITMENT.slice(0, 16);
+    const plan = { session_id: sid, ends_at: 10 * 60_000, user_id: "gm" };
+    const allowed = { provable: false, physical_rulesets: ["sohl"], override_mark: "everyone" };
+    const { timers, requests, flush, settings, welcome } = install({
+      settings: new Map([[DICE_SCHEDULE_SETTING, plan]]), status: { session_id: sid, settings: allowed }, now: 4 * 60_000,
+    });
+    welcome();
+    await flush();
+    assert.deepEqual(settings.get(DICE_SETTINGS_SETTING), allowed);
+    assert.deepEqual(timers.pending.map((t) => t.ms), [6 * 60_000]);
+    welcome(); // a reconnect re-arms, never twice
+    await flush();
+    assert.deepEqual(timers.pending.map((t) => t?.ms ?? null), [null, 6 * 60_000]);
+    timers.pending[1].fn();
+    await flush();
+    assert.deepEqual(requests.map((r) => r.type), ["dice_status", "dice_status", "dice_session_end"]);
+    assert.equal(settings.get(DICE_SCHEDULE_SETTING), null);
+  });
+
+  test("a plan whose time passed ends at once; a plan of a session no longer open is dropped", async () => {
+    const sid = COMMITMENT.slice(0, 16);
+    const late = install({ settings: new Map([[DICE_SCHEDULE_SETTING, { session_id: sid, ends_at: 0, user_id: "gm" }]]), status: { session_id: sid, settings: null } });
+    late.welcome();
+    await late.flush();
+    assert.deepEqual(late.timers.pending.map((t) => t.ms), [0]);
+    const stale = install({ settings: new Map([[DICE_SCHEDULE_SETTING, { session_id: "other", ends_at: 9e9, user_id: "gm" }]]), status: { session_id: sid, settings: null } });
+    stale.welcome();
+    await stale.flush();
+    assert.deepEqual(stale.timers.pending, []);
+    assert.equal(stale.settings.get(DICE_SCHEDULE_SETTING), null);
+  });
+});
+
+describe("physical dice: what the world allows, and a list that runs out", () => {
+  // The bridge's refusal text (bridge/fairness/dice.py TableDice.roll), as the relay carries it back.
+  const runsOut = (given, faces) => new BridgeError("bad_message",
+    `physical: ${given} physical dice given, but this roll needs more: die ${given + 1} is a d${faces} (1..${faces})`, { field: "physical" });
+
+  test("the world's settings name the rulesets; the refusal names the next die", () => {
+    assert.equal(physicalAllowed({ physical_rulesets: ["sohl", "pool"] }, "pool"), true);
+    assert.equal(physicalAllowed({ physical_rulesets: ["sohl"] }, "mythic"), false);
+    assert.equal(physicalAllowed(null, "sohl"), false);
+    assert.equal(nextPhysicalDie(runsOut(3, 6)), 6);
+    assert.equal(nextPhysicalDie(runsOut(1, 8)), 8);
+    assert.equal(nextPhysicalDie(new BridgeError("bad_message", "physical[0]: 101 is not a possible d100 roll (allowed 1..100)", { field: "physical[0]" })), null);
+    assert.equal(nextPhysicalDie(new BridgeError("not_eligible", "needs more: die 2 is a d6 (1..6)", { field: "physical" })), null);
+    assert.equal(nextPhysicalDie(new BridgeError("bad_message", "physical: 2 physical dice given, but this roll used 1", { field: "physical" })), null);
+    assert.deepEqual(relayedPhysical([3, 6]), [3, 6]);
+    assert.equal(relayedPhysical(undefined), null);
+    assert.throws(() => relayedPhysical([1.5]), (error) => error.code === "bad_message" && error.field === "physical");
+    assert.throws(() => relayedPhysical(Array(65).fill(1)), /at most 64/);
+  });
+
+  test("each die the bridge asks for is thrown and the request sent again, each try on its own", async () => {
+    const sent = [];
+    const asked = [];
+    const bridge = async (physical) => {
+      sent.push(physical);
+      // a pool of 2d6 that rolled a 6 (and the extra die a 6 again): 2 + 2 dice
+      const needed = physical.filter((v) => v === 6).length + 2;
+      if (physical.length < needed) throw runsOut(physical.length, 6);
+      return { faces: physical };
+    };
+    const thrown = [6, 2];
+    const reply = await withPhysicalDice([3, 6], async (faces, count) => { asked.push([faces, count]); return [thrown.shift()]; }, bridge);
+    assert.deepEqual(reply, { faces: [3, 6, 6, 2] });
+    assert.deepEqual(sent, [[3, 6], [3, 6, 6], [3, 6, 6, 2]]);
+    assert.deepEqual(asked, [[6, 1], [6, 1]]);
+  });
+
+  test("bridge dice (null) are sent once; another refusal is not retried", async () => {
+    let tries = 0;
+    await assert.rejects(withPhysicalDice(null, async () => [1], async () => { tries += 1; throw runsOut(0, 6); }), /needs more/);
+    assert.equal(tries, 1);
+    await assert.rejects(withPhysicalDice([5], async () => [1], async () => { tries += 1; throw new BridgeError("no_charges", "none left"); }), /none left/);
+    assert.equal(tries, 2);
   });
 });

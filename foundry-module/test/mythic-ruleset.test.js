@@ -80,6 +80,7 @@ function fakeApi({ sender = { userId: "player1", isGM: false }, bridge, rollMode
       rec.dice.push({ dice, audience, cardsBefore: rec.posted.length });
     },
     newEventId: () => `ev${++n}`,
+    physicalDice: () => null, // the world allows no physical dice (test/physical-dice.test.js: when it does)
     localize: t,
     notify: (level, key, data) => rec.notices.push({ level, key, text: t(key, data) }),
   };

@@ -279,6 +279,9 @@ function fakeApi(world, replies) {
     },
     onBridgeMessage: () => {},
     newEventId: () => `ev${api.sent.length}`,
+    // the world allows no physical dice (test/physical-dice.test.js: when it does)
+    physicalDice: () => null,
+    sendWithPhysical: (physical, send) => send(physical),
     isActiveGM: fvtt.isActiveGM,
     localize: fvtt.localize,
     notify: fvtt.notify,

@@ -13,9 +13,17 @@
  * - Dice sessions: `createDiceSessions` starts and ends one, posts the commitment, then the reveal,
  *   and marks the session's commitment card "verified" when the revealed seed hashes to the
  *   commitment posted before the rolls.
- * - Physical dice: `parsePhysical` checks what the roller typed, as the bridge will.
+ * - Physical dice: `parsePhysical` checks what the roller typed, as the bridge will;
+ *   `physicalAllowed` reads the world's dice settings (kept by the active GM's browser in the
+ *   world setting DICE_SETTINGS_SETTING, from `dice_status` after each `welcome` and from each
+ *   `dice_settings_saved`), and `withPhysicalDice` asks for one more die and sends again, under a
+ *   new event_id, when the bridge says the list ran out (`nextPhysicalDie`).
+ * - The reveal schedule (`/dicesession start MINUTES`): its planned end is kept in the world setting
+ *   DICE_SCHEDULE_SETTING, so the active GM's browser arms the timer again after a reload.
  * - GM overrides: `overrideRequest` builds the GM-only `gm_override`.
  */
+
+import { BridgeError } from "./errors.js";
 
 /** This module's flag on a dice session's commitment card: {session_id, commitment, verified}. */
 export const DICE_SESSION_FLAG = "diceSession";
@@ -142,6 +150,93 @@ export function parsePhysical(text, faces) {
   return values;
 }
 
+/** World setting (hidden): the world's dice settings as the bridge last said, for every client. */
+export const DICE_SETTINGS_SETTING = "diceSettings";
+/** World setting (hidden): the planned end of the open dice session, {session_id, ends_at (ms epoch), user_id} or null. */
+export const DICE_SCHEDULE_SETTING = "diceSchedule";
+/** The bridge's dice settings before it said otherwise (bridge/fairness/wire.py DiceSettings defaults). */
+export const DEFAULT_DICE_SETTINGS = Object.freeze({ provable: false, physical_rulesets: [], override_mark: "everyone" });
+
+/**
+ * @param {unknown} settings the world setting DICE_SETTINGS_SETTING
+ * @param {string} ruleset a ruleset id
+ * @returns {boolean} the world allows physical dice for `ruleset`
+ */
+export function physicalAllowed(settings, ruleset) {
+  return Array.isArray(settings?.physical_rulesets) && settings.physical_rulesets.includes(ruleset);
+}
+
+/**
+ * The die the bridge asks for next when a request's `physical` list ran out (bridge/fairness/dice.py
+ * TableDice.roll: `bad_message`, field `physical`, "... this roll needs more: die N is a dF (1..F)"):
+ * read from the range that ends the text, which a translated sentence keeps (pinned by
+ * tests/test_physical_runs_out.py). A value its die cannot show names `physical[i]`, and too many
+ * dice end without a range: neither is read as a die to ask for.
+ *
+ * @param {unknown} error a BridgeError (from the link, or carried back by the relay)
+ * @returns {number|null} the faces of the next die, or null for any other error
+ */
+export function nextPhysicalDie(error) {
+  if (error?.code !== "bad_message" || error.field !== "physical") return null;
+  const match = /\(1\.\.(\d+)\)$/.exec(String(error.message ?? "").trim());
+  return match ? Number(match[1]) : null;
+}
+
+/** The most physical dice one request carries (bridge/wire/base.py: `physical` max_length 64). */
+export const MOST_PHYSICAL = 64;
+
+/**
+ * The `physical` of a relayed request's data, checked on the GM's browser (the bridge checks each
+ * value against its die).
+ *
+ * @param {unknown} value
+ * @returns {number[]|null} null when absent
+ * @throws {BridgeError} `bad_message` (field `physical`) for anything but a list of at most 64 whole numbers
+ */
+export function relayedPhysical(value) {
+  if (value === undefined || value === null) return null;
+  if (!Array.isArray(value) || value.length > MOST_PHYSICAL || !value.every(Number.isInteger)) {
+    throw new BridgeError("bad_message", `physical: a list of at most ${MOST_PHYSICAL} whole numbers`, { field: "physical" });
+  }
+  return [...value];
+}
+
+/**
+ * @param {object} message a bridge request
+ * @param {number[]|null} physical
+ * @returns {object} the request with `physical` when there are physical dice
+ */
+export function withPhysical(message, physical) {
+  return physical ? { ...message, physical } : message;
+}
+
+/**
+ * Send a request with the physical dice thrown so far; when the bridge answers that the list ran
+ * out (a pool's exploding 6, a die the module could not foresee), ask for that die and send again.
+ * Each send is a new request: `send` must give it a new event_id (a refused event_id is answered
+ * from the stored refusal, docs/protocol.md), so the refusals stay on the record and the accepted
+ * request is the one with every die.
+ *
+ * @template T
+ * @param {number[]|null} physical the dice thrown before the first send (null: bridge dice, sent once)
+ * @param {(faces: number, count: number) => Promise<number[]>} ask the roller's next dice
+ * @param {(physical: number[]|null) => Promise<T>} send
+ * @param {number} [most] at most this many dice in all (the bridge takes 64)
+ * @returns {Promise<T>} the accepted reply; rejects with the last refusal when it is not a "runs out"
+ */
+export async function withPhysicalDice(physical, ask, send, most = MOST_PHYSICAL) {
+  let thrown = physical;
+  for (;;) {
+    try {
+      return await send(thrown);
+    } catch (error) {
+      const faces = thrown ? nextPhysicalDie(error) : null;
+      if (faces === null || thrown.length >= most) throw error;
+      thrown = [...thrown, ...await ask(faces, 1)];
+    }
+  }
+}
+
 /**
  * @param {string} seedHex the revealed seed
  * @param {string} commitment the commitment posted before the rolls
@@ -179,10 +274,14 @@ export function createDiceSessions({ link, foundry, newEventId }) {
     content: card.html, speaker: { actor: null, alias: "fate-bridge" }, whisper: [], blind: false, flags,
   });
   return {
-    /** Commit: post the commitment card (flagged with the session). @returns {Promise<string>} its message id */
+    /**
+     * Commit: post the commitment card (flagged with the session).
+     * @returns {Promise<{messageId: string, sessionId: string}>} the card's message id and the session's id
+     */
     async start(userId) {
       const reply = await request("dice_session_start", userId);
-      return post(reply.card, { [DICE_SESSION_FLAG]: { session_id: reply.session_id, commitment: reply.commitment, verified: false } });
+      const messageId = await post(reply.card, { [DICE_SESSION_FLAG]: { session_id: reply.session_id, commitment: reply.commitment, verified: false } });
+      return { messageId, sessionId: reply.session_id };
     },
     /**
      * Reveal: post the reveal card; mark the session's commitment card verified when the seed
@@ -260,33 +359,84 @@ export function parseDiceSettings(args, current) {
 /**
  * Register `/dicesession start [MINUTES]|end`, `/dicesettings` and `/diceoverride` (GMs; run on the
  * active GM's browser through the relay). `start MINUTES` ends the session by itself after that many
- * minutes (1..1440), as long as that browser stays open.
+ * minutes (1..1440): the planned end goes to the world setting DICE_SCHEDULE_SETTING, and after each
+ * `welcome` the active GM's browser asks `dice_status`, keeps the world's dice settings in
+ * DICE_SETTINGS_SETTING (every client reads them there: `physicalAllowed`) and arms the timer again
+ * for a planned end of the session still open (at once when that time has passed while no GM's
+ * browser was open). The clock is the browser's: the bridge has none (bridge/fairness).
  *
  * @param {object} deps
  * @param {{register(name: string, handler: Function): void}} deps.commands logic/commands.js
  * @param {{on(ruleset: string, action: string, handler: Function): void, request(ruleset: string, action: string, data: unknown): Promise<unknown>}} deps.relays logic/relay.js
  * @param {() => ({request(message: object): Promise<object>}|null)} deps.link the live connection
- * @param {object} deps.foundry scripts/foundry.js (createChatMessage, updateChatMessage, messagesWithFlag, sha256, gmUserIds, messageData, notify)
+ * @param {object} deps.foundry scripts/foundry.js (createChatMessage, updateChatMessage, messagesWithFlag, sha256, gmUserIds,
+ *   messageData, notify, getSetting, setSetting, isActiveGM)
  * @param {() => string} deps.newEventId
- * @param {{setTimeout: Function, clearTimeout: Function}} deps.timers
+ * @param {{setTimeout: Function, clearTimeout: Function, now: () => number}} deps.timers
+ * @param {(listener: () => void) => void} deps.onWelcome registers a listener of each `welcome`
  */
-export function installDiceCommands({ commands, relays, link, foundry, newEventId, timers }) {
+export function installDiceCommands({ commands, relays, link, foundry, newEventId, timers, onWelcome }) {
   const sessions = createDiceSessions({ link, foundry, newEventId });
   const refuse = (error) => foundry.notify("error", "FATE_BRIDGE.Dice.Refused", { message: error?.message ?? String(error) });
-  let scheduled = null; // the timer of `/dicesession start MINUTES` (this browser's: lost on reload)
-  async function end(userId) {
+  let scheduled = null; // this browser's timer for the world's planned end (DICE_SCHEDULE_SETTING)
+  function disarm() {
     if (scheduled !== null) timers.clearTimeout(scheduled);
     scheduled = null;
-    const verified = await sessions.end(userId);
+  }
+  /** Arm the timer for `plan` ({ends_at, user_id}): the session ends as the GM who planned it. */
+  function arm(plan) {
+    disarm();
+    scheduled = timers.setTimeout(() => {
+      scheduled = null;
+      end(plan.user_id).catch(refuse);
+    }, Math.max(0, plan.ends_at - timers.now()));
+  }
+  async function end(userId) {
+    disarm();
+    let verified;
+    try {
+      verified = await sessions.end(userId);
+    } catch (error) {
+      // No session open (ended elsewhere): its plan is void too.
+      if (error?.code === "not_found") await foundry.setSetting(DICE_SCHEDULE_SETTING, null);
+      throw error;
+    }
+    await foundry.setSetting(DICE_SCHEDULE_SETTING, null);
     foundry.notify(verified ? "info" : "error", verified ? "FATE_BRIDGE.Dice.Verified" : "FATE_BRIDGE.Dice.NotVerified", { session: "" });
     return { verified };
   }
+  /** The bridge's dice settings, for every client (written only when they changed). */
+  async function keepSettings(settings) {
+    if (settings && JSON.stringify(settings) !== JSON.stringify(foundry.getSetting(DICE_SETTINGS_SETTING))) {
+      await foundry.setSetting(DICE_SETTINGS_SETTING, settings);
+    }
+  }
+  /** After a `welcome`: the world's dice settings and the open session's planned end, from the bridge's status. */
+  async function reconcile() {
+    const connection = link();
+    if (!connection || !foundry.isActiveGM()) return;
+    const status = await connection.request({ type: "dice_status", v: 1, query_id: newEventId() });
+    await keepSettings(status.settings);
+    const plan = foundry.getSetting(DICE_SCHEDULE_SETTING);
+    if (plan && status.session_id !== null && plan.session_id === status.session_id) arm(plan);
+    else {
+      disarm();
+      if (plan) await foundry.setSetting(DICE_SCHEDULE_SETTING, null);
+    }
+  }
+  onWelcome(() => {
+    reconcile().catch((error) => console.warn("fate-bridge | the dice status could not be read", error));
+  });
   relays.on(DICE_RELAY, "session", async (data, sender) => {
     if (!sender.isGM) throw new RangeError("only a GM may start or end a dice session");
     if (data?.action !== "start") return end(sender.userId);
-    const started = await sessions.start(sender.userId);
-    if (data.minutes) scheduled = timers.setTimeout(() => end(sender.userId).catch(refuse), data.minutes * 60_000);
-    return { started };
+    const { messageId, sessionId } = await sessions.start(sender.userId);
+    if (data.minutes) {
+      const plan = { session_id: sessionId, ends_at: timers.now() + data.minutes * 60_000, user_id: sender.userId };
+      await foundry.setSetting(DICE_SCHEDULE_SETTING, plan);
+      arm(plan);
+    }
+    return { started: messageId };
   });
   relays.on(DICE_RELAY, "override", async (data, sender) => {
     const connection = link();
@@ -312,6 +462,7 @@ export function installDiceCommands({ commands, relays, link, foundry, newEventI
     const status = await connection.request({ type: "dice_status", v: 1, query_id: newEventId() });
     const settings = parseDiceSettings(data.args, status.settings);
     const saved = await connection.request({ type: "dice_settings", v: 1, event_id: newEventId(), user_id: sender.userId, user_is_gm: sender.isGM, settings });
+    await keepSettings(saved.settings);
     foundry.notify("info", "FATE_BRIDGE.Dice.Settings", {
       provable: saved.settings.provable ? "on" : "off", physical: saved.settings.physical_rulesets.join(", ") || "none", mark: saved.settings.override_mark,
     });

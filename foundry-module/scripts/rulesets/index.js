@@ -15,6 +15,9 @@
  *     the active GM's client, attributed to Foundry's sender id);
  *   - `api.postCard(card, {whisper, blind, flags})`: a bridge `card` as a new ChatMessage;
  *   - `api.showDice(dice, {userId, whisper, blind})`: the bridge's dice with Dice So Nice, before the card;
+ *   - `api.physicalDice(faces, count)` (the roller's client, before relaying: null when the world
+ *     allows no physical dice for this ruleset, else a Promise of the dice thrown) and
+ *     `api.sendWithPhysical(physical, send)` (sends again with each further die the bridge names);
  *   - `api.onBridgeMessage(type, listener)`: unsolicited bridge frames by `type`;
  *   - `api.linked()`, `api.linkReady()`, `api.onLinkUp(listener)`: the bridge link's state, and a
  *     listener run after each `welcome`;

@@ -161,6 +161,9 @@ export function installFakeFoundry({ WebSocket, diceSoNice = false, settings = {
     messageUpdates: [],
     itemUpdates: [],
     diceShown: [],
+    /** What the physical dice dialog (`DialogV2.prompt`) answers next, in order (null: closed); and what it was shown. */
+    physicalAnswers: [],
+    prompts: [],
     /** Files `foundry.utils.saveDataToFile` was asked to save: {data, type, filename}. */
     downloads: [],
     hooks,
@@ -288,7 +291,16 @@ export function installFakeFoundry({ WebSocket, diceSoNice = false, settings = {
     getProperty: (object, key) => key.split(".").reduce((value, part) => value?.[part], object),
     setProperty: (object, key, value) => setPath(object, key, value),
     saveDataToFile: (data, type, filename) => world.downloads.push({ data, type, filename }),
-  }, applications: { api: { ApplicationV2: FakeApplicationV2 } } };
+  }, applications: { api: {
+    ApplicationV2: FakeApplicationV2,
+    DialogV2: {
+      // Foundry's DialogV2.prompt resolves with the ok button's callback result, null when closed (rejectClose false).
+      prompt: async (options) => {
+        world.prompts.push({ user: world.currentUserId, title: options.window?.title, content: options.content });
+        return world.physicalAnswers.length ? world.physicalAnswers.shift() : null;
+      },
+    },
+  } } };
   globalThis.fromUuidSync = (uuid) => {
     const match = /(?:^|\.)Actor\.([^.]+)$/.exec(uuid);
     return match ? world.actors.get(match[1]) ?? null : null;

@@ -10,6 +10,7 @@
  */
 
 import { BridgeError } from "../../logic/errors.js";
+import { relayedPhysical, withPhysical } from "../../logic/dice-trust.js";
 import { cardAudience } from "../../logic/cards.js";
 import { CHART_COMMAND, chartMessage, parseChartCommand } from "./chart.js";
 import { CHART_DIALOG_CLASS, chartRequestOf, emptyChartForm, renderChartDialog } from "./dialog.js";
@@ -27,12 +28,12 @@ export const ACTIONS = Object.freeze({ ASK: "ask", SETTINGS: "settings", CATALOG
 export function install(api) {
   /** The bridge request of a relayed request, sent with the sender as the asker. */
   async function decide(request, sender) {
-    return api.request(chartMessage(request, {
+    return api.request(withPhysical(chartMessage(request, {
       eventId: api.newEventId(),
       userId: sender.userId,
       userName: api.fvtt.userName(sender.userId),
       isGM: sender.isGM,
-    }));
+    }), request.kind === "settings" ? null : relayedPhysical(request.physical)));
   }
 
   api.onRelay(ACTIONS.ASK, async (request, sender) => {
@@ -57,7 +58,18 @@ export function install(api) {
     });
   }
 
-  const ask = (request) => relay(ACTIONS.ASK, request);
+  /**
+   * Ask the Fate Chart; where the world allows physical dice for `mythic`, the asker throws the
+   * chart's d100 first (M5: one d100 per question), on this client.
+   */
+  function ask(request) {
+    const thrown = api.physicalDice(100, 1);
+    if (thrown === null) return relay(ACTIONS.ASK, request);
+    return thrown.then((physical) => relay(ACTIONS.ASK, { ...request, physical }), (error) => {
+      api.notify("warn", "FATE_BRIDGE.Dice.PhysicalNotSent", { message: String(error?.message ?? error) });
+      return null;
+    });
+  }
 
   async function changeSettings(request) {
     const applied = await relay(ACTIONS.SETTINGS, request);

@@ -10,13 +10,16 @@
  * A check's, save's or reroll's card is seen per the roll mode typed, else the asker's own
  * (logic/cards.js cardAudience; the pool wire carries no visibility, so only the module applies it).
  * Foundry is reached through `api.fvtt` only; the hook's ChatMessage is read by `fvtt.messageRolls`.
+ * Physical dice (issue 19, where the world allows them for `pool`): the roller throws the dice
+ * rolls.js foreseenDice names before the request goes out, then each further die the bridge asks for.
  */
 
 import { BridgeError } from "../../logic/errors.js";
 import { cardAudience, checkedVisibility } from "../../logic/cards.js";
 import { RELAY_LIMITS } from "../../logic/relay.js";
 import { fateSummary, parsePoolCommand, pickCharacter, rollMessage } from "./command.js";
-import { d20Snapshot, poolDice, rerollMessage } from "./rolls.js";
+import { d20Snapshot, foreseenDice, poolDice, rerollMessage } from "./rolls.js";
+import { relayedPhysical, withPhysical } from "../../logic/dice-trust.js";
 import { decoratePoolMessage, PANEL_CLASS, renderLedgerPanel } from "./ui.js";
 
 export const id = "pool";
@@ -81,14 +84,16 @@ export function install(api) {
     const picked = pickCharacter((await ledgerFor(who)).characters, command);
     // The relay carries code and message only: the message is the detail the notice shows.
     if (!picked.ok) throw new BridgeError(picked.error, picked.error === "tier_mismatch" ? `${picked.name}, Tier ${picked.tier}` : picked.name ?? "");
-    const reply = await api.request(rollMessage(command, picked.entry, sender(who), api.newEventId()));
+    const physical = relayedPhysical(data.physical);
+    const reply = await api.request(withPhysical(rollMessage(command, picked.entry, sender(who), api.newEventId()), physical));
     await showThenPost(reply, audience(command.visibility, who), who);
     return true;
   });
   api.onRelay(ACTIONS.LEDGER, (_data, who) => ledgerFor(who));
   api.onRelay(ACTIONS.REROLL, async (data, who) => {
     if (typeof data?.roll_id !== "string") throw new BridgeError("bad_message", "a reroll needs roll_id");
-    const reply = await api.request(rerollMessage({ rollId: data.roll_id, roll: data.roll ?? null }, sender(who), api.newEventId()));
+    const physical = relayedPhysical(data.physical);
+    const reply = await api.request(withPhysical(rerollMessage({ rollId: data.roll_id, roll: data.roll ?? null }, sender(who), api.newEventId()), physical));
     // A reroll is seen by whoever saw the roll (issue 13: the message's whisper/blind); the
     // clicker's roll mode only when that message is gone.
     await showThenPost(reply, seenRoll(data.roll_id) ?? audience(checkedVisibility(data.visibility), who), who);
@@ -115,6 +120,17 @@ export function install(api) {
     else api.notify("warn", "FATE_BRIDGE.Pool.Refused", { message: String(error?.message ?? code) });
   }
 
+  /**
+   * Relay a roll (`action` with `data`) with the roller's physical dice where the world allows them:
+   * the dice foreseen first, then each die the bridge names (every try a new request, with a new
+   * event_id on the GM's browser).
+   */
+  function relayRoll(action, data, foreseen) {
+    const send = (thrown) => api.relay(id, action, thrown ? { ...data, physical: thrown } : data);
+    const thrown = api.physicalDice(foreseen.faces, foreseen.count);
+    return thrown === null ? send(null) : thrown.then((physical) => api.sendWithPhysical(physical, send));
+  }
+
   let panel = null;
   api.registerCommand("pool", (args, who) => {
     const visibility = fvtt.rollMode();
@@ -134,7 +150,7 @@ export function install(api) {
       case "fate":
         return api.relay(id, ACTIONS.LEDGER, {}).then(({ characters }) => api.notify("info", "FATE_BRIDGE.Pool.YourFate", { lines: fateSummary(characters, api.localize) }), tell);
       default:
-        return api.relay(id, ACTIONS.ROLL, { args, visibility }).catch(tell);
+        return relayRoll(ACTIONS.ROLL, { args, visibility }, foreseenDice(command)).catch(tell);
     }
   });
 
@@ -155,7 +171,7 @@ export function install(api) {
       },
       t: api.localize,
       onReroll: (rollId, roll, settle) => {
-        api.relay(id, ACTIONS.REROLL, { roll_id: rollId, roll, visibility: fvtt.rollMode() }).then(
+        relayRoll(ACTIONS.REROLL, { roll_id: rollId, roll, visibility: fvtt.rollMode() }, foreseenDice({ command: "reroll", roll })).then(
           (done) => settle(done === true),
           (error) => { tell(error); settle(); },
         );

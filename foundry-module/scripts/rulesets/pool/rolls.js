@@ -124,3 +124,32 @@ export function poolDice(reply) {
   })();
   return groups.filter((group) => group.results.length > 0);
 }
+
+import { MOST_PHYSICAL } from "../../logic/dice-trust.js";
+
+/** The bridge's faces of a pool d6 and of a d20 (bridge/rulesets/pool/rules.py D6, D20). */
+const D6 = 6;
+const D20 = 20;
+
+/**
+ * The physical dice a pool roll needs that the module can foresee (issue 19), asked before the
+ * request goes out; the bridge names every further die (logic/dice-trust.js withPhysicalDice).
+ * - a check: max(stat modifier, 0) + Tier + Fate dice bought d6s (P1/P6): a stat given as a score
+ *   counts 0 and an untyped Tier 1 (the world's stat table and the ledger's Tier are the bridge's);
+ *   explosions (P2: one more d6 per 6) are asked as the bridge asks for them;
+ * - a save: its d20s (two at advantage or disadvantage, P7/P9/P13); the stat and Fate dice (their
+ *   faces are in the world's stat table) as the bridge asks for them;
+ * - a reroll: the d20s of the roll's mode when its snapshot names it, else one.
+ *
+ * @param {{command: "check"|"save"|"reroll", fields?: object, tier?: number|null, roll?: {mode?: string}|null}} roll
+ * @returns {{faces: number, count: number}}
+ */
+export function foreseenDice({ command, fields = {}, tier = null, roll = null }) {
+  if (command === "check") {
+    return { faces: D6, count: Math.min(Math.max(fields.stat_modifier ?? 0, 0) + (tier ?? 1) + (fields.fate ?? 0), MOST_PHYSICAL) };
+  }
+  const mode = command === "save"
+    ? (Boolean(fields.advantage_sources) !== Boolean(fields.disadvantage_sources) ? "advantage" : "normal")
+    : roll?.mode;
+  return { faces: D20, count: mode === "advantage" || mode === "disadvantage" ? 2 : 1 };
+}

@@ -147,7 +147,7 @@ export function gradedFlag(graded, points) {
  * @param {{parseFromString(text: string, type: string): Document}} deps.domParser
  * @returns {{
  *   gradeMessage(messageId: string): Promise<{ok: true, graded: object} | {ok: false, code: string}>,
- *   requestSpend(request: {messageId: string, pointId: string, userId: string}): Promise<boolean>,
+ *   requestSpend(request: {messageId: string, pointId: string, userId: string, physical?: number[]|null}): Promise<boolean>,
  *   requestChoice(request: {messageId: string, choice: string, userId: string}): Promise<boolean>,
  * }} `gradeMessage` never throws: a card that is not a SoHL test gives `{ok: false, code: "not_sohl"}`;
  *   `requestSpend` / `requestChoice` resolve true when the bridge's decision was applied, false
@@ -360,8 +360,8 @@ export function createFateFlow({ foundry, connection, build, domParser }) {
 
   return {
     gradeMessage,
-    requestSpend: ({ messageId, pointId, userId }) =>
-      oneAtATime(messageId, () => decide(messageId, userId, (user) => build.fateSpend({ messageId, pointId, userId, ...user }), { regrade: true })),
+    requestSpend: ({ messageId, pointId, userId, physical = null }) =>
+      oneAtATime(messageId, () => decide(messageId, userId, (user) => build.fateSpend({ messageId, pointId, userId, physical, ...user }), { regrade: true })),
     requestChoice: ({ messageId, choice, userId }) =>
       decide(messageId, userId, (user) => build.fateChoice({ messageId, choice, userId, ...user }), { regrade: false }),
   };

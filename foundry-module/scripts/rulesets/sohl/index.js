@@ -13,6 +13,7 @@
 import { BridgeError } from "../../logic/errors.js";
 import { messageBuilders } from "../../logic/messages.js";
 import { RELAY_LIMITS } from "../../logic/relay.js";
+import { relayedPhysical } from "../../logic/dice-trust.js";
 import { createFateFlow, noticeKey, noticeLevel } from "./fate-flow.js";
 import { decorateCard } from "./card-ui.js";
 import { readSohlCard } from "./card.js";
@@ -79,7 +80,7 @@ export function install(api) {
   // says whether anything was applied.
   api.onRelay(ACTIONS.SPEND, (data, sender) => {
     const { message_id: messageId, point_id: pointId } = fieldsOf(data, ["message_id", "point_id"]);
-    return linkedFlow().requestSpend({ messageId, pointId, userId: sender.userId });
+    return linkedFlow().requestSpend({ messageId, pointId, userId: sender.userId, physical: relayedPhysical(data.physical) });
   });
   api.onRelay(ACTIONS.CHOICE, (data, sender) => {
     const { message_id: messageId, choice } = fieldsOf(data, ["message_id", "choice"]);
@@ -101,6 +102,23 @@ export function install(api) {
     );
   }
 
+  /**
+   * Spend Fate: where the world allows physical dice for SoHL, the roller throws the Fate Test's
+   * d100 first (on this client, before the click goes out); the bridge grades the Fate Test with it.
+   */
+  function spend(messageId, pointId, settle) {
+    const data = { message_id: messageId, point_id: pointId };
+    const thrown = api.physicalDice(100, 1);
+    if (thrown === null) {
+      click(ACTIONS.SPEND, data, settle);
+      return;
+    }
+    thrown.then((physical) => click(ACTIONS.SPEND, { ...data, physical }, settle), (error) => {
+      api.notify("warn", "FATE_BRIDGE.Dice.PhysicalNotSent", { message: String(error?.message ?? error) });
+      settle(false);
+    });
+  }
+
   fvtt.onHook("createChatMessage", (message) => {
     if (!api.isActiveGM() || !api.linked()) return;
     flow.gradeMessage(message.id).then((result) => {
@@ -117,7 +135,7 @@ export function install(api) {
       message: data,
       viewer: { id: fvtt.currentUserId(), isGM: fvtt.currentUserIsGM(), ownsActor: actorUuid ? fvtt.userOwnsActor(actorUuid) : false },
       t: api.localize,
-      onSpend: (messageId, pointId, settle) => click(ACTIONS.SPEND, { message_id: messageId, point_id: pointId }, settle),
+      onSpend: (messageId, pointId, settle) => spend(messageId, pointId, settle),
       onChoice: (messageId, choice, settle) => click(ACTIONS.CHOICE, { message_id: messageId, choice }, settle),
       pending: api.pending,
     });

@@ -25,7 +25,8 @@ export const CHOICES = Object.freeze(["spend", "keep"]);
  * @param {() => string} newEventId returns a fresh, world-unique event id (at most 128 chars)
  * @returns {{
  *   testRolled: (p: {messageId: string, testOf?: string, actor: object, test: object, visibility: string}) => object,
- *   fateSpend: (p: {messageId: string, pointId: string, userId: string, userName?: string, userIsGM: boolean}) => object,
+ *   fateSpend: (p: {messageId: string, pointId: string, userId: string, userName?: string, userIsGM: boolean, physical?: number[]|null}) => object,
+ *     (`physical`: the roller's real Fate Test d100, issue 19)
  *   fateChoice: (p: {messageId: string, choice: string, userId: string, userName?: string, userIsGM: boolean}) => object,
  * }}
  * `userIsGM` is Foundry's `user.isGM` for `userId` (the bridge lets a GM act for any actor and
@@ -46,11 +47,11 @@ export function sohlMessageBuilders(newEventId) {
       test,
       visibility,
     }),
-    fateSpend: ({ messageId, pointId, userId, userName, userIsGM }) =>
+    fateSpend: ({ messageId, pointId, userId, userName, userIsGM, physical = null }) =>
       withName(
         {
           type: SOHL_MSG.FATE_SPEND, v: PROTOCOL_VERSION, event_id: newEventId(), message_id: messageId, point_id: pointId, user_id: userId,
-          user_is_gm: userIsGM === true,
+          user_is_gm: userIsGM === true, ...(physical ? { physical } : {}),
         },
         userName,
       ),
