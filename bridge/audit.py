@@ -19,18 +19,25 @@ from __future__ import annotations
 
 import hashlib
 import hmac
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from typing import Any
 
 import msgspec
 
+from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PublicKey
+
 from . import wire
+from . import cards  # after wire: cards is imported by the rulesets wire loads
+from .derive import (Derived, DerivingState, Diverged, StateProblem, StoredState, compare,
+                     record_event, state_digest, without_card_html)
 from .dice import Dice, ScriptedDice
 from .dispatch import decide
 from .errors import Refusal
 from .fairness.dice import Draw
 from .fairness.trail import check_dice
+from .heads import KEY_CHANGE, Head, KeyChange, parse_public_key, public_key_text
+from .receipts import key_id
 from .state import R, WorldState
 
 GENESIS_HASH = "0" * 64
@@ -179,10 +186,6 @@ class RecordingDice:
 
 # --- replaying ---------------------------------------------------------------------------------
 
-class Diverged(Exception):
-    """A re-derived decision asked for a read the record does not hold (its inputs differ)."""
-
-
 class ReplayState:
     """A :class:`WorldState` answering reads from a record, in order; writes are dropped.
 
@@ -244,21 +247,31 @@ def verdict(reply: bytes) -> dict[str, Any]:
     return decoded
 
 
-def rederive(record: AuditRecord) -> str | None:
+def rederive(record: AuditRecord, state: WorldState | None = None) -> str | None:
     """Run the recorded decision again from its recorded reads and dice through
-    ``bridge.dispatch.decide``; returns None when its verdict equals the recorded one, else a
-    description of the difference."""
+    ``bridge.dispatch.decide`` (against ``state``, by default a :class:`ReplayState` of the
+    record; ``verify`` passes a :class:`~bridge.derive.DerivingState`); returns None when its
+    verdict equals the recorded one, else a description of the difference. Cards are not rendered
+    (their text is presentation, :func:`verdict`), which is most of a decision's cost."""
     try:
         message = wire.decode_client(bytes(record.message))
     except Refusal as exc:
         return f"the recorded message no longer decodes: {exc.message}"
-    state = ReplayState(record.world_id, record.reads)
+    if state is None:
+        state = ReplayState(record.world_id, record.reads)
     dice = ScriptedDice(record.dice)
     try:
-        frame = wire.encode(decide(message, state, dice).reply)
+        with cards.unrendered():
+            outcome = decide(message, state, dice)
     except Diverged as exc:
         return f"the decision no longer follows from its inputs: {exc}"
-    expected, recorded = verdict(frame), verdict(bytes(record.reply))
+    if isinstance(state, DerivingState) and not outcome.refused:
+        state.commit()
+    recorded_reply = bytes(record.reply)
+    plain = without_card_html(recorded_reply)  # the common case: equal but for the card text
+    if plain == sorted_json(outcome.reply) or plain == wire.encode(outcome.reply):
+        return None
+    expected, recorded = verdict(wire.encode(outcome.reply)), verdict(recorded_reply)
     if expected != recorded:
         keys = sorted(k for k in expected.keys() | recorded.keys() if expected.get(k) != recorded.get(k))
         return "recorded outputs do not follow from the recorded inputs and dice: " + ", ".join(
@@ -272,8 +285,9 @@ def rederive(record: AuditRecord) -> str | None:
 
 @dataclass(frozen=True, slots=True)
 class Problem:
-    """One thing wrong with a world's chain: the record ``seq`` it is found at, a ``kind``
-    (``gap``, ``link``, ``hash``, ``record``, ``checkpoint``, ``rederive``, ``dice``) and a sentence."""
+    """One thing wrong with a world's trail: the record ``seq`` it is found at (0: the world as a
+    whole), a ``kind`` (``gap``, ``link``, ``hash``, ``record``, ``columns``, ``checkpoint``,
+    ``head``, ``key``, ``rederive``, ``dice``, ``state``) and a sentence."""
 
     seq: int
     kind: str
@@ -282,24 +296,49 @@ class Problem:
 
 @dataclass(slots=True)
 class WorldReport:
-    """The verification of one world's chain: how many records, the last signed checkpoint,
-    the problems found (empty = pass) and notes that do not fail it."""
+    """The verification of one world's trail: how many records, the last signed checkpoint or
+    head, the key ids its heads are signed by, the problems found (empty = pass), notes that do not
+    fail it, and the state its chain derives (for ``audit repair``)."""
 
     world_id: str
     records: int = 0
     last_checkpoint: int | None = None
     problems: list[Problem] = field(default_factory=list)
     notes: list[str] = field(default_factory=list)
+    key_ids: list[str] = field(default_factory=list)
+    derived: Derived | None = None
 
     @property
     def ok(self) -> bool:
-        """True when the chain passed: no problem found (notes do not fail it)."""
+        """True when the trail passed: no problem found (notes do not fail it)."""
         return not self.problems
+
+    @property
+    def chain_ok(self) -> bool:
+        """True when the chain itself holds (every problem, if any, is in the state rows): the
+        state it derives can be trusted, so ``audit repair`` may write it back."""
+        return all(p.kind == "state" for p in self.problems)
+
+
+@dataclass(slots=True)
+class Trail:
+    """What verification reads of one world (from the database, read-only, or an export).
+
+    ``rows``: ``(seq, canonical record bytes, prev_hash, hash, listed columns or None)`` in seq
+    order; ``checkpoints``: HMAC ``(seq, hash, mac)``; ``heads``: Ed25519 signed heads;
+    ``state``: the stored state rows (None: an export, which has none); ``registered``: the world
+    has a row in the registry (``worlds``), removed or not."""
+
+    world_id: str
+    rows: Iterable[tuple[int, bytes, str, str, ListedColumns | None]]
+    checkpoints: list[tuple[int, str, str]]
+    heads: list[Head]
+    state: StoredState | None = None
+    registered: bool = True
 
 
 _record_decoder = msgspec.json.Decoder(AuditRecord)
-
-
+_key_change_decoder = msgspec.json.Decoder(KeyChange)
 _columns_decoder = msgspec.json.Decoder(wire.AuditColumns)
 
 
@@ -321,75 +360,164 @@ def _column_differences(record: AuditRecord, listed: ListedColumns) -> list[str]
     return differences
 
 
-def verify_world(
-    world_id: str,
-    rows: Iterable[tuple[int, bytes, str, str, ListedColumns]],
-    checkpoints: list[tuple[int, str, str]],
-    key: bytes | None,
-) -> WorldReport:
-    """Verify one world's chain.
+def verify_world(trail: Trail, key: bytes | None, public_key: Ed25519PublicKey | None = None,
+                 progress: Callable[[int], None] | None = None) -> WorldReport:
+    """Verify one world's trail; ``key``: the HMAC checkpoint key of older trails (None: HMAC
+    checkpoints cannot be checked, a problem when there are any); ``public_key``: the Ed25519 key
+    the trail must be signed by now (None: whatever key its heads carry, noted);
+    ``progress(records)`` is called now and then.
 
-    ``rows``: ``(seq, canonical record bytes, prev_hash, hash, listed columns)`` in ``seq`` order;
-    ``checkpoints``: ``(seq, hash, mac)``; ``key``: the checkpoint key (None: checkpoints cannot
-    be checked, which is a problem when there are any). Finds: missing sequence numbers (a
-    deleted record), links that do not point at the previous record (reordered or deleted), hashes
-    that do not match the record's bytes (edited), records whose content disagrees with their row
-    (its seq, world, or the columns ``audit list`` shows: time, type, user, outcome...),
-    checkpoints missing every ``CHECKPOINT_EVERY`` records or whose signature or hash does not
-    match (the chain rewritten), decisions whose outputs do not follow from their recorded
-    inputs and dice (:func:`rederive`), and fair dice that the revealed seed of their dice session
-    does not give, or a seed that does not match its commitment
-    (:func:`bridge.fairness.trail.check_dice`)."""
+    Finds: missing sequence numbers (a deleted record), links that do not point at the previous
+    record (reordered or deleted), hashes that do not match the record's bytes (edited), records
+    whose content disagrees with their row (its seq, world, or the columns ``audit list`` shows),
+    checkpoints or heads missing every ``CHECKPOINT_EVERY`` records, heads or checkpoints whose
+    signature does not verify or that sign another hash than the chain has (rewritten), heads
+    past the end of the chain (its last records deleted), heads signed by another key than the
+    chain's key changes allow or than ``public_key`` (a swapped key), decisions whose outputs do
+    not follow from their recorded inputs and dice (:func:`rederive`), fair dice that the revealed
+    seed of their dice session does not give (:func:`bridge.fairness.trail.check_dice`), reads that differ from the
+    state the records before them produced (state edited between decisions), and every stored
+    state row that differs from what the chain produces (:func:`bridge.derive.compare`)."""
+    world_id = trail.world_id
     report = WorldReport(world_id)
+    derived = Derived()
+    state_problems: list[StateProblem] = []
     hashes: dict[int, str] = {}
+    key_changes: list[tuple[int, KeyChange]] = []
     decoded: list[AuditRecord] = []
     expected_seq, expected_prev = 1, GENESIS_HASH
-    for seq, record_bytes, prev_hash, record_hash, listed in rows:
+    problems = report.problems
+    for seq, record_bytes, prev_hash, record_hash, listed in trail.rows:
         report.records += 1
+        if progress is not None and report.records % 1000 == 0:
+            progress(report.records)
         if seq != expected_seq:
-            report.problems.append(Problem(seq, "gap", f"records {expected_seq}..{seq - 1} are missing before record {seq}"))
+            problems.append(Problem(seq, "gap", f"records {expected_seq}..{seq - 1} are missing before record {seq}"))
         if prev_hash != expected_prev:
-            report.problems.append(Problem(seq, "link", f"record {seq} does not link to the record before it"))
+            problems.append(Problem(seq, "link", f"record {seq} does not link to the record before it"))
         if chain_hash(prev_hash, record_bytes) != record_hash:
-            report.problems.append(Problem(seq, "hash", f"record {seq} was changed after it was written (hash mismatch)"))
+            problems.append(Problem(seq, "hash", f"record {seq} was changed after it was written (hash mismatch)"))
+        hashes[seq] = record_hash
+        expected_seq, expected_prev = seq + 1, record_hash
         try:
             record = _record_decoder.decode(record_bytes)
         except msgspec.MsgspecError as exc:
-            report.problems.append(Problem(seq, "record", f"record {seq} is unreadable: {exc}"))
-        else:
-            if (record.world_id, record.seq) != (world_id, seq):
-                report.problems.append(Problem(seq, "record", f"record {seq} claims to be {record.world_id} #{record.seq}"))
+            problems.append(Problem(seq, "record", f"record {seq} is unreadable: {exc}"))
+            continue
+        decoded.append(record)
+        if (record.world_id, record.seq) != (world_id, seq):
+            problems.append(Problem(seq, "record", f"record {seq} claims to be {record.world_id} #{record.seq}"))
+        if listed is not None:
             edited = _column_differences(record, listed)
             if edited:
-                report.problems.append(Problem(seq, "columns", f"record {seq}'s listed {', '.join(edited)} "
-                                                               "differ from what was signed (edited after it was written)"))
-            difference = rederive(record)
-            if difference:
-                report.problems.append(Problem(seq, "rederive", f"record {seq}: {difference}"))
-            decoded.append(record)
-        hashes[seq] = record_hash
-        expected_seq, expected_prev = seq + 1, record_hash
+                problems.append(Problem(seq, "columns", f"record {seq}'s listed {', '.join(edited)} "
+                                                        "differ from what was signed (edited after it was written)"))
+        if record.type == KEY_CHANGE:
+            try:
+                key_changes.append((seq, _key_change_decoder.decode(record.message)))
+            except msgspec.MsgspecError as exc:
+                problems.append(Problem(seq, "key", f"record {seq} is a key change that does not read: {exc}"))
+            continue
+        state = DerivingState(world_id, seq, record.reads, derived, state_problems)
+        difference = rederive(record, state)
+        if difference:
+            problems.append(Problem(seq, "rederive", f"record {seq}: {difference}"))
+        record_event(derived, record.event_id, bytes(record.reply), seq)
     last_seq = expected_seq - 1
     dice = check_dice(decoded)  # every fair die of a revealed dice session, recomputed (issue 19)
-    report.problems.extend(Problem(seq, "dice", detail) for seq, detail in dice.problems)
+    problems.extend(Problem(seq, "dice", detail) for seq, detail in dice.problems)
     report.notes.extend(dice.notes)
+    if progress is not None:
+        progress(report.records)
+    _check_checkpoints(report, trail, hashes, last_seq, key)
+    _check_heads(report, trail, hashes, last_seq, key_changes, public_key)
+    if trail.state is not None:
+        state_problems.extend(compare(derived, trail.state))
+        latest = max(trail.heads, key=lambda h: h.seq, default=None)
+        if (latest is not None and latest.seq == last_seq and latest.state_digest is not None
+                and latest.signed() and latest.state_digest != state_digest(trail.state)):
+            state_problems.append(StateProblem(0, f"the stored state differs from what the head at record "
+                                                  f"{latest.seq} sealed: it was edited after the bridge stopped"))
+    for problem in state_problems:
+        problems.append(Problem(problem.seq, "state", problem.detail))
+    if not trail.registered:
+        problems.append(Problem(0, "world", f"world {world_id!r} has a trail but no row in the world registry"))
+    report.derived = derived
+    problems.sort(key=lambda p: (p.kind == "state", p.seq))  # the chain's own first: they explain the state's
+    return report
 
-    signed = {seq: (record_hash, mac) for seq, record_hash, mac in checkpoints}
-    if signed and key is None:
+
+def _check_checkpoints(report: WorldReport, trail: Trail, hashes: dict[int, str], last_seq: int,
+                       key: bytes | None) -> None:
+    """HMAC checkpoints (trails of older bridges, and of bridges given an HMAC key) and the rule
+    that every ``CHECKPOINT_EVERY``-th record is signed (by a checkpoint or a head)."""
+    signed = {seq: (record_hash, mac) for seq, record_hash, mac in trail.checkpoints}
+    covered = set(signed) | {head.seq for head in trail.heads}
+    if signed and key is None and not trail.heads:
         report.problems.append(Problem(0, "checkpoint", "the audit key is missing: checkpoints cannot be checked (use --audit-key)"))
     for seq in range(CHECKPOINT_EVERY, last_seq + 1, CHECKPOINT_EVERY):
-        if seq not in signed:
+        if seq not in covered:
             report.problems.append(Problem(seq, "checkpoint", f"the checkpoint at record {seq} is missing"))
-    if key is not None:
-        for seq, (record_hash, mac) in sorted(signed.items()):
-            if not hmac.compare_digest(checkpoint_mac(key, world_id, seq, record_hash), mac):
-                report.problems.append(Problem(seq, "checkpoint", f"the checkpoint at record {seq} is not signed by this bridge's key"))
-            elif hashes.get(seq) != record_hash:
-                report.problems.append(Problem(seq, "checkpoint", f"record {seq} differs from what the checkpoint signed: the chain was rewritten"))
-            else:
-                report.last_checkpoint = seq
-    if last_seq and report.last_checkpoint != last_seq and key is not None:
-        covered = report.last_checkpoint or 0
-        report.notes.append(f"records {covered + 1}..{last_seq} are chained but not yet covered by a signed checkpoint")
-    report.problems.sort(key=lambda p: p.seq)
-    return report
+    if key is None:
+        return
+    for seq, (record_hash, mac) in sorted(signed.items()):
+        if not hmac.compare_digest(checkpoint_mac(key, trail.world_id, seq, record_hash), mac):
+            report.problems.append(Problem(seq, "checkpoint", f"the checkpoint at record {seq} is not signed by this bridge's key"))
+        elif seq > last_seq:
+            report.problems.append(Problem(seq, "checkpoint", f"the checkpoint at record {seq} signs a record the chain "
+                                                              f"no longer has (it ends at {last_seq}): records were deleted"))
+        elif hashes.get(seq) != record_hash:
+            report.problems.append(Problem(seq, "checkpoint", f"record {seq} differs from what the checkpoint signed: the chain was rewritten"))
+        else:
+            report.last_checkpoint = max(report.last_checkpoint or 0, seq)
+    if last_seq and report.last_checkpoint != last_seq and not trail.heads:
+        report.notes.append(f"records {(report.last_checkpoint or 0) + 1}..{last_seq} are chained but not "
+                            "yet covered by a signed checkpoint")
+
+
+def _check_heads(report: WorldReport, trail: Trail, hashes: dict[int, str], last_seq: int,
+                 key_changes: list[tuple[int, KeyChange]], public_key: Ed25519PublicKey | None) -> None:
+    """Ed25519 heads: each signature, the hash it signs, and the key each period must use (the
+    key changes in the chain; the current one must be ``public_key`` when given)."""
+    problems = report.problems
+    # (first record, key) of each key period; None: the trail's first key, known from its heads
+    periods: list[list] = [[1, key_changes[0][1].old_public_key if key_changes else None]]
+    periods += [[seq, change.new_public_key] for seq, change in key_changes]
+    last_good = 0
+    for head in sorted(trail.heads, key=lambda h: h.seq):
+        period = next(p for p in reversed(periods) if p[0] <= head.seq)
+        if period[1] is None and head.signed():
+            period[1] = head.public_key
+        expected = period[1]
+        if not head.signed():
+            problems.append(Problem(head.seq, "head", f"the signed head at record {head.seq} does not verify: its signature was forged or edited"))
+        elif head.public_key != expected:
+            problems.append(Problem(head.seq, "key", f"the head at record {head.seq} is signed by key {head.key_id}, not by the "
+                                                     f"key the chain names for that record: a key was swapped"))
+        elif head.seq > last_seq:
+            problems.append(Problem(head.seq, "head", f"the head signed at record {head.seq}, but the chain ends at record "
+                                                      f"{last_seq}: records {last_seq + 1}..{head.seq} were deleted"))
+        elif hashes.get(head.seq) != head.hash:
+            problems.append(Problem(head.seq, "head", f"record {head.seq} differs from what its signed head holds: the chain was rewritten"))
+        else:
+            last_good = max(last_good, head.seq)
+        if head.key_id not in report.key_ids:
+            report.key_ids.append(head.key_id)
+    if last_good:
+        report.last_checkpoint = max(report.last_checkpoint or 0, last_good)
+    current = periods[-1][1]
+    if public_key is not None and current is not None and current != public_key_text(public_key):
+        problems.append(Problem(0, "key", f"the trail is signed by key {_key_id_of(current)}, not by the given key "
+                                          f"{key_id(public_key)}: a swapped key, or the wrong --public-key"))
+    if trail.heads and public_key is None:
+        report.notes.append("no public key given: heads checked against the key they carry "
+                            f"({', '.join(report.key_ids)}); compare it with `fate-bridge audit public-key`")
+    if last_seq and last_good != last_seq and trail.heads:
+        report.notes.append(f"records {last_good + 1}..{last_seq} are chained but not yet covered by a signed head")
+
+
+def _key_id_of(text: str) -> str:
+    try:
+        return key_id(parse_public_key(text))
+    except ValueError:
+        return "?"

@@ -1,8 +1,10 @@
-"""``fate-bridge audit list | show | export | verify | report``: how a GM reads and checks the trail.
+"""``fate-bridge audit list | show | export | verify | report | public-key | new-key | repair``:
+how a GM reads, checks, exports and repairs the trail.
 
-Exit codes: 0 success (``verify``: every chain passed; ``verify --receipts``: every receipt ok),
-1 ``verify`` found a problem (or ``show`` found no such record), 2 configuration error (no
-database, unreadable key or receipts file).
+Exit codes: 0 success (``verify``: every world passed; ``verify --receipts``: every receipt ok),
+1 ``verify`` found a problem (a missing, empty or truncated database is one), ``repair`` found the
+chain itself broken, or ``show`` found no such record; 2 configuration error (no database,
+unreadable key or file).
 """
 
 from __future__ import annotations
@@ -10,16 +12,23 @@ from __future__ import annotations
 import argparse
 import csv
 import json
+import sqlite3
 import sys
+import time
 from pathlib import Path
 from typing import TextIO
 
 import msgspec
+from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey, Ed25519PublicKey
 
-from .config import default_audit_key, default_db, default_signing_key, load_key, load_signing_key
+from . import audit, trail_file
+from .config import db_label, default_audit_key, default_db, default_signing_key, load_key, load_signing_key
 from .errors import ConfigError
-from .receipts import check_receipts, decode_export
+from .heads import parse_public_key, public_key_text
+from .receipts import check_receipts, decode_export, key_id
 from .store import AuditFilter, AuditRow, Store, open_store
+from .store.audit_rows import DatabaseUnreadable, heads_of, open_readonly, verify_database
+from .store.schema import _blob
 
 SUMMARY_COLUMNS = ("id", "world_id", "seq", "ts", "type", "event_id", "user_id", "ruleset", "message_id",
                    "actor_id", "actor_name", "test_name", "outcome", "label_before", "label_after",
@@ -28,9 +37,21 @@ SUMMARY_COLUMNS = ("id", "world_id", "seq", "ts", "type", "event_id", "user_id",
 
 async def run_audit(args: argparse.Namespace) -> int:
     """Run one ``audit`` sub-command; returns the exit code. Raises ``ConfigError``."""
-    db = args.db or default_db()
+    db = getattr(args, "db", None) or default_db()  # a file, or a postgresql:// URL
+    if args.audit_command == "verify":
+        if args.file is not None:
+            return _verify_file(args)
+        return _verify_database(db, args)
+    if args.audit_command == "public-key":
+        return _public_key(args)
     if isinstance(db, Path) and not db.exists():
         raise ConfigError(f"no database at {db}: pass the same --db as `fate-bridge serve`")
+    if args.audit_command == "export" and _trail_format(args) == "trail":
+        return _export_trail(db, args)
+    if args.audit_command == "new-key":
+        return await _new_key(db, args)
+    if args.audit_command == "repair":
+        return await _repair(db, args)
     store = await open_store(db)
     try:
         if args.audit_command == "list":
@@ -49,18 +70,14 @@ async def run_audit(args: argparse.Namespace) -> int:
             rows = list(reversed(await store.audit_rows(_filter(args))))  # oldest first
             out = open(args.out, "w", newline="", encoding="utf-8") if args.out else sys.stdout
             try:
-                _export(rows, args.format, out)
+                _export(rows, _trail_format(args), out)
             finally:
                 if args.out:
                     out.close()
             if args.out:
                 print(f"{len(rows)} records written to {args.out}", file=sys.stderr)
             return 0
-        if args.audit_command == "report":
-            return await _report(store, args)
-        if args.receipts is not None:
-            return await _verify_receipts(store, args)
-        return await _verify(store, args)
+        return await _report(store, args)
     finally:
         await store.close()
 
@@ -125,32 +142,6 @@ def _export(rows: list[AuditRow], fmt: str, out: TextIO) -> None:
         writer.writerow(_summary_row(row))
 
 
-async def _verify(store: Store, args: argparse.Namespace) -> int:
-    key_path = args.audit_key or default_audit_key()
-    key = load_key(key_path, create=False)
-    if key is None:
-        print(f"note: no audit key at {key_path}: signed checkpoints cannot be checked", file=sys.stderr)
-    reports = await store.verify(args.world, key)
-    if not reports:
-        print("no audit records to verify")
-        return 0
-    failed = False
-    for report in reports:
-        status = "PASS" if report.ok else "FAIL"
-        checkpoint = f", signed up to record {report.last_checkpoint}" if report.last_checkpoint else ""
-        print(f"{status} {report.world_id}: {report.records} records{checkpoint}")
-        if report.problems:
-            failed = True
-            first = next((p.seq for p in report.problems if p.seq), None)
-            if first is not None:
-                print(f"  first bad record: {first}")
-            for problem in report.problems:
-                print(f"  - [{problem.kind}] {problem.detail}")
-        for note in report.notes:
-            print(f"  note: {note}")
-    return 1 if failed else 0
-
-
 async def _report(store: Store, args: argparse.Namespace) -> int:
     """``audit report``: write the world's report page (bridge/report.py) to ``--out``."""
     from .report import draw
@@ -168,7 +159,7 @@ async def _report(store: Store, args: argparse.Namespace) -> int:
     return 0
 
 
-async def _verify_receipts(store: Store, args: argparse.Namespace) -> int:
+def _verify_receipts(conn: sqlite3.Connection, args: argparse.Namespace) -> int:
     """``verify --receipts FILE``: each exported receipt against the database (see
     :func:`bridge.receipts.check_receipts`); names every missing or changed record."""
     try:
@@ -180,7 +171,7 @@ async def _verify_receipts(store: Store, args: argparse.Namespace) -> int:
     if key is None:
         raise ConfigError(f"no receipt signing key at {key_path}: pass the --signing-key serve used "
                           "(receipts cannot be checked without it)")
-    stored = await store.audit_hashes(export.world_id, [r.seq for r in export.receipts])
+    stored = dict(conn.execute("SELECT seq, hash FROM audit WHERE world_id = ?", (export.world_id,)).fetchall())
     results = check_receipts(key.public_key(), export.world_id, export.receipts, stored)
     counts = {status: sum(r.status == status for r in results) for status in ("ok", "missing", "changed")}
     bad = [r for r in results if r.status != "ok"]
@@ -191,3 +182,233 @@ async def _verify_receipts(store: Store, args: argparse.Namespace) -> int:
                 "not as the receipt says (rewritten, or the receipt is not signed by this bridge's key)")
         print(f"  - [{result.status}] record {result.seq} (receipt hash {result.record_hash[:16]}...): {what}")
     return 1 if bad else 0
+
+
+def _public_key_to_trust(args: argparse.Namespace) -> Ed25519PublicKey | None:
+    """``--public-key``, else the public half of the signing key file (when there is one)."""
+    if args.public_key:
+        try:
+            return parse_public_key(args.public_key)
+        except ValueError as exc:
+            raise ConfigError(f"--public-key: {exc}; copy it from `fate-bridge audit public-key`") from None
+    key = load_signing_key(args.signing_key or default_signing_key(args.audit_key), create=False)
+    return None if key is None else key.public_key()
+
+
+class _Progress:
+    """``verifying WORLD: N records, R/s`` on stderr, rewritten in place: only on a terminal."""
+
+    def __init__(self) -> None:
+        self.shown = sys.stderr.isatty()
+        self._start = time.monotonic()
+
+    def __call__(self, world_id: str, records: int) -> None:
+        if self.shown:
+            rate = records / max(time.monotonic() - self._start, 1e-9)
+            sys.stderr.write(f"\r  verifying {world_id}: {records} records ({rate:,.0f}/s)\033[K")
+            sys.stderr.flush()
+
+    def done(self) -> None:
+        if self.shown:
+            sys.stderr.write("\r\033[K")
+            sys.stderr.flush()
+
+
+def _readonly(db: Path | str):
+    """The database opened to be read only: a SQLite file (``open_readonly``: nothing created), or
+    a PostgreSQL one (a read-only session). Raises ``DatabaseUnreadable``."""
+    if isinstance(db, Path):
+        return open_readonly(db)
+    from .store.postgres import connect_readonly
+    return connect_readonly(db)
+
+
+def _verify_database(db: Path | str, args: argparse.Namespace) -> int:
+    """``audit verify``: every world the database knows of, read-only (nothing is created)."""
+    try:
+        conn = _readonly(db)
+    except DatabaseUnreadable as exc:
+        print(f"FAIL: {exc}; verify the database serve uses (--db), or restore it from a backup")
+        return 1
+    try:
+        if args.receipts is not None:
+            return _verify_receipts(conn, args)
+        key_path = args.audit_key or default_audit_key()
+        key = load_key(key_path, create=False)
+        progress = _Progress()
+        reports = verify_database(conn, args.world, key, _public_key_to_trust(args), progress)
+        progress.done()
+    finally:
+        conn.close()
+    if not reports:
+        print(f"FAIL: the database {db_label(db)} knows of no world (no registry row, no trail): "
+              "if it had any, their rows were deleted")
+        return 1
+    return _print_reports(reports)
+
+
+def _verify_file(args: argparse.Namespace) -> int:
+    """``audit verify FILE``: an exported trail, with no database."""
+    try:
+        data = args.file.read_bytes()
+    except OSError as exc:
+        raise ConfigError(f"cannot read {args.file}: {exc.strerror}") from None
+    public_key = _public_key_to_trust(args)
+    progress = _Progress()
+    trail = trail_file.decode(data, str(args.file))
+    report = audit.verify_world(trail, None, public_key, lambda n: progress(trail.world_id, n))
+    progress.done()
+    return _print_reports([report])
+
+
+def _print_reports(reports: list[audit.WorldReport]) -> int:
+    failed = False
+    for report in reports:
+        status = "PASS" if report.ok else "FAIL"
+        signed = f", signed up to record {report.last_checkpoint}" if report.last_checkpoint else ""
+        keys = f" (key {', '.join(report.key_ids)})" if report.key_ids else ""
+        print(f"{status} {report.world_id}: {report.records} records{signed}{keys}")
+        if report.problems:
+            failed = True
+            first = next((p.seq for p in report.problems if p.seq), None)
+            if first is not None:
+                print(f"  first bad record: {first}")
+            for problem in report.problems:
+                print(f"  - [{problem.kind}] {problem.detail}")
+        for note in report.notes:
+            print(f"  note: {note}")
+    return 1 if failed else 0
+
+
+def _trail_format(args: argparse.Namespace) -> str:
+    """``--format``; unset: ``trail`` for ``--world`` alone, else ``jsonl``."""
+    if args.format:
+        return args.format
+    filtered = any((args.actor, args.ruleset, args.outcome, args.since, args.until))
+    return "trail" if args.world and not filtered else "jsonl"
+
+
+def _export_trail(db: Path | str, args: argparse.Namespace) -> int:
+    """``audit export --world W``: the world's whole trail for ``audit verify FILE``."""
+    if not args.world:
+        raise ConfigError("--format trail exports one world's whole trail: add --world WORLD_ID")
+    if any((args.actor, args.ruleset, args.outcome, args.since, args.until)):
+        raise ConfigError("a trail is exported whole (a filtered one could not be verified): drop the "
+                          "filters, or use --format jsonl")
+    try:
+        conn = _readonly(db)
+    except DatabaseUnreadable as exc:
+        raise ConfigError(str(exc)) from None
+    try:
+        rows = [(seq, _blob(record), prev_hash, record_hash) for seq, record, prev_hash, record_hash in conn.execute(
+            "SELECT seq, record, prev_hash, hash FROM audit WHERE world_id = ? ORDER BY seq", (args.world,))]
+        checkpoints = conn.execute("SELECT seq, hash, mac FROM checkpoints WHERE world_id = ? ORDER BY seq",
+                                   (args.world,)).fetchall()
+        data = trail_file.encode(args.world, rows, heads_of(conn, args.world), checkpoints)
+    finally:
+        conn.close()
+    if not rows:
+        raise ConfigError(f"world {args.world!r} has no audit records (see `fate-bridge audit list`)")
+    if args.out:
+        try:
+            args.out.write_bytes(data)
+        except OSError as exc:
+            raise ConfigError(f"cannot write {args.out}: {exc.strerror}; pick another --out") from None
+        print(f"{len(rows)} records of {args.world!r} written to {args.out}; check it anywhere with "
+              f"`fate-bridge audit verify {args.out} --public-key KEY`", file=sys.stderr)
+    else:
+        sys.stdout.buffer.write(data + b"\n")
+    return 0
+
+
+def _public_key(args: argparse.Namespace) -> int:
+    """``audit public-key``: the key anyone may check receipts and exported trails with."""
+    path = args.signing_key or default_signing_key(args.audit_key)
+    key = load_signing_key(path, create=False)
+    if key is None:
+        raise ConfigError(f"no signing key at {path}: `fate-bridge serve` makes one on its first start "
+                          "(or pass --signing-key)")
+    print(public_key_text(key.public_key()))
+    print(f"key id: {key_id(key.public_key())}", file=sys.stderr if args.key_only else sys.stdout)
+    return 0
+
+
+async def check_serving_key(store: Store, key: Ed25519PrivateKey | None, path: Path) -> None:
+    """Refuse to serve a trail signed by another key than ``key`` (from ``path``), or with no key
+    at all: the key is never replaced silently (``audit new-key`` does it, in the chain). Raises
+    ``ConfigError`` saying what to do."""
+    signed_by = set((await store.signing_keys()).values())
+    if not signed_by:
+        return
+    names = ", ".join(sorted(_key_id_of(k) for k in signed_by))
+    if key is None:
+        raise ConfigError(f"the audit trail is signed by key {names}, but there is no signing key at {path}: "
+                          "restore that key from your backup (or pass --signing-key), or start a new key "
+                          "explicitly with `fate-bridge audit new-key` (recorded in every world's chain)")
+    mine = public_key_text(key.public_key())
+    if signed_by != {mine}:
+        raise ConfigError(f"the audit trail is signed by key {names}, not by the key at {path} "
+                          f"({key_id(key.public_key())}): pass the --signing-key that signed it, or start "
+                          "this one explicitly with `fate-bridge audit new-key`")
+
+
+def _key_id_of(text: str) -> str:
+    try:
+        return key_id(parse_public_key(text))
+    except ValueError:
+        return "?"
+
+
+async def _new_key(db: Path | str, args: argparse.Namespace) -> int:
+    """``audit new-key``: a new signing key, written into every world's chain as a key change."""
+    path = (args.signing_key or default_signing_key(args.audit_key)).expanduser()
+    old = load_signing_key(path, create=False)
+    new = Ed25519PrivateKey.generate()
+    store = await open_store(db, signing_key=old)
+    try:
+        fresh = path.with_name(path.name + ".new")
+        fresh.unlink(missing_ok=True)
+        load_signing_key(fresh, create=True, key=new)
+        try:
+            worlds = await store.new_key(old, new)
+        except BaseException:
+            fresh.unlink(missing_ok=True)
+            raise
+        if old is not None:
+            path.rename(path.with_name(f"{path.name}.{key_id(old.public_key())}.old"))
+        fresh.rename(path)
+    finally:
+        await store.close()
+    print(f"new signing key {key_id(new.public_key())} at {path}"
+          + (f" (the old one, {key_id(old.public_key())}, kept beside it)" if old else " (no old key was found)"))
+    print(f"key change recorded in {len(worlds)} world(s): {', '.join(worlds) or '-'}")
+    print(f"public key: {public_key_text(new.public_key())}")
+    return 0
+
+
+async def _repair(db: Path | str, args: argparse.Namespace) -> int:
+    """``audit repair --world W``: the world's state rebuilt from its chain, sealed in a new head."""
+    path = args.signing_key or default_signing_key(args.audit_key)
+    key = load_signing_key(path, create=False)
+    if key is None:
+        raise ConfigError(f"no signing key at {path}: repair signs the rebuilt state with the key serve uses "
+                          "(pass --signing-key)")
+    store = await open_store(db, signing_key=key)
+    try:
+        await check_serving_key(store, key, path)
+        report = await store.repair(args.world)
+    finally:
+        await store.close()
+    edited = [p for p in report.problems if p.kind == "state"]
+    if not report.chain_ok:
+        print(f"FAIL {args.world}: the chain itself does not verify, so its state cannot be trusted; "
+              "nothing was written:")
+        for problem in report.problems:
+            if problem.kind != "state":
+                print(f"  - [{problem.kind}] {problem.detail}")
+        return 1
+    print(f"repaired {args.world}: state rebuilt from {report.records} records"
+          f" ({len(edited)} difference(s) fixed)")
+    for problem in edited:
+        print(f"  - {problem.detail}")
+    return 0

@@ -7,13 +7,30 @@ template engine; a name like ``<img src=x onerror=alert(1)>`` shows as text.
 
 from __future__ import annotations
 
+import contextlib
+import contextvars
 import html
 import re
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Iterator, Mapping
 
 import jinja2
 
 from . import i18n, wire
+
+_RENDERING = contextvars.ContextVar("fate_bridge_rendering", default=True)
+
+
+@contextlib.contextmanager
+def unrendered() -> Iterator[None]:
+    """Within it, cards are made with empty ``html``: ``audit verify`` re-derives decisions,
+    whose card text is presentation it ignores (:func:`bridge.audit.verdict`), and rendering
+    would be most of its cost."""
+    token = _RENDERING.set(False)
+    try:
+        yield
+    finally:
+        _RENDERING.reset(token)
+
 
 class CardTemplates:
     """One ruleset's card templates: ``<package>/templates/*.j2`` (autoescaped, strict: a missing
@@ -51,8 +68,9 @@ class CardTemplates:
         **context: object,
     ) -> wire.Card:
         """Render ``templates/<template>`` with ``title`` and ``context`` into a chat card, in the
-        current language (``bridge.i18n.using``; the caller translates ``title``)."""
-        html = self._env.get_template(template).render(title=title, **context)
+        current language (``bridge.i18n.using``; the caller translates ``title``); empty ``html``
+        within :func:`unrendered`."""
+        html = self._env.get_template(template).render(title=title, **context) if _RENDERING.get() else ""
         return wire.Card(title=title, html=html, ruleset=ruleset, speaker_actor_id=speaker_actor_id,
                          speaker_alias=speaker_alias)
 

@@ -257,24 +257,37 @@ def _parser() -> argparse.ArgumentParser:
     show.add_argument("id", type=int, metavar="ID", help="the ID column of `audit list`")
     add_db(show)
     export = aud_commands.add_parser(
-        "export", help="export records as JSON Lines or CSV",
-        description="Write audit records, oldest first: JSON Lines with every record in full, or CSV "
-        "with the summary columns (for a spreadsheet).")
+        "export", help="export a world's whole trail (to verify anywhere), or records as JSON Lines or CSV",
+        description="With --world alone: write that world's whole trail (every record, its signed "
+        "heads and the public key) as one file that `fate-bridge audit verify FILE --public-key KEY` "
+        "checks on any machine, with no database. Otherwise write audit records, oldest first: JSON "
+        "Lines with every record in full, or CSV with the summary columns (for a spreadsheet).",
+        epilog="Example: fate-bridge audit export --world my-world --out my-world.trail.json")
     add_filters(export)
-    export.add_argument("--format", choices=("jsonl", "csv"), default="jsonl",
-                        help="jsonl: one full record per line (default); csv: the summary columns")
+    export.add_argument("--format", choices=("trail", "jsonl", "csv"), default=None,
+                        help="trail: the world's whole trail (default with --world alone); jsonl: one "
+                        "full record per line (default otherwise); csv: the summary columns")
     export.add_argument("--out", type=Path, default=None, help="file to write (default stdout)")
     verify = aud_commands.add_parser(
         "verify",
         help="check the chain, the checkpoints and every decision; exit 0 pass, 1 fail",
         description="Re-check every world's hash chain (links, hashes, missing sequence numbers), the "
-        "signed checkpoints (needs the audit key serve used), and re-run every recorded decision "
-        "from its recorded inputs and dice through the same rules code. Prints PASS or FAIL per "
-        "world with the first bad record; exit 0 when all pass, 1 otherwise.",
+        "signed heads (Ed25519: the public key is enough) and older HMAC checkpoints (the audit "
+        "key), re-run every recorded decision from its recorded inputs and dice through the same "
+        "rules code, and derive each world's state from its chain: every stored row that differs "
+        "is named with the record that wrote it. The worlds come from the registry and the signed "
+        "heads, not only from the rows that survive. Read-only: the database is never created or "
+        "changed; a missing, empty or truncated one fails. Prints PASS or FAIL per world with the "
+        "first bad record; exit 0 when all pass, 1 otherwise. Shows progress on a terminal.",
     )
+    verify.add_argument("file", nargs="?", type=Path, metavar="FILE",
+                        help="an exported trail (`audit export --world W`) to check instead of a database")
     add_db(verify)
     add_key(verify)
     add_signing_key(verify, "the one serve used; needed with --receipts")
+    verify.add_argument("--public-key", metavar="KEY",
+                        help="the Ed25519 public key the trail must be signed by (as `audit public-key` "
+                        "prints it); default: the signing key's, when there is one")
     verify.add_argument("--world", help="only this world id")
     verify.add_argument(
         "--receipts", type=Path, metavar="FILE",
@@ -282,6 +295,36 @@ def _parser() -> argparse.ArgumentParser:
         "JSON {world_id, receipts: [...]}) against this database: each is ok, missing (its record "
         "was deleted) or changed (its record was rewritten, or the receipt is not signed by this "
         "bridge's key); names each missing or changed record, exit 1 if any")
+
+    public = aud_commands.add_parser(
+        "public-key", help="print the public key that checks receipts and exported trails",
+        description="Print the bridge's Ed25519 public key (base64url of its 32 bytes) and its key "
+        "id. Give it to players: with it, anyone can check a receipt or an exported trail "
+        "(`audit verify FILE --public-key KEY`); it cannot sign anything.")
+    add_key(public)
+    add_signing_key(public, "the one serve uses")
+    public.add_argument("--key-only", action="store_true", help="print only the key (the key id goes to stderr)")
+    new_key = aud_commands.add_parser(
+        "new-key", help="start signing with a new key (recorded in every world's chain)",
+        description="Make a new signing key and write a key change record (the old and new public "
+        "keys) into every world's chain, signed by the new key; the old key file is kept beside it "
+        "as receipt.key.KEYID.old. serve refuses a trail signed by another key than its own, so this "
+        "is the only way to change it: use it when the key was lost or leaked.")
+    add_db(new_key)
+    add_key(new_key)
+    add_signing_key(new_key, "replaced")
+    repair = aud_commands.add_parser(
+        "repair", help="rebuild a world's state from its audit chain",
+        description="Rebuild WORLD's state (charges spent, fated results, pending choices, decks, "
+        "ledgers, stored replies, settings) from what its chain's records produce, and seal it "
+        "in a new signed head, after `audit verify` named state rows that differ. The bridge "
+        "refuses to serve a world whose state does not match until it is repaired. Nothing is "
+        "written when the chain itself fails (restore the database from a backup instead). Run "
+        "it with the bridge stopped.")
+    add_db(repair)
+    add_key(repair)
+    add_signing_key(repair, "the one serve uses")
+    repair.add_argument("--world", required=True, type=world_id, help="the world id (game.world.id)")
 
     report = aud_commands.add_parser(
         "report",
@@ -500,6 +543,7 @@ def _run(coro) -> int:
 
 
 async def _serve(args: argparse.Namespace) -> int:
+    from .audit_cli import check_serving_key
     from .server import serve_until, start, stop_on_signals, tls_context
 
     if (args.tls_cert is None) != (args.tls_key is None):
@@ -511,8 +555,16 @@ async def _serve(args: argparse.Namespace) -> int:
                           "postgresql:// --db (processes on one SQLite file would each take the "
                           "same world); see docs/deploy.md")
     key_path = args.audit_key or default_audit_key()
-    signing_key = load_signing_key(args.signing_key or default_signing_key(key_path), create=True)
+    signing_path = args.signing_key or default_signing_key(key_path)
+    signing_key = load_signing_key(signing_path, create=False)
     store = await open_store(db, audit_key=load_key(key_path, create=True), signing_key=signing_key)
+    try:
+        await check_serving_key(store, signing_key, signing_path)  # never replaced silently
+    except ConfigError:
+        await store.close()
+        raise
+    if signing_key is None:  # a trail nobody signed yet: this bridge's first start
+        store.signing_key = load_signing_key(signing_path, create=True)
     cluster = None
     stop = stop_on_signals()
     try:

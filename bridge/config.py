@@ -94,10 +94,11 @@ def load_key(path: Path, *, create: bool) -> bytes | None:
     return key
 
 
-def load_signing_key(path: Path, *, create: bool) -> Ed25519PrivateKey | None:
+def load_signing_key(path: Path, *, create: bool, key: Ed25519PrivateKey | None = None) -> Ed25519PrivateKey | None:
     """The bridge's receipt signing key at ``path`` (an unencrypted PKCS#8 PEM file). With
     ``create``, a missing key is made (a new Ed25519 key, file mode 0600, folder created); without
-    it, a missing key gives None. Kept beside the audit key and outside the database, for the
+    it, a missing key gives None; ``key``: the key a missing file is made with (default: a new
+    one; ``audit new-key``). Kept beside the audit key and outside the database, for the
     same reason (above).
 
     Raises ``ConfigError`` when the file exists but is not an Ed25519 key, or cannot be written."""
@@ -113,7 +114,7 @@ def load_signing_key(path: Path, *, create: bool) -> Ed25519PrivateKey | None:
         return key
     if not create:
         return None
-    key = Ed25519PrivateKey.generate()
+    key = key or Ed25519PrivateKey.generate()
     pem = key.private_bytes(serialization.Encoding.PEM, serialization.PrivateFormat.PKCS8,
                             serialization.NoEncryption())
     try:

@@ -97,6 +97,11 @@ class WorldNotRegistered(ConfigError):
     is answered ``unauthorized`` and closed (4001), as after ``fate-bridge world remove``."""
 
 
+class WorldStateMismatch(WorldNotRegistered):
+    """A world's state rows differ from what its audit chain produces: the bridge does not serve
+    it (its connection is refused like an unregistered world's) until ``audit repair``."""
+
+
 class LeaseLost(BridgeError):
     """Another bridge process holds the world's lease now (``bridge.store.postgres``): this
     process's decision was refused by the database's fencing check and nothing was applied. The

@@ -1,6 +1,6 @@
 """``fate-bridge migrate``: copy a table's data from one database to another (SQLite file to
-PostgreSQL, or back), row for row: worlds, their state, the event ids' replies, audit trails and
-signed checkpoints. Both backends keep the same tables and columns, so a copied audit chain
+PostgreSQL, or back), row for row: worlds, their state, the event ids' replies, audit trails,
+signed checkpoints and signed heads. Both backends keep the same tables and columns, so a copied audit chain
 verifies on the target as on the source (same bytes, same hashes, same record ids).
 
 The source is opened as the bridge would open it (an older SQLite file is upgraded first); the
@@ -26,6 +26,7 @@ TABLES: dict[str, tuple[tuple[str, ...], frozenset[str]]] = {
     "audit": (("id", "world_id", "seq", "ts", "type", "event_id", "user_id", "ruleset", "actor_id",
                "outcome", "summary", "record", "prev_hash", "hash"), frozenset({"summary", "record"})),
     "checkpoints": (("world_id", "seq", "hash", "mac", "ts"), frozenset()),
+    "heads": (("world_id", "seq", "hash", "state_digest", "public_key", "sig", "ts"), frozenset()),
 }
 BATCH_ROWS = 2000  # rows read and inserted per statement batch
 

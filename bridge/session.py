@@ -38,12 +38,11 @@ from . import dispatch
 from .audit import AuditEntry, RecordingDice, RecordingState, sorted_json
 from .errors import (LeaseLost, WorldNotRegistered, BadMessage, ConfigError, Forbidden, Internal, NotFound, Refusal,
                      Unauthorized)
-from .receipts import check_receipts
+from .receipts import check_receipts, sign_receipt
 from .fairness import decide as fairness
 from .frames import decision_frame
 from .state import WorldState
-from .ruleset import Outcome
-from .store.base import AuditFilter, AuditRow, Decision, Store, World
+from .store.base import AuditFilter, AuditRow, Decided, Decision, Store, World
 
 # Draws the audit report page of a world's rows (world_id, since); the shell's, so the session
 # itself needs no thread or clock: the server passes bridge.report.draw.
@@ -394,7 +393,18 @@ class Session:
         overlay, details = decided.kept if decided.kept is not None else (None, {})
         self.log.info("decision", event_id=event_id, type=tag, replayed=decided.replayed,
                       overlay=overlay is not None, **details)
-        return Reply([decided.reply], overlay_card=overlay)
+        return Reply([self._with_receipt(decided)], overlay_card=overlay)
+
+    def _with_receipt(self, decided: Decided) -> bytes:
+        """The reply frame with its ``receipt`` (docs/protocol.md, Receipts) when the store signs
+        and the decision is in the trail; a replay gets the same receipt (Ed25519 signatures are
+        deterministic). The record holds the reply without it: a reply cannot hold its own hash."""
+        key = self.store.signing_key
+        if key is None or decided.seq is None or decided.record_hash is None or not decided.reply.endswith(b"}"):
+            return decided.reply
+        assert self.world_id is not None
+        receipt = sign_receipt(key, self.world_id, decided.seq, decided.record_hash)
+        return decided.reply[:-1] + b',"receipt":' + wire.encode(receipt) + b"}"
 
 
 def _welcome(world: World, max_frame_bytes: int | None) -> bytes:

@@ -271,7 +271,7 @@ class TestCommand:
         db, key_path, token = registered
         code = await asyncio.to_thread(main, [
             "doctor", "--db", str(db), "--audit-key", str(key_path), "--url", f"ws://127.0.0.1:{serving}",
-            "--world", WORLD, "--token", token])
+            "--world", WORLD, f"--token={token}"])  # a token may begin with "-"
         out = capsys.readouterr().out
         assert code == 0, out
         assert "No problem found." in out and "FAIL" not in out

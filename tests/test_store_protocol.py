@@ -34,7 +34,8 @@ def _called_on_store(path: Path) -> set[str]:
 
 def test_every_method_the_shell_calls_is_in_the_protocol():
     called = set().union(*(_called_on_store(BRIDGE / name) for name in SHELL))
-    assert {"audit_page", "audit_rows", "audit_row", "verify", "decide", "read"} <= called
+    # `audit verify` reads through a read-only connection of its own (issue 15), not the store
+    assert {"audit_page", "audit_rows", "audit_row", "repair", "new_key", "signing_keys", "decide", "read"} <= called
     assert called - {"open"} <= _protocol_methods(), called - _protocol_methods()
 
 

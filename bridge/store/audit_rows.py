@@ -8,17 +8,23 @@ writer thread; the async ones are the :class:`~bridge.store.base.Store` methods.
 from __future__ import annotations
 
 import sqlite3
+from collections.abc import Callable
 from dataclasses import dataclass
+from pathlib import Path
 from typing import TYPE_CHECKING
 
 import msgspec
+from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey, Ed25519PublicKey
 
 from .. import __version__, audit, wire
+from ..derive import StoredState, as_stored, state_digest
+from ..errors import WorldStateMismatch
+from ..heads import KEY_CHANGE, Head, KeyChange, public_key_text, sign_head
+from ..receipts import key_id
 from .base import AuditEntry, AuditFilter, AuditRow
 from .schema import _blob, _encode, _summary_decoder, utc_now
 
 if TYPE_CHECKING:
-    from collections.abc import Callable
     from typing import TypeVar
 
     T = TypeVar("T")
@@ -26,18 +32,24 @@ if TYPE_CHECKING:
 CHECKPOINT_EVERY = audit.CHECKPOINT_EVERY
 _INSERT_AUDIT = ("INSERT INTO audit (world_id, seq, ts, type, event_id, user_id, ruleset, actor_id,"
                  " outcome, summary, record, prev_hash, hash) VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?)")
-_INSERT_CHECKPOINT = "INSERT INTO checkpoints (world_id, seq, hash, mac, ts) VALUES (?,?,?,?,?) ON CONFLICT DO NOTHING"
+_INSERT_CHECKPOINT = ("INSERT INTO checkpoints (world_id, seq, hash, mac, ts) VALUES (?,?,?,?,?)"
+                      " ON CONFLICT (world_id, seq) DO NOTHING")
+_INSERT_HEAD = ("INSERT INTO heads (world_id, seq, hash, state_digest, public_key, sig, ts) VALUES (?,?,?,?,?,?,?)"
+                " ON CONFLICT (world_id, seq) DO UPDATE SET hash = excluded.hash, state_digest ="
+                " excluded.state_digest, public_key = excluded.public_key, sig = excluded.sig, ts = excluded.ts")
 
 
 @dataclass(frozen=True, slots=True)
 class Sealed:
     """An audit record made ready for its batch (:meth:`AuditRows._seal`): its world ``seq``, its
-    chain ``hash``, the ``audit`` row to insert and the ``checkpoints`` row (None: none due)."""
+    chain ``hash``, the ``audit`` row to insert, the ``checkpoints`` row and the signed ``heads``
+    row (None: none due)."""
 
     seq: int
     hash: str
     row: tuple
     checkpoint: tuple | None
+    head: tuple | None = None
 
 
 class AuditRows:
@@ -45,6 +57,7 @@ class AuditRows:
 
     _conn: sqlite3.Connection | None
     audit_key: bytes | None
+    signing_key: Ed25519PrivateKey | None
 
     if TYPE_CHECKING:
         async def _run(self, fn: Callable[..., T], *args: object) -> T: ...
@@ -79,42 +92,92 @@ class AuditRows:
         summary = entry.summary
         row = (world_id, seq, ts, entry.type, entry.event_id, entry.user_id, summary.ruleset,
                summary.actor_id, summary.outcome, _encode(summary), canonical, prev_hash, record_hash)
-        checkpoint = None
-        if seq % CHECKPOINT_EVERY == 0 and self.audit_key is not None:
-            mac = audit.checkpoint_mac(self.audit_key, world_id, seq, record_hash)
-            checkpoint = (world_id, seq, record_hash, mac, ts)
-        return Sealed(seq, record_hash, row, checkpoint)
+        checkpoint = head = None
+        if seq % CHECKPOINT_EVERY == 0:
+            if self.audit_key is not None:
+                mac = audit.checkpoint_mac(self.audit_key, world_id, seq, record_hash)
+                checkpoint = (world_id, seq, record_hash, mac, ts)
+            if self.signing_key is not None:
+                signed = sign_head(self.signing_key, world_id, seq, record_hash, None)
+                head = (world_id, seq, record_hash, None, signed.public_key, signed.sig, ts)
+        return Sealed(seq, record_hash, row, checkpoint, head)
 
     def _write_sealed(self, conn: sqlite3.Connection, sealed: list[Sealed]) -> None:
-        """Insert a batch's sealed records and their checkpoints (inside the batch's transaction).
-        A record whose (world, seq) exists already (another process wrote the world) raises
-        ``sqlite3.IntegrityError``, failing the batch."""
+        """Insert a batch's sealed records, their checkpoints and signed heads (inside the batch's
+        transaction). A record whose (world, seq) exists already (another process wrote the
+        world) raises ``sqlite3.IntegrityError``, failing the batch."""
         conn.executemany(_INSERT_AUDIT, [s.row for s in sealed])
         checkpoints = [s.checkpoint for s in sealed if s.checkpoint is not None]
         if checkpoints:
             conn.executemany(_INSERT_CHECKPOINT, checkpoints)
+        heads = [s.head for s in sealed if s.head is not None]
+        if heads:
+            conn.executemany(_INSERT_HEAD, heads)
 
-    def _checkpoint(self, conn: sqlite3.Connection, world_id: str, seq: int, record_hash: str) -> None:
-        if self.audit_key is None:
-            return
-        mac = audit.checkpoint_mac(self.audit_key, world_id, seq, record_hash)
-        conn.execute(_INSERT_CHECKPOINT, (world_id, seq, record_hash, mac, utc_now()))
+    def _append_audit(self, conn: sqlite3.Connection, world_id: str, entry: AuditEntry, ts: str) -> tuple[int, str]:
+        """Append ``entry`` to the world's chain straight in the file, inside the caller's
+        transaction (``audit new-key``'s key change: no world is loaded in memory then); returns
+        the record's seq and chain hash."""
+        head = conn.execute("SELECT seq, hash FROM audit WHERE world_id = ? ORDER BY seq DESC LIMIT 1",
+                            (world_id,)).fetchone()
+        sealed = self._seal(world_id, entry, ts, (head[0], head[1]) if head else (0, audit.GENESIS_HASH))
+        self._write_sealed(conn, [sealed])
+        return sealed.seq, sealed.hash
+
+    def _checkpoint(self, conn: sqlite3.Connection, world_id: str, seq: int, record_hash: str,
+                    digest: str | None = None) -> None:
+        """Sign the world's chain at record ``seq``: an HMAC checkpoint (with an HMAC key) and an
+        Ed25519 head (with the signing key; ``digest`` seals the state after that record)."""
+        now = utc_now()
+        if self.audit_key is not None:
+            mac = audit.checkpoint_mac(self.audit_key, world_id, seq, record_hash)
+            conn.execute(_INSERT_CHECKPOINT, (world_id, seq, record_hash, mac, now))
+        if self.signing_key is not None:
+            head = sign_head(self.signing_key, world_id, seq, record_hash, digest)
+            conn.execute(_INSERT_HEAD, (world_id, seq, record_hash, digest, head.public_key, head.sig, now))
 
     def _checkpoint_heads_sync(self) -> None:
-        """Sign each world's latest record, so the tail of the chain is covered too."""
-        if self.audit_key is None or self._conn is None:
+        """Sign each world's latest record with the digest of its state (a clean stop), so the
+        tail of the chain is covered and the next start can check the state cheaply."""
+        if (self.audit_key is None and self.signing_key is None) or self._conn is None:
             return
 
         def work(conn: sqlite3.Connection) -> None:
-            heads = conn.execute(
-                "SELECT a.world_id, a.seq, a.hash FROM audit a JOIN"
-                " (SELECT world_id, max(seq) AS seq FROM audit GROUP BY world_id) h"
-                " ON a.world_id = h.world_id AND a.seq = h.seq"
-            ).fetchall()
-            for world_id, seq, record_hash in heads:
-                self._checkpoint(conn, world_id, seq, record_hash)
+            for world_id, seq, record_hash in _chain_tails(conn):
+                self._checkpoint(conn, world_id, seq, record_hash, state_digest(stored_state(conn, world_id)))
 
         self._transaction(work)
+
+    def _event_record(self, conn: sqlite3.Connection, world_id: str,
+                      event_id: str) -> tuple[int | None, str | None]:
+        """The seq and chain hash of the record that decided ``event_id`` ((None, None): none)."""
+        row = conn.execute("SELECT seq, hash FROM audit WHERE world_id = ? AND event_id = ? ORDER BY seq LIMIT 1",
+                           (world_id, event_id)).fetchone()
+        return (row[0], row[1]) if row else (None, None)
+
+    def _state_guard(self, conn: sqlite3.Connection, world_id: str) -> None:
+        """Refuse to serve a world whose state rows differ from what its chain produces; checked
+        once per world per process (its first decision or query). Cheap after a clean stop: the
+        digest of the stored state against the one the last signed head sealed. After a crash (the
+        last head is older than the chain's end) the state is derived from the whole chain. A
+        trail without signed heads (an older bridge's) is not checked here (``audit verify`` is).
+
+        Raises :class:`~bridge.errors.WorldStateMismatch` naming the repair command."""
+        checked: set[str] = self.__dict__.setdefault("_state_checked", set())
+        if world_id in checked:
+            return
+        head = _latest_head(conn, world_id)
+        if head is not None and head.signed():
+            (tail,) = conn.execute("SELECT max(seq) FROM audit WHERE world_id = ?", (world_id,)).fetchone()
+            if head.seq == tail and head.state_digest is not None:
+                if head.state_digest != state_digest(stored_state(conn, world_id)):
+                    raise WorldStateMismatch(_mismatch(world_id, f"its state rows were edited after record {head.seq}"))
+            else:
+                report = audit.verify_world(load_trail(conn, world_id), None)
+                edited = [p for p in report.problems if p.kind == "state"]
+                if edited:
+                    raise WorldStateMismatch(_mismatch(world_id, edited[0].detail))
+        checked.add(world_id)
 
     _ROW = ("id, world_id, seq, ts, type, event_id, user_id, summary, record, prev_hash, hash")
 
@@ -159,26 +222,73 @@ class AuditRows:
         row = self._conn.execute(f"SELECT {self._ROW} FROM audit WHERE id = ?", (row_id,)).fetchone()
         return None if row is None else self._row(row)
 
-    def _verify_sync(self, world_id: str | None, key: bytes | None) -> list[audit.WorldReport]:
+    def _verify_sync(self, world_id: str | None, key: bytes | None,
+                     public_key: Ed25519PublicKey | None) -> list[audit.WorldReport]:
         assert self._conn is not None
-        conn = self._conn
-        worlds = [world_id] if world_id else [
-            r[0] for r in conn.execute("SELECT DISTINCT world_id FROM audit ORDER BY world_id")
-        ]
-        reports = []
-        for world in worlds:
-            rows = conn.execute(
-                "SELECT seq, record, prev_hash, hash, ts, type, event_id, user_id, ruleset, actor_id,"
-                " outcome, summary FROM audit WHERE world_id = ? ORDER BY seq",
-                (world,),
-            )
-            checkpoints = conn.execute(
-                "SELECT seq, hash, mac FROM checkpoints WHERE world_id = ? ORDER BY seq", (world,)
-            ).fetchall()
-            reports.append(audit.verify_world(
-                world, ((r[0], _blob(r[1]), r[2], r[3], audit.ListedColumns(*r[4:11], _blob(r[11])))
-                        for r in rows), checkpoints, key))
-        return reports
+        if public_key is None and self.signing_key is not None:
+            public_key = self.signing_key.public_key()
+        return verify_database(self._conn, world_id, key, public_key)
+
+    def _repair_sync(self, world_id: str, public_key: Ed25519PublicKey | None) -> audit.WorldReport:
+        """Rebuild ``world_id``'s state rows from its chain and seal them in a new signed head."""
+        assert self._conn is not None
+
+        def work(conn: sqlite3.Connection) -> audit.WorldReport:
+            report = audit.verify_world(load_trail(conn, world_id), None, public_key)
+            if not report.chain_ok or report.derived is None:
+                return report
+            settings, last_seq, records, events = as_stored(report.derived)
+            conn.execute("UPDATE worlds SET settings = ?, last_seq = ? WHERE world_id = ?",
+                         (settings, last_seq, world_id))
+            conn.execute("DELETE FROM records WHERE world_id = ?", (world_id,))
+            conn.executemany("INSERT INTO records (world_id, kind, key, value) VALUES (?,?,?,?)",
+                             [(world_id, kind, key, value) for kind, key, value in records])
+            request_hashes = dict(conn.execute(
+                "SELECT event_id, request_hash FROM events WHERE world_id = ?", (world_id,)).fetchall())
+            conn.execute("DELETE FROM events WHERE world_id = ?", (world_id,))
+            conn.executemany("INSERT INTO events (world_id, event_id, reply, request_hash) VALUES (?,?,?,?)",
+                             [(world_id, event_id, reply, request_hashes.get(event_id))
+                              for event_id, reply in events])
+            tail = conn.execute("SELECT seq, hash FROM audit WHERE world_id = ? ORDER BY seq DESC LIMIT 1",
+                                (world_id,)).fetchone()
+            if tail is not None:
+                self._checkpoint(conn, world_id, tail[0], tail[1], state_digest(stored_state(conn, world_id)))
+            self.__dict__.setdefault("_state_checked", set()).discard(world_id)
+            self.__dict__.get("_worlds", {}).pop(world_id, None)  # a loaded copy is stale now
+            return report
+
+        return self._transaction(work)
+
+    def _new_key_sync(self, old_key: Ed25519PrivateKey | None, new_key: Ed25519PrivateKey) -> list[str]:
+        """Write a key change record into every world's chain and sign its head with ``new_key``
+        (the store's signing key from then on). Returns the worlds changed."""
+        assert self._conn is not None
+        change = KeyChange(old_public_key=None if old_key is None else public_key_text(old_key.public_key()),
+                           new_public_key=public_key_text(new_key.public_key()))
+        message = audit.sorted_json(change)
+        summary = wire.AuditColumns(outcome=KEY_CHANGE, detail=f"new key {key_id(new_key.public_key())}")
+
+        def work(conn: sqlite3.Connection) -> list[str]:
+            worlds = trail_worlds(conn)
+            self.signing_key = new_key
+            ts = utc_now()
+            for world_id in worlds:
+                entry = AuditEntry(type=KEY_CHANGE, event_id=None, user_id=None, message=message, reads=[],
+                                   dice=[], reply=message, ok=True, summary=summary)
+                seq, record_hash = self._append_audit(conn, world_id, entry, ts)
+                self._checkpoint(conn, world_id, seq, record_hash, state_digest(stored_state(conn, world_id)))
+            return worlds
+
+        return self._transaction(work)
+
+    def _signing_keys_sync(self) -> dict[str, str]:
+        assert self._conn is not None
+        keys = {}
+        for world_id in trail_worlds(self._conn):
+            head = _latest_head(self._conn, world_id)
+            if head is not None:
+                keys[world_id] = head.public_key
+        return keys
 
     async def audit_page(self, world_id: str, query: wire.AuditQuery) -> wire.AuditPage:
         """A page of ``world_id``'s audit trail for the module's audit window, newest first."""
@@ -225,8 +335,145 @@ class AuditRows:
         """The audit record with global id ``row_id``, or None."""
         return await self._run(self._audit_row_sync, row_id)
 
-    async def verify(self, world_id: str | None, key: bytes | None) -> list[audit.WorldReport]:
-        """Check every world's chain (or one world's): links, hashes, sequence gaps,
-        checkpoints (with ``key``) and re-derivation of each decision. See
-        :func:`bridge.audit.verify_world`."""
-        return await self._run(self._verify_sync, world_id, key)
+    async def verify(self, world_id: str | None, key: bytes | None,
+                     public_key: Ed25519PublicKey | None = None) -> list[audit.WorldReport]:
+        """Check every world's trail (or one world's): see :func:`verify_database`. ``public_key``
+        defaults to the store's signing key's."""
+        return await self._run(self._verify_sync, world_id, key, public_key)
+
+    async def repair(self, world_id: str, public_key: Ed25519PublicKey | None = None) -> audit.WorldReport:
+        """Rebuild ``world_id``'s state (records, stored replies, settings, counter) from its chain
+        and sign a head sealing it; nothing is written when the chain itself fails (the report
+        says why). Needs the signing key for the head the bridge checks at load."""
+        return await self._run(self._repair_sync, world_id, public_key)
+
+    async def new_key(self, old_key: Ed25519PrivateKey | None, new_key: Ed25519PrivateKey) -> list[str]:
+        """Start signing with ``new_key``: a ``key_change`` record (old and new public keys) in
+        every world's chain, each head signed by the new key. Returns the worlds changed."""
+        return await self._run(self._new_key_sync, old_key, new_key)
+
+    async def signing_keys(self) -> dict[str, str]:
+        """world_id -> the public key (base64url) its latest signed head was signed with."""
+        return await self._run(self._signing_keys_sync)
+
+
+# --- reading a trail (any connection: the store's, or verify's read-only one) ------------------
+
+
+def _mismatch(world_id: str, why: str) -> str:
+    return (f"world {world_id!r} is not served: its state does not match its audit trail ({why}); "
+            f"check it with `fate-bridge audit verify --world {world_id}` and rebuild it from the "
+            f"chain with `fate-bridge audit repair --world {world_id}`")
+
+
+def _tables(conn: sqlite3.Connection) -> set[str]:
+    """The tables the database has (a file of an older schema may lack ``heads``)."""
+    if isinstance(conn, sqlite3.Connection):
+        return {r[0] for r in conn.execute("SELECT name FROM sqlite_master WHERE type = 'table'")}
+    return {r[0] for r in conn.execute(  # another backend's connection (PostgreSQL)
+        "SELECT table_name FROM information_schema.tables WHERE table_schema = current_schema()")}
+
+
+def _chain_tails(conn: sqlite3.Connection) -> list[tuple[str, int, str]]:
+    return conn.execute(
+        "SELECT a.world_id, a.seq, a.hash FROM audit a JOIN"
+        " (SELECT world_id, max(seq) AS seq FROM audit GROUP BY world_id) h"
+        " ON a.world_id = h.world_id AND a.seq = h.seq"
+    ).fetchall()
+
+
+def heads_of(conn: sqlite3.Connection, world_id: str, latest: bool = False) -> list[Head]:
+    """A world's signed heads in seq order (``latest``: only the last one)."""
+    if "heads" not in _tables(conn):
+        return []
+    order = "DESC LIMIT 1" if latest else ""
+    return [Head(*row) for row in conn.execute(
+        "SELECT world_id, seq, hash, state_digest, public_key, sig FROM heads WHERE world_id = ?"
+        f" ORDER BY seq {order}", (world_id,))]
+
+
+def _latest_head(conn: sqlite3.Connection, world_id: str) -> Head | None:
+    heads = heads_of(conn, world_id, latest=True)
+    return heads[0] if heads else None
+
+
+def trail_worlds(conn: sqlite3.Connection) -> list[str]:
+    """Every world the database knows of: the registry (removed worlds too), the signed heads,
+    checkpoints, audit rows and state rows; not only the worlds whose audit rows survive."""
+    tables = _tables(conn)
+    sources = [t for t in ("worlds", "heads", "checkpoints", "audit", "records", "events") if t in tables]
+    if not sources:
+        return []
+    return sorted(r[0] for r in conn.execute(" UNION ".join(f"SELECT world_id FROM {t}" for t in sources)))
+
+
+def stored_state(conn: sqlite3.Connection, world_id: str) -> StoredState:
+    """A world's state rows as stored (see :class:`bridge.derive.StoredState`)."""
+    world = conn.execute("SELECT settings, last_seq FROM worlds WHERE world_id = ?", (world_id,)).fetchone()
+    records = {(kind, key): _blob(value) for kind, key, value in
+               conn.execute("SELECT kind, key, value FROM records WHERE world_id = ?", (world_id,))}
+    events = {event_id: _blob(reply) for event_id, reply in
+              conn.execute("SELECT event_id, reply FROM events WHERE world_id = ?", (world_id,))}
+    if world is None:
+        return StoredState(None, 0, records, events)
+    return StoredState(_blob(world[0]), world[1], records, events)
+
+
+def load_trail(conn: sqlite3.Connection, world_id: str) -> audit.Trail:
+    """One world's trail and state rows, for :func:`bridge.audit.verify_world` (rows streamed)."""
+    registered = conn.execute("SELECT 1 FROM worlds WHERE world_id = ?", (world_id,)).fetchone() is not None
+    rows = conn.execute(
+        "SELECT seq, record, prev_hash, hash, ts, type, event_id, user_id, ruleset, actor_id,"
+        " outcome, summary FROM audit WHERE world_id = ? ORDER BY seq", (world_id,))
+    checkpoints = conn.execute("SELECT seq, hash, mac FROM checkpoints WHERE world_id = ? ORDER BY seq",
+                               (world_id,)).fetchall()
+    return audit.Trail(
+        world_id,
+        ((r[0], _blob(r[1]), r[2], r[3], audit.ListedColumns(*r[4:11], _blob(r[11]))) for r in rows),
+        checkpoints, heads_of(conn, world_id), stored_state(conn, world_id), registered)
+
+
+def verify_database(conn: sqlite3.Connection, world_id: str | None, key: bytes | None,
+                    public_key: Ed25519PublicKey | None,
+                    progress: Callable[[str, int], None] | None = None) -> list[audit.WorldReport]:
+    """Verify every world the database knows of (:func:`trail_worlds`), or ``world_id``; one
+    report each (:func:`bridge.audit.verify_world`). ``progress(world_id, records)`` now and then."""
+    reports = []
+    for world in [world_id] if world_id else trail_worlds(conn):
+        step = None if progress is None else (lambda n, w=world: progress(w, n))
+        reports.append(audit.verify_world(load_trail(conn, world), key, public_key, step))
+    return reports
+
+
+class DatabaseUnreadable(Exception):
+    """``audit verify`` cannot read the database: missing, empty, truncated or not one."""
+
+
+REQUIRED_TABLES = ("worlds", "audit", "checkpoints", "records", "events")
+
+
+def open_readonly(path: Path) -> sqlite3.Connection:
+    """The database at ``path`` opened read-only (``file:...?mode=ro``): nothing is created,
+    migrated or written. Raises :class:`DatabaseUnreadable` saying what is wrong with it."""
+    path = path.expanduser()
+    if not path.exists():
+        raise DatabaseUnreadable(f"there is no database at {path}")
+    if path.stat().st_size == 0:
+        raise DatabaseUnreadable(f"the database {path} is empty (0 bytes): it was truncated or never written")
+    try:
+        # Without a -wal file everything is in the database file: `immutable` reads it with no
+        # -wal/-shm made beside it. With one (a bridge running, or killed), the log must be read
+        # too: read-only WAL mode, which uses the -shm that is there.
+        wal = path.with_name(path.name + "-wal")
+        options = "mode=ro" if wal.exists() else "mode=ro&immutable=1"
+        conn = sqlite3.connect(f"{path.resolve().as_uri()}?{options}", uri=True, isolation_level=None)
+        missing = [t for t in REQUIRED_TABLES if t not in _tables(conn)]
+        if missing:
+            conn.close()
+            raise DatabaseUnreadable(f"the database {path} has no {', '.join(missing)} table: it is not a "
+                                     "fate-bridge database, or its tables were dropped")
+        conn.execute("SELECT count(*) FROM audit").fetchone()
+    except sqlite3.DatabaseError as exc:
+        raise DatabaseUnreadable(f"the database {path} is unreadable ({exc}): it was truncated or "
+                                 "overwritten") from None
+    return conn

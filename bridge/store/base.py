@@ -15,7 +15,7 @@ from .. import audit, wire
 from ..state import WorldState
 
 if TYPE_CHECKING:
-    from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
+    from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey, Ed25519PublicKey
 
 T = TypeVar("T")
 
@@ -37,8 +37,8 @@ class Decided:
     repeated ``event_id`` (nothing ran), and, when replayed, whether the repeat carried a
     different request than the one first decided (``other_request``: the event_id was reused).
     ``kept``: the decision's own :attr:`Decision.kept` when it ran (None when replayed).
-    ``seq``/``record_hash``: the number and chain hash of the audit record the decision appended
-    to its world's chain (None when replayed or not audited): what a receipt names."""
+    ``seq``/``record_hash``: the number and chain hash of the audit record holding the decision
+    (also on a replay, when the trail holds it; None when not audited): what its receipt signs."""
 
     reply: bytes
     replayed: bool
@@ -167,10 +167,28 @@ class Store(Protocol):
         """The audit record with global id ``row_id`` (``audit show``), or None."""
         ...
 
-    async def verify(self, world_id: str | None, key: bytes | None) -> list[audit.WorldReport]:
-        """Check every world's chain (or one world's): links, hashes, sequence gaps, signed
-        checkpoints (with ``key``) and the re-derivation of each decision
-        (:func:`bridge.audit.verify_world`); one report per world."""
+    async def verify(self, world_id: str | None, key: bytes | None,
+                     public_key: Ed25519PublicKey | None = None) -> list[audit.WorldReport]:
+        """Check every world the database knows of (or one): its chain, signed heads (against
+        ``public_key``, default the store's signing key's) and HMAC checkpoints (with ``key``),
+        the re-derivation of each decision and its state rows against the chain's
+        (:func:`bridge.audit.verify_world`); one report per world. ``audit verify`` runs the same
+        check on a read-only connection of its own."""
+        ...
+
+    async def repair(self, world_id: str, public_key: Ed25519PublicKey | None = None) -> audit.WorldReport:
+        """Rebuild the world's state rows from its chain and sign a head sealing them; nothing is
+        written when the chain itself fails (``WorldReport.chain_ok``)."""
+        ...
+
+    async def new_key(self, old_key: Ed25519PrivateKey | None, new_key: Ed25519PrivateKey) -> list[str]:
+        """Sign with ``new_key`` from now on: a ``key_change`` record in every world's chain, each
+        head signed by the new key. Returns the worlds changed."""
+        ...
+
+    async def signing_keys(self) -> dict[str, str]:
+        """world_id -> the public key (base64url) of the world's latest signed head (``serve``
+        refuses a key that did not sign them)."""
         ...
 
     async def close(self) -> None:

@@ -94,6 +94,14 @@ CREATE TABLE notices (
     2: """
 CREATE INDEX audit_by_event ON audit (world_id, event_id, seq) WHERE event_id IS NOT NULL
 """,
+    # = the SQLite file's step 7 (issue 15): Ed25519-signed heads
+    3: """
+CREATE TABLE heads (
+    world_id TEXT NOT NULL, seq BIGINT NOT NULL, hash TEXT NOT NULL, state_digest TEXT,
+    public_key TEXT NOT NULL, sig TEXT NOT NULL, ts TEXT NOT NULL,
+    PRIMARY KEY (world_id, seq)
+)
+""",
 }
 SCHEMA_VERSION = max(MIGRATIONS)
 MIGRATE_LOCK = 0x46415445  # advisory lock key ("FATE"): processes starting together migrate once
@@ -258,3 +266,17 @@ class PostgresStore(SQLiteStore):
         """The fencing token this process holds for ``world_id``, or None."""
         return self._leases.get(world_id)
 
+
+def connect_readonly(url: str) -> _PgConnection:
+    """A read-only session on the database at ``url`` (``audit verify``/``export``: nothing is
+    created or written). Raises ``DatabaseUnreadable`` when it cannot be reached."""
+    import psycopg
+
+    from .audit_rows import DatabaseUnreadable
+
+    try:
+        raw = psycopg.connect(url, autocommit=True)
+        raw.execute("SET default_transaction_read_only = on")  # the URL's own options kept
+    except psycopg.Error as exc:
+        raise DatabaseUnreadable(f"cannot connect to the database {db_label(url)}: {exc}".strip()) from None
+    return _PgConnection(raw)

@@ -79,6 +79,15 @@ ALTER TABLE worlds ADD COLUMN removed_at TEXT;
     6: """
 CREATE INDEX audit_by_event ON audit (world_id, event_id, seq) WHERE event_id IS NOT NULL;
 """,
+    # Ed25519-signed heads (bridge/heads.py, issue 15): the chain's head and the state's digest,
+    # verifiable with the public key alone.
+    7: """
+CREATE TABLE heads (
+    world_id TEXT NOT NULL, seq INTEGER NOT NULL, hash TEXT NOT NULL, state_digest TEXT,
+    public_key TEXT NOT NULL, sig TEXT NOT NULL, ts TEXT NOT NULL,
+    PRIMARY KEY (world_id, seq)
+);
+""",
 }
 SCHEMA_VERSION = max(MIGRATIONS)
 

@@ -141,7 +141,7 @@ class SQLiteStore(WorldRows, AuditRows):
                  signing_key: Ed25519PrivateKey | None = None) -> None:
         self.path = str(path)
         self.audit_key = audit_key
-        self.signing_key = signing_key  # signs receipts (bridge/receipts.py); None: no receipts
+        self.signing_key = signing_key  # signs heads and receipts (bridge/heads.py, receipts.py)
         self._executor = ThreadPoolExecutor(max_workers=1, thread_name_prefix="fate-bridge-db")
         self._conn: sqlite3.Connection | None = None
         self._closed = False
@@ -167,8 +167,8 @@ class SQLiteStore(WorldRows, AuditRows):
     async def open(cls, path: str | Path, *, audit_key: bytes | None = None,
                    signing_key: Ed25519PrivateKey | None = None) -> SQLiteStore:
         """Open (and create or upgrade) the database at ``path``. With ``audit_key``, the audit
-        chain gets signed checkpoints (every ``CHECKPOINT_EVERY`` records and at close); with
-        ``signing_key`` (Ed25519), receipts can be checked (``receipts_check``)."""
+        chain gets HMAC checkpoints (every ``CHECKPOINT_EVERY`` records and at close); with
+        ``signing_key`` (Ed25519), signed heads there too and receipts on replies."""
         store = cls(path, audit_key=audit_key, signing_key=signing_key)
         try:
             await store._run(store._connect)
@@ -276,14 +276,14 @@ class SQLiteStore(WorldRows, AuditRows):
             (world_id, kind, key)).fetchone()
         return bytes(value)
 
-    @staticmethod
-    def _read_world(conn: sqlite3.Connection, world_id: str, *, values: bool) -> WorldCache:
+    def _read_world(self, conn: sqlite3.Connection, world_id: str, *, values: bool) -> WorldCache:
         """The world's state: settings, counters, chain head, event ids, and its records' keys
         (with their values too when ``values``; else :meth:`_fetch_record` reads them on use)."""
         row = conn.execute("SELECT settings, last_seq FROM worlds WHERE world_id = ? AND removed_at IS NULL",
                            (world_id,)).fetchone()
         if row is None:
             raise WorldNotRegistered(f"world {world_id!r} is not registered (see `fate-bridge world list`)")
+        self._state_guard(conn, world_id)  # its state must be what its chain produces (issue 15)
         head = conn.execute("SELECT seq, hash FROM audit WHERE world_id = ? ORDER BY seq DESC LIMIT 1",
                             (world_id,)).fetchone()
         cache = WorldCache(world_id, _settings_decoder.decode(row[0]), row[1],
@@ -350,8 +350,7 @@ class SQLiteStore(WorldRows, AuditRows):
             outcomes.append((item, item.decided or self._replay_sync(conn, item), None))
         return outcomes
 
-    @staticmethod
-    def _replay_sync(conn: sqlite3.Connection, item: _Queued) -> Decided:
+    def _replay_sync(self, conn: sqlite3.Connection, item: _Queued) -> Decided:
         """The stored reply of a repeated ``event_id``: from the audit record that holds it, or
         from an ``events`` row (``item.replay_seq`` None)."""
         if item.replay_seq is None:
@@ -359,14 +358,16 @@ class SQLiteStore(WorldRows, AuditRows):
                 "SELECT reply, request_hash FROM events WHERE world_id = ? AND event_id = ?",
                 (item.world_id, item.event_id)).fetchone()
             reply = bytes(reply)
+            seq, record_hash = self._event_record(conn, item.world_id, item.event_id)
         else:
-            (record,) = conn.execute("SELECT record FROM audit WHERE world_id = ? AND seq = ?",
-                                     (item.world_id, item.replay_seq)).fetchone()
+            record, record_hash = conn.execute("SELECT record, hash FROM audit WHERE world_id = ? AND seq = ?",
+                                               (item.world_id, item.replay_seq)).fetchone()
             stored = _replay_decoder.decode(record)
             reply = replayed_frame(stored)
             stored_hash = hashlib.sha256(bytes(stored.message)).hexdigest()
+            seq = item.replay_seq
         other = None not in (stored_hash, item.request_hash) and stored_hash != item.request_hash
-        return Decided(reply, replayed=True, other_request=other)
+        return Decided(reply, replayed=True, other_request=other, seq=seq, record_hash=record_hash)
 
     def _flush_sync(self) -> None:
         """Group commit: write every queued decision's rows in ONE transaction, then resolve their

@@ -1,0 +1,103 @@
+"""Signed heads (issue 15): a world's chain head ``(seq, hash)`` and the digest of the world's
+state after that record, signed with the bridge's Ed25519 key (the receipt key,
+:mod:`bridge.receipts`), so anyone holding the public key can check a trail, and key changes
+written into the chain itself.
+
+Pure: no files, no clock. The store writes a head every ``audit.CHECKPOINT_EVERY`` records, at each
+clean stop, after ``audit new-key`` and after ``audit repair``; ``audit verify`` checks them.
+
+Signed bytes: ``b"fate-bridge head v1\\n" + world_id + "\\n" + seq + "\\n" + hash + "\\n" +
+state_digest`` (``state_digest`` is ``""`` when the head does not carry one: periodic heads are
+written inside a decision's batch, where computing it would cost a scan of the world's state).
+
+A key change is an audit record of type ``key_change`` (:data:`KEY_CHANGE`) whose message is
+:class:`KeyChange`: the old public key (None when it was lost) and the new one. Heads before it
+are signed by the old key, heads from it on by the new one; the hash chain ties the two periods
+together, so trusting the current key is enough to check every head of the trail.
+"""
+
+from __future__ import annotations
+
+import base64
+import binascii
+from dataclasses import dataclass
+
+import msgspec
+from cryptography.exceptions import InvalidSignature
+from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey, Ed25519PublicKey
+
+from .receipts import b64url, key_id, public_key_bytes
+
+HEAD_DOMAIN = b"fate-bridge head v1\n"
+KEY_CHANGE = "key_change"  # the audit record type of a key change
+
+
+def head_bytes(world_id: str, seq: int, record_hash: str, state_digest: str | None) -> bytes:
+    """The bytes a head's signature covers (UTF-8; see the module docstring)."""
+    return (HEAD_DOMAIN + world_id.encode() + b"\n" + str(seq).encode() + b"\n"
+            + record_hash.encode() + b"\n" + (state_digest or "").encode())
+
+
+def public_key_text(public_key: Ed25519PublicKey) -> str:
+    """The public key as ``audit public-key`` prints it: base64url (no padding) of its raw 32 bytes."""
+    return b64url(public_key_bytes(public_key))
+
+
+def parse_public_key(text: str) -> Ed25519PublicKey:
+    """The Ed25519 public key written as :func:`public_key_text` does. Raises ``ValueError``
+    naming what is wrong."""
+    try:
+        raw = base64.urlsafe_b64decode(text.strip() + "=" * (-len(text.strip()) % 4))
+    except (binascii.Error, ValueError):
+        raise ValueError(f"{text!r} is not base64url") from None
+    if len(raw) != 32:
+        raise ValueError(f"an Ed25519 public key is 32 bytes, this one is {len(raw)}")
+    return Ed25519PublicKey.from_public_bytes(raw)
+
+
+@dataclass(frozen=True, slots=True)
+class Head:
+    """One signed head as stored: ``public_key`` in :func:`public_key_text` form, ``sig``
+    base64url of the Ed25519 signature over :func:`head_bytes`."""
+
+    world_id: str
+    seq: int
+    hash: str
+    state_digest: str | None
+    public_key: str
+    sig: str
+
+    @property
+    def key_id(self) -> str:
+        """The key id of the key that signed it (as ``audit public-key`` prints it)."""
+        try:
+            return key_id(parse_public_key(self.public_key))
+        except ValueError:
+            return "?"
+
+    def signed(self) -> bool:
+        """True when ``sig`` is ``public_key``'s signature over this head. Never raises."""
+        try:
+            key = parse_public_key(self.public_key)
+            sig = base64.urlsafe_b64decode(self.sig + "=" * (-len(self.sig) % 4))
+            key.verify(sig, head_bytes(self.world_id, self.seq, self.hash, self.state_digest))
+        except (InvalidSignature, ValueError, binascii.Error):
+            return False
+        return True
+
+
+def sign_head(private_key: Ed25519PrivateKey, world_id: str, seq: int, record_hash: str,
+              state_digest: str | None) -> Head:
+    """The head of ``world_id`` at record ``seq`` (chain hash ``record_hash``), signed."""
+    sig = private_key.sign(head_bytes(world_id, seq, record_hash, state_digest))
+    return Head(world_id, seq, record_hash, state_digest, public_key_text(private_key.public_key()),
+                b64url(sig))
+
+
+class KeyChange(msgspec.Struct, kw_only=True, frozen=True):
+    """The message of a ``key_change`` audit record: ``old_public_key`` (None when the old key
+    was lost), ``new_public_key`` (both in :func:`public_key_text` form)."""
+
+    type: str = KEY_CHANGE
+    old_public_key: str | None
+    new_public_key: str

@@ -1,0 +1,87 @@
+"""An exported trail (issue 15): one world's audit chain, its signed heads and checkpoints and the
+public key, in one JSON file that ``fate-bridge audit verify FILE`` checks with no database.
+
+Format ``fate-bridge trail v1``::
+
+    {"format": "fate-bridge trail v1", "world_id": str, "public_key": str | null,
+     "records": [{"seq": int, "prev_hash": str, "hash": str, "record": {...}}, ...],
+     "heads": [{"seq", "hash", "state_digest", "public_key", "sig"}, ...],
+     "checkpoints": [{"seq", "hash", "mac"}, ...]}
+
+Each ``record`` is the record's canonical bytes verbatim (the chain hashes them; ``msgspec.Raw``
+keeps them byte for byte both ways). ``public_key`` is the key the latest head is signed by, for
+convenience only: a verifier should pin the key it trusts (``--public-key``), which is what makes
+the file worth checking on another machine. The state rows are not exported: the file proves what
+was decided, not what the database holds now.
+"""
+
+from __future__ import annotations
+
+import msgspec
+
+from . import audit
+from .errors import ConfigError
+from .heads import Head
+
+FORMAT = "fate-bridge trail v1"
+
+
+class TrailRecord(msgspec.Struct, frozen=True):
+    seq: int
+    prev_hash: str
+    hash: str
+    record: msgspec.Raw
+
+
+class TrailHead(msgspec.Struct, frozen=True):
+    seq: int
+    hash: str
+    state_digest: str | None
+    public_key: str
+    sig: str
+
+
+class TrailCheckpoint(msgspec.Struct, frozen=True):
+    seq: int
+    hash: str
+    mac: str
+
+
+class TrailFile(msgspec.Struct, frozen=True, forbid_unknown_fields=True):
+    """The exported file (see the module docstring)."""
+
+    format: str
+    world_id: str
+    public_key: str | None
+    records: list[TrailRecord]
+    heads: list[TrailHead]
+    checkpoints: list[TrailCheckpoint]
+
+
+def encode(world_id: str, rows: list[tuple[int, bytes, str, str]], heads: list[Head],
+           checkpoints: list[tuple[int, str, str]]) -> bytes:
+    """The file's bytes for ``rows`` ``(seq, canonical record, prev_hash, hash)`` in seq order."""
+    latest = max(heads, key=lambda h: h.seq, default=None)
+    return msgspec.json.encode(TrailFile(
+        format=FORMAT, world_id=world_id, public_key=latest.public_key if latest else None,
+        records=[TrailRecord(seq, prev_hash, record_hash, msgspec.Raw(record))
+                 for seq, record, prev_hash, record_hash in rows],
+        heads=[TrailHead(h.seq, h.hash, h.state_digest, h.public_key, h.sig) for h in heads],
+        checkpoints=[TrailCheckpoint(*c) for c in checkpoints]))
+
+
+def decode(data: bytes, source: str) -> audit.Trail:
+    """The trail in an exported file, for :func:`bridge.audit.verify_world` (no state rows).
+    Raises ``ConfigError`` naming ``source`` when it is not such a file."""
+    try:
+        file = msgspec.json.decode(data, type=TrailFile)
+    except (msgspec.DecodeError, msgspec.ValidationError) as exc:
+        raise ConfigError(f"{source} is not an exported trail ({exc}): make one with "
+                          "`fate-bridge audit export --world WORLD_ID --out FILE`") from None
+    if file.format != FORMAT:
+        raise ConfigError(f"{source} is a {file.format!r} file; this bridge reads {FORMAT!r}")
+    return audit.Trail(
+        file.world_id,
+        ((r.seq, bytes(r.record), r.prev_hash, r.hash, None) for r in file.records),
+        [(c.seq, c.hash, c.mac) for c in file.checkpoints],
+        [Head(file.world_id, h.seq, h.hash, h.state_digest, h.public_key, h.sig) for h in file.heads])
