@@ -7,7 +7,8 @@ window gets the same page over its link (``audit_report`` -> ``audit_report_page
   histogram in ten bands and Pearson's chi-square goodness-of-fit test with its p-value;
 - Fate per actor and per session: SoHL Fate Tests by outcome (S9: spent, kept, lost) and the
   pool ruleset's Fate spent on rerolls; a session is a run of records with no gap longer than
-  :data:`SESSION_GAP` (the page says so);
+  :data:`SESSION_GAP` (the page says so), with each session's GM overrides and physical dice
+  (issue 19);
 - outcomes per ruleset;
 - tarot cards drawn (hmtw, H1) against their expected frequency: the player deck by suit and the
   Fool, the GM deck card by card;
@@ -32,6 +33,7 @@ import jinja2
 import msgspec
 
 from .errors import ConfigError
+from .fairness.trail import OVERRIDE
 from .rulesets.hmtw.rules import GM_DECK, PLAYER_DECK, SUITS, card as tarot_card
 from .store.base import AuditRow
 
@@ -66,6 +68,8 @@ class Session:
     end: str
     records: int = 0
     fate: FateTally = field(default_factory=FateTally)
+    overrides: int = 0  # GM overrides applied (issue 19; refused ones do not count)
+    physical: int = 0  # dice the bridge took from the table (physical dice) instead of rolling
 
 
 @dataclass
@@ -137,6 +141,9 @@ def collect(rows: list[AuditRow]) -> ReportData:
         session.end = row.ts
         session.records += 1
         data.outcomes.setdefault(ruleset, Counter())[summary.outcome] += 1
+        if row.type == OVERRIDE and record.get("ok"):
+            session.overrides += 1
+        session.physical += sum(1 for d in record.get("draws") or () if isinstance(d, dict) and d.get("source") == "physical")
 
         if ruleset in D100_RULESETS:
             dice = [d for d in record.get("dice") or [] if isinstance(d, int) and 1 <= d <= 100]

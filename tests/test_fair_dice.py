@@ -22,6 +22,7 @@ from websockets.http11 import Request
 
 from bridge import audit_cli
 from bridge.dice import ScriptedDice
+from bridge import report
 from bridge.fairness import trail
 from bridge.http import Pages
 from bridge.status import Presence
@@ -283,6 +284,8 @@ class TestPhysicalDice:
         assert (question.dice, [d.source for d in question.draws]) == ([57], ["physical"])
         assert trail.physical_per_session(records) == {question.dice_session: 1}
         assert trail.check_dice(records).problems == []
+        sessions = report.collect(await store.audit_rows(AuditFilter(world_id="w"))).sessions
+        assert [(s.physical, s.overrides) for s in sessions] == [(1, 0)]  # the report's column
 
     async def test_an_impossible_value_is_refused_naming_the_field_and_range(self, fair):
         await ok(fair, settings(physical_rulesets=["mythic", "pool"]))
@@ -327,6 +330,11 @@ class TestOverrides:
         records = trail.records_of_export(await exported(store))
         sid = applied["session_id"]
         assert trail.overrides_per_session(records) == {sid: 2, None: 1}
+        rows = await store.audit_rows(AuditFilter(world_id="w"))
+        assert [(s.overrides, s.physical) for s in report.collect(rows).sessions] == [(3, 0)]  # refused: not counted
+        page = report.report_page(rows, world_id="w", since=None, generated="2026-12-01T10:00:00Z")
+        assert "<th>GM overrides</th><th>physical dice</th>" in page
+        assert "<td>3</td><td>0</td></tr>" in page
         first = next(r for r in records if r.event_id == "ev-o1")
         message = json.loads(bytes(first.message))
         assert (first.user_id, message["reason"], message["target_event_id"], first.summary.outcome) == (
