@@ -23,7 +23,8 @@ run takes about two and a half minutes.
 
 ``--quick`` makes every step tiny (seconds in all): the test suite uses it to check the harness,
 never the timings. ``--kill-rounds N`` instead runs N kill -9 rounds of the bridge under load
-(``bench.crash``) and prints what they found.
+(``bench.crash``) and prints what they found; ``--scale`` the scale-out table of issue 18
+(``bench.scale``: 1, 2, 4 processes on PostgreSQL, 1 on SQLite).
 """
 
 from __future__ import annotations
@@ -347,11 +348,19 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--store-decisions", type=int, default=20000, help="decisions for the store alone")
     parser.add_argument("--out", type=Path, default=Path("bench-results.json"), help="JSON results file")
     parser.add_argument("--quick", action="store_true", help="tiny run checking the harness (seconds)")
+    parser.add_argument("--scale", action="store_true",
+                        help="instead: decisions/s and CPU per decision of 1, 2 and 4 bridge processes on "
+                        "PostgreSQL next to 1 on SQLite (issue 18, bench/scale.py; --conns N: connections, default 16)")
     parser.add_argument("--kill-rounds", type=int, metavar="N",
                         help="instead: N kill -9 rounds of the bridge under load (issue 17 asks for 30)")
     args = parser.parse_args(argv)
     if args.kill_rounds is not None:
         return crash.main(args.kill_rounds)
+    if args.scale:
+        from . import scale
+
+        conns = 4 if args.quick else int(args.conns) if args.conns.isdigit() else 16
+        return scale.main(conns, 0.5 if args.quick else args.duration, args.out.with_name("bench-scale.json"))
     logs.configure("json", level="warning")  # the in-process store run logs no decision lines
     if args.quick:
         args.conns, args.duration, args.reps, args.idle, args.store_decisions = "1,10", 0.3, 1, 20, 200

@@ -101,11 +101,11 @@ def bridge(*args: str) -> subprocess.CompletedProcess:
     return subprocess.run([sys.executable, "-m", "bridge", *args], capture_output=True, text=True, timeout=60)
 
 
-def start_bridge(db: Path, key: Path, port: int) -> subprocess.Popen:
-    """``fate-bridge serve`` on ``db``, once /healthz answers."""
+def start_bridge(db: Path, key: Path, port: int, *options: str) -> subprocess.Popen:
+    """``fate-bridge serve`` on ``db`` (with ``options``), once /healthz answers."""
     process = subprocess.Popen(
         [sys.executable, "-m", "bridge", "serve", "--port", str(port), "--db", str(db), "--audit-key", str(key),
-         "--log-format", "json", "--rate-limit", "0"],
+         "--log-format", "json", "--rate-limit", "0", *options],
         stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     deadline = time.monotonic() + STARTUP_SECONDS
     while time.monotonic() < deadline:

@@ -22,11 +22,11 @@ import msgspec
 from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey, Ed25519PublicKey
 
 from . import audit, trail_file
-from .config import default_audit_key, default_db, default_signing_key, load_key, load_signing_key
+from .config import db_label, default_audit_key, default_db, default_signing_key, load_key, load_signing_key
 from .errors import ConfigError
 from .heads import parse_public_key, public_key_text
 from .receipts import check_receipts, decode_export, key_id
-from .store import AuditFilter, AuditRow, SQLiteStore
+from .store import AuditFilter, AuditRow, Store, open_store
 from .store.audit_rows import DatabaseUnreadable, heads_of, open_readonly, verify_database
 from .store.schema import _blob
 
@@ -37,14 +37,14 @@ SUMMARY_COLUMNS = ("id", "world_id", "seq", "ts", "type", "event_id", "user_id",
 
 async def run_audit(args: argparse.Namespace) -> int:
     """Run one ``audit`` sub-command; returns the exit code. Raises ``ConfigError``."""
-    db = Path(getattr(args, "db", None) or default_db())
+    db = getattr(args, "db", None) or default_db()  # a file, or a postgresql:// URL
     if args.audit_command == "verify":
         if args.file is not None:
             return _verify_file(args)
         return _verify_database(db, args)
     if args.audit_command == "public-key":
         return _public_key(args)
-    if not db.exists():
+    if isinstance(db, Path) and not db.exists():
         raise ConfigError(f"no database at {db}: pass the same --db as `fate-bridge serve`")
     if args.audit_command == "export" and _trail_format(args) == "trail":
         return _export_trail(db, args)
@@ -52,7 +52,7 @@ async def run_audit(args: argparse.Namespace) -> int:
         return await _new_key(db, args)
     if args.audit_command == "repair":
         return await _repair(db, args)
-    store = await SQLiteStore.open(db)
+    store = await open_store(db)
     try:
         if args.audit_command == "list":
             rows = await store.audit_rows(_filter(args, limit=args.limit or None))
@@ -142,7 +142,7 @@ def _export(rows: list[AuditRow], fmt: str, out: TextIO) -> None:
         writer.writerow(_summary_row(row))
 
 
-async def _report(store: SQLiteStore, args: argparse.Namespace) -> int:
+async def _report(store: Store, args: argparse.Namespace) -> int:
     """``audit report``: write the world's report page (bridge/report.py) to ``--out``."""
     from .report import draw
 
@@ -214,10 +214,19 @@ class _Progress:
             sys.stderr.flush()
 
 
-def _verify_database(db: Path, args: argparse.Namespace) -> int:
+def _readonly(db: Path | str):
+    """The database opened to be read only: a SQLite file (``open_readonly``: nothing created), or
+    a PostgreSQL one (a read-only session). Raises ``DatabaseUnreadable``."""
+    if isinstance(db, Path):
+        return open_readonly(db)
+    from .store.postgres import connect_readonly
+    return connect_readonly(db)
+
+
+def _verify_database(db: Path | str, args: argparse.Namespace) -> int:
     """``audit verify``: every world the database knows of, read-only (nothing is created)."""
     try:
-        conn = open_readonly(db)
+        conn = _readonly(db)
     except DatabaseUnreadable as exc:
         print(f"FAIL: {exc}; verify the database serve uses (--db), or restore it from a backup")
         return 1
@@ -232,7 +241,7 @@ def _verify_database(db: Path, args: argparse.Namespace) -> int:
     finally:
         conn.close()
     if not reports:
-        print(f"FAIL: the database {db} knows of no world (no registry row, no trail): "
+        print(f"FAIL: the database {db_label(db)} knows of no world (no registry row, no trail): "
               "if it had any, their rows were deleted")
         return 1
     return _print_reports(reports)
@@ -279,7 +288,7 @@ def _trail_format(args: argparse.Namespace) -> str:
     return "trail" if args.world and not filtered else "jsonl"
 
 
-def _export_trail(db: Path, args: argparse.Namespace) -> int:
+def _export_trail(db: Path | str, args: argparse.Namespace) -> int:
     """``audit export --world W``: the world's whole trail for ``audit verify FILE``."""
     if not args.world:
         raise ConfigError("--format trail exports one world's whole trail: add --world WORLD_ID")
@@ -287,7 +296,7 @@ def _export_trail(db: Path, args: argparse.Namespace) -> int:
         raise ConfigError("a trail is exported whole (a filtered one could not be verified): drop the "
                           "filters, or use --format jsonl")
     try:
-        conn = open_readonly(db)
+        conn = _readonly(db)
     except DatabaseUnreadable as exc:
         raise ConfigError(str(exc)) from None
     try:
@@ -324,7 +333,7 @@ def _public_key(args: argparse.Namespace) -> int:
     return 0
 
 
-async def check_serving_key(store: SQLiteStore, key: Ed25519PrivateKey | None, path: Path) -> None:
+async def check_serving_key(store: Store, key: Ed25519PrivateKey | None, path: Path) -> None:
     """Refuse to serve a trail signed by another key than ``key`` (from ``path``), or with no key
     at all: the key is never replaced silently (``audit new-key`` does it, in the chain). Raises
     ``ConfigError`` saying what to do."""
@@ -350,12 +359,12 @@ def _key_id_of(text: str) -> str:
         return "?"
 
 
-async def _new_key(db: Path, args: argparse.Namespace) -> int:
+async def _new_key(db: Path | str, args: argparse.Namespace) -> int:
     """``audit new-key``: a new signing key, written into every world's chain as a key change."""
     path = (args.signing_key or default_signing_key(args.audit_key)).expanduser()
     old = load_signing_key(path, create=False)
     new = Ed25519PrivateKey.generate()
-    store = await SQLiteStore.open(db, signing_key=old)
+    store = await open_store(db, signing_key=old)
     try:
         fresh = path.with_name(path.name + ".new")
         fresh.unlink(missing_ok=True)
@@ -377,14 +386,14 @@ async def _new_key(db: Path, args: argparse.Namespace) -> int:
     return 0
 
 
-async def _repair(db: Path, args: argparse.Namespace) -> int:
+async def _repair(db: Path | str, args: argparse.Namespace) -> int:
     """``audit repair --world W``: the world's state rebuilt from its chain, sealed in a new head."""
     path = args.signing_key or default_signing_key(args.audit_key)
     key = load_signing_key(path, create=False)
     if key is None:
         raise ConfigError(f"no signing key at {path}: repair signs the rebuilt state with the key serve uses "
                           "(pass --signing-key)")
-    store = await SQLiteStore.open(db, signing_key=key)
+    store = await open_store(db, signing_key=key)
     try:
         await check_serving_key(store, key, path)
         report = await store.repair(args.world)

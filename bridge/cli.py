@@ -18,16 +18,18 @@ from urllib.parse import urlencode, urljoin, urlsplit, urlunsplit
 import msgspec
 
 from . import __version__, logs, schema, wire
-from .config import default_audit_key, default_db, default_signing_key, load_key, load_signing_key
+from .config import (database, db_label, default_audit_key, default_db, default_signing_key, is_postgres_url,
+                     load_key, load_signing_key)
 from .dice import ScriptedDice, SecretDice
 from .doctor import check_origins
 from .errors import BadMessage, ConfigError
 from .limits import Limits
 from .server import RATE_BURST_SECONDS, RATE_PER_SECOND
 from .session import OVERLAY_PATH, Session, hash_token, new_token
+from .migrate import migrate, source_db
 from .release import PUBLIC_URL_ENV
 from .startup import bridge_address, listen_problem, reach_lines
-from .store import SQLiteStore
+from .store import open_store
 
 DEFAULT_HOST = "127.0.0.1"
 DEFAULT_PORT = 8765
@@ -112,9 +114,10 @@ def _parser() -> argparse.ArgumentParser:
     def add_db(p: argparse.ArgumentParser) -> None:
         p.add_argument(
             "--db",
-            type=Path,
+            type=database,
             default=None,
-            help=f"SQLite database file (default: $FATE_BRIDGE_DB or {default_db()})",
+            help="SQLite database file, or a PostgreSQL URL (postgresql://USER@HOST:PORT/DB, for "
+            f"many bridge processes: docs/deploy.md) (default: $FATE_BRIDGE_DB or {default_db()})",
         )
 
     def add_key(p: argparse.ArgumentParser) -> None:
@@ -168,6 +171,9 @@ def _parser() -> argparse.ArgumentParser:
         f"page has as much again (default {RATE_PER_SECOND:g}; 0 = no limit, for benchmarks and "
         "trusted setups)",
     )
+    serve.add_argument("--reuse-port", action="store_true",
+                       help="share --port with other fate-bridge processes on this machine "
+                       "(SO_REUSEPORT; needs a postgresql:// --db, see docs/deploy.md)")
     _limit_flags(serve)
     serve.add_argument("--tls-cert", type=Path, help="PEM certificate chain: serve wss:// (with --tls-key)")
     serve.add_argument("--tls-key", type=Path, help="PEM private key of --tls-cert")
@@ -362,6 +368,20 @@ def _parser() -> argparse.ArgumentParser:
     report.add_argument("--until", type=utc_time, help="before this UTC time (ISO-8601)")
     report.add_argument("--out", type=Path, default=Path("report.html"), help="file to write (default report.html)")
 
+    move = commands.add_parser(
+        "migrate",
+        help="copy worlds, state and audit trails to another database (e.g. SQLite to PostgreSQL)",
+        description="Copy every world, its Fate state, its event replies, its audit trail and "
+        "signed checkpoints from one database into another, empty one, row for row: `audit "
+        "verify` passes on the copy as on the original. Stop `fate-bridge serve` first.",
+        epilog="Example: fate-bridge migrate --from sqlite:~/.local/share/fate-bridge/bridge.sqlite3 "
+        "--to postgresql://fate@db.example.org/fate",
+    )
+    move.add_argument("--from", dest="source", required=True, type=source_db, metavar="DB",
+                      help="sqlite:PATH (or a file path) or a postgresql:// URL")
+    move.add_argument("--to", dest="target", required=True, type=source_db, metavar="DB",
+                      help="an empty database: a postgresql:// URL, or sqlite:PATH")
+
     resolve = commands.add_parser(
         "resolve",
         help="run decisions off-line: client messages as JSON lines in, replies out",
@@ -374,7 +394,7 @@ def _parser() -> argparse.ArgumentParser:
     )
     resolve.add_argument("--cards", action="store_true",
                          help="also print each chat card as text on stderr")
-    resolve.add_argument("--db", type=Path, default=None,
+    resolve.add_argument("--db", type=database, default=None,
                          help="keep state in this SQLite file instead of memory (its audit trail is "
                          "signed with the audit key, as serve does, so `audit verify` checks it)")
     add_key(resolve)
@@ -532,6 +552,8 @@ def main(argv: list[str] | None = None) -> int:
             return _run(_world(args))
         if args.command == "schema":
             return _schema(args)
+        if args.command == "migrate":
+            return _run(_migrate(args))
         if args.command == "resolve":
             logs.configure("console", level="warning")
             return _run(_resolve(args))
@@ -566,10 +588,14 @@ async def _serve(args: argparse.Namespace) -> int:
         raise ConfigError("--tls-cert and --tls-key go together: give both, or neither for ws://")
     tls = tls_context(args.tls_cert, args.tls_key) if args.tls_cert else None
     db = args.db or default_db()
+    if args.reuse_port and not is_postgres_url(db):
+        raise ConfigError("--reuse-port shares the port between processes, which needs a shared "
+                          "postgresql:// --db (processes on one SQLite file would each take the "
+                          "same world); see docs/deploy.md")
     key_path = args.audit_key or default_audit_key()
     signing_path = args.signing_key or default_signing_key(key_path)
     signing_key = load_signing_key(signing_path, create=False)
-    store = await SQLiteStore.open(db, audit_key=load_key(key_path, create=True), signing_key=signing_key)
+    store = await open_store(db, audit_key=load_key(key_path, create=True), signing_key=signing_key)
     try:
         await check_serving_key(store, signing_key, signing_path)  # never replaced silently
     except ConfigError:
@@ -577,25 +603,34 @@ async def _serve(args: argparse.Namespace) -> int:
         raise
     if signing_key is None:  # a trail nobody signed yet: this bridge's first start
         store.signing_key = load_signing_key(signing_path, create=True)
+    cluster = None
     stop = stop_on_signals()
     try:
+        if is_postgres_url(db):
+            from .cluster import Cluster
+            cluster = await Cluster.open(str(db))
         rate = None if args.rate_limit <= 0 else (args.rate_limit, int(args.rate_limit * RATE_BURST_SECONDS))
         limits = Limits(**{name: getattr(args, name) for _, name, _, _ in _LIMIT_FLAGS})
         server = await start(store, args.host, args.port, origins=args.origins, tls=tls, rate=rate,
-                             public_url=args.public_url, limits=limits)
-    except OSError as exc:
+                             public_url=args.public_url, limits=limits, cluster=cluster,
+                             reuse_port=args.reuse_port)
+    except (OSError, ConfigError) as exc:
+        if cluster is not None:
+            await cluster.close()
         await store.close()
+        if isinstance(exc, ConfigError):
+            raise
         raise ConfigError(listen_problem(args.host, args.port, exc)) from None
     port = server.sockets[0].getsockname()[1] if server.sockets else args.port
     worlds = await store.worlds()
     scheme = "wss" if tls else "ws"
-    print(f"fate-bridge {__version__} listening on {scheme}://{args.host}:{port} (database: {db}, "
+    print(f"fate-bridge {__version__} listening on {scheme}://{args.host}:{port} (database: {db_label(db)}, "
           f"audit key: {key_path})", file=sys.stderr)
     print("\n".join(reach_lines(args.host, port, tls is not None, args.public_url)), file=sys.stderr)
     if not worlds:
         print(
             "No world is registered yet. In another terminal run:\n"
-            f"  {this_command()} world add YOUR_WORLD_ID --db {db}\n"
+            f"  {this_command()} world add YOUR_WORLD_ID --db {db_label(db)}\n"
             "then install the Foundry module (the manifest URL above), enable it in your world, "
             f"and in its settings set the bridge URL to {bridge_address(args.host, port, tls is not None)} and paste "
             "the token.",
@@ -603,23 +638,23 @@ async def _serve(args: argparse.Namespace) -> int:
         )
     else:
         print("Worlds: " + ", ".join(w.world_id for w in worlds), file=sys.stderr)
-    await serve_until(stop, server, store)
+    await serve_until(stop, server, store, cluster)
     return 0
 
 
 async def _world(args: argparse.Namespace) -> int:
     db = args.db or default_db()
-    if args.world_command != "add" and not Path(db).exists():
+    if args.world_command != "add" and not is_postgres_url(db) and not Path(db).exists():
         # only `add` makes a database: a mistyped --db must not leave an empty one behind
         raise ConfigError(f"no database at {db}: pass the same --db as `fate-bridge serve`, or "
                           "register a world first with `fate-bridge world add WORLD_ID`")
-    store = await SQLiteStore.open(db)
+    store = await open_store(db)
     try:
         if args.world_command in ("add", "rotate-token"):
             token = new_token()
             if args.world_command == "add":
                 await store.add_world(args.world_id, hash_token(token))
-                done = f"World {args.world_id!r} registered in {db}."
+                done = f"World {args.world_id!r} registered in {db_label(db)}."
             else:
                 await store.set_token(args.world_id, hash_token(token))
                 done = f"World {args.world_id!r} has a new token; the old one no longer works."
@@ -639,7 +674,7 @@ async def _world(args: argparse.Namespace) -> int:
         elif args.world_command == "remove":
             await store.remove_world(args.world_id)
             print(f"World {args.world_id!r} removed: its token and viewer key no longer work. Its "
-                  f"Fate state and audit trail stay in {db}: `world add {args.world_id}` later "
+                  f"Fate state and audit trail stay in {db_label(db)}: `world add {args.world_id}` later "
                   "resumes where it was (a result fated before stays fated).")
         else:
             worlds = await store.worlds()
@@ -651,6 +686,14 @@ async def _world(args: argparse.Namespace) -> int:
         return 0
     finally:
         await store.close()
+
+
+async def _migrate(args: argparse.Namespace) -> int:
+    counts = await migrate(args.source, args.target)
+    print(f"Copied {db_label(args.source)} to {db_label(args.target)}: "
+          + ", ".join(f"{n} {table}" for table, n in counts.items())
+          + ". Check it with: fate-bridge audit verify --db " + db_label(args.target))
+    return 0
 
 
 def overlay_url(bridge_url: str, world_id: str, key: str) -> str:
@@ -701,7 +744,7 @@ async def _resolve(args: argparse.Namespace) -> int:
     from .cards import card_text
 
     key = load_key(args.audit_key or default_audit_key(), create=True) if args.db else None
-    store = await SQLiteStore.open(args.db or ":memory:", audit_key=key)
+    store = await open_store(args.db or ":memory:", audit_key=key)
     session = Session(store, SecretDice(), trusted=True, default_world=RESOLVE_WORLD)
     try:
         if await store.world(RESOLVE_WORLD) is None:

@@ -10,6 +10,7 @@ from __future__ import annotations
 import os
 import secrets
 from pathlib import Path
+from urllib.parse import urlsplit, urlunsplit
 
 from cryptography.hazmat.primitives import serialization
 from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
@@ -19,10 +20,32 @@ from .errors import ConfigError
 KEY_BYTES = 32
 
 
-def default_db() -> Path:
-    """``$FATE_BRIDGE_DB``, else ``$XDG_DATA_HOME/fate-bridge/bridge.sqlite3``."""
+def is_postgres_url(db: object) -> bool:
+    """True when a ``--db`` value names a PostgreSQL database (``postgresql://``/``postgres://``)."""
+    return isinstance(db, str) and db.startswith(("postgresql://", "postgres://"))
+
+
+def database(text: str) -> Path | str:
+    """A ``--db`` value: a PostgreSQL URL as given, anything else a SQLite file path."""
+    return text if is_postgres_url(text) else Path(text)
+
+
+def db_label(db: Path | str) -> str:
+    """``db`` for messages and logs: a URL's password replaced by ``***``."""
+    if not is_postgres_url(db):
+        return str(db)
+    parts = urlsplit(str(db))
+    if parts.password is None:
+        return str(db)
+    netloc = parts.netloc.replace(f":{parts.password}@", ":***@")
+    return urlunsplit((parts.scheme, netloc, parts.path, parts.query, parts.fragment))
+
+
+def default_db() -> Path | str:
+    """``$FATE_BRIDGE_DB`` (a file or a ``postgresql://`` URL), else
+    ``$XDG_DATA_HOME/fate-bridge/bridge.sqlite3``."""
     if env := os.environ.get("FATE_BRIDGE_DB"):
-        return Path(env)
+        return database(env)
     data_home = os.environ.get("XDG_DATA_HOME") or Path.home() / ".local" / "share"
     return Path(data_home) / "fate-bridge" / "bridge.sqlite3"
 

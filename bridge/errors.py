@@ -16,6 +16,8 @@
         └── Internal                 internal         anything unexpected; details only in the log
     └── ConfigError                  operator-side problem; the CLI exits 2
         └── WorldNotRegistered       also closes that world's connections with 4001
+    └── LeaseLost                    another bridge process took the world (PostgreSQL store):
+                                     the decision was not applied; the connection closes 4003
 
 A refusal leaves every stored row untouched: the decision that raised it writes nothing but the
 reply kept under its ``event_id`` (so a repeat gets the same answer).
@@ -98,3 +100,11 @@ class WorldNotRegistered(ConfigError):
 class WorldStateMismatch(WorldNotRegistered):
     """A world's state rows differ from what its audit chain produces: the bridge does not serve
     it (its connection is refused like an unregistered world's) until ``audit repair``."""
+
+
+class LeaseLost(BridgeError):
+    """Another bridge process holds the world's lease now (``bridge.store.postgres``): this
+    process's decision was refused by the database's fencing check and nothing was applied. The
+    forwarder's connection is closed with 4003 (superseded), unanswered, as when it is
+    superseded inside one process: the module rejects the request as ``superseded`` and stops,
+    and the browser that took the world over goes on with it."""

@@ -11,8 +11,16 @@ import argparse
 import sys
 
 from . import backup, doctor, release, status
-from .config import default_audit_key, default_db
+from .config import db_label, default_audit_key, default_db, is_postgres_url
 from .errors import ConfigError
+
+
+def _sqlite_file(db: object, command: str, instead: str) -> None:
+    """Refuse ``command`` (a tool for the SQLite file) on a PostgreSQL ``--db``, saying what to
+    use there instead."""
+    if is_postgres_url(db):
+        raise ConfigError(f"`fate-bridge {command}` works on a SQLite file; {db_label(db)} is PostgreSQL: "
+                          f"{instead} (docs/deploy.md)")
 
 
 async def run_doctor(args: argparse.Namespace) -> int:
@@ -23,6 +31,7 @@ async def run_doctor(args: argparse.Namespace) -> int:
         raise ConfigError(f"{', '.join(given)} {'is' if len(given) == 1 else 'are'} checked over the module's "
                           "connection: give --url too, the bridge URL set in the module (e.g. ws://127.0.0.1:8765)")
     db = args.db or default_db()
+    _sqlite_file(db, "doctor", "check it with `pg_isready` and `fate-bridge audit verify --db URL`")
     found, conn = doctor.check_database(db)
     try:
         found += doctor.check_key(args.audit_key or default_audit_key(), conn)
@@ -53,6 +62,7 @@ def run_status(args: argparse.Namespace) -> int:
 
 def run_backup(args: argparse.Namespace) -> int:
     """``fate-bridge backup PATH``."""
+    _sqlite_file(args.db or default_db(), "backup", "back it up with `pg_dump`")
     copied = backup.backup(args.db or default_db(), args.path, overwrite=args.overwrite)
     print(f"Backed up {copied.worlds} worlds and {copied.records} audit records to {copied.path}.\n"
           f"The audit key is not in it: keep one copy of {default_audit_key()} (or your "
@@ -62,6 +72,8 @@ def run_backup(args: argparse.Namespace) -> int:
 
 def run_restore(args: argparse.Namespace) -> int:
     """``fate-bridge restore PATH``."""
+    _sqlite_file(args.db or default_db(), "restore", "restore a `pg_dump` with `pg_restore`, or copy a "
+                 "SQLite backup in with `fate-bridge migrate --from sqlite:PATH --to URL`")
     copied, kept = backup.restore(args.path, args.db or default_db())
     print(f"Restored {copied.worlds} worlds and {copied.records} audit records into {copied.path}."
           + (f"\nThe database it replaced is kept as {kept}." if kept else "")

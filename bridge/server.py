@@ -31,6 +31,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from http import HTTPStatus
 
+import msgspec
 import structlog
 from websockets.asyncio.server import Server, ServerConnection, serve
 from websockets.exceptions import ConnectionClosed
@@ -38,6 +39,7 @@ from websockets.frames import CloseCode
 from websockets.http11 import Request, Response
 
 from . import wire
+from .cluster import Cluster, Notice
 from .dice import Dice, SecretDice
 from .errors import BadMessage, ConfigError, RateLimited
 from .http import Pages
@@ -45,7 +47,7 @@ from .limits import Admission, Limits, RateLimit, WorldRates
 from .session import (CLOSE_HELLO_TIMEOUT, CLOSE_SUPERSEDED, CLOSE_UNAUTHORIZED,
                       CLOSE_VIEWER_TOO_SLOW, Reply, Session, error_frame)
 from .report import draw as draw_report
-from .status import Presence
+from .status import Link, Presence
 from .store import SQLiteStore, Store
 from .wire import ref_of
 from .wire.frames import MAX_FRAME_BYTES
@@ -72,19 +74,49 @@ DEFAULT_VIEWER_LIMITS = (VIEWER_QUEUE_FRAMES, VIEWER_SEND_TIMEOUT_SECONDS)
 
 class Forwarders:
     """The one forwarder connection of each world: a newer one supersedes the older (the GM
-    reloaded, or another GM's browser took over), which is closed with 4003."""
+    reloaded, or another GM's browser took over), which is closed with 4003.
 
-    def __init__(self) -> None:
+    Across processes (``cluster``, on the PostgreSQL store): claiming a world takes its lease
+    (:meth:`~bridge.store.postgres.PostgresStore.take_lease`) and tells the other processes,
+    which close their forwarder of the world (:meth:`taken_elsewhere`); the lease's fencing
+    token keeps a process that has not heard yet from writing."""
+
+    def __init__(self, store: Store | None = None, cluster: Cluster | None = None) -> None:
         self._by_world: dict[str, ServerConnection] = {}
+        self._store, self._cluster = (store, cluster) if cluster is not None else (None, None)
+        self._tokens: dict[str, int] = {}  # world -> newest fencing token seen (ours or not)
 
     async def claim(self, world_id: str, ws: ServerConnection, holder: str) -> None:
-        """Make ``ws`` the forwarder of ``world_id``, closing the previous one."""
+        """Make ``ws`` the forwarder of ``world_id``, closing the previous one (here, or in
+        another process)."""
         previous = self._by_world.get(world_id)
         self._by_world[world_id] = ws
+        if self._cluster is not None:
+            token = await self._store.take_lease(world_id, holder)  # type: ignore[union-attr]
+            if token < self._tokens.get(world_id, 0):  # taken elsewhere meanwhile
+                await self._supersede(world_id, ws, "another bridge process")
+                return
+            self._tokens[world_id] = token
+            self._cluster.publish("lease", world_id, token=token, holder=holder)
         if previous is not None and previous is not ws:
-            log.info("forwarder_superseded", world_id=world_id, holder=holder)
-            reason = f"superseded by {holder}".encode()[:MAX_CLOSE_REASON].decode(errors="ignore")
-            await previous.close(CLOSE_SUPERSEDED, reason)
+            await self._supersede(world_id, previous, holder)
+
+    async def taken_elsewhere(self, world_id: str, token: int, holder: str) -> None:
+        """Another process took ``world_id``'s lease with ``token``: close this process's
+        forwarder of it (4003) if its token is older."""
+        if token <= self._tokens.get(world_id, 0):
+            return
+        self._tokens[world_id] = token
+        await self._store.drop_lease(world_id)  # type: ignore[union-attr]
+        ws = self._by_world.pop(world_id, None)
+        if ws is not None:
+            await self._supersede(world_id, ws, holder)
+
+    @staticmethod
+    async def _supersede(world_id: str, ws: ServerConnection, holder: str) -> None:
+        log.info("forwarder_superseded", world_id=world_id, holder=holder)
+        reason = f"superseded by {holder}".encode()[:MAX_CLOSE_REASON].decode(errors="ignore")
+        await ws.close(CLOSE_SUPERSEDED, reason)
 
     def release(self, world_id: str | None, ws: ServerConnection) -> None:
         """Forget ``ws`` if it still is the forwarder of ``world_id``."""
@@ -207,6 +239,7 @@ def make_handler(
     viewers: Viewers | None = None,
     presence: Presence | None = None,
     admission: Admission | None = None,
+    cluster: Cluster | None = None,
 ) -> Callable[[ServerConnection], Awaitable[None]]:
     """The per-connection coroutine for ``websockets.serve``: always returns, never raises.
     ``rate``: (frames per second, burst) per world for its forwarder (one bucket whatever the
@@ -214,10 +247,14 @@ def make_handler(
     overlay fan-out (default limits when None). ``presence``: told which forwarder holds
     each world's link (for ``/status``). ``admission``: the address and connection
     limits (default :class:`Limits`); connections made by :func:`admitted_connection` are
-    counted in it, and every connection's hellos are throttled by it."""
+    counted in it, and every connection's hellos are throttled by it. ``cluster``: the other
+    bridge processes on the same PostgreSQL database (cards, overlay actions and take-overs go
+    both ways)."""
     presence = Presence() if presence is None else presence
-    forwarders = Forwarders()
+    forwarders = Forwarders(store, cluster)
     viewers = Viewers(*DEFAULT_VIEWER_LIMITS) if viewers is None else viewers
+    if cluster is not None:
+        cluster.on_notice = _notice_handler(viewers, forwarders, presence)
     clock = asyncio.get_running_loop().time
     admission = Admission(Limits(), clock) if admission is None else admission
     worlds = None if rate is None else WorldRates(rate[0], rate[1], clock)
@@ -266,7 +303,7 @@ def make_handler(
                         log.info("rate_limited", world_id=session.world_id, address=address)
                         limited = True
                     reply = Reply([error_frame(RateLimited(rate_message), ref_of(frame))])
-                _fan_out(viewers, session.world_id, reply)
+                _fan_out(viewers, session.world_id, reply, cluster)
                 for out in reply.frames:
                     await ws.send(out, text=True)  # UTF-8 JSON as it is: no decode and re-encode
                 if reply.close_code is not None:
@@ -274,7 +311,7 @@ def make_handler(
                         admission.hello_failed(address)
                         if isinstance(frame, bytes):
                             log.info("connection_refused", reason="binary_frame", address=address)
-                    await ws.close(reply.close_code, "unauthorized")
+                    await ws.close(reply.close_code, CLOSE_REASONS.get(reply.close_code, "unauthorized"))
                     return
                 if session.is_open and not was_open:
                     assert session.world_id is not None
@@ -286,6 +323,9 @@ def make_handler(
                             limit.allow()
                         await forwarders.claim(session.world_id, ws, session.holder)
                         presence.linked(session.world_id, ws, session.client)
+                        if cluster is not None:
+                            cluster.publish("link", session.world_id,
+                                            link=msgspec.json.encode(presence.link(session.world_id)).decode())
                     elif (viewer := viewers.add(session.world_id, ws)) is None:
                         log.info("viewer_refused_full", world_id=session.world_id)
                         await ws.close(CloseCode.TRY_AGAIN_LATER, "too many overlay viewers")
@@ -299,7 +339,8 @@ def make_handler(
             return
         finally:
             forwarders.release(session.world_id, ws)
-            presence.unlinked(session.world_id, ws)
+            if presence.unlinked(session.world_id, ws) and cluster is not None:
+                cluster.publish("link", session.world_id)  # no link: nobody holds it now
             if viewer is not None:
                 viewers.remove(viewer)
             if pump is not None:
@@ -442,16 +483,51 @@ def _cap_send_buffer(ws: ServerConnection) -> None:
         sock.setsockopt(socket.SOL_SOCKET, socket.SO_SNDBUF, VIEWER_SEND_BUFFER_BYTES)
 
 
-def _fan_out(viewers: Viewers, world_id: str | None, reply: Reply) -> None:
-    """Pass what ``reply`` says on to the world's overlay viewers (never waits)."""
+_link_decoder = msgspec.json.Decoder(Link)
+CLOSE_REASONS = {CLOSE_SUPERSEDED: "superseded: another bridge process serves this world now"}
+
+
+def _fan_out(viewers: Viewers, world_id: str | None, reply: Reply, cluster: Cluster | None = None) -> None:
+    """Pass what ``reply`` says on to the world's overlay viewers, here and (``cluster``) in the
+    other processes (never waits)."""
     if world_id is None:
         return
     if reply.overlay_card is not None:
         viewers.publish(world_id, reply.overlay_card)
-    if reply.overlay_action == "clear":
+        if cluster is not None:
+            cluster.publish("card", world_id, frame=reply.overlay_card.decode())
+    if reply.overlay_action is not None:
+        _overlay_action(viewers, world_id, reply.overlay_action)
+        if cluster is not None:
+            cluster.publish(reply.overlay_action, world_id)
+
+
+def _overlay_action(viewers: Viewers, world_id: str, action: str) -> None:
+    """The GM's ``clear`` or ``replay`` done for this process's viewers of ``world_id``."""
+    if action == "clear":
         viewers.clear(world_id)
-    elif reply.overlay_action == "replay":
+    elif action == "replay":
         viewers.replay(world_id)
+
+
+def _notice_handler(viewers: Viewers, forwarders: Forwarders, presence: Presence) -> Callable[[Notice], None]:
+    """What another process's notice does here (runs on the event loop, never waits)."""
+    closing: set[asyncio.Task[None]] = set()  # take-overs being carried out (kept referenced)
+
+    def on_notice(notice: Notice) -> None:
+        if notice.kind == "link":  # for /status: who holds the world's link, wherever it is
+            presence.elsewhere(notice.world_id, None if notice.link is None else _link_decoder.decode(notice.link))
+        elif notice.kind == "card" and notice.frame is not None:
+            viewers.publish(notice.world_id, notice.frame.encode())
+        elif notice.kind == "lease" and notice.token is not None:
+            task = asyncio.create_task(forwarders.taken_elsewhere(notice.world_id, notice.token,
+                                                                   notice.holder or "another connection"))
+            closing.add(task)
+            task.add_done_callback(closing.discard)
+        else:
+            _overlay_action(viewers, notice.world_id, notice.kind)
+
+    return on_notice
 
 
 def tls_context(cert: Path, key: Path) -> ssl.SSLContext:
@@ -478,6 +554,8 @@ async def start(
     viewers: Viewers | None = None,
     public_url: str | None = None,
     limits: Limits | None = None,
+    cluster: Cluster | None = None,
+    reuse_port: bool = False,
 ) -> Server:
     """Start listening; returns the running server (``server.sockets`` tell the bound port).
 
@@ -488,8 +566,10 @@ async def start(
     ``viewers``: the overlay fan-out (default: :class:`Viewers` with the default limits).
     ``public_url``: the bridge's address as others reach it, for the module manifest (default:
     the address each request came to). ``limits``: connections and hellos per address and in
-    total (default :class:`Limits`). Raises ``OSError`` when the address is taken or cannot be
-    listened on.
+    total (default :class:`Limits`). ``cluster``: the other bridge processes on the same
+    PostgreSQL store (see :mod:`bridge.cluster`). ``reuse_port``: bind with SO_REUSEPORT, so
+    several processes share the port (the kernel spreads connections). Raises ``OSError`` when
+    the address is taken or cannot be listened on.
     """
     viewers = Viewers(*DEFAULT_VIEWER_LIMITS) if viewers is None else viewers
     presence = Presence()
@@ -498,7 +578,7 @@ async def start(
     refusals = RefusalLog()
     admission = Admission(limits or Limits(), asyncio.get_running_loop().time, _evicter(refusals))
     return await serve(
-        make_handler(store, dice or SecretDice(), hello_timeout, rate, viewers, presence, admission),
+        make_handler(store, dice or SecretDice(), hello_timeout, rate, viewers, presence, admission, cluster),
         host,
         port,
         create_connection=admitted_connection(admission, refusals),
@@ -507,6 +587,7 @@ async def start(
         max_queue=MAX_QUEUE_FRAMES,
         compression=None,
         ssl=tls,
+        reuse_port=reuse_port or None,
     )
 
 
@@ -520,13 +601,17 @@ def stop_on_signals() -> asyncio.Future[None]:
     return stop
 
 
-async def serve_until(stop: asyncio.Future[None], server: Server, store: Store) -> None:
+async def serve_until(stop: asyncio.Future[None], server: Server, store: Store,
+                      cluster: Cluster | None = None) -> None:
     """Serve until ``stop`` resolves, then shut down gracefully: every connection closed with
-    1001 once its current frame is handled, then the store closed (its chains checkpointed)."""
+    1001 once its current frame is handled, then the cluster link and the store closed (its
+    chains checkpointed)."""
     try:
         await stop
     finally:
         log.info("shutting_down")
         server.close()  # closes every connection with 1001 once its current frame is handled
         await server.wait_closed()
+        if cluster is not None:
+            await cluster.close()
         await store.close()

@@ -12,10 +12,12 @@ Nothing here knows a ruleset: a decision is one call to :func:`bridge.dispatch.d
 :class:`~bridge.ruleset.Outcome` carries the reply, the audit columns, the overlay card and the
 log keys.
 
-Every frame gets exactly one reply frame. Decode and validation errors are answered with
-``error`` (the connection stays open); only authentication failures close it. Errors map to the
-contract in one place (:func:`error_frame`); anything unexpected is logged with its traceback and
-answered ``internal`` with no detail.
+Every frame gets exactly one reply frame, except a decision refused because another bridge
+process took the world's lease (:class:`~bridge.errors.LeaseLost`): nothing was applied and the
+connection is closed 4003 unanswered, as a superseded forwarder is. Decode and validation errors
+are answered with ``error`` (the connection stays open); only authentication failures close it.
+Errors map to the contract in one place (:func:`error_frame`); anything unexpected is logged with
+its traceback and answered ``internal`` with no detail.
 """
 
 from __future__ import annotations
@@ -34,7 +36,7 @@ from . import __version__, i18n, wire
 from .dice import Dice
 from . import dispatch
 from .audit import AuditEntry, RecordingDice, RecordingState, sorted_json
-from .errors import (WorldNotRegistered, BadMessage, ConfigError, Forbidden, Internal, NotFound, Refusal,
+from .errors import (LeaseLost, WorldNotRegistered, BadMessage, ConfigError, Forbidden, Internal, NotFound, Refusal,
                      Unauthorized)
 from .receipts import check_receipts, sign_receipt
 from .fairness import decide as fairness
@@ -204,6 +206,11 @@ class Session:
         try:
             with i18n.using(self.language):
                 return await self._handle(message, dice or self.dice)
+        except LeaseLost:
+            # another process serves the world now: nothing was applied; closed 4003 unanswered,
+            # as a superseded forwarder is (the module rejects the request as superseded)
+            self.log.info("lease_lost")
+            return Reply([], CLOSE_SUPERSEDED)
         except WorldNotRegistered as gone:
             self.log.info("world_not_registered")
             return Reply([error_frame(Unauthorized(str(gone)), ref_of_message(message))], CLOSE_UNAUTHORIZED)

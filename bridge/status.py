@@ -70,6 +70,9 @@ class Status(msgspec.Struct, kw_only=True):
     worlds: list[WorldStatus]
 
 
+ELSEWHERE = object()  # the "connection" of a link held by another bridge process (bridge.cluster)
+
+
 class Presence:
     """The connected forwarder of each world and what its hello said. The server calls
     :meth:`linked` once a forwarder is open and :meth:`unlinked` when it closes; a newer
@@ -89,11 +92,21 @@ class Presence:
             system_id=client and client.system_id,
             since=self.clock()))
 
-    def unlinked(self, world_id: str | None, connection: object) -> None:
-        """``connection`` closed: forget it if it still holds ``world_id``'s link."""
+    def unlinked(self, world_id: str | None, connection: object) -> bool:
+        """``connection`` closed: forget it if it still holds ``world_id``'s link (True then)."""
         held = self._links.get(world_id) if world_id is not None else None
         if held is not None and held[0] is connection:
             del self._links[world_id]
+            return True
+        return False
+
+    def elsewhere(self, world_id: str, link: Link | None) -> None:
+        """Another bridge process on the same database holds ``world_id``'s link now
+        (``link``), or no longer does (None: forgotten unless a connection here holds it)."""
+        if link is not None:
+            self._links[world_id] = (ELSEWHERE, link)
+        else:
+            self.unlinked(world_id, ELSEWHERE)
 
     def link(self, world_id: str) -> Link | None:
         """Who holds ``world_id``'s link now (None: nobody)."""

@@ -1,4 +1,5 @@
-"""The SQLite store: one transaction per decision, replay by event_id, schema versions."""
+"""The store on each backend: one transaction per decision, replay by event_id; the SQLite
+file's mode and schema versions (PostgreSQL's own: tests/test_postgres.py)."""
 
 from __future__ import annotations
 
@@ -8,11 +9,20 @@ import pytest
 
 from bridge import wire
 from bridge.errors import ConfigError
-from bridge.store import SCHEMA_VERSION, Decision, SQLiteStore
+from bridge.store import SCHEMA_VERSION, Decision, SQLiteStore, open_store
 
 
 @pytest.fixture
-async def store(tmp_path):
+async def store(db_url):
+    """A store on a file or a PostgreSQL schema (each backend), with the world ``w``."""
+    store = await open_store(db_url)
+    await store.add_world("w", "hash")
+    yield store
+    await store.close()
+
+
+@pytest.fixture
+async def sqlite_store(tmp_path):
     store = await SQLiteStore.open(tmp_path / "nested" / "b.sqlite3")
     await store.add_world("w", "hash")
     yield store
@@ -73,7 +83,7 @@ class TestDecide:
 
 
 class TestFile:
-    async def test_wal_mode_and_schema_version(self, store, tmp_path):
+    async def test_wal_mode_and_schema_version(self, sqlite_store, tmp_path):
         conn = sqlite3.connect(tmp_path / "nested" / "b.sqlite3")
         assert conn.execute("PRAGMA journal_mode").fetchone()[0] == "wal"
         assert conn.execute("SELECT value FROM meta WHERE key='schema_version'").fetchone()[0] == str(SCHEMA_VERSION)

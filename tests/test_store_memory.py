@@ -15,7 +15,7 @@ from bridge import audit, wire
 from bridge.dice import ScriptedDice
 from bridge.errors import WorldNotRegistered
 from bridge.session import Session
-from bridge.store import SCHEMA_VERSION, Decision, SQLiteStore
+from bridge.store import SCHEMA_VERSION, Decision, SQLiteStore, open_store
 from bridge.frames import replayed_frame
 
 from .helpers import ROOT, old_schema_file
@@ -36,8 +36,9 @@ def counts(db) -> dict[str, int]:
 
 async def run_example(example, db) -> dict[str, bytes]:
     """Send every line of ``example`` through a trusted Session on a new store at ``db``; returns
-    each event_id's reply frame as sent. The store is closed."""
-    store = await SQLiteStore.open(db, audit_key=KEY)
+    each event_id's reply frame as sent. The store is closed. (``db``: a file, or a PostgreSQL
+    URL for tests/test_postgres.py.)"""
+    store = await open_store(db, audit_key=KEY)
     await store.add_world("w", None)
     session = Session(store, ScriptedDice([]), trusted=True, default_world="w")
     sent: dict[str, bytes] = {}

@@ -1,5 +1,5 @@
-"""The Store protocol lists every method the shell calls, and the SQLite backend implements each
-one with the same signature (ready for a second backend)."""
+"""The Store protocol lists every method the shell calls, and each backend (SQLite, PostgreSQL)
+implements each one with the same signature."""
 
 from __future__ import annotations
 
@@ -7,7 +7,10 @@ import ast
 import inspect
 from pathlib import Path
 
+import pytest
+
 from bridge.store import Store, SQLiteStore
+from bridge.store.postgres import PostgresStore
 
 BRIDGE = Path(__file__).resolve().parent.parent / "bridge"
 SHELL = ["session.py", "server.py", "cli.py", "audit_cli.py"]
@@ -36,8 +39,9 @@ def test_every_method_the_shell_calls_is_in_the_protocol():
     assert called - {"open"} <= _protocol_methods(), called - _protocol_methods()
 
 
-def test_the_sqlite_backend_implements_the_protocol_with_the_same_signatures():
+@pytest.mark.parametrize("backend", [SQLiteStore, PostgresStore])
+def test_each_backend_implements_the_protocol_with_the_same_signatures(backend):
     for name in _protocol_methods():
-        ours = getattr(SQLiteStore, name)
+        ours = getattr(backend, name)
         assert inspect.iscoroutinefunction(ours), name
         assert inspect.signature(ours) == inspect.signature(getattr(Store, name)), name

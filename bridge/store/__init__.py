@@ -1,8 +1,9 @@
 """The bridge's store, split by job: ``base`` (the :class:`Store` protocol every backend provides
-and the values it speaks), ``schema`` (the SQLite file's migrations and codecs), ``memory`` (a world's
-state held in memory, which decisions run on), ``sqlite`` (the embedded backend: loading worlds,
-its writer thread, one transaction per batch), ``worlds``
-(registered worlds) and ``audit_rows`` (the audit trail's rows, checkpoints and verification).
+and the values it speaks), ``schema`` (the SQLite file's migrations and codecs), ``memory`` (a
+world's state held in memory, which decisions run on), ``sqlite`` (the embedded backend: loading
+worlds, its writer thread, one transaction per batch), ``worlds`` (registered worlds),
+``audit_rows`` (the audit trail's rows, checkpoints and verification) and ``postgres`` (the same
+store on PostgreSQL, with per-world leases for many processes).
 
 The shell imports the protocol from here; :class:`SQLiteStore`, ``MIGRATIONS`` and
 ``SCHEMA_VERSION`` are loaded only when asked for, so code that needs the protocol alone (the
@@ -11,12 +12,13 @@ session) does not import SQLite.
 
 from __future__ import annotations
 
+from pathlib import Path
 from typing import Any
 
 from .base import AuditFilter, AuditRow, Decided, Decision, DecisionFn, Store, World
 
 __all__ = ["AuditFilter", "AuditRow", "Decided", "Decision", "DecisionFn", "Store", "World",
-           "SQLiteStore", "MIGRATIONS", "SCHEMA_VERSION", "DB_FILE_MODE", "utc_now"]
+           "SQLiteStore", "MIGRATIONS", "SCHEMA_VERSION", "DB_FILE_MODE", "utc_now", "open_store"]
 
 
 def __getattr__(name: str) -> Any:
@@ -28,3 +30,17 @@ def __getattr__(name: str) -> Any:
         from . import schema
         return getattr(schema, name)
     raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+
+
+async def open_store(db: str | Path, *, audit_key: bytes | None = None, signing_key: Any = None) -> Store:
+    """Open the store ``--db`` names: a ``postgresql://`` URL (:class:`~bridge.store.postgres.
+    PostgresStore`, needs the ``postgres`` extra) or a SQLite file path / ``":memory:"`` (the
+    default backend); ``audit_key``/``signing_key`` as the backend's ``open`` takes them. Raises
+    ``ConfigError`` as the backend's ``open`` does."""
+    from ..config import is_postgres_url
+
+    if is_postgres_url(db):
+        from .postgres import PostgresStore
+        return await PostgresStore.open(str(db), audit_key=audit_key, signing_key=signing_key)
+    from .sqlite import SQLiteStore
+    return await SQLiteStore.open(db, audit_key=audit_key, signing_key=signing_key)

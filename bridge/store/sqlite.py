@@ -336,7 +336,8 @@ class SQLiteStore(WorldRows, AuditRows):
                 before = worlds.get(item.world_id)
                 worlds[item.world_id] = (last_seq, settings if settings is not None else before and before[1])
         if records:
-            conn.executemany("INSERT OR REPLACE INTO records (world_id, kind, key, value) VALUES (?, ?, ?, ?)",
+            conn.executemany("INSERT INTO records (world_id, kind, key, value) VALUES (?, ?, ?, ?)"
+                             " ON CONFLICT (world_id, kind, key) DO UPDATE SET value = excluded.value",
                              [(*slot, raw) for slot, raw in records.items()])
         if worlds:
             conn.executemany("UPDATE worlds SET last_seq = ?, settings = coalesce(?, settings) WHERE world_id = ?",

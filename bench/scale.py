@@ -1,0 +1,213 @@
+"""``python -m bench --scale``: decisions/s and CPU per decision for 1, 2 and 4 bridge processes on
+one PostgreSQL database, next to one process on SQLite, from one run (issue 18).
+
+Each setup gets a fresh database (a SQLite file in a temporary folder; a PostgreSQL schema of its
+own on ``$FATE_BRIDGE_BENCH_PG``, default ``postgresql://postgres@127.0.0.1:5432/test``, dropped
+after), ``--conns`` worlds spread evenly over its processes, and one load client process
+(``bench.load``) per bridge process driving that process's worlds for ``--duration`` seconds.
+Decisions/s is every client's round trips over the run; CPU per decision is the bridge processes'
+own user + system time (from /proc) over the same time, divided by the decisions. PostgreSQL's
+own CPU is printed beside it (the server's backends are other processes: ``pg_stat_activity``
+cannot tell their CPU, so it is read from /proc for every ``postgres`` process of this machine,
+when visible; it includes whatever else the server does meanwhile, so run it on a quiet server). On a machine with fewer cores than processes + clients the extra processes only
+share the same cores: the table prints the cores next to the numbers.
+
+Also the process-level helpers the cluster test uses (``tests/test_cluster.py``): start N
+bridges on one database, register worlds.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import os
+import secrets
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+from urllib.parse import quote
+
+from bridge.session import hash_token, new_token
+from bridge.store import open_store
+
+from .__main__ import LOAD_LIMITS as BENCH_LIMITS, cpu_seconds
+from .crash import free_port, start_bridge
+from .load import percentile
+
+PG_URL = os.environ.get("FATE_BRIDGE_BENCH_PG", "postgresql://postgres@127.0.0.1:5432/test")
+SETUPS = [("sqlite", 1), ("postgresql", 1), ("postgresql", 2), ("postgresql", 4)]
+
+
+def postgres_cpu() -> float:
+    """CPU seconds of every ``postgres`` process visible in /proc (the database's side)."""
+    total = 0.0
+    for entry in Path("/proc").iterdir():
+        if entry.name.isdigit():
+            try:
+                if (entry / "comm").read_text().strip() == "postgres":
+                    total += cpu_seconds(int(entry.name))  # gone meanwhile: OSError
+            except OSError:
+                continue
+    return total
+
+
+def schema_url(base: str, schema: str) -> str:
+    """``base`` with ``search_path`` set to ``schema``."""
+    sep = "&" if "?" in base else "?"
+    return f"{base}{sep}options={quote(f'-csearch_path={schema}')}"
+
+
+class PgSchema:
+    """A fresh schema on ``base`` (created on enter, dropped with its tables on exit); ``url``
+    names it."""
+
+    def __init__(self, base: str | None = None) -> None:
+        self.base, self.name = base or PG_URL, f"fb_bench_{secrets.token_hex(5)}"
+        self.url = schema_url(self.base, self.name)
+
+    def __enter__(self) -> PgSchema:
+        import psycopg
+
+        with psycopg.connect(self.base, autocommit=True) as conn:
+            conn.execute(f"CREATE SCHEMA {self.name}")
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        import psycopg
+
+        with psycopg.connect(self.base, autocommit=True) as conn:
+            conn.execute(f"DROP SCHEMA {self.name} CASCADE")
+
+
+async def register_worlds(db: str, count: int, prefix: str = "bench") -> list[dict]:
+    """Register ``count`` worlds in ``db``; returns ``[{world_id, token}]``."""
+    store = await open_store(db)
+    worlds = []
+    try:
+        for i in range(count):
+            token = new_token()
+            await store.add_world(f"{prefix}-{i:05d}", hash_token(token))
+            worlds.append({"world_id": f"{prefix}-{i:05d}", "token": token})
+    finally:
+        await store.close()
+    return worlds
+
+
+# every load connection comes from 127.0.0.1, as from a proxy: the bench's raised limits, and the
+# hellos of an address not yet known taken all at once too (many processes' clients start together)
+LOAD_LIMITS = (*BENCH_LIMITS, "--free-failed-hellos", "100000")
+
+
+def start_bridges(db: str, key: Path, count: int, *options: str) -> list[tuple[subprocess.Popen, int]]:
+    """``count`` ``fate-bridge serve`` processes on ``db`` (with ``options``), each on a free
+    port of its own and answering /healthz; returns (process, port) pairs."""
+    started: list[tuple[subprocess.Popen, int]] = []
+    try:
+        for _ in range(count):
+            port = free_port()
+            started.append((start_bridge(db, key, port, *options), port))  # type: ignore[arg-type]
+    except BaseException:
+        stop_bridges(started)
+        raise
+    return started
+
+
+def stop_bridges(started: list[tuple[subprocess.Popen, int]]) -> None:
+    """Stop every process (SIGTERM, then SIGKILL after 20 s)."""
+    for process, _ in started:
+        if process.poll() is None:
+            process.terminate()
+    for process, _ in started:
+        try:
+            process.wait(timeout=20)
+        except subprocess.TimeoutExpired:
+            process.kill()
+            process.wait()
+
+
+def run_setup(backend: str, processes: int, conns: int, duration: float, tmp: Path) -> dict:
+    """One row of the table: ``processes`` bridges on a fresh ``backend`` database, ``conns``
+    connections (one world each) spread over them."""
+    key = tmp / "audit.key"
+    if backend == "sqlite":
+        return _measure(str(tmp / f"scale-{secrets.token_hex(3)}.sqlite3"), key, processes, conns, duration, tmp)
+    with PgSchema() as schema:
+        return _measure(schema.url, key, processes, conns, duration, tmp)
+
+
+def _measure(db: str, key: Path, processes: int, conns: int, duration: float, tmp: Path) -> dict:
+    worlds = asyncio.run(register_worlds(db, conns))
+    worlds_file = tmp / f"worlds-{secrets.token_hex(3)}.json"
+    worlds_file.write_text(json.dumps(worlds))
+    bridges = start_bridges(db, key, processes, *LOAD_LIMITS)
+    try:
+        clients, first = [], 0
+        for i, (_, port) in enumerate(bridges):
+            share = conns // processes + (1 if i < conns % processes else 0)
+            clients.append(subprocess.Popen(
+                [sys.executable, "-m", "bench.load", "--url", f"ws://127.0.0.1:{port}", "--worlds", str(worlds_file),
+                 "--conns", str(share), "--first", str(first), "--duration", str(duration), "--tag",
+                 f"s{i}-", "--wait-go", "--result", str(worlds_file.with_name(f"{worlds_file.stem}-r{i}.json"))],
+                stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True))
+            first += share
+        for client in clients:
+            if client.stdout.readline().strip() != "ready":
+                raise SystemExit(f"load client failed: {client.stderr.read()[-2000:]}")
+        cpu_before = sum(cpu_seconds(p.pid) for p, _ in bridges)
+        pg_before, began = postgres_cpu(), time.perf_counter()
+        for client in clients:
+            client.stdin.write("go\n")
+            client.stdin.close()
+        results = []
+        for i, client in enumerate(clients):
+            if client.wait(timeout=duration + 120) != 0:
+                raise SystemExit(f"load client failed: {client.stderr.read()[-2000:]}")
+            results.append(json.loads(worlds_file.with_name(f"{worlds_file.stem}-r{i}.json").read_text()))
+        wall = time.perf_counter() - began
+        cpu = sum(cpu_seconds(p.pid) for p, _ in bridges) - cpu_before
+        pg_cpu = postgres_cpu() - pg_before
+    finally:
+        stop_bridges(bridges)
+    latencies = sorted(v for r in results for v in r["latencies_us"])
+    decisions = len(latencies)
+    seconds = max(r["seconds"] for r in results)
+    return {"decisions": decisions, "decisions_per_s": decisions / seconds,
+            "bridge_cpu_us_per_decision": cpu * 1e6 / max(1, decisions),
+            "postgres_cpu_us_per_decision": pg_cpu * 1e6 / max(1, decisions),
+            "bridge_cores": cpu / wall, "p50_us": percentile(latencies, 0.5), "p99_us": percentile(latencies, 0.99)}
+
+
+def main(conns: int = 16, duration: float = 5.0, out: Path | None = None) -> int:
+    """Run every setup of :data:`SETUPS` and print the table (and write JSON to ``out``)."""
+    rows = []
+    with tempfile.TemporaryDirectory(prefix="fate-bridge-scale-") as tmp:
+        for backend, processes in SETUPS:
+            print(f"{backend} x{processes} ...", file=sys.stderr)
+            rows.append({"backend": backend, "processes": processes,
+                         **run_setup(backend, processes, conns, duration, Path(tmp))})
+    base = rows[0]["decisions_per_s"]
+    print(f"\nScale-out (issue 18): {conns} connections, one world each, {duration:g} s per setup, "
+          f"{os.cpu_count()} cores on this machine")
+    print(f"{'setup':<16}{'decisions/s':>12}{'vs SQLite':>10}{'bridge CPU us/dec':>19}"
+          f"{'PG CPU us/dec':>15}{'bridge cores':>13}{'p50 ms':>8}{'p99 ms':>8}")
+    for row in rows:
+        setup = f"{row['backend']} x{row['processes']}"
+        print(f"{setup:<16}{row['decisions_per_s']:>12.0f}{row['decisions_per_s'] / base:>10.2f}"
+              f"{row['bridge_cpu_us_per_decision']:>19.0f}{row['postgres_cpu_us_per_decision']:>15.0f}"
+              f"{row['bridge_cores']:>13.2f}{row['p50_us'] / 1000:>8.1f}{row['p99_us'] / 1000:>8.1f}")
+    if out is not None:
+        out.write_text(json.dumps({"conns": conns, "duration_s": duration, "cpus": os.cpu_count(),
+                                   "rows": rows}, indent=2) + "\n")
+    return 0
+
+
+if __name__ == "__main__":
+    parser = argparse.ArgumentParser(prog="python -m bench.scale", description=__doc__,
+                                     formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--conns", type=int, default=16)
+    parser.add_argument("--duration", type=float, default=5.0)
+    parsed = parser.parse_args()
+    raise SystemExit(main(parsed.conns, parsed.duration))

@@ -1,0 +1,207 @@
+"""Bridge processes sharing one PostgreSQL database tell each other what their sockets must know:
+overlay cards, ``clear``/``replay``, forwarder take-overs and who holds each world's link (for
+``/status``), over PostgreSQL LISTEN/NOTIFY.
+
+Why LISTEN/NOTIFY (docs/deploy.md says more): the processes share PostgreSQL already, so
+fan-out needs no second service to run, secure and watch, and a notice is delivered to every
+listening process in commit order. Its limits: a payload of at most 8000 bytes (bigger ones,
+rare, go through the ``notices`` table and the notice carries their id), one notification queue
+per database (8 GB) and one listening connection per process; every notice reaches every
+process, so the traffic grows with processes x cards.
+
+Each process listens on one channel (``fate_bridge_<schema>``) with a connection of its own and
+publishes from another, in order (one publisher task); a lost connection is made again. A notice names its sender, so a process skips its own (its sockets
+were served directly). Delivery is best-effort, like the overlay itself: a notice lost while a
+connection is re-made loses a card on screen, never a decision (decisions live in the
+database, and a forwarder's take-over is also enforced by the lease's fencing token).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import secrets
+from collections.abc import Callable
+from typing import Any
+
+import msgspec
+import structlog
+
+from .config import db_label
+
+log = structlog.get_logger("fate_bridge")
+
+CHANNEL = "fate_bridge"
+MAX_PAYLOAD = 7900  # bytes; PostgreSQL's NOTIFY takes at most 8000
+NOTICE_KEEP_SECONDS = 60  # a large notice stays in ``notices`` this long for late readers
+RECONNECT_SECONDS = 0.5  # wait before making a lost connection again
+CLOSE_FLUSH_SECONDS = 2.0  # at shutdown, how long notices still queued may take to go out
+
+
+class Notice(msgspec.Struct, omit_defaults=True):
+    """One message between processes: ``kind`` is ``card`` (``frame``: an encoded
+    ``overlay_card``), ``clear``, ``replay``, ``lease`` (``token``: the new fencing token,
+    ``holder``: who connected) or ``link`` (``link``: the encoded ``bridge.status.Link`` of the
+    world's forwarder, for ``/status``; None: nobody holds it any more); ``origin`` is the sending process's id; ``ref`` the row of a
+    large notice kept in ``notices`` (the other fields are then empty)."""
+
+    origin: str
+    kind: str = ""
+    world_id: str = ""
+    frame: str | None = None
+    token: int | None = None
+    holder: str | None = None
+    link: str | None = None
+    ref: int | None = None
+
+
+_encode = msgspec.json.Encoder().encode
+_decode = msgspec.json.Decoder(Notice).decode
+
+Handler = Callable[[Notice], None]
+
+
+class Cluster:
+    """This process's link to the others. :meth:`publish` queues a notice (never waits);
+    ``on_notice`` is called on the event loop with every other process's notice, in order
+    (the server sets it; until then notices are dropped). Use :meth:`open` to construct,
+    :meth:`close` to stop."""
+
+    def __init__(self, url: str, on_notice: Handler = lambda notice: None) -> None:
+        self.url, self.on_notice = url, on_notice
+        self.origin = secrets.token_hex(6)
+        self.channel = CHANNEL  # + the schema's name, once connected
+        self._queue: asyncio.Queue[Notice | asyncio.Future[None]] = asyncio.Queue()
+        self._listen: Any = None
+        self._send: Any = None
+        self._tasks: list[asyncio.Task[None]] = []
+
+    @classmethod
+    async def open(cls, url: str, on_notice: Handler = lambda notice: None) -> Cluster:
+        """Connect (two connections), LISTEN, and start the listener and publisher tasks.
+        Raises ``ConfigError`` when the database cannot be reached."""
+        import psycopg
+
+        from .errors import ConfigError
+
+        cluster = cls(url, on_notice)
+        try:
+            cluster._send = await cluster._connect()
+            cur = await cluster._send.execute("SELECT current_schema()")
+            # one channel per schema: bridges of other schemas in the same database stay apart
+            cluster.channel = f"{CHANNEL}_{(await cur.fetchone())[0]}"[:63]
+            cluster._listen = await cluster._listening()
+        except psycopg.Error as exc:
+            await cluster.close()
+            raise ConfigError(f"cannot listen for other bridge processes on {db_label(url)}: {exc}") from None
+        cluster._tasks = [asyncio.create_task(cluster._listener()),
+                          asyncio.create_task(cluster._publisher())]
+        return cluster
+
+    async def _connect(self) -> Any:
+        import psycopg
+
+        return await psycopg.AsyncConnection.connect(self.url, autocommit=True,
+                                                     application_name=f"fate-bridge-cluster-{self.origin}")
+
+    async def _listening(self) -> Any:
+        from psycopg import sql
+
+        conn = await self._connect()
+        await conn.execute(sql.SQL("LISTEN {}").format(sql.Identifier(self.channel)))
+        return conn
+
+    def publish(self, kind: str, world_id: str, **fields: Any) -> None:
+        """Queue a notice for every other process (sent in the order published)."""
+        self._queue.put_nowait(Notice(origin=self.origin, kind=kind, world_id=world_id, **fields))
+
+    async def flush(self) -> None:
+        """Wait until every notice published so far has been sent."""
+        done: asyncio.Future[None] = asyncio.get_running_loop().create_future()
+        self._queue.put_nowait(done)
+        await done
+
+    async def _publisher(self) -> None:
+        while True:
+            notice = await self._queue.get()
+            if isinstance(notice, asyncio.Future):
+                notice.set_result(None)
+                continue
+            payload = _encode(notice).decode()
+            for attempt in (1, 2):  # a lost connection is made again once, then the notice dropped
+                try:
+                    if len(payload) > MAX_PAYLOAD:
+                        payload = await self._keep_large(payload)
+                    await self._send.execute("SELECT pg_notify(%s, %s)", (self.channel, payload))
+                    break
+                except Exception:
+                    log.exception("cluster_publish_failed", kind=notice.kind, world_id=notice.world_id)
+                    if attempt == 1 and self._send.closed:
+                        await asyncio.sleep(RECONNECT_SECONDS)
+                        self._send = await self._reconnect(self._connect)
+
+    async def _keep_large(self, payload: str) -> str:
+        """Store a notice too large for NOTIFY; the notice sent instead names its row."""
+        cur = await self._send.execute(
+            "INSERT INTO notices (payload, at) VALUES (%s, now()) RETURNING id", (payload,))
+        (ref,) = await cur.fetchone()
+        await self._send.execute("DELETE FROM notices WHERE at < now() - make_interval(secs => %s)",
+                                 (NOTICE_KEEP_SECONDS,))
+        return _encode(Notice(origin=self.origin, ref=ref)).decode()
+
+    async def _listener(self) -> None:
+        import psycopg
+
+        while True:
+            try:
+                async for note in self._listen.notifies():
+                    await self._deliver(note.payload)
+            except psycopg.OperationalError:  # the connection was lost: listen again
+                log.warning("cluster_listen_lost", retry_s=RECONNECT_SECONDS)
+                await asyncio.sleep(RECONNECT_SECONDS)
+                self._listen = await self._reconnect(self._listening)
+
+    async def _reconnect(self, make: Callable[[], Any]) -> Any:
+        """A new connection from ``make``, tried every ``RECONNECT_SECONDS`` until it works."""
+        import psycopg
+
+        while True:
+            try:
+                return await make()
+            except psycopg.Error:
+                await asyncio.sleep(RECONNECT_SECONDS)
+
+    async def _deliver(self, payload: str) -> None:
+        try:
+            notice = _decode(payload)
+            if notice.origin == self.origin:
+                return
+            if notice.ref is not None:
+                cur = await self._send.execute("SELECT payload FROM notices WHERE id = %s", (notice.ref,))
+                row = await cur.fetchone()
+                if row is None:
+                    return
+                notice = _decode(row[0])
+            self.on_notice(notice)
+        except Exception:
+            log.exception("cluster_notice_failed")
+
+    async def close(self) -> None:
+        """Send what was published (for up to ``CLOSE_FLUSH_SECONDS``: the links this process
+        held going away), stop the tasks and close both connections; idempotent."""
+        if self._tasks and not self._tasks[-1].done():
+            try:
+                await asyncio.wait_for(self.flush(), CLOSE_FLUSH_SECONDS)
+            except TimeoutError:
+                pass
+        for task in self._tasks:
+            task.cancel()
+        for task in self._tasks:
+            try:
+                await task
+            except (asyncio.CancelledError, Exception):
+                pass
+        self._tasks = []
+        for conn in (self._listen, self._send):
+            if conn is not None:
+                await conn.close()
+        self._listen = self._send = None

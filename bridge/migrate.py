@@ -1,0 +1,83 @@
+"""``fate-bridge migrate``: copy a table's data from one database to another (SQLite file to
+PostgreSQL, or back), row for row: worlds, their state, the event ids' replies, audit trails,
+signed checkpoints and signed heads. Both backends keep the same tables and columns, so a copied audit chain
+verifies on the target as on the source (same bytes, same hashes, same record ids).
+
+The source is opened as the bridge would open it (an older SQLite file is upgraded first); the
+target must hold no world yet, so nothing is mixed or overwritten. Leases are not copied: they
+belong to the processes of one database.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+from .config import database, db_label, is_postgres_url
+from .errors import ConfigError
+from .store import AuditFilter, open_store
+
+# table -> (its columns, the columns holding bytes); in dependency order
+TABLES: dict[str, tuple[tuple[str, ...], frozenset[str]]] = {
+    "worlds": (("world_id", "token_hash", "settings", "last_seq", "created_at", "viewer_key", "removed_at"),
+               frozenset({"settings"})),
+    "records": (("world_id", "kind", "key", "value"), frozenset({"value"})),
+    "events": (("world_id", "event_id", "reply", "request_hash"), frozenset({"reply"})),
+    "audit": (("id", "world_id", "seq", "ts", "type", "event_id", "user_id", "ruleset", "actor_id",
+               "outcome", "summary", "record", "prev_hash", "hash"), frozenset({"summary", "record"})),
+    "checkpoints": (("world_id", "seq", "hash", "mac", "ts"), frozenset()),
+    "heads": (("world_id", "seq", "hash", "state_digest", "public_key", "sig", "ts"), frozenset()),
+}
+BATCH_ROWS = 2000  # rows read and inserted per statement batch
+
+
+def source_db(text: str) -> Path | str:
+    """A ``--from``/``--to`` value: ``sqlite:PATH`` or a plain path (a SQLite file), or a
+    ``postgresql://`` URL."""
+    return Path(text.removeprefix("sqlite:")).expanduser() if text.startswith("sqlite:") else database(text)
+
+
+async def migrate(source: Path | str, target: Path | str) -> dict[str, int]:
+    """Copy every row of ``TABLES`` from ``source`` to ``target``; returns the rows copied per
+    table. Raises ``ConfigError`` when the source is missing, the target holds worlds already,
+    or either cannot be opened. The target's writes are one transaction: all or nothing."""
+    if isinstance(source, Path) and not source.exists():
+        raise ConfigError(f"no database at {source}: --from names the file `fate-bridge serve --db` used")
+    if str(source) == str(target):
+        raise ConfigError("--from and --to name the same database")
+    src = await open_store(source)
+    try:
+        dst = await open_store(target)
+        try:
+            if await dst.worlds() or await dst.audit_rows(AuditFilter(limit=1)):
+                raise ConfigError(f"{db_label(target)} holds a table already: migrate into an empty database")
+            tables = {name: await src._run(_read_all, src, name) for name in TABLES}  # type: ignore[attr-defined]
+            to_pg = is_postgres_url(target)
+            return await dst._run(dst._transaction, lambda conn: _write_all(conn, tables, to_pg))  # type: ignore[attr-defined]
+        finally:
+            await dst.close()
+    finally:
+        await src.close()
+
+
+def _read_all(store: Any, table: str) -> list[tuple]:
+    columns, blobs = TABLES[table]
+    rows = store._conn.execute(f"SELECT {', '.join(columns)} FROM {table}").fetchall()
+    if not blobs:
+        return rows
+    at = [i for i, c in enumerate(columns) if c in blobs]
+    return [tuple(v.encode() if i in at and isinstance(v, str) else v for i, v in enumerate(row)) for row in rows]
+
+
+def _write_all(conn: Any, tables: dict[str, list[tuple]], to_pg: bool) -> dict[str, int]:
+    counts = {}
+    for table, rows in tables.items():
+        columns, _ = TABLES[table]
+        sql = f"INSERT INTO {table} ({', '.join(columns)}) VALUES ({', '.join('?' * len(columns))})"
+        for start in range(0, len(rows), BATCH_ROWS):
+            conn.executemany(sql, rows[start:start + BATCH_ROWS])
+        counts[table] = len(rows)
+    if to_pg:  # the next audit id continues after the copied ones (SQLite's AUTOINCREMENT does so itself)
+        conn.execute("SELECT setval(pg_get_serial_sequence('audit', 'id'), max(id)) FROM audit"
+                     " HAVING max(id) IS NOT NULL")
+    return counts

@@ -1,0 +1,302 @@
+"""The PostgreSQL store's own parts (issue 18): versioned migrations, the per-world lease whose
+fencing token the database checks in every decision, the notices between processes, and
+``fate-bridge migrate`` from SQLite with ``audit verify`` passing on the copy. (The store's
+common behaviour runs on both backends through the ``store`` fixture in conftest.py.)"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+
+import psycopg
+import pytest
+
+from bridge import wire
+from bridge.cli import main
+from bridge.cluster import MAX_PAYLOAD, Cluster, Notice
+from bridge.config import db_label
+from bridge.dice import ScriptedDice
+from bridge.errors import ConfigError, LeaseLost
+from bridge.session import Session
+from bridge.store import AuditFilter, Decision, SQLiteStore
+from bridge.store.postgres import SCHEMA_VERSION, PostgresStore
+
+from .helpers import ROOT, replay
+from .sohl_messages import frame
+from .test_store_memory import EXAMPLES, KEY as MEMORY_KEY, run_example
+
+KEY = bytes(range(32))
+
+
+def put_option(option: str):
+    def decision(state):
+        state.put_settings(wire.WorldSettings(fate_option=option))
+        return Decision(b"ok", True)
+    return decision
+
+
+async def option(store) -> str:
+    return (await store.world("w")).settings.fate_option
+
+
+@pytest.fixture
+async def two(pg_url):
+    """Two stores on one database, as two bridge processes have them; the world ``w``."""
+    a, b = await PostgresStore.open(pg_url), await PostgresStore.open(pg_url)
+    await a.add_world("w", "hash")
+    yield a, b
+    await a.close()
+    await b.close()
+
+
+def audited(option: str):
+    """A decision setting ``option`` with an audit entry (its record's seq is the chain's next)."""
+    from bridge.audit import AuditEntry
+    from bridge.wire import AuditColumns
+
+    def decision(state):
+        state.put_settings(wire.WorldSettings(fate_option=option))
+        entry = AuditEntry(type="settings", event_id=None, user_id=None, message=b"{}", reads=[], dice=[],
+                           reply=b"{}", ok=True, summary=AuditColumns(outcome="ok"))
+        return Decision(b"ok", True, entry)
+    return decision
+
+
+class TestLease:
+    async def test_the_process_that_lost_the_lease_cannot_write(self, two):
+        a, b = two
+        assert await a.take_lease("w", "GM on a") == 1
+        await a.decide("w", "e1", put_option("off"))
+        assert await b.take_lease("w", "GM on b") == 2
+        with pytest.raises(LeaseLost, match="another bridge process"):
+            await a.decide("w", "e2", put_option("pc_only"))
+        assert await option(b) == "off"  # a's refused write was not applied
+        await b.decide("w", "e2", put_option("pc_only"))
+        assert await option(a) == "pc_only"
+        assert a.lease_token("w") is None and b.lease_token("w") == 2
+
+    async def test_a_refused_write_consumes_no_event_id(self, two):
+        a, b = two
+        await a.take_lease("w", "a")
+        await b.take_lease("w", "b")
+        with pytest.raises(LeaseLost):
+            await a.decide("w", "e1", put_option("off"))
+        decided = await b.decide("w", "e1", put_option("pc_only"))
+        assert decided.replayed is False and await option(b) == "pc_only"
+
+    async def test_a_process_without_the_lease_of_a_leased_world_is_refused(self, two):
+        a, b = two
+        await a.take_lease("w", "a")
+        with pytest.raises(LeaseLost):
+            await b.decide("w", "e1", put_option("off"))
+
+    async def test_taking_it_back_gives_a_new_token(self, two):
+        a, b = two
+        tokens = [await a.take_lease("w", "a"), await b.take_lease("w", "b"), await a.take_lease("w", "a")]
+        assert tokens == [1, 2, 3]
+        await a.decide("w", "e1", put_option("off"))
+        with pytest.raises(LeaseLost):
+            await b.decide("w", "e2", put_option("pc_only"))
+
+    async def test_taking_the_world_back_works_on_what_the_other_process_wrote(self, two):
+        """``a`` holds the world in memory; ``b`` takes it and writes; ``a`` takes it back: its
+        next decision sees ``b``'s write and continues ``b``'s chain (its memory was dropped)."""
+        a, b = two
+        await a.take_lease("w", "a")
+        await a.decide("w", "e1", audited("off"))
+        await b.take_lease("w", "b")
+        await b.decide("w", "e2", audited("pc_only"))
+        await a.take_lease("w", "a")
+        assert await a.read("w", lambda state: state.settings().fate_option) == "pc_only"
+        assert (await a.decide("w", "e3", audited("everyone"))).seq == 3
+
+    async def test_without_leases_a_write_from_stale_memory_fails_and_never_forks_the_chain(self, two):
+        """Nobody leased the world: ``a`` holds it in memory, ``b`` writes it meanwhile, so ``a``'s
+        next decision collides on its record's sequence number and fails; ``a`` reloads and goes
+        on, and the chain verifies."""
+        a, b = two
+        await a.decide("w", "e1", audited("off"))
+        await b.decide("w", "e2", audited("pc_only"))
+        with pytest.raises(psycopg.errors.UniqueViolation):
+            await a.decide("w", "e3", audited("off"))
+        again = await a.decide("w", "e4", audited("everyone"))
+        assert (again.seq, await option(b)) == (3, "everyone")
+        (report,) = await b.verify("w", None)
+        assert report.records == 3 and [p.kind for p in report.problems if p.kind != "rederive"] == []  # the chain links (synthetic messages do not re-derive)
+
+
+@pytest.mark.parametrize("example", EXAMPLES, ids=lambda p: p.stem)
+async def test_every_example_decides_as_on_sqlite_and_replays_byte_for_byte_after_a_restart(
+        example, pg_url, tmp_path):
+    """Each example session through the PostgreSQL store gives the replies SQLite gives; after a
+    restart (nothing in memory) every event_id is answered with the same bytes, and the chain
+    verifies with its key."""
+    sent = await run_example(example, pg_url)
+    assert sent and sent == await run_example(example, tmp_path / "b.sqlite3")
+    store = await PostgresStore.open(pg_url, audit_key=MEMORY_KEY)
+    session = Session(store, ScriptedDice([]), trusted=True, default_world="w")
+    try:
+        for line in example.read_text().splitlines():
+            message = json.loads(line)
+            if message.get("event_id") in sent:
+                reply = await session.receive(frame({k: v for k, v in message.items() if k != "dice"}))
+                assert reply.frames[0] == sent[message["event_id"]], message["event_id"]
+        (report,) = await store.verify("w", MEMORY_KEY)
+    finally:
+        await store.close()
+    assert report.ok and report.records > 0, report.problems
+
+
+class TestSchema:
+    async def test_version_recorded_and_reopen_keeps_worlds(self, pg_url):
+        store = await PostgresStore.open(pg_url)
+        await store.add_world("w", "h")
+        await store.close()
+        again = await PostgresStore.open(pg_url)
+        assert [w.world_id for w in await again.worlds()] == ["w"]
+        (version,) = again._conn.execute("SELECT value FROM meta WHERE key = 'schema_version'").fetchone()
+        await again.close()
+        assert version == str(SCHEMA_VERSION)
+
+    async def test_a_newer_bridge_database_is_refused_clearly(self, pg_url):
+        store = await PostgresStore.open(pg_url)
+        store._conn.execute("UPDATE meta SET value = ? WHERE key = 'schema_version'", (str(SCHEMA_VERSION + 1),))
+        await store.close()
+        with pytest.raises(ConfigError, match="newer fate-bridge"):
+            await PostgresStore.open(pg_url)
+
+    async def test_an_unreachable_server_is_a_clear_error_without_the_password(self):
+        with pytest.raises(ConfigError, match=r"cannot connect to the database postgresql://fb:\*\*\*@127\.0\.0\.1:1/x"):
+            await PostgresStore.open("postgresql://fb:secret@127.0.0.1:1/x?connect_timeout=2")
+
+    def test_labels_hide_the_password(self):
+        assert db_label("postgresql://u:pw@h:5432/d") == "postgresql://u:***@h:5432/d"
+
+
+class TestNotices:
+    async def test_a_notice_reaches_the_other_process_not_its_sender(self, pg_url):
+        await (await PostgresStore.open(pg_url)).close()  # tables (notices) exist
+        got_a: list[Notice] = []
+        got_b: asyncio.Queue[Notice] = asyncio.Queue()
+        a = await Cluster.open(pg_url, got_a.append)
+        b = await Cluster.open(pg_url, got_b.put_nowait)
+        try:
+            big = "x" * (MAX_PAYLOAD + 100)
+            a.publish("card", "w", frame='{"type":"overlay_card"}')
+            a.publish("card", "w", frame=big)  # over NOTIFY's limit: through the notices table
+            a.publish("lease", "w", token=7, holder="GM")
+            await a.flush()
+            received = [await asyncio.wait_for(got_b.get(), 5) for _ in range(3)]
+            await asyncio.sleep(0.1)
+        finally:
+            await a.close()
+            await b.close()
+        assert [(n.kind, n.frame, n.token) for n in received] == [
+            ("card", '{"type":"overlay_card"}', None), ("card", big, None), ("lease", None, 7)]
+        assert got_a == []
+
+    async def test_a_lost_listening_connection_is_made_again(self, pg_url):
+        await (await PostgresStore.open(pg_url)).close()
+        got: asyncio.Queue[Notice] = asyncio.Queue()
+        a = await Cluster.open(pg_url)
+        b = await Cluster.open(pg_url, got.put_nowait)
+        try:
+            with psycopg.connect(pg_url, autocommit=True) as conn:
+                (ended,) = conn.execute("SELECT count(pg_terminate_backend(pid)) FROM pg_stat_activity"
+                                        " WHERE application_name = %s", (f"fate-bridge-cluster-{b.origin}",)).fetchone()
+            assert ended == 2  # its listening and its publishing connection
+            deadline = asyncio.get_running_loop().time() + 10
+            while got.empty() and asyncio.get_running_loop().time() < deadline:
+                a.publish("clear", "w")
+                await a.flush()
+                await asyncio.sleep(0.2)
+            notice = await asyncio.wait_for(got.get(), 1)
+        finally:
+            await a.close()
+            await b.close()
+        assert (notice.kind, notice.world_id) == ("clear", "w")
+
+    async def test_bridges_of_another_schema_in_the_same_database_hear_nothing(self, pg_url, pg_server):
+        other = pg_url.replace("fb_test_", "fb_other_")
+        with psycopg.connect(pg_server, autocommit=True) as conn:
+            conn.execute(f"CREATE SCHEMA {other.rsplit('%3D', 1)[1]}")
+        try:
+            for url in (pg_url, other):
+                await (await PostgresStore.open(url)).close()
+            got: list[Notice] = []
+            a, b = await Cluster.open(pg_url), await Cluster.open(other, got.append)
+            try:
+                a.publish("clear", "w")
+                await a.flush()
+                await asyncio.sleep(0.3)
+            finally:
+                await a.close()
+                await b.close()
+            assert got == [] and a.channel != b.channel
+        finally:
+            with psycopg.connect(pg_server, autocommit=True) as conn:
+                conn.execute(f"DROP SCHEMA {other.rsplit('%3D', 1)[1]} CASCADE")
+
+
+class TestMigrate:
+    def test_sqlite_to_postgresql_and_audit_verify_passes_on_the_copy(self, tmp_path, pg_url, capsys):
+        db = tmp_path / "home.sqlite3"
+
+        async def build():
+            store = await replay(ROOT / "examples" / "sohl-session.jsonl", db, KEY)
+            await store.add_world("second", "hash2")
+            await store.close()
+        asyncio.run(build())
+        key_file = tmp_path / "audit.key"
+        key_file.write_text(KEY.hex())
+
+        assert main(["migrate", "--from", f"sqlite:{db}", "--to", pg_url]) == 0
+        out = capsys.readouterr().out
+        assert "2 worlds" in out and "audit" in out
+        assert main(["audit", "verify", "--db", pg_url, "--audit-key", str(key_file)]) == 0
+        verified = capsys.readouterr().out
+        assert main(["audit", "verify", "--db", str(db), "--audit-key", str(key_file)]) == 0
+        assert verified == capsys.readouterr().out and "PASS w: " in verified and "FAIL" not in verified
+
+        async def compare():
+            a, b = await SQLiteStore.open(db), await PostgresStore.open(pg_url)
+            try:
+                assert await a.worlds() == await b.worlds()
+                assert await a.audit_rows(AuditFilter()) == await b.audit_rows(AuditFilter())
+                # the copy goes on: the next decision continues the chain and the audit ids
+                again = await b.decide("w", "after-migrate", put_option("off"))
+                assert again.replayed is False
+            finally:
+                await a.close()
+                await b.close()
+        asyncio.run(compare())
+
+        # a replayed event_id is answered from the copied events table
+        with psycopg.connect(pg_url) as conn:
+            (events,) = conn.execute("SELECT count(*) FROM events").fetchone()
+        assert events > 0
+
+        # verify on PostgreSQL catches an edit too
+        with psycopg.connect(pg_url) as conn:
+            conn.execute("DELETE FROM audit WHERE world_id = 'w' AND seq = 2")
+        assert main(["audit", "verify", "--db", pg_url, "--audit-key", str(key_file)]) == 1
+        assert "FAIL w" in capsys.readouterr().out
+
+    def test_into_a_database_with_a_table_already_is_refused(self, tmp_path, pg_url, capsys):
+        db = tmp_path / "home.sqlite3"
+        assert main(["world", "add", "w", "--db", str(db), "--token-only"]) == 0
+        assert main(["world", "add", "w", "--db", pg_url, "--token-only"]) == 0
+        capsys.readouterr()
+        assert main(["migrate", "--from", f"sqlite:{db}", "--to", pg_url]) == 2
+        assert "holds a table already: migrate into an empty database" in capsys.readouterr().err
+
+    def test_a_missing_source_is_a_clear_error(self, tmp_path, pg_url, capsys):
+        assert main(["migrate", "--from", f"sqlite:{tmp_path / 'none.sqlite3'}", "--to", pg_url]) == 2
+        assert "no database at" in capsys.readouterr().err
+
+
+@pytest.mark.parametrize("command", [["backup", "/tmp/x.sqlite3"], ["restore", "/tmp/x.sqlite3"], ["doctor"]])
+def test_the_sqlite_file_tools_refuse_a_postgresql_database_saying_what_to_use(command, capsys):
+    assert main([*command, "--db", "postgresql://fb:secret@db.example.org/fate"]) == 2
+    err = capsys.readouterr().err
+    assert "works on a SQLite file" in err and "secret" not in err and "docs/deploy.md" in err
