@@ -528,16 +528,18 @@ def _positive(kind: type) -> object:
     return parse
 
 
-_TOKEN_SHAPE = re.compile(r"[A-Za-z0-9_-]{43}")  # what new_token() prints: token_urlsafe(32)
+_TOKEN_SHAPE = re.compile(r"[A-Za-z0-9_-]{43}")  # 32 bytes in base64url: a token, a public key
+_KEY_FLAGS = ("--token", "--public-key")  # flags whose value has that shape
 
 
 def _tokens_as_values(argv: list[str]) -> list[str]:
-    """``--token TOKEN`` as ``--token=TOKEN`` when TOKEN has a token's shape: one token in 64
-    starts with ``-``, and argparse would take it for an option ("expected one argument")."""
+    """``--token TOKEN`` as ``--token=TOKEN`` (and ``--public-key KEY`` alike) when the value has
+    a token's shape: one in 64 starts with ``-``, and argparse would take it for an option
+    ("expected one argument"). Tokens made since are never drawn so; old ones and public keys may."""
     out = list(argv)
     for i in range(len(out) - 2, -1, -1):
-        if out[i] == "--token" and out[i + 1].startswith("-") and _TOKEN_SHAPE.fullmatch(out[i + 1]):
-            out[i:i + 2] = [f"--token={out[i + 1]}"]
+        if out[i] in _KEY_FLAGS and out[i + 1].startswith("-") and _TOKEN_SHAPE.fullmatch(out[i + 1]):
+            out[i:i + 2] = [f"{out[i]}={out[i + 1]}"]
     return out
 
 

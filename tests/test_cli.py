@@ -334,3 +334,13 @@ def test_a_new_token_never_starts_with_a_dash(monkeypatch):
     monkeypatch.setattr("bridge.session.secrets.token_urlsafe", lambda n: next(draws))
     assert new_token() == "A-fine-token"
 
+
+
+def test_a_public_key_starting_with_a_dash_is_a_value():
+    """``audit verify FILE --public-key KEY`` as the README writes it: a base64url key starts with
+    ``-`` one time in 64, and argparse took it for an option (exit 2, "expected one argument")."""
+    from bridge.cli import _parser, _tokens_as_values
+
+    key = "-" + new_token()[1:]
+    args = _parser().parse_args(_tokens_as_values(["audit", "verify", "w.trail.json", "--public-key", key]))
+    assert args.public_key == key
