@@ -92,46 +92,49 @@ def _count(stats: dict, key: str) -> None:
     stats[key] = stats.get(key, 0) + 1
 
 
-async def _bad_hello(url: str, source: str, token: str, stats: dict, stop: float) -> None:
-    while time.perf_counter() < stop:
-        stats["attempts"] += 1
-        try:
-            async with connect(url, compression=None, open_timeout=5,
-                               local_addr=(source, 0)) as ws:
-                await ws.send(_hello("table", new_token()))
-                reply = json.loads(await ws.recv())
-                _count(stats, reply.get("code", reply["type"]))
-        except InvalidStatus:
-            stats["http_503"] += 1
-        except ConnectionClosed as closed:  # 4003: another of its loops took the world over
-            _count(stats, f"closed_{closed.rcvd.code if closed.rcvd else 'abruptly'}")
-        except (OSError, WebSocketException, InvalidHandshake, TimeoutError):
-            stats["failed"] += 1
-
-
-async def _reconnect(url: str, source: str, token: str, stats: dict, stop: float, tag: str) -> None:
-    n = 0
+async def _connecting(url: str, source: str, stats: dict, stop: float, visit) -> None:
+    """Until ``stop``: connect from ``source``, ``await visit(ws)``, disconnect, again; each try
+    counted in ``stats`` (attempts; a 503, a close code or a failure when it goes wrong)."""
     while time.perf_counter() < stop:
         stats["attempts"] += 1
         try:
             async with connect(url, compression=None, open_timeout=5, local_addr=(source, 0)) as ws:
-                await ws.send(_hello("attacker", token))
-                if json.loads(await ws.recv())["type"] != "welcome":
-                    stats["refused_hello"] += 1
-                    continue
-                for _ in range(100):
-                    await ws.send(_rolled(tag, n))
-                    n += 1
-                for _ in range(100):
-                    reply = json.loads(await ws.recv())
-                    key = "decided" if reply["type"] == "test_graded" else reply.get("code", reply["type"])
-                    _count(stats, key)
+                await visit(ws)
         except InvalidStatus:
             stats["http_503"] += 1
         except ConnectionClosed as closed:  # 4003: another of its loops took the world over
             _count(stats, f"closed_{closed.rcvd.code if closed.rcvd else 'abruptly'}")
         except (OSError, WebSocketException, InvalidHandshake, TimeoutError):
             stats["failed"] += 1
+
+
+async def _bad_hello(url: str, source: str, token: str, stats: dict, stop: float) -> None:
+    async def guess(ws) -> None:
+        await ws.send(_hello("table", new_token()))
+        reply = json.loads(await ws.recv())
+        _count(stats, reply.get("code", reply["type"]))
+
+    await _connecting(url, source, stats, stop, guess)
+
+
+async def _reconnect(url: str, source: str, token: str, stats: dict, stop: float, tag: str) -> None:
+    n = 0
+
+    async def burst(ws) -> None:
+        nonlocal n
+        await ws.send(_hello("attacker", token))
+        if json.loads(await ws.recv())["type"] != "welcome":
+            stats["refused_hello"] += 1
+            return
+        for _ in range(100):
+            await ws.send(_rolled(tag, n))
+            n += 1
+        for _ in range(100):
+            reply = json.loads(await ws.recv())
+            key = "decided" if reply["type"] == "test_graded" else reply.get("code", reply["type"])
+            _count(stats, key)
+
+    await _connecting(url, source, stats, stop, burst)
 
 
 async def _hold(url: str, source: str, stats: dict, stop: float, held: list) -> None:

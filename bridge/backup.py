@@ -20,6 +20,8 @@ from __future__ import annotations
 
 import os
 import sqlite3
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass
 from datetime import datetime, timezone
 from pathlib import Path
@@ -72,6 +74,20 @@ def check_database(path: Path) -> tuple[int, int]:
     return worlds, records
 
 
+@contextmanager
+def _copy_errors(*, unreadable: Callable[[sqlite3.DatabaseError], str],
+                 unwritable: Callable[[str | OSError], str]) -> Iterator[None]:
+    """Turn what a copy raises into a ``ConfigError`` saying what to do: the message
+    ``unreadable(error)`` for a ``sqlite3.DatabaseError``, ``unwritable(reason)`` for an
+    ``OSError`` (the reason: its strerror, else the error)."""
+    try:
+        yield
+    except sqlite3.DatabaseError as exc:
+        raise ConfigError(unreadable(exc)) from None
+    except OSError as exc:
+        raise ConfigError(unwritable(exc.strerror or exc)) from None
+
+
 def _copy(source: Path, dest: Path) -> None:
     """Copy the database ``source`` to ``dest`` with the online backup API (one read
     transaction), through a temporary file renamed into place. Raises ``sqlite3.Error`` or
@@ -107,14 +123,10 @@ def backup(db: Path, dest: Path, *, overwrite: bool = False) -> Copied:
         raise ConfigError(f"{dest} exists already: give another path, or --overwrite to replace it")
     if dest.resolve() == db.resolve():
         raise ConfigError(f"{dest} is the database itself: write the backup somewhere else")
-    try:
+    with _copy_errors(unreadable=lambda exc: f"cannot read the database {db} ({exc}): if it is damaged, "
+                                             "restore the last backup with `fate-bridge restore`",
+                      unwritable=lambda reason: f"cannot write {dest}: {reason}; pick a folder you can write to"):
         _copy(db, dest)
-    except sqlite3.DatabaseError as exc:
-        raise ConfigError(f"cannot read the database {db} ({exc}): if it is damaged, restore "
-                          "the last backup with `fate-bridge restore`") from None
-    except OSError as exc:
-        raise ConfigError(f"cannot write {dest}: {exc.strerror or exc}; pick a folder you can "
-                          "write to") from None
     return Copied(dest, *check_database(dest))
 
 
@@ -148,7 +160,9 @@ def restore(source: Path, db: Path) -> tuple[Copied, Path | None]:
         raise ConfigError(f"{source} is the database itself: give the path of a backup")
     _refuse_if_in_use(db)
     kept = None
-    try:
+    with _copy_errors(unreadable=lambda exc: f"cannot read the database {db} to keep it ({exc}); move it "
+                                             "away by hand and run restore again",
+                      unwritable=lambda reason: f"cannot write {db}: {reason}; check the folder's permissions"):
         if db.exists():
             stamp = datetime.now(timezone.utc).strftime("%Y%m%dT%H%M%SZ")
             kept = db.with_name(f"{db.name}.before-restore-{stamp}")
@@ -158,10 +172,4 @@ def restore(source: Path, db: Path) -> tuple[Copied, Path | None]:
         for side in SIDE_FILES:  # a -wal of the old file must never be replayed onto the new one
             Path(str(db) + side).unlink(missing_ok=True)
         os.replace(staged, db)
-    except sqlite3.DatabaseError as exc:
-        raise ConfigError(f"cannot read the database {db} to keep it ({exc}); move it away by "
-                          "hand and run restore again") from None
-    except OSError as exc:
-        raise ConfigError(f"cannot write {db}: {exc.strerror or exc}; check the folder's "
-                          "permissions") from None
     return Copied(db, *check_database(db)), kept

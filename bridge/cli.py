@@ -138,6 +138,10 @@ def _parser() -> argparse.ArgumentParser:
             f"(default: $FATE_BRIDGE_SIGNING_KEY or receipt.key beside the audit key; {made})",
         )
 
+    def add_period(p: argparse.ArgumentParser, example: str) -> None:
+        p.add_argument("--since", type=utc_time, help=f"from this UTC time on (ISO-8601, e.g. {example})")
+        p.add_argument("--until", type=utc_time, help="before this UTC time (ISO-8601)")
+
     serve = commands.add_parser(
         "serve",
         help="run the bridge (WebSocket server for the Foundry module)",
@@ -264,9 +268,7 @@ def _parser() -> argparse.ArgumentParser:
         p.add_argument("--ruleset", help="only this ruleset (e.g. sohl)")
         p.add_argument("--outcome", help="only this outcome: lost, kept, spent, choice, graded, "
                        "settings, or an error code such as already_fated")
-        p.add_argument("--since", type=utc_time, help="from this UTC time on (ISO-8601, e.g. "
-                       "2026-11-29 or 2026-11-29T20:00)")
-        p.add_argument("--until", type=utc_time, help="before this UTC time (ISO-8601)")
+        add_period(p, "2026-11-29 or 2026-11-29T20:00")
 
     listing = aud_commands.add_parser(
         "list", help="a table of audit records, newest first",
@@ -364,8 +366,7 @@ def _parser() -> argparse.ArgumentParser:
     )
     add_db(report)
     report.add_argument("--world", required=True, type=world_id, help="the world id (game.world.id)")
-    report.add_argument("--since", type=utc_time, help="from this UTC time on (ISO-8601, e.g. 2026-11-29)")
-    report.add_argument("--until", type=utc_time, help="before this UTC time (ISO-8601)")
+    add_period(report, "2026-11-29")
     report.add_argument("--out", type=Path, default=Path("report.html"), help="file to write (default report.html)")
 
     move = commands.add_parser(
@@ -402,6 +403,11 @@ def _parser() -> argparse.ArgumentParser:
     return parser
 
 
+def _add_tls_ca(p: argparse.ArgumentParser, scheme: str) -> None:
+    """``--tls-ca PEM``: trust a private CA when connecting over ``scheme`` (wss://, https://)."""
+    p.add_argument("--tls-ca", type=Path, metavar="PEM", help=f"trust this CA for {scheme} (a private CA)")
+
+
 def _add_operator_commands(commands, add_db, add_key) -> None:
     """The parsers of ``doctor``, ``status``, ``backup``, ``restore`` and ``release`` (run by
     :mod:`bridge.ops_cli`)."""
@@ -434,7 +440,7 @@ def _add_operator_commands(commands, add_db, add_key) -> None:
                      "its origin is sent as the browser would, and https:// with a ws:// --url is caught")
     doc.add_argument("--world", type=world_id, metavar="WORLD_ID", help="with --url: send hello for this world")
     doc.add_argument("--token", help="with --world: the world's token, as pasted in the module")
-    doc.add_argument("--tls-ca", type=Path, metavar="PEM", help="trust this CA for wss:// (a private CA)")
+    _add_tls_ca(doc, "wss://")
 
     stat = commands.add_parser(
         "status",
@@ -447,7 +453,7 @@ def _add_operator_commands(commands, add_db, add_key) -> None:
     stat.add_argument("--url", type=bridge_url, default=f"http://{DEFAULT_HOST}:{DEFAULT_PORT}",
                       help=f"the bridge's address (default http://{DEFAULT_HOST}:{DEFAULT_PORT})")
     stat.add_argument("--token", help="a world's token: needed when asking from another machine")
-    stat.add_argument("--tls-ca", type=Path, metavar="PEM", help="trust this CA for https:// (a private CA)")
+    _add_tls_ca(stat, "https://")
 
     back = commands.add_parser(
         "backup",

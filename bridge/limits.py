@@ -151,11 +151,7 @@ class Admission:
         """A counted connection ``conn`` from ``address`` closed."""
         self.total -= 1
         self._pending.pop(conn, None)
-        left = self._open[address] - 1
-        if left:
-            self._open[address] = left
-        else:
-            del self._open[address]
+        _release(self._open, address)
 
     def hello_wait(self, address: str) -> float:
         """Seconds before ``address`` may try a hello again (0: now). Nonzero while it is locked
@@ -183,11 +179,7 @@ class Admission:
 
     def hello_end(self, address: str) -> None:
         """The hello :meth:`hello_begin` announced was answered."""
-        left = self._in_flight[address] - 1
-        if left:
-            self._in_flight[address] = left
-        else:
-            del self._in_flight[address]
+        _release(self._in_flight, address)
 
     def hello_failed(self, address: str) -> None:
         """Count a failed hello (unknown world, wrong token, first frame not a hello) from
@@ -232,3 +224,13 @@ class WorldRates:
         if limit is None:
             limit = self._by_world[world_id] = RateLimit(self.rate, self.burst, self.clock)
         return limit
+
+
+def _release(counts: dict[str, int], address: str) -> None:
+    """One fewer for ``address`` in ``counts``; at zero its key goes (the table holds only
+    addresses with something counted)."""
+    left = counts[address] - 1
+    if left:
+        counts[address] = left
+    else:
+        del counts[address]

@@ -17,9 +17,12 @@ from __future__ import annotations
 
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, TypeVar
 
 import msgspec
+
+from .dice import DiceExhausted
+from .errors import BadMessage
 
 if TYPE_CHECKING:  # the wire package builds its union from the rulesets: no import cycle at run time
     from .dice import Dice
@@ -109,6 +112,19 @@ def visible_card(message: Any, reply: BridgeMessage) -> Card | None:
 
 
 Columns = Callable[[Any, "BridgeMessage"], "AuditColumns"]
+
+T = TypeVar("T")
+
+
+def rolling(roll: Callable[[], T], hint: str = "") -> T:
+    """What ``roll()`` (a decision's use of its dice) returns. The production dice never fail;
+    scripted dice (``resolve`` lines, tests) that run out (``DiceExhausted``) or do not fit the
+    die (``ValueError``) are the request's fault: :class:`~bridge.errors.BadMessage` naming the
+    field ``dice``, its message the dice's followed by ``hint``."""
+    try:
+        return roll()
+    except (DiceExhausted, ValueError) as exc:
+        raise BadMessage(f"{exc}{hint}", field="dice") from None
 
 
 def handler(reply_of: Callable[[Any, WorldState, Dice], BridgeMessage], columns: Columns,

@@ -65,6 +65,16 @@ def run_bridge(*args: str, stdin: str = "") -> subprocess.CompletedProcess:
                           text=True, cwd=ROOT, timeout=60)
 
 
+def run_bench(module: str, mode: str, out: Path, timeout: float) -> tuple[subprocess.CompletedProcess, dict]:
+    """``python -m <module> <mode> --out <out>`` (a benchmark, e.g. ``bench.attack --smoke``) from
+    the repository root, output captured as text; checks it exited 0 (its stderr's end shown
+    otherwise) and returns the run and the JSON report it wrote to ``out``."""
+    result = subprocess.run([sys.executable, "-m", module, mode, "--out", str(out)], cwd=ROOT,
+                            capture_output=True, text=True, timeout=timeout)
+    assert result.returncode == 0, result.stderr[-3000:]
+    return result, json.loads(out.read_text())
+
+
 def old_schema_file(path: Path, version: int) -> sqlite3.Connection:
     """A database at ``path`` migrated only up to schema ``version`` (and marked so), as an older
     bridge left it. Returns the connection, uncommitted: the caller adds its rows, commits, closes."""

@@ -4,22 +4,15 @@ live in docs/performance.md."""
 
 from __future__ import annotations
 
-import json
-import subprocess
-import sys
-from pathlib import Path
+from .helpers import run_bench
 
-ROOT = Path(__file__).resolve().parent.parent
+
 SERVERS = ("echo", "durable", "bridge")
 COLUMNS = ("rt/s", "p50 ms", "p99 ms", "max ms", "cpu µs/rt", "client µs/rt", "cores", "DB B/decision")
 
 
 def test_quick_run_measures_echo_durable_and_bridge_and_prints_the_targets(tmp_path):
-    out = tmp_path / "bench.json"
-    result = subprocess.run([sys.executable, "-m", "bench", "--quick", "--out", str(out)], cwd=ROOT,
-                            capture_output=True, text=True, timeout=180)
-    assert result.returncode == 0, result.stderr[-3000:]
-    report = json.loads(out.read_text())
+    result, report = run_bench("bench", "--quick", tmp_path / "bench.json", timeout=180)
     assert report["mode"] == "quick"
     assert [row["conns"] for row in report["by_conns"]] == [1, 10]
     for row in report["by_conns"]:

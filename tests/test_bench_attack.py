@@ -3,20 +3,11 @@ shape of its report, never the timings (those live in docs/security.md, "Under a
 
 from __future__ import annotations
 
-import json
-import subprocess
-import sys
-from pathlib import Path
-
-ROOT = Path(__file__).resolve().parent.parent
+from .helpers import run_bench
 
 
 def test_smoke_run_measures_the_table_alone_and_under_each_attack(tmp_path):
-    out = tmp_path / "attack.json"
-    result = subprocess.run([sys.executable, "-m", "bench.attack", "--smoke", "--out", str(out)], cwd=ROOT,
-                            capture_output=True, text=True, timeout=180)
-    assert result.returncode == 0, result.stderr[-3000:]
-    report = json.loads(out.read_text())
+    result, report = run_bench("bench.attack", "--smoke", tmp_path / "attack.json", timeout=180)
     assert report["mode"] == "smoke"
     assert report["none"]["decisions"] > 0
     assert 0 < report["none"]["p50_ms"] <= report["none"]["p99_ms"] <= report["none"]["max_ms"]

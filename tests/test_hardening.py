@@ -14,18 +14,15 @@ from websockets.exceptions import ConnectionClosed, InvalidStatus
 
 from bridge import server as bridge_server
 from bridge import wire
-from bridge.dice import ScriptedDice
 from bridge.errors import BadMessage, UnknownMessage
 from bridge.limits import Admission, Limits, WorldRates
-from bridge.session import hash_token, new_token
-from bridge.store import SQLiteStore
 from bridge.wire.frames import MAX_DEPTH, MAX_FRAME_BYTES, check
 
 from .helpers import run_bridge
+from .served import TIMEOUT, ask, started, stopped, store, token  # noqa: F401 (store, token: fixtures)
 from .sohl_messages import rolled
 
 WORLD = "hard-world"
-TIMEOUT = 5.0
 
 
 def refusal(frame: bytes | str) -> BadMessage:
@@ -173,37 +170,8 @@ class TestAdmission:
         assert rates.of("x").allow()
 
 
-@pytest.fixture
-async def store(tmp_path):
-    store = await SQLiteStore.open(tmp_path / "h.sqlite3")
-    yield store
-    await store.close()
-
-
-@pytest.fixture
-async def token(store):
-    token = new_token()
-    await store.add_world(WORLD, hash_token(token))
-    return token
-
-
-async def started(store, **options):
-    server = await bridge_server.start(store, "127.0.0.1", 0, dice=ScriptedDice([34] * 50), **options)
-    return server, f"ws://127.0.0.1:{server.sockets[0].getsockname()[1]}"
-
-
-async def stopped(server) -> None:
-    server.close()
-    await server.wait_closed()
-
-
 def hello(token: str, world: str = WORLD) -> str:
     return json.dumps({"type": "hello", "v": 1, "world_id": world, "token": token})
-
-
-async def ask(ws, message: str | bytes | dict) -> dict:
-    await ws.send(json.dumps(message) if isinstance(message, dict) else message)
-    return json.loads(await asyncio.wait_for(ws.recv(), TIMEOUT))
 
 
 async def closed_with(ws) -> int | None:

@@ -10,7 +10,6 @@ from __future__ import annotations
 import asyncio
 import json
 import ssl
-from typing import Any
 
 import pytest
 import trustme
@@ -25,29 +24,10 @@ from bridge.rulesets.sohl import rules as sohl
 from bridge.session import Session, hash_token, new_token
 from bridge.store import AuditFilter, SQLiteStore
 
+from .served import TIMEOUT, ask, started, stopped, store, token  # noqa: F401 (store, token: fixtures)
 from .sohl_messages import actor, fate_choice, fate_spend, frame, point, rolled, sohl_test
 
 WORLD = "security-world"
-TIMEOUT = 5.0
-
-
-@pytest.fixture
-async def store(tmp_path):
-    store = await SQLiteStore.open(tmp_path / "b.sqlite3")
-    yield store
-    await store.close()
-
-
-@pytest.fixture
-async def token(store):
-    token = new_token()
-    await store.add_world(WORLD, hash_token(token))
-    return token
-
-
-async def started(store, **options):
-    server = await bridge_server.start(store, "127.0.0.1", 0, dice=ScriptedDice([34] * 50), **options)
-    return server, server.sockets[0].getsockname()[1]
 
 
 def hello(token: str, user_name: str = "GM Alice") -> str:
@@ -56,15 +36,10 @@ def hello(token: str, user_name: str = "GM Alice") -> str:
                                   "system_version": "0.8.2", "user_name": user_name}})
 
 
-async def ask(ws, message: str | dict) -> dict[str, Any]:
-    await ws.send(message if isinstance(message, str) else json.dumps(message))
-    return json.loads(await asyncio.wait_for(ws.recv(), TIMEOUT))
-
-
 class TestOneForwarderPerWorld:
     async def test_a_second_link_supersedes_the_first_with_4003_naming_the_holder(self, store, token):
-        server, port = await started(store)
-        async with connect(f"ws://127.0.0.1:{port}") as first, connect(f"ws://127.0.0.1:{port}") as second:
+        server, url = await started(store)
+        async with connect(url) as first, connect(url) as second:
             assert (await ask(first, hello(token, "GM Alice")))["type"] == "welcome"
             assert (await ask(second, hello(token, "GM Bob")))["type"] == "welcome"
             with pytest.raises(ConnectionClosed):
@@ -72,20 +47,18 @@ class TestOneForwarderPerWorld:
             assert first.close_code == 4003
             assert first.close_reason == "superseded by GM Bob (Foundry 14.359)"
             assert (await ask(second, {"type": "ping", "v": 1}))["type"] == "pong"
-        server.close()
-        await server.wait_closed()
+        await stopped(server)
 
     async def test_other_worlds_are_untouched(self, store, token):
         other_token = new_token()
         await store.add_world("other", hash_token(other_token))
-        server, port = await started(store)
-        async with connect(f"ws://127.0.0.1:{port}") as a, connect(f"ws://127.0.0.1:{port}") as b:
+        server, url = await started(store)
+        async with connect(url) as a, connect(url) as b:
             await ask(a, hello(token))
             await ask(b, json.dumps({"type": "hello", "v": 1, "world_id": "other", "token": other_token}))
             assert (await ask(a, {"type": "ping", "v": 1}))["type"] == "pong"
             assert (await ask(b, {"type": "ping", "v": 1}))["type"] == "pong"
-        server.close()
-        await server.wait_closed()
+        await stopped(server)
 
 
 class TestRateLimit:
@@ -99,8 +72,8 @@ class TestRateLimit:
         assert sum(limit.allow() for _ in range(10)) == 3
 
     async def test_excess_frames_are_refused_not_handled_and_the_link_stays(self, store, token):
-        server, port = await started(store, rate=(0.001, 3))
-        async with connect(f"ws://127.0.0.1:{port}") as ws:
+        server, url = await started(store, rate=(0.001, 3))
+        async with connect(url) as ws:
             await ask(ws, hello(token))  # 1
             await ask(ws, {"type": "ping", "v": 1})  # 2
             await ask(ws, rolled("r1", "m1"))  # 3: graded
@@ -108,23 +81,21 @@ class TestRateLimit:
             assert (refused["code"], refused["ref"]) == ("rate_limited", "r2")
             assert "same event_id" in refused["message"]
         assert (await store.world(WORLD)) is not None
-        server.close()
-        await server.wait_closed()
+        await stopped(server)
 
 
 class TestOrigins:
     async def test_browser_from_another_site_is_refused(self, store, token):
-        server, port = await started(store, origins=["http://localhost:30000"])
+        server, url = await started(store, origins=["http://localhost:30000"])
         with pytest.raises(InvalidStatus) as refused:
-            async with connect(f"ws://127.0.0.1:{port}", origin="https://evil.example"):
+            async with connect(url, origin="https://evil.example"):
                 pass
         assert refused.value.response.status_code == 403
-        async with connect(f"ws://127.0.0.1:{port}", origin="http://localhost:30000") as ws:
+        async with connect(url, origin="http://localhost:30000") as ws:
             assert (await ask(ws, hello(token)))["type"] == "welcome"
-        async with connect(f"ws://127.0.0.1:{port}") as ws:  # no Origin: not a browser
+        async with connect(url) as ws:  # no Origin: not a browser
             assert (await ask(ws, hello(token)))["type"] == "welcome"
-        server.close()
-        await server.wait_closed()
+        await stopped(server)
 
 
 class TestTLS:
@@ -134,16 +105,15 @@ class TestTLS:
         cert, key = tmp_path / "cert.pem", tmp_path / "key.pem"
         certificate.cert_chain_pems[0].write_to_path(cert)
         certificate.private_key_pem.write_to_path(key)
-        server, port = await started(store, tls=bridge_server.tls_context(cert, key))
+        server, url = await started(store, "wss", tls=bridge_server.tls_context(cert, key))
         client_context = ssl.create_default_context()
         authority.configure_trust(client_context)
-        async with connect(f"wss://127.0.0.1:{port}", ssl=client_context) as ws:
+        async with connect(url, ssl=client_context) as ws:
             assert (await ask(ws, hello(token)))["type"] == "welcome"
         with pytest.raises(ssl.SSLError):  # an untrusted certificate is refused by the client
-            async with connect(f"wss://127.0.0.1:{port}", ssl=ssl.create_default_context()):
+            async with connect(url, ssl=ssl.create_default_context()):
                 pass
-        server.close()
-        await server.wait_closed()
+        await stopped(server)
 
     def test_bad_certificate_files_are_a_clear_error(self, tmp_path):
         from bridge.errors import ConfigError
@@ -288,8 +258,8 @@ class TestWorldRemovedWhileConnected:
         {"type": "chart_catalog_query", "v": 1, "event_id": "c1"},
     ], ids=["decision", "audit_query", "query"])
     async def test_next_frame_closes_4001(self, store, token, message):
-        server, port = await started(store)
-        async with connect(f"ws://127.0.0.1:{port}") as ws:
+        server, url = await started(store)
+        async with connect(url) as ws:
             await ask(ws, hello(token))
             await store.remove_world(WORLD)
             reply = await ask(ws, message)
@@ -299,22 +269,20 @@ class TestWorldRemovedWhileConnected:
                 await asyncio.wait_for(ws.recv(), TIMEOUT)
             assert ws.close_code == 4001
         assert await store.audit_rows(AuditFilter(world_id=WORLD)) == []
-        server.close()
-        await server.wait_closed()
+        await stopped(server)
 
 
 class TestBoundedQueues:
     """Issue 4: every connection's inbound queue and frame size are bounded (then TCP pushes back)."""
 
     async def test_each_connection_is_bounded(self, store, token):
-        server, port = await started(store)
-        async with connect(f"ws://127.0.0.1:{port}") as ws:
+        server, url = await started(store)
+        async with connect(url) as ws:
             await ask(ws, hello(token))
             (connection,) = server.connections
             assert connection.max_queue_high == bridge_server.MAX_QUEUE_FRAMES == 16
             assert connection.protocol.max_message_size == bridge_server.MAX_FRAME_BYTES == 64 * 1024
-        server.close()
-        await server.wait_closed()
+        await stopped(server)
 
 
 class TestWorldRemovedThenAddedAgain:

@@ -6,26 +6,20 @@ import { test, describe, beforeEach, afterEach } from "node:test";
 import assert from "node:assert/strict";
 import { install } from "../scripts/main.js";
 import { uninstallFakeFoundry } from "./helpers/fake-foundry.js";
-import { sampleWorld } from "./helpers/world-setup.js";
-import { FakeClock, fakeWebSocketClass } from "./helpers/fake-socket.js";
+import { clockedWorld, restoreTimers } from "./helpers/world-setup.js";
 
 const WELCOME = { type: "welcome", v: 1, world_id: "e2e-world", bridge_version: "x", rulesets: ["sohl"], settings: { fate_option: "everyone" } };
 const HOSTILE = '<img src=x onerror="globalThis.pwned=1">';
 
 let env;
 let lastApp = null;
-const realTimers = { setTimeout: globalThis.setTimeout, clearTimeout: globalThis.clearTimeout };
 
 async function boot({ welcome = true } = {}) {
   lastApp = null;
-  const Socket = fakeWebSocketClass();
-  env = await sampleWorld({ WebSocket: Socket, settings: { "fate-bridge.token": "secret" } });
-  env.clock = new FakeClock();
-  globalThis.setTimeout = env.clock.setTimeout;
-  globalThis.clearTimeout = env.clock.clearTimeout;
+  env = await clockedWorld();
   env.handle = install();
   for (const hook of ["init", "setup", "ready"]) env.world.callHook(hook);
-  env.socket = Socket.instances[0];
+  env.socket = env.Socket.instances[0];
   if (welcome) {
     env.socket.open();
     env.socket.receive(WELCOME);
@@ -37,7 +31,7 @@ afterEach(async () => {
   else process.env.TZ = savedTz;
   env?.handle.dispose();
   await lastApp?.settled(); // a query cut off by dispose() settles and re-renders before the fakes go
-  Object.assign(globalThis, realTimers);
+  restoreTimers();
   uninstallFakeFoundry();
 });
 

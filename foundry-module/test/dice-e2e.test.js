@@ -6,54 +6,27 @@
  * code recomputes the die. The seed never reaches the bridge's log. Then physical dice: a player's
  * real d100 grades a Fate Test, marked physical on the card and in the trail.
  */
-import { test, before, after } from "node:test";
+import { test } from "node:test";
 import assert from "node:assert/strict";
-import { existsSync, writeFileSync } from "node:fs";
+import { writeFileSync } from "node:fs";
 import path from "node:path";
 import { WebSocket } from "ws";
-import { chromium } from "playwright-core";
-import { install } from "../scripts/main.js";
 import { DICE_SESSION_FLAG, DICE_SETTINGS_SETTING, VERIFIED_MARK } from "../scripts/logic/dice-trust.js";
 import { checkTrail } from "../../bridge/fairness/page/verify.js";
-import { BridgeProcess, STEP_MS } from "./helpers/bridge-process.js";
-import { uninstallFakeFoundry } from "./helpers/fake-foundry.js";
+import { STEP_MS } from "./helpers/bridge-process.js";
+import { CHROMIUM_SKIP, launchChromium } from "./helpers/browser.js";
+import { deliverRelay, realBridge, startModule, recordReplies } from "./helpers/e2e.js";
 import { sampleWorld, postArchery } from "./helpers/world-setup.js";
 
-const CHROMIUM = "/usr/bin/chromium";
-const CHROMIUM_FLAGS = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
-  "--disable-background-networking", "--disable-component-update", "--disable-sync"];
-const NO_BROWSER = existsSync(CHROMIUM) ? false : `${CHROMIUM} is missing: install Debian's chromium (apt-get install -y chromium; .ci/run does)`;
-let bridge;
 /** The trail the first test exported (the page test loads it). */
 let exported = "";
-let port;
-let token;
-const until = (check, what, ms) => bridge.until(check, what, ms);
-
-before(async () => {
-  bridge = new BridgeProcess("fate-bridge-dice-e2e-");
-  token = bridge.addWorld("e2e-world");
-  port = await bridge.serve();
-});
-
-after(() => bridge?.stop());
+const real = realBridge("fate-bridge-dice-e2e-");
+const { until } = real;
 
 test("a dice session: committed, a player's Fate die derived and shown as a Roll, revealed, verified", async (t) => {
-  const env = await sampleWorld({ WebSocket, settings: { "fate-bridge.token": token, "fate-bridge.bridgeUrl": `ws://127.0.0.1:${port}` } });
-  t.after(() => {
-    env.bridge?.dispose();
-    uninstallFakeFoundry();
-  });
-  env.bridge = install();
-  for (const hook of ["init", "setup", "ready"]) env.world.callHook(hook);
-  const connection = await until(() => env.bridge.connection()?.isReady() && env.bridge.connection(), "welcome");
-  const replies = [];
-  const request = connection.request;
-  connection.request = async (message) => {
-    const reply = await request(message);
-    replies.push(reply);
-    return reply;
-  };
+  const env = await sampleWorld({ WebSocket, settings: real.settings() });
+  const { connection } = await startModule(t, real, env);
+  const replies = recordReplies(connection);
   const flagged = () => [...env.world.messages.values()].find((m) => m.flags["fate-bridge"]?.[DICE_SESSION_FLAG]);
 
   // 0. The GM requires provable dice and keeps override marks to the GMs.
@@ -75,12 +48,7 @@ test("a dice session: committed, a player's Fate die derived and shown as a Roll
   env.world.render(messageId).querySelector(".fate-bridge-spend button").click();
   const playerSeed = env.world.emitted.find((e) => e.payload.type === "request").payload.client_seed;
   assert.match(playerSeed, /^[0-9a-f]{32}$/);
-  env.world.asUser(env.gm);
-  env.world.deliverSocket();
-  env.world.asUser(env.player);
-  env.world.deliverSocket();
-  env.world.asUser(env.gm);
-  env.world.deliverSocket();
+  deliverRelay(env);
   const resolved = await until(() => replies.find((r) => r.type === "fate_resolved"), "fate_resolved");
   assert.deepEqual(resolved.rolls, [{ faces: 100, value: resolved.fate_roll, source: "fair" }]);
   const fateCard = await until(() => [...env.world.messages.values()].find((m) => m.content === resolved.card.html), "the Fate card");
@@ -107,7 +75,7 @@ test("a dice session: committed, a player's Fate die derived and shown as a Roll
   assert.deepEqual(gmOnly.whisper, [env.gm]);
 
   // 4. The exported trail alone recomputes the die (the page's code), with the player's value in it.
-  exported = bridge.cli("audit", "export", "--world", "e2e-world", "--format", "jsonl");
+  exported = real.bridge.cli("audit", "export", "--world", "e2e-world", "--format", "jsonl");
   const checked = await checkTrail(exported);
   assert.deepEqual(checked.problems, []);
   assert.equal(checked.verified, 1);
@@ -118,22 +86,20 @@ test("a dice session: committed, a player's Fate die derived and shown as a Roll
     [env.gm, "the dragon must fall", fateCard.id, "override"]);
 
   // 5. The seed never reached the bridge's log (serve's stdout and stderr, every decision logged).
-  assert.ok(bridge.log.includes("dice_session_end"), "the bridge logged the reveal decision");
-  assert.equal(bridge.log.includes(revealed.seed), false);
+  assert.ok(real.bridge.log.includes("dice_session_end"), "the bridge logged the reveal decision");
+  assert.equal(real.bridge.log.includes(revealed.seed), false);
 });
 
-test("the bridge's /verify page, in a real browser, recomputes the exported trail and names a changed die", { skip: NO_BROWSER }, async (t) => {
+test("the bridge's /verify page, in a real browser, recomputes the exported trail and names a changed die", { skip: CHROMIUM_SKIP }, async (t) => {
   assert.ok(exported, "the session test exported a trail");
-  const context = await chromium.launchPersistentContext(path.join(bridge.dir, "chromium-profile"), {
-    executablePath: CHROMIUM, headless: true, args: CHROMIUM_FLAGS,
-  });
+  const context = await launchChromium(real.bridge.dir);
   t.after(() => context.close());
   const page = context.pages()[0] ?? (await context.newPage());
   const pageErrors = [];
   page.on("pageerror", (error) => pageErrors.push(String(error)));
-  await page.goto(`http://127.0.0.1:${port}/verify`);
+  await page.goto(`http://127.0.0.1:${real.port}/verify`);
   const load = async (name, text) => {
-    const file = path.join(bridge.dir, name);
+    const file = path.join(real.bridge.dir, name);
     writeFileSync(file, text);
     await page.locator("#trail").setInputFiles(file);
     return page.locator("#result p").last().textContent({ timeout: STEP_MS });
@@ -154,21 +120,9 @@ test("the bridge's /verify page, in a real browser, recomputes the exported trai
 });
 
 test("a physical d100: the GM allows physical dice for SoHL, the player throws 57, the Fate Test is graded with it, the card and the trail mark it physical", async (t) => {
-  const env = await sampleWorld({ WebSocket, settings: { "fate-bridge.token": token, "fate-bridge.bridgeUrl": `ws://127.0.0.1:${port}` } });
-  t.after(() => {
-    env.bridge?.dispose();
-    uninstallFakeFoundry();
-  });
-  env.bridge = install();
-  for (const hook of ["init", "setup", "ready"]) env.world.callHook(hook);
-  const connection = await until(() => env.bridge.connection()?.isReady() && env.bridge.connection(), "welcome");
-  const replies = [];
-  const request = connection.request;
-  connection.request = async (message) => {
-    const reply = await request(message);
-    replies.push(reply);
-    return reply;
-  };
+  const env = await sampleWorld({ WebSocket, settings: real.settings() });
+  const { connection } = await startModule(t, real, env);
+  const replies = recordReplies(connection);
 
   // The GM allows physical dice for SoHL; every client reads the bridge's answer from the world setting.
   env.world.asUser(env.gm);
@@ -186,12 +140,7 @@ test("a physical d100: the GM allows physical dice for SoHL, the player throws 5
   const relayed = await until(() => env.world.emitted.find((e) => e.payload.type === "request"), "the relayed click");
   assert.deepEqual(relayed.payload.data.physical, [57]);
   assert.equal(env.world.prompts.at(-1).user, env.player);
-  env.world.asUser(env.gm);
-  env.world.deliverSocket();
-  env.world.asUser(env.player);
-  env.world.deliverSocket();
-  env.world.asUser(env.gm);
-  env.world.deliverSocket();
+  deliverRelay(env);
   const resolved = await until(() => replies.find((r) => r.type === "fate_resolved"), "fate_resolved");
   assert.equal(resolved.fate_roll, 57, "graded with the physical die");
   assert.deepEqual(resolved.rolls, [{ faces: 100, value: 57, source: "physical" }]);
@@ -201,7 +150,7 @@ test("a physical d100: the GM allows physical dice for SoHL, the player throws 5
   assert.deepEqual(fateCard.rolls.map((r) => r.fromData.terms[0].results[0].result), [57]);
 
   // On the record: the spend's die is physical.
-  const records = bridge.cli("audit", "export", "--world", "e2e-world", "--format", "jsonl").split("\n").filter(Boolean).map((line) => JSON.parse(line).record);
+  const records = real.bridge.cli("audit", "export", "--world", "e2e-world", "--format", "jsonl").split("\n").filter(Boolean).map((line) => JSON.parse(line).record);
   const spend = records.filter((r) => r.type === "fate_spend").at(-1);
   assert.deepEqual([spend.dice, spend.draws.map((d) => d.source), spend.message.physical], [[57], ["physical"], [57]]);
 });

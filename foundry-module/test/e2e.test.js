@@ -4,49 +4,28 @@
  * the assertions follow from the outcome it reports.
  * Python: $FATE_BRIDGE_PYTHON, else <repo>/.venv/bin/python.
  */
-import { test, before, after } from "node:test";
+import { test, before } from "node:test";
 import assert from "node:assert/strict";
-import { install } from "../scripts/main.js";
 import { WebSocket } from "ws";
-import { BridgeProcess } from "./helpers/bridge-process.js";
-import { uninstallFakeFoundry } from "./helpers/fake-foundry.js";
+import { realBridge, startModule, recordReplies } from "./helpers/e2e.js";
 import { sampleWorld, postArchery } from "./helpers/world-setup.js";
 
 const LUCKY = "mystery00000000";
 /** lang/en.json's FATE_BRIDGE.Audit.Outcome.* for the Fate outcomes. */
 const OUTCOME_TEXT = { lost: "lost (charge used)", kept: "kept", spent: "spent", choice: "choice offered" };
 
-let bridge;
-let port;
-let token;
+const real = realBridge("fate-bridge-e2e-");
 /** Poll `check` until it returns a truthy value or `ms` pass (BridgeProcess.until). */
-const until = (check, what, ms) => bridge.until(check, what, ms);
+const { until } = real;
 
-before(async () => {
-  bridge = new BridgeProcess("fate-bridge-e2e-");
-  token = bridge.addWorld("e2e-world");
-  assert.match(token, /^\S{16,}$/, "world add --token-only prints just the token");
-  port = await bridge.serve();
+before(() => {
+  assert.match(real.token, /^\S{16,}$/, "world add --token-only prints just the token");
 });
 
-after(() => bridge?.stop());
-
 test("a SoHL card graded, a player's spend relayed and applied, a second spend refused", async (t) => {
-  const env = await sampleWorld({ WebSocket, settings: { "fate-bridge.token": token, "fate-bridge.bridgeUrl": `ws://127.0.0.1:${port}` } });
-  t.after(() => {
-    env.bridge?.dispose();
-    uninstallFakeFoundry();
-  });
-  env.bridge = install();
-  for (const hook of ["init", "setup", "ready"]) env.world.callHook(hook);
-  const connection = await until(() => env.bridge.connection()?.isReady() && env.bridge.connection(), "welcome");
-  const replies = [];
-  const request = connection.request.bind(connection);
-  connection.request = async (message) => {
-    const reply = await request(message);
-    replies.push(reply);
-    return reply;
-  };
+  const env = await sampleWorld({ WebSocket, settings: real.settings() });
+  const { handle, connection } = await startModule(t, real, env);
+  const replies = recordReplies(connection);
   const flagsOf = (id) => env.world.messages.get(id).flags["fate-bridge"] ?? {};
   /** A player's click over the module socket: the GM acks and holds it, the player says go, the GM acts. */
   const relayClick = () => {
@@ -135,7 +114,7 @@ test("a SoHL card graded, a player's spend relayed and applied, a second spend r
 
   // 5. The GM opens the Fate audit: the module's audit_query, the bridge's audit_page, the rows.
   env.world.asUser(env.gm);
-  const AuditWindow = env.bridge.auditWindow();
+  const AuditWindow = handle.auditWindow();
   const app = new AuditWindow();
   t.after(() => app.close());
   await app.render(true);
@@ -180,7 +159,7 @@ test("a SoHL card graded, a player's spend relayed and applied, a second spend r
   const again = await until(() => replies.find((reply) => reply.event_id === cutAfter.event_id), "the reply to the re-sent fate_spend");
   await until(() => flagsOf(second).fated, "the second card fated");
   await until(() => env.world.messages.size > size2, "the second Fate card");
-  const decisions = bridge.log.split("\n").filter((line) => line.includes("decision") && line.includes(`event_id=${cutAfter.event_id}`));
+  const decisions = real.bridge.log.split("\n").filter((line) => line.includes("decision") && line.includes(`event_id=${cutAfter.event_id}`));
   assert.equal(decisions.filter((line) => line.includes("replayed=False")).length, 1, `one Fate Test:\n${decisions.join("\n")}`);
   assert.equal(decisions.filter((line) => line.includes("replayed=True")).length, 1, `the re-sent event_id got the stored reply:\n${decisions.join("\n")}`);
   assert.equal(flagsOf(second).fated.event_id, cutAfter.event_id);

@@ -4,45 +4,27 @@
  * on the fake Foundry globals, `ws` as the WebSocket). The cards are random, so the assertions
  * follow from what the bridge reports. Python: $FATE_BRIDGE_PYTHON, else <repo>/.venv/bin/python.
  */
-import { test, before, after } from "node:test";
+import { test } from "node:test";
 import assert from "node:assert/strict";
 import { WebSocket } from "ws";
-import { install } from "../scripts/main.js";
 import * as hmtw from "../scripts/rulesets/hmtw/index.js";
-import { BridgeProcess } from "./helpers/bridge-process.js";
-import { uninstallFakeFoundry } from "./helpers/fake-foundry.js";
+import { deliverRelay, realBridge, startModule } from "./helpers/e2e.js";
 import { sampleWorld } from "./helpers/world-setup.js";
 
 /** Pentacles 2 fails unless a Knight, Queen or King comes up (45 of 57 cards): 30 tries all but surely fail once. */
 const MAX_TESTS = 30;
 const OBSTACLE = "the sea witch's conch";
 
-let bridge;
-let port;
-let token;
+const real = realBridge("fate-bridge-hmtw-e2e-", "--rate-limit", "0");
 /** Poll `check` until it returns a truthy value or `ms` pass (BridgeProcess.until). */
-const until = (check, what, ms) => bridge.until(check, what, ms);
-
-before(async () => {
-  bridge = new BridgeProcess("fate-bridge-hmtw-e2e-");
-  token = bridge.addWorld("e2e-world");
-  port = await bridge.serve("--rate-limit", "0");
-});
-
-after(() => bridge?.stop());
+const { until } = real;
 
 test("tests of fate drawn by the bridge: a failure binds the obstacle, the drawer pushes, the GM clears it and reads the decks", async (t) => {
-  const env = await sampleWorld({ WebSocket, settings: { "fate-bridge.token": token, "fate-bridge.bridgeUrl": `ws://127.0.0.1:${port}` } });
+  const env = await sampleWorld({ WebSocket, settings: real.settings() });
   globalThis.game.system = { id: "hmtw-foundry", version: "0.1.0" };
   const silan = env.world.addActor({ id: "RECONhmtwActor01", name: "Silán Storysoul", hasPlayerOwner: true, ownership: { [env.player]: 3 } });
   silan.system = { swords: 4, pentacles: 2, cups: 3, wands: 0 };
-  const handle = install({ rulesets: [hmtw] });
-  t.after(() => {
-    handle.dispose();
-    uninstallFakeFoundry();
-  });
-  for (const hook of ["init", "setup", "ready"]) env.world.callHook(hook);
-  const connection = await until(() => handle.connection()?.isReady() && handle.connection(), "welcome");
+  const { handle, connection } = await startModule(t, real, env, { rulesets: [hmtw] });
   const replies = [];
   const request = connection.request.bind(connection);
   connection.request = async (message) => {
@@ -57,12 +39,7 @@ test("tests of fate drawn by the bridge: a failure binds the obstacle, the drawe
   };
   /** The player's relayed request, all the way: request, ack, go, the GM's work, done. */
   async function relayed(count) {
-    env.world.asUser(env.gm);
-    env.world.deliverSocket();
-    env.world.asUser(env.player);
-    env.world.deliverSocket();
-    env.world.asUser(env.gm);
-    env.world.deliverSocket();
+    deliverRelay(env);
     await until(() => replies.length > count && env.world.emitted.some((e) => e.payload.type === "done"), "the GM's work");
     env.world.asUser(env.player);
     env.world.deliverSocket();
@@ -134,5 +111,5 @@ test("tests of fate drawn by the bridge: a failure binds the obstacle, the drawe
   assert.deepEqual(decks.bound, []);
   await until(() => env.world.messages.size > size, "the status card");
   assert.deepEqual([...env.world.messages.values()].at(-1).whisper, [env.gm]);
-  assert.match(bridge.log, /type=hmtw_push/);
+  assert.match(real.bridge.log, /type=hmtw_push/);
 });

@@ -8,21 +8,16 @@ import assert from "node:assert/strict";
 import { install } from "../scripts/main.js";
 import * as hmtw from "../scripts/rulesets/hmtw/index.js";
 import { uninstallFakeFoundry } from "./helpers/fake-foundry.js";
-import { sampleWorld } from "./helpers/world-setup.js";
-import { FakeClock, fakeWebSocketClass, until } from "./helpers/fake-socket.js";
+import { clockedWorld, restoreTimers } from "./helpers/world-setup.js";
+import { until } from "./helpers/fake-socket.js";
 
 const WELCOME = { type: "welcome", v: 1, world_id: "e2e-world", bridge_version: "x", rulesets: ["sohl", "hmtw"], settings: { fate_option: "everyone" } };
-const realTimers = { setTimeout: globalThis.setTimeout, clearTimeout: globalThis.clearTimeout };
 const SILAN = "RECONhmtwActor01";
 const PATCHES = "RECONhmtwActor02";
 
 let env;
 beforeEach(async () => {
-  const Socket = fakeWebSocketClass();
-  env = await sampleWorld({ WebSocket: Socket, settings: { "fate-bridge.token": "secret" } });
-  env.clock = new FakeClock();
-  globalThis.setTimeout = env.clock.setTimeout;
-  globalThis.clearTimeout = env.clock.clearTimeout;
+  env = await clockedWorld();
   globalThis.game.system = { id: "hmtw-foundry", version: "0.1.0" };
   env.silan = env.world.addActor({ id: SILAN, name: "Silán Storysoul", hasPlayerOwner: true, ownership: { [env.player]: 3 } });
   env.silan.system = { swords: 4, pentacles: 2, cups: 3, wands: 0 };
@@ -30,13 +25,13 @@ beforeEach(async () => {
   env.patches.system = { swords: 1, pentacles: 3, cups: 1, wands: 2 };
   env.handle = install({ rulesets: [hmtw] });
   for (const hook of ["init", "setup", "ready"]) env.world.callHook(hook);
-  env.socket = Socket.instances[0];
+  env.socket = env.Socket.instances[0];
   env.socket.open();
   env.socket.receive(WELCOME);
 });
 afterEach(() => {
   env.handle.dispose();
-  Object.assign(globalThis, realTimers);
+  restoreTimers();
   uninstallFakeFoundry();
 });
 

@@ -2,8 +2,8 @@ import { test, describe, beforeEach, afterEach } from "node:test";
 import assert from "node:assert/strict";
 import { install } from "../scripts/main.js";
 import { uninstallFakeFoundry } from "./helpers/fake-foundry.js";
-import { sampleWorld, postArchery } from "./helpers/world-setup.js";
-import { FakeClock, fakeWebSocketClass, flush, until } from "./helpers/fake-socket.js";
+import { postArchery, clockedWorld, restoreTimers } from "./helpers/world-setup.js";
+import { flush, until } from "./helpers/fake-socket.js";
 import { RELAY_LIMITS } from "../scripts/logic/relay.js";
 
 const LUCKY = "mystery00000000";
@@ -13,20 +13,14 @@ const GRADED = { level: 0, label: "MF", eligible: true, reasons: [], fate_ml: 77
 let env;
 /** Boot the real main.js on fresh fakes, as Foundry would: init, setup, ready. */
 async function boot({ token = "secret", url = "ws://127.0.0.1:8765" } = {}) {
-  const Socket = fakeWebSocketClass();
-  env = await sampleWorld({ WebSocket: Socket, settings: { "fate-bridge.token": token, "fate-bridge.bridgeUrl": url } });
-  env.Socket = Socket;
-  env.clock = new FakeClock();
-  globalThis.setTimeout = env.clock.setTimeout;
-  globalThis.clearTimeout = env.clock.clearTimeout;
+  env = await clockedWorld({ "fate-bridge.token": token, "fate-bridge.bridgeUrl": url });
   env.handle = install();
   for (const hook of ["init", "setup", "ready"]) env.world.callHook(hook);
   env.messageId = await postArchery(env.world);
 }
-const realTimers = { setTimeout: globalThis.setTimeout, clearTimeout: globalThis.clearTimeout };
 afterEach(() => {
   env?.handle.dispose();
-  Object.assign(globalThis, realTimers);
+  restoreTimers();
   uninstallFakeFoundry();
 });
 

@@ -7,28 +7,17 @@
  * clicked button stays pending until its answer.
  * Python: $FATE_BRIDGE_PYTHON, else <repo>/.venv/bin/python.
  */
-import { test, before, after } from "node:test";
+import { test } from "node:test";
 import assert from "node:assert/strict";
 import { WebSocket } from "ws";
-import { install } from "../scripts/main.js";
 import { PENDING_CLASS } from "../scripts/logic/pending.js";
-import { BridgeProcess } from "./helpers/bridge-process.js";
 import { FakeClock } from "./helpers/fake-socket.js";
-import { FakeItem, uninstallFakeFoundry } from "./helpers/fake-foundry.js";
+import { FakeItem } from "./helpers/fake-foundry.js";
+import { realBridge, startModule } from "./helpers/e2e.js";
 import { sampleWorld, postArchery } from "./helpers/world-setup.js";
 
-let bridge;
-let port;
-let token;
-const until = (check, what, ms) => bridge.until(check, what, ms);
-
-before(async () => {
-  bridge = new BridgeProcess("fate-bridge-outage-");
-  token = bridge.addWorld("e2e-world");
-  port = await bridge.serve();
-});
-
-after(() => bridge?.stop());
+const real = realBridge("fate-bridge-outage-");
+const { until } = real;
 
 /** `ws` recording every frame the module sends, per socket, in order. */
 const frames = [];
@@ -40,15 +29,9 @@ class RecordingWebSocket extends WebSocket {
 }
 
 test("30 s without the bridge: tests rolled and a Spend Fate click wait, then go once, in order, and are answered once", async (t) => {
-  const env = await sampleWorld({ WebSocket: RecordingWebSocket, settings: { "fate-bridge.token": token, "fate-bridge.bridgeUrl": `ws://127.0.0.1:${port}` } });
+  const env = await sampleWorld({ WebSocket: RecordingWebSocket, settings: real.settings() });
   const clock = new FakeClock();
-  t.after(() => {
-    env.bridge?.dispose();
-    uninstallFakeFoundry();
-  });
-  env.bridge = install({ timers: clock });
-  for (const hook of ["init", "setup", "ready"]) env.world.callHook(hook);
-  const connection = await until(() => env.bridge.connection()?.isReady() && env.bridge.connection(), "welcome");
+  const { connection } = await startModule(t, real, env, { timers: clock });
   const answers = [];
   const settled = [];
   const request = connection.request.bind(connection);
@@ -62,7 +45,7 @@ test("30 s without the bridge: tests rolled and a Spend Fate click wait, then go
   await until(() => flagsOf(first).graded, "the first test graded");
 
   // The bridge goes away.
-  await bridge.pause();
+  await real.bridge.pause();
   await until(() => !connection.isReady(), "the link to notice the bridge is gone");
   frames.length = 0;
   answers.length = 0;
@@ -89,7 +72,7 @@ test("30 s without the bridge: tests rolled and a Spend Fate click wait, then go
   assert.deepEqual(waiting, [["test_rolled", rolled[0]], ["test_rolled", rolled[1]], ["test_rolled", first]], "kept, in the order made (the spend re-grades first)");
 
   // The bridge is back on the same port and database; the next attempt finds it.
-  await bridge.resume();
+  await real.bridge.resume();
   // Move the clock a second at a time until the next attempt has found it (no further: the
   // heartbeat runs on this clock too).
   await until(() => connection.isReady() || (clock.advance(1_000), false), "welcome again", 20_000);
@@ -112,14 +95,8 @@ test("30 s without the bridge: tests rolled and a Spend Fate click wait, then go
 });
 
 test("a test too large for the bridge's frame limit is refused once, in the browser, with a notice naming the limit", async (t) => {
-  const env = await sampleWorld({ WebSocket: RecordingWebSocket, settings: { "fate-bridge.token": token, "fate-bridge.bridgeUrl": `ws://127.0.0.1:${port}` } });
-  t.after(() => {
-    env.bridge?.dispose();
-    uninstallFakeFoundry();
-  });
-  env.bridge = install();
-  for (const hook of ["init", "setup", "ready"]) env.world.callHook(hook);
-  const connection = await until(() => env.bridge.connection()?.isReady() && env.bridge.connection(), "welcome");
+  const env = await sampleWorld({ WebSocket: RecordingWebSocket, settings: real.settings() });
+  const { connection } = await startModule(t, real, env);
   const limit = connection.maxFrameBytes;
   assert.equal(limit, 64 * 1024, "the bridge's real limit, from welcome");
   // An actor carrying hundreds of Fate Points with long names: its test_rolled is over 64 KiB.

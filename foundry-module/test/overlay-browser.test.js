@@ -10,11 +10,10 @@
  */
 import { test, before, after } from "node:test";
 import assert from "node:assert/strict";
-import { existsSync, mkdirSync } from "node:fs";
+import { mkdirSync } from "node:fs";
 import path from "node:path";
-import { WebSocket } from "ws";
-import { chromium } from "playwright-core";
 import { BridgeProcess, REPO, STEP_MS } from "./helpers/bridge-process.js";
+import { CHROMIUM_SKIP, archery, forwarder, launchChromium } from "./helpers/browser.js";
 import * as fvtt from "../scripts/foundry.js";
 import { createFateFlow } from "../scripts/rulesets/sohl/fate-flow.js";
 import { sohlMessageBuilders } from "../scripts/rulesets/sohl/messages.js";
@@ -22,15 +21,9 @@ import { BridgeError } from "../scripts/logic/errors.js";
 import { uninstallFakeFoundry } from "./helpers/fake-foundry.js";
 import { capturedWorld, postCaptured } from "./helpers/world-setup.js";
 
-const CHROMIUM = "/usr/bin/chromium";
-/** The flags the project runs chromium with: no GPU, no network of its own, no first-run UI. */
-const CHROMIUM_FLAGS = [
-  "--headless", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
-  "--disable-background-networking", "--disable-component-update", "--disable-sync",
-];
 const WORLD = "overlay-world";
 const HOSTILE = '<img src=x onerror="window.__pwned = true">Basic Folk';
-const SKIP = existsSync(CHROMIUM) ? false : `${CHROMIUM} is missing: install Debian's chromium (apt-get install -y chromium; .ci/run does)`;
+const SKIP = CHROMIUM_SKIP;
 
 let bridge;
 let port;
@@ -39,41 +32,12 @@ let viewerKey;
 /** Poll `check` until it returns a truthy value or `ms` pass (BridgeProcess.until; STEP_MS bounds the page waits too). */
 const until = (check, what, ms) => bridge.until(check, what, ms);
 
-/** The GM's forwarder, speaking the wire contract: `ask` sends one message and awaits its reply. */
-async function forwarder() {
-  const ws = new WebSocket(`ws://127.0.0.1:${port}`);
-  const inbox = [];
-  ws.on("message", (data) => inbox.push(JSON.parse(String(data))));
-  await new Promise((resolve, reject) => {
-    ws.once("open", resolve);
-    ws.once("error", reject);
-  });
-  const ask = async (message) => {
-    const seen = inbox.length;
-    ws.send(JSON.stringify({ v: 1, ...message }));
-    return until(() => inbox[seen], `the reply to ${message.type}`);
-  };
-  const client = { module_version: "0.1.0", foundry_version: "13.345", system_id: "sohl", system_version: "0.9.0" };
-  assert.equal((await ask({ type: "hello", world_id: WORLD, token, client })).type, "welcome");
-  return { ask, close: () => ws.close() };
-}
-
-/** Basic Folk's Archery test (EML 55, rolled 88: MF) posted with `visibility`; Fate ML 77. */
-function archery(messageId, visibility, actorName = "Basic Folk") {
-  return {
-    type: "test_rolled", event_id: `rolled-${messageId}`, ruleset: "sohl", message_id: messageId, visibility,
-    actor: {
-      actor_id: "d1cddnpaqRl0a0Q8", name: actorName, player_owned: true, owner_user_ids: ["player0000000001"],
-      aura: { eml: 55, disabled: false }, aural_shock: false,
-      fate_points: [{ point_id: "luckystar1item0", name: "Lucky Star", skill_code: null, charges: null }],
-    },
-    test: { kind: "skill", code: "archery", name: "Archery Test", eml: 55, roll: 88, level_mod: 0, basis: [], basic: false },
-  };
-}
+/** The GM's forwarder on this file's bridge (helpers/browser.js). */
+const openForwarder = () => forwarder(bridge, { worldId: WORLD, token });
 
 /** Grade and fate one Archery result; the `fate_resolved`. */
 async function fated(link, messageId, visibility, actorName) {
-  assert.equal((await link.ask(archery(messageId, visibility, actorName))).type, "test_graded");
+  assert.equal((await link.ask(archery(messageId, { visibility, actorName }))).type, "test_graded");
   const resolved = await link.ask({ type: "fate_spend", event_id: `spend-${messageId}`, message_id: messageId,
     point_id: "luckystar1item0", user_id: "player0000000001", user_name: "Player One" });
   assert.equal(resolved.type, "fate_resolved", JSON.stringify(resolved));
@@ -110,12 +74,7 @@ after(() => bridge?.stop());
 
 /** Chromium on the overlay page (closed after `t`), connected; its page errors collected. */
 async function openOverlay(t, profile, query = "seconds=600&max=3") {
-  const context = await chromium.launchPersistentContext(path.join(bridge.dir, profile), {
-    executablePath: CHROMIUM,
-    headless: true,
-    args: CHROMIUM_FLAGS,
-    viewport: { width: 1920, height: 1080 },
-  });
+  const context = await launchChromium(bridge.dir, { width: 1920, height: 1080 }, profile);
   t.after(() => context.close());
   const page = context.pages()[0] ?? (await context.newPage());
   const pageErrors = [];
@@ -130,7 +89,7 @@ test("public cards appear in the overlay with their labels, whispered ones never
   const { context, page, pageErrors } = await openOverlay(t, "chromium-profile");
   assert.equal(await page.evaluate(() => getComputedStyle(document.body).backgroundColor), "rgba(0, 0, 0, 0)", "transparent for OBS");
 
-  const link = await forwarder();
+  const link = await openForwarder();
   t.after(() => link.close());
 
   // 1. A public result with a hostile actor name: the card appears; the name is text.
@@ -169,9 +128,7 @@ test("public cards appear in the overlay with their labels, whispered ones never
 });
 
 test("the page speaks the URL's lang: German status lines, English without it", { skip: SKIP }, async (t) => {
-  const context = await chromium.launchPersistentContext(path.join(bridge.dir, "chromium-profile-lang"), {
-    executablePath: CHROMIUM, headless: true, args: CHROMIUM_FLAGS,
-  });
+  const context = await launchChromium(bridge.dir, undefined, "chromium-profile-lang");
   t.after(() => context.close());
   const page = context.pages()[0] ?? (await context.newPage());
   const status = page.locator("#status");
@@ -211,7 +168,7 @@ async function docsScreenshot(context, link) {
  */
 test("SoHL's GM-only, blind and self tests never appear on the overlay; a publicly posted one does", { skip: SKIP }, async (t) => {
   const { page, pageErrors } = await openOverlay(t, "chromium-profile-sohl");
-  const link = await forwarder();
+  const link = await openForwarder();
   t.after(() => link.close());
   const env = await capturedWorld();
   t.after(() => uninstallFakeFoundry());

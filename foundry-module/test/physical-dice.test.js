@@ -16,10 +16,9 @@ import * as pool from "../scripts/rulesets/pool/index.js";
 import * as hmtw from "../scripts/rulesets/hmtw/index.js";
 import { DICE_SETTINGS_SETTING } from "../scripts/logic/dice-trust.js";
 import { uninstallFakeFoundry } from "./helpers/fake-foundry.js";
-import { sampleWorld, postArchery } from "./helpers/world-setup.js";
-import { FakeClock, fakeWebSocketClass, until } from "./helpers/fake-socket.js";
+import { postArchery, clockedWorld, restoreTimers } from "./helpers/world-setup.js";
+import { until } from "./helpers/fake-socket.js";
 
-const realTimers = { setTimeout: globalThis.setTimeout, clearTimeout: globalThis.clearTimeout };
 const CARD = { title: "t", html: "<div>card</div>", ruleset: "x", speaker_actor_id: null, speaker_alias: null };
 const LUCKY = "mystery00000000";
 const GRADED = { level: 0, label: "MF", eligible: true, reasons: [], fate_ml: 77, points: [{ point_id: LUCKY, name: "Lucky Star", charges: 2 }] };
@@ -30,14 +29,10 @@ let env;
  * allowed for `physical` (the GM's browser keeps that in the world setting every client reads).
  */
 async function boot(rulesets, physical) {
-  const Socket = fakeWebSocketClass();
-  env = await sampleWorld({ WebSocket: Socket, settings: { "fate-bridge.token": "secret" } });
-  env.clock = new FakeClock();
-  globalThis.setTimeout = env.clock.setTimeout;
-  globalThis.clearTimeout = env.clock.clearTimeout;
+  env = await clockedWorld();
   env.handle = install({ rulesets });
   for (const hook of ["init", "setup", "ready"]) env.world.callHook(hook);
-  env.socket = Socket.instances[0];
+  env.socket = env.Socket.instances[0];
   env.socket.open();
   env.socket.receive({ type: "welcome", v: 1, world_id: "e2e-world", bridge_version: "x", rulesets: rulesets.map((r) => r.id), settings: { fate_option: "everyone" } });
   const status = await sent("dice_status");
@@ -48,7 +43,7 @@ async function boot(rulesets, physical) {
 }
 afterEach(() => {
   env?.handle.dispose();
-  Object.assign(globalThis, realTimers);
+  restoreTimers();
   uninstallFakeFoundry();
 });
 

@@ -15,8 +15,8 @@ import {
   MAX_RECEIPTS_PER_CHECK, RECEIPT_FLAG, collectReceipts, createReceiptsChecker, receiptOf, receiptsExport, withReceipt,
 } from "../scripts/logic/receipts.js";
 import { uninstallFakeFoundry } from "./helpers/fake-foundry.js";
-import { postArchery, sampleWorld } from "./helpers/world-setup.js";
-import { FakeClock, fakeWebSocketClass, until } from "./helpers/fake-socket.js";
+import { postArchery, sampleWorld, clockedWorld, restoreTimers } from "./helpers/world-setup.js";
+import { until } from "./helpers/fake-socket.js";
 
 const WORLD = "e2e-world";
 const receipt = (seq, overrides = {}) => ({
@@ -115,18 +115,13 @@ describe("the SoHL Fate flow keeps each reply's receipt", () => {
 });
 
 describe("a ruleset's posted card and the audit window", () => {
-  const realTimers = { setTimeout: globalThis.setTimeout, clearTimeout: globalThis.clearTimeout };
   const WELCOME = { type: "welcome", v: 1, world_id: WORLD, bridge_version: "x", rulesets: ["sohl", "tarot"], settings: { fate_option: "everyone" } };
   const CARD = { title: "Draw", html: '<div class="tarot">The Tower</div>', ruleset: "tarot", speaker_actor_id: null, speaker_alias: "Ann" };
   let env;
   let app = null;
 
   beforeEach(async () => {
-    const Socket = fakeWebSocketClass();
-    env = await sampleWorld({ WebSocket: Socket, settings: { "fate-bridge.token": "secret" } });
-    env.clock = new FakeClock();
-    globalThis.setTimeout = env.clock.setTimeout;
-    globalThis.clearTimeout = env.clock.clearTimeout;
+    env = await clockedWorld();
     const tarot = {
       id: "tarot",
       install(api) {
@@ -138,7 +133,7 @@ describe("a ruleset's posted card and the audit window", () => {
     };
     env.handle = install({ rulesets: [tarot] });
     for (const hook of ["init", "setup", "ready"]) env.world.callHook(hook);
-    env.socket = Socket.instances[0];
+    env.socket = env.Socket.instances[0];
     env.socket.open();
     env.socket.receive(WELCOME);
   });
@@ -146,7 +141,7 @@ describe("a ruleset's posted card and the audit window", () => {
     env.handle.dispose();
     await app?.settled();
     app = null;
-    Object.assign(globalThis, realTimers);
+    restoreTimers();
     uninstallFakeFoundry();
   });
 

@@ -10,12 +10,11 @@ import { install } from "../scripts/main.js";
 import { installRulesets } from "../scripts/ruleset-api.js";
 import { BridgeError } from "../scripts/logic/errors.js";
 import { uninstallFakeFoundry } from "./helpers/fake-foundry.js";
-import { sampleWorld } from "./helpers/world-setup.js";
-import { FakeClock, fakeWebSocketClass, flush, until } from "./helpers/fake-socket.js";
+import { sampleWorld, clockedWorld, restoreTimers } from "./helpers/world-setup.js";
+import { until } from "./helpers/fake-socket.js";
 
 const WELCOME = { type: "welcome", v: 1, world_id: "e2e-world", bridge_version: "x", rulesets: ["sohl", "tarot"], settings: { fate_option: "everyone" } };
 const CARD = { title: "Draw", html: '<div class="tarot">The Tower</div>', ruleset: "tarot", speaker_actor_id: "actor0000000001", speaker_alias: "Ann" };
-const realTimers = { setTimeout: globalThis.setTimeout, clearTimeout: globalThis.clearTimeout };
 
 let env;
 /** A ruleset as the contract describes it, recording what reaches it. */
@@ -44,22 +43,17 @@ function tarotRuleset(log) {
 }
 
 beforeEach(async () => {
-  const Socket = fakeWebSocketClass();
-  env = await sampleWorld({ WebSocket: Socket, settings: { "fate-bridge.token": "secret" } });
-  env.Socket = Socket;
-  env.clock = new FakeClock();
-  globalThis.setTimeout = env.clock.setTimeout;
-  globalThis.clearTimeout = env.clock.clearTimeout;
+  env = await clockedWorld();
   env.log = { commands: [], relayed: [], frames: [] };
   env.handle = install({ rulesets: [tarotRuleset(env.log)] });
   for (const hook of ["init", "setup", "ready"]) env.world.callHook(hook);
-  env.socket = Socket.instances[0];
+  env.socket = env.Socket.instances[0];
   env.socket.open();
   env.socket.receive(WELCOME);
 });
 afterEach(() => {
   env.handle.dispose();
-  Object.assign(globalThis, realTimers);
+  restoreTimers();
   uninstallFakeFoundry();
 });
 

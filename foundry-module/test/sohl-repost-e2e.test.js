@@ -6,41 +6,23 @@
  * the GM's browser has lost the fated flags (so the module's own check cannot stop it).
  * Python: $FATE_BRIDGE_PYTHON, else <repo>/.venv/bin/python.
  */
-import { test, before, after } from "node:test";
+import { test } from "node:test";
 import assert from "node:assert/strict";
 import { WebSocket } from "ws";
-import { install } from "../scripts/main.js";
 import * as fvtt from "../scripts/foundry.js";
 import { createFateFlow } from "../scripts/rulesets/sohl/fate-flow.js";
 import { sohlMessageBuilders } from "../scripts/rulesets/sohl/messages.js";
-import { BridgeProcess } from "./helpers/bridge-process.js";
-import { uninstallFakeFoundry } from "./helpers/fake-foundry.js";
+import { realBridge, startModule } from "./helpers/e2e.js";
 import { capturedWorld, postCaptured } from "./helpers/world-setup.js";
 
 const LUCKY = "mystery00000000";
 
-let bridge;
-let port;
-let token;
-
-before(async () => {
-  bridge = new BridgeProcess("fate-bridge-repost-e2e-");
-  token = bridge.addWorld("e2e-world"); // the fake world's id
-  port = await bridge.serve();
-});
-
-after(() => bridge?.stop());
+const real = realBridge("fate-bridge-repost-e2e-");
 
 test("the GM's edit repost of a fated SoHL test: graded already_fated and its spend refused by the bridge", async (t) => {
-  const env = await capturedWorld({ WebSocket, settings: { "fate-bridge.token": token, "fate-bridge.bridgeUrl": `ws://127.0.0.1:${port}` } });
-  const handle = install();
-  t.after(() => {
-    handle.dispose();
-    uninstallFakeFoundry();
-  });
-  for (const hook of ["init", "setup", "ready"]) env.world.callHook(hook);
-  const until = (check, what) => bridge.until(check, what);
-  const connection = await until(() => handle.connection()?.isReady() && handle.connection(), "welcome");
+  const env = await capturedWorld({ WebSocket, settings: real.settings() });
+  const { connection } = await startModule(t, real, env);
+  const { until } = real;
   const sent = [];
   const request = connection.request.bind(connection);
   connection.request = (message) => {

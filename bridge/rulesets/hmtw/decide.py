@@ -24,8 +24,8 @@ import msgspec
 
 from . import cards, wire
 from ... import wire as shared
-from ...ruleset import Outcome, handler, log_fields
-from ...dice import Dice, DiceExhausted
+from ...ruleset import Outcome, handler, log_fields, rolling
+from ...dice import Dice
 from ...errors import BadMessage, Forbidden, NotEligible, NotFound
 from ...i18n import N_, _
 from . import rules as hmtw
@@ -206,11 +206,7 @@ def _picker(dice: Dice) -> Callable[[int], int]:
     are the line's fault (``resolve``): ``bad_message`` on ``dice``."""
 
     def pick(n: int) -> int:
-        try:
-            return dice.roll(n)
-        except (DiceExhausted, ValueError) as exc:  # only scripted dice raise these
-            raise BadMessage(f"{exc} (a draw picks 1..{n} among the undrawn cards)",
-                             field="dice") from None
+        return rolling(lambda: dice.roll(n), f" (a draw picks 1..{n} among the undrawn cards)")
 
     return pick
 

@@ -16,8 +16,8 @@ import msgspec
 
 from . import cards, wire
 from ... import wire as shared
-from ...ruleset import handler
-from ...dice import Dice, DiceExhausted
+from ...ruleset import handler, rolling
+from ...dice import Dice
 from ...errors import BadMessage, Forbidden, NotEligible
 from ...i18n import N_, _
 from . import rules as mythic
@@ -52,10 +52,7 @@ def _rank(text: str, field: str) -> int:
 
 def _roll(dice: Dice) -> int:
     """M5: the bridge's d100."""
-    try:
-        return dice.roll(mythic.D100_FACES)
-    except (DiceExhausted, ValueError) as exc:  # only scripted dice raise these
-        raise BadMessage(str(exc), field="dice") from None
+    return rolling(lambda: dice.roll(mythic.D100_FACES))
 
 
 # --- chart_question ----------------------------------------------------------------------------

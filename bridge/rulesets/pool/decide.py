@@ -16,14 +16,12 @@ Records (kinds, each under one key):
 
 from __future__ import annotations
 
-from collections.abc import Callable
-
 import msgspec
 
 from . import cards, wire
 from ... import wire as shared
-from ...ruleset import handler
-from ...dice import Dice, DiceExhausted
+from ...ruleset import handler, rolling
+from ...dice import Dice
 from ...errors import BadMessage, Forbidden, NoCharges, NotEligible, NotFound
 from ...i18n import N_, _
 from . import rules as pool
@@ -121,15 +119,6 @@ def _entry(record: CharacterRecord) -> wire.PoolLedgerEntry:
 
 def _holds_fate(record: CharacterRecord) -> bool:
     return record.kind in pool.FATE_HOLDERS
-
-
-def _roll(dice: Dice, roll: Callable[[], object]):
-    """Run ``roll`` with the decision's dice; scripted dice that run out or do not fit the die
-    (``resolve`` lines, tests) are a ``bad_message`` naming ``dice``."""
-    try:
-        return roll()
-    except (DiceExhausted, ValueError) as exc:
-        raise BadMessage(str(exc), field="dice") from None
 
 
 # --- who may act -------------------------------------------------------------------------------
@@ -351,7 +340,7 @@ def _check(message: wire.PoolCheck, state: WorldState, dice: Dice) -> wire.PoolC
         raise BadMessage(_("a pool of %(size)s dice is more than the %(most)s the bridge rolls: "
                            "check the stat and the Fate dice bought") % {"size": size, "most": pool.MAX_POOL},
                          field="fate" if message.fate else "stat_modifier" if message.stat_modifier is not None else "stat_score")
-    faces = _roll(dice, lambda: pool.roll_pool(size, dice))
+    faces = rolling(lambda: pool.roll_pool(size, dice))
 
     ones = pool.pay_ones(faces.count(pool.STAMINA_FACE), record.stamina, _holds_fate(record),
                          config.narrative_consequences)
@@ -425,7 +414,7 @@ def _save(message: wire.PoolSave, state: WorldState, dice: Dice) -> wire.PoolSav
         stat_value = pool.roll_stat_die(stat_die, dice)
         return d20s, stat_value, None if other_die is None else pool.roll_stat_die(other_die, dice)
 
-    d20s, stat_value, fate_value = _roll(dice, roll)
+    d20s, stat_value, fate_value = rolling(roll)
     kept = pool.kept_d20(d20s, mode)
     tier = pool.tier_for_level(record.level)
     total = pool.save_total(kept, stat_value, fate_value or 0, tier, message.bonus)
@@ -480,7 +469,7 @@ def _reroll(message: wire.PoolReroll, state: WorldState, dice: Dice) -> wire.Poo
     _require_owner(record, message.user_id, message.user_is_gm)
     _require_fate_holder(record, "roll_id")
     record, fate_spent = _spend(record, pool.FATE_PER_REROLL, "roll_id")
-    d20s = _roll(dice, lambda: pool.roll_d20s(before.mode, dice))
+    d20s = rolling(lambda: pool.roll_d20s(before.mode, dice))
     kept_before, kept = pool.kept_d20(before.d20s, before.mode), pool.kept_d20(d20s, before.mode)
     total = pool.rerolled_total(before.total, kept_before, kept)
     passed = None if before.dc is None else pool.save_passes(total, before.dc)

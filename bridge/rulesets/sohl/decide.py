@@ -22,9 +22,9 @@ import msgspec
 
 from . import cards, wire
 from ... import wire as shared
-from ...ruleset import Outcome, log_fields
-from ...dice import Dice, DiceExhausted
-from ...errors import AlreadyFated, BadMessage, Forbidden, NoCharges, NotEligible, NotFound
+from ...ruleset import Outcome, log_fields, rolling
+from ...dice import Dice
+from ...errors import AlreadyFated, Forbidden, NoCharges, NotEligible, NotFound
 from ...i18n import _
 from . import rules as sohl
 from ...state import WorldState
@@ -298,10 +298,7 @@ def _fate_spend(message: wire.FateSpend, state: WorldState, dice: Dice) -> Outco
 
     assert actor.aura is not None  # no_aura would have been a reason
     fate_ml = sohl.fate_ml(actor.aura.eml)
-    try:
-        fate_roll = dice.roll(sohl.D100_FACES)
-    except (DiceExhausted, ValueError) as exc:  # only scripted dice raise these
-        raise BadMessage(str(exc), field="dice") from None
+    fate_roll = rolling(lambda: dice.roll(sohl.D100_FACES))
     fate_level = sohl.grade(fate_roll, fate_ml)
     effect = sohl.fate_test_effect(fate_level)
     seq = state.next_seq()

@@ -6,6 +6,7 @@
  */
 
 import { PROTOCOL_VERSION } from "./messages.js";
+import { failedState } from "./request-failure.js";
 
 /** Message tags of the audit exchange. */
 export const AUDIT_MSG = Object.freeze({ QUERY: "audit_query", PAGE: "audit_page" });
@@ -53,8 +54,6 @@ export const AUDIT_STATUS = Object.freeze({
   ERROR: "error",
 });
 
-/** BridgeError codes meaning the link is gone rather than the query refused. */
-const DOWN_CODES = Object.freeze(["closed", "unauthorized", "bridge_down"]);
 
 /** Placeholder shown for an empty cell. */
 export const EMPTY_CELL = "—";
@@ -250,8 +249,7 @@ export function createAuditPager({ send, isReady, newId, limit = AUDIT_LIMITS.PA
       page = await send(buildAuditQuery({ queryId, filters: state.filters, beforeSeq, limit }));
     } catch (error) {
       if (currentQuery !== queryId) return state;
-      const code = typeof error?.code === "string" ? error.code : "internal";
-      Object.assign(state, { status: DOWN_CODES.includes(code) ? AUDIT_STATUS.DOWN : AUDIT_STATUS.ERROR, error: code });
+      Object.assign(state, failedState(error, AUDIT_STATUS));
       return state;
     }
     if (currentQuery !== queryId) return state;

@@ -9,6 +9,7 @@
  */
 
 import { PROTOCOL_VERSION } from "./messages.js";
+import { failedState } from "./request-failure.js";
 
 /** This module's flag key holding a message's receipt. */
 export const RECEIPT_FLAG = "receipt";
@@ -30,7 +31,6 @@ export const RECEIPTS_STATUS = Object.freeze({
   ERROR: "error",
 });
 
-const DOWN_CODES = Object.freeze(["closed", "unauthorized", "bridge_down"]);
 const RECEIPT_FIELDS = Object.freeze(["world_id", "seq", "record_hash", "key_id", "sig"]);
 
 /**
@@ -150,8 +150,7 @@ export function createReceiptsChecker({ send, isReady, newId }) {
           reply = await send(buildReceiptsCheck(queryId, batch.map((c) => c.receipt)));
         } catch (error) {
           if (mine !== run) return state;
-          const code = typeof error?.code === "string" ? error.code : "internal";
-          Object.assign(state, { status: DOWN_CODES.includes(code) ? RECEIPTS_STATUS.DOWN : RECEIPTS_STATUS.ERROR, error: code });
+          Object.assign(state, failedState(error, RECEIPTS_STATUS));
           return state;
         }
         if (mine !== run) return state;

@@ -3,6 +3,7 @@
  * and the Archery card as a ChatMessage.
  */
 import { installFakeFoundry } from "./fake-foundry.js";
+import { FakeClock, fakeWebSocketClass } from "./fake-socket.js";
 import { archeryCard, basicFolk, basicFolkItems } from "./sohl-fixtures.js";
 import { captured, sample } from "./samples.js";
 
@@ -25,6 +26,30 @@ export async function sampleWorld(options = {}) {
     items: basicFolkItems({ auraEml: 55 }),
   });
   return { world, gm, player, stranger, actor };
+}
+
+/** The global timers as they were before any test replaced them (see restoreTimers). */
+const REAL_TIMERS = { setTimeout: globalThis.setTimeout, clearTimeout: globalThis.clearTimeout };
+
+/**
+ * sampleWorld with a fake WebSocket class (`env.Socket`, its `instances`) and a FakeClock
+ * (`env.clock`) installed as the global setTimeout/clearTimeout; undo with restoreTimers().
+ *
+ * @param {object} [settings] the world settings (default: the token "secret")
+ */
+export async function clockedWorld(settings = { "fate-bridge.token": "secret" }) {
+  const Socket = fakeWebSocketClass();
+  const env = await sampleWorld({ WebSocket: Socket, settings });
+  env.Socket = Socket;
+  env.clock = new FakeClock();
+  globalThis.setTimeout = env.clock.setTimeout;
+  globalThis.clearTimeout = env.clock.clearTimeout;
+  return env;
+}
+
+/** Put the real global timers back (after clockedWorld). */
+export function restoreTimers() {
+  Object.assign(globalThis, REAL_TIMERS);
 }
 
 /** Post the Archery card as `userId` (fires createChatMessage). */
