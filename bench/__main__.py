@@ -122,16 +122,17 @@ def bytes_by_table(db: Path, decisions: int) -> dict[str, dict[str, float]]:
             for name, pages, payload in rows if pages / decisions >= 10}
 
 
-def start_clients(url: str, worlds_file: Path, conns: int, procs: int, duration: float, tag: str) -> list:
-    """Start ``procs`` load client processes sharing ``conns`` connections; each has opened its
-    connections (printed ``ready``) when this returns."""
+def start_clients(urls: list[str], worlds_file: Path, conns: int, procs: int, duration: float, tag: str) -> list:
+    """Start ``procs`` load client processes sharing ``conns`` connections, client ``i`` on
+    ``urls[i % len(urls)]`` (one server, or one per bridge process); each has opened its
+    connections (printed ``ready``) when this returns. Their results: :func:`release_clients`."""
     clients, first = [], 0
     for i in range(procs):
         share = conns // procs + (1 if i < conns % procs else 0)
         clients.append(subprocess.Popen(
-            [sys.executable, "-m", "bench.load", "--url", url, "--worlds", str(worlds_file), "--conns", str(share),
-             "--first", str(first), "--duration", str(duration), "--tag", f"{tag}p{i}-", "--wait-go",
-             "--result", str(worlds_file.with_name(f"result-{i}.json"))],
+            [sys.executable, "-m", "bench.load", "--url", urls[i % len(urls)], "--worlds", str(worlds_file),
+             "--conns", str(share), "--first", str(first), "--duration", str(duration), "--tag", f"{tag}p{i}-",
+             "--wait-go", "--result", str(_result_file(worlds_file, i))],
             stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True))
         first += share
     for client in clients:
@@ -143,21 +144,36 @@ def start_clients(url: str, worlds_file: Path, conns: int, procs: int, duration:
     return clients
 
 
+def _result_file(worlds_file: Path, i: int) -> Path:
+    return worlds_file.with_name(f"{worlds_file.stem}-result-{i}.json")
+
+
+def go(clients: list) -> None:
+    """Let the ready clients of :func:`start_clients` start their load, all at once."""
+    for client in clients:
+        client.stdin.write("go\n")
+        client.stdin.close()
+
+
+def release_clients(clients: list, worlds_file: Path, duration: float) -> list[dict]:
+    """Wait for the clients :func:`go` started; their result files (``bench.load --result``)."""
+    results = []
+    for i, client in enumerate(clients):
+        if client.wait(timeout=duration + 120) != 0:
+            raise SystemExit(f"load client failed: {client.stderr.read()[-2000:]}")
+        results.append(json.loads(_result_file(worlds_file, i).read_text()))
+    return results
+
+
 def measure(server: subprocess.Popen, db: Path | None, url: str, worlds_file: Path, conns: int, procs: int,
             duration: float, tag: str) -> dict:
     """One run: the clients' round trips and latencies merged, and the server's CPU and
     database bytes over exactly the loaded time."""
     procs = max(1, min(procs, conns))
-    clients = start_clients(url, worlds_file, conns, procs, duration, tag)
+    clients = start_clients([url], worlds_file, conns, procs, duration, tag)
     cpu_before, bytes_before, began = cpu_seconds(server.pid), db_bytes(db), time.perf_counter()
-    for client in clients:
-        client.stdin.write("go\n")
-        client.stdin.close()
-    results = []
-    for i, client in enumerate(clients):
-        if client.wait(timeout=duration + 120) != 0:
-            raise SystemExit(f"load client failed: {client.stderr.read()[-2000:]}")
-        results.append(json.loads(worlds_file.with_name(f"result-{i}.json").read_text()))
+    go(clients)
+    results = release_clients(clients, worlds_file, duration)
     wall = time.perf_counter() - began
     server_cpu = cpu_seconds(server.pid) - cpu_before
     written = db_bytes(db) - bytes_before

@@ -33,7 +33,7 @@ from urllib.parse import quote
 from bridge.session import hash_token, new_token
 from bridge.store import open_store
 
-from .__main__ import LOAD_LIMITS as BENCH_LIMITS, cpu_seconds
+from .__main__ import LOAD_LIMITS as BENCH_LIMITS, cpu_seconds, go, release_clients, start_clients
 from .crash import free_port, start_bridge
 from .load import percentile
 
@@ -144,28 +144,12 @@ def _measure(db: str, key: Path, processes: int, conns: int, duration: float, tm
     worlds_file.write_text(json.dumps(worlds))
     bridges = start_bridges(db, key, processes, *LOAD_LIMITS)
     try:
-        clients, first = [], 0
-        for i, (_, port) in enumerate(bridges):
-            share = conns // processes + (1 if i < conns % processes else 0)
-            clients.append(subprocess.Popen(
-                [sys.executable, "-m", "bench.load", "--url", f"ws://127.0.0.1:{port}", "--worlds", str(worlds_file),
-                 "--conns", str(share), "--first", str(first), "--duration", str(duration), "--tag",
-                 f"s{i}-", "--wait-go", "--result", str(worlds_file.with_name(f"{worlds_file.stem}-r{i}.json"))],
-                stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True))
-            first += share
-        for client in clients:
-            if client.stdout.readline().strip() != "ready":
-                raise SystemExit(f"load client failed: {client.stderr.read()[-2000:]}")
+        clients = start_clients([f"ws://127.0.0.1:{port}" for _, port in bridges], worlds_file, conns,
+                                len(bridges), duration, "s")
         cpu_before = sum(cpu_seconds(p.pid) for p, _ in bridges)
         pg_before, began = postgres_cpu(), time.perf_counter()
-        for client in clients:
-            client.stdin.write("go\n")
-            client.stdin.close()
-        results = []
-        for i, client in enumerate(clients):
-            if client.wait(timeout=duration + 120) != 0:
-                raise SystemExit(f"load client failed: {client.stderr.read()[-2000:]}")
-            results.append(json.loads(worlds_file.with_name(f"{worlds_file.stem}-r{i}.json").read_text()))
+        go(clients)
+        results = release_clients(clients, worlds_file, duration)
         wall = time.perf_counter() - began
         cpu = sum(cpu_seconds(p.pid) for p, _ in bridges) - cpu_before
         pg_cpu = postgres_cpu() - pg_before

@@ -12,7 +12,7 @@
         ├── AlreadyFated             already_fated    the result was fated before (S11)
         ├── NoCharges                no_charges       the chosen point has no charge left (S7)
         ├── NotFound                 not_found        message never graded, or no pending choice
-        ├── RateLimited              rate_limited     too many messages (reserved for the server shell)
+        ├── RateLimited              rate_limited     too many decisions for the world, or failed hellos from one address (bridge/limits.py)
         └── Internal                 internal         anything unexpected; details only in the log
     └── ConfigError                  operator-side problem; the CLI exits 2
         └── WorldNotRegistered       also closes that world's connections with 4001

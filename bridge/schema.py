@@ -24,7 +24,7 @@ def render(kind: object, title: str) -> bytes:
     document = {
         "$schema": "https://json-schema.org/draft/2020-12/schema",
         "title": title,
-        "description": f"fate-bridge wire protocol v{wire.PROTOCOL_VERSION}; generated from bridge/wire.py by `fate-bridge schema`.",
+        "description": f"fate-bridge wire protocol v{wire.PROTOCOL_VERSION}; generated from the message types (bridge/wire/, bridge/rulesets/*/wire.py) by `fate-bridge schema`.",
         **root,
         "$defs": components,
     }

@@ -2,7 +2,7 @@
 run), with scripted dice: each die picks among the undrawn cards in deck order
 (``hmtw_messages.Table`` turns a card's code into that die).
 
-Each class pins rulings H1-H10 as the wire shows them, and that a refusal draws nothing and
+Each class pins rulings H1-H13 as the wire shows them, and that a refusal draws nothing and
 changes nothing. The last classes run the example session through ``fate-bridge resolve`` and
 verify the audit trail re-derives every hmtw decision.
 """

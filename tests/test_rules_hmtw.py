@@ -1,4 +1,4 @@
-"""His Majesty the Worm rules (``bridge/rules/hmtw.py``) against seed 002 (Tests of Fate) and the
+"""His Majesty the Worm rules (``bridge/rulesets/hmtw/rules.py``) against seed 002 (Tests of Fate) and the
 rulings H1-H13 of ``docs/rules.md``.
 
 One class per ruling; every ruling is pinned with concrete values. The shuffle's uniformity is

@@ -1,4 +1,4 @@
-"""Mythic Fate Chart rules (``bridge/rules/mythic.py``) against seed 003 and the rulings M1-M9 of
+"""Mythic Fate Chart rules (``bridge/rulesets/mythic/rules.py``) against seed 003 and the rulings M1-M9 of
 ``docs/rules.md``.
 
 One class per ruling; every ruling is pinned with concrete values. The chart (M2) is checked

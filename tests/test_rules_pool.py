@@ -1,4 +1,4 @@
-"""pool rules (``bridge/rules/pool.py``) against seed 004 and the rulings P1-P13 of
+"""pool rules (``bridge/rulesets/pool/rules.py``) against seed 004 and the rulings P1-P16 of
 ``docs/rules.md``: one class per ruling, each pinned with values; then the exact odds
 of a check against the roller."""
 

@@ -1,4 +1,4 @@
-"""Song of Heroic Lands rules (``bridge/rules/sohl.py``) against seeds 000 (Fate), 001 (Success
+"""Song of Heroic Lands rules (``bridge/rulesets/sohl/rules.py``) against seeds 000 (Fate), 001 (Success
 Tests) and the rulings S1-S12 of ``docs/rules.md``.
 
 One class per ruling; every ruling is pinned with concrete values.

@@ -1,4 +1,4 @@
-"""schemas/ is generated from bridge/wire.py and must be up to date."""
+"""schemas/ is generated from the message types (bridge/wire/, bridge/rulesets/*/wire.py) and must be up to date."""
 
 from __future__ import annotations
 

@@ -1,8 +1,8 @@
 """What every store backend provides: the :class:`Store` protocol the shell calls, and the plain
 values it takes and returns (worlds, decisions, audit rows and filters).
 
-Pure declarations: no SQL, no threads. ``bridge/store/sqlite.py`` is the embedded backend; a
-PostgreSQL one implements the same protocol.
+Pure declarations: no SQL, no threads. ``bridge/store/sqlite.py`` is the embedded backend,
+``bridge/store/postgres.py`` the same on PostgreSQL (many processes; docs/deploy.md).
 """
 
 from __future__ import annotations

@@ -27,7 +27,7 @@ afterEach(() => {
   else process.env.TZ = savedTz;
 });
 
-/** An AuditSummary as bridge/store.py audit_page sends it. */
+/** An AuditSummary as bridge/store/audit_rows.py audit_page sends it. */
 const record = (seq, overrides = {}) => ({
   seq, ts: "2024-05-01T12:34:56.789Z", type: "fate_spend", event_id: `ev${seq}`, user_id: "playerUser00001", ruleset: "sohl",
   message_id: "msg0000000000001", actor_id: "d1cddnpaqRl0a0Q8", actor_name: "Basic Folk", test_name: "Archery", outcome: "spent",

@@ -3,7 +3,7 @@ and the GM's deck commands (DECISIONS.md H1-H13).
 
 Pure: the world's state comes in as a :class:`~bridge.state.WorldState`, dice as an injected
 :class:`~bridge.dice.Dice` (each draw is one die of as many faces as cards left undrawn: the
-pick among them in deck order, see ``bridge.rules.hmtw``). Every refusal is raised before the
+pick among them in deck order, see ``bridge.rulesets.hmtw.rules``). Every refusal is raised before the
 first write, so a refused request changes nothing; every card is drawn before the first write too.
 
 Records (kinds):

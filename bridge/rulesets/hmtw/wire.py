@@ -1,4 +1,4 @@
-"""hmtw: tests of fate with tarot decks (His Majesty the Worm; DECISIONS.md H1-H10).
+"""hmtw: tests of fate with tarot decks (His Majesty the Worm; docs/rules.md H1-H13).
 
 The bridge keeps each world's two decks and draws every card itself; the module sends what is
 tested and gets back the cards drawn, the totals, the outcome and a chat card to post.

@@ -1,4 +1,4 @@
-"""The mythic ruleset: the Mythic Fate Chart: questions, odds questions, the Chaos Factor (M1-M7).
+"""The mythic ruleset: the Mythic Fate Chart: questions, odds questions, the Chaos Factor (M1-M9).
 
 ``rules`` (pure tables and functions), ``wire`` (its messages), ``decide`` (its handlers),
 ``cards`` and ``templates/`` (its chat cards); :data:`RULESET` plugs it into the bridge.

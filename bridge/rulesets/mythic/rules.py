@@ -1,7 +1,7 @@
 """Mythic: the Fate Chart (seed 003; DECISIONS.md M1-M9).
 
 Pure and table-driven: no I/O, no clock, no randomness. The d100 is rolled by the caller
-(``bridge.decisions.mythic``) from an injected source and passed in as a number.
+(``bridge.rulesets.mythic.decide``) from an injected source and passed in as a number.
 
 A rank is a plain int, its position on the ladder of M1: Miniscule 2+ is 0, Average 5,
 Superhuman 2+ 12; beyond the ends the ladder goes on (M3): Superhuman 3+ is 13, Miniscule 3+ is -1.

@@ -1,4 +1,4 @@
-"""mythic: the Fate Chart (Mythic; DECISIONS.md M1-M7).
+"""mythic: the Fate Chart (Mythic; docs/rules.md M1-M9).
 
 Any table, in any game system, asks the Fate Chart a yes/no question: ``chart_question`` (ranks,
 rank shifts, optionally one of the named questions with its modifiers) or ``chart_odds_question``

@@ -1,4 +1,4 @@
-"""The pool ruleset: the dice pool: checks, saves, rerolls bought with Fate, the ledger (P1-P13).
+"""The pool ruleset: the dice pool: checks, saves, rerolls bought with Fate, the ledger (P1-P16).
 
 ``rules`` (pure tables and functions), ``wire`` (its messages), ``decide`` (its handlers),
 ``cards`` and ``templates/`` (its chat cards); :data:`RULESET` plugs it into the bridge.

@@ -1,4 +1,4 @@
-"""pool: dice-pool checks, Fate and Destiny (seed 004; DECISIONS.md P1-P13).
+"""pool: dice-pool checks, Fate and Destiny (seed 004; docs/rules.md P1-P16).
 
 The game has no Foundry system: the bridge keeps every character's ledger (session Fate, earned
 Fate, Destiny, stamina, level) and rolls checks, saves and d20 rerolls with its own dice. GM

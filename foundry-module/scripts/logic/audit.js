@@ -1,6 +1,6 @@
 /**
  * The audit window's logic, without Foundry and without a DOM: the filter form -> `audit_query`
- * (docs/protocol.md, Audit; bridge/wire.py AuditQuery), an `audit_page` -> row view-models, and
+ * (docs/protocol.md, Audit; bridge/wire/audit.py AuditQuery), an `audit_page` -> row view-models, and
  * the paging state ("Load older" continues from `next_before`). The window (scripts/audit-window.js)
  * only renders what this module decides.
  */

@@ -1,5 +1,5 @@
 /**
- * His Majesty the Worm (ruleset `hmtw`, DECISIONS.md H1-H10; wire in docs/protocol.md "hmtw"):
+ * His Majesty the Worm (ruleset `hmtw`, docs/rules.md H1-H13; wire in docs/protocol.md "hmtw"):
  * the `/tof` chat command, the attribute scores of an adventurer, and the bridge messages.
  * Pure: plain data in, plain data out. The bridge keeps the decks and draws every card.
  *

@@ -1,5 +1,5 @@
 /**
- * His Majesty the Worm (ruleset `hmtw`, DECISIONS.md H1-H10; wire in docs/protocol.md "hmtw"):
+ * His Majesty the Worm (ruleset `hmtw`, docs/rules.md H1-H13; wire in docs/protocol.md "hmtw"):
  * tests of fate drawn from tarot decks the bridge keeps. Players type `/tof pentacles favor` (or
  * `/tof` for the dialog, or use the "Test of fate" button of an adventurer's sheet in the HMtW
  * system); the drawer alone sees "Push fate" on a failed test's card; GMs type `/tof decks`,

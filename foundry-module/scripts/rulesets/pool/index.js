@@ -1,5 +1,5 @@
 /**
- * The pool ruleset in Foundry (seed 004, DECISIONS.md P1-P13; wire in docs/protocol.md "pool"):
+ * The pool ruleset in Foundry (seed 004, docs/rules.md P1-P16; wire in docs/protocol.md "pool"):
  * the `/pool` chat command (checks, saves, a player's own Fate, the GM's ledger panel), a
  * "Reroll with Fate" button on chat messages carrying a player character's d20 roll and on the
  * bridge's save/reroll cards, and the GM's ledger panel. The game has no Foundry system: the

@@ -1,6 +1,6 @@
 /**
  * Turn a plain snapshot of a SoHL actor into the `actor` part of `test_rolled`
- * (bridge/wire.py SohlActor). The snapshot is made by scripts/foundry.js; this file only reads it.
+ * (bridge/rulesets/sohl/wire.py SohlActor). The snapshot is made by scripts/foundry.js; this file only reads it.
  */
 
 /** Shortcode of SoHL's Aura attribute. */

@@ -169,7 +169,7 @@ export function targetFromModifier(modifier) {
  * @param {{id: string, name: string, type: string, system: object}|null} item the tested item
  *   as plain data (null when it no longer exists)
  * @returns {{ok: true, test: object} | {ok: false, reason: string}}
- *   `test` follows bridge/wire.py SohlTest: kind, code, name, eml, roll, level_mod, basis (always
+ *   `test` follows bridge/rulesets/sohl/wire.py SohlTest: kind, code, name, eml, roll, level_mod, basis (always
  *   empty: the bridge derives it from `skill_base_formula`, rule S6), skill_base_formula (skills
  *   only), basic, reported_level, item_id.
  */

@@ -1,5 +1,5 @@
 /**
- * SoHL's requests to the bridge (wire protocol v1, docs/protocol.md "sohl", bridge/wire.py):
+ * SoHL's requests to the bridge (wire protocol v1, docs/protocol.md "sohl", bridge/rulesets/sohl/wire.py):
  * `test_rolled`, `fate_spend`, `fate_choice`, and the S12 option sent in the link's `settings`.
  * Each builder returns a plain object ready for JSON.stringify, always with `v: 1`; event ids
  * come from an injected generator so tests can predict them.
