@@ -22,7 +22,8 @@ from ..errors import WorldStateMismatch
 from ..heads import KEY_CHANGE, Head, KeyChange, public_key_text, sign_head
 from ..receipts import key_id
 from .base import AuditEntry, AuditFilter, AuditRow
-from .schema import _blob, _encode, _summary_decoder, utc_now
+from .blobs import pack, unpack
+from .schema import _encode, _summary_decoder, utc_now
 
 if TYPE_CHECKING:
     from typing import TypeVar
@@ -91,7 +92,7 @@ class AuditRows:
         record_hash = audit.chain_hash(prev_hash, canonical)
         summary = entry.summary
         row = (world_id, seq, ts, entry.type, entry.event_id, entry.user_id, summary.ruleset,
-               summary.actor_id, summary.outcome, _encode(summary), canonical, prev_hash, record_hash)
+               summary.actor_id, summary.outcome, pack(_encode(summary)), pack(canonical), prev_hash, record_hash)
         checkpoint = head = None
         if seq % CHECKPOINT_EVERY == 0:
             if self.audit_key is not None:
@@ -183,7 +184,7 @@ class AuditRows:
 
     def _row(self, row: tuple) -> AuditRow:
         return AuditRow(row[0], row[1], row[2], row[3], row[4], row[5], row[6],
-                        _summary_decoder.decode(row[7]), _blob(row[8]), row[9], row[10])
+                        _summary_decoder.decode(unpack(row[7])), unpack(row[8]), row[9], row[10])
 
     def _audit_rows_sync(self, where: AuditFilter) -> list[AuditRow]:
         assert self._conn is not None
@@ -242,7 +243,7 @@ class AuditRows:
                          (settings, last_seq, world_id))
             conn.execute("DELETE FROM records WHERE world_id = ?", (world_id,))
             conn.executemany("INSERT INTO records (world_id, kind, key, value) VALUES (?,?,?,?)",
-                             [(world_id, kind, key, value) for kind, key, value in records])
+                             [(world_id, kind, key, pack(value)) for kind, key, value in records])
             request_hashes = dict(conn.execute(
                 "SELECT event_id, request_hash FROM events WHERE world_id = ?", (world_id,)).fetchall())
             conn.execute("DELETE FROM events WHERE world_id = ?", (world_id,))
@@ -410,13 +411,13 @@ def trail_worlds(conn: sqlite3.Connection) -> list[str]:
 def stored_state(conn: sqlite3.Connection, world_id: str) -> StoredState:
     """A world's state rows as stored (see :class:`bridge.derive.StoredState`)."""
     world = conn.execute("SELECT settings, last_seq FROM worlds WHERE world_id = ?", (world_id,)).fetchone()
-    records = {(kind, key): _blob(value) for kind, key, value in
+    records = {(kind, key): unpack(value) for kind, key, value in
                conn.execute("SELECT kind, key, value FROM records WHERE world_id = ?", (world_id,))}
-    events = {event_id: _blob(reply) for event_id, reply in
+    events = {event_id: unpack(reply) for event_id, reply in
               conn.execute("SELECT event_id, reply FROM events WHERE world_id = ?", (world_id,))}
     if world is None:
         return StoredState(None, 0, records, events)
-    return StoredState(_blob(world[0]), world[1], records, events)
+    return StoredState(unpack(world[0]), world[1], records, events)
 
 
 def load_trail(conn: sqlite3.Connection, world_id: str) -> audit.Trail:
@@ -429,7 +430,7 @@ def load_trail(conn: sqlite3.Connection, world_id: str) -> audit.Trail:
                                (world_id,)).fetchall()
     return audit.Trail(
         world_id,
-        ((r[0], _blob(r[1]), r[2], r[3], audit.ListedColumns(*r[4:11], _blob(r[11]))) for r in rows),
+        ((r[0], unpack(r[1]), r[2], r[3], audit.ListedColumns(*r[4:11], unpack(r[11]))) for r in rows),
         checkpoints, heads_of(conn, world_id), stored_state(conn, world_id), registered)
 
 

@@ -1,5 +1,5 @@
 """The SQLite file's layout and conventions: the migrations that build it, how values are stored
-(JSON blobs, UTC times as sortable text) and the one way a change is committed.
+(JSON blobs, the big ones as zstd frames: :mod:`bridge.store.blobs`; UTC times as sortable text) and the one way a change is committed.
 
 Every backend module (``sqlite``, ``worlds``, ``audit_rows``) reads and writes through these.
 """
@@ -101,11 +101,6 @@ def utc_now() -> str:
 _settings_decoder = msgspec.json.Decoder(wire.WorldSettings)
 _summary_decoder = msgspec.json.Decoder(wire.AuditColumns)
 _encode = msgspec.json.Encoder().encode
-
-
-def _blob(value: bytes | str) -> bytes:
-    """A stored record's bytes, also when a hand edit (SQL ``replace()``) turned it into TEXT."""
-    return value.encode() if isinstance(value, str) else bytes(value)
 
 
 def _in_transaction(conn: sqlite3.Connection, work: Callable[[sqlite3.Connection], T]) -> T:

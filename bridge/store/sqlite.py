@@ -50,6 +50,7 @@ from ..startup import database_problem
 from ..state import WorldState
 from .audit_rows import AuditRows, Sealed
 from .base import Decided, Decision, DecisionFn
+from .blobs import pack, unpack
 from .memory import CachedState, WorldCache
 from .schema import MIGRATIONS, SCHEMA_VERSION, T, _encode, _in_transaction, _settings_decoder, utc_now
 from .worlds import WorldRows
@@ -274,7 +275,7 @@ class SQLiteStore(WorldRows, AuditRows):
         (value,) = self._fetch_conn.execute(
             "SELECT value FROM records WHERE world_id = ? AND kind = ? AND key = ?",
             (world_id, kind, key)).fetchone()
-        return bytes(value)
+        return unpack(value)
 
     def _read_world(self, conn: sqlite3.Connection, world_id: str, *, values: bool) -> WorldCache:
         """The world's state: settings, counters, chain head, event ids, and its records' keys
@@ -289,7 +290,7 @@ class SQLiteStore(WorldRows, AuditRows):
         cache = WorldCache(world_id, _settings_decoder.decode(row[0]), row[1],
                            (head[0], head[1]) if head else (0, audit.GENESIS_HASH))
         if values:
-            cache.records = {(kind, key): bytes(value) for kind, key, value in conn.execute(
+            cache.records = {(kind, key): unpack(value) for kind, key, value in conn.execute(
                 "SELECT kind, key, value FROM records WHERE world_id = ?", (world_id,))}
         else:  # the primary key's index alone
             cache.on_disk = set(conn.execute("SELECT kind, key FROM records WHERE world_id = ?", (world_id,)))
@@ -338,7 +339,7 @@ class SQLiteStore(WorldRows, AuditRows):
         if records:
             conn.executemany("INSERT INTO records (world_id, kind, key, value) VALUES (?, ?, ?, ?)"
                              " ON CONFLICT (world_id, kind, key) DO UPDATE SET value = excluded.value",
-                             [(*slot, raw) for slot, raw in records.items()])
+                             [(*slot, pack(raw)) for slot, raw in records.items()])
         if worlds:
             conn.executemany("UPDATE worlds SET last_seq = ?, settings = coalesce(?, settings) WHERE world_id = ?",
                              [(last_seq, settings, world_id) for world_id, (last_seq, settings) in worlds.items()])
@@ -362,7 +363,7 @@ class SQLiteStore(WorldRows, AuditRows):
         else:
             record, record_hash = conn.execute("SELECT record, hash FROM audit WHERE world_id = ? AND seq = ?",
                                                (item.world_id, item.replay_seq)).fetchone()
-            stored = _replay_decoder.decode(record)
+            stored = _replay_decoder.decode(unpack(record))
             reply = replayed_frame(stored)
             stored_hash = hashlib.sha256(bytes(stored.message)).hexdigest()
             seq = item.replay_seq

@@ -1,0 +1,131 @@
+"""Build a new zstd dictionary for the stored blobs (:mod:`bridge.store.blobs`) from the project's
+own example sessions: ``python -m bridge.store.dictionary`` (from a checkout; ``--help``).
+
+The samples are real rows: every example session of ``examples/`` (all four rulesets) is played
+through a trusted :class:`~bridge.session.Session` and the SQLite store into a temporary database,
+in English and in German, several times with seeded dice (so outcomes, cards and dice differ),
+and the audit ``record`` and ``summary`` and ``records.value`` blobs are read back as JSON. The
+bench's data is never used: the bench measures the dictionary, it must not teach it.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import random
+import sqlite3
+import sys
+import tempfile
+from pathlib import Path
+
+import zstandard
+
+from . import blobs
+
+ROOT = Path(__file__).resolve().parents[2]
+EXAMPLES = ROOT / "examples"
+LANGUAGES = (None, "de")
+DICT_BYTES = 16 * 1024  # larger dictionaries gained < 3% on the bench's rows when measured
+PLAYS = 12  # seeded plays of each example per language
+
+HELP = f"""\
+Train a new zstd dictionary for the database's compressed rows and write it as
+bridge/store/dictionaries/<id>.zdict, with the next free id.
+
+When: only when the rows a decision stores change shape so much that they compress
+clearly worse (a new ruleset, a new record layout); `python -m bench` prints the
+bytes per decision by table. Never to replace a shipped dictionary: frames in
+databases name their dictionary by id and must read forever, so a rebuild ADDS one.
+
+How: run it from a checkout (it plays examples/*.jsonl), then in
+bridge/store/blobs.py add the new id to DICTIONARIES (with the bridge version that
+first writes it) and make it CURRENT, pin its SHA-256 in tests/test_blobs.py next
+to the old ones (keep theirs), and commit the .zdict file.
+"""
+
+
+class _SeededDice:
+    """Dice from a seeded generator (reproducible sample sets)."""
+
+    def __init__(self, rng: random.Random) -> None:
+        self._rng = rng
+
+    def roll(self, faces: int) -> int:
+        return self._rng.randint(1, faces)
+
+
+async def _play(db: Path) -> None:
+    """Every example, in each language, ``PLAYS`` times (a world each), into the database ``db``."""
+    from .. import logs
+    from ..dice import ScriptedDice
+    from ..session import Session
+    from .sqlite import SQLiteStore
+
+    logs.configure(level="error")  # a line per decision is noise here
+    store = await SQLiteStore.open(db)
+    try:
+        for example in sorted(EXAMPLES.glob("*-session.jsonl")):
+            lines = [json.loads(line) for line in example.read_text().splitlines() if line.strip()]
+            for language in LANGUAGES:
+                for play in range(PLAYS):
+                    rng = random.Random(f"{example.name}/{language}/{play}")
+                    world = f"{example.stem}-{language or 'en'}-{play}"
+                    await store.add_world(world, None)
+                    session = Session(store, _SeededDice(rng), trusted=True, default_world=world,
+                                      new_seed=rng.randbytes)
+                    client = {"module_version": "0.1.0", "foundry_version": "13.351", "system_id": "sohl",
+                              "system_version": "0.9.0"}
+                    if language:
+                        client["language"] = language
+                    await session.receive(json.dumps({"type": "hello", "v": 1, "world_id": world,
+                                                      "client": client}).encode())
+                    for message in lines:
+                        scripted = message.get("dice")
+                        frame = json.dumps({k: v for k, v in message.items() if k != "dice"}).encode()
+                        await session.receive(frame, None if scripted is None or play else ScriptedDice(scripted))
+    finally:
+        await store.close()
+
+
+def samples() -> list[bytes]:
+    """The JSON of every audit record, summary and record value the example plays store."""
+    if not EXAMPLES.is_dir():
+        raise SystemExit(f"no {EXAMPLES}: run this from a fate-bridge checkout")
+    with tempfile.TemporaryDirectory() as folder:
+        db = Path(folder) / "samples.sqlite3"
+        asyncio.run(_play(db))
+        conn = sqlite3.connect(db)
+        try:
+            rows = conn.execute("SELECT record FROM audit UNION ALL SELECT summary FROM audit"
+                                " UNION ALL SELECT value FROM records").fetchall()
+        finally:
+            conn.close()
+    return [blobs.unpack(value) for (value,) in rows]
+
+
+def build(dict_id: int) -> bytes:
+    """A dictionary of ``DICT_BYTES`` bytes with id ``dict_id``, trained on :func:`samples`."""
+    trained = zstandard.train_dictionary(DICT_BYTES, samples(), dict_id=dict_id, level=blobs.LEVEL)
+    return trained.as_bytes()
+
+
+def main(argv: list[str] | None = None) -> int:
+    """The command line (see ``HELP``)."""
+    parser = argparse.ArgumentParser(prog="python -m bridge.store.dictionary", description=HELP,
+                                     formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--id", type=int, default=max(blobs.DICTIONARIES) + 1,
+                        help="the new dictionary's id (default: the next after the shipped ones)")
+    args = parser.parse_args(argv)
+    if args.id in blobs.DICTIONARIES or not 32768 <= args.id <= 65535:
+        parser.error(f"--id {args.id}: pick an id in 32768..65535 that no shipped dictionary has "
+                     f"({', '.join(map(str, sorted(blobs.DICTIONARIES)))})")
+    out = blobs.FOLDER / f"{args.id}.zdict"
+    out.write_bytes(build(args.id))
+    print(f"wrote {out} ({out.stat().st_size} bytes); now add {args.id} to DICTIONARIES in "
+          "bridge/store/blobs.py, make it CURRENT and pin its SHA-256 in tests/test_blobs.py", file=sys.stderr)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
