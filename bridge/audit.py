@@ -83,7 +83,8 @@ class AuditRecord(msgspec.Struct, kw_only=True, frozen=True):
 
 class ListedColumns(msgspec.Struct, frozen=True):
     """A stored audit row's own columns (what ``audit list``, export and ``audit_query`` show),
-    checked by :func:`verify_world` against the signed record."""
+    checked by :func:`verify_world` against the signed record. ``summary``: the summary column's
+    JSON; empty when the row keeps none of its own (rows since issue 17 list the record's)."""
 
     ts: str
     type: str
@@ -342,12 +343,16 @@ _key_change_decoder = msgspec.json.Decoder(KeyChange)
 _columns_decoder = msgspec.json.Decoder(wire.AuditColumns)
 
 
+def _listed_summary(summary: bytes) -> wire.AuditColumns | None:
+    """A summary column's own copy decoded (None: unreadable)."""
+    try:
+        return _columns_decoder.decode(summary)
+    except msgspec.MsgspecError:
+        return None
+
+
 def _column_differences(record: AuditRecord, listed: ListedColumns) -> list[str]:
     """The listed columns of a row that disagree with its signed record."""
-    try:
-        summary = _columns_decoder.decode(listed.summary)
-    except msgspec.MsgspecError:
-        summary = None
     signed = {"ts": record.ts, "type": record.type, "event_id": record.event_id,
               "user_id": record.user_id, "ruleset": record.summary.ruleset,
               "actor_id": record.summary.actor_id, "outcome": record.summary.outcome}
@@ -355,7 +360,7 @@ def _column_differences(record: AuditRecord, listed: ListedColumns) -> list[str]
              "user_id": listed.user_id, "ruleset": listed.ruleset, "actor_id": listed.actor_id,
              "outcome": listed.outcome}
     differences = [name for name in signed if signed[name] != shown[name]]
-    if summary != record.summary:
+    if listed.summary and _listed_summary(listed.summary) != record.summary:
         differences.append("summary")
     return differences
 

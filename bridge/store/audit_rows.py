@@ -23,7 +23,7 @@ from ..heads import KEY_CHANGE, Head, KeyChange, public_key_text, sign_head
 from ..receipts import key_id
 from .base import AuditEntry, AuditFilter, AuditRow
 from .blobs import pack, unpack
-from .schema import _encode, _summary_decoder, utc_now
+from .schema import _summary_decoder, utc_now
 
 if TYPE_CHECKING:
     from typing import TypeVar
@@ -91,8 +91,9 @@ class AuditRows:
         canonical = audit.canonical(record)
         record_hash = audit.chain_hash(prev_hash, canonical)
         summary = entry.summary
+        # the summary column stays empty: the record holds the summary (see row_summary)
         row = (world_id, seq, ts, entry.type, entry.event_id, entry.user_id, summary.ruleset,
-               summary.actor_id, summary.outcome, pack(_encode(summary)), pack(canonical), prev_hash, record_hash)
+               summary.actor_id, summary.outcome, b"", pack(canonical), prev_hash, record_hash)
         checkpoint = head = None
         if seq % CHECKPOINT_EVERY == 0:
             if self.audit_key is not None:
@@ -183,8 +184,9 @@ class AuditRows:
     _ROW = ("id, world_id, seq, ts, type, event_id, user_id, summary, record, prev_hash, hash")
 
     def _row(self, row: tuple) -> AuditRow:
+        record = unpack(row[8])
         return AuditRow(row[0], row[1], row[2], row[3], row[4], row[5], row[6],
-                        _summary_decoder.decode(unpack(row[7])), unpack(row[8]), row[9], row[10])
+                        row_summary(row[7], record), record, row[9], row[10])
 
     def _audit_rows_sync(self, where: AuditFilter) -> list[AuditRow]:
         assert self._conn is not None
@@ -359,6 +361,27 @@ class AuditRows:
 
 
 # --- reading a trail (any connection: the store's, or verify's read-only one) ------------------
+
+
+class _RecordSummary(msgspec.Struct):
+    summary: wire.AuditColumns
+
+
+_record_summary = msgspec.json.Decoder(_RecordSummary)
+
+
+def row_summary(stored: bytes | str, record: bytes) -> wire.AuditColumns:
+    """An audit row's summary (what ``audit list`` and the audit window show) from its ``summary``
+    column and its record's JSON: rows written before issue 17 kept a copy in the column; later
+    rows leave it empty and the record's own is read. A record too damaged to read (``audit
+    verify`` reports it) is listed with the outcome ``unreadable``."""
+    copy = unpack(stored)
+    if copy:
+        return _summary_decoder.decode(copy)
+    try:
+        return _record_summary.decode(record).summary
+    except msgspec.MsgspecError:
+        return wire.AuditColumns(outcome="unreadable")
 
 
 def _mismatch(world_id: str, why: str) -> str:

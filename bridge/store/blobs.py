@@ -1,9 +1,9 @@
 """How the big per-decision blobs are stored (issue 17): zstd frames with a shipped dictionary.
 
-A decision's audit ``record`` and ``summary`` and the ``records.value`` it writes are JSON; they
-are stored as zstd frames compressed with a dictionary trained on the project's own example
+A decision's audit ``record`` and the ``records.value`` it writes are JSON; they are stored as
+zstd frames compressed with a dictionary trained on the project's own example
 sessions (:mod:`bridge.store.dictionary` builds it), which brings a 3 KB audit record to about
-200 bytes. Only the storage changes: the chain hashes, signed heads, state digests, exports and
+350 bytes. Only the storage changes: the chain hashes, signed heads, state digests, exports and
 receipts are over the JSON (the canonical bytes), which :func:`unpack` gives back exactly.
 
 :func:`pack` is the one place a blob is encoded (where a row is built); :func:`unpack` is the one
