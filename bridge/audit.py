@@ -325,8 +325,8 @@ class WorldReport:
 class Trail:
     """What verification reads of one world (from the database, read-only, or an export).
 
-    ``rows``: ``(seq, canonical record bytes, prev_hash, hash, listed columns or None)`` in seq
-    order; ``checkpoints``: HMAC ``(seq, hash, mac)``; ``heads``: Ed25519 signed heads;
+    ``rows``: ``(seq, canonical record bytes, prev_hash ('' when the record before is gone), hash,
+    listed columns or None)`` in seq order; ``checkpoints``: HMAC ``(seq, hash, mac)``; ``heads``: Ed25519 signed heads;
     ``state``: the stored state rows (None: an export, which has none); ``registered``: the world
     has a row in the registry (``worlds``), removed or not."""
 
@@ -400,7 +400,7 @@ def verify_world(trail: Trail, key: bytes | None, public_key: Ed25519PublicKey |
             problems.append(Problem(seq, "gap", f"records {expected_seq}..{seq - 1} are missing before record {seq}"))
         if prev_hash != expected_prev:
             problems.append(Problem(seq, "link", f"record {seq} does not link to the record before it"))
-        if chain_hash(prev_hash, record_bytes) != record_hash:
+        if prev_hash and chain_hash(prev_hash, record_bytes) != record_hash:  # '': the record before is gone
             problems.append(Problem(seq, "hash", f"record {seq} was changed after it was written (hash mismatch)"))
         hashes[seq] = record_hash
         expected_seq, expected_prev = seq + 1, record_hash

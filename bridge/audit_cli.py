@@ -27,7 +27,7 @@ from .errors import ConfigError
 from .heads import parse_public_key, public_key_text
 from .receipts import check_receipts, decode_export, key_id
 from .store import AuditFilter, AuditRow, Store, open_store
-from .store.audit_rows import DatabaseUnreadable, heads_of, open_readonly, verify_database
+from .store.audit_rows import PREV_HASH, DatabaseUnreadable, heads_of, open_readonly, verify_database
 from .store.blobs import unpack
 
 SUMMARY_COLUMNS = ("id", "world_id", "seq", "ts", "type", "event_id", "user_id", "ruleset", "message_id",
@@ -301,7 +301,7 @@ def _export_trail(db: Path | str, args: argparse.Namespace) -> int:
         raise ConfigError(str(exc)) from None
     try:
         rows = [(seq, unpack(record), prev_hash, record_hash) for seq, record, prev_hash, record_hash in conn.execute(
-            "SELECT seq, record, prev_hash, hash FROM audit WHERE world_id = ? ORDER BY seq", (args.world,))]
+            f"SELECT seq, record, {PREV_HASH}, hash FROM audit WHERE world_id = ? ORDER BY seq", (args.world,))]
         checkpoints = conn.execute("SELECT seq, hash, mac FROM checkpoints WHERE world_id = ? ORDER BY seq",
                                    (args.world,)).fetchall()
         data = trail_file.encode(args.world, rows, heads_of(conn, args.world), checkpoints)

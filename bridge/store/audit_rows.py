@@ -33,6 +33,12 @@ if TYPE_CHECKING:
 CHECKPOINT_EVERY = audit.CHECKPOINT_EVERY
 _INSERT_AUDIT = ("INSERT INTO audit (world_id, seq, ts, type, event_id, user_id, ruleset, actor_id,"
                  " outcome, summary, record, prev_hash, hash) VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?)")
+# An audit row's prev_hash, in a SELECT ... FROM audit: rows written before issue 17 store it;
+# later rows store '' and link to the hash of the world's record before (the genesis hash for
+# record 1). '' when that record is gone: `audit verify` reports the gap and the broken link.
+PREV_HASH = ("CASE WHEN prev_hash <> '' THEN prev_hash WHEN seq = 1 THEN '" + audit.GENESIS_HASH + "' ELSE"
+             " coalesce((SELECT p.hash FROM audit p WHERE p.world_id = audit.world_id AND p.seq = audit.seq - 1),"
+             " '') END")
 _INSERT_CHECKPOINT = ("INSERT INTO checkpoints (world_id, seq, hash, mac, ts) VALUES (?,?,?,?,?)"
                       " ON CONFLICT (world_id, seq) DO NOTHING")
 _INSERT_HEAD = ("INSERT INTO heads (world_id, seq, hash, state_digest, public_key, sig, ts) VALUES (?,?,?,?,?,?,?)"
@@ -91,9 +97,10 @@ class AuditRows:
         canonical = audit.canonical(record)
         record_hash = audit.chain_hash(prev_hash, canonical)
         summary = entry.summary
-        # the summary column stays empty: the record holds the summary (see row_summary)
+        # Stored once (issue 17): the summary is the record's (row_summary), the prev_hash the
+        # hash of the row before (PREV_HASH), so both columns stay empty.
         row = (world_id, seq, ts, entry.type, entry.event_id, entry.user_id, summary.ruleset,
-               summary.actor_id, summary.outcome, b"", pack(canonical), prev_hash, record_hash)
+               summary.actor_id, summary.outcome, b"", pack(canonical, "audit"), "", record_hash)
         checkpoint = head = None
         if seq % CHECKPOINT_EVERY == 0:
             if self.audit_key is not None:
@@ -181,7 +188,7 @@ class AuditRows:
                     raise WorldStateMismatch(_mismatch(world_id, edited[0].detail))
         checked.add(world_id)
 
-    _ROW = ("id, world_id, seq, ts, type, event_id, user_id, summary, record, prev_hash, hash")
+    _ROW = f"id, world_id, seq, ts, type, event_id, user_id, summary, record, {PREV_HASH}, hash"
 
     def _row(self, row: tuple) -> AuditRow:
         record = unpack(row[8])
@@ -245,7 +252,7 @@ class AuditRows:
                          (settings, last_seq, world_id))
             conn.execute("DELETE FROM records WHERE world_id = ?", (world_id,))
             conn.executemany("INSERT INTO records (world_id, kind, key, value) VALUES (?,?,?,?)",
-                             [(world_id, kind, key, pack(value)) for kind, key, value in records])
+                             [(world_id, kind, key, pack(value, "records")) for kind, key, value in records])
             request_hashes = dict(conn.execute(
                 "SELECT event_id, request_hash FROM events WHERE world_id = ?", (world_id,)).fetchall())
             conn.execute("DELETE FROM events WHERE world_id = ?", (world_id,))
@@ -447,7 +454,7 @@ def load_trail(conn: sqlite3.Connection, world_id: str) -> audit.Trail:
     """One world's trail and state rows, for :func:`bridge.audit.verify_world` (rows streamed)."""
     registered = conn.execute("SELECT 1 FROM worlds WHERE world_id = ?", (world_id,)).fetchone() is not None
     rows = conn.execute(
-        "SELECT seq, record, prev_hash, hash, ts, type, event_id, user_id, ruleset, actor_id,"
+        f"SELECT seq, record, {PREV_HASH}, hash, ts, type, event_id, user_id, ruleset, actor_id,"
         " outcome, summary FROM audit WHERE world_id = ? ORDER BY seq", (world_id,))
     checkpoints = conn.execute("SELECT seq, hash, mac FROM checkpoints WHERE world_id = ? ORDER BY seq",
                                (world_id,)).fetchall()

@@ -1,10 +1,12 @@
-"""Build a new zstd dictionary for the stored blobs (:mod:`bridge.store.blobs`) from the project's
-own example sessions: ``python -m bridge.store.dictionary`` (from a checkout; ``--help``).
+"""Build a new zstd dictionary for one kind of stored blob (:mod:`bridge.store.blobs`) from the
+project's own example sessions: ``python -m bridge.store.dictionary KIND`` (from a checkout;
+``--help``).
 
 The samples are real rows: every example session of ``examples/`` (all four rulesets) is played
 through a trusted :class:`~bridge.session.Session` and the SQLite store into a temporary database,
 in English and in German, several times with seeded dice (the first play with the example's own) (so outcomes, cards and dice differ),
-and the audit ``record`` and ``records.value`` blobs are read back as JSON. The
+and the blobs of the kind asked for are read back as JSON (``audit``: the audit records;
+``records``: the records' values). The
 bench's data is never used: the bench measures the dictionary, it must not teach it.
 """
 
@@ -26,14 +28,18 @@ from . import blobs
 ROOT = Path(__file__).resolve().parents[2]
 EXAMPLES = ROOT / "examples"
 LANGUAGES = (None, "de")
-DICT_BYTES = 32 * 1024  # 16 KB: ~5% more bytes per decision; 64 KB: no better
+# Each kind's dictionary size: audit 16 KB came out ~5% larger, 64 KB no smaller; records from
+# 8 to 24 KB alike.
+DICT_BYTES = {"audit": 32 * 1024, "records": 16 * 1024}
+COLUMNS = {"audit": "SELECT record FROM audit", "records": "SELECT value FROM records"}
 # Seeded plays of each example per language. SoHL's, the bridge's first ruleset and the shortest
 # example, is played six times as often: trained on equal plays, its rows came out ~20% larger.
 PLAYS = {"sohl": 72}
 PLAYS_DEFAULT = 12
 
 HELP = f"""\
-Train a new zstd dictionary for the database's compressed rows and write it as
+Train a new zstd dictionary for one kind of the database's compressed rows (audit:
+the audit records; records: the records' values) and write it as
 bridge/store/dictionaries/<id>.zdict, with the next free id.
 
 When: only when the rows a decision stores change shape so much that they compress
@@ -43,7 +49,7 @@ databases name their dictionary by id and must read forever, so a rebuild ADDS o
 
 How: run it from a checkout (it plays examples/*.jsonl), then in
 bridge/store/blobs.py add the new id to DICTIONARIES (with the bridge version that
-first writes it) and make it CURRENT, pin its SHA-256 in tests/test_blobs.py next
+first writes it) and make it the kind's CURRENT, pin its SHA-256 in tests/test_blobs.py next
 to the old ones (keep theirs), and commit the .zdict file.
 """
 
@@ -91,8 +97,8 @@ async def _play(db: Path) -> None:
         await store.close()
 
 
-def samples() -> list[bytes]:
-    """The JSON of every audit record and record value the example plays store."""
+def samples(kind: str) -> list[bytes]:
+    """The JSON of every blob of ``kind`` (a key of :data:`COLUMNS`) the example plays store."""
     if not EXAMPLES.is_dir():
         raise SystemExit(f"no {EXAMPLES}: run this from a fate-bridge checkout")
     with tempfile.TemporaryDirectory() as folder:
@@ -100,15 +106,17 @@ def samples() -> list[bytes]:
         asyncio.run(_play(db))
         conn = sqlite3.connect(db)
         try:
-            rows = conn.execute("SELECT record FROM audit UNION ALL SELECT value FROM records").fetchall()
+            rows = conn.execute(COLUMNS[kind]).fetchall()
         finally:
             conn.close()
     return [blobs.unpack(value) for (value,) in rows]
 
 
-def build(dict_id: int) -> bytes:
-    """A dictionary of ``DICT_BYTES`` bytes with id ``dict_id``, trained on :func:`samples`."""
-    trained = zstandard.train_dictionary(DICT_BYTES, samples(), dict_id=dict_id, level=blobs.LEVEL)
+def build(kind: str, dict_id: int) -> bytes:
+    """A dictionary for ``kind`` of ``DICT_BYTES[kind]`` bytes with id ``dict_id``, trained on
+    :func:`samples` (COVER, its segment sizes picked by trying 16 on held-out samples)."""
+    trained = zstandard.train_dictionary(DICT_BYTES[kind], samples(kind), dict_id=dict_id,
+                                         level=blobs.LEVEL, steps=16)
     return trained.as_bytes()
 
 
@@ -116,6 +124,7 @@ def main(argv: list[str] | None = None) -> int:
     """The command line (see ``HELP``)."""
     parser = argparse.ArgumentParser(prog="python -m bridge.store.dictionary", description=HELP,
                                      formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("kind", choices=sorted(COLUMNS), help="which blobs the dictionary is for")
     parser.add_argument("--id", type=int, default=max(blobs.DICTIONARIES) + 1,
                         help="the new dictionary's id (default: the next after the shipped ones)")
     args = parser.parse_args(argv)
@@ -123,9 +132,9 @@ def main(argv: list[str] | None = None) -> int:
         parser.error(f"--id {args.id}: pick an id in 32768..65535 that no shipped dictionary has "
                      f"({', '.join(map(str, sorted(blobs.DICTIONARIES)))})")
     out = blobs.FOLDER / f"{args.id}.zdict"
-    out.write_bytes(build(args.id))
+    out.write_bytes(build(args.kind, args.id))
     print(f"wrote {out} ({out.stat().st_size} bytes); now add {args.id} to DICTIONARIES in "
-          "bridge/store/blobs.py, make it CURRENT and pin its SHA-256 in tests/test_blobs.py", file=sys.stderr)
+          f"bridge/store/blobs.py, make it CURRENT[{args.kind!r}] and pin its SHA-256 in tests/test_blobs.py", file=sys.stderr)
     return 0
 
 

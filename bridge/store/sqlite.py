@@ -339,7 +339,7 @@ class SQLiteStore(WorldRows, AuditRows):
         if records:
             conn.executemany("INSERT INTO records (world_id, kind, key, value) VALUES (?, ?, ?, ?)"
                              " ON CONFLICT (world_id, kind, key) DO UPDATE SET value = excluded.value",
-                             [(*slot, pack(raw)) for slot, raw in records.items()])
+                             [(*slot, pack(raw, "records")) for slot, raw in records.items()])
         if worlds:
             conn.executemany("UPDATE worlds SET last_seq = ?, settings = coalesce(?, settings) WHERE world_id = ?",
                              [(last_seq, settings, world_id) for world_id, (last_seq, settings) in worlds.items()])
