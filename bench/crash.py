@@ -39,6 +39,8 @@ from websockets.exceptions import ConnectionClosed
 
 from bridge.audit import AuditRecord
 from bridge.frames import replayed_frame
+from bridge.store.audit_rows import row_summary
+from bridge.store.blobs import unpack
 
 from .load import ACTOR, TEST
 
@@ -240,8 +242,8 @@ def _without_receipt(reply: str) -> str:
 def _final_checks(db: Path, acked: dict[str, str], won: list[tuple[str, str]], report: Report) -> None:
     conn = sqlite3.connect(db)
     try:
-        audit_rows = conn.execute(
-            "SELECT event_id, type, summary, record FROM audit WHERE world_id = ?", (WORLD,)).fetchall()
+        audit_rows = [(event_id, kind, summary, unpack(record)) for event_id, kind, summary, record in conn.execute(
+            "SELECT event_id, type, summary, record FROM audit WHERE world_id = ?", (WORLD,))]
         # what a replay of each event_id returns: the reply in its audit record (rebuilt as sent),
         # or an events row (decisions of bridges before issue 17)
         stored = {e: replayed_frame(_record_decoder.decode(record)).decode()
@@ -250,7 +252,8 @@ def _final_checks(db: Path, acked: dict[str, str], won: list[tuple[str, str]], r
                        conn.execute("SELECT event_id, reply FROM events WHERE world_id = ?", (WORLD,))})
     finally:
         conn.close()
-    audit_rows = [row[:3] for row in audit_rows]
+    audit_rows = [(event_id, kind, msgspec.json.encode(row_summary(summary, record)))
+                  for event_id, kind, summary, record in audit_rows]
     audited = {row[0] for row in audit_rows}
     report.acked = len(acked)
     report.missing = [e for e in acked if e not in stored]

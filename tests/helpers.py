@@ -5,6 +5,8 @@
 - ``replay``: an example session file played into an audit-keyed store, for ``verify``;
 - ``run_bridge``: the ``python -m bridge`` CLI run as a user would, from the repository root;
 - ``old_schema_file``: a database file left at an older schema version, to upgrade;
+- ``decompress``, ``as_old_bridge``: a database's rows rewritten as plain JSON (to edit them with
+  SQL as text), or in the whole layout bridges before issue 17 wrote;
 - ``FIXTURES``, ``sample``: the fixtures copied into the repository (``tests/fixtures/``, its README
   gives each file's provenance and licence), read by the node tests too.
 """
@@ -17,11 +19,15 @@ import subprocess
 import sys
 from pathlib import Path
 
+import msgspec
 import pytest
 
+from bridge import wire
 from bridge.dice import ScriptedDice
 from bridge.session import Session
 from bridge.store import MIGRATIONS, SQLiteStore
+from bridge.store.audit_rows import PREV_HASH
+from bridge.store.blobs import unpack
 
 from .sohl_messages import frame
 
@@ -85,3 +91,34 @@ def old_schema_file(path: Path, version: int) -> sqlite3.Connection:
             conn.execute(statement)
     conn.execute(f"INSERT INTO meta VALUES ('schema_version', '{version}')")
     return conn
+
+
+def decompress(db: Path) -> None:
+    """Rewrite the zstd-compressed blobs of the SQLite file ``db`` (audit records, records'
+    values) as the plain JSON they hold, in place, so a test can edit them with SQL as text (as
+    someone could who had decompressed them); the rows keep today's layout otherwise."""
+    conn = sqlite3.connect(db)
+    for table, column in (("audit", "record"), ("records", "value")):
+        rows = conn.execute(f"SELECT rowid, {column} FROM {table}").fetchall()
+        conn.executemany(f"UPDATE {table} SET {column} = ? WHERE rowid = ?",
+                         [(unpack(value), rowid) for rowid, value in rows])
+    conn.commit()
+    conn.close()
+
+
+class _Summarized(msgspec.Struct):
+    summary: wire.AuditColumns
+
+
+def as_old_bridge(db: Path) -> None:
+    """Rewrite the SQLite file ``db`` in the layout bridges before issue 17 wrote: every blob plain
+    JSON, each audit row with its own ``summary`` copy (as that bridge encoded it) and its
+    ``prev_hash``."""
+    decompress(db)
+    conn = sqlite3.connect(db)
+    rows = conn.execute(f"SELECT id, record, {PREV_HASH} FROM audit").fetchall()
+    conn.executemany("UPDATE audit SET summary = ?, prev_hash = ? WHERE id = ?",
+                     [(msgspec.json.encode(msgspec.json.decode(record, type=_Summarized).summary), prev, row_id)
+                      for row_id, record, prev in rows])
+    conn.commit()
+    conn.close()

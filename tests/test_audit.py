@@ -14,8 +14,10 @@ from bridge.cli import main
 from bridge.dice import ScriptedDice
 from bridge.session import Session
 from bridge.store import SCHEMA_VERSION, SQLiteStore
+from bridge.store.audit_rows import PREV_HASH
+from bridge.store.blobs import unpack
 
-from .helpers import old_schema_file
+from .helpers import as_old_bridge, decompress, old_schema_file
 from .sohl_messages import GM, PLAYER, fate_choice, fate_spend, frame, rolled, sohl_test
 
 KEY = bytes(range(32))
@@ -54,8 +56,10 @@ async def verify(db, key: bytes | None = KEY) -> audit.WorldReport:
 
 
 def rows(db) -> list[tuple]:
+    """World w's (seq, record JSON, prev_hash, hash), whatever the rows' encoding."""
     conn = sqlite3.connect(db)
-    return conn.execute("SELECT seq, record, prev_hash, hash FROM audit WHERE world_id='w' ORDER BY seq").fetchall()
+    return [(seq, unpack(record), prev_hash, record_hash) for seq, record, prev_hash, record_hash in conn.execute(
+        f"SELECT seq, record, {PREV_HASH}, hash FROM audit WHERE world_id='w' ORDER BY seq")]
 
 
 def rechain(db, key: bytes | None = None, edit=lambda seq, record: record) -> None:
@@ -202,7 +206,7 @@ class TestTampering:
     async def test_edited_record(self, db):
         await build(db, 3)
         conn = sqlite3.connect(db)
-        record = bytes(conn.execute("SELECT record FROM audit WHERE seq=4").fetchone()[0])
+        record = unpack(conn.execute("SELECT record FROM audit WHERE seq=4").fetchone()[0])
         conn.execute("UPDATE audit SET record=? WHERE seq=4", (record.replace(b'"dice":[80]', b'"dice":[34]'),))
         conn.commit()
         report = await verify(db)
@@ -210,8 +214,10 @@ class TestTampering:
         assert report.problems[0].seq == 4 and report.problems[0].kind == "hash"
 
     async def test_record_turned_into_text_by_a_sql_edit(self, db):
-        """sqlite's replace() returns TEXT: verify still reads it and names the record."""
+        """sqlite's replace() returns TEXT: verify still reads it and names the record (on plain
+        JSON: a row of a bridge before issue 17, or one decompressed)."""
         await build(db, 3)
+        decompress(db)
         conn = sqlite3.connect(db)
         conn.execute("UPDATE audit SET record = replace(record, '\"dice\":[80]', '\"dice\":[34]') WHERE seq=4")
         conn.commit()
@@ -243,8 +249,13 @@ class TestTampering:
         assert (4, "gap") in kinds and (4, "link") in kinds
         assert "records 3..3 are missing before record 4" in report.problems[0].detail
 
-    async def test_reordered_records(self, db):
+    @pytest.mark.parametrize(("old_rows", "caught"), [(False, {"hash", "record"}), (True, {"link", "record"})])
+    async def test_reordered_records(self, db, old_rows, caught):
+        """Rows swapped whole: today's rows store no prev_hash (each links to the row before it),
+        so the swapped record's hash no longer follows; an older bridge's stored links break."""
         await build(db, 3)
+        if old_rows:
+            as_old_bridge(db)
         conn = sqlite3.connect(db)
         a = conn.execute("SELECT record, prev_hash, hash FROM audit WHERE seq=3").fetchone()
         b = conn.execute("SELECT record, prev_hash, hash FROM audit WHERE seq=4").fetchone()
@@ -253,7 +264,7 @@ class TestTampering:
         conn.commit()
         report = await verify(db)
         assert report.problems[0].seq == 3
-        assert {"link", "record"} <= {p.kind for p in report.problems if p.seq == 3}
+        assert caught <= {p.kind for p in report.problems if p.seq == 3}
 
     async def test_whole_chain_rewritten_without_the_key(self, db):
         """The forger changes record 4's dice and outcome consistently and re-chains everything;

@@ -24,8 +24,11 @@ from websockets.exceptions import ConnectionClosed
 
 from bench.crash import free_port
 from bench.scale import LOAD_LIMITS, PgSchema, register_worlds, start_bridges, stop_bridges
+from bridge import wire
 from bridge.session import CLOSE_SUPERSEDED, new_token
 from bridge.store import open_store
+from bridge.store.audit_rows import row_summary
+from bridge.store.blobs import unpack
 
 from .sohl_messages import actor, fate_spend, point, rolled, sohl_test
 
@@ -110,10 +113,12 @@ class Module:
             await self.ws.close()
 
 
-def audit_rows(url: str, world_ids: list[str]) -> list[tuple[str, str, str, bytes]]:
+def audit_rows(url: str, world_ids: list[str]) -> list[tuple[str, str, str, wire.AuditColumns]]:
+    """(world_id, event_id, type, summary) of the worlds' audit rows, read as the bridge lists them."""
     with psycopg.connect(url) as conn:
-        return conn.execute("SELECT world_id, event_id, type, summary FROM audit WHERE world_id = ANY(%s)",
-                            (world_ids,)).fetchall()
+        return [(world_id, event_id, kind, row_summary(summary, unpack(record))) for world_id, event_id, kind, summary, record
+                in conn.execute("SELECT world_id, event_id, type, summary, record FROM audit WHERE world_id = ANY(%s)",
+                                (world_ids,))]
 
 
 async def test_clients_spread_over_the_processes_each_deciding_its_worlds(cluster):
@@ -205,8 +210,8 @@ async def test_racing_spends_through_two_processes_exactly_one_wins_each(cluster
     losses = Counter(code for outcomes in results for code in outcomes if not code.startswith("race"))
     assert len(wins) == RACED and set(wins.values()) == {1}, wins.most_common(3)
     assert losses == {"already_fated": RACED}
-    fated = Counter(json.loads(bytes(summary))["message_id"] for _, _, kind, summary in audit_rows(url, [world])
-                    if kind == "fate_spend" and json.loads(bytes(summary))["outcome"] in {"spent", "lost", "kept", "choice"})
+    fated = Counter(summary.message_id for _, _, kind, summary in audit_rows(url, [world])
+                    if kind == "fate_spend" and summary.outcome in {"spent", "lost", "kept", "choice"})
     assert len(fated) == RACED and set(fated.values()) == {1}
     assert sum(r.reconnects for r in racers) > 0, "the racers never took the world from each other"
 

@@ -29,6 +29,7 @@ from bridge.status import Presence
 from bridge.fairness.dice import derive_die, fingerprint
 from bridge.session import Session
 from bridge.store import AuditFilter, SQLiteStore
+from bridge.store.blobs import unpack
 
 from . import hmtw_messages as hmtw
 from . import mythic_messages as mythic
@@ -194,7 +195,7 @@ class TestCommitAndReveal:
         await ok(fair, gm("dice_session_end", "ev-end"))
         conn = store._conn
         row = conn.execute("SELECT seq, record FROM audit WHERE type = 'chart_question'").fetchone()
-        record = json.loads(row[1])
+        record = json.loads(unpack(row[1]))
         record["dice"] = [record["dice"][0] % 100 + 1]
         conn.execute("UPDATE audit SET record = ? WHERE seq = ?", (json.dumps(record).encode(), row[0]))
         (report,) = await store.verify("w", None)
@@ -437,7 +438,7 @@ def test_audit_verify_on_the_command_line_names_the_changed_die(tmp_path):
 
     conn = sqlite3.connect(db)
     seq, raw = conn.execute("SELECT seq, record FROM audit WHERE type = 'chart_question'").fetchone()
-    record = json.loads(raw)
+    record = json.loads(unpack(raw))
     record["dice"] = [record["dice"][0] % 100 + 1]
     conn.execute("UPDATE audit SET record = ? WHERE seq = ?", (json.dumps(record).encode(), seq))
     conn.commit()

@@ -19,6 +19,7 @@ from bridge.cli import main
 from bridge.dice import ScriptedDice
 from bridge.session import Session
 from bridge.store import SQLiteStore
+from bridge.store.blobs import unpack
 
 from .helpers import ROOT, replay
 from .sohl_messages import frame
@@ -50,8 +51,8 @@ def tamper(db) -> None:
     conn = sqlite3.connect(db)
     conn.execute("DELETE FROM audit WHERE world_id = 'w' AND seq IN (3, 5)")
     record = conn.execute("SELECT record FROM audit WHERE world_id = 'w' AND seq = 7").fetchone()[0]
-    forged = bytes(record).replace(b'"ok":true', b'"ok":false')
-    assert forged != bytes(record)
+    forged = unpack(record).replace(b'"ok":true', b'"ok":false')
+    assert forged != unpack(record)
     conn.execute("UPDATE audit SET record = ?, hash = ? WHERE world_id = 'w' AND seq = 7",
                  (forged, hashlib.sha256(forged).hexdigest()))
     conn.commit()

@@ -17,6 +17,8 @@ from bridge.errors import WorldNotRegistered
 from bridge.session import Session
 from bridge.store import SCHEMA_VERSION, Decision, SQLiteStore, open_store
 from bridge.frames import replayed_frame
+from bridge.store.audit_rows import PREV_HASH
+from bridge.store.blobs import unpack
 
 from .helpers import ROOT, old_schema_file
 from .sohl_messages import frame
@@ -60,7 +62,7 @@ async def test_every_example_reply_is_replayed_byte_for_byte_from_its_audit_reco
     sent = await run_example(example, db)
     assert sent, "the example has decisions"
     conn = sqlite3.connect(db)
-    records = {e: msgspec.json.decode(r, type=audit.AuditRecord) for e, r in
+    records = {e: msgspec.json.decode(unpack(r), type=audit.AuditRecord) for e, r in
                conn.execute("SELECT event_id, record FROM audit WHERE event_id IS NOT NULL")}
     assert conn.execute("SELECT count(*) FROM events").fetchone()[0] == 0  # no second copy
     conn.close()
@@ -133,9 +135,10 @@ class TestWrites:
         first = await store.decide("w", "e1", settings_to("off"))
         second = await store.decide("w", "e2", settings_to("pc_only"))
         conn = sqlite3.connect(tmp_path / "b.sqlite3")
-        rows = conn.execute("SELECT seq, hash, prev_hash FROM audit ORDER BY seq").fetchall()
+        rows = conn.execute(f"SELECT seq, hash, {PREV_HASH}, prev_hash FROM audit ORDER BY seq").fetchall()
         conn.close()
-        assert rows == [(1, first.record_hash, audit.GENESIS_HASH), (2, second.record_hash, first.record_hash)]
+        # each links to the one before, which is not stored again (issue 17)
+        assert rows == [(1, first.record_hash, audit.GENESIS_HASH, ""), (2, second.record_hash, first.record_hash, "")]
 
 
 class TestAnotherWriter:
