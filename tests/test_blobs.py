@@ -1,0 +1,296 @@
+"""The stored blobs' encoding (issue 17, bridge/store/blobs.py): zstd frames with shipped
+dictionaries, rows of older bridges (plain JSON, a summary copy and a prev_hash in each audit row)
+read and verify alike, and the dictionaries are pinned."""
+
+from __future__ import annotations
+
+import asyncio
+import hashlib
+import json
+import shutil
+import sqlite3
+import subprocess
+import sys
+
+import psycopg
+import pytest
+import zstandard
+
+from bridge import __version__, audit
+from bridge.cli import main
+from bridge.dice import ScriptedDice
+from bridge.session import Session
+from bridge.store import AuditFilter, SQLiteStore
+from bridge.store.audit_rows import load_trail, open_readonly, stored_state
+from bridge.store.blobs import CURRENT, DICTIONARIES, FOLDER, MAGIC, UnknownDictionary, dictionary, pack, unpack
+from bridge.store.postgres import PostgresStore
+from bridge.derive import state_digest
+
+from .helpers import ROOT, as_old_bridge
+from .sohl_messages import actor, fate_spend, frame, point, rolled, sohl_test
+
+KEY = bytes(range(32))
+EXAMPLE = ROOT / "examples" / "sohl-session.jsonl"
+
+# A shipped dictionary is never replaced: frames in databases name it by id. A rebuild adds an id
+# (python -m bridge.store.dictionary --help); add its pin here and keep these.
+PINNED = {
+    32769: "d52b0eaafe9ac1571b08fbca6c0978274c50da11a3e2d7782f97ce76138c6b9f",
+    32770: "30bd432f2d278317e7d4712539aad0acf4867c0e1366a216f85d8a1d227d6261",
+}
+
+
+class TestDictionaries:
+    def test_every_shipped_dictionary_is_pinned_by_id_and_sha256(self):
+        assert set(DICTIONARIES) == set(PINNED) == {int(p.stem) for p in FOLDER.glob("*.zdict")}
+        for dict_id, digest in PINNED.items():
+            data = (FOLDER / f"{dict_id}.zdict").read_bytes()
+            assert hashlib.sha256(data).hexdigest() == digest, f"dictionary {dict_id} was replaced"
+            assert zstandard.ZstdCompressionDict(data).dict_id() == dict_id
+
+    def test_each_kind_writes_with_a_shipped_dictionary_and_its_frames_name_it(self):
+        assert set(CURRENT) == {"audit", "records"} and set(CURRENT.values()) <= set(DICTIONARIES)
+        for kind, dict_id in CURRENT.items():
+            frame = pack(b'{"type":"test_rolled","ok":true}', kind)
+            assert frame.startswith(MAGIC) and zstandard.get_frame_parameters(frame).dict_id == dict_id
+            assert unpack(frame) == b'{"type":"test_rolled","ok":true}'
+
+    def test_a_frame_of_a_dictionary_this_bridge_lacks_says_a_newer_bridge_wrote_it(self, tmp_path):
+        samples = [json.dumps({"n": n, "name": f"actor {n}", "ok": n % 2 == 0}).encode() for n in range(400)]
+        newer = zstandard.train_dictionary(1024, samples, dict_id=40000)
+        stored = zstandard.ZstdCompressor(dict_data=newer).compress(b'{"type":"settings"}')
+        with pytest.raises(UnknownDictionary) as caught:
+            unpack(stored)
+        assert str(caught.value) == (
+            f"a stored row is compressed with zstd dictionary 40000, which fate-bridge {__version__} does not "
+            "have (it has 32769, 32770): it was written by a newer fate-bridge; upgrade fate-bridge to read this "
+            "database")
+        with pytest.raises(UnknownDictionary):
+            dictionary(40000)
+
+    def test_the_builder_says_when_and_how_to_rebuild(self):
+        done = subprocess.run([sys.executable, "-m", "bridge.store.dictionary", "--help"], cwd=ROOT,
+                              capture_output=True, text=True, timeout=60)
+        assert done.returncode == 0
+        assert "When: only when the rows a decision stores change shape" in done.stdout
+        assert "a rebuild ADDS one" in done.stdout and "tests/test_blobs.py" in done.stdout
+
+
+class TestUnpack:
+    def test_plain_json_and_text_read_as_they_are(self):
+        assert unpack(b'{"a":1}') == b'{"a":1}'
+        assert unpack('{"a":1}') == b'{"a":1}'
+        assert unpack(memoryview(b"[1]")) == b"[1]"
+
+    def test_a_damaged_frame_is_returned_as_stored(self):
+        frame = pack(b'{"type":"fate_spend","dice":[34]}' * 20, "audit")
+        damaged = frame[:-4] + bytes(b ^ 0xFF for b in frame[-4:])
+        assert unpack(damaged) == damaged
+
+
+async def _sohl_pair(store: SQLiteStore) -> None:
+    """A SoHL test and its Fate spend with names and ids the dictionaries never saw."""
+    session = Session(store, ScriptedDice([]), trusted=True, default_world="w")
+    hero = actor(actor_id="Qx7rKd02LmZp9sTa", name="Rurik of Kald",
+                 owner_user_ids=["Hn3pW8vQe1RtY6uI", "gmUser000000001"],
+                 fate_points=[point("Fp9dE2wQ7rTy3uIo", "Wellspring"), point("Lk4jH6gF8dS0aPqW", "Lucky Star", None, 3)])
+    test = sohl_test(code="sword", name="Sword Test", eml=62, roll=71, item_id="Sw0rdItem0000042")
+    await session.receive(frame(rolled("r1", "Mq1w2e3r4t5y6u7i", actor_part=hero, test=test)))
+    await session.receive(frame(fate_spend("s1", "Mq1w2e3r4t5y6u7i", point_id="Fp9dE2wQ7rTy3uIo",
+                                           user_id="Hn3pW8vQe1RtY6uI")), ScriptedDice([40]))
+
+
+class TestStoredSize:
+    async def test_a_sohl_test_and_its_fate_spend_store_small_frames(self, tmp_path):
+        db = tmp_path / "b.sqlite3"
+        store = await SQLiteStore.open(db)
+        await store.add_world("w", None)
+        await _sohl_pair(store)
+        await store.close()
+        conn = sqlite3.connect(db)
+        rows = conn.execute("SELECT type, record, summary, prev_hash FROM audit ORDER BY seq").fetchall()
+        values = dict(conn.execute("SELECT kind, value FROM records").fetchall())
+        assert [(kind, summary, prev) for kind, _, summary, prev in rows] == [
+            ("test_rolled", b"", ""), ("fate_spend", b"", "")]  # kept once: in the record, in the row before
+        (_, rolled_record, _, _), (_, spend_record, _, _) = rows
+        assert len(rolled_record) <= 400 and len(unpack(rolled_record)) > 1700
+        assert len(spend_record) <= 600 and len(unpack(spend_record)) > 3500
+        assert set(values) == {"sohl.graded", "sohl.fate"}
+        assert len(values["sohl.graded"]) <= 300 and len(values["sohl.fate"]) <= 350
+        assert len(unpack(values["sohl.graded"])) > 900 and len(unpack(values["sohl.fate"])) > 1800
+
+
+async def _build(db) -> dict[str, bytes]:
+    """The SoHL example and :func:`_sohl_pair` into ``db``; returns the example's replies as
+    first sent, by event_id."""
+    store = await SQLiteStore.open(db, audit_key=KEY)
+    await store.add_world("w", None)
+    session = Session(store, ScriptedDice([]), trusted=True, default_world="w")
+    sent = {}
+    for line in EXAMPLE.read_text().splitlines():
+        message = json.loads(line)
+        reply = await session.receive(frame({k: v for k, v in message.items() if k != "dice"}),
+                                      ScriptedDice(message.get("dice", [])))
+        if "event_id" in message:
+            sent[message["event_id"]] = reply.frames[0]
+    await _sohl_pair(store)
+    await store.close()
+    return sent
+
+
+def _rows_of(conn) -> list:
+    return [(seq, record, prev, digest) for seq, record, prev, digest, _ in load_trail(conn, "w").rows]
+
+
+async def _replies(db) -> dict[str, bytes]:
+    """Every event_id of the example sent again to a store opened on ``db``: the frames replayed."""
+    store = await SQLiteStore.open(db, audit_key=KEY)
+    session = Session(store, ScriptedDice([]), trusted=True, default_world="w")
+    replies = {}
+    try:
+        for line in EXAMPLE.read_text().splitlines():
+            message = json.loads(line)
+            if "event_id" in message:
+                reply = await session.receive(frame({k: v for k, v in message.items() if k != "dice"}))
+                replies[message["event_id"]] = reply.frames[0]
+    finally:
+        await store.close()
+    return replies
+
+
+class TestOldRows:
+    """A database of a bridge before issue 17 (rows as it wrote them) reads as today's does."""
+
+    @pytest.fixture
+    def pair(self, tmp_path):
+        new, old = tmp_path / "new.sqlite3", tmp_path / "old.sqlite3"
+        self.sent = asyncio.run(_build(new))
+        shutil.copy(new, old)
+        as_old_bridge(old)
+        return new, old
+
+    def test_the_old_layout_is_plain_json_with_copies(self, pair):
+        _, old = pair
+        conn = sqlite3.connect(old)
+        record, summary, prev = conn.execute("SELECT record, summary, prev_hash FROM audit WHERE seq = 2").fetchone()
+        assert record.startswith(b'{"bridge_version"') and summary.startswith(b'{"ruleset":"sohl"')
+        assert len(prev) == 64 and all(v.startswith(b"{") for (v,) in conn.execute("SELECT value FROM records"))
+
+    async def test_rows_state_and_trail_read_alike(self, pair):
+        new, old = pair
+        a, b = open_readonly(new), open_readonly(old)
+        try:
+            assert _rows_of(a) == _rows_of(b) and len(_rows_of(a)) == 10
+            assert stored_state(a, "w") == stored_state(b, "w")
+            assert state_digest(stored_state(a, "w")) == state_digest(stored_state(b, "w"))
+        finally:
+            a.close()
+            b.close()
+        listed = []
+        for db in pair:
+            store = await SQLiteStore.open(db)
+            listed.append(await store.audit_rows(AuditFilter(world_id="w")))
+            await store.close()
+        assert listed[0] == listed[1]
+        assert listed[0][0].summary.actor_name == "Rurik of Kald" and listed[0][0].summary.outcome == "choice"
+
+    def test_verify_list_and_export_agree(self, pair, tmp_path, capsys):
+        key = tmp_path / "audit.key"
+        key.write_text(KEY.hex())
+        outputs = []
+        for name, db in zip(("new", "old"), pair):
+            assert main(["audit", "verify", "--db", str(db), "--audit-key", str(key)]) == 0
+            verified = capsys.readouterr().out
+            assert main(["audit", "list", "--db", str(db), "--world", "w"]) == 0
+            listed = capsys.readouterr().out
+            out = tmp_path / f"{name}.trail.json"
+            assert main(["audit", "export", "--db", str(db), "--world", "w", "--out", str(out)]) == 0
+            capsys.readouterr()
+            outputs.append((verified, listed, out.read_bytes()))
+        assert outputs[0] == outputs[1]
+        assert "PASS w: 10 records" in outputs[0][0] and "Rurik of Kald" in outputs[0][1]
+
+    async def test_replays_are_byte_identical_and_the_chain_goes_on(self, pair):
+        new, old = pair
+        assert await _replies(new) == await _replies(old) == self.sent and len(self.sent) == 7
+        # today's bridge appends to the old trail: its new rows chain after the old ones
+        store = await SQLiteStore.open(old, audit_key=KEY)
+        session = Session(store, ScriptedDice([]), trusted=True, default_world="w")
+        await session.receive(frame(rolled("r2", "Zz9x8c7v6b5n4m3l")))
+        (report,) = await store.verify("w", KEY)
+        await store.close()
+        assert report.ok and report.records == 11
+        conn = sqlite3.connect(old)
+        assert conn.execute("SELECT prev_hash, summary FROM audit WHERE seq = 11").fetchone() == ("", b"")
+        assert len(conn.execute("SELECT prev_hash FROM audit WHERE seq = 10").fetchone()[0]) == 64
+
+    def test_a_damaged_frame_is_reported_as_a_changed_record(self, pair, tmp_path, capsys):
+        new, _ = pair
+        conn = sqlite3.connect(new)
+        (record,) = conn.execute("SELECT record FROM audit WHERE seq = 3").fetchone()
+        conn.execute("UPDATE audit SET record = ? WHERE seq = 3", (record[:-3] + b"\x00\x00\x00",))
+        conn.commit()
+        conn.close()
+        key = tmp_path / "audit.key"
+        key.write_text(KEY.hex())
+        assert main(["audit", "verify", "--db", str(new), "--audit-key", str(key)]) == 1
+        assert "[hash] record 3 was changed after it was written" in capsys.readouterr().out
+
+    def test_a_row_of_an_unknown_dictionary_is_named_not_a_traceback(self, pair, tmp_path, capsys):
+        new, _ = pair
+        samples = [json.dumps({"n": n, "name": f"actor {n}"}).encode() for n in range(400)]
+        newer = zstandard.train_dictionary(1024, samples, dict_id=40001)
+        conn = sqlite3.connect(new)
+        (record,) = conn.execute("SELECT record FROM audit WHERE seq = 3").fetchone()
+        conn.execute("UPDATE audit SET record = ? WHERE seq = 3",
+                     (zstandard.ZstdCompressor(dict_data=newer).compress(unpack(record)),))
+        conn.commit()
+        conn.close()
+        assert main(["audit", "list", "--db", str(new), "--world", "w"]) == 2
+        assert "compressed with zstd dictionary 40001, which fate-bridge" in capsys.readouterr().err
+
+
+class TestPostgres:
+    def test_old_rows_migrated_to_postgresql_verify_and_list_as_new_ones(self, tmp_path, pg_url, capsys):
+        new, old = tmp_path / "new.sqlite3", tmp_path / "old.sqlite3"
+        asyncio.run(_build(new))
+        shutil.copy(new, old)
+        as_old_bridge(old)
+        key = tmp_path / "audit.key"
+        key.write_text(KEY.hex())
+        assert main(["migrate", "--from", f"sqlite:{old}", "--to", pg_url]) == 0
+        capsys.readouterr()
+        assert main(["audit", "verify", "--db", pg_url, "--audit-key", str(key)]) == 0
+        assert "PASS w: 10 records" in capsys.readouterr().out
+
+        async def compare():
+            a, b = await SQLiteStore.open(new), await PostgresStore.open(pg_url)
+            try:
+                assert await a.audit_rows(AuditFilter()) == await b.audit_rows(AuditFilter())
+                session = Session(b, ScriptedDice([]), trusted=True, default_world="w")
+                await session.receive(frame(rolled("r2", "Zz9x8c7v6b5n4m3l")))
+                (report,) = await b.verify("w", KEY)
+                assert report.ok and report.records == 11
+            finally:
+                await a.close()
+                await b.close()
+        asyncio.run(compare())
+        with psycopg.connect(pg_url) as conn:
+            record, summary, prev = conn.execute("SELECT record, summary, prev_hash FROM audit WHERE seq = 11").fetchone()
+            assert bytes(record).startswith(MAGIC) and (bytes(summary), prev) == (b"", "")
+            (old_prev,) = conn.execute("SELECT prev_hash FROM audit WHERE seq = 10").fetchone()
+            assert len(old_prev) == 64
+
+    async def test_postgresql_stores_frames_and_reads_them_back(self, pg_url):
+        store = await PostgresStore.open(pg_url, audit_key=KEY)
+        await store.add_world("w", None)
+        await _sohl_pair(store)
+        (report,) = await store.verify("w", KEY)
+        rows = await store.audit_rows(AuditFilter(world_id="w"))
+        await store.close()
+        assert report.ok and report.records == 2
+        assert [r.summary.outcome for r in rows] == ["choice", "graded"]
+        assert [r.prev_hash for r in rows] == [rows[1].hash, audit.GENESIS_HASH]
+        with psycopg.connect(pg_url) as conn:
+            for (value,) in conn.execute("SELECT value FROM records"):
+                assert bytes(value).startswith(MAGIC)
