@@ -98,10 +98,11 @@ def decompress(db: Path) -> None:
     values) as the plain JSON they hold, in place, so a test can edit them with SQL as text (as
     someone could who had decompressed them); the rows keep today's layout otherwise."""
     conn = sqlite3.connect(db)
-    for table, column in (("audit", "record"), ("records", "value")):
-        rows = conn.execute(f"SELECT rowid, {column} FROM {table}").fetchall()
-        conn.executemany(f"UPDATE {table} SET {column} = ? WHERE rowid = ?",
-                         [(unpack(value), rowid) for rowid, value in rows])
+    rows = conn.execute("SELECT id, record FROM audit").fetchall()
+    conn.executemany("UPDATE audit SET record = ? WHERE id = ?", [(unpack(value), row_id) for row_id, value in rows])
+    rows = conn.execute("SELECT world_id, kind, key, value FROM records").fetchall()
+    conn.executemany("UPDATE records SET value = ? WHERE world_id = ? AND kind = ? AND key = ?",
+                     [(unpack(value), world_id, kind, key) for world_id, kind, key, value in rows])
     conn.commit()
     conn.close()
 
@@ -111,14 +112,22 @@ class _Summarized(msgspec.Struct):
 
 
 def as_old_bridge(db: Path) -> None:
-    """Rewrite the SQLite file ``db`` in the layout bridges before issue 17 wrote: every blob plain
-    JSON, each audit row with its own ``summary`` copy (as that bridge encoded it) and its
-    ``prev_hash``."""
+    """Rewrite the SQLite file ``db`` as bridges before issue 17 left it: schema 7 (``records`` a
+    table with a rowid), every blob plain JSON, each audit row with its own ``summary`` copy (as
+    that bridge encoded it) and its ``prev_hash``."""
     decompress(db)
     conn = sqlite3.connect(db)
     rows = conn.execute(f"SELECT id, record, {PREV_HASH} FROM audit").fetchall()
     conn.executemany("UPDATE audit SET summary = ?, prev_hash = ? WHERE id = ?",
                      [(msgspec.json.encode(msgspec.json.decode(record, type=_Summarized).summary), prev, row_id)
                       for row_id, record, prev in rows])
+    conn.executescript("""
+        CREATE TABLE records_v7 (world_id TEXT NOT NULL, kind TEXT NOT NULL, key TEXT NOT NULL, value BLOB NOT NULL,
+                                 PRIMARY KEY (world_id, kind, key));
+        INSERT INTO records_v7 SELECT world_id, kind, key, value FROM records;
+        DROP TABLE records;
+        ALTER TABLE records_v7 RENAME TO records;
+        UPDATE meta SET value = '7' WHERE key = 'schema_version';
+    """)
     conn.commit()
     conn.close()

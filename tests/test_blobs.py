@@ -175,6 +175,8 @@ class TestOldRows:
         record, summary, prev = conn.execute("SELECT record, summary, prev_hash FROM audit WHERE seq = 2").fetchone()
         assert record.startswith(b'{"bridge_version"') and summary.startswith(b'{"ruleset":"sohl"')
         assert len(prev) == 64 and all(v.startswith(b"{") for (v,) in conn.execute("SELECT value FROM records"))
+        assert conn.execute("SELECT value FROM meta WHERE key = 'schema_version'").fetchone() == ("7",)
+        assert "WITHOUT ROWID" not in conn.execute("SELECT sql FROM sqlite_master WHERE name = 'records'").fetchone()[0]
 
     async def test_rows_state_and_trail_read_alike(self, pair):
         new, old = pair
@@ -223,6 +225,15 @@ class TestOldRows:
         conn = sqlite3.connect(old)
         assert conn.execute("SELECT prev_hash, summary FROM audit WHERE seq = 11").fetchone() == ("", b"")
         assert len(conn.execute("SELECT prev_hash FROM audit WHERE seq = 10").fetchone()[0]) == 64
+        # upgraded to schema 8: the records in their key's b-tree, the old values read as they were
+        assert conn.execute("SELECT value FROM meta WHERE key = 'schema_version'").fetchone() == ("8",)
+        assert "WITHOUT ROWID" in conn.execute("SELECT sql FROM sqlite_master WHERE name = 'records'").fetchone()[0]
+        a, b = open_readonly(new), open_readonly(old)
+        try:
+            assert stored_state(a, "w").records.items() <= stored_state(b, "w").records.items()
+        finally:
+            a.close()
+            b.close()
 
     def test_a_damaged_frame_is_reported_as_a_changed_record(self, pair, tmp_path, capsys):
         new, _ = pair
