@@ -3,7 +3,8 @@
 :class:`PostgresStore` is :class:`~bridge.store.sqlite.SQLiteStore` over a PostgreSQL connection
 (psycopg 3, synchronous, on the store's one writer thread): the same writer, group commit, world
 state, worlds and audit rows, the same tables and columns (``MIGRATIONS`` below mirrors
-``bridge/store/schema.py`` type for type), so ``fate-bridge migrate`` copies rows one to one and
+``bridge/store/schema.py`` type for type; the SQLite file's step 8, a storage layout of SQLite's
+own, has no counterpart), so ``fate-bridge migrate`` copies rows one to one and
 ``audit verify`` runs the same code on both. The SQL those share is written once, with ``?``
 placeholders; :class:`_PgConnection` hands it to psycopg.
 
