@@ -7,6 +7,7 @@ from __future__ import annotations
 import asyncio
 import json
 import sqlite3
+import threading
 
 import msgspec
 import pytest
@@ -121,11 +122,13 @@ class TestWrites:
             await store.add_world(world, "h")
             await store.decide(world, f"warm-{world}", settings_to("pc_only"))  # loaded in memory
         commits = []
-        conn = store._conn
-        conn.set_trace_callback(lambda sql: commits.append(sql) if sql == "COMMIT" else None)
+        conns = [c for c in (store._conn, store._batch_conn) if c is not None]
+        for conn in conns:  # the writer's and the event loop's batch connection: every COMMIT counted
+            conn.set_trace_callback(lambda sql: commits.append(threading.get_ident()) if sql == "COMMIT" else None)
         decided = await asyncio.gather(*(store.decide(w, f"e-{w}", settings_to("off")) for w in "abc"))
-        conn.set_trace_callback(None)
-        assert len(commits) == 1
+        for conn in conns:
+            conn.set_trace_callback(None)
+        assert commits == [threading.get_ident()]  # one, on this event loop's thread: no hand-off
         assert [d.seq for d in decided] == [2, 2, 2]
         assert {(await store.world(w)).settings.fate_option for w in "abc"} == {"off"}
 
