@@ -104,6 +104,10 @@ DB_FILE_MODE = 0o600  # a new database file is readable by its owner only (SQLit
 GROUP_COMMIT_MAX = 64  # decisions per transaction at most: bounds the latency a batch adds
 
 
+class _WriteLocked(Exception):
+    """Another connection holds the database's write lock: the batch goes to the writer thread."""
+
+
 @dataclass(slots=True)
 class _Queued:
     """A decided request waiting for its batch's COMMIT: what its caller gets, the rows it adds,
@@ -213,7 +217,8 @@ class SQLiteStore(WorldRows, AuditRows):
                 conn.execute("PRAGMA wal_autocheckpoint = 0")
                 self._wal = _WalCheckpointer(self.path)
                 self._batch_conn = sqlite3.connect(self.path, isolation_level=None, check_same_thread=False)
-                self._batch_conn.execute("PRAGMA busy_timeout = 5000")
+                # no waiting: a write lock held elsewhere sends the batch to the writer thread
+                self._batch_conn.execute("PRAGMA busy_timeout = 0")
                 self._batch_conn.execute("PRAGMA synchronous = NORMAL")
                 self._batch_conn.execute("PRAGMA foreign_keys = ON")
                 self._batch_conn.execute("PRAGMA wal_autocheckpoint = 0")
@@ -402,7 +407,12 @@ class SQLiteStore(WorldRows, AuditRows):
             current = [item for item in batch if item.generation == generation]
             if current:
                 try:
-                    outcomes += self._batch_transaction(lambda conn: self._write_batch(conn, current))
+                    outcomes += self._batch_transaction(lambda conn: self._write_batch(conn, current),
+                                                        inline=on_loop is not None)
+                except _WriteLocked:
+                    with self._queue_lock:  # back in front, in order, for the writer thread
+                        self._queue[:0] = batch
+                    raise
                 except Exception as exc:
                     with self._lock:
                         self._generation += 1
@@ -418,12 +428,27 @@ class SQLiteStore(WorldRows, AuditRows):
                 else:
                     loop.call_soon_threadsafe(_settle_futures, settled)
 
-    def _batch_transaction(self, work: Callable[[sqlite3.Connection], T]) -> T:
-        """Run a batch's ``work`` in one transaction: on the batch connection when there is
-        one (a file: the event loop's), else the writer's."""
-        if self._batch_conn is None:
+    def _batch_transaction(self, work: Callable[[sqlite3.Connection], T], inline: bool) -> T:
+        """Run a batch's ``work`` in one transaction: ``inline`` (on the event loop) on the
+        batch connection, which never waits for a write lock held elsewhere (another process,
+        the writer thread's own work: raises :class:`_WriteLocked` before anything is written);
+        else on the writer's connection, which waits for it (``busy_timeout``)."""
+        if not inline or self._batch_conn is None:
             return self._transaction(work)
-        return _in_transaction(self._batch_conn, work)
+        conn = self._batch_conn
+        try:
+            conn.execute("BEGIN IMMEDIATE")
+        except sqlite3.OperationalError as exc:
+            if exc.sqlite_errorname in ("SQLITE_BUSY", "SQLITE_LOCKED"):
+                raise _WriteLocked from exc
+            raise
+        try:
+            result = work(conn)
+            conn.execute("COMMIT")
+        except BaseException:
+            conn.execute("ROLLBACK")
+            raise
+        return result
 
     def _close_sync(self) -> None:
         if self._loader is not None:
@@ -486,9 +511,12 @@ class SQLiteStore(WorldRows, AuditRows):
     def _start_flush(self) -> None:
         self._ts = None
         if self._batch_conn is not None:  # a file: written here, on the loop (module docstring)
-            self._flush_sync(asyncio.get_running_loop())
-        else:
-            self._executor.submit(self._flush_sync)
+            try:
+                self._flush_sync(asyncio.get_running_loop())
+                return
+            except _WriteLocked:
+                pass  # the writer thread waits for the lock; the loop goes on serving
+        self._executor.submit(self._flush_sync)
 
     def _decide_in_memory(self, cache: WorldCache, item: _Queued, decision: DecisionFn) -> None:
         """Run ``decision`` against ``cache`` and fill ``item`` with its outcome and rows (called
