@@ -56,6 +56,7 @@ def languages() -> tuple[str, ...]:
     return tuple(sorted(found | {DEFAULT}))
 
 
+@functools.lru_cache(maxsize=256)  # tags come from clients: bounded; a decision asks several times
 def normalize(language: str | None) -> str:
     """The catalog for a language tag as Foundry or a browser writes it: ``"de"``, ``"de-DE"``
     and ``"de_AT"`` give ``"de"``; anything the bridge has no catalog for (or None) gives
@@ -119,9 +120,13 @@ def current() -> str:
 def using(language: str | None) -> Iterator[str]:
     """Translate into ``language`` (normalized; English when unknown) inside the block; yields
     the language used. Context-local: concurrent sessions do not see each other's."""
-    token = _current.set(normalize(language))
+    wanted = normalize(language)
+    if _current.get() == wanted:  # nested in a block of the same language (a decision in its session's)
+        yield wanted
+        return
+    token = _current.set(wanted)
     try:
-        yield _current.get()
+        yield wanted
     finally:
         _current.reset(token)
 

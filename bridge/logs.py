@@ -13,6 +13,7 @@ import atexit
 import logging
 import sys
 import threading
+import time
 from typing import TextIO
 
 import msgspec
@@ -25,6 +26,49 @@ _encoder = msgspec.json.Encoder(enc_hook=str)  # anything unusual is logged as i
 def _json(event: dict, **_: object) -> str:
     """structlog's JSON serializer, with msgspec (one line per decision, on the event loop)."""
     return _encoder.encode(event).decode()
+
+
+class _UTCStamp:
+    """A structlog processor adding ``timestamp``: the UTC time as ISO 8601 with microseconds and
+    ``Z`` (``2026-12-01T11:44:29.903923Z``), what ``TimeStamper(fmt="iso", utc=True)`` writes,
+    for a sixth of its cost (the date and time of the current second are formatted once per
+    second; measured 2.6 -> 0.4 µs, issue 17)."""
+
+    def __init__(self) -> None:
+        self._second = -1
+        self._prefix = ""
+
+    def __call__(self, _logger: object, _name: str, event: dict) -> dict:
+        now = time.time()
+        second = int(now)
+        if second != self._second:
+            self._second, self._prefix = second, time.strftime("%Y-%m-%dT%H:%M:%S", time.gmtime(second))
+        event["timestamp"] = f"{self._prefix}.{int((now - second) * 1_000_000):06d}Z"
+        return event
+
+
+_QUOTED = frozenset(" \t=\r\n\"'")  # a string holding one of these is written as its repr, as structlog does
+
+
+def _plain_value(value: object) -> str:
+    if isinstance(value, str) and _QUOTED.isdisjoint(value):
+        return value
+    return repr(value)
+
+
+def _console_line(_logger: object, _name: str, event: dict) -> str:
+    """The console format of structlog's ``ConsoleRenderer(colors=False)`` (``TIMESTAMP [level    ]
+    event    key=value ...``, keys sorted, plain strings as they are, other values as their repr, an
+    exception's traceback on the lines after), for about a tenth of its cost (36 -> ~4 µs a
+    decision's line, issue 17): used when stderr is not a terminal, so logs kept in a file or a
+    journal cost little; a terminal gets structlog's own, coloured."""
+    timestamp = event.pop("timestamp", "")
+    level = event.pop("level", "")
+    text = str(event.pop("event", ""))
+    trace = [event.pop(key) for key in ("stack", "exception") if key in event]
+    pairs = " ".join(f"{key}={_plain_value(event[key])}" for key in sorted(event))
+    line = f"{timestamp} [{level:<9}] {text:<30} {pairs}".rstrip()
+    return "\n".join([line, *map(str, trace)])
 
 
 class TickWriter:
@@ -70,15 +114,16 @@ def configure(log_format: str = "console", level: str = "info") -> None:
     ``level``: a standard level name. Raises ``ValueError`` for an unknown format."""
     if log_format not in LOG_FORMATS:
         raise ValueError(f"log format must be one of {LOG_FORMATS}, got {log_format!r}")
-    renderer = (
-        structlog.processors.JSONRenderer(serializer=_json)
-        if log_format == "json"
-        else structlog.dev.ConsoleRenderer(colors=sys.stderr.isatty())
-    )
+    if log_format == "json":
+        renderer = structlog.processors.JSONRenderer(serializer=_json)
+    elif sys.stderr.isatty():
+        renderer = structlog.dev.ConsoleRenderer(colors=True)
+    else:
+        renderer = _console_line
     structlog.configure(
         processors=[
             structlog.processors.add_log_level,
-            structlog.processors.TimeStamper(fmt="iso", utc=True),
+            _UTCStamp(),
             structlog.processors.format_exc_info,
             renderer,
         ],

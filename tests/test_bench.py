@@ -51,3 +51,20 @@ def test_quick_run_measures_echo_durable_and_bridge_and_prints_the_targets(tmp_p
     assert "load client check: echo at C=10" in result.stdout
     assert report["idle"]["connections"] == 20 and report["idle"]["errors"] == 0
     assert report["store"]["decisions"] == 200 and report["store"]["decisions_per_s"] > 0
+
+
+def test_parts_prints_each_part_switched_off_and_the_timed_functions():
+    """``python -m bench.parts`` (docs/performance.md, where the time goes): a run with
+    everything on, one without each part, and the timed functions of the path."""
+    import re
+    import subprocess
+    import sys
+
+    result = subprocess.run([sys.executable, "-m", "bench.parts", "--conns", "2", "--decisions", "40", "--parts"],
+                            capture_output=True, text=True, timeout=120, check=True)
+    runs = dict(re.findall(r"^  (everything on|without [a-z, ]+?) +([0-9.]+)", result.stdout, re.M))
+    assert set(runs) == {"everything on", "without log", "without card", "without receipt",
+                         "without card, log, receipt"}
+    assert all(float(cpu) > 0 for cpu in runs.values())
+    timed = result.stdout.split("inside the path")[1]
+    assert "(dispatch.decide)" in timed and "(SQLiteStore._flush_sync)" in timed

@@ -7,6 +7,7 @@ from __future__ import annotations
 import asyncio
 import json
 import sqlite3
+import threading
 
 import msgspec
 import pytest
@@ -123,11 +124,13 @@ class TestWrites:
             await store.add_world(world, "h")
             await store.decide(world, f"warm-{world}", settings_to("pc_only"))  # loaded in memory
         commits = []
-        conn = store._conn
-        conn.set_trace_callback(lambda sql: commits.append(sql) if sql == "COMMIT" else None)
+        conns = [c for c in (store._conn, store._batch_conn) if c is not None]
+        for conn in conns:  # the writer's and the event loop's batch connection: every COMMIT counted
+            conn.set_trace_callback(lambda sql: commits.append(threading.get_ident()) if sql == "COMMIT" else None)
         decided = await asyncio.gather(*(store.decide(w, f"e-{w}", settings_to("off")) for w in "abc"))
-        conn.set_trace_callback(None)
-        assert len(commits) == 1
+        for conn in conns:
+            conn.set_trace_callback(None)
+        assert commits == [threading.get_ident()]  # one, on this event loop's thread: no hand-off
         assert [d.seq for d in decided] == [2, 2, 2]
         assert {(await store.world(w)).settings.fate_option for w in "abc"} == {"off"}
 
@@ -261,3 +264,36 @@ async def test_a_record_from_before_the_restart_is_read_once_when_first_asked_fo
         await store.close()
     assert seen == [(Note("kept"), None)] * 2
     assert fetched == [("w", "test.note", "a")]  # once; a record that does not exist costs nothing
+
+
+class TestWriteLockHeldElsewhere:
+    """A file's batches are committed on the event loop, which must never wait for a write lock
+    another connection holds (a CLI command, another process): the batch goes to the writer
+    thread, which waits for it, while the loop goes on."""
+
+    async def test_the_loop_runs_on_and_the_decision_commits_after_the_lock_is_released(self, store, tmp_path):
+        await store.decide("w", "warm", settings_to("pc_only"))  # loaded in memory
+        other = sqlite3.connect(tmp_path / "b.sqlite3", isolation_level=None)
+        other.execute("BEGIN IMMEDIATE")  # the write lock, held by someone else
+        ticks = 0
+
+        async def ticker():
+            nonlocal ticks
+            while True:
+                await asyncio.sleep(0.005)
+                ticks += 1
+
+        counting = asyncio.create_task(ticker())
+        deciding = asyncio.create_task(store.decide("w", "e-locked", settings_to("off")))
+        await asyncio.sleep(0.2)
+        assert not deciding.done()  # not committed (so not answered) while the lock is held
+        assert ticks >= 10  # the loop was not blocked meanwhile
+        other.execute("COMMIT")
+        decided = await asyncio.wait_for(deciding, 10)
+        counting.cancel()
+        assert decided.seq == 2 and not decided.replayed
+        rows = other.execute("SELECT seq, hash FROM audit ORDER BY seq").fetchall()
+        assert rows[-1] == (2, decided.record_hash)  # committed, by the writer thread
+        other.close()
+        again = await store.decide("w", "e-after", settings_to("pc_only"))  # back on the loop
+        assert again.seq == 3

@@ -24,7 +24,15 @@ How :meth:`SQLiteStore.decide` works (issue 17):
   written by another process makes the audit insert collide on ``(world_id, seq)``, which fails
   the batch the same way, so a second process on the same file never corrupts a chain.
 
-All SQLite work runs on one dedicated writer thread, so the event loop never blocks on disk.
+The batches of a database file are written on the event loop itself, right after the tick that
+decided them, on a connection of their own (as ``bench.durable`` does): in WAL mode with
+``synchronous = NORMAL`` a COMMIT is a write into the log, no fsync (the log is copied into the
+file and synced by the checkpointer thread), so handing the batch to a thread and its outcome back
+cost more than the write (measured: ~100 µs of CPU and two thread wake-ups per batch, most of a
+decision's latency at one connection). Everything else (registry, audit queries, verify, the
+world loads) runs on the writer thread and the loader thread, as do the batches of ``":memory:"``
+(one connection for all) and of subclasses without a batch connection (PostgreSQL: a network
+round trip per COMMIT must not block the loop).
 """
 
 from __future__ import annotations
@@ -97,6 +105,10 @@ DB_FILE_MODE = 0o600  # a new database file is readable by its owner only (SQLit
 GROUP_COMMIT_MAX = 64  # decisions per transaction at most: bounds the latency a batch adds
 
 
+class _WriteLocked(Exception):
+    """Another connection holds the database's write lock: the batch goes to the writer thread."""
+
+
 @dataclass(slots=True)
 class _Queued:
     """A decided request waiting for its batch's COMMIT: what its caller gets, the rows it adds,
@@ -163,6 +175,7 @@ class SQLiteStore(WorldRows, AuditRows):
         self._loader: ThreadPoolExecutor | None = None
         self._loader_conn: sqlite3.Connection | None = None
         self._fetch_conn: sqlite3.Connection | None = None  # WorldCache.fetch's, on the event loop
+        self._batch_conn: sqlite3.Connection | None = None  # a file's batches, written on the event loop
 
     @classmethod
     async def open(cls, path: str | Path, *, audit_key: bytes | None = None,
@@ -204,6 +217,12 @@ class SQLiteStore(WorldRows, AuditRows):
                 # thread: done inside a COMMIT they would stall decisions (p99 x5 measured).
                 conn.execute("PRAGMA wal_autocheckpoint = 0")
                 self._wal = _WalCheckpointer(self.path)
+                self._batch_conn = sqlite3.connect(self.path, isolation_level=None, check_same_thread=False)
+                # no waiting: a write lock held elsewhere sends the batch to the writer thread
+                self._batch_conn.execute("PRAGMA busy_timeout = 0")
+                self._batch_conn.execute("PRAGMA synchronous = NORMAL")
+                self._batch_conn.execute("PRAGMA foreign_keys = ON")
+                self._batch_conn.execute("PRAGMA wal_autocheckpoint = 0")
                 self._loader = ThreadPoolExecutor(max_workers=1, thread_name_prefix="fate-bridge-load")
         except (OSError, sqlite3.DatabaseError) as exc:
             raise ConfigError(database_problem(self.path, exc)) from None
@@ -370,10 +389,11 @@ class SQLiteStore(WorldRows, AuditRows):
         other = None not in (stored_hash, item.request_hash) and stored_hash != item.request_hash
         return Decided(reply, replayed=True, other_request=other, seq=seq, record_hash=record_hash)
 
-    def _flush_sync(self) -> None:
+    def _flush_sync(self, on_loop: asyncio.AbstractEventLoop | None = None) -> None:
         """Group commit: write every queued decision's rows in ONE transaction, then resolve their
-        futures after the COMMIT. A failed COMMIT fails the whole batch and every decision queued
-        after it (a new cache generation); nothing of theirs was acknowledged."""
+        futures after the COMMIT (at once for those of ``on_loop``, the loop this runs on, if
+        any). A failed COMMIT fails the whole batch and every decision queued after it (a new
+        cache generation); nothing of theirs was acknowledged."""
         while True:
             with self._queue_lock:
                 batch = self._queue[:GROUP_COMMIT_MAX]
@@ -388,7 +408,12 @@ class SQLiteStore(WorldRows, AuditRows):
             current = [item for item in batch if item.generation == generation]
             if current:
                 try:
-                    outcomes += self._transaction(lambda conn: self._write_batch(conn, current))
+                    outcomes += self._batch_transaction(lambda conn: self._write_batch(conn, current),
+                                                        inline=on_loop is not None)
+                except _WriteLocked:
+                    with self._queue_lock:  # back in front, in order, for the writer thread
+                        self._queue[:0] = batch
+                    raise
                 except Exception as exc:
                     with self._lock:
                         self._generation += 1
@@ -399,15 +424,40 @@ class SQLiteStore(WorldRows, AuditRows):
             for item, decided, exc in outcomes:
                 by_loop.setdefault(item.loop, []).append((item.future, decided, exc))
             for loop, settled in by_loop.items():  # one wake-up of each loop per batch
-                loop.call_soon_threadsafe(_settle_futures, settled)
+                if on_loop is loop:
+                    _settle_futures(settled)
+                else:
+                    loop.call_soon_threadsafe(_settle_futures, settled)
+
+    def _batch_transaction(self, work: Callable[[sqlite3.Connection], T], inline: bool) -> T:
+        """Run a batch's ``work`` in one transaction: ``inline`` (on the event loop) on the
+        batch connection, which never waits for a write lock held elsewhere (another process,
+        the writer thread's own work: raises :class:`_WriteLocked` before anything is written);
+        else on the writer's connection, which waits for it (``busy_timeout``)."""
+        if not inline or self._batch_conn is None:
+            return self._transaction(work)
+        conn = self._batch_conn
+        try:
+            conn.execute("BEGIN IMMEDIATE")
+        except sqlite3.OperationalError as exc:
+            if exc.sqlite_errorname in ("SQLITE_BUSY", "SQLITE_LOCKED"):
+                raise _WriteLocked from exc
+            raise
+        try:
+            result = work(conn)
+            conn.execute("COMMIT")
+        except BaseException:
+            conn.execute("ROLLBACK")
+            raise
+        return result
 
     def _close_sync(self) -> None:
         if self._loader is not None:
             self._loader.shutdown(wait=True)
-            for conn in (self._loader_conn, self._fetch_conn):
+            for conn in (self._loader_conn, self._fetch_conn, self._batch_conn):
                 if conn is not None:
                     conn.close()
-            self._loader = self._loader_conn = self._fetch_conn = None
+            self._loader = self._loader_conn = self._fetch_conn = self._batch_conn = None
         if self._wal is not None:
             self._wal.stop()
             self._wal = None
@@ -461,6 +511,12 @@ class SQLiteStore(WorldRows, AuditRows):
 
     def _start_flush(self) -> None:
         self._ts = None
+        if self._batch_conn is not None:  # a file: written here, on the loop (module docstring)
+            try:
+                self._flush_sync(asyncio.get_running_loop())
+                return
+            except _WriteLocked:
+                pass  # the writer thread waits for the lock; the loop goes on serving
         self._executor.submit(self._flush_sync)
 
     def _decide_in_memory(self, cache: WorldCache, item: _Queued, decision: DecisionFn) -> None:
