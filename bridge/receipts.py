@@ -2,10 +2,16 @@
 Ed25519 key, so a copy kept outside the bridge (the ChatMessage's flags in Foundry's database)
 can later show that the trail still holds that record, unchanged.
 
-The format is fixed in docs/protocol.md (Receipts): the signature covers
-:func:`receipt_bytes`; ``key_id`` is the first 16 hex digits of SHA-256 of the raw 32-byte
-public key; ``sig`` is base64url without padding. Pure (no files: the key file is
-:func:`bridge.config.load_signing_key`); :func:`check_receipts` compares receipts with the
+The format is fixed in docs/protocol.md (Receipts). A v1 receipt's signature covers
+:func:`receipt_bytes` alone. A v2 receipt (issue 17: one signature per committed batch) is a
+leaf of a Merkle tree over its batch, shaped and hashed as RFC 6962 section 2.1 (Certificate
+Transparency): the signature covers :func:`batch_bytes` (the tree's root and size) and the receipt
+carries its ``batch_index``, ``batch_size`` and audit ``path`` (sibling hashes only, so it names no
+other world). ``key_id`` is the first 16 hex digits of SHA-256 of the raw 32-byte public key;
+``sig`` and the path's hashes are base64url without padding.
+
+Pure (no files: the key file is :func:`bridge.config.load_signing_key`); :func:`with_receipts` is
+what the store calls once per committed batch; :func:`check_receipts` compares receipts with the
 hashes a trail holds and is shared by the ``receipts_check`` query and ``audit verify --receipts``.
 """
 
@@ -13,9 +19,12 @@ from __future__ import annotations
 
 import base64
 import binascii
+import dataclasses
+import functools
 import hashlib
 import re
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable, Mapping, Sequence
+from typing import TYPE_CHECKING, Protocol, TypeVar
 
 from cryptography.exceptions import InvalidSignature
 from cryptography.hazmat.primitives import serialization
@@ -23,16 +32,38 @@ from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey,
 import msgspec
 
 from .errors import ConfigError
-from .wire import Receipt, ReceiptResult
+from .wire import MAX_RECEIPT_BATCH, Receipt, ReceiptResult
+
+if TYPE_CHECKING:
+    from .store.base import Decided
 
 RECEIPT_DOMAIN = b"fate-bridge receipt v1\n"
+BATCH_DOMAIN = b"fate-bridge receipt batch v2\n"
+_LEAF, _NODE = b"\x00", b"\x01"  # RFC 6962's domain separation of leaf and node hashes
 _B64URL = re.compile(r"[A-Za-z0-9_-]+")
 
 
 def receipt_bytes(world_id: str, seq: int, record_hash: str) -> bytes:
-    """The bytes a receipt's signature covers:
+    """The bytes a v1 receipt's signature covers, and a v2 receipt's leaf hashes:
     ``b"fate-bridge receipt v1\\n" + world_id + b"\\n" + str(seq) + b"\\n" + record_hash`` (UTF-8)."""
     return RECEIPT_DOMAIN + world_id.encode() + b"\n" + str(seq).encode() + b"\n" + record_hash.encode()
+
+
+def leaf_hash(world_id: str, seq: int, record_hash: str) -> bytes:
+    """A v2 receipt's leaf: SHA-256(0x00 || :func:`receipt_bytes`), 32 bytes."""
+    return hashlib.sha256(_LEAF + receipt_bytes(world_id, seq, record_hash)).digest()
+
+
+def _node_hash(left: bytes, right: bytes) -> bytes:
+    """An inner node of the batch tree: SHA-256(0x01 || left || right)."""
+    return hashlib.sha256(_NODE + left + right).digest()
+
+
+def batch_bytes(root: bytes, size: int) -> bytes:
+    """The bytes a v2 receipt's signature covers, for a batch tree of ``size`` leaves whose root
+    hash is ``root`` (32 bytes): ``b"fate-bridge receipt batch v2\\n" + hex(root) + b"\\n" +
+    str(size)`` (ASCII)."""
+    return BATCH_DOMAIN + root.hex().encode() + b"\n" + str(size).encode()
 
 
 def public_key_bytes(public_key: Ed25519PublicKey) -> bytes:
@@ -45,8 +76,15 @@ def key_id(public_key: Ed25519PublicKey) -> str:
     return hashlib.sha256(public_key_bytes(public_key)).hexdigest()[:16]
 
 
+@functools.lru_cache(maxsize=4)
+def _signer_key_id(private_key: Ed25519PrivateKey) -> str:
+    """:func:`key_id` of the key ``private_key`` signs for, computed once per key (the store signs
+    with one key until ``audit new-key``; key objects hash by identity)."""
+    return key_id(private_key.public_key())
+
+
 def b64url(data: bytes) -> str:
-    """base64url without padding (how ``sig`` and the printed public key are written)."""
+    """base64url without padding (how ``sig``, the path's hashes and the printed public key are written)."""
     return base64.urlsafe_b64encode(data).rstrip(b"=").decode()
 
 
@@ -60,25 +98,126 @@ def _unb64url(text: str) -> bytes:
         raise ValueError(str(exc)) from None
 
 
-def sign_receipt(private_key: Ed25519PrivateKey, world_id: str, seq: int, record_hash: str) -> Receipt:
-    """The receipt of record ``seq`` (1-based, the world's audit sequence number) whose chain
-    hash is ``record_hash`` (hex), signed with ``private_key``."""
-    sig = private_key.sign(receipt_bytes(world_id, seq, record_hash))
-    return Receipt(world_id=world_id, seq=seq, record_hash=record_hash,
-                   key_id=key_id(private_key.public_key()), sig=b64url(sig))
+def _tree(leaves: list[bytes]) -> tuple[bytes, list[list[bytes]]]:
+    """The root of RFC 6962's Merkle tree over ``leaves`` (leaf hashes, at least one) and each
+    leaf's audit path (sibling hashes, from the leaf up). Built level by level: pairs of adjacent
+    nodes are hashed and a last node without a partner moves up unchanged, which gives the tree
+    of section 2.1 (its left subtree the largest power of two of the leaves) for any size."""
+    paths: list[list[bytes]] = [[] for _ in leaves]
+    level, under = leaves, [[i] for i in range(len(leaves))]  # under[j]: the leaves below node j
+    while len(level) > 1:
+        up, up_under = [], []
+        for j in range(0, len(level) - 1, 2):
+            for i in under[j]:
+                paths[i].append(level[j + 1])
+            for i in under[j + 1]:
+                paths[i].append(level[j])
+            up.append(_node_hash(level[j], level[j + 1]))
+            up_under.append(under[j] + under[j + 1])
+        if len(level) % 2:
+            up.append(level[-1])
+            up_under.append(under[-1])
+        level, under = up, up_under
+    return level[0], paths
 
 
-def verify_receipt(public_key: Ed25519PublicKey, receipt: Receipt) -> bool:
-    """True when ``receipt`` was signed by ``public_key`` as it reads now (its ``key_id`` must
-    name that key too); False for any other receipt, malformed ones included. Never raises."""
-    if receipt.key_id != key_id(public_key):
+def root_from_path(leaf: bytes, index: int, size: int, path: Sequence[bytes]) -> bytes:
+    """The root hash a leaf's audit path leads to, as RFC 9162 section 2.1.3.2 verifies an
+    inclusion proof: ``leaf`` is the leaf hash at ``index`` (0-based) of a tree of ``size``
+    leaves, ``path`` its sibling hashes from the leaf up. Raises ``ValueError`` when the index,
+    size and path length do not fit together or a hash is not 32 bytes."""
+    if not 0 <= index < size:
+        raise ValueError(f"batch index {index} is outside a batch of {size}")
+    fn, sn, node = index, size - 1, leaf
+    for sibling in path:
+        if sn == 0 or len(sibling) != 32:
+            raise ValueError("the audit path does not fit the batch")
+        if fn & 1 or fn == sn:
+            node = _node_hash(sibling, node)
+            while not fn & 1 and fn != 0:
+                fn, sn = fn >> 1, sn >> 1
+        else:
+            node = _node_hash(node, sibling)
+        fn, sn = fn >> 1, sn >> 1
+    if sn != 0:
+        raise ValueError("the audit path is too short for the batch")
+    return node
+
+
+def sign_batch(private_key: Ed25519PrivateKey, leaves: Sequence[tuple[str, int, str]]) -> list[Receipt]:
+    """The v2 receipts of one batch, in order, under ONE Ed25519 signature: ``leaves`` holds
+    each record's ``(world_id, seq, record_hash)`` (seq 1-based, the world's audit sequence
+    number; record_hash hex), repeats allowed. A batch of one is a tree of one leaf (empty
+    path). Raises ``ValueError`` for no leaves or more than ``MAX_RECEIPT_BATCH``."""
+    if not 1 <= len(leaves) <= MAX_RECEIPT_BATCH:
+        raise ValueError(f"a receipt batch holds 1 to {MAX_RECEIPT_BATCH} records, not {len(leaves)}")
+    size = len(leaves)
+    root, paths = _tree([leaf_hash(*leaf) for leaf in leaves])
+    sig, kid = b64url(private_key.sign(batch_bytes(root, size))), _signer_key_id(private_key)
+    return [Receipt(world_id=world_id, seq=seq, record_hash=record_hash, key_id=kid, sig=sig,
+                    batch_size=size, batch_index=index, path=[b64url(h) for h in path])
+            for index, ((world_id, seq, record_hash), path) in enumerate(zip(leaves, paths))]
+
+
+class _InWorld(Protocol):
+    world_id: str
+
+
+Q = TypeVar("Q", bound=_InWorld)
+E = TypeVar("E")
+
+
+def with_receipts(private_key: Ed25519PrivateKey,
+                  outcomes: Sequence[tuple[Q, Decided | None, E]]) -> list[tuple[Q, Decided | None, E]]:
+    """A committed batch's outcomes (``(queued item with its world_id, Decided or None, error)``,
+    as the store's writer settles them) with a receipt on every ``Decided`` the trail holds
+    (``seq`` and ``record_hash`` set: new decisions and replays alike), signed by
+    :func:`sign_batch`: one signature per ``MAX_RECEIPT_BATCH`` of them (one for any batch the
+    store commits today)."""
+    signed = [n for n, (_, decided, _) in enumerate(outcomes)
+              if decided is not None and decided.seq is not None and decided.record_hash is not None]
+    result = list(outcomes)
+    for start in range(0, len(signed), MAX_RECEIPT_BATCH):
+        chunk = signed[start:start + MAX_RECEIPT_BATCH]
+        leaves = [(outcomes[n][0].world_id, outcomes[n][1].seq, outcomes[n][1].record_hash)  # type: ignore[union-attr]
+                  for n in chunk]
+        for n, receipt in zip(chunk, sign_batch(private_key, leaves)):  # type: ignore[arg-type]
+            item, decided, error = outcomes[n]
+            result[n] = (item, dataclasses.replace(decided, receipt=receipt), error)  # type: ignore[arg-type]
+    return result
+
+
+def signed_bytes(receipt: Receipt) -> bytes:
+    """The bytes ``receipt``'s signature must cover as it reads now: :func:`receipt_bytes` for a
+    v1 receipt (no batch fields), :func:`batch_bytes` of the root its path leads to for a v2 one.
+    Raises ``ValueError`` for a malformed receipt (only some batch fields, a path that does not
+    fit its index and size, a hash that is not base64url of 32 bytes)."""
+    batch = (receipt.batch_size, receipt.batch_index, receipt.path)
+    if batch == (None, None, None):
+        return receipt_bytes(receipt.world_id, receipt.seq, receipt.record_hash)
+    if receipt.batch_size is None or receipt.batch_index is None or receipt.path is None:
+        raise ValueError("a receipt has batch_size, batch_index and path together or none of them")
+    root = root_from_path(leaf_hash(receipt.world_id, receipt.seq, receipt.record_hash), receipt.batch_index,
+                          receipt.batch_size, [_unb64url(h) for h in receipt.path])
+    return batch_bytes(root, receipt.batch_size)
+
+
+def _verify(public_key: Ed25519PublicKey, public_id: str, receipt: Receipt) -> bool:
+    """:func:`verify_receipt` with ``public_id`` = ``key_id(public_key)`` already computed."""
+    if receipt.key_id != public_id:
         return False
     try:
-        public_key.verify(_unb64url(receipt.sig),
-                          receipt_bytes(receipt.world_id, receipt.seq, receipt.record_hash))
+        public_key.verify(_unb64url(receipt.sig), signed_bytes(receipt))
     except (InvalidSignature, ValueError):
         return False
     return True
+
+
+def verify_receipt(public_key: Ed25519PublicKey, receipt: Receipt) -> bool:
+    """True when ``receipt`` (v1 or v2) was signed by ``public_key`` as it reads now (its
+    ``key_id`` must name that key too); False for any other receipt, malformed ones included.
+    Never raises."""
+    return _verify(public_key, key_id(public_key), receipt)
 
 
 def check_receipts(public_key: Ed25519PublicKey, world_id: str, receipts: Iterable[Receipt],
@@ -90,9 +229,9 @@ def check_receipts(public_key: Ed25519PublicKey, world_id: str, receipts: Iterab
     ``changed`` when the signature does not verify with ``public_key`` or the receipt names
     another world; then ``missing`` when no record has its ``seq``; ``changed`` when the record
     there has another hash; else ``ok``."""
-    results = []
+    results, public_id = [], key_id(public_key)
     for receipt in receipts:
-        if receipt.world_id != world_id or not verify_receipt(public_key, receipt):
+        if receipt.world_id != world_id or not _verify(public_key, public_id, receipt):
             status = "changed"
         elif receipt.seq not in stored:
             status = "missing"

@@ -38,7 +38,7 @@ from . import dispatch
 from .audit import AuditEntry, RecordingDice, RecordingState, sorted_json
 from .errors import (LeaseLost, WorldNotRegistered, BadMessage, ConfigError, Forbidden, Internal, NotFound, Refusal,
                      Unauthorized)
-from .receipts import check_receipts, sign_receipt
+from .receipts import check_receipts
 from .fairness import decide as fairness
 from .frames import decision_frame
 from .state import WorldState
@@ -400,15 +400,12 @@ class Session:
         return Reply([self._with_receipt(decided)], overlay_card=overlay)
 
     def _with_receipt(self, decided: Decided) -> bytes:
-        """The reply frame with its ``receipt`` (docs/protocol.md, Receipts) when the store signs
-        and the decision is in the trail; a replay gets the same receipt (Ed25519 signatures are
-        deterministic). The record holds the reply without it: a reply cannot hold its own hash."""
-        key = self.store.signing_key
-        if key is None or decided.seq is None or decided.record_hash is None or not decided.reply.endswith(b"}"):
+        """The reply frame with its ``receipt`` (docs/protocol.md, Receipts) when the store signed
+        one for it (with the decision's committed batch; a replay's is signed with the replay's
+        batch). The record holds the reply without it: a reply cannot hold its own hash."""
+        if decided.receipt is None or not decided.reply.endswith(b"}"):
             return decided.reply
-        assert self.world_id is not None
-        receipt = sign_receipt(key, self.world_id, decided.seq, decided.record_hash)
-        return decided.reply[:-1] + b',"receipt":' + wire.encode(receipt) + b"}"
+        return decided.reply[:-1] + b',"receipt":' + wire.encode(decided.receipt) + b"}"
 
 
 def _welcome(world: World, max_frame_bytes: int | None) -> bytes:

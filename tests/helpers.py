@@ -4,6 +4,7 @@
 - ``send``: one wire message to a ``Session`` (the path ``resolve`` runs), and its one reply;
 - ``replay``: an example session file played into an audit-keyed store, for ``verify``;
 - ``run_bridge``: the ``python -m bridge`` CLI run as a user would, from the repository root;
+- ``sign_v1``: a v1 receipt (one signature per record), as bridges before issue 17 issued them;
 - ``old_schema_file``: a database file left at an older schema version, to upgrade;
 - ``decompress``, ``as_old_bridge``: a database's rows rewritten as plain JSON (to edit them with
   SQL as text), or in the whole layout bridges before issue 17 wrote;
@@ -22,7 +23,7 @@ from pathlib import Path
 import msgspec
 import pytest
 
-from bridge import wire
+from bridge import receipts, wire
 from bridge.dice import ScriptedDice
 from bridge.session import Session
 from bridge.store import MIGRATIONS, SQLiteStore
@@ -63,6 +64,13 @@ async def replay(example: Path, db: Path, key: bytes) -> SQLiteStore:
         await session.receive(frame({k: v for k, v in message.items() if k != "dice"}),
                               ScriptedDice(message.get("dice", [])))
     return store
+
+
+def sign_v1(key, world_id: str, seq: int, record_hash: str) -> wire.Receipt:
+    """The v1 receipt of a record (docs/protocol.md, Receipts): ``key`` (Ed25519) signs
+    :func:`bridge.receipts.receipt_bytes` alone, as players' old ChatMessages hold them."""
+    return wire.Receipt(world_id=world_id, seq=seq, record_hash=record_hash, key_id=receipts.key_id(key.public_key()),
+                        sig=receipts.b64url(key.sign(receipts.receipt_bytes(world_id, seq, record_hash))))
 
 
 def run_bridge(*args: str, stdin: str = "") -> subprocess.CompletedProcess:

@@ -38,7 +38,9 @@ class Decided:
     different request than the one first decided (``other_request``: the event_id was reused).
     ``kept``: the decision's own :attr:`Decision.kept` when it ran (None when replayed).
     ``seq``/``record_hash``: the number and chain hash of the audit record holding the decision
-    (also on a replay, when the trail holds it; None when not audited): what its receipt signs."""
+    (also on a replay, when the trail holds it; None when not audited): what its receipt signs.
+    ``receipt``: that record's receipt, signed with its committed batch when the store has a
+    signing key (bridge/receipts.py, :func:`~bridge.receipts.with_receipts`; None otherwise)."""
 
     reply: bytes
     replayed: bool
@@ -46,6 +48,7 @@ class Decided:
     kept: Any = None
     seq: int | None = None
     record_hash: str | None = None
+    receipt: wire.Receipt | None = None
 
 
 AuditEntry = audit.AuditEntry

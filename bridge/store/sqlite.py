@@ -54,6 +54,7 @@ import msgspec
 from .. import audit, wire
 from ..errors import ConfigError, WorldNotRegistered
 from ..frames import replayed_frame
+from ..receipts import with_receipts
 from ..startup import database_problem
 from ..state import WorldState
 from .audit_rows import AuditRows, Sealed
@@ -420,6 +421,8 @@ class SQLiteStore(WorldRows, AuditRows):
                         self._failure = exc
                         self._worlds.clear()
                     outcomes += [(item, None, exc) for item in current]
+            if self.signing_key is not None:  # one signature for the batch's receipts
+                outcomes = with_receipts(self.signing_key, outcomes)
             by_loop: dict[asyncio.AbstractEventLoop, list[tuple]] = {}
             for item, decided, exc in outcomes:
                 by_loop.setdefault(item.loop, []).append((item.future, decided, exc))

@@ -72,13 +72,23 @@ class AuditPage(BridgeMessage, tag="audit_page", kw_only=True):
     next_before: int | None
 
 
-class Receipt(Part, kw_only=True):
+MAX_RECEIPT_BATCH = 32  # leaves under one receipt signature: a path of at most 5 hashes
+MAX_RECEIPT_PATH = (MAX_RECEIPT_BATCH - 1).bit_length()
+B64Hash = Annotated[str, Meta(max_length=43, description="A SHA-256 hash, base64url without padding.")]
+
+
+class Receipt(Part, kw_only=True, omit_defaults=True):
     """A signed receipt for one audit record (docs/protocol.md, Receipts; bridge/receipts.py):
     ``seq`` is the world's record number, ``record_hash`` that record's chain hash (hex SHA-256),
-    ``key_id`` the first 16 hex digits of SHA-256 of the signing Ed25519 public key, ``sig`` the
-    base64url (unpadded) Ed25519 signature of :func:`bridge.receipts.receipt_bytes`.
+    ``key_id`` the first 16 hex digits of SHA-256 of the signing Ed25519 public key, ``sig`` a
+    base64url (unpadded) Ed25519 signature.
 
-    The text fields are only bounded, not pattern-checked: a receipt edited in the chat log is
+    v1 (no batch fields): ``sig`` signs :func:`bridge.receipts.receipt_bytes`. v2: ``sig`` signs
+    :func:`bridge.receipts.batch_bytes` of a Merkle tree over the ``batch_size`` records signed
+    together; the record is leaf ``batch_index`` (0-based) and ``path`` holds the sibling hashes
+    from that leaf up (RFC 6962).
+
+    The fields are only bounded, not pattern-checked: a receipt edited in the chat log is
     answered ``changed`` by ``receipts_check``, not refused with the whole query."""
 
     world_id: Id
@@ -86,9 +96,12 @@ class Receipt(Part, kw_only=True):
     record_hash: Annotated[str, Meta(max_length=128)]
     key_id: Annotated[str, Meta(max_length=64)]
     sig: Annotated[str, Meta(max_length=256)]
+    batch_size: Annotated[int, Meta(ge=1, le=MAX_RECEIPT_BATCH)] | None = None
+    batch_index: Annotated[int, Meta(ge=0, le=MAX_RECEIPT_BATCH - 1)] | None = None
+    path: Annotated[list[B64Hash], Meta(max_length=MAX_RECEIPT_PATH)] | None = None
 
 
-MAX_RECEIPTS_PER_CHECK = 100  # ~230 bytes each: 100 stay well inside the 64 KiB frame limit
+MAX_RECEIPTS_PER_CHECK = 100  # at most ~650 bytes each (a 128-character world id): 100 fit one 64 KiB frame
 
 
 class ReceiptsCheck(Query, tag="receipts_check", kw_only=True):
