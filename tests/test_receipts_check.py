@@ -21,7 +21,7 @@ from bridge.session import Session
 from bridge.store import SQLiteStore
 from bridge.store.blobs import unpack
 
-from .helpers import ROOT, replay
+from .helpers import ROOT, replay, sign_v1
 from .sohl_messages import frame
 
 AUDIT_KEY = bytes(range(32))
@@ -35,7 +35,9 @@ def trail(tmp_path):
 
 async def build(db, key_path) -> list[wire.Receipt]:
     """Play the SoHL example into ``db``; returns a receipt for every record, signed with the key
-    at ``key_path`` (made here), as the replies carry them."""
+    at ``key_path`` (made here), as a chat log holds them: records 1..3 with v1 receipts (one
+    signature each, from a bridge before issue 17), the others with v2 ones signed in batches of 4
+    (the last batch shorter)."""
     store = await replay(ROOT / "examples" / "sohl-session.jsonl", db, AUDIT_KEY)
     await store.close()
     key = load_signing_key(key_path, create=True)
@@ -43,7 +45,9 @@ async def build(db, key_path) -> list[wire.Receipt]:
     rows = conn.execute("SELECT seq, hash FROM audit WHERE world_id = 'w' ORDER BY seq").fetchall()
     conn.close()
     assert len(rows) >= 8
-    return [receipts.sign_receipt(key, "w", seq, record_hash) for seq, record_hash in rows]
+    old = [sign_v1(key, "w", seq, record_hash) for seq, record_hash in rows[:3]]
+    leaves = [("w", seq, record_hash) for seq, record_hash in rows[3:]]
+    return old + [r for start in range(0, len(leaves), 4) for r in receipts.sign_batch(key, leaves[start:start + 4])]
 
 
 def tamper(db) -> None:
@@ -174,15 +178,50 @@ async def test_serve_makes_the_receipt_key_beside_the_audit_key_and_checks_with_
     assert code == 0, err
     async with bridge_serving(db, tmp_path / "serve.log") as served:
         ws = await opened(served.url, World("W", out.strip()))
-        await graded(ws, "msgArchery0001")
+        sent = await graded(ws, "msgArchery0001")
         key_file = audit_key.with_name("receipt.key")
         assert oct(key_file.stat().st_mode & 0o777) == "0o600"
         key = load_signing_key(key_file, create=False)
         (record_hash,) = sqlite3.connect(db).execute("SELECT hash FROM audit WHERE world_id = 'W' AND seq = 1").fetchone()
-        good = receipts.sign_receipt(key, "W", 1, record_hash)
-        gone = receipts.sign_receipt(key, "W", 2, record_hash)
-        other = receipts.sign_receipt(Ed25519PrivateKey.generate(), "W", 1, record_hash)
+        good = wire.Receipt(**sent["receipt"])  # the reply's own, signed with its batch
+        assert (good.world_id, good.seq, good.record_hash, good.batch_size) == ("W", 1, record_hash, 1)
+        gone = receipts.sign_batch(key, [("W", 1, record_hash), ("W", 2, record_hash)])[1]
+        other = receipts.sign_batch(Ed25519PrivateKey.generate(), [("W", 1, record_hash)])[0]
         reply = await ask(ws, {"type": "receipts_check", "v": 1, "query_id": "q",
                                "receipts": [msgspec.to_builtins(r) for r in (good, gone, other)]})
         assert [r["status"] for r in reply["results"]] == ["ok", "missing", "changed"]
         assert await served.terminated() == 0, served.log_text()
+
+
+async def test_a_committed_batch_is_signed_once_and_each_reply_carries_a_receipt_that_checks(tmp_path):
+    """Through the real store: decisions committed in one batch (a replay of an earlier one
+    among them) cost ONE Ed25519 signature; each reply's receipt names its own record, verifies,
+    and ``receipts_check`` answers it ``ok``."""
+    from .sohl_messages import rolled
+    from .test_receipts import CountingKey
+
+    key = CountingKey(Ed25519PrivateKey.generate())
+    store = await SQLiteStore.open(tmp_path / "b.sqlite3", signing_key=key)
+    await store.add_world("w", None)
+    session = Session(store, ScriptedDice([]), trusted=True, default_world="w")
+    first = json.loads((await session.receive(frame(rolled("r0", "m0")))).frames[0])
+    assert key.signed == [receipts.batch_bytes(receipts.leaf_hash("w", 1, first["receipt"]["record_hash"]), 1)]
+    key.signed.clear()
+
+    n = 9
+    # r0 again (a replay) and 8 new decisions, sent in one tick: one committed batch
+    replies = await asyncio.gather(*(session.receive(frame(rolled(f"r{i}", f"m{i}"))) for i in range(n)))
+    sent = [json.loads(reply.frames[0]) for reply in replies]
+    assert len(key.signed) == 1 and key.signed[0].startswith(receipts.BATCH_DOMAIN)
+    got = [wire.Receipt(**reply.pop("receipt")) for reply in sent]
+    assert [(r.seq, r.batch_size, r.batch_index) for r in got] == [(1, n, 0)] + [(i + 1, n, i) for i in range(1, n)]
+    assert got[0].record_hash == first["receipt"]["record_hash"]  # the replay: the same record, its own batch
+    assert sent[0] == {k: v for k, v in first.items() if k != "receipt"}  # the same reply
+    hashes = dict(sqlite3.connect(tmp_path / "b.sqlite3").execute("SELECT seq, hash FROM audit WHERE world_id = 'w'"))
+    assert all(r.record_hash == hashes[r.seq] and receipts.verify_receipt(key.public_key(), r) for r in got)
+    assert len({r.sig for r in got}) == 1
+
+    query = {"type": "receipts_check", "v": 1, "query_id": "q", "receipts": [first["receipt"], *map(msgspec.to_builtins, got)]}
+    reply = json.loads((await session.receive(frame(query))).frames[0])
+    assert [(r["seq"], r["status"]) for r in reply["results"]] == [(1, "ok")] + [(r.seq, "ok") for r in got]
+    await store.close()
