@@ -269,3 +269,13 @@ def test_an_unreadable_signing_key_is_a_config_error(tmp_path):
     path.write_text("not a key\n")
     with pytest.raises(ConfigError, match="receipt signing key .* unreadable"):
         load_signing_key(path, create=True)
+
+
+def test_the_module_bounds_receipts_as_the_wire_does():
+    """foundry-module/scripts/logic/receipts.js keeps only receipts the bridge takes: its bounds
+    are the wire's."""
+    from .helpers import ROOT
+
+    source = (ROOT / "foundry-module" / "scripts" / "logic" / "receipts.js").read_text()
+    for name in ("MAX_RECEIPT_BATCH", "MAX_RECEIPT_PATH", "MAX_RECEIPTS_PER_CHECK"):
+        assert f"export const {name} = {getattr(wire, name)};" in source, name

@@ -12,7 +12,8 @@ import { install } from "../scripts/main.js";
 import { createFateFlow } from "../scripts/rulesets/sohl/fate-flow.js";
 import { sohlMessageBuilders } from "../scripts/rulesets/sohl/messages.js";
 import {
-  MAX_RECEIPTS_PER_CHECK, RECEIPT_FLAG, collectReceipts, createReceiptsChecker, receiptOf, receiptsExport, withReceipt,
+  MAX_RECEIPT_BATCH, MAX_RECEIPT_PATH, MAX_RECEIPTS_PER_CHECK, RECEIPT_FLAG, collectReceipts, createReceiptsChecker, receiptOf,
+  receiptsExport, withReceipt,
 } from "../scripts/logic/receipts.js";
 import { uninstallFakeFoundry } from "./helpers/fake-foundry.js";
 import { postArchery, sampleWorld, clockedWorld, restoreTimers } from "./helpers/world-setup.js";
@@ -21,6 +22,10 @@ import { until } from "./helpers/fake-socket.js";
 const WORLD = "e2e-world";
 const receipt = (seq, overrides = {}) => ({
   world_id: WORLD, seq, record_hash: String(seq).padStart(64, "a"), key_id: "0123456789abcdef", sig: `sig${seq}`, ...overrides,
+});
+/** A v2 receipt (signed with its batch, issue 17): leaf `index` of a batch of `size`. */
+const batched = (seq, index = 2, size = 5) => receipt(seq, {
+  batch_size: size, batch_index: index, path: ["A".repeat(43), "B".repeat(43), `${seq}`.padStart(43, "C")],
 });
 
 describe("receipts as data", () => {
@@ -32,6 +37,27 @@ describe("receipts as data", () => {
     assert.equal(receiptOf({ receipt: { ...receipt(3), record_hash: 7 } }), null);
     assert.deepEqual(withReceipt({ receipt: receipt(2) }, { a: 1 }), { a: 1, [RECEIPT_FLAG]: receipt(2) });
     assert.deepEqual(withReceipt({}, { a: 1 }), { a: 1 });
+  });
+
+  test("receiptOf keeps a v2 receipt's batch fields, and refuses malformed ones", () => {
+    assert.deepEqual(receiptOf({ receipt: { ...batched(3), extra: "x" } }), batched(3));
+    const one = receipt(4, { batch_size: 1, batch_index: 0, path: [] }); // a batch of one: an empty path
+    assert.deepEqual(receiptOf({ receipt: one }), one);
+    const full = receipt(5, { batch_size: MAX_RECEIPT_BATCH, batch_index: MAX_RECEIPT_BATCH - 1, path: Array(MAX_RECEIPT_PATH).fill("D".repeat(43)) });
+    assert.deepEqual(receiptOf({ receipt: full }), full);
+    const copy = receiptOf({ receipt: full });
+    copy.path.push("changed"); // the kept receipt is a copy: the reply's own path is left alone
+    assert.equal(full.path.length, MAX_RECEIPT_PATH);
+    // v1 sent with nulls for the batch fields is a v1 receipt
+    assert.deepEqual(receiptOf({ receipt: { ...receipt(6), batch_size: null, batch_index: null, path: null } }), receipt(6));
+    for (const bad of [
+      { path: undefined }, { batch_size: undefined }, { batch_index: undefined }, // only some of the three
+      { batch_size: 0 }, { batch_size: MAX_RECEIPT_BATCH + 1 }, { batch_size: "5" }, { batch_index: -1 },
+      { batch_index: MAX_RECEIPT_BATCH }, { batch_index: 1.5 }, { path: "A".repeat(43) },
+      { path: Array(MAX_RECEIPT_PATH + 1).fill("A".repeat(43)) }, { path: ["A".repeat(44)] }, { path: [""] }, { path: [7] },
+    ]) {
+      assert.equal(receiptOf({ receipt: { ...batched(3), ...bad } }), null, JSON.stringify(bad));
+    }
   });
 
   test("collectReceipts: this world's receipts by record number, each once", () => {
@@ -46,6 +72,21 @@ describe("receipts as data", () => {
     const collected = collectReceipts(messages, WORLD);
     assert.deepEqual(collected.map((c) => [c.messageId, c.receipt.seq]), [["m1", 1], ["m3", 3]]);
     assert.deepEqual(receiptsExport(WORLD, collected), { world_id: WORLD, receipts: [receipt(1), receipt(3)] });
+  });
+
+  test("collectReceipts and the export keep v1 and v2 receipts as the bridge sent them", () => {
+    const alone = receipt(3, { batch_size: 1, batch_index: 0, path: [], sig: "sig3-alone" }); // replayed in a batch of its own
+    const messages = [
+      { id: "m2", flags: { receipt: batched(2, 1) } },
+      { id: "m1", flags: { receipt: receipt(1) } },
+      { id: "m3", flags: { receipt: batched(3, 2) } },
+      { id: "m3again", flags: { receipt: alone } },
+      { id: "m3copy", flags: { receipt: batched(3, 2) } },
+    ];
+    const collected = collectReceipts(messages, WORLD);
+    assert.deepEqual(collected.map((c) => c.messageId), ["m1", "m2", "m3", "m3again"]);
+    assert.deepEqual(receiptsExport(WORLD, collected), {
+      world_id: WORLD, receipts: [receipt(1), batched(2, 1), batched(3, 2), alone] });
   });
 
   test("the checker sends at most MAX_RECEIPTS_PER_CHECK per query and gathers every answer", async () => {

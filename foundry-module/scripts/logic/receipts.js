@@ -31,20 +31,55 @@ export const RECEIPTS_STATUS = Object.freeze({
   ERROR: "error",
 });
 
+/** Receipts under one signature at most: the bridge's bound (bridge/wire/audit.py MAX_RECEIPT_BATCH). */
+export const MAX_RECEIPT_BATCH = 32;
+/** Hashes in a receipt's audit path at most (bridge/wire/audit.py MAX_RECEIPT_PATH). */
+export const MAX_RECEIPT_PATH = 5;
 const RECEIPT_FIELDS = Object.freeze(["world_id", "seq", "record_hash", "key_id", "sig"]);
+/** A v2 receipt's place in the batch its signature covers (all three, or none: a v1 receipt). */
+const BATCH_FIELDS = Object.freeze(["batch_size", "batch_index", "path"]);
+/** The length of a SHA-256 hash as base64url without padding (the bridge's bound on a path's hashes). */
+const B64_HASH_LENGTH = 43;
 
 /**
- * The receipt a bridge reply carries, as plain data, or null when it has none (or a malformed one).
+ * Whether `receipt`'s batch fields are well formed (docs/protocol.md, Receipts): none of them
+ * (v1), or all three within the bridge's bounds (a size of 1..MAX_RECEIPT_BATCH, an index below
+ * MAX_RECEIPT_BATCH, a path of at most MAX_RECEIPT_PATH non-empty strings of at most 43
+ * characters), so one edited receipt never gets the whole `receipts_check` refused: the bridge
+ * answers it `changed`.
+ *
+ * @param {object} receipt
+ * @returns {boolean}
+ */
+function batchFieldsOk(receipt) {
+  const present = BATCH_FIELDS.filter((key) => receipt[key] != null);
+  if (present.length === 0) return true;
+  if (present.length !== BATCH_FIELDS.length) return false;
+  const { batch_size: size, batch_index: index, path } = receipt;
+  return Number.isInteger(size) && size >= 1 && size <= MAX_RECEIPT_BATCH
+    && Number.isInteger(index) && index >= 0 && index < MAX_RECEIPT_BATCH
+    && Array.isArray(path) && path.length <= MAX_RECEIPT_PATH
+    && path.every((hash) => typeof hash === "string" && hash.length >= 1 && hash.length <= B64_HASH_LENGTH);
+}
+
+/**
+ * The receipt a bridge reply carries, as plain data, or null when it has none (or a malformed
+ * one). A v2 receipt (signed with its batch) keeps `batch_size`, `batch_index` and `path` too;
+ * the bridge checks the signature (`receipts_check`), never the module.
  *
  * @param {object|null|undefined} reply a decoded bridge reply
- * @returns {{world_id: string, seq: number, record_hash: string, key_id: string, sig: string}|null}
+ * @returns {{world_id: string, seq: number, record_hash: string, key_id: string, sig: string,
+ *   batch_size?: number, batch_index?: number, path?: string[]}|null}
  */
 export function receiptOf(reply) {
   const receipt = reply?.receipt;
   if (!receipt || typeof receipt !== "object") return null;
   if (!Number.isInteger(receipt.seq) || receipt.seq < 1) return null;
   if (!RECEIPT_FIELDS.every((key) => key === "seq" || (typeof receipt[key] === "string" && receipt[key]))) return null;
-  return Object.fromEntries(RECEIPT_FIELDS.map((key) => [key, receipt[key]]));
+  if (!batchFieldsOk(receipt)) return null;
+  const kept = Object.fromEntries(RECEIPT_FIELDS.map((key) => [key, receipt[key]]));
+  if (receipt.path == null) return kept;
+  return { ...kept, batch_size: receipt.batch_size, batch_index: receipt.batch_index, path: [...receipt.path] };
 }
 
 /**
@@ -63,7 +98,7 @@ export function withReceipt(reply, flags = {}) {
 /**
  * @typedef {object} CollectedReceipt
  * @property {string} messageId the ChatMessage holding it
- * @property {{world_id: string, seq: number, record_hash: string, key_id: string, sig: string}} receipt
+ * @property {object} receipt as receiptOf returns it
  */
 
 /**
