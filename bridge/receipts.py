@@ -98,27 +98,31 @@ def _unb64url(text: str) -> bytes:
         raise ValueError(str(exc)) from None
 
 
-def _tree(leaves: list[bytes]) -> tuple[bytes, list[list[bytes]]]:
-    """The root of RFC 6962's Merkle tree over ``leaves`` (leaf hashes, at least one) and each
-    leaf's audit path (sibling hashes, from the leaf up). Built level by level: pairs of adjacent
-    nodes are hashed and a last node without a partner moves up unchanged, which gives the tree
-    of section 2.1 (its left subtree the largest power of two of the leaves) for any size."""
-    paths: list[list[bytes]] = [[] for _ in leaves]
-    level, under = leaves, [[i] for i in range(len(leaves))]  # under[j]: the leaves below node j
-    while len(level) > 1:
-        up, up_under = [], []
-        for j in range(0, len(level) - 1, 2):
-            for i in under[j]:
-                paths[i].append(level[j + 1])
-            for i in under[j + 1]:
-                paths[i].append(level[j])
-            up.append(_node_hash(level[j], level[j + 1]))
-            up_under.append(under[j] + under[j + 1])
+def _levels(leaves: list[bytes]) -> list[list[bytes]]:
+    """RFC 6962's Merkle tree over ``leaves`` (leaf hashes, at least one), level by level from
+    the leaves to the root (the last level, one hash). Adjacent pairs are hashed and a last node
+    without a partner moves up unchanged: the tree of section 2.1 (its left subtree holding the
+    largest power of two of the leaves) for any size."""
+    levels = [leaves]
+    while len(levels[-1]) > 1:
+        level = levels[-1]
+        up = [_node_hash(level[j], level[j + 1]) for j in range(0, len(level) - 1, 2)]
         if len(level) % 2:
             up.append(level[-1])
-            up_under.append(under[-1])
-        level, under = up, up_under
-    return level[0], paths
+        levels.append(up)
+    return levels
+
+
+def _path(levels: list[list[str]], index: int) -> list[str]:
+    """Leaf ``index``'s audit path in ``levels`` (a tree's levels below the root): its sibling
+    at each level from the leaf up, none where its node moved up without a partner."""
+    path = []
+    for level in levels:
+        sibling = index ^ 1
+        if sibling < len(level):
+            path.append(level[sibling])
+        index >>= 1
+    return path
 
 
 def root_from_path(leaf: bytes, index: int, size: int, path: Sequence[bytes]) -> bytes:
@@ -152,11 +156,12 @@ def sign_batch(private_key: Ed25519PrivateKey, leaves: Sequence[tuple[str, int, 
     if not 1 <= len(leaves) <= MAX_RECEIPT_BATCH:
         raise ValueError(f"a receipt batch holds 1 to {MAX_RECEIPT_BATCH} records, not {len(leaves)}")
     size = len(leaves)
-    root, paths = _tree([leaf_hash(*leaf) for leaf in leaves])
-    sig, kid = b64url(private_key.sign(batch_bytes(root, size))), _signer_key_id(private_key)
+    levels = _levels([leaf_hash(*leaf) for leaf in leaves])
+    sig, kid = b64url(private_key.sign(batch_bytes(levels[-1][0], size))), _signer_key_id(private_key)
+    encoded = [[b64url(node) for node in level] for level in levels[:-1]]
     return [Receipt(world_id=world_id, seq=seq, record_hash=record_hash, key_id=kid, sig=sig,
-                    batch_size=size, batch_index=index, path=[b64url(h) for h in path])
-            for index, ((world_id, seq, record_hash), path) in enumerate(zip(leaves, paths))]
+                    batch_size=size, batch_index=index, path=_path(encoded, index))
+            for index, (world_id, seq, record_hash) in enumerate(leaves)]
 
 
 class _InWorld(Protocol):
