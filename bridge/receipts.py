@@ -37,7 +37,6 @@ from .wire import MAX_RECEIPT_BATCH, Receipt, ReceiptResult
 if TYPE_CHECKING:
     from .store.base import Decided
 
-RECEIPT_DOMAIN = b"fate-bridge receipt v1\n"
 BATCH_DOMAIN = b"fate-bridge receipt batch v2\n"
 _LEAF, _NODE = b"\x00", b"\x01"  # RFC 6962's domain separation of leaf and node hashes
 _B64URL = re.compile(r"[A-Za-z0-9_-]+")
@@ -46,7 +45,7 @@ _B64URL = re.compile(r"[A-Za-z0-9_-]+")
 def receipt_bytes(world_id: str, seq: int, record_hash: str) -> bytes:
     """The bytes a v1 receipt's signature covers, and a v2 receipt's leaf hashes:
     ``b"fate-bridge receipt v1\\n" + world_id + b"\\n" + str(seq) + b"\\n" + record_hash`` (UTF-8)."""
-    return RECEIPT_DOMAIN + world_id.encode() + b"\n" + str(seq).encode() + b"\n" + record_hash.encode()
+    return f"fate-bridge receipt v1\n{world_id}\n{seq}\n{record_hash}".encode()
 
 
 def leaf_hash(world_id: str, seq: int, record_hash: str) -> bytes:
@@ -165,6 +164,8 @@ def sign_batch(private_key: Ed25519PrivateKey, leaves: Sequence[tuple[str, int, 
 
 
 class _InWorld(Protocol):
+    """What :func:`with_receipts` reads of a queued item: the world its decision is in."""
+
     world_id: str
 
 
@@ -175,20 +176,19 @@ E = TypeVar("E")
 def with_receipts(private_key: Ed25519PrivateKey,
                   outcomes: Sequence[tuple[Q, Decided | None, E]]) -> list[tuple[Q, Decided | None, E]]:
     """A committed batch's outcomes (``(queued item with its world_id, Decided or None, error)``,
-    as the store's writer settles them) with a receipt on every ``Decided`` the trail holds
-    (``seq`` and ``record_hash`` set: new decisions and replays alike), signed by
-    :func:`sign_batch`: one signature per ``MAX_RECEIPT_BATCH`` of them (one for any batch the
-    store commits today)."""
-    signed = [n for n, (_, decided, _) in enumerate(outcomes)
-              if decided is not None and decided.seq is not None and decided.record_hash is not None]
+    as the store's writer settles them), in order, with a receipt on every ``Decided`` the trail
+    holds (``seq`` and ``record_hash`` set: new decisions and replays alike), signed by
+    :func:`sign_batch`: ONE signature for each ``MAX_RECEIPT_BATCH`` of them, the rest left as
+    they are. Called by the store's writer thread after the COMMIT, before the replies go out."""
+    audited = [(n, decided, (item.world_id, decided.seq, decided.record_hash))
+               for n, (item, decided, _) in enumerate(outcomes)
+               if decided is not None and decided.seq is not None and decided.record_hash is not None]
     result = list(outcomes)
-    for start in range(0, len(signed), MAX_RECEIPT_BATCH):
-        chunk = signed[start:start + MAX_RECEIPT_BATCH]
-        leaves = [(outcomes[n][0].world_id, outcomes[n][1].seq, outcomes[n][1].record_hash)  # type: ignore[union-attr]
-                  for n in chunk]
-        for n, receipt in zip(chunk, sign_batch(private_key, leaves)):  # type: ignore[arg-type]
-            item, decided, error = outcomes[n]
-            result[n] = (item, dataclasses.replace(decided, receipt=receipt), error)  # type: ignore[arg-type]
+    for start in range(0, len(audited), MAX_RECEIPT_BATCH):
+        chunk = audited[start:start + MAX_RECEIPT_BATCH]
+        for (n, decided, _), receipt in zip(chunk, sign_batch(private_key, [leaf for _, _, leaf in chunk])):
+            item, _, error = outcomes[n]
+            result[n] = (item, dataclasses.replace(decided, receipt=receipt), error)
     return result
 
 
