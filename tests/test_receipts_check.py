@@ -193,15 +193,17 @@ async def test_serve_makes_the_receipt_key_beside_the_audit_key_and_checks_with_
         assert await served.terminated() == 0, served.log_text()
 
 
-async def test_a_committed_batch_is_signed_once_and_each_reply_carries_a_receipt_that_checks(tmp_path):
-    """Through the real store: decisions committed in one batch (a replay of an earlier one
-    among them) cost ONE Ed25519 signature; each reply's receipt names its own record, verifies,
-    and ``receipts_check`` answers it ``ok``."""
+async def test_a_committed_batch_is_signed_once_and_each_reply_carries_a_receipt_that_checks(db_url):
+    """Through the real store, on each backend: decisions committed in one batch (a replay of an
+    earlier one among them) cost ONE Ed25519 signature; each reply's receipt names its own
+    record, verifies, and ``receipts_check`` answers it ``ok``."""
+    from bridge.store import open_store
+
     from .sohl_messages import rolled
     from .test_receipts import CountingKey
 
     key = CountingKey(Ed25519PrivateKey.generate())
-    store = await SQLiteStore.open(tmp_path / "b.sqlite3", signing_key=key)
+    store = await open_store(db_url, signing_key=key)
     await store.add_world("w", None)
     session = Session(store, ScriptedDice([]), trusted=True, default_world="w")
     first = json.loads((await session.receive(frame(rolled("r0", "m0")))).frames[0])
@@ -217,7 +219,8 @@ async def test_a_committed_batch_is_signed_once_and_each_reply_carries_a_receipt
     assert [(r.seq, r.batch_size, r.batch_index) for r in got] == [(1, n, 0)] + [(i + 1, n, i) for i in range(1, n)]
     assert got[0].record_hash == first["receipt"]["record_hash"]  # the replay: the same record, its own batch
     assert sent[0] == {k: v for k, v in first.items() if k != "receipt"}  # the same reply
-    hashes = dict(sqlite3.connect(tmp_path / "b.sqlite3").execute("SELECT seq, hash FROM audit WHERE world_id = 'w'"))
+    hashes = await store.audit_hashes("w", list(range(1, n + 1)), registered=True)
+    assert len(hashes) == n
     assert all(r.record_hash == hashes[r.seq] and receipts.verify_receipt(key.public_key(), r) for r in got)
     assert len({r.sig for r in got}) == 1
 

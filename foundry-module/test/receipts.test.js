@@ -29,7 +29,7 @@ const batched = (seq, index = 2, size = 5) => receipt(seq, {
 });
 
 describe("receipts as data", () => {
-  test("receiptOf keeps the five fields of a well-formed receipt and nothing else", () => {
+  test("receiptOf keeps the five fields of a well-formed v1 receipt and nothing else", () => {
     assert.deepEqual(receiptOf({ receipt: { ...receipt(3), extra: "x" } }), receipt(3));
     assert.equal(receiptOf({}), null);
     assert.equal(receiptOf({ receipt: { ...receipt(3), seq: 0 } }), null);
