@@ -179,7 +179,8 @@ def with_receipts(private_key: Ed25519PrivateKey,
     as the store's writer settles them), in order, with a receipt on every ``Decided`` the trail
     holds (``seq`` and ``record_hash`` set: new decisions and replays alike), signed by
     :func:`sign_batch`: ONE signature for each ``MAX_RECEIPT_BATCH`` of them, the rest left as
-    they are. Called by the store's writer thread after the COMMIT, before the replies go out."""
+    they are. Called by the store after each batch's COMMIT (``SQLiteStore._flush_sync``), before
+    the replies go out."""
     audited = [(n, decided, (item.world_id, decided.seq, decided.record_hash))
                for n, (item, decided, _) in enumerate(outcomes)
                if decided is not None and decided.seq is not None and decided.record_hash is not None]
