@@ -72,7 +72,9 @@ class AuditPage(BridgeMessage, tag="audit_page", kw_only=True):
     next_before: int | None
 
 
-MAX_RECEIPT_BATCH = 32  # leaves under one receipt signature: a path of at most 5 hashes
+# Records under one receipt signature at most: a path of at most 5 hashes, so that 100 of the
+# largest receipts fit one receipts_check frame (a store batch of 64 decisions takes two signatures).
+MAX_RECEIPT_BATCH = 32
 MAX_RECEIPT_PATH = (MAX_RECEIPT_BATCH - 1).bit_length()
 B64Hash = Annotated[str, Meta(max_length=43, description="A SHA-256 hash, base64url without padding.")]
 
@@ -101,7 +103,7 @@ class Receipt(Part, kw_only=True, omit_defaults=True):
     path: Annotated[list[B64Hash], Meta(max_length=MAX_RECEIPT_PATH)] | None = None
 
 
-MAX_RECEIPTS_PER_CHECK = 100  # at most ~650 bytes each (a 128-character world id): 100 fit one 64 KiB frame
+MAX_RECEIPTS_PER_CHECK = 100  # <= 642 bytes each (a 128-character ASCII world id): 100 fit one 64 KiB frame
 
 
 class ReceiptsCheck(Query, tag="receipts_check", kw_only=True):
