@@ -12,7 +12,7 @@ from bench import scale
 def test_a_tiny_run_prints_every_setup_with_decisions_and_cpu(pg_server, tmp_path, capsys, monkeypatch):
     monkeypatch.setattr(scale, "PG_URL", pg_server)
     out = tmp_path / "scale.json"
-    assert scale.main(conns=2, duration=0.3, out=out) == 0
+    assert scale.main(conns=2, duration=1.0, out=out) == 0  # long enough for a CPU tick on a busy machine
     printed = capsys.readouterr().out
     rows = json.loads(out.read_text())["rows"]
     assert [(r["backend"], r["processes"]) for r in rows] == scale.SETUPS
