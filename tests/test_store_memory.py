@@ -297,3 +297,23 @@ class TestWriteLockHeldElsewhere:
         other.close()
         again = await store.decide("w", "e-after", settings_to("pc_only"))  # back on the loop
         assert again.seq == 3
+
+
+async def test_a_failing_receipt_signature_still_answers_the_committed_decisions(tmp_path, monkeypatch):
+    """The batch is committed before its receipts are signed: if signing failed, its replies go
+    out without receipts (and the failure is logged) instead of never."""
+    from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
+
+    from bridge.store import sqlite as store_module
+
+    store = await SQLiteStore.open(tmp_path / "b.sqlite3", signing_key=Ed25519PrivateKey.generate())
+    await store.add_world("w", "hash")
+
+    def broken(*_):
+        raise RuntimeError("no signature today")
+
+    monkeypatch.setattr(store_module, "with_receipts", broken)
+    decided = await asyncio.wait_for(store.decide("w", "e1", settings_to("off")), 5)
+    assert decided.seq == 1 and decided.receipt is None
+    assert (await store.world("w")).settings.fate_option == "off"
+    await store.close()

@@ -50,6 +50,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 import msgspec
+import structlog
 
 from .. import audit, wire
 from ..errors import ConfigError, WorldNotRegistered
@@ -101,6 +102,8 @@ class _WalCheckpointer:
         finally:
             self._conn.close()
 
+
+log = structlog.get_logger("fate_bridge")
 
 DB_FILE_MODE = 0o600  # a new database file is readable by its owner only (SQLite's -wal/-shm follow)
 GROUP_COMMIT_MAX = 64  # decisions per transaction at most: bounds the latency a batch adds
@@ -422,7 +425,10 @@ class SQLiteStore(WorldRows, AuditRows):
                         self._worlds.clear()
                     outcomes += [(item, None, exc) for item in current]
             if self.signing_key is not None:  # one signature for the batch's receipts
-                outcomes = with_receipts(self.signing_key, outcomes)
+                try:
+                    outcomes = with_receipts(self.signing_key, outcomes)
+                except Exception:  # committed: the replies go out, without receipts, rather than never
+                    log.exception("receipts_failed", decisions=len(outcomes))
             by_loop: dict[asyncio.AbstractEventLoop, list[tuple]] = {}
             for item, decided, exc in outcomes:
                 by_loop.setdefault(item.loop, []).append((item.future, decided, exc))
