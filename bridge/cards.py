@@ -11,7 +11,8 @@ import contextlib
 import contextvars
 import html
 import re
-from collections.abc import Callable, Iterator, Mapping
+from collections.abc import Callable, Iterator, Mapping, MutableMapping
+from typing import Any
 
 import jinja2
 
@@ -32,30 +33,55 @@ def unrendered() -> Iterator[None]:
         _RENDERING.reset(token)
 
 
+class _CardEnvironment(i18n.TranslatedEnvironment):
+    """The environment of one package's cards in one language. A template's globals are a plain
+    dict, copied from the environment's when the template loads (Jinja2's own ``ChainMap`` costs a
+    few µs per render, copied into each render's context): :class:`CardTemplates` sets them all
+    before the first load and never changes them."""
+
+    def make_globals(self, d: MutableMapping[str, Any] | None) -> MutableMapping[str, Any]:  # type: ignore[override]
+        """``self.globals`` overlaid with ``d``, as a new dict."""
+        return {**self.globals, **(d or {})}
+
+
 class CardTemplates:
     """One ruleset's card templates: ``<package>/templates/*.j2`` (autoescaped, strict: a missing
-    variable raises), their text translated into the current language (``bridge.i18n``: Jinja2's
-    ``jinja2.ext.i18n``). Each ruleset's ``cards.py`` makes one: ``render_card =
-    CardTemplates(__package__).render``; ``functions`` are callables its templates may use
-    (hmtw's ``card_name``), kept for the package: a later ``CardTemplates(package)`` (a restyled
-    copy) has them too."""
+    variable raises), their text translated into the current language (``bridge.i18n``). Each
+    ruleset's ``cards.py`` makes one: ``render_card = CardTemplates(__package__).render``;
+    ``functions`` are callables its templates may use (hmtw's ``card_name``), kept for the
+    package: a later ``CardTemplates(package)`` (a restyled copy) has them too.
+
+    Each language gets its own Jinja2 environment, made the first time a card is rendered in it
+    (:class:`bridge.i18n.TranslatedEnvironment`): its templates are compiled with their constant
+    messages already translated, so a render calls no gettext for them; the HTML is the same as
+    translating at render time, byte for byte."""
 
     _functions: dict[str, Mapping[str, Callable[..., str]]] = {}
 
     def __init__(self, package: str, functions: Mapping[str, Callable[..., str]] | None = None) -> None:
-        self._env = jinja2.Environment(
-            loader=jinja2.PackageLoader(package, "templates"),
-            autoescape=True,  # every template is HTML: escape all of them, whatever the file name
-            undefined=jinja2.StrictUndefined,
-            trim_blocks=True,
-            lstrip_blocks=True,
-            auto_reload=False,  # templates ship with the package: no stat() per card
-            extensions=["jinja2.ext.i18n"],
-        )
-        i18n.install(self._env)
+        self._package = package
         if functions is not None:
             CardTemplates._functions[package] = functions
-        self._env.globals.update(CardTemplates._functions.get(package, {}))
+        self._globals = dict(CardTemplates._functions.get(package, {}))
+        self._environments: dict[str, jinja2.Environment] = {}
+
+    def environment(self, language: str) -> jinja2.Environment:
+        """The Jinja2 environment rendering this package's cards in ``language`` (a normalized
+        language of :func:`bridge.i18n.languages`), made on first use and kept."""
+        env = self._environments.get(language)
+        if env is None:
+            env = _CardEnvironment(
+                language,
+                loader=jinja2.PackageLoader(self._package, "templates"),
+                autoescape=True,  # every template is HTML: escape all of them, whatever the file name
+                undefined=jinja2.StrictUndefined,
+                trim_blocks=True,
+                lstrip_blocks=True,
+                auto_reload=False,  # templates ship with the package: no stat() per card
+            )
+            env.globals.update(self._globals)
+            env = self._environments.setdefault(language, env)
+        return env
 
     def render(
         self,
@@ -69,11 +95,17 @@ class CardTemplates:
     ) -> wire.Card:
         """Render ``templates/<template>`` with ``title`` and ``context`` into a chat card, in the
         current language (``bridge.i18n.using``; the caller translates ``title``); empty ``html``
-        within :func:`unrendered`."""
-        html = self._env.get_template(template).render(title=title, **context) if _RENDERING.get() else ""
+        within :func:`unrendered`. ``TypeError`` if ``context`` names a translation callable
+        (``_``, ``gettext``, ``ngettext``: :data:`bridge.i18n.GETTEXT_NAMES`)."""
+        if not _RENDERING.get():
+            html = ""
+        elif i18n.GETTEXT_NAMES.isdisjoint(context):
+            html = self.environment(i18n.current()).get_template(template).render(title=title, **context)
+        else:
+            raise TypeError(f"card variables {sorted(i18n.GETTEXT_NAMES & context.keys())} would hide "
+                            "the translation callables of the same names")
         return wire.Card(title=title, html=html, ruleset=ruleset, speaker_actor_id=speaker_actor_id,
                          speaker_alias=speaker_alias)
-
 
 
 _TAG = re.compile(r"<[^>]+>")

@@ -16,7 +16,8 @@ language a record was rendered in.
 Marking: ``_("text")`` translates now (in the current language); ``N_("text")`` only marks a
 table entry for extraction, translated where it is shown with ``_(TABLE[key])``; ``ngettext``
 for plurals. Templates use Jinja2's ``jinja2.ext.i18n`` (``{% trans %}``, ``_()``), installed
-with these same callables by :func:`install`.
+with these same callables by :func:`install`; templates rendered often (chat cards) are compiled
+once per language instead, their constant messages translated then (:class:`TranslatedEnvironment`).
 """
 
 from __future__ import annotations
@@ -30,6 +31,9 @@ from importlib import resources
 from importlib.resources.abc import Traversable
 
 import jinja2
+from jinja2 import nodes
+from jinja2.visitor import NodeTransformer
+from markupsafe import Markup
 from babel.messages.catalog import Catalog
 from babel.messages.pofile import read_po
 
@@ -154,3 +158,105 @@ def install(env: jinja2.Environment) -> None:
     """Give a Jinja2 environment (created with ``extensions=["jinja2.ext.i18n"]``) this module's
     callables; new-style gettext: ``_("%(n)s left", n=3)`` formats and escapes."""
     env.install_gettext_callables(gettext=gettext, ngettext=ngettext, newstyle=True)  # type: ignore[attr-defined]
+
+
+GETTEXT_NAMES = frozenset({"_", "gettext", "ngettext"})
+"""The names of the translation callables in a template (``jinja2.ext.i18n``)."""
+
+_NGETTEXT_FILTER = "fate_bridge_ngettext"
+
+
+class TranslatedEnvironment(jinja2.Environment):
+    """A Jinja2 environment speaking one language: ``jinja2.ext.i18n`` (new-style gettext, as
+    :func:`install`) with the catalog of ``language`` (normalized), and every ``_("text")``,
+    ``gettext("text")`` (a ``{% trans %}`` block too) whose message is a constant translated once,
+    when its template compiles, instead of at each render. ``options`` are ``jinja2.Environment``'s.
+
+    The output is the same as translating at render time, byte for byte: the message is looked up
+    in the same catalog and becomes ``Markup(translated) % {variables}`` under autoescape (plain
+    ``str % {...}`` without), exactly what new-style gettext does, so a variable is still escaped
+    and ``%%`` still gives ``%``; a call whose variables are constants too is folded into the
+    template's text. ``ngettext("one", "many", n)`` with constant messages calls the catalog
+    directly (the form depends on ``n``) without going through the template context. A call whose
+    message is not a constant (``_(label)``) keeps the render-time path, in this language.
+
+    ``_``, ``gettext`` and ``ngettext`` are the translation callables in every template: a
+    template that assigns, imports or takes a parameter of one of those names is refused when it
+    compiles (``jinja2.TemplateAssertionError``), and render variables must not use them either.
+    """
+
+    def __init__(self, language: str, **options: object) -> None:
+        options["extensions"] = [*options.get("extensions", ()), "jinja2.ext.i18n"]  # type: ignore[misc]
+        super().__init__(**options)  # type: ignore[arg-type]
+        self.language = normalize(language)
+        self._translations = translations(self.language)
+        self.install_gettext_callables(  # type: ignore[attr-defined]
+            gettext=self._translations.gettext, ngettext=self._translations.ngettext, newstyle=True)
+        self.filters[_NGETTEXT_FILTER] = self._ngettext
+
+    @jinja2.pass_eval_context
+    def _ngettext(self, eval_ctx: nodes.EvalContext, num: int, singular: str, plural: str,
+                  variables: dict[str, object]) -> str:
+        """New-style ``ngettext`` (``jinja2.ext.i18n``) without the context call: the form for
+        ``num``, marked safe under autoescape, ``%``-formatted with ``variables`` (``num`` by
+        default)."""
+        variables.setdefault("num", num)
+        found = self._translations.ngettext(singular, plural, num)
+        return (Markup(found) if eval_ctx.autoescape else found) % variables
+
+    def compile(self, source: str | nodes.Template, name: str | None = None,  # type: ignore[override]
+                filename: str | None = None, raw: bool = False, defer_init: bool = False) -> object:
+        """``jinja2.Environment.compile`` after translating the template's constant messages."""
+        tree = self.parse(source, name, filename) if isinstance(source, str) else source
+        _refuse_shadowing(tree, name, filename)
+        return super().compile(_ConstantMessages(self._translations).visit(tree), name, filename, raw,
+                               defer_init)
+
+
+def _refuse_shadowing(tree: nodes.Template, name: str | None, filename: str | None) -> None:
+    """Raise ``jinja2.TemplateAssertionError`` if ``tree`` gives one of :data:`GETTEXT_NAMES`
+    another meaning (an assignment, loop variable, macro, parameter or import)."""
+    bound: list[tuple[str, int]] = [
+        (n.name, n.lineno) for n in tree.find_all(nodes.Name) if n.ctx in ("store", "param")]
+    bound += [(m.name, m.lineno) for m in tree.find_all(nodes.Macro)]
+    bound += [(i.target, i.lineno) for i in tree.find_all(nodes.Import)]
+    bound += [(n if isinstance(n, str) else n[1], i.lineno)
+              for i in tree.find_all(nodes.FromImport) for n in i.names]
+    for word, lineno in bound:
+        if word in GETTEXT_NAMES:
+            raise jinja2.TemplateAssertionError(
+                f"{word!r} is a translation callable in these templates: give the variable another name",
+                lineno, name, filename)
+
+
+class _ConstantMessages(NodeTransformer):
+    """Replace each new-style gettext call with constant messages by its translation (see
+    :class:`TranslatedEnvironment`): ``_("m", x=v)`` becomes ``MarkSafeIfAutoescape("t") % {"x": v}``,
+    ``ngettext("s", "p", n, x=v)`` the :data:`_NGETTEXT_FILTER` filter of ``n``. Other calls stay."""
+
+    def __init__(self, found: _gettext.NullTranslations) -> None:
+        self._found = found
+
+    def visit_Call(self, node: nodes.Call) -> nodes.Node:
+        self.generic_visit(node)  # messages in the arguments first
+        keys = [keyword.key for keyword in node.kwargs]
+        if not (isinstance(node.node, nodes.Name) and node.node.name in GETTEXT_NAMES
+                and node.dyn_args is None and node.dyn_kwargs is None and len(set(keys)) == len(keys)):
+            return node
+        args = node.args
+        variables = nodes.Dict([nodes.Pair(nodes.Const(k.key), k.value) for k in node.kwargs])
+        replaced: nodes.Expr
+        if node.node.name == "ngettext":
+            if len(args) != 3 or not (_is_text(args[0]) and _is_text(args[1])):
+                return node
+            replaced = nodes.Filter(args[2], _NGETTEXT_FILTER, [args[0], args[1], variables], [], None, None)
+        elif len(args) == 1 and _is_text(args[0]):
+            translated = nodes.Const(self._found.gettext(args[0].value))  # type: ignore[attr-defined]
+            replaced = nodes.Mod(nodes.MarkSafeIfAutoescape(translated), variables)
+        else:
+            return node
+        return replaced.set_lineno(node.lineno)
+
+
+def _is_text(node: nodes.Node) -> bool:
+    return isinstance(node, nodes.Const) and isinstance(node.value, str)
