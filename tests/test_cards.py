@@ -1,12 +1,17 @@
-"""Chat cards: autoescaped templates, both labels, the Fate Test, the point, who asked."""
+"""Chat cards: autoescaped templates, both labels, the Fate Test, the point, who asked; every
+card template of every ruleset, in every language, byte for byte the HTML of translating at render
+time though its messages are translated when it compiles."""
 
 from __future__ import annotations
 
+import jinja2
 import pytest
 
+from bridge import i18n, wire
 from bridge.cards import card_text
-from bridge.rulesets.sohl.cards import SohlFateCardData, sohl_fate_card
-from bridge import wire
+from bridge.rulesets.sohl.cards import SohlFateCardData, render_card as sohl_render_card, sohl_fate_card
+
+from tests.test_i18n import DICE_LINES, DICE_TEMPLATES, EXAMPLES, TEMPLATES, cards_in, example_lines, memory_store, play
 
 HOSTILE = "<img src=x onerror=alert(1)>"
 
@@ -86,3 +91,200 @@ class TestIssue13:
     def test_a_marginal_failure_keeps_without_gain(self):
         card = sohl_fate_card(data(outcome="kept", level_before=0, level_after=0, gain=0, charges_after=2))
         assert "Lucky Star: kept, no gain (2 charges left)" in card_text(wire.encode(resolved(card)))
+
+
+# Issue 17: card templates are compiled once per language with their constant messages already
+# translated (bridge.i18n.TranslatedEnvironment). The reference below is how cards were rendered
+# before: one environment, jinja2.ext.i18n translating every message at render time.
+
+def runtime_translated(env: jinja2.Environment) -> jinja2.Environment:
+    """An environment like ``env`` (same loader, options and the package's functions) that
+    translates at render time, into the current language: ``jinja2.ext.i18n`` with
+    :func:`bridge.i18n.install`."""
+    reference = jinja2.Environment(loader=env.loader, autoescape=True, undefined=jinja2.StrictUndefined,
+                                   trim_blocks=True, lstrip_blocks=True, extensions=["jinja2.ext.i18n"])
+    i18n.install(reference)
+    reference.globals.update({k: v for k, v in env.globals.items() if k not in reference.globals})
+    return reference
+
+
+@pytest.fixture
+def compared(monkeypatch) -> list[tuple[str, str, str, str]]:
+    """Every card template rendered while the test runs: (language, template, its HTML, the same
+    template and variables rendered translating at render time), computed at the render."""
+    seen: list[tuple[str, str, str, str]] = []
+    references: dict[int, jinja2.Environment] = {}
+    original = jinja2.Template.render
+
+    def render(self, *args, **kwargs):
+        html = original(self, *args, **kwargs)
+        env = self.environment
+        if isinstance(env, i18n.TranslatedEnvironment) and env.language == i18n.current():
+            reference = references.setdefault(id(env), runtime_translated(env))
+            seen.append((env.language, self.name, html, original(reference.get_template(self.name), *args, **kwargs)))
+        elif isinstance(env, i18n.TranslatedEnvironment):
+            seen.append((env.language, self.name, html, f"rendered in {env.language} within {i18n.current()}"))
+        return html
+
+    monkeypatch.setattr(jinja2.Template, "render", render)
+    return seen
+
+
+@pytest.fixture
+def loaded(monkeypatch) -> set[tuple[str, str]]:
+    """(language, template name) of every card template loaded while the test runs, the ones
+    imported or included by another too."""
+    names: set[tuple[str, str]] = set()
+    original = i18n.TranslatedEnvironment.get_template
+
+    def get_template(self, name, *args, **kwargs):
+        names.add((self.language, name))
+        return original(self, name, *args, **kwargs)
+
+    monkeypatch.setattr(i18n.TranslatedEnvironment, "get_template", get_template)
+    return names
+
+
+def hostile_names(lines: list[dict]) -> list[dict]:
+    """``lines`` with every name, label, obstacle and question replaced by a distinct script tag
+    (the same original gets the same tag, so the session plays the same way)."""
+    tags: dict[str, str] = {}
+
+    def swap(value, key=None):
+        if isinstance(value, dict):
+            return {k: swap(v, k) for k, v in value.items()}
+        if isinstance(value, list):
+            return [swap(v) for v in value]
+        if key in ("name", "user_name", "actor_name", "label", "obstacle", "question") and isinstance(value, str):
+            return tags.setdefault(value, f"<img src=x onerror=alert({len(tags)})>")
+        return value
+
+    return [swap(line) for line in lines]
+
+
+async def played(lines: list[dict], language: str, **options) -> list[dict]:
+    store = await memory_store()
+    try:
+        return [card for _, reply in await play(store, lines, language, **options) for card in cards_in(reply)]
+    finally:
+        await store.close()
+
+
+class TestTranslatedWhenCompiled:
+    """The HTML of every card is byte for byte what translating at render time gave."""
+
+    async def test_every_template_of_every_ruleset_in_every_language(self, compared, loaded):
+        assert i18n.languages() == ("de", "en")
+        for language in i18n.languages():
+            for example in EXAMPLES:
+                await played(example_lines(example), language)
+            await played(DICE_LINES, language, new_seed=lambda n: bytes(range(n)))
+        different = [(language, name) for language, name, html, expected in compared if html != expected]
+        assert different == []
+        assert len(compared) > 80  # 44 cards in each language
+        templates = {t.name for t in TEMPLATES + DICE_TEMPLATES}
+        for language in i18n.languages():
+            assert templates <= {name for lang, name in loaded if lang == language}, language
+        german = " ".join(html for language, _, html, _ in compared if language == "de")
+        assert "Schicksalsprobe:" in german and "Gezogen:" in german and "Fate Test:" not in german
+
+    @pytest.mark.parametrize("language", ["en", "de"])
+    async def test_hostile_names_show_as_text(self, compared, language):
+        cards = []
+        for example in EXAMPLES:
+            cards += await played(hostile_names(example_lines(example)), language)
+        html = "".join(card["html"] for card in cards)
+        assert "<img" not in html
+        assert html.count("&lt;img src=x onerror=alert(") > 40
+        for ruleset in ("sohl", "hmtw", "mythic", "pool"):
+            assert any("&lt;img src=x" in card["html"] for card in cards if card["ruleset"] == ruleset), ruleset
+        assert [(n, h) for _, n, h, expected in compared if h != expected] == []
+
+    def test_a_language_switch_between_two_renders(self, compared):
+        with i18n.using("de"):
+            first = sohl_fate_card(data(actor_name=HOSTILE))
+        with i18n.using("en"):
+            second = sohl_fate_card(data(actor_name=HOSTILE))
+        with i18n.using("de"):
+            third = sohl_fate_card(data(actor_name=HOSTILE))
+        assert first.html == third.html
+        assert "Schicksalsprobe:" in first.html and "Fate Test:" not in first.html
+        assert "Fate Test:" in second.html and "Schicksal" not in second.html
+        assert [(lang, h == expected) for lang, _, h, expected in compared] == [("de", True), ("en", True), ("de", True)]
+
+    def test_a_card_variable_cannot_hide_a_translation_callable(self):
+        with pytest.raises(TypeError, match=r"\['_'\]"):
+            sohl_render_card("sohl_fate.html.j2", title="t", ruleset="sohl", _=str)
+
+
+def translated_environment(language: str, **templates: str) -> i18n.TranslatedEnvironment:
+    return i18n.TranslatedEnvironment(language, loader=jinja2.DictLoader(templates), autoescape=True,
+                                      undefined=jinja2.StrictUndefined)
+
+
+def at_render_time(language: str, template: str, **variables) -> str:
+    env = runtime_translated(translated_environment(language))
+    with i18n.using(language):
+        return env.from_string(template).render(**variables)
+
+
+# Real msgids of the catalog (German differs), in every shape a template can translate them.
+SHAPES = {
+    "constant": '{{ _("Fate Point:") }}|{{ gettext("Keep for +1") }}',
+    "placeholder": '{{ _(", asked by %(user)s", user=name) }}',
+    "placeholders reordered": '{{ _("%(roll)s vs Fate ML %(ml)s", roll=name, ml=3) }}',
+    "constant variables folded": '{{ _("%(roll)s vs Fate ML %(ml)s", roll="<b>", ml=3) }}',
+    "plural": '{% for n in (0, 1, 2) %}{{ ngettext("(%(num)s charge left)", "(%(num)s charges left)", n) }}{% endfor %}',
+    "plural, num given": '{{ ngettext("%(num)s hit", "%(num)s hits", 2, num=name) }}',
+    "in an expression": '{{ (_("Passed") if flag else _("Failed")) ~ "|" ~ (_("Total:") | upper) }}',
+    "as an argument": '{% macro m(label) %}[{{ label }}]{% endmacro %}{{ m(_("Drawn:")) }}',
+    "untranslated msgid": '{{ _("<em>Not</em> in the catalog & %%: %(x)s", x=name) }}',
+    "untranslated plural": '{{ ngettext("<em>%(num)s</em> & one", "<em>%(num)s</em> & more", 2, num=name) }}',
+    "without autoescape": '{% autoescape false %}{{ _(", asked by %(user)s", user=name) }}{% endautoescape %}',
+    "trans block": '{% trans user=name %}, asked by {{ user }}{% endtrans %}',
+    "trans plural": '{% trans count=2 %}{{ count }} hit{% pluralize %}{{ count }} hits{% endtrans %}',
+    "message not a constant": '{{ _(label) }}|{{ ngettext(one, many, 2) }}',
+}
+
+
+class TestTranslatedEnvironment:
+    @pytest.mark.parametrize("language", ["en", "de"])
+    @pytest.mark.parametrize("shape", SHAPES)
+    def test_the_same_text_as_at_render_time(self, shape, language):
+        variables = dict(name=HOSTILE, flag=False, label="Fate Point:", one="(%(num)s charge left)",
+                         many="(%(num)s charges left)")
+        env = translated_environment(language, t=SHAPES[shape])
+        with i18n.using("en" if language == "de" else "de"):  # the environment's language, whatever the current
+            html = env.get_template("t").render(**variables)
+        assert html == at_render_time(language, SHAPES[shape], **variables)
+        assert ("<img" in html) == (shape == "without autoescape")  # a variable escaped wherever autoescape is on
+
+    def test_a_message_not_a_constant_still_translates(self):
+        env = translated_environment("de", t=SHAPES["message not a constant"])
+        html = env.get_template("t").render(label="Fate Point:", one="(%(num)s charge left)",
+                                           many="(%(num)s charges left)")
+        assert html == "Schicksalspunkt:|(2 Ladungen übrig)"
+        code = env.compile(SHAPES["message not a constant"] + '{{ _("Keep for +1") }}', raw=True)
+        assert "Für +1 behalten" in code and "'Keep for +1'" not in code  # translated once, at compile time
+        assert "context.call(" in code  # the variable messages still go through gettext at render time
+
+    def test_the_german_words_are_in_the_compiled_template(self):
+        code = translated_environment("de").compile(SHAPES["constant"] + SHAPES["placeholder"], raw=True)
+        assert "Schicksalspunkt:|Für +1 behalten" in code and "angefragt von %(user)s" in code
+        assert "gettext" not in code and "context.call" not in code
+
+    @pytest.mark.parametrize("template", [
+        "{% set _ = 1 %}", "{% for gettext in x %}{% endfor %}", "{% macro ngettext() %}{% endmacro %}",
+        "{% macro m(_) %}{% endmacro %}", '{% from "x" import y as _ %}', '{% import "x" as gettext %}',
+    ])
+    def test_a_template_cannot_rebind_a_translation_callable(self, template):
+        with pytest.raises(jinja2.TemplateAssertionError, match="translation callable"):
+            translated_environment("de").from_string(template)
+
+    def test_the_same_errors_as_at_render_time(self):
+        for template in ('{{ _("%(user)s wins") }}', '{{ _(", asked by %(user)s", user=missing) }}'):
+            env = translated_environment("de", t=template)
+            with pytest.raises((KeyError, jinja2.UndefinedError)) as compiled:
+                env.get_template("t").render()
+            with pytest.raises(type(compiled.value)):
+                at_render_time("de", template)
