@@ -26,6 +26,8 @@ import contextlib
 import contextvars
 import functools
 import gettext as _gettext
+import itertools
+import re
 from collections.abc import Iterator
 from importlib import resources
 from importlib.resources.abc import Traversable
@@ -33,7 +35,7 @@ from importlib.resources.abc import Traversable
 import jinja2
 from jinja2 import nodes
 from jinja2.visitor import NodeTransformer
-from markupsafe import Markup
+from markupsafe import Markup, escape
 from babel.messages.catalog import Catalog
 from babel.messages.pofile import read_po
 
@@ -172,13 +174,16 @@ class TranslatedEnvironment(jinja2.Environment):
     ``gettext("text")`` (a ``{% trans %}`` block too) whose message is a constant translated once,
     when its template compiles, instead of at each render. ``options`` are ``jinja2.Environment``'s.
 
-    The output is the same as translating at render time, byte for byte: the message is looked up
-    in the same catalog and becomes ``Markup(translated) % {variables}`` under autoescape (plain
-    ``str % {...}`` without), exactly what new-style gettext does, so a variable is still escaped
-    and ``%%`` still gives ``%``; a call whose variables are constants too is folded into the
-    template's text. ``ngettext("one", "many", n)`` with constant messages calls the catalog
-    directly (the form depends on ``n``) without going through the template context. A call whose
-    message is not a constant (``_(label)``) keeps the render-time path, in this language.
+    The output is the same as translating at render time, byte for byte. New-style gettext gives
+    ``Markup(translated) % {variables}`` under autoescape (plain ``str % {...}`` without): a
+    variable is escaped, ``%%`` gives ``%``. Compiled, a call becomes that expression with the
+    translation as a constant (folded into the template's text when its variables are constants
+    too); printed (``{{ _("by %(user)s", user=name) }}``) and formatted only with ``%(name)s`` and
+    ``%%``, each name used once and given as a variable with no call or filter in it, it becomes
+    the translation's text around its variables, each printed (so escaped) as any ``{{ name }}``.
+    ``ngettext("one", "many", n)`` with constant messages picks its form from the catalog at render
+    time (it depends on ``n``) without going through the template context. A call whose message is
+    not a constant (``_(label)``) keeps the render-time path, in this language.
 
     ``_``, ``gettext`` and ``ngettext`` are the translation callables in every template: a
     template that assigns, imports or takes a parameter of one of those names is refused when it
@@ -198,19 +203,46 @@ class TranslatedEnvironment(jinja2.Environment):
     def _ngettext(self, eval_ctx: nodes.EvalContext, num: int, singular: str, plural: str,
                   variables: dict[str, object]) -> str:
         """New-style ``ngettext`` (``jinja2.ext.i18n``) without the context call: the form for
-        ``num``, marked safe under autoescape, ``%``-formatted with ``variables`` (``num`` by
-        default)."""
+        ``num`` formatted with ``variables`` (``num`` by default), escaped under autoescape."""
         variables.setdefault("num", num)
         found = self._translations.ngettext(singular, plural, num)
-        return (Markup(found) if eval_ctx.autoescape else found) % variables
+        if not eval_ctx.autoescape:
+            return found % variables
+        pieces = _pieces(found)
+        if pieces is None:
+            return Markup(found) % variables
+        # Markup(found) % variables, without its escaping wrapper per value: the same text
+        return Markup(found % {name: escape(variables[name]) for name in pieces[1::2]})
 
     def compile(self, source: str | nodes.Template, name: str | None = None,  # type: ignore[override]
                 filename: str | None = None, raw: bool = False, defer_init: bool = False) -> object:
         """``jinja2.Environment.compile`` after translating the template's constant messages."""
         tree = self.parse(source, name, filename) if isinstance(source, str) else source
         _refuse_shadowing(tree, name, filename)
-        return super().compile(_ConstantMessages(self._translations).visit(tree), name, filename, raw,
-                               defer_init)
+        translated = _ConstantMessages(self._translations, spread=self.finalize is None).visit(tree)
+        return super().compile(translated, name, filename, raw, defer_init)
+
+
+_CONVERSION = re.compile(r"%\((\w+)\)s|%%|%")
+
+
+@functools.lru_cache(maxsize=1024)
+def _pieces(message: str) -> tuple[str, ...] | None:
+    """A message's text and placeholders, alternating, text first and last: ``"%(a)s or %(b)s"``
+    gives ``("", "a", " or ", "b", "")``, ``%%`` read as ``%``. None if it has another
+    conversion (``%d``, ``%(n)d``, ``%s``, a width or flag)."""
+    parts, text, at = [], "", 0
+    for found in _CONVERSION.finditer(message):
+        text += message[at:found.start()]
+        at = found.end()
+        if found[1]:
+            parts += [text, found[1]]
+            text = ""
+        elif found[0] == "%%":
+            text += "%"
+        else:
+            return None
+    return (*parts, text + message[at:])
 
 
 def _refuse_shadowing(tree: nodes.Template, name: str | None, filename: str | None) -> None:
@@ -232,31 +264,71 @@ def _refuse_shadowing(tree: nodes.Template, name: str | None, filename: str | No
 class _ConstantMessages(NodeTransformer):
     """Replace each new-style gettext call with constant messages by its translation (see
     :class:`TranslatedEnvironment`): ``_("m", x=v)`` becomes ``MarkSafeIfAutoescape("t") % {"x": v}``,
-    ``ngettext("s", "p", n, x=v)`` the :data:`_NGETTEXT_FILTER` filter of ``n``. Other calls stay."""
+    or, printed and ``spread`` (the environment has no ``finalize``), the output of ``t``'s text
+    and ``v``; ``ngettext("s", "p", n, x=v)`` the :data:`_NGETTEXT_FILTER` filter of ``n``. Other
+    calls stay."""
 
-    def __init__(self, found: _gettext.NullTranslations) -> None:
+    def __init__(self, found: _gettext.NullTranslations, spread: bool) -> None:
         self._found = found
+        self._spread = spread
+
+    def visit_Output(self, node: nodes.Output) -> nodes.Node:
+        printed: list[nodes.Expr] = []
+        for child in node.nodes:
+            spread = self._spread_out(child) if self._spread else None
+            printed += [self.visit(child)] if spread is None else spread
+        node.nodes = printed
+        return node
+
+    def _spread_out(self, node: nodes.Expr) -> list[nodes.Expr] | None:
+        """A printed ``_("... %(x)s ...", x=v)`` as the printed text and ``v``; None when it is
+        no such call."""
+        call = _constant_call(node)
+        if call is None or call[0] == "ngettext" or len(call[1]) != 1:
+            return None
+        pieces = _pieces(self._found.gettext(call[1][0]))
+        values = call[2]
+        names = pieces[1::2] if pieces is not None else ()
+        if (pieces is None or len(set(names)) != len(names) or set(names) != values.keys()
+                or any(_calls(value) for value in values.values())):
+            return None  # evaluated other than once each, in a different order: not the same
+        spread = [values[piece] if odd else nodes.TemplateData(piece)
+                  for odd, piece in zip(itertools.cycle((False, True)), pieces) if odd or piece]
+        return [each.set_lineno(node.lineno) for each in spread]
 
     def visit_Call(self, node: nodes.Call) -> nodes.Node:
         self.generic_visit(node)  # messages in the arguments first
-        keys = [keyword.key for keyword in node.kwargs]
-        if not (isinstance(node.node, nodes.Name) and node.node.name in GETTEXT_NAMES
-                and node.dyn_args is None and node.dyn_kwargs is None and len(set(keys)) == len(keys)):
+        call = _constant_call(node)
+        if call is None:
             return node
-        args = node.args
-        variables = nodes.Dict([nodes.Pair(nodes.Const(k.key), k.value) for k in node.kwargs])
+        function, messages, values = call
+        variables = nodes.Dict([nodes.Pair(nodes.Const(key), value) for key, value in values.items()])
         replaced: nodes.Expr
-        if node.node.name == "ngettext":
-            if len(args) != 3 or not (_is_text(args[0]) and _is_text(args[1])):
-                return node
-            replaced = nodes.Filter(args[2], _NGETTEXT_FILTER, [args[0], args[1], variables], [], None, None)
-        elif len(args) == 1 and _is_text(args[0]):
-            translated = nodes.Const(self._found.gettext(args[0].value))  # type: ignore[attr-defined]
+        if function == "ngettext" and len(messages) == 2 and len(node.args) == 3:
+            replaced = nodes.Filter(node.args[2], _NGETTEXT_FILTER, [*node.args[:2], variables], [], None, None)
+        elif function != "ngettext" and len(messages) == 1 and len(node.args) == 1:
+            translated = nodes.Const(self._found.gettext(messages[0]))
             replaced = nodes.Mod(nodes.MarkSafeIfAutoescape(translated), variables)
         else:
             return node
         return replaced.set_lineno(node.lineno)
 
 
-def _is_text(node: nodes.Node) -> bool:
-    return isinstance(node, nodes.Const) and isinstance(node.value, str)
+def _constant_call(node: nodes.Node) -> tuple[str, list[str], dict[str, nodes.Expr]] | None:
+    """A call of a translation callable with keyword variables (each named once):
+    (its name, its leading constant messages, the variables); None for any other node."""
+    if not (isinstance(node, nodes.Call) and isinstance(node.node, nodes.Name)
+            and node.node.name in GETTEXT_NAMES and node.dyn_args is None and node.dyn_kwargs is None):
+        return None
+    values = {keyword.key: keyword.value for keyword in node.kwargs}
+    if len(values) != len(node.kwargs):
+        return None
+    messages = list(itertools.takewhile(lambda a: isinstance(a, nodes.Const) and isinstance(a.value, str),
+                                        node.args))
+    return ("gettext" if node.node.name == "_" else node.node.name), [m.value for m in messages], values
+
+
+def _calls(node: nodes.Node) -> bool:
+    """Whether evaluating ``node`` may call something (a function, filter or test)."""
+    kinds = (nodes.Call, nodes.Filter, nodes.Test)
+    return isinstance(node, kinds) or next(node.find_all(kinds), None) is not None

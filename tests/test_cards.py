@@ -233,6 +233,10 @@ SHAPES = {
     "constant": '{{ _("Fate Point:") }}|{{ gettext("Keep for +1") }}',
     "placeholder": '{{ _(", asked by %(user)s", user=name) }}',
     "placeholders reordered": '{{ _("%(roll)s vs Fate ML %(ml)s", roll=name, ml=3) }}',
+    "placeholder twice": '{{ _("<em>%(x)s</em> and %(x)s again", x=name) }}',
+    "variable through a filter": '{{ _(", asked by %(user)s", user=name | upper) }}',
+    "variable not used": '{{ _("Fate Point:", unused=nowhere) }}',
+    "other conversion": '{{ _("kept, gain +%(gain)d", gain=n) }}|{{ _("kept, gain +%(gain)d", gain=2) }}',
     "constant variables folded": '{{ _("%(roll)s vs Fate ML %(ml)s", roll="<b>", ml=3) }}',
     "plural": '{% for n in (0, 1, 2) %}{{ ngettext("(%(num)s charge left)", "(%(num)s charges left)", n) }}{% endfor %}',
     "plural, num given": '{{ ngettext("%(num)s hit", "%(num)s hits", 2, num=name) }}',
@@ -251,13 +255,25 @@ class TestTranslatedEnvironment:
     @pytest.mark.parametrize("language", ["en", "de"])
     @pytest.mark.parametrize("shape", SHAPES)
     def test_the_same_text_as_at_render_time(self, shape, language):
-        variables = dict(name=HOSTILE, flag=False, label="Fate Point:", one="(%(num)s charge left)",
+        variables = dict(name=HOSTILE, flag=False, n=3, label="Fate Point:", one="(%(num)s charge left)",
                          many="(%(num)s charges left)")
         env = translated_environment(language, t=SHAPES[shape])
         with i18n.using("en" if language == "de" else "de"):  # the environment's language, whatever the current
             html = env.get_template("t").render(**variables)
         assert html == at_render_time(language, SHAPES[shape], **variables)
         assert ("<img" in html) == (shape == "without autoescape")  # a variable escaped wherever autoescape is on
+
+    def test_variables_are_evaluated_as_at_render_time(self):
+        """Once each, in the order written, even when the translation puts them in another."""
+        template = '{{ _("%(roll)s vs Fate ML %(ml)s", ml=note("ml"), roll=note("roll")) }}'
+        calls = {}
+        for way, env in (("compiled", translated_environment("de")),
+                         ("at render time", runtime_translated(translated_environment("de")))):
+            calls[way] = []
+            env.globals["note"] = lambda word, seen=calls[way]: seen.append(word) or word
+            with i18n.using("de"):
+                assert env.from_string(template).render() == "roll gegen Schicksals-ML ml"
+        assert calls == {"compiled": ["ml", "roll"], "at render time": ["ml", "roll"]}
 
     def test_a_message_not_a_constant_still_translates(self):
         env = translated_environment("de", t=SHAPES["message not a constant"])
@@ -270,8 +286,11 @@ class TestTranslatedEnvironment:
 
     def test_the_german_words_are_in_the_compiled_template(self):
         code = translated_environment("de").compile(SHAPES["constant"] + SHAPES["placeholder"], raw=True)
-        assert "Schicksalspunkt:|Für +1 behalten" in code and "angefragt von %(user)s" in code
-        assert "gettext" not in code and "context.call" not in code
+        assert "Schicksalspunkt:|Für +1 behalten, angefragt von '" in code  # the variable printed after it
+        assert "%(user)s" not in code and "gettext" not in code and "context.call" not in code
+        code = translated_environment("de").compile(SHAPES["placeholder twice"] + SHAPES["other conversion"], raw=True)
+        assert "Markup('<em>%(x)s</em> and %(x)s again') % {'x': " in code  # formatted, as at render time
+        assert "'behalten, Gewinn +%(gain)d') % {'gain':" in code and "behalten, Gewinn +2" in code
 
     @pytest.mark.parametrize("template", [
         "{% set _ = 1 %}", "{% for gettext in x %}{% endfor %}", "{% macro ngettext() %}{% endmacro %}",
@@ -282,7 +301,8 @@ class TestTranslatedEnvironment:
             translated_environment("de").from_string(template)
 
     def test_the_same_errors_as_at_render_time(self):
-        for template in ('{{ _("%(user)s wins") }}', '{{ _(", asked by %(user)s", user=missing) }}'):
+        for template in ('{{ _("%(user)s wins") }}', '{{ _(", asked by %(user)s", user=missing) }}',
+                         '{{ _("Fate Point:", unused=missing.name) }}'):
             env = translated_environment("de", t=template)
             with pytest.raises((KeyError, jinja2.UndefinedError)) as compiled:
                 env.get_template("t").render()

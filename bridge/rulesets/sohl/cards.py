@@ -2,9 +2,10 @@
 
 from __future__ import annotations
 
+import functools
 from dataclasses import dataclass
 
-from ... import wire
+from ... import i18n, wire
 from ...cards import CardTemplates
 from ...i18n import N_, _
 from . import rules as sohl
@@ -58,6 +59,19 @@ def level_name(level: int, basic: bool = False) -> str:
     return _(sohl.name(level, basic))
 
 
+def level_text(level: int, basic: bool = False) -> tuple[str, str]:
+    """A level as the card shows it in the current language: its label (``_(label)``: a basic
+    test's ``Success``/``Failure`` translated, the game's ``CS``, ``MS``... as they are) and its
+    :func:`level_name`. Kept per language: a card shows three levels, from a handful."""
+    return _level_text(i18n.current(), level, basic)
+
+
+@functools.lru_cache(maxsize=256)  # (language, level, basic): levels beyond CS/CF are rare
+def _level_text(language: str, level: int, basic: bool) -> tuple[str, str]:
+    with i18n.using(language):
+        return _(sohl.label(level, basic)), level_name(level, basic)
+
+
 def sohl_fate_card(data: SohlFateCardData) -> wire.Card:
     """Render the chat card of a SoHL Fate Test (S9, S10): original level -> new level with both
     labels, the Fate Test roll vs Fate ML, the point used and its charges left, who asked."""
@@ -68,6 +82,8 @@ def sohl_fate_card(data: SohlFateCardData) -> wire.Card:
     elif data.outcome == "kept" and data.gain:
         # A Critical Success kept (S9): the point is kept AND the level gains; never "no gain".
         outcome_text = _("kept, gain +%(gain)d") % {"gain": data.gain}
+    label_before, name_before = level_text(data.level_before, data.basic)
+    label_after, name_after = (None, None) if data.level_after is None else level_text(data.level_after, data.basic)
     return render_card(
         "sohl_fate.html.j2",
         title=title,
@@ -76,16 +92,16 @@ def sohl_fate_card(data: SohlFateCardData) -> wire.Card:
         speaker_alias=data.actor_name,
         message_id=data.message_id,
         outcome=data.outcome,
-        label_before=_(sohl.label(data.level_before, data.basic)),
-        name_before=level_name(data.level_before, data.basic),
+        label_before=label_before,
+        name_before=name_before,
         level_after=data.level_after,
-        label_after=None if data.level_after is None else _(sohl.label(data.level_after, data.basic)),
-        name_after=None if data.level_after is None else level_name(data.level_after, data.basic),
+        label_after=label_after,
+        name_after=name_after,
         success_after=data.level_after is not None and sohl.is_success(data.level_after),
         fate_roll=data.fate_roll,
         fate_ml=data.fate_ml,
         fate_label=sohl.label(data.fate_level),
-        fate_name=level_name(data.fate_level),
+        fate_name=level_text(data.fate_level)[1],
         point_name=data.point_name,
         outcome_text=outcome_text,
         charges_after=data.charges_after,
