@@ -65,7 +65,7 @@ class CardTemplates:
         self._globals = dict(CardTemplates._functions.get(package, {}))
         self._environments: dict[str, jinja2.Environment] = {}
 
-    def environment(self, language: str) -> jinja2.Environment:
+    def _environment(self, language: str) -> jinja2.Environment:
         """The Jinja2 environment rendering this package's cards in ``language`` (a normalized
         language of :func:`bridge.i18n.languages`), made on first use and kept."""
         env = self._environments.get(language)
@@ -100,7 +100,7 @@ class CardTemplates:
         if not _RENDERING.get():
             html = ""
         elif i18n.GETTEXT_NAMES.isdisjoint(context):
-            html = self.environment(i18n.current()).get_template(template).render(title=title, **context)
+            html = self._environment(i18n.current()).get_template(template).render(title=title, **context)
         else:
             raise TypeError(f"card variables {sorted(i18n.GETTEXT_NAMES & context.keys())} would hide "
                             "the translation callables of the same names")

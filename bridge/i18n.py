@@ -283,10 +283,10 @@ class _ConstantMessages(NodeTransformer):
     def _spread_out(self, node: nodes.Expr) -> list[nodes.Expr] | None:
         """A printed ``_("... %(x)s ...", x=v)`` as the printed text and ``v``; None when it is
         no such call."""
-        call = _constant_call(node)
-        if call is None or call[0] == "ngettext" or len(call[1]) != 1:
+        call = _translation_call(node)
+        if call is None or call[0] != "gettext" or len(call[1]) != 1 or not _is_text(call[1][0]):
             return None
-        pieces = _pieces(self._found.gettext(call[1][0]))
+        pieces = _pieces(self._found.gettext(call[1][0].value))  # type: ignore[attr-defined]
         values = call[2]
         names = pieces[1::2] if pieces is not None else ()
         if (pieces is None or len(set(names)) != len(names) or set(names) != values.keys()
@@ -298,34 +298,37 @@ class _ConstantMessages(NodeTransformer):
 
     def visit_Call(self, node: nodes.Call) -> nodes.Node:
         self.generic_visit(node)  # messages in the arguments first
-        call = _constant_call(node)
+        call = _translation_call(node)
         if call is None:
             return node
-        function, messages, values = call
+        function, args, values = call
         variables = nodes.Dict([nodes.Pair(nodes.Const(key), value) for key, value in values.items()])
         replaced: nodes.Expr
-        if function == "ngettext" and len(messages) == 2 and len(node.args) == 3:
-            replaced = nodes.Filter(node.args[2], _NGETTEXT_FILTER, [*node.args[:2], variables], [], None, None)
-        elif function != "ngettext" and len(messages) == 1 and len(node.args) == 1:
-            translated = nodes.Const(self._found.gettext(messages[0]))
+        if function == "ngettext" and len(args) == 3 and _is_text(args[0]) and _is_text(args[1]):
+            replaced = nodes.Filter(args[2], _NGETTEXT_FILTER, [args[0], args[1], variables], [], None, None)
+        elif function == "gettext" and len(args) == 1 and _is_text(args[0]):
+            translated = nodes.Const(self._found.gettext(args[0].value))  # type: ignore[attr-defined]
             replaced = nodes.Mod(nodes.MarkSafeIfAutoescape(translated), variables)
         else:
             return node
         return replaced.set_lineno(node.lineno)
 
 
-def _constant_call(node: nodes.Node) -> tuple[str, list[str], dict[str, nodes.Expr]] | None:
-    """A call of a translation callable with keyword variables (each named once):
-    (its name, its leading constant messages, the variables); None for any other node."""
+def _translation_call(node: nodes.Node) -> tuple[str, list[nodes.Expr], dict[str, nodes.Expr]] | None:
+    """A call of a translation callable with positional arguments and keyword variables, each
+    named once: (``"gettext"`` or ``"ngettext"``, the arguments, the variables); None for any
+    other node."""
     if not (isinstance(node, nodes.Call) and isinstance(node.node, nodes.Name)
             and node.node.name in GETTEXT_NAMES and node.dyn_args is None and node.dyn_kwargs is None):
         return None
     values = {keyword.key: keyword.value for keyword in node.kwargs}
     if len(values) != len(node.kwargs):
         return None
-    messages = list(itertools.takewhile(lambda a: isinstance(a, nodes.Const) and isinstance(a.value, str),
-                                        node.args))
-    return ("gettext" if node.node.name == "_" else node.node.name), [m.value for m in messages], values
+    return ("gettext" if node.node.name == "_" else node.node.name), node.args, values
+
+
+def _is_text(node: nodes.Node) -> bool:
+    return isinstance(node, nodes.Const) and isinstance(node.value, str)
 
 
 def _calls(node: nodes.Node) -> bool:

@@ -245,6 +245,7 @@ SHAPES = {
     "untranslated msgid": '{{ _("<em>Not</em> in the catalog & %%: %(x)s", x=name) }}',
     "untranslated plural": '{{ ngettext("<em>%(num)s</em> & one", "<em>%(num)s</em> & more", 2, num=name) }}',
     "without autoescape": '{% autoescape false %}{{ _(", asked by %(user)s", user=name) }}{% endautoescape %}',
+    "autoescape decided at render time": '{% autoescape flag %}{{ _("<em>%(x)s</em> & %(y)s", x=name, y=n) }}|{{ _("Fate Point:") }}{% endautoescape %}',
     "trans block": '{% trans user=name %}, asked by {{ user }}{% endtrans %}',
     "trans plural": '{% trans count=2 %}{{ count }} hit{% pluralize %}{{ count }} hits{% endtrans %}',
     "message not a constant": '{{ _(label) }}|{{ ngettext(one, many, 2) }}',
@@ -261,7 +262,7 @@ class TestTranslatedEnvironment:
         with i18n.using("en" if language == "de" else "de"):  # the environment's language, whatever the current
             html = env.get_template("t").render(**variables)
         assert html == at_render_time(language, SHAPES[shape], **variables)
-        assert ("<img" in html) == (shape == "without autoescape")  # a variable escaped wherever autoescape is on
+        assert ("<img" in html) == (shape in ("without autoescape", "autoescape decided at render time"))  # a variable escaped wherever autoescape is on
 
     def test_variables_are_evaluated_as_at_render_time(self):
         """Once each, in the order written, even when the translation puts them in another."""
