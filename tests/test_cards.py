@@ -174,7 +174,7 @@ class TestTranslatedWhenCompiled:
     """The HTML of every card is byte for byte what translating at render time gave."""
 
     async def test_every_template_of_every_ruleset_in_every_language(self, compared, loaded):
-        assert i18n.languages() == ("de", "en")
+        assert {"de", "en"} <= set(i18n.languages())  # and any catalog added later
         for language in i18n.languages():
             for example in EXAMPLES:
                 await played(example_lines(example), language)

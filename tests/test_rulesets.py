@@ -10,7 +10,7 @@ import jinja2
 import pytest
 import websockets
 
-from bridge import audit, dispatch, rulesets, wire
+from bridge import audit, dispatch, i18n, rulesets, wire
 from bridge.cards import CardTemplates
 from bridge.ruleset import Ruleset
 from bridge.dice import ScriptedDice
@@ -36,7 +36,8 @@ def _changed_templates(monkeypatch, package, tmp_path) -> None:
             text = '<div class="restyled">v2</div>\n' + text.replace("<div", '<div data-v="2"')
         (folder / template.name).write_text(text)
     restyled = CardTemplates(package.__name__)
-    restyled._env.loader = jinja2.FileSystemLoader(folder)
+    for language in i18n.languages():  # each language's environment reads the restyled copy
+        restyled._environment(language).loader = jinja2.FileSystemLoader(folder)
     monkeypatch.setattr(package.cards, "render_card", restyled.render)
 
 
