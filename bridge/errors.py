@@ -102,6 +102,12 @@ class WorldStateMismatch(WorldNotRegistered):
     it (its connection is refused like an unregistered world's) until ``audit repair``."""
 
 
+class SigningKeyChanged(WorldNotRegistered):
+    """A world's chain is signed by another key than the one this bridge holds (``audit new-key``
+    ran while it served): the bridge serves that world no more, and signs nothing for it, until
+    restarted with the new key (its connection is refused like an unregistered world's)."""
+
+
 class LeaseLost(BridgeError):
     """Another bridge process holds the world's lease now (``bridge.store.postgres``): this
     process's decision was refused by the database's fencing check and nothing was applied. The

@@ -26,7 +26,7 @@ from bridge.errors import WorldStateMismatch
 from bridge.heads import public_key_text, sign_head
 from bridge.receipts import key_id, verify_receipt
 from bridge.session import Session
-from bridge.store import SQLiteStore
+from bridge.store import SCHEMA_VERSION, SQLiteStore
 from bridge.store.blobs import unpack
 from bridge.wire import Receipt
 
@@ -176,6 +176,21 @@ class TestCleanTrail:
         # each alone in its committed batch: the same tree of one leaf, so the same signature
         # (tests/test_receipts_check.py: a replay batched with others gets that batch's)
         assert replayed == mine
+
+
+    def test_a_newer_bridges_file_is_refused_not_reported_tampered(self, trail, capsys):
+        """A file of a newer schema may store rows this bridge cannot read: `audit verify`,
+        `audit list` and `audit export` say to upgrade instead of reporting every row changed."""
+        db, audit_key, signing_key = trail
+        sqlite3.connect(db, isolation_level=None).execute(
+            "UPDATE meta SET value = ? WHERE key = 'schema_version'", (str(SCHEMA_VERSION + 1),))
+        keys = ["--audit-key", str(audit_key), "--signing-key", str(signing_key)]
+        for command in (["verify", *keys], ["list"], ["export", "--world", "w", "--out", str(db.with_name("w.json"))]):
+            assert main(["audit", *command, "--db", str(db)]) == 2
+            out, err = capsys.readouterr()
+            assert not out
+            assert f"was written by a newer fate-bridge (schema {SCHEMA_VERSION + 1}, this bridge knows " \
+                   f"{SCHEMA_VERSION}); upgrade fate-bridge" in err
 
 
 class TestTampers:
@@ -465,6 +480,38 @@ class TestTheKeyIsNeverSilentlyReplaced:
                                  "--audit-key", str(audit_key), "--signing-key", str(other)],
                                 cwd=ROOT, capture_output=True, text=True, timeout=60)
         assert result.returncode == 2 and "not by the key at" in result.stderr
+
+    def test_new_key_while_serving_never_signs_with_the_old_key(self, trail, capsys):
+        """`audit new-key` run while serve runs: the running bridge holds the old key, so from
+        then on it serves that world no more (until restarted with the new key) and signs no head
+        with the old key, in a decision or at close; the trail still verifies."""
+        db, audit_key, signing_path = trail
+        old = load_signing_key(signing_path, create=False)
+
+        async def scenario() -> list[dict]:
+            store = await SQLiteStore.open(db, audit_key=load_key(audit_key, create=False), signing_key=old)
+            session = Session(store, ScriptedDice([]), trusted=True, default_world="w")
+            await session.receive(frame(rolled("before", "m-before", test=sohl_test(roll=88))))
+            changed = subprocess.run([sys.executable, "-m", "bridge", "audit", "new-key", "--db", str(db),
+                                      "--audit-key", str(audit_key), "--signing-key", str(signing_path)],
+                                     cwd=ROOT, capture_output=True, text=True, timeout=60)
+            assert changed.returncode == 0, changed.stderr
+            replies = []
+            for n in range(20):  # past the next periodic head (every 16 records)
+                reply = await session.receive(frame(rolled(f"after{n}", f"m-after{n}", test=sohl_test(roll=88))))
+                replies.append(json.loads(reply.frames[0]))
+            await store.close()
+            return replies
+
+        replies = asyncio.run(scenario())
+        # the first collides with the key change (another process wrote the chain); then refused
+        assert [r["type"] for r in replies] == ["error"] * 20
+        assert {r["code"] for r in replies[1:]} == {"unauthorized"}
+        assert "audit new-key" in replies[1]["message"]
+        new = load_signing_key(signing_path, create=False)
+        code, out = verify(trail, capsys)
+        assert code == 0, out
+        assert f"(key {key_id(old.public_key())}, {key_id(new.public_key())})" in world_lines(out, "w")
 
     def test_new_key_is_written_into_every_chain_and_the_trail_still_verifies(self, trail, capsys):
         db, audit_key, signing_path = trail

@@ -18,12 +18,12 @@ from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey,
 
 from .. import __version__, audit, wire
 from ..derive import StoredState, as_stored, state_digest
-from ..errors import WorldStateMismatch
+from ..errors import ConfigError, SigningKeyChanged, WorldStateMismatch
 from ..heads import KEY_CHANGE, Head, KeyChange, public_key_text, sign_head
 from ..receipts import key_id
 from .base import AuditEntry, AuditFilter, AuditRow
 from .blobs import pack, unpack
-from .schema import _summary_decoder, utc_now
+from .schema import SCHEMA_VERSION, _summary_decoder, utc_now
 
 if TYPE_CHECKING:
     from typing import TypeVar
@@ -153,6 +153,10 @@ class AuditRows:
 
         def work(conn: sqlite3.Connection) -> None:
             for world_id, seq, record_hash in _chain_tails(conn):
+                try:
+                    self._key_guard(conn, world_id)
+                except SigningKeyChanged:
+                    continue  # the new key's holder signs it
                 self._checkpoint(conn, world_id, seq, record_hash, state_digest(stored_state(conn, world_id)))
 
         self._transaction(work)
@@ -187,6 +191,22 @@ class AuditRows:
                 if edited:
                     raise WorldStateMismatch(_mismatch(world_id, edited[0].detail))
         checked.add(world_id)
+
+    def _key_guard(self, conn: sqlite3.Connection, world_id: str) -> None:
+        """Refuse to serve a world whose latest head is signed by another key than the store's
+        signing key: ``audit new-key`` changed it in another process after this one started
+        (serve checks the key once, at start). Heads this store signed with its old key would
+        read as a swapped key in ``audit verify``. No signing key, or no head: nothing to check.
+
+        Raises :class:`~bridge.errors.SigningKeyChanged` saying to restart serve."""
+        if self.signing_key is None:
+            return
+        head = _latest_head(conn, world_id)
+        if head is not None and head.public_key != public_key_text(self.signing_key.public_key()):
+            raise SigningKeyChanged(
+                f"world {world_id!r} is signed by key {head.key_id} now (`fate-bridge audit new-key`"
+                f" ran), not by this bridge's key {key_id(self.signing_key.public_key())}: restart serve with the"
+                " new key")
 
     _ROW = f"id, world_id, seq, ts, type, event_id, user_id, summary, record, {PREV_HASH}, hash"
 
@@ -485,7 +505,9 @@ REQUIRED_TABLES = ("worlds", "audit", "checkpoints", "records", "events")
 
 def open_readonly(path: Path) -> sqlite3.Connection:
     """The database at ``path`` opened read-only (``file:...?mode=ro``): nothing is created,
-    migrated or written. Raises :class:`DatabaseUnreadable` saying what is wrong with it."""
+    migrated or written. Raises :class:`DatabaseUnreadable` saying what is wrong with it, and
+    ``ConfigError`` for a file of a newer schema (its rows may not read as this bridge's: each
+    would be reported changed)."""
     path = path.expanduser()
     if not path.exists():
         raise DatabaseUnreadable(f"there is no database at {path}")
@@ -498,12 +520,19 @@ def open_readonly(path: Path) -> sqlite3.Connection:
         wal = path.with_name(path.name + "-wal")
         options = "mode=ro" if wal.exists() else "mode=ro&immutable=1"
         conn = sqlite3.connect(f"{path.resolve().as_uri()}?{options}", uri=True, isolation_level=None)
-        missing = [t for t in REQUIRED_TABLES if t not in _tables(conn)]
+        tables = _tables(conn)
+        missing = [t for t in REQUIRED_TABLES if t not in tables]
         if missing:
             conn.close()
             raise DatabaseUnreadable(f"the database {path} has no {', '.join(missing)} table: it is not a "
                                      "fate-bridge database, or its tables were dropped")
         conn.execute("SELECT count(*) FROM audit").fetchone()
+        version = conn.execute("SELECT value FROM meta WHERE key = 'schema_version'").fetchone() \
+            if "meta" in tables else None
+        if version is not None and int(version[0]) > SCHEMA_VERSION:
+            conn.close()
+            raise ConfigError(f"the database {path} was written by a newer fate-bridge (schema {version[0]}, this "
+                              f"bridge knows {SCHEMA_VERSION}); upgrade fate-bridge to read it")
     except sqlite3.DatabaseError as exc:
         raise DatabaseUnreadable(f"the database {path} is unreadable ({exc}): it was truncated or "
                                  "overwritten") from None

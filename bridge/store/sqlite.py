@@ -308,6 +308,7 @@ class SQLiteStore(WorldRows, AuditRows):
         if row is None:
             raise WorldNotRegistered(f"world {world_id!r} is not registered (see `fate-bridge world list`)")
         self._state_guard(conn, world_id)  # its state must be what its chain produces (issue 15)
+        self._key_guard(conn, world_id)  # and its key this bridge's (audit new-key meanwhile)
         head = conn.execute("SELECT seq, hash FROM audit WHERE world_id = ? ORDER BY seq DESC LIMIT 1",
                             (world_id,)).fetchone()
         cache = WorldCache(world_id, _settings_decoder.decode(row[0]), row[1],
