@@ -21,7 +21,7 @@ from bridge.errors import ConfigError
 from bridge.store.base import Decided
 from bridge.wire.frames import MAX_FRAME_BYTES
 
-from .helpers import sign_v1
+from .helpers import ROOT, sign_v1
 
 HASH = hashlib.sha256(b"record 7").hexdigest()
 
@@ -126,7 +126,7 @@ def changed(receipt: wire.Receipt, n: int) -> list[wire.Receipt]:
     length, record, seq, world, signature or key id."""
     path = receipt.path
     flip = lambda h: receipts.b64url(bytes([unb64(h)[0] ^ 1]) + unb64(h)[1:])  # noqa: E731
-    edits = [{"batch_index": j} for j in range(n + 1) if j != receipt.batch_index]
+    edits = [{"batch_index": j} for j in range(wire.MAX_RECEIPT_BATCH) if j != receipt.batch_index]
     edits += [{"batch_size": size} for size in (n - 1, n + 1) if size >= 1]
     edits += [{"path": path[:k] + [flip(path[k])] + path[k + 1:]} for k in range(len(path))]
     edits += [{"path": path + [path[0] if path else receipts.b64url(bytes(32))]}]
@@ -142,6 +142,16 @@ def test_any_changed_field_of_a_batch_receipt_fails(key, n):
     for receipt in receipts.sign_batch(key, records(n)):
         for edited in changed(receipt, n):
             assert not receipts.verify_receipt(key.public_key(), edited), edited
+
+
+def test_the_documented_verification_refuses_an_index_past_the_batch():
+    """docs/protocol.md's v2 steps, followed as written, must fail an index past the batch: the
+    path loop alone accepts one (a batch of one has no path, so any index reaches the root)."""
+    text = (ROOT / "docs" / "protocol.md").read_text()
+    start = text.index("- Verify a v2 receipt")
+    steps = " ".join(text[start:text.index("\n- ", start)].split())
+    assert "fail unless `batch_index < n`" in steps
+    assert steps.index("fail unless `batch_index < n`") < steps.index("for each `p` of `path`")
 
 
 def test_a_batch_of_one_is_a_tree_of_one_leaf(key):
