@@ -22,7 +22,8 @@ from bridge.dice import ScriptedDice
 from bridge.session import Session
 from bridge.store import AuditFilter, SQLiteStore
 from bridge.store.audit_rows import load_trail, open_readonly, stored_state
-from bridge.store.blobs import CURRENT, DICTIONARIES, FOLDER, MAGIC, UnknownDictionary, dictionary, pack, unpack
+from bridge.store.blobs import (CURRENT, DICTIONARIES, FOLDER, MAGIC, MAX_BLOB_BYTES, UnknownDictionary, dictionary,
+                                pack, unpack)
 from bridge.store.postgres import PostgresStore
 from bridge.derive import state_digest
 
@@ -86,6 +87,20 @@ class TestUnpack:
         frame = pack(b'{"type":"fate_spend","dice":[34]}' * 20, "audit")
         damaged = frame[:-4] + bytes(b ^ 0xFF for b in frame[-4:])
         assert unpack(damaged) == damaged
+
+    @pytest.mark.parametrize("claimed", [MAX_BLOB_BYTES + 1, 1 << 40])
+    def test_a_frame_claiming_a_huge_size_is_returned_as_stored(self, claimed):
+        """A hand-edited header (zstd allocates the size it claims at once) reads as an altered
+        row, never exhausts memory."""
+        frame = pack(b'{"type":"fate_spend","dice":[34]}', "audit")
+        descriptor = frame[4]  # RFC 8878 3.1.1.1.1: its top two bits give the size field's length
+        assert zstandard.get_frame_parameters(frame).content_size == 33 and descriptor >> 6 == 0
+        single, dict_bytes = (descriptor >> 5) & 1, (0, 1, 2, 4)[descriptor & 3]
+        start = 5 + (not single) + dict_bytes
+        edited = (frame[:4] + bytes([descriptor | 0xC0]) + frame[5:start] + claimed.to_bytes(8, "little")
+                  + frame[start + single:])
+        assert zstandard.get_frame_parameters(edited).content_size == claimed
+        assert unpack(edited) == edited
 
 
 async def _sohl_pair(store: SQLiteStore) -> None:

@@ -37,6 +37,11 @@ DICTIONARIES: dict[int, str] = {32769: "0.1.0", 32770: "0.1.0"}
 # values (a dictionary of its own: trained with the audit records, they came out ~35% larger).
 CURRENT: dict[str, int] = {"audit": 32769, "records": 32770}
 LEVEL = 3  # zstd level: ~4 µs for a 3 KB record; level 9 saves ~15% for 6x the time
+# The most a stored frame may decompress to. A frame's header says its size and zstandard
+# allocates that much at once, so a hand-edited header claiming terabytes would exhaust memory
+# (MemoryError in `audit verify`) instead of reading as an altered row. A record holds one wire
+# frame (at most 64 KiB) and its reply: 16 MiB is far above any row a bridge writes.
+MAX_BLOB_BYTES = 16 * 1024 * 1024
 
 
 class UnknownDictionary(ConfigError):
@@ -85,16 +90,20 @@ def pack(data: bytes, kind: str) -> bytes:
 def unpack(value: bytes | bytearray | memoryview | str) -> bytes:
     """The JSON of a stored blob: a zstd frame decompressed with the dictionary it names, anything
     else (JSON written before compression, or TEXT after a hand edit) as it is. A frame that does
-    not decompress (damaged or edited by hand) is returned as stored, so ``audit verify`` reports
-    the row as altered. Raises :class:`UnknownDictionary` for a frame of a dictionary this bridge
+    not decompress (damaged or edited by hand), or whose header claims more than
+    :data:`MAX_BLOB_BYTES`, is returned as stored, so ``audit verify`` reports the row as altered.
+    Raises :class:`UnknownDictionary` for a frame of a dictionary this bridge
     does not have."""
     data = value.encode() if isinstance(value, str) else bytes(value)
     if not data.startswith(MAGIC):
         return data
     try:
-        dict_id = zstandard.get_frame_parameters(data).dict_id
+        frame = zstandard.get_frame_parameters(data)
     except zstandard.ZstdError:
         return data
+    if frame.content_size > MAX_BLOB_BYTES:  # a header edited to claim a huge size (or none: unknown)
+        return data
+    dict_id = frame.dict_id
     decompressors = _coders.decompressors
     decompressor = decompressors.get(dict_id)
     if decompressor is None:
