@@ -216,7 +216,8 @@ class _Progress:
 
 def _readonly(db: Path | str):
     """The database opened to be read only: a SQLite file (``open_readonly``: nothing created), or
-    a PostgreSQL one (a read-only session). Raises ``DatabaseUnreadable``."""
+    a PostgreSQL one (a read-only session). Raises ``DatabaseUnreadable``, or ``ConfigError`` for a
+    database a newer bridge wrote."""
     if isinstance(db, Path):
         return open_readonly(db)
     from .store.postgres import connect_readonly

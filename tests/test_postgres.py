@@ -165,6 +165,19 @@ class TestSchema:
         with pytest.raises(ConfigError, match="newer fate-bridge"):
             await PostgresStore.open(pg_url)
 
+    def test_audit_commands_refuse_a_newer_bridges_database_instead_of_reporting_it_changed(self, pg_url, capsys):
+        async def bump() -> None:
+            store = await PostgresStore.open(pg_url)
+            await store.add_world("w", "h")
+            store._conn.execute("UPDATE meta SET value = ? WHERE key = 'schema_version'", (str(SCHEMA_VERSION + 1),))
+            await store.close()
+
+        asyncio.run(bump())
+        for command in (["verify"], ["export", "--world", "w", "--format", "jsonl"]):
+            assert main(["audit", *command, "--db", pg_url]) == 2
+            out, err = capsys.readouterr()
+            assert not out and "was written by a newer fate-bridge" in err and "upgrade fate-bridge" in err
+
     async def test_an_unreachable_server_is_a_clear_error_without_the_password(self):
         with pytest.raises(ConfigError, match=r"cannot connect to the database postgresql://fb:\*\*\*@127\.0\.0\.1:1/x"):
             await PostgresStore.open("postgresql://fb:secret@127.0.0.1:1/x?connect_timeout=2")

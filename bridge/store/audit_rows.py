@@ -503,6 +503,19 @@ class DatabaseUnreadable(Exception):
 REQUIRED_TABLES = ("worlds", "audit", "checkpoints", "records", "events")
 
 
+def refuse_newer_schema(conn: sqlite3.Connection, label: str, known: int) -> None:
+    """Raise ``ConfigError`` when the database ``label`` (its path or URL, for the message) was
+    written by a newer bridge (``meta.schema_version`` above ``known``, this bridge's schema
+    version for that backend): its rows may not read as this bridge's, and each would be reported
+    changed. The read-only openers call it (a store's migration refuses such a database itself)."""
+    if "meta" not in _tables(conn):
+        return
+    row = conn.execute("SELECT value FROM meta WHERE key = 'schema_version'").fetchone()
+    if row is not None and int(row[0]) > known:
+        raise ConfigError(f"the database {label} was written by a newer fate-bridge (schema {row[0]}, this "
+                          f"bridge knows {known}); upgrade fate-bridge to read it")
+
+
 def open_readonly(path: Path) -> sqlite3.Connection:
     """The database at ``path`` opened read-only (``file:...?mode=ro``): nothing is created,
     migrated or written. Raises :class:`DatabaseUnreadable` saying what is wrong with it, and
@@ -520,19 +533,17 @@ def open_readonly(path: Path) -> sqlite3.Connection:
         wal = path.with_name(path.name + "-wal")
         options = "mode=ro" if wal.exists() else "mode=ro&immutable=1"
         conn = sqlite3.connect(f"{path.resolve().as_uri()}?{options}", uri=True, isolation_level=None)
-        tables = _tables(conn)
-        missing = [t for t in REQUIRED_TABLES if t not in tables]
+        missing = [t for t in REQUIRED_TABLES if t not in _tables(conn)]
         if missing:
             conn.close()
             raise DatabaseUnreadable(f"the database {path} has no {', '.join(missing)} table: it is not a "
                                      "fate-bridge database, or its tables were dropped")
         conn.execute("SELECT count(*) FROM audit").fetchone()
-        version = conn.execute("SELECT value FROM meta WHERE key = 'schema_version'").fetchone() \
-            if "meta" in tables else None
-        if version is not None and int(version[0]) > SCHEMA_VERSION:
+        try:
+            refuse_newer_schema(conn, str(path), SCHEMA_VERSION)
+        except ConfigError:
             conn.close()
-            raise ConfigError(f"the database {path} was written by a newer fate-bridge (schema {version[0]}, this "
-                              f"bridge knows {SCHEMA_VERSION}); upgrade fate-bridge to read it")
+            raise
     except sqlite3.DatabaseError as exc:
         raise DatabaseUnreadable(f"the database {path} is unreadable ({exc}): it was truncated or "
                                  "overwritten") from None

@@ -270,14 +270,21 @@ class PostgresStore(SQLiteStore):
 
 def connect_readonly(url: str) -> _PgConnection:
     """A read-only session on the database at ``url`` (``audit verify``/``export``: nothing is
-    created or written). Raises ``DatabaseUnreadable`` when it cannot be reached."""
+    created or written). Raises ``DatabaseUnreadable`` when it cannot be reached, ``ConfigError``
+    when a newer bridge wrote it."""
     import psycopg
 
-    from .audit_rows import DatabaseUnreadable
+    from .audit_rows import DatabaseUnreadable, refuse_newer_schema
 
     try:
         raw = psycopg.connect(url, autocommit=True)
         raw.execute("SET default_transaction_read_only = on")  # the URL's own options kept
     except psycopg.Error as exc:
         raise DatabaseUnreadable(f"cannot connect to the database {db_label(url)}: {exc}".strip()) from None
-    return _PgConnection(raw)
+    conn = _PgConnection(raw)
+    try:
+        refuse_newer_schema(conn, db_label(url), SCHEMA_VERSION)
+    except ConfigError:
+        raw.close()
+        raise
+    return conn
