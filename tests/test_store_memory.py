@@ -317,3 +317,40 @@ async def test_a_failing_receipt_signature_still_answers_the_committed_decisions
     assert decided.seq == 1 and decided.receipt is None
     assert (await store.world("w")).settings.fate_option == "off"
     await store.close()
+
+
+class TestGroupCommitWhenBusy:
+    """After a batch of several decisions, the next batch waits one more loop iteration for the
+    decisions of the iteration after (their frames were read meanwhile); after a batch of one it
+    does not wait, so one connection's decisions are never delayed."""
+
+    @staticmethod
+    def commits_of(store) -> list[str]:
+        commits: list[str] = []
+        for conn in (store._conn, store._batch_conn):
+            if conn is not None:
+                conn.set_trace_callback(lambda sql: commits.append(sql) if sql == "COMMIT" else None)
+        return commits
+
+    @staticmethod
+    async def one_tick_apart(store, first: str, second: str):
+        a = asyncio.ensure_future(store.decide("w", first, settings_to("off")))
+        await asyncio.sleep(0)  # the first decision is queued in this iteration (task a ran) ...
+        assert len(store._queue) == 1
+        b = asyncio.ensure_future(store.decide("w", second, settings_to("pc_only")))  # ... the second in the next
+        return await a, await b
+
+    async def test_after_a_busy_batch_the_next_iterations_decision_joins_the_batch(self, store):
+        await store.decide("w", "warm", settings_to("pc_only"))
+        await asyncio.gather(*(store.decide("w", f"busy-{n}", settings_to("off")) for n in range(3)))
+        assert store._last_batch == 3
+        commits = self.commits_of(store)
+        first, second = await self.one_tick_apart(store, "e1", "e2")
+        assert len(commits) == 1 and (first.seq, second.seq) == (5, 6)
+
+    async def test_after_a_batch_of_one_nothing_waits(self, store):
+        await store.decide("w", "warm", settings_to("pc_only"))
+        assert store._last_batch == 1
+        commits = self.commits_of(store)
+        first, second = await self.one_tick_apart(store, "e1", "e2")
+        assert len(commits) == 2 and (first.seq, second.seq) == (2, 3)

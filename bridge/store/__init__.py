@@ -1,7 +1,8 @@
 """The bridge's store, split by job: ``base`` (the :class:`Store` protocol every backend provides
 and the values it speaks), ``schema`` (the SQLite file's migrations and codecs), ``memory`` (a
 world's state held in memory, which decisions run on), ``sqlite`` (the embedded backend: loading
-worlds, its writer thread, one transaction per batch), ``worlds`` (registered worlds),
+worlds, one transaction per batch, on the event loop or its writer thread), ``blobs`` (stored
+blobs as zstd frames), ``worlds`` (registered worlds),
 ``audit_rows`` (the audit trail's rows, checkpoints and verification) and ``postgres`` (the same
 store on PostgreSQL, with per-world leases for many processes).
 
