@@ -19,6 +19,10 @@ EVENTS = [
     {"event": "internal_error", "level": "error", "timestamp": "T", "type": "X",
      "exception": "Traceback (most recent call last):\nZeroDivisionError: division by zero"},
     {"event": "with_stack", "level": "info", "timestamp": "T", "stack": "Stack (most recent call last):\n  here"},
+    {"event": "both", "level": "error", "timestamp": "T", "stack": "Stack:\n  here",
+     "exception": "Traceback (most recent call last):\nValueError: no"},
+    {"event": "no_time", "level": "info", "k": 1},
+    {"event": "no_level", "timestamp": "T"},
 ]
 
 
