@@ -578,6 +578,11 @@ def main(argv: list[str] | None = None) -> int:
     except ConfigError as exc:
         print(f"fate-bridge: {exc}", file=sys.stderr)
         return 2
+    except BrokenPipeError:
+        # the reader of our output went away (``fate-bridge audit list | head``): stop quietly,
+        # as other command-line tools do (Python's docs, "Note on SIGPIPE")
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+        return 1
 
 
 def _run(coro) -> int:

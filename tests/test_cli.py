@@ -344,3 +344,22 @@ def test_a_public_key_starting_with_a_dash_is_a_value():
     key = "-" + new_token()[1:]
     args = _parser().parse_args(_tokens_as_values(["audit", "verify", "w.trail.json", "--public-key", key]))
     assert args.public_key == key
+
+
+def test_a_reader_closing_the_pipe_early_stops_resolve_quietly():
+    """``fate-bridge resolve < many | head -c 10``: no BrokenPipeError traceback, exit 1."""
+    import subprocess
+    import sys
+    import tempfile
+
+    lines = EXAMPLE.read_text() * 200  # well over a pipe's buffer of replies
+    with tempfile.TemporaryFile() as given:
+        given.write(lines.encode())
+        given.seek(0)
+        bridge = subprocess.Popen([sys.executable, "-m", "bridge", "resolve"], stdin=given,
+                                  stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+        bridge.stdout.read(10)
+        bridge.stdout.close()  # the reader goes away, as head does
+        err = bridge.stderr.read()
+        assert bridge.wait(timeout=120) == 1
+    assert b"Traceback" not in err and b"BrokenPipeError" not in err
