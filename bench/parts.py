@@ -147,6 +147,7 @@ def timed_parts() -> Iterator[collections.Counter[str]]:
 
 
 def main(argv: list[str] | None = None) -> int:
+    """``python -m bench.parts``: the runs of the module docstring, printed; returns 0."""
     parser = argparse.ArgumentParser(prog="python -m bench.parts", description=__doc__,
                                      formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--conns", type=int, default=10, help="flows at once (default 10)")

@@ -6,7 +6,6 @@ common behaviour runs on both backends through the ``store`` fixture in conftest
 from __future__ import annotations
 
 import asyncio
-import json
 
 import psycopg
 import pytest
@@ -15,15 +14,12 @@ from bridge import wire
 from bridge.cli import main
 from bridge.cluster import MAX_PAYLOAD, Cluster, Notice
 from bridge.config import db_label
-from bridge.dice import ScriptedDice
 from bridge.errors import ConfigError, LeaseLost
-from bridge.session import Session
 from bridge.store import AuditFilter, Decision, SQLiteStore
 from bridge.store.postgres import SCHEMA_VERSION, PostgresStore
 
 from .helpers import ROOT, replay
-from .sohl_messages import frame
-from .test_store_memory import EXAMPLES, KEY as MEMORY_KEY, run_example
+from .test_store_memory import EXAMPLES, KEY as MEMORY_KEY, assert_replayed, run_example
 
 KEY = bytes(range(32))
 
@@ -134,13 +130,8 @@ async def test_every_example_decides_as_on_sqlite_and_replays_byte_for_byte_afte
     sent = await run_example(example, pg_url)
     assert sent and sent == await run_example(example, tmp_path / "b.sqlite3")
     store = await PostgresStore.open(pg_url, audit_key=MEMORY_KEY)
-    session = Session(store, ScriptedDice([]), trusted=True, default_world="w")
     try:
-        for line in example.read_text().splitlines():
-            message = json.loads(line)
-            if message.get("event_id") in sent:
-                reply = await session.receive(frame({k: v for k, v in message.items() if k != "dice"}))
-                assert reply.frames[0] == sent[message["event_id"]], message["event_id"]
+        await assert_replayed(store, example, sent)
         (report,) = await store.verify("w", MEMORY_KEY)
     finally:
         await store.close()

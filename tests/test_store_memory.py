@@ -57,6 +57,18 @@ async def run_example(example, db) -> dict[str, bytes]:
     return sent
 
 
+async def assert_replayed(store, example, sent: dict[str, bytes]) -> None:
+    """Send ``example``'s lines again through a trusted Session on ``store`` (reopened: nothing in
+    memory); each event_id of ``sent`` (from :func:`run_example`) must be answered with the same
+    bytes."""
+    session = Session(store, ScriptedDice([]), trusted=True, default_world="w")
+    for line in example.read_text().splitlines():
+        message = json.loads(line)
+        if message.get("event_id") in sent:
+            reply = await session.receive(frame({k: v for k, v in message.items() if k != "dice"}))
+            assert reply.frames[0] == sent[message["event_id"]], message["event_id"]
+
+
 @pytest.mark.parametrize("example", EXAMPLES, ids=lambda p: p.stem)
 async def test_every_example_reply_is_replayed_byte_for_byte_from_its_audit_record(example, tmp_path):
     db = tmp_path / "b.sqlite3"
@@ -73,13 +85,8 @@ async def test_every_example_reply_is_replayed_byte_for_byte_from_its_audit_reco
     # after a restart (nothing in memory), every event_id again: the same bytes, nothing decided
     before = counts(db)
     store = await SQLiteStore.open(db, audit_key=KEY)
-    session = Session(store, ScriptedDice([]), trusted=True, default_world="w")
     try:
-        for line in example.read_text().splitlines():
-            message = json.loads(line)
-            if message.get("event_id") in sent:
-                reply = await session.receive(frame({k: v for k, v in message.items() if k != "dice"}))
-                assert reply.frames[0] == sent[message["event_id"]], message["event_id"]
+        await assert_replayed(store, example, sent)
     finally:
         await store.close()
     assert {k: v for k, v in counts(db).items() if k != "checkpoints"} == \

@@ -29,7 +29,7 @@ from typing import Any
 from ..config import db_label
 from ..errors import ConfigError, LeaseLost
 from .base import Decided
-from .schema import T, utc_now
+from .schema import T, _in_transaction, utc_now
 from .sqlite import SQLiteStore
 
 # Each step upgrades the database from the previous version; ``meta`` records the version.
@@ -133,18 +133,6 @@ class _PgConnection:
         self.raw.close()
 
 
-def _begin(conn: _PgConnection, work: Callable[[Any], T]) -> T:
-    """Run ``work`` in one transaction: committed if it returns, rolled back if it raises."""
-    conn.execute("BEGIN")
-    try:
-        result = work(conn)
-        conn.execute("COMMIT")
-    except BaseException:
-        conn.execute("ROLLBACK")
-        raise
-    return result
-
-
 class PostgresStore(SQLiteStore):
     """The store on a PostgreSQL database named by a ``postgresql://`` URL (libpq's URI form;
     ``?options=-csearch_path%3DNAME`` picks a schema). Use :meth:`open` to construct.
@@ -200,11 +188,11 @@ class PostgresStore(SQLiteStore):
             conn.execute("INSERT INTO meta (key, value) VALUES ('schema_version', ?)"
                          " ON CONFLICT (key) DO UPDATE SET value = excluded.value", (str(SCHEMA_VERSION),))
 
-        _begin(conn, work)
+        _in_transaction(conn, work, begin="BEGIN")  # type: ignore[arg-type]
 
     def _transaction(self, work: Callable[[Any], T]) -> T:
         assert self._conn is not None
-        return _begin(self._conn, work)  # type: ignore[arg-type]
+        return _in_transaction(self._conn, work, begin="BEGIN")  # type: ignore[arg-type]
 
     def _write_batch(self, conn: Any, batch: list[Any]) -> list[tuple[Any, Decided | None, BaseException | None]]:
         """A batch's rows, fenced: the decisions of a world whose lease another process took

@@ -115,10 +115,17 @@ _summary_decoder = msgspec.json.Decoder(wire.AuditColumns)
 _encode = msgspec.json.Encoder().encode
 
 
-def _in_transaction(conn: sqlite3.Connection, work: Callable[[sqlite3.Connection], T]) -> T:
-    """Run ``work`` in one ``BEGIN IMMEDIATE`` transaction: committed if it returns, rolled back
-    if it raises."""
-    conn.execute("BEGIN IMMEDIATE")
+def _in_transaction(conn: sqlite3.Connection, work: Callable[[sqlite3.Connection], T],
+                    begin: str = "BEGIN IMMEDIATE") -> T:
+    """Run ``work`` in one transaction opened with ``begin`` (SQLite's ``BEGIN IMMEDIATE``; the
+    PostgreSQL store's connection passes ``BEGIN``): see :func:`_committed`."""
+    conn.execute(begin)
+    return _committed(conn, work)
+
+
+def _committed(conn: sqlite3.Connection, work: Callable[[sqlite3.Connection], T]) -> T:
+    """Run ``work`` in the transaction the caller has just begun on ``conn``: committed if it
+    returns, rolled back if it raises (and the exception raised on)."""
     try:
         result = work(conn)
         conn.execute("COMMIT")

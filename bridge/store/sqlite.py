@@ -62,7 +62,7 @@ from .audit_rows import AuditRows, Sealed
 from .base import Decided, Decision, DecisionFn
 from .blobs import pack, unpack
 from .memory import CachedState, WorldCache
-from .schema import MIGRATIONS, SCHEMA_VERSION, T, _encode, _in_transaction, _settings_decoder, utc_now
+from .schema import MIGRATIONS, SCHEMA_VERSION, T, _committed, _encode, _in_transaction, _settings_decoder, utc_now
 from .worlds import WorldRows
 
 if TYPE_CHECKING:
@@ -449,20 +449,13 @@ class SQLiteStore(WorldRows, AuditRows):
         else on the writer's connection, which waits for it (``busy_timeout``)."""
         if not inline or self._batch_conn is None:
             return self._transaction(work)
-        conn = self._batch_conn
         try:
-            conn.execute("BEGIN IMMEDIATE")
+            self._batch_conn.execute("BEGIN IMMEDIATE")
         except sqlite3.OperationalError as exc:
             if exc.sqlite_errorname in ("SQLITE_BUSY", "SQLITE_LOCKED"):
                 raise _WriteLocked from exc
             raise
-        try:
-            result = work(conn)
-            conn.execute("COMMIT")
-        except BaseException:
-            conn.execute("ROLLBACK")
-            raise
-        return result
+        return _committed(self._batch_conn, work)
 
     def _close_sync(self) -> None:
         if self._loader is not None:
