@@ -516,7 +516,8 @@ def _notice_handler(viewers: Viewers, forwarders: Forwarders, presence: Presence
 
     def on_notice(notice: Notice) -> None:
         if notice.kind == "link":  # for /status: who holds the world's link, wherever it is
-            presence.elsewhere(notice.world_id, None if notice.link is None else _link_decoder.decode(notice.link))
+            presence.elsewhere(notice.world_id, None if notice.link is None else _link_decoder.decode(notice.link),
+                               notice.origin)
         elif notice.kind == "card" and notice.frame is not None:
             viewers.publish(notice.world_id, notice.frame.encode())
         elif notice.kind == "lease" and notice.token is not None:

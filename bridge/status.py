@@ -70,9 +70,6 @@ class Status(msgspec.Struct, kw_only=True):
     worlds: list[WorldStatus]
 
 
-ELSEWHERE = object()  # the "connection" of a link held by another bridge process (bridge.cluster)
-
-
 class Presence:
     """The connected forwarder of each world and what its hello said. The server calls
     :meth:`linked` once a forwarder is open and :meth:`unlinked` when it closes; a newer
@@ -100,13 +97,17 @@ class Presence:
             return True
         return False
 
-    def elsewhere(self, world_id: str, link: Link | None) -> None:
-        """Another bridge process on the same database holds ``world_id``'s link now
-        (``link``), or no longer does (None: forgotten unless a connection here holds it)."""
+    def elsewhere(self, world_id: str, link: Link | None, origin: str) -> None:
+        """Another bridge process on the same database (``origin``, its cluster id) holds
+        ``world_id``'s link now (``link``), or no longer does (None: forgotten only when the link
+        known here is that process's). Notices of two processes may arrive in either order: the
+        old holder's "no longer" arriving after the new holder's link must not erase it."""
         if link is not None:
-            self._links[world_id] = (ELSEWHERE, link)
+            self._links[world_id] = (("elsewhere", origin), link)
         else:
-            self.unlinked(world_id, ELSEWHERE)
+            held = self._links.get(world_id)
+            if held is not None and held[0] == ("elsewhere", origin):
+                del self._links[world_id]
 
     def link(self, world_id: str) -> Link | None:
         """Who holds ``world_id``'s link now (None: nobody)."""

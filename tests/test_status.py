@@ -16,7 +16,7 @@ from bridge.cli import main
 from bridge.dice import ScriptedDice
 from bridge.session import Session, hash_token, new_token
 from bridge.startup import lan_addresses
-from bridge.status import Presence, report
+from bridge.status import Link, Presence, report
 from bridge.store import AuditFilter
 
 from .test_server import archery_test_rolled, ask, client_info, connected
@@ -155,3 +155,29 @@ class TestLastHour:
         now = hours_later(row.ts, 2)
         (later,) = (await report(store, presence, lambda world: 0, "table-a")).worlds
         assert (later.decisions_last_hour, later.last_decision.ts) == (0, row.ts)
+
+
+class TestPresenceAcrossProcesses:
+    """/status on a cluster: links announced by other processes (bridge.cluster notices)."""
+
+    @staticmethod
+    def link(user: str) -> Link:
+        return Link(user_name=user, foundry_version=None, module_version=None, system_id=None,
+                    since="2026-12-01T12:00:00.000Z")
+
+    def test_the_old_holders_late_unlink_does_not_erase_the_new_holders_link(self):
+        presence = Presence()
+        presence.elsewhere("w", self.link("GM Alice"), "process-0")
+        presence.elsewhere("w", self.link("GM Bob"), "process-1")  # Bob took over on another process
+        presence.elsewhere("w", None, "process-0")  # Alice's process says so after Bob's did
+        assert presence.link("w").user_name == "GM Bob"
+        presence.elsewhere("w", None, "process-1")
+        assert presence.link("w") is None
+
+    def test_another_processes_unlink_leaves_a_link_held_here(self):
+        presence = Presence()
+        connection = object()
+        presence.linked("w", connection, None)
+        presence.elsewhere("w", None, "process-0")
+        assert presence.link("w") is not None
+        assert presence.unlinked("w", connection) and presence.link("w") is None
