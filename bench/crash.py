@@ -41,6 +41,7 @@ from bridge.audit import AuditRecord
 from bridge.frames import replayed_frame
 from bridge.store.audit_rows import row_summary
 from bridge.store.blobs import unpack
+from bridge.store.schema import read_as_one
 
 from .load import ACTOR, TEST
 
@@ -241,6 +242,7 @@ def _without_receipt(reply: str) -> str:
 
 def _final_checks(db: Path, acked: dict[str, str], won: list[tuple[str, str]], report: Report) -> None:
     conn = sqlite3.connect(db)
+    read_as_one(conn)  # the records the killed bridge had not folded yet are in audit_tail
     try:
         audit_rows = [(event_id, kind, summary, unpack(record)) for event_id, kind, summary, record in conn.execute(
             "SELECT event_id, type, summary, record FROM audit WHERE world_id = ?", (WORLD,))]

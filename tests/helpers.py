@@ -120,8 +120,8 @@ class _Summarized(msgspec.Struct):
 
 
 def as_old_bridge(db: Path) -> None:
-    """Rewrite the SQLite file ``db`` as bridges before issue 17 left it: schema 7 (``records`` a
-    table with a rowid), every blob plain JSON, each audit row with its own ``summary`` copy (as
+    """Rewrite the SQLite file ``db`` (closed: its audit_tail empty) as bridges before issue 17
+    left it: schema 7 (``records`` a table with a rowid, no tails), every blob plain JSON, each audit row with its own ``summary`` copy (as
     that bridge encoded it) and its ``prev_hash``."""
     decompress(db)
     conn = sqlite3.connect(db)
@@ -135,6 +135,8 @@ def as_old_bridge(db: Path) -> None:
         INSERT INTO records_v7 SELECT world_id, kind, key, value FROM records;
         DROP TABLE records;
         ALTER TABLE records_v7 RENAME TO records;
+        DROP TABLE audit_tail;
+        DROP TABLE records_tail;
         UPDATE meta SET value = '7' WHERE key = 'schema_version';
     """)
     conn.commit()

@@ -20,6 +20,7 @@ from bridge.dice import ScriptedDice
 from bridge.session import Session
 from bridge.store import SQLiteStore
 from bridge.store.blobs import unpack
+from bridge.store.schema import read_as_one
 
 from .helpers import ROOT, replay, sign_v1
 from .sohl_messages import frame
@@ -182,7 +183,10 @@ async def test_serve_makes_the_receipt_key_beside_the_audit_key_and_checks_with_
         key_file = audit_key.with_name("receipt.key")
         assert oct(key_file.stat().st_mode & 0o777) == "0o600"
         key = load_signing_key(key_file, create=False)
-        (record_hash,) = sqlite3.connect(db).execute("SELECT hash FROM audit WHERE world_id = 'W' AND seq = 1").fetchone()
+        reader = sqlite3.connect(db)
+        read_as_one(reader)  # serve has not folded its audit_tail yet
+        (record_hash,) = reader.execute("SELECT hash FROM audit WHERE world_id = 'W' AND seq = 1").fetchone()
+        reader.close()
         good = wire.Receipt(**sent["receipt"])  # the reply's own, signed with its batch
         assert (good.world_id, good.seq, good.record_hash, good.batch_size) == ("W", 1, record_hash, 1)
         gone = receipts.sign_batch(key, [("W", 1, record_hash), ("W", 2, record_hash)])[1]

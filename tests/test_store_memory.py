@@ -20,6 +20,7 @@ from bridge.store import SCHEMA_VERSION, Decision, SQLiteStore, open_store
 from bridge.frames import replayed_frame
 from bridge.store.audit_rows import PREV_HASH
 from bridge.store.blobs import unpack
+from bridge.store.schema import read_as_one
 
 from .helpers import ROOT, old_schema_file
 from .sohl_messages import frame
@@ -30,6 +31,7 @@ EXAMPLES = sorted((ROOT / "examples").glob("*-session.jsonl"))
 
 def counts(db) -> dict[str, int]:
     conn = sqlite3.connect(db)
+    read_as_one(conn)  # a running store's records in audit_tail count (schema migration 9)
     try:
         return {t: conn.execute(f"SELECT count(*) FROM {t}").fetchone()[0]
                 for t in ("audit", "events", "records", "checkpoints")}
@@ -145,10 +147,107 @@ class TestWrites:
         first = await store.decide("w", "e1", settings_to("off"))
         second = await store.decide("w", "e2", settings_to("pc_only"))
         conn = sqlite3.connect(tmp_path / "b.sqlite3")
+        read_as_one(conn)
         rows = conn.execute(f"SELECT seq, hash, {PREV_HASH}, prev_hash FROM audit ORDER BY seq").fetchall()
         conn.close()
         # each links to the one before, which is not stored again (issue 17)
         assert rows == [(1, first.record_hash, audit.GENESIS_HASH, ""), (2, second.record_hash, first.record_hash, "")]
+
+
+def note_to(key: str, option: str, event_id: str):
+    """A decision storing the record ("test.note", ``key``) with ``option`` in it, audited."""
+    def decision(state):
+        state.put("test.note", key, wire.WorldSettings(fate_option=option))
+        state.next_seq()
+        return Decision(b"reply", True, audit.AuditEntry(
+            type="note", event_id=event_id, user_id=None, message=b"{}", reads=[], dice=[],
+            reply=b'{"type":"pong","v":1}', ok=True, summary=wire.AuditColumns(outcome="x")))
+    return decision
+
+
+def physical(db) -> dict[str, int]:
+    """Rows in each table as stored (no view): where the records are."""
+    conn = sqlite3.connect(db)
+    try:
+        return {t: conn.execute(f"SELECT count(*) FROM {t}").fetchone()[0]
+                for t in ("audit", "audit_tail", "records", "records_tail")}
+    finally:
+        conn.close()
+
+
+def as_read(db) -> tuple[list[tuple], list[tuple]]:
+    """The audit rows (id, seq, hash) and the test.note records as every reader sees them."""
+    conn = sqlite3.connect(db)
+    read_as_one(conn)
+    try:
+        return (conn.execute("SELECT id, seq, hash FROM audit ORDER BY id").fetchall(),
+                [(key, msgspec.json.decode(unpack(value))["fate_option"]) for key, value in conn.execute(
+                    "SELECT key, value FROM records WHERE kind = 'test.note' ORDER BY key")])
+    finally:
+        conn.close()
+
+
+class TestTails:
+    """Schema migration 9 (issue 17): a batch writes audit_tail and records_tail, whose pages
+    all its worlds share; the writer thread folds them into audit and records now and then;
+    every connection reads each pair as one."""
+
+    async def test_records_wait_in_the_tails_read_as_one_and_keep_their_ids_when_folded(self, store, tmp_path):
+        db = tmp_path / "b.sqlite3"
+        decided = [await store.decide("w", f"e{i}", note_to("a", f"v{i}", f"e{i}")) for i in (1, 2)]
+        decided.append(await store.decide("w", "e3", note_to("b", "v3", "e3")))
+        assert physical(db) == {"audit": 0, "audit_tail": 3, "records": 0, "records_tail": 2}
+        rows, notes = as_read(db)
+        assert rows == [(1, 1, decided[0].record_hash), (2, 2, decided[1].record_hash), (3, 3, decided[2].record_hash)]
+        assert notes == [("a", "v2"), ("b", "v3")]  # the latest value of "a", once
+        await store._run(store._fold_sync)
+        assert physical(db) == {"audit": 3, "audit_tail": 0, "records": 2, "records_tail": 0}
+        assert as_read(db) == (rows, notes)  # the same ids, hashes and values, now in audit and records
+        fourth = await store.decide("w", "e4", note_to("a", "v4", "e4"))  # a newer value over a folded one
+        assert physical(db) == {"audit": 3, "audit_tail": 1, "records": 2, "records_tail": 1}
+        assert as_read(db) == (rows + [(4, 4, fourth.record_hash)], [("a", "v4"), ("b", "v3")])
+        assert (await store.decide("w", "e2", note_to("a", "again", "e2"))).replayed  # found in audit
+        assert (await store.decide("w", "e4", note_to("a", "again", "e4"))).replayed  # and in audit_tail
+
+    async def test_a_fold_starts_on_the_writer_thread_after_fold_rows_records(self, store, tmp_path, monkeypatch):
+        monkeypatch.setattr("bridge.store.sqlite.FOLD_ROWS", 3)
+        for i in range(2):
+            await store.decide("w", f"e{i}", note_to("a", f"v{i}", f"e{i}"))
+        await store._run(lambda: None)  # whatever was queued on the writer thread has run
+        assert physical(tmp_path / "b.sqlite3")["audit_tail"] == 2
+        await store.decide("w", "e2", note_to("a", "v2", "e2"))
+        await store._run(lambda: None)
+        assert physical(tmp_path / "b.sqlite3") == {"audit": 3, "audit_tail": 0, "records": 1, "records_tail": 0}
+
+    async def test_a_stop_folds_everything_and_a_killed_bridges_tails_are_folded_at_the_next_start(self, tmp_path):
+        db = tmp_path / "b.sqlite3"
+        first = await SQLiteStore.open(db, audit_key=KEY)
+        await first.add_world("w", "hash")
+        await first.decide("w", "e1", note_to("a", "v1", "e1"))
+        # as kill -9 leaves it: the tails hold the record; nothing closed the store
+        assert physical(db) == {"audit": 0, "audit_tail": 1, "records": 0, "records_tail": 1}
+        second = await SQLiteStore.open(db, audit_key=KEY)  # the restart
+        assert physical(db) == {"audit": 1, "audit_tail": 0, "records": 1, "records_tail": 0}
+        decided = await second.decide("w", "e2", note_to("a", "v2", "e2"))
+        assert decided.seq == 2 and physical(db)["audit_tail"] == 1
+        await second.close()
+        assert physical(db) == {"audit": 2, "audit_tail": 0, "records": 1, "records_tail": 0}
+        await first.close()
+        assert physical(db) == {"audit": 2, "audit_tail": 0, "records": 1, "records_tail": 0}
+
+    async def test_a_read_only_audit_verify_while_serving_reads_the_tails(self, store, tmp_path):
+        from bridge.store.audit_rows import open_readonly, verify_database
+
+        for i in range(3):
+            await store.decide("w", f"e{i}", note_to("a", f"v{i}", f"e{i}"))
+        assert physical(tmp_path / "b.sqlite3")["audit_tail"] == 3
+        conn = open_readonly(tmp_path / "b.sqlite3")
+        try:
+            (report,) = verify_database(conn, "w", None, None)
+        finally:
+            conn.close()
+        assert report.records == 3
+        assert [p.kind for p in report.problems if p.kind not in ("rederive", "state")] == []
 
 
 class TestAnotherWriter:
@@ -281,6 +380,7 @@ class TestWriteLockHeldElsewhere:
     async def test_the_loop_runs_on_and_the_decision_commits_after_the_lock_is_released(self, store, tmp_path):
         await store.decide("w", "warm", settings_to("pc_only"))  # loaded in memory
         other = sqlite3.connect(tmp_path / "b.sqlite3", isolation_level=None)
+        read_as_one(other)
         other.execute("BEGIN IMMEDIATE")  # the write lock, held by someone else
         ticks = 0
 

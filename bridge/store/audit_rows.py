@@ -23,7 +23,7 @@ from ..heads import KEY_CHANGE, Head, KeyChange, public_key_text, sign_head
 from ..receipts import key_id
 from .base import AuditEntry, AuditFilter, AuditRow
 from .blobs import pack, unpack
-from .schema import SCHEMA_VERSION, _summary_decoder, utc_now
+from .schema import AUDIT_COLUMNS, SCHEMA_VERSION, _summary_decoder, fold_tail, read_as_one, utc_now
 
 if TYPE_CHECKING:
     from typing import TypeVar
@@ -31,8 +31,8 @@ if TYPE_CHECKING:
     T = TypeVar("T")
 
 CHECKPOINT_EVERY = audit.CHECKPOINT_EVERY
-_INSERT_AUDIT = ("INSERT INTO audit (world_id, seq, ts, type, event_id, user_id, ruleset, actor_id,"
-                 " outcome, summary, record, prev_hash, hash) VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?)")
+# Every record is appended to audit_tail first, and read with audit as one (schema.read_as_one).
+_INSERT_AUDIT = f"INSERT INTO audit_tail ({AUDIT_COLUMNS}) VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?)"
 # An audit row's prev_hash, in a SELECT ... FROM audit: rows written before issue 17 store it;
 # later rows store '' and link to the hash of the world's record before (the genesis hash for
 # record 1). '' when that record is gone: `audit verify` reports the gap and the broken link.
@@ -63,6 +63,8 @@ class AuditRows:
     """The audit and checkpoints tables (see :class:`~bridge.store.base.Store`)."""
 
     _conn: sqlite3.Connection | None
+    _insert_audit = _INSERT_AUDIT  # PostgreSQL's store appends to audit itself (no tail)
+    _tail = True  # audit_tail and records_tail (schema migration 9); False for PostgreSQL
     audit_key: bytes | None
     signing_key: Ed25519PrivateKey | None
 
@@ -115,7 +117,7 @@ class AuditRows:
         """Insert a batch's sealed records, their checkpoints and signed heads (inside the batch's
         transaction). A record whose (world, seq) exists already (another process wrote the
         world) raises ``sqlite3.IntegrityError``, failing the batch."""
-        conn.executemany(_INSERT_AUDIT, [s.row for s in sealed])
+        conn.executemany(self._insert_audit, [s.row for s in sealed])
         checkpoints = [s.checkpoint for s in sealed if s.checkpoint is not None]
         if checkpoints:
             conn.executemany(_INSERT_CHECKPOINT, checkpoints)
@@ -270,8 +272,11 @@ class AuditRows:
             settings, last_seq, records, events = as_stored(report.derived)
             conn.execute("UPDATE worlds SET settings = ?, last_seq = ? WHERE world_id = ?",
                          (settings, last_seq, world_id))
-            conn.execute("DELETE FROM records WHERE world_id = ?", (world_id,))
-            conn.executemany("INSERT INTO records (world_id, kind, key, value) VALUES (?,?,?,?)",
+            if self._tail:  # the tails first: the rows below replace them all
+                fold_tail(conn)
+            records_table = "main.records" if self._tail else "records"
+            conn.execute(f"DELETE FROM {records_table} WHERE world_id = ?", (world_id,))
+            conn.executemany(f"INSERT INTO {records_table} (world_id, kind, key, value) VALUES (?,?,?,?)",
                              [(world_id, kind, key, pack(value, "records")) for kind, key, value in records])
             request_hashes = dict(conn.execute(
                 "SELECT event_id, request_hash FROM events WHERE world_id = ?", (world_id,)).fetchall())
@@ -538,12 +543,13 @@ def open_readonly(path: Path) -> sqlite3.Connection:
             conn.close()
             raise DatabaseUnreadable(f"the database {path} has no {', '.join(missing)} table: it is not a "
                                      "fate-bridge database, or its tables were dropped")
-        conn.execute("SELECT count(*) FROM audit").fetchone()
         try:
             refuse_newer_schema(conn, str(path), SCHEMA_VERSION)
         except ConfigError:
             conn.close()
             raise
+        read_as_one(conn)  # the records a running serve has not folded yet are read too
+        conn.execute("SELECT count(*) FROM audit").fetchone()
     except sqlite3.DatabaseError as exc:
         raise DatabaseUnreadable(f"the database {path} is unreadable ({exc}): it was truncated or "
                                  "overwritten") from None

@@ -4,7 +4,8 @@
 (psycopg 3, synchronous, on the store's one writer thread): the same writer, group commit, world
 state, worlds and audit rows, the same tables and columns (``MIGRATIONS`` below mirrors
 ``bridge/store/schema.py`` type for type; the SQLite file's step 8, a storage layout of SQLite's
-own, has no counterpart), so ``fate-bridge migrate`` copies rows one to one and
+own, has no counterpart, nor has step 9's ``audit_tail`` and ``records_tail``: a PostgreSQL COMMIT does
+not pay per page as SQLite's does, so rows go straight into ``audit`` and ``records``), so ``fate-bridge migrate`` copies rows one to one and
 ``audit verify`` runs the same code on both. The SQL those share is written once, with ``?``
 placeholders; :class:`_PgConnection` hands it to psycopg.
 
@@ -29,7 +30,7 @@ from typing import Any
 from ..config import db_label
 from ..errors import ConfigError, LeaseLost
 from .base import Decided
-from .schema import T, _in_transaction, utc_now
+from .schema import AUDIT_COLUMNS, T, _in_transaction, utc_now
 from .sqlite import SQLiteStore
 
 # Each step upgrades the database from the previous version; ``meta`` records the version.
@@ -140,6 +141,11 @@ class PostgresStore(SQLiteStore):
     Raises ``ConfigError`` when the server cannot be reached, psycopg is not installed, or the
     database was written by a newer bridge."""
 
+    _insert_audit = f"INSERT INTO audit ({AUDIT_COLUMNS}) VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?)"
+    _tail = False  # no audit_tail, records_tail: every row goes into audit and records at once
+    _upsert_records = ("INSERT INTO records (world_id, kind, key, value) VALUES (?, ?, ?, ?)"
+                       " ON CONFLICT (world_id, kind, key) DO UPDATE SET value = excluded.value")
+
     def __init__(self, url: str, *, audit_key: bytes | None = None, signing_key: Any = None) -> None:
         super().__init__(url, audit_key=audit_key, signing_key=signing_key)
         self._leases: dict[str, int] = {}  # world -> the fencing token this process holds
@@ -203,6 +209,11 @@ class PostgresStore(SQLiteStore):
                    for item in batch if item.world_id in lost]
         kept = [item for item in batch if item.world_id not in lost]
         return refused + (super()._write_batch(conn, kept) if kept else [])
+
+    def _changed_elsewhere(self, conn: Any) -> bool:
+        """Always: PostgreSQL has no ``data_version``, and the batch checks its worlds anyway
+        (the fence locks their rows)."""
+        return True
 
     def _fence(self, conn: _PgConnection, world_ids: list[str]) -> set[str]:
         """Of ``world_ids``, those whose lease this process no longer holds (forgotten here).

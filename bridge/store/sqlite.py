@@ -62,7 +62,8 @@ from .audit_rows import AuditRows, Sealed
 from .base import Decided, Decision, DecisionFn
 from .blobs import pack, unpack
 from .memory import CachedState, WorldCache
-from .schema import MIGRATIONS, SCHEMA_VERSION, T, _committed, _encode, _in_transaction, _settings_decoder, utc_now
+from .schema import (FOLD_ROWS, MIGRATIONS, SCHEMA_VERSION, T, _committed, _encode, _in_transaction,
+                     _settings_decoder, fold_tail, read_as_one, utc_now)
 from .worlds import WorldRows
 
 if TYPE_CHECKING:
@@ -154,6 +155,9 @@ class SQLiteStore(WorldRows, AuditRows):
     Use :meth:`open` (a classmethod coroutine) to construct.
     """
 
+    _upsert_records = ("INSERT INTO records_tail (world_id, kind, key, value) VALUES (?, ?, ?, ?)"
+                       " ON CONFLICT (world_id, kind, key) DO UPDATE SET value = excluded.value")
+
     def __init__(self, path: str | Path, *, audit_key: bytes | None = None,
                  signing_key: Ed25519PrivateKey | None = None) -> None:
         self.path = str(path)
@@ -181,6 +185,12 @@ class SQLiteStore(WorldRows, AuditRows):
         self._loader_conn: sqlite3.Connection | None = None
         self._fetch_conn: sqlite3.Connection | None = None  # WorldCache.fetch's, on the event loop
         self._batch_conn: sqlite3.Connection | None = None  # a file's batches, written on the event loop
+        self._tail_rows = 0  # rows appended to audit_tail since the last fold (guarded by _queue_lock)
+        self._folding = False  # a fold is queued or running on the writer thread
+        # What each batch connection saw at its last batch: PRAGMA data_version (other
+        # connections' commits) and _own_writes (this store's writer-thread transactions).
+        self._seen: dict[sqlite3.Connection, tuple[int, int]] = {}
+        self._own_writes = 0
 
     @classmethod
     async def open(cls, path: str | Path, *, audit_key: bytes | None = None,
@@ -217,6 +227,8 @@ class SQLiteStore(WorldRows, AuditRows):
             conn.execute("PRAGMA synchronous = NORMAL")
             conn.execute("PRAGMA foreign_keys = ON")
             self._migrate(conn)
+            _in_transaction(conn, fold_tail)  # what a killed bridge left in the tail
+            read_as_one(conn)
             if self.path != ":memory:":
                 # WAL checkpoints (copying the log into the file, with an fsync) run on their own
                 # thread: done inside a COMMIT they would stall decisions (p99 x5 measured).
@@ -228,6 +240,7 @@ class SQLiteStore(WorldRows, AuditRows):
                 self._batch_conn.execute("PRAGMA synchronous = NORMAL")
                 self._batch_conn.execute("PRAGMA foreign_keys = ON")
                 self._batch_conn.execute("PRAGMA wal_autocheckpoint = 0")
+                read_as_one(self._batch_conn)
                 self._loader = ThreadPoolExecutor(max_workers=1, thread_name_prefix="fate-bridge-load")
         except (OSError, sqlite3.DatabaseError) as exc:
             raise ConfigError(database_problem(self.path, exc)) from None
@@ -257,6 +270,7 @@ class SQLiteStore(WorldRows, AuditRows):
 
     def _transaction(self, work: Callable[[sqlite3.Connection], T]) -> T:
         assert self._conn is not None
+        self._own_writes += 1  # the next batch checks what this may have changed (_changed_elsewhere)
         return _in_transaction(self._conn, work)
 
     @staticmethod
@@ -279,6 +293,7 @@ class SQLiteStore(WorldRows, AuditRows):
             if self._loader_conn is None:
                 self._loader_conn = sqlite3.connect(self.path, isolation_level=None, check_same_thread=False)
                 self._loader_conn.execute("PRAGMA busy_timeout = 5000")
+                read_as_one(self._loader_conn)
             conn = self._loader_conn
         assert conn is not None
         conn.execute("BEGIN")  # one snapshot for every SELECT below
@@ -296,6 +311,7 @@ class SQLiteStore(WorldRows, AuditRows):
         if self._fetch_conn is None:
             self._fetch_conn = sqlite3.connect(self.path, isolation_level=None, check_same_thread=False)
             self._fetch_conn.execute("PRAGMA busy_timeout = 5000")
+            read_as_one(self._fetch_conn)
         (value,) = self._fetch_conn.execute(
             "SELECT value FROM records WHERE world_id = ? AND kind = ? AND key = ?",
             (world_id, kind, key)).fetchone()
@@ -331,14 +347,21 @@ class SQLiteStore(WorldRows, AuditRows):
 
     def _write_batch(self, conn: sqlite3.Connection, batch: list[_Queued]
                      ) -> list[tuple[_Queued, Decided | None, BaseException | None]]:
-        """Write one batch's rows inside its transaction: the worlds still registered are checked
-        first (a world removed meanwhile gets its decisions refused and its cache dropped), then
-        one ``executemany`` per table; replays read their stored reply last (so a repeat of a
-        request in the same batch finds it)."""
+        """Write one batch's rows inside its transaction, then one ``executemany`` per table;
+        replays read their stored reply last (so a repeat of a request in the same batch finds
+        it). When the file was written by anything else since this connection's last batch
+        (:meth:`_changed_elsewhere`), first: the worlds still registered are checked (a world
+        removed meanwhile gets its decisions refused and its cache dropped), and each world's
+        last record, which must be the one this process chained after (:meth:`_check_heads`)."""
         names = sorted({item.world_id for item in batch})
-        live = {r[0] for r in conn.execute(
-            f"SELECT world_id FROM worlds WHERE removed_at IS NULL AND world_id IN ({','.join('?' * len(names))})",
-            names)}
+        if not self._changed_elsewhere(conn):
+            live = set(names)
+        else:
+            live = {r[0] for r in conn.execute(
+                f"SELECT world_id FROM worlds WHERE removed_at IS NULL AND world_id IN ({','.join('?' * len(names))})",
+                names)}
+            if self._tail:
+                self._check_heads(conn, [item for item in batch if item.world_id in live])
         outcomes: list[tuple[_Queued, Decided | None, BaseException | None]] = []
         kept: list[_Queued] = []
         for item in batch:
@@ -362,8 +385,7 @@ class SQLiteStore(WorldRows, AuditRows):
                 before = worlds.get(item.world_id)
                 worlds[item.world_id] = (last_seq, settings if settings is not None else before and before[1])
         if records:
-            conn.executemany("INSERT INTO records (world_id, kind, key, value) VALUES (?, ?, ?, ?)"
-                             " ON CONFLICT (world_id, kind, key) DO UPDATE SET value = excluded.value",
+            conn.executemany(self._upsert_records,
                              [(*slot, pack(raw, "records")) for slot, raw in records.items()])
         if worlds:
             conn.executemany("UPDATE worlds SET last_seq = ?, settings = coalesce(?, settings) WHERE world_id = ?",
@@ -375,6 +397,36 @@ class SQLiteStore(WorldRows, AuditRows):
         for item in kept:
             outcomes.append((item, item.decided or self._replay_sync(conn, item), None))
         return outcomes
+
+    def _changed_elsewhere(self, conn: sqlite3.Connection) -> bool:
+        """Has anything but this connection's batches committed to the file since its last
+        batch (another process, or this store's writer thread on its own connection or this
+        one)? ``PRAGMA data_version`` on ``conn`` (inside the batch's transaction) changes with
+        every other connection's commit; ``_own_writes`` counts the writer thread's."""
+        (version,) = conn.execute("PRAGMA data_version").fetchone()
+        seen = (version, self._own_writes)
+        changed = self._seen.get(conn) != seen
+        self._seen[conn] = seen
+        return changed
+
+    @staticmethod
+    def _check_heads(conn: sqlite3.Connection, batch: list[_Queued]) -> None:
+        """Raise ``sqlite3.IntegrityError`` (failing the batch, nothing acknowledged) if a world
+        of ``batch`` has a record at or past the seq its first record here takes: another
+        process wrote the world since this one loaded it. (Two writers' rows in audit_tail would
+        collide on its own UNIQUE (world_id, seq); this covers the rows folded into audit.)"""
+        first: dict[str, int] = {}
+        for item in batch:
+            if item.sealed is not None:
+                first.setdefault(item.world_id, item.sealed.seq)
+        for world_id, seq in first.items():
+            (stored,) = conn.execute(
+                "SELECT max(s) FROM (SELECT max(seq) AS s FROM main.audit WHERE world_id = ?1"
+                " UNION ALL SELECT max(seq) FROM audit_tail WHERE world_id = ?1)", (world_id,)).fetchone()
+            if stored is not None and stored >= seq:
+                raise sqlite3.IntegrityError(
+                    f"world {world_id!r} has record {stored} already, written by another process:"
+                    f" this one's record {seq} is not stored")
 
     def _replay_sync(self, conn: sqlite3.Connection, item: _Queued) -> Decided:
         """The stored reply of a repeated ``event_id``: from the audit record that holds it, or
@@ -428,6 +480,9 @@ class SQLiteStore(WorldRows, AuditRows):
                         self._failure = exc
                         self._worlds.clear()
                     outcomes += [(item, None, exc) for item in current]
+            appended = sum(1 for item, _, exc in outcomes if exc is None and item.sealed is not None)
+            if appended and self._tail:
+                self._tail_grew(appended)
             if self.signing_key is not None:  # one signature for the batch's receipts
                 try:
                     outcomes = with_receipts(self.signing_key, outcomes)
@@ -441,6 +496,31 @@ class SQLiteStore(WorldRows, AuditRows):
                     _settle_futures(settled)
                 else:
                     loop.call_soon_threadsafe(_settle_futures, settled)
+
+    def _tail_grew(self, rows: int) -> None:
+        """Count ``rows`` committed to audit_tail; from ``FOLD_ROWS`` on, queue one fold on the
+        writer thread (its own connection and transaction: the batches on the loop go on, or
+        wait for its write lock on the writer thread if they meet it)."""
+        with self._queue_lock:
+            self._tail_rows += rows
+            start = self._tail_rows >= FOLD_ROWS and not self._folding and not self._closed
+            if start:
+                self._folding = True
+        if start:
+            self._executor.submit(self._fold_sync)
+
+    def _fold_sync(self) -> None:
+        """Move audit_tail into audit (:func:`~bridge.store.schema.fold_tail`), on the writer
+        thread. A failure is logged and changes nothing: the rows stay in the tail, read as
+        audit, and the next fold or start moves them."""
+        try:
+            moved = self._transaction(fold_tail) if self._conn is not None else 0
+        except sqlite3.Error:
+            log.exception("audit_tail_fold_failed")
+            moved = 0
+        with self._queue_lock:
+            self._tail_rows = max(0, self._tail_rows - moved)
+            self._folding = False
 
     def _batch_transaction(self, work: Callable[[sqlite3.Connection], T], inline: bool) -> T:
         """Run a batch's ``work`` in one transaction: ``inline`` (on the event loop) on the
@@ -458,6 +538,8 @@ class SQLiteStore(WorldRows, AuditRows):
         return _committed(self._batch_conn, work)
 
     def _close_sync(self) -> None:
+        if self._tail and self._conn is not None:
+            self._fold_sync()  # a stopped bridge leaves every record in audit
         if self._loader is not None:
             self._loader.shutdown(wait=True)
             for conn in (self._loader_conn, self._fetch_conn, self._batch_conn):
