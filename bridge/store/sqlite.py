@@ -510,11 +510,11 @@ class SQLiteStore(WorldRows, AuditRows):
             self._executor.submit(self._fold_sync)
 
     def _fold_sync(self) -> None:
-        """Move audit_tail into audit (:func:`~bridge.store.schema.fold_tail`), on the writer
-        thread. A failure is logged and changes nothing: the rows stay in the tail, read as
-        audit, and the next fold or start moves them."""
+        """Fold the tails into audit and records (:func:`~bridge.store.schema.fold_tail`) on the
+        writer thread, in one transaction. A failure is logged and changes nothing: the rows
+        stay in the tails, read as audit and records, and the next fold or start moves them."""
         try:
-            moved = self._transaction(fold_tail) if self._conn is not None else 0
+            moved = 0 if self._conn is None else self._transaction(fold_tail)
         except sqlite3.Error:
             log.exception("audit_tail_fold_failed")
             moved = 0
@@ -539,7 +539,7 @@ class SQLiteStore(WorldRows, AuditRows):
 
     def _close_sync(self) -> None:
         if self._tail and self._conn is not None:
-            self._fold_sync()  # a stopped bridge leaves every record in audit
+            self._fold_sync()  # a stopped bridge leaves every row in audit and records
         if self._loader is not None:
             self._loader.shutdown(wait=True)
             for conn in (self._loader_conn, self._fetch_conn, self._batch_conn):
