@@ -22,13 +22,11 @@ once per language instead, their constant messages translated then (:class:`Tran
 
 from __future__ import annotations
 
-import contextlib
 import contextvars
 import functools
 import gettext as _gettext
 import itertools
 import re
-from collections.abc import Iterator
 from importlib import resources
 from importlib.resources.abc import Traversable
 
@@ -122,19 +120,26 @@ def current() -> str:
     return _current.get()
 
 
-@contextlib.contextmanager
-def using(language: str | None) -> Iterator[str]:
+class using:  # noqa: N801 (used as a function: ``with i18n.using(language):``)
     """Translate into ``language`` (normalized; English when unknown) inside the block; yields
-    the language used. Context-local: concurrent sessions do not see each other's."""
-    wanted = normalize(language)
-    if _current.get() == wanted:  # nested in a block of the same language (a decision in its session's)
-        yield wanted
-        return
-    token = _current.set(wanted)
-    try:
-        yield wanted
-    finally:
-        _current.reset(token)
+    the language used. Context-local: concurrent sessions do not see each other's. A class, not a
+    ``contextlib.contextmanager``: a decision enters two (~1.4 -> ~0.4 µs each, issue 17)."""
+
+    __slots__ = ("_wanted", "_token")
+
+    def __init__(self, language: str | None) -> None:
+        self._wanted = normalize(language)
+        self._token: contextvars.Token[str] | None = None
+
+    def __enter__(self) -> str:
+        if _current.get() != self._wanted:  # else nested in a block of the same language (a decision in its session's)
+            self._token = _current.set(self._wanted)
+        return self._wanted
+
+    def __exit__(self, *_exc: object) -> None:
+        if self._token is not None:
+            _current.reset(self._token)
+            self._token = None
 
 
 def gettext(message: str) -> str:

@@ -23,8 +23,9 @@ LOG_FORMATS = ("console", "json")
 _encoder = msgspec.json.Encoder(enc_hook=str)  # anything unusual is logged as its str()
 
 
-def _json(event: dict, **_: object) -> str:
-    """structlog's JSON serializer, with msgspec (one line per decision, on the event loop)."""
+def _json_line(_logger: object, _name: str, event: dict) -> str:
+    """The JSON renderer: what structlog's ``JSONRenderer`` writes, with msgspec (one line per
+    decision, on the event loop)."""
     return _encoder.encode(event).decode()
 
 
@@ -44,6 +45,26 @@ class _UTCStamp:
         if second != self._second:
             self._second, self._prefix = second, time.strftime("%Y-%m-%dT%H:%M:%S", time.gmtime(second))
         event["timestamp"] = f"{self._prefix}.{int((now - second) * 1_000_000):06d}Z"
+        return event
+
+
+_LEVEL_NAMES = {"warn": "warning", "exception": "error"}  # structlog's add_log_level; others: the method's name
+
+
+class _LineHead:
+    """What every line gets before its renderer, in one processor call (structlog's loop costs a
+    call per processor): its ``level`` as ``add_log_level`` writes it, its ``timestamp``
+    (:class:`_UTCStamp`), and for a line with ``exc_info`` the traceback as ``format_exc_info``
+    writes it, in that order (issue 17)."""
+
+    def __init__(self) -> None:
+        self._stamp = _UTCStamp()
+
+    def __call__(self, logger: object, name: str, event: dict) -> dict:
+        event["level"] = _LEVEL_NAMES.get(name, name)
+        self._stamp(logger, name, event)
+        if "exc_info" in event:
+            structlog.processors.format_exc_info(logger, name, event)
         return event
 
 
@@ -83,10 +104,11 @@ def _console_line(_logger: object, _name: str, event: dict) -> str:
 
 
 class TickWriter:
-    """A text stream for structlog that writes the lines of one event-loop tick at once, right
-    after the tick (``loop.call_soon``); a line logged with no running loop (the CLI, another
-    thread) is written at once, after any waiting lines. What ``kill -9`` can lose is the lines of
-    the tick it interrupts. Thread-safe."""
+    """structlog's logger (what its ``logger_factory`` gives): writes the lines of one event-loop
+    tick to ``file`` at once, right after the tick (``loop.call_soon``); a line logged with no
+    running loop (the CLI, another thread) is written at once, after any waiting lines. What
+    ``kill -9`` can lose is the lines of the tick it interrupts. Thread-safe. In place of
+    structlog's ``WriteLogger`` over a stream: one lock and no flush call per line (issue 17)."""
 
     def __init__(self, file: TextIO) -> None:
         self._file = file
@@ -94,10 +116,11 @@ class TickWriter:
         self._lock = threading.Lock()
         atexit.register(self.write_out)
 
-    def write(self, text: str) -> None:
-        """Queue ``text`` for the end of this tick (or write it now, with no running loop)."""
+    def msg(self, line: str) -> None:
+        """Queue ``line`` (a rendered log line, without its newline) for the end of this tick, or
+        write it now with no running loop. Every level's method is this one."""
         with self._lock:
-            self._lines.append(text)
+            self._lines.append(line)
             first = len(self._lines) == 1
         try:
             loop = asyncio.get_running_loop()
@@ -107,16 +130,16 @@ class TickWriter:
         if first:
             loop.call_soon(self.write_out)
 
-    def flush(self) -> None:
-        """Nothing: structlog flushes after every line, this stream once per tick."""
+    log = debug = info = warn = warning = msg
+    fatal = failure = err = error = critical = exception = msg
 
     def write_out(self) -> None:
         """Write and flush every waiting line."""
         with self._lock:
-            text = "".join(self._lines)
-            self._lines.clear()
-        if text:
-            self._file.write(text)
+            lines = self._lines
+            self._lines = []
+        if lines:
+            self._file.write("\n".join(lines) + "\n")
             self._file.flush()
 
 
@@ -126,19 +149,15 @@ def configure(log_format: str = "console", level: str = "info") -> None:
     if log_format not in LOG_FORMATS:
         raise ValueError(f"log format must be one of {LOG_FORMATS}, got {log_format!r}")
     if log_format == "json":
-        renderer = structlog.processors.JSONRenderer(serializer=_json)
+        renderer = _json_line
     elif sys.stderr.isatty():
         renderer = structlog.dev.ConsoleRenderer(colors=True)
     else:
         renderer = _console_line
+    writer = TickWriter(sys.stderr)
     structlog.configure(
-        processors=[
-            structlog.processors.add_log_level,
-            _UTCStamp(),
-            structlog.processors.format_exc_info,
-            renderer,
-        ],
+        processors=[_LineHead(), renderer],
         wrapper_class=structlog.make_filtering_bound_logger(logging.getLevelNamesMapping()[level.upper()]),
-        logger_factory=structlog.WriteLoggerFactory(TickWriter(sys.stderr)),
+        logger_factory=lambda *_args: writer,
         cache_logger_on_first_use=True,
     )

@@ -19,7 +19,6 @@ from __future__ import annotations
 
 import base64
 import binascii
-import dataclasses
 import functools
 import hashlib
 import re
@@ -189,7 +188,7 @@ def with_receipts(private_key: Ed25519PrivateKey,
         chunk = audited[start:start + MAX_RECEIPT_BATCH]
         for (n, decided, _), receipt in zip(chunk, sign_batch(private_key, [leaf for _, _, leaf in chunk])):
             item, _, error = outcomes[n]
-            result[n] = (item, dataclasses.replace(decided, receipt=receipt), error)
+            result[n] = (item, msgspec.structs.replace(decided, receipt=receipt), error)
     return result
 
 

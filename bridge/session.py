@@ -27,7 +27,6 @@ import hmac
 import hashlib
 import secrets
 from collections.abc import Awaitable, Callable
-from dataclasses import dataclass
 
 import msgspec
 import structlog
@@ -136,8 +135,7 @@ HELLO_OPENS: dict[str, SessionState] = {"token": SessionState.FORWARDER, "viewer
 INTERNAL_MESSAGE = i18n.N_("the bridge failed to handle this message; the GM can find details in its log")
 
 
-@dataclass(frozen=True, slots=True)
-class Reply:
+class Reply(msgspec.Struct, frozen=True):
     """What to do after a frame: send ``frames`` in order, then close with ``close_code`` if set.
 
     For the world's overlay viewers (the server's fan-out; ``resolve`` has none):

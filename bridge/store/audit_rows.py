@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import sqlite3
 from collections.abc import Callable
-from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -46,8 +45,7 @@ _INSERT_HEAD = ("INSERT INTO heads (world_id, seq, hash, state_digest, public_ke
                 " excluded.state_digest, public_key = excluded.public_key, sig = excluded.sig, ts = excluded.ts")
 
 
-@dataclass(frozen=True, slots=True)
-class Sealed:
+class Sealed(msgspec.Struct, frozen=True):
     """An audit record made ready for its batch (:meth:`AuditRows._seal`): its world ``seq``, its
     chain ``hash``, the ``audit`` row to insert, the ``checkpoints`` row and the signed ``heads``
     row (None: none due)."""

@@ -11,6 +11,8 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Protocol, TypeVar
 
+import msgspec
+
 from .. import audit, wire
 from ..state import WorldState
 
@@ -31,8 +33,7 @@ class World:
     viewer_key: str | None = None
 
 
-@dataclass(frozen=True, slots=True)
-class Decided:
+class Decided(msgspec.Struct, frozen=True):
     """The outcome of :meth:`Store.decide`: the reply frame, whether it was replayed from a
     repeated ``event_id`` (nothing ran), and, when replayed, whether the repeat carried a
     different request than the one first decided (``other_request``: the event_id was reused).
@@ -86,8 +87,7 @@ class AuditRow:
     hash: str
 
 
-@dataclass(frozen=True, slots=True)
-class Decision:
+class Decision(msgspec.Struct, frozen=True):
     """What a decision function returns: the reply frame; ``ok`` False for a refusal (its
     writes are dropped, the reply is still kept under the event_id); the audit entry to append to
     the world's chain in the same transaction (None: not audited; its ``reply`` must be the
