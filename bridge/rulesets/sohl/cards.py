@@ -3,7 +3,8 @@
 from __future__ import annotations
 
 import functools
-from dataclasses import dataclass
+
+import msgspec
 
 from ... import i18n, wire
 from ...cards import CardTemplates
@@ -25,12 +26,11 @@ OUTCOME_TEXT = {
 BASIC_LABELS = (N_("Success"), N_("Failure"))
 
 
-@dataclass(frozen=True, slots=True)
-class SohlFateCardData:
+class SohlFateCardData(msgspec.Struct, kw_only=True, frozen=True):
     """Everything a SoHL Fate card shows. Levels are success levels (ints); ``level_after`` None
     while a Fate Test CS waits for the player's choice; ``charges_after`` None = unlimited;
     ``target`` the EML the fated test was rolled against (shown as is, e.g. 135), None to leave
-    the line out."""
+    the line out. A Struct, not a frozen dataclass: made once per Fate card, ten times cheaper."""
 
     message_id: str
     actor_id: str
