@@ -132,8 +132,9 @@ class CardTemplates:
         (``_``, ``gettext``, ``ngettext``: :data:`bridge.i18n.GETTEXT_NAMES`)."""
         if not _RENDERING.get():
             html = ""
-        elif i18n.GETTEXT_NAMES.isdisjoint(context):
-            html = self._environment(i18n.current()).get_template(template).render(title=title, **context)
+        elif context.keys().isdisjoint(i18n.GETTEXT_NAMES):  # three lookups, not one per variable
+            context["title"] = title  # one dict for Jinja2 to copy, not keywords to gather first
+            html = self._environment(i18n.current()).get_template(template).render(context)
         else:
             raise TypeError(f"card variables {sorted(i18n.GETTEXT_NAMES & context.keys())} would hide "
                             "the translation callables of the same names")
