@@ -130,6 +130,22 @@ class CardTemplates:
         current language (``bridge.i18n.using``; the caller translates ``title``); empty ``html``
         within :func:`unrendered`. ``TypeError`` if ``context`` names a translation callable
         (``_``, ``gettext``, ``ngettext``: :data:`bridge.i18n.GETTEXT_NAMES`)."""
+        return self.render_variables(template, context, title=title, ruleset=ruleset,
+                                     speaker_actor_id=speaker_actor_id, speaker_alias=speaker_alias)
+
+    def render_variables(
+        self,
+        template: str,
+        context: dict[str, object],
+        *,
+        title: str,
+        ruleset: str,
+        speaker_actor_id: str | None = None,
+        speaker_alias: str | None = None,
+    ) -> wire.Card:
+        """:meth:`render` with the template's variables in one dict, which becomes the render's
+        (``title`` is added to it): a card of twenty variables passed as keywords costs ~2 µs in
+        matching them to the signature alone."""
         if not _RENDERING.get():
             html = ""
         elif context.keys().isdisjoint(i18n.GETTEXT_NAMES):  # three lookups, not one per variable
