@@ -215,9 +215,11 @@ def _suggested_order(point: PointLike) -> tuple[bool, bool, str, str]:
 # --- S5: who may call on Fate ------------------------------------------------------------------
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(slots=True)
 class FateContext:
-    """Everything S5 reads. ``aura_eml`` None = no Aura attribute; ``basis`` per S6."""
+    """Everything S5 reads. ``aura_eml`` None = no Aura attribute; ``basis`` per S6. Made for
+    each grading and Fate request and only read (not frozen: a frozen dataclass's ``__init__``
+    costs twice as much)."""
 
     fate_option: str
     player_owned: bool
