@@ -141,6 +141,9 @@ def checkpoint_mac(key: bytes, world_id: str, seq: int, record_hash: str) -> str
 
 # --- recording ---------------------------------------------------------------------------------
 
+_NULL = msgspec.Raw(b"null")  # sorted_json(None)
+
+
 class RecordingState:
     """A :class:`WorldState` that passes everything to ``inner`` and records every read."""
 
@@ -150,7 +153,8 @@ class RecordingState:
         self.reads: list[Read] = []
 
     def _read(self, op: str, args: list[str | int], result: Any) -> Any:
-        self.reads.append(Read(op=op, args=args, result=msgspec.Raw(sorted_json(result))))
+        raw = _NULL if result is None else msgspec.Raw(sorted_json(result))  # None: a record not there
+        self.reads.append(Read(op=op, args=args, result=raw))
         return result
 
     def settings(self) -> wire.WorldSettings:

@@ -76,14 +76,18 @@ class Override(msgspec.Struct, kw_only=True, frozen=True):
     session_id: str | None
 
 
+_DEFAULT_SETTINGS = wire.DiceSettings()  # frozen: one shared instance, not one per decision
+_NO_SESSION = CurrentSession()
+
+
 def settings_of(state: WorldState) -> wire.DiceSettings:
     """The world's dice settings (defaults when never set)."""
-    return state.get(SETTINGS_KIND, "world", wire.DiceSettings) or wire.DiceSettings()
+    return state.get(SETTINGS_KIND, "world", wire.DiceSettings) or _DEFAULT_SETTINGS
 
 
 def current_of(state: WorldState) -> CurrentSession:
     """The world's open dice session (``session_id`` None when none)."""
-    return state.get(CURRENT_KIND, "current", CurrentSession) or CurrentSession()
+    return state.get(CURRENT_KIND, "current", CurrentSession) or _NO_SESSION
 
 
 @functools.cache

@@ -3,14 +3,16 @@
 from __future__ import annotations
 
 import functools
-from dataclasses import dataclass
+
+import msgspec
 
 from ... import i18n, wire
 from ...cards import CardTemplates
 from ...i18n import N_, _
 from . import rules as sohl
 
-render_card = CardTemplates(__package__).render
+_templates = CardTemplates(__package__)
+render_card = _templates.render
 
 # What the card says the Fate Test did to the point, by outcome (S9).
 OUTCOME_TEXT = {
@@ -25,12 +27,11 @@ OUTCOME_TEXT = {
 BASIC_LABELS = (N_("Success"), N_("Failure"))
 
 
-@dataclass(frozen=True, slots=True)
-class SohlFateCardData:
+class SohlFateCardData(msgspec.Struct, kw_only=True, frozen=True):
     """Everything a SoHL Fate card shows. Levels are success levels (ints); ``level_after`` None
     while a Fate Test CS waits for the player's choice; ``charges_after`` None = unlimited;
     ``target`` the EML the fated test was rolled against (shown as is, e.g. 135), None to leave
-    the line out."""
+    the line out. A Struct, not a frozen dataclass: made once per Fate card, ten times cheaper."""
 
     message_id: str
     actor_id: str
@@ -84,28 +85,25 @@ def sohl_fate_card(data: SohlFateCardData) -> wire.Card:
         outcome_text = _("kept, gain +%(gain)d") % {"gain": data.gain}
     label_before, name_before = level_text(data.level_before, data.basic)
     label_after, name_after = (None, None) if data.level_after is None else level_text(data.level_after, data.basic)
-    return render_card(
-        "sohl_fate.html.j2",
-        title=title,
-        ruleset=sohl.RULESET,
-        speaker_actor_id=data.actor_id,
-        speaker_alias=data.actor_name,
-        message_id=data.message_id,
-        outcome=data.outcome,
-        label_before=label_before,
-        name_before=name_before,
-        level_after=data.level_after,
-        label_after=label_after,
-        name_after=name_after,
-        success_after=data.level_after is not None and sohl.is_success(data.level_after),
-        fate_roll=data.fate_roll,
-        fate_ml=data.fate_ml,
-        fate_label=sohl.label(data.fate_level),
-        fate_name=level_text(data.fate_level)[1],
-        point_name=data.point_name,
-        outcome_text=outcome_text,
-        charges_after=data.charges_after,
-        actor_name=data.actor_name,
-        user_name=data.user_name,
-        target=data.target,
-    )
+    variables = {
+        "message_id": data.message_id,
+        "outcome": data.outcome,
+        "label_before": label_before,
+        "name_before": name_before,
+        "level_after": data.level_after,
+        "label_after": label_after,
+        "name_after": name_after,
+        "success_after": data.level_after is not None and sohl.is_success(data.level_after),
+        "fate_roll": data.fate_roll,
+        "fate_ml": data.fate_ml,
+        "fate_label": sohl.label(data.fate_level),
+        "fate_name": level_text(data.fate_level)[1],
+        "point_name": data.point_name,
+        "outcome_text": outcome_text,
+        "charges_after": data.charges_after,
+        "actor_name": data.actor_name,
+        "user_name": data.user_name,
+        "target": data.target,
+    }
+    return _templates.render_variables("sohl_fate.html.j2", variables, title=title, ruleset=sohl.RULESET,
+                                       speaker_actor_id=data.actor_id, speaker_alias=data.actor_name)

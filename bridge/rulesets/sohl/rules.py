@@ -8,6 +8,7 @@ Success levels are plain ints: CF -1, MF 0, MS 1, CS 2, extended beyond both end
 
 from __future__ import annotations
 
+import functools
 import re
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
@@ -165,9 +166,15 @@ def skill_base_basis(formula: str) -> list[str]:
     >>> skill_base_basis("attr.aur * 2")
     ['aur']
     """
+    return list(_formula_basis(formula))
+
+
+@functools.lru_cache(maxsize=1024)  # a world's skills have a few formulas, sent with every test
+def _formula_basis(formula: str) -> tuple[str, ...]:
+    """:func:`skill_base_basis` of ``formula`` as a tuple, parsed once per formula."""
     calls = _SB_CALL.findall(formula)
     source = " ".join(calls) if calls else formula
-    return list(dict.fromkeys(_ATTR_REF.findall(source)))
+    return tuple(dict.fromkeys(_ATTR_REF.findall(source)))
 
 
 def is_aura_governed(kind: str, code: str, basis: Iterable[str]) -> bool:
@@ -195,18 +202,24 @@ def suggested_points(points: Iterable[PointLike], test_code: str) -> list[PointL
     """S7/S8: the points that apply to the test, in suggested order: specific before general;
     within each, unlimited before limited; then by name (then id, to be total)."""
     applicable = [p for p in points if point_applies(p, test_code)]
-    return sorted(
-        applicable,
-        key=lambda p: (not p.skill_code, p.charges is not None, p.name.casefold(), p.point_id),
-    )
+    if len(applicable) < 2:
+        return applicable
+    return sorted(applicable, key=_suggested_order)
+
+
+def _suggested_order(point: PointLike) -> tuple[bool, bool, str, str]:
+    """S8's order of a point among the suggested: specific, unlimited, name, id."""
+    return not point.skill_code, point.charges is not None, point.name.casefold(), point.point_id
 
 
 # --- S5: who may call on Fate ------------------------------------------------------------------
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(slots=True)
 class FateContext:
-    """Everything S5 reads. ``aura_eml`` None = no Aura attribute; ``basis`` per S6."""
+    """Everything S5 reads. ``aura_eml`` None = no Aura attribute; ``basis`` per S6. Made for
+    each grading and Fate request and only read (not frozen: a frozen dataclass's ``__init__``
+    costs twice as much)."""
 
     fate_option: str
     player_owned: bool
@@ -222,6 +235,7 @@ class FateContext:
 
 def withheld_reasons(ctx: FateContext) -> list[str]:
     """S5: every reason Fate is withheld from this result, in the order of S5 (empty = eligible).
+    ``no_points``: no point applies (S7); which ones, in S8's order, is :func:`suggested_points`.
 
     Raises ``ValueError`` for a ``fate_option`` outside S12's values.
     """
@@ -236,7 +250,7 @@ def withheld_reasons(ctx: FateContext) -> list[str]:
         "mystical": ctx.test_kind == "mystical",
         "fate_test": ctx.test_kind == "fate",
         "already_fated": ctx.already_fated,
-        "no_points": not suggested_points(ctx.points, ctx.test_code),
+        "no_points": not any(point_applies(p, ctx.test_code) for p in ctx.points),
     }
     return [reason for reason in WITHHELD_REASONS if checks[reason]]
 
