@@ -62,8 +62,8 @@ from .audit_rows import AuditRows, Sealed
 from .base import Decided, Decision, DecisionFn
 from .blobs import pack, unpack
 from .memory import CachedState, WorldCache
-from .schema import (FOLD_ROWS, MIGRATIONS, SCHEMA_VERSION, T, _committed, _encode, _in_transaction,
-                     _settings_decoder, fold_tail, read_as_one, utc_now)
+from .schema import (FOLD_GROUP, FOLD_ROWS, MIGRATIONS, SCHEMA_VERSION, T, _committed, _encode, _in_transaction,
+                     _settings_decoder, fold_groups, fold_tail, read_as_one, utc_now)
 from .worlds import WorldRows
 
 if TYPE_CHECKING:
@@ -498,9 +498,9 @@ class SQLiteStore(WorldRows, AuditRows):
                     loop.call_soon_threadsafe(_settle_futures, settled)
 
     def _tail_grew(self, rows: int) -> None:
-        """Count ``rows`` committed to audit_tail; from ``FOLD_ROWS`` on, queue one fold on the
-        writer thread (its own connection and transaction: the batches on the loop go on, or
-        wait for its write lock on the writer thread if they meet it)."""
+        """Count ``rows`` committed to audit_tail; from ``FOLD_ROWS`` on, start folding on the
+        writer thread (:meth:`_fold_sync`: its own connection and transactions, the batches on
+        the loop go on, or wait for its write lock on the writer thread if they meet it)."""
         with self._queue_lock:
             self._tail_rows += rows
             start = self._tail_rows >= FOLD_ROWS and not self._folding and not self._closed
@@ -509,18 +509,29 @@ class SQLiteStore(WorldRows, AuditRows):
         if start:
             self._executor.submit(self._fold_sync)
 
-    def _fold_sync(self) -> None:
+    def _fold_sync(self, groups: list[list[str]] | None = None) -> None:
         """Fold the tails into audit and records (:func:`~bridge.store.schema.fold_tail`) on the
-        writer thread, in one transaction. A failure is logged and changes nothing: the rows
-        stay in the tails, read as audit and records, and the next fold or start moves them."""
+        writer thread: the first of ``groups`` of worlds (None: the tail's worlds now, in
+        :func:`~bridge.store.schema.fold_groups`) in one transaction, then the next as another
+        job, so that a batch waiting on this thread goes between two. A failure is logged and
+        changes nothing: the rows stay in the tails, read as audit and records, and a later fold
+        or the next start moves them."""
+        moved, rest = 0, []
         try:
-            moved = 0 if self._conn is None else self._transaction(fold_tail)
+            if self._conn is not None:
+                if groups is None:
+                    groups = fold_groups(self._conn, FOLD_GROUP)
+                if groups:
+                    moved = self._transaction(lambda conn: fold_tail(conn, groups[0]))
+                    rest = groups[1:]
         except sqlite3.Error:
             log.exception("audit_tail_fold_failed")
-            moved = 0
+            rest = []
         with self._queue_lock:
             self._tail_rows = max(0, self._tail_rows - moved)
-            self._folding = False
+            self._folding = bool(rest) and not self._closed
+        if self._folding:
+            self._executor.submit(self._fold_sync, rest)
 
     def _batch_transaction(self, work: Callable[[sqlite3.Connection], T], inline: bool) -> T:
         """Run a batch's ``work`` in one transaction: ``inline`` (on the event loop) on the
@@ -539,7 +550,10 @@ class SQLiteStore(WorldRows, AuditRows):
 
     def _close_sync(self) -> None:
         if self._tail and self._conn is not None:
-            self._fold_sync()  # a stopped bridge leaves every row in audit and records
+            try:  # a stopped bridge leaves every row in audit and records
+                self._transaction(fold_tail)
+            except sqlite3.Error:
+                log.exception("audit_tail_fold_failed")  # kept in the tails: the next start folds them
         if self._loader is not None:
             self._loader.shutdown(wait=True)
             for conn in (self._loader_conn, self._fetch_conn, self._batch_conn):
