@@ -219,28 +219,29 @@ class TestTails:
         await store._run(lambda: None)
         assert physical(tmp_path / "b.sqlite3") == {"audit": 3, "audit_tail": 0, "records": 1, "records_tail": 0}
 
-    async def test_a_fold_goes_world_by_world_in_groups_each_its_own_transaction(self, tmp_path, monkeypatch):
-        from bridge.store.schema import fold_groups
+    async def test_a_fold_goes_chunk_by_chunk_oldest_first_each_its_own_transaction(self, tmp_path, monkeypatch):
+        from bridge.store.schema import fold_bounds
 
         monkeypatch.setattr("bridge.store.sqlite.FOLD_ROWS", 6)
-        monkeypatch.setattr("bridge.store.sqlite.FOLD_GROUP", 3)
+        monkeypatch.setattr("bridge.store.sqlite.FOLD_CHUNK", 4)
         store = await SQLiteStore.open(tmp_path / "b.sqlite3")
         try:
             for world in "abc":
                 await store.add_world(world, "hash")
-            for i in range(3):
-                await store.decide("a", f"a{i}", note_to("n", f"v{i}", f"a{i}"))
-            await store.decide("b", "b0", note_to("n", "v", "b0"))
-            await store.decide("c", "c0", note_to("n", "v", "c0"))
-            assert fold_groups(store._conn, 3) == [["a"], ["b", "c"]]  # a world's rows are never split
+            for n, world in enumerate("abcab"):
+                await store.decide(world, f"{world}{n}", note_to("n", f"v{n}", f"{world}{n}"))
+            assert fold_bounds(store._conn, 4) == [4, 5]  # ids 1-4, then 5
             folds = []
             real = store._transaction
             monkeypatch.setattr(store, "_transaction", lambda work: folds.append(1) or real(work))
-            await store.decide("c", "c1", note_to("n", "v", "c1"))  # the 6th row: folding starts
+            await store.decide("c", "c5", note_to("n", "v", "c5"))  # the 6th row: folding starts
             for _ in range(3):
-                await store._run(lambda: None)  # each group's fold is a job of its own
+                await store._run(lambda: None)  # each chunk's fold is a job of its own
             assert len(folds) == 2
             assert physical(tmp_path / "b.sqlite3") == {"audit": 6, "audit_tail": 0, "records": 3, "records_tail": 0}
+            conn = sqlite3.connect(tmp_path / "b.sqlite3")
+            assert [r[0] for r in conn.execute("SELECT id FROM audit")] == [1, 2, 3, 4, 5, 6]
+            conn.close()
         finally:
             await store.close()
 

@@ -62,8 +62,8 @@ from .audit_rows import AuditRows, Sealed
 from .base import Decided, Decision, DecisionFn
 from .blobs import pack, unpack
 from .memory import CachedState, WorldCache
-from .schema import (FOLD_GROUP, FOLD_ROWS, MIGRATIONS, SCHEMA_VERSION, T, _committed, _encode, _in_transaction,
-                     _settings_decoder, fold_groups, fold_tail, read_as_one, utc_now)
+from .schema import (FOLD_CHUNK, FOLD_ROWS, MIGRATIONS, SCHEMA_VERSION, T, _committed, _encode, _in_transaction,
+                     _settings_decoder, fold_bounds, fold_tail, read_as_one, utc_now)
 from .worlds import WorldRows
 
 if TYPE_CHECKING:
@@ -509,21 +509,21 @@ class SQLiteStore(WorldRows, AuditRows):
         if start:
             self._executor.submit(self._fold_sync)
 
-    def _fold_sync(self, groups: list[list[str]] | None = None) -> None:
+    def _fold_sync(self, bounds: list[int] | None = None) -> None:
         """Fold the tails into audit and records (:func:`~bridge.store.schema.fold_tail`) on the
-        writer thread: the first of ``groups`` of worlds (None: the tail's worlds now, in
-        :func:`~bridge.store.schema.fold_groups`) in one transaction, then the next as another
-        job, so that a batch waiting on this thread goes between two. A failure is logged and
-        changes nothing: the rows stay in the tails, read as audit and records, and a later fold
-        or the next start moves them."""
+        writer thread: audit_tail's rows up to the first of ``bounds`` (None: the tail's
+        chunks now, :func:`~bridge.store.schema.fold_bounds`) in one transaction, then the next
+        chunk as another job, so that a batch waiting on this thread goes between two. A
+        failure is logged and changes nothing: the rows stay in the tails, read as audit and
+        records, and a later fold or the next start moves them."""
         moved, rest = 0, []
         try:
             if self._conn is not None:
-                if groups is None:
-                    groups = fold_groups(self._conn, FOLD_GROUP)
-                if groups:
-                    moved = self._transaction(lambda conn: fold_tail(conn, groups[0]))
-                    rest = groups[1:]
+                if bounds is None:
+                    bounds = fold_bounds(self._conn, FOLD_CHUNK)
+                if bounds:
+                    moved = self._transaction(lambda conn: fold_tail(conn, bounds[0]))
+                    rest = bounds[1:]
         except sqlite3.Error:
             log.exception("audit_tail_fold_failed")
             rest = []
