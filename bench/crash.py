@@ -4,8 +4,10 @@ its audit trail verifiable and never spends a charge twice.
 Each round starts ``fate-bridge serve`` on the same database, drives it with :data:`FLOWS`
 connections of test_rolled -> fate_spend (-> fate_choice) flows on an unlimited Fate Point and
 :data:`RACERS` connections racing to fate the same results with the round's own Mystery of
-:data:`CHARGES` charges (S7, S11), SIGKILLs the process after a random delay, starts it again
-and checks:
+:data:`CHARGES` charges (S7, S11), SIGKILLs the process a random delay after it acknowledged its
+first decision of the round (a restart re-derives the world's state from its chain first, which
+takes longer as the chain grows: counted from the start, the late rounds would kill a bridge
+that served nothing), starts it again and checks:
 
 - every reply a client received (an acknowledged decision) is stored under its event_id, byte
   for byte, with its audit record (a reply is sent only after its commit);
@@ -50,6 +52,7 @@ FLOWS = 4  # connections fating results with the unlimited point
 RACERS = 3  # connections racing for the same results and the same charges
 CHARGES = 2  # charges of each round's Mystery
 STARTUP_SECONDS = 15
+SERVING_TIMEOUT = 120.0  # seconds a restarted bridge may take to acknowledge its first decision
 UNLIMITED = "wellspring000001"
 PLAYER = "benchPlayer00001"
 FATE_OUTCOMES = {"lost", "kept", "spent", "choice"}  # an accepted Fate Test's audit outcome (else an error code)
@@ -63,11 +66,13 @@ def mystery(round_no: int) -> str:
 
 @dataclass
 class Round:
-    """What one round saw: the seconds before the kill, decisions acknowledged, and the checks."""
+    """What one round saw: the seconds from its first acknowledged decision to the kill, the
+    decisions acknowledged in all rounds so far and in this one, and the checks."""
 
     round_no: int
     delay: float
     acked: int
+    acked_in_round: int
     raced_spends: int
     verify_ok: bool
     verify_output: str
@@ -205,6 +210,15 @@ async def _load_until_killed(port: int, token: str, round_no: int, process: subp
                              acked: dict[str, str], won: list[tuple[str, str]]) -> None:
     clients = [asyncio.create_task(_flows(port, token, round_no, i, acked)) for i in range(FLOWS)]
     clients += [asyncio.create_task(_racer(port, token, round_no, i, acked, won)) for i in range(RACERS)]
+    first = len(acked)
+    serving_by = time.monotonic() + SERVING_TIMEOUT
+    while len(acked) == first:  # the kill's delay counts once the restarted bridge serves
+        if time.monotonic() > serving_by or process.poll() is not None:
+            for task in clients:
+                task.cancel()
+            raise RuntimeError(f"round {round_no}: the bridge acknowledged nothing in {SERVING_TIMEOUT:g} s"
+                               f" (exit code {process.poll()})")
+        await asyncio.sleep(0.01)
     await asyncio.sleep(delay)
     process.send_signal(signal.SIGKILL)
     done, pending = await asyncio.wait(clients, timeout=10)
@@ -225,7 +239,7 @@ def _check(db: Path, key: Path, round_no: int, delay: float, acked: dict[str, st
     finally:
         conn.close()
     verified = bridge("audit", "verify", "--db", str(db), "--audit-key", str(key))
-    return Round(round_no=round_no, delay=delay, acked=len(acked), raced_spends=0,
+    return Round(round_no=round_no, delay=delay, acked=len(acked), acked_in_round=0, raced_spends=0,
                  verify_ok=verified.returncode == 0 and f"PASS {WORLD}:" in verified.stdout,
                  verify_output=(verified.stdout + verified.stderr).strip(), integrity=integrity)
 
@@ -299,13 +313,14 @@ def run_rounds(folder: Path, rounds: int, seed: int, min_delay: float = 0.3, max
         delay = rng.uniform(min_delay, max_delay)
         port = free_port()
         process = start_bridge(db, key, port)
-        before = len(won)
+        before, acked_before = len(won), len(acked)
         try:
             asyncio.run(_load_until_killed(port, token, round_no, process, delay, acked, won))
         finally:
             process.kill()
             process.wait(timeout=10)
         found = _check(db, key, round_no, delay, acked)
+        found.acked_in_round = len(acked) - acked_before
         found.raced_spends = sum(1 for kind, _ in won[before:] if kind == "charge")
         report.rounds.append(found)
     _final_checks(db, acked, won, report)
@@ -318,7 +333,8 @@ def main(rounds: int, seed: int = 20261201) -> int:
     with tempfile.TemporaryDirectory(prefix="fate-bridge-crash-") as tmp:
         report = run_rounds(Path(tmp), rounds, seed)
     for r in report.rounds:
-        print(f"round {r.round_no + 1:>2}: killed after {r.delay:.2f} s, {r.acked} decisions acknowledged so far, "
+        print(f"round {r.round_no + 1:>2}: killed {r.delay:.2f} s after its first reply, {r.acked_in_round} decisions "
+              f"acknowledged in the round ({r.acked} so far), "
               f"{r.raced_spends} of {CHARGES} raced charges taken; integrity {r.integrity}; "
               f"audit verify {'PASS' if r.verify_ok else 'FAIL: ' + r.verify_output}")
     print(f"\n{len(report.rounds)} kill -9 rounds, {report.acked} acknowledged decisions: "

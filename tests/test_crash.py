@@ -24,6 +24,7 @@ def test_no_acknowledged_decision_is_lost_and_no_charge_spent_twice_when_the_bri
     assert len(report.rounds) == ROUNDS
     assert report.acked >= 10 * ROUNDS, f"too few decisions to mean anything ({report.acked}); seed {SEED}"
     for found in report.rounds:
+        assert found.acked_in_round > 0, f"round {found.round_no} was killed before it served anything"
         assert found.integrity == "ok", (found.round_no, found.integrity)
         assert found.verify_ok, f"round {found.round_no}: {found.verify_output}"
     assert report.missing == [], f"acknowledged but missing after kill -9 (seed {SEED}): {report.missing[:5]}"
