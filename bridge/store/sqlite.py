@@ -12,17 +12,21 @@ How :meth:`SQLiteStore.decide` works (issue 17):
 - Its audit record is sealed at once (seq and chain hash known: :meth:`AuditRows._seal`), and its
   rows wait for the writer thread. Decisions of one event-loop tick, and those arriving while the
   writer is busy, are written together: ONE ``BEGIN IMMEDIATE ... COMMIT`` with one
-  ``executemany`` per table (audit, records, worlds; events only for a decision without an audit
-  record). The caller gets its reply only after that COMMIT.
+  ``executemany`` per table (audit_tail, records_tail, worlds; events only for a decision without
+  an audit record). The caller gets its reply only after that COMMIT. The two tails (schema 9)
+  are small tables whose pages every world of the batch shares; the writer thread moves them
+  into ``audit`` and ``records`` in chunks (:meth:`SQLiteStore._fold_sync`), and every
+  connection reads each pair as one (:func:`~bridge.store.schema.read_as_one`).
 - The reply is stored once, inside the audit record (key-sorted, as the chain's canonical bytes
   need); a repeated ``event_id`` rebuilds the exact frame sent from it
   (:func:`bridge.frames.replayed_frame`), or,
   for replies decided by older bridges, returns the ``events`` row's.
 - If a COMMIT fails, its decisions and every decision queued after them fail (none was
   acknowledged; later ones may have read their state) and the caches are reloaded from the file.
-  A world removed by another process is noticed in each batch (its decisions are refused); a world
-  written by another process makes the audit insert collide on ``(world_id, seq)``, which fails
-  the batch the same way, so a second process on the same file never corrupts a chain.
+  When the file changed elsewhere since the last batch (``PRAGMA data_version``), a batch checks
+  that its worlds are still registered (a removed world's decisions are refused) and that no
+  other process appended to them (a world's last record past the one this process chained after
+  fails the batch the same way), so a second process on the same file never corrupts a chain.
 
 The batches of a database file are written on the event loop itself, right after the tick that
 decided them, on a connection of their own (as ``bench.durable`` does): in WAL mode with
