@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import re
 import sqlite3
 import threading
 
@@ -273,6 +274,50 @@ class TestTails:
             conn.close()
         assert report.records == 3
         assert [p.kind for p in report.problems if p.kind not in ("rederive", "state")] == []
+
+
+def plans_of(db, statements: list[str]) -> dict[str, list[str]]:
+    """EXPLAIN QUERY PLAN of each statement (parameters bound in it) as every reader sees the file."""
+    conn = sqlite3.connect(db)
+    read_as_one(conn)
+    try:
+        return {sql: [row[3] for row in conn.execute(f"EXPLAIN QUERY PLAN {sql}")] for sql in statements}
+    finally:
+        conn.close()
+
+
+class TestReadsThroughTheViews:
+    """A world's load and a clean stop read audit through the UNION ALL view: an aggregate
+    over it (max, min ... GROUP BY) runs as a co-routine reading every row of the world, or of
+    the table, and their record blobs, where audit's own indexes answered before schema 9."""
+
+    async def test_loading_a_world_and_a_clean_stop_read_audit_by_its_indexes_alone(self, tmp_path, monkeypatch):
+        from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
+
+        db, key = tmp_path / "b.sqlite3", Ed25519PrivateKey.generate()
+        store = await SQLiteStore.open(db, audit_key=KEY, signing_key=key)
+        await store.add_world("w", "hash")
+        for i in range(3):
+            await store.decide("w", f"e{i}", note_to("a", f"v{i}", f"e{i}"))
+        await store._run(store._fold_sync)  # rows in audit, and in audit_tail
+        await store.decide("w", "e3", note_to("a", "v3", "e3"))
+        await store.close()  # a clean stop: the head signed with the state's digest
+        statements: list[str] = []
+        connect = sqlite3.connect
+
+        def traced(*args, **kwargs):
+            conn = connect(*args, **kwargs)
+            conn.set_trace_callback(statements.append)
+            return conn
+        monkeypatch.setattr("bridge.store.sqlite.sqlite3.connect", traced)
+        again = await SQLiteStore.open(db, audit_key=KEY, signing_key=key)
+        await again.decide("w", "e4", note_to("a", "v4", "e4"))  # the world's load
+        await again.close()  # signs each chain's head
+        monkeypatch.undo()
+        reads = [sql for sql in statements if re.search(r"\bFROM audit\b", sql)]  # the view's readers
+        assert len(reads) >= 4
+        for sql, plan in plans_of(db, reads).items():
+            assert not [line for line in plan if line.startswith("CO-ROUTINE") or line == "SCAN main.audit"], (sql, plan)
 
 
 class TestAnotherWriter:

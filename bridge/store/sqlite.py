@@ -335,10 +335,13 @@ class SQLiteStore(WorldRows, AuditRows):
                 "SELECT kind, key, value FROM records WHERE world_id = ?", (world_id,))}
         else:  # the primary key's index alone
             cache.on_disk = set(conn.execute("SELECT kind, key FROM records WHERE world_id = ?", (world_id,)))
-        # the index audit_by_event alone
-        events: dict[str, int | None] = dict(conn.execute(
-            "SELECT event_id, min(seq) FROM audit WHERE world_id = ? AND event_id IS NOT NULL GROUP BY event_id",
-            (world_id,)))
+        # the index audit_by_event alone (and audit_tail's rows; a GROUP BY over the view would
+        # read every record of the world): an event id's first record answers its repeats
+        events: dict[str, int | None] = {}
+        for event_id, seq in conn.execute(
+                "SELECT event_id, seq FROM audit WHERE world_id = ? AND event_id IS NOT NULL", (world_id,)):
+            if events.setdefault(event_id, seq) > seq:
+                events[event_id] = seq
         # an events row (older bridges wrote one per decision) holds the reply as sent: it wins
         events.update((event_id, None) for (event_id,) in conn.execute(
             "SELECT event_id FROM events WHERE world_id = ?", (world_id,)))
