@@ -369,6 +369,44 @@ class TestAnotherWriter:
             await store.decide("w", "e2", settings_to("pc_only"))
 
 
+    async def test_a_world_written_elsewhere_is_noticed_though_a_batch_of_another_world_saw_the_change_first(
+            self, store, tmp_path):
+        # The checks run when the file changed since this store's last batch: every world loaded
+        # then must be checked at its next batch, not only the worlds of the batch that noticed
+        db = tmp_path / "b.sqlite3"
+        await store.add_world("x", "hash")
+        await store.decide("w", "e1", settings_to("off"))
+        await store.decide("x", "x1", settings_to("off"))
+        other = await SQLiteStore.open(db)  # a second process on the same file
+        try:
+            await other.decide("w", "e2", settings_to("pc_only", event_id="e2"))
+        finally:
+            await other.close()  # which folds its record into audit
+        await store.decide("x", "x2", settings_to("pc_only"))  # the batch that sees the file changed
+        with pytest.raises(sqlite3.IntegrityError):  # this store's memory of w is stale: record 2 is taken
+            await store.decide("w", "e3", settings_to("everyone"))
+        again = await store.decide("w", "e3", settings_to("everyone"))
+        assert again.seq == 3
+        await store._run(store._fold_sync)
+        (report,) = await store.verify("w", None)
+        assert report.records == 3
+        assert [p.kind for p in report.problems if p.kind not in ("rederive", "state")] == []
+
+    async def test_a_world_removed_elsewhere_is_refused_though_a_batch_of_another_world_saw_the_change_first(
+            self, store, tmp_path):
+        await store.add_world("x", "hash")
+        await store.decide("w", "e1", settings_to("off"))
+        await store.decide("x", "x1", settings_to("off"))
+        other = await SQLiteStore.open(tmp_path / "b.sqlite3")
+        try:
+            await other.remove_world("w")
+        finally:
+            await other.close()
+        await store.decide("x", "x2", settings_to("pc_only"))
+        with pytest.raises(WorldNotRegistered):
+            await store.decide("w", "e2", settings_to("pc_only"))
+
+
 async def test_an_old_database_replays_its_events_rows_and_verifies(tmp_path):
     """A file of schema 5 (before issue 17) whose decisions each have an events row: its replies
     come back from those rows, its trail verifies, and new decisions chain after it."""
