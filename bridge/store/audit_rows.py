@@ -113,8 +113,9 @@ class AuditRows:
 
     def _write_sealed(self, conn: sqlite3.Connection, sealed: list[Sealed]) -> None:
         """Insert a batch's sealed records, their checkpoints and signed heads (inside the batch's
-        transaction). A record whose (world, seq) exists already (another process wrote the
-        world) raises ``sqlite3.IntegrityError``, failing the batch."""
+        transaction). A record whose (world, seq) is in the table written already (another
+        process wrote the world and its row is not folded yet; a folded one the batch's
+        ``_check_heads`` finds) raises ``sqlite3.IntegrityError``, failing the batch."""
         conn.executemany(self._insert_audit, [s.row for s in sealed])
         checkpoints = [s.checkpoint for s in sealed if s.checkpoint is not None]
         if checkpoints:

@@ -20,9 +20,12 @@ How :meth:`SQLiteStore.decide` works (issue 17):
   for replies decided by older bridges, returns the ``events`` row's.
 - If a COMMIT fails, its decisions and every decision queued after them fail (none was
   acknowledged; later ones may have read their state) and the caches are reloaded from the file.
-  A world removed by another process is noticed in each batch (its decisions are refused); a world
-  written by another process makes the audit insert collide on ``(world_id, seq)``, which fails
-  the batch the same way, so a second process on the same file never corrupts a chain.
+  A world removed by another process is noticed at its next batch after the file changed (its
+  decisions are refused); a world written by another process fails that batch the same way (its
+  last record is at or past the seq this process chains next: :meth:`SQLiteStore._check_heads`,
+  or the insert collides on audit_tail's ``(world_id, seq)``), so a second process on the same
+  file never corrupts a chain. A batch's audit and state rows go to ``audit_tail`` and
+  ``records_tail``, folded into ``audit`` and ``records`` on the writer thread (schema step 9).
 
 The batches of a database file are written on the event loop itself, right after the tick that
 decided them, on a connection of their own (as ``bench.durable`` does): in WAL mode with
