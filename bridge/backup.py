@@ -28,7 +28,6 @@ from pathlib import Path
 
 from .errors import ConfigError
 from .store import DB_FILE_MODE, SCHEMA_VERSION
-from .store.schema import read_as_one
 
 SIDE_FILES = ("-wal", "-shm", "-journal")  # SQLite's files beside a database
 
@@ -66,8 +65,9 @@ def check_database(path: Path) -> tuple[int, int]:
                 raise ConfigError(f"{path} was written by a newer fate-bridge (schema {version}, "
                                   f"this one knows {SCHEMA_VERSION}): upgrade fate-bridge first")
             worlds = conn.execute("SELECT count(*) FROM worlds").fetchone()[0]
-            read_as_one(conn)  # a running serve's unfolded records too (schema migration 9)
             records = conn.execute("SELECT count(*) FROM audit").fetchone()[0] if version >= 2 else 0
+            if version >= 9:  # a running serve's unfolded records too (each table by its index, not the view)
+                records += conn.execute("SELECT count(*) FROM audit_tail").fetchone()[0]
         finally:
             conn.close()
     except sqlite3.DatabaseError as exc:

@@ -16,6 +16,7 @@ from typing import Any
 from .config import database, db_label, is_postgres_url
 from .errors import ConfigError
 from .store import AuditFilter, open_store
+from .store.schema import fold_tail
 
 # table -> (its columns, the columns holding bytes); in dependency order
 TABLES: dict[str, tuple[tuple[str, ...], frozenset[str]]] = {
@@ -73,11 +74,17 @@ def _write_all(conn: Any, tables: dict[str, list[tuple]], to_pg: bool) -> dict[s
     counts = {}
     for table, rows in tables.items():
         columns, _ = TABLES[table]
-        sql = f"INSERT INTO {table} ({', '.join(columns)}) VALUES ({', '.join('?' * len(columns))})"
+        # a SQLite store's connection reads audit and records through TEMP views (schema.read_as_one):
+        # the rows go into the file's tables themselves
+        into = table if to_pg else f"main.{table}"
+        sql = f"INSERT INTO {into} ({', '.join(columns)}) VALUES ({', '.join('?' * len(columns))})"
         for start in range(0, len(rows), BATCH_ROWS):
             conn.executemany(sql, rows[start:start + BATCH_ROWS])
         counts[table] = len(rows)
-    if to_pg:  # the next audit id continues after the copied ones (SQLite's AUTOINCREMENT does so itself)
+    # the next audit id continues after the copied ones
+    if to_pg:
         conn.execute("SELECT setval(pg_get_serial_sequence('audit', 'id'), max(id)) FROM audit"
                      " HAVING max(id) IS NOT NULL")
+    else:  # the ids new records take in audit_tail (an empty fold sets its counter)
+        fold_tail(conn)
     return counts

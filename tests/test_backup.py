@@ -15,6 +15,7 @@ from bridge.config import load_key
 from bridge.dice import ScriptedDice
 from bridge.session import Session
 from bridge.store import SQLiteStore
+from bridge.store.schema import read_as_one
 
 from .test_server import archery_test_rolled
 
@@ -22,7 +23,9 @@ WORLD = "backup-world"
 
 
 def records(db) -> int:
+    """The audit records in ``db``, those a running serve had not folded yet too (schema 9)."""
     with sqlite3.connect(db) as conn:
+        read_as_one(conn)
         return conn.execute("SELECT count(*) FROM audit").fetchone()[0]
 
 
@@ -69,6 +72,7 @@ class TestBackupDuringWrites:
         assert code == 0, err
         assert "Backed up 1 worlds and" in out and "The audit key is not in it" in out
         assert 50 <= records(copy) < written == records(db)
+        assert f"Backed up 1 worlds and {records(copy)} audit records" in out
 
         restored = tmp_path / "restored" / "bridge.sqlite3"
         restored.parent.mkdir()

@@ -286,6 +286,36 @@ class TestMigrate:
         assert main(["audit", "verify", "--db", pg_url, "--audit-key", str(key_file)]) == 1
         assert "FAIL w" in capsys.readouterr().out
 
+    def test_postgresql_back_to_sqlite_verifies_and_the_copy_goes_on(self, tmp_path, pg_url, capsys):
+        # the SQLite target reads audit and records through views (schema 9): the copy must go
+        # into the tables themselves, and the next record's id follow on from the copied ones
+        db, back = tmp_path / "home.sqlite3", tmp_path / "back.sqlite3"
+
+        async def build():
+            store = await replay(ROOT / "examples" / "sohl-session.jsonl", db, KEY)
+            await store.close()
+        asyncio.run(build())
+        key_file = tmp_path / "audit.key"
+        key_file.write_text(KEY.hex())
+        assert main(["migrate", "--from", f"sqlite:{db}", "--to", pg_url]) == 0
+        assert main(["migrate", "--from", pg_url, "--to", f"sqlite:{back}"]) == 0
+        capsys.readouterr()
+        assert main(["audit", "verify", "--db", str(back), "--audit-key", str(key_file)]) == 0
+        assert "PASS w: " in capsys.readouterr().out
+
+        async def go_on():
+            a, b = await SQLiteStore.open(db), await SQLiteStore.open(back)
+            try:
+                assert await a.audit_rows(AuditFilter()) == await b.audit_rows(AuditFilter())
+                top = (await b.audit_rows(AuditFilter(limit=1)))[0].id
+                assert (await b.decide("w", "after-migrate", audited("off"))).replayed is False
+                newest = (await b.audit_rows(AuditFilter(limit=2)))
+                assert [row.id for row in newest] == [top + 1, top]
+            finally:
+                await a.close()
+                await b.close()
+        asyncio.run(go_on())
+
     def test_into_a_database_with_a_table_already_is_refused(self, tmp_path, pg_url, capsys):
         db = tmp_path / "home.sqlite3"
         assert main(["world", "add", "w", "--db", str(db), "--token-only"]) == 0

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import re
 import sqlite3
 import threading
 
@@ -276,6 +277,50 @@ class TestTails:
         assert [p.kind for p in report.problems if p.kind not in ("rederive", "state")] == []
 
 
+def plans_of(db, statements: list[str]) -> dict[str, list[str]]:
+    """EXPLAIN QUERY PLAN of each statement (parameters bound in it) as every reader sees the file."""
+    conn = sqlite3.connect(db)
+    read_as_one(conn)
+    try:
+        return {sql: [row[3] for row in conn.execute(f"EXPLAIN QUERY PLAN {sql}")] for sql in statements}
+    finally:
+        conn.close()
+
+
+class TestReadsThroughTheViews:
+    """A world's load and a clean stop read audit through the UNION ALL view: an aggregate
+    over it (max, min ... GROUP BY) runs as a co-routine reading every row of the world, or of
+    the table, and their record blobs, where audit's own indexes answered before schema 9."""
+
+    async def test_loading_a_world_and_a_clean_stop_read_audit_by_its_indexes_alone(self, tmp_path, monkeypatch):
+        from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
+
+        db, key = tmp_path / "b.sqlite3", Ed25519PrivateKey.generate()
+        store = await SQLiteStore.open(db, audit_key=KEY, signing_key=key)
+        await store.add_world("w", "hash")
+        for i in range(3):
+            await store.decide("w", f"e{i}", note_to("a", f"v{i}", f"e{i}"))
+        await store._run(store._fold_sync)  # rows in audit, and in audit_tail
+        await store.decide("w", "e3", note_to("a", "v3", "e3"))
+        await store.close()  # a clean stop: the head signed with the state's digest
+        statements: list[str] = []
+        connect = sqlite3.connect
+
+        def traced(*args, **kwargs):
+            conn = connect(*args, **kwargs)
+            conn.set_trace_callback(statements.append)
+            return conn
+        monkeypatch.setattr("bridge.store.sqlite.sqlite3.connect", traced)
+        again = await SQLiteStore.open(db, audit_key=KEY, signing_key=key)
+        await again.decide("w", "e4", note_to("a", "v4", "e4"))  # the world's load
+        await again.close()  # signs each chain's head
+        monkeypatch.undo()
+        reads = [sql for sql in statements if re.search(r"\bFROM audit\b", sql)]  # the view's readers
+        assert len(reads) >= 4
+        for sql, plan in plans_of(db, reads).items():
+            assert not [line for line in plan if line.startswith("CO-ROUTINE") or line == "SCAN main.audit"], (sql, plan)
+
+
 class TestAnotherWriter:
     async def test_a_world_written_by_another_process_fails_the_batch_then_continues(self, store, tmp_path):
         db = tmp_path / "b.sqlite3"
@@ -321,6 +366,44 @@ class TestAnotherWriter:
             await other.remove_world("w")
         finally:
             await other.close()
+        with pytest.raises(WorldNotRegistered):
+            await store.decide("w", "e2", settings_to("pc_only"))
+
+
+    async def test_a_world_written_elsewhere_is_noticed_though_a_batch_of_another_world_saw_the_change_first(
+            self, store, tmp_path):
+        # The checks run when the file changed since this store's last batch: every world loaded
+        # then must be checked at its next batch, not only the worlds of the batch that noticed
+        db = tmp_path / "b.sqlite3"
+        await store.add_world("x", "hash")
+        await store.decide("w", "e1", settings_to("off"))
+        await store.decide("x", "x1", settings_to("off"))
+        other = await SQLiteStore.open(db)  # a second process on the same file
+        try:
+            await other.decide("w", "e2", settings_to("pc_only", event_id="e2"))
+        finally:
+            await other.close()  # which folds its record into audit
+        await store.decide("x", "x2", settings_to("pc_only"))  # the batch that sees the file changed
+        with pytest.raises(sqlite3.IntegrityError):  # this store's memory of w is stale: record 2 is taken
+            await store.decide("w", "e3", settings_to("everyone"))
+        again = await store.decide("w", "e3", settings_to("everyone"))
+        assert again.seq == 3
+        await store._run(store._fold_sync)
+        (report,) = await store.verify("w", None)
+        assert report.records == 3
+        assert [p.kind for p in report.problems if p.kind not in ("rederive", "state")] == []
+
+    async def test_a_world_removed_elsewhere_is_refused_though_a_batch_of_another_world_saw_the_change_first(
+            self, store, tmp_path):
+        await store.add_world("x", "hash")
+        await store.decide("w", "e1", settings_to("off"))
+        await store.decide("x", "x1", settings_to("off"))
+        other = await SQLiteStore.open(tmp_path / "b.sqlite3")
+        try:
+            await other.remove_world("w")
+        finally:
+            await other.close()
+        await store.decide("x", "x2", settings_to("pc_only"))
         with pytest.raises(WorldNotRegistered):
             await store.decide("w", "e2", settings_to("pc_only"))
 

@@ -113,8 +113,9 @@ class AuditRows:
 
     def _write_sealed(self, conn: sqlite3.Connection, sealed: list[Sealed]) -> None:
         """Insert a batch's sealed records, their checkpoints and signed heads (inside the batch's
-        transaction). A record whose (world, seq) exists already (another process wrote the
-        world) raises ``sqlite3.IntegrityError``, failing the batch."""
+        transaction). A record whose (world, seq) is in the table written already (another
+        process wrote the world and its row is not folded yet; a folded one the batch's
+        ``_check_heads`` finds) raises ``sqlite3.IntegrityError``, failing the batch."""
         conn.executemany(self._insert_audit, [s.row for s in sealed])
         checkpoints = [s.checkpoint for s in sealed if s.checkpoint is not None]
         if checkpoints:
@@ -181,8 +182,10 @@ class AuditRows:
             return
         head = _latest_head(conn, world_id)
         if head is not None and head.signed():
-            (tail,) = conn.execute("SELECT max(seq) FROM audit WHERE world_id = ?", (world_id,)).fetchone()
-            if head.seq == tail and head.state_digest is not None:
+            # (ORDER BY ... LIMIT 1, not max(): the view's two indexes answer it, not every row of the world)
+            tail = conn.execute("SELECT seq FROM audit WHERE world_id = ? ORDER BY seq DESC LIMIT 1",
+                                (world_id,)).fetchone()
+            if tail is not None and head.seq == tail[0] and head.state_digest is not None:
                 if head.state_digest != state_digest(stored_state(conn, world_id)):
                     raise WorldStateMismatch(_mismatch(world_id, f"its state rows were edited after record {head.seq}"))
             else:
@@ -429,11 +432,16 @@ def _tables(conn: sqlite3.Connection) -> set[str]:
 
 
 def _chain_tails(conn: sqlite3.Connection) -> list[tuple[str, int, str]]:
-    return conn.execute(
-        "SELECT a.world_id, a.seq, a.hash FROM audit a JOIN"
-        " (SELECT world_id, max(seq) AS seq FROM audit GROUP BY world_id) h"
-        " ON a.world_id = h.world_id AND a.seq = h.seq"
-    ).fetchall()
+    """Each world's last record: (world_id, seq, hash). World by world, each by the index on
+    (world_id, seq): a GROUP BY over SQLite's audit view (audit and audit_tail, read_as_one)
+    would read every row of both tables."""
+    tails = []
+    for world_id in trail_worlds(conn):
+        row = conn.execute("SELECT seq, hash FROM audit WHERE world_id = ? ORDER BY seq DESC LIMIT 1",
+                           (world_id,)).fetchone()
+        if row is not None:
+            tails.append((world_id, row[0], row[1]))
+    return tails
 
 
 def heads_of(conn: sqlite3.Connection, world_id: str, latest: bool = False) -> list[Head]:
@@ -546,8 +554,8 @@ def open_readonly(path: Path) -> sqlite3.Connection:
         except ConfigError:
             conn.close()
             raise
+        conn.execute("SELECT count(*) FROM audit").fetchone()  # (the table's: by its smallest index)
         read_as_one(conn)  # the records a running serve has not folded yet are read too
-        conn.execute("SELECT count(*) FROM audit").fetchone()
     except sqlite3.DatabaseError as exc:
         raise DatabaseUnreadable(f"the database {path} is unreadable ({exc}): it was truncated or "
                                  "overwritten") from None

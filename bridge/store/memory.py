@@ -40,7 +40,8 @@ class WorldCache:
     decision may make, once per such record; a record that does not exist never costs one);
     ``events``: each ``event_id`` decided, with the audit seq of the record that holds its reply
     (None: the reply is in an ``events`` row written by an older bridge, or by a decision without
-    an audit entry)."""
+    an audit entry); ``checked``: the store's count of changes made to the file by others
+    (``SQLiteStore._epoch``) when this state was read from it or last checked against it."""
 
     world_id: str
     settings: wire.WorldSettings
@@ -50,6 +51,7 @@ class WorldCache:
     events: dict[str, int | None] = field(default_factory=dict)
     on_disk: set[tuple[str, str]] = field(default_factory=set)
     fetch: Callable[[str, str], bytes] | None = None
+    checked: int = 0
     _decoded: dict[tuple[str, str], tuple[type, msgspec.Struct]] = field(default_factory=dict)
 
     def record(self, kind: str, key: str, type: type[R]) -> R | None:

@@ -23,10 +23,11 @@ How :meth:`SQLiteStore.decide` works (issue 17):
   for replies decided by older bridges, returns the ``events`` row's.
 - If a COMMIT fails, its decisions and every decision queued after them fail (none was
   acknowledged; later ones may have read their state) and the caches are reloaded from the file.
-  When the file changed elsewhere since the last batch (``PRAGMA data_version``), a batch checks
-  that its worlds are still registered (a removed world's decisions are refused) and that no
-  other process appended to them (a world's last record past the one this process chained after
-  fails the batch the same way), so a second process on the same file never corrupts a chain.
+  A world removed by another process is noticed at its next batch after the file changed (its
+  decisions are refused); a world written by another process fails that batch the same way (its
+  last record is at or past the seq this process chains next: :meth:`SQLiteStore._check_heads`,
+  or the insert collides on audit_tail's ``(world_id, seq)``), so a second process on the same
+  file never corrupts a chain.
 
 The batches of a database file are written on the event loop itself, right after the tick that
 decided them, on a connection of their own (as ``bench.durable`` does): in WAL mode with
@@ -195,6 +196,10 @@ class SQLiteStore(WorldRows, AuditRows):
         # connections' commits) and _own_writes (this store's writer-thread transactions).
         self._seen: dict[sqlite3.Connection, tuple[int, int]] = {}
         self._own_writes = 0
+        # Bumped by each batch that finds the file changed elsewhere: a loaded world whose
+        # WorldCache.checked is lower is checked at its next batch (it may have been written or
+        # removed meanwhile, though the batch that noticed the change did not hold it).
+        self._epoch = 0
 
     @classmethod
     async def open(cls, path: str | Path, *, audit_key: bytes | None = None,
@@ -300,11 +305,13 @@ class SQLiteStore(WorldRows, AuditRows):
                 read_as_one(self._loader_conn)
             conn = self._loader_conn
         assert conn is not None
+        epoch = self._epoch  # read before the snapshot: a change noticed later bumps it past this
         conn.execute("BEGIN")  # one snapshot for every SELECT below
         try:
             cache = self._read_world(conn, world_id, values=self._loader is None)
         finally:
             conn.execute("ROLLBACK")
+        cache.checked = epoch
         if self._loader is not None:
             cache.fetch = functools.partial(self._fetch_record, world_id)
         return cache
@@ -339,10 +346,13 @@ class SQLiteStore(WorldRows, AuditRows):
                 "SELECT kind, key, value FROM records WHERE world_id = ?", (world_id,))}
         else:  # the primary key's index alone
             cache.on_disk = set(conn.execute("SELECT kind, key FROM records WHERE world_id = ?", (world_id,)))
-        # the index audit_by_event alone
-        events: dict[str, int | None] = dict(conn.execute(
-            "SELECT event_id, min(seq) FROM audit WHERE world_id = ? AND event_id IS NOT NULL GROUP BY event_id",
-            (world_id,)))
+        # the index audit_by_event alone (and audit_tail's rows; a GROUP BY over the view would
+        # read every record of the world): an event id's first record answers its repeats
+        events: dict[str, int | None] = {}
+        for event_id, seq in conn.execute(
+                "SELECT event_id, seq FROM audit WHERE world_id = ? AND event_id IS NOT NULL", (world_id,)):
+            if events.setdefault(event_id, seq) > seq:
+                events[event_id] = seq
         # an events row (older bridges wrote one per decision) holds the reply as sent: it wins
         events.update((event_id, None) for (event_id,) in conn.execute(
             "SELECT event_id FROM events WHERE world_id = ?", (world_id,)))
@@ -353,19 +363,28 @@ class SQLiteStore(WorldRows, AuditRows):
                      ) -> list[tuple[_Queued, Decided | None, BaseException | None]]:
         """Write one batch's rows inside its transaction, then one ``executemany`` per table;
         replays read their stored reply last (so a repeat of a request in the same batch finds
-        it). When the file was written by anything else since this connection's last batch
-        (:meth:`_changed_elsewhere`), first: the worlds still registered are checked (a world
-        removed meanwhile gets its decisions refused and its cache dropped), and each world's
-        last record, which must be the one this process chained after (:meth:`_check_heads`)."""
+        it). Each world of the batch not checked since the file was last written by anything
+        else (:meth:`_changed_elsewhere`; the world's ``WorldCache.checked`` below ``_epoch``)
+        is checked first: still registered (a world removed meanwhile gets its decisions
+        refused and its cache dropped), and its last record the one this process chained after
+        (:meth:`_check_heads`)."""
         names = sorted({item.world_id for item in batch})
-        if not self._changed_elsewhere(conn):
-            live = set(names)
-        else:
-            live = {r[0] for r in conn.execute(
-                f"SELECT world_id FROM worlds WHERE removed_at IS NULL AND world_id IN ({','.join('?' * len(names))})",
-                names)}
+        if self._changed_elsewhere(conn):
+            self._epoch += 1
+        with self._lock:
+            caches = {name: self._worlds.get(name) for name in names}
+        unchecked = [name for name, cache in caches.items() if cache is None or cache.checked < self._epoch]
+        live = set(names).difference(unchecked)
+        if unchecked:
+            live.update(r[0] for r in conn.execute(
+                "SELECT world_id FROM worlds WHERE removed_at IS NULL"
+                f" AND world_id IN ({','.join('?' * len(unchecked))})", unchecked))
             if self._tail:
-                self._check_heads(conn, [item for item in batch if item.world_id in live])
+                self._check_heads(conn, [item for item in batch if item.world_id in live and item.world_id in unchecked])
+            for name in unchecked:
+                cache = caches[name]
+                if cache is not None and name in live:
+                    cache.checked = self._epoch
         outcomes: list[tuple[_Queued, Decided | None, BaseException | None]] = []
         kept: list[_Queued] = []
         for item in batch:
