@@ -15,7 +15,7 @@ import pytest
 
 from bridge import audit, wire
 from bridge.dice import ScriptedDice
-from bridge.errors import WorldNotRegistered
+from bridge.errors import ConfigError, WorldNotRegistered
 from bridge.session import Session
 from bridge.store import SCHEMA_VERSION, Decision, SQLiteStore, open_store
 from bridge.frames import replayed_frame
@@ -246,6 +246,28 @@ class TestTails:
         finally:
             await store.close()
 
+    async def test_a_failing_fold_changes_nothing_and_is_tried_again_after_fold_rows_more(self, store, tmp_path,
+                                                                                          monkeypatch):
+        import bridge.store.sqlite as sqlite_module
+
+        monkeypatch.setattr(sqlite_module, "FOLD_ROWS", 2)
+        tries = []
+
+        def failing(conn, up_to=None):
+            tries.append(up_to)
+            raise sqlite3.OperationalError("database or disk is full")
+
+        monkeypatch.setattr(sqlite_module, "fold_tail", failing)
+        for i in range(5):
+            await store.decide("w", f"e{i}", note_to("a", f"v{i}", f"e{i}"))
+            await store._run(lambda: None)
+        assert len(tries) == 2  # at the 2nd and the 4th record, not after every batch
+        assert physical(tmp_path / "b.sqlite3")["audit_tail"] == 5  # kept, read as audit
+        assert [row[1] for row in as_read(tmp_path / "b.sqlite3")[0]] == [1, 2, 3, 4, 5]
+        monkeypatch.undo()
+        await store._run(store._fold_sync)
+        assert physical(tmp_path / "b.sqlite3")["audit_tail"] == 0
+
     async def test_a_stop_folds_everything_and_a_killed_bridges_tails_are_folded_at_the_next_start(self, tmp_path):
         db = tmp_path / "b.sqlite3"
         first = await SQLiteStore.open(db, audit_key=KEY)
@@ -261,6 +283,20 @@ class TestTails:
         assert physical(db) == {"audit": 2, "audit_tail": 0, "records": 1, "records_tail": 0}
         await first.close()
         assert physical(db) == {"audit": 2, "audit_tail": 0, "records": 1, "records_tail": 0}
+
+    async def test_a_start_refuses_a_tail_that_collides_with_the_trail_saying_what_happened(self, tmp_path):
+        db = tmp_path / "b.sqlite3"
+        store = await SQLiteStore.open(db)
+        await store.add_world("w", "hash")
+        await store.decide("w", "e1", note_to("a", "v1", "e1"))
+        await store.close()  # record 1 folded into audit
+        conn = sqlite3.connect(db)
+        conn.execute("INSERT INTO audit_tail (world_id, seq, ts, type, outcome, summary, record, prev_hash, hash)"
+                     " SELECT world_id, seq, ts, type, outcome, summary, record, prev_hash, hash FROM audit")
+        conn.commit()
+        conn.close()
+        with pytest.raises(ConfigError, match="two bridge processes wrote the same world"):
+            await SQLiteStore.open(db)
 
     async def test_a_read_only_audit_verify_while_serving_reads_the_tails(self, store, tmp_path):
         from bridge.store.audit_rows import open_readonly, verify_database

@@ -377,7 +377,9 @@ class TestTampers:
         assert "[rederive] record 4:" in report
 
     def test_a_forged_head_signature(self, trail, capsys):
-        sql(trail[0], "UPDATE heads SET sig = 'A' || substr(sig, 2) WHERE world_id='w' AND seq=16")
+        # another first character (an 'A' over an 'A' would change nothing)
+        sql(trail[0], "UPDATE heads SET sig = (CASE WHEN substr(sig, 1, 1) = 'A' THEN 'B' ELSE 'A' END)"
+                      " || substr(sig, 2) WHERE world_id='w' AND seq=16")
         code, out = verify(trail, capsys)
         assert code == 1 and "[head] the signed head at record 16 does not verify" in world_lines(out, "w"), out
 

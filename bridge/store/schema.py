@@ -123,7 +123,7 @@ CREATE TABLE audit_tail (
     hash       TEXT NOT NULL,
     UNIQUE (world_id, seq)
 );
-INSERT INTO sqlite_sequence (name, seq) SELECT 'audit_tail', coalesce(max(id), 0) FROM audit;
+INSERT INTO sqlite_sequence (name, seq) SELECT 'audit_tail', max(coalesce(max(id), 0), coalesce((SELECT seq FROM sqlite_sequence WHERE name = 'audit'), 0)) FROM audit;
 CREATE TABLE records_tail (
     world_id TEXT NOT NULL, kind TEXT NOT NULL, key TEXT NOT NULL, value BLOB NOT NULL,
     PRIMARY KEY (world_id, kind, key)
@@ -177,7 +177,8 @@ def fold_tail(conn: sqlite3.Connection, up_to: int | None = None) -> int:
                  f" FROM main.audit_tail WHERE {where} ORDER BY id", params)
     moved = conn.execute(f"DELETE FROM main.audit_tail WHERE {where}", params).rowcount
     if up_to is None:
-        conn.execute("UPDATE main.sqlite_sequence SET seq = max(seq, (SELECT coalesce(max(id), 0) FROM main.audit))"
+        conn.execute("UPDATE main.sqlite_sequence SET seq = max(seq, (SELECT coalesce(max(id), 0) FROM main.audit),"
+                     " (SELECT coalesce(max(seq), 0) FROM main.sqlite_sequence WHERE name = 'audit'))"
                      " WHERE name = 'audit_tail'")
     return moved
 

@@ -236,7 +236,13 @@ class SQLiteStore(WorldRows, AuditRows):
             conn.execute("PRAGMA synchronous = NORMAL")
             conn.execute("PRAGMA foreign_keys = ON")
             self._migrate(conn)
-            _in_transaction(conn, fold_tail)  # what a killed bridge left in the tail
+            try:  # what a killed bridge left in the tails
+                _in_transaction(conn, fold_tail)
+            except sqlite3.IntegrityError as exc:
+                raise ConfigError(
+                    f"the database {self.path!r} holds records in audit_tail that collide with its audit"
+                    f" trail ({exc}): two bridge processes wrote the same world. `fate-bridge audit verify"
+                    f" --db {self.path}` names it; restore your last backup (`fate-bridge restore`)") from None
             read_as_one(conn)
             if self.path != ":memory:":
                 # WAL checkpoints (copying the log into the file, with an fsync) run on their own
@@ -550,6 +556,7 @@ class SQLiteStore(WorldRows, AuditRows):
         except sqlite3.Error:
             log.exception("audit_tail_fold_failed")
             rest = []
+            moved = self._tail_rows  # the next try after another FOLD_ROWS rows, not every batch
         with self._queue_lock:
             self._tail_rows = max(0, self._tail_rows - moved)
             self._folding = bool(rest) and not self._closed
