@@ -201,7 +201,7 @@ class TestTails:
         rows, notes = as_read(db)
         assert rows == [(1, 1, decided[0].record_hash), (2, 2, decided[1].record_hash), (3, 3, decided[2].record_hash)]
         assert notes == [("a", "v2"), ("b", "v3")]  # the latest value of "a", once
-        await store._run(store._fold_sync)
+        await store._run(store._fold_all_sync)
         assert physical(db) == {"audit": 3, "audit_tail": 0, "records": 2, "records_tail": 0}
         assert as_read(db) == (rows, notes)  # the same ids, hashes and values, now in audit and records
         fourth = await store.decide("w", "e4", note_to("a", "v4", "e4"))  # a newer value over a folded one
@@ -210,41 +210,30 @@ class TestTails:
         assert (await store.decide("w", "e2", note_to("a", "again", "e2"))).replayed  # found in audit
         assert (await store.decide("w", "e4", note_to("a", "again", "e4"))).replayed  # and in audit_tail
 
-    async def test_a_fold_starts_on_the_writer_thread_after_fold_rows_records(self, store, tmp_path, monkeypatch):
-        monkeypatch.setattr("bridge.store.sqlite.FOLD_ROWS", 3)
-        for i in range(2):
-            await store.decide("w", f"e{i}", note_to("a", f"v{i}", f"e{i}"))
-        await store._run(lambda: None)  # whatever was queued on the writer thread has run
-        assert physical(tmp_path / "b.sqlite3")["audit_tail"] == 2
-        await store.decide("w", "e2", note_to("a", "v2", "e2"))
-        await store._run(lambda: None)
-        assert physical(tmp_path / "b.sqlite3") == {"audit": 3, "audit_tail": 0, "records": 1, "records_tail": 0}
-
-    async def test_a_fold_goes_chunk_by_chunk_oldest_first_each_its_own_transaction(self, tmp_path, monkeypatch):
-        from bridge.store.schema import fold_bounds
-
+    async def test_the_batch_that_fills_the_tail_to_fold_rows_folds_its_oldest_chunk(self, tmp_path, monkeypatch):
         monkeypatch.setattr("bridge.store.sqlite.FOLD_ROWS", 6)
         monkeypatch.setattr("bridge.store.sqlite.FOLD_CHUNK", 4)
-        store = await SQLiteStore.open(tmp_path / "b.sqlite3")
+        db = tmp_path / "b.sqlite3"
+        store = await SQLiteStore.open(db)
         try:
             for world in "abc":
                 await store.add_world(world, "hash")
             for n, world in enumerate("abcab"):
                 await store.decide(world, f"{world}{n}", note_to("n", f"v{n}", f"{world}{n}"))
-            assert fold_bounds(store._conn, 4) == [4, 5]  # ids 1-4, then 5
-            folds = []
-            real = store._transaction
-            monkeypatch.setattr(store, "_transaction", lambda work: folds.append(1) or real(work))
-            await store.decide("c", "c5", note_to("n", "v", "c5"))  # the 6th row: folding starts
-            for _ in range(3):
-                await store._run(lambda: None)  # each chunk's fold is a job of its own
-            assert len(folds) == 2
-            assert physical(tmp_path / "b.sqlite3") == {"audit": 6, "audit_tail": 0, "records": 3, "records_tail": 0}
-            conn = sqlite3.connect(tmp_path / "b.sqlite3")
-            assert [r[0] for r in conn.execute("SELECT id FROM audit")] == [1, 2, 3, 4, 5, 6]
+            assert physical(db) == {"audit": 0, "audit_tail": 5, "records": 0, "records_tail": 3}
+            await store.decide("c", "c5", note_to("n", "v", "c5"))  # the 6th row: ids 1-4 go, in its transaction
+            # (and every state row of the tail; this batch's own is written after the fold)
+            assert physical(db) == {"audit": 4, "audit_tail": 2, "records": 3, "records_tail": 1}
+            await store.decide("a", "a6", note_to("n", "v", "a6"))  # 3 rows: nothing to fold
+            assert physical(db)["audit_tail"] == 3
+            conn = sqlite3.connect(db)
+            assert [r[0] for r in conn.execute("SELECT id FROM main.audit")] == [1, 2, 3, 4]  # oldest first, in order
+            assert [r[0] for r in conn.execute("SELECT id FROM audit_tail ORDER BY id")] == [5, 6, 7]
             conn.close()
+            assert [row[0] for row in as_read(db)[0]] == [1, 2, 3, 4, 5, 6, 7]
         finally:
             await store.close()
+        assert physical(db) == {"audit": 7, "audit_tail": 0, "records": 3, "records_tail": 0}
 
     async def test_a_failing_fold_changes_nothing_and_is_tried_again_after_fold_rows_more(self, store, tmp_path,
                                                                                           monkeypatch):
@@ -258,14 +247,13 @@ class TestTails:
             raise sqlite3.OperationalError("database or disk is full")
 
         monkeypatch.setattr(sqlite_module, "fold_tail", failing)
-        for i in range(5):
-            await store.decide("w", f"e{i}", note_to("a", f"v{i}", f"e{i}"))
-            await store._run(lambda: None)
-        assert len(tries) == 2  # at the 2nd and the 4th record, not after every batch
+        for i in range(5):  # every decision is answered, the failing fold is not theirs
+            assert (await store.decide("w", f"e{i}", note_to("a", f"v{i}", f"e{i}"))).seq == i + 1
+        assert len(tries) == 2  # at the 2nd and the 4th record, not in every batch
         assert physical(tmp_path / "b.sqlite3")["audit_tail"] == 5  # kept, read as audit
         assert [row[1] for row in as_read(tmp_path / "b.sqlite3")[0]] == [1, 2, 3, 4, 5]
         monkeypatch.undo()
-        await store._run(store._fold_sync)
+        await store._run(store._fold_all_sync)
         assert physical(tmp_path / "b.sqlite3")["audit_tail"] == 0
 
     async def test_a_stop_folds_everything_and_a_killed_bridges_tails_are_folded_at_the_next_start(self, tmp_path):
@@ -336,7 +324,7 @@ class TestReadsThroughTheViews:
         await store.add_world("w", "hash")
         for i in range(3):
             await store.decide("w", f"e{i}", note_to("a", f"v{i}", f"e{i}"))
-        await store._run(store._fold_sync)  # rows in audit, and in audit_tail
+        await store._run(store._fold_all_sync)  # rows in audit, and in audit_tail
         await store.decide("w", "e3", note_to("a", "v3", "e3"))
         await store.close()  # a clean stop: the head signed with the state's digest
         statements: list[str] = []
@@ -424,7 +412,7 @@ class TestAnotherWriter:
             await store.decide("w", "e3", settings_to("everyone"))
         again = await store.decide("w", "e3", settings_to("everyone"))
         assert again.seq == 3
-        await store._run(store._fold_sync)
+        await store._run(store._fold_all_sync)
         (report,) = await store.verify("w", None)
         assert report.records == 3
         assert [p.kind for p in report.problems if p.kind not in ("rederive", "state")] == []

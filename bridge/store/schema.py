@@ -135,11 +135,11 @@ SCHEMA_VERSION = max(MIGRATIONS)
 
 AUDIT_COLUMNS = ("world_id, seq, ts, type, event_id, user_id, ruleset, actor_id, outcome, summary, record,"
                  " prev_hash, hash")
-# audit_tail rows that start folding on the writer thread: the more rows of a world one fold
-# moves, the fewer pages of audit's indexes and of records it writes per row (measured at C=10:
-# ~33 µs of CPU per record when the tail holds 64 rows, ~21 at 256, ~13 at 512). The fold goes
-# FOLD_CHUNK rows a transaction, oldest first, each a job of its own: a batch meeting its write
-# lock waits ~2 ms, not the ~10 ms of the whole tail at once.
+# From FOLD_ROWS rows in audit_tail on, each batch also folds its oldest FOLD_CHUNK rows, in the
+# batch's own transaction (bridge/store/sqlite.py, SQLiteStore._fold_some). The more rows of a
+# world one fold moves, the fewer pages of audit's indexes and of records it writes per row
+# (measured at C=10: ~33 µs of CPU per record folding 64 rows at a time, ~24 at 128, ~21 at
+# 256); the batch carrying a fold answers ~2 ms later.
 FOLD_ROWS = 512
 FOLD_CHUNK = 128
 
@@ -181,13 +181,6 @@ def fold_tail(conn: sqlite3.Connection, up_to: int | None = None) -> int:
                      " (SELECT coalesce(max(seq), 0) FROM main.sqlite_sequence WHERE name = 'audit'))"
                      " WHERE name = 'audit_tail'")
     return moved
-
-
-def fold_bounds(conn: sqlite3.Connection, rows: int) -> list[int]:
-    """The last ids of audit_tail's rows taken ``rows`` at a time, oldest first (the last
-    chunk may be shorter): one fold transaction each."""
-    ids = [id_ for (id_,) in conn.execute("SELECT id FROM main.audit_tail ORDER BY id")]
-    return [ids[min(at + rows, len(ids)) - 1] for at in range(0, len(ids), rows)]
 
 
 def utc_now() -> str:

@@ -15,7 +15,7 @@ How :meth:`SQLiteStore.decide` works (issue 17):
   ``executemany`` per table (audit_tail, records_tail, worlds; events only for a decision without
   an audit record). The caller gets its reply only after that COMMIT. The two tails (schema 9)
   are small tables whose pages every world of the batch shares; the writer thread moves them
-  into ``audit`` and ``records`` in chunks (:meth:`SQLiteStore._fold_sync`), and every
+  into ``audit`` and ``records`` a chunk at a time (:meth:`SQLiteStore._fold_some`), and every
   connection reads each pair as one (:func:`~bridge.store.schema.read_as_one`).
 - The reply is stored once, inside the audit record (key-sorted, as the chain's canonical bytes
   need); a repeated ``event_id`` rebuilds the exact frame sent from it
@@ -68,7 +68,7 @@ from .base import Decided, Decision, DecisionFn
 from .blobs import pack, unpack
 from .memory import CachedState, WorldCache
 from .schema import (FOLD_CHUNK, FOLD_ROWS, MIGRATIONS, SCHEMA_VERSION, T, _committed, _encode, _in_transaction,
-                     _settings_decoder, fold_bounds, fold_tail, read_as_one, utc_now)
+                     _settings_decoder, fold_tail, read_as_one, utc_now)
 from .worlds import WorldRows
 
 if TYPE_CHECKING:
@@ -190,8 +190,8 @@ class SQLiteStore(WorldRows, AuditRows):
         self._loader_conn: sqlite3.Connection | None = None
         self._fetch_conn: sqlite3.Connection | None = None  # WorldCache.fetch's, on the event loop
         self._batch_conn: sqlite3.Connection | None = None  # a file's batches, written on the event loop
-        self._tail_rows = 0  # rows appended to audit_tail since the last fold (guarded by _queue_lock)
-        self._folding = False  # a fold is queued or running on the writer thread
+        self._tail_rows = 0  # rows in audit_tail, as this store counts them (guarded by _queue_lock)
+        self._folded = 0  # rows the batch being written folded (applied to _tail_rows after its COMMIT)
         # What each batch connection saw at its last batch: PRAGMA data_version (other
         # connections' commits) and _own_writes (this store's writer-thread transactions).
         self._seen: dict[sqlite3.Connection, tuple[int, int]] = {}
@@ -404,6 +404,8 @@ class SQLiteStore(WorldRows, AuditRows):
         sealed = [item.sealed for item in kept if item.sealed is not None]
         if sealed:
             self._write_sealed(conn, sealed)
+            if self._tail:
+                self._fold_some(conn, len(sealed))
         records: dict[tuple[str, str, str], bytes] = {}
         worlds: dict[str, tuple[int, bytes | None]] = {}
         for item in kept:
@@ -509,9 +511,11 @@ class SQLiteStore(WorldRows, AuditRows):
                         self._failure = exc
                         self._worlds.clear()
                     outcomes += [(item, None, exc) for item in current]
-            appended = sum(1 for item, _, exc in outcomes if exc is None and item.sealed is not None)
-            if appended and self._tail:
-                self._tail_grew(appended)
+            if self._tail:  # what the committed batch appended to audit_tail and folded from it
+                appended = sum(1 for item, _, exc in outcomes if exc is None and item.sealed is not None)
+                folded, self._folded = (self._folded if appended else 0), 0
+                with self._queue_lock:
+                    self._tail_rows = max(0, self._tail_rows + appended - folded)
             if self.signing_key is not None:  # one signature for the batch's receipts
                 try:
                     outcomes = with_receipts(self.signing_key, outcomes)
@@ -526,42 +530,38 @@ class SQLiteStore(WorldRows, AuditRows):
                 else:
                     loop.call_soon_threadsafe(_settle_futures, settled)
 
-    def _tail_grew(self, rows: int) -> None:
-        """Count ``rows`` committed to audit_tail; from ``FOLD_ROWS`` on, start folding on the
-        writer thread (:meth:`_fold_sync`: its own connection and transactions, the batches on
-        the loop go on, or wait for its write lock on the writer thread if they meet it)."""
-        with self._queue_lock:
-            self._tail_rows += rows
-            start = self._tail_rows >= FOLD_ROWS and not self._folding and not self._closed
-            if start:
-                self._folding = True
-        if start:
-            self._executor.submit(self._fold_sync)
-
-    def _fold_sync(self, bounds: list[int] | None = None) -> None:
-        """Fold the tails into audit and records (:func:`~bridge.store.schema.fold_tail`) on the
-        writer thread: audit_tail's rows up to the first of ``bounds`` (None: the tail's
-        chunks now, :func:`~bridge.store.schema.fold_bounds`) in one transaction, then the next
-        chunk as another job, so that a batch waiting on this thread goes between two. A
-        failure is logged and changes nothing: the rows stay in the tails, read as audit and
-        records, and a later fold or the next start moves them."""
-        moved, rest = 0, []
+    def _fold_some(self, conn: sqlite3.Connection, adding: int) -> None:
+        """Inside a batch's transaction (``adding`` rows appended to audit_tail by it): once the
+        tail holds ``FOLD_ROWS`` rows or more, fold its oldest ``FOLD_CHUNK`` into audit and
+        records (:func:`~bridge.store.schema.fold_tail`). In the batch, not on a thread of its
+        own: the batches keep the write lock nearly all the time under load, so a fold waiting
+        for it fell behind (20,000 rows at C=100). Under a savepoint: a failing fold is logged,
+        leaves the batch as it was, and is tried again after ``FOLD_ROWS`` more rows."""
+        self._folded = 0
+        if self._tail_rows + adding < FOLD_ROWS:
+            return
+        conn.execute("SAVEPOINT fold")
         try:
-            if self._conn is not None:
-                if bounds is None:
-                    bounds = fold_bounds(self._conn, FOLD_CHUNK)
-                if bounds:
-                    moved = self._transaction(lambda conn: fold_tail(conn, bounds[0]))
-                    rest = bounds[1:]
+            top = conn.execute("SELECT id FROM main.audit_tail ORDER BY id LIMIT 1 OFFSET ?",
+                               (FOLD_CHUNK - 1,)).fetchone()
+            self._folded = fold_tail(conn, None if top is None else top[0])
+        except sqlite3.Error:
+            conn.execute("ROLLBACK TO fold")
+            log.exception("audit_tail_fold_failed")
+            self._folded = self._tail_rows + adding  # counted as folded: tried again FOLD_ROWS rows later
+        conn.execute("RELEASE fold")
+
+    def _fold_all_sync(self) -> None:
+        """Fold both tails whole, on the writer thread (a stop; a start folds in
+        :meth:`_connect`). A failure is logged and changes nothing: the rows stay in the tails,
+        read as audit and records, and the next start moves them."""
+        try:
+            self._transaction(fold_tail)
         except sqlite3.Error:
             log.exception("audit_tail_fold_failed")
-            rest = []
-            moved = self._tail_rows  # the next try after another FOLD_ROWS rows, not every batch
+            return
         with self._queue_lock:
-            self._tail_rows = max(0, self._tail_rows - moved)
-            self._folding = bool(rest) and not self._closed
-        if self._folding:
-            self._executor.submit(self._fold_sync, rest)
+            self._tail_rows = 0
 
     def _batch_transaction(self, work: Callable[[sqlite3.Connection], T], inline: bool) -> T:
         """Run a batch's ``work`` in one transaction: ``inline`` (on the event loop) on the
@@ -580,10 +580,7 @@ class SQLiteStore(WorldRows, AuditRows):
 
     def _close_sync(self) -> None:
         if self._tail and self._conn is not None:
-            try:  # a stopped bridge leaves every row in audit and records
-                self._transaction(fold_tail)
-            except sqlite3.Error:
-                log.exception("audit_tail_fold_failed")  # kept in the tails: the next start folds them
+            self._fold_all_sync()  # a stopped bridge leaves every row in audit and records
         if self._loader is not None:
             self._loader.shutdown(wait=True)
             for conn in (self._loader_conn, self._fetch_conn, self._batch_conn):
