@@ -14,7 +14,7 @@ How :meth:`SQLiteStore.decide` works (issue 17):
   writer is busy, are written together: ONE ``BEGIN IMMEDIATE ... COMMIT`` with one
   ``executemany`` per table (audit_tail, records_tail, worlds; events only for a decision without
   an audit record). The caller gets its reply only after that COMMIT. The two tails (schema 9)
-  are small tables whose pages every world of the batch shares; the writer thread moves them
+  are small tables whose pages every world of the batch shares; the batches themselves move them
   into ``audit`` and ``records`` a chunk at a time (:meth:`SQLiteStore._fold_some`), and every
   connection reads each pair as one (:func:`~bridge.store.schema.read_as_one`).
 - The reply is stored once, inside the audit record (key-sorted, as the chain's canonical bytes
