@@ -210,9 +210,10 @@ class TestTails:
         assert (await store.decide("w", "e2", note_to("a", "again", "e2"))).replayed  # found in audit
         assert (await store.decide("w", "e4", note_to("a", "again", "e4"))).replayed  # and in audit_tail
 
-    async def test_the_batch_that_fills_the_tail_to_fold_rows_folds_its_oldest_chunk(self, tmp_path, monkeypatch):
+    async def test_the_writer_thread_folds_the_oldest_chunks_once_the_tail_holds_fold_rows(self, tmp_path,
+                                                                                           monkeypatch):
         monkeypatch.setattr("bridge.store.sqlite.FOLD_ROWS", 6)
-        monkeypatch.setattr("bridge.store.sqlite.FOLD_CHUNK", 4)
+        monkeypatch.setattr("bridge.store.sqlite.FOLD_CHUNK", 2)
         db = tmp_path / "b.sqlite3"
         store = await SQLiteStore.open(db)
         try:
@@ -220,41 +221,71 @@ class TestTails:
                 await store.add_world(world, "hash")
             for n, world in enumerate("abcab"):
                 await store.decide(world, f"{world}{n}", note_to("n", f"v{n}", f"{world}{n}"))
+            await asyncio.sleep(0.2)
             assert physical(db) == {"audit": 0, "audit_tail": 5, "records": 0, "records_tail": 3}
-            await store.decide("c", "c5", note_to("n", "v", "c5"))  # the 6th row: ids 1-4 go, in its transaction
-            # (and every state row of the tail; this batch's own is written after the fold)
-            assert physical(db) == {"audit": 4, "audit_tail": 2, "records": 3, "records_tail": 1}
-            await store.decide("a", "a6", note_to("n", "v", "a6"))  # 3 rows: nothing to fold
-            assert physical(db)["audit_tail"] == 3
+            await store.decide("c", "c5", note_to("n", "v", "c5"))  # the 6th row starts a fold
+            for _ in range(100):  # it folds 2 rows a transaction until 3 are left: ids 1-4
+                if physical(db)["audit"] == 4:
+                    break
+                await asyncio.sleep(0.02)
+            await asyncio.sleep(0.1)
+            assert physical(db) == {"audit": 4, "audit_tail": 2, "records": 3, "records_tail": 0}
             conn = sqlite3.connect(db)
             assert [r[0] for r in conn.execute("SELECT id FROM main.audit")] == [1, 2, 3, 4]  # oldest first, in order
-            assert [r[0] for r in conn.execute("SELECT id FROM audit_tail ORDER BY id")] == [5, 6, 7]
             conn.close()
-            assert [row[0] for row in as_read(db)[0]] == [1, 2, 3, 4, 5, 6, 7]
+            assert [row[0] for row in as_read(db)[0]] == [1, 2, 3, 4, 5, 6]
         finally:
             await store.close()
-        assert physical(db) == {"audit": 7, "audit_tail": 0, "records": 3, "records_tail": 0}
+        assert physical(db) == {"audit": 6, "audit_tail": 0, "records": 3, "records_tail": 0}
 
-    async def test_a_failing_fold_changes_nothing_and_is_tried_again_after_fold_rows_more(self, store, tmp_path,
-                                                                                          monkeypatch):
+    async def test_a_tail_the_writer_thread_cannot_keep_down_is_folded_by_the_batches(self, tmp_path, monkeypatch):
         import bridge.store.sqlite as sqlite_module
 
         monkeypatch.setattr(sqlite_module, "FOLD_ROWS", 2)
+        monkeypatch.setattr(sqlite_module, "FOLD_BACKSTOP", 5)
+        monkeypatch.setattr(sqlite_module, "FOLD_CHUNK", 4)
+        monkeypatch.setattr(sqlite_module.SQLiteStore, "_fold_sync", lambda self: None)  # as if it never got the lock
+        db = tmp_path / "b.sqlite3"
+        store = await SQLiteStore.open(db)
+        try:
+            await store.add_world("w", "hash")
+            for i in range(4):
+                await store.decide("w", f"e{i}", note_to("a", f"v{i}", f"e{i}"))
+            assert physical(db)["audit_tail"] == 4
+            await store.decide("w", "e4", note_to("a", "v4", "e4"))  # the 5th row: the batch folds ids 1-4
+            assert physical(db) == {"audit": 4, "audit_tail": 1, "records": 1, "records_tail": 1}
+        finally:
+            await store.close()
+
+    @pytest.mark.parametrize("by", ["writer thread", "batches"])
+    async def test_a_failing_fold_changes_nothing_and_is_tried_again_after_fold_rows_more(self, tmp_path, monkeypatch, by):
+        import bridge.store.sqlite as sqlite_module
+
+        monkeypatch.setattr(sqlite_module, "FOLD_ROWS", 2)
+        if by == "batches":
+            monkeypatch.setattr(sqlite_module, "FOLD_BACKSTOP", 2)
+            monkeypatch.setattr(sqlite_module.SQLiteStore, "_fold_sync", lambda self: None)
         tries = []
 
         def failing(conn, up_to=None):
             tries.append(up_to)
             raise sqlite3.OperationalError("database or disk is full")
 
-        monkeypatch.setattr(sqlite_module, "fold_tail", failing)
-        for i in range(5):  # every decision is answered, the failing fold is not theirs
-            assert (await store.decide("w", f"e{i}", note_to("a", f"v{i}", f"e{i}"))).seq == i + 1
-        assert len(tries) == 2  # at the 2nd and the 4th record, not in every batch
-        assert physical(tmp_path / "b.sqlite3")["audit_tail"] == 5  # kept, read as audit
-        assert [row[1] for row in as_read(tmp_path / "b.sqlite3")[0]] == [1, 2, 3, 4, 5]
-        monkeypatch.undo()
-        await store._run(store._fold_all_sync)
-        assert physical(tmp_path / "b.sqlite3")["audit_tail"] == 0
+        db = tmp_path / "b.sqlite3"
+        store = await SQLiteStore.open(db)
+        monkeypatch.setattr(sqlite_module, "fold_tail", failing)  # (the start's fold passed)
+        try:
+            await store.add_world("w", "hash")
+            for i in range(5):  # every decision is answered: the failing fold is not theirs
+                assert (await store.decide("w", f"e{i}", note_to("a", f"v{i}", f"e{i}"))).seq == i + 1
+                await store._run(lambda: None)  # the writer thread's fold, if one started, has tried
+            assert len(tries) == 2  # at the 2nd and the 4th record, not after every batch
+            assert physical(db)["audit_tail"] == 5  # kept, read as audit
+            assert [row[1] for row in as_read(db)[0]] == [1, 2, 3, 4, 5]
+            monkeypatch.undo()
+        finally:
+            await store.close()  # folds everything
+        assert physical(db)["audit_tail"] == 0
 
     async def test_a_stop_folds_everything_and_a_killed_bridges_tails_are_folded_at_the_next_start(self, tmp_path):
         db = tmp_path / "b.sqlite3"

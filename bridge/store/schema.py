@@ -135,13 +135,19 @@ SCHEMA_VERSION = max(MIGRATIONS)
 
 AUDIT_COLUMNS = ("world_id, seq, ts, type, event_id, user_id, ruleset, actor_id, outcome, summary, record,"
                  " prev_hash, hash")
-# From FOLD_ROWS rows in audit_tail on, each batch also folds its oldest FOLD_CHUNK rows, in the
-# batch's own transaction (bridge/store/sqlite.py, SQLiteStore._fold_some). The more rows of a
-# world one fold moves, the fewer pages of audit's indexes and of records it writes per row
-# (measured at C=10: ~33 µs of CPU per record folding 64 rows at a time, ~24 at 128, ~21 at
-# 256); the batch carrying a fold answers ~2 ms later.
+# Folding the tails (bridge/store/sqlite.py): from FOLD_ROWS rows in audit_tail on, the writer
+# thread folds the oldest FOLD_CHUNK rows a transaction until half as many are left, waiting
+# FOLD_WAIT_MS at most for the write lock each time (the batches come first). A fold writes a
+# leaf of each of audit's indexes and of records per world it touches, so the more rows of a
+# world one fold moves, the less it costs per row (measured at C=10: ~33 µs of CPU per record
+# folding 64 rows at a time, ~24 at 128, ~21 at 256), and a batch meeting its write lock waits
+# for it (~1-2 ms for 128 rows). Should the tail reach FOLD_BACKSTOP rows all the same (the
+# batches keep the lock nearly all the time under load: 20,000 rows after 6 s at C=100 with the
+# writer thread alone), each batch folds FOLD_CHUNK rows itself, in its own transaction.
 FOLD_ROWS = 512
 FOLD_CHUNK = 128
+FOLD_WAIT_MS = 5
+FOLD_BACKSTOP = 4 * FOLD_ROWS
 
 
 def read_as_one(conn: sqlite3.Connection) -> None:

@@ -14,8 +14,9 @@ How :meth:`SQLiteStore.decide` works (issue 17):
   writer is busy, are written together: ONE ``BEGIN IMMEDIATE ... COMMIT`` with one
   ``executemany`` per table (audit_tail, records_tail, worlds; events only for a decision without
   an audit record). The caller gets its reply only after that COMMIT. The two tails (schema 9)
-  are small tables whose pages every world of the batch shares; the batches themselves move them
-  into ``audit`` and ``records`` a chunk at a time (:meth:`SQLiteStore._fold_some`), and every
+  are small tables whose pages every world of the batch shares; the writer thread moves them
+  into ``audit`` and ``records`` a chunk at a time (:meth:`SQLiteStore._fold_sync`; the
+  batches themselves when it falls behind, :meth:`SQLiteStore._fold_some`), and every
   connection reads each pair as one (:func:`~bridge.store.schema.read_as_one`).
 - The reply is stored once, inside the audit record (key-sorted, as the chain's canonical bytes
   need); a repeated ``event_id`` rebuilds the exact frame sent from it
@@ -67,7 +68,7 @@ from .audit_rows import AuditRows, Sealed
 from .base import Decided, Decision, DecisionFn
 from .blobs import pack, unpack
 from .memory import CachedState, WorldCache
-from .schema import (FOLD_CHUNK, FOLD_ROWS, MIGRATIONS, SCHEMA_VERSION, T, _committed, _encode, _in_transaction,
+from .schema import (FOLD_BACKSTOP, FOLD_CHUNK, FOLD_ROWS, FOLD_WAIT_MS, MIGRATIONS, SCHEMA_VERSION, T, _committed, _encode, _in_transaction,
                      _settings_decoder, fold_tail, read_as_one, utc_now)
 from .worlds import WorldRows
 
@@ -192,6 +193,8 @@ class SQLiteStore(WorldRows, AuditRows):
         self._batch_conn: sqlite3.Connection | None = None  # a file's batches, written on the event loop
         self._tail_rows = 0  # rows in audit_tail, as this store counts them (guarded by _queue_lock)
         self._folded = 0  # rows the batch being written folded (applied to _tail_rows after its COMMIT)
+        self._folding = False  # a fold is queued or running on the writer thread
+        self._fold_retry_at = 0  # after a failed fold: no other before the tail holds this many rows
         # What each batch connection saw at its last batch: PRAGMA data_version (other
         # connections' commits) and _own_writes (this store's writer-thread transactions).
         self._seen: dict[sqlite3.Connection, tuple[int, int]] = {}
@@ -516,6 +519,12 @@ class SQLiteStore(WorldRows, AuditRows):
                 folded, self._folded = (self._folded if appended else 0), 0
                 with self._queue_lock:
                     self._tail_rows = max(0, self._tail_rows + appended - folded)
+                    start = (self._tail_rows >= max(FOLD_ROWS, self._fold_retry_at) and not self._folding
+                             and self._batch_conn is not None and not self._closed)
+                    if start:
+                        self._folding = True
+                if start:
+                    self._executor.submit(self._fold_sync)
             if self.signing_key is not None:  # one signature for the batch's receipts
                 try:
                     outcomes = with_receipts(self.signing_key, outcomes)
@@ -532,13 +541,13 @@ class SQLiteStore(WorldRows, AuditRows):
 
     def _fold_some(self, conn: sqlite3.Connection, adding: int) -> None:
         """Inside a batch's transaction (``adding`` rows appended to audit_tail by it): once the
-        tail holds ``FOLD_ROWS`` rows or more, fold its oldest ``FOLD_CHUNK`` into audit and
-        records (:func:`~bridge.store.schema.fold_tail`). In the batch, not on a thread of its
-        own: the batches keep the write lock nearly all the time under load, so a fold waiting
-        for it fell behind (20,000 rows at C=100). Under a savepoint: a failing fold is logged,
-        leaves the batch as it was, and is tried again after ``FOLD_ROWS`` more rows."""
+        tail holds ``FOLD_BACKSTOP`` rows or more (``FOLD_ROWS`` when the batches run on the
+        writer thread: ``":memory:"``), fold its oldest ``FOLD_CHUNK`` into audit and records
+        (:func:`~bridge.store.schema.fold_tail`): under load the writer thread's folds
+        (:meth:`_fold_sync`) may not get the write lock often enough to keep up. Under a savepoint: a failing fold is logged, leaves
+        the batch as it was, and is tried again after ``FOLD_ROWS`` more rows."""
         self._folded = 0
-        if self._tail_rows + adding < FOLD_ROWS:
+        if self._tail_rows + adding < (FOLD_ROWS if self._batch_conn is None else FOLD_BACKSTOP):
             return
         conn.execute("SAVEPOINT fold")
         try:
@@ -550,6 +559,39 @@ class SQLiteStore(WorldRows, AuditRows):
             log.exception("audit_tail_fold_failed")
             self._folded = self._tail_rows + adding  # counted as folded: tried again FOLD_ROWS rows later
         conn.execute("RELEASE fold")
+
+    def _fold_sync(self) -> None:
+        """One fold on the writer thread, started by a batch once audit_tail holds ``FOLD_ROWS``
+        rows: its oldest ``FOLD_CHUNK`` rows in one transaction, then (while more than half as
+        many are left) the next chunk as another job, so that a batch waiting on this thread for
+        the write lock goes between two. The batches come first: a fold waits ``FOLD_WAIT_MS``
+        at most for the lock they hold, and gives up until the next batch starts it again (under
+        load, the batches fold themselves: :meth:`_fold_some`). A failure is logged and changes
+        nothing (the rows stay in the tails, read as audit and records); the next try comes
+        after ``FOLD_ROWS`` more rows, not with every batch."""
+        conn, moved, more = self._conn, 0, False
+        try:
+            if conn is not None:
+                conn.execute(f"PRAGMA busy_timeout = {FOLD_WAIT_MS}")
+                try:
+                    top = conn.execute("SELECT id FROM main.audit_tail ORDER BY id LIMIT 1 OFFSET ?",
+                                       (FOLD_CHUNK - 1,)).fetchone()
+                    moved = self._transaction(lambda c: fold_tail(c, None if top is None else top[0]))
+                finally:
+                    conn.execute("PRAGMA busy_timeout = 5000")
+        except sqlite3.OperationalError as exc:
+            if getattr(exc, "sqlite_errorname", None) not in ("SQLITE_BUSY", "SQLITE_LOCKED"):
+                log.exception("audit_tail_fold_failed")
+                self._fold_retry_at = self._tail_rows + FOLD_ROWS
+        except sqlite3.Error:
+            log.exception("audit_tail_fold_failed")
+            self._fold_retry_at = self._tail_rows + FOLD_ROWS
+        with self._queue_lock:
+            self._tail_rows = max(0, self._tail_rows - moved)
+            more = moved > 0 and self._tail_rows > FOLD_ROWS // 2 and not self._closed
+            self._folding = more
+        if more:
+            self._executor.submit(self._fold_sync)
 
     def _fold_all_sync(self) -> None:
         """Fold both tails whole, on the writer thread (a stop; a start folds in
