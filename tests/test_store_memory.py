@@ -376,15 +376,21 @@ class TestReadsThroughTheViews:
             assert not [line for line in plan if line.startswith("CO-ROUTINE") or line == "SCAN main.audit"], (sql, plan)
 
 
+async def elsewhere(db, work) -> None:
+    """Run ``work(store)`` on a second store on the file ``db``, as another process would, and
+    close it (its close folds its tails into audit and records)."""
+    other = await SQLiteStore.open(db)
+    try:
+        await work(other)
+    finally:
+        await other.close()
+
+
 class TestAnotherWriter:
     async def test_a_world_written_by_another_process_fails_the_batch_then_continues(self, store, tmp_path):
         db = tmp_path / "b.sqlite3"
         await store.decide("w", "e1", settings_to("off"))
-        other = await SQLiteStore.open(db)  # a second process on the same file
-        try:
-            await other.decide("w", "e2", settings_to("pc_only", event_id="e2"))
-        finally:
-            await other.close()
+        await elsewhere(db, lambda other: other.decide("w", "e2", settings_to("pc_only", event_id="e2")))
         # this store's memory says the head is record 1: its insert collides, nothing is acked
         with pytest.raises(sqlite3.IntegrityError):
             await store.decide("w", "e3", settings_to("everyone"))
@@ -416,11 +422,7 @@ class TestAnotherWriter:
 
     async def test_a_world_removed_by_another_process_is_refused(self, store, tmp_path):
         await store.decide("w", "e1", settings_to("off"))
-        other = await SQLiteStore.open(tmp_path / "b.sqlite3")
-        try:
-            await other.remove_world("w")
-        finally:
-            await other.close()
+        await elsewhere(tmp_path / "b.sqlite3", lambda other: other.remove_world("w"))
         with pytest.raises(WorldNotRegistered):
             await store.decide("w", "e2", settings_to("pc_only"))
 
@@ -433,11 +435,7 @@ class TestAnotherWriter:
         await store.add_world("x", "hash")
         await store.decide("w", "e1", settings_to("off"))
         await store.decide("x", "x1", settings_to("off"))
-        other = await SQLiteStore.open(db)  # a second process on the same file
-        try:
-            await other.decide("w", "e2", settings_to("pc_only", event_id="e2"))
-        finally:
-            await other.close()  # which folds its record into audit
+        await elsewhere(db, lambda other: other.decide("w", "e2", settings_to("pc_only", event_id="e2")))
         await store.decide("x", "x2", settings_to("pc_only"))  # the batch that sees the file changed
         with pytest.raises(sqlite3.IntegrityError):  # this store's memory of w is stale: record 2 is taken
             await store.decide("w", "e3", settings_to("everyone"))
@@ -453,11 +451,7 @@ class TestAnotherWriter:
         await store.add_world("x", "hash")
         await store.decide("w", "e1", settings_to("off"))
         await store.decide("x", "x1", settings_to("off"))
-        other = await SQLiteStore.open(tmp_path / "b.sqlite3")
-        try:
-            await other.remove_world("w")
-        finally:
-            await other.close()
+        await elsewhere(tmp_path / "b.sqlite3", lambda other: other.remove_world("w"))
         await store.decide("x", "x2", settings_to("pc_only"))
         with pytest.raises(WorldNotRegistered):
             await store.decide("w", "e2", settings_to("pc_only"))
