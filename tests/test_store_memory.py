@@ -267,8 +267,8 @@ class TestTails:
             monkeypatch.setattr(sqlite_module.SQLiteStore, "_fold_sync", lambda self: None)
         tries = []
 
-        def failing(conn, up_to=None):
-            tries.append(up_to)
+        def failing(conn, rows=None):
+            tries.append(rows)
             raise sqlite3.OperationalError("database or disk is full")
 
         db = tmp_path / "b.sqlite3"
@@ -286,6 +286,59 @@ class TestTails:
         finally:
             await store.close()  # folds everything
         assert physical(db)["audit_tail"] == 0
+
+    async def test_a_fold_moves_the_oldest_rows_asked_for_or_all_there_are(self, store, tmp_path):
+        from bridge.store.schema import fold_tail
+
+        for i in range(3):
+            await store.decide("w", f"e{i}", note_to("a", f"v{i}", f"e{i}"))
+        assert await store._run(store._transaction, lambda conn: fold_tail(conn, 2)) == 2
+        conn = sqlite3.connect(tmp_path / "b.sqlite3")
+        assert [r[0] for r in conn.execute("SELECT id FROM main.audit")] == [1, 2]
+        conn.close()
+        assert await store._run(store._transaction, lambda conn: fold_tail(conn, 128)) == 1  # fewer than asked
+        assert await store._run(store._transaction, lambda conn: fold_tail(conn, 128)) == 0
+        assert physical(tmp_path / "b.sqlite3") == {"audit": 3, "audit_tail": 0, "records": 1, "records_tail": 0}
+
+    async def test_ids_follow_on_from_rows_put_into_audit_by_hand(self, tmp_path):
+        db = tmp_path / "b.sqlite3"
+        store = await SQLiteStore.open(db)
+        await store.add_world("w", "hash")
+        await store.decide("w", "e1", note_to("a", "v1", "e1"))
+        await store.close()
+        conn = sqlite3.connect(db)
+        conn.execute("INSERT INTO audit (id, world_id, seq, ts, type, outcome, summary, record, prev_hash, hash)"
+                     " SELECT 100, world_id, 2, ts, type, outcome, summary, record, prev_hash, hash FROM audit")
+        conn.commit()
+        conn.close()
+        store = await SQLiteStore.open(db)  # its start's fold moves audit_tail's counter past id 100
+        try:
+            decided = await store.decide("w", "e3", note_to("a", "v3", "e3"))
+            assert decided.seq == 3
+            assert [row[:2] for row in as_read(db)[0]] == [(1, 1), (100, 2), (101, 3)]
+        finally:
+            await store.close()  # and the fold of id 101 into audit does not collide
+        assert physical(db)["audit_tail"] == 0
+
+    async def test_a_fold_on_the_writer_thread_gives_way_to_a_write_lock_held_elsewhere(self, store, tmp_path):
+        import time
+
+        for i in range(3):
+            await store.decide("w", f"e{i}", note_to("a", f"v{i}", f"e{i}"))
+        other = sqlite3.connect(tmp_path / "b.sqlite3", isolation_level=None)
+        other.execute("BEGIN IMMEDIATE")
+        try:
+            began = time.monotonic()
+            await store._run(store._fold_sync)
+            waited = time.monotonic() - began
+        finally:
+            other.execute("ROLLBACK")
+            other.close()
+        assert waited < 1.0  # FOLD_WAIT_MS, not the writer's 5 s busy timeout
+        assert physical(tmp_path / "b.sqlite3")["audit_tail"] == 3  # nothing moved
+        assert store._fold_retry_at == 0 and not store._folding  # not a failure: tried again soon
+        await store._run(store._fold_sync)
+        assert physical(tmp_path / "b.sqlite3")["audit_tail"] == 0
 
     async def test_a_stop_folds_everything_and_a_killed_bridges_tails_are_folded_at_the_next_start(self, tmp_path):
         db = tmp_path / "b.sqlite3"

@@ -22,7 +22,7 @@ from ..heads import KEY_CHANGE, Head, KeyChange, public_key_text, sign_head
 from ..receipts import key_id
 from .base import AuditEntry, AuditFilter, AuditRow
 from .blobs import pack, unpack
-from .schema import AUDIT_COLUMNS, SCHEMA_VERSION, _summary_decoder, fold_tail, read_as_one, utc_now
+from .schema import SCHEMA_VERSION, _summary_decoder, fold_tail, insert_audit_sql, read_as_one, utc_now
 
 if TYPE_CHECKING:
     from typing import TypeVar
@@ -30,8 +30,6 @@ if TYPE_CHECKING:
     T = TypeVar("T")
 
 CHECKPOINT_EVERY = audit.CHECKPOINT_EVERY
-# Every record is appended to audit_tail first, and read with audit as one (schema.read_as_one).
-_INSERT_AUDIT = f"INSERT INTO audit_tail ({AUDIT_COLUMNS}) VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?)"
 # An audit row's prev_hash, in a SELECT ... FROM audit: rows written before issue 17 store it;
 # later rows store '' and link to the hash of the world's record before (the genesis hash for
 # record 1). '' when that record is gone: `audit verify` reports the gap and the broken link.
@@ -61,7 +59,9 @@ class AuditRows:
     """The audit and checkpoints tables (see :class:`~bridge.store.base.Store`)."""
 
     _conn: sqlite3.Connection | None
-    _insert_audit = _INSERT_AUDIT  # PostgreSQL's store appends to audit itself (no tail)
+    # Every record is appended to audit_tail first, and read with audit as one
+    # (schema.read_as_one); PostgreSQL's store appends to audit itself (no tail).
+    _insert_audit = insert_audit_sql("audit_tail")
     _tail = True  # audit_tail and records_tail (schema migration 9); False for PostgreSQL
     audit_key: bytes | None
     signing_key: Ed25519PrivateKey | None

@@ -30,7 +30,7 @@ from typing import Any
 from ..config import db_label
 from ..errors import ConfigError, LeaseLost
 from .base import Decided
-from .schema import AUDIT_COLUMNS, T, _in_transaction, utc_now
+from .schema import T, _in_transaction, insert_audit_sql, upsert_records_sql, utc_now
 from .sqlite import SQLiteStore
 
 # Each step upgrades the database from the previous version; ``meta`` records the version.
@@ -141,10 +141,9 @@ class PostgresStore(SQLiteStore):
     Raises ``ConfigError`` when the server cannot be reached, psycopg is not installed, or the
     database was written by a newer bridge."""
 
-    _insert_audit = f"INSERT INTO audit ({AUDIT_COLUMNS}) VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?)"
     _tail = False  # no audit_tail, records_tail: every row goes into audit and records at once
-    _upsert_records = ("INSERT INTO records (world_id, kind, key, value) VALUES (?, ?, ?, ?)"
-                       " ON CONFLICT (world_id, kind, key) DO UPDATE SET value = excluded.value")
+    _insert_audit = insert_audit_sql("audit")
+    _upsert_records = upsert_records_sql("records")
 
     def __init__(self, url: str, *, audit_key: bytes | None = None, signing_key: Any = None) -> None:
         super().__init__(url, audit_key=audit_key, signing_key=signing_key)

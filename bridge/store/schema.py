@@ -148,6 +148,23 @@ FOLD_ROWS = 512
 FOLD_CHUNK = 128
 FOLD_WAIT_MS = 5
 FOLD_BACKSTOP = 4 * FOLD_ROWS
+# The largest id audit has given: its rows' and its AUTOINCREMENT counter's (a deleted top row's
+# id is never given again). audit_tail's ids follow on from it.
+_TOP_AUDIT_ID = ("max((SELECT coalesce(max(id), 0) FROM main.audit),"
+                 " (SELECT coalesce(max(seq), 0) FROM main.sqlite_sequence WHERE name = 'audit'))")
+
+
+def insert_audit_sql(table: str) -> str:
+    """The statement appending one audit row (:data:`AUDIT_COLUMNS`, ``?`` placeholders) to
+    ``table``: SQLite's ``audit_tail``, PostgreSQL's ``audit``."""
+    return f"INSERT INTO {table} ({AUDIT_COLUMNS}) VALUES ({', '.join('?' for _ in AUDIT_COLUMNS.split(','))})"
+
+
+def upsert_records_sql(table: str) -> str:
+    """The statement writing one state row (world_id, kind, key, value) into ``table``, over
+    the older value of its key: SQLite's ``records_tail``, PostgreSQL's ``records``."""
+    return (f"INSERT INTO {table} (world_id, kind, key, value) VALUES (?, ?, ?, ?)"
+            " ON CONFLICT (world_id, kind, key) DO UPDATE SET value = excluded.value")
 
 
 def read_as_one(conn: sqlite3.Connection) -> None:
@@ -168,24 +185,26 @@ def read_as_one(conn: sqlite3.Connection) -> None:
                  " UNION ALL SELECT world_id, kind, key, value FROM main.records_tail")
 
 
-def fold_tail(conn: sqlite3.Connection, up_to: int | None = None) -> int:
-    """Move the rows of ``audit_tail`` up to id ``up_to`` (None: all) into ``audit``, each with
-    its id and in id order (appended, so audit's pages stay full), and every row of
-    ``records_tail`` into ``records`` (replacing the older values), inside the caller's write
-    transaction: a crash before its COMMIT leaves all four as they were. A whole fold then sets
-    audit_tail's counter past audit's largest id (rows put into ``audit`` by hand). Returns the
-    rows moved into ``audit``."""
-    where, params = ("true", ()) if up_to is None else ("id <= ?", (up_to,))
+def fold_tail(conn: sqlite3.Connection, rows: int | None = None) -> int:
+    """Move the oldest ``rows`` rows of ``audit_tail`` (None: all) into ``audit``, each with its
+    id and in id order (appended, so audit's pages stay full), and every row of ``records_tail``
+    into ``records`` (replacing the older values), inside the caller's write transaction: a
+    crash before its COMMIT leaves all four as they were. A whole fold then sets audit_tail's
+    counter past audit's largest id (rows put into ``audit`` by hand). Nothing is written when
+    there is nothing to move. Returns the rows moved into ``audit``."""
+    if rows is None:
+        where, params = "true", ()
+    else:
+        where, params = "id IN (SELECT id FROM main.audit_tail ORDER BY id LIMIT ?)", (rows,)
     conn.execute("INSERT INTO main.records (world_id, kind, key, value) SELECT world_id, kind, key, value"
                  " FROM main.records_tail WHERE true ON CONFLICT (world_id, kind, key) DO UPDATE SET value = excluded.value")
     conn.execute("DELETE FROM main.records_tail")
     conn.execute(f"INSERT INTO main.audit (id, {AUDIT_COLUMNS}) SELECT id, {AUDIT_COLUMNS}"
                  f" FROM main.audit_tail WHERE {where} ORDER BY id", params)
     moved = conn.execute(f"DELETE FROM main.audit_tail WHERE {where}", params).rowcount
-    if up_to is None:
-        conn.execute("UPDATE main.sqlite_sequence SET seq = max(seq, (SELECT coalesce(max(id), 0) FROM main.audit),"
-                     " (SELECT coalesce(max(seq), 0) FROM main.sqlite_sequence WHERE name = 'audit'))"
-                     " WHERE name = 'audit_tail'")
+    if rows is None:
+        conn.execute(f"UPDATE main.sqlite_sequence SET seq = {_TOP_AUDIT_ID} WHERE name = 'audit_tail'"
+                     f" AND seq < {_TOP_AUDIT_ID}")
     return moved
 
 

@@ -68,8 +68,9 @@ from .audit_rows import AuditRows, Sealed
 from .base import Decided, Decision, DecisionFn
 from .blobs import pack, unpack
 from .memory import CachedState, WorldCache
-from .schema import (FOLD_BACKSTOP, FOLD_CHUNK, FOLD_ROWS, FOLD_WAIT_MS, MIGRATIONS, SCHEMA_VERSION, T, _committed, _encode, _in_transaction,
-                     _settings_decoder, fold_tail, read_as_one, utc_now)
+from .schema import (FOLD_BACKSTOP, FOLD_CHUNK, FOLD_ROWS, FOLD_WAIT_MS, MIGRATIONS, SCHEMA_VERSION, T,
+                     _committed, _encode, _in_transaction, _settings_decoder, fold_tail, read_as_one,
+                     upsert_records_sql, utc_now)
 from .worlds import WorldRows
 
 if TYPE_CHECKING:
@@ -120,6 +121,11 @@ class _WriteLocked(Exception):
     """Another connection holds the database's write lock: the batch goes to the writer thread."""
 
 
+def _locked(exc: sqlite3.OperationalError) -> bool:
+    """Whether ``exc`` says another connection holds the lock (busy), not that the work failed."""
+    return getattr(exc, "sqlite_errorname", None) in ("SQLITE_BUSY", "SQLITE_LOCKED")
+
+
 @dataclass(slots=True)
 class _Queued:
     """A decided request waiting for its batch's COMMIT: what its caller gets, the rows it adds,
@@ -161,8 +167,7 @@ class SQLiteStore(WorldRows, AuditRows):
     Use :meth:`open` (a classmethod coroutine) to construct.
     """
 
-    _upsert_records = ("INSERT INTO records_tail (world_id, kind, key, value) VALUES (?, ?, ?, ?)"
-                       " ON CONFLICT (world_id, kind, key) DO UPDATE SET value = excluded.value")
+    _upsert_records = upsert_records_sql("records_tail")  # PostgreSQL's: records
 
     def __init__(self, path: str | Path, *, audit_key: bytes | None = None,
                  signing_key: Ed25519PrivateKey | None = None) -> None:
@@ -514,17 +519,8 @@ class SQLiteStore(WorldRows, AuditRows):
                         self._failure = exc
                         self._worlds.clear()
                     outcomes += [(item, None, exc) for item in current]
-            if self._tail:  # what the committed batch appended to audit_tail and folded from it
-                appended = sum(1 for item, _, exc in outcomes if exc is None and item.sealed is not None)
-                folded, self._folded = (self._folded if appended else 0), 0
-                with self._queue_lock:
-                    self._tail_rows = max(0, self._tail_rows + appended - folded)
-                    start = (self._tail_rows >= max(FOLD_ROWS, self._fold_retry_at) and not self._folding
-                             and self._batch_conn is not None and not self._closed)
-                    if start:
-                        self._folding = True
-                if start:
-                    self._executor.submit(self._fold_sync)
+            if self._tail:
+                self._count_tail(sum(1 for item, _, exc in outcomes if exc is None and item.sealed is not None))
             if self.signing_key is not None:  # one signature for the batch's receipts
                 try:
                     outcomes = with_receipts(self.signing_key, outcomes)
@@ -539,25 +535,46 @@ class SQLiteStore(WorldRows, AuditRows):
                 else:
                     loop.call_soon_threadsafe(_settle_futures, settled)
 
+    def _count_tail(self, appended: int) -> None:
+        """After a batch: count the ``appended`` rows it committed to audit_tail and those it
+        folded (:meth:`_fold_some`; none if it failed, ``appended`` 0), and once the tail holds
+        ``FOLD_ROWS`` rows (or, after a failed fold, ``_fold_retry_at``) start folding on the
+        writer thread (:meth:`_fold_sync`) for a file's store."""
+        folded, self._folded = (self._folded if appended else 0), 0
+        with self._queue_lock:
+            self._tail_rows = max(0, self._tail_rows + appended - folded)
+            start = (self._tail_rows >= max(FOLD_ROWS, self._fold_retry_at) and not self._folding
+                     and self._batch_conn is not None and not self._closed)
+            if start:
+                self._folding = True
+        if start:
+            self._executor.submit(self._fold_sync)
+
+    def _fold_failed(self, tail_rows: int) -> None:
+        """A fold failed (disk full, a damaged tail; not a lock held elsewhere) when audit_tail
+        held ``tail_rows`` rows: logged (call it in the ``except``); it changed nothing, and no
+        fold is tried again before the tail has grown by ``FOLD_ROWS`` rows, rather than at
+        every batch."""
+        log.exception("audit_tail_fold_failed")
+        self._fold_retry_at = tail_rows + FOLD_ROWS
+
     def _fold_some(self, conn: sqlite3.Connection, adding: int) -> None:
         """Inside a batch's transaction (``adding`` rows appended to audit_tail by it): once the
         tail holds ``FOLD_BACKSTOP`` rows or more (``FOLD_ROWS`` when the batches run on the
         writer thread: ``":memory:"``), fold its oldest ``FOLD_CHUNK`` into audit and records
         (:func:`~bridge.store.schema.fold_tail`): under load the writer thread's folds
-        (:meth:`_fold_sync`) may not get the write lock often enough to keep up. Under a savepoint: a failing fold is logged, leaves
-        the batch as it was, and is tried again after ``FOLD_ROWS`` more rows."""
+        (:meth:`_fold_sync`) may not get the write lock often enough to keep up. Under a
+        savepoint: a failing fold leaves the batch as it was (:meth:`_fold_failed`)."""
         self._folded = 0
-        if self._tail_rows + adding < (FOLD_ROWS if self._batch_conn is None else FOLD_BACKSTOP):
+        threshold = FOLD_ROWS if self._batch_conn is None else FOLD_BACKSTOP
+        if self._tail_rows + adding < max(threshold, self._fold_retry_at):
             return
         conn.execute("SAVEPOINT fold")
         try:
-            top = conn.execute("SELECT id FROM main.audit_tail ORDER BY id LIMIT 1 OFFSET ?",
-                               (FOLD_CHUNK - 1,)).fetchone()
-            self._folded = fold_tail(conn, None if top is None else top[0])
+            self._folded = fold_tail(conn, FOLD_CHUNK)
         except sqlite3.Error:
             conn.execute("ROLLBACK TO fold")
-            log.exception("audit_tail_fold_failed")
-            self._folded = self._tail_rows + adding  # counted as folded: tried again FOLD_ROWS rows later
+            self._fold_failed(self._tail_rows + adding)
         conn.execute("RELEASE fold")
 
     def _fold_sync(self) -> None:
@@ -567,25 +584,20 @@ class SQLiteStore(WorldRows, AuditRows):
         the write lock goes between two. The batches come first: a fold waits ``FOLD_WAIT_MS``
         at most for the lock they hold, and gives up until the next batch starts it again (under
         load, the batches fold themselves: :meth:`_fold_some`). A failure is logged and changes
-        nothing (the rows stay in the tails, read as audit and records); the next try comes
-        after ``FOLD_ROWS`` more rows, not with every batch."""
-        conn, moved, more = self._conn, 0, False
+        nothing (:meth:`_fold_failed`)."""
+        conn, moved = self._conn, 0
         try:
             if conn is not None:
                 conn.execute(f"PRAGMA busy_timeout = {FOLD_WAIT_MS}")
                 try:
-                    top = conn.execute("SELECT id FROM main.audit_tail ORDER BY id LIMIT 1 OFFSET ?",
-                                       (FOLD_CHUNK - 1,)).fetchone()
-                    moved = self._transaction(lambda c: fold_tail(c, None if top is None else top[0]))
+                    moved = self._transaction(lambda c: fold_tail(c, FOLD_CHUNK))
                 finally:
                     conn.execute("PRAGMA busy_timeout = 5000")
         except sqlite3.OperationalError as exc:
-            if getattr(exc, "sqlite_errorname", None) not in ("SQLITE_BUSY", "SQLITE_LOCKED"):
-                log.exception("audit_tail_fold_failed")
-                self._fold_retry_at = self._tail_rows + FOLD_ROWS
+            if not _locked(exc):
+                self._fold_failed(self._tail_rows)
         except sqlite3.Error:
-            log.exception("audit_tail_fold_failed")
-            self._fold_retry_at = self._tail_rows + FOLD_ROWS
+            self._fold_failed(self._tail_rows)
         with self._queue_lock:
             self._tail_rows = max(0, self._tail_rows - moved)
             more = moved > 0 and self._tail_rows > FOLD_ROWS // 2 and not self._closed
@@ -615,7 +627,7 @@ class SQLiteStore(WorldRows, AuditRows):
         try:
             self._batch_conn.execute("BEGIN IMMEDIATE")
         except sqlite3.OperationalError as exc:
-            if exc.sqlite_errorname in ("SQLITE_BUSY", "SQLITE_LOCKED"):
+            if _locked(exc):
                 raise _WriteLocked from exc
             raise
         return _committed(self._batch_conn, work)
