@@ -174,6 +174,11 @@ export function onSocket(fn) {
   });
 }
 
+/** @returns {string|null} the world's active GM's user id (`game.users.activeGM`), null when no GM is logged in */
+export function activeGMId() {
+  return game.users.activeGM?.id ?? null;
+}
+
 /** @returns {boolean} true when this client is the world's active GM */
 export function isActiveGM() {
   return Boolean(game.users.activeGM?.isSelf);

@@ -68,6 +68,7 @@ export function install({ rulesets = RULESETS, timers = fvtt.timers() } = {}) {
     selfId: fvtt.currentUserId,
     selfIsGM: fvtt.currentUserIsGM,
     activeGMIds: fvtt.activeGMIds,
+    activeGMId: fvtt.activeGMId,
     hasToken: () => Boolean(fvtt.getSetting("token")),
     isGMUser: fvtt.isGMUser,
     send: fvtt.emitSocket,

@@ -134,8 +134,8 @@ function twoClients({ gmOnline = true } = {}) {
       newId: () => `${name}-req${++n}`,
       port: {
         send: (payload) => wire.push({ payload: structuredClone(payload), senderId: users[name].id }),
-        isActiveGM: () => name === "gm",
-        activeGMOnline: () => gmOnline,
+        isLinkHolder: () => name === "gm",
+        linkHolderId: () => (gmOnline ? "gm" : null),
         currentUser: () => users[name],
         isGMUser: (id) => Boolean(users[id]?.isGM),
       },
@@ -165,7 +165,7 @@ describe("the hub: one relay for SoHL and every ruleset", () => {
     assert.deepEqual(deliver(), [{ type: "request", request_id: "player-req1", ruleset: "hmtw", action: "draw", data: { deck: "major", user_id: "gm" } }]);
     assert.deepEqual(deliver(), [{ type: "ack", to: "player", request_id: "player-req1" }]);
     assert.deepEqual(seen, [], "held until go");
-    assert.deepEqual(deliver(), [{ type: "go", request_id: "player-req1" }]);
+    assert.deepEqual(deliver(), [{ type: "go", request_id: "player-req1", to: "gm" }], "the go names the GM that acked");
     assert.deepEqual(seen, [{ data: { deck: "major", user_id: "gm" }, sender: { userId: "player", isGM: false } }]);
     await flush();
     assert.deepEqual(deliver(), [{ type: "done", to: "player", request_id: "player-req1", ok: true, result: { card: "The Tower" } }]);

@@ -19,6 +19,10 @@
  * false) until its bridge settings change. When the holder leaves (Foundry's `userConnected` hook,
  * the user no longer active) the next GM is elected at once.
  *
+ * Until a client has heard any other GM's announcement (the first second after it starts, or GMs
+ * running an earlier release of this module, which announce nothing) it takes Foundry's active GM
+ * (`game.users.activeGM`) for the holder, as earlier releases did.
+ *
  * The announcements come with Foundry's sender id: a player cannot pose as a GM, and only GMs'
  * announcements count. Pure: the socket, the user list, the token check and the timers are injected.
  */
@@ -41,6 +45,8 @@ export const LINK_LIMITS = Object.freeze({
  * @param {() => string} deps.selfId this client's user id
  * @param {() => boolean} deps.selfIsGM this client's user is a GM
  * @param {() => string[]} deps.activeGMIds the ids of the GM users Foundry reports as connected
+ * @param {() => string|null} deps.activeGMId Foundry's active GM's id (`game.users.activeGM`), null
+ *   when no GM is connected
  * @param {() => boolean} deps.hasToken this client's user has a bridge token set
  * @param {(userId: string) => boolean} deps.isGMUser that user is a GM (Foundry's users)
  * @param {(payload: object) => void} deps.send emit on the module socket to the other clients
@@ -65,7 +71,7 @@ export const LINK_LIMITS = Object.freeze({
  *   `withdraw` stops offering this client until `reset` (after the bridge settings change);
  *   `holderId` is the elected GM's user id, null when no GM with a token is connected
  */
-export function createLinkElection({ selfId, selfIsGM, activeGMIds, hasToken, isGMUser, send, timers, onChange, limits = {} }) {
+export function createLinkElection({ selfId, selfIsGM, activeGMIds, activeGMId, hasToken, isGMUser, send, timers, onChange, limits = {} }) {
   const limit = { ...LINK_LIMITS, ...limits };
   /** @type {Map<string, {hasToken: boolean, holding: boolean}>} the other GMs' last announcements */
   const others = new Map();
@@ -74,6 +80,8 @@ export function createLinkElection({ selfId, selfIsGM, activeGMIds, hasToken, is
   let withdrawn = false;
   let claimTimer = null;
   let last = null;
+  /** Some other GM's announcement has arrived. */
+  let heard = false;
 
   /** What this client announces: a token counts once the claim delay is over and it has not withdrawn. */
   const own = () => ({ hasToken: ready && !withdrawn && Boolean(hasToken()), holding });
@@ -90,7 +98,9 @@ export function createLinkElection({ selfId, selfIsGM, activeGMIds, hasToken, is
     if (selfIsGM()) states.set(selfId(), own());
     const present = [...states].filter(([id]) => active.has(id)).sort(([a], [b]) => (a < b ? -1 : a > b ? 1 : 0));
     const holder = present.find(([, state]) => state.holding) ?? present.find(([, state]) => state.hasToken);
-    return holder ? holder[0] : null;
+    if (holder) return holder[0];
+    const guess = heard ? null : activeGMId();
+    return guess !== null && guess !== selfId() ? guess : null;
   }
 
   function recount() {
@@ -121,12 +131,13 @@ export function createLinkElection({ selfId, selfIsGM, activeGMIds, hasToken, is
     receive(payload, senderId) {
       if (!payload || typeof payload !== "object") return false;
       if (payload.type === LINK_TYPES.QUERY) {
-        announce();
+        if (senderId !== selfId()) announce();
         return true;
       }
       if (payload.type !== LINK_TYPES.STATE) return false;
       if (!isGMUser(senderId) || senderId === selfId()) return true;
       others.set(senderId, { hasToken: payload.has_token === true, holding: payload.holding === true });
+      heard = true;
       recount();
       return true;
     },
