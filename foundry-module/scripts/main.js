@@ -187,17 +187,21 @@ export function install({ rulesets = RULESETS, timers = fvtt.timers() } = {}) {
    * A token an earlier release kept in this browser (client scope) becomes this GM's own (user
    * scope, kept by Foundry's server) unless the GM has one already; the browser's copy is removed
    * once moved (or when the GM's own one wins). Setting it re-runs the election (onBridgeChange).
+   *
+   * @returns {boolean} true while a token is being moved
    */
   function migrateToken() {
     const kept = fvtt.currentUserIsGM() ? fvtt.clientScopeToken() : null;
-    if (kept === null) return;
+    if (kept === null) return false;
     if (fvtt.getSetting("token")) {
       fvtt.forgetClientScopeToken();
-      return;
+      return false;
     }
     fvtt.setSetting("token", kept).then(fvtt.forgetClientScopeToken, (error) => {
       console.error("fate-bridge | the bridge token kept in this browser could not be moved to your user settings", error);
+      evaluateRole();
     });
+    return true;
   }
 
   /** A refusal notice from the GM's browser, addressed to this client. */
@@ -268,9 +272,10 @@ export function install({ rulesets = RULESETS, timers = fvtt.timers() } = {}) {
   fvtt.onceHook("setup", () => fvtt.registerTokenSetting({ onBridgeChange }));
   fvtt.onceHook("ready", () => {
     fvtt.onSocket(onSocketMessage);
-    migrateToken();
+    const migrating = migrateToken();
     election.start();
-    evaluateRole();
+    // A token being moved re-runs the election when it lands (no "no token" notice meanwhile).
+    if (!migrating) evaluateRole();
   });
   fvtt.onHook("userConnected", () => election.usersChanged());
   fvtt.onHook("chatMessage", (_chatLog, text) => commands.handle(text, { userId: fvtt.currentUserId(), isGM: fvtt.currentUserIsGM() }));

@@ -222,6 +222,19 @@ export function installFakeFoundry({ WebSocket, diceSoNice = false, settings = {
       };
     },
     /**
+     * A WebSocket class (fake-socket.js fakeWebSocketClass) whose events (open, message, close)
+     * reach the browser that made the socket, as a browser's own WebSocket does; the same
+     * `instances` list. Pass it to installFakeFoundry({WebSocket}) for several browsers.
+     */
+    clientWebSocket(Base) {
+      return class extends Base {
+        #run = AsyncLocalStorage.snapshot();
+        open() { this.#run(() => super.open()); }
+        receive(message) { this.#run(() => super.receive(message)); }
+        drop(code, reason) { this.#run(() => super.drop(code, reason)); }
+      };
+    },
+    /**
      * User `id` connects or leaves, as Foundry reports it: `User#active` changes, `activeGM` is
      * chosen again (the types: "one User who is an active Gamemaster (non-assistant if possible)";
      * here the lowest id among the connected GMs), then the `userConnected` hook runs `(user,
