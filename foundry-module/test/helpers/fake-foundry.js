@@ -10,7 +10,9 @@
  * continuations, timers from `world.clientTimers(clock)`) keeps running as that user, through
  * Node's AsyncLocalStorage, so one process plays several GMs' browsers at once, each with its own
  * module instance. As Foundry's server does, a socket payload goes to every other connected client,
- * never back to its sender (socket.io `broadcast`), and a browser whose user left
+ * never back to its sender (socket.io `socket.broadcast.emit`: foundryvtt.wiki/en/development/api/sockets,
+ * "the initial requester ... and all other connected clients who receive a broadcast"), a hook
+ * such as `userConnected` runs on each browser as that browser, and a browser whose user left
  * (`world.connectUser(id, false)`) gets no more hooks or payloads.
  */
 import { readFileSync } from "node:fs";
