@@ -13,7 +13,7 @@ import * as sohl from "../scripts/rulesets/sohl/index.js";
 import { CATCH_UP } from "../scripts/rulesets/sohl/index.js";
 import { firstGradingEventId } from "../scripts/rulesets/sohl/messages.js";
 import { LINK_LIMITS, LINK_TYPES, createLinkElection } from "../scripts/logic/link-holder.js";
-import { installFakeFoundry, uninstallFakeFoundry } from "./helpers/fake-foundry.js";
+import { clientWebSocketClass, installFakeFoundry, uninstallFakeFoundry } from "./helpers/fake-foundry.js";
 import { FakeClock, fakeWebSocketClass, flush, until } from "./helpers/fake-socket.js";
 import { archeryCard, basicFolk, basicFolkItems } from "./helpers/sohl-fixtures.js";
 
@@ -85,8 +85,7 @@ let env;
 function severalGMs({ tokens = { [GM_A]: "secret", [GM_B]: "secret" }, clientStorage = {} } = {}) {
   const Socket = fakeWebSocketClass();
   const userSettings = Object.fromEntries(Object.entries(tokens).map(([id, token]) => [id, { "fate-bridge.token": token }]));
-  const world = installFakeFoundry({ userSettings, clientStorage });
-  globalThis.WebSocket = world.clientWebSocket(Socket);
+  const world = installFakeFoundry({ WebSocket: clientWebSocketClass(Socket), userSettings, clientStorage });
   for (const id of [GM_A, GM_B, GM_C]) world.addUser({ id, name: NAMES[id], isGM: true, active: false });
   world.addUser({ id: PLAYER, name: NAMES[PLAYER], active: false });
   world.activeGMId = null;

@@ -25,6 +25,23 @@ let counter = 0;
 /** The user whose browser is running now (world.asClient), undefined outside any. */
 const clientOf = new AsyncLocalStorage();
 
+/**
+ * A WebSocket class (fake-socket.js fakeWebSocketClass) whose events (open, message, close) reach
+ * the browser that made the socket (world.asClient), as a browser's own WebSocket does; the same
+ * `instances` list. Pass it to installFakeFoundry({WebSocket}) for several browsers.
+ *
+ * @param {Function} Base the fake WebSocket class
+ * @returns {Function}
+ */
+export function clientWebSocketClass(Base) {
+  return class extends Base {
+    #run = AsyncLocalStorage.snapshot();
+    open() { this.#run(() => super.open()); }
+    receive(message) { this.#run(() => super.receive(message)); }
+    drop(code, reason) { this.#run(() => super.drop(code, reason)); }
+  };
+}
+
 /** @returns {string} a fresh 16-character id */
 export function fakeId(prefix = "id") {
   counter += 1;
@@ -224,23 +241,11 @@ export function installFakeFoundry({ WebSocket, diceSoNice = false, settings = {
       };
     },
     /**
-     * A WebSocket class (fake-socket.js fakeWebSocketClass) whose events (open, message, close)
-     * reach the browser that made the socket, as a browser's own WebSocket does; the same
-     * `instances` list. Pass it to installFakeFoundry({WebSocket}) for several browsers.
-     */
-    clientWebSocket(Base) {
-      return class extends Base {
-        #run = AsyncLocalStorage.snapshot();
-        open() { this.#run(() => super.open()); }
-        receive(message) { this.#run(() => super.receive(message)); }
-        drop(code, reason) { this.#run(() => super.drop(code, reason)); }
-      };
-    },
-    /**
      * User `id` connects or leaves, as Foundry reports it: `User#active` changes, `activeGM` is
      * chosen again (the types: "one User who is an active Gamemaster (non-assistant if possible)";
      * here the lowest id among the connected GMs), then the `userConnected` hook runs `(user,
-     * connected)` on every connected browser.
+     * connected)` on every other connected browser (hooks.d.mts: "fires whenever some other User
+     * joins or leaves the game session").
      */
     connectUser(id, connected) {
       users.get(id).active = connected;
