@@ -586,11 +586,13 @@ def main(argv: list[str] | None = None) -> int:
 
 
 def _run(coro) -> int:
+    """Run ``coro`` on uvloop when the ``fast`` extra installed it, else on asyncio's loop (outside
+    the ``except``: a missing uvloop is no context of what the command raises)."""
     try:
         import uvloop
     except ImportError:
-        return asyncio.run(coro)
-    return uvloop.run(coro)
+        uvloop = None
+    return asyncio.run(coro) if uvloop is None else uvloop.run(coro)
 
 
 async def _serve(args: argparse.Namespace) -> int:
