@@ -28,7 +28,7 @@ from .server import RATE_BURST_SECONDS, RATE_PER_SECOND
 from .session import OVERLAY_PATH, Session, hash_token, new_token
 from .migrate import migrate, source_db
 from .release import PUBLIC_URL_ENV
-from .startup import bridge_address, listen_problem, reach_lines
+from .startup import bridge_address, folder_given, listen_problem, reach_lines
 from .store import open_store
 
 DEFAULT_HOST = "127.0.0.1"
@@ -64,6 +64,15 @@ def world_id(text: str) -> str:
             f"{text!r} is not a Foundry world id: use game.world.id, the world's folder name "
             "under Data/worlds (1 to 128 characters, no spaces)")
     return text
+
+
+def database_arg(text: str) -> Path | str:
+    """argparse type of ``--db``: :func:`bridge.config.database`, refusing a folder (SQLite would
+    say "unable to open", which reads as a permission problem)."""
+    db = database(text)
+    if isinstance(db, Path) and (problem := folder_given(db)):
+        raise argparse.ArgumentTypeError(problem)
+    return db
 
 
 def tcp_port(text: str) -> int:
@@ -114,7 +123,7 @@ def _parser() -> argparse.ArgumentParser:
     def add_db(p: argparse.ArgumentParser) -> None:
         p.add_argument(
             "--db",
-            type=database,
+            type=database_arg,
             default=None,
             help="SQLite database file, or a PostgreSQL URL (postgresql://USER@HOST:PORT/DB, for "
             f"many bridge processes: docs/deploy.md) (default: $FATE_BRIDGE_DB or {default_db()})",
@@ -395,7 +404,7 @@ def _parser() -> argparse.ArgumentParser:
     )
     resolve.add_argument("--cards", action="store_true",
                          help="also print each chat card as text on stderr")
-    resolve.add_argument("--db", type=database, default=None,
+    resolve.add_argument("--db", type=database_arg, default=None,
                          help="keep state in this SQLite file instead of memory (its audit trail is "
                          "signed with the audit key, as serve does, so `audit verify` checks it)")
     add_key(resolve)
@@ -596,7 +605,7 @@ def _run(coro) -> int:
 
 
 async def _serve(args: argparse.Namespace) -> int:
-    from .audit_cli import check_serving_key
+    from .audit_cli import adopt_signing_key
     from .server import serve_until, start, stop_on_signals, tls_context
 
     if (args.tls_cert is None) != (args.tls_key is None):
@@ -609,15 +618,13 @@ async def _serve(args: argparse.Namespace) -> int:
                           "same world); see docs/deploy.md")
     key_path = args.audit_key or default_audit_key()
     signing_path = args.signing_key or default_signing_key(key_path)
-    signing_key = load_signing_key(signing_path, create=False)
-    store = await open_store(db, audit_key=load_key(key_path, create=True), signing_key=signing_key)
+    store = await open_store(db, audit_key=load_key(key_path, create=True),
+                             signing_key=load_signing_key(signing_path, create=False))
     try:
-        await check_serving_key(store, signing_key, signing_path)  # never replaced silently
+        await adopt_signing_key(store, signing_path)  # never replaced silently; made on the first start
     except ConfigError:
         await store.close()
         raise
-    if signing_key is None:  # a trail nobody signed yet: this bridge's first start
-        store.signing_key = load_signing_key(signing_path, create=True)
     cluster = None
     stop = stop_on_signals()
     try:

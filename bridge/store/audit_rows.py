@@ -267,7 +267,7 @@ class AuditRows:
         assert self._conn is not None
 
         def work(conn: sqlite3.Connection) -> audit.WorldReport:
-            report = audit.verify_world(load_trail(conn, world_id), None, public_key)
+            report = audit.verify_world(load_trail(conn, world_id), self.audit_key, public_key)
             if not report.chain_ok or report.derived is None:
                 return report
             settings, last_seq, records, events = as_stored(report.derived)
