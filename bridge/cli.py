@@ -10,9 +10,11 @@ import argparse
 import asyncio
 import os
 import re
+import shlex
 import sys
 from datetime import datetime
 from pathlib import Path
+from typing import NoReturn
 from urllib.parse import urlencode, urljoin, urlsplit, urlunsplit
 
 import msgspec
@@ -58,12 +60,44 @@ def utc_time(text: str) -> str:
 
 
 def world_id(text: str) -> str:
-    """argparse type of WORLD_ID: Foundry's ``game.world.id`` (1..128 characters, no spaces)."""
+    """argparse type of a WORLD_ID to look up (``world remove``, ``rotate-token``, ``--world``):
+    1..128 printable characters without spaces, the rule ``world add`` had before issue 25, so a
+    world registered then under an id Foundry cannot have can still be removed."""
     if not 1 <= len(text) <= 128 or any(c.isspace() or not c.isprintable() for c in text):
         raise argparse.ArgumentTypeError(
             f"{text!r} is not a Foundry world id: use game.world.id, the world's folder name "
             "under Data/worlds (1 to 128 characters, no spaces)")
     return text
+
+
+# Foundry's own rule for package ids, worlds' included (BaseWorld extends BasePackage): common/
+# packages/base-package.mjs, BasePackage.validateId (v12, v13): ^[A-Za-z0-9-_]+$, and none of the
+# names Windows reserves. A world id is the folder name under Data/worlds.
+FOUNDRY_ID = re.compile(r"[A-Za-z0-9_-]{1,128}")
+RESERVED_ID = re.compile(r"(con|prn|aux|nul|com[0-9]|lpt[0-9])", re.IGNORECASE)
+
+
+def new_world_id(text: str) -> str:
+    """argparse type of ``world add``'s WORLD_ID: an id Foundry can have (:data:`FOUNDRY_ID`,
+    not :data:`RESERVED_ID`), at most 128 characters. Refuses path separators, ``..``, spaces and
+    markup, saying which character is wrong."""
+    world_id(text)
+    if RESERVED_ID.fullmatch(text):
+        raise argparse.ArgumentTypeError(
+            f"{text!r} is not a Foundry world id: Foundry refuses names the operating system reserves "
+            "(con, prn, aux, nul, com1, lpt1...); use game.world.id, the world's folder name under Data/worlds")
+    if not FOUNDRY_ID.fullmatch(text):
+        bad = next(c for c in text if not FOUNDRY_ID.fullmatch(c))
+        raise argparse.ArgumentTypeError(
+            f"{text!r} is not a Foundry world id: it holds {bad!r}, and Foundry's ids (the world's folder "
+            "name under Data/worlds) have only letters, digits, '-' and '_'; use game.world.id")
+    return text
+
+
+def world_id_arg(text: str) -> str:
+    """``text`` as a command line takes it back: ``-- -dash`` for an id starting with ``-`` (else
+    an option), quoted for the shell when it needs it."""
+    return ("-- " if text.startswith("-") else "") + shlex.quote(text)
 
 
 def database_arg(text: str) -> Path | str:
@@ -105,6 +139,17 @@ def bridge_url(text: str) -> str:
             f"{text!r} is not a bridge address: write it with its scheme, e.g. http://127.0.0.1:8765 "
             "or https://foundry.example.org/fate-bridge/")
     return text
+
+
+class _WorldParser(argparse.ArgumentParser):
+    """The parser of a ``world`` command: argparse reads a WORLD_ID starting with ``-`` as an
+    option, so its "required: WORLD_ID" or "unrecognized arguments: -..." says to put it after
+    ``--``."""
+
+    def error(self, message: str) -> NoReturn:
+        if message.endswith("required: WORLD_ID") or "unrecognized arguments: -" in message:
+            message += (f"; a world id starting with '-' goes after `--`, e.g. `{self.prog} -- -my-world`")
+        super().error(message)
 
 
 def _parser() -> argparse.ArgumentParser:
@@ -199,7 +244,7 @@ def _parser() -> argparse.ArgumentParser:
     world = commands.add_parser("world", help="register and list Foundry worlds",
                                 description="Manage the Foundry worlds this bridge serves.")
     world_commands = world.add_subparsers(dest="world_command", metavar="WORLD_COMMAND",
-                                          required=True)
+                                          required=True, parser_class=_WorldParser)
     add = world_commands.add_parser(
         "add",
         help="register a world and print its token (shown once)",
@@ -207,7 +252,7 @@ def _parser() -> argparse.ArgumentParser:
         "under Data/worlds) and print a new token. Paste the token into the module's settings "
         "on the GM's browser. Only its hash is stored: it cannot be shown again.",
     )
-    add.add_argument("world_id", metavar="WORLD_ID", type=world_id)
+    add.add_argument("world_id", metavar="WORLD_ID", type=new_world_id)
     add.add_argument("--token-only", action="store_true",
                      help="print only the token (for scripts)")
     add_db(add)
@@ -695,9 +740,11 @@ async def _world(args: argparse.Namespace) -> int:
                       f"  {overlay_url(args.bridge_url, args.world_id, key)}")
         elif args.world_command == "remove":
             await store.remove_world(args.world_id)
+            db_flag = f"--db {shlex.quote(db_label(db))} " if args.db else ""
+            again = (f": `{this_command()} world add {db_flag}{world_id_arg(args.world_id)}` later resumes where it was "
+                     "(a result fated before stays fated)") if FOUNDRY_ID.fullmatch(args.world_id) else ""
             print(f"World {args.world_id!r} removed: its token and viewer key no longer work. Its "
-                  f"Fate state and audit trail stay in {db_label(db)}: `world add {args.world_id}` later "
-                  "resumes where it was (a result fated before stays fated).")
+                  f"Fate state and audit trail stay in {db_label(db)}{again}.")
         else:
             worlds = await store.worlds()
             for world in worlds:
