@@ -453,7 +453,7 @@ def _parser() -> argparse.ArgumentParser:
                          help="keep state in this SQLite file instead of memory (its audit trail is "
                          "signed with the audit key, as serve does, so `audit verify` checks it)")
     add_key(resolve)
-    _add_operator_commands(commands, add_db, add_key)
+    _add_operator_commands(commands, add_db, add_key, add_signing_key)
     return parser
 
 
@@ -462,7 +462,7 @@ def _add_tls_ca(p: argparse.ArgumentParser, scheme: str) -> None:
     p.add_argument("--tls-ca", type=Path, metavar="PEM", help=f"trust this CA for {scheme} (a private CA)")
 
 
-def _add_operator_commands(commands, add_db, add_key) -> None:
+def _add_operator_commands(commands, add_db, add_key, add_signing_key) -> None:
     """The parsers of ``doctor``, ``status``, ``backup``, ``restore`` and ``release`` (run by
     :mod:`bridge.ops_cli`)."""
     doc = commands.add_parser(
@@ -470,6 +470,7 @@ def _add_operator_commands(commands, add_db, add_key) -> None:
         help="find why a table does not connect, and say how to fix it",
         description="Check this machine's bridge files: the database (folder writable, schema, "
         "integrity), the audit key (present, owner-only, signed the stored checkpoints), the "
+        "receipt signing key (present, owner-only, signed the trail's heads), the "
         "registered worlds, the port, --origins and the TLS files. With --url it then connects "
         "as the Foundry module would (with --world and --token: also sends hello) and explains "
         "what fails: nothing listening, a certificate for another name, ws:// from an https:// "
@@ -482,6 +483,7 @@ def _add_operator_commands(commands, add_db, add_key) -> None:
     )
     add_db(doc)
     add_key(doc)
+    add_signing_key(doc, "the one serve uses")
     doc.add_argument("--host", default=DEFAULT_HOST, help=f"the --host serve uses (default {DEFAULT_HOST})")
     doc.add_argument("--port", type=tcp_port, default=DEFAULT_PORT, help=f"the --port serve uses (default {DEFAULT_PORT})")
     doc.add_argument("--origins", nargs="+", metavar="ORIGIN", help="the --origins serve uses")
@@ -514,7 +516,7 @@ def _add_operator_commands(commands, add_db, add_key) -> None:
         help="copy the database safely, even while serve runs",
         description="Write a consistent copy of the database to PATH with SQLite's online backup "
         "(every decision committed before it, none half-written), safe while serve runs. The "
-        "audit key is kept apart from the database: copy it once, somewhere else.",
+        "keys (audit.key and receipt.key) are kept apart from the database: copy them once, somewhere else.",
         epilog="Example (nightly, from cron): fate-bridge backup ~/backups/fate-$(date +%F).sqlite3",
     )
     back.add_argument("path", type=Path, metavar="PATH", help="the backup file to write")
