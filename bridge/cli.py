@@ -817,6 +817,7 @@ async def _resolve(args: argparse.Namespace) -> int:
     key = load_key(args.audit_key or default_audit_key(), create=True) if args.db else None
     store = await open_store(args.db or ":memory:", audit_key=key)
     session = Session(store, SecretDice(), trusted=True, default_world=RESOLVE_WORLD)
+    replayed = 0
     try:
         if await store.world(RESOLVE_WORLD) is None:
             await store.add_world(RESOLVE_WORLD, None)
@@ -825,6 +826,7 @@ async def _resolve(args: argparse.Namespace) -> int:
                 continue
             frame, dice = _split_dice(line)
             reply = await session.receive(frame, None if dice is None else ScriptedDice(dice))
+            replayed += reply.replayed
             for out in reply.frames:
                 sys.stdout.write(out.decode() + "\n")
                 if args.cards:
@@ -834,4 +836,10 @@ async def _resolve(args: argparse.Namespace) -> int:
             sys.stdout.flush()
     finally:
         await store.close()
+    if replayed:  # the contract's idempotency (docs/protocol.md), silent until now
+        where = f"in {db_label(args.db)} (this run or an earlier one)" if args.db else "earlier in this input"
+        print(f"note: {replayed} line{'s' if replayed != 1 else ''} reused an event_id already decided "
+              f"{where}: {'their' if replayed != 1 else 'its'} stored "
+              f"repl{'ies were' if replayed != 1 else 'y was'} returned and nothing was decided again; "
+              f"give new event_ids{' (or another --db)' if args.db else ''} to decide again", file=sys.stderr)
     return 0

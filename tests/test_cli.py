@@ -402,6 +402,24 @@ def test_a_public_key_starting_with_a_dash_is_a_value():
     assert args.public_key == key
 
 
+def test_resolve_says_once_how_many_lines_reused_an_event_id(tmp_path):
+    """A second run of the same file on the same --db (issue 25): every decision line's event_id
+    was decided in the first, so its stored reply comes back and nothing is decided again (the
+    contract's idempotency); stderr says so once, with the count. The first run says nothing."""
+    db = tmp_path / "twice.sqlite3"
+    decisions = sum('"event_id"' in line for line in EXAMPLE.read_text().splitlines())
+    first = run("resolve", "--db", str(db), stdin=EXAMPLE.read_text())
+    again = run("resolve", "--db", str(db), stdin=EXAMPLE.read_text())
+    assert first.returncode == again.returncode == 0
+    assert "note:" not in first.stderr and first.stderr == ""
+    assert decisions == 7 and again.stderr.count("note:") == 1
+    assert again.stderr == (f"note: {decisions} lines reused an event_id already decided in {db} (this run or an "
+                            "earlier one): their stored replies were returned and nothing was decided again; give "
+                            "new event_ids (or another --db) to decide again\n")
+    assert [json.loads(line)["type"] for line in again.stdout.splitlines()] == \
+           [json.loads(line)["type"] for line in first.stdout.splitlines()]
+
+
 def test_a_reader_closing_the_pipe_early_stops_resolve_quietly():
     """``fate-bridge resolve < many | head -c 10``: no BrokenPipeError traceback, exit 1."""
     import subprocess
