@@ -21,7 +21,7 @@ from ..errors import ConfigError, SigningKeyChanged, WorldStateMismatch
 from ..heads import KEY_CHANGE, Head, KeyChange, public_key_text, sign_head
 from ..receipts import key_id
 from .base import AuditEntry, AuditFilter, AuditRow
-from .blobs import pack, unpack
+from .blobs import frame_problem, pack, unpack
 from .schema import SCHEMA_VERSION, _summary_decoder, fold_tail, insert_audit_sql, read_as_one, utc_now
 
 if TYPE_CHECKING:
@@ -489,10 +489,15 @@ def load_trail(conn: sqlite3.Connection, world_id: str) -> audit.Trail:
         " outcome, summary FROM audit WHERE world_id = ? ORDER BY seq", (world_id,))
     checkpoints = conn.execute("SELECT seq, hash, mac FROM checkpoints WHERE world_id = ? ORDER BY seq",
                                (world_id,)).fetchall()
-    return audit.Trail(
-        world_id,
-        ((r[0], unpack(r[1]), r[2], r[3], audit.ListedColumns(*r[4:11], unpack(r[11]))) for r in rows),
-        checkpoints, heads_of(conn, world_id), stored_state(conn, world_id), registered)
+    unsealed: dict[int, str] = {}  # filled as the rows stream (verify_world reads it per row)
+
+    def row(r: tuple) -> tuple[int, bytes, str, str, audit.ListedColumns]:
+        if (problem := frame_problem(r[1])) is not None:
+            unsealed[r[0]] = problem
+        return r[0], unpack(r[1]), r[2], r[3], audit.ListedColumns(*r[4:11], unpack(r[11]))
+
+    return audit.Trail(world_id, (row(r) for r in rows), checkpoints, heads_of(conn, world_id),
+                       stored_state(conn, world_id), registered, unsealed)
 
 
 def verify_database(conn: sqlite3.Connection, world_id: str | None, key: bytes | None,
