@@ -449,6 +449,8 @@ def verify_world(trail: Trail, key: bytes | None, public_key: Ed25519PublicKey |
     _check_heads(report, trail, hashes, last_seq, key_changes, public_key)
     if trail.state is not None:
         state_problems.extend(compare(derived, trail.state))
+        state_problems.extend(StateProblem(0, f"state row {row}'s stored bytes are not what was written: {why}")
+                              for row, why in trail.state.unsealed)
         latest = max(trail.heads, key=lambda h: h.seq, default=None)
         if (latest is not None and latest.seq == last_seq and latest.state_digest is not None
                 and latest.signed() and latest.state_digest != state_digest(trail.state)):

@@ -160,6 +160,19 @@ class TestStoredBytes:
                               ), out
         assert out.count("  - [") == 2, out  # nothing else: their content still verifies
 
+        key, value = conn.execute("SELECT key, value FROM records WHERE world_id = 'w' AND kind = 'sohl.fate'"
+                                  " ORDER BY key LIMIT 1").fetchone()
+        row = "UPDATE records SET value = ? WHERE world_id = 'w' AND kind = 'sohl.fate' AND key = ?"
+        with conn:  # a state row too (repair writes it anew)
+            conn.execute(row, (value + b"\x00", key))
+        assert await asyncio.to_thread(main, verify) == 1
+        out = capsys.readouterr().out
+        assert (f"  - [state] state row records('sohl.fate', {key!r})'s stored bytes are not what was written: "
+                "1 byte follows its zstd frame\n") in out
+        assert out.count("  - [") == 3, out
+        with conn:
+            conn.execute(row, (value, key))
+
         edit(7, stored[7][:-1] + bytes([stored[7][-1] ^ 0x01]))  # its last byte flipped: no longer decodes
         assert await asyncio.to_thread(main, verify) == 1
         assert "  - [hash] record 7 was changed after it was written (hash mismatch)\n" in capsys.readouterr().out

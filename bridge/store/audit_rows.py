@@ -471,14 +471,21 @@ def trail_worlds(conn: sqlite3.Connection) -> list[str]:
 
 def stored_state(conn: sqlite3.Connection, world_id: str) -> StoredState:
     """A world's state rows as stored (see :class:`bridge.derive.StoredState`)."""
+    unsealed: list[tuple[str, str]] = []
+
+    def read(row: str, value: bytes) -> bytes:
+        if (problem := frame_problem(value)) is not None:
+            unsealed.append((row, problem))
+        return unpack(value)
+
     world = conn.execute("SELECT settings, last_seq FROM worlds WHERE world_id = ?", (world_id,)).fetchone()
-    records = {(kind, key): unpack(value) for kind, key, value in
+    records = {(kind, key): read(f"records({kind!r}, {key!r})", value) for kind, key, value in
                conn.execute("SELECT kind, key, value FROM records WHERE world_id = ?", (world_id,))}
-    events = {event_id: unpack(reply) for event_id, reply in
+    events = {event_id: read(f"events({event_id!r})", reply) for event_id, reply in
               conn.execute("SELECT event_id, reply FROM events WHERE world_id = ?", (world_id,))}
     if world is None:
-        return StoredState(None, 0, records, events)
-    return StoredState(unpack(world[0]), world[1], records, events)
+        return StoredState(None, 0, records, events, unsealed)
+    return StoredState(read("worlds.settings", world[0]), world[1], records, events, unsealed)
 
 
 def load_trail(conn: sqlite3.Connection, world_id: str) -> audit.Trail:
