@@ -1,7 +1,7 @@
 """``fate-bridge``: the command line. Run ``fate-bridge --help`` (or ``COMMAND --help``).
 
 Exit codes: 0 success, 1 ``schema --check`` found stale files, 2 usage or configuration error
-(the message says what was wrong and how to fix it).
+(the message says what was wrong and how to fix it), 130 stopped by Ctrl+C (bridge/__main__.py).
 """
 
 from __future__ import annotations
