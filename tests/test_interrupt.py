@@ -5,6 +5,7 @@ while it waits on a named pipe nobody writes to or reads from (so it cannot fini
 
 from __future__ import annotations
 
+import asyncio
 import os
 import signal
 import sqlite3
@@ -139,3 +140,18 @@ def test_a_backup_interrupted_while_copying_leaves_no_file(tmp_path, monkeypatch
     with pytest.raises(KeyboardInterrupt):
         backup.backup(db, dest)
     assert sorted(p.name for p in tmp_path.iterdir()) == ["bridge.sqlite3"]
+
+
+async def test_serve_still_shuts_down_gracefully_on_ctrl_c(tmp_path):
+    """``serve`` keeps its own Ctrl+C: once it answers /healthz its handler is installed
+    (``stop_on_signals`` runs before it listens), so SIGINT closes connections and the store and
+    exits 0, logging ``shutting_down``, not ``interrupted``."""
+    from .test_server import bridge_serving
+
+    async with bridge_serving(tmp_path / "bridge.sqlite3", tmp_path / "serve.log") as serving:
+        serving.proc.send_signal(signal.SIGINT)
+        async with asyncio.timeout(WAIT):
+            code = await serving.proc.wait()
+    log = serving.log_text()
+    assert code == 0, log
+    assert "shutting_down" in log and "interrupted" not in log and "Traceback" not in log
