@@ -6,7 +6,9 @@
  * - every client decorates SoHL cards as they render: our Spend Fate in place of SoHL's own,
  *   the choice buttons for those who may answer (card-ui.js);
  * - the world option "Fate" (S12: follow SoHL's `sohl.optionFate`, or everyone / PCs only / off),
- *   sent to the bridge in `settings` after each `welcome` and on change.
+ *   sent to the bridge in `settings` after each `welcome` and on change;
+ * - in a SoHL world, SoHL's own Fate routes (sheet, card, macro) are closed with a notice saying
+ *   where Fate is spent now (routes.js, issue 24).
  * Foundry is reached through `api.fvtt` only.
  */
 
@@ -18,6 +20,10 @@ import { createFateFlow, noticeKey, noticeLevel } from "./fate-flow.js";
 import { decorateCard } from "./card-ui.js";
 import { readSohlCard } from "./card.js";
 import { resolveFateOption, sohlMessageBuilders } from "./messages.js";
+import { closeSohlFateRoutes, ROUTE_OPEN_KEY } from "./routes.js";
+
+/** The game system whose Fate routes this ruleset closes. */
+const SOHL_SYSTEM_ID = "sohl";
 
 export const id = "sohl";
 
@@ -68,6 +74,18 @@ export function install(api) {
       choices: FATE_OPTION_CHOICES,
       default: "system",
       onChange: sendSettings,
+    });
+  });
+
+  // No Fate around the bridge (issue 24): SoHL's own routes end in `fateTest`, replaced before
+  // the world's Documents (and SoHL's item logic) are built; a GM is told when one stays open.
+  fvtt.onceHook("i18nInit", () => {
+    if (fvtt.clientInfo().system_id !== SOHL_SYSTEM_ID) return;
+    const { open } = closeSohlFateRoutes({ wrapClassMethod: fvtt.wrapClassMethod, notify: api.notify });
+    if (open.length === 0) return;
+    console.warn(`fate-bridge | SoHL's Fate stays open on ${open.join(", ")}: no such class or method in this SoHL version`);
+    fvtt.onceHook("ready", () => {
+      if (fvtt.currentUserIsGM()) api.notify("warn", ROUTE_OPEN_KEY);
     });
   });
 
