@@ -70,12 +70,15 @@ class TestRaisedLevel:
         await graded(session, "r2", "other", sohl_test(eml=55, roll=71, reported_level=1), test_of="orig")
         assert (await send(session, outside("o2", "other", "raised_level")))["code"] == "not_eligible"
 
-    async def test_a_level_sohl_always_reports_higher_is_no_evidence(self, session):
-        """Where SoHL's grading differs from ours on the first message already, the repost must
-        exceed that difference: the same difference on the repost is not a Fate."""
-        await graded(session, "r1", "orig", sohl_test(eml=55, roll=72, reported_level=1))
-        await graded(session, "r2", "edit", sohl_test(eml=55, roll=72, reported_level=1, item_id=None), test_of="orig")
+    async def test_sohls_gm_edit_that_keeps_its_level_is_no_evidence(self, session):
+        """The captured GM edit (``skill-test-edit-original`` / ``-repost``): d100 37, EML 55 -> 35,
+        SoHL reports level 1 on both; the bridge grades the repost lower, but its EML changed."""
+        await graded(session, "r1", "orig", sohl_test(eml=55, roll=37, reported_level=1))
+        await graded(session, "r2", "edit", sohl_test(eml=35, roll=37, reported_level=1, item_id=None), test_of="orig")
         assert (await send(session, outside("o1", "edit", "raised_level")))["code"] == "not_eligible"
+        await graded(session, "r3", "slmod", sohl_test(eml=55, roll=37, reported_level=2, level_mod=1, item_id=None),
+                     test_of="orig")
+        assert (await send(session, outside("o2", "slmod", "raised_level")))["code"] == "not_eligible"
 
 
 class TestFateCard:

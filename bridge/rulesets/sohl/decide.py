@@ -343,15 +343,17 @@ def _mark_test_fated(state: WorldState, record: GradedRecord) -> None:
 
 
 def _raised_over_first(record: GradedRecord, first: GradedRecord) -> bool:
-    """Issue 24, ours: SoHL's own Fate raises a test's stored level and reposts it unchanged
-    otherwise (SoHL 0.8.2 fate-host.ts ``performFateTest``: ``bumpSuccessLevel`` then
-    ``toChat``), so the repost reports more levels over the bridge's grading of the same d100
-    than the test's first message did; SoHL's GM edit re-evaluates the level and does not.
-    ``record`` is the repost's grading, ``first`` its test's first message's."""
-    if record.test.reported_level is None or record.test.roll != first.test.roll:
+    """Issue 24, ours: SoHL's own Fate raises a test's stored level and reposts it otherwise
+    unchanged (SoHL 0.8.2 fate-host.ts ``performFateTest``: ``bumpSuccessLevel`` then ``toChat``;
+    samples/sohl/captured ``fate-reposted-test``): the same d100, EML and level modifier as the
+    test's first message, a higher reported level. SoHL's GM edit changes the EML or the level
+    modifier (``skill-test-edit-repost``: EML 55 -> 35, its reported level kept). ``record`` is the
+    repost's grading, ``first`` its test's first message's."""
+    later, earlier = record.test, first.test
+    if later.reported_level is None or earlier.reported_level is None:
         return False
-    first_excess = 0 if first.test.reported_level is None else first.test.reported_level - first.level
-    return record.test.reported_level - record.level > first_excess
+    same = (later.roll, later.eml, later.level_mod) == (earlier.roll, earlier.eml, earlier.level_mod)
+    return same and later.reported_level > earlier.reported_level
 
 
 def _fated_outside(message: wire.FatedOutside, state: WorldState, dice: Dice) -> Outcome:

@@ -117,10 +117,10 @@ class FatedOutside(Request, tag="fated_outside", kw_only=True):
     ``already_fated``. Answered with ``test_graded`` for ``message_id``, its offer re-stated.
 
     ``message_id``: the graded message of the test that SoHL's Fate touched. ``evidence``:
-    ``raised_level``: ``message_id`` is a later message of its test (``test_of``) on the same
-    d100 whose level SoHL reports higher over the bridge's grading than on the test's first
-    message (SoHL's own Fate reposts the test with its level raised; the bridge checks this from
-    what it graded and refuses ``not_eligible`` otherwise); ``fate_card``: SoHL's own Fate card,
+    ``raised_level``: ``message_id`` is a later message of its test (``test_of``) with the same
+    d100, EML and level modifier as the test's first message and a higher level reported by SoHL
+    (SoHL's own Fate reposts the test with its level raised; the bridge checks this from what it
+    graded and refuses ``not_eligible`` otherwise); ``fate_card``: SoHL's own Fate card,
     ChatMessage ``card_message_id`` (required then), was posted for the test."""
 
     message_id: Id
