@@ -102,3 +102,16 @@ test("only SoHL's Fate card reads as one: every other captured SoHL message does
   assert.deepEqual(read, { ...Object.fromEntries(names.map((name) => [name, null])), "fate-test-card": { actorUuid: "Actor.AldricKaldor0001" } });
   assert.equal(readSohlFateCard("<p>not a card</p>", parser), null);
 });
+
+test("SoHL's GM edit (EML 55 -> 35, SoHL keeps level 1 on die 37) is no Fate: nothing reported, Fate still offered", async (t) => {
+  const { env, sent, flagsOf } = await start(t);
+  const { until } = real;
+  const original = await postCaptured(env.world, "skill-test-edit-original");
+  await until(() => flagsOf(original).graded?.eligible, "the original graded eligible");
+  const repost = await postCaptured(env.world, "skill-test-edit-repost");
+  await until(() => flagsOf(repost).graded, "the repost graded");
+  assert.equal(sent.find((m) => m.type === "test_rolled" && m.message_id === repost).test_of, original);
+  assert.deepEqual(sent.filter((m) => m.type === "fated_outside"), []);
+  assert.equal(flagsOf(repost).fated_outside, undefined);
+  assert.equal(flagsOf(original).graded.eligible, true);
+});

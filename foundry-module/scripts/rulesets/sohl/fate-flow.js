@@ -163,7 +163,8 @@ export function gradedFlag(graded, points) {
  * @returns {{
  *   gradeMessage(messageId: string): Promise<{ok: true, graded: object} | {ok: false, code: string}>,
  *     (for SoHL's own Fate card: the report of its test, `graded` that test's re-stated grading;
- *     `not_found` when no test card of its actor offered SoHL's Fate)
+ *     `not_found` when no test card of its actor offered SoHL's Fate; for a repost raised by SoHL's
+ *     own Fate whose report the bridge refused: `outsideRefused`, the refusal's code)
  *   requestSpend(request: {messageId: string, pointId: string, userId: string, physical?: number[]|null}): Promise<boolean>,
  *   requestChoice(request: {messageId: string, choice: string, userId: string}): Promise<boolean>,
  * }} `gradeMessage` never throws: a card that is not a SoHL test gives `{ok: false, code: "not_sohl"}`;
@@ -317,7 +318,10 @@ export function createFateFlow({ foundry, connection, build, domParser }) {
     const receipt = receiptOf(graded); // the grading posts no card: SoHL's own message keeps it
     if (receipt) await foundry.setMessageFlag(messageId, RECEIPT_FLAG, receipt);
     // SoHL's own Fate reposted the test with its level raised: the bridge records the test fated.
-    if (!fated && !outside && raisedOverFirst(parts)) return reportOutside(messageId, EVIDENCE.RAISED_LEVEL);
+    if (!fated && !outside && raisedOverFirst(parts)) {
+      const reported = await reportOutside(messageId, EVIDENCE.RAISED_LEVEL);
+      return reported.ok ? reported : { ok: true, graded: flag, outsideRefused: reported.code };
+    }
     return { ok: true, graded: flag };
   }
 

@@ -141,6 +141,7 @@ export function install(api) {
     if (!api.isActiveGM() || !api.linked()) return;
     flow.gradeMessage(message.id).then((result) => {
       if (!result.ok && result.code !== "not_sohl") console.warn(`fate-bridge | message ${message.id} not graded: ${result.code}`);
+      if (result.outsideRefused) console.warn(`fate-bridge | SoHL's own Fate on message ${message.id} not recorded: ${result.outsideRefused}`);
     });
   });
   fvtt.onHook("renderChatMessageHTML", (message, html) => {
