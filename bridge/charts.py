@@ -119,7 +119,7 @@ def column_panel(labels: list[str], values: list[float], *, color: str, width: f
     plot_w, plot_h = width - left - 10, height - top_margin - bottom
     scale = plot_h / ticks[-1]
     y_of = lambda v: top_margin + plot_h - v * scale  # noqa: E731
-    parts = [_text(0, 4 + TITLE_FONT / 2, title, anchor="start", size=TITLE_FONT, weight="bold")] if title else []
+    parts = [_text(2, 4 + TITLE_FONT / 2, title, anchor="start", size=TITLE_FONT, weight="bold")] if title else []
     if legend_entries:
         parts.append(legend(legend_entries, x=left, y=top_margin - FONT - 8, columns=len(legend_entries))[0])
     for tick in ticks:
@@ -153,7 +153,7 @@ def bar_panel(categories: list[str], series: list[Series], *, width: float = 640
     row = 26
     left = min(max((text_width(c) for c in categories), default=0) + 12, width * 0.4)
     top_margin = (TITLE_FONT + 10 if title else 4)
-    parts = [_text(0, 4 + TITLE_FONT / 2, title, anchor="start", size=TITLE_FONT, weight="bold")] if title else []
+    parts = [_text(2, 4 + TITLE_FONT / 2, title, anchor="start", size=TITLE_FONT, weight="bold")] if title else []
     if show_legend and len(series) > 1:
         column = max(text_width(s.name) for s in series) + 34
         svg, _, lh = legend([(s.name, s.color, "box") for s in series], x=max(0.0, min(left, width - column * len(series))),
