@@ -1,6 +1,7 @@
 /**
- * fate-bridge dice check, in the browser (WebCrypto) or Node: check the chain of an exported trail and
- * recompute every die of every revealed dice session of it (`fate-bridge audit export --format jsonl`) from the trail and
+ * fate-bridge trail check, in the browser (WebCrypto) or Node: check the chain of an exported trail
+ * (`fate-bridge audit export --world W --out W.trail.json`, or `--format jsonl`), the signed heads of
+ * a trail file, and recompute every die of every revealed dice session of it from the trail and
  * the revealed seed alone, and check each seed against the commitment posted before the rolls.
  * The same recipe as bridge/fairness/dice.py (derive_die) and checks as bridge/fairness/trail.py
  * (check_dice): HMAC-SHA256(seed, "fate-bridge die v1\n" world "\n" seq "\n" index "\n" faces "\n"
