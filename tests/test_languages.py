@@ -1,0 +1,145 @@
+"""Issue 24: a table's audit trail verifies in every language the bridge ships.
+
+Card text is presentation: the state rows hold the facts a decision decided (the sohl Fate Test's
+roll, levels, charges), never a rendered card, and the audit verdict (``bridge.audit.verdict``)
+drops card text and refusal wording. So every example session, resolved in every shipped language
+(``hello.client.language``), passes ``fate-bridge audit verify`` on its database and a player's
+``audit verify FILE --public-key KEY`` on its exported trail. A trail written before issue 24, whose
+sohl Fate rows still hold the card rendered in German (``tests/fixtures/trails/``), verifies too,
+and an edit of one of its facts is still caught.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import shutil
+import sqlite3
+from pathlib import Path
+
+import pytest
+
+from bridge import i18n
+from bridge.cli import main
+from bridge.config import load_key, load_signing_key
+from bridge.dice import ScriptedDice
+from bridge.heads import public_key_text
+from bridge.session import Session
+from bridge.store import SQLiteStore
+from bridge.store.blobs import unpack
+
+from .helpers import FIXTURES, ROOT, decompress
+from .sohl_messages import frame
+
+EXAMPLES = sorted((ROOT / "examples").glob("*-session.jsonl"))
+OLD_TRAIL = FIXTURES / "trails" / "sohl-before-issue-24.sqlite3"
+OLD_TRAIL_KEY = b"k" * 32  # the HMAC checkpoint key the fixture was written with (its README)
+CLIENT = {"module_version": "0.1.0", "foundry_version": "13.351", "system_id": "sohl", "system_version": "0.9.0"}
+
+
+async def _resolve(db: Path, audit_key: bytes, signing_key, example: Path, language: str) -> list[dict]:
+    """``example`` through a trusted Session (as ``fate-bridge resolve``) whose hello says
+    ``language``, into world ``w`` of ``db``, signed like ``serve``; returns the replies."""
+    store = await SQLiteStore.open(db, audit_key=audit_key, signing_key=signing_key)
+    try:
+        await store.add_world("w", None)
+        session = Session(store, ScriptedDice([]), trusted=True, default_world="w")
+        await session.receive(frame({"type": "hello", "v": 1, "world_id": "w",
+                                     "client": {**CLIENT, "language": language}}))
+        replies = []
+        for line in example.read_text().splitlines():
+            message = json.loads(line)
+            reply = await session.receive(frame({k: v for k, v in message.items() if k != "dice"}),
+                                          ScriptedDice(message.get("dice", [])))
+            replies.append(json.loads(reply.frames[0]))
+    finally:
+        await store.close()
+    return replies
+
+
+def _values(db: Path, kind: str) -> list[str]:
+    """The stored values of every state row of ``kind`` in ``db``, as text."""
+    conn = sqlite3.connect(db)
+    try:
+        rows = conn.execute("SELECT value FROM records WHERE kind = ?", (kind,)).fetchall()
+    finally:
+        conn.close()
+    return [unpack(value).decode() for (value,) in rows]
+
+
+def test_the_bridge_ships_english_and_german():
+    assert i18n.languages() == ("de", "en")
+
+
+@pytest.mark.parametrize("language", i18n.languages())
+@pytest.mark.parametrize("example", EXAMPLES, ids=lambda p: p.name)
+def test_every_example_in_every_language_resolves_and_verifies(example, language, tmp_path, capsys):
+    """The issue's report: a world whose hello says ``de`` failed ``audit verify`` ("the state was
+    edited between decisions") after any SoHL Fate result. Now the database and the exported
+    trail (checked as a player would, with the public key only) pass in each language."""
+    db, audit_key_path, signing_key_path = tmp_path / "b.sqlite3", tmp_path / "audit.key", tmp_path / "receipt.key"
+    signing_key = load_signing_key(signing_key_path, create=True)
+    replies = asyncio.run(_resolve(db, load_key(audit_key_path, create=True), signing_key, example, language))
+    cards = [r["card"]["title"] for r in replies if isinstance(r.get("card"), dict)]
+    assert cards, "the example shows cards"  # so the language below has something to change
+    if example.name.startswith("sohl"):
+        assert ("Archery Test: Schicksal" if language == "de" else "Archery Test: Fate") in cards
+        fate_rows = _values(db, "sohl.fate")
+        assert len(fate_rows) == 2 and all('"html"' not in v and '"title"' not in v for v in fate_rows), fate_rows
+    keys = ["--db", str(db), "--audit-key", str(audit_key_path), "--signing-key", str(signing_key_path)]
+    assert main(["audit", "verify", *keys]) == 0
+    out = capsys.readouterr().out
+    assert f"PASS w: {len(replies)} records" in out, out
+    trail = tmp_path / "w.trail.json"
+    assert main(["audit", "export", "--world", "w", "--db", str(db), "--out", str(trail)]) == 0
+    capsys.readouterr()
+    assert main(["audit", "verify", str(trail), "--public-key", public_key_text(signing_key.public_key())]) == 0
+    assert f"PASS w: {len(replies)} records" in capsys.readouterr().out
+
+
+@pytest.fixture
+def old_trail(tmp_path) -> Path:
+    """A copy of the trail written before issue 24 (worlds ``old-de`` and ``old-en``)."""
+    db = tmp_path / "old.sqlite3"
+    shutil.copy(OLD_TRAIL, db)
+    return db
+
+
+async def _verify(db: Path) -> dict[str, object]:
+    store = await SQLiteStore.open(db, audit_key=OLD_TRAIL_KEY)
+    try:
+        return {report.world_id: report for report in await store.verify(None, OLD_TRAIL_KEY)}
+    finally:
+        await store.close()
+
+
+def test_a_trail_written_before_the_fix_still_verifies(old_trail):
+    """Its sohl Fate rows (and the reads recorded of them) hold the whole reply with the card as
+    rendered then, in German for ``old-de``: compared by their facts, they are what the chain
+    derives."""
+    german = [v for v in _values(old_trail, "sohl.fate") if "Schicksalsprobe" in v]
+    assert len(german) == 2 and all('"reply"' in v for v in german)  # the fixture is what it claims
+    reports = asyncio.run(_verify(old_trail))
+    assert sorted(reports) == ["old-de", "old-en"]
+    for report in reports.values():
+        assert report.records == 8 and report.ok, report.problems
+
+
+def test_an_edited_fact_of_an_old_row_is_still_caught(old_trail):
+    """Comparing by facts forgives only what the record no longer has: the Fate roll changed in
+    an old row (rendered card and all left as they were) fails verification, naming the row."""
+    decompress(old_trail)
+    conn = sqlite3.connect(old_trail)
+    (value,) = conn.execute("SELECT value FROM records WHERE world_id = 'old-de' AND kind = 'sohl.fate' "
+                            "AND key = 'msgArchery0002'").fetchone()
+    edited = json.loads(value)
+    assert edited["fate_roll"] == 45
+    edited["fate_roll"] = 5
+    conn.execute("UPDATE records SET value = ? WHERE world_id = 'old-de' AND kind = 'sohl.fate' AND key = 'msgArchery0002'",
+                 (json.dumps(edited).encode(),))
+    conn.commit()
+    conn.close()
+    reports = asyncio.run(_verify(old_trail))
+    assert reports["old-en"].ok
+    problems = [p.detail for p in reports["old-de"].problems]
+    assert any("records('sohl.fate', 'msgArchery0002')" in p for p in problems), problems
