@@ -270,8 +270,8 @@ class Session:
         assert self.world_id is not None
         key = self.store.signing_key
         if key is None:
-            raise NotFound("this bridge has no receipt signing key, so it cannot check receipts: "
-                           "start it with `fate-bridge serve` (which makes one)", field="receipts")
+            raise NotFound(i18n.gettext("this bridge has no receipt signing key, so it cannot check receipts: "
+                                        "start it with `fate-bridge serve` (which makes one)"), field="receipts")
         stored = await self.store.audit_hashes(self.world_id, [r.seq for r in query.receipts], registered=True)
         return wire.ReceiptsChecked(query_id=query.query_id, results=check_receipts(
             key.public_key(), self.world_id, query.receipts, stored))
@@ -282,7 +282,7 @@ class Session:
         extra."""
         assert self.world_id is not None
         if self.reporter is None:
-            raise NotFound("this bridge does not draw reports here: use `fate-bridge audit report`",
+            raise NotFound(i18n.gettext("this bridge does not draw reports here: use `fate-bridge audit report`"),
                            field="type")
         if await self.store.world(self.world_id) is None:
             raise WorldNotRegistered(f"world {self.world_id!r} is no longer registered")

@@ -143,3 +143,115 @@ def test_an_edited_fact_of_an_old_row_is_still_caught(old_trail):
     assert reports["old-en"].ok
     problems = [p.detail for p in reports["old-de"].problems]
     assert any("records('sohl.fate', 'msgArchery0002')" in p for p in problems), problems
+
+
+# --- every refusal in the world's language -------------------------------------------------------
+
+from bridge.rulesets.mythic import rules as mythic_rules  # noqa: E402
+
+from . import hmtw_messages, mythic_messages, pool_messages  # noqa: E402
+from .test_i18n import de_catalog, english_left, example_lines, memory_store, outside_strings, play  # noqa: E402
+
+# What a refusal names as the player must write it, in English in every language (the parser
+# reads it, as the chat commands' words: docs/translating.md): the Fate Chart's ranks and odds.
+WRITTEN_FORMS = sorted({*mythic_rules.RANKS, *mythic_rules.ODDS, "Superhuman", "Miniscule"}, key=len, reverse=True)
+
+
+def german_words_only(message: str, requests: list[dict]) -> list[str]:
+    """The catalog's English texts left in a German refusal once the names, keys and ids its
+    requests carried and the written forms the parser reads are taken out."""
+    for string in [*sorted({s for r in requests for s in outside_strings(r)}, key=len, reverse=True), *WRITTEN_FORMS]:
+        message = message.replace(string, " ")
+    return english_left(message, de_catalog())
+
+# (the requests played first, the refused request, its code and field, the German text it starts with):
+# the rules' own refusals (rules.py cannot translate: bridge.i18n.rule_text) and the dice's.
+REFUSED_IN_GERMAN = {
+    "mythic unknown rank": (
+        [], mythic_messages.question(acting="godlike"), "bad_message", "acting_rank",
+        "unbekannter Rang 'godlike': Nimm einen Rang der Schicksalstabelle (Miniscule 2+, Miniscule, Weak,"),
+    "mythic rank beyond": (
+        [], mythic_messages.question(difficulty="High 2+"), "bad_message", "difficulty_rank",
+        "unbekannter Rang 'High 2+': Nur Superhuman und Miniscule nehmen N+, ab 2+"),
+    "mythic unknown odds": (
+        [], mythic_messages.odds_question("probably"), "bad_message", "odds",
+        "unbekannte Chancen 'probably': Nimm eine von Impossible, "),
+    "mythic modifier": (
+        [], mythic_messages.named("hit", modifiers=[{"key": "unused"}]), "bad_message", "modifiers[0].key",
+        "'hit' hat keinen Modifikator 'unused': Ihre Modifikatoren sind "),
+    "mythic modifier twice": (
+        [], mythic_messages.named("act_next", modifiers=[{"key": "adrenaline"}, {"key": "adrenaline"}]),
+        "bad_message", "modifiers[1].key", "'adrenaline' ist zweimal genommen: Nimm ihn einmal, mit times"),
+    "mythic modifier times": (
+        [], mythic_messages.named("hurt", modifiers=[{"key": "weak_spot", "times": 3}]), "bad_message",
+        "modifiers[0].times", "'weak_spot' wird 1..2-mal genommen, nicht 3-mal"),
+    "pool stat table": (
+        [], pool_messages.configure(stat_table=[{"min_score": 10, "die": 5, "modifier": 0}]), "bad_message",
+        "config.stat_table", "Zeile 0: Würfel 5 ist weder 0 noch +/- einer von (4, 6, 8, 10, 12)"),
+    "pool DC table": (
+        [], pool_messages.configure(dc_by_effect_tier=[10, 12, 11, 16, 18]), "bad_message", "config.dc_by_effect_tier",
+        "Wirkungsrang 3: SG 11 liegt unter 12 von Rang 2"),
+    "pool level without Destiny": (
+        [pool_messages.configure(), pool_messages.character()],
+        pool_messages.gm("pool_level_gained", "ev-level", character_id=pool_messages.ALDRIC), "not_eligible",
+        "character_id", "ein Stufenaufstieg kostet mindestens 1 Bestimmung, 0 vorhanden"),
+    "pool d20s of a roll": (
+        [pool_messages.configure(), pool_messages.character(), pool_messages.gm("pool_session_start", "ev-start")],
+        pool_messages.reroll(roll=pool_messages.chat_roll(mode="advantage", d20s=[12])), "bad_message", "roll.d20s",
+        "ein Wurf (advantage) hat 2 d20, nicht 1"),
+    "hmtw blank obstacle": (
+        [], hmtw_messages.fate_test(obstacle="   "), "bad_message", "obstacle", "ein Hindernis braucht einen Namen"),
+}
+
+
+@pytest.mark.parametrize("case", sorted(REFUSED_IN_GERMAN))
+async def test_a_rules_refusal_is_written_in_the_worlds_language(case):
+    """Issue 24: the refusals the rules themselves make (an unknown Fate Chart rank...) come in
+    German for a German world, in English otherwise, with the same code and field."""
+    before, request, code, field, german = REFUSED_IN_GERMAN[case]
+    replies = {}
+    for language in ("de", "en"):
+        store = await memory_store()
+        try:
+            pairs = await play(store, [*before, request], language)
+        finally:
+            await store.close()
+        assert all(reply["type"] != "error" for _, reply in pairs[:-1]), pairs
+        replies[language] = pairs[-1][1]
+    de, en = replies["de"], replies["en"]
+    assert (de["type"], de["code"], de["field"]) == (en["type"], en["code"], en["field"]) == ("error", code, field)
+    assert de["message"].startswith(german), de["message"]
+    assert de["message"] != en["message"] and german_words_only(de["message"], [*before, request]) == []
+
+
+def test_the_english_of_a_rules_refusal_is_its_template_filled():
+    with pytest.raises(mythic_rules.Refused) as caught:
+        mythic_rules.parse_rank("godlike")
+    error = caught.value
+    assert error.template == mythic_rules.REFUSALS["unknown_rank"] and error.values["text"] == "godlike"
+    assert str(error).startswith("unknown rank 'godlike': use a Fate Chart rank (Miniscule 2+, Miniscule, Weak,")
+    with i18n.using("en"):
+        assert i18n.rule_text(error) == str(error)
+    with i18n.using("de"):
+        assert i18n.rule_text(error).startswith("unbekannter Rang 'godlike'")
+        assert i18n.rule_text(ValueError("plain")) == "plain"  # no template: as it is
+
+
+@pytest.mark.parametrize("example", EXAMPLES, ids=lambda p: p.name)
+async def test_every_refusal_of_the_examples_is_in_german(example):
+    """Each example's refusals (the Fate Chart's unknown rank among them) in a German world:
+    German words only (names and ids the requests carried aside), the codes and fields as in
+    English."""
+    errors = {}
+    for language in ("en", "de"):
+        store = await memory_store()
+        try:
+            errors[language] = [(r, reply) for r, reply in await play(store, example_lines(example), language)
+                                if reply["type"] == "error"]
+        finally:
+            await store.close()
+    assert errors["de"], "every example shows a refusal"
+    assert [(e["code"], e["field"]) for _, e in errors["de"]] == [(e["code"], e["field"]) for _, e in errors["en"]]
+    for (request, de), (_, en) in zip(errors["de"], errors["en"]):
+        assert de["message"] != en["message"]
+        assert german_words_only(de["message"], [request]) == [], de["message"]
