@@ -313,6 +313,8 @@ class Session:
         if client is not None and client.user_name:
             self.holder = f"{client.user_name} (Foundry {client.foundry_version})"
         self.language = i18n.normalize(client and client.language)
+        if world.language != self.language:  # kept for what is made without this connection (audit report)
+            await self.store.set_language(world.world_id, self.language)
         self.log.info(
             "hello",
             module_version=client and client.module_version,

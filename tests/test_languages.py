@@ -255,3 +255,106 @@ async def test_every_refusal_of_the_examples_is_in_german(example):
     for (request, de), (_, en) in zip(errors["de"], errors["en"]):
         assert de["message"] != en["message"]
         assert german_words_only(de["message"], [request]) == [], de["message"]
+
+
+# --- the audit report in the world's language ----------------------------------------------------
+
+import re  # noqa: E402
+from html import unescape  # noqa: E402
+
+from bridge import report  # noqa: E402
+
+from .test_report import play as play_report  # noqa: E402
+
+
+async def _hello(db: Path, language: str | None, *, reporter=None) -> tuple[SQLiteStore, Session]:
+    """An open store on ``db`` and a trusted session on world ``w`` after a hello in ``language``."""
+    store = await SQLiteStore.open(db)
+    session = Session(store, ScriptedDice([]), trusted=True, default_world="w", reporter=reporter)
+    client = dict(CLIENT) if language is None else {**CLIENT, "language": language}
+    reply = await session.receive(frame({"type": "hello", "v": 1, "world_id": "w", "client": client}))
+    assert json.loads(reply.frames[0])["type"] == "welcome"
+    return store, session
+
+
+def _page_text(html: str) -> str:
+    """The words of a report page a reader sees (not its CSS or its charts' drawing)."""
+    html = re.sub(r"<(style|svg)\b.*?</\1>", " ", html, flags=re.S)
+    return unescape(re.sub(r"<[^>]+>", " ", html))
+
+
+def test_a_hello_keeps_the_worlds_language(tmp_path):
+    """The world's language is the one its forwarder's last hello set (normalized), kept with the
+    world for what is made without a connection; None before any hello."""
+    db = tmp_path / "b.sqlite3"
+
+    async def run() -> list[str | None]:
+        seen = []
+        store = await SQLiteStore.open(db)
+        await store.add_world("w", None)
+        seen.append((await store.world("w")).language)
+        await store.close()
+        for language in ("de-DE", None, "de_AT"):
+            store, _ = await _hello(db, language)
+            seen.append((await store.world("w")).language)
+            await store.close()
+        return seen
+
+    assert asyncio.run(run()) == [None, "de", "en", "de"]
+
+
+def test_audit_report_comes_in_the_worlds_language_or_lang(tmp_path, capsys):
+    db, out = tmp_path / "b.sqlite3", tmp_path / "report.html"
+    asyncio.run(play_report(db, [20, 40, 60, 80, 99]))
+    assert main(["audit", "report", "--db", str(db), "--world", "w", "--out", str(out)]) == 0
+    assert '<html lang="en">' in out.read_text() and "Fate audit report: w" in out.read_text()  # no hello yet
+
+    async def german_hello() -> None:
+        store, _ = await _hello(db, "de")
+        await store.close()
+
+    asyncio.run(german_hello())
+    assert main(["audit", "report", "--db", str(db), "--world", "w", "--out", str(out)]) == 0
+    german = out.read_text()
+    assert '<html lang="de">' in german and "<title>Schicksals-Prüfbericht: w</title>" in german
+    text = _page_text(german)
+    for words in ("Würfe der Schicksalsproben gegen einen fairen d100", "Chi-Quadrat-Anpassungstest:",
+                  "Je Akteur", "Gezogene Tarotkarten", "Der Narr", "Pool-Register im Verlauf", "ausgegeben"):
+        assert words in text, words
+    # nothing of the catalog left in English (names the trail holds, rule ids and error codes aside)
+    for outside in ("Basic Folk", "Aldric", "Bren", "Silán Storysoul", "Patches", "Brakka", "His Majesty the Worm"):
+        text = text.replace(outside, " ")
+    catalog = de_catalog()
+    for same in ("from %(start)s to %(end)s UTC", ("in %(num)s session", "in %(num)s sessions"), "Pool:"):
+        catalog.delete(same)  # words German shares ("in", "UTC", "Pool"): no sign of English left
+    assert english_left(text, catalog) == [], english_left(text, catalog)
+    assert main(["audit", "report", "--db", str(db), "--world", "w", "--lang", "en", "--out", str(out)]) == 0
+    assert '<html lang="en">' in out.read_text() and "Fate audit report: w" in out.read_text()
+    capsys.readouterr()
+
+
+async def test_the_audit_windows_report_comes_in_the_worlds_language(tmp_path):
+    """The GM's Report button (``audit_report``): the page in the language of the asking
+    connection's hello."""
+    db = tmp_path / "b.sqlite3"
+    await play_report(db, [50, 51])
+    for language, title in (("de", "Schicksals-Prüfbericht: w"), ("fr", "Fate audit report: w")):
+        store, session = await _hello(db, language, reporter=report.draw)
+        try:
+            reply = json.loads((await session.receive(frame({"type": "audit_report", "v": 1, "query_id": "q"}))).frames[0])
+        finally:
+            await store.close()
+        assert reply["type"] == "audit_report_page" and f"<title>{title}</title>" in reply["html"]
+
+
+def test_the_session_refuses_a_report_in_the_worlds_language(tmp_path):
+    async def run() -> dict:
+        store, session = await _hello(tmp_path / "b.sqlite3", "de")  # resolve's session: no reporter
+        try:
+            return json.loads((await session.receive(frame({"type": "audit_report", "v": 1, "query_id": "q"}))).frames[0])
+        finally:
+            await store.close()
+
+    refused = asyncio.run(run())
+    assert (refused["code"], refused["message"]) == (
+        "not_found", "diese Bridge erstellt hier keine Berichte: Nimm `fate-bridge audit report`")
