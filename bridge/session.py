@@ -196,7 +196,8 @@ class Session:
         """Handle one frame; returns the reply. ``dice`` overrides the session's dice for this
         frame only (``resolve`` lines with ``"dice"``). Never raises for bad input."""
         try:
-            message = wire.decode_client(frame)
+            with i18n.using(self.language):  # its refusal in the world's language (after hello)
+                message = wire.decode_client(frame)
         except Refusal as refusal:
             self.log.info("bad_frame", code=refusal.code, field=refusal.field)
             close = None if self.is_open else CLOSE_UNAUTHORIZED

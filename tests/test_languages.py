@@ -358,3 +358,26 @@ def test_the_session_refuses_a_report_in_the_worlds_language(tmp_path):
     refused = asyncio.run(run())
     assert (refused["code"], refused["message"]) == (
         "not_found", "diese Bridge erstellt hier keine Berichte: Nimm `fate-bridge audit report`")
+
+
+@pytest.mark.parametrize(("frame_bytes", "code", "field", "german"), [
+    (b'{"type": "no_such_message", "v": 1}', "unknown_message", "type", "unbekannter Nachrichtentyp 'no_such_message'"),
+    (b"not json", "bad_message", None, "Frame ist kein JSON-Objekt: "),
+    (b'{"type": "ping", "v": 1, "event_id": "' + b"a" * 70_000 + b'"}', "bad_message", None,
+     "Frame von 70040 Bytes liegt über der Grenze von 65536 Bytes"),
+    (b'{"type": "ping", "v": 1, "event_id": ' + b"[" * 20 + b"]" * 20 + b"}", "bad_message", "event_id",
+     "Objekte und Arrays mehr als 16 tief verschachtelt in `event_id`"),
+])
+def test_a_frame_refused_before_its_decision_is_in_the_worlds_language(tmp_path, frame_bytes, code, field, german):
+    """After a German hello, a frame the bridge cannot read is refused in German too (the
+    wording msgspec gives a malformed JSON frame stays msgspec's own)."""
+    async def run() -> dict:
+        store, session = await _hello(tmp_path / "b.sqlite3", "de")
+        try:
+            return json.loads((await session.receive(frame_bytes)).frames[0])
+        finally:
+            await store.close()
+
+    refused = asyncio.run(run())
+    assert (refused["code"], refused["field"]) == (code, field)
+    assert refused["message"].startswith(german), refused["message"]
