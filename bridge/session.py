@@ -120,12 +120,12 @@ ACCEPTS: dict[SessionState, tuple[type[wire.ClientMessage], ...]] = {
 queries; ``wire.Query``: the audit window's and the overlay's questions)."""
 
 REFUSED: dict[SessionState, tuple[type[Refusal], str, int | None]] = {
-    SessionState.NEW: (Unauthorized, "the first message must be hello with the world's token", CLOSE_UNAUTHORIZED),
-    SessionState.FORWARDER: (BadMessage, "hello was sent already on this connection", None),
-    SessionState.VIEWER: (Forbidden, "an overlay viewer may only send ping", None),
+    SessionState.NEW: (Unauthorized, i18n.N_("the first message must be hello with the world's token"), CLOSE_UNAUTHORIZED),
+    SessionState.FORWARDER: (BadMessage, i18n.N_("hello was sent already on this connection"), None),
+    SessionState.VIEWER: (Forbidden, i18n.N_("an overlay viewer may only send ping"), None),
 }
-"""What a message a state does not accept is answered: the refusal, its text, the close code
-(None: the connection stays open). ``field`` is ``type`` except for NEW (nothing was wrong with
+"""What a message a state does not accept is answered: the refusal, its text (English, shown in
+the connection's language), the close code (None: the connection stays open). ``field`` is ``type`` except for NEW (nothing was wrong with
 the message's fields: its place was)."""
 
 HELLO_OPENS: dict[str, SessionState] = {"token": SessionState.FORWARDER, "viewer_key": SessionState.VIEWER}
@@ -226,7 +226,8 @@ class Session:
         if isinstance(message, wire.Hello) and self.state is SessionState.FORWARDER:
             accepted = self.trusted  # resolve may name another world; a socket says hello once
         if not accepted:
-            refusal_type, text, close = REFUSED[self.state]
+            refusal_type, english, close = REFUSED[self.state]
+            text = i18n.gettext(english)
             refusal = refusal_type(text) if self.state is SessionState.NEW else refusal_type(text, field="type")
             if self.state is SessionState.NEW:
                 self.log.info("hello_refused", reason="not_hello", type=message.__struct_config__.tag)
@@ -305,8 +306,8 @@ class Session:
         elif world is None or hello.token is None or not token_matches(hello.token, world.token_hash):
             return self._refuse_hello(
                 hello, world, "hello_refused", "token",
-                "unknown world or wrong token: register the world with `fate-bridge world add "
-                "WORLD_ID` and paste its token into the module settings")
+                i18n.N_("unknown world or wrong token: register the world with `fate-bridge world add "
+                        "WORLD_ID` and paste its token into the module settings"))
         assert world is not None
         self.world_id, self.state = world.world_id, HELLO_OPENS["token"]
         self.log = log.bind(world_id=self.world_id)
@@ -327,10 +328,13 @@ class Session:
     def _refuse_hello(self, hello: wire.Hello, world: World | None, event: str, field: str,
                       message: str) -> Reply:
         """Log ``event`` with its reason (never the token or key) and answer ``unauthorized``
-        naming ``field`` (the client is not told which reason), then close 4001."""
+        naming ``field`` (the client is not told which reason), then close 4001. ``message`` is
+        English, shown in the language the hello asks for (``client.language``)."""
         reason = "unknown_world" if world is None else f"wrong_{field}" if getattr(hello, field) else f"no_{field}"
         self.log.info(event, world_id=hello.world_id, reason=reason)
-        return Reply([error_frame(Unauthorized(message, field=field), None)], CLOSE_UNAUTHORIZED)
+        with i18n.using(hello.client and hello.client.language):
+            text = i18n.gettext(message)
+        return Reply([error_frame(Unauthorized(text, field=field), None)], CLOSE_UNAUTHORIZED)
 
     def _viewer_hello(self, hello: wire.Hello, world: World | None) -> Reply:
         """A read-only overlay viewer: the world's viewer key opens it; anything else closes it."""
@@ -338,8 +342,8 @@ class Session:
         if world is None or not viewer_key_matches(hello.viewer_key, world.viewer_key):
             return self._refuse_hello(
                 hello, world, "viewer_refused", "viewer_key",
-                "unknown world or wrong viewer key: copy the overlay URL again from the module, "
-                "or print it with `fate-bridge world viewer-key WORLD_ID`")
+                i18n.N_("unknown world or wrong viewer key: copy the overlay URL again from the module, "
+                        "or print it with `fate-bridge world viewer-key WORLD_ID`"))
         self.world_id, self.state = world.world_id, HELLO_OPENS["viewer_key"]
         self.log = log.bind(world_id=self.world_id)
         self.log.info("viewer_hello")

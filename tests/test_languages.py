@@ -24,7 +24,7 @@ from bridge.cli import main
 from bridge.config import load_key, load_signing_key
 from bridge.dice import ScriptedDice
 from bridge.heads import public_key_text
-from bridge.session import Session
+from bridge.session import Session, hash_token, new_token
 from bridge.store import SQLiteStore
 from bridge.store.blobs import unpack
 
@@ -381,3 +381,29 @@ def test_a_frame_refused_before_its_decision_is_in_the_worlds_language(tmp_path,
     refused = asyncio.run(run())
     assert (refused["code"], refused["field"]) == (code, field)
     assert refused["message"].startswith(german), refused["message"]
+
+
+def test_a_refused_hello_and_a_second_hello_are_in_the_language_asked(tmp_path):
+    """A hello with a wrong token is refused in the language it asked for (nothing else is known
+    of the table yet); a second hello on an open connection, in the connection's."""
+    async def run() -> tuple[dict, dict]:
+        store = await SQLiteStore.open(tmp_path / "b.sqlite3")
+        try:
+            token = new_token()
+            await store.add_world("w", hash_token(token))
+            stranger = Session(store, ScriptedDice([]))
+            refused = await stranger.receive(frame({"type": "hello", "v": 1, "world_id": "w", "token": "wrong",
+                                                    "client": {**CLIENT, "language": "de"}}))
+            assert refused.close_code == 4001
+            session = Session(store, ScriptedDice([]))  # a socket's: hello once
+            greeting = {"type": "hello", "v": 1, "world_id": "w", "token": token, "client": {**CLIENT, "language": "de"}}
+            assert json.loads((await session.receive(frame(greeting))).frames[0])["type"] == "welcome"
+            again = await session.receive(frame(greeting))
+            return json.loads(refused.frames[0]), json.loads(again.frames[0])
+        finally:
+            await store.close()
+
+    refused, again = asyncio.run(run())
+    assert (refused["code"], refused["field"]) == ("unauthorized", "token")
+    assert refused["message"].startswith("unbekannte Welt oder falscher Token: Registriere die Welt")
+    assert (again["code"], again["message"]) == ("bad_message", "hello wurde auf dieser Verbindung schon gesendet")
