@@ -407,3 +407,32 @@ def test_a_refused_hello_and_a_second_hello_are_in_the_language_asked(tmp_path):
     assert (refused["code"], refused["field"]) == ("unauthorized", "token")
     assert refused["message"].startswith("unbekannte Welt oder falscher Token: Registriere die Welt")
     assert (again["code"], again["message"]) == ("bad_message", "hello wurde auf dieser Verbindung schon gesendet")
+
+
+def test_an_old_trail_goes_on_under_this_bridge_and_still_verifies(old_trail):
+    """The world written before issue 24 served on: its old Fate row is read (a second spend on
+    the fated result is refused, S11) and a new test is fated (another actor: Basic Folk's Lucky
+    Star is spent); the whole trail verifies."""
+    from .sohl_messages import actor, fate_spend as sohl_fate_spend, rolled
+
+    async def run() -> list[dict]:
+        store = await SQLiteStore.open(old_trail, audit_key=OLD_TRAIL_KEY)
+        try:
+            session = Session(store, ScriptedDice([]), trusted=True, default_world="old-de")
+            await session.receive(frame({"type": "hello", "v": 1, "world_id": "old-de",
+                                         "client": {**CLIENT, "language": "de"}}))
+            replies = []
+            for message, dice in ((sohl_fate_spend("again-1", "msgArchery0001"), [50]),
+                                  (rolled("new-1", "msgNew000000001", actor_part=actor(actor_id="newActor00000001")), []),
+                                  (sohl_fate_spend("new-2", "msgNew000000001"), [34])):
+                replies.append(json.loads((await session.receive(frame(message), ScriptedDice(dice))).frames[0]))
+            return replies
+        finally:
+            await store.close()
+
+    again, graded, spent = asyncio.run(run())
+    assert (again["type"], again["code"]) == ("error", "already_fated")
+    assert graded["type"] == "test_graded" and spent["type"] == "fate_resolved"
+    assert spent["card"]["title"].endswith(": Schicksal")
+    reports = asyncio.run(_verify(old_trail))
+    assert reports["old-de"].records == 11 and reports["old-de"].ok, reports["old-de"].problems
