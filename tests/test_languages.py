@@ -5,31 +5,42 @@ roll, levels, charges), never a rendered card, and the audit verdict (``bridge.a
 drops card text and refusal wording. So every example session, resolved in every shipped language
 (``hello.client.language``), passes ``fate-bridge audit verify`` on its database and a player's
 ``audit verify FILE --public-key KEY`` on its exported trail. A trail written before issue 24, whose
-sohl Fate rows still hold the card rendered in German (``tests/fixtures/trails/``), verifies too,
-and an edit of one of its facts is still caught.
+sohl Fate rows still hold the card rendered in German (``tests/fixtures/trails/``), verifies too
+(and goes on verifying when served on), and an edit of one of its facts is still caught.
+
+Every refusal text comes in the world's language: the rules' own (an unknown Fate Chart rank...,
+raised with their English template: ``bridge.i18n.rule_text``), the dice's, a frame's that could
+not be read, a hello's. The world's language is kept with the world, and ``audit report`` (and the
+audit window's Report) writes its page in it, or in ``--lang``.
 """
 
 from __future__ import annotations
 
 import asyncio
 import json
+import re
 import shutil
 import sqlite3
+from html import unescape
 from pathlib import Path
 
 import pytest
 
-from bridge import i18n
+from bridge import i18n, report
 from bridge.cli import main
 from bridge.config import load_key, load_signing_key
 from bridge.dice import ScriptedDice
 from bridge.heads import public_key_text
+from bridge.rulesets.mythic import rules as mythic_rules
 from bridge.session import Session, hash_token, new_token
 from bridge.store import SQLiteStore
 from bridge.store.blobs import unpack
 
+from . import hmtw_messages, mythic_messages, pool_messages
 from .helpers import FIXTURES, ROOT, decompress
-from .sohl_messages import frame
+from .sohl_messages import actor, fate_spend as sohl_fate_spend, frame, rolled
+from .test_i18n import de_catalog, english_left, example_lines, memory_store, outside_strings, play
+from .test_report import play as play_report
 
 EXAMPLES = sorted((ROOT / "examples").glob("*-session.jsonl"))
 OLD_TRAIL = FIXTURES / "trails" / "sohl-before-issue-24.sqlite3"
@@ -145,12 +156,35 @@ def test_an_edited_fact_of_an_old_row_is_still_caught(old_trail):
     assert any("records('sohl.fate', 'msgArchery0002')" in p for p in problems), problems
 
 
+def test_an_old_trail_goes_on_under_this_bridge_and_still_verifies(old_trail):
+    """The world written before issue 24 served on: its old Fate row is read (a second spend on
+    the fated result is refused, S11) and a new test is fated (another actor: Basic Folk's Lucky
+    Star is spent); the whole trail verifies."""
+    async def run() -> list[dict]:
+        store = await SQLiteStore.open(old_trail, audit_key=OLD_TRAIL_KEY)
+        try:
+            session = Session(store, ScriptedDice([]), trusted=True, default_world="old-de")
+            await session.receive(frame({"type": "hello", "v": 1, "world_id": "old-de",
+                                         "client": {**CLIENT, "language": "de"}}))
+            replies = []
+            for message, dice in ((sohl_fate_spend("again-1", "msgArchery0001"), [50]),
+                                  (rolled("new-1", "msgNew000000001", actor_part=actor(actor_id="newActor00000001")), []),
+                                  (sohl_fate_spend("new-2", "msgNew000000001"), [34])):
+                replies.append(json.loads((await session.receive(frame(message), ScriptedDice(dice))).frames[0]))
+            return replies
+        finally:
+            await store.close()
+
+    again, graded, spent = asyncio.run(run())
+    assert (again["type"], again["code"]) == ("error", "already_fated")
+    assert graded["type"] == "test_graded" and spent["type"] == "fate_resolved"
+    assert spent["card"]["title"].endswith(": Schicksal")
+    reports = asyncio.run(_verify(old_trail))
+    assert reports["old-de"].records == 11 and reports["old-de"].ok, reports["old-de"].problems
+
+
 # --- every refusal in the world's language -------------------------------------------------------
 
-from bridge.rulesets.mythic import rules as mythic_rules  # noqa: E402
-
-from . import hmtw_messages, mythic_messages, pool_messages  # noqa: E402
-from .test_i18n import de_catalog, english_left, example_lines, memory_store, outside_strings, play  # noqa: E402
 
 # What a refusal names as the player must write it, in English in every language (the parser
 # reads it, as the chat commands' words: docs/translating.md): the Fate Chart's ranks and odds.
@@ -258,13 +292,6 @@ async def test_every_refusal_of_the_examples_is_in_german(example):
 
 
 # --- the audit report in the world's language ----------------------------------------------------
-
-import re  # noqa: E402
-from html import unescape  # noqa: E402
-
-from bridge import report  # noqa: E402
-
-from .test_report import play as play_report  # noqa: E402
 
 
 async def _hello(db: Path, language: str | None, *, reporter=None) -> tuple[SQLiteStore, Session]:
@@ -407,32 +434,3 @@ def test_a_refused_hello_and_a_second_hello_are_in_the_language_asked(tmp_path):
     assert (refused["code"], refused["field"]) == ("unauthorized", "token")
     assert refused["message"].startswith("unbekannte Welt oder falscher Token: Registriere die Welt")
     assert (again["code"], again["message"]) == ("bad_message", "hello wurde auf dieser Verbindung schon gesendet")
-
-
-def test_an_old_trail_goes_on_under_this_bridge_and_still_verifies(old_trail):
-    """The world written before issue 24 served on: its old Fate row is read (a second spend on
-    the fated result is refused, S11) and a new test is fated (another actor: Basic Folk's Lucky
-    Star is spent); the whole trail verifies."""
-    from .sohl_messages import actor, fate_spend as sohl_fate_spend, rolled
-
-    async def run() -> list[dict]:
-        store = await SQLiteStore.open(old_trail, audit_key=OLD_TRAIL_KEY)
-        try:
-            session = Session(store, ScriptedDice([]), trusted=True, default_world="old-de")
-            await session.receive(frame({"type": "hello", "v": 1, "world_id": "old-de",
-                                         "client": {**CLIENT, "language": "de"}}))
-            replies = []
-            for message, dice in ((sohl_fate_spend("again-1", "msgArchery0001"), [50]),
-                                  (rolled("new-1", "msgNew000000001", actor_part=actor(actor_id="newActor00000001")), []),
-                                  (sohl_fate_spend("new-2", "msgNew000000001"), [34])):
-                replies.append(json.loads((await session.receive(frame(message), ScriptedDice(dice))).frames[0]))
-            return replies
-        finally:
-            await store.close()
-
-    again, graded, spent = asyncio.run(run())
-    assert (again["type"], again["code"]) == ("error", "already_fated")
-    assert graded["type"] == "test_graded" and spent["type"] == "fate_resolved"
-    assert spent["card"]["title"].endswith(": Schicksal")
-    reports = asyncio.run(_verify(old_trail))
-    assert reports["old-de"].records == 11 and reports["old-de"].ok, reports["old-de"].problems
