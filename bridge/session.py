@@ -120,13 +120,14 @@ ACCEPTS: dict[SessionState, tuple[type[wire.ClientMessage], ...]] = {
 queries; ``wire.Query``: the audit window's and the overlay's questions)."""
 
 REFUSED: dict[SessionState, tuple[type[Refusal], str, int | None]] = {
-    SessionState.NEW: (Unauthorized, i18n.N_("the first message must be hello with the world's token"), CLOSE_UNAUTHORIZED),
+    SessionState.NEW: (Unauthorized, i18n.N_("the first message must be hello with the world's token"),
+                       CLOSE_UNAUTHORIZED),
     SessionState.FORWARDER: (BadMessage, i18n.N_("hello was sent already on this connection"), None),
     SessionState.VIEWER: (Forbidden, i18n.N_("an overlay viewer may only send ping"), None),
 }
 """What a message a state does not accept is answered: the refusal, its text (English, shown in
-the connection's language), the close code (None: the connection stays open). ``field`` is ``type`` except for NEW (nothing was wrong with
-the message's fields: its place was)."""
+the connection's language), the close code (None: the connection stays open). ``field`` is
+``type`` except for NEW (nothing was wrong with the message's fields: its place was)."""
 
 HELLO_OPENS: dict[str, SessionState] = {"token": SessionState.FORWARDER, "viewer_key": SessionState.VIEWER}
 """A good ``hello`` moves NEW to the state its credential opens."""

@@ -146,8 +146,8 @@ def test_an_edited_fact_of_an_old_row_is_still_caught(old_trail):
     edited = json.loads(value)
     assert edited["fate_roll"] == 45
     edited["fate_roll"] = 5
-    conn.execute("UPDATE records SET value = ? WHERE world_id = 'old-de' AND kind = 'sohl.fate' AND key = 'msgArchery0002'",
-                 (json.dumps(edited).encode(),))
+    conn.execute("UPDATE records SET value = ? WHERE world_id = 'old-de' AND kind = 'sohl.fate' "
+                 "AND key = 'msgArchery0002'", (json.dumps(edited).encode(),))
     conn.commit()
     conn.close()
     reports = asyncio.run(_verify(old_trail))
