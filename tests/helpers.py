@@ -137,6 +137,7 @@ def as_old_bridge(db: Path) -> None:
         ALTER TABLE records_v7 RENAME TO records;
         DROP TABLE audit_tail;
         DROP TABLE records_tail;
+        ALTER TABLE worlds DROP COLUMN language;
         UPDATE meta SET value = '7' WHERE key = 'schema_version';
     """)
     conn.commit()

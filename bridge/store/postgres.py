@@ -104,6 +104,10 @@ CREATE TABLE heads (
     PRIMARY KEY (world_id, seq)
 )
 """,
+    # = the SQLite file's step 10 (issue 24): the world's language, from its last hello
+    4: """
+ALTER TABLE worlds ADD COLUMN language TEXT
+""",
 }
 SCHEMA_VERSION = max(MIGRATIONS)
 MIGRATE_LOCK = 0x46415445  # advisory lock key ("FATE"): processes starting together migrate once

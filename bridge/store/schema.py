@@ -129,6 +129,11 @@ CREATE TABLE records_tail (
     PRIMARY KEY (world_id, kind, key)
 ) WITHOUT ROWID;
 """,
+    # Issue 24: the world's language, as its forwarder's last hello set it (bridge.i18n), for what
+    # is made without a connection (``audit report``). NULL: no hello since.
+    10: """
+ALTER TABLE worlds ADD COLUMN language TEXT;
+""",
 }
 SCHEMA_VERSION = max(MIGRATIONS)
 
