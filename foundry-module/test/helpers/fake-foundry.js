@@ -126,6 +126,24 @@ export class FakeMessage {
     this.author = world.users.get(data.author ?? world.currentUserId) ?? null;
   }
   getFlag(scope, key) { return this.flags[scope]?.[key]; }
+  // Foundry v13's client ChatMessage getters, as written in client/documents/chat-message.mjs
+  // (v13): `isAuthor` is `game.user === this.author`; `isRoll` is `rolls.length > 0`; `visible`:
+  // a whispered message with rolls is visible to everyone (others get the "rolled privately" stub),
+  // one without rolls only to its author and the users on its whisper list (blind plays no part);
+  // `isContentVisible`: for a roll, the users on the whisper list, and the author unless blind;
+  // otherwise `visible`.
+  get isAuthor() { return Boolean(this.author) && this.author.id === this.world.currentUserId; }
+  get isRoll() { return this.rolls.length > 0; }
+  get visible() {
+    if (!this.whisper.length) return true;
+    if (this.isRoll) return true;
+    return this.isAuthor || this.whisper.includes(this.world.currentUserId);
+  }
+  get isContentVisible() {
+    if (!this.isRoll) return this.visible;
+    if (!this.whisper.length) return true;
+    return this.whisper.includes(this.world.currentUserId) || (this.isAuthor && !this.blind);
+  }
   async setFlag(scope, key, value) {
     this.world.flagWrites.push({ messageId: this.id, key, value });
     (this.flags[scope] ??= {})[key] = structuredClone(value);
@@ -147,6 +165,9 @@ export class FakeMessage {
  * @returns the world handle used by tests
  */
 export function installFakeFoundry({ WebSocket, diceSoNice = false, settings = {} } = {}) {
+  // Dice So Nice's world settings this fake reads, with its defaults (module/main.js of 5.1.6):
+  // `hide3dDiceOnSecretRolls` true, `showGhostDice` "0" (off; "1" for all, "2" for the roll's author).
+  settings = { "dice-so-nice.hide3dDiceOnSecretRolls": true, "dice-so-nice.showGhostDice": "0", ...settings };
   const dom = new JSDOM("<!doctype html><body></body>");
   const hooks = new Map();
   const socketHandlers = [];
@@ -160,7 +181,14 @@ export function installFakeFoundry({ WebSocket, diceSoNice = false, settings = {
     flagWrites: [],
     messageUpdates: [],
     itemUpdates: [],
+    /** Dice So Nice's `showForRoll` calls, their arguments as passed. */
     diceShown: [],
+    /**
+     * Every 3D animation Dice So Nice plays, on each client (one entry per client and roll shown):
+     * {viewerId, messageId (null for a direct showForRoll), userId (whose dice: their colours),
+     * ghost (values hidden), dice: [{faces, results}]}. See fakeDiceSoNice.
+     */
+    diceAnimations: [],
     /** What the physical dice dialog (`DialogV2.prompt`) answers next, in order (null: closed); and what it was shown. */
     physicalAnswers: [],
     prompts: [],
@@ -208,16 +236,35 @@ export function installFakeFoundry({ WebSocket, diceSoNice = false, settings = {
       const message = new FakeMessage(world, data);
       world.messages.set(message.id, message);
       callHooks("createChatMessage", message, {}, world.currentUserId);
+      // Foundry fires createChatMessage on every connected client: Dice So Nice's own handler runs
+      // on each of them (this one process plays them all).
+      if (diceSoNice) dice3d.interceptOnEveryClient(message);
       return message;
     },
-    /** Render a message as the current user: returns the element after renderChatMessageHTML. */
+    /**
+     * Render a message as the current user, as Foundry v13's chat log does: null when the message
+     * is not `visible` to them (the log leaves it out); when its content is not visible (a
+     * whispered roll), Foundry's "rolled privately" stub in place of the content
+     * (`ChatMessage#renderHTML`: flavor `CHAT.PrivateRollContent`, the rolls rendered private);
+     * `renderChatMessageHTML` runs either way. Returns the element after the hook.
+     */
     render(messageId) {
       const message = world.messages.get(messageId);
+      if (!message.visible) return null;
       const li = dom.window.document.createElement("li");
       li.className = "chat-message";
       const content = dom.window.document.createElement("div");
       content.className = "message-content";
-      content.innerHTML = message.content;
+      if (message.isContentVisible) content.innerHTML = message.content;
+      else {
+        const stub = dom.window.document.createElement("span");
+        stub.className = "flavor-text";
+        stub.textContent = `${message.author?.name ?? "Unknown User"} rolled privately`;
+        const dice = dom.window.document.createElement("div");
+        dice.className = "dice-roll";
+        dice.textContent = "?";
+        content.append(stub, dice);
+      }
       li.append(content);
       callHooks("renderChatMessageHTML", message, li, {});
       return li;
@@ -236,6 +283,8 @@ export function installFakeFoundry({ WebSocket, diceSoNice = false, settings = {
       return world.deliverSocket().map((e) => e.payload);
     },
   };
+
+  const dice3d = fakeDiceSoNice(world, callHooks);
 
   function callHooks(name, ...args) {
     let result = true;
@@ -261,7 +310,7 @@ export function installFakeFoundry({ WebSocket, diceSoNice = false, settings = {
     messages: world.messages,
     actors: world.actors,
     modules: new Map([["fate-bridge", { active: true, version: "0.1.0" }], ...(diceSoNice ? [["dice-so-nice", { active: true }]] : [])]),
-    dice3d: diceSoNice ? { showForRoll: async (...args) => { world.diceShown.push(args); return true; } } : undefined,
+    dice3d: diceSoNice ? dice3d : undefined,
     settings: {
       settings: registered,
       register: (namespace, key, config) => registered.set(`${namespace}.${key}`, config),
@@ -283,7 +332,8 @@ export function installFakeFoundry({ WebSocket, diceSoNice = false, settings = {
     i18n: { lang: "en", localize: (key) => EN[key] ?? key, format },
   };
   globalThis.ChatMessage = { create: (data) => world.createMessage(data) };
-  globalThis.Roll = { fromData: (data) => ({ fromData: data, total: data.total }) };
+  // Roll#dice: the roll's Die terms (what Dice So Nice throws).
+  globalThis.Roll = { fromData: (data) => ({ fromData: data, total: data.total, dice: (data.terms ?? []).filter((term) => term.class === "Die") }) };
   globalThis.canvas = { tokens: { get controlled() { return [...(world.controlled.get(world.currentUserId) ?? [])]; } } };
   globalThis.foundry = { utils: {
     randomID: () => fakeId("ev"),
@@ -309,6 +359,70 @@ export function installFakeFoundry({ WebSocket, diceSoNice = false, settings = {
   globalThis.document = dom.window.document;
   globalThis.WebSocket = WebSocket;
   return world;
+}
+
+/**
+ * Dice So Nice as 5.1.6 behaves (module/main.js, module/Dice3D.js), for counting animations:
+ * - Its `createChatMessage` handler (`shouldInterceptMessage`) runs on every client and animates a
+ *   new message locally, unsynchronized, when the message carries a Roll with dice
+ *   (`message.isRoll`, `roll.dice.length > 0`), its content is visible to that client's user
+ *   (`isContentVisible`), or the world shows secret rolls anyway (`hide3dDiceOnSecretRolls` off) or
+ *   as ghost dice (`showGhostDice` "1", or "2" for the message's author), and no
+ *   `diceSoNiceMessageProcessed` handler set `willTrigger3DRoll` false. `renderRolls` shows it as
+ *   the message's author (`chatMessage.author`); `showForRoll` fires `diceSoNiceRollStart(messageId,
+ *   context)` and `show` plays it with `context.user`'s appearance.
+ * - `showForRoll(roll, user, synchronize, users, blind)` called directly: this client plays it
+ *   unless `blind`; with `synchronize`, every other client in `users` (all when null) plays it.
+ */
+function fakeDiceSoNice(world, callHooks) {
+  const setting = (key) => globalThis.game.settings.get("dice-so-nice", key);
+  const diceOf = (rolls) => rolls.flatMap((roll) => roll.dice.map((die) => ({ faces: die.faces, results: die.results.map((r) => r.result) })));
+  /** One animation of `rolls` on this client (renderRolls throws a message's dice together, with no `rollOrder`). */
+  function play(rolls, user, { messageId = null, ghost = false } = {}) {
+    const context = { roll: rolls[0], user, users: null, blind: false };
+    callHooks("diceSoNiceRollStart", messageId, context);
+    world.diceAnimations.push({ viewerId: world.currentUserId, messageId, userId: context.user?.id ?? null, ghost, dice: diceOf(rolls) });
+  }
+  function asEachClient(fn) {
+    const self = world.currentUserId;
+    try {
+      for (const userId of world.users.keys()) {
+        world.currentUserId = userId;
+        fn(userId);
+      }
+    } finally {
+      world.currentUserId = self;
+    }
+  }
+  return {
+    messageHookDisabled: false,
+    async showForRoll(roll, user, synchronize, users = null, blind) {
+      world.diceShown.push([roll, user, synchronize, users, blind]);
+      const caller = world.currentUserId;
+      if (!blind) play([roll], user);
+      if (synchronize) {
+        // Dice3D#show emits {type: "show", users}; each other client plays it when listed (or all).
+        const ids = users?.map((u) => (typeof u === "string" ? u : u.id)) ?? null;
+        asEachClient((id) => { if (id !== caller && (!ids || ids.includes(id))) play([roll], user); });
+      }
+      return true;
+    },
+    /** What Dice So Nice's createChatMessage handler does on each client. */
+    interceptOnEveryClient(message) {
+      asEachClient((userId) => {
+        const secretHidden = setting("hide3dDiceOnSecretRolls");
+        const ghostSetting = setting("showGhostDice");
+        const ghost = ghostSetting === "1" || (ghostSetting === "2" && message.author?.id === userId && secretHidden);
+        const interception = {
+          willTrigger3DRoll: message.isRoll && (message.isContentVisible || ghost || !secretHidden) && !this.messageHookDisabled
+            && message.rolls.some((roll) => roll.dice.length > 0),
+        };
+        callHooks("diceSoNiceMessageProcessed", message.id, interception);
+        if (!interception.willTrigger3DRoll) return;
+        play(message.rolls.filter((roll) => roll.dice.length), message.author, { messageId: message.id, ghost: !message.isContentVisible });
+      });
+    },
+  };
 }
 
 /** Remove the fakes (call in afterEach). */
