@@ -118,7 +118,7 @@ describe("messageRolls: a message's rolls as plain data (real Foundry 13 capture
   test("no message, no rolls, no speaker, a roll that does not parse", async () => {
     assert.equal(fvtt.messageRolls("missing"), null);
     const plain = await world.createMessage({ content: "<p>hi</p>", rolls: ["{not json", "42"] });
-    assert.deepEqual(fvtt.messageRolls(plain.id), { id: plain.id, speakerActorId: null, flavor: null, rollType: null, rolls: [] });
+    assert.deepEqual(fvtt.messageRolls(plain.id), { id: plain.id, speakerActorId: null, flavor: null, rollType: null, contentVisible: true, rolls: [] });
   });
 });
 

@@ -269,6 +269,15 @@ export function installFakeFoundry({ WebSocket, diceSoNice = false, settings = {
       callHooks("renderChatMessageHTML", message, li, {});
       return li;
     },
+    /**
+     * Dice So Nice's animations per client: `{userId: count}` for every user of the world (0 for
+     * those who saw none), of `messageId`'s dice when given, else of every animation.
+     */
+    animationsPerClient(messageId) {
+      const counts = Object.fromEntries([...users.keys()].map((id) => [id, 0]));
+      for (const shown of world.diceAnimations) if (messageId === undefined || shown.messageId === messageId) counts[shown.viewerId] += 1;
+      return counts;
+    },
     /** Run a hook as `Hooks.call` does: false when a handler returned false. */
     callHook: (name, ...args) => callHooks(name, ...args),
     /** Deliver every emitted socket payload to the handlers, as Foundry would to the other clients. */
