@@ -152,7 +152,8 @@ export function cardAudience(rule) {
  * @returns {object} `result` for a public answer, else only `{visibility}` (nothing private)
  */
 export function relayedResult(visibility, result) {
-  return visibility === "public" ? result : { visibility: checkedVisibility(visibility) };
+  const seen = checkedVisibility(visibility); // an unknown visibility is public, as its card is (cardAudience)
+  return seen === "public" ? result : { visibility: seen };
 }
 
 /**
