@@ -13,7 +13,7 @@ import assert from "node:assert/strict";
 import * as mythic from "../scripts/rulesets/mythic/index.js";
 import * as pool from "../scripts/rulesets/pool/index.js";
 import * as hmtw from "../scripts/rulesets/hmtw/index.js";
-import { uninstallFakeFoundry } from "./helpers/fake-foundry.js";
+import { installFakeFoundry, uninstallFakeFoundry } from "./helpers/fake-foundry.js";
 import { restoreTimers } from "./helpers/world-setup.js";
 import { until } from "./helpers/fake-socket.js";
 import { answerTo, bootModule, doneFor, relayAs, sentTo, typeAs } from "./helpers/module-world.js";
@@ -146,5 +146,28 @@ describe("HMtW: a test of fate's draw", () => {
     const gmDone = donePayload(await doneFor(env, env.player));
     assert.deepEqual((await thrownFor("<div>gm test</div>")).counts, { gm: 1, player: 1, stranger: 0 });
     assert.deepEqual(gmDone.result, { visibility: "gm" });
+  });
+});
+
+describe("the fake Dice So Nice (helpers/fake-foundry.js), against Dice So Nice 5.1.6's module/main.js", () => {
+  test("a created message with dice is thrown once per reader; an update throws only the Rolls it adds; a direct showForRoll reaches its users", async () => {
+    env = null;
+    const world = installFakeFoundry({ diceSoNice: true });
+    for (const [id, isGM] of [["gmA", true], ["playerA", false], ["playerB", false]]) world.addUser({ id, name: id, isGM });
+    world.asUser("gmA");
+    const roll = (result) => globalThis.Roll.fromData({ class: "Roll", terms: [{ class: "Die", faces: 20, results: [{ result, active: true }] }], total: result });
+    const message = await world.createMessage({ content: "<p>x</p>", whisper: ["gmA", "playerA"], rolls: [roll(4)] });
+    assert.deepEqual(world.animationsPerClient(), { gmA: 1, playerA: 1, playerB: 0 });
+    await message.update({ content: "<p>y</p>", flags: { "fate-bridge": { override: "e1" } } });
+    assert.deepEqual(world.animationsPerClient(), { gmA: 1, playerA: 1, playerB: 0 }, "content and flags: nothing thrown");
+    await message.update({ rolls: [...message.rolls, roll(17)] });
+    assert.deepEqual(world.animationsPerClient(), { gmA: 2, playerA: 2, playerB: 0 });
+    assert.deepEqual(world.diceAnimations.at(-1).dice, [{ faces: 20, results: [17] }], "only the added Roll");
+    await world.createMessage({ content: "<p>no dice</p>" });
+    assert.equal(world.diceAnimations.length, 4);
+    // showForRoll(roll, user, synchronize, users, blind): blind skips this client; the others listed get it.
+    await globalThis.game.dice3d.showForRoll(roll(9), world.users.get("playerA"), true, ["playerB"], true);
+    assert.deepEqual(world.animationsPerClient(), { gmA: 2, playerA: 2, playerB: 1 });
+    uninstallFakeFoundry();
   });
 });

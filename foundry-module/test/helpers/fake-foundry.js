@@ -150,6 +150,11 @@ export class FakeMessage {
   }
   async update(data) {
     if (data.content !== undefined) this.content = data.content;
+    // Dice So Nice animates only the Rolls an update adds (preUpdateChatMessage counts them,
+    // updateChatMessage throws `rolls.slice(before)`); an update of content or flags throws nothing.
+    const before = this.rolls.length;
+    if (Array.isArray(data.rolls)) this.rolls = data.rolls;
+    if (this.rolls.length > before) this.world.rollsAdded?.(this, before);
     for (const [scope, values] of Object.entries(data.flags ?? {})) Object.assign((this.flags[scope] ??= {}), structuredClone(values));
     this.world.messageUpdates.push({ messageId: this.id, data });
   }
@@ -240,6 +245,10 @@ export function installFakeFoundry({ WebSocket, diceSoNice = false, settings = {
       // on each of them (this one process plays them all).
       if (diceSoNice) dice3d.interceptOnEveryClient(message);
       return message;
+    },
+    /** Rolls an update added to `message` (FakeMessage#update): Dice So Nice throws those on every client. */
+    rollsAdded(message, from) {
+      if (diceSoNice) dice3d.interceptOnEveryClient(message, from);
     },
     /**
      * Render a message as the current user, as Foundry v13's chat log does: null when the message
@@ -380,6 +389,8 @@ export function installFakeFoundry({ WebSocket, diceSoNice = false, settings = {
  *   `diceSoNiceMessageProcessed` handler set `willTrigger3DRoll` false. `renderRolls` shows it as
  *   the message's author (`chatMessage.author`); `showForRoll` fires `diceSoNiceRollStart(messageId,
  *   context)` and `show` plays it with `context.user`'s appearance.
+ * - Its `updateChatMessage` handler throws only the Rolls an update added (`preUpdateChatMessage`
+ *   counts them); an update of content or flags throws nothing.
  * - `showForRoll(roll, user, synchronize, users, blind)` called directly: this client plays it
  *   unless `blind`; with `synchronize`, every other client in `users` (all when null) plays it.
  */
@@ -416,19 +427,22 @@ function fakeDiceSoNice(world, callHooks) {
       }
       return true;
     },
-    /** What Dice So Nice's createChatMessage handler does on each client. */
-    interceptOnEveryClient(message) {
+    /**
+     * What Dice So Nice's createChatMessage handler (and, for the rolls an update added from
+     * index `from` on, its updateChatMessage handler) does on each client.
+     */
+    interceptOnEveryClient(message, from = 0) {
       asEachClient((userId) => {
         const secretHidden = setting("hide3dDiceOnSecretRolls");
         const ghostSetting = setting("showGhostDice");
         const ghost = ghostSetting === "1" || (ghostSetting === "2" && message.author?.id === userId && secretHidden);
         const interception = {
           willTrigger3DRoll: message.isRoll && (message.isContentVisible || ghost || !secretHidden) && !this.messageHookDisabled
-            && message.rolls.some((roll) => roll.dice.length > 0),
+            && message.rolls.slice(from).some((roll) => roll.dice.length > 0),
         };
         callHooks("diceSoNiceMessageProcessed", message.id, interception);
         if (!interception.willTrigger3DRoll) return;
-        play(message.rolls.filter((roll) => roll.dice.length), message.author, { messageId: message.id, ghost: !message.isContentVisible });
+        play(message.rolls.slice(from).filter((roll) => roll.dice.length), message.author, { messageId: message.id, ghost: !message.isContentVisible });
       });
     },
   };
