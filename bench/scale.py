@@ -41,17 +41,24 @@ PG_URL = os.environ.get("FATE_BRIDGE_BENCH_PG", "postgresql://postgres@127.0.0.1
 SETUPS = [("sqlite", 1), ("postgresql", 1), ("postgresql", 2), ("postgresql", 4)]
 
 
-def postgres_cpu() -> float:
-    """CPU seconds of every ``postgres`` process visible in /proc (the database's side)."""
-    total = 0.0
+def postgres_cpu() -> dict[int, float]:
+    """CPU seconds of each ``postgres`` process visible in /proc (the database's side), by pid."""
+    by_pid = {}
     for entry in Path("/proc").iterdir():
         if entry.name.isdigit():
             try:
                 if (entry / "comm").read_text().strip() == "postgres":
-                    total += cpu_seconds(int(entry.name))  # gone meanwhile: OSError
+                    by_pid[int(entry.name)] = cpu_seconds(int(entry.name))  # gone meanwhile: OSError
             except OSError:
                 continue
-    return total
+    return by_pid
+
+
+def postgres_cpu_since(before: dict[int, float]) -> float:
+    """CPU seconds the ``postgres`` processes spent since ``before`` (``postgres_cpu()``), never negative:
+    each process alive now counts what it spent since then (all of it if it is new); a backend that
+    exited meanwhile (another client's, on a shared server) takes its CPU away from neither side."""
+    return sum(max(0.0, cpu - before.get(pid, 0.0)) for pid, cpu in postgres_cpu().items())
 
 
 def schema_url(base: str, schema: str) -> str:
@@ -152,7 +159,7 @@ def _measure(db: str, key: Path, processes: int, conns: int, duration: float, tm
         results = release_clients(clients, worlds_file, duration)
         wall = time.perf_counter() - began
         cpu = sum(cpu_seconds(p.pid) for p, _ in bridges) - cpu_before
-        pg_cpu = postgres_cpu() - pg_before
+        pg_cpu = postgres_cpu_since(pg_before)
     finally:
         stop_bridges(bridges)
     latencies = sorted(v for r in results for v in r["latencies_us"])

@@ -291,7 +291,7 @@ def rederive(record: AuditRecord, state: WorldState | None = None) -> str | None
 @dataclass(frozen=True, slots=True)
 class Problem:
     """One thing wrong with a world's trail: the record ``seq`` it is found at (0: the world as a
-    whole), a ``kind`` (``gap``, ``link``, ``hash``, ``record``, ``columns``, ``checkpoint``,
+    whole), a ``kind`` (``gap``, ``link``, ``hash``, ``stored``, ``record``, ``columns``, ``checkpoint``,
     ``head``, ``key``, ``rederive``, ``dice``, ``state``) and a sentence."""
 
     seq: int
@@ -332,7 +332,9 @@ class Trail:
     ``rows``: ``(seq, canonical record bytes, prev_hash ('' when the record before is gone), hash,
     listed columns or None)`` in seq order; ``checkpoints``: HMAC ``(seq, hash, mac)``; ``heads``: Ed25519 signed heads;
     ``state``: the stored state rows (None: an export, which has none); ``registered``: the world
-    has a row in the registry (``worlds``), removed or not."""
+    has a row in the registry (``worlds``), removed or not; ``unsealed``: seq -> why that row's
+    stored bytes are not the frame the sealed record is stored as (bridge.store.blobs.frame_problem),
+    filled by the time ``rows`` yields the row."""
 
     world_id: str
     rows: Iterable[tuple[int, bytes, str, str, ListedColumns | None]]
@@ -340,6 +342,7 @@ class Trail:
     heads: list[Head]
     state: StoredState | None = None
     registered: bool = True
+    unsealed: dict[int, str] = field(default_factory=dict)
 
 
 _record_decoder = msgspec.json.Decoder(AuditRecord)
@@ -379,6 +382,7 @@ def verify_world(trail: Trail, key: bytes | None, public_key: Ed25519PublicKey |
     Finds: missing sequence numbers (a deleted record), links that do not point at the previous
     record (reordered or deleted), hashes that do not match the record's bytes (edited), records
     whose content disagrees with their row (its seq, world, or the columns ``audit list`` shows),
+    stored bytes that are not the frame the record is stored as (``trail.unsealed``),
     checkpoints or heads missing every ``CHECKPOINT_EVERY`` records, heads or checkpoints whose
     signature does not verify or that sign another hash than the chain has (rewritten), heads
     past the end of the chain (its last records deleted), heads signed by another key than the
@@ -406,6 +410,9 @@ def verify_world(trail: Trail, key: bytes | None, public_key: Ed25519PublicKey |
             problems.append(Problem(seq, "link", f"record {seq} does not link to the record before it"))
         if prev_hash and chain_hash(prev_hash, record_bytes) != record_hash:  # '': the record before is gone
             problems.append(Problem(seq, "hash", f"record {seq} was changed after it was written (hash mismatch)"))
+        if (unsealed := trail.unsealed.get(seq)) is not None:
+            problems.append(Problem(seq, "stored", f"record {seq}'s stored bytes are not what was sealed: "
+                                                   f"{unsealed}"))
         hashes[seq] = record_hash
         expected_seq, expected_prev = seq + 1, record_hash
         try:
@@ -442,6 +449,8 @@ def verify_world(trail: Trail, key: bytes | None, public_key: Ed25519PublicKey |
     _check_heads(report, trail, hashes, last_seq, key_changes, public_key)
     if trail.state is not None:
         state_problems.extend(compare(derived, trail.state))
+        state_problems.extend(StateProblem(0, f"state row {row}'s stored bytes are not what was written: {why}")
+                              for row, why in trail.state.unsealed)
         latest = max(trail.heads, key=lambda h: h.seq, default=None)
         if (latest is not None and latest.seq == last_seq and latest.state_digest is not None
                 and latest.signed() and latest.state_digest != state_digest(trail.state)):

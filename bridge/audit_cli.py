@@ -353,6 +353,16 @@ async def check_serving_key(store: Store, key: Ed25519PrivateKey | None, path: P
                           "this one explicitly with `fate-bridge audit new-key`")
 
 
+async def adopt_signing_key(store: Store, path: Path) -> None:
+    """Check ``store.signing_key`` (loaded from ``path``, or None when there is no file) against
+    the trail (:func:`check_serving_key`); for a trail nobody signed yet and no file, make the key
+    at ``path`` and give it to the store (serve's first start; a database ``resolve --db`` wrote).
+    Raises ``ConfigError`` saying what to do."""
+    await check_serving_key(store, store.signing_key, path)
+    if store.signing_key is None:
+        store.signing_key = load_signing_key(path, create=True)
+
+
 def _key_id_of(text: str) -> str:
     try:
         return key_id(parse_public_key(text))
@@ -390,13 +400,14 @@ async def _new_key(db: Path | str, args: argparse.Namespace) -> int:
 async def _repair(db: Path | str, args: argparse.Namespace) -> int:
     """``audit repair --world W``: the world's state rebuilt from its chain, sealed in a new head."""
     path = args.signing_key or default_signing_key(args.audit_key)
-    key = load_signing_key(path, create=False)
-    if key is None:
-        raise ConfigError(f"no signing key at {path}: repair signs the rebuilt state with the key serve uses "
-                          "(pass --signing-key)")
-    store = await open_store(db, signing_key=key)
+    store = await open_store(db, audit_key=load_key(args.audit_key or default_audit_key(), create=False),
+                             signing_key=load_signing_key(path, create=False))  # the keys verify finds
     try:
-        await check_serving_key(store, key, path)
+        made = store.signing_key is None
+        await adopt_signing_key(store, path)
+        if made:
+            print(f"note: no trail here was signed yet (written by `fate-bridge resolve --db`?): made the "
+                  f"signing key {path}, as serve's first start would", file=sys.stderr)
         report = await store.repair(args.world)
     finally:
         await store.close()

@@ -97,8 +97,8 @@ def _copy(source: Path, dest: Path) -> None:
     dest.parent.mkdir(parents=True, exist_ok=True)
     partial = dest.with_name(dest.name + ".partial")
     partial.unlink(missing_ok=True)
-    os.close(os.open(partial, os.O_WRONLY | os.O_CREAT | os.O_EXCL, DB_FILE_MODE))
-    try:
+    try:  # from its creation on: a Ctrl+C at any point leaves no partial file
+        os.close(os.open(partial, os.O_WRONLY | os.O_CREAT | os.O_EXCL, DB_FILE_MODE))
         src = _open_ro(source)
         try:
             out = sqlite3.connect(partial)

@@ -1,7 +1,7 @@
 """``fate-bridge``: the command line. Run ``fate-bridge --help`` (or ``COMMAND --help``).
 
 Exit codes: 0 success, 1 ``schema --check`` found stale files, 2 usage or configuration error
-(the message says what was wrong and how to fix it).
+(the message says what was wrong and how to fix it), 130 stopped by Ctrl+C (bridge/__main__.py).
 """
 
 from __future__ import annotations
@@ -10,9 +10,11 @@ import argparse
 import asyncio
 import os
 import re
+import shlex
 import sys
 from datetime import datetime
 from pathlib import Path
+from typing import NoReturn
 from urllib.parse import urlencode, urljoin, urlsplit, urlunsplit
 
 import msgspec
@@ -28,7 +30,7 @@ from .server import RATE_BURST_SECONDS, RATE_PER_SECOND
 from .session import OVERLAY_PATH, Session, hash_token, new_token
 from .migrate import migrate, source_db
 from .release import PUBLIC_URL_ENV
-from .startup import bridge_address, listen_problem, reach_lines
+from .startup import bridge_address, folder_given, listen_problem, reach_lines
 from .store import open_store
 
 DEFAULT_HOST = "127.0.0.1"
@@ -58,12 +60,53 @@ def utc_time(text: str) -> str:
 
 
 def world_id(text: str) -> str:
-    """argparse type of WORLD_ID: Foundry's ``game.world.id`` (1..128 characters, no spaces)."""
+    """argparse type of a WORLD_ID to look up (``world remove``, ``rotate-token``, ``--world``):
+    1..128 printable characters without spaces, the rule ``world add`` had before issue 25, so a
+    world registered then under an id Foundry cannot have can still be removed."""
     if not 1 <= len(text) <= 128 or any(c.isspace() or not c.isprintable() for c in text):
         raise argparse.ArgumentTypeError(
             f"{text!r} is not a Foundry world id: use game.world.id, the world's folder name "
             "under Data/worlds (1 to 128 characters, no spaces)")
     return text
+
+
+# Foundry's own rule for package ids, worlds' included (BaseWorld extends BasePackage): common/
+# packages/base-package.mjs, BasePackage.validateId (v12, v13): ^[A-Za-z0-9-_]+$, and none of the
+# names Windows reserves. A world id is the folder name under Data/worlds.
+FOUNDRY_ID = re.compile(r"[A-Za-z0-9_-]{1,128}")
+RESERVED_ID = re.compile(r"(con|prn|aux|nul|com[0-9]|lpt[0-9])", re.IGNORECASE)
+
+
+def new_world_id(text: str) -> str:
+    """argparse type of ``world add``'s WORLD_ID: an id Foundry can have (:data:`FOUNDRY_ID`,
+    not :data:`RESERVED_ID`), at most 128 characters. Refuses path separators, ``..``, spaces and
+    markup, saying which character is wrong."""
+    world_id(text)
+    if RESERVED_ID.fullmatch(text):
+        raise argparse.ArgumentTypeError(
+            f"{text!r} is not a Foundry world id: Foundry refuses names the operating system reserves "
+            "(con, prn, aux, nul, com1, lpt1...); use game.world.id, the world's folder name under Data/worlds")
+    if not FOUNDRY_ID.fullmatch(text):
+        bad = next(c for c in text if not FOUNDRY_ID.fullmatch(c))
+        raise argparse.ArgumentTypeError(
+            f"{text!r} is not a Foundry world id: it holds {bad!r}, and Foundry's ids (the world's folder "
+            "name under Data/worlds) have only letters, digits, '-' and '_'; use game.world.id")
+    return text
+
+
+def world_id_arg(text: str) -> str:
+    """``text`` as a command line takes it back: ``-- -dash`` for an id starting with ``-`` (else
+    an option), quoted for the shell when it needs it."""
+    return ("-- " if text.startswith("-") else "") + shlex.quote(text)
+
+
+def database_arg(text: str) -> Path | str:
+    """argparse type of ``--db``: :func:`bridge.config.database`, refusing a folder (SQLite would
+    say "unable to open", which reads as a permission problem)."""
+    db = database(text)
+    if isinstance(db, Path) and (problem := folder_given(db)):
+        raise argparse.ArgumentTypeError(problem)
+    return db
 
 
 def tcp_port(text: str) -> int:
@@ -98,6 +141,17 @@ def bridge_url(text: str) -> str:
     return text
 
 
+class _WorldParser(argparse.ArgumentParser):
+    """The parser of a ``world`` command: argparse reads a WORLD_ID starting with ``-`` as an
+    option, so its "required: WORLD_ID" or "unrecognized arguments: -..." says to put it after
+    ``--``."""
+
+    def error(self, message: str) -> NoReturn:
+        if message.endswith("required: WORLD_ID") or "unrecognized arguments: -" in message:
+            message += (f"; a world id starting with '-' goes after `--`, e.g. `{self.prog} -- -my-world`")
+        super().error(message)
+
+
 def _parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
         prog="fate-bridge",
@@ -114,7 +168,7 @@ def _parser() -> argparse.ArgumentParser:
     def add_db(p: argparse.ArgumentParser) -> None:
         p.add_argument(
             "--db",
-            type=database,
+            type=database_arg,
             default=None,
             help="SQLite database file, or a PostgreSQL URL (postgresql://USER@HOST:PORT/DB, for "
             f"many bridge processes: docs/deploy.md) (default: $FATE_BRIDGE_DB or {default_db()})",
@@ -190,7 +244,7 @@ def _parser() -> argparse.ArgumentParser:
     world = commands.add_parser("world", help="register and list Foundry worlds",
                                 description="Manage the Foundry worlds this bridge serves.")
     world_commands = world.add_subparsers(dest="world_command", metavar="WORLD_COMMAND",
-                                          required=True)
+                                          required=True, parser_class=_WorldParser)
     add = world_commands.add_parser(
         "add",
         help="register a world and print its token (shown once)",
@@ -198,7 +252,7 @@ def _parser() -> argparse.ArgumentParser:
         "under Data/worlds) and print a new token. Paste the token into the module's settings "
         "on the GM's browser. Only its hash is stored: it cannot be shown again.",
     )
-    add.add_argument("world_id", metavar="WORLD_ID", type=world_id)
+    add.add_argument("world_id", metavar="WORLD_ID", type=new_world_id)
     add.add_argument("--token-only", action="store_true",
                      help="print only the token (for scripts)")
     add_db(add)
@@ -395,11 +449,11 @@ def _parser() -> argparse.ArgumentParser:
     )
     resolve.add_argument("--cards", action="store_true",
                          help="also print each chat card as text on stderr")
-    resolve.add_argument("--db", type=database, default=None,
+    resolve.add_argument("--db", type=database_arg, default=None,
                          help="keep state in this SQLite file instead of memory (its audit trail is "
                          "signed with the audit key, as serve does, so `audit verify` checks it)")
     add_key(resolve)
-    _add_operator_commands(commands, add_db, add_key)
+    _add_operator_commands(commands, add_db, add_key, add_signing_key)
     return parser
 
 
@@ -408,7 +462,7 @@ def _add_tls_ca(p: argparse.ArgumentParser, scheme: str) -> None:
     p.add_argument("--tls-ca", type=Path, metavar="PEM", help=f"trust this CA for {scheme} (a private CA)")
 
 
-def _add_operator_commands(commands, add_db, add_key) -> None:
+def _add_operator_commands(commands, add_db, add_key, add_signing_key) -> None:
     """The parsers of ``doctor``, ``status``, ``backup``, ``restore`` and ``release`` (run by
     :mod:`bridge.ops_cli`)."""
     doc = commands.add_parser(
@@ -416,6 +470,7 @@ def _add_operator_commands(commands, add_db, add_key) -> None:
         help="find why a table does not connect, and say how to fix it",
         description="Check this machine's bridge files: the database (folder writable, schema, "
         "integrity), the audit key (present, owner-only, signed the stored checkpoints), the "
+        "receipt signing key (present, owner-only, signed the trail's heads), the "
         "registered worlds, the port, --origins and the TLS files. With --url it then connects "
         "as the Foundry module would (with --world and --token: also sends hello) and explains "
         "what fails: nothing listening, a certificate for another name, ws:// from an https:// "
@@ -428,6 +483,7 @@ def _add_operator_commands(commands, add_db, add_key) -> None:
     )
     add_db(doc)
     add_key(doc)
+    add_signing_key(doc, "the one serve uses")
     doc.add_argument("--host", default=DEFAULT_HOST, help=f"the --host serve uses (default {DEFAULT_HOST})")
     doc.add_argument("--port", type=tcp_port, default=DEFAULT_PORT, help=f"the --port serve uses (default {DEFAULT_PORT})")
     doc.add_argument("--origins", nargs="+", metavar="ORIGIN", help="the --origins serve uses")
@@ -460,7 +516,7 @@ def _add_operator_commands(commands, add_db, add_key) -> None:
         help="copy the database safely, even while serve runs",
         description="Write a consistent copy of the database to PATH with SQLite's online backup "
         "(every decision committed before it, none half-written), safe while serve runs. The "
-        "audit key is kept apart from the database: copy it once, somewhere else.",
+        "keys (audit.key and receipt.key) are kept apart from the database: copy them once, somewhere else.",
         epilog="Example (nightly, from cron): fate-bridge backup ~/backups/fate-$(date +%F).sqlite3",
     )
     back.add_argument("path", type=Path, metavar="PATH", help="the backup file to write")
@@ -586,15 +642,17 @@ def main(argv: list[str] | None = None) -> int:
 
 
 def _run(coro) -> int:
+    """Run ``coro`` on uvloop when the ``fast`` extra installed it, else on asyncio's loop (outside
+    the ``except``: a missing uvloop is no context of what the command raises)."""
     try:
         import uvloop
     except ImportError:
-        return asyncio.run(coro)
-    return uvloop.run(coro)
+        uvloop = None
+    return asyncio.run(coro) if uvloop is None else uvloop.run(coro)
 
 
 async def _serve(args: argparse.Namespace) -> int:
-    from .audit_cli import check_serving_key
+    from .audit_cli import adopt_signing_key
     from .server import serve_until, start, stop_on_signals, tls_context
 
     if (args.tls_cert is None) != (args.tls_key is None):
@@ -607,15 +665,13 @@ async def _serve(args: argparse.Namespace) -> int:
                           "same world); see docs/deploy.md")
     key_path = args.audit_key or default_audit_key()
     signing_path = args.signing_key or default_signing_key(key_path)
-    signing_key = load_signing_key(signing_path, create=False)
-    store = await open_store(db, audit_key=load_key(key_path, create=True), signing_key=signing_key)
+    store = await open_store(db, audit_key=load_key(key_path, create=True),
+                             signing_key=load_signing_key(signing_path, create=False))
     try:
-        await check_serving_key(store, signing_key, signing_path)  # never replaced silently
+        await adopt_signing_key(store, signing_path)  # never replaced silently; made on the first start
     except ConfigError:
         await store.close()
         raise
-    if signing_key is None:  # a trail nobody signed yet: this bridge's first start
-        store.signing_key = load_signing_key(signing_path, create=True)
     cluster = None
     stop = stop_on_signals()
     try:
@@ -686,9 +742,11 @@ async def _world(args: argparse.Namespace) -> int:
                       f"  {overlay_url(args.bridge_url, args.world_id, key)}")
         elif args.world_command == "remove":
             await store.remove_world(args.world_id)
+            db_flag = f"--db {shlex.quote(db_label(db))} " if args.db else ""
+            again = (f": `{this_command()} world add {db_flag}{world_id_arg(args.world_id)}` later resumes where it was "
+                     "(a result fated before stays fated)") if FOUNDRY_ID.fullmatch(args.world_id) else ""
             print(f"World {args.world_id!r} removed: its token and viewer key no longer work. Its "
-                  f"Fate state and audit trail stay in {db_label(db)}: `world add {args.world_id}` later "
-                  "resumes where it was (a result fated before stays fated).")
+                  f"Fate state and audit trail stay in {db_label(db)}{again}.")
         else:
             worlds = await store.worlds()
             for world in worlds:
@@ -759,6 +817,7 @@ async def _resolve(args: argparse.Namespace) -> int:
     key = load_key(args.audit_key or default_audit_key(), create=True) if args.db else None
     store = await open_store(args.db or ":memory:", audit_key=key)
     session = Session(store, SecretDice(), trusted=True, default_world=RESOLVE_WORLD)
+    replayed = 0
     try:
         if await store.world(RESOLVE_WORLD) is None:
             await store.add_world(RESOLVE_WORLD, None)
@@ -767,6 +826,7 @@ async def _resolve(args: argparse.Namespace) -> int:
                 continue
             frame, dice = _split_dice(line)
             reply = await session.receive(frame, None if dice is None else ScriptedDice(dice))
+            replayed += reply.replayed
             for out in reply.frames:
                 sys.stdout.write(out.decode() + "\n")
                 if args.cards:
@@ -776,4 +836,10 @@ async def _resolve(args: argparse.Namespace) -> int:
             sys.stdout.flush()
     finally:
         await store.close()
+    if replayed:  # the contract's idempotency (docs/protocol.md), silent until now
+        where = f"in {db_label(args.db)} (this run or an earlier one)" if args.db else "earlier in this input"
+        print(f"note: {replayed} line{'s' if replayed != 1 else ''} reused an event_id already decided "
+              f"{where}: {'their' if replayed != 1 else 'its'} stored "
+              f"repl{'ies were' if replayed != 1 else 'y was'} returned and nothing was decided again; "
+              f"give new event_ids{' (or another --db)' if args.db else ''} to decide again", file=sys.stderr)
     return 0

@@ -94,12 +94,14 @@ def _optional(type: type) -> msgspec.json.Decoder:
 class StoredState:
     """A world's state rows as the database holds them: ``settings`` and ``records`` values and
     ``events`` replies as stored (bytes), ``last_seq`` the decision counter. ``None`` settings:
-    the world has no registry row."""
+    the world has no registry row. ``unsealed``: the rows whose stored bytes are not the frame
+    their value is stored as (row name, why: bridge.store.blobs.frame_problem)."""
 
     settings: bytes | None
     last_seq: int
     records: dict[tuple[str, str], bytes]
     events: dict[str, bytes]
+    unsealed: list[tuple[str, str]] = field(default_factory=list)
 
 
 def state_digest(state: StoredState) -> str:

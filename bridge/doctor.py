@@ -3,7 +3,8 @@
 Each check returns :class:`Finding` s: ``ok``, ``warn`` (works, but worth knowing) or ``fail``
 (this breaks the table), each failure with the fix. Local checks read files only and never
 change them: the database (folder writable, schema version, ``PRAGMA quick_check``), the audit
-key (present, owner-only, the key that signed the stored checkpoints), the registered worlds,
+key (present, owner-only, the key that signed the stored checkpoints), the receipt signing key
+(present, owner-only, the key that signed the heads), the registered worlds,
 the port, ``--origins`` and the TLS files. :func:`check_link` then connects to a bridge the way
 the Foundry module does (an Origin header from the Foundry page, then ``hello`` with the world's
 token) and explains what went wrong: nothing listening, a TLS certificate for another name,
@@ -31,9 +32,12 @@ from websockets.asyncio.client import connect
 from websockets.exceptions import ConnectionClosed, InvalidHandshake, InvalidStatus
 
 from . import __version__, audit, status, wire
+from .config import load_signing_key
 from .errors import ConfigError
+from .heads import public_key_text
 from .server import tls_context
 from .store import SCHEMA_VERSION
+from .store.audit_rows import heads_of, trail_worlds
 
 Level = Literal["ok", "warn", "fail"]
 LABELS = {"ok": "ok  ", "warn": "WARN", "fail": "FAIL"}
@@ -147,11 +151,7 @@ def check_key(key_path: Path, conn: sqlite3.Connection | None) -> list[Finding]:
                          "signed with one", "restore the key file from your backup (a new key "
                          "cannot vouch for the old records), or give --audit-key its path")]
         return [warn(f"no audit key at {key_path} yet", "`fate-bridge serve` creates it; back it up once")]
-    findings = []
-    mode = stat.S_IMODE(key_path.stat().st_mode)
-    if mode & 0o077:
-        findings.append(fail(f"audit key {key_path} can be read by others (mode {mode:o})",
-                             f"`chmod 600 {key_path}`"))
+    findings = _owner_only(key_path, "audit key")
     try:
         key = bytes.fromhex(key_path.read_text().strip())
     except (OSError, ValueError) as exc:
@@ -166,6 +166,41 @@ def check_key(key_path: Path, conn: sqlite3.Connection | None) -> list[Finding]:
     elif not findings:
         signed_text = f"signed all {len(signed)} stored checkpoints" if signed else "no checkpoint signed yet"
         findings.append(ok(f"audit key {key_path}: owner-only, {signed_text}"))
+    return findings
+
+
+def _owner_only(path: Path, what: str) -> list[Finding]:
+    """A failure when the key file ``path`` can be read by others, else none."""
+    mode = stat.S_IMODE(path.stat().st_mode)
+    if mode & 0o077:
+        return [fail(f"{what} {path} can be read by others (mode {mode:o})", f"`chmod 600 {path}`")]
+    return []
+
+
+def check_signing_key(key_path: Path, conn: sqlite3.Connection | None) -> list[Finding]:
+    """The receipt signing key (``receipt.key``, Ed25519): present (missing is fine only before
+    the first signed head), owner-only, and the key the worlds' latest heads were signed with
+    (serve refuses a trail signed by another: bridge/audit_cli.py, ``check_serving_key``)."""
+    signed_by = {head.public_key for world in (trail_worlds(conn) if conn is not None else [])
+                 for head in heads_of(conn, world, latest=True)}
+    if not key_path.exists():
+        if signed_by:
+            return [fail(f"signing key {key_path} is missing, but the audit trail is signed with one",
+                         "restore receipt.key from your backup, or give --signing-key its path (`fate-bridge "
+                         "audit new-key` starts a new one, recorded in every chain)")]
+        return [warn(f"no signing key at {key_path} yet", "`fate-bridge serve` creates it; back it up once, "
+                     "with the audit key")]
+    findings = _owner_only(key_path, "signing key")
+    try:
+        key = load_signing_key(key_path, create=False)
+    except ConfigError as exc:
+        return [*findings, fail(str(exc), "restore it from your backup")]
+    if signed_by and public_key_text(key.public_key()) not in signed_by:
+        findings.append(fail(f"signing key {key_path} did not sign the audit trail's heads",
+                             "give --signing-key the key serve used with this database (restore it from backup)"))
+    elif not findings:
+        findings.append(ok(f"signing key {key_path}: owner-only, "
+                           + ("signed the audit trail's heads" if signed_by else "no head signed yet")))
     return findings
 
 

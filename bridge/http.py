@@ -180,6 +180,12 @@ class Pages:
         if token is not None or not _local(connection, request):  # a token is judged by itself
             worlds = await self.store.worlds() if token else []
             only = next((w.world_id for w in worlds if token_matches(token, w.token_hash)), None)
+            if only is None and token:  # the token is what is wrong, wherever it came from
+                return connection.respond(
+                    HTTPStatus.UNAUTHORIZED,
+                    "this token is no registered world's token: give the token the module's settings "
+                    "hold (`fate-bridge world rotate-token WORLD_ID` issues a new one), or ask from the "
+                    "bridge's machine without a token.\n")
             if only is None:
                 return connection.respond(
                     HTTPStatus.UNAUTHORIZED,

@@ -11,7 +11,7 @@ import argparse
 import sys
 
 from . import backup, doctor, release, status
-from .config import db_label, default_audit_key, default_db, is_postgres_url
+from .config import db_label, default_audit_key, default_db, default_signing_key, is_postgres_url
 from .errors import ConfigError
 
 
@@ -35,6 +35,7 @@ async def run_doctor(args: argparse.Namespace) -> int:
     found, conn = doctor.check_database(db)
     try:
         found += doctor.check_key(args.audit_key or default_audit_key(), conn)
+        found += doctor.check_signing_key(args.signing_key or default_signing_key(args.audit_key), conn)
         worlds = doctor.registered_worlds(conn)
     finally:
         if conn is not None:
@@ -65,8 +66,8 @@ def run_backup(args: argparse.Namespace) -> int:
     _sqlite_file(args.db or default_db(), "backup", "back it up with `pg_dump`")
     copied = backup.backup(args.db or default_db(), args.path, overwrite=args.overwrite)
     print(f"Backed up {copied.worlds} worlds and {copied.records} audit records to {copied.path}.\n"
-          f"The audit key is not in it: keep one copy of {default_audit_key()} (or your "
-          "--audit-key) apart from the backups.")
+          f"The keys are not in it: keep one copy of {default_audit_key()} and {default_signing_key()} "
+          "(or the --audit-key and --signing-key serve uses) apart from the backups.")
     return 0
 
 

@@ -141,12 +141,16 @@ class Reply(msgspec.Struct, frozen=True):
     For the world's overlay viewers (the server's fan-out; ``resolve`` has none):
     ``overlay_card`` is an encoded ``overlay_card`` to send to each of them and keep as the
     world's last card; ``overlay_action`` is the GM's ``clear`` (send ``overlay_clear``) or
-    ``replay`` (send the last card again)."""
+    ``replay`` (send the last card again).
+
+    ``replayed``: the frame is a decision's stored reply, sent again for a repeated
+    ``event_id`` (nothing was decided; ``resolve`` counts these)."""
 
     frames: list[bytes]
     close_code: int | None = None
     overlay_card: bytes | None = None
     overlay_action: wire.OverlayAction | None = None
+    replayed: bool = False
 
 
 class Session:
@@ -395,7 +399,7 @@ class Session:
         overlay, details = decided.kept if decided.kept is not None else (None, {})
         self.log.info("decision", event_id=event_id, type=tag, replayed=decided.replayed,
                       overlay=overlay is not None, **details)
-        return Reply([self._with_receipt(decided)], overlay_card=overlay)
+        return Reply([self._with_receipt(decided)], overlay_card=overlay, replayed=decided.replayed)
 
     def _with_receipt(self, decided: Decided) -> bytes:
         """The reply frame with its ``receipt`` (docs/protocol.md, Receipts) when the store signed

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import errno
 import ipaddress
+import os
 import socket
 import sqlite3
 from pathlib import Path
@@ -32,13 +33,32 @@ def listen_problem(host: str, port: int, exc: OSError) -> str:
     return f"cannot listen on {host}:{port}: {exc.strerror or exc}; pick another --host or --port"
 
 
+def folder_given(path: str | Path) -> str | None:
+    """What is wrong when the database path ``path`` is a folder (None when it is not)."""
+    if not Path(path).expanduser().is_dir():
+        return None
+    return f"{path} is a folder, not a database file: give the file's path, e.g. {Path(path) / 'bridge.sqlite3'}"
+
+
 def database_problem(path: str, exc: Exception) -> str:
-    """Why the database at ``path`` cannot be opened, and the fix."""
-    folder = Path(path).expanduser().parent
+    """Why the database at ``path`` cannot be opened, and the fix: a folder given for the file,
+    a folder or file this user may not write (checked, not guessed from SQLite's "unable to
+    open"), a file that is no database, or else what the system said."""
+    file = Path(path).expanduser()
+    folder = file.parent
+    if given_folder := folder_given(path):
+        return given_folder
+    if isinstance(exc, PermissionError) and exc.filename:  # creating the folder or the file
+        return (f"cannot write the database {path}: {exc.filename} cannot be written by this user "
+                f"({exc.strerror}); give --db a path in a folder you own")
     if isinstance(exc, PermissionError) or "readonly" in str(exc) or "unable to open" in str(exc):
-        return (f"cannot write the database {path}: its folder {folder} or the file is read-only "
-                f"for this user; give --db a path in a folder you own, or fix the permissions "
-                f"(`chmod u+w {folder}`)")
+        if folder.is_dir() and not os.access(folder, os.W_OK | os.X_OK):
+            return (f"cannot write the database {path}: its folder {folder} is read-only for this user; "
+                    f"give --db a path in a folder you own, or fix the permissions (`chmod u+w {folder}`)")
+        if file.exists() and not os.access(file, os.R_OK | os.W_OK):
+            return (f"cannot write the database {path}: the file is read-only for this user; fix its "
+                    f"permissions (`chmod u+rw {file}`), or give --db another path")
+        return f"cannot open the database {path} ({exc}): give --db a file path in a folder you own"
     if isinstance(exc, sqlite3.DatabaseError):
         return (f"the database {path} is not a readable fate-bridge database ({exc}): restore your "
                 "last backup with `fate-bridge restore BACKUP_FILE`, or move the file away to "

@@ -70,7 +70,8 @@ class TestBackupDuringWrites:
         await store.close()
 
         assert code == 0, err
-        assert "Backed up 1 worlds and" in out and "The audit key is not in it" in out
+        assert "Backed up 1 worlds and" in out and "The keys are not in it: keep one copy of " in out
+        assert "audit.key and " in out and "receipt.key (or the --audit-key and --signing-key serve uses)" in out
         assert 50 <= records(copy) < written == records(db)
         assert f"Backed up 1 worlds and {records(copy)} audit records" in out
 

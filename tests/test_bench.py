@@ -37,7 +37,11 @@ def test_quick_run_measures_echo_durable_and_bridge_and_prints_the_targets(tmp_p
     # Where the bytes go: the durable server's one table, the bridge's audit trail and state among
     # its tables; the reply is kept once, in the audit record, so no events row is written (issue 17).
     assert set(report["db_tables"]["durable"]) == {"decisions"}
-    assert "audit" in report["db_tables"]["bridge"] and "records" in report["db_tables"]["bridge"]
+    # The bridge's rows reach audit_tail / records_tail first and move to audit / records when a fold
+    # runs (schema.fold_tail), which this short run may or may not have reached when the bytes are
+    # counted: the trail and the state are in one table of each pair either way (issue 26).
+    bridge_tables = set(report["db_tables"]["bridge"])
+    assert bridge_tables & {"audit", "audit_tail"} and bridge_tables & {"records", "records_tail"}, bridge_tables
     assert "events" not in report["db_tables"]["bridge"]
     assert "bridge database, bytes per decision by table or index" in result.stdout
 

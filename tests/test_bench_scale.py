@@ -21,3 +21,13 @@ def test_a_tiny_run_prints_every_setup_with_decisions_and_cpu(pg_server, tmp_pat
         assert f"{row['backend']} x{row['processes']}" in printed
     assert all(r["postgres_cpu_us_per_decision"] >= 0 for r in rows)
     assert "decisions/s" in printed and "vs SQLite" in printed
+
+
+def test_postgres_cpu_counts_what_each_live_process_spent_and_never_goes_negative(monkeypatch):
+    """A backend that exits during the run (another client's, on a shared server) would make a plain
+    difference of sums negative (issue 26); each live process counts only its own increase."""
+    before = {10: 5.0, 11: 2.0, 12: 7.0}            # 12 exits during the run
+    monkeypatch.setattr(scale, "postgres_cpu", lambda: {10: 5.5, 11: 2.25, 13: 0.5})  # 13 is new
+    assert scale.postgres_cpu_since(before) == 0.5 + 0.25 + 0.5
+    monkeypatch.setattr(scale, "postgres_cpu", lambda: {10: 1.0})  # pid 10 reused by a younger process
+    assert scale.postgres_cpu_since(before) == 0.0

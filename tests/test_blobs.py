@@ -23,7 +23,7 @@ from bridge.session import Session
 from bridge.store import AuditFilter, SQLiteStore
 from bridge.store.audit_rows import load_trail, open_readonly, stored_state
 from bridge.store.blobs import (CURRENT, DICTIONARIES, FOLDER, MAGIC, MAX_BLOB_BYTES, UnknownDictionary, dictionary,
-                                pack, unpack)
+                                frame_problem, pack, unpack)
 from bridge.store.postgres import PostgresStore
 from bridge.derive import state_digest
 
@@ -101,6 +101,82 @@ class TestUnpack:
                   + frame[start + single:])
         assert zstandard.get_frame_parameters(edited).content_size == claimed
         assert unpack(edited) == edited
+
+
+class TestStoredBytes:
+    """What is stored is what was sealed, byte for byte (issue 25): the chain seals a record's JSON,
+    and a frame changed so that it still decodes to that JSON is named by ``audit verify``."""
+
+    @pytest.mark.parametrize("size", [40, 300, 70_000])  # the three content size field widths
+    def test_every_frame_pack_writes_is_sound(self, size):
+        data = json.dumps({"pad": "x" * size}).encode()
+        for kind in CURRENT:
+            assert frame_problem(pack(data, kind)) is None
+        assert frame_problem(data) is None and frame_problem(data.decode()) is None  # plain JSON rows
+
+    def test_a_frame_an_older_zstd_wrote_is_sound(self):
+        """Trails written with libzstd 1.5.5 (zstandard 0.22, which pyproject.toml allows) hold other
+        bytes than 1.5.7 makes of the same record: the frame's fields are checked, not a re-compression."""
+        old = json.loads((ROOT / "tests" / "fixtures" / "zstd-1.5.5-frame.json").read_text())
+        frame, record = bytes.fromhex(old["frame_hex"]), old["record"].encode()
+        assert unpack(frame) == record and frame_problem(frame) is None
+        if zstandard.ZSTD_VERSION >= (1, 5, 7):
+            assert pack(record, "audit") != frame  # so a re-compression would have failed it
+
+    def test_changed_frames_are_named(self):
+        frame = pack(b'{"type":"fate_spend","dice":[34]}' * 20, "audit")
+        assert frame_problem(frame + b"\x00") == "1 byte follows its zstd frame"
+        assert frame_problem(frame + frame) == f"{len(frame)} bytes follow its zstd frame"
+        assert frame_problem(frame[:-1]) == "its zstd frame is cut short"
+        unused_bit = frame[:4] + bytes([frame[4] ^ 0x10]) + frame[5:]
+        assert unpack(unused_bit) == unpack(frame)  # the decoder ignores it: only its bytes differ
+        assert frame_problem(unused_bit) == (
+            f"its zstd frame header has flags fate-bridge never writes (descriptor {frame[4] ^ 0x10:#04x})")
+
+    async def test_verify_names_each_record_whose_stored_bytes_changed(self, tmp_path, capsys):
+        db, key = tmp_path / "b.sqlite3", tmp_path / "audit.key"
+        key.write_text(KEY.hex() + "\n")
+        await _build(db)
+        verify = ["audit", "verify", "--db", str(db), "--audit-key", str(key)]
+        assert await asyncio.to_thread(main, verify) == 0, capsys.readouterr().out
+        capsys.readouterr()
+        conn = sqlite3.connect(db)
+        stored = dict(conn.execute("SELECT seq, record FROM audit WHERE world_id = 'w'").fetchall())
+
+        def edit(seq: int, value: bytes) -> None:
+            with conn:
+                conn.execute("UPDATE audit SET record = ? WHERE world_id = 'w' AND seq = ?", (value, seq))
+
+        edit(3, stored[3] + b"\x00")  # a byte appended
+        edit(5, stored[5][:4] + bytes([stored[5][4] ^ 0x10]) + stored[5][5:])  # a header bit the decoder ignores
+        assert [unpack(stored[seq]) for seq in (3, 5)] == [unpack(v) for v, in conn.execute(
+            "SELECT record FROM audit WHERE world_id = 'w' AND seq IN (3, 5) ORDER BY seq")]  # same records
+        assert await asyncio.to_thread(main, verify) == 1
+        out = capsys.readouterr().out
+        assert out.startswith("FAIL w: 10 records, signed up to record 10\n  first bad record: 3\n"
+                              "  - [stored] record 3's stored bytes are not what was sealed: 1 byte follows its "
+                              "zstd frame\n  - [stored] record 5's stored bytes are not what was sealed: its zstd "
+                              f"frame header has flags fate-bridge never writes (descriptor {stored[5][4] ^ 0x10:#04x})\n"
+                              ), out
+        assert out.count("  - [") == 2, out  # nothing else: their content still verifies
+
+        key, value = conn.execute("SELECT key, value FROM records WHERE world_id = 'w' AND kind = 'sohl.fate'"
+                                  " ORDER BY key LIMIT 1").fetchone()
+        row = "UPDATE records SET value = ? WHERE world_id = 'w' AND kind = 'sohl.fate' AND key = ?"
+        with conn:  # a state row too (repair writes it anew)
+            conn.execute(row, (value + b"\x00", key))
+        assert await asyncio.to_thread(main, verify) == 1
+        out = capsys.readouterr().out
+        assert (f"  - [state] state row records('sohl.fate', {key!r})'s stored bytes are not what was written: "
+                "1 byte follows its zstd frame\n") in out
+        assert out.count("  - [") == 3, out
+        with conn:
+            conn.execute(row, (value, key))
+
+        edit(7, stored[7][:-1] + bytes([stored[7][-1] ^ 0x01]))  # its last byte flipped: no longer decodes
+        assert await asyncio.to_thread(main, verify) == 1
+        assert "  - [hash] record 7 was changed after it was written (hash mismatch)\n" in capsys.readouterr().out
+        conn.close()
 
 
 async def _sohl_pair(store: SQLiteStore) -> None:

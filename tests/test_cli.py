@@ -279,6 +279,62 @@ class TestArgumentsAreChecked:
         result = run(*args, "--db", str(tmp_path / "b.sqlite3"))
         assert result.returncode == 2 and says in result.stderr
 
+    @pytest.mark.parametrize(("world_id", "says"), [
+        ("../../etc/passwd", "it holds '.'"),
+        ("a/b", "it holds '/'"),
+        ("a\\b", "it holds '\\\\'"),
+        ("<script>alert(1)</script>", "it holds '<'"),
+        ("caf\u00e9", "it holds '\u00e9'"),
+        ("x" * 129, "1 to 128 characters"),
+        ("NUL", "names the operating system reserves"),
+        ("com1", "names the operating system reserves"),
+    ])
+    def test_world_add_refuses_what_foundry_cannot_have(self, world_id, says, tmp_path, capsys):
+        """Foundry's world ids are folder names under Data/worlds, checked by BasePackage.validateId
+        (letters, digits, '-', '_'; no reserved device name): ``world add`` refuses the rest and
+        says which character is wrong (issue 25); nothing is written."""
+        db = tmp_path / "b.sqlite3"
+        with pytest.raises(SystemExit) as usage:
+            main(["world", "add", "--db", str(db), "--", world_id])
+        err = capsys.readouterr().err
+        assert usage.value.code == 2 and "is not a Foundry world id" in err and says in err, err
+        assert "letters, digits, '-' and '_'" in err or "1 to 128" in err or "reserves" in err
+        assert not db.exists()
+
+    @pytest.mark.parametrize("world_id", ["my-world", "my_World-2", "W", "1979", "-dash", "consul", "x" * 128])
+    def test_world_add_takes_every_id_foundry_can_have(self, world_id, tmp_path, capsys):
+        db = tmp_path / "b.sqlite3"
+        assert main(["world", "add", "--db", str(db), "--token-only", "--", world_id]) == 0
+        capsys.readouterr()
+        assert main(["world", "list", "--db", str(db)]) == 0
+        assert capsys.readouterr().out == f"{world_id}\tfate_option=everyone\n"
+
+    def test_an_id_starting_with_a_dash_is_shown_after_double_dash(self, tmp_path, capsys):
+        """``world remove`` tells how to add the world again: for ``-dash`` the command needs ``--``
+        (argparse takes ``-dash`` for an option), and a missing WORLD_ID says so."""
+        db = tmp_path / "b.sqlite3"
+        assert main(["world", "add", "--db", str(db), "--token-only", "--", "-dash"]) == 0
+        assert main(["world", "remove", "--db", str(db), "--", "-dash"]) == 0
+        out = capsys.readouterr().out
+        assert f"world add --db {db} -- -dash` later resumes where it was" in out
+        with pytest.raises(SystemExit):
+            main(["world", "remove", "-dash", "--db", str(db)])
+        assert ("required: WORLD_ID; a world id starting with '-' goes after `--`, e.g. "
+                "`fate-bridge world remove -- -my-world`") in capsys.readouterr().err
+
+    def test_a_world_registered_before_the_rule_can_still_be_removed(self, tmp_path, capsys):
+        """Bridges before issue 25 registered any id without spaces: ``world remove`` still finds
+        one Foundry cannot have, and does not suggest adding it again."""
+        db = tmp_path / "b.sqlite3"
+        assert main(["world", "add", "--db", str(db), "--token-only", "ok"]) == 0
+        with sqlite3.connect(db) as conn:
+            conn.execute("UPDATE worlds SET world_id = 'a/b'")
+        conn.close()
+        capsys.readouterr()
+        assert main(["world", "remove", "--db", str(db), "a/b"]) == 0
+        out = capsys.readouterr().out
+        assert out.startswith("World 'a/b' removed") and "world add" not in out
+
     @pytest.mark.parametrize(("args", "says"), [
         # 99999 used to be bound as 99999 % 65536 = 34463: serve listened where nobody looks
         (["serve", "--port", "99999"], "is not a TCP port"),
@@ -344,6 +400,24 @@ def test_a_public_key_starting_with_a_dash_is_a_value():
     key = "-" + new_token()[1:]
     args = _parser().parse_args(_tokens_as_values(["audit", "verify", "w.trail.json", "--public-key", key]))
     assert args.public_key == key
+
+
+def test_resolve_says_once_how_many_lines_reused_an_event_id(tmp_path):
+    """A second run of the same file on the same --db (issue 25): every decision line's event_id
+    was decided in the first, so its stored reply comes back and nothing is decided again (the
+    contract's idempotency); stderr says so once, with the count. The first run says nothing."""
+    db = tmp_path / "twice.sqlite3"
+    decisions = sum('"event_id"' in line for line in EXAMPLE.read_text().splitlines())
+    first = run("resolve", "--db", str(db), stdin=EXAMPLE.read_text())
+    again = run("resolve", "--db", str(db), stdin=EXAMPLE.read_text())
+    assert first.returncode == again.returncode == 0
+    assert "note:" not in first.stderr and first.stderr == ""
+    assert decisions == 7 and again.stderr.count("note:") == 1
+    assert again.stderr == (f"note: {decisions} lines reused an event_id already decided in {db} (this run or an "
+                            "earlier one): their stored replies were returned and nothing was decided again; give "
+                            "new event_ids (or another --db) to decide again\n")
+    assert [json.loads(line)["type"] for line in again.stdout.splitlines()] == \
+           [json.loads(line)["type"] for line in first.stdout.splitlines()]
 
 
 def test_a_reader_closing_the_pipe_early_stops_resolve_quietly():

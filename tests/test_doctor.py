@@ -17,7 +17,7 @@ from websockets.asyncio.client import connect
 from bridge import doctor
 from bridge import server as bridge_server
 from bridge.cli import main
-from bridge.config import load_key
+from bridge.config import load_key, load_signing_key
 from bridge.dice import ScriptedDice
 from bridge.session import Session, hash_token, new_token
 from bridge.store import SQLiteStore
@@ -223,6 +223,37 @@ class TestLocalFiles:
             assert "--audit-key" in the(doctor.check_key(other, conn), "fail", "did not sign 1 of 1").fix
             key_path.unlink()
             the(doctor.check_key(key_path, conn), "fail", "is missing, but 1 checkpoints were signed")
+        finally:
+            conn.close()
+
+    async def test_signing_key_is_named_and_checked_against_the_heads(self, registered, tmp_path):
+        """doctor names receipt.key as it names audit.key (issue 25: the README lists both): missing
+        before any head is a warning, missing or another key once heads are signed is a failure."""
+        db, _, _ = registered
+        key_path = tmp_path / "receipt.key"
+        _, conn = doctor.check_database(db)
+        try:
+            assert "back it up once" in the(doctor.check_signing_key(key_path, conn), "warn",
+                                            f"no signing key at {key_path} yet").fix
+        finally:
+            conn.close()
+        key = load_signing_key(key_path, create=True)
+        store = await SQLiteStore.open(db, signing_key=key)
+        session = Session(store, ScriptedDice([]), trusted=True, default_world=WORLD)
+        await session.receive(json.dumps(archery_test_rolled("ev-1", "msgArchery0001")))
+        await store.close()  # signs the head
+        other = tmp_path / "other.key"
+        load_signing_key(other, create=True)
+        _, conn = doctor.check_database(db)
+        try:
+            the(doctor.check_signing_key(key_path, conn), "ok", "owner-only, signed the audit trail's heads")
+            assert "--signing-key" in the(doctor.check_signing_key(other, conn), "fail",
+                                          "did not sign the audit trail's heads").fix
+            key_path.chmod(0o644)
+            the(doctor.check_signing_key(key_path, conn), "fail", "can be read by others (mode 644)")
+            key_path.unlink()
+            assert "restore receipt.key" in the(doctor.check_signing_key(key_path, conn), "fail",
+                                                "is missing, but the audit trail is signed with one").fix
         finally:
             conn.close()
 

@@ -12,6 +12,7 @@ from pathlib import Path
 
 import pytest
 
+from bridge.cli import main
 from bridge.startup import lan_addresses
 
 from .test_doctor import read_only_folder
@@ -43,6 +44,24 @@ class TestOneClearLine:
         code, err = await serve(tmp_path, "--port", "0", "--db", str(db))
         assert code == 2
         assert_one_clear_line(err, f"cannot write the database {db}", "give --db a path in a folder you own")
+
+    @pytest.mark.parametrize("command", [["world", "list"], ["world", "add", "my-world"], ["audit", "verify"],
+                                         ["backup", "night.sqlite3"], ["doctor"], ["serve", "--port", "0"]])
+    def test_a_folder_given_as_the_database_is_named_so(self, tmp_path, command, capsys):
+        """``--db /tmp`` (issue 25): "is a folder", with a file path to give instead; not SQLite's
+        "unable to open" read as a read-only folder (with `chmod u+w /` as the fix)."""
+        with pytest.raises(SystemExit) as usage:
+            main([*command, "--db", str(tmp_path)])
+        err = capsys.readouterr().err
+        assert usage.value.code == 2
+        assert (f"argument --db: {tmp_path} is a folder, not a database file: give the file's path, e.g. "
+                f"{tmp_path / 'bridge.sqlite3'}\n") in err and "chmod" not in err
+
+    def test_a_folder_in_the_environment_is_named_so(self, tmp_path, monkeypatch, capsys):
+        monkeypatch.setenv("FATE_BRIDGE_DB", str(tmp_path))
+        assert main(["world", "list"]) == 2
+        assert capsys.readouterr().err == (f"fate-bridge: {tmp_path} is a folder, not a database file: give the "
+                                           f"file's path, e.g. {tmp_path / 'bridge.sqlite3'}\n")
 
     async def test_corrupt_database_file(self, tmp_path):
         db = tmp_path / "bridge.sqlite3"

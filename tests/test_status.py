@@ -126,6 +126,21 @@ class TestStatus:
             server.close()
             await server.wait_closed()
 
+    async def test_a_wrong_token_is_named_as_the_problem(self, store, two_worlds, capsys):
+        """``status --token WRONG`` on the bridge's own machine (issue 25): the answer is about the
+        token, not about "this machine", and says where a right one comes from."""
+        server = await bridge_server.start(store, "127.0.0.1", 0)
+        port = server.sockets[0].getsockname()[1]
+        try:
+            code = await asyncio.to_thread(main, ["status", "--url", f"http://127.0.0.1:{port}", "--token", "WRONG"])
+        finally:
+            server.close()
+            await server.wait_closed()
+        err = capsys.readouterr().err
+        assert code == 2 and err.count("\n") == 1, err
+        assert "answered 401: this token is no registered world's token" in err
+        assert "`fate-bridge world rotate-token WORLD_ID`" in err and "this machine," not in err
+
     def test_status_without_a_bridge_is_one_clear_line(self, capsys):
         from .test_server import free_port
 

@@ -406,7 +406,7 @@ class TestStateDerivedFromTheChain:
         await store.close()
 
         code = await asyncio.to_thread(main, ["audit", "repair", "--world", "w", "--db", str(db),
-                                              "--signing-key", str(signing_path)])
+                                              "--audit-key", str(audit_key_path), "--signing-key", str(signing_path)])
         out = capsys.readouterr().out
         assert code == 0 and "repaired w: state rebuilt from 40 records (1 difference(s) fixed)" in out
         code, out = await asyncio.to_thread(verify, trail, capsys)
@@ -419,11 +419,38 @@ class TestStateDerivedFromTheChain:
         assert reply["type"] == "test_graded"
 
     def test_repair_refuses_a_broken_chain(self, trail, capsys):
-        db, _, signing_path = trail
+        db, audit_key, signing_path = trail
         sql(db, "DELETE FROM audit WHERE world_id='w' AND seq = 7")
-        code = main(["audit", "repair", "--world", "w", "--db", str(db), "--signing-key", str(signing_path)])
+        code = main(["audit", "repair", "--world", "w", "--db", str(db), "--audit-key", str(audit_key),
+                     "--signing-key", str(signing_path)])
         out = capsys.readouterr().out
         assert code == 1 and "the chain itself does not verify" in out and "[gap] records 7..7" in out
+
+
+    def test_repair_finds_the_keys_where_verify_finds_them(self, tmp_path, monkeypatch, capsys):
+        """``audit repair --db FILE`` with no key flags (issue 25) on a trail ``resolve --db`` wrote:
+        it checks the HMAC checkpoints with the audit key at the default path, as ``verify`` does
+        (it said the audit key was missing), and makes the signing key a trail nobody signed yet
+        lacks, as serve's first start would."""
+        env = {**os.environ, "XDG_CONFIG_HOME": str(tmp_path / "config"), "XDG_DATA_HOME": str(tmp_path / "data")}
+        env.pop("FATE_BRIDGE_AUDIT_KEY", None), env.pop("FATE_BRIDGE_SIGNING_KEY", None)
+        for name, value in env.items():
+            monkeypatch.setenv(name, value)
+        db = tmp_path / "offline.sqlite3"
+        resolved = subprocess.run([sys.executable, "-m", "bridge", "resolve", "--db", str(db)], cwd=ROOT, env=env,
+                                  input=(ROOT / "examples" / "sohl-session.jsonl").read_bytes(),
+                                  capture_output=True, timeout=60)
+        assert resolved.returncode == 0, resolved.stderr
+        signing_key = tmp_path / "config" / "fate-bridge" / "receipt.key"
+        assert not signing_key.exists()
+
+        assert main(["audit", "repair", "--world", "offline", "--db", str(db)]) == 0
+        out, err = capsys.readouterr()
+        assert out == "repaired offline: state rebuilt from 8 records (0 difference(s) fixed)\n"
+        assert f"made the signing key {signing_key}, as serve's first start would" in err
+        assert load_signing_key(signing_key, create=False) is not None
+        assert main(["audit", "verify", "--db", str(db)]) == 0
+        assert "PASS offline: 8 records, signed up to record 8 (key " in capsys.readouterr().out
 
 
 class TestExport:

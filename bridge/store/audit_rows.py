@@ -21,7 +21,7 @@ from ..errors import ConfigError, SigningKeyChanged, WorldStateMismatch
 from ..heads import KEY_CHANGE, Head, KeyChange, public_key_text, sign_head
 from ..receipts import key_id
 from .base import AuditEntry, AuditFilter, AuditRow
-from .blobs import pack, unpack
+from .blobs import frame_problem, pack, unpack
 from .schema import SCHEMA_VERSION, _summary_decoder, fold_tail, insert_audit_sql, read_as_one, utc_now
 
 if TYPE_CHECKING:
@@ -267,7 +267,7 @@ class AuditRows:
         assert self._conn is not None
 
         def work(conn: sqlite3.Connection) -> audit.WorldReport:
-            report = audit.verify_world(load_trail(conn, world_id), None, public_key)
+            report = audit.verify_world(load_trail(conn, world_id), self.audit_key, public_key)
             if not report.chain_ok or report.derived is None:
                 return report
             settings, last_seq, records, events = as_stored(report.derived)
@@ -471,14 +471,21 @@ def trail_worlds(conn: sqlite3.Connection) -> list[str]:
 
 def stored_state(conn: sqlite3.Connection, world_id: str) -> StoredState:
     """A world's state rows as stored (see :class:`bridge.derive.StoredState`)."""
+    unsealed: list[tuple[str, str]] = []
+
+    def read(row: str, value: bytes) -> bytes:
+        if (problem := frame_problem(value)) is not None:
+            unsealed.append((row, problem))
+        return unpack(value)
+
     world = conn.execute("SELECT settings, last_seq FROM worlds WHERE world_id = ?", (world_id,)).fetchone()
-    records = {(kind, key): unpack(value) for kind, key, value in
+    records = {(kind, key): read(f"records({kind!r}, {key!r})", value) for kind, key, value in
                conn.execute("SELECT kind, key, value FROM records WHERE world_id = ?", (world_id,))}
-    events = {event_id: unpack(reply) for event_id, reply in
+    events = {event_id: read(f"events({event_id!r})", reply) for event_id, reply in
               conn.execute("SELECT event_id, reply FROM events WHERE world_id = ?", (world_id,))}
     if world is None:
-        return StoredState(None, 0, records, events)
-    return StoredState(unpack(world[0]), world[1], records, events)
+        return StoredState(None, 0, records, events, unsealed)
+    return StoredState(read("worlds.settings", world[0]), world[1], records, events, unsealed)
 
 
 def load_trail(conn: sqlite3.Connection, world_id: str) -> audit.Trail:
@@ -489,10 +496,15 @@ def load_trail(conn: sqlite3.Connection, world_id: str) -> audit.Trail:
         " outcome, summary FROM audit WHERE world_id = ? ORDER BY seq", (world_id,))
     checkpoints = conn.execute("SELECT seq, hash, mac FROM checkpoints WHERE world_id = ? ORDER BY seq",
                                (world_id,)).fetchall()
-    return audit.Trail(
-        world_id,
-        ((r[0], unpack(r[1]), r[2], r[3], audit.ListedColumns(*r[4:11], unpack(r[11]))) for r in rows),
-        checkpoints, heads_of(conn, world_id), stored_state(conn, world_id), registered)
+    unsealed: dict[int, str] = {}  # filled as the rows stream (verify_world reads it per row)
+
+    def row(r: tuple) -> tuple[int, bytes, str, str, audit.ListedColumns]:
+        if (problem := frame_problem(r[1])) is not None:
+            unsealed[r[0]] = problem
+        return r[0], unpack(r[1]), r[2], r[3], audit.ListedColumns(*r[4:11], unpack(r[11]))
+
+    return audit.Trail(world_id, (row(r) for r in rows), checkpoints, heads_of(conn, world_id),
+                       stored_state(conn, world_id), registered, unsealed)
 
 
 def verify_database(conn: sqlite3.Connection, world_id: str | None, key: bytes | None,

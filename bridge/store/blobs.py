@@ -87,6 +87,48 @@ def pack(data: bytes, kind: str) -> bytes:
     return compressor.compress(data)
 
 
+_DICT_ID_BYTES = (0, 1, 2, 4)  # RFC 8878 3.1.1.1.1: Dictionary_ID_Flag -> field size
+
+
+def frame_problem(value: bytes | bytearray | memoryview | str) -> str | None:
+    """Why the stored ``value`` is not byte for byte a frame :func:`pack` writes, or None when it is
+    one (or is no frame: JSON written before compression, whose bytes the chain hash covers).
+
+    The chain seals the JSON a frame decodes to; a frame can be changed without changing that
+    JSON (bytes appended after it, a bit the decoder ignores), so ``audit verify`` reads the
+    frame's own fields (RFC 8878, 3.1.1) and names the row: bytes after the frame (or a second
+    one), a frame cut short, and any header field ``pack`` never writes (an unused or reserved
+    bit, a checksum, a dictionary id or content size field of another width). The fields, not a
+    re-compression: libzstd 1.5.5 and 1.5.7 compress some records to different blocks, and
+    trails written with either must keep verifying. Bits inside a compressed block that the
+    decoder ignores are not caught (no re-encoding is stable across zstd versions)."""
+    data = value.encode() if isinstance(value, str) else bytes(value)
+    if not data.startswith(MAGIC) or len(data) < 6:
+        return None
+    descriptor = data[4]
+    fcs_flag, single, dict_flag = descriptor >> 6, descriptor >> 5 & 1, descriptor & 3
+    if descriptor & 0b0001_1100 or dict_flag != 2:  # unused, reserved, checksum bits; a 2-byte id
+        return f"its zstd frame header has flags fate-bridge never writes (descriptor {descriptor:#04x})"
+    at = 5 + (not single) + _DICT_ID_BYTES[dict_flag]
+    fcs_bytes = (1 if single else 0, 2, 4, 8)[fcs_flag]
+    size = int.from_bytes(data[at:at + fcs_bytes], "little") + (256 if fcs_flag == 1 else 0)
+    shortest = 0 if size < 256 and single else 1 if size < 65536 + 256 else 2 if size < 0xFFFFFFFF else 3
+    if fcs_flag != shortest:
+        return f"its zstd frame header writes the content size ({size} bytes) in another width than fate-bridge does"
+    at += fcs_bytes
+    last = 0
+    while not last:
+        if at + 3 > len(data):
+            return "its zstd frame is cut short"
+        header = int.from_bytes(data[at:at + 3], "little")
+        last, kind, block_size = header & 1, header >> 1 & 3, header >> 3
+        at += 3 + (1 if kind == 1 else block_size)  # an RLE block stores its one byte
+    if at != len(data):
+        return ("its zstd frame is cut short" if at > len(data) else
+                f"{len(data) - at} byte{'s follow' if len(data) - at != 1 else ' follows'} its zstd frame")
+    return None
+
+
 def unpack(value: bytes | bytearray | memoryview | str) -> bytes:
     """The JSON of a stored blob: a zstd frame decompressed with the dictionary it names, anything
     else (JSON written before compression, or TEXT after a hand edit) as it is. A frame that does

@@ -69,22 +69,58 @@ export async function setSetting(key, value) {
   await game.settings.set(MODULE_ID, key, value);
 }
 
+/** Key of the bridge token setting. */
+const TOKEN_KEY = "token";
+
 /**
- * Register the bridge token: client scope (kept in the GM's browser, never sent to players) and
+ * Register the bridge token: `user` scope, so Foundry keeps it on its server for this user alone
+ * and it follows the GM to any browser or device (Foundry v13+: `ClientSettings.Scope` is
+ * `"world" | "client" | "user"`, "User settings are applied to an individual user",
+ * League-of-Foundry-Developers/foundry-vtt-types src/foundry/client/helpers/client-settings.d.mts);
  * shown in the settings window to GMs only. Call at `setup`, when the current user is known.
  *
  * @param {{onBridgeChange: () => void}} callbacks
  */
 export function registerTokenSetting({ onBridgeChange }) {
-  game.settings.register(MODULE_ID, "token", {
+  game.settings.register(MODULE_ID, TOKEN_KEY, {
     name: "FATE_BRIDGE.Settings.Token.Name",
     hint: "FATE_BRIDGE.Settings.Token.Hint",
-    scope: "client",
+    scope: "user",
     config: Boolean(game.user?.isGM),
     type: String,
     default: "",
     onChange: onBridgeChange,
   });
+}
+
+/** Where an earlier release kept the token: this browser's client-scope setting. */
+const CLIENT_TOKEN_ID = `${MODULE_ID}.${TOKEN_KEY}`;
+
+/**
+ * The token an earlier release of this module kept in this browser (scope `client`: the browser's
+ * localStorage, key `fate-bridge.token`, the value as JSON text), to move into the GM's `user`-scope
+ * setting so a GM who entered it before keeps it. Foundry reaches the browser's storage as
+ * `game.settings.storage.get("client")` (`ClientSettings#storage`: "The storage interfaces used
+ * for persisting settings", the client one sharing window.localStorage's API; same file of
+ * foundry-vtt-types as above).
+ *
+ * @returns {string|null} the token, or null when this browser keeps none
+ */
+export function clientScopeToken() {
+  const stored = game.settings.storage?.get("client")?.getItem(CLIENT_TOKEN_ID);
+  if (typeof stored !== "string" || !stored) return null;
+  let token = stored;
+  try {
+    token = JSON.parse(stored);
+  } catch {
+    // an unquoted value is the token itself
+  }
+  return typeof token === "string" && token ? token : null;
+}
+
+/** Remove the token an earlier release kept in this browser (once it has been moved). */
+export function forgetClientScopeToken() {
+  game.settings.storage?.get("client")?.removeItem(CLIENT_TOKEN_ID);
 }
 
 /**
@@ -137,14 +173,22 @@ export function onSocket(fn) {
   });
 }
 
+/** @returns {string|null} the world's active GM's user id (`game.users.activeGM`), null when no GM is logged in */
+export function activeGMId() {
+  return game.users.activeGM?.id ?? null;
+}
+
 /** @returns {boolean} true when this client is the world's active GM */
 export function isActiveGM() {
   return Boolean(game.users.activeGM?.isSelf);
 }
 
-/** @returns {boolean} true when some GM is logged in */
-export function activeGMOnline() {
-  return Boolean(game.users.activeGM);
+/**
+ * @returns {string[]} the ids of the GM users logged in now (`User#active`: "Is this User
+ *   currently connected?"; `User#isGM`, Assistant GMs too), in Foundry's user list order
+ */
+export function activeGMIds() {
+  return game.users.filter((user) => user.isGM && user.active).map((user) => user.id);
 }
 
 /** @param {string} userId @returns {boolean} true when that user is a GM */
@@ -222,6 +266,21 @@ export function messageData(messageId) {
     contentVisible: Boolean(message.isContentVisible),
     flags: { ...(message.flags?.[MODULE_ID] ?? {}) },
   };
+}
+
+/**
+ * The world's most recent chat messages: at most `limit`, none older than `maxAgeMs`
+ * (`ChatMessage#timestamp`, ms since the epoch, set by Foundry's server when it is created).
+ *
+ * @param {{limit: number, maxAgeMs: number}} bound
+ * @returns {string[]} their ids, oldest first
+ */
+export function recentMessageIds({ limit, maxAgeMs }) {
+  const since = Date.now() - maxAgeMs;
+  return game.messages
+    .filter((message) => Number(message.timestamp) >= since)
+    .slice(-limit)
+    .map((message) => message.id);
 }
 
 /**

@@ -5,15 +5,17 @@
  * `install()`. Nothing here is specific to one ruleset.
  *
  * Roles: every client decorates rendered cards, runs chat commands and relays its users' requests;
- * only the active GM (`game.users.activeGM`) holds the bridge connection and runs relayed requests
- * (each ruleset's actions). A request arriving over the module socket is attributed to Foundry's
- * sender id, never to a user id inside the payload.
+ * one GM's browser holds the bridge connection and runs relayed requests (each ruleset's actions):
+ * the link holder every client elects from the GMs' announcements (logic/link-holder.js: any GM
+ * with the bridge token may hold it, issue 24). A request arriving over the module socket is
+ * attributed to Foundry's sender id, never to a user id inside the payload.
  */
 
 import * as fvtt from "./foundry.js";
 import { messageBuilders, PROTOCOL_VERSION } from "./logic/messages.js";
-import { BridgeConnection, isInsecureRemote } from "./logic/connection.js";
+import { BridgeConnection, DOWN_REASONS, isInsecureRemote } from "./logic/connection.js";
 import { createLinkStatus, linkBadge } from "./logic/link-status.js";
+import { createLinkElection } from "./logic/link-holder.js";
 import { createPendingActions } from "./logic/pending.js";
 import { createRelayHub } from "./logic/relay.js";
 import { createCommandRegistry } from "./logic/commands.js";
@@ -52,6 +54,7 @@ export function install({ rulesets = RULESETS, timers = fvtt.timers() } = {}) {
   const build = messageBuilders(fvtt.randomId);
   const onBridgeChange = () => {
     stopConnection();
+    election.reset();
     evaluateRole();
   };
   let connection = null;
@@ -60,13 +63,30 @@ export function install({ rulesets = RULESETS, timers = fvtt.timers() } = {}) {
   let openWindow = null;
   // Issue 19: every request carries the asking player's own random value (client_seed).
   const seeds = createClientSeeds(() => newClientSeed(fvtt.randomValues));
+  // Which GM's browser holds the bridge link; every client agrees (logic/link-holder.js).
+  const election = createLinkElection({
+    selfId: fvtt.currentUserId,
+    selfIsGM: fvtt.currentUserIsGM,
+    activeGMIds: fvtt.activeGMIds,
+    activeGMId: fvtt.activeGMId,
+    hasToken: () => Boolean(fvtt.getSetting("token")),
+    isGMUser: fvtt.isGMUser,
+    send: fvtt.emitSocket,
+    timers,
+    onChange: () => {
+      evaluateRole();
+      relays.holderChanged();
+    },
+  });
+  /** This client's browser holds the bridge link (replaces Foundry's "active GM" everywhere here). */
+  const isLinkHolder = () => election.isHolder();
   const relays = createRelayHub({
     timers,
     newId: fvtt.randomId,
     port: {
       send: (payload) => fvtt.emitSocket(seeds.seedRelayRequest(payload)),
-      isActiveGM: fvtt.isActiveGM,
-      activeGMOnline: fvtt.activeGMOnline,
+      isLinkHolder,
+      linkHolderId: () => election.holderId(),
       currentUser: () => ({ id: fvtt.currentUserId(), isGM: fvtt.currentUserIsGM() }),
       isGMUser: fvtt.isGMUser,
     },
@@ -120,6 +140,8 @@ export function install({ rulesets = RULESETS, timers = fvtt.timers() } = {}) {
       timers,
       onStatus: (status) => {
         link.status(status);
+        // A token the bridge refused, or a link another browser took: let another GM hold it.
+        if (status.reason === DOWN_REASONS.UNAUTHORIZED || status.reason === DOWN_REASONS.SUPERSEDED) election.withdraw();
         if (status.retryInMs !== null) console.warn(`fate-bridge | bridge ${status.reason}; retrying in ${status.retryInMs} ms`);
       },
       onWelcome: (welcome) => {
@@ -134,25 +156,52 @@ export function install({ rulesets = RULESETS, timers = fvtt.timers() } = {}) {
     const send = connection.request.bind(connection);
     connection.request = (message) => send(seeds.stampRequest(message)).then(rememberRolls);
     connection.start();
+    election.setHolding(true);
   }
 
   function stopConnection() {
     connection?.stop();
     connection = null;
     fvtt.showLinkBadge(null);
+    election.setHolding(false);
   }
 
   /**
-   * Connect when this client becomes the active GM, let go when it no longer is. A connection
-   * stopped by the bridge (bad token, superseded) is kept, stopped, until the role or the
-   * settings change: reconnecting on its own would fight the browser that took over.
+   * Connect when this client is elected to hold the link, let go when it no longer is. A
+   * connection stopped by the bridge (bad token, superseded) withdraws this browser from the
+   * election and is kept, stopped (its badge says why), until the settings change: reconnecting on
+   * its own would fight the browser that took over. A GM without a token, while no GM with one is
+   * online, is told to enter it.
    */
   function evaluateRole() {
-    if (fvtt.isActiveGM()) {
+    if (isLinkHolder()) {
       if (!connection) startConnection();
-    } else if (connection) {
+    } else if (connection && !connection.isStopped()) {
       stopConnection();
+    } else if (!connection && election.holderId() === null && fvtt.currentUserIsGM() && !fvtt.getSetting("token")) {
+      fvtt.notify("warn", "FATE_BRIDGE.Status.NoToken");
     }
+  }
+
+  /**
+   * A token an earlier release kept in this browser (client scope) becomes this GM's own (user
+   * scope, kept by Foundry's server) unless the GM has one already; the browser's copy is removed
+   * once moved (or when the GM's own one wins). Setting it re-runs the election (onBridgeChange).
+   *
+   * @returns {boolean} true while a token is being moved
+   */
+  function migrateToken() {
+    const kept = fvtt.currentUserIsGM() ? fvtt.clientScopeToken() : null;
+    if (kept === null) return false;
+    if (fvtt.getSetting("token")) {
+      fvtt.forgetClientScopeToken();
+      return false;
+    }
+    fvtt.setSetting("token", kept).then(fvtt.forgetClientScopeToken, (error) => {
+      console.error("fate-bridge | the bridge token kept in this browser could not be moved to your user settings", error);
+      evaluateRole();
+    });
+    return true;
   }
 
   /** A refusal notice from the GM's browser, addressed to this client. */
@@ -165,6 +214,7 @@ export function install({ rulesets = RULESETS, timers = fvtt.timers() } = {}) {
 
   function onSocketMessage(payload, senderId) {
     if (payload?.type === NOTICE) onNotice(payload, senderId);
+    else if (election.receive(payload, senderId)) return;
     else {
       seeds.rememberRelaySeed(payload, senderId);
       relays.receive(payload, senderId);
@@ -204,12 +254,12 @@ export function install({ rulesets = RULESETS, timers = fvtt.timers() } = {}) {
   // The world's dice settings and the reveal schedule live in world settings (every client reads
   // the first; the active GM's browser re-arms the second after a reload).
   installDiceCommands({
-    commands, relays, link: () => connection, foundry: fvtt, newEventId: fvtt.randomId,
+    commands, relays, link: () => connection, foundry: { ...fvtt, isActiveGM: isLinkHolder }, newEventId: fvtt.randomId,
     timers: { setTimeout: timers.setTimeout, clearTimeout: timers.clearTimeout, now: typeof timers.now === "function" ? timers.now : fvtt.timers().now },
     onWelcome: (listener) => welcomeListeners.push(listener),
   });
   const installed = installRulesets(rulesets, {
-    commands, relays, router, pending, bridgeLink: () => connection, onWelcome: (listener) => welcomeListeners.push(listener),
+    commands, relays, router, pending, bridgeLink: () => connection, onWelcome: (listener) => welcomeListeners.push(listener), isLinkHolder,
   });
 
   fvtt.onceHook("init", () => {
@@ -222,9 +272,12 @@ export function install({ rulesets = RULESETS, timers = fvtt.timers() } = {}) {
   fvtt.onceHook("setup", () => fvtt.registerTokenSetting({ onBridgeChange }));
   fvtt.onceHook("ready", () => {
     fvtt.onSocket(onSocketMessage);
-    evaluateRole();
+    const migrating = migrateToken();
+    election.start();
+    // A token being moved re-runs the election when it lands (no "no token" notice meanwhile).
+    if (!migrating) evaluateRole();
   });
-  fvtt.onHook("userConnected", () => evaluateRole());
+  fvtt.onHook("userConnected", () => election.usersChanged());
   fvtt.onHook("chatMessage", (_chatLog, text) => commands.handle(text, { userId: fvtt.currentUserId(), isGM: fvtt.currentUserIsGM() }));
   // A card's dice roll in the colours of the user who asked, where Dice So Nice allows it.
   fvtt.installDiceAppearance();
@@ -236,6 +289,7 @@ export function install({ rulesets = RULESETS, timers = fvtt.timers() } = {}) {
     dispose: () => {
       stopConnection();
       relays.clear();
+      election.dispose();
     },
   };
 }

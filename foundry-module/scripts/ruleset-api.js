@@ -70,7 +70,9 @@ export const PHYSICAL_CANCELLED = "physical_cancelled";
  * @property {(listener: () => void) => void} onLinkUp `listener` runs after each `welcome`
  *   (e.g. to send a ruleset's settings)
  * @property {() => string} newEventId a fresh event id for a bridge request
- * @property {() => boolean} isActiveGM this client is the world's active GM
+ * @property {() => boolean} isActiveGM this client is the GM's browser that holds the bridge link
+ *   (logic/link-holder.js; any GM with the bridge token may be elected, issue 24): the one that
+ *   talks to the bridge and runs relayed actions. The name is older than the election.
  * @property {(key: string, data?: object) => string} localize
  * @property {(level: "info"|"warn"|"error", key: string, data?: object) => void} notify
  */
@@ -87,9 +89,11 @@ export const PHYSICAL_CANCELLED = "physical_cancelled";
  * @param {() => ({request(message: object): Promise<object>, isReady(): boolean, isStopped(): boolean} | null)} parts.bridgeLink
  *   the live connection, or null
  * @param {(listener: () => void) => void} parts.onWelcome registers a listener of each `welcome`
+ * @param {() => boolean} [parts.isLinkHolder] this client holds the bridge link (main.js's
+ *   election); Foundry's active GM when not given
  * @returns {RulesetApi}
  */
-export function createRulesetApi(id, { commands, relays, router, pending, bridgeLink, onWelcome }) {
+export function createRulesetApi(id, { commands, relays, router, pending, bridgeLink, onWelcome, isLinkHolder = fvtt.isActiveGM }) {
   // A reply's receipt goes on the ChatMessage posted for its card (logic/receipts.js).
   const receipts = createCardReceipts();
   /** The roller's `count` d`faces` (see RulesetApi.physicalDice), without the "allowed" check. */
@@ -106,8 +110,8 @@ export function createRulesetApi(id, { commands, relays, router, pending, bridge
     fvtt,
     registerCommand: (name, handler) => commands.register(name, handler),
     request(message) {
-      if (!fvtt.isActiveGM()) {
-        return Promise.reject(new BridgeError(NOT_ACTIVE_GM, "only the active GM's browser talks to the bridge; use api.relay from other clients"));
+      if (!isLinkHolder()) {
+        return Promise.reject(new BridgeError(NOT_ACTIVE_GM, "only the browser that holds the bridge link talks to the bridge; use api.relay from other clients"));
       }
       const link = bridgeLink();
       if (!link) return Promise.reject(new BridgeError("bridge_down", "this browser has no bridge connection (is the bridge token set?)"));
@@ -127,7 +131,7 @@ export function createRulesetApi(id, { commands, relays, router, pending, bridge
     linkStopped: () => bridgeLink()?.isStopped() ?? true,
     onLinkUp: (listener) => onWelcome(listener),
     newEventId: fvtt.randomId,
-    isActiveGM: fvtt.isActiveGM,
+    isActiveGM: () => isLinkHolder(),
     localize: fvtt.localize,
     notify: fvtt.notify,
   });

@@ -19,6 +19,7 @@ async function boot({ welcome = true } = {}) {
   env = await clockedWorld();
   env.handle = install();
   for (const hook of ["init", "setup", "ready"]) env.world.callHook(hook);
+  env.world.deliverSocket(); // the GM's link announcements (logic/link-holder.js)
   env.socket = env.Socket.instances[0];
   if (welcome) {
     env.socket.open();

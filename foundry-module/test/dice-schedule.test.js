@@ -32,6 +32,7 @@ async function start(settings, now) {
   const timers = { setTimeout: env.clock.setTimeout, clearTimeout: env.clock.clearTimeout, now: () => env.clock.now };
   env.handle = install({ rulesets: [], timers });
   for (const hook of ["init", "setup", "ready"]) env.world.callHook(hook);
+  env.world.deliverSocket(); // the GM's link announcements (logic/link-holder.js)
   env.socket = Socket.instances[0];
   env.socket.open();
   env.socket.receive({ type: "welcome", v: 1, world_id: "e2e-world", bridge_version: "x", rulesets: [], settings: { fate_option: "everyone" } });

@@ -25,6 +25,7 @@ beforeEach(async () => {
   env.patches.system = { swords: 1, pentacles: 3, cups: 1, wands: 2 };
   env.handle = install({ rulesets: [hmtw] });
   for (const hook of ["init", "setup", "ready"]) env.world.callHook(hook);
+  env.world.deliverSocket(); // the GM's link announcements (logic/link-holder.js)
   env.socket = env.Socket.instances[0];
   env.socket.open();
   env.socket.receive(WELCOME);

@@ -16,6 +16,7 @@ async function boot({ token = "secret", url = "ws://127.0.0.1:8765" } = {}) {
   env = await clockedWorld({ "fate-bridge.token": token, "fate-bridge.bridgeUrl": url });
   env.handle = install();
   for (const hook of ["init", "setup", "ready"]) env.world.callHook(hook);
+  env.world.deliverSocket(); // the GM's link announcements (logic/link-holder.js)
   env.messageId = await postArchery(env.world);
 }
 afterEach(() => {
@@ -29,13 +30,13 @@ const setFlags = (id, flags) => Object.assign((env.world.messages.get(id).flags[
 describe("settings and roles", () => {
   beforeEach(() => boot());
 
-  test("settings registered as specified; the token is client scope and GM-only in config", () => {
+  test("settings registered as specified; the token is user scope (follows the GM) and GM-only in config", () => {
     const reg = env.world.registered;
     assert.equal(reg.get("fate-bridge.bridgeUrl").scope, "world");
     assert.equal(reg.get("fate-bridge.bridgeUrl").default, "ws://127.0.0.1:8765");
     assert.deepEqual(Object.keys(reg.get("fate-bridge.fateOption").choices), ["system", "everyone", "pc_only", "off"]);
     assert.equal(reg.get("fate-bridge.fateOption").default, "system");
-    assert.equal(reg.get("fate-bridge.token").scope, "client");
+    assert.equal(reg.get("fate-bridge.token").scope, "user");
     assert.equal(reg.get("fate-bridge.token").config, true);
   });
 
@@ -56,10 +57,11 @@ describe("settings and roles", () => {
     assert.equal(queued.message_id, env.messageId, "the card created before welcome was queued and sent");
   });
 
-  test("GM hand-off: a client that stops being the active GM lets go of the bridge", () => {
-    env.world.activeGMId = env.stranger;
-    env.world.callHook("userConnected", env.world.users.get(env.stranger), true);
+  test("a GM whose token is cleared lets go of the bridge and says so to the others", async () => {
+    env.world.emitted.length = 0;
+    await globalThis.game.settings.set("fate-bridge", "token", "");
     assert.equal(env.handle.connection(), null);
+    assert.deepEqual(env.world.emitted.map((e) => e.payload).filter((p) => p.type === "link_state").at(-1), { type: "link_state", has_token: false, holding: false });
   });
 });
 
@@ -155,12 +157,12 @@ describe("card-ui on render", () => {
     button.click();
     await flush();
     assert.equal(env.world.emitted.length, 0);
-    assert.equal(env.world.notices.at(-1).text, "No GM is online to resolve Fate. Nothing was spent.");
+    assert.equal(env.world.notices.at(-1).text, "No GM with the bridge token is online to resolve Fate. Nothing was spent.");
     assert.equal(button.disabled, false, "nothing was spent: the button is usable again");
   });
 
-  test("the GM answers a relayed click while its bridge link is stopped (token refused): a notice for the sender, nothing spent", async () => {
-    env.Socket.instances[0].drop(4001);
+  test("the GM answers a relayed click while its bridge link is stopped: a notice for the sender, nothing spent", async () => {
+    env.handle.connection().stop();
     env.world.emitted.push({ payload: { type: "request", request_id: "r1", ruleset: "sohl", action: "spend", data: { message_id: env.messageId, point_id: LUCKY } }, senderId: env.player });
     env.world.asUser(env.gm);
     env.world.deliverSocket();
@@ -174,22 +176,14 @@ describe("card-ui on render", () => {
     assert.equal(env.Socket.instances[0].sent.filter((m) => m.type === "fate_spend").length, 0);
   });
 
-  test("a GM browser without a bridge connection (no token) answers done with bridge_down", async () => {
+  test("a GM browser without a token holds no link and takes no relayed click (it never acks)", async () => {
     uninstallFakeFoundry();
     await boot({ token: "" });
-    setFlags(env.messageId, { graded: GRADED });
-    env.world.asUser(env.player);
-    const button = env.world.render(env.messageId).querySelector(".fate-bridge-spend button");
-    button.click();
-    env.world.deliverAs(env.gm); // ack
-    env.world.deliverAs(env.player); // go
+    assert.equal(env.handle.connection(), null);
+    assert.equal(env.world.notices.at(-1).text, "Fate Bridge: no bridge token set. Enter it in the module settings to enable Fate.");
+    env.world.emitted.push({ payload: { type: "request", request_id: "r1", ruleset: "sohl", action: "spend", data: { message_id: env.messageId, point_id: LUCKY } }, senderId: env.player });
     env.world.deliverAs(env.gm);
-    await flush();
-    const [payload] = env.world.deliverAs(env.player);
-    assert.deepEqual([payload.type, payload.to, payload.ok, payload.error.code], ["done", env.player, false, "bridge_down"]);
-    await flush();
-    assert.equal(env.world.notices.at(-1).text, "The Fate bridge is not connected. Nothing was spent; try again when the GM's bridge is back.");
-    assert.equal(button.disabled, false);
+    assert.deepEqual(env.world.emitted, [], "no ack: a GM with the token would answer instead");
   });
 
   test("notices from non-GMs or with foreign keys are ignored", () => {
@@ -270,12 +264,12 @@ describe("relayed clicks: a player is never left waiting on the GM's client", ()
   });
 
   test("ack, go, then the GM's refusal (done ok:false) re-enables the button; no deadline fires later", async () => {
-    env.Socket.instances[0].drop(4001); // the GM's bridge link refused: the GM's flow refuses the click
+    env.handle.connection().stop(); // the GM's bridge link stopped: the GM's flow refuses the click
     const { button, requestId } = playerClicks();
     assert.deepEqual(env.world.deliverAs(env.gm).map((p) => p.type), ["request"]);
     assert.deepEqual(env.world.emitted.map((e) => e.payload), [{ type: "ack", to: env.player, request_id: requestId }], "held, not run, until go");
     env.world.deliverAs(env.player);
-    assert.deepEqual(env.world.emitted.map((e) => e.payload), [{ type: "go", request_id: requestId }]);
+    assert.deepEqual(env.world.emitted.map((e) => e.payload), [{ type: "go", request_id: requestId, to: env.gm }]);
     env.world.deliverAs(env.gm);
     await until(() => env.world.emitted.some((e) => e.payload.type === "done"), "done");
     assert.deepEqual(env.world.emitted.map((e) => e.payload), [
@@ -432,11 +426,12 @@ describe("one forwarder per world (4003)", () => {
     socket.drop(4003, "superseded by Gamemaster (Foundry 14.360)");
     assert.equal(
       env.world.notices.at(-1).text,
-      "Fate Bridge: another browser now holds the bridge link: Gamemaster (Foundry 14.360). This browser stops connecting so the two do not fight; it connects again when it becomes the active GM anew or the bridge settings change.",
+      "Fate Bridge: another browser now holds the bridge link: Gamemaster (Foundry 14.360). This browser stops connecting so the two do not fight; it connects again when the bridge settings change. Another GM with the token may hold the link meanwhile.",
     );
     env.clock.advance(120_000);
     env.world.callHook("userConnected", env.world.users.get(env.player), true);
-    assert.equal(env.Socket.instances.length, 1, "no reconnect, not even on a user event while still the active GM");
+    assert.equal(env.Socket.instances.length, 1, "no reconnect, not even on a user event");
+    assert.deepEqual(env.world.emitted.map((e) => e.payload).filter((p) => p.type === "link_state").at(-1), { type: "link_state", has_token: false, holding: false }, "withdrawn: another GM may hold it");
   });
 
   test("a close reason naming nobody still gets a clear notice", () => {
@@ -446,7 +441,7 @@ describe("one forwarder per world (4003)", () => {
     assert.match(env.world.notices.at(-1).text, /another browser now holds the bridge link\. This browser stops connecting/);
   });
 
-  test("connects again when the settings change, or when this client becomes the active GM anew", async () => {
+  test("connects again when the settings change; user events do not bring it back", async () => {
     env.Socket.instances[0].open();
     env.Socket.instances[0].drop(4003, "superseded by Other GM (Foundry 14.360)");
     await globalThis.game.settings.set("fate-bridge", "bridgeUrl", "ws://127.0.0.1:9999");
@@ -454,10 +449,10 @@ describe("one forwarder per world (4003)", () => {
     assert.equal(env.Socket.instances[1].url, "ws://127.0.0.1:9999");
     env.Socket.instances[1].open();
     env.Socket.instances[1].drop(4003, "superseded by Other GM (Foundry 14.360)");
-    env.world.activeGMId = env.stranger;
     env.world.callHook("userConnected", env.world.users.get(env.stranger), true);
-    env.world.activeGMId = env.gm;
     env.world.callHook("userConnected", env.world.users.get(env.stranger), false);
+    assert.equal(env.Socket.instances.length, 2);
+    await globalThis.game.settings.set("fate-bridge", "token", "another");
     assert.equal(env.Socket.instances.length, 3);
   });
 });

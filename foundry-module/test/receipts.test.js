@@ -174,6 +174,7 @@ describe("a ruleset's posted card and the audit window", () => {
     };
     env.handle = install({ rulesets: [tarot] });
     for (const hook of ["init", "setup", "ready"]) env.world.callHook(hook);
+    env.world.deliverSocket(); // the GM's link announcements (logic/link-holder.js)
     env.socket = env.Socket.instances[0];
     env.socket.open();
     env.socket.receive(WELCOME);

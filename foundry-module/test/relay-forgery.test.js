@@ -17,7 +17,7 @@ const SOCKET = "module.fate-bridge";
 let env, calls, probeApi;
 
 beforeEach(async () => {
-  env = await sampleWorld({ WebSocket: fakeWebSocketClass(), settings: { "fate-bridge.token": "" } });
+  env = await sampleWorld({ WebSocket: fakeWebSocketClass(), settings: { "fate-bridge.token": "secret" } });
   calls = [];
   const probe = {
     id: "probe",
@@ -31,6 +31,7 @@ beforeEach(async () => {
   };
   env.handle = install({ rulesets: [probe] });
   for (const hook of ["init", "setup", "ready"]) env.world.callHook(hook);
+  env.world.deliverSocket(); // the GM's link announcements (logic/link-holder.js)
 });
 
 afterEach(() => {

@@ -134,8 +134,8 @@ function twoClients({ gmOnline = true } = {}) {
       newId: () => `${name}-req${++n}`,
       port: {
         send: (payload) => wire.push({ payload: structuredClone(payload), senderId: users[name].id }),
-        isActiveGM: () => name === "gm",
-        activeGMOnline: () => gmOnline,
+        isLinkHolder: () => name === "gm",
+        linkHolderId: () => (gmOnline ? "gm" : null),
         currentUser: () => users[name],
         isGMUser: (id) => Boolean(users[id]?.isGM),
       },
@@ -165,7 +165,7 @@ describe("the hub: one relay for SoHL and every ruleset", () => {
     assert.deepEqual(deliver(), [{ type: "request", request_id: "player-req1", ruleset: "hmtw", action: "draw", data: { deck: "major", user_id: "gm" } }]);
     assert.deepEqual(deliver(), [{ type: "ack", to: "player", request_id: "player-req1" }]);
     assert.deepEqual(seen, [], "held until go");
-    assert.deepEqual(deliver(), [{ type: "go", request_id: "player-req1" }]);
+    assert.deepEqual(deliver(), [{ type: "go", request_id: "player-req1", to: "gm" }], "the go names the GM that acked");
     assert.deepEqual(seen, [{ data: { deck: "major", user_id: "gm" }, sender: { userId: "player", isGM: false } }]);
     await flush();
     assert.deepEqual(deliver(), [{ type: "done", to: "player", request_id: "player-req1", ok: true, result: { card: "The Tower" } }]);
@@ -208,6 +208,50 @@ describe("the hub: one relay for SoHL and every ruleset", () => {
     assert.deepEqual(await hubs.gm.request("mythic", "ask", { q: 1 }), { data: { q: 1 }, sender: { userId: "gm", isGM: true } });
     assert.deepEqual(wire, [], "nothing on the socket");
     await assert.rejects(hubs.gm.request("mythic", "other", {}), { code: "no_handler" });
+  });
+
+  test("issue 24: an ack only counts from the link holder; when the holder changes, unacked requests go again under the same id", async () => {
+    const sent = [];
+    let holder = "gmOld";
+    const player = createRelayHub({
+      timers: clock,
+      newId: (() => { let n = 0; return () => `req${++n}`; })(),
+      port: {
+        send: (payload) => sent.push(structuredClone(payload)),
+        isLinkHolder: () => false,
+        linkHolderId: () => holder,
+        currentUser: () => ({ id: "player", isGM: false }),
+        isGMUser: (id) => id.startsWith("gm"),
+      },
+    });
+    const first = player.request("hmtw", "draw", { n: 1 });
+    const second = player.request("hmtw", "draw", { n: 2 });
+    player.receive({ type: "ack", to: "player", request_id: "req1" }, "gmOther");
+    assert.deepEqual(sent.map((p) => p.type), ["request", "request"], "an ack from a GM that does not hold the link sends no go");
+    player.receive({ type: "ack", to: "player", request_id: "req1" }, "gmOld");
+    assert.deepEqual(sent.at(-1), { type: "go", request_id: "req1", to: "gmOld" });
+    holder = "gmNew";
+    player.holderChanged();
+    assert.deepEqual(sent.slice(3).map((p) => [p.type, p.request_id, p.data]), [["request", "req2", { n: 2 }]], "only the unacked one goes again, same id and data");
+    player.receive({ type: "ack", to: "player", request_id: "req2" }, "gmNew");
+    assert.deepEqual(sent.at(-1), { type: "go", request_id: "req2", to: "gmNew" });
+    player.receive({ type: "done", to: "player", request_id: "req2", ok: true, result: "b" }, "gmNew");
+    player.receive({ type: "done", to: "player", request_id: "req1", ok: true, result: "a" }, "gmOld");
+    assert.deepEqual([await first, await second], ["a", "b"]);
+  });
+
+  test("issue 24: a go addressed to another GM is not run here", async () => {
+    const { hubs, deliver, wire } = twoClients();
+    const seen = [];
+    hubs.gm.on("hmtw", "draw", () => seen.push("ran"));
+    hubs.player.request("hmtw", "draw", {});
+    deliver();
+    wire.length = 0;
+    wire.push({ payload: { type: "go", request_id: "player-req1", to: "someoneElse" }, senderId: "player" });
+    deliver();
+    await flush();
+    assert.deepEqual(seen, []);
+    assert.deepEqual(wire, [], "not even an expiry notice: it was not addressed here");
   });
 
   test("no GM online: rejected no_gm at once, nothing sent", async () => {

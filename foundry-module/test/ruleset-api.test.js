@@ -48,6 +48,7 @@ beforeEach(async () => {
   env.log = { commands: [], relayed: [], frames: [] };
   env.handle = install({ rulesets: [tarotRuleset(env.log)] });
   for (const hook of ["init", "setup", "ready"]) env.world.callHook(hook);
+  env.world.deliverSocket(); // the GM's link announcements (logic/link-holder.js)
   env.socket = env.Socket.instances[0];
   env.socket.open();
   env.socket.receive(WELCOME);
@@ -71,7 +72,7 @@ describe("a ruleset installed through the api", () => {
   test("it is installed, and its api reaches Foundry through foundry.js only", () => {
     assert.deepEqual(env.handle.rulesets(), ["tarot"]);
     assert.equal(env.log.api.fvtt, fvtt);
-    assert.equal(env.log.api.localize("FATE_BRIDGE.Error.no_gm"), "No GM is online to resolve Fate. Nothing was spent.");
+    assert.equal(env.log.api.localize("FATE_BRIDGE.Error.no_gm"), "No GM with the bridge token is online to resolve Fate. Nothing was spent.");
     env.world.asUser(env.player);
     assert.equal(env.log.api.isActiveGM(), false);
     env.world.asUser(env.gm);
@@ -143,14 +144,15 @@ describe("a ruleset installed through the api", () => {
     assert.equal(error.code, "gm_no_answer");
   });
 
-  test("api.request: only on the active GM's client; without a connection it says bridge_down", async () => {
+  test("api.request: only on the link holder's client; a GM whose token is cleared lets go and is refused too", async () => {
     env.world.asUser(env.player);
     await assert.rejects(env.log.api.request({ type: "tarot_draw", v: 1, event_id: "e1" }), { code: "not_active_gm" });
     env.world.asUser(env.gm);
     await env.world.callHook("userConnected");
     await globalThis.game.settings.set("fate-bridge", "token", "");
     assert.equal(env.handle.connection(), null);
-    await assert.rejects(env.log.api.request({ type: "tarot_draw", v: 1, event_id: "e1" }), { code: "bridge_down" });
+    assert.equal(env.log.api.isActiveGM(), false, "no token, no link: the GM no longer holds it");
+    await assert.rejects(env.log.api.request({ type: "tarot_draw", v: 1, event_id: "e1" }), { code: "not_active_gm" });
   });
 
   test("unsolicited bridge frames reach the listener of their type", () => {

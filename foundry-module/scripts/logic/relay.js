@@ -1,20 +1,26 @@
 /**
- * Requests from any client run on the active GM's browser over the module socket, with deadlines.
+ * Requests from any client run on the browser of the GM who holds the bridge link (logic/link-holder.js,
+ * "the link holder" below) over the module socket, with deadlines.
  * SoHL's Spend Fate / choice clicks and every ruleset's actions share this one mechanism
  * (`createRelayHub`). The GM's browser may be closed or hung; the requester must not wait forever,
  * and "nothing was done" must stay true once the requester has been told so.
  *
  * Exchange (payloads on `module.fate-bridge`, types in RELAY_TYPES):
  * 1. requester -> all: `request {request_id, ruleset, action, data}` with a fresh `request_id`;
- * 2. active GM -> requester: `ack {to, request_id}` as soon as the request arrives; the GM holds
+ * 2. link holder -> requester: `ack {to, request_id}` as soon as the request arrives; the GM holds
  *    it and does nothing with it yet (a request no handler takes is answered `done` at once);
- * 3. requester -> all: `go {request_id}`, only if the ack came before the requester's deadline;
- * 4. active GM: on `go` from the same sender, runs the handler with Foundry's sender id (never an
+ *    the requester takes an ack only from the GM it sees as the link holder;
+ * 3. requester -> all: `go {request_id, to}` (`to`: the GM that acked), only if the ack came before
+ *    the requester's deadline; only that GM runs it;
+ * 4. link holder: on `go` from the same sender, runs the handler with Foundry's sender id (never an
  *    id from the payload) and `isGM` looked up from Foundry's users; then
  *    `done {to, request_id, ok, result | error: {code, message, field}}`. A held request with no
  *    `go` is dropped; a `go` for a request no longer held gets `done` with `relay_expired`.
  * A GM browser that wakes up after the requester's deadline acks, gets no `go`, and drops the
- * request: its handler never runs.
+ * request: its handler never runs. When the link holder changes (it left, or withdrew) before a
+ * request was acked, the requester sends that request again, same `request_id`, to the new holder
+ * (`holderChanged`): the old one never acked it, so it never ran there. An acked request is not sent
+ * again (the old holder may have run it); its `go` goes to the GM that acked it only.
  *
  * Guarantees (requester side): each request's promise settles exactly once: with the handler's
  * result, or rejected with a BridgeError whose code is the handler's (e.g. the bridge's refusal)
@@ -49,7 +55,7 @@ export const RELAY_TYPES = Object.freeze({ REQUEST: "request", ACK: "ack", GO: "
 
 /** BridgeError codes of the relay's own making (lang/en.json has `FATE_BRIDGE.Error.<code>`). */
 export const RELAY_ERRORS = Object.freeze({
-  /** No GM is logged in. */
+  /** No GM with the bridge token is logged in (no link holder). */
   NO_GM: "no_gm",
   /** No `ack` within ACK_TIMEOUT_MS: the handler never ran. */
   NO_ANSWER: "gm_no_answer",
@@ -137,7 +143,8 @@ export function relayErrorPayload(error) {
  * @param {() => string} deps.newId a fresh request id
  * @param {Partial<typeof RELAY_LIMITS>} [deps.limits] overrides (tests)
  * @returns {{
- *   start(): {requestId: string, settled: Promise<unknown>},
+ *   start(build?: (requestId: string) => object): {requestId: string, settled: Promise<unknown>, payload: object|null},
+ *   unacked(): object[],
  *   ack(requestId: unknown): boolean,
  *   done(requestId: unknown, reply: {ok?: unknown, result?: unknown, error?: unknown}): boolean,
  *   pending(): number,
@@ -145,14 +152,16 @@ export function relayErrorPayload(error) {
  * }} `start` returns the id to send and the promise of its outcome: resolved with `reply.result`
  *   on `done {ok: true}`, rejected with BridgeError `gm_no_answer` (no ack in time),
  *   `gm_unfinished` (acked, no done in time) or the `done`'s error code (`internal` when it has
- *   none usable); `ack` returns true when the id was waiting for its ack (the caller then sends
+ *   none usable); `build`, when given, makes the payload to send for the new id (kept, and
+ *   returned as `payload`); `unacked` lists, oldest first, the kept payloads of the requests still
+ *   waiting for their ack (to send again to a new link holder); `ack` returns true when the id was waiting for its ack (the caller then sends
  *   `go`), false for an unknown, late or repeated ack (send nothing); `done` returns true when
  *   the id was pending; `clear` drops every deadline and leaves the promises unsettled (module
  *   shutdown)
  */
 export function createRelayTracker({ timers, newId, limits = {} }) {
   const limit = { ...RELAY_LIMITS, ...limits };
-  /** @type {Map<string, {resolve: Function, reject: Function, timer: any, acked: boolean}>} */
+  /** @type {Map<string, {resolve: Function, reject: Function, timer: any, acked: boolean, payload: object|null}>} */
   const open = new Map();
 
   function finish(requestId) {
@@ -168,17 +177,19 @@ export function createRelayTracker({ timers, newId, limits = {} }) {
   }
 
   return {
-    start() {
+    start(build) {
       const requestId = newId();
+      const payload = typeof build === "function" ? build(requestId) : null;
       const settled = new Promise((resolve, reject) => {
         const timer = timers.setTimeout(
           () => expire(requestId, RELAY_ERRORS.NO_ANSWER, `the GM's browser did not acknowledge within ${limit.ACK_TIMEOUT_MS} ms; nothing was done`),
           limit.ACK_TIMEOUT_MS,
         );
-        open.set(requestId, { resolve, reject, timer, acked: false });
+        open.set(requestId, { resolve, reject, timer, acked: false, payload });
       });
-      return { requestId, settled };
+      return { requestId, settled, payload };
     },
+    unacked: () => [...open.values()].filter((entry) => !entry.acked && entry.payload).map((entry) => entry.payload),
     ack(requestId) {
       const entry = open.get(requestId);
       if (!entry || entry.acked) return false;
@@ -251,15 +262,16 @@ export function createRelayInbox({ timers, limits = {} }) {
 /**
  * @typedef {object} RelayPort what the hub needs from Foundry (scripts/foundry.js in the module)
  * @property {(payload: object) => void} send emit on the module socket to the other clients
- * @property {() => boolean} isActiveGM this client is the world's active GM
- * @property {() => boolean} activeGMOnline some GM is logged in
+ * @property {() => boolean} isLinkHolder this client holds the bridge link (logic/link-holder.js)
+ * @property {() => string|null} linkHolderId the user id of the GM that holds the link, null when
+ *   no GM with the bridge token is logged in
  * @property {() => {id: string, isGM: boolean}} currentUser this client's user
  * @property {(userId: string) => boolean} isGMUser that user is a GM (Foundry's user list)
  */
 
 /**
  * @typedef {(data: unknown, sender: {userId: string, isGM: boolean}) => unknown} RelayHandler
- *   runs on the active GM's client; may return a Promise. Its (awaited) result goes back to the
+ *   runs on the link holder's client; may return a Promise. Its (awaited) result goes back to the
  *   requester (as a JSON copy when relayed); a throw or rejection goes back as a BridgeError with
  *   the error's `code` (`internal` when it has none).
  */
@@ -278,13 +290,16 @@ export function createRelayInbox({ timers, limits = {} }) {
  *   on(ruleset: string, action: string, handler: RelayHandler): void,
  *   request(ruleset: string, action: string, data: unknown): Promise<unknown>,
  *   receive(payload: unknown, senderId: string): void,
+ *   holderChanged(): void,
  *   clear(): void,
  * }}
  *   `on` registers the GM-side handler (TypeError for a bad name or a second handler for the same
- *   pair); `request` runs the handler directly on the active GM's own client (sender: this user),
- *   elsewhere relays it (rejects `no_gm` when no GM is online; see createRelayTracker for the
- *   rest); `receive` takes every module-socket payload with Foundry's sender id and ignores what
- *   is not part of the exchange; `clear` drops every deadline and held request (shutdown)
+ *   pair); `request` runs the handler directly on the link holder's own client (sender: this user),
+ *   elsewhere relays it (rejects `no_gm` when no GM with the token is online; see
+ *   createRelayTracker for the rest); `receive` takes every module-socket payload with Foundry's
+ *   sender id and ignores what is not part of the exchange; `holderChanged` (call when the link
+ *   holder changed) sends the requests not acked yet again, same ids, to the new holder; `clear`
+ *   drops every deadline and held request (shutdown)
  */
 export function createRelayHub({ timers, newId, port, onHandlerBug = () => {}, limits = {} }) {
   const tracker = createRelayTracker({ timers, newId, limits });
@@ -305,15 +320,15 @@ export function createRelayHub({ timers, newId, port, onHandlerBug = () => {}, l
     if (!isRelayName(ruleset) || !isRelayName(action)) {
       return Promise.reject(new TypeError(`relay needs a ruleset id and an action name ([a-z][a-z0-9_-]*), got ${JSON.stringify([ruleset, action])}`));
     }
-    if (port.isActiveGM()) {
+    if (port.isLinkHolder()) {
       const handler = handlers.get(keyOf(ruleset, action));
       if (!handler) return Promise.reject(new BridgeError(RELAY_ERRORS.NO_HANDLER, `no handler for ${ruleset} ${action}`));
       const user = port.currentUser();
       return run(handler, data, { userId: user.id, isGM: user.isGM });
     }
-    if (!port.activeGMOnline()) return Promise.reject(new BridgeError(RELAY_ERRORS.NO_GM, "no GM is online to run this request"));
-    const { requestId, settled } = tracker.start();
-    port.send({ type: RELAY_TYPES.REQUEST, request_id: requestId, ruleset, action, data: data ?? null });
+    if (port.linkHolderId() === null) return Promise.reject(new BridgeError(RELAY_ERRORS.NO_GM, "no GM with the bridge token is online to run this request"));
+    const { settled, payload } = tracker.start((requestId) => ({ type: RELAY_TYPES.REQUEST, request_id: requestId, ruleset, action, data: data ?? null }));
+    port.send(payload);
     return settled;
   }
 
@@ -337,8 +352,12 @@ export function createRelayHub({ timers, newId, port, onHandlerBug = () => {}, l
     reply({ type: RELAY_TYPES.ACK });
   }
 
-  /** The sender's go for a held request; a go for a request no longer held is answered as expired. */
+  /**
+   * The sender's go for a held request; a go for a request no longer held is answered as expired.
+   * A go addressed to another GM (the one that acked) is not ours.
+   */
   function onGo(payload, senderId) {
+    if (payload.to !== undefined && payload.to !== port.currentUser().id) return;
     if (!isRequestId(payload.request_id) || inbox.go(`${senderId}:${payload.request_id}`)) return;
     port.send({
       type: RELAY_TYPES.DONE,
@@ -349,12 +368,15 @@ export function createRelayHub({ timers, newId, port, onHandlerBug = () => {}, l
     });
   }
 
-  /** Acks and dones addressed to this client, accepted from GMs only. */
+  /** Acks and dones addressed to this client, accepted from GMs only (acks from the link holder only). */
   function onReplyToMe(payload, senderId) {
     if (payload.to !== port.currentUser().id || !port.isGMUser(senderId)) return;
     if (payload.type === RELAY_TYPES.ACK) {
-      // Only a request still waiting gets its go: after the deadline the GM never hears back.
-      if (tracker.ack(payload.request_id)) port.send({ type: RELAY_TYPES.GO, request_id: payload.request_id });
+      // Only a request still waiting gets its go, and only from the holder: after the deadline the
+      // GM never hears back, and a GM that no longer holds the link must not run it.
+      if (senderId === port.linkHolderId() && tracker.ack(payload.request_id)) {
+        port.send({ type: RELAY_TYPES.GO, request_id: payload.request_id, to: senderId });
+      }
     } else {
       tracker.done(payload.request_id, payload);
     }
@@ -373,9 +395,13 @@ export function createRelayHub({ timers, newId, port, onHandlerBug = () => {}, l
     receive(payload, senderId) {
       if (!payload || typeof payload !== "object") return;
       if (payload.type === RELAY_TYPES.ACK || payload.type === RELAY_TYPES.DONE) onReplyToMe(payload, senderId);
-      else if (!port.isActiveGM()) return;
+      else if (!port.isLinkHolder()) return;
       else if (payload.type === RELAY_TYPES.REQUEST) onRequest(payload, senderId);
       else if (payload.type === RELAY_TYPES.GO) onGo(payload, senderId);
+    },
+    holderChanged() {
+      if (port.isLinkHolder() || port.linkHolderId() === null) return;
+      for (const payload of tracker.unacked()) port.send(payload);
     },
     clear() {
       tracker.clear();

@@ -58,6 +58,7 @@ export async function startModule(t, real, env, options) {
   });
   handle = install(options);
   for (const hook of ["init", "setup", "ready"]) env.world.callHook(hook);
+  env.world.deliverSocket(); // the GM's link announcements (logic/link-holder.js)
   const connection = await real.until(() => handle.connection()?.isReady() && handle.connection(), "welcome");
   return { handle, connection };
 }

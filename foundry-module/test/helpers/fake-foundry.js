@@ -4,13 +4,43 @@
  * `world.deliverSocket()` hands what was emitted on the module socket to the registered handlers:
  * the emitted arguments, then the emitter's id appended as Foundry's server does
  * (`world.deliverAs(id)`: the same, as user `id`).
+ *
+ * Several browsers (issue 24): `world.asClient(id, fn)` runs `fn` as user `id`'s own browser. What
+ * it registers (hooks, the module socket's handler) and everything it schedules (promise
+ * continuations, timers from `world.clientTimers(clock)`) keeps running as that user, through
+ * Node's AsyncLocalStorage, so one process plays several GMs' browsers at once, each with its own
+ * module instance. As Foundry's server does, a socket payload goes to every other connected client,
+ * never back to its sender (socket.io `socket.broadcast.emit`: foundryvtt.wiki/en/development/api/sockets,
+ * "the initial requester ... and all other connected clients who receive a broadcast"), a hook
+ * such as `userConnected` runs on each browser as that browser, and a browser whose user left
+ * (`world.connectUser(id, false)`) gets no more hooks or payloads.
  */
 import { readFileSync } from "node:fs";
+import { AsyncLocalStorage } from "node:async_hooks";
 import { JSDOM } from "jsdom";
 
 const EN = JSON.parse(readFileSync(new URL("../../lang/en.json", import.meta.url), "utf8"));
 const OWNER = 3;
 let counter = 0;
+/** The user whose browser is running now (world.asClient), undefined outside any. */
+const clientOf = new AsyncLocalStorage();
+
+/**
+ * A WebSocket class (fake-socket.js fakeWebSocketClass) whose events (open, message, close) reach
+ * the browser that made the socket (world.asClient), as a browser's own WebSocket does; the same
+ * `instances` list. Pass it to installFakeFoundry({WebSocket}) for several browsers.
+ *
+ * @param {Function} Base the fake WebSocket class
+ * @returns {Function}
+ */
+export function clientWebSocketClass(Base) {
+  return class extends Base {
+    #run = AsyncLocalStorage.snapshot();
+    open() { this.#run(() => super.open()); }
+    receive(message) { this.#run(() => super.receive(message)); }
+    drop(code, reason) { this.#run(() => super.drop(code, reason)); }
+  };
+}
 
 /** @returns {string} a fresh 16-character id */
 export function fakeId(prefix = "id") {
@@ -122,6 +152,8 @@ export class FakeMessage {
     this.rolls = data.rolls ?? [];
     this.flavor = data.flavor;
     this.flags = structuredClone(data.flags ?? {});
+    // ChatMessage#timestamp: when it was created, ms since the epoch (Foundry's server sets it).
+    this.timestamp = data.timestamp ?? Date.now();
     // ChatMessage#author (v12+): the User who posted it; Foundry fills it with the current user.
     this.author = world.users.get(data.author ?? world.currentUserId) ?? null;
   }
@@ -166,10 +198,15 @@ export class FakeMessage {
  * @param {object} [options]
  * @param {Function} [options.WebSocket] the WebSocket class the module gets
  * @param {boolean} [options.diceSoNice] pretend Dice So Nice is active
- * @param {object} [options.settings] initial setting values, `namespace.key` -> value
+ * @param {object} [options.settings] initial setting values, `namespace.key` -> value (a setting
+ *   registered with scope `user` falls back to it for users without a value of their own)
+ * @param {Record<string, object>} [options.userSettings] user id -> {`namespace.key`: value}: the
+ *   values of `user`-scope settings (Foundry v13+ keeps them per user on the server)
+ * @param {Record<string, string>} [options.clientStorage] what the browser's localStorage holds
+ *   (`game.settings.storage.get("client")`, where `client`-scope settings live, as JSON text)
  * @returns the world handle used by tests
  */
-export function installFakeFoundry({ WebSocket, diceSoNice = false, settings = {} } = {}) {
+export function installFakeFoundry({ WebSocket, diceSoNice = false, settings = {}, userSettings = {}, clientStorage = {} } = {}) {
   // Dice So Nice's world settings this fake reads, with its defaults (module/main.js of 5.1.6):
   // `hide3dDiceOnSecretRolls` true, `showGhostDice` "0" (off; "1" for all, "2" for the roll's author).
   settings = { "dice-so-nice.hide3dDiceOnSecretRolls": true, "dice-so-nice.showGhostDice": "0", ...settings };
@@ -178,6 +215,11 @@ export function installFakeFoundry({ WebSocket, diceSoNice = false, settings = {
   const socketHandlers = [];
   const registered = new Map();
   const values = new Map(Object.entries(settings));
+  for (const [userId, own] of Object.entries(userSettings)) for (const [id, value] of Object.entries(own)) values.set(`${userId}|${id}`, value);
+  const storage = new Map(Object.entries(clientStorage));
+  let current = null;
+  /** The key a value lives under: per user for `user`-scope settings. */
+  const valueKey = (id) => (registered.get(id)?.scope === "user" ? `${world.currentUserId}|${id}` : id);
   const users = new Collection();
   const world = {
     dom,
@@ -197,6 +239,8 @@ export function installFakeFoundry({ WebSocket, diceSoNice = false, settings = {
     /** What the physical dice dialog (`DialogV2.prompt`) answers next, in order (null: closed); and what it was shown. */
     physicalAnswers: [],
     prompts: [],
+    /** What the browser's localStorage holds (client-scope settings). */
+    clientStorage: storage,
     /** Files `foundry.utils.saveDataToFile` was asked to save: {data, type, filename}. */
     downloads: [],
     hooks,
@@ -205,13 +249,41 @@ export function installFakeFoundry({ WebSocket, diceSoNice = false, settings = {
     users,
     actors: new Collection(),
     messages: new Collection(),
-    currentUserId: null,
+    /** "This client": the browser running now (asClient), else the one asUser chose. */
+    get currentUserId() { return clientOf.getStore() ?? current; },
+    set currentUserId(id) { current = id; },
     activeGMId: null,
     /** Each user's controlled tokens, in the order controlled (`canvas.tokens.controlled` of that client). */
     controlled: new Map(),
-    addUser({ id = fakeId("user"), name, isGM = false }) {
-      users.set(id, { id, name, isGM, get isSelf() { return world.currentUserId === id; } });
+    addUser({ id = fakeId("user"), name, isGM = false, active = true }) {
+      // User#active: "Is this User currently connected?"
+      users.set(id, { id, name, isGM, active, get isSelf() { return world.currentUserId === id; } });
       return id;
+    },
+    /** Run `fn` as user `id`'s own browser (see the file's comment); returns what `fn` returns. */
+    asClient(id, fn) { return clientOf.run(id, fn); },
+    /**
+     * `clock`'s timers for a browser: a callback runs as the browser that set it (pass to
+     * install({timers}) inside asClient).
+     */
+    clientTimers(clock) {
+      return {
+        setTimeout: (fn, ms) => clock.setTimeout(AsyncLocalStorage.bind(fn), ms),
+        clearTimeout: (id) => clock.clearTimeout(id),
+        now: () => clock.now,
+      };
+    },
+    /**
+     * User `id` connects or leaves, as Foundry reports it: `User#active` changes, `activeGM` is
+     * chosen again (the types: "one User who is an active Gamemaster (non-assistant if possible)";
+     * here the lowest id among the connected GMs), then the `userConnected` hook runs `(user,
+     * connected)` on every other connected browser (hooks.d.mts: "fires whenever some other User
+     * joins or leaves the game session").
+     */
+    connectUser(id, connected) {
+      users.get(id).active = connected;
+      world.activeGMId = users.filter((user) => user.isGM && user.active).map((user) => user.id).sort()[0] ?? null;
+      callHooks("userConnected", users.get(id), connected);
     },
     asUser(id) { world.currentUserId = id; },
     /** The current user controls (selects) a token of `actor`; returns the token. */
@@ -292,7 +364,9 @@ export function installFakeFoundry({ WebSocket, diceSoNice = false, settings = {
     /** Deliver every emitted socket payload to the handlers, as Foundry would to the other clients. */
     deliverSocket() {
       const batch = world.emitted.splice(0);
-      for (const { payload, extra = [], senderId } of batch) for (const handler of socketHandlers) handler(payload, ...extra, senderId);
+      for (const { payload, extra = [], senderId } of batch) {
+        for (const handler of socketHandlers) if (handler.owner !== senderId) handler(payload, ...extra, senderId);
+      }
       return batch;
     },
     /** `deliverSocket()` while `userId` is "this client"; returns the delivered payloads. */
@@ -302,7 +376,13 @@ export function installFakeFoundry({ WebSocket, diceSoNice = false, settings = {
     },
   };
 
-  const dice3d = fakeDiceSoNice(world, callHooks);
+  const dice3d = fakeDiceSoNice(world, callThisClientsHooks);
+
+  /** Hooks.callAll as the browser running now does: its own handlers and those registered outside any browser. */
+  function callThisClientsHooks(name, ...args) {
+    const client = world.currentUserId;
+    for (const entry of [...(hooks.get(name) ?? [])]) if (entry.fn.owner === undefined || entry.fn.owner === client) entry.fn(...args);
+  }
 
   function callHooks(name, ...args) {
     let result = true;
@@ -312,7 +392,15 @@ export function installFakeFoundry({ WebSocket, diceSoNice = false, settings = {
     }
     return result;
   }
-  const addHook = (once) => (name, fn) => { if (!hooks.has(name)) hooks.set(name, []); hooks.get(name).push({ fn, once }); };
+  const addHook = (once) => (name, fn) => { if (!hooks.has(name)) hooks.set(name, []); hooks.get(name).push({ fn: asOwner(fn), once }); };
+  /** A browser's handler runs as that browser, and not at all once its user left. */
+  function asOwner(fn) {
+    const owner = clientOf.getStore();
+    if (owner === undefined) return fn;
+    const run = (...args) => (users.get(owner)?.active === false ? undefined : clientOf.run(owner, () => fn(...args)));
+    run.owner = owner;
+    return run;
+  }
   const format = (key, data = {}) => (EN[key] ?? key).replace(/\{(\w+)\}/g, (_, name) => String(data[name] ?? `{${name}}`));
 
   globalThis.Hooks = { on: addHook(false), once: addHook(true) };
@@ -333,19 +421,25 @@ export function installFakeFoundry({ WebSocket, diceSoNice = false, settings = {
       settings: registered,
       register: (namespace, key, config) => registered.set(`${namespace}.${key}`, config),
       registerMenu: (namespace, key, config) => world.menus.set(`${namespace}.${key}`, config),
+      storage: new Map([["client", {
+        getItem: (key) => (storage.has(key) ? storage.get(key) : null),
+        setItem: (key, value) => storage.set(key, String(value)),
+        removeItem: (key) => storage.delete(key),
+      }]]),
       get: (namespace, key) => {
         const id = `${namespace}.${key}`;
+        if (values.has(valueKey(id))) return values.get(valueKey(id));
         return values.has(id) ? values.get(id) : registered.get(id)?.default;
       },
       set: async (namespace, key, value) => {
-        values.set(`${namespace}.${key}`, value);
+        values.set(valueKey(`${namespace}.${key}`), value);
         registered.get(`${namespace}.${key}`)?.onChange?.(value);
       },
     },
     socket: {
       // Like Foundry's server: whatever the client emitted, then the sender's id appended last.
       emit: (name, payload, ...extra) => { if (name === "module.fate-bridge") world.emitted.push({ payload: structuredClone(payload), senderId: world.currentUserId, ...(extra.length ? { extra: structuredClone(extra) } : {}) }); },
-      on: (name, fn) => { if (name === "module.fate-bridge") socketHandlers.push(fn); },
+      on: (name, fn) => { if (name === "module.fate-bridge") socketHandlers.push(asOwner(fn)); },
     },
     i18n: { lang: "en", localize: (key) => EN[key] ?? key, format },
   };
@@ -400,19 +494,12 @@ function fakeDiceSoNice(world, callHooks) {
   /** One animation of `rolls` on this client (renderRolls throws a message's dice together, with no `rollOrder`). */
   function play(rolls, user, { messageId = null, ghost = false } = {}) {
     const context = { roll: rolls[0], user, users: null, blind: false };
-    callHooks("diceSoNiceRollStart", messageId, context);
+    callHooks("diceSoNiceRollStart", messageId, context); // Hooks.callAll, on this browser
     world.diceAnimations.push({ viewerId: world.currentUserId, messageId, userId: context.user?.id ?? null, ghost, dice: diceOf(rolls) });
   }
+  /** `fn(userId)` as each connected user's browser (world.asClient). */
   function asEachClient(fn) {
-    const self = world.currentUserId;
-    try {
-      for (const userId of world.users.keys()) {
-        world.currentUserId = userId;
-        fn(userId);
-      }
-    } finally {
-      world.currentUserId = self;
-    }
+    for (const [userId, user] of world.users) if (user.active !== false) world.asClient(userId, () => fn(userId));
   }
   return {
     messageHookDisabled: false,
@@ -440,7 +527,7 @@ function fakeDiceSoNice(world, callHooks) {
           willTrigger3DRoll: message.isRoll && (message.isContentVisible || ghost || !secretHidden) && !this.messageHookDisabled
             && message.rolls.slice(from).some((roll) => roll.dice.length > 0),
         };
-        callHooks("diceSoNiceMessageProcessed", message.id, interception);
+        callHooks("diceSoNiceMessageProcessed", message.id, interception); // Hooks.callAll, on this browser
         if (!interception.willTrigger3DRoll) return;
         play(message.rolls.slice(from).filter((roll) => roll.dice.length), message.author, { messageId: message.id, ghost: !message.isContentVisible });
       });

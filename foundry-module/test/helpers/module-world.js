@@ -22,6 +22,7 @@ export async function bootModule(rulesets, physical, { diceSoNice = false } = {}
   const env = await clockedWorld(undefined, { diceSoNice });
   env.handle = install({ rulesets });
   for (const hook of ["init", "setup", "ready"]) env.world.callHook(hook);
+  env.world.deliverSocket(); // the GM's link announcements (logic/link-holder.js)
   env.socket = env.Socket.instances[0];
   env.socket.open();
   env.socket.receive({ type: "welcome", v: 1, world_id: "e2e-world", bridge_version: "x", rulesets: rulesets.map((r) => r.id), settings: { fate_option: "everyone" } });

@@ -31,6 +31,7 @@ import { readSohlCard, buildTest } from "./card.js";
 import { buildActor, ITEM_RUNTIME, MODULE_FLAG_SCOPE, SPEND_SEQ_FLAG } from "./actor.js";
 import { cardAudience, contentVisibleTo, postCard, visibilityOfMessage } from "../../logic/cards.js";
 import { RECEIPT_FLAG, receiptOf, withReceipt } from "../../logic/receipts.js";
+import { firstGradingEventId } from "./messages.js";
 
 /** Flag keys of this module. */
 export const FLAGS = Object.freeze({
@@ -133,10 +134,12 @@ export function gradedFlag(graded, points) {
  * @param {ReturnType<import("./messages.js").sohlMessageBuilders>} deps.build
  * @param {{parseFromString(text: string, type: string): Document}} deps.domParser
  * @returns {{
- *   gradeMessage(messageId: string): Promise<{ok: true, graded: object} | {ok: false, code: string}>,
+ *   gradeMessage(messageId: string, options?: {first?: boolean}): Promise<{ok: true, graded: object} | {ok: false, code: string}>,
  *   requestSpend(request: {messageId: string, pointId: string, userId: string, physical?: number[]|null}): Promise<boolean>,
  *   requestChoice(request: {messageId: string, choice: string, userId: string}): Promise<boolean>,
  * }} `gradeMessage` never throws: a card that is not a SoHL test gives `{ok: false, code: "not_sohl"}`;
+ *   `first`: the message's first grading, sent under its one event id (messages.js
+ *   firstGradingEventId) so a second browser sending it gets the bridge's stored reply;
  *   `requestSpend` / `requestChoice` resolve true when the bridge's decision was applied, false
  *   after telling the requesting user why not (nothing applied then).
  */
@@ -196,7 +199,7 @@ export function createFateFlow({ foundry, connection, build, domParser }) {
     return { ok: true, actorUuid, testKey, testOf: test, itemId, actor: buildActor(actorData), test: built.test, visibility: visibilityOfMessage(message) };
   }
 
-  async function gradeMessage(messageId) {
+  async function gradeMessage(messageId, { first = false } = {}) {
     const message = foundry.messageData(messageId);
     if (!message) return { ok: false, code: "not_found" };
     if (message.flags[FLAGS.CARD_FOR]) return { ok: false, code: "not_sohl" };
@@ -205,7 +208,10 @@ export function createFateFlow({ foundry, connection, build, domParser }) {
     let graded;
     try {
       graded = await connection.request(
-        build.testRolled({ messageId, testOf: parts.testOf, actor: parts.actor, test: parts.test, visibility: parts.visibility }),
+        build.testRolled({
+          messageId, testOf: parts.testOf, actor: parts.actor, test: parts.test, visibility: parts.visibility,
+          ...(first ? { eventId: firstGradingEventId(messageId) } : {}),
+        }),
       );
     } catch (error) {
       return { ok: false, code: error.code ?? "internal" };

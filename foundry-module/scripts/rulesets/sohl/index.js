@@ -1,8 +1,9 @@
 /**
  * Song of Heroic Lands in Foundry (rules S1-S12, DECISIONS.md; wire in docs/protocol.md "sohl"),
  * installed through the ruleset api like every other ruleset:
- * - the active GM's browser grades each SoHL test card through the bridge (`test_rolled`) as it
- *   is posted, and runs the relayed Spend Fate and Critical Success choice (fate-flow.js);
+ * - the browser that holds the bridge link grades each SoHL test card through the bridge
+ *   (`test_rolled`) as it is posted, catches up on the recent ones rolled while no browser held
+ *   the link (CATCH_UP), and runs the relayed Spend Fate and Critical Success choice (fate-flow.js);
  * - every client decorates SoHL cards as they render: our Spend Fate in place of SoHL's own,
  *   the choice buttons for those who may answer (card-ui.js);
  * - the world option "Fate" (S12: follow SoHL's `sohl.optionFate`, or everyone / PCs only / off),
@@ -14,7 +15,7 @@ import { BridgeError } from "../../logic/errors.js";
 import { messageBuilders } from "../../logic/messages.js";
 import { RELAY_LIMITS } from "../../logic/relay.js";
 import { relayedPhysical } from "../../logic/dice-trust.js";
-import { createFateFlow, noticeKey, noticeLevel } from "./fate-flow.js";
+import { createFateFlow, FLAGS, noticeKey, noticeLevel } from "./fate-flow.js";
 import { decorateCard } from "./card-ui.js";
 import { readSohlCard } from "./card.js";
 import { resolveFateOption, sohlMessageBuilders } from "./messages.js";
@@ -32,6 +33,28 @@ const FATE_OPTION_CHOICES = Object.freeze({
   pc_only: "FATE_BRIDGE.Settings.FateOption.PcOnly",
   off: "FATE_BRIDGE.Settings.FateOption.Off",
 });
+
+/**
+ * Catch-up grading (issue 24): when the link comes up, the browser holding it grades the tests
+ * rolled while no GM's browser held a link (nobody graded them then). It looks at the world's last
+ * `limit` chat messages, none older than `maxAgeMs` (a test of an earlier session, days ago, stays
+ * ungraded: its moment has passed), and sends each SoHL test among them without a `graded` flag
+ * once, as its first grading (messages.js firstGradingEventId): if another browser had sent it
+ * before leaving, the bridge answers with its stored reply.
+ */
+export const CATCH_UP = Object.freeze({
+  /** A busy session posts a few hundred messages; tests rolled while the GMs were away are the last few dozen. */
+  limit: 50,
+  /** One session: a test rolled more than 3 hours ago is not caught up. */
+  maxAgeMs: 3 * 60 * 60 * 1000,
+});
+
+/**
+ * Codes of a grading that never got the bridge's answer (the link stopped or was given up, the
+ * request timed out or was not kept): that message is tried again at the next link-up. Any other
+ * outcome (graded, refused by the bridge, not a SoHL test) is final for this browser.
+ */
+const GRADING_NOT_ANSWERED = new Set(["closed", "superseded", "unauthorized", "timeout", "queue_full", "rate_limited", "bridge_down", "not_active_gm"]);
 
 /** A relayed action's `data` must carry these fields as strings. */
 function fieldsOf(data, fields) {
@@ -119,11 +142,26 @@ export function install(api) {
     });
   }
 
+  /** Message ids this browser sent (or is sending) for their first grading. */
+  const gradingSent = new Set();
+  /** Grade a message once: not when it carries `graded` already, nor twice from this browser. */
+  function gradeOnce(messageId) {
+    if (gradingSent.has(messageId) || fvtt.messageData(messageId)?.flags[FLAGS.GRADED] !== undefined) return;
+    gradingSent.add(messageId);
+    flow.gradeMessage(messageId, { first: true }).then((result) => {
+      if (result.ok || result.code === "not_sohl") return;
+      if (GRADING_NOT_ANSWERED.has(result.code)) gradingSent.delete(messageId);
+      console.warn(`fate-bridge | message ${messageId} not graded: ${result.code}`);
+    });
+  }
   fvtt.onHook("createChatMessage", (message) => {
     if (!api.isActiveGM() || !api.linked()) return;
-    flow.gradeMessage(message.id).then((result) => {
-      if (!result.ok && result.code !== "not_sohl") console.warn(`fate-bridge | message ${message.id} not graded: ${result.code}`);
-    });
+    gradeOnce(message.id);
+  });
+  // Tests rolled while no browser held the link, graded once the link is up (CATCH_UP).
+  api.onLinkUp(() => {
+    if (!api.isActiveGM()) return;
+    for (const messageId of fvtt.recentMessageIds(CATCH_UP)) gradeOnce(messageId);
   });
   fvtt.onHook("renderChatMessageHTML", (message, html) => {
     const data = fvtt.messageData(message.id);

@@ -16,6 +16,20 @@ export const SOHL_MSG = Object.freeze({
   FATE_RESOLVED: "fate_resolved",
 });
 
+/**
+ * The `event_id` of a message's first grading (its `test_rolled` when it is posted, or caught up
+ * later by whichever GM's browser holds the link): one per message, so when two browsers send it
+ * (a hand-over while it was in flight) the bridge answers the second with its stored reply and
+ * grades the test once. A later grading of the same message (before a spend, with a fresh
+ * snapshot) takes a new event id.
+ *
+ * @param {string} messageId the ChatMessage's id (16 letters and digits)
+ * @returns {string} at most 128 characters
+ */
+export function firstGradingEventId(messageId) {
+  return `grade-${messageId}`;
+}
+
 /** The two answers to a Fate Test critical success (rule S9). */
 export const CHOICES = Object.freeze(["spend", "keep"]);
 
@@ -24,22 +38,23 @@ export const CHOICES = Object.freeze(["spend", "keep"]);
  *
  * @param {() => string} newEventId returns a fresh, world-unique event id (at most 128 chars)
  * @returns {{
- *   testRolled: (p: {messageId: string, testOf?: string, actor: object, test: object, visibility: string}) => object,
+ *   testRolled: (p: {messageId: string, testOf?: string, actor: object, test: object, visibility: string, eventId?: string}) => object,
  *   fateSpend: (p: {messageId: string, pointId: string, userId: string, userName?: string, userIsGM: boolean, physical?: number[]|null}) => object,
  *     (`physical`: the roller's real Fate Test d100, issue 19)
  *   fateChoice: (p: {messageId: string, choice: string, userId: string, userName?: string, userIsGM: boolean}) => object,
  * }}
  * `userIsGM` is Foundry's `user.isGM` for `userId` (the bridge lets a GM act for any actor and
  * answer any choice). `testOf` is the test's first message when `messageId` is a later one (the
-GM's edit repost): sent as `test_of`, left out when absent or equal to `messageId`. `fateChoice` throws a TypeError for a choice outside CHOICES.
+GM's edit repost): sent as `test_of`, left out when absent or equal to `messageId`. `eventId` (testRolled) replaces the fresh event
+ * id (firstGradingEventId). `fateChoice` throws a TypeError for a choice outside CHOICES.
  */
 export function sohlMessageBuilders(newEventId) {
   const withName = (message, userName) => (userName ? { ...message, user_name: userName } : message);
   return {
-    testRolled: ({ messageId, testOf, actor, test, visibility }) => ({
+    testRolled: ({ messageId, testOf, actor, test, visibility, eventId }) => ({
       type: SOHL_MSG.TEST_ROLLED,
       v: PROTOCOL_VERSION,
-      event_id: newEventId(),
+      event_id: eventId ?? newEventId(),
       ruleset: "sohl",
       message_id: messageId,
       ...(testOf && testOf !== messageId ? { test_of: testOf } : {}),

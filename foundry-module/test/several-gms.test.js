@@ -1,0 +1,393 @@
+/**
+ * Issue 24: every GM, every moment. Several browsers on one fake world, each running its own copy
+ * of the real module (main.js) as its own user (fake-foundry.js `asClient`): GMs with and without
+ * the bridge token, joining and leaving, a player clicking, and a fake bridge that keeps one link
+ * per world and answers a repeated event_id with its stored reply. The link holder is elected as
+ * logic/link-holder.js says; tests rolled while no link was up are caught up (rulesets/sohl
+ * CATCH_UP). No real time passes: one FakeClock drives every browser's timers.
+ */
+import { test, describe, afterEach } from "node:test";
+import assert from "node:assert/strict";
+import { install } from "../scripts/main.js";
+import * as sohl from "../scripts/rulesets/sohl/index.js";
+import { CATCH_UP } from "../scripts/rulesets/sohl/index.js";
+import { firstGradingEventId } from "../scripts/rulesets/sohl/messages.js";
+import { LINK_LIMITS, LINK_TYPES, createLinkElection } from "../scripts/logic/link-holder.js";
+import { clientWebSocketClass, installFakeFoundry, uninstallFakeFoundry } from "./helpers/fake-foundry.js";
+import { FakeClock, fakeWebSocketClass, flush, until } from "./helpers/fake-socket.js";
+import { archeryCard, basicFolk, basicFolkItems } from "./helpers/sohl-fixtures.js";
+
+/** User ids: GM A sorts before GM B, GM B before GM C (the election's tie-break is the lower id; the fake's activeGM too). */
+const GM_A = "gmA0000000000001";
+const GM_B = "gmB0000000000002";
+const GM_C = "gmC0000000000003";
+const PLAYER = "playerUser00001";
+const NAMES = { [GM_A]: "GM Ada", [GM_B]: "GM Bo", [GM_C]: "GM Cy", [PLAYER]: "Player One" };
+
+/**
+ * The bridge's side of every browser's WebSocket, as bridge/server.py and docs/protocol.md say:
+ * `hello` gets `welcome`; a second link for the world closes the older one with 4003 "superseded
+ * by NAME (Foundry VERSION)" (server.py: one link per world); a `test_rolled` whose event_id was
+ * handled before gets the stored reply and is not handled again ("Sending the same `event_id`
+ * again returns the stored reply ... and does nothing twice"). Other frames are left unanswered.
+ */
+function fakeBridge(Socket) {
+  /** @type {Map<string, object>} event_id -> stored reply */
+  const stored = new Map();
+  const read = new Map();
+  let holder = null;
+  const bridge = {
+    /** Message ids graded (each handled once), in order. */
+    graded: [],
+    /** Every `test_rolled` frame received, on any link. */
+    rolled: [],
+    /**
+     * Open each new socket and answer what each live one sent since the last call.
+     * @param {{answer?: boolean}} [options] answer false: handle the requests but send no reply
+     *   (the browser is gone before it reads it)
+     */
+    serve({ answer = true } = {}) {
+      for (const socket of Socket.instances) {
+        if (socket.readyState === 0 && !socket.closed) socket.open();
+        if (socket.readyState !== 1) continue;
+        const frames = socket.sent.slice(read.get(socket) ?? 0);
+        read.set(socket, socket.sent.length);
+        for (const frame of frames) {
+          if (frame.type === "hello") {
+            if (holder && holder !== socket && holder.readyState === 1) holder.drop(4003, `superseded by ${frame.client.user_name} (Foundry ${frame.client.foundry_version})`);
+            holder = socket;
+            socket.receive({ type: "welcome", v: 1, world_id: frame.world_id, bridge_version: "0.1.0", protocol_version: 1, rulesets: ["sohl"], settings: { fate_option: "everyone" } });
+          } else if (frame.type === "test_rolled") {
+            bridge.rolled.push(frame);
+            if (!stored.has(frame.event_id)) {
+              bridge.graded.push(frame.message_id);
+              stored.set(frame.event_id, {
+                type: "test_graded", v: 1, event_id: frame.event_id, message_id: frame.message_id, level: 0, label: "MF", success: false,
+                critical: false, fate: { eligible: true, reasons: [], fate_ml: 77, points: ["mystery00000000"] }, mismatch: null,
+              });
+            }
+            if (answer) socket.receive(stored.get(frame.event_id));
+          }
+        }
+      }
+    },
+  };
+  return bridge;
+}
+
+let env;
+
+/**
+ * A world with three GMs (A and B have the bridge token, C has none), a player owning the Basic
+ * Folk actor, nobody connected yet, and a probe ruleset whose relayed action records which
+ * browser ran it for whom.
+ */
+function severalGMs({ tokens = { [GM_A]: "secret", [GM_B]: "secret" }, clientStorage = {} } = {}) {
+  const Socket = fakeWebSocketClass();
+  const userSettings = Object.fromEntries(Object.entries(tokens).map(([id, token]) => [id, { "fate-bridge.token": token }]));
+  const world = installFakeFoundry({ WebSocket: clientWebSocketClass(Socket), userSettings, clientStorage });
+  for (const id of [GM_A, GM_B, GM_C]) world.addUser({ id, name: NAMES[id], isGM: true, active: false });
+  world.addUser({ id: PLAYER, name: NAMES[PLAYER], active: false });
+  world.activeGMId = null;
+  world.addActor({ id: basicFolk()._id, name: basicFolk().name, hasPlayerOwner: true, ownership: { [PLAYER]: 3 }, items: basicFolkItems({ auraEml: 55 }) });
+  const clock = new FakeClock();
+  const runs = [];
+  const apis = new Map();
+  const probe = {
+    id: "probe",
+    install(api) {
+      apis.set(globalThis.game.user.id, api);
+      api.onRelay("act", (data, sender) => {
+        runs.push({ on: globalThis.game.user.id, sender: sender.userId, data });
+        return "acted";
+      });
+    },
+  };
+  const handles = new Map();
+  env = { world, Socket, clock, runs, apis, handles, bridge: fakeBridge(Socket) };
+
+  /** User `id` logs in: Foundry tells the others (userConnected), then their browser starts the module. */
+  env.join = (id) => {
+    world.connectUser(id, true);
+    handles.set(id, world.asClient(id, () => {
+      const handle = install({ rulesets: [sohl, probe], timers: world.clientTimers(clock) });
+      for (const hook of ["init", "setup", "ready"]) world.callHook(hook);
+      return handle;
+    }));
+  };
+  /** User `id` closes their browser: its link closes, it sends nothing more, Foundry tells the others. */
+  env.leave = (id) => {
+    world.asClient(id, () => handles.get(id).dispose());
+    world.emitted.splice(0, world.emitted.length, ...world.emitted.filter((e) => e.senderId !== id));
+    world.connectUser(id, false);
+  };
+  /** Socket deliveries, bridge answers and promise callbacks, a few rounds (no clock time passes). */
+  env.pump = async (options) => {
+    for (let round = 0; round < 6; round += 1) {
+      world.deliverSocket();
+      env.bridge.serve(options);
+      await flush();
+    }
+  };
+  /** The user names that said hello on each link, in order. */
+  env.hellos = () => env.Socket.instances.map((socket) => socket.sent.find((frame) => frame.type === "hello")?.client.user_name);
+  /** Whose browser holds the link, as `id`'s own browser sees it. */
+  env.holderSeenBy = (id) => world.asClient(id, () => apis.get(id).isActiveGM());
+  /** The player's card: the Archery test, posted by the player. */
+  env.postArchery = async (extra = {}) => {
+    world.asUser(PLAYER);
+    const message = await world.createMessage({ ...structuredClone(archeryCard().message), ...extra });
+    return message.id;
+  };
+  return env;
+}
+
+afterEach(() => {
+  for (const [id, handle] of env?.handles ?? []) env.world.asClient(id, () => handle.dispose());
+  env = null;
+  uninstallFakeFoundry();
+});
+
+describe("any GM with the token holds the link", () => {
+  test("a GM without the token never blocks one who has it: the GM with the token connects and runs the players' clicks", async () => {
+    severalGMs({ tokens: { [GM_B]: "secret" } });
+    env.join(GM_A);
+    env.join(PLAYER);
+    env.join(GM_B);
+    assert.equal(env.world.activeGMId, GM_A, "Foundry's active GM is the one without a token: the old rule would have stalled here");
+    await env.pump();
+    env.clock.advance(LINK_LIMITS.CLAIM_DELAY_MS);
+    await env.pump();
+    assert.deepEqual(env.hellos(), [NAMES[GM_B]], "one link, held by the GM with the token");
+    assert.equal(env.handles.get(GM_A).connection(), null);
+    assert.equal(env.holderSeenBy(GM_B), true);
+    assert.equal(env.holderSeenBy(GM_A), false);
+
+    const settled = env.world.asClient(PLAYER, () => env.apis.get(PLAYER).relay("probe", "act", { n: 1 }));
+    await env.pump();
+    assert.equal(await settled, "acted");
+    assert.deepEqual(env.runs, [{ on: GM_B, sender: PLAYER, data: { n: 1 } }], "run once, on the link holder's browser, as the player");
+  });
+
+  test("no GM with a token online: a player's click is refused at once with no_gm, and the tokenless GM is told to enter it", async () => {
+    severalGMs({ tokens: {} });
+    env.join(GM_A);
+    env.join(PLAYER);
+    await env.pump();
+    const outcome = env.world.asClient(PLAYER, () => env.apis.get(PLAYER).relay("probe", "act", {}).catch((error) => error.code));
+    assert.equal(await outcome, "no_gm");
+    assert.deepEqual(env.Socket.instances, []);
+    const gmNotices = env.world.notices.filter((notice) => notice.userId === GM_A).map((notice) => notice.text);
+    assert.deepEqual(gmNotices, ["Fate Bridge: no bridge token set. Enter it in the module settings to enable Fate."]);
+  });
+
+  test("a GM who joins while another holds the link does not take it, even with a lower user id", async () => {
+    severalGMs();
+    env.join(GM_B);
+    await env.pump();
+    assert.deepEqual(env.hellos(), [NAMES[GM_B]], "alone among the GMs: B claims at once");
+    env.join(GM_A);
+    await env.pump();
+    env.clock.advance(LINK_LIMITS.CLAIM_DELAY_MS);
+    await env.pump();
+    assert.deepEqual(env.hellos(), [NAMES[GM_B]], "no second link: A heard that B holds it");
+    assert.equal(env.holderSeenBy(GM_A), false);
+    assert.equal(env.holderSeenBy(GM_B), true);
+    assert.equal(env.Socket.instances[0].closed, null, "B's link was never superseded");
+  });
+
+  test("two GMs claiming at once: the lower user id keeps the link, the other lets go before the bridge sees it", async () => {
+    severalGMs();
+    env.world.connectUser(GM_A, true);
+    env.join(GM_B);
+    env.join(GM_A);
+    env.clock.advance(LINK_LIMITS.CLAIM_DELAY_MS); // both claim before hearing each other
+    assert.equal(env.Socket.instances.length, 2);
+    await env.pump();
+    assert.deepEqual(env.hellos(), [undefined, NAMES[GM_A]], "B's socket closed before it said hello");
+    assert.deepEqual(env.Socket.instances[0].closed, { code: 1000, reason: "module stopped" });
+    assert.equal(env.holderSeenBy(GM_A), true);
+    assert.equal(env.holderSeenBy(GM_B), false);
+  });
+});
+
+describe("hand-over when the link's GM leaves", () => {
+  test("another GM with the token takes over at once; a click the old holder never acked is sent again and runs once", async () => {
+    severalGMs();
+    env.join(GM_A);
+    env.join(PLAYER);
+    env.join(GM_B);
+    await env.pump();
+    env.clock.advance(LINK_LIMITS.CLAIM_DELAY_MS);
+    await env.pump();
+    assert.deepEqual(env.hellos(), [NAMES[GM_A]]);
+
+    const settled = env.world.asClient(PLAYER, () => env.apis.get(PLAYER).relay("probe", "act", { n: 2 }));
+    env.world.deliverSocket(); // every browser reads the click: B ignores it (not the holder), A acks it...
+    assert.deepEqual(env.world.emitted.map((e) => [e.payload.type, e.senderId]), [["ack", GM_A]]);
+    const startedAt = env.clock.now;
+    env.leave(GM_A); // ...but its browser closes before the ack goes out
+    assert.equal(env.Socket.instances.length, 2, "B connects the moment Foundry reports A gone");
+    assert.equal(env.clock.now, startedAt, "no waiting: within the same moment");
+    await env.pump();
+    assert.deepEqual(env.hellos(), [NAMES[GM_A], NAMES[GM_B]]);
+    assert.equal(await settled, "acted");
+    assert.deepEqual(env.runs, [{ on: GM_B, sender: PLAYER, data: { n: 2 } }], "sent again to B, run once there");
+    assert.deepEqual(env.Socket.instances[0].closed, { code: 1000, reason: "module stopped" }, "A's browser closed its link");
+  });
+
+  test("a grading in flight when its GM leaves is sent again under the same event_id: the bridge grades the test once", async () => {
+    severalGMs();
+    env.join(GM_A);
+    env.join(PLAYER);
+    env.join(GM_B);
+    await env.pump();
+    env.clock.advance(LINK_LIMITS.CLAIM_DELAY_MS);
+    await env.pump();
+    const messageId = await env.postArchery();
+    await env.pump({ answer: false }); // A sent test_rolled; the bridge handled it; A leaves before the reply
+    assert.deepEqual(env.bridge.rolled.map((frame) => frame.event_id), [firstGradingEventId(messageId)]);
+    env.leave(GM_A);
+    await env.pump();
+    assert.deepEqual(env.hellos(), [NAMES[GM_A], NAMES[GM_B]]);
+    assert.deepEqual(env.bridge.rolled.map((frame) => frame.event_id), [firstGradingEventId(messageId), firstGradingEventId(messageId)], "B caught it up under the same event_id");
+    assert.deepEqual(env.bridge.graded, [messageId], "graded once: the repeat got the stored reply");
+    const graded = await until(() => env.world.messages.get(messageId).flags["fate-bridge"]?.graded, "the graded flag");
+    assert.equal(graded.fate_ml, 77);
+  });
+
+  test("a GM whose token the bridge refuses (4001) withdraws: the other GM with the token holds the link", async () => {
+    severalGMs({ tokens: { [GM_A]: "wrong", [GM_B]: "secret" } });
+    env.join(GM_A);
+    env.join(GM_B);
+    await env.pump();
+    env.clock.advance(LINK_LIMITS.CLAIM_DELAY_MS);
+    await env.pump();
+    assert.deepEqual(env.hellos(), [NAMES[GM_A]]);
+    env.Socket.instances[0].drop(4001);
+    await env.pump();
+    assert.deepEqual(env.hellos(), [NAMES[GM_A], NAMES[GM_B]]);
+    assert.equal(env.holderSeenBy(GM_B), true);
+    env.clock.advance(60_000);
+    await env.pump();
+    assert.deepEqual(env.hellos().slice(1).filter((name) => name !== NAMES[GM_B]), [], "A does not come back and fight");
+    assert.equal(env.handles.get(GM_A).connection().isStopped(), true);
+  });
+});
+
+describe("tests rolled while no link was up", () => {
+  test("graded once when a GM with the token comes: the recent ones only, within the bound", async () => {
+    severalGMs();
+    env.join(PLAYER);
+    const old = await env.postArchery({ timestamp: Date.now() - CATCH_UP.maxAgeMs - 60_000 });
+    const recent = [];
+    for (let n = 0; n <= CATCH_UP.limit; n += 1) recent.push(await env.postArchery());
+    assert.equal(recent.length, CATCH_UP.limit + 1);
+    env.join(GM_A);
+    await env.pump();
+    assert.deepEqual(env.hellos(), [NAMES[GM_A]]);
+    const expected = recent.slice(-CATCH_UP.limit);
+    assert.deepEqual(env.bridge.graded, expected, `the last ${CATCH_UP.limit}, in order; neither the oldest recent one nor the one from an earlier session`);
+    assert.deepEqual(env.bridge.rolled.map((frame) => frame.event_id), expected.map(firstGradingEventId), "each sent once");
+    assert.equal(env.world.messages.get(expected[0]).flags["fate-bridge"].graded.fate_ml, 77);
+    assert.equal(env.world.messages.get(old).flags["fate-bridge"]?.graded, undefined);
+
+    env.Socket.instances[0].drop(1006); // the link drops and comes back: nothing is sent again
+    env.clock.advance(1_000);
+    await env.pump();
+    assert.equal(env.Socket.instances.length, 2);
+    assert.equal(env.bridge.rolled.length, CATCH_UP.limit);
+  });
+
+  test("a test rolled while the holder's link is down is sent once, not once more by the catch-up", async () => {
+    severalGMs();
+    env.join(GM_A);
+    await env.pump();
+    env.Socket.instances[0].drop(1006);
+    const messageId = await env.postArchery();
+    env.clock.advance(1_000);
+    await env.pump();
+    assert.deepEqual(env.bridge.rolled.map((frame) => frame.message_id), [messageId]);
+  });
+});
+
+describe("the bridge token follows the GM", () => {
+  test("a token an earlier release kept in this browser becomes the GM's own user setting, and the browser's copy goes", async () => {
+    severalGMs({ tokens: {}, clientStorage: { "fate-bridge.token": JSON.stringify("kept-in-browser") } });
+    env.join(GM_A);
+    await env.pump();
+    assert.equal(env.world.asClient(GM_A, () => globalThis.game.settings.get("fate-bridge", "token")), "kept-in-browser");
+    assert.equal(env.world.clientStorage.has("fate-bridge.token"), false);
+    assert.equal(env.Socket.instances[0].sent[0].token, "kept-in-browser");
+    assert.deepEqual(env.world.notices.filter((notice) => /no bridge token/.test(notice.text)), [], "no false alarm while it moves");
+    assert.equal(env.world.asClient(GM_B, () => globalThis.game.settings.get("fate-bridge", "token")), "", "another user does not get it");
+  });
+
+  test("a GM who has a token of their own keeps it; the browser's old copy is removed", async () => {
+    severalGMs({ tokens: { [GM_A]: "mine" }, clientStorage: { "fate-bridge.token": JSON.stringify("old") } });
+    env.join(GM_A);
+    await env.pump();
+    assert.equal(env.Socket.instances[0].sent[0].token, "mine");
+    assert.equal(env.world.clientStorage.has("fate-bridge.token"), false);
+  });
+});
+
+describe("the election itself (logic/link-holder.js)", () => {
+  /** One browser's election with its socket and users in plain arrays. */
+  function election({ self = GM_B, gms = [GM_A, GM_B], active = [GM_A, GM_B], token = true } = {}) {
+    const sent = [];
+    const clock = new FakeClock();
+    const changes = [];
+    const e = createLinkElection({
+      selfId: () => self, selfIsGM: () => gms.includes(self), activeGMIds: () => active.filter((id) => gms.includes(id)), activeGMId: () => active.filter((id) => gms.includes(id)).sort()[0] ?? null,
+      hasToken: () => token, isGMUser: (id) => gms.includes(id), send: (payload) => sent.push(payload), timers: clock, onChange: (id) => changes.push(id),
+    });
+    return { e, sent, clock, changes };
+  }
+
+  test("a player cannot pose as a GM holding the link: only GMs' announcements count (Foundry's sender id)", () => {
+    const { e } = election({ self: PLAYER, gms: [GM_A], active: [GM_A, PLAYER] });
+    e.start();
+    e.receive({ type: LINK_TYPES.STATE, has_token: true, holding: false }, GM_A);
+    assert.equal(e.holderId(), GM_A);
+    e.receive({ type: LINK_TYPES.STATE, has_token: true, holding: true }, PLAYER);
+    assert.equal(e.holderId(), GM_A);
+  });
+
+  test("a GM offers itself only after the claim delay when another GM is connected, at once when alone", () => {
+    const shared = election();
+    shared.e.start();
+    assert.deepEqual(shared.sent, [{ type: LINK_TYPES.QUERY }, { type: LINK_TYPES.STATE, has_token: false, holding: false }]);
+    assert.equal(shared.e.holderId(), GM_A, "nothing heard yet: Foundry's active GM is assumed, as before");
+    shared.e.receive({ type: LINK_TYPES.STATE, has_token: false, holding: false }, GM_A);
+    assert.equal(shared.e.holderId(), null, "A has no token");
+    shared.clock.advance(LINK_LIMITS.CLAIM_DELAY_MS);
+    assert.equal(shared.e.holderId(), GM_B);
+    assert.deepEqual(shared.sent.at(-1), { type: LINK_TYPES.STATE, has_token: true, holding: false });
+    assert.deepEqual(shared.changes, [GM_A, null, GM_B]);
+
+    const alone = election({ active: [GM_B] });
+    alone.e.start();
+    assert.equal(alone.e.holderId(), GM_B);
+  });
+
+  test("the holder keeps the link; a GM that leaves is forgotten; one that withdraws is not offered until reset", () => {
+    const active = [GM_A, GM_B, GM_C];
+    const { e, clock, sent } = election({ self: GM_C, gms: [GM_A, GM_B, GM_C], active });
+    e.start();
+    clock.advance(LINK_LIMITS.CLAIM_DELAY_MS);
+    e.receive({ type: LINK_TYPES.STATE, has_token: true, holding: true }, GM_B);
+    e.receive({ type: LINK_TYPES.STATE, has_token: true, holding: false }, GM_A);
+    assert.equal(e.holderId(), GM_B, "the holder keeps it though A's id is lower");
+    active.splice(active.indexOf(GM_B), 1);
+    e.usersChanged();
+    assert.equal(e.holderId(), GM_A, "B left: the lowest id with a token");
+    e.withdraw();
+    assert.deepEqual(sent.at(-1), { type: LINK_TYPES.STATE, has_token: false, holding: false });
+    e.receive({ type: LINK_TYPES.STATE, has_token: false, holding: false }, GM_A);
+    assert.equal(e.holderId(), null, "C withdrew, A has no token any more");
+    e.reset();
+    assert.equal(e.holderId(), GM_C);
+    assert.deepEqual(sent.at(-1), { type: LINK_TYPES.STATE, has_token: true, holding: false });
+  });
+});
