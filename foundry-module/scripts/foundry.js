@@ -568,7 +568,7 @@ export async function updateChatMessage(messageId, { content, flags }) {
  * `showForRoll(roll, chatMessage.author, false, null, false, chatMessage.id, speaker)`, and
  * `showForRoll` fires `diceSoNiceRollStart(messageID, context)` before `show(notation,
  * context.user, ...)` plays it with `context.user`'s appearance (module/Dice3D.js of Dice So Nice
- * 5.1.6). The author of a bridge card is the active GM whose browser posted it; this hook hands
+ * 5.1.6). The author of a bridge card is the GM whose browser posted it; this hook hands
  * the dice to the user who asked (flag DICE_USER_FLAG), so they roll in that user's colours.
  * Older or newer Dice So Nice versions that do not read `context.user` show the GM's colours.
  */
