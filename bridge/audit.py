@@ -30,9 +30,8 @@ from . import cards, registry, wire
 from .core import rule
 from .derive import (Derived, DerivingState, Diverged, StateProblem, StoredState, compare,
                      record_event, state_digest, without_card_html)
-from .dice import Dice, ScriptedDice
+from .dice import ScriptedDice
 from .errors import Refusal
-from .fairness.dice import Draw
 from .fairness.trail import check_dice
 from .heads import KEY_CHANGE, Head, KeyChange, parse_public_key, public_key_text
 from .receipts import key_id

@@ -9,8 +9,6 @@ from __future__ import annotations
 
 import contextlib
 import contextvars
-import html
-import re
 from collections.abc import Callable, Iterator, Mapping, MutableMapping
 from typing import Any
 

@@ -20,6 +20,7 @@ from bridge.config import load_signing_key
 from bridge.errors import ConfigError
 from bridge.store.base import Decided
 from bridge.wire.frames import MAX_FRAME_BYTES
+from bridge import registry
 
 from .helpers import ROOT, sign_v1
 
@@ -185,7 +186,7 @@ def test_100_worst_case_receipts_fit_one_receipts_check_frame(key):
     query = wire.ReceiptsCheck(query_id="q" * 128, receipts=[worst] * wire.MAX_RECEIPTS_PER_CHECK)
     data = wire.encode(query)
     assert len(data) <= MAX_FRAME_BYTES, len(data)
-    assert wire.decode_client(data) == query
+    assert registry.decode_client(data) == query
 
 
 # --- v1: the receipts old chat messages hold ----------------------------------------------------
