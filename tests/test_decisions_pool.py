@@ -10,11 +10,10 @@ from pathlib import Path
 
 import pytest
 
-from bridge import wire
+from bridge import registry, wire
 from bridge.dice import ScriptedDice
 from bridge.session import Session
 from bridge.store import SQLiteStore
-from bridge import registry
 
 from .helpers import run_bridge, send
 from .pool_messages import (ALDRIC, BREN, GM, PLAYER, STRANGER, character, chat_roll, check, configure, gm,

@@ -12,12 +12,11 @@ from structlog.testing import capture_logs
 from websockets.asyncio.client import connect
 from websockets.exceptions import ConnectionClosed, InvalidStatus
 
-from bridge import server as bridge_server
+from bridge import registry, server as bridge_server
 from bridge import wire
 from bridge.errors import BadMessage, UnknownMessage
 from bridge.limits import Admission, Limits, WorldRates
 from bridge.wire.frames import MAX_DEPTH, MAX_FRAME_BYTES, check
-from bridge import registry
 
 from .helpers import run_bridge
 from .served import TIMEOUT, ask, started, stopped, store, token  # noqa: F401 (store, token: fixtures)

@@ -21,14 +21,13 @@ import pytest
 from websockets.asyncio.client import ClientConnection, connect
 from websockets.exceptions import InvalidStatus
 
-from bridge import server as bridge_server, wire
+from bridge import registry, server as bridge_server, wire
 from bridge.cli import main, overlay_url
 from bridge.ruleset import visible_card
 from bridge.dice import ScriptedDice
 from bridge.errors import ConfigError
 from bridge.store import SQLiteStore
 from bridge.rulesets.sohl import wire as sohl_wire
-from bridge import registry
 from structlog.testing import capture_logs
 
 from tests.helpers import old_schema_file

@@ -15,12 +15,11 @@ import msgspec
 import pytest
 from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
 
-from bridge import receipts, wire
+from bridge import receipts, registry, wire
 from bridge.config import load_signing_key
 from bridge.errors import ConfigError
 from bridge.store.base import Decided
 from bridge.wire.frames import MAX_FRAME_BYTES
-from bridge import registry
 
 from .helpers import ROOT, sign_v1
 

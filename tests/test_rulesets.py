@@ -10,15 +10,13 @@ import jinja2
 import pytest
 import websockets
 
-from bridge import audit, i18n, wire
+from bridge import audit, core, i18n, registry, wire
 from bridge.cards import CardTemplates
 from bridge.ruleset import Ruleset
 from bridge.dice import ScriptedDice
 from bridge.rulesets import hmtw, mythic, pool, sohl
 from bridge.session import hash_token, new_token
 from bridge.store import AuditFilter, SQLiteStore
-from bridge import registry
-from bridge import core
 
 from . import plugin_ruleset
 from .helpers import ROOT, replay

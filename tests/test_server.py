@@ -34,11 +34,10 @@ from websockets.asyncio.server import Server
 
 import bridge
 
-from bridge import server as bridge_server
+from bridge import registry, server as bridge_server
 from bridge.dice import ScriptedDice
 from bridge.session import hash_token, new_token
 from bridge.store import SQLiteStore
-from bridge import registry
 
 from .sohl_messages import sohl_test
 

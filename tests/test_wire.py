@@ -3,14 +3,15 @@
 from __future__ import annotations
 
 import inspect
+import typing
 
 import msgspec
 import pytest
 
 from bridge import wire
 from bridge.errors import BadMessage, UnknownMessage
-from bridge.rulesets.sohl import wire as sohl_wire
 from bridge import registry
+from bridge.rulesets.sohl import rules as sohl_rules, wire as sohl_wire
 
 from .sohl_messages import fate_choice, fate_spend, frame, rolled
 
@@ -109,9 +110,17 @@ class TestContractNames:
     """Every name of wire contract v1 (the protocol's first version, ``docs/protocol.md``) is kept."""
 
     def test_message_tags(self):
-        tags = {cls.__struct_config__.tag for cls in registry.protocol().client_types + registry.protocol().bridge_types}
+        protocol = registry.protocol()
+        tags = {cls.__struct_config__.tag for cls in protocol.client_types + protocol.bridge_types}
         assert {"hello", "welcome", "error", "ping", "pong", "test_rolled", "test_graded", "fate_spend",
                 "fate_resolved", "fate_choice", "settings"} <= tags
+
+    def test_world_settings_offer_the_s12_options_of_sohls_rules(self):
+        """The shared ``WorldSettings`` (welcome carries it; the wire imports no ruleset) offers
+        exactly S12's options, defaulting to sohl's default (DECISIONS.md S12)."""
+        assert typing.get_args(wire.FateOption) == sohl_rules.FATE_OPTIONS == ("everyone", "pc_only", "off")
+        assert wire.WorldSettings().fate_option == sohl_rules.DEFAULT_FATE_OPTION == "everyone"
+        assert sohl_wire.Settings.__annotations__["fate_option"] in ("FateOption", wire.FateOption)
 
     @pytest.mark.parametrize(
         ("cls", "fields"),

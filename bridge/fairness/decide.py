@@ -99,7 +99,8 @@ def table_for(message: shared.ClientMessage, state: WorldState, *, seq: Callable
               ruleset_of: Callable[[shared.ClientMessage], str | None]) -> tuple[TableDice, str | None]:
     """The dice one decision rolls with, and the open dice session's id (or None).
 
-    Runs in the shell on the plain state, inside the decision's transaction, before the decision:
+    Runs in the core (:func:`bridge.core.decide`) on the plain state, inside the decision's
+    transaction, before the handler:
     ``seq()`` gives the audit record number the decision will get. For ``dice_session_start`` it draws
     the seed (``new_seed(32)``) and stores it with its public offer (both rolled back if the start
     is refused). ``ruleset_of(message)``: the id of the ruleset the request belongs to (the

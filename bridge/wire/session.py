@@ -12,7 +12,7 @@ from msgspec import Meta
 from ..errors import Refusal
 from .base import BridgeMessage, ClientMessage, ErrorCode, Id, Name, OutPart, Part
 
-FATE_OPTIONS = ("everyone", "pc_only", "off")  # S12; sohl's rules.FATE_OPTIONS (its wire checks they agree)
+FATE_OPTIONS = ("everyone", "pc_only", "off")  # S12: sohl's rules.FATE_OPTIONS (tests/test_wire.py)
 FateOption = Literal[FATE_OPTIONS]  # type: ignore[valid-type]
 
 

@@ -7,7 +7,7 @@ from typing import Annotated, Literal, Union
 from msgspec import Meta
 
 from . import rules as _sohl_rules
-from ...wire.session import FATE_OPTIONS, FateOption, WorldSettings
+from ...wire.session import FateOption, WorldSettings
 from ...wire.base import BridgeMessage, Card, Code, D100, Id, Name, OutPart, Part, Request, UserRequest, Visibility
 
 # Bounds far beyond any real test, so that numbers stay exact in JavaScript and on cards.
@@ -20,8 +20,8 @@ Outcome = Literal["lost", "kept", "spent", "choice"]
 Choice = Literal["spend", "keep"]
 Evidence = Literal["raised_level", "fate_card"]  # what SoHL posted when it fated a test itself
 WithheldReason = Literal[_sohl_rules.WITHHELD_REASONS]  # S5, in the order reasons are reported
-# S12: the world settings ``welcome`` carries are the shared wire's; their options are these rules'
-assert (FATE_OPTIONS, WorldSettings().fate_option) == (_sohl_rules.FATE_OPTIONS, _sohl_rules.DEFAULT_FATE_OPTION)
+# S12: the world settings ``welcome`` carries are the shared wire's (``WorldSettings``, its
+# ``FateOption``); their options are these rules' (tests/test_wire.py checks they agree).
 
 
 class Aura(Part, kw_only=True):
