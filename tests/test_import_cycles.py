@@ -9,7 +9,8 @@ imported too, except the module's own enclosing packages.
 The layers, each importing only those beneath it (``docs/architecture.md``, Layers):
 
 1. plain values: ``errors``, ``i18n``, ``dice``, ``wire`` (the shared messages, no ruleset),
-   ``state``, ``cards``, ``fairness.dice``, ``fairness.wire``;
+   ``state``, ``cards``, ``fairness.dice``, ``fairness.wire``; and what the shells and the store
+   both read: ``config`` (file locations), ``startup`` (one-line startup errors), ``release``;
 2. the plug-in interface: ``ruleset``;
 3. the rulesets: ``rulesets/<id>/`` (nothing above ``ruleset``);
 4. ``registry``: the installed rulesets, the wire union and its decoder, their routes;
@@ -101,6 +102,46 @@ def cycles(package: str) -> list[list[str]]:
         if v not in index:
             visit(v)
     return found
+
+
+LAYERS = [
+    ("bridge", "bridge.errors", "bridge.i18n", "bridge.dice", "bridge.wire", "bridge.state", "bridge.cards",
+     "bridge.fairness", "bridge.fairness.dice", "bridge.fairness.wire", "bridge.config", "bridge.startup",
+     "bridge.release"),
+    ("bridge.ruleset",),
+    ("bridge.rulesets",),
+    ("bridge.registry",),
+    ("bridge.record", "bridge.frames", "bridge.fairness.decide"),
+    ("bridge.core",),
+    ("bridge.derive", "bridge.audit", "bridge.fairness.trail", "bridge.receipts", "bridge.heads"),
+    ("bridge.store",),
+    ("bridge.session",),
+]
+"""The layers of the module docstring, bottom first (a name covers its submodules; ``bridge``
+itself only its ``__init__``); every other module is a shell, above them all."""
+
+TOOLS = {("bridge.store.dictionary", "bridge.session"), ("bridge.store.dictionary", "bridge.logs")}
+"""Imports upwards that are no part of the bridge's run: ``python -m bridge.store.dictionary``
+trains the stored blobs' zstd dictionaries by playing the example sessions through a Session."""
+
+
+def layer(module: str) -> int:
+    """The index in :data:`LAYERS` of ``module`` (the longest name that covers it); shells:
+    ``len(LAYERS)``."""
+    found, length = len(LAYERS), -1
+    for index, names in enumerate(LAYERS):
+        for name in names:
+            covers = module == name or (name != "bridge" and module.startswith(name + "."))
+            if covers and len(name) > length:
+                found, length = index, len(name)
+    return found
+
+
+def test_every_import_goes_down_the_layers():
+    known = modules("bridge")
+    upwards = sorted((name, target) for name, path in known.items() for target in imported(name, path, known)
+                     if layer(target) > layer(name) and (name, target) not in TOOLS)
+    assert upwards == []
 
 
 @pytest.mark.parametrize("package", ["bridge", "bench"])
