@@ -16,7 +16,6 @@ field named (``error.field``), so one place maps decode failures to the contract
 from __future__ import annotations
 
 import functools
-import importlib
 import re
 from dataclasses import dataclass
 from typing import Any, Union
@@ -48,15 +47,13 @@ _installed: list[Ruleset] = list(BUILT_IN)
 class Protocol:
     """The whole wire protocol and the routes of the installed rulesets, built once per list.
 
-    ``client_types``/``bridge_types``: every message class (shared ones first). ``names``: every
-    public name of the rulesets' wire modules (``names["TestRolled"]``). ``handlers``/``refused``/
+    ``client_types``/``bridge_types``: every message class (shared ones first). ``handlers``/``refused``/
     ``queries``: message class -> the ruleset's :data:`~bridge.ruleset.Handler`, its refusal
     columns, its :data:`~bridge.ruleset.Query`. ``ruleset_of``: client message class -> ruleset id.
     ``ids``: the ids ``welcome`` announces (rulesets with handlers)."""
 
     client_types: tuple[type[wire.ClientMessage], ...]
     bridge_types: tuple[type[wire.BridgeMessage], ...]
-    names: dict[str, object]
     decoder: msgspec.json.Decoder
     bridge_decoder: msgspec.json.Decoder
     handlers: dict[type, Handler]
@@ -72,11 +69,8 @@ def protocol() -> Protocol:
     rulesets = tuple(_installed)
     client = tuple(c for m in _SHARED for c in m.CLIENT) + tuple(c for r in rulesets for c in r.client)
     bridge = tuple(c for m in _SHARED for c in m.BRIDGE) + tuple(c for r in rulesets for c in r.bridge)
-    modules = dict.fromkeys(importlib.import_module(c.__module__) for r in rulesets for c in (*r.client, *r.bridge))
-    names = {name: getattr(module, name) for module in modules
-             for name in dir(module) if not name.startswith("_")}
     return Protocol(
-        client_types=client, bridge_types=bridge, names=names,
+        client_types=client, bridge_types=bridge,
         decoder=msgspec.json.Decoder(Union[client]),  # type: ignore[arg-type]
         bridge_decoder=msgspec.json.Decoder(Union[bridge]),  # type: ignore[arg-type]
         handlers={kind: h for r in rulesets for kind, h in r.handlers.items()},
@@ -95,7 +89,8 @@ def installed() -> tuple[Ruleset, ...]:
 def register(ruleset: Ruleset) -> None:
     """Install ``ruleset`` after the others: its messages join the wire union and the routes,
     its id ``welcome``. Raises ``ValueError`` when its id, or one of its message tags, is taken."""
-    taken_tags = {c.__struct_config__.tag for c in (*protocol().client_types, *protocol().bridge_types)}
+    built = protocol()
+    taken_tags = {c.__struct_config__.tag for c in (*built.client_types, *built.bridge_types)}
     clashes = sorted(taken_tags & {c.__struct_config__.tag for c in (*ruleset.client, *ruleset.bridge)})
     if any(r.id == ruleset.id for r in _installed) or clashes:
         raise ValueError(f"ruleset {ruleset.id!r} clashes with an installed one: id or tags {clashes}")
@@ -117,11 +112,6 @@ def rulesets() -> list[str]:
 def ruleset_of(message: wire.ClientMessage) -> str | None:
     """The id of the installed ruleset a request belongs to (None for shared messages)."""
     return protocol().ruleset_of.get(type(message))
-
-
-def message_class(name: str) -> Any:
-    """A ruleset's wire name (``"TestRolled"``); raises ``KeyError`` for a name none has."""
-    return protocol().names[name]
 
 
 def bridge_decoder() -> msgspec.json.Decoder:
