@@ -30,7 +30,7 @@ from bridge.store import SCHEMA_VERSION, SQLiteStore
 from bridge.store.blobs import unpack
 from bridge.wire import Receipt
 
-from .helpers import ROOT, decompress
+from .helpers import ROOT, decompress, recompress_unchanged
 from .sohl_messages import actor, fate_spend, frame, rolled, sohl_test
 
 EXAMPLES = sorted((ROOT / "examples").glob("*-session.jsonl"))
@@ -89,13 +89,15 @@ def verify(trail, capsys, *extra: str) -> tuple[int, str]:
 
 
 def sql(db, *statements: str) -> None:
-    """Run ``statements`` on the file, its blobs decompressed first (edits as text need JSON)."""
-    decompress(db)
+    """Run ``statements`` on the file, its blobs decompressed first (edits as text need JSON), the
+    rows they leave as they were compressed back as they were stored (recompress_unchanged)."""
+    before = decompress(db)
     conn = sqlite3.connect(db)
     for statement in statements:
         conn.execute(statement)
     conn.commit()
     conn.close()
+    recompress_unchanged(db, before)
 
 
 def stored_hash(db, world: str, seq: int) -> str:

@@ -129,6 +129,22 @@ def frame_problem(value: bytes | bytearray | memoryview | str) -> str | None:
     return None
 
 
+def written_as(value: bytes | bytearray | memoryview | str) -> bytes | None:
+    """The frame this bridge's zstd writes (:func:`pack`'s parameters, with the dictionary the
+    stored frame names) for the JSON the stored ``value`` decodes to; None when ``value`` is no
+    frame that decodes (JSON written before compression, or a damaged frame). A hint for ``audit
+    verify`` naming which record of a range sealed by a head was changed: a frame written by
+    another libzstd version can differ from it too."""
+    data = value.encode() if isinstance(value, str) else bytes(value)
+    decoded = unpack(data)
+    if decoded is data or not data.startswith(MAGIC):
+        return None
+    compressor = zstandard.ZstdCompressor(
+        level=LEVEL, dict_data=dictionary(zstandard.get_frame_parameters(data).dict_id), write_checksum=False,
+        write_content_size=True, write_dict_id=True)
+    return compressor.compress(decoded)
+
+
 def unpack(value: bytes | bytearray | memoryview | str) -> bytes:
     """The JSON of a stored blob: a zstd frame decompressed with the dictionary it names, anything
     else (JSON written before compression, or TEXT after a hand edit) as it is. A frame that does

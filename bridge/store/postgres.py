@@ -104,6 +104,10 @@ CREATE TABLE heads (
     PRIMARY KEY (world_id, seq)
 )
 """,
+    # = the SQLite file's step 10 (issue 25): version 2 heads' stored digest
+    4: """
+ALTER TABLE heads ADD COLUMN stored_digest TEXT
+""",
 }
 SCHEMA_VERSION = max(MIGRATIONS)
 MIGRATE_LOCK = 0x46415445  # advisory lock key ("FATE"): processes starting together migrate once

@@ -129,6 +129,11 @@ CREATE TABLE records_tail (
     PRIMARY KEY (world_id, kind, key)
 ) WITHOUT ROWID;
 """,
+    # Issue 25: version 2 heads seal the stored bytes of their records too (bridge/heads.py);
+    # NULL: a version 1 head
+    10: """
+ALTER TABLE heads ADD COLUMN stored_digest TEXT;
+""",
 }
 SCHEMA_VERSION = max(MIGRATIONS)
 
