@@ -160,6 +160,7 @@ def as_old_bridge(db: Path) -> None:
         ALTER TABLE records_v7 RENAME TO records;
         DROP TABLE audit_tail;
         DROP TABLE records_tail;
+        ALTER TABLE heads DROP COLUMN stored_digest;
         UPDATE meta SET value = '7' WHERE key = 'schema_version';
     """)
     conn.commit()

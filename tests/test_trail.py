@@ -23,11 +23,12 @@ from bridge.cli import main
 from bridge.config import load_key, load_signing_key
 from bridge.dice import ScriptedDice
 from bridge.errors import WorldStateMismatch
-from bridge.heads import public_key_text, sign_head
+from bridge.heads import public_key_text, sign_head, stored_digest, stored_range
 from bridge.receipts import key_id, verify_receipt
 from bridge.session import Session
 from bridge.store import SCHEMA_VERSION, SQLiteStore
 from bridge.store.blobs import unpack
+from bridge.store.audit_rows import stored_hashes
 from bridge.wire import Receipt
 
 from .helpers import ROOT, decompress, recompress_unchanged
@@ -133,9 +134,10 @@ def rechain(db, world: str, key: Ed25519PrivateKey | None, edit=lambda seq, reco
         hashes[seq] = prev = record_hash
     if key is not None:
         for seq, digest in conn.execute("SELECT seq, state_digest FROM heads WHERE world_id=?", (world,)).fetchall():
-            head = sign_head(key, world, seq, hashes[seq], digest)
-            conn.execute("UPDATE heads SET hash=?, public_key=?, sig=? WHERE world_id=? AND seq=?",
-                         (head.hash, head.public_key, head.sig, world, seq))
+            stored = stored_digest(stored_hashes(conn, world, stored_range(seq, audit.CHECKPOINT_EVERY)))
+            head = sign_head(key, world, seq, hashes[seq], digest, stored)
+            conn.execute("UPDATE heads SET hash=?, public_key=?, sig=?, stored_digest=? WHERE world_id=? AND seq=?",
+                         (head.hash, head.public_key, head.sig, stored, world, seq))
         conn.execute("DELETE FROM checkpoints WHERE world_id=?", (world,))  # the HMAC key is not theirs
     conn.commit()
     conn.close()
