@@ -131,14 +131,17 @@ def frame_problem(value: bytes | bytearray | memoryview | str) -> str | None:
 
 def written_as(value: bytes | bytearray | memoryview | str) -> bytes | None:
     """The frame this bridge's zstd writes (:func:`pack`'s parameters, with the dictionary the
-    stored frame names) for the JSON the stored ``value`` decodes to; None when ``value`` is no
-    frame that decodes (JSON written before compression, or a damaged frame). A hint for ``audit
+    stored frame names) for the JSON the stored ``value`` decodes to: ``b""`` for a frame that
+    does not decode (no frame this bridge writes), None when ``value`` is no frame (JSON written
+    before compression, which no frame of this bridge's is). A hint for ``audit
     verify`` naming which record of a range sealed by a head was changed: a frame written by
     another libzstd version can differ from it too."""
     data = value.encode() if isinstance(value, str) else bytes(value)
-    decoded = unpack(data)
-    if decoded is data or not data.startswith(MAGIC):
+    if not data.startswith(MAGIC):
         return None
+    decoded = unpack(data)
+    if decoded is data:  # unpack gives a frame that does not decode back as it is
+        return b""
     compressor = zstandard.ZstdCompressor(
         level=LEVEL, dict_data=dictionary(zstandard.get_frame_parameters(data).dict_id), write_checksum=False,
         write_content_size=True, write_dict_id=True)
