@@ -22,6 +22,7 @@ from pathlib import Path
 
 import msgspec
 import pytest
+from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
 
 from bridge import receipts, wire
 from bridge.dice import ScriptedDice
@@ -52,11 +53,12 @@ async def send(session: Session, message: dict, dice: list[int] | None = None) -
     return json.loads(reply.frames[0])
 
 
-async def replay(example: Path, db: Path, key: bytes) -> SQLiteStore:
-    """Open ``db`` with the audit ``key``, add the world ``w`` and send it every line of ``example``
-    through a trusted Session, each with its recorded ``dice`` scripted (the replies unread).
-    Returns the store, still open: the caller closes it."""
-    store = await SQLiteStore.open(db, audit_key=key)
+async def replay(example: Path, db: Path, key: bytes, signing_key: Ed25519PrivateKey | None = None) -> SQLiteStore:
+    """Open ``db`` with the audit ``key`` (and the Ed25519 ``signing_key``: signed heads), add the
+    world ``w`` and send it every line of ``example`` through a trusted Session, each with its
+    recorded ``dice`` scripted (the replies unread). Returns the store, still open: the caller
+    closes it."""
+    store = await SQLiteStore.open(db, audit_key=key, signing_key=signing_key)
     await store.add_world("w", None)
     session = Session(store, ScriptedDice([]), trusted=True, default_world="w")
     for line in example.read_text().splitlines():
