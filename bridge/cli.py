@@ -414,8 +414,8 @@ def _parser() -> argparse.ArgumentParser:
         "browser) from a world's audit trail: the bridge's d100 rolls against a fair die (histogram "
         "and chi-square test), Fate spent and kept per actor and per session (a session: no gap of "
         "more than 4 hours), outcomes per ruleset, tarot cards drawn against their expected "
-        "frequency, the pool ledger over time. Needs the report extra: "
-        "pip install 'fate-bridge[report]'. The GM's audit window downloads the same page.",
+        "frequency, the pool ledger over time. Needs nothing beyond fate-bridge itself. "
+        "The GM's audit window downloads the same page.",
         epilog="Example: fate-bridge audit report --world my-world --since 2026-11-01 --out report.html",
     )
     add_db(report)

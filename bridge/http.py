@@ -44,6 +44,7 @@ OVERLAY_FILES = {  # URL path -> (package file in bridge/overlay/, Content-Type)
 VERIFY_FILES = {  # the dice check page (issue 19): URL path -> (file in bridge/fairness/page/, type)
     "/verify": ("verify.html", "text/html; charset=utf-8"),
     "/verify/verify.js": ("verify.js", "text/javascript; charset=utf-8"),
+    "/verify/verify.css": ("verify.css", "text/css; charset=utf-8"),
 }
 # The page runs only its own script and style and talks only to this bridge: even a card that
 # somehow carried markup could not run code or load anything. No Referer, so the viewer key in
@@ -167,7 +168,8 @@ class Pages:
         if path == status.STATUS_PATH:
             return await self._status(connection, request)
         if path == "/" and request.headers.get("Upgrade", "").lower() != "websocket":
-            return _body(HTTPStatus.OK, self.landing(request), "text/html; charset=utf-8", PAGE_HEADERS)
+            registered = bool(await self.store.worlds())
+            return _body(HTTPStatus.OK, self.landing(request, registered), "text/html; charset=utf-8", PAGE_HEADERS)
         origin = request.headers.get("Origin")
         if self.origins is None or origin is None or origin in self.origins or _own_origin(request):
             return None
@@ -194,15 +196,25 @@ class Pages:
         report = await status.report(self.store, self.presence, self.viewer_count, only)
         return _body(HTTPStatus.OK, status.encode(report), "application/json", (("Cache-Control", "no-store"),))
 
-    def landing(self, request: Request) -> bytes:
-        """The page at ``/``: what this server is, and links to health, overlay and manifest."""
+    def landing(self, request: Request, registered: bool) -> bytes:
+        """The page at ``/``: what this server is, links to health, overlay, the dice check page and
+        the manifest; while no world is ``registered``, the next step (``world add``) first. Names no
+        world, path or secret (anyone may fetch it)."""
         manifest = urljoin(release.public_base(self.base(request)), MANIFEST_PATH.lstrip("/"))
         link = html.escape(manifest)
+        next_step = "" if registered else """<p class="next"><b>Next step: register a world.</b> No world is
+registered yet. In a terminal on the bridge's machine run <code>fate-bridge world add YOUR_WORLD_ID</code>
+(with the same <code>--db</code> as <code>serve</code>, if you gave one): it prints the world's token, to
+paste into the module's settings in Foundry.</p>
+"""
         return f"""<!doctype html>
 <html lang="en"><head><meta charset="utf-8"><title>fate-bridge {__version__}</title>
-<style>body{{font:16px/1.5 system-ui,sans-serif;max-width:44em;margin:2em auto;padding:0 1em}}
-code{{background:#eee;padding:0 .2em}}</style></head>
+<style>body{{font:16px/1.5 system-ui,sans-serif;max-width:44em;margin:2em auto;padding:0 1em;color:#222;background:#faf8f4}}
+h1{{border-bottom:3px solid #2b4c7e;padding-bottom:4px}}
+code{{background:#eef1f6;padding:0 .2em}}
+.next{{background:#fff;border-left:4px solid #e0a030;padding:8px 12px}}</style></head>
 <body><h1>fate-bridge {__version__}</h1>
+{next_step}
 <p>This is a fate-bridge server: it resolves the Fate rules of tabletop role-playing games for
 Foundry VTT. The Foundry module <b>fate-bridge</b> connects to it over a WebSocket at this address.</p>
 <ul>
@@ -211,6 +223,8 @@ Foundry VTT. The Foundry module <b>fate-bridge</b> connects to it over a WebSock
 <li><a href="{HEALTH_PATH}">{HEALTH_PATH}</a>: answers <code>ok</code> while the bridge runs.</li>
 <li><a href="/{OVERLAY_PATH}">/{OVERLAY_PATH}</a>: the stream overlay for OBS; it needs the world's
 viewer key on its URL (type <code>/fateoverlay</code> in Foundry's chat as GM to copy it).</li>
+<li><a href="/verify">/verify</a>: check the dice and the hash chain of an exported trail
+(<code>fate-bridge audit export</code>) in your browser.</li>
 <li><a href="{status.STATUS_PATH}">{status.STATUS_PATH}</a>: connected worlds and recent decisions,
 for this machine or with a world's token (<code>fate-bridge status</code> prints it).</li>
 </ul></body></html>

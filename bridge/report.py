@@ -14,16 +14,15 @@ window gets the same page over its link (``audit_report`` -> ``audit_report_page
   Fool, the GM deck card by card;
 - the pool ledger (each character's Fate and Destiny) over the records.
 
-:func:`collect` is pure (rows in, numbers out); :func:`render` draws the charts with matplotlib
-(inline SVG, no script, no outside file) and tests with scipy: both come with the ``report`` extra.
+:func:`collect` is pure (rows in, numbers out); :func:`render` draws the charts as inline SVG
+(bridge/charts.py: no script, no outside file) and computes the tests in plain Python, so the
+report needs nothing beyond the bridge's own install.
 """
 
 from __future__ import annotations
 
 import asyncio
-import io
-import re
-import threading
+import math
 from collections import Counter, defaultdict
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta, timezone
@@ -32,7 +31,7 @@ from importlib import resources
 import jinja2
 import msgspec
 
-from .errors import ConfigError
+from . import charts
 from .fairness.trail import OVERRIDE
 from .rulesets.hmtw.rules import GM_DECK, PLAYER_DECK, SUITS, card as tarot_card
 from .store.base import AuditRow
@@ -43,7 +42,6 @@ D100_BANDS = 10  # 1-10, ..., 91-100: ten equally likely bands of a fair d100
 MIN_EXPECTED = 5  # the chi-square test's usual rule: every expected count at least 5
 FATE_OUTCOMES = ("spent", "kept", "lost")  # a SoHL Fate Test's outcomes (S9)
 TAROT_GROUPS = (*SUITS, "fool")
-REPORT_EXTRA = "pip install 'fate-bridge[report]'"
 
 _record_decoder = msgspec.json.Decoder(dict)
 
@@ -186,15 +184,51 @@ class FitTest:
     valid: bool  # every expected count is at least MIN_EXPECTED
 
 
-def fit_test(observed: list[int], expected: list[float]) -> FitTest | None:
-    """The chi-square test (scipy.stats.chisquare); None when nothing was observed."""
-    from scipy.stats import chisquare
+def chi_square_sf(statistic: float, degrees: int) -> float:
+    """P(X >= ``statistic``) for X chi-square distributed with ``degrees`` degrees of freedom: the
+    regularized upper incomplete gamma function Q(degrees/2, statistic/2), by its power series below
+    a + 1 and its continued fraction (modified Lentz) above (Numerical Recipes, 3rd ed., 6.2), to
+    about 1e-14 relative. Raises ``ValueError`` for ``degrees`` < 1 or a negative ``statistic``."""
+    if degrees < 1 or statistic < 0:
+        raise ValueError(f"chi-square needs degrees >= 1 and statistic >= 0, got {degrees}, {statistic}")
+    a, x = degrees / 2, statistic / 2
+    if x == 0:
+        return 1.0
+    front = math.exp(-x + a * math.log(x) - math.lgamma(a))
+    if x < a + 1:  # P(a, x) by the series sum x^n / (a (a+1) ... (a+n))
+        term = total = 1 / a
+        n = a
+        while abs(term) > abs(total) * 1e-16:
+            n += 1
+            term *= x / n
+            total += term
+        return max(0.0, 1 - front * total)
+    tiny = 1e-300
+    b = x + 1 - a
+    c, d = 1 / tiny, 1 / b
+    h = d
+    for i in range(1, 10_000):
+        an = -i * (i - a)
+        b += 2
+        d = an * d + b
+        d = d if abs(d) > tiny else tiny
+        c = b + an / c
+        c = c if abs(c) > tiny else tiny
+        d = 1 / d
+        h *= d * c
+        if abs(d * c - 1) < 1e-16:
+            break
+    return front * h
 
+
+def fit_test(observed: list[int], expected: list[float]) -> FitTest | None:
+    """Pearson's chi-square test of ``observed`` against ``expected`` counts (same length, same
+    total), with len - 1 degrees of freedom; None when nothing was observed."""
     if sum(observed) == 0 or len(observed) < 2:
         return None
-    result = chisquare(observed, expected)
-    return FitTest(float(result.statistic), float(result.pvalue), len(observed) - 1,
-                   min(expected) >= MIN_EXPECTED)
+    statistic = sum((o - e) ** 2 / e for o, e in zip(observed, expected))
+    degrees = len(observed) - 1
+    return FitTest(statistic, chi_square_sf(statistic, degrees), degrees, min(expected) >= MIN_EXPECTED)
 
 
 def d100_bands(rolls: list[int]) -> list[int]:
@@ -222,123 +256,66 @@ def tarot_groups(cards: Counter[str]) -> tuple[list[int], list[float]]:
 
 # --- drawing ---------------------------------------------------------------------------------
 
-_draw_lock = threading.Lock()  # matplotlib's state is not thread-safe: one page at a time
-_SVG_PROLOG = re.compile(r"^.*?(?=<svg)", re.S)
 INK, FAIR, ACCENT, MUTED = "#2b4c7e", "#c0392b", "#e0a030", "#7f8c8d"
-
-
-def _svg(figure) -> str:
-    """A matplotlib figure as inline SVG (no XML prolog, no metadata date)."""
-    out = io.StringIO()
-    figure.savefig(out, format="svg", bbox_inches="tight", metadata={"Date": None})
-    return _SVG_PROLOG.sub("", out.getvalue(), count=1)
-
-
-def _figure(width: float, height: float):
-    from matplotlib.figure import Figure
-
-    return Figure(figsize=(width, height), dpi=100)
-
-
-def _counts(axis) -> None:
-    """Whole-number ticks on an axis of counts."""
-    from matplotlib.ticker import MaxNLocator
-
-    axis.set_major_locator(MaxNLocator(integer=True))
 
 
 def _d100_chart(data: ReportData) -> str | None:
     rolls = [r for rs in data.d100.values() for r in rs]
     if not rolls:
         return None
-    figure = _figure(7, 3.2)
-    ax = figure.subplots()
-    counts = d100_bands(rolls)
     labels = [f"{10 * i + 1}-{10 * i + 10}" for i in range(D100_BANDS)]
-    ax.bar(labels, counts, color=INK, label="rolled")
-    ax.axhline(len(rolls) / D100_BANDS, color=FAIR, linestyle="--", label="fair d100")
-    ax.set_xlabel("d100 roll")
-    ax.set_ylabel("rolls")
-    ax.legend(frameon=False)
-    ax.spines[["top", "right"]].set_visible(False)
-    return _svg(figure)
+    panel = charts.column_panel(labels, d100_bands(rolls), color=INK, reference=len(rolls) / D100_BANDS,
+                                marker_color=FAIR, value_name="rolls", category_name="d100 roll",
+                                legend_entries=[("rolled", INK, "box"), ("fair d100", FAIR, "dashed")])
+    return charts.figure([panel], label="d100 rolls in ten bands against a fair d100")
 
 
 def _fate_chart(data: ReportData) -> str | None:
     actors = [a for a, t in data.fate_by_actor.items() if t.fate_tests or t.pool_fate_spent]
     if not actors:
         return None
-    figure = _figure(7, 0.5 + 0.45 * len(actors))
-    ax = figure.subplots()
-    left = [0] * len(actors)
-    for name, color in (("spent", INK), ("kept", ACCENT), ("lost", FAIR), ("pool_fate_spent", MUTED)):
-        values = [getattr(data.fate_by_actor[a], name) for a in actors]
-        ax.barh(actors, values, left=left, color=color, label=name.replace("_", " "))
-        left = [x + v for x, v in zip(left, values)]
-    ax.invert_yaxis()
-    ax.set_xlabel("Fate decisions")
-    ax.legend(frameon=False, ncols=4, loc="lower center", bbox_to_anchor=(0.5, 1.0))
-    ax.spines[["top", "right"]].set_visible(False)
-    return _svg(figure)
+    series = [charts.Series(name.replace("_", " "), [getattr(data.fate_by_actor[a], name) for a in actors], color)
+              for name, color in (("spent", INK), ("kept", ACCENT), ("lost", FAIR), ("pool_fate_spent", MUTED))]
+    return charts.figure([charts.bar_panel(actors, series, value_name="Fate decisions")], label="Fate decisions per actor")
 
 
 def _outcomes_chart(data: ReportData) -> str | None:
     if not data.outcomes:
         return None
-    rulesets = sorted(data.outcomes)
-    figure = _figure(7, 0.3 + sum(0.32 * len(data.outcomes[r]) + 0.5 for r in rulesets))
-    axes = figure.subplots(len(rulesets), 1, squeeze=False,
-                           gridspec_kw={"height_ratios": [len(data.outcomes[r]) for r in rulesets]})
-    for ax, ruleset in zip(axes[:, 0], rulesets):
+    panels = []
+    for ruleset in sorted(data.outcomes):
         items = data.outcomes[ruleset].most_common()
-        ax.barh([k for k, _ in items], [v for _, v in items], color=INK)
-        _counts(ax.xaxis)
-        ax.invert_yaxis()
-        ax.set_title(ruleset, loc="left", fontsize=10, fontweight="bold")
-        ax.spines[["top", "right"]].set_visible(False)
-    figure.tight_layout()
-    return _svg(figure)
+        panels.append(charts.bar_panel([k for k, _ in items], [charts.Series("", [v for _, v in items], INK)],
+                                       title=ruleset))
+    return charts.figure(panels, label="outcomes per ruleset")
 
 
 def _tarot_chart(data: ReportData) -> str | None:
     if not data.player_cards and not data.gm_cards:
         return None
-    figure = _figure(9, 3.2)
-    ax_player, ax_gm = figure.subplots(1, 2, gridspec_kw={"width_ratios": [4, 5]})
     observed, expected = tarot_groups(data.player_cards)
-    ax_player.bar(TAROT_GROUPS, observed, color=INK, label="drawn")
-    ax_player.scatter(TAROT_GROUPS, expected, color=FAIR, marker="_", s=600, linewidths=2, label="expected", zorder=3)
-    ax_player.set_title("player deck (57 cards)", fontsize=10)
-    ax_player.legend(frameon=False)
+    player = charts.column_panel(list(TAROT_GROUPS), observed, color=INK, markers=expected, marker_color=FAIR,
+                                 width=380, height=300, title="player deck (57 cards)",
+                                 legend_entries=[("drawn", INK, "box"), ("expected", FAIR, "line")])
     gm_total = sum(data.gm_cards.values())
-    numerals = [tarot_card(code).name.split(" ")[0] for code in GM_DECK]
-    ax_gm.bar(numerals, [data.gm_cards[code] for code in GM_DECK], color=INK)
-    ax_gm.axhline(gm_total / len(GM_DECK), color=FAIR, linestyle="--")
-    ax_gm.tick_params(axis="x", labelrotation=90, labelsize=7)
-    ax_gm.set_title(f"GM deck ({len(GM_DECK)} major arcana)", fontsize=10)
-    for ax in (ax_player, ax_gm):
-        ax.spines[["top", "right"]].set_visible(False)
-        _counts(ax.yaxis)
-    figure.tight_layout()
-    return _svg(figure)
+    gm = charts.column_panel([tarot_card(code).name.split(" ")[0] for code in GM_DECK],
+                             [data.gm_cards[code] for code in GM_DECK], color=INK, reference=gm_total / len(GM_DECK),
+                             marker_color=FAIR, width=480, height=300, rotate_labels=True,
+                             title=f"GM deck ({len(GM_DECK)} major arcana)")
+    return charts.figure([player, gm], label="tarot cards drawn against their expected counts", across=True)
 
 
 def _ledger_chart(data: ReportData) -> str | None:
     if not data.ledger:
         return None
-    figure = _figure(7, 3.2)
-    ax = figure.subplots()
+    series = []
     for index, (name, points) in enumerate(sorted(data.ledger.items())):
+        color = charts.PALETTE[index % len(charts.PALETTE)]
         seqs = [p[0] for p in points]
-        color = f"C{index % 10}"
-        ax.step(seqs, [p[1] for p in points], where="post", color=color, label=f"{name}: Fate")
-        ax.step(seqs, [p[2] for p in points], where="post", color=color, linestyle=":", label=f"{name}: Destiny")
-    ax.set_xlabel("audit record number (time order)")
-    ax.set_ylabel("points")
-    _counts(ax.yaxis)
-    ax.legend(frameon=False, fontsize=8, loc="upper left", bbox_to_anchor=(1.0, 1.0))
-    ax.spines[["top", "right"]].set_visible(False)
-    return _svg(figure)
+        series.append(charts.Series(f"{name}: Fate", [p[1] for p in points], color, xs=seqs))
+        series.append(charts.Series(f"{name}: Destiny", [p[2] for p in points], color, dashed=True, xs=seqs))
+    return charts.figure([charts.step_panel(series, width=760, x_name="audit record number (time order)",
+                                            value_name="points")], label="pool ledger over time")
 
 
 def _environment() -> jinja2.Environment:
@@ -349,28 +326,17 @@ def _environment() -> jinja2.Environment:
 
 def render(data: ReportData, *, world_id: str, since: str | None, generated: str) -> str:
     """The report page (HTML5, one file: inline SVG and CSS, no script; a Content-Security-Policy
-    forbids any). ``generated`` is the UTC time shown as when it was made. Raises ``ConfigError``
-    when matplotlib or scipy (the ``report`` extra) is missing."""
-    try:
-        import matplotlib  # noqa: F401
-        import scipy  # noqa: F401
-    except ImportError:
-        raise ConfigError(f"the report needs matplotlib and scipy: {REPORT_EXTRA}") from None
-    from matplotlib import rc_context
-
+    forbids any). ``generated`` is the UTC time shown as when it was made."""
     rolls = [r for rs in data.d100.values() for r in rs]
     d100_test = fit_test(d100_bands(rolls), [len(rolls) / D100_BANDS] * D100_BANDS) if rolls else None
     tarot_observed, tarot_expected = tarot_groups(data.player_cards)
     tarot_test = fit_test(tarot_observed, tarot_expected) if sum(tarot_observed) else None
     gm_total = sum(data.gm_cards.values())
-    style = {"svg.fonttype": "none", "svg.hashsalt": "fate-bridge", "font.family": "sans-serif",
-             "font.size": 10, "axes.edgecolor": "#555555"}
-    with _draw_lock, rc_context(style):
-        charts = {"d100": _d100_chart(data), "fate": _fate_chart(data), "outcomes": _outcomes_chart(data),
-                  "tarot": _tarot_chart(data), "ledger": _ledger_chart(data)}
+    drawn = {"d100": _d100_chart(data), "fate": _fate_chart(data), "outcomes": _outcomes_chart(data),
+              "tarot": _tarot_chart(data), "ledger": _ledger_chart(data)}
     template = _environment().get_template("report.html.j2")
     return template.render(
-        world_id=world_id, since=since, generated=generated, data=data, charts=charts,
+        world_id=world_id, since=since, generated=generated, data=data, charts=drawn,
         d100_counts={k: len(v) for k, v in data.d100.items()}, d100_total=len(rolls), d100_test=d100_test,
         tarot_groups=list(zip(TAROT_GROUPS, tarot_observed, tarot_expected)), tarot_test=tarot_test,
         gm_cards=[(tarot_card(code).name, data.gm_cards[code]) for code in GM_DECK if data.gm_cards[code]],
@@ -380,8 +346,7 @@ def render(data: ReportData, *, world_id: str, since: str | None, generated: str
 
 
 def report_page(rows: list[AuditRow], *, world_id: str, since: str | None, generated: str) -> str:
-    """The page for a world's audit rows: :func:`render` of :func:`collect`. Raises ``ConfigError``
-    without the ``report`` extra."""
+    """The page for a world's audit rows: :func:`render` of :func:`collect`."""
     return render(collect(rows), world_id=world_id, since=since, generated=generated)
 
 

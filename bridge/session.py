@@ -35,7 +35,7 @@ from . import __version__, i18n, wire
 from .dice import Dice
 from . import dispatch
 from .audit import AuditEntry, RecordingDice, RecordingState, sorted_json
-from .errors import (LeaseLost, WorldNotRegistered, BadMessage, ConfigError, Forbidden, Internal, NotFound, Refusal,
+from .errors import (LeaseLost, WorldNotRegistered, BadMessage, Forbidden, Internal, NotFound, Refusal,
                      Unauthorized)
 from .receipts import check_receipts
 from .fairness import decide as fairness
@@ -282,8 +282,7 @@ class Session:
 
     async def _report(self, query: wire.AuditReport) -> wire.AuditReportPage:
         """Answer ``audit_report`` with the world's report page, drawn by the session's
-        ``reporter``. Refused ``not_found`` without one (``resolve``) or without the ``report``
-        extra."""
+        ``reporter``. Refused ``not_found`` without one (``resolve``)."""
         assert self.world_id is not None
         if self.reporter is None:
             raise NotFound("this bridge does not draw reports here: use `fate-bridge audit report`",
@@ -291,10 +290,7 @@ class Session:
         if await self.store.world(self.world_id) is None:
             raise WorldNotRegistered(f"world {self.world_id!r} is no longer registered")
         rows = await self.store.audit_rows(AuditFilter(world_id=self.world_id, since=query.since, until=query.until))
-        try:
-            html = await self.reporter(rows, self.world_id, query.since)
-        except ConfigError as exc:
-            raise NotFound(f"this bridge cannot draw the report: {exc}", field="type") from None
+        html = await self.reporter(rows, self.world_id, query.since)
         return wire.AuditReportPage(query_id=query.query_id, html=html)
 
     async def _hello(self, hello: wire.Hello) -> Reply:

@@ -419,8 +419,9 @@ async def test_the_page_recomputes_every_die_of_an_export_as_the_bridge_does(fai
 
 async def test_the_bridge_serves_the_page_and_its_script(store):
     pages = Pages(store, Presence(), lambda world: 0, origins=None, public_url=None, tls=False)
-    for path, kind, text in (("/verify", "text/html; charset=utf-8", 'src="/verify/verify.js"'),
-                             ("/verify/verify.js", "text/javascript; charset=utf-8", "export async function checkTrail")):
+    for path, kind, text in (("/verify", "text/html; charset=utf-8", 'href="/verify/verify.css"'),
+                             ("/verify/verify.js", "text/javascript; charset=utf-8", "export async function checkTrail"),
+                             ("/verify/verify.css", "text/css; charset=utf-8", "font: 15px/1.5 system-ui")):
         response = await pages(None, Request(path, Headers()))
         assert (response.status_code, response.headers["Content-Type"]) == (200, kind)
         assert text in response.body.decode()
@@ -455,3 +456,69 @@ async def test_dice_settings_refuse_unknown_fields_and_too_many_rulesets(fair):
     assert (refused["code"], refused["field"]) == ("bad_message", "settings.provabel")
     refused = await frames(fair, settings("ev-many", physical_rulesets=["pool"] * 17))
     assert (refused["code"], refused["field"]) == ("bad_message", "settings.physical_rulesets")
+
+
+def page_check(file) -> dict:
+    """The page's parseExport/checkTrail/summarize run by Node on ``file``: ``{"result", "summary"}``,
+    or ``{"error"}`` with the message the page shows when it refuses the file."""
+    script = (f"import {{ checkTrail, summarize }} from {json.dumps(PAGE_JS.as_uri())};\n"
+              f"import {{ readFileSync }} from 'node:fs';\n"
+              f"try {{ const result = await checkTrail(readFileSync({json.dumps(str(file))}, 'utf8'));\n"
+              f"  console.log(JSON.stringify({{ result, summary: summarize(result) }}));\n"
+              f"}} catch (error) {{ console.log(JSON.stringify({{ error: error.message }})); }}")
+    done = subprocess.run(["node", "--input-type=module", "-e", script], capture_output=True, text=True, timeout=60)
+    assert done.returncode == 0, done.stderr
+    return json.loads(done.stdout)
+
+
+@pytest.mark.skipif(shutil.which("node") is None, reason="node is not installed (the module's tests need it too)")
+def test_the_page_takes_each_export_the_readme_offers_and_says_what_it_checked(tmp_path):
+    """Issue 25: the whole-trail export (`audit export --world W --out W.trail.json`, README) passes
+    with its signed heads checked (Ed25519, bridge/heads.py) and the verdict names the hash chain's
+    records, the heads and that there was no dice session; jsonl passes too; the CSV summary is
+    refused saying why; a head whose signature was changed fails."""
+    db, key = tmp_path / "r.sqlite3", tmp_path / "audit.key"
+    lines = [mythic.question("ev-q1"), mythic.question("ev-q2")]  # world "offline" (resolve's)
+    done = run_bridge("resolve", "--db", str(db), "--audit-key", str(key),
+                      stdin="".join(json.dumps(line) + "\n" for line in lines))
+    assert done.returncode == 0, done.stderr
+    signed = run_bridge("audit", "new-key", "--db", str(db), "--audit-key", str(key),
+                        "--signing-key", str(tmp_path / "receipt.key"))  # resolve signs no heads: a key change does
+    assert signed.returncode == 0, signed.stderr
+    files = {fmt: tmp_path / name for fmt, name in (("trail", "w.trail.json"), ("jsonl", "w.jsonl"), ("csv", "w.csv"))}
+    for fmt, file in files.items():
+        exported_ = run_bridge("audit", "export", "--db", str(db), "--world", "offline",
+                               "--format", fmt, "--out", str(file))
+        assert exported_.returncode == 0, exported_.stderr
+    trail = json.loads(files["trail"].read_text())
+    records, heads = len(trail["records"]), len(trail["heads"])
+    assert records >= 2 and heads >= 1
+
+    checked = page_check(files["trail"])
+    assert checked["result"]["problems"] == [] and checked["result"]["heads"]["signed"] == heads
+    verdict = checked["summary"]["verdict"]
+    assert verdict.startswith(f"PASS: the hash chain of world offline: {records} records recomputed and linked; "
+                              f"{heads} signed head")
+    assert f"of {heads} checked against the chain (signed by key " in verdict
+    assert verdict.endswith("no dice session in this trail: dice are recomputed only for rolls made inside a /dicesession.")
+    assert "0 dice" not in verdict
+
+    jsonl = page_check(files["jsonl"])
+    assert jsonl["summary"]["ok"] and "no signed heads: a --format jsonl export carries none" in jsonl["summary"]["verdict"]
+    assert page_check(files["csv"])["error"].startswith(
+        "this is the CSV summary export (--format csv): it has no records or hashes to check; export a trail with "
+        "`fate-bridge audit export --world WORLD --out WORLD.trail.json`")
+
+    sig = trail["heads"][0]["sig"]
+    trail["heads"][0]["sig"] = ("B" if sig[0] == "A" else "A") + sig[1:]
+    forged = tmp_path / "forged.trail.json"
+    forged.write_text(json.dumps(trail))
+    failed = page_check(forged)
+    assert not failed["summary"]["ok"]
+    assert [p["detail"] for p in failed["result"]["problems"]] == [
+        f"the signed head at record {trail['heads'][0]['seq']} does not carry a valid signature by key "
+        f"{checked['result']['heads']['keys'][0]}"]
+    other = json.loads(files["trail"].read_text())
+    other["format"] = "something else"
+    forged.write_text(json.dumps(other))
+    assert page_check(forged)["error"].startswith('the file\'s "format" is "something else", not "fate-bridge trail v1"')

@@ -15,12 +15,17 @@ import zipfile
 from pathlib import Path
 
 import pytest
+from websockets.datastructures import Headers
+from websockets.http11 import Request
 
 import bridge
 from bridge import release
 from bridge import server as bridge_server
 from bridge.cli import main
+from bridge.http import Pages
 from bridge.session import hash_token, new_token
+from bridge.status import Presence
+from bridge.store import SQLiteStore
 
 ROOT = Path(__file__).resolve().parent.parent
 MODULE = ROOT / "foundry-module"
@@ -133,6 +138,20 @@ class TestServedByTheBridge:
         for link in ('href="/healthz"', 'href="/overlay"', f'href="http://127.0.0.1:{port}/module/module.json"'):
             assert link in page
         assert token not in page and key not in page and hash_token(token) not in page
+        assert 'href="/verify"' in page and "Next step" not in page  # a world is registered
+
+    async def test_landing_page_says_the_next_step_while_no_world_is_registered(self):
+        """Issue 25: a GM who opens the bridge's address before `world add` is told to run it."""
+        store = await SQLiteStore.open(":memory:")
+        try:
+            pages = Pages(store, Presence(), lambda world: 0, origins=None, public_url=None, tls=False)
+            page = (await pages(None, Request("/", Headers()))).body.decode()
+            assert "Next step: register a world." in page
+            assert "<code>fate-bridge world add YOUR_WORLD_ID</code>" in page and 'href="/verify"' in page
+            await store.add_world("w", None)
+            assert "Next step" not in (await pages(None, Request("/", Headers()))).body.decode()
+        finally:
+            await store.close()
 
 
 class TestRelease:

@@ -159,3 +159,83 @@ async def test_the_audit_window_query_answers_the_page_and_records_nothing(db):
     assert (bad["code"], bad["field"]) == ("bad_message", "since")
     await store.close()
     assert sqlite3.connect(db).execute("SELECT count(*) FROM audit").fetchone()[0] == before
+
+
+@pytest.mark.parametrize("degrees", [1, 2, 3, 4, 9, 20, 56])
+@pytest.mark.parametrize("statistic", [0.0, 0.01, 0.7, 3.84, 9.0, 16.919, 21.666, 45.0, 150.0])
+def test_the_chi_square_p_value_is_the_closed_form(degrees, statistic):
+    """chi_square_sf against the closed forms of the chi-square survival function (Abramowitz &
+    Stegun 26.4.4 and 26.4.5): even k = 2m, e^(-x/2) sum_{j<m} (x/2)^j / j!; odd k, erfc(sqrt(x/2))
+    plus e^(-x/2) sum_{j<(k-1)/2} (x/2)^(j+1/2) / Gamma(j + 3/2). Both branches (series, continued
+    fraction) are reached."""
+    import math
+
+    half = statistic / 2
+    if degrees % 2 == 0:
+        exact = math.exp(-half) * sum(half ** j / math.factorial(j) for j in range(degrees // 2))
+    else:
+        exact = math.erfc(math.sqrt(half)) + math.exp(-half) * sum(
+            half ** (j + 0.5) / math.gamma(j + 1.5) for j in range((degrees - 1) // 2))
+    assert report.chi_square_sf(statistic, degrees) == pytest.approx(exact, rel=1e-12, abs=1e-300)
+
+
+def test_fit_test_gives_the_textbook_statistic_and_critical_values():
+    """Pearson's statistic sum (O - E)^2 / E; at the 5 % and 1 % critical values of 9 degrees of
+    freedom (16.919, 21.666: any chi-square table) the p-value is 0.05 and 0.01."""
+    test = report.fit_test([30, 50, 40, 40, 40, 40, 40, 40, 40, 40], [40.0] * 10)
+    assert test.statistic == pytest.approx(5.0) and test.degrees == 9
+    assert report.chi_square_sf(16.919, 9) == pytest.approx(0.05, abs=1e-5)
+    assert report.chi_square_sf(21.666, 9) == pytest.approx(0.01, abs=1e-5)
+    assert report.fit_test([0] * 10, [0.0] * 10) is None
+    with pytest.raises(ValueError, match="degrees >= 1"):
+        report.chi_square_sf(3.0, 0)
+
+
+def test_nice_ticks_are_whole_steps_covering_the_top():
+    from bridge.charts import nice_ticks
+
+    assert nice_ticks(7) == [0, 2, 4, 6, 8]
+    assert nice_ticks(40) == [0, 10, 20, 30, 40]
+    assert nice_ticks(3) == [0, 1, 2, 3]
+    assert nice_ticks(0) == [0, 1]
+    assert nice_ticks(123) == [0, 50, 100, 150]
+
+
+def test_a_column_chart_draws_each_bar_to_its_count_and_the_fair_line():
+    """The d100 chart's geometry: bar heights proportional to the counts on a 0-based axis, the
+    dashed reference at the fair count, every label escaped text."""
+    from bridge import charts
+
+    panel = charts.column_panel(["a<b", "c", "d"], [10, 5, 0], color="#123456", reference=5, width=300, height=200)
+    svg = charts.figure([panel], label="t & u")
+    bars = re.findall(r'height="([\d.]+)" fill="#123456"><title>([^<]*)</title>', svg)
+    heights = {title: float(height) for height, title in bars}
+    assert set(heights) == {"a&lt;b: 10", "c: 5", "d: 0"}
+    assert heights["a&lt;b: 10"] == pytest.approx(2 * heights["c: 5"], abs=0.15) and heights["d: 0"] == 0
+    assert 'stroke-dasharray="6 4"' in svg and 'aria-label="t &amp; u"' in svg
+    assert ">a&lt;b</text>" in svg and "<b" not in svg
+
+
+def test_the_report_needs_no_plotting_or_science_library(db):
+    """Issue 25: the report comes with the README's install (`pip install -e .`): drawing it imports
+    neither matplotlib nor scipy (nor numpy), and the package declares no ``report`` extra."""
+    import subprocess
+    import sys
+    import tomllib
+
+    asyncio.run(play(db, [20, 40, 60]))
+    code = ("import sys, asyncio\n"
+            "sys.modules['matplotlib'] = sys.modules['scipy'] = sys.modules['numpy'] = None  # importing them fails\n"
+            "from bridge.store import AuditFilter, SQLiteStore\n"
+            "from bridge import report\n"
+            "async def main():\n"
+            f"    store = await SQLiteStore.open({str(db)!r})\n"
+            "    rows = await store.audit_rows(AuditFilter(world_id='w'))\n"
+            "    await store.close()\n"
+            "    print(report.report_page(rows, world_id='w', since=None, generated='now').count('<svg'))\n"
+            "asyncio.run(main())\n")
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=ROOT, timeout=60)
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.strip() == "5"
+    extras = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]["optional-dependencies"]
+    assert "report" not in extras and not any("matplotlib" in d or "scipy" in d for ds in extras.values() for d in ds)

@@ -124,17 +124,58 @@ export function bridgeSocketUrl(pageHref) {
   return url.href;
 }
 
+/** The smallest a card's text is scaled to make a tall card fit the screen (of its size at `scale`). */
+export const MIN_FIT_SCALE = 0.5;
+
 /**
- * The card stack: shows, replaces and retires cards in `root`.
+ * The text scale that makes a card `height` px tall fit `available` px: 1 when it fits, else the
+ * ratio (a hair under it, as text rewraps), never below MIN_FIT_SCALE.
+ *
+ * @param {number} height the card's height at `current` scale, px
+ * @param {number} available the stack's height, px
+ * @param {number} [current] the scale the card was measured at
+ * @returns {number}
+ */
+export function fitScale(height, available, current = 1) {
+  if (height <= available || height <= 0) return current;
+  return Math.max(MIN_FIT_SCALE, current * (available / height) * 0.98);
+}
+
+/**
+ * How many of the oldest cards to take off so the others, `gap` px apart, fit `available` px:
+ * a whole card goes, never a part of one, and never the newest.
+ *
+ * @param {number[]} heights the cards' heights, oldest first, px
+ * @param {number} available the stack's height, px
+ * @param {number} gap px between two cards
+ * @returns {number}
+ */
+export function cardsToDrop(heights, available, gap) {
+  let total = heights.reduce((sum, height) => sum + height, 0) + gap * Math.max(0, heights.length - 1);
+  let drop = 0;
+  while (total > available && drop < heights.length - 1) {
+    total -= heights[drop] + gap;
+    drop += 1;
+  }
+  return drop;
+}
+
+/**
+ * The card stack: shows, replaces and retires cards in `root`. With `layout` (a browser page: the
+ * stack's height and gap in px), every card fits the screen whole: a card taller than the stack
+ * has its text scaled down (fitScale; its free texts are also clamped to a few lines by the style
+ * sheet), and when the cards together are taller the oldest are taken off at once (cardsToDrop),
+ * so no card is ever cut mid-line at the screen's edge, whatever `max` says.
  *
  * @param {{root: HTMLElement, document: Document, options: ReturnType<typeof readOptions>,
- *   timers: {setTimeout: Function, clearTimeout: Function}}} deps
+ *   timers: {setTimeout: Function, clearTimeout: Function},
+ *   layout?: {available: () => number, gap: () => number}}} deps
  * @returns {{show: (message: {ruleset: string, card: {title: string, html: string,
  *   speaker_alias?: string|null}, key?: string|null}) => HTMLElement, clear: () => void,
- *   count: () => number}} `show` returns the card's element; `count` the cards on screen
- *   (not leaving)
+ *   count: () => number, fit: () => void}} `show` returns the card's element; `count` the cards on
+ *   screen (not leaving); `fit` fits them again (after the window is resized)
  */
-export function createCardStack({ root, document, options, timers }) {
+export function createCardStack({ root, document, options, timers, layout }) {
   /** @type {Map<HTMLElement, any>} cards on screen -> their stay timer */
   const shown = new Map();
   const newestFirst = options.position.startsWith("top");
@@ -159,6 +200,27 @@ export function createCardStack({ root, document, options, timers }) {
     element.dataset.ruleset = String(message.ruleset ?? "");
   }
 
+  function fit() {
+    if (!layout) return;
+    const available = layout.available();
+    const cards = [...shown.keys()]; // oldest first, whatever the order on screen
+    for (const card of cards) {
+      let scale = 1;
+      card.style.fontSize = "";
+      for (let tries = 0; tries < 4; tries += 1) {
+        const next = fitScale(card.offsetHeight, available, scale);
+        if (next === scale) break;
+        scale = next;
+        card.style.fontSize = `${scale}em`;
+      }
+    }
+    for (const card of cards.slice(0, cardsToDrop(cards.map((card) => card.offsetHeight), available, layout.gap()))) {
+      timers.clearTimeout(shown.get(card));
+      shown.delete(card);
+      card.remove();
+    }
+  }
+
   function stay(element) {
     timers.clearTimeout(shown.get(element));
     shown.set(element, timers.setTimeout(() => leave(element), options.seconds * 1000));
@@ -171,6 +233,7 @@ export function createCardStack({ root, document, options, timers }) {
       if (same) {
         fill(same, message);
         stay(same);
+        fit();
         return same;
       }
       const element = document.createElement("article");
@@ -182,12 +245,14 @@ export function createCardStack({ root, document, options, timers }) {
       stay(element);
       const excess = shown.size - options.max;
       [...shown.keys()].slice(0, Math.max(0, excess)).forEach(leave);
+      fit();
       return element;
     },
     clear() {
       [...shown.keys()].forEach(leave);
     },
     count: () => shown.size,
+    fit,
   };
 }
 
@@ -276,7 +341,13 @@ export function runOverlay(window) {
     return;
   }
   const timers = { setTimeout: window.setTimeout.bind(window), clearTimeout: window.clearTimeout.bind(window) };
-  const cards = createCardStack({ root, document, options, timers });
+  const px = (value) => Number.parseFloat(value) || 0;
+  const layout = {
+    available: () => px(window.getComputedStyle(root).maxHeight),
+    gap: () => px(window.getComputedStyle(root).rowGap),
+  };
+  const cards = createCardStack({ root, document, options, timers, layout });
+  window.addEventListener("resize", () => cards.fit());
   createViewerLink({
     url: bridgeSocketUrl(window.location.href),
     hello: { type: "hello", v: 1, world_id: options.world, viewer_key: options.key },

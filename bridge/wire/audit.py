@@ -139,8 +139,8 @@ class ReceiptsChecked(BridgeMessage, tag="receipts_checked", kw_only=True):
 class AuditReport(Query, tag="audit_report", kw_only=True):
     """Ask for the world's audit report (bridge/report.py): the same self-contained HTML page as
     ``fate-bridge audit report``, from ``since`` / before ``until`` (ISO-8601 UTC; the whole trail
-    when absent). Read-only. Answered ``audit_report_page``; ``not_found`` when the bridge lacks
-    the ``report`` extra (matplotlib, scipy)."""
+    when absent). Read-only. Answered ``audit_report_page``; ``not_found`` from a bridge that draws
+    no reports (``resolve``)."""
 
     since: UtcTime | None = None
     until: UtcTime | None = None

@@ -157,6 +157,34 @@ export function onceHook(name, fn) {
   Hooks.once(name, fn);
 }
 
+/** Marks a method this module put in place of a game system's own (wrapClassMethod), so it is replaced once. */
+const WRAPPED = Symbol.for("fate-bridge.wrapped");
+
+/**
+ * Put a replacement in place of a method on the prototype of a class a game system exposes on
+ * a global (e.g. `sohl.document.item.logic.SkillLogic`). Every instance, made before or after,
+ * then runs the replacement: it survives sheet re-renders and new chat cards, which a DOM change
+ * would not. Replacing an already replaced method does nothing.
+ *
+ * @param {string} path dotted path from `globalThis` to the class
+ * @param {string} method the method's name on the class's prototype
+ * @param {(original: Function) => Function} makeReplacement given the original method, returns
+ *   the function to run instead (called with the instance as `this` and the original arguments)
+ * @returns {boolean} true when the method is (now) replaced; false when the class or the method
+ *   is not there (another system, or a system version without it)
+ */
+export function wrapClassMethod(path, method, makeReplacement) {
+  const owner = path.split(".").reduce((node, key) => (node === null || node === undefined ? undefined : node[key]), globalThis);
+  const proto = typeof owner === "function" ? owner.prototype : undefined;
+  const original = proto?.[method];
+  if (typeof original !== "function") return false;
+  if (original[WRAPPED]) return true;
+  const replacement = makeReplacement(original);
+  Object.defineProperty(replacement, WRAPPED, { value: true });
+  Object.defineProperty(proto, method, { value: replacement, writable: true, configurable: true, enumerable: false });
+  return true;
+}
+
 /** @param {object} payload sent to every other client on the module socket */
 export function emitSocket(payload) {
   game.socket.emit(SOCKET, payload);

@@ -105,7 +105,7 @@ test("the bridge's /verify page, in a real browser, recomputes the exported trai
     return page.locator("#result p").last().textContent({ timeout: STEP_MS });
   };
   await load("trail.jsonl", exported);
-  await page.locator("#result p.pass", { hasText: "PASS: 1 dice recomputed" }).waitFor({ timeout: STEP_MS });
+  await page.locator("#result p.pass", { hasText: "1 dice session: 1 die recomputed from the revealed seeds" }).waitFor({ timeout: STEP_MS });
   assert.match(await page.locator("#result p").first().textContent(), /dice session .+ 1 fair dice: verified/);
 
   const lines = exported.split("\n").map((line) => JSON.parse(line));

@@ -106,7 +106,7 @@ describe("spending", () => {
     assert.deepEqual(env.actor.items.get(LUCKY).updates.at(-1).changes,
       { "system.charges.value": 1, "flags.fate-bridge.spend_seq": 7 });
     // the test's identity (issue 13: a repost is the same test), the grading, the bridge's fated flag
-    assert.deepEqual(env.world.flagWrites.map((w) => w.key), ["test_key", "test_of", "test_item", "graded", "fated"]);
+    assert.deepEqual(env.world.flagWrites.map((w) => w.key), ["test_key", "test_of", "test_item", "sohl_fate_actor", "graded", "fated"]);
     const card = [...env.world.messages.values()].at(-1);
     assert.notEqual(card.id, env.messageId);
     assert.equal(card.content, '<div class="fate-bridge-card">spent</div>');

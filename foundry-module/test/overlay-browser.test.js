@@ -10,7 +10,7 @@
  */
 import { test, before, after } from "node:test";
 import assert from "node:assert/strict";
-import { mkdirSync } from "node:fs";
+import { mkdirSync, readFileSync } from "node:fs";
 import path from "node:path";
 import { BridgeProcess, REPO, STEP_MS } from "./helpers/bridge-process.js";
 import { CHROMIUM_SKIP, archery, forwarder, launchChromium } from "./helpers/browser.js";
@@ -196,4 +196,96 @@ test("SoHL's GM-only, blind and self tests never appear on the overlay; a public
   for (const hidden of [gm, blind, self]) assert.equal(keys.includes(hidden), false, `${hidden} on the overlay`);
   assert.ok(keys.includes(postedPublic));
   assert.deepEqual(pageErrors, []);
+});
+
+/** Every card on `page` once its animations settle: its box, its stack's, and any part of it drawn outside the card. */
+async function settledCards(page) {
+  return until(() => page.evaluate(() => { // settled and measured in one go: a card arriving in between waits for the next look
+    if (document.querySelector(".overlay-card.leaving") || !document.getAnimations().every((a) => a.playState === "finished")) return null;
+    const stack = document.getElementById("cards").getBoundingClientRect();
+    return [...document.querySelectorAll(".overlay-card")].map((card) => {
+      const box = card.getBoundingClientRect();
+      const spill = [...card.querySelectorAll("*")].filter((inner) => {
+        const r = inner.getBoundingClientRect();
+        return r.height > 0 && (r.bottom > box.bottom + 1 || r.top < box.top - 1);
+      }).map((inner) => inner.className);
+      return { key: card.dataset.key, ruleset: card.dataset.ruleset, top: box.top, bottom: box.bottom, left: box.left,
+        right: box.right, stackTop: stack.top, stackBottom: stack.bottom, spill, fontSize: card.style.fontSize };
+    });
+  }), "the cards to settle");
+}
+
+/**
+ * Issue 25: at the documented 1920x1080 and at 1280x720, with `max=2`, every ruleset's card lies
+ * whole inside the viewport: SoHL, His Majesty the Worm from its example session, and Mythic cards
+ * with the longest texts (a long question; named questions whose outcome texts are
+ * the longest, forced with physical dice: `dice_settings` allows them for Mythic). A card too tall
+ * is scaled, a long text clamped to whole lines, the oldest card taken off whole: none is cut at
+ * the screen's edge. (The pool ruleset sends no overlay card: its requests carry no visibility, and
+ * bridge/ruleset.py visible_card keeps such results off the overlay.) Writes
+ * test-output/overlay-1920x1080.png and overlay-1280x720.png.
+ */
+test("every ruleset's card fits whole at 1920x1080 and 1280x720, long Mythic texts included", { skip: SKIP, timeout: 180_000 }, async (t) => {
+  const viewports = [{ width: 1920, height: 1080 }, { width: 1280, height: 720 }];
+  const pages = [];
+  for (const viewport of viewports) {
+    const context = await launchChromium(bridge.dir, viewport, `chromium-profile-fit-${viewport.width}`);
+    t.after(() => context.close());
+    const page = context.pages()[0] ?? (await context.newPage());
+    const pageErrors = [];
+    page.on("pageerror", (error) => pageErrors.push(String(error)));
+    await page.goto(`http://127.0.0.1:${port}/overlay?world=${WORLD}&key=${encodeURIComponent(viewerKey)}&seconds=600&max=2`);
+    await page.locator('body[data-link="connected"]').waitFor({ state: "attached", timeout: STEP_MS });
+    pages.push({ page, viewport, pageErrors, seen: new Set(), scaled: 0 });
+  }
+  const link = await openForwarder();
+  t.after(() => link.close());
+  const check = async (what) => {
+    for (const shown of pages) {
+      const { width, height } = shown.viewport;
+      const cards = await settledCards(shown.page);
+      assert.ok(cards.length >= 1 && cards.length <= 2, `${what} at ${width}x${height}: ${JSON.stringify(cards)}`);
+      for (const card of cards) {
+        const where = `${what}: card ${card.key} (${card.ruleset}) at ${width}x${height}: ${JSON.stringify(card)}`;
+        assert.ok(card.top >= 0 && card.bottom <= height && card.left >= 0 && card.right <= width, `inside the viewport; ${where}`);
+        assert.ok(card.top >= card.stackTop - 0.5 && card.bottom <= card.stackBottom + 0.5, `not cut by the stack; ${where}`);
+        assert.deepEqual(card.spill, [], `nothing drawn past the card's edge; ${where}`);
+        shown.seen.add(card.ruleset);
+        if (card.fontSize) shown.scaled += 1;
+      }
+    }
+  };
+
+  await fated(link, "msgFitSohl001", "public", "Basic Folk");
+  await check("a SoHL Fate Test");
+  const hmtw = readFileSync(path.join(REPO, "examples", "hmtw-session.jsonl"), "utf8").replaceAll('"ev-', '"fit-hmtw-ev-');
+  for (const line of hmtw.split("\n").filter(Boolean)) {
+    const { dice, ...message } = JSON.parse(line); // the bridge rolls its own dice here
+    await link.ask(message);
+    await check(`the hmtw example's ${message.type}`);
+  }
+  const gm = { user_id: "gmUser000000001", user_is_gm: true };
+  assert.equal((await link.ask({ type: "dice_settings", event_id: "fit-settings", ...gm,
+    settings: { provable: false, physical_rulesets: ["mythic"], override_mark: "gm" } })).type, "dice_settings_saved");
+  const asker = { user_id: "playerUser00001", user_name: "Player One", actor_id: "brakkaActor0001", actor_name: "Brakka", visibility: "public" };
+  const questions = [
+    { event_id: "fit-long-question", question: "Does the ferryman, who has carried us across the black river three times already and asked each time for a price we could not name, keep his word and wait for us on the far bank until the bells of the drowned chapel ring again at dusk?", // 236 of the 256 characters a question may have
+      acting_rank: "High", difficulty_rank: "avg", physical: [50] },
+    { event_id: "fit-hit", named: "hit", modifiers: [{ key: "got_the_drop" }, { key: "adrenaline" }], acting_rank: "Above Average", difficulty_rank: "Average", physical: [1] },
+    { event_id: "fit-hurt", named: "hurt", modifiers: [{ key: "weak_spot", times: 2 }], acting_rank: "high", difficulty_rank: "avg", physical: [100] },
+  ];
+  for (const question of questions) {
+    const reply = await link.ask({ type: "chart_question", ...asker, ...question });
+    assert.equal(reply.type, "chart_answered", JSON.stringify(reply).slice(0, 300));
+    if (question.named) assert.ok(reply.outcome.length > 150, `a long outcome text: ${reply.outcome}`);
+    await check(`the Mythic question ${question.event_id}`);
+  }
+  const output = path.join(REPO, "test-output");
+  mkdirSync(output, { recursive: true });
+  for (const { page, viewport, pageErrors, seen } of pages) {
+    await page.screenshot({ path: path.join(output, `overlay-${viewport.width}x${viewport.height}.png`) });
+    assert.deepEqual([...seen].sort(), ["hmtw", "mythic", "sohl"], `every ruleset's card was shown at ${viewport.width}x${viewport.height}`);
+    assert.deepEqual(pageErrors, []);
+  }
+  assert.ok(pages[1].scaled > 0, "at 1280x720 a long Mythic card is scaled to fit");
 });

@@ -7,7 +7,7 @@ import { test } from "node:test";
 import assert from "node:assert/strict";
 import { JSDOM } from "jsdom";
 import { createOverlayControls, overlayAction, overlayUrl } from "../scripts/logic/overlay.js";
-import { ANIMATION_MS, bridgeSocketUrl, chromaColour, createCardStack, readOptions } from "../../bridge/overlay/overlay.js";
+import { ANIMATION_MS, MIN_FIT_SCALE, bridgeSocketUrl, cardsToDrop, chromaColour, createCardStack, fitScale, readOptions } from "../../bridge/overlay/overlay.js";
 
 const INFO = { type: "overlay_info_reply", query_id: "q1", world_id: "my world", viewer_key: "k/=+", path: "overlay" };
 
@@ -132,4 +132,51 @@ test("cards: top positions put the newest first; clear takes every card off", ()
   assert.deepEqual([keys(), cards.count()], [[], 0]);
   tick(ANIMATION_MS);
   assert.equal(root.children.length, 0);
+});
+
+test("fitting the stack (issue 25): whole cards taken off oldest first, never the newest; a tall card's text scaled to fit", () => {
+  assert.equal(cardsToDrop([300, 300], 640, 16), 0, "616 px fit 640");
+  assert.equal(cardsToDrop([400, 300], 640, 16), 1, "716 px do not: the oldest goes whole");
+  assert.equal(cardsToDrop([200, 200, 500], 640, 16), 2);
+  assert.equal(cardsToDrop([900], 640, 16), 0, "the newest stays (its text is scaled instead)");
+  assert.equal(cardsToDrop([], 640, 16), 0);
+  assert.equal(fitScale(500, 640), 1);
+  assert.equal(fitScale(800, 640), 0.8 * 0.98);
+  assert.equal(fitScale(800, 640, 0.8), 0.8 * 0.8 * 0.98, "measured at a scale already");
+  assert.equal(fitScale(5000, 640), MIN_FIT_SCALE);
+});
+
+test("the card stack without a layout (no browser) fits nothing and keeps max cards", () => {
+  const dom = new JSDOM('<main id="cards"></main>');
+  const root = dom.window.document.getElementById("cards");
+  const timers = { setTimeout: () => 0, clearTimeout: () => {} };
+  const stack = createCardStack({ root, document: dom.window.document, options: readOptions("?max=2&seconds=600"), timers });
+  for (const key of ["a", "b", "c"]) stack.show({ ruleset: "mythic", key, card: { title: "t", html: "<p>x</p>" } });
+  assert.equal(stack.count(), 2);
+  stack.fit(); // no layout: nothing measured, nothing taken off
+  assert.equal(stack.count(), 2);
+  assert.deepEqual([...root.querySelectorAll(".overlay-card:not(.leaving)")].map((card) => card.dataset.key), ["b", "c"]);
+});
+
+test("the card stack with a layout takes the oldest card off whole and scales a card taller than the stack", () => {
+  const dom = new JSDOM('<main id="cards"></main>');
+  const { document, HTMLElement } = dom.window;
+  // jsdom lays nothing out: a card is as tall as its body's data-h says, times its font scale.
+  Object.defineProperty(HTMLElement.prototype, "offsetHeight", {
+    get() { return Number(this.querySelector("[data-h]")?.dataset.h ?? 0) * (Number.parseFloat(this.style.fontSize) || 1); },
+  });
+  const root = document.getElementById("cards");
+  const timers = { setTimeout: () => 0, clearTimeout: () => {} };
+  const layout = { available: () => 640, gap: () => 16 };
+  const stack = createCardStack({ root, document, options: readOptions("?max=3&seconds=600"), timers, layout });
+  const card = (key, height) => ({ ruleset: "mythic", key, card: { title: "t", html: `<p data-h="${height}">x</p>` } });
+  stack.show(card("a", 300));
+  stack.show(card("b", 300));
+  assert.deepEqual([...root.children].map((c) => c.dataset.key), ["a", "b"], "616 px fit");
+  stack.show(card("c", 300));
+  assert.deepEqual([...root.children].map((c) => c.dataset.key), ["b", "c"], "the oldest is taken off at once, whole");
+  const tall = stack.show(card("d", 1000));
+  assert.deepEqual([...root.children].map((c) => c.dataset.key), ["d"]);
+  assert.ok(tall.offsetHeight <= 640 && tall.offsetHeight > 600, `scaled to fit: ${tall.offsetHeight}`);
+  assert.equal(tall.style.fontSize, `${0.64 * 0.98}em`);
 });

@@ -271,7 +271,7 @@ describe("a ruleset's posted card and the audit window", () => {
     assert.deepEqual(env.world.downloads, [{ data: "<!doctype html><title>r</title>", type: "text/html", filename: `fate-bridge-report-${WORLD}.html` }]);
     click(".fate-bridge-audit-report");
     const second = await until(() => env.socket.sent.filter((m) => m.type === "audit_report")[1], "the second report query");
-    env.socket.receive({ type: "error", v: 1, code: "not_found", message: "install fate-bridge[report]", ref: second.query_id, field: null });
+    env.socket.receive({ type: "error", v: 1, code: "not_found", message: "this bridge does not draw reports here: use `fate-bridge audit report`", ref: second.query_id, field: null });
     await app.settled();
     assert.equal(windowEl().querySelector(".fate-bridge-audit-report-status").textContent, "The bridge did not make the report (not_found).");
     assert.equal(env.world.downloads.length, 1);

@@ -1,5 +1,6 @@
 import { test } from "node:test";
 import assert from "node:assert/strict";
+import { readFileSync } from "node:fs";
 import { resolveFateOption, sohlMessageBuilders } from "../scripts/rulesets/sohl/messages.js";
 
 test("S12: the module's option wins; 'system' follows SoHL's optionFate, anything unknown is everyone", () => {
@@ -26,4 +27,19 @@ test("SoHL's requests carry v:1, a fresh event id, the asker as Foundry names th
     assert.equal("test_of" in build.testRolled({ messageId: "m1", testOf, actor: {}, test: {}, visibility: "gm" }), false, String(testOf));
   }
   assert.throws(() => build.fateChoice({ messageId: "m1", choice: "both", userId: "u1", userIsGM: false }), /choice "both" is not one of spend, keep/);
+});
+
+test("fated_outside (issue 24): the test's message, the evidence, SoHL's Fate card for fate_card; fields the schema knows", () => {
+  const schema = JSON.parse(readFileSync(new URL("../../schemas/client-messages.schema.json", import.meta.url), "utf8")).$defs.FatedOutside;
+  let n = 0;
+  const build = sohlMessageBuilders(() => `ev${++n}`);
+  const raised = build.fatedOutside({ messageId: "repost", evidence: "raised_level" });
+  const card = build.fatedOutside({ messageId: "orig", evidence: "fate_card", cardMessageId: "card1" });
+  assert.deepEqual(raised, { type: "fated_outside", v: 1, event_id: "ev1", message_id: "repost", evidence: "raised_level" });
+  assert.deepEqual(card, { type: "fated_outside", v: 1, event_id: "ev2", message_id: "orig", evidence: "fate_card", card_message_id: "card1" });
+  for (const message of [raised, card]) {
+    for (const key of Object.keys(message)) assert.ok(Object.hasOwn(schema.properties, key), key);
+    for (const key of schema.required) assert.ok(Object.hasOwn(message, key), key);
+  }
+  assert.throws(() => build.fatedOutside({ messageId: "m1", evidence: "rumour" }), /evidence "rumour" is not one of raised_level, fate_card/);
 });

@@ -1,6 +1,7 @@
 /**
- * fate-bridge dice check, in the browser (WebCrypto) or Node: check the chain of an exported trail and
- * recompute every die of every revealed dice session of it (`fate-bridge audit export --format jsonl`) from the trail and
+ * fate-bridge trail check, in the browser (WebCrypto) or Node: check the chain of an exported trail
+ * (`fate-bridge audit export --world W --out W.trail.json`, or `--format jsonl`), the signed heads of
+ * a trail file, and recompute every die of every revealed dice session of it from the trail and
  * the revealed seed alone, and check each seed against the commitment posted before the rolls.
  * The same recipe as bridge/fairness/dice.py (derive_die) and checks as bridge/fairness/trail.py
  * (check_dice): HMAC-SHA256(seed, "fate-bridge die v1\n" world "\n" seq "\n" index "\n" faces "\n"
@@ -41,26 +42,115 @@ export function seedKey(seedHex) {
   return crypto.subtle.importKey("raw", fromHex(seedHex), { name: "HMAC", hash: "SHA-256" }, false, ["sign"]);
 }
 
+export const TRAIL_FORMAT = "fate-bridge trail v1"; // bridge/trail_file.py FORMAT
+const EXPORT_HELP = "export a trail with `fate-bridge audit export --world WORLD --out WORLD.trail.json` "
+  + "(or --format jsonl)";
+
 /**
- * Check an exported trail (JSON lines, each `{record, prev_hash, hash, ...}`): its chain (hashes and
- * links, as bridge/audit.py chains records) and its dice.
- * @param {string} text the export
- * @returns {Promise<{problems: {seq: number, detail: string}[], notes: string[], verified: number,
- *   sessions: {sessionId: string, fingerprint: string, startSeq: number|null, revealSeq: number|null, fair: number, ok: boolean}[]}>}
+ * The rows and signed heads of an export, whichever format `fate-bridge audit export` wrote:
+ * the whole-trail file (`--out W.trail.json`, bridge/trail_file.py: one JSON object
+ * `{format: "fate-bridge trail v1", world_id, records: [{seq, prev_hash, hash, record}], heads, ...}`)
+ * or JSON lines (`--format jsonl`: one `{record, prev_hash, hash, ...}` a line, no heads). The CSV
+ * export (`--format csv`) is a summary without the records or their hashes: refused, saying so.
+ * @param {string} text the file's text
+ * @returns {{format: "trail"|"jsonl", rows: {record: object, prev_hash?: string, hash?: string}[],
+ *   heads: {seq: number, hash: string, state_digest: string|null, public_key: string, sig: string}[], worldId: string|null}}
+ * @throws {Error} naming the line or field that is not an export, and how to make one
  */
-export async function checkTrail(text) {
+export function parseExport(text) {
+  const start = text.trimStart();
+  if (start.startsWith("{")) {
+    let file = null;
+    try {
+      file = JSON.parse(start);
+    } catch { /* JSON lines: one object a line, read below */ }
+    if (file && typeof file === "object" && !Array.isArray(file) && !("record" in file)) {
+      if (file.format !== TRAIL_FORMAT) throw new Error(`the file's "format" is ${JSON.stringify(file.format ?? null)}, not "${TRAIL_FORMAT}": ${EXPORT_HELP}`);
+      if (!Array.isArray(file.records)) throw new Error(`the trail file has no "records" list: ${EXPORT_HELP}`);
+      const rows = file.records.map((row, i) => {
+        if (!row?.record || typeof row.record.seq !== "number") throw new Error(`records[${i}] of the trail file is not an audit record`);
+        return row;
+      });
+      return { format: "trail", rows, heads: Array.isArray(file.heads) ? file.heads : [], worldId: file.world_id ?? null };
+    }
+  }
+  const firstLine = start.slice(0, start.indexOf("\n") === -1 ? undefined : start.indexOf("\n"));
+  if (/^[a-z_]+(,[a-z_]+)+\r?$/.test(firstLine)) {
+    throw new Error(`this is the CSV summary export (--format csv): it has no records or hashes to check; ${EXPORT_HELP}`);
+  }
   const rows = text.split("\n").filter((line) => line.trim()).map((line, i) => {
     let row;
     try {
       row = JSON.parse(line);
     } catch {
-      throw new Error(`line ${i + 1} of the export is not JSON`);
+      throw new Error(`line ${i + 1} of the file is not JSON: ${EXPORT_HELP}`);
     }
-    if (!row?.record || typeof row.record.seq !== "number") throw new Error(`line ${i + 1} of the export is not an audit record`);
+    if (!row?.record || typeof row.record.seq !== "number") throw new Error(`line ${i + 1} of the file is not an audit record: ${EXPORT_HELP}`);
     return row;
-  }).sort((a, b) => (a.record.world_id === b.record.world_id ? a.record.seq - b.record.seq : a.record.world_id < b.record.world_id ? -1 : 1));
+  });
+  return { format: "jsonl", rows, heads: [], worldId: null };
+}
+
+/** @param {string} text base64url, no padding @returns {Uint8Array} */
+function fromBase64Url(text) {
+  const plain = atob(text.replaceAll("-", "+").replaceAll("_", "/") + "=".repeat((4 - (text.length % 4)) % 4));
+  return Uint8Array.from(plain, (c) => c.charCodeAt(0));
+}
+
+/**
+ * Check the signed heads of a trail file (bridge/heads.py): each head's Ed25519 signature, by the
+ * public key it names, over `"fate-bridge head v1\n" world "\n" seq "\n" hash "\n" state_digest`,
+ * and that its hash is the hash of record `seq` in the file. The state digest is not recomputed
+ * (an export carries no state rows); `fate-bridge audit verify` pins the key to trust.
+ * @returns {Promise<{signed: number, keys: string[], problems: {seq: number, detail: string}[]}>}
+ *   `keys`: the key ids (first 16 hex digits of SHA-256 of the raw key) that signed them
+ */
+async function checkHeads(heads, worldId, hashes) {
+  const problems = [];
+  const keys = new Set();
+  let signed = 0;
+  for (const head of heads) {
+    const message = encoder.encode(`fate-bridge head v1\n${worldId}\n${head.seq}\n${head.hash}\n${head.state_digest ?? ""}`);
+    let ok = false;
+    let keyId = "?";
+    try {
+      const raw = fromBase64Url(head.public_key);
+      keyId = toHex(await crypto.subtle.digest("SHA-256", raw)).slice(0, 16);
+      const key = await crypto.subtle.importKey("raw", raw, { name: "Ed25519" }, false, ["verify"]);
+      ok = await crypto.subtle.verify({ name: "Ed25519" }, key, fromBase64Url(head.sig), message);
+    } catch { /* a malformed key or signature: not signed */ }
+    if (!ok) {
+      problems.push({ seq: head.seq, detail: `the signed head at record ${head.seq} does not carry a valid signature by key ${keyId}` });
+      continue;
+    }
+    if (hashes.has(head.seq) && hashes.get(head.seq) !== head.hash) {
+      problems.push({ seq: head.seq, detail: `the signed head at record ${head.seq} names another hash than record ${head.seq} of the file` });
+      continue;
+    }
+    signed += 1;
+    keys.add(keyId);
+  }
+  return { signed, keys: [...keys], problems };
+}
+
+/**
+ * Check an export (see parseExport): its chain (hashes and links, as bridge/audit.py chains
+ * records), its signed heads (a trail file's) and its dice.
+ * @param {string} text the export
+ * @returns {Promise<{problems: {seq: number, detail: string}[], notes: string[], verified: number,
+ *   format: "trail"|"jsonl", records: number, chained: number, worlds: string[],
+ *   heads: {count: number, signed: number, keys: string[]},
+ *   sessions: {sessionId: string, fingerprint: string, startSeq: number|null, revealSeq: number|null, fair: number, ok: boolean}[]}>}
+ *   `chained`: the records whose hash was recomputed (an export without the chain columns has none)
+ */
+export async function checkTrail(text) {
+  const parsed = parseExport(text);
+  const rows = parsed.rows.sort((a, b) => (a.record.world_id === b.record.world_id ? a.record.seq - b.record.seq : a.record.world_id < b.record.world_id ? -1 : 1));
   const records = rows.map((row) => row.record);
   const problems = await chainProblems(rows);
+  const worlds = [...new Set(records.map((record) => record.world_id))];
+  const heads = await checkHeads(parsed.heads, parsed.worldId ?? worlds[0] ?? "", new Map(rows.map((row) => [row.record.seq, row.hash])));
+  problems.push(...heads.problems);
   const notes = [];
   const sessions = new Map();
   const session = (id) => {
@@ -141,7 +231,11 @@ export async function checkTrail(text) {
     sessionId, fingerprint: (commitment ?? "").slice(0, 16).match(/.{1,4}/g)?.join(" ") ?? "",
     startSeq, revealSeq, fair, ok: ok && seed !== null && !problems.some((p) => p.detail.includes(`session ${sessionId}`)),
   }));
-  return { problems, notes, verified, sessions: shown };
+  return {
+    problems, notes, verified, sessions: shown, format: parsed.format, records: records.length, worlds,
+    chained: rows.filter((row) => typeof row.hash === "string" && typeof row.prev_hash === "string").length,
+    heads: { count: parsed.heads.length, signed: heads.signed, keys: heads.keys },
+  };
 }
 
 /** `value` with the keys of every object sorted: the bridge's canonical record JSON (msgspec, sorted keys). */
@@ -180,6 +274,31 @@ async function chainProblems(rows) {
   return problems;
 }
 
+const plural = (count, one, many = `${one}s`) => `${count} ${count === 1 ? one : many}`;
+
+/**
+ * What a check found, as the page shows it: one verdict line saying what was checked (the hash
+ * chain of N records, M signed heads, K dice sessions and the dice recomputed), or how many
+ * problems were found.
+ * @param {Awaited<ReturnType<typeof checkTrail>>} result
+ * @returns {{ok: boolean, verdict: string, checked: string[]}} `checked`: one line per kind of check
+ */
+export function summarize(result) {
+  const checked = [];
+  const worlds = result.worlds.length === 1 ? ` of world ${result.worlds[0]}` : result.worlds.length ? ` of ${result.worlds.length} worlds` : "";
+  checked.push(result.chained
+    ? `the hash chain${worlds}: ${plural(result.chained, "record")} recomputed and linked`
+    : `no hash chain: the file's ${plural(result.records, "record")} carry no hashes`);
+  checked.push(result.format === "trail"
+    ? `${plural(result.heads.signed, "signed head")} of ${result.heads.count} checked against the chain${result.heads.keys.length ? ` (signed by key ${result.heads.keys.join(", ")}: compare with \`fate-bridge audit public-key\`)` : ""}`
+    : "no signed heads: a --format jsonl export carries none (the whole-trail export W.trail.json does)");
+  checked.push(result.sessions.length
+    ? `${plural(result.sessions.length, "dice session")}: ${plural(result.verified, "die", "dice")} recomputed from the revealed seeds`
+    : "no dice session in this trail: dice are recomputed only for rolls made inside a /dicesession");
+  const ok = result.problems.length === 0;
+  return { ok, verdict: ok ? `PASS: ${checked.join("; ")}.` : `FAIL: ${plural(result.problems.length, "problem")} (listed above)`, checked };
+}
+
 /** Wire the page (only in a browser with the page's elements). */
 function mountPage() {
   const input = document.getElementById("trail");
@@ -198,8 +317,10 @@ function mountPage() {
         line(`dice session ${s.fingerprint}: committed at record ${s.startSeq ?? "?"}, revealed at record ${s.revealSeq ?? "(not yet)"}, ${s.fair} fair dice${s.ok ? ": verified" : ""}`, s.ok ? "pass" : "fail");
       }
       for (const p of result.problems) line(p.detail, "fail");
-      for (const n of result.notes) line(`note: ${n}`);
-      line(result.problems.length ? `FAIL: ${result.problems.length} problem${result.problems.length === 1 ? "" : "s"}` : `PASS: ${result.verified} dice recomputed from the revealed seeds`, result.problems.length ? "fail" : "pass");
+      for (const n of result.notes) line(`note: ${n}`, "note");
+      const summary = summarize(result);
+      if (!summary.ok) for (const c of summary.checked) line(`checked: ${c}`, "note");
+      line(summary.verdict, summary.ok ? "verdict pass" : "verdict fail");
     } catch (error) {
       line(String(error.message ?? error), "fail");
     }

@@ -14,6 +14,11 @@ One test, several messages (issue 13): SoHL's GM edit reposts a test as a new Ch
 message is (its ``sohl.fate``) or when its first message's graded record names the message
 that was (``fated_by``, written when a later message of the test is fated). A message without
 ``test_of`` reads exactly what it read before ``test_of`` existed, so old trails re-derive.
+
+Fated outside the bridge (issue 24): SoHL's own Fate, run where the module does not close it,
+is reported by ``fated_outside``; the message it names (and the test's first message, for the
+others) gets ``fated_by`` (the message showing it: the raised repost itself, or SoHL's Fate card)
+and ``outside`` (the evidence), so the test reads fated exactly as after a Fate of ours.
 """
 
 from __future__ import annotations
@@ -24,7 +29,7 @@ from . import cards, wire
 from ... import wire as shared
 from ...ruleset import Outcome, log_fields, rolling
 from ...dice import Dice
-from ...errors import AlreadyFated, Forbidden, NoCharges, NotEligible, NotFound
+from ...errors import AlreadyFated, BadMessage, Forbidden, NoCharges, NotEligible, NotFound
 from ...i18n import _
 from . import rules as sohl
 from ...state import WorldState
@@ -42,8 +47,9 @@ class GradedRecord(msgspec.Struct, kw_only=True, frozen=True, omit_defaults=True
     Skill Base basis the bridge used (S6). ``test_of``: the test's first message when this one
     is a later message of it (None: this message is the first). ``fated_by``: another message of
     the same test whose Fate Test fated the test (S11 across messages), None when none is known
-    here. Both are left out of the stored JSON when None, so a record of a single-message test
-    is stored as before."""
+    here. ``outside``: set with ``fated_by`` when SoHL's own Fate fated the test outside the
+    bridge (``fated_outside``), the evidence the module saw. All three are left out of the stored
+    JSON when None, so a record of a single-message test is stored as before."""
 
     message_id: str
     seq: int
@@ -55,6 +61,7 @@ class GradedRecord(msgspec.Struct, kw_only=True, frozen=True, omit_defaults=True
     reply: wire.TestGraded
     test_of: str | None = None
     fated_by: str | None = None
+    outside: wire.Evidence | None = None
 
 
 class FateRecord(msgspec.Struct, kw_only=True, frozen=True):
@@ -242,6 +249,7 @@ def _test_rolled(message: wire.TestRolled, state: WorldState, dice: Dice) -> wir
             reply=reply,
             test_of=test_of,
             fated_by=fated_by,
+            outside=stored.outside if stored is not None and stored.fated_by == fated_by else None,
         )
     )
     return reply
@@ -332,6 +340,63 @@ def _mark_test_fated(state: WorldState, record: GradedRecord) -> None:
     first = _graded(state, record.test_of)
     if first is not None:
         state.put(GRADED, record.test_of, msgspec.structs.replace(first, fated_by=record.message_id))
+
+
+def _raised_over_first(record: GradedRecord, first: GradedRecord) -> bool:
+    """Issue 24, ours: SoHL's own Fate raises a test's stored level and reposts it otherwise
+    unchanged (SoHL 0.8.2 fate-host.ts ``performFateTest``: ``bumpSuccessLevel`` then ``toChat``;
+    samples/sohl/captured ``fate-reposted-test``): the same d100, EML and level modifier as the
+    test's first message, a higher reported level. SoHL's GM edit changes the EML or the level
+    modifier (``skill-test-edit-repost``: EML 55 -> 35, its reported level kept). ``record`` is the
+    repost's grading, ``first`` its test's first message's."""
+    later, earlier = record.test, first.test
+    if later.reported_level is None or earlier.reported_level is None:
+        return False
+    same = (later.roll, later.eml, later.level_mod) == (earlier.roll, earlier.eml, earlier.level_mod)
+    return same and later.reported_level > earlier.reported_level
+
+
+def _fated_outside(message: wire.FatedOutside, state: WorldState, dice: Dice) -> Outcome:
+    """S11, issue 24: SoHL fated a graded test itself. Record it (``fated_by``/``outside`` on the
+    message and on its test's first message) unless the test is fated already; re-state the
+    message's grading with ``already_fated``. Refused ``not_found`` for a message never graded,
+    ``not_eligible`` for a ``raised_level`` the bridge's own gradings do not show, ``bad_message``
+    for a ``fate_card`` without ``card_message_id``."""
+    record = _graded(state, message.message_id)
+    if record is None:
+        raise NotFound(_("message %(message)s was never graded") % {"message": message.message_id},
+                       field="message_id")
+    if message.evidence == "fate_card":
+        if message.card_message_id is None:
+            raise BadMessage(_("a fate_card needs card_message_id, the chat message of SoHL's Fate card"),
+                             field="card_message_id")
+        shown_by = message.card_message_id
+    else:
+        first = None if record.test_of is None else _graded(state, record.test_of)
+        if first is None or not _raised_over_first(record, first):
+            raise NotEligible(
+                _("message %(message)s shows no level raised over its test's first message on the same roll")
+                % {"message": message.message_id},
+                field="evidence",
+            )
+        shown_by = message.message_id
+    fated = _fate(state, message.message_id) is not None or _fated_elsewhere(state, record, record.test_of) is not None
+    if not fated:
+        record = msgspec.structs.replace(record, fated_by=shown_by, outside=message.evidence)
+        state.put(GRADED, message.message_id, record)
+        if record.test_of is not None:
+            first = _graded(state, record.test_of)
+            if first is not None:
+                state.put(GRADED, record.test_of, msgspec.structs.replace(first, fated_by=shown_by, outside=message.evidence))
+    ctx = _context(record.actor, record.test, record.basis, state.settings(), True,
+                   _current_points(record.actor, state))
+    reply = msgspec.structs.replace(record.reply, event_id=message.event_id, fate=_offer(ctx, record.actor))
+    columns = shared.AuditColumns(**_columns(message, record), outcome="fated_outside",
+                                  level_before=record.level, label_before=record.reply.label,
+                                  detail=message.evidence)
+    log: dict[str, object] = {"message_id": message.message_id, "evidence": message.evidence,
+                              "shown_by": shown_by, "recorded": not fated}
+    return Outcome(reply, columns, None, log)
 
 
 def _fate_choice(message: wire.FateChoice, state: WorldState, dice: Dice) -> Outcome:
@@ -500,6 +565,7 @@ HANDLERS = {
     wire.TestRolled: _graded_outcome,
     wire.FateSpend: _fate_spend,
     wire.FateChoice: _fate_choice,
+    wire.FatedOutside: _fated_outside,
 }
 
 

@@ -17,6 +17,7 @@ Charges = Annotated[int, Meta(ge=0, le=10_000, description="Charges left.")]
 TestKind = Literal["skill", "attribute", "mystical", "fate"]
 Outcome = Literal["lost", "kept", "spent", "choice"]
 Choice = Literal["spend", "keep"]
+Evidence = Literal["raised_level", "fate_card"]  # what SoHL posted when it fated a test itself
 WithheldReason = Literal[_sohl_rules.WITHHELD_REASONS]  # S5, in the order reasons are reported
 FateOption = Literal[_sohl_rules.FATE_OPTIONS]  # S12
 
@@ -106,6 +107,25 @@ class TestRolled(Request, tag="test_rolled", kw_only=True):
     actor: SohlActor
     test: SohlTest
     visibility: Visibility = "public"
+
+
+class FatedOutside(Request, tag="fated_outside", kw_only=True):
+    """SoHL fated a graded test itself, outside the bridge (S11, issue 24: a client without the
+    module, a message posted before it was enabled, a GM on purpose); the module saw it in what
+    SoHL posted. The bridge records it on the trail, and the test, and every message of it, is
+    then fated: graded with ``already_fated`` and a ``fate_spend`` on any of them is refused
+    ``already_fated``. Answered with ``test_graded`` for ``message_id``, its offer re-stated.
+
+    ``message_id``: the graded message of the test that SoHL's Fate touched. ``evidence``:
+    ``raised_level``: ``message_id`` is a later message of its test (``test_of``) with the same
+    d100, EML and level modifier as the test's first message and a higher level reported by SoHL
+    (SoHL's own Fate reposts the test with its level raised; the bridge checks this from what it
+    graded and refuses ``not_eligible`` otherwise); ``fate_card``: SoHL's own Fate card,
+    ChatMessage ``card_message_id`` (required then), was posted for the test."""
+
+    message_id: Id
+    evidence: Evidence
+    card_message_id: Id | None = None
 
 
 class FateOffer(OutPart, kw_only=True):
@@ -242,5 +262,5 @@ class SettingsApplied(BridgeMessage, tag="settings_applied", kw_only=True):
     settings: WorldSettings
 
 
-CLIENT = (Settings, TestRolled, FateSpend, FateChoice)
+CLIENT = (Settings, TestRolled, FateSpend, FateChoice, FatedOutside)
 BRIDGE = (SettingsApplied, TestGraded, FateResolved)

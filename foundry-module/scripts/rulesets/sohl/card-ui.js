@@ -41,7 +41,10 @@ export function decorateCard({ root, message, viewer, t, onSpend, onChoice, pend
   const may = viewer.isGM || (viewer.ownsActor && !message.blind);
   let spendOffered = false;
   const graded = message.flags[FLAGS.GRADED];
-  if (graded && !message.flags[FLAGS.FATED] && may) {
+  if (graded && message.flags[FLAGS.FATED_OUTSIDE] && !message.flags[FLAGS.FATED] && may) {
+    // SoHL fated this test itself (issue 24): no Fate here, and a line saying so.
+    (root.querySelector(".sohl.chat-card") ?? root).append(withheldNote(root.ownerDocument, ["already_fated"], t));
+  } else if (graded && !message.flags[FLAGS.FATED] && may) {
     const card = root.querySelector(".sohl.chat-card") ?? root;
     if (graded.eligible && graded.points.length > 0) {
       card.append(spendControls(root.ownerDocument, message.id, graded.points, t, onSpend, pending));

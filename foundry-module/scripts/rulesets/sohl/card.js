@@ -84,6 +84,28 @@ export function readSohlCard(content, domParser) {
 }
 
 /**
+ * Recognise SoHL's own Fate card (issue 24): what SoHL 0.8.x posts after its own Fate Test
+ * (templates/chat/fate-roll-card.hbs, posted by `postFateResultCard` in
+ * src/document/item/logic/fate-host.ts). Read from its structure, never its (translated) text:
+ * a SoHL chat card naming its actor (`data-actor-uuid`) whose content shows a mastery level's
+ * adjustments (`.adjustment`, the Fate ML's) and that carries no `data-scope` and no action (a
+ * Success Test card has both; the Skill Development Roll card, sdr-card.hbs, the one other card
+ * of the same shape, shows no adjustments).
+ *
+ * @param {string} content the ChatMessage's `content` HTML
+ * @param {{parseFromString(text: string, type: string): Document}} domParser a DOMParser
+ * @returns {{actorUuid: string} | null} the actor whose Fate SoHL spent, or null for any other content
+ */
+export function readSohlFateCard(content, domParser) {
+  if (typeof content !== "string" || !content.includes("sohl")) return null;
+  const root = domParser.parseFromString(content, "text/html").querySelector("div.sohl.chat-card[data-actor-uuid]");
+  if (!root || root.querySelector("[data-scope], [data-action]")) return null;
+  if (!root.querySelector(".card-content .adjustment") || !root.querySelector("footer.card-footer")) return null;
+  const actorUuid = root.getAttribute("data-actor-uuid");
+  return actorUuid ? { actorUuid } : null;
+}
+
+/**
  * What identifies one SoHL test across its chat messages. SoHL's edit action (the GM's pencil)
  * and its own Fate flow post a new ChatMessage for the same test, with no flag or id linking it
  * to the first (samples/sohl/captured: `*-edit-original` / `*-edit-repost`, `fate-original-test`

@@ -8,6 +8,9 @@
  * - `fated` on a test card: written by the bridge's `flag_message` effect
  * - `pending_choice_card` on a test card: id of the choice card waiting for spend/keep (null after)
  * - `card_for` on our own cards: the test card's id; `choice_by` on a pending choice card
+ * - `fated_outside` on a test card: the evidence (`raised_level`/`fate_card`) that SoHL fated the
+ *   test outside the bridge, recorded by the bridge; `sohl_fate_actor` on a test card that shows
+ *   SoHL's own Fate button: its actor's UUID
  * - `test_key`, `test_of`, `test_item` on a test card: the test's identity (card.js testKey), the
  *   id of the test's first message, and the tested item's id. A card naming its item is a fresh
  *   test (`test_of` its own id, even when an earlier test rolled the same); a repost (SoHL names
@@ -19,19 +22,28 @@
  * `test_rolled` names its test's first message (`test_of`), and the bridge refuses a second Fate
  * on any message of the test (docs/protocol.md), whichever GM's browser asks.
  *
+ * Fated outside the bridge (issue 24): SoHL's own Fate, run where this module does not close it,
+ * shows in what SoHL posts: the test reposted with its level raised on the same die, and SoHL's
+ * Fate card (card.js readSohlFateCard). The active GM's flow reports either to the bridge
+ * (`fated_outside`), which records it and fates the test; then `fated_outside` (the evidence) is
+ * set on every message of the test, which shows "already fated" and refuses a spend
+ * `already_fated` before it reaches the bridge. SoHL's Fate card names no test: it counts against
+ * the latest test card of its actor on which SoHL offered its own Fate (`sohl_fate_actor`), our
+ * ruling (docs/rules.md, S11).
+ *
  * Who sees what (issue 13): the test's `visibility` is its chat message's own whisper/blind
  * (logic/cards.js visibilityOfMessage); its Fate card, the Critical Success choice and the Fate
  * Test's die reach the same readers (cardAudience `sameAs`). On a blind test only a GM may spend or
  * choose; the player who rolled it does not see its result.
  */
 
-import { readSohlCard, buildTest } from "./card.js";
+import { readSohlCard, readSohlFateCard, buildTest } from "./card.js";
+import { EVIDENCE, firstGradingEventId } from "./messages.js";
 import { buildActor, ITEM_RUNTIME, MODULE_FLAG_SCOPE, SPEND_SEQ_FLAG } from "./actor.js";
 import { cardAudience, postCard, visibilityOfMessage } from "../../logic/cards.js";
 import { rollData } from "../../logic/dice.js";
 import { RECEIPT_FLAG, receiptOf, withReceipt } from "../../logic/receipts.js";
 import { rollsForCard } from "../../logic/dice-trust.js";
-import { firstGradingEventId } from "./messages.js";
 
 /** Flag keys of this module. */
 export const FLAGS = Object.freeze({
@@ -43,6 +55,8 @@ export const FLAGS = Object.freeze({
   TEST_KEY: "test_key",
   TEST_OF: "test_of",
   TEST_ITEM: "test_item",
+  FATED_OUTSIDE: "fated_outside",
+  SOHL_FATE_ACTOR: "sohl_fate_actor",
 });
 
 /** Refusal codes that have their own notice; anything else is shown as `internal`. */
@@ -148,6 +162,9 @@ export function gradedFlag(graded, points) {
  * @param {{parseFromString(text: string, type: string): Document}} deps.domParser
  * @returns {{
  *   gradeMessage(messageId: string, options?: {first?: boolean}): Promise<{ok: true, graded: object} | {ok: false, code: string}>,
+ *     (for SoHL's own Fate card: the report of its test, `graded` that test's re-stated grading;
+ *     `not_found` when no test card of its actor offered SoHL's Fate; for a repost raised by SoHL's
+ *     own Fate whose report the bridge refused: `outsideRefused`, the refusal's code)
  *   requestSpend(request: {messageId: string, pointId: string, userId: string, physical?: number[]|null}): Promise<boolean>,
  *   requestChoice(request: {messageId: string, choice: string, userId: string}): Promise<boolean>,
  * }} `gradeMessage` never throws: a card that is not a SoHL test gives `{ok: false, code: "not_sohl"}`;
@@ -195,6 +212,62 @@ export function createFateFlow({ foundry, connection, build, domParser }) {
     return undefined;
   }
 
+  /** The `fated_outside` flag of `messageId` or of another message of its test, or undefined. */
+  function outsideOfTest(messageId, testOfId) {
+    for (const id of [messageId, ...sameTest(messageId, testOfId)]) {
+      const outside = foundry.messageData(id)?.flags[FLAGS.FATED_OUTSIDE];
+      if (outside) return outside;
+    }
+    return undefined;
+  }
+
+  /**
+   * Issue 24: the repost read into `parts` has the same d100, EML and level modifier as its
+   * test's first message and a higher level reported by SoHL: SoHL's own Fate raised it (a GM
+   * edit changes the EML or the modifier). The bridge checks the same from what it graded
+   * (bridge/rulesets/sohl/decide.py _raised_over_first).
+   */
+  function raisedOverFirst(parts) {
+    if (parts.testOf === parts.messageId || !Number.isInteger(parts.test.reported_level)) return false;
+    const first = foundry.messageData(parts.testOf);
+    const read = first ? readSohlCard(first.content, domParser) : null;
+    const built = read?.ok ? buildTest({ ...read.card, itemId: parts.itemId }, foundry.itemData(parts.actorUuid, parts.itemId)) : null;
+    if (!built?.ok || !Number.isInteger(built.test.reported_level)) return false;
+    const [later, earlier] = [parts.test, built.test];
+    const same = later.roll === earlier.roll && later.eml === earlier.eml && later.level_mod === earlier.level_mod;
+    return same && later.reported_level > earlier.reported_level;
+  }
+
+  /**
+   * Report to the bridge that SoHL fated the test of `messageId` itself; on its answer, flag every
+   * message of the test `fated_outside` and store the re-stated grading.
+   *
+   * @returns {Promise<{ok: true, graded: object} | {ok: false, code: string}>}
+   */
+  async function reportOutside(messageId, evidence, cardMessageId) {
+    let graded;
+    try {
+      graded = await connection.request(build.fatedOutside({ messageId, evidence, cardMessageId }));
+    } catch (error) {
+      return { ok: false, code: error.code ?? "internal" };
+    }
+    const message = foundry.messageData(messageId);
+    const testOfId = message?.flags[FLAGS.TEST_OF] ?? messageId;
+    for (const id of [messageId, ...sameTest(messageId, testOfId)]) {
+      if (!foundry.messageData(id)?.flags[FLAGS.FATED_OUTSIDE]) await foundry.setMessageFlag(id, FLAGS.FATED_OUTSIDE, evidence);
+    }
+    const flag = gradedFlag(graded, message?.flags[FLAGS.GRADED]?.points ?? []);
+    await foundry.setMessageFlag(messageId, FLAGS.GRADED, flag);
+    return { ok: true, graded: flag };
+  }
+
+  /** SoHL's own Fate card: reported against the latest test card of its actor that offered SoHL's Fate. */
+  function reportFateCard(message, actorUuid) {
+    const test = foundry.messageIdsWithFlag(FLAGS.SOHL_FATE_ACTOR, actorUuid).filter((id) => id !== message.id).at(-1);
+    if (!test) return Promise.resolve({ ok: false, code: "not_found" });
+    return reportOutside(test, EVIDENCE.FATE_CARD, message.id);
+  }
+
   /**
    * Read the card and snapshot its actor and item: the parts of `test_rolled`. A repost names no
    * item: the item of an earlier message of the same test is used.
@@ -209,13 +282,18 @@ export function createFateFlow({ foundry, connection, build, domParser }) {
     const actorData = foundry.actorSnapshot(actorUuid, { runtime: ITEM_RUNTIME });
     const built = buildTest({ ...read.card, itemId }, foundry.itemData(actorUuid, itemId));
     if (!actorData || !built.ok) return { ok: false, code: "bad_card" };
-    return { ok: true, actorUuid, testKey, testOf: test, itemId, actor: buildActor(actorData), test: built.test, visibility: visibilityOfMessage(message) };
+    return {
+      ok: true, messageId: message.id, actorUuid, testKey, testOf: test, itemId, actor: buildActor(actorData), test: built.test,
+      visibility: visibilityOfMessage(message), sohlOffersFate: read.card.hasFateButton,
+    };
   }
 
   async function gradeMessage(messageId, { first = false } = {}) {
     const message = foundry.messageData(messageId);
     if (!message) return { ok: false, code: "not_found" };
     if (message.flags[FLAGS.CARD_FOR]) return { ok: false, code: "not_sohl" };
+    const fateCard = readSohlFateCard(message.content, domParser);
+    if (fateCard) return reportFateCard(message, fateCard.actorUuid);
     const parts = snapshot(message);
     if (!parts.ok) return parts;
     let graded;
@@ -233,14 +311,22 @@ export function createFateFlow({ foundry, connection, build, domParser }) {
       if (parts.testKey) await foundry.setMessageFlag(messageId, FLAGS.TEST_KEY, parts.testKey);
       await foundry.setMessageFlag(messageId, FLAGS.TEST_OF, parts.testOf);
       await foundry.setMessageFlag(messageId, FLAGS.TEST_ITEM, parts.itemId);
+      if (parts.sohlOffersFate) await foundry.setMessageFlag(messageId, FLAGS.SOHL_FATE_ACTOR, parts.actorUuid);
     }
     // A repost of a fated test is fated: it shows so and offers no second Fate.
     const fated = fatedOfTest(messageId, parts.testOf);
     if (fated && !message.flags[FLAGS.FATED]) await foundry.setMessageFlag(messageId, FLAGS.FATED, fated);
+    const outside = outsideOfTest(messageId, parts.testOf);
+    if (outside && !message.flags[FLAGS.FATED_OUTSIDE]) await foundry.setMessageFlag(messageId, FLAGS.FATED_OUTSIDE, outside);
     const flag = gradedFlag(graded, parts.actor.fate_points);
     await foundry.setMessageFlag(messageId, FLAGS.GRADED, flag);
     const receipt = receiptOf(graded); // the grading posts no card: SoHL's own message keeps it
     if (receipt) await foundry.setMessageFlag(messageId, RECEIPT_FLAG, receipt);
+    // SoHL's own Fate reposted the test with its level raised: the bridge records the test fated.
+    if (!fated && !outside && raisedOverFirst(parts)) {
+      const reported = await reportOutside(messageId, EVIDENCE.RAISED_LEVEL);
+      return reported.ok ? reported : { ok: true, graded: flag, outsideRefused: reported.code };
+    }
     return { ok: true, graded: flag };
   }
 
@@ -327,8 +413,10 @@ export function createFateFlow({ foundry, connection, build, domParser }) {
         tell(userId, graded.code === "not_sohl" ? "bad_card" : graded.code);
         return false;
       }
-      // Fated once in total, whichever of the test's messages the click comes from.
-      if (fatedOfTest(messageId, foundry.messageData(messageId)?.flags[FLAGS.TEST_OF])) {
+      // Fated once in total, whichever of the test's messages the click comes from, and never
+      // after SoHL fated it itself (issue 24).
+      const testOfId = foundry.messageData(messageId)?.flags[FLAGS.TEST_OF];
+      if (fatedOfTest(messageId, testOfId) || outsideOfTest(messageId, testOfId)) {
         tell(userId, "already_fated");
         return false;
       }

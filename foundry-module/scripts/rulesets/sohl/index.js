@@ -7,7 +7,9 @@
  * - every client decorates SoHL cards as they render: our Spend Fate in place of SoHL's own,
  *   the choice buttons for those who may answer (card-ui.js);
  * - the world option "Fate" (S12: follow SoHL's `sohl.optionFate`, or everyone / PCs only / off),
- *   sent to the bridge in `settings` after each `welcome` and on change.
+ *   sent to the bridge in `settings` after each `welcome` and on change;
+ * - in a SoHL world, SoHL's own Fate routes (sheet, card, macro) are closed with a notice saying
+ *   where Fate is spent now (routes.js, issue 24).
  * Foundry is reached through `api.fvtt` only.
  */
 
@@ -19,6 +21,10 @@ import { createFateFlow, FLAGS, noticeKey, noticeLevel } from "./fate-flow.js";
 import { decorateCard } from "./card-ui.js";
 import { readSohlCard } from "./card.js";
 import { resolveFateOption, sohlMessageBuilders } from "./messages.js";
+import { closeSohlFateRoutes, ROUTE_OPEN_KEY } from "./routes.js";
+
+/** The game system whose Fate routes this ruleset closes. */
+const SOHL_SYSTEM_ID = "sohl";
 
 export const id = "sohl";
 
@@ -94,6 +100,18 @@ export function install(api) {
     });
   });
 
+  // No Fate around the bridge (issue 24): SoHL's own routes end in `fateTest`, replaced before
+  // the world's Documents (and SoHL's item logic) are built; a GM is told when one stays open.
+  fvtt.onceHook("i18nInit", () => {
+    if (fvtt.clientInfo().system_id !== SOHL_SYSTEM_ID) return;
+    const { open } = closeSohlFateRoutes({ wrapClassMethod: fvtt.wrapClassMethod, notify: api.notify });
+    if (open.length === 0) return;
+    console.warn(`fate-bridge | SoHL's Fate stays open on ${open.join(", ")}: no such class or method in this SoHL version`);
+    fvtt.onceHook("ready", () => {
+      if (fvtt.currentUserIsGM()) api.notify("warn", ROUTE_OPEN_KEY);
+    });
+  });
+
   /** The relayed actions run where the bridge link is; a GM browser without one refuses. */
   function linkedFlow() {
     if (!api.linked()) throw new BridgeError("bridge_down", "this browser has no bridge connection");
@@ -149,6 +167,7 @@ export function install(api) {
     if (gradingSent.has(messageId) || fvtt.messageData(messageId)?.flags[FLAGS.GRADED] !== undefined) return;
     gradingSent.add(messageId);
     flow.gradeMessage(messageId, { first: true }).then((result) => {
+      if (result.outsideRefused) console.warn(`fate-bridge | SoHL's own Fate on message ${messageId} not recorded: ${result.outsideRefused}`);
       if (result.ok || result.code === "not_sohl") return;
       if (GRADING_NOT_ANSWERED.has(result.code)) gradingSent.delete(messageId);
       console.warn(`fate-bridge | message ${messageId} not graded: ${result.code}`);

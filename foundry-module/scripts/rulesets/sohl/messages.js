@@ -14,6 +14,7 @@ export const SOHL_MSG = Object.freeze({
   FATE_SPEND: "fate_spend",
   FATE_CHOICE: "fate_choice",
   FATE_RESOLVED: "fate_resolved",
+  FATED_OUTSIDE: "fated_outside",
 });
 
 /**
@@ -29,6 +30,8 @@ export const SOHL_MSG = Object.freeze({
 export function firstGradingEventId(messageId) {
   return `grade-${messageId}`;
 }
+/** What SoHL posted when it fated a test itself (bridge/rulesets/sohl/wire.py FatedOutside). */
+export const EVIDENCE = Object.freeze({ RAISED_LEVEL: "raised_level", FATE_CARD: "fate_card" });
 
 /** The two answers to a Fate Test critical success (rule S9). */
 export const CHOICES = Object.freeze(["spend", "keep"]);
@@ -42,11 +45,14 @@ export const CHOICES = Object.freeze(["spend", "keep"]);
  *   fateSpend: (p: {messageId: string, pointId: string, userId: string, userName?: string, userIsGM: boolean, physical?: number[]|null}) => object,
  *     (`physical`: the roller's real Fate Test d100, issue 19)
  *   fateChoice: (p: {messageId: string, choice: string, userId: string, userName?: string, userIsGM: boolean}) => object,
+ *   fatedOutside: (p: {messageId: string, evidence: string, cardMessageId?: string}) => object,
+ *     (SoHL fated the test of `messageId` itself, issue 24; `cardMessageId`: SoHL's Fate card, for `fate_card`)
  * }}
  * `userIsGM` is Foundry's `user.isGM` for `userId` (the bridge lets a GM act for any actor and
  * answer any choice). `testOf` is the test's first message when `messageId` is a later one (the
-GM's edit repost): sent as `test_of`, left out when absent or equal to `messageId`. `eventId` (testRolled) replaces the fresh event
- * id (firstGradingEventId). `fateChoice` throws a TypeError for a choice outside CHOICES.
+ * GM's edit repost): sent as `test_of`, left out when absent or equal to `messageId`. `eventId` (testRolled) replaces the fresh event
+ * id (firstGradingEventId). `fateChoice` throws a TypeError for a choice outside CHOICES, `fatedOutside` for an evidence
+ * outside EVIDENCE.
  */
 export function sohlMessageBuilders(newEventId) {
   const withName = (message, userName) => (userName ? { ...message, user_name: userName } : message);
@@ -70,6 +76,15 @@ export function sohlMessageBuilders(newEventId) {
         },
         userName,
       ),
+    fatedOutside: ({ messageId, evidence, cardMessageId }) => {
+      if (!Object.values(EVIDENCE).includes(evidence)) {
+        throw new TypeError(`evidence ${JSON.stringify(evidence)} is not one of ${Object.values(EVIDENCE).join(", ")}`);
+      }
+      return {
+        type: SOHL_MSG.FATED_OUTSIDE, v: PROTOCOL_VERSION, event_id: newEventId(), message_id: messageId, evidence,
+        ...(cardMessageId ? { card_message_id: cardMessageId } : {}),
+      };
+    },
     fateChoice: ({ messageId, choice, userId, userName, userIsGM }) => {
       if (!CHOICES.includes(choice)) {
         throw new TypeError(`choice ${JSON.stringify(choice)} is not one of ${CHOICES.join(", ")}`);

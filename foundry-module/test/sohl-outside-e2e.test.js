@@ -1,0 +1,117 @@
+/**
+ * Issue 24 against a REAL bridge: a SoHL Fate Test made outside the bridge (SoHL's own Fate flow,
+ * run by a client without the module) is recognised from what SoHL posts and recorded; the test
+ * and its repost are then refused for Fate `already_fated`, never fated a second time. SoHL's own
+ * messages are the captured ones (samples/sohl/captured: `fate-original-test`, then SoHL's Fate
+ * flow's `fate-reposted-test`, level raised on the same die, and its `fate-test-card`).
+ * Python: $FATE_BRIDGE_PYTHON, else <repo>/.venv/bin/python.
+ */
+import { test } from "node:test";
+import assert from "node:assert/strict";
+import { WebSocket } from "ws";
+import { JSDOM } from "jsdom";
+import * as fvtt from "../scripts/foundry.js";
+import { readSohlFateCard } from "../scripts/rulesets/sohl/card.js";
+import { createFateFlow } from "../scripts/rulesets/sohl/fate-flow.js";
+import { sohlMessageBuilders } from "../scripts/rulesets/sohl/messages.js";
+import { realBridge, startModule } from "./helpers/e2e.js";
+import { captured } from "./helpers/samples.js";
+import { capturedWorld, postCaptured } from "./helpers/world-setup.js";
+
+const LUCKY = "mystery00000000";
+const real = realBridge("fate-bridge-outside-e2e-");
+
+/** Start the module on a fresh world; `sent` lists every request the GM's module made. */
+async function start(t) {
+  const env = await capturedWorld({ WebSocket, settings: real.settings() });
+  const { connection } = await startModule(t, real, env);
+  const sent = [];
+  const request = connection.request.bind(connection);
+  connection.request = (message) => {
+    sent.push(message);
+    return request(message);
+  };
+  const flagsOf = (id) => env.world.messages.get(id).flags["fate-bridge"] ?? {};
+  const flow = createFateFlow({ foundry: fvtt, connection, build: sohlMessageBuilders(fvtt.randomId), domParser: fvtt.domParser() });
+  return { env, connection, sent, flagsOf, flow };
+}
+
+test("SoHL's own Fate (repost raised on the same die, then its Fate card): recorded, and the test is refused for Fate", async (t) => {
+  const { env, connection, sent, flagsOf, flow } = await start(t);
+  const { until } = real;
+  const original = await postCaptured(env.world, "fate-original-test");
+  await until(() => flagsOf(original).graded?.eligible, "the original graded eligible");
+  assert.equal(flagsOf(original).sohl_fate_actor, "Actor.AldricKaldor0001", "SoHL offered its own Fate on it");
+
+  // SoHL's Fate flow on a client without the module: the raised repost, then SoHL's Fate card.
+  const repost = await postCaptured(env.world, "fate-reposted-test");
+  await until(() => flagsOf(repost).fated_outside, "the repost recognised");
+  const card = await postCaptured(env.world, "fate-test-card");
+  await until(() => sent.filter((m) => m.type === "fated_outside").length === 2, "both reported");
+  const reports = sent.filter((m) => m.type === "fated_outside").map(({ message_id, evidence, card_message_id }) => ({ message_id, evidence, card_message_id }));
+  assert.deepEqual(reports, [
+    { message_id: repost, evidence: "raised_level", card_message_id: undefined },
+    { message_id: original, evidence: "fate_card", card_message_id: card },
+  ]);
+  assert.equal(sent.find((m) => m.type === "test_rolled" && m.message_id === repost).test_of, original);
+  await until(() => flagsOf(original).graded?.eligible === false, "the original re-stated");
+  for (const id of [original, repost]) {
+    assert.equal(flagsOf(id).fated_outside, "raised_level", id);
+    assert.deepEqual(flagsOf(id).graded.reasons, ["already_fated"], id);
+  }
+
+  // Everyone sees "already fated" and no Spend Fate on either message.
+  env.world.asUser(env.player);
+  for (const id of [original, repost]) {
+    const html = env.world.render(id);
+    assert.equal(html.querySelector(".fate-bridge-spend"), null, id);
+    assert.equal(html.querySelector(".fate-bridge-withheld")?.textContent, "Fate withheld: already fated", id);
+  }
+
+  // A spend from either message is refused already_fated: by the module, and by the bridge.
+  env.world.asUser(env.gm);
+  const before = { notices: env.world.notices.length, messages: env.world.messages.size };
+  for (const id of [original, repost]) assert.equal(await flow.requestSpend({ messageId: id, pointId: LUCKY, userId: env.gm }), false);
+  assert.deepEqual(sent.filter((m) => m.type === "fate_spend"), [], "refused before reaching the bridge");
+  assert.deepEqual(env.world.notices.slice(before.notices).map((n) => n.text), ["This result has already been fated.", "This result has already been fated."]);
+  const build = sohlMessageBuilders(fvtt.randomId);
+  for (const id of [original, repost]) {
+    await assert.rejects(connection.request(build.fateSpend({ messageId: id, pointId: LUCKY, userId: env.gm, userIsGM: true })), { code: "already_fated" });
+  }
+  assert.equal(env.world.messages.size, before.messages, "no Fate card of ours");
+  assert.deepEqual(env.world.itemUpdates, [], "no charge spent by the bridge");
+});
+
+test("SoHL's Fate card alone (its Fate Test changed no level: no repost) fates the test it was spent on", async (t) => {
+  const { env, sent, flagsOf } = await start(t);
+  const { until } = real;
+  const original = await postCaptured(env.world, "fate-original-test");
+  await until(() => flagsOf(original).graded?.eligible, "the original graded eligible");
+  await postCaptured(env.world, "fate-test-card");
+  await until(() => flagsOf(original).fated_outside, "the original fated outside");
+  assert.equal(flagsOf(original).fated_outside, "fate_card");
+  assert.deepEqual(flagsOf(original).graded.reasons, ["already_fated"]);
+  assert.deepEqual(sent.filter((m) => m.type === "fated_outside").map((m) => m.evidence), ["fate_card"]);
+});
+
+test("only SoHL's Fate card reads as one: every other captured SoHL message does not", () => {
+  const parser = new new JSDOM("").window.DOMParser();
+  const names = ["fate-test-card", "fate-original-test", "fate-reposted-test", "skill-test-default", "skill-test-edit-repost",
+    "attribute-test-aura", "skill-test-blindroll", "skill-test-slmod"];
+  const read = Object.fromEntries(names.map((name) => [name, readSohlFateCard(captured(name).reconstructedPersistedChatMessage.content, parser)]));
+  assert.deepEqual(read, { ...Object.fromEntries(names.map((name) => [name, null])), "fate-test-card": { actorUuid: "Actor.AldricKaldor0001" } });
+  assert.equal(readSohlFateCard("<p>not a card</p>", parser), null);
+});
+
+test("SoHL's GM edit (EML 55 -> 35, SoHL keeps level 1 on die 37) is no Fate: nothing reported, Fate still offered", async (t) => {
+  const { env, sent, flagsOf } = await start(t);
+  const { until } = real;
+  const original = await postCaptured(env.world, "skill-test-edit-original");
+  await until(() => flagsOf(original).graded?.eligible, "the original graded eligible");
+  const repost = await postCaptured(env.world, "skill-test-edit-repost");
+  await until(() => flagsOf(repost).graded, "the repost graded");
+  assert.equal(sent.find((m) => m.type === "test_rolled" && m.message_id === repost).test_of, original);
+  assert.deepEqual(sent.filter((m) => m.type === "fated_outside"), []);
+  assert.equal(flagsOf(repost).fated_outside, undefined);
+  assert.equal(flagsOf(original).graded.eligible, true);
+});
