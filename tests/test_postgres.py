@@ -346,8 +346,9 @@ class TestMigrate:
         assert heads(back) == heads(db) and all(digest for _, digest, _ in heads(db)[0])
 
         conn = sqlite3.connect(back)
+        (stored,) = conn.execute("SELECT record FROM audit WHERE world_id = 'w' AND seq = 2").fetchone()
         with conn:
-            conn.execute("UPDATE audit SET record = record || x'00' WHERE world_id = 'w' AND seq = 2")
+            conn.execute("UPDATE audit SET record = ? WHERE world_id = 'w' AND seq = 2", (stored + b"\x00",))
         conn.close()
         assert main([*verify, str(back)]) == 1
         assert "[stored] record 2's stored bytes are not what the signed head at record" in capsys.readouterr().out
