@@ -26,7 +26,7 @@ from bridge.errors import WorldStateMismatch
 from bridge.heads import public_key_text, sign_head, stored_digest, stored_range
 from bridge.receipts import key_id, verify_receipt
 from bridge.session import Session
-from bridge.store import SCHEMA_VERSION, SQLiteStore
+from bridge.store import SCHEMA_VERSION, SQLiteStore, open_store
 from bridge.store.blobs import UnknownDictionary, frame_problem, unpack
 from bridge.store.audit_rows import heads_of, load_trail, stored_hashes
 from bridge.store.schema import read_as_one
@@ -478,6 +478,34 @@ class TestStoredBytesSealed:
             "the stored bytes of one of records 17..32 are not what the signed head at record 32 sealed "
             "(changed after they were written; each is the zstd frame this bridge writes for its record, "
             "so which one cannot be told)"]
+
+    async def test_heads_seal_the_frames_of_records_written_before_a_restart(self, db_url, tmp_path, capsys):
+        """A head due inside a batch seals the frames the batch just wrote without reading them
+        back, and those of its range written before the world was loaded from the rows (read at
+        load): three runs of 7 records on each backend, heads at 7, 14 (clean stops), 16 (1..16:
+        1..14 read back) and 21 (17..21)."""
+        signing_file = tmp_path / "receipt.key"
+        key = load_signing_key(signing_file, create=True)
+        for run in range(3):
+            store = await open_store(db_url, signing_key=key)
+            if run == 0:
+                await store.add_world("w", None)
+            session = Session(store, ScriptedDice([]), trusted=True, default_world="w")
+            for n in range(7):
+                await session.receive(frame(rolled(f"r{run}-{n}", f"m{run}-{n}")))
+            await store.close()
+        code = await asyncio.to_thread(main, ["audit", "verify", "--db", str(db_url), "--signing-key", str(signing_file)])
+        out = capsys.readouterr().out
+        assert code == 0 and "PASS w: 21 records, signed up to record 21" in out, out
+        store = await open_store(db_url)
+        try:
+            conn = store._conn  # the store's own connection (SQLite's reads audit_tail too)
+            heads = heads_of(conn, "w")
+            assert [(h.seq, h.stored_digest) for h in heads] == [
+                (seq, stored_digest(stored_hashes(conn, "w", stored_range(seq, audit.CHECKPOINT_EVERY))))
+                for seq in (7, 14, 16, 21)]
+        finally:
+            await store.close()
 
     def test_version_1_heads_keep_verifying(self, trail, capsys):
         """A trail signed before issue 25 (its heads of version 1: no stored digest) verifies as
