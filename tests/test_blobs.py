@@ -23,7 +23,7 @@ from bridge.session import Session
 from bridge.store import AuditFilter, SQLiteStore
 from bridge.store.audit_rows import load_trail, open_readonly, stored_state
 from bridge.store.blobs import (CURRENT, DICTIONARIES, FOLDER, MAGIC, MAX_BLOB_BYTES, UnknownDictionary, dictionary,
-                                frame_problem, pack, unpack)
+                                frame_problem, pack, unpack, written_as)
 from bridge.store.postgres import PostgresStore
 from bridge.derive import state_digest
 
@@ -132,6 +132,16 @@ class TestStoredBytes:
         assert unpack(unused_bit) == unpack(frame)  # the decoder ignores it: only its bytes differ
         assert frame_problem(unused_bit) == (
             f"its zstd frame header has flags fate-bridge never writes (descriptor {frame[4] ^ 0x10:#04x})")
+
+    def test_written_as_is_the_frame_pack_writes_for_the_stored_record(self):
+        """The hint verify names a changed record by (issue 25): what this zstd writes for the
+        record a stored frame decodes to, with the dictionary that frame names."""
+        record = b'{"type":"fate_spend","dice":[34]}' * 20
+        frame = pack(record, "audit")
+        assert written_as(frame) == frame and written_as(frame + b"\x00") == frame
+        assert written_as(pack(record, "records")) == pack(record, "records")  # the other dictionary
+        assert written_as(record) is None and written_as(record.decode()) is None  # JSON before compression
+        assert written_as(frame[:-1] + bytes([frame[-1] ^ 0xFF])) == b""  # a frame that no longer decodes
 
     async def test_verify_names_each_record_whose_stored_bytes_changed(self, tmp_path, capsys):
         db, key = tmp_path / "b.sqlite3", tmp_path / "audit.key"

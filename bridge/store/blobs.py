@@ -68,7 +68,7 @@ class _Coders(threading.local):
     blobs are packed on event loops and the writer thread, read on several threads)."""
 
     def __init__(self) -> None:
-        self.compressors: dict[str, zstandard.ZstdCompressor] = {}  # made on a thread's first pack
+        self.compressors: dict[int, zstandard.ZstdCompressor] = {}  # by dictionary id, made on first use
         self.decompressors: dict[int, zstandard.ZstdDecompressor] = {}
 
 
@@ -79,12 +79,17 @@ def pack(data: bytes, kind: str) -> bytes:
     """``data`` (JSON) as stored in a column of ``kind`` (a key of :data:`CURRENT`: ``audit``,
     ``records``): a zstd frame made with that kind's current dictionary, naming its id (no
     checksum: the chain hash and state digest cover the JSON)."""
-    compressor = _coders.compressors.get(kind)
+    return _compressor(CURRENT[kind]).compress(data)
+
+
+def _compressor(dict_id: int) -> zstandard.ZstdCompressor:
+    """This thread's compressor writing frames as :func:`pack` does with dictionary ``dict_id``."""
+    compressor = _coders.compressors.get(dict_id)
     if compressor is None:
-        compressor = _coders.compressors[kind] = zstandard.ZstdCompressor(
-            level=LEVEL, dict_data=dictionary(CURRENT[kind]), write_checksum=False, write_content_size=True,
+        compressor = _coders.compressors[dict_id] = zstandard.ZstdCompressor(
+            level=LEVEL, dict_data=dictionary(dict_id), write_checksum=False, write_content_size=True,
             write_dict_id=True)
-    return compressor.compress(data)
+    return compressor
 
 
 _DICT_ID_BYTES = (0, 1, 2, 4)  # RFC 8878 3.1.1.1.1: Dictionary_ID_Flag -> field size
@@ -140,12 +145,9 @@ def written_as(value: bytes | bytearray | memoryview | str) -> bytes | None:
     if not data.startswith(MAGIC):
         return None
     decoded = unpack(data)
-    if decoded is data:  # unpack gives a frame that does not decode back as it is
+    if decoded == data:  # unpack gives a frame that does not decode back as it is
         return b""
-    compressor = zstandard.ZstdCompressor(
-        level=LEVEL, dict_data=dictionary(zstandard.get_frame_parameters(data).dict_id), write_checksum=False,
-        write_content_size=True, write_dict_id=True)
-    return compressor.compress(decoded)
+    return _compressor(zstandard.get_frame_parameters(data).dict_id).compress(decoded)
 
 
 def unpack(value: bytes | bytearray | memoryview | str) -> bytes:
