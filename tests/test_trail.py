@@ -405,6 +405,30 @@ class TestStoredBytesSealed:
         conn.close()
         return before, after
 
+    @staticmethod
+    def flip_decoding_equal(db, seqs: range) -> tuple[int, bytes]:
+        """The first record of ``w`` in ``seqs`` and its stored bytes with one bit flipped (in seq,
+        byte, bit order, past the frame header) that still decode to the same record, with sound
+        header fields: (seq, changed bytes)."""
+        conn = sqlite3.connect(db)
+        rows = conn.execute("SELECT seq, record FROM audit WHERE world_id='w' AND seq BETWEEN ? AND ? ORDER BY seq",
+                            (seqs.start, seqs.stop - 1)).fetchall()
+        conn.close()
+
+        def same(stored: bytes, changed: bytes) -> bool:
+            try:
+                return frame_problem(changed) is None and unpack(changed) == unpack(stored)
+            except UnknownDictionary:  # a bit of the dictionary id
+                return False
+
+        for seq, stored in rows:
+            for at in range(12, len(stored)):  # past magic, descriptor, window, dictionary id, size
+                for bit in range(8):
+                    changed = stored[:at] + bytes([stored[at] ^ 1 << bit]) + stored[at + 1:]
+                    if same(stored, changed):
+                        return seq, changed
+        raise AssertionError(f"no bit of records {seqs.start}..{seqs.stop - 1} flips to the same record")
+
     def test_the_clean_trail_has_version_2_heads(self, trail):
         conn = sqlite3.connect(trail[0])
         heads = heads_of(conn, "w")
@@ -437,23 +461,7 @@ class TestStoredBytesSealed:
         a bit of a block's Huffman or FSE table description the decoder does not need. The search
         is deterministic; the trail's records hold the time they were written, so the bit found is
         not the same from run to run, but there are hundreds (281 in one run of this trail)."""
-        conn = sqlite3.connect(trail[0])
-        rows = conn.execute("SELECT seq, record FROM audit WHERE world_id='w' ORDER BY seq").fetchall()
-        conn.close()
-
-        def flips():
-            for seq, stored in rows:
-                for at in range(12, len(stored)):  # past magic, descriptor, window, dictionary id, size
-                    for bit in range(8):
-                        yield seq, stored, stored[:at] + bytes([stored[at] ^ 1 << bit]) + stored[at + 1:]
-
-        def same(stored: bytes, changed: bytes) -> bool:
-            try:
-                return frame_problem(changed) is None and unpack(changed) == unpack(stored)
-            except UnknownDictionary:
-                return False
-
-        seq, stored, changed = next(f for f in flips() if same(f[1], f[2]))
+        seq, changed = self.flip_decoding_equal(trail[0], range(1, 41))
         self.edit(trail[0], seq, lambda _: changed)
         code, out = verify(trail, capsys)
         report = world_lines(out, "w")
@@ -508,19 +516,31 @@ class TestStoredBytesSealed:
             await store.close()
 
     def test_version_1_heads_keep_verifying(self, trail, capsys):
-        """A trail signed before issue 25 (its heads of version 1: no stored digest) verifies as
-        before; a bit flipped in a block is then not seen (what version 2 heads add)."""
+        """A trail signed before issue 25 and carried on by this bridge: its heads at 16 and 32 of
+        version 1 (no stored digest), the one at 40 of version 2. It verifies; a bit flipped in a
+        block of a record only a version 1 head covers is not seen (what version 2 heads add), one
+        in a record the version 2 head covers is."""
         db, _, signing_path = trail
         key = load_signing_key(signing_path, create=False)
         conn = sqlite3.connect(db)
         for seq, record_hash, digest in conn.execute(
-                "SELECT seq, hash, state_digest FROM heads WHERE world_id='w'").fetchall():
+                "SELECT seq, hash, state_digest FROM heads WHERE world_id='w' AND seq < 40").fetchall():
             head = sign_head(key, "w", seq, record_hash, digest)
             conn.execute("UPDATE heads SET sig=?, stored_digest=NULL WHERE world_id='w' AND seq=?", (head.sig, seq))
         conn.commit()
+        assert [h.stored_digest is None for h in heads_of(conn, "w")] == [True, True, False]
         conn.close()
         code, out = verify(trail, capsys)
         assert code == 0 and f"PASS w: {2 * ROUNDS} records, signed up to record {2 * ROUNDS}" in out, out
+
+        seq, changed = self.flip_decoding_equal(db, range(1, 33))
+        self.edit(db, seq, lambda _: changed)
+        code, out = verify(trail, capsys)
+        assert code == 0, out
+        seq, changed = self.flip_decoding_equal(db, range(33, 41))
+        self.edit(db, seq, lambda _: changed)
+        code, out = verify(trail, capsys)
+        assert code == 1 and f"[stored] record {seq}'s stored bytes are not what the signed head at record 40" in out, out
 
 
 class TestStateDerivedFromTheChain:
