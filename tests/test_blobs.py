@@ -15,6 +15,7 @@ import sys
 import psycopg
 import pytest
 import zstandard
+from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
 
 from bridge import __version__, audit
 from bridge.cli import main
@@ -26,6 +27,7 @@ from bridge.store.blobs import (CURRENT, DICTIONARIES, FOLDER, MAGIC, MAX_BLOB_B
                                 frame_problem, pack, unpack, written_as)
 from bridge.store.postgres import PostgresStore
 from bridge.derive import state_digest
+from bridge.heads import sign_head, stored_digest, stored_hash
 
 from .helpers import ROOT, as_old_bridge
 from .sohl_messages import actor, fate_spend, frame, point, rolled, sohl_test
@@ -132,6 +134,31 @@ class TestStoredBytes:
         assert unpack(unused_bit) == unpack(frame)  # the decoder ignores it: only its bytes differ
         assert frame_problem(unused_bit) == (
             f"its zstd frame header has flags fate-bridge never writes (descriptor {frame[4] ^ 0x10:#04x})")
+
+    @pytest.mark.parametrize("flipped", [False, True])
+    def test_a_pinned_bit_inside_a_block_is_named_by_a_version_2_head(self, flipped):
+        """The 1.5.5 frame of the fixture with bit 5 of byte 39 flipped (found by trying every bit
+        past its header: a bit of its compressed block's table description the decoder does not
+        need) decodes to the same record with sound header fields: only the head sealing its
+        stored bytes tells (issue 25). Unflipped, the old zstd's frame verifies though this zstd
+        writes other bytes for it. Records 1..4 of the head's range are stand-ins (plain JSON)."""
+        old = json.loads((ROOT / "tests" / "fixtures" / "zstd-1.5.5-frame.json").read_text())
+        frame, record = bytes.fromhex(old["frame_hex"]), old["record"].encode()
+        changed = frame[:39] + bytes([frame[39] ^ 1 << 5]) + frame[40:]
+        assert changed != frame and unpack(changed) == record and frame_problem(changed) is None
+        key = Ed25519PrivateKey.generate()
+        record_hash = audit.chain_hash(audit.GENESIS_HASH, record)
+        sealed = stored_digest([stored_hash(b"{}")] * 4 + [stored_hash(frame)])
+        head = sign_head(key, "offline", 5, record_hash, None, sealed)
+        trail = audit.Trail("offline", [(n, b"{}", "", "", None) for n in range(1, 5)]
+                            + [(5, record, audit.GENESIS_HASH, record_hash, None)], [], [head],
+                            stored={**{n: b"{}" for n in range(1, 5)}, 5: changed if flipped else frame},
+                            written_as=written_as)
+        report = audit.verify_world(trail, None, key.public_key())
+        assert [p.detail for p in report.problems if p.kind == "stored"] == ([
+            "record 5's stored bytes are not what the signed head at record 5 sealed: not the zstd frame this "
+            "bridge writes for its record (changed after it was written, though it may still decode to the "
+            "sealed record)"] if flipped else [])
 
     def test_written_as_is_the_frame_pack_writes_for_the_stored_record(self):
         """The hint verify names a changed record by (issue 25): what this zstd writes for the
