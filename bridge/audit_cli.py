@@ -21,7 +21,7 @@ from typing import TextIO
 import msgspec
 from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey, Ed25519PublicKey
 
-from . import audit, trail_file
+from . import audit, i18n, trail_file
 from .config import db_label, default_audit_key, default_db, default_signing_key, load_key, load_signing_key
 from .errors import ConfigError
 from .heads import parse_public_key, public_key_text
@@ -143,14 +143,20 @@ def _export(rows: list[AuditRow], fmt: str, out: TextIO) -> None:
 
 
 async def _report(store: Store, args: argparse.Namespace) -> int:
-    """``audit report``: write the world's report page (bridge/report.py) to ``--out``."""
+    """``audit report``: write the world's report page (bridge/report.py) to ``--out``, in
+    ``--lang`` or else the world's language (its last hello's; English when none is known)."""
     from .report import draw
 
     rows = await store.audit_rows(AuditFilter(world_id=args.world, since=args.since, until=args.until))
     if not rows:
         print(f"note: world {args.world!r} has no audit records{' since ' + args.since if args.since else ''}: "
               "the page will be empty (see `fate-bridge audit list`)", file=sys.stderr)
-    html = await draw(rows, args.world, args.since)
+    language = args.lang
+    if language is None:
+        world = await store.world(args.world)
+        language = world and world.language
+    with i18n.using(language):
+        html = await draw(rows, args.world, args.since)
     try:
         args.out.write_text(html, encoding="utf-8")
     except OSError as exc:

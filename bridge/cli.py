@@ -422,6 +422,9 @@ def _parser() -> argparse.ArgumentParser:
     report.add_argument("--world", required=True, type=world_id, help="the world id (game.world.id)")
     add_period(report, "2026-11-29")
     report.add_argument("--out", type=Path, default=Path("report.html"), help="file to write (default report.html)")
+    report.add_argument("--lang", metavar="LANG", default=None,
+                        help="the page's language (en, de, de-DE...; default: the world's, from its "
+                        "module's last hello; English when unknown)")
 
     move = commands.add_parser(
         "migrate",

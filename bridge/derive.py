@@ -11,7 +11,9 @@ differs from the derived one, with the record that wrote it. ``audit repair`` wr
 :class:`Derived` back. :func:`state_digest` seals the stored state in a signed head.
 
 Values are compared as JSON with sorted keys (:func:`normal`), so the store's own encoding may
-change without making old state look edited.
+change without making old state look edited; a value that still differs is compared by its
+:func:`facts`, as the current code reads it, so a field an older bridge kept and the record no longer
+has (presentation: the rendered Fate card sohl stored before issue 24) does not make it look edited.
 """
 
 from __future__ import annotations
@@ -60,6 +62,26 @@ def normal(value: bytes | str) -> bytes:
         return without_card_html(_sorted.encode(_decode.decode(raw)))
     except msgspec.DecodeError:
         return raw
+
+
+def facts(value: bytes, type: type) -> bytes | None:
+    """``value`` (stored JSON) as the current code reads it: decoded as ``type`` (the record
+    kind's ``msgspec.Struct``, or None) and encoded again, key-sorted, card text emptied, so that
+    fields ``type`` no longer has drop out (msgspec ignores them when it decodes). None when it
+    does not decode as ``type``: then it differs from any derived value."""
+    try:
+        return without_card_html(_sorted.encode(_optional(type).decode(value)))
+    except msgspec.MsgspecError:
+        return None
+
+
+def _same_facts(held: bytes, chain: bytes | None, type: type | None) -> bool:
+    """Whether a stored or recorded value that differs from the chain's as JSON reads as the same
+    record of ``type`` (None: unknown, so not the same)."""
+    if chain is None or type is None:
+        return False
+    found = facts(held, type)
+    return found is not None and found == facts(chain, type)
 
 
 def reply_normal(value: bytes | str) -> bytes:
@@ -129,12 +151,14 @@ class StateProblem:
 @dataclass(slots=True)
 class Derived:
     """One world's state as its chain produced it; each value with the ``seq`` of the record that
-    last wrote it (normalised JSON; ``events``: each reply as its record holds it)."""
+    last wrote it (normalised JSON; ``events``: each reply as its record holds it); ``types``: the
+    ``msgspec.Struct`` each record was written as (for :func:`facts`)."""
 
     settings: tuple[bytes, int] = (DEFAULT_SETTINGS, 0)
     last_seq: tuple[int, int] = (0, 0)
     records: dict[tuple[str, str], tuple[bytes, int]] = field(default_factory=dict)
     events: dict[str, tuple[bytes, int]] = field(default_factory=dict)
+    types: dict[tuple[str, str], type] = field(default_factory=dict)
 
 
 class Diverged(Exception):
@@ -165,6 +189,7 @@ class DerivingState:
         self._settings: bytes | None = None
         self._last_seq: int | None = None
         self._records: dict[tuple[str, str], bytes] = {}
+        self._types: dict[tuple[str, str], type] = {}
 
     def _answer(self, op: str, args: list[str | int]) -> bytes:
         if self._next >= len(self._reads):
@@ -175,10 +200,12 @@ class DerivingState:
         self._next += 1
         return bytes(read.result)
 
-    def _check(self, what: str, recorded: bytes, chain: bytes | None, written_by: int) -> None:
+    def _check(self, what: str, recorded: bytes, chain: bytes | None, written_by: int,
+               type: type | None = None) -> None:
         if recorded == chain or (chain is None and recorded == b"null"):
             return  # recorded reads are key-sorted JSON already: the common case costs no decode
-        if without_card_html(recorded) != chain and normal(recorded) != chain:
+        if (without_card_html(recorded) != chain and normal(recorded) != chain
+                and not _same_facts(recorded, chain, type)):
             origin = f"record {written_by} left {_show(chain)}" if written_by else f"the chain held {_show(chain)}"
             self._problems.append(StateProblem(self._seq, (
                 f"record {self._seq} read {what} as {_show(recorded)}, but {origin}: the state was "
@@ -211,11 +238,12 @@ class DerivingState:
             self._derived.records[kind, key] = (normal(recorded), self._seq)  # as the shell left it
         elif (kind, key) not in self._records:
             chain, seq = self._derived.records.get((kind, key), (None, 0))
-            self._check(f"{kind} {key!r}", recorded, chain, seq)
+            self._check(f"{kind} {key!r}", recorded, chain, seq, type)
         return _optional(type).decode(recorded)
 
     def put(self, kind: str, key: str, record: msgspec.Struct) -> None:
         self._records[kind, key] = without_card_html(_sorted.encode(record))
+        self._types[kind, key] = type(record)
 
     def peek(self, kind: str, key: str, type: type[R]) -> R | None:
         return None  # describes a refusal's columns; a replay compares the verdict only
@@ -229,6 +257,7 @@ class DerivingState:
             derived.last_seq = (self._last_seq, seq)
         for key, value in self._records.items():
             derived.records[key] = (value, seq)
+        derived.types.update(self._types)
 
 
 def compare(derived: Derived, stored: StoredState) -> list[StateProblem]:
@@ -250,7 +279,7 @@ def compare(derived: Derived, stored: StoredState) -> list[StateProblem]:
             problems.append(StateProblem(seq, f"{row}, written by record {seq}, is missing"))
         elif chain is None:
             problems.append(StateProblem(0, f"{row} was written by no record of the chain: {_show(normal(held))}"))
-        elif normal(held) != chain:
+        elif normal(held) != chain and not _same_facts(held, chain, derived.types.get((kind, key))):
             problems.append(StateProblem(seq, f"{row} holds {_show(normal(held))}, but record {seq} wrote {_show(chain)}"))
     event_ids = derived.events.keys() | stored.events.keys() if EVENTS_ROW_PER_DECISION else stored.events.keys()
     for event_id in sorted(event_ids):

@@ -155,6 +155,18 @@ def ngettext(singular: str, plural: str, n: int) -> str:
 _ = gettext
 
 
+def rule_text(error: ValueError) -> str:
+    """A ruleset's refusal in the current language. A ruleset's ``rules.py`` cannot import the
+    bridge (the rules stay pure), so it raises (or returns) a ``ValueError`` carrying ``template``,
+    its English text with ``%(name)s`` placeholders (a table ``babel.cfg`` names, so the catalog
+    has it), and ``values``: this gives ``_(template) % values``. Any other ``ValueError`` is its
+    ``str()``, untranslated."""
+    template = getattr(error, "template", None)
+    if not isinstance(template, str):
+        return str(error)
+    return gettext(template) % getattr(error, "values", {})
+
+
 def N_(message: str) -> str:
     """Mark ``message`` for extraction without translating it (table entries translated where
     they are shown)."""

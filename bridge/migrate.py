@@ -20,7 +20,8 @@ from .store.schema import fold_tail
 
 # table -> (its columns, the columns holding bytes); in dependency order
 TABLES: dict[str, tuple[tuple[str, ...], frozenset[str]]] = {
-    "worlds": (("world_id", "token_hash", "settings", "last_seq", "created_at", "viewer_key", "removed_at"),
+    "worlds": (("world_id", "token_hash", "settings", "last_seq", "created_at", "viewer_key", "removed_at",
+                "language"),
                frozenset({"settings"})),
     "records": (("world_id", "kind", "key", "value"), frozenset({"value"})),
     "events": (("world_id", "event_id", "reply", "request_hash"), frozenset({"reply"})),

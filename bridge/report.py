@@ -22,18 +22,18 @@ report needs nothing beyond the bridge's own install.
 from __future__ import annotations
 
 import asyncio
+import functools
 import math
-from collections import Counter, defaultdict
+from collections import Counter
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta, timezone
-from importlib import resources
 
 import jinja2
 import msgspec
 
-from . import charts
+from . import charts, i18n
 from .fairness.trail import OVERRIDE
-from .rulesets.hmtw.rules import GM_DECK, PLAYER_DECK, SUITS, card as tarot_card
+from .rulesets.hmtw.rules import FOOL_NAME, GM_DECK, MAJOR_ARCANA, PLAYER_DECK, SUIT_NAMES, SUITS, card as tarot_card
 from .store.base import AuditRow
 
 SESSION_GAP = timedelta(hours=4)  # a table's break is minutes, the next session days away
@@ -42,6 +42,7 @@ D100_BANDS = 10  # 1-10, ..., 91-100: ten equally likely bands of a fair d100
 MIN_EXPECTED = 5  # the chi-square test's usual rule: every expected count at least 5
 FATE_OUTCOMES = ("spent", "kept", "lost")  # a SoHL Fate Test's outcomes (S9)
 TAROT_GROUPS = (*SUITS, "fool")
+TAROT_GROUP_NAMES = {**SUIT_NAMES, "fool": FOOL_NAME}  # their words, in the catalog from hmtw's rules (babel.cfg)
 
 _record_decoder = msgspec.json.Decoder(dict)
 
@@ -318,31 +319,43 @@ def _ledger_chart(data: ReportData) -> str | None:
                                             value_name="points")], label="pool ledger over time")
 
 
-def _environment() -> jinja2.Environment:
-    return jinja2.Environment(
-        loader=jinja2.PackageLoader("bridge", "templates"),
+@functools.cache
+def _environment(language: str) -> jinja2.Environment:
+    """The page's template environment in ``language`` (a normalized ``bridge.i18n`` language):
+    its words translated when it compiles (``bridge.i18n.TranslatedEnvironment``)."""
+    return i18n.TranslatedEnvironment(
+        language, loader=jinja2.PackageLoader("bridge", "templates"),
         autoescape=True, trim_blocks=True, lstrip_blocks=True, undefined=jinja2.StrictUndefined)
 
 
 def render(data: ReportData, *, world_id: str, since: str | None, generated: str) -> str:
     """The report page (HTML5, one file: inline SVG and CSS, no script; a Content-Security-Policy
-    forbids any). ``generated`` is the UTC time shown as when it was made."""
+    forbids any), in the current language (``bridge.i18n.using``; the charts' own labels stay
+    English). ``generated`` is the UTC time shown as when it was made."""
     rolls = [r for rs in data.d100.values() for r in rs]
     d100_test = fit_test(d100_bands(rolls), [len(rolls) / D100_BANDS] * D100_BANDS) if rolls else None
     tarot_observed, tarot_expected = tarot_groups(data.player_cards)
     tarot_test = fit_test(tarot_observed, tarot_expected) if sum(tarot_observed) else None
     gm_total = sum(data.gm_cards.values())
     drawn = {"d100": _d100_chart(data), "fate": _fate_chart(data), "outcomes": _outcomes_chart(data),
-              "tarot": _tarot_chart(data), "ledger": _ledger_chart(data)}
-    template = _environment().get_template("report.html.j2")
+             "tarot": _tarot_chart(data), "ledger": _ledger_chart(data)}
+    language = i18n.current()
+    template = _environment(language).get_template("report.html.j2")
     return template.render(
-        world_id=world_id, since=since, generated=generated, data=data, charts=drawn,
+        language=language, world_id=world_id, since=since, generated=generated, data=data, charts=drawn,
         d100_counts={k: len(v) for k, v in data.d100.items()}, d100_total=len(rolls), d100_test=d100_test,
         tarot_groups=list(zip(TAROT_GROUPS, tarot_observed, tarot_expected)), tarot_test=tarot_test,
-        gm_cards=[(tarot_card(code).name, data.gm_cards[code]) for code in GM_DECK if data.gm_cards[code]],
+        gm_cards=[(_gm_card_name(code), data.gm_cards[code]) for code in GM_DECK if data.gm_cards[code]],
         gm_total=gm_total, gm_expected=gm_total / len(GM_DECK), session_gap_hours=SESSION_GAP.total_seconds() / 3600,
-        min_expected=MIN_EXPECTED, fate_outcomes=FATE_OUTCOMES,
+        min_expected=MIN_EXPECTED, fate_outcomes=FATE_OUTCOMES, tarot_group_names=TAROT_GROUP_NAMES,
     )
+
+
+def _gm_card_name(code: str) -> str:
+    """A GM deck card (a major arcanum, H1) as its numeral and its name in the current language
+    ("XIII Death", "XIII Der Tod")."""
+    numeral, title = MAJOR_ARCANA[tarot_card(code).value]
+    return f"{numeral} {i18n.gettext(title)}"
 
 
 def report_page(rows: list[AuditRow], *, world_id: str, since: str | None, generated: str) -> str:
@@ -351,7 +364,9 @@ def report_page(rows: list[AuditRow], *, world_id: str, since: str | None, gener
 
 
 async def draw(rows: list[AuditRow], world_id: str, since: str | None) -> str:
-    """:func:`report_page` on a worker thread, made now (UTC): the server's ``audit_report``
-    reporter (bridge.session.Reporter), so other connections go on while it draws."""
+    """:func:`report_page` on a worker thread, made now (UTC), in the current language (the
+    thread runs in a copy of this context): the server's ``audit_report`` reporter
+    (bridge.session.Reporter, called in the world's language), so other connections go on while
+    it draws."""
     generated = datetime.now(timezone.utc).strftime("%Y-%m-%d %H:%M")
     return await asyncio.to_thread(report_page, rows, world_id=world_id, since=since, generated=generated)

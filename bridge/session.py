@@ -120,13 +120,14 @@ ACCEPTS: dict[SessionState, tuple[type[wire.ClientMessage], ...]] = {
 queries; ``wire.Query``: the audit window's and the overlay's questions)."""
 
 REFUSED: dict[SessionState, tuple[type[Refusal], str, int | None]] = {
-    SessionState.NEW: (Unauthorized, "the first message must be hello with the world's token", CLOSE_UNAUTHORIZED),
-    SessionState.FORWARDER: (BadMessage, "hello was sent already on this connection", None),
-    SessionState.VIEWER: (Forbidden, "an overlay viewer may only send ping", None),
+    SessionState.NEW: (Unauthorized, i18n.N_("the first message must be hello with the world's token"),
+                       CLOSE_UNAUTHORIZED),
+    SessionState.FORWARDER: (BadMessage, i18n.N_("hello was sent already on this connection"), None),
+    SessionState.VIEWER: (Forbidden, i18n.N_("an overlay viewer may only send ping"), None),
 }
-"""What a message a state does not accept is answered: the refusal, its text, the close code
-(None: the connection stays open). ``field`` is ``type`` except for NEW (nothing was wrong with
-the message's fields: its place was)."""
+"""What a message a state does not accept is answered: the refusal, its text (English, shown in
+the connection's language), the close code (None: the connection stays open). ``field`` is
+``type`` except for NEW (nothing was wrong with the message's fields: its place was)."""
 
 HELLO_OPENS: dict[str, SessionState] = {"token": SessionState.FORWARDER, "viewer_key": SessionState.VIEWER}
 """A good ``hello`` moves NEW to the state its credential opens."""
@@ -200,7 +201,8 @@ class Session:
         """Handle one frame; returns the reply. ``dice`` overrides the session's dice for this
         frame only (``resolve`` lines with ``"dice"``). Never raises for bad input."""
         try:
-            message = wire.decode_client(frame)
+            with i18n.using(self.language):  # its refusal in the world's language (after hello)
+                message = wire.decode_client(frame)
         except Refusal as refusal:
             self.log.info("bad_frame", code=refusal.code, field=refusal.field)
             close = None if self.is_open else CLOSE_UNAUTHORIZED
@@ -229,7 +231,8 @@ class Session:
         if isinstance(message, wire.Hello) and self.state is SessionState.FORWARDER:
             accepted = self.trusted  # resolve may name another world; a socket says hello once
         if not accepted:
-            refusal_type, text, close = REFUSED[self.state]
+            refusal_type, english, close = REFUSED[self.state]
+            text = i18n.gettext(english)
             refusal = refusal_type(text) if self.state is SessionState.NEW else refusal_type(text, field="type")
             if self.state is SessionState.NEW:
                 self.log.info("hello_refused", reason="not_hello", type=message.__struct_config__.tag)
@@ -274,8 +277,8 @@ class Session:
         assert self.world_id is not None
         key = self.store.signing_key
         if key is None:
-            raise NotFound("this bridge has no receipt signing key, so it cannot check receipts: "
-                           "start it with `fate-bridge serve` (which makes one)", field="receipts")
+            raise NotFound(i18n.gettext("this bridge has no receipt signing key, so it cannot check receipts: "
+                                        "start it with `fate-bridge serve` (which makes one)"), field="receipts")
         stored = await self.store.audit_hashes(self.world_id, [r.seq for r in query.receipts], registered=True)
         return wire.ReceiptsChecked(query_id=query.query_id, results=check_receipts(
             key.public_key(), self.world_id, query.receipts, stored))
@@ -285,7 +288,7 @@ class Session:
         ``reporter``. Refused ``not_found`` without one (``resolve``)."""
         assert self.world_id is not None
         if self.reporter is None:
-            raise NotFound("this bridge does not draw reports here: use `fate-bridge audit report`",
+            raise NotFound(i18n.gettext("this bridge does not draw reports here: use `fate-bridge audit report`"),
                            field="type")
         if await self.store.world(self.world_id) is None:
             raise WorldNotRegistered(f"world {self.world_id!r} is no longer registered")
@@ -304,8 +307,8 @@ class Session:
         elif world is None or hello.token is None or not token_matches(hello.token, world.token_hash):
             return self._refuse_hello(
                 hello, world, "hello_refused", "token",
-                "unknown world or wrong token: register the world with `fate-bridge world add "
-                "WORLD_ID` and paste its token into the module settings")
+                i18n.N_("unknown world or wrong token: register the world with `fate-bridge world add "
+                        "WORLD_ID` and paste its token into the module settings"))
         assert world is not None
         self.world_id, self.state = world.world_id, HELLO_OPENS["token"]
         self.log = log.bind(world_id=self.world_id)
@@ -313,6 +316,8 @@ class Session:
         if client is not None and client.user_name:
             self.holder = f"{client.user_name} (Foundry {client.foundry_version})"
         self.language = i18n.normalize(client and client.language)
+        if world.language != self.language:  # kept for what is made without this connection (audit report)
+            await self.store.set_language(world.world_id, self.language)
         self.log.info(
             "hello",
             module_version=client and client.module_version,
@@ -324,10 +329,13 @@ class Session:
     def _refuse_hello(self, hello: wire.Hello, world: World | None, event: str, field: str,
                       message: str) -> Reply:
         """Log ``event`` with its reason (never the token or key) and answer ``unauthorized``
-        naming ``field`` (the client is not told which reason), then close 4001."""
+        naming ``field`` (the client is not told which reason), then close 4001. ``message`` is
+        English, shown in the language the hello asks for (``client.language``)."""
         reason = "unknown_world" if world is None else f"wrong_{field}" if getattr(hello, field) else f"no_{field}"
         self.log.info(event, world_id=hello.world_id, reason=reason)
-        return Reply([error_frame(Unauthorized(message, field=field), None)], CLOSE_UNAUTHORIZED)
+        with i18n.using(hello.client and hello.client.language):
+            text = i18n.gettext(message)
+        return Reply([error_frame(Unauthorized(text, field=field), None)], CLOSE_UNAUTHORIZED)
 
     def _viewer_hello(self, hello: wire.Hello, world: World | None) -> Reply:
         """A read-only overlay viewer: the world's viewer key opens it; anything else closes it."""
@@ -335,8 +343,8 @@ class Session:
         if world is None or not viewer_key_matches(hello.viewer_key, world.viewer_key):
             return self._refuse_hello(
                 hello, world, "viewer_refused", "viewer_key",
-                "unknown world or wrong viewer key: copy the overlay URL again from the module, "
-                "or print it with `fate-bridge world viewer-key WORLD_ID`")
+                i18n.N_("unknown world or wrong viewer key: copy the overlay URL again from the module, "
+                        "or print it with `fate-bridge world viewer-key WORLD_ID`"))
         self.world_id, self.state = world.world_id, HELLO_OPENS["viewer_key"]
         self.log = log.bind(world_id=self.world_id)
         self.log.info("viewer_hello")

@@ -163,6 +163,7 @@ def as_old_bridge(db: Path) -> None:
         DROP TABLE audit_tail;
         DROP TABLE records_tail;
         ALTER TABLE heads DROP COLUMN stored_digest;
+        ALTER TABLE worlds DROP COLUMN language;
         UPDATE meta SET value = '7' WHERE key = 'schema_version';
     """)
     conn.commit()

@@ -518,9 +518,10 @@ async def test_an_old_database_replays_its_events_rows_and_verifies(tmp_path):
     new = sqlite3.connect(tmp_path / "new.sqlite3")
     conn = old_schema_file(db, 5)
     for table in ("worlds", "audit", "records", "checkpoints"):
-        rows = new.execute(f"SELECT * FROM {table}").fetchall()
+        columns = ", ".join(row[1] for row in conn.execute(f"PRAGMA table_info({table})"))  # schema 5's
+        rows = new.execute(f"SELECT {columns} FROM {table}").fetchall()
         if rows:
-            conn.executemany(f"INSERT INTO {table} VALUES ({','.join('?' * len(rows[0]))})", rows)
+            conn.executemany(f"INSERT INTO {table} ({columns}) VALUES ({','.join('?' * len(rows[0]))})", rows)
     # an older bridge kept each reply a second time, as sent, in events
     # (the first one marked, to tell where a repeat's reply comes from)
     marked = next(iter(sent))

@@ -25,12 +25,15 @@ T = TypeVar("T")
 @dataclass(frozen=True, slots=True)
 class World:
     """A registered world: its token's SHA-256 (hex; None for ``resolve``'s implicit world), its
-    settings and its overlay viewer key (clear text; None until one is made)."""
+    settings, its overlay viewer key (clear text; None until one is made) and its language (a
+    catalog of ``bridge.i18n.languages()``, as the forwarder's last hello set it; None before any
+    hello)."""
 
     world_id: str
     token_hash: str | None
     settings: wire.WorldSettings
     viewer_key: str | None = None
+    language: str | None = None
 
 
 class Decided(msgspec.Struct, frozen=True):
@@ -134,6 +137,12 @@ class Store(Protocol):
         """The world's overlay viewer key: the stored one, or ``candidate`` stored in its place
         when there is none yet or ``rotate`` is set. Raises ``ConfigError`` if the world is not
         registered."""
+        ...
+
+    async def set_language(self, world_id: str, language: str) -> None:
+        """Keep ``language`` (a normalized ``bridge.i18n`` language) as the world's, for what is
+        made without its connection (``audit report``). Raises ``ConfigError`` if the world is
+        not registered."""
         ...
 
     async def worlds(self) -> list[World]:

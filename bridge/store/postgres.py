@@ -104,8 +104,12 @@ CREATE TABLE heads (
     PRIMARY KEY (world_id, seq)
 )
 """,
-    # = the SQLite file's step 10 (issue 25): version 2 heads' stored digest
+    # = the SQLite file's step 10 (issue 24): the world's language, from its last hello
     4: """
+ALTER TABLE worlds ADD COLUMN language TEXT
+""",
+    # = the SQLite file's step 11 (issue 25): version 2 heads' stored digest
+    5: """
 ALTER TABLE heads ADD COLUMN stored_digest TEXT
 """,
 }

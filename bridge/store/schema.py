@@ -129,9 +129,14 @@ CREATE TABLE records_tail (
     PRIMARY KEY (world_id, kind, key)
 ) WITHOUT ROWID;
 """,
+    # Issue 24: the world's language, as its forwarder's last hello set it (bridge.i18n), for what
+    # is made without a connection (``audit report``). NULL: no hello since.
+    10: """
+ALTER TABLE worlds ADD COLUMN language TEXT;
+""",
     # Issue 25: version 2 heads seal the stored bytes of their records too (bridge/heads.py);
     # NULL: a version 1 head
-    10: """
+    11: """
 ALTER TABLE heads ADD COLUMN stored_digest TEXT;
 """,
 }

@@ -1,4 +1,4 @@
-"""The SQLite store's worlds: registering, tokens, viewer keys, removal (state kept).
+"""The SQLite store's worlds: registering, tokens, viewer keys, languages, removal (state kept).
 
 A mixin of :class:`~bridge.store.sqlite.SQLiteStore`: its ``*_sync`` methods run on the store's
 writer thread; the async ones are the :class:`~bridge.store.base.Store` methods.
@@ -24,7 +24,7 @@ class WorldRows:
     """The worlds table (see :class:`~bridge.store.base.Store` for each method's contract)."""
 
     _conn: sqlite3.Connection | None
-    _WORLD = "world_id, token_hash, settings, viewer_key"
+    _WORLD = "world_id, token_hash, settings, viewer_key, language"
 
     if TYPE_CHECKING:
         async def _run(self, fn: Callable[..., T], *args: object) -> T: ...
@@ -32,7 +32,7 @@ class WorldRows:
 
     @staticmethod
     def _world_row(row: tuple) -> World:
-        return World(row[0], row[1], _settings_decoder.decode(row[2]), row[3])
+        return World(row[0], row[1], _settings_decoder.decode(row[2]), row[3], row[4])
 
     def _world_sync(self, world_id: str) -> World | None:
         assert self._conn is not None
@@ -82,6 +82,12 @@ class WorldRows:
             return candidate
         return self._transaction(work)
 
+    def _set_language_sync(self, world_id: str, language: str) -> None:
+        def work(conn: sqlite3.Connection) -> None:
+            self._require_world(conn, world_id, registered=True)
+            conn.execute("UPDATE worlds SET language = ? WHERE world_id = ?", (language, world_id))
+        self._transaction(work)
+
     async def world(self, world_id: str) -> World | None:
         """The registered world, or None."""
         return await self._run(self._world_sync, world_id)
@@ -106,3 +112,7 @@ class WorldRows:
     async def viewer_key(self, world_id: str, candidate: str, *, rotate: bool = False) -> str:
         """The world's overlay viewer key, made from ``candidate`` when needed (see :class:`Store`)."""
         return await self._run(self._viewer_key_sync, world_id, candidate, rotate)
+
+    async def set_language(self, world_id: str, language: str) -> None:
+        """Keep ``language`` as the world's (see :class:`Store`)."""
+        await self._run(self._set_language_sync, world_id, language)

@@ -29,6 +29,7 @@ from typing import Any, Union
 import msgspec
 
 from ..errors import BadMessage, Refusal, UnknownMessage
+from ..i18n import _
 from . import audit, frames, overlay, session
 from .audit import *  # noqa: F403
 from .base import *  # noqa: F403
@@ -140,7 +141,7 @@ def decode_client(frame: bytes | str) -> Any:
     except msgspec.ValidationError as exc:
         text = str(exc)
         if "Invalid value" in text and text.endswith("- at `$.type`"):
-            raise UnknownMessage(f"unknown message type {_tag_of(text)}", field="type") from None
+            raise UnknownMessage(_("unknown message type %(type)s") % {"type": _tag_of(text)}, field="type") from None
         raise BadMessage(text, field=error_field(text)) from None
     except msgspec.DecodeError as exc:
         raise frames.undecodable(frame, exc) from None

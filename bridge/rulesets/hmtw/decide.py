@@ -181,8 +181,8 @@ def _obstacle_key(obstacle: str) -> str:
     """H9: the obstacle's key; a blank name is the message's fault."""
     try:
         return hmtw.obstacle_key(obstacle)
-    except ValueError as exc:
-        raise BadMessage(str(exc), field="obstacle") from None
+    except ValueError:
+        raise BadMessage(_(hmtw.NO_OBSTACLE_NAME), field="obstacle") from None
 
 
 def _require_unbound(bound: list[BoundEntry], obstacle: str | None) -> None:

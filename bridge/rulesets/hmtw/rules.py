@@ -191,13 +191,17 @@ def group_binds(outcome: GroupOutcome) -> bool:
     return outcome in BINDING_GROUP_OUTCOMES
 
 
+# The refusal of a blank obstacle name, shown translated by the bridge (babel.cfg lists it).
+NO_OBSTACLE_NAME = "an obstacle needs a name"
+
+
 def obstacle_key(obstacle: str) -> str:
     """H9/H13: the key an obstacle is bound under: letter case and repeated or surrounding
     spaces do not matter (" The  locked Door " and "the locked door" are one obstacle). Raises
-    ``ValueError`` for a blank name."""
+    ``ValueError`` (:data:`NO_OBSTACLE_NAME`) for a blank name."""
     key = " ".join(obstacle.split()).casefold()
     if not key:
-        raise ValueError("an obstacle needs a name")
+        raise ValueError(NO_OBSTACLE_NAME)
     return key
 
 

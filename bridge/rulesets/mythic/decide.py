@@ -19,7 +19,7 @@ from ... import wire as shared
 from ...ruleset import handler, rolling
 from ...dice import Dice
 from ...errors import BadMessage, Forbidden, NotEligible
-from ...i18n import N_, _
+from ...i18n import N_, _, rule_text
 from . import rules as mythic
 from ...state import WorldState
 
@@ -47,7 +47,7 @@ def _rank(text: str, field: str) -> int:
     try:
         return mythic.parse_rank(text)
     except ValueError as exc:
-        raise BadMessage(str(exc), field=field) from None
+        raise BadMessage(rule_text(exc), field=field) from None
 
 
 def _roll(dice: Dice) -> int:
@@ -71,7 +71,7 @@ def _named_shifts(message: wire.ChartQuestion) -> tuple[mythic.NamedQuestion | N
     try:
         applied = mythic.apply_modifiers(named, [(m.key, m.times) for m in message.modifiers])
     except mythic.ModifierRefused as exc:
-        raise BadMessage(str(exc), field=f"modifiers[{exc.index}].{exc.part}") from None
+        raise BadMessage(rule_text(exc), field=f"modifiers[{exc.index}].{exc.part}") from None
     shifts = [wire.ChartShift(label=BUILT_IN, target=mythic.ACTING, shift=named.acting_base_shift)
               ] if named.acting_base_shift else []
     shifts += [
@@ -103,7 +103,7 @@ def _chart_odds_question(message: wire.ChartOddsQuestion, state: WorldState, dic
     try:
         odds = mythic.parse_odds(message.odds)
     except ValueError as exc:
-        raise BadMessage(str(exc), field="odds") from None
+        raise BadMessage(rule_text(exc), field="odds") from None
     options = _options(state)
     if not options.odds_questions:
         raise NotEligible(_("odds questions are off in this world: the GM turns them on in the "

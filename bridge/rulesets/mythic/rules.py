@@ -346,6 +346,34 @@ NAMED_QUESTIONS: Mapping[str, NamedQuestion] = {
 }
 
 
+# --- refusals ----------------------------------------------------------------------------------
+
+# What these rules refuse, in English, with %(name)s / %(name)r placeholders: raised as
+# :class:`Refused`, shown translated by the bridge (``bridge.i18n.rule_text``; babel.cfg lists
+# this table, so the catalog has each text).
+REFUSALS = {
+    "unknown_rank": "unknown rank %(text)r: use a Fate Chart rank (%(ranks)s; short forms such as M2+, Min, "
+                    "BAv, Avg, AAv, Exc, Inc, Awe, Sup, S2+) or Superhuman N+ / Miniscule N+",
+    "rank_beyond": "unknown rank %(text)r: only Superhuman and Miniscule take N+, from 2+ up",
+    "unknown_odds": "unknown odds %(text)r: use one of %(odds)s",
+    "no_such_modifier": "%(question)r has no modifier %(key)r: its modifiers are %(modifiers)s",
+    "no_modifiers": "%(question)r has no modifier %(key)r: it takes no modifiers",
+    "taken_twice": "%(key)r is taken twice: take it once with times",
+    "times": "%(key)r is taken 1..%(most)s times, got %(times)s",
+}
+
+
+class Refused(ValueError):
+    """A request these rules cannot take: ``template`` (English, a text of :data:`REFUSALS`)
+    filled with ``values``. ``str()`` is the English text; the bridge shows ``template``
+    translated (``bridge.i18n.rule_text``: the rules cannot import the bridge)."""
+
+    def __init__(self, template: str, **values: object) -> None:
+        super().__init__(template % values)
+        self.template = template
+        self.values = values
+
+
 # --- M1: ranks ---------------------------------------------------------------------------------
 
 
@@ -355,8 +383,8 @@ def parse_rank(text: str) -> int:
     Case-insensitive; reads the full names (``Below Average``), the chart's abbreviations
     (``BAv``, ``avg``, ``S2+``, ``M2+``), ``min``/``minuscule``/``m`` and ``sup``/``s``, and the
     ranks beyond the chart with a space or not (``Superhuman 3+``, ``s4+``, ``Miniscule 3+``).
-    Raises ``ValueError`` naming the accepted forms for anything else (including ``High 2+`` and
-    ``Superhuman 1+``).
+    Raises :class:`Refused` (a ``ValueError``) naming the accepted forms for anything else
+    (including ``High 2+`` and ``Superhuman 1+``).
 
     >>> parse_rank("avg"), parse_rank("S2+"), parse_rank("superhuman 3+"), parse_rank("m3+")
     (5, 12, 13, -1)
@@ -365,18 +393,12 @@ def parse_rank(text: str) -> int:
     match = _RANK_TEXT.match(normal)
     rank = match and RANK_WORDS.get(match.group("word"))
     if match is None or rank is None:
-        raise ValueError(
-            f"unknown rank {text!r}: use a Fate Chart rank ({', '.join(RANKS)}; short forms "
-            "such as M2+, Min, BAv, Avg, AAv, Exc, Inc, Awe, Sup, S2+) or Superhuman N+ / "
-            "Miniscule N+"
-        )
+        raise Refused(REFUSALS["unknown_rank"], text=text, ranks=", ".join(RANKS))
     if match.group("n") is None:
         return rank
     n = int(match.group("n"))
     if rank not in BEYOND_ENDS or n < FIRST_BEYOND:
-        raise ValueError(
-            f"unknown rank {text!r}: only Superhuman and Miniscule take N+, from 2+ up"
-        )
+        raise Refused(REFUSALS["rank_beyond"], text=text)
     end, direction = BEYOND_ENDS[rank]
     return end + direction * (n - FIRST_BEYOND)
 
@@ -501,12 +523,12 @@ def ask(acting: int, difficulty: int, roll: int, acting_shift: int = 0,
 
 def parse_odds(text: str) -> int:
     """M6: the index in ``ODDS`` of the odds written ``text`` (case-insensitive; ``sure thing``,
-    ``fifty-fifty`` and ``50 50`` also read). Raises ``ValueError`` naming the odds."""
+    ``fifty-fifty`` and ``50 50`` also read). Raises :class:`Refused` naming the odds."""
     normal = " ".join(text.replace("-", " ").casefold().split())
     try:
         return ODDS_WORDS[normal]
     except KeyError:
-        raise ValueError(f"unknown odds {text!r}: use one of {', '.join(ODDS)}") from None
+        raise Refused(REFUSALS["unknown_odds"], text=text, odds=", ".join(ODDS)) from None
 
 
 def odds_ranks(odds: int, chaos_factor: int) -> tuple[int, int]:
@@ -550,12 +572,12 @@ class AppliedModifier:
         return self.modifier.shift * self.times
 
 
-class ModifierRefused(ValueError):
+class ModifierRefused(Refused):
     """A modifier a named question cannot take (M7): ``index`` of the offending entry in what was
     taken, ``part`` the bad part of it (``key`` or ``times``)."""
 
-    def __init__(self, message: str, *, index: int, part: str) -> None:
-        super().__init__(message)
+    def __init__(self, template: str, *, index: int, part: str, **values: object) -> None:
+        super().__init__(template, **values)
         self.index = index
         self.part = part
 
@@ -573,14 +595,12 @@ def apply_modifiers(question: NamedQuestion,
     for index, (key, times) in enumerate(taken):
         modifier = listed.get(key)
         if modifier is None:
-            raise ModifierRefused(
-                f"{question.key!r} has no modifier {key!r}: its modifiers are "
-                f"{', '.join(listed) or 'none'}", index=index, part="key")
+            raise ModifierRefused(REFUSALS["no_such_modifier" if listed else "no_modifiers"], index=index,
+                                  part="key", question=question.key, key=key, modifiers=", ".join(listed))
         if any(a.modifier.key == key for a in applied):
-            raise ModifierRefused(f"{key!r} is taken twice: take it once with times",
-                                  index=index, part="key")
+            raise ModifierRefused(REFUSALS["taken_twice"], index=index, part="key", key=key)
         if not 1 <= times <= modifier.max_times:
-            raise ModifierRefused(f"{key!r} is taken 1..{modifier.max_times} times, got {times}",
-                                  index=index, part="times")
+            raise ModifierRefused(REFUSALS["times"], index=index, part="times", key=key,
+                                  most=modifier.max_times, times=times)
         applied.append(AppliedModifier(modifier, times))
     return applied

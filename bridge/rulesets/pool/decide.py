@@ -23,7 +23,7 @@ from ... import wire as shared
 from ...ruleset import handler, rolling
 from ...dice import Dice
 from ...errors import BadMessage, Forbidden, NoCharges, NotEligible, NotFound
-from ...i18n import N_, _
+from ...i18n import N_, _, rule_text
 from . import rules as pool
 from ...state import WorldState
 
@@ -162,9 +162,9 @@ def _configure(message: wire.PoolConfigure, state: WorldState, dice: Dice) -> wi
     _require_gm(message)
     config = message.config
     if config.stat_table is not None and (problems := pool.stat_table_problems(config.stat_table)):
-        raise BadMessage("; ".join(problems), field="config.stat_table")
+        raise BadMessage("; ".join(map(rule_text, problems)), field="config.stat_table")
     if config.dc_by_effect_tier is not None and (problems := pool.dc_table_problems(config.dc_by_effect_tier)):
-        raise BadMessage("; ".join(problems), field="config.dc_by_effect_tier")
+        raise BadMessage("; ".join(map(rule_text, problems)), field="config.dc_by_effect_tier")
     state.put(CONFIG, WORLD_KEY, config)
     return wire.PoolConfigured(event_id=message.event_id, config=config)
 
@@ -275,7 +275,7 @@ def _level_gained(message: wire.PoolLevelGained, state: WorldState, dice: Dice) 
     try:
         level, destiny = pool.gain_level(record.level, record.destiny)
     except ValueError as exc:
-        raise NotEligible(str(exc), field="character_id") from None
+        raise NotEligible(rule_text(exc), field="character_id") from None
     record = msgspec.structs.replace(record, level=level, destiny=destiny)
     _put(state, [record])
     return _ledger_reply(message, "level_gained", _world(state), [record])
@@ -454,7 +454,7 @@ def _standing_roll(message: wire.PoolReroll, state: WorldState) -> RollRecord:
     try:
         pool.kept_d20(snapshot.d20s, snapshot.mode)
     except ValueError as exc:
-        raise BadMessage(str(exc), field="roll.d20s") from None
+        raise BadMessage(rule_text(exc), field="roll.d20s") from None
     return RollRecord(roll_id=message.roll_id, character_id=snapshot.character_id, kind=snapshot.kind,
                       label=snapshot.label, mode=snapshot.mode, d20s=list(snapshot.d20s),
                       total=snapshot.total, dc=snapshot.dc)

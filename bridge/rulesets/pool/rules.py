@@ -71,6 +71,33 @@ class DieRoller(Protocol):
     def roll(self, faces: int) -> int: ...
 
 
+# --- refusals ----------------------------------------------------------------------------------
+
+# What these rules refuse, in English, with %(name)s placeholders: raised (or listed) as
+# :class:`Refused`, shown translated by the bridge (``bridge.i18n.rule_text``; babel.cfg lists
+# this table, so the catalog has each text).
+REFUSALS = {
+    "stat_die": "row %(row)s: the die %(die)s is not 0 or +/- one of %(faces)s",
+    "stat_min_score": "row %(row)s: min_score %(score)s does not rise",
+    "stat_falls": "row %(row)s: die or modifier falls as the score rises",
+    "dc_count": "%(given)s DCs given, one per effect tier %(tiers)s needed",
+    "dc_falls": "effect tier %(tier)s: DC %(dc)s is below tier %(lower)s's %(lower_dc)s",
+    "level_destiny": "gaining a level costs at least %(cost)s Destiny, %(held)s held",
+    "d20_count": "a %(mode)s roll has %(count)s d20, got %(got)s",
+}
+
+
+class Refused(ValueError):
+    """What these rules refuse: ``template`` (English, a text of :data:`REFUSALS`) filled with
+    ``values``. ``str()`` is the English text; the bridge shows ``template`` translated
+    (``bridge.i18n.rule_text``: the rules cannot import the bridge)."""
+
+    def __init__(self, template: str, **values: object) -> None:
+        super().__init__(template % values)
+        self.template = template
+        self.values = values
+
+
 # --- Tier and modes ----------------------------------------------------------------------------
 
 
@@ -245,9 +272,9 @@ def rest(earned_fate: int, destiny: int) -> tuple[int, int]:
 
 def gain_level(level: int, destiny: int) -> tuple[int, int]:
     """P8: a level gained: returns ``(level + 1, 0)``; Destiny resets to 0. The seed's downtime
-    says a level costs at least 1 Destiny: raises ``ValueError`` when ``destiny`` is below it."""
+    says a level costs at least 1 Destiny: raises :class:`Refused` when ``destiny`` is below it."""
     if destiny < DESTINY_PER_LEVEL:
-        raise ValueError(f"gaining a level costs at least {DESTINY_PER_LEVEL} Destiny, {destiny} held")
+        raise Refused(REFUSALS["level_destiny"], cost=DESTINY_PER_LEVEL, held=destiny)
     return level + 1, 0
 
 
@@ -258,9 +285,9 @@ D20_COUNT = {NORMAL: 1, ADVANTAGE: 2, DISADVANTAGE: 2}  # P7/P9: 2d20 at advanta
 
 def kept_d20(d20s: Sequence[int], mode: Mode) -> int:
     """P7/P9: the d20 that counts: the only one (normal), the higher of two (advantage), the
-    lower of two (disadvantage). Raises ``ValueError`` when the count does not fit the mode."""
+    lower of two (disadvantage). Raises :class:`Refused` when the count does not fit the mode."""
     if len(d20s) != D20_COUNT[mode]:
-        raise ValueError(f"a {mode} roll has {D20_COUNT[mode]} d20, got {len(d20s)}")
+        raise Refused(REFUSALS["d20_count"], mode=mode, count=D20_COUNT[mode], got=len(d20s))
     return min(d20s) if mode == DISADVANTAGE else max(d20s)
 
 
@@ -309,28 +336,29 @@ class StatRowLike(Protocol):
     modifier: int
 
 
-def stat_table_problems(rows: Sequence[StatRowLike]) -> list[str]:
-    """P11: what is wrong with a world's stat score table (empty list = valid): rows in rising
-    ``min_score`` order without repeats; dice signed faces of :data:`STAT_DIE_FACES` or 0; dice
-    and modifiers never falling as the score rises."""
+def stat_table_problems(rows: Sequence[StatRowLike]) -> list[Refused]:
+    """P11: what is wrong with a world's stat score table (empty list = valid), each a
+    :class:`Refused` (``str()``: its English): rows in rising ``min_score`` order without
+    repeats; dice signed faces of :data:`STAT_DIE_FACES` or 0; dice and modifiers never falling
+    as the score rises."""
     problems = []
     for index, row in enumerate(rows):
         if row.die != 0 and abs(row.die) not in STAT_DIE_FACES:
-            problems.append(f"row {index}: die {row.die} is not 0 or +/- one of {STAT_DIE_FACES}")
+            problems.append(Refused(REFUSALS["stat_die"], row=index, die=row.die, faces=STAT_DIE_FACES))
         if index and row.min_score <= rows[index - 1].min_score:
-            problems.append(f"row {index}: min_score {row.min_score} does not rise")
+            problems.append(Refused(REFUSALS["stat_min_score"], row=index, score=row.min_score))
         if index and (row.die < rows[index - 1].die or row.modifier < rows[index - 1].modifier):
-            problems.append(f"row {index}: die or modifier falls as the score rises")
+            problems.append(Refused(REFUSALS["stat_falls"], row=index))
     return problems
 
 
-def dc_table_problems(dcs: Sequence[int]) -> list[str]:
+def dc_table_problems(dcs: Sequence[int]) -> list[Refused]:
     """P11: what is wrong with a world's DC-by-effect-tier list (one DC per effect tier 1..5,
-    never falling as the tier rises; empty list = valid)."""
+    never falling as the tier rises; empty list = valid), each a :class:`Refused`."""
     problems = []
     if len(dcs) != len(EFFECT_TIERS):
-        problems.append(f"{len(dcs)} DCs given, one per effect tier {EFFECT_TIERS} needed")
-    problems += [f"effect tier {i + 2}: DC {b} is below tier {i + 1}'s {a}"
+        problems.append(Refused(REFUSALS["dc_count"], given=len(dcs), tiers=EFFECT_TIERS))
+    problems += [Refused(REFUSALS["dc_falls"], tier=i + 2, dc=b, lower=i + 1, lower_dc=a)
                  for i, (a, b) in enumerate(zip(dcs, dcs[1:])) if b < a]
     return problems
 

@@ -69,8 +69,12 @@ class FateRecord(msgspec.Struct, kw_only=True, frozen=True):
 
     ``pending`` is true while a Fate Test CS waits for ``fate_choice``; then ``outcome`` is
     ``choice`` and ``gain``/``level_after`` are None. ``charges_before`` is the point's charges as
-    the bridge counted them when the Fate Test was rolled (None = unlimited). ``reply`` is the
-    latest ``fate_resolved`` sent for it (None only while the decision builds it; never stored)."""
+    the bridge counted them when the Fate Test was rolled (None = unlimited).
+
+    Facts only (issue 24): the card is rendered from them when a reply is made, in the asking
+    world's language. Bridges before issue 24 also kept the ``fate_resolved`` reply, rendered card
+    included, as ``reply``; such a stored row still reads as this record (msgspec ignores the
+    field), and ``audit verify`` compares it by these fields (``bridge.derive.facts``)."""
 
     message_id: str
     seq: int
@@ -87,7 +91,6 @@ class FateRecord(msgspec.Struct, kw_only=True, frozen=True):
     charges_after: int | None
     user_id: str
     pending: bool
-    reply: wire.FateResolved | None = None
 
 
 class SpendLog(msgspec.Struct, kw_only=True, frozen=True):
@@ -433,7 +436,8 @@ def _settle(
     user_name: str | None,
     state: WorldState,
 ) -> wire.FateResolved:
-    """Apply a Fate effect (S9, S10): charges, the new level, the card, the effects; store it."""
+    """Apply a Fate effect (S9, S10): charges, the new level, the card, the effects; store its
+    facts (the card is in the reply only)."""
     actor, test = record.actor, record.test
     effects: list[wire.Effect] = []
     charges = fated.charges_before
@@ -504,7 +508,6 @@ def _settle(
             level_after=level_after,
             charges_after=charges,
             pending=effect.outcome == "choice",
-            reply=reply,
         )
     )
     return reply
