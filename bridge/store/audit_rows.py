@@ -480,9 +480,10 @@ def stored_hashes(conn: sqlite3.Connection, world_id: str, seqs: range) -> list[
     records in ``seqs``, in seq order (a version 2 head's inputs, read from the rows)."""
     if not seqs:
         return []
-    return [stored_hash(stored_bytes(value)) for (value,) in conn.execute(
-        "SELECT record FROM audit WHERE world_id = ? AND seq BETWEEN ? AND ? ORDER BY seq",
-        (world_id, seqs.start, seqs.stop - 1))]
+    # sorted here: an ORDER BY over SQLite's audit view (read_as_one) runs as a co-routine
+    rows = conn.execute("SELECT seq, record FROM audit WHERE world_id = ? AND seq BETWEEN ? AND ?",
+                        (world_id, seqs.start, seqs.stop - 1)).fetchall()
+    return [stored_hash(stored_bytes(value)) for _, value in sorted(rows)]
 
 
 def window_hashes(conn: sqlite3.Connection, world_id: str, last_seq: int) -> list[bytes]:
