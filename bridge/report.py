@@ -32,6 +32,7 @@ import jinja2
 import msgspec
 
 from . import charts, i18n
+from .i18n import _
 from .fairness.trail import OVERRIDE
 from .rulesets.hmtw.rules import FOOL_NAME, GM_DECK, MAJOR_ARCANA, PLAYER_DECK, SUIT_NAMES, SUITS, card as tarot_card
 from .store.base import AuditRow
@@ -266,18 +267,20 @@ def _d100_chart(data: ReportData) -> str | None:
         return None
     labels = [f"{10 * i + 1}-{10 * i + 10}" for i in range(D100_BANDS)]
     panel = charts.column_panel(labels, d100_bands(rolls), color=INK, reference=len(rolls) / D100_BANDS,
-                                marker_color=FAIR, value_name="rolls", category_name="d100 roll",
-                                legend_entries=[("rolled", INK, "box"), ("fair d100", FAIR, "dashed")])
-    return charts.figure([panel], label="d100 rolls in ten bands against a fair d100")
+                                marker_color=FAIR, value_name=_("rolls"), category_name=_("d100 roll"),
+                                legend_entries=[(_("rolled"), INK, "box"), (_("fair d100"), FAIR, "dashed")])
+    return charts.figure([panel], label=_("d100 rolls in ten bands against a fair d100"))
 
 
 def _fate_chart(data: ReportData) -> str | None:
     actors = [a for a, t in data.fate_by_actor.items() if t.fate_tests or t.pool_fate_spent]
     if not actors:
         return None
-    series = [charts.Series(name.replace("_", " "), [getattr(data.fate_by_actor[a], name) for a in actors], color)
-              for name, color in (("spent", INK), ("kept", ACCENT), ("lost", FAIR), ("pool_fate_spent", MUTED))]
-    return charts.figure([charts.bar_panel(actors, series, value_name="Fate decisions")], label="Fate decisions per actor")
+    series = [charts.Series(label, [getattr(data.fate_by_actor[a], name) for a in actors], color)
+              for name, label, color in (("spent", _("spent"), INK), ("kept", _("kept"), ACCENT),
+                                         ("lost", _("lost"), FAIR), ("pool_fate_spent", _("pool Fate spent"), MUTED))]
+    return charts.figure([charts.bar_panel(actors, series, value_name=_("Fate decisions"))],
+                         label=_("Fate decisions per actor"))
 
 
 def _outcomes_chart(data: ReportData) -> str | None:
@@ -288,22 +291,23 @@ def _outcomes_chart(data: ReportData) -> str | None:
         items = data.outcomes[ruleset].most_common()
         panels.append(charts.bar_panel([k for k, _ in items], [charts.Series("", [v for _, v in items], INK)],
                                        title=ruleset))
-    return charts.figure(panels, label="outcomes per ruleset")
+    return charts.figure(panels, label=_("outcomes per ruleset"))
 
 
 def _tarot_chart(data: ReportData) -> str | None:
     if not data.player_cards and not data.gm_cards:
         return None
     observed, expected = tarot_groups(data.player_cards)
-    player = charts.column_panel(list(TAROT_GROUPS), observed, color=INK, markers=expected, marker_color=FAIR,
-                                 width=380, height=300, title="player deck (57 cards)",
-                                 legend_entries=[("drawn", INK, "box"), ("expected", FAIR, "line")])
+    player = charts.column_panel([_(TAROT_GROUP_NAMES[group]) for group in TAROT_GROUPS], observed, color=INK,
+                                 markers=expected, marker_color=FAIR, width=380, height=300,
+                                 title=_("player deck ({count} cards)").format(count=len(PLAYER_DECK)),
+                                 legend_entries=[(_("drawn"), INK, "box"), (_("expected"), FAIR, "line")])
     gm_total = sum(data.gm_cards.values())
     gm = charts.column_panel([tarot_card(code).name.split(" ")[0] for code in GM_DECK],
                              [data.gm_cards[code] for code in GM_DECK], color=INK, reference=gm_total / len(GM_DECK),
                              marker_color=FAIR, width=480, height=300, rotate_labels=True,
-                             title=f"GM deck ({len(GM_DECK)} major arcana)")
-    return charts.figure([player, gm], label="tarot cards drawn against their expected counts", across=True)
+                             title=_("GM deck ({count} major arcana)").format(count=len(GM_DECK)))
+    return charts.figure([player, gm], label=_("tarot cards drawn against their expected counts"), across=True)
 
 
 def _ledger_chart(data: ReportData) -> str | None:
@@ -313,10 +317,11 @@ def _ledger_chart(data: ReportData) -> str | None:
     for index, (name, points) in enumerate(sorted(data.ledger.items())):
         color = charts.PALETTE[index % len(charts.PALETTE)]
         seqs = [p[0] for p in points]
-        series.append(charts.Series(f"{name}: Fate", [p[1] for p in points], color, xs=seqs))
-        series.append(charts.Series(f"{name}: Destiny", [p[2] for p in points], color, dashed=True, xs=seqs))
-    return charts.figure([charts.step_panel(series, width=760, x_name="audit record number (time order)",
-                                            value_name="points")], label="pool ledger over time")
+        series.append(charts.Series(_("{name}: Fate").format(name=name), [p[1] for p in points], color, xs=seqs))
+        series.append(charts.Series(_("{name}: Destiny").format(name=name), [p[2] for p in points], color,
+                                    dashed=True, xs=seqs))
+    return charts.figure([charts.step_panel(series, width=760, x_name=_("audit record number (time order)"),
+                                            value_name=_("points"))], label=_("pool ledger over time"))
 
 
 @functools.cache

@@ -348,6 +348,14 @@ def test_audit_report_comes_in_the_worlds_language_or_lang(tmp_path, capsys):
     for words in ("Würfe der Schicksalsproben gegen einen fairen d100", "Chi-Quadrat-Anpassungstest:",
                   "Je Akteur", "Gezogene Tarotkarten", "Der Narr", "Pool-Register im Verlauf", "ausgegeben"):
         assert words in text, words
+    # The charts' own labels (bridge/charts.py draws them as SVG text); the outcomes chart's bars
+    # are named by the records' outcome and error codes, which stay codes in every language.
+    svg_text = unescape(" ".join(re.findall(r"<text\b[^>]*>(.*?)</text>", german, flags=re.S)))
+    for words in ("fairer d100", "Schicksalsentscheidungen", "Spielerstapel (57 Karten)", "SL-Stapel (21 große Arkana)",
+                  "Nummer des Audit-Eintrags (zeitliche Reihenfolge)", "Stäbe", "Würfe"):
+        assert words in svg_text, words
+    for english in ("fair d100", "Fate decisions", "player deck", "GM deck", "audit record number"):
+        assert english not in svg_text, english
     # nothing of the catalog left in English (names the trail holds, rule ids and error codes aside)
     for outside in ("Basic Folk", "Aldric", "Bren", "Silán Storysoul", "Patches", "Brakka", "His Majesty the Worm"):
         text = text.replace(outside, " ")

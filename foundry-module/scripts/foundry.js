@@ -6,13 +6,12 @@
  * fresh fakes per test.
  */
 
-import { visibilityOfRollMode } from "./logic/cards.js";
+import { DICE_USER_FLAG, visibilityOfRollMode } from "./logic/cards.js";
 import { socketDelivery } from "./logic/relay.js";
 
 /** Module id, flag scope and socket name suffix. */
 export const MODULE_ID = "fate-bridge";
 const SOCKET = `module.${MODULE_ID}`;
-const DICE_SO_NICE = "dice-so-nice";
 /** Class put on a chat message the audit window points at, and how long it stays. */
 const HIGHLIGHT_CLASS = "fate-bridge-highlight";
 const HIGHLIGHT_MS = 3_000;
@@ -270,6 +269,10 @@ export function rollMode() {
  * @property {string[]} whisper the user ids it is whispered to (empty: everyone sees it)
  * @property {boolean} blind hidden from its author too (Foundry's blind roll)
  * @property {string|null} authorId the user who posted it (`ChatMessage#author`, a User since v12)
+ * @property {boolean} isRoll it carries Rolls (`ChatMessage#isRoll`): Foundry then hides a whispered
+ *   message's content, not the message (logic/cards.js contentVisibleTo)
+ * @property {boolean} contentVisible this client's user reads its content (`ChatMessage#isContentVisible`,
+ *   Foundry's own answer on this version; false: Foundry shows the "rolled privately" stub)
  * @property {Record<string, any>} flags this module's flags only
  */
 
@@ -287,6 +290,8 @@ export function messageData(messageId) {
     whisper: (message.whisper ?? []).map((user) => (typeof user === "string" ? user : user?.id)).filter(Boolean),
     blind: Boolean(message.blind),
     authorId: (typeof author === "string" ? author : author?.id) ?? null,
+    isRoll: Boolean(message.isRoll),
+    contentVisible: Boolean(message.isContentVisible),
     flags: { ...(message.flags?.[MODULE_ID] ?? {}) },
   };
 }
@@ -424,7 +429,8 @@ function plainItem(item, runtime = {}) {
  *
  * @param {string|object} message its id, or the ChatMessage a hook handed over
  * @returns {null | {id: string, speakerActorId: string|null, flavor: string|null, rollType: string|null,
- *   rolls: object[]}} null when there is no such message. `rolls` is `message.rolls` as Roll JSON
+ *   contentVisible: boolean, rolls: object[]}} null when there is no such message. `contentVisible`:
+ *   this client's user reads it (`ChatMessage#isContentVisible`). `rolls` is `message.rolls` as Roll JSON
  *   objects (`Roll#toJSON`; a JSON string, as in the message's source, is parsed; one that does not
  *   parse is left out); `rollType` is a system's roll type (dnd5e's `flags.dnd5e.roll.type`)
  */
@@ -437,6 +443,7 @@ export function messageRolls(message) {
     speakerActorId: found.speaker?.actor ?? null,
     flavor: typeof found.flavor === "string" ? found.flavor : null,
     rollType: typeof rollType === "string" ? rollType : null,
+    contentVisible: Boolean(found.isContentVisible),
     rolls: (found.rolls ?? []).map(plainRoll).filter((roll) => roll !== null),
   };
 }
@@ -487,10 +494,10 @@ export async function updateActorItem(actorUuid, itemId, changes) {
 }
 
 /**
- * Post a chat card. `rolls` (serialized Rolls of the bridge's own dice, logic/dice-trust.js
- * rollDataOf) become the message's real Foundry Rolls (`message.rolls`, via `Roll.fromData`), so
- * every client shows the bridge's values and Dice So Nice rolls them once; without them nothing is
- * attached and Dice So Nice rolls nothing for the card.
+ * Post a chat card. `rolls` (serialized Rolls of the bridge's own dice, logic/cards.js
+ * cardMessageData) become the message's real Foundry Rolls (`message.rolls`, via `Roll.fromData`), so
+ * every client shows the bridge's values and Dice So Nice rolls them once, to the card's readers;
+ * without them nothing is attached and Dice So Nice rolls nothing for the card.
  *
  * @param {{content: string, speaker: {actor: string|null, alias?: string}, whisper: string[],
  *   blind: boolean, flags: object, rolls?: object[]}} data `flags` go to this module's scope
@@ -584,25 +591,21 @@ export async function updateChatMessage(messageId, { content, flags }) {
 }
 
 /**
- * Show a roll with Dice So Nice when that module is active; otherwise do nothing.
- *
- * Dice So Nice's API (its `Dice3D#showForRoll(roll, user = game.user, synchronize, users = null,
- * blind, messageID, speaker, options)`, src/Dice3D.js of Dice So Nice 4.x-5.x): `user` is "the
- * user who made the roll", `synchronize` plays it on the other clients, `users` is the "list of
- * users or userId who can see the roll, leave it empty if everyone can see", `blind` hides the
- * result from the roller. We pass the card's own audience, so the dice reach exactly the users who
- * will read the card.
- *
- * @param {object} rollData serialized, evaluated Roll (Roll#toJSON shape: see
- *   rulesets/sohl/fate-flow.js fateRollData)
- * @param {{userId?: string|null, whisper: string[], blind: boolean}} audience who asked (the dice
- *   are shown as theirs; this client's user when unknown) and the card's whisper list / blind flag
- * @returns {Promise<void>} resolves when the animation ends
+ * Dice So Nice throws a card's dice itself, on each client whose user reads the card
+ * (logic/cards.js cardMessageData), as the message's author: `Dice3D#renderRolls` calls
+ * `showForRoll(roll, chatMessage.author, false, null, false, chatMessage.id, speaker)`, and
+ * `showForRoll` fires `diceSoNiceRollStart(messageID, context)` before `show(notation,
+ * context.user, ...)` plays it with `context.user`'s appearance (module/Dice3D.js of Dice So Nice
+ * 5.1.6). The author of a bridge card is the GM whose browser posted it; this hook hands
+ * the dice to the user who asked (flag DICE_USER_FLAG), so they roll in that user's colours.
+ * Older or newer Dice So Nice versions that do not read `context.user` show the GM's colours.
  */
-export async function showDiceRoll(rollData, { userId = null, whisper, blind }) {
-  if (!game.modules.get(DICE_SO_NICE)?.active || !game.dice3d) return;
-  const user = (userId && game.users.get(userId)) || game.user;
-  await game.dice3d.showForRoll(Roll.fromData(rollData), user, true, whisper.length ? [...whisper] : null, Boolean(blind));
+export function installDiceAppearance() {
+  Hooks.on("diceSoNiceRollStart", (messageId, context) => {
+    const userId = game.messages.get(messageId)?.flags?.[MODULE_ID]?.[DICE_USER_FLAG];
+    const user = typeof userId === "string" ? game.users.get(userId) : null;
+    if (user && context && typeof context === "object") context.user = user;
+  });
 }
 
 /**

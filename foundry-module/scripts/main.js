@@ -279,6 +279,8 @@ export function install({ rulesets = RULESETS, timers = fvtt.timers() } = {}) {
   });
   fvtt.onHook("userConnected", () => election.usersChanged());
   fvtt.onHook("chatMessage", (_chatLog, text) => commands.handle(text, { userId: fvtt.currentUserId(), isGM: fvtt.currentUserIsGM() }));
+  // A card's dice roll in the colours of the user who asked, where Dice So Nice allows it.
+  fvtt.installDiceAppearance();
   return {
     connection: () => connection,
     auditWindow: () => AuditWindow,

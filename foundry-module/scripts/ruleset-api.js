@@ -7,7 +7,6 @@
 import * as fvtt from "./foundry.js";
 import { BridgeError } from "./logic/errors.js";
 import { postCard } from "./logic/cards.js";
-import { rollData } from "./logic/dice.js";
 import { createCardReceipts } from "./logic/receipts.js";
 import { DICE_SETTINGS_SETTING, parsePhysical, physicalAllowed, withPhysicalDice } from "./logic/dice-trust.js";
 
@@ -40,15 +39,14 @@ export const PHYSICAL_CANCELLED = "physical_cancelled";
  *   the GM-side handler of this ruleset's `action`; `sender.userId` is Foundry's sender id and
  *   `sender.isGM` comes from Foundry's users. Throws a TypeError for a bad or taken action.
  * @property {(card: import("./logic/cards.js").BridgeCard, options?: {whisper?: string[], blind?: boolean,
- *   flags?: object}) => Promise<{id: string, content: string, whisper: string[], blind: boolean,
- *   flags: object}>} postCard a bridge card as a new ChatMessage; resolves with the message's plain data.
- *   When the card came in a reply to `request` that carried a `receipt`, the message keeps it as
+ *   flags?: object, dice?: import("./logic/dice.js").DiceGroup[], diceUserId?: string}) =>
+ *   Promise<{id: string, content: string, whisper: string[], blind: boolean, flags: object}>} postCard
+ *   a bridge card as a new ChatMessage; resolves with the message's plain data. The reply's dice
+ *   ride on it as Rolls (the bridge's `rolls`; `dice`, the ruleset's view of them, only when the
+ *   reply had none), so Dice So Nice throws them once, for the card's readers, in the colours of
+ *   `diceUserId` (who asked) where Dice So Nice allows it (logic/cards.js cardMessageData). When
+ *   the card came in a reply to `request` that carried a `receipt`, the message keeps it as
  *   `flags["fate-bridge"].receipt` (logic/receipts.js)
- * @property {(dice: import("./logic/dice.js").DiceGroup[], audience: {userId: string, whisper: string[],
- *   blind: boolean}) => Promise<void>} showDice the bridge's dice with Dice So Nice when it is
- *   active, as `userId` (who asked), to the card's audience (the `{whisper, blind}` given to
- *   postCard); resolves when the animation ends (at once without Dice So Nice). Call it before
- *   postCard, so the dice land before the card. Never rejects: a failure is logged.
  * @property {(faces: number, count: number) => Promise<number[]>|null} physicalDice on the roller's
  *   client, before the request goes out: null, at once, when the world does not allow physical dice
  *   for this ruleset (the bridge rolls; the request can go out in the same turn), else a Promise of
@@ -123,13 +121,6 @@ export function createRulesetApi(id, { commands, relays, router, pending, bridge
     onRelay: (action, handler) => relays.on(id, action, handler),
     async postCard(card, options) {
       return fvtt.messageData(await postCard(fvtt, card, { ...options, flags: receipts.flags(card, options?.flags) }));
-    },
-    async showDice(dice, { userId, whisper = [], blind = false }) {
-      try {
-        await fvtt.showDiceRoll(rollData(dice), { userId, whisper, blind });
-      } catch (error) {
-        console.warn(`fate-bridge | ${id}: the dice could not be shown`, error);
-      }
     },
     physicalDice: (faces, count) => (physicalAllowed(fvtt.getSetting(DICE_SETTINGS_SETTING), id) ? throwDice(faces, count) : null),
     sendWithPhysical: (physical, send) => withPhysicalDice(physical, throwDice, send),

@@ -4,7 +4,10 @@
  */
 import { test, describe } from "node:test";
 import assert from "node:assert/strict";
-import { VISIBILITIES, cardAudience, checkedVisibility, visibilityOfRollMode, visibilityWord } from "../scripts/logic/cards.js";
+import {
+  VISIBILITIES, cardAudience, cardMessageData, checkedVisibility, contentVisibleTo, DICE_USER_FLAG, relayedResult, visibilityOfRollMode, visibilityWord,
+} from "../scripts/logic/cards.js";
+import { rollData } from "../scripts/logic/dice.js";
 
 describe("cardAudience: Foundry's roll modes", () => {
   const users = { askerId: "player1", gmIds: ["gm1", "gm2"] };
@@ -28,6 +31,57 @@ describe("cardAudience: Foundry's roll modes", () => {
     audience.whisper.push("x");
     assert.deepEqual(original.whisper, ["gm1"], "a copy");
   });
+});
+
+describe("contentVisibleTo: Foundry v13's ChatMessage#visible / #isContentVisible", () => {
+  // client/documents/chat-message.mjs (v13): a whispered roll's content is the whisper list's and,
+  // unless blind, its author's; a whispered message without rolls is its author's and the list's.
+  const message = (fields) => ({ whisper: ["gm1"], blind: false, authorId: "player1", isRoll: false, ...fields });
+  test("no whisper: everyone", () => {
+    for (const isRoll of [false, true]) assert.equal(contentVisibleTo(message({ whisper: [], isRoll }), "anyone"), true);
+  });
+  test("without rolls, blind plays no part: a blind SoHL test shows its author the result", () => {
+    assert.equal(contentVisibleTo(message({ blind: true }), "player1"), true);
+    assert.equal(contentVisibleTo(message({ blind: true }), "gm1"), true);
+    assert.equal(contentVisibleTo(message({ blind: true }), "player2"), false);
+  });
+  test("with rolls, blind hides the content from its author; the whisper list reads it", () => {
+    assert.equal(contentVisibleTo(message({ blind: true, isRoll: true }), "player1"), false);
+    assert.equal(contentVisibleTo(message({ blind: true, isRoll: true }), "gm1"), true);
+    assert.equal(contentVisibleTo(message({ isRoll: true }), "player1"), true, "a private-GM roll: its author reads it");
+    assert.equal(contentVisibleTo(message({ isRoll: true }), "player2"), false);
+  });
+  test("a GM off the whisper list does not read it (Foundry has no GM exception)", () => {
+    assert.equal(contentVisibleTo(message({ whisper: ["player1"], isRoll: true }), "gm1"), false);
+  });
+  test("sameAs follows it: a blind test without rolls reaches its author too; with rolls the GMs only", () => {
+    assert.deepEqual(cardAudience({ sameAs: message({ blind: true }) }), { whisper: ["gm1", "player1"], blind: false });
+    assert.deepEqual(cardAudience({ sameAs: message({ blind: true, isRoll: true }) }), { whisper: ["gm1"], blind: true });
+    assert.deepEqual(cardAudience({ sameAs: message({}) }), { whisper: ["gm1", "player1"], blind: false });
+  });
+});
+
+describe("cardMessageData: a card's dice ride on it as Rolls", () => {
+  const card = () => ({ title: "t", html: "<p>x</p>", ruleset: "pool" });
+  test("the ruleset's dice, when the reply carried none, as one Roll; the asker's flag for Dice So Nice's colours", () => {
+    const data = cardMessageData(card(), { whisper: ["gm1"], dice: [{ faces: 6, results: [2, 5] }], diceUserId: "player1", flags: { a: 1 } });
+    assert.deepEqual(data.rolls, [rollData([{ faces: 6, results: [2, 5] }])]);
+    assert.deepEqual(data.flags, { a: 1, [DICE_USER_FLAG]: "player1" });
+  });
+  test("no dice: no rolls and no dice flag", () => {
+    const data = cardMessageData(card(), { diceUserId: "player1" });
+    assert.equal(data.rolls, undefined);
+    assert.deepEqual(data.flags, {});
+  });
+  test("bad dice are a TypeError naming them", () => {
+    assert.throws(() => cardMessageData(card(), { dice: [{ faces: 6, results: [7] }] }), /d6 results must be whole numbers 1\.\.6/);
+  });
+});
+
+test("relayedResult: a public answer whole; any other carries only its visibility", () => {
+  assert.deepEqual(relayedResult("public", { answer: "yes" }), { answer: "yes" });
+  for (const visibility of ["gm", "blind", "self"]) assert.deepEqual(relayedResult(visibility, { answer: "yes" }), { visibility });
+  assert.deepEqual(relayedResult("nonsense", { answer: "yes" }), { answer: "yes" }, "unknown is public, as its card is");
 });
 
 test("roll modes and typed words -> visibility", () => {

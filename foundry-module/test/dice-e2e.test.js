@@ -24,7 +24,9 @@ const real = realBridge("fate-bridge-dice-e2e-");
 const { until } = real;
 
 test("a dice session: committed, a player's Fate die derived and shown as a Roll, revealed, verified", async (t) => {
-  const env = await sampleWorld({ WebSocket, settings: real.settings() });
+  const env = await sampleWorld({ WebSocket, settings: real.settings(), diceSoNice: true });
+  /** Dice So Nice's animations per client (gm, player, stranger). */
+  const thrown = (id) => Object.values(env.world.animationsPerClient(id));
   const { connection } = await startModule(t, real, env);
   const replies = recordReplies(connection);
   const flagged = () => [...env.world.messages.values()].find((m) => m.flags["fate-bridge"]?.[DICE_SESSION_FLAG]);
@@ -40,6 +42,7 @@ test("a dice session: committed, a player's Fate die derived and shown as a Roll
   const commitmentCard = await until(flagged, "the commitment card");
   const started = replies.find((r) => r.type === "dice_session_started");
   assert.ok(commitmentCard.content.includes(started.fingerprint));
+  assert.deepEqual(thrown(), [0, 0, 0], "a commitment rolls no die");
 
   // 2. A player spends Fate: relayed with the player's own client_seed; the Fate die is fair.
   const messageId = await postArchery(env.world);
@@ -53,6 +56,11 @@ test("a dice session: committed, a player's Fate die derived and shown as a Roll
   assert.deepEqual(resolved.rolls, [{ faces: 100, value: resolved.fate_roll, source: "fair" }]);
   const fateCard = await until(() => [...env.world.messages.values()].find((m) => m.content === resolved.card.html), "the Fate card");
   assert.deepEqual(fateCard.rolls.map((r) => r.fromData.terms[0].results[0].result), [resolved.fate_roll]);
+  // The session's die, thrown once on each client (a public test), as the player, by Dice So Nice itself.
+  assert.deepEqual(thrown(fateCard.id), [1, 1, 1]);
+  assert.deepEqual(thrown(), [1, 1, 1]);
+  assert.deepEqual(env.world.diceAnimations.map((a) => [a.userId, a.dice]), Array(3).fill([env.player, [{ faces: 100, results: [resolved.fate_roll] }]]));
+  assert.deepEqual(env.world.diceShown, []);
 
   // 3. The GM reveals: the reveal card, and the commitment card marked verified.
   env.world.asUser(env.gm);
@@ -73,6 +81,8 @@ test("a dice session: committed, a player's Fate die derived and shown as a Roll
   assert.equal(fateCard.content.includes("GM override"), false, "players see no mark (mark=gm)");
   assert.ok(gmOnly.content.includes("GM override by gmUser000000001: the dragon must fall"));
   assert.deepEqual(gmOnly.whisper, [env.gm]);
+  // The reveal and the override throw nothing: the Fate die stays thrown once per client.
+  assert.deepEqual(thrown(), [1, 1, 1]);
 
   // 4. The exported trail alone recomputes the die (the page's code), with the player's value in it.
   exported = real.bridge.cli("audit", "export", "--world", "e2e-world", "--format", "jsonl");
@@ -120,7 +130,7 @@ test("the bridge's /verify page, in a real browser, recomputes the exported trai
 });
 
 test("a physical d100: the GM allows physical dice for SoHL, the player throws 57, the Fate Test is graded with it, the card and the trail mark it physical", async (t) => {
-  const env = await sampleWorld({ WebSocket, settings: real.settings() });
+  const env = await sampleWorld({ WebSocket, settings: real.settings(), diceSoNice: true });
   const { connection } = await startModule(t, real, env);
   const replies = recordReplies(connection);
 
@@ -148,6 +158,10 @@ test("a physical d100: the GM allows physical dice for SoHL, the player throws 5
   assert.ok(fateCard.content.includes('class="fate-bridge dice-physical"'), "the card marks the physical die");
   assert.match(fateCard.content, /d100 57/);
   assert.deepEqual(fateCard.rolls.map((r) => r.fromData.terms[0].results[0].result), [57]);
+  // The thrown die shown once on each client, as the player: Dice So Nice, from the card's Roll.
+  assert.deepEqual(Object.values(env.world.animationsPerClient(fateCard.id)), [1, 1, 1]);
+  assert.deepEqual(Object.values(env.world.animationsPerClient()), [1, 1, 1]);
+  assert.deepEqual(env.world.diceAnimations.map((a) => a.userId), [env.player, env.player, env.player]);
 
   // On the record: the spend's die is physical.
   const records = real.bridge.cli("audit", "export", "--world", "e2e-world", "--format", "jsonl").split("\n").filter(Boolean).map((line) => JSON.parse(line).record);

@@ -13,7 +13,10 @@ import {
 } from "../scripts/logic/dice-trust.js";
 import { BridgeError } from "../scripts/logic/errors.js";
 import { cardMessageData } from "../scripts/logic/cards.js";
-import { fateRollData } from "../scripts/rulesets/sohl/fate-flow.js";
+import { rollData } from "../scripts/logic/dice.js";
+
+/** The Fate Test d100 as one evaluated Roll (logic/dice.js rollData). */
+const fateRollData = (value) => rollData([{ faces: 100, results: [value] }]);
 
 const sha256 = (bytes) => webcrypto.subtle.digest("SHA-256", bytes);
 const SEED = "00".repeat(31) + "01";

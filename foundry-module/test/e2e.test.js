@@ -23,7 +23,7 @@ before(() => {
 });
 
 test("a SoHL card graded, a player's spend relayed and applied, a second spend refused", async (t) => {
-  const env = await sampleWorld({ WebSocket, settings: real.settings() });
+  const env = await sampleWorld({ WebSocket, settings: real.settings(), diceSoNice: true });
   const { handle, connection } = await startModule(t, real, env);
   const replies = recordReplies(connection);
   const flagsOf = (id) => env.world.messages.get(id).flags["fate-bridge"] ?? {};
@@ -67,6 +67,10 @@ test("a SoHL card graded, a player's spend relayed and applied, a second spend r
   // Issue 19: the bridge's own Fate die rides on the card as a real Roll (Dice So Nice rolls it once).
   assert.deepEqual(resolved.rolls, [{ faces: 100, value: resolved.fate_roll, source: "secret" }]);
   assert.deepEqual(card.rolls.map((roll) => roll.fromData.terms[0].results.map((r) => r.result)), [[resolved.fate_roll]]);
+  // Issue 24: thrown once on each client (a public test), as the player who spent; no showForRoll of ours.
+  assert.deepEqual(env.world.animationsPerClient(), { [env.gm]: 1, [env.player]: 1, [env.stranger]: 1 });
+  assert.deepEqual(env.world.diceAnimations.map((a) => [a.messageId, a.userId]), Array(3).fill([card.id, env.player]));
+  assert.deepEqual(env.world.diceShown, []);
   assert.equal(resolved.fate_ml, 77);
   assert.equal(resolved.point.point_id, LUCKY);
 

@@ -1,7 +1,8 @@
 import { test, describe, beforeEach, afterEach } from "node:test";
 import assert from "node:assert/strict";
 import * as fvtt from "../scripts/foundry.js";
-import { createFateFlow, fateRollData, gradedFlag, noticeKey, noticeLevel } from "../scripts/rulesets/sohl/fate-flow.js";
+import { createFateFlow, gradedFlag, noticeKey, noticeLevel } from "../scripts/rulesets/sohl/fate-flow.js";
+import { rollData } from "../scripts/logic/dice.js";
 import { sohlMessageBuilders } from "../scripts/rulesets/sohl/messages.js";
 import { BridgeError } from "../scripts/logic/errors.js";
 import { uninstallFakeFoundry } from "./helpers/fake-foundry.js";
@@ -92,6 +93,7 @@ describe("grading a card", () => {
 
 describe("spending", () => {
   test("re-grades, sends fate_spend with the sender's id, applies effects in order, posts a new card, shows the die", async () => {
+    fvtt.installDiceAppearance(); // as main.js does: the dice take the asker's Dice So Nice appearance
     const connection = scriptedConnection({ test_rolled: (m) => graded(m), fate_spend: (m) => resolved(m, "spent") });
     const ok = await makeFlow(connection).requestSpend({ messageId: env.messageId, pointId: LUCKY, userId: env.player });
     assert.equal(ok, true);
@@ -111,11 +113,16 @@ describe("spending", () => {
     assert.notEqual(card.id, env.messageId);
     assert.equal(card.content, '<div class="fate-bridge-card">spent</div>');
     assert.deepEqual(card.speaker, { scene: null, token: null, actor: "d1cddnpaqRl0a0Q8", alias: "Basic Folk" });
-    assert.deepEqual(card.rolls, []);
+    // A reply without `rolls` (an older bridge): its fate_roll rides on the card as the Roll 1d100 = 34.
+    assert.deepEqual(card.rolls.map((roll) => roll.fromData), [rollData([{ faces: 100, results: [34] }])]);
     assert.equal(card.flags["fate-bridge"].card_for, env.messageId);
-    assert.equal(env.world.diceShown.length, 1);
-    assert.equal(env.world.diceShown[0][0].total, 34);
-    assert.deepEqual(env.world.diceShown[0][0].fromData.terms[0].results, [{ result: 34, active: true }]);
+    assert.equal(card.flags["fate-bridge"].dice_user, env.player);
+    // Thrown once on every client (a public test: everyone reads the card), as the player, by
+    // Dice So Nice's own interception of the new card; never by a showForRoll of ours.
+    assert.equal(env.world.diceShown.length, 0);
+    assert.deepEqual(Object.values(env.world.animationsPerClient(card.id)), Array(env.world.users.size).fill(1));
+    assert.deepEqual(new Set(env.world.diceAnimations.map((a) => a.userId)), new Set([env.player]));
+    assert.deepEqual(env.world.diceAnimations[0].dice, [{ faces: 100, results: [34] }]);
     assert.equal(env.world.notices.length, 0);
   });
 
@@ -190,7 +197,10 @@ describe("choice", () => {
     assert.equal(choiceCard.content, '<div class="fate-bridge-card">kept</div>');
     assert.deepEqual(choiceCard.flags["fate-bridge"].choice_by, []);
     assert.equal(env.world.messages.get(env.messageId).flags["fate-bridge"].pending_choice_card, null);
-    assert.equal(env.world.diceShown.length, 1, "the choice answer rolls no new die");
+    // The choice card's die was thrown once per client when it was posted; the answer (an update
+    // of its content, no new Roll) throws none.
+    assert.equal(env.world.diceShown.length, 0);
+    assert.deepEqual(Object.values(env.world.animationsPerClient()), Array(env.world.users.size).fill(1));
   });
 
   test("a GM answering a player's Critical Success choice sends user_is_gm: true", async () => {
@@ -208,8 +218,8 @@ describe("choice", () => {
   });
 });
 
-test("fateRollData is an evaluated 1d100 with the bridge's value", () => {
-  const data = fateRollData(7);
+test("the Fate Test's d100 as Roll data is an evaluated 1d100 with the bridge's value", () => {
+  const data = rollData([{ faces: 100, results: [7] }]);
   assert.equal(data.formula, "1d100");
   assert.equal(data.total, 7);
   assert.equal(data.terms[0].faces, 100);

@@ -8,6 +8,7 @@ import assert from "node:assert/strict";
 import * as fvtt from "../scripts/foundry.js";
 import { installFakeFoundry, uninstallFakeFoundry } from "./helpers/fake-foundry.js";
 import { foundrySample, hmtwSample } from "./helpers/samples.js";
+import { contentVisibleTo } from "../scripts/logic/cards.js";
 
 /** The HMtW adventurer sample (tests/fixtures/samples/hmtw/). */
 const SILAN = hmtwSample("actor-character-adventurer.RECONSTRUCTED.json");
@@ -118,7 +119,7 @@ describe("messageRolls: a message's rolls as plain data (real Foundry 13 capture
   test("no message, no rolls, no speaker, a roll that does not parse", async () => {
     assert.equal(fvtt.messageRolls("missing"), null);
     const plain = await world.createMessage({ content: "<p>hi</p>", rolls: ["{not json", "42"] });
-    assert.deepEqual(fvtt.messageRolls(plain.id), { id: plain.id, speakerActorId: null, flavor: null, rollType: null, rolls: [] });
+    assert.deepEqual(fvtt.messageRolls(plain.id), { id: plain.id, speakerActorId: null, flavor: null, rollType: null, contentVisible: true, rolls: [] });
   });
 });
 
@@ -134,5 +135,34 @@ describe("actorSnapshot: runtime values a ruleset asks for", () => {
     assert.equal("logic" in aura.system, false, "the stored data only");
     assert.equal("masteryLevel" in rope, false);
     assert.equal("masteryLevel" in fvtt.actorSnapshot("Actor.actor0000000001").items[0], false);
+  });
+});
+
+describe("messageData's isRoll and contentVisible: Foundry's own getters, as the fake plays v13's", () => {
+  test("every whisper, blind, author and roll case agrees with logic/cards.js contentVisibleTo, for every user", async () => {
+    const users = ["gmA", "playerA", "playerB"];
+    for (const [id, isGM] of [["gmA", true], ["playerA", false], ["playerB", false]]) world.addUser({ id, name: id, isGM });
+    const roll = globalThis.Roll.fromData({ class: "Roll", terms: [{ class: "Die", faces: 6, results: [{ result: 3, active: true }] }], total: 3 });
+    let checked = 0;
+    for (const whisper of [[], ["gmA"], ["playerA"], ["gmA", "playerA"]]) {
+      for (const blind of [false, true]) {
+        for (const isRoll of [false, true]) {
+          const message = await world.createMessage({ content: "<p>x</p>", whisper, blind, author: "playerA", rolls: isRoll ? [roll] : [] });
+          for (const userId of users) {
+            world.asUser(userId);
+            const data = fvtt.messageData(message.id);
+            assert.equal(data.isRoll, isRoll);
+            assert.equal(data.contentVisible, contentVisibleTo(data, userId), JSON.stringify({ whisper, blind, isRoll, userId }));
+            checked += 1;
+          }
+        }
+      }
+    }
+    assert.equal(checked, 48);
+    // The two cases issue 24 turns on: a blind message without rolls is its author's; with rolls it is not.
+    world.asUser("playerA");
+    const plain = await world.createMessage({ content: "<p>x</p>", whisper: ["gmA"], blind: true, author: "playerA" });
+    const rolled = await world.createMessage({ content: "<p>x</p>", whisper: ["gmA"], blind: true, author: "playerA", rolls: [roll] });
+    assert.deepEqual([fvtt.messageData(plain.id).contentVisible, fvtt.messageData(rolled.id).contentVisible], [true, false]);
   });
 });

@@ -20,7 +20,7 @@ const real = realBridge("fate-bridge-hmtw-e2e-", "--rate-limit", "0");
 const { until } = real;
 
 test("tests of fate drawn by the bridge: a failure binds the obstacle, the drawer pushes, the GM clears it and reads the decks", async (t) => {
-  const env = await sampleWorld({ WebSocket, settings: real.settings() });
+  const env = await sampleWorld({ WebSocket, settings: real.settings(), diceSoNice: true });
   globalThis.game.system = { id: "hmtw-foundry", version: "0.1.0" };
   const silan = env.world.addActor({ id: "RECONhmtwActor01", name: "Silán Storysoul", hasPlayerOwner: true, ownership: { [env.player]: 3 } });
   silan.system = { swords: 4, pentacles: 2, cups: 3, wands: 0 };
@@ -112,4 +112,15 @@ test("tests of fate drawn by the bridge: a failure binds the obstacle, the drawe
   await until(() => env.world.messages.size > size, "the status card");
   assert.deepEqual([...env.world.messages.values()].at(-1).whisper, [env.gm]);
   assert.match(real.bridge.log, /type=hmtw_push/);
+
+  // Issue 24: each draw rides on its (public) card as a Roll, thrown once on every client as the
+  // drawer; the deck status rolls nothing, and nothing is thrown twice.
+  const withDice = [...env.world.messages.values()].filter((m) => m.rolls.length);
+  assert.ok(withDice.length >= 2, "the tests and the push drew");
+  for (const message of env.world.messages.values()) {
+    assert.deepEqual(Object.values(env.world.animationsPerClient(message.id)), message.rolls.length ? [1, 1, 1] : [0, 0, 0], message.content);
+  }
+  assert.equal(env.world.diceAnimations.length, 3 * withDice.length);
+  assert.deepEqual(new Set(env.world.diceAnimations.map((a) => a.userId)), new Set([env.player]));
+  assert.deepEqual(env.world.diceShown, []);
 });

@@ -52,7 +52,7 @@ afterEach(() => {
 
 /** The fake api; `bridge(message)` answers each bridge request (a throw is a refusal). */
 function fakeApi({ sender = { userId: "player1", isGM: false }, bridge, rollMode = "public" } = {}) {
-  const rec = { notices: [], requests: [], posted: [], dice: [], commands: new Map(), handlers: new Map() };
+  const rec = { notices: [], requests: [], posted: [], commands: new Map(), handlers: new Map() };
   let n = 0;
   const api = {
     fvtt: {
@@ -76,9 +76,6 @@ function fakeApi({ sender = { userId: "player1", isGM: false }, bridge, rollMode
     async postCard(card, options) {
       rec.posted.push({ card, options });
     },
-    async showDice(dice, audience) {
-      rec.dice.push({ dice, audience, cardsBefore: rec.posted.length });
-    },
     newEventId: () => `ev${++n}`,
     physicalDice: () => null, // the world allows no physical dice (test/physical-dice.test.js: when it does)
     localize: t,
@@ -86,6 +83,9 @@ function fakeApi({ sender = { userId: "player1", isGM: false }, bridge, rollMode
   };
   return { api, rec };
 }
+
+/** The postCard options every answer of `answering` adds: its d100 and who asked (their dice colours). */
+const D37 = { dice: [{ faces: 100, results: [37] }], diceUserId: "player1" };
 
 /** A bridge answering every question yes with a card, catalogs with CATALOG. */
 function answering(message) {
@@ -114,14 +114,14 @@ describe("/fatechart", () => {
     mythic.install(api);
     const result = rec.commands.get("fatechart")('high vs average +1dr "Is the door locked?" gm', { userId: "player1", isGM: false });
     assert.equal(typeof result.then, "function"); // a Promise keeps the text out of chat
-    assert.deepEqual(await result, { answer: "yes", chance: 55, roll: 37 });
+    // A GM-only answer: the relay's `done` reaches every browser, so it carries nothing of it.
+    assert.deepEqual(await result, { visibility: "gm" });
     assert.deepEqual(rec.requests, [{
       type: "chart_question", v: 1, event_id: "ev1", acting_rank: "high", difficulty_rank: "average", acting_shift: 0,
       difficulty_shift: 1, modifiers: [], question: "Is the door locked?", visibility: "gm", user_id: "player1", user_name: "Player One",
     }]);
-    assert.deepEqual(rec.posted, [{ card: answering(rec.requests[0]).card, options: { whisper: ["gm1", "player1"], blind: false } }]);
-    // the Fate Chart's d100 (the bridge's 37) as the asker, to the card's audience, before the card (issue 13)
-    assert.deepEqual(rec.dice, [{ dice: [{ faces: 100, results: [37] }], audience: { userId: "player1", whisper: ["gm1", "player1"], blind: false }, cardsBefore: 0 }]);
+    // the Fate Chart's d100 (the bridge's 37) rides on the card, thrown by Dice So Nice as the asker (issue 24)
+    assert.deepEqual(rec.posted, [{ card: answering(rec.requests[0]).card, options: { whisper: ["gm1", "player1"], blind: false, ...D37 } }]);
     assert.deepEqual(rec.notices, []);
   });
 
@@ -131,12 +131,13 @@ describe("/fatechart", () => {
     mythic.install(api);
     await rec.commands.get("fatechart")("high vs average", { userId: "player1", isGM: false });
     assert.equal(rec.requests.at(-1).visibility, "gm");
-    assert.deepEqual(rec.posted.at(-1).options, { whisper: ["gm1", "gm2", "player1"], blind: false });
+    assert.deepEqual(rec.posted.at(-1).options, { whisper: ["gm1", "gm2", "player1"], blind: false, ...D37 });
     await rec.commands.get("fatechart")("odds likely blindroll", { userId: "player1", isGM: false });
     assert.equal(rec.requests.at(-1).visibility, "blind");
-    assert.deepEqual(rec.posted.at(-1).options, { whisper: ["gm1", "gm2"], blind: true });
-    await rec.commands.get("fatechart")("high vs average public", { userId: "player1", isGM: false });
-    assert.deepEqual(rec.posted.at(-1).options, { whisper: [], blind: false });
+    assert.deepEqual(rec.posted.at(-1).options, { whisper: ["gm1", "gm2"], blind: true, ...D37 });
+    const answer = await rec.commands.get("fatechart")("high vs average public", { userId: "player1", isGM: false });
+    assert.deepEqual(rec.posted.at(-1).options, { whisper: [], blind: false, ...D37 });
+    assert.deepEqual(answer, { answer: "yes", chance: 55, roll: 37 }, "a public answer comes back whole");
   });
 
   test("bad input is shown to the user and nothing is asked", () => {
@@ -209,7 +210,7 @@ describe("the dialog", () => {
     form.dispatchEvent(new dom.window.Event("submit", { cancelable: true }));
     await app.asked;
     assert.equal(rec.requests.at(-1).visibility, "self");
-    assert.deepEqual(rec.posted.at(-1).options, { whisper: ["player1"], blind: false });
+    assert.deepEqual(rec.posted.at(-1).options, { whisper: ["player1"], blind: false, ...D37 });
   });
 
   test("choosing a named question shows its guidance and modifiers, as text", async () => {
@@ -238,13 +239,13 @@ describe("the dialog", () => {
     form().querySelector("[name=question]").value = "  Does Brakka learn surgery? ";
     form().querySelector("select[name=visibility]").value = "blind";
     form().dispatchEvent(new dom.window.Event("submit", { cancelable: true }));
-    assert.deepEqual(await app.asked, { answer: "yes", chance: 55, roll: 37 });
+    assert.deepEqual(await app.asked, { visibility: "blind" });
     assert.deepEqual(rec.requests.at(-1), {
       type: "chart_question", v: 1, event_id: "ev2", acting_rank: "Exceptional", difficulty_rank: "weak", acting_shift: 0,
       difficulty_shift: 0, named: "increase_ability", modifiers: [{ key: "extra_items", times: 2 }, { key: "very_complex", times: 1 }],
       question: "Does Brakka learn surgery?", visibility: "blind", user_id: "player1", user_name: "Player One",
     });
-    assert.deepEqual(rec.posted.at(-1).options, { whisper: ["gm1"], blind: true });
+    assert.deepEqual(rec.posted.at(-1).options, { whisper: ["gm1"], blind: true, ...D37 });
     assert.equal(app.rendered, false);
   });
 

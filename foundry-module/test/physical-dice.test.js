@@ -9,67 +9,36 @@
  */
 import { test, describe, afterEach } from "node:test";
 import assert from "node:assert/strict";
-import { install } from "../scripts/main.js";
 import * as sohl from "../scripts/rulesets/sohl/index.js";
 import * as mythic from "../scripts/rulesets/mythic/index.js";
 import * as pool from "../scripts/rulesets/pool/index.js";
 import * as hmtw from "../scripts/rulesets/hmtw/index.js";
-import { DICE_SETTINGS_SETTING } from "../scripts/logic/dice-trust.js";
 import { uninstallFakeFoundry } from "./helpers/fake-foundry.js";
-import { postArchery, clockedWorld, restoreTimers } from "./helpers/world-setup.js";
+import { postArchery, restoreTimers } from "./helpers/world-setup.js";
 import { until } from "./helpers/fake-socket.js";
+import { answerTo, bootModule, doneFor, relayAs, sentTo, typeAs } from "./helpers/module-world.js";
 
 const CARD = { title: "t", html: "<div>card</div>", ruleset: "x", speaker_actor_id: null, speaker_alias: null };
 const LUCKY = "mystery00000000";
 const GRADED = { level: 0, label: "MF", eligible: true, reasons: [], fate_ml: 77, points: [{ point_id: LUCKY, name: "Lucky Star", charges: 2 }] };
 
 let env;
-/**
- * Boot main.js with `rulesets`; the bridge welcomes and its `dice_status` says physical dice are
- * allowed for `physical` (the GM's browser keeps that in the world setting every client reads).
- */
+/** Boot main.js with `rulesets` (physical dice allowed for `physical`): test/helpers/module-world.js. */
 async function boot(rulesets, physical) {
-  env = await clockedWorld();
-  env.handle = install({ rulesets });
-  for (const hook of ["init", "setup", "ready"]) env.world.callHook(hook);
-  env.world.deliverSocket(); // the GM's link announcements (logic/link-holder.js)
-  env.socket = env.Socket.instances[0];
-  env.socket.open();
-  env.socket.receive({ type: "welcome", v: 1, world_id: "e2e-world", bridge_version: "x", rulesets: rulesets.map((r) => r.id), settings: { fate_option: "everyone" } });
-  const status = await sent("dice_status");
-  status.answered = true;
-  const settings = { provable: false, physical_rulesets: physical, override_mark: "everyone" };
-  env.socket.receive({ type: "dice_status_reply", v: 1, query_id: status.query_id, session_id: null, commitment: null, fingerprint: null, settings });
-  await until(() => env.world.registered && globalThis.game.settings.get("fate-bridge", DICE_SETTINGS_SETTING).physical_rulesets.length === physical.length, "the dice settings kept");
+  env = await bootModule(rulesets, physical, { diceSoNice: true });
 }
+/** Dice So Nice's animations per client, in the order gm, player, stranger. */
+const thrown = (messageId) => Object.values(env.world.animationsPerClient(messageId));
 afterEach(() => {
   env?.handle.dispose();
   restoreTimers();
   uninstallFakeFoundry();
 });
-
-/** The next request of `type` the bridge has not answered yet. */
-const sent = (type) => until(() => env.socket.sent.find((m) => m.type === type && !m.answered), type);
-function answer(message, reply) {
-  message.answered = true;
-  env.socket.receive({ v: 1, event_id: message.event_id, ...reply });
-}
-/** A player's relay once it is out: request -> ack -> go -> the GM's handler runs. */
-async function relayFrom(userId) {
-  await until(() => env.world.emitted.some((e) => e.payload.type === "request"), "the relayed request");
-  env.world.deliverAs(env.gm);
-  env.world.deliverAs(userId);
-  env.world.deliverAs(env.gm);
-}
-/** The GM's done reaches the player. */
-async function doneTo(userId) {
-  await until(() => env.world.emitted.some((e) => e.payload.type === "done"), "done");
-  env.world.deliverAs(userId);
-}
-const type = (userId, text) => {
-  env.world.asUser(userId);
-  return env.world.callHook("chatMessage", {}, text, {});
-};
+const sent = (type) => sentTo(env, type);
+const answer = (message, reply) => answerTo(env, message, reply);
+const relayFrom = (userId) => relayAs(env, userId);
+const doneTo = (userId) => doneFor(env, userId);
+const type = (userId, text) => typeAs(env, userId, text);
 const runsOut = (message, given, faces) => ({
   type: "error", code: "bad_message", ref: message.event_id, field: "physical",
   message: `physical: ${given} physical dice given, but this roll needs more: die ${given + 1} is a d${faces} (1..${faces})`,
@@ -133,8 +102,14 @@ describe("Mythic: the Fate Chart's d100", () => {
     await relayFrom(env.player);
     const question = await sent("chart_question");
     assert.deepEqual(question.physical, [88]);
-    answer(question, { type: "chart_answered", answer: "no", chance: 55, roll: 88, visibility: "public", card: { ...CARD, ruleset: "mythic" } });
+    answer(question, { type: "chart_answered", answer: "no", chance: 55, roll: 88, visibility: "public", card: { ...CARD, ruleset: "mythic" },
+      rolls: [{ faces: 100, value: 88, source: "physical" }] });
     await doneTo(env.player);
+    // The thrown die rides on the card: Dice So Nice shows it once on every client, as the asker.
+    const card = await until(() => [...env.world.messages.values()].find((m) => m.content === CARD.html), "the card");
+    assert.deepEqual(thrown(card.id), [1, 1, 1]);
+    assert.deepEqual(thrown(), [1, 1, 1], "nothing else thrown");
+    assert.deepEqual(env.world.diceAnimations.map((a) => [a.userId, a.dice]), Array(3).fill([env.player, [{ faces: 100, results: [88] }]]));
   });
 
   test("an impossible value is refused in the browser, naming the die and its range; nothing is sent", async () => {
@@ -172,9 +147,14 @@ describe("pool: the pool's d6s, a save's d20s, a reroll's d20", () => {
     const second = await sent("pool_check");
     assert.deepEqual(second.physical, [3, 6, 2, 4]);
     assert.notEqual(second.event_id, first.event_id, "a refused event_id is answered from its stored refusal: the resend is a new request");
-    answer(second, { type: "pool_check_rolled", card: { ...CARD, ruleset: "pool" }, dice: [3, 6, 2, 4].map((face, i) => ({ face, explosion: i === 3, success: face >= 5 })) });
+    answer(second, { type: "pool_check_rolled", card: { ...CARD, ruleset: "pool" }, dice: [3, 6, 2, 4].map((face, i) => ({ face, explosion: i === 3, success: face >= 5 })),
+      rolls: [3, 6, 2, 4].map((value) => ({ faces: 6, value, source: "physical" })) });
     await doneTo(env.player);
-    await until(() => [...env.world.messages.values()].some((m) => m.content.includes("card")), "the card posted");
+    const card = await until(() => [...env.world.messages.values()].find((m) => m.content.includes("card")), "the card posted");
+    // The four d6s thrown, once on every client (a public check), as the player; the refused try threw none.
+    assert.deepEqual(thrown(card.id), [1, 1, 1]);
+    assert.deepEqual(thrown(), [1, 1, 1]);
+    assert.deepEqual(env.world.diceAnimations[0].dice, [{ faces: 6, results: [3, 6, 2, 4] }]);
   });
 
   test("a save at advantage asks two d20s; its stat die comes when the bridge names it", async () => {

@@ -270,12 +270,11 @@ function fakeApi(world, replies) {
       if (reply instanceof Error) throw reply;
       return typeof reply === "function" ? reply(message) : reply;
     },
-    postCard: async (card, options) => {
+    // The card's audience and flags; its dice (ridden on the card as Rolls, thrown by Dice So Nice as `diceUserId`) apart.
+    postCard: async (card, { dice = [], diceUserId, flags = {}, ...audience } = {}) => {
       api.cards.push(card);
-      api.audiences.push(options);
-    },
-    showDice: async (dice, audience) => {
-      api.dice.push({ dice, audience, cardsBefore: api.cards.length });
+      api.audiences.push(Object.keys(flags).length ? { ...audience, flags } : audience);
+      if (dice.length) api.dice.push({ dice, diceUserId, audience });
     },
     onBridgeMessage: () => {},
     newEventId: () => `ev${api.sent.length}`,
@@ -328,7 +327,7 @@ describe("the pool ruleset in a world", () => {
     });
     assert.deepEqual(api.cards, [CARD]);
     // the bridge's d6s (explosion included), as the player, to the card's audience, before the card (issue 13)
-    assert.deepEqual(api.dice, [{ dice: [{ faces: 6, results: [6, 2] }], audience: { userId: "playerUser00001", whisper: [], blind: false }, cardsBefore: 0 }]);
+    assert.deepEqual(api.dice, [{ dice: [{ faces: 6, results: [6, 2] }], diceUserId: "playerUser00001", audience: { whisper: [], blind: false } }]);
   });
 
   test("the card is seen per the player's roll mode (every GM and the player for gmroll); a typed mode wins", async () => {
@@ -418,10 +417,14 @@ describe("the pool ruleset in a world", () => {
     assert.deepEqual(api.audiences, [{ whisper: [], blind: false }], "the attack was public");
     const blind = await world.createMessage({ ...structuredClone(ATTACK), whisper: ["gmUser000000001"], blind: true, author: "playerUser00001" });
     await globalThis.game.settings.set("core", "rollMode", "publicroll");
+    // Its roller sees Foundry's "rolled privately" stub (a blind roll): no d20, no reroll button.
+    assert.match(world.render(blind.id).textContent, /rolled privately/);
+    assert.equal(world.render(blind.id).querySelector(`.${REROLL_CLASS}`), null);
+    world.asUser("gmUser000000001");
     world.render(blind.id).querySelector(`.${REROLL_CLASS} button`).click();
     await flush();
     assert.deepEqual(api.audiences.at(-1), { whisper: ["gmUser000000001"], blind: true }, "a blind roll's reroll: the GMs only");
-    assert.deepEqual(api.dice.at(-1).audience, { userId: "playerUser00001", whisper: ["gmUser000000001"], blind: true });
+    assert.deepEqual(api.dice.at(-1), { dice: api.dice.at(-1).dice, diceUserId: "gmUser000000001", audience: { whisper: ["gmUser000000001"], blind: true } });
   });
 
   test("the GM opens the ledger panel, starts a session from it; a player cannot open it", async () => {

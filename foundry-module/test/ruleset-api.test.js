@@ -9,6 +9,7 @@ import * as fvtt from "../scripts/foundry.js";
 import { install } from "../scripts/main.js";
 import { installRulesets } from "../scripts/ruleset-api.js";
 import { BridgeError } from "../scripts/logic/errors.js";
+import { rememberRolls } from "../scripts/logic/dice-trust.js";
 import { uninstallFakeFoundry } from "./helpers/fake-foundry.js";
 import { sampleWorld, clockedWorld, restoreTimers } from "./helpers/world-setup.js";
 import { until } from "./helpers/fake-socket.js";
@@ -214,10 +215,11 @@ describe("installing rulesets", () => {
   });
 });
 
-describe("api.showDice and the link's state", () => {
-  test("the bridge's dice go to Dice So Nice as the asker, to the card's audience; linkReady and onLinkUp follow the link", async () => {
+describe("api.postCard's dice and the link's state", () => {
+  test("a card's dice ride on it as Rolls: Dice So Nice throws them once on each reader's client, the posting GM's included, as the asker; linkReady and onLinkUp follow the link", async () => {
     uninstallFakeFoundry();
-    const world = (await sampleWorld({ diceSoNice: true })).world;
+    const { world, gm, player, stranger } = await sampleWorld({ diceSoNice: true });
+    fvtt.installDiceAppearance();
     const welcomes = [];
     let link = null;
     const parts = { commands: { register() {} }, relays: { on() {}, request() {} }, router: { on() {} }, bridgeLink: () => link, onWelcome: (fn) => welcomes.push(fn) };
@@ -229,12 +231,29 @@ describe("api.showDice and the link's state", () => {
     assert.equal(api.linked(), true);
     assert.equal(api.linkReady(), true);
     assert.equal(welcomes.length, 1);
-    await api.showDice([{ faces: 6, results: [4, 6] }], { userId: "playerUser00001", whisper: ["gmUser000000001", "playerUser00001"], blind: false });
-    const [roll, user, synchronize, users, blind] = world.diceShown[0];
-    assert.equal(roll.fromData.formula, "2d6");
-    assert.equal(user.id, "playerUser00001");
-    assert.deepEqual([synchronize, users, blind], [true, ["gmUser000000001", "playerUser00001"], false]);
-    await api.showDice([{ faces: 100, results: [55] }], { userId: "playerUser00001", whisper: [], blind: false });
-    assert.equal(world.diceShown[1][3], null, "a public card's dice: everyone");
+    const card = () => ({ title: "t", html: "<div>card</div>", ruleset: "dicey" });
+    const count = (id) => world.animationsPerClient(id);
+
+    // A private-GM card (the GMs and the asker): the asker's 2d6, thrown once each for the GM and the asker.
+    const gmCard = await api.postCard(card(), { whisper: [gm, player], blind: false, dice: [{ faces: 6, results: [4, 6] }], diceUserId: player });
+    assert.equal(world.messages.get(gmCard.id).rolls[0].fromData.formula, "2d6");
+    assert.deepEqual(count(gmCard.id), { [gm]: 1, [player]: 1, [stranger]: 0 });
+    assert.deepEqual(world.diceAnimations.map((a) => [a.userId, a.dice]), [[player, [{ faces: 6, results: [4, 6] }]], [player, [{ faces: 6, results: [4, 6] }]]]);
+
+    // A blind card: the GM whose browser posts it sees the dice; the asker does not.
+    const blindCard = await api.postCard(card(), { whisper: [gm], blind: true, dice: [{ faces: 100, results: [9] }], diceUserId: player });
+    assert.deepEqual(count(blindCard.id), { [gm]: 1, [player]: 0, [stranger]: 0 });
+
+    // The bridge's own `rolls` win over the ruleset's view of the dice; a public card: everyone, once.
+    const reply = rememberRolls({ card: card(), rolls: [{ faces: 100, value: 55, source: "fair" }] });
+    const publicCard = await api.postCard(reply.card, { dice: [{ faces: 100, results: [12] }], diceUserId: player });
+    assert.deepEqual(count(publicCard.id), { [gm]: 1, [player]: 1, [stranger]: 1 });
+    assert.deepEqual(world.diceAnimations.at(-1).dice, [{ faces: 100, results: [55] }]);
+
+    // No dice: no Roll, nothing thrown; and never a showForRoll of ours.
+    const plain = await api.postCard(card(), {});
+    assert.deepEqual(world.messages.get(plain.id).rolls, []);
+    assert.deepEqual(count(plain.id), { [gm]: 0, [player]: 0, [stranger]: 0 });
+    assert.deepEqual(world.diceShown, []);
   });
 });

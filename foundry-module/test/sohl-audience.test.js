@@ -13,6 +13,7 @@ import { sohlMessageBuilders } from "../scripts/rulesets/sohl/messages.js";
 import { uninstallFakeFoundry } from "./helpers/fake-foundry.js";
 import { capturedWorld, postCaptured, CAPTURED_IDS } from "./helpers/world-setup.js";
 import { captured } from "./helpers/samples.js";
+import { rollData } from "../scripts/logic/dice.js";
 
 const LUCKY = "mystery00000000";
 
@@ -96,15 +97,20 @@ describe("visibility is the chat message's own whisper/blind", () => {
 });
 
 describe("the Fate card and the Fate Test's die reach the people who saw the test", () => {
+  // Foundry v13 (client/documents/chat-message.mjs): a SoHL test card carries no Rolls, so a blind
+  // test shows its full result to its author; only a test with Rolls hides it (see below).
   const cases = [
-    // [sample, who spends, card whisper, blind, Dice So Nice users]
-    ["skill-test-publicroll", "player", [], false, null],
-    ["skill-test-gmroll-core-setting", "player", [CAPTURED_IDS.gm, CAPTURED_IDS.player], false, [CAPTURED_IDS.gm, CAPTURED_IDS.player]],
-    ["skill-test-blindroll-core-setting", "gm", [CAPTURED_IDS.gm], true, [CAPTURED_IDS.gm]],
-    ["skill-test-selfroll-core-setting", "player", [CAPTURED_IDS.player], false, [CAPTURED_IDS.player]],
+    // [sample, who spends, card whisper, blind, the clients that see the die once (all others: none)]
+    ["skill-test-publicroll", "player", [], false, ["gm", "player", "stranger"]],
+    ["skill-test-gmroll-core-setting", "player", [CAPTURED_IDS.gm, CAPTURED_IDS.player], false, ["gm", "player"]],
+    ["skill-test-blindroll-core-setting", "player", [CAPTURED_IDS.gm, CAPTURED_IDS.player], false, ["gm", "player"]],
+    ["skill-test-blindroll-core-setting", "gm", [CAPTURED_IDS.gm, CAPTURED_IDS.player], false, ["gm", "player"]],
+    // The GM's browser posts the card: its author reads a whisper (Foundry's rule), so the GM too.
+    ["skill-test-selfroll-core-setting", "player", [CAPTURED_IDS.player], false, ["gm", "player"]],
   ];
-  for (const [name, who, whisper, blind, diceUsers] of cases) {
-    test(`${name}: card to ${JSON.stringify(whisper)}${blind ? " (blind)" : ""}, die likewise, as the asker`, async () => {
+  for (const [name, who, whisper, blind, readers] of cases) {
+    test(`${name}, spent by the ${who}: card to ${JSON.stringify(whisper)}${blind ? " (blind)" : ""}, its die thrown once for ${readers.join(", ")}`, async () => {
+      fvtt.installDiceAppearance();
       const id = await postCaptured(env.world, name);
       const userId = env[who];
       assert.equal(await flow.requestSpend({ messageId: id, pointId: LUCKY, userId }), true);
@@ -112,15 +118,53 @@ describe("the Fate card and the Fate Test's die reach the people who saw the tes
       assert.equal(card.flags["fate-bridge"].card_for, id);
       assert.deepEqual([...card.whisper].sort(), [...whisper].sort());
       assert.equal(card.blind, blind);
-      assert.equal(env.world.diceShown.length, 1);
-      const [roll, user, synchronize, users, diceBlind] = env.world.diceShown[0];
-      assert.equal(roll.total, 23);
-      assert.equal(user.id, userId, "shown as the user who asked");
-      assert.equal(synchronize, true);
-      assert.deepEqual(users === null ? null : [...users].sort(), diceUsers === null ? null : [...diceUsers].sort());
-      assert.equal(diceBlind, blind);
+      assert.equal(env.world.diceShown.length, 0, "no showForRoll of ours: Dice So Nice throws the card's Roll");
+      const expected = Object.fromEntries(["gm", "player", "stranger"].map((u) => [env[u], readers.includes(u) ? 1 : 0]));
+      assert.deepEqual(env.world.animationsPerClient(card.id), expected);
+      assert.deepEqual(env.world.animationsPerClient(), expected, "no other animation at all");
+      for (const shown of env.world.diceAnimations) {
+        assert.equal(shown.userId, userId, "in the colours of the user who asked");
+        assert.deepEqual(shown.dice, [{ faces: 100, results: [23] }]);
+      }
+      if (!readers.includes("stranger")) {
+        // Another player gets Foundry's own "rolled privately" stub: none of the card, no buttons.
+        env.world.asUser(env.stranger);
+        const stub = env.world.render(card.id);
+        assert.match(stub.textContent, /rolled privately/);
+        assert.doesNotMatch(stub.innerHTML, /fate-bridge/);
+      }
     });
   }
+
+  test("a blind test that carries Rolls is hidden from its roller: the roller is refused, the GM's Fate card and die reach the GMs only", async () => {
+    fvtt.installDiceAppearance();
+    const { content, whisper, blind, author, speaker } = captured("skill-test-blindroll-core-setting").reconstructedPersistedChatMessage;
+    const rolls = [globalThis.Roll.fromData(rollData([{ faces: 100, results: [41] }]))];
+    const id = (await env.world.createMessage({ content, whisper, blind, author, speaker, rolls })).id;
+    env.world.diceAnimations.length = 0;
+    assert.equal(await flow.requestSpend({ messageId: id, pointId: LUCKY, userId: env.player }), false);
+    assert.deepEqual(env.world.emitted.map((e) => e.payload), [{ type: "notice", to: env.player, level: "warn", key: "FATE_BRIDGE.Error.forbidden" }]);
+    assert.equal(await flow.requestSpend({ messageId: id, pointId: LUCKY, userId: env.gm }), true);
+    const card = lastCard();
+    assert.deepEqual([card.whisper, card.blind], [[CAPTURED_IDS.gm], true]);
+    assert.deepEqual(env.world.animationsPerClient(card.id), { [env.gm]: 1, [env.player]: 0, [env.stranger]: 0 });
+    // The roller sees the card only as Foundry's stub; nothing of ours is added to it.
+    env.world.asUser(env.player);
+    const stub = env.world.render(card.id);
+    assert.match(stub.textContent, /rolled privately/);
+    assert.doesNotMatch(stub.innerHTML, /fate-bridge/);
+  });
+
+  test("Dice So Nice's ghost dice for secret rolls (its world setting) reach non-readers as ghosts, still once each", async () => {
+    uninstallFakeFoundry();
+    env = await capturedWorld({ diceSoNice: true, settings: { "dice-so-nice.showGhostDice": "1" } });
+    flow = createFateFlow({ foundry: fvtt, connection: bridge, build: sohlMessageBuilders(fvtt.randomId), domParser: fvtt.domParser() });
+    const id = await postCaptured(env.world, "skill-test-gmroll-core-setting");
+    assert.equal(await flow.requestSpend({ messageId: id, pointId: LUCKY, userId: env.player }), true);
+    const card = lastCard();
+    assert.deepEqual(env.world.animationsPerClient(card.id), { [env.gm]: 1, [env.player]: 1, [env.stranger]: 1 });
+    assert.deepEqual(env.world.diceAnimations.map((a) => [a.viewerId, a.ghost]), [[env.gm, false], [env.player, false], [env.stranger, true]]);
+  });
 
   test("a private-GM test's Critical Success choice reaches the GMs and the player who posted it, who may answer", async () => {
     bridge = scriptedBridge({ outcome: "choice" });
@@ -136,15 +180,18 @@ describe("the Fate card and the Fate Test's die reach the people who saw the tes
     env.world.asUser(env.player);
     assert.equal(env.world.render(choice.id).querySelectorAll("[data-fate-bridge-choice]").length, 2, "the player answers");
     env.world.asUser(env.stranger);
+    // The choice card carries the Fate Test's Roll: another player gets Foundry's stub, no buttons.
     assert.equal(env.world.render(choice.id).querySelectorAll("[data-fate-bridge-choice]").length, 0);
+    assert.match(env.world.render(choice.id).textContent, /rolled privately/);
     handle.dispose();
   });
 
-  test("a blind test: the player who rolled it cannot spend (refused forbidden, nothing sent)", async () => {
-    const id = await postCaptured(env.world, "skill-test-blindroll-core-setting");
-    assert.equal(await flow.requestSpend({ messageId: id, pointId: LUCKY, userId: env.player }), false);
+  test("a private-GM test: another owner of the actor, not on its whisper list, reads nothing and is refused", async () => {
+    env.actor.ownership[env.stranger] = 3;
+    const id = await postCaptured(env.world, "skill-test-gmroll-core-setting");
+    assert.equal(await flow.requestSpend({ messageId: id, pointId: LUCKY, userId: env.stranger }), false);
     assert.deepEqual(bridge.sent.map((m) => m.type), []);
-    assert.deepEqual(env.world.emitted.map((e) => e.payload), [{ type: "notice", to: env.player, level: "warn", key: "FATE_BRIDGE.Error.forbidden" }]);
+    assert.deepEqual(env.world.emitted.map((e) => e.payload), [{ type: "notice", to: env.stranger, level: "warn", key: "FATE_BRIDGE.Error.forbidden" }]);
   });
 });
 
@@ -164,7 +211,7 @@ describe("the fated state follows the test across the GM's edit repost", () => {
       assert.equal(await flow.requestSpend({ messageId: repost, pointId: LUCKY, userId }), false);
     }
     assert.equal(bridge.sent.filter((m) => m.type === "fate_spend").length, spendsBefore, "no second Fate Test");
-    assert.equal(env.world.diceShown.length, 1);
+    assert.deepEqual(Object.values(env.world.animationsPerClient()), [1, 1, 1], "one Fate Test die, thrown once on each client");
   });
 
   test("fated from the repost: the original shows fated too and cannot be fated again", async () => {
@@ -204,6 +251,9 @@ describe("the fated state follows the test across the GM's edit repost", () => {
     env.world.asUser(env.gm);
     await flow.requestSpend({ messageId: original, pointId: LUCKY, userId: env.gm });
     env.world.asUser(env.player);
+    assert.equal(env.world.render(original).querySelector(".fate-bridge-spend"), null);
+    assert.equal(env.world.render(repost), null, "the GM's repost is whispered to the GM alone");
+    env.world.asUser(env.gm);
     for (const id of [original, repost]) assert.equal(env.world.render(id).querySelector(".fate-bridge-spend"), null, id);
     handle.dispose();
   });
@@ -226,14 +276,34 @@ describe("the fated state follows the test across the GM's edit repost", () => {
 });
 
 describe("blind tests on render", () => {
-  test("the roller who owns the actor gets no Spend Fate on a blind test; a GM does", async () => {
+  test("a blind SoHL test (no Rolls): Foundry v13 shows its roller the result, so the roller who owns the actor gets Spend Fate, as does a GM", async () => {
     const { install } = await import("../scripts/main.js");
     const sohl = await import("../scripts/rulesets/sohl/index.js");
     const handle = install({ rulesets: [sohl] });
     const id = await postCaptured(env.world, "skill-test-blindroll-core-setting");
     await flow.gradeMessage(id);
     env.world.asUser(env.player);
-    assert.equal(env.world.render(id).querySelector(".fate-bridge-spend"), null);
+    assert.match(env.world.render(id).textContent, /Archery/, "the roller reads the result");
+    assert.ok(env.world.render(id).querySelector(".fate-bridge-spend button"));
+    env.world.asUser(env.gm);
+    assert.ok(env.world.render(id).querySelector(".fate-bridge-spend button"));
+    env.world.asUser(env.stranger);
+    assert.equal(env.world.render(id), null, "not on the whisper list: Foundry does not show it");
+    handle.dispose();
+  });
+
+  test("a blind test with Rolls: the roller gets Foundry's stub and no Spend Fate; a GM gets the button", async () => {
+    const { install } = await import("../scripts/main.js");
+    const sohl = await import("../scripts/rulesets/sohl/index.js");
+    const handle = install({ rulesets: [sohl] });
+    const { content, whisper, blind, author, speaker } = captured("skill-test-blindroll-core-setting").reconstructedPersistedChatMessage;
+    const rolls = [globalThis.Roll.fromData(rollData([{ faces: 100, results: [41] }]))];
+    const id = (await env.world.createMessage({ content, whisper, blind, author, speaker, rolls })).id;
+    await flow.gradeMessage(id);
+    env.world.asUser(env.player);
+    const stub = env.world.render(id);
+    assert.match(stub.textContent, /rolled privately/);
+    assert.equal(stub.querySelector(".fate-bridge-spend, .fate-bridge-withheld"), null);
     env.world.asUser(env.gm);
     assert.ok(env.world.render(id).querySelector(".fate-bridge-spend button"));
     handle.dispose();

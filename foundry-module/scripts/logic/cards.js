@@ -6,6 +6,10 @@
  */
 
 import { rollsForCard } from "./dice-trust.js";
+import { rollData } from "./dice.js";
+
+/** This module's flag naming the user whose Dice So Nice appearance a card's dice take (foundry.js). */
+export const DICE_USER_FLAG = "dice_user";
 
 /** The wire's `visibility` values, as the dialogs offer them. */
 export const VISIBILITIES = Object.freeze(["public", "gm", "blind", "self"]);
@@ -80,16 +84,41 @@ export function visibilityOfMessage({ whisper = [], blind = false, authorId = nu
 }
 
 /**
+ * Whether `userId` reads a chat message's content, by Foundry's own getters (client
+ * `ChatMessage#visible` / `#isContentVisible`, client/documents/chat-message.mjs of v13; v14 keeps
+ * both and adds `_getHiddenContent()`, the HTML shown *instead* when the content is hidden, per the
+ * v14 typings "Return the HTML content to display for this message when its content is not visible
+ * to the current user"):
+ * - a message with rolls (`isRoll`): everyone when not whispered; else the users on its whisper
+ *   list, and its author unless it is blind. Everyone else sees Foundry's "rolled privately" stub;
+ * - a message without rolls: everyone when not whispered; else its author and the users on the
+ *   whisper list. `blind` plays no part: a blind SoHL test (SoHL posts no Rolls on its test cards)
+ *   shows its full result to the player who rolled it.
+ * A GM not on the whisper list does not read it either (Foundry has no GM exception here).
+ *
+ * @param {{whisper?: string[], blind?: boolean, authorId?: string|null, isRoll?: boolean}} message
+ *   plain message data (scripts/foundry.js messageData)
+ * @param {string} userId
+ * @returns {boolean}
+ */
+export function contentVisibleTo({ whisper = [], blind = false, authorId = null, isRoll = false }, userId) {
+  if (whisper.length === 0) return true;
+  if (whisper.includes(userId)) return true;
+  return authorId !== null && authorId === userId && !(isRoll && blind);
+}
+
+/**
  * Who sees a card, as `{whisper, blind}` for postCard. Either
  * - by Foundry's roll modes (`visibility`, `askerId`, `gmIds`): `public` everyone; `gm` (gmroll)
  *   every GM and the asker; `blind` (blindroll) every GM only, blind (the asker does not see the
  *   result); `self` (selfroll) the asker only (and the GM posting it, its author). Any other
  *   visibility is public;
- * - or as an existing message (`sameAs`): whoever reads it (visibilityOfMessage's rule). Its
- *   whisper list plus its author when not blind, since Foundry shows a whisper to its author and a
- *   card posted by the GM's browser has another author: a private-GM test's card reaches the GMs
- *   and the player who posted the test; a blind test's card the GMs only (blind); a self test's
- *   card its roller; a public test's card everyone.
+ * - or as an existing message (`sameAs`): whoever reads its content (contentVisibleTo). Its
+ *   whisper list plus its author when the author reads it, since Foundry shows a whisper to its
+ *   author and a card posted by the GM's browser has another author: a private-GM test's card
+ *   reaches the GMs and the player who posted the test; a self test's card its roller; a public
+ *   test's card everyone; a blind test with rolls (hidden from its author) the GMs only, blind; a
+ *   blind test without rolls (a SoHL test card: its author reads it) the GMs and its author.
  *
  * @param {{visibility?: string, askerId?: string, gmIds?: string[]} |
  *   {sameAs: {whisper: string[], blind: boolean, authorId?: string|null}}} rule
@@ -99,7 +128,7 @@ export function cardAudience(rule) {
   if (rule.sameAs) {
     const { whisper = [], blind = false, authorId = null } = rule.sameAs;
     if (whisper.length === 0) return { whisper: [], blind: false };
-    if (blind || !authorId) return { whisper: [...new Set(whisper)], blind: Boolean(blind) };
+    if (!authorId || !contentVisibleTo(rule.sameAs, authorId)) return { whisper: [...new Set(whisper)], blind: Boolean(blind) };
     return { whisper: [...new Set([...whisper, authorId])], blind: false };
   }
   const { visibility, askerId, gmIds = [] } = rule;
@@ -109,6 +138,22 @@ export function cardAudience(rule) {
     case "self": return { whisper: [askerId], blind: false };
     default: return { whisper: [], blind: false };
   }
+}
+
+/**
+ * What a relayed request's answer may carry back to its asker. Foundry's server hands a module
+ * socket payload (`game.socket.emit("module.<id>", ...)`) to every other connected client, so the
+ * relay's `done` reaches every browser, whatever its `to` says (logic/relay.js): a result that
+ * only the card's readers may see must not ride on it. The card itself carries the answer, to its
+ * own audience (Foundry's whisper rules).
+ *
+ * @param {string} visibility the answer's wire visibility (`public`, `gm`, `blind`, `self`)
+ * @param {object} result what the handler would return
+ * @returns {object} `result` for a public answer, else only `{visibility}` (nothing private)
+ */
+export function relayedResult(visibility, result) {
+  const seen = checkedVisibility(visibility); // an unknown visibility is public, as its card is (cardAudience)
+  return seen === "public" ? result : { visibility: seen };
 }
 
 /**
@@ -123,33 +168,45 @@ export function cardAudience(rule) {
 /**
  * The data of the ChatMessage that shows `card`.
  *
+ * Its dice ride on the message as real Rolls, and nowhere else: Dice So Nice animates every new
+ * ChatMessage that carries rolls with dice, on every client whose user reads its content
+ * (module/main.js `createChatMessage` -> `shouldInterceptMessage`, `isContentVisible`; Dice So Nice
+ * 5.1.6), so a die is thrown once, for exactly the card's readers, the GM whose browser posts it
+ * included, and never thrown a second time by a `showForRoll` of ours. The rolls are the bridge's
+ * (`reply.rolls`, logic/dice-trust.js rollsForCard); `dice` stands in only for a reply without
+ * them (an older bridge).
+ *
  * @param {BridgeCard} card
- * @param {{whisper?: string[], blind?: boolean, flags?: object}} [options] who sees it (the
- *   original test's whisper list and blind flag, by default public) and this module's flags on it
+ * @param {{whisper?: string[], blind?: boolean, flags?: object,
+ *   dice?: import("./dice.js").DiceGroup[], diceUserId?: string|null}} [options] who sees it (the
+ *   original test's whisper list and blind flag, by default public), this module's flags on it,
+ *   the dice the ruleset knows the reply rolled, and the user who asked (their Dice So Nice
+ *   appearance: flag DICE_USER_FLAG, read by scripts/foundry.js installDiceAppearance)
  * @returns {{content: string, speaker: {actor: string|null, alias: string|undefined}, whisper: string[],
  *   blind: boolean, flags: object, rolls?: object[]}} what scripts/foundry.js `createChatMessage` takes;
- *   `rolls` when the card's reply rolled dice (logic/dice-trust.js rollsForCard)
- * @throws {TypeError} when `card.html` is not a string
+ *   `rolls` when the card's reply rolled dice
+ * @throws {TypeError} when `card.html` is not a string, or (from rollData) for malformed `dice`
  */
-export function cardMessageData(card, { whisper = [], blind = false, flags = {} } = {}) {
+export function cardMessageData(card, { whisper = [], blind = false, flags = {}, dice = [], diceUserId = null } = {}) {
   if (typeof card?.html !== "string") throw new TypeError("a bridge card needs its html as a string");
-  const rolls = rollsForCard(card); // the bridge's dice for this card, as real Rolls (issue 19)
+  const bridgeRolls = rollsForCard(card); // the bridge's dice for this card, as real Rolls (issue 19)
+  const rolls = bridgeRolls.length ? bridgeRolls : dice.length ? [rollData(dice)] : [];
   return {
     content: card.html,
     speaker: { actor: card.speaker_actor_id ?? null, alias: card.speaker_alias ?? undefined },
     whisper: [...whisper],
     blind: Boolean(blind),
-    flags: { ...flags },
+    flags: { ...flags, ...(rolls.length && diceUserId ? { [DICE_USER_FLAG]: diceUserId } : {}) },
     ...(rolls.length ? { rolls } : {}),
   };
 }
 
 /**
- * Post `card` as a new ChatMessage with no roll attached.
+ * Post `card` as a new ChatMessage (with its dice as Rolls: cardMessageData).
  *
  * @param {{createChatMessage(data: object): Promise<string>}} foundry scripts/foundry.js
  * @param {BridgeCard} card
- * @param {{whisper?: string[], blind?: boolean, flags?: object}} [options] see cardMessageData
+ * @param {Parameters<typeof cardMessageData>[1]} [options] see cardMessageData
  * @returns {Promise<string>} the new message's id
  * @throws {TypeError} (as a rejection) when `card.html` is not a string
  */

@@ -76,7 +76,7 @@ export function createClientSeeds(freshSeed) {
 
 /**
  * The bridge's dice as serialized Foundry Rolls (`Roll.fromData`), one Roll per run of dice with the
- * same faces: the same shape as fate-flow.js fateRollData (Foundry v13 Roll#toJSON: class, formula,
+ * same faces: the same shape as logic/dice.js rollData (Foundry v13 Roll#toJSON: class, formula,
  * terms of class Die with `results: [{result, active}]`, evaluated).
  *
  * @param {Array<{faces: number, value: number, source: string}>} rolls a reply's `rolls`

@@ -1,5 +1,5 @@
 /**
- * The bridge's dice as Foundry Roll data, for Dice So Nice (scripts/foundry.js showDiceRoll):
+ * The bridge's dice as Foundry Roll data, for a card's Rolls (logic/cards.js cardMessageData):
  * every ruleset's dice go through here, so the animation shows the values the bridge rolled
  * instead of rolling its own. Pure: no Foundry globals.
  */

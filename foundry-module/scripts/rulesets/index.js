@@ -13,8 +13,8 @@
  *   - `api.request(message)`: a bridge request, on the active GM's client only;
  *   - `api.relay(ruleset, action, data)` (any client) and `api.onRelay(action, handler)` (runs on
  *     the active GM's client, attributed to Foundry's sender id);
- *   - `api.postCard(card, {whisper, blind, flags})`: a bridge `card` as a new ChatMessage;
- *   - `api.showDice(dice, {userId, whisper, blind})`: the bridge's dice with Dice So Nice, before the card;
+ *   - `api.postCard(card, {whisper, blind, flags, dice, diceUserId})`: a bridge `card` as a new
+ *     ChatMessage, its dice on it as Rolls (Dice So Nice throws them once, for its readers);
  *   - `api.physicalDice(faces, count)` (the roller's client, before relaying: null when the world
  *     allows no physical dice for this ruleset, else a Promise of the dice thrown) and
  *     `api.sendWithPhysical(physical, send)` (sends again with each further die the bridge names);

@@ -158,12 +158,35 @@ export class FakeMessage {
     this.author = world.users.get(data.author ?? world.currentUserId) ?? null;
   }
   getFlag(scope, key) { return this.flags[scope]?.[key]; }
+  // Foundry v13's client ChatMessage getters, as written in client/documents/chat-message.mjs
+  // (v13): `isAuthor` is `game.user === this.author`; `isRoll` is `rolls.length > 0`; `visible`:
+  // a whispered message with rolls is visible to everyone (others get the "rolled privately" stub),
+  // one without rolls only to its author and the users on its whisper list (blind plays no part);
+  // `isContentVisible`: for a roll, the users on the whisper list, and the author unless blind;
+  // otherwise `visible`.
+  get isAuthor() { return Boolean(this.author) && this.author.id === this.world.currentUserId; }
+  get isRoll() { return this.rolls.length > 0; }
+  get visible() {
+    if (!this.whisper.length) return true;
+    if (this.isRoll) return true;
+    return this.isAuthor || this.whisper.includes(this.world.currentUserId);
+  }
+  get isContentVisible() {
+    if (!this.isRoll) return this.visible;
+    if (!this.whisper.length) return true;
+    return this.whisper.includes(this.world.currentUserId) || (this.isAuthor && !this.blind);
+  }
   async setFlag(scope, key, value) {
     this.world.flagWrites.push({ messageId: this.id, key, value });
     (this.flags[scope] ??= {})[key] = structuredClone(value);
   }
   async update(data) {
     if (data.content !== undefined) this.content = data.content;
+    // Dice So Nice animates only the Rolls an update adds (preUpdateChatMessage counts them,
+    // updateChatMessage throws `rolls.slice(before)`); an update of content or flags throws nothing.
+    const before = this.rolls.length;
+    if (Array.isArray(data.rolls)) this.rolls = data.rolls;
+    if (this.rolls.length > before) this.world.rollsAdded?.(this, before);
     for (const [scope, values] of Object.entries(data.flags ?? {})) Object.assign((this.flags[scope] ??= {}), structuredClone(values));
     this.world.messageUpdates.push({ messageId: this.id, data });
   }
@@ -184,6 +207,9 @@ export class FakeMessage {
  * @returns the world handle used by tests
  */
 export function installFakeFoundry({ WebSocket, diceSoNice = false, settings = {}, userSettings = {}, clientStorage = {} } = {}) {
+  // Dice So Nice's world settings this fake reads, with its defaults (module/main.js of 5.1.6):
+  // `hide3dDiceOnSecretRolls` true, `showGhostDice` "0" (off; "1" for all, "2" for the roll's author).
+  settings = { "dice-so-nice.hide3dDiceOnSecretRolls": true, "dice-so-nice.showGhostDice": "0", ...settings };
   const dom = new JSDOM("<!doctype html><body></body>");
   const hooks = new Map();
   const socketHandlers = [];
@@ -202,7 +228,14 @@ export function installFakeFoundry({ WebSocket, diceSoNice = false, settings = {
     flagWrites: [],
     messageUpdates: [],
     itemUpdates: [],
+    /** Dice So Nice's `showForRoll` calls, their arguments as passed. */
     diceShown: [],
+    /**
+     * Every 3D animation Dice So Nice plays, on each client (one entry per client and roll shown):
+     * {viewerId, messageId (null for a direct showForRoll), userId (whose dice: their colours),
+     * ghost (values hidden), dice: [{faces, results}]}. See fakeDiceSoNice.
+     */
+    diceAnimations: [],
     /** What the physical dice dialog (`DialogV2.prompt`) answers next, in order (null: closed); and what it was shown. */
     physicalAnswers: [],
     prompts: [],
@@ -280,19 +313,51 @@ export function installFakeFoundry({ WebSocket, diceSoNice = false, settings = {
       const message = new FakeMessage(world, data);
       world.messages.set(message.id, message);
       callHooks("createChatMessage", message, {}, world.currentUserId);
+      // Foundry fires createChatMessage on every connected client: Dice So Nice's own handler runs
+      // on each of them (this one process plays them all).
+      if (diceSoNice) dice3d.interceptOnEveryClient(message);
       return message;
     },
-    /** Render a message as the current user: returns the element after renderChatMessageHTML. */
+    /** Rolls an update added to `message` (FakeMessage#update): Dice So Nice throws those on every client. */
+    rollsAdded(message, from) {
+      if (diceSoNice) dice3d.interceptOnEveryClient(message, from);
+    },
+    /**
+     * Render a message as the current user, as Foundry v13's chat log does: null when the message
+     * is not `visible` to them (the log leaves it out); when its content is not visible (a
+     * whispered roll), Foundry's "rolled privately" stub in place of the content
+     * (`ChatMessage#renderHTML`: flavor `CHAT.PrivateRollContent`, the rolls rendered private);
+     * `renderChatMessageHTML` runs either way. Returns the element after the hook.
+     */
     render(messageId) {
       const message = world.messages.get(messageId);
+      if (!message.visible) return null;
       const li = dom.window.document.createElement("li");
       li.className = "chat-message";
       const content = dom.window.document.createElement("div");
       content.className = "message-content";
-      content.innerHTML = message.content;
+      if (message.isContentVisible) content.innerHTML = message.content;
+      else {
+        const stub = dom.window.document.createElement("span");
+        stub.className = "flavor-text";
+        stub.textContent = `${message.author?.name ?? "Unknown User"} rolled privately`;
+        const dice = dom.window.document.createElement("div");
+        dice.className = "dice-roll";
+        dice.textContent = "?";
+        content.append(stub, dice);
+      }
       li.append(content);
       callHooks("renderChatMessageHTML", message, li, {});
       return li;
+    },
+    /**
+     * Dice So Nice's animations per client: `{userId: count}` for every user of the world (0 for
+     * those who saw none), of `messageId`'s dice when given, else of every animation.
+     */
+    animationsPerClient(messageId) {
+      const counts = Object.fromEntries([...users.keys()].map((id) => [id, 0]));
+      for (const shown of world.diceAnimations) if (messageId === undefined || shown.messageId === messageId) counts[shown.viewerId] += 1;
+      return counts;
     },
     /** Run a hook as `Hooks.call` does: false when a handler returned false. */
     callHook: (name, ...args) => callHooks(name, ...args),
@@ -310,6 +375,14 @@ export function installFakeFoundry({ WebSocket, diceSoNice = false, settings = {
       return world.deliverSocket().map((e) => e.payload);
     },
   };
+
+  const dice3d = fakeDiceSoNice(world, callThisClientsHooks);
+
+  /** Hooks.callAll as the browser running now does: its own handlers and those registered outside any browser. */
+  function callThisClientsHooks(name, ...args) {
+    const client = world.currentUserId;
+    for (const entry of [...(hooks.get(name) ?? [])]) if (entry.fn.owner === undefined || entry.fn.owner === client) entry.fn(...args);
+  }
 
   function callHooks(name, ...args) {
     let result = true;
@@ -343,7 +416,7 @@ export function installFakeFoundry({ WebSocket, diceSoNice = false, settings = {
     messages: world.messages,
     actors: world.actors,
     modules: new Map([["fate-bridge", { active: true, version: "0.1.0" }], ...(diceSoNice ? [["dice-so-nice", { active: true }]] : [])]),
-    dice3d: diceSoNice ? { showForRoll: async (...args) => { world.diceShown.push(args); return true; } } : undefined,
+    dice3d: diceSoNice ? dice3d : undefined,
     settings: {
       settings: registered,
       register: (namespace, key, config) => registered.set(`${namespace}.${key}`, config),
@@ -371,7 +444,8 @@ export function installFakeFoundry({ WebSocket, diceSoNice = false, settings = {
     i18n: { lang: "en", localize: (key) => EN[key] ?? key, format },
   };
   globalThis.ChatMessage = { create: (data) => world.createMessage(data) };
-  globalThis.Roll = { fromData: (data) => ({ fromData: data, total: data.total }) };
+  // Roll#dice: the roll's Die terms (what Dice So Nice throws).
+  globalThis.Roll = { fromData: (data) => ({ fromData: data, total: data.total, dice: (data.terms ?? []).filter((term) => term.class === "Die") }) };
   globalThis.canvas = { tokens: { get controlled() { return [...(world.controlled.get(world.currentUserId) ?? [])]; } } };
   globalThis.foundry = { utils: {
     randomID: () => fakeId("ev"),
@@ -397,6 +471,68 @@ export function installFakeFoundry({ WebSocket, diceSoNice = false, settings = {
   globalThis.document = dom.window.document;
   globalThis.WebSocket = WebSocket;
   return world;
+}
+
+/**
+ * Dice So Nice as 5.1.6 behaves (module/main.js, module/Dice3D.js), for counting animations:
+ * - Its `createChatMessage` handler (`shouldInterceptMessage`) runs on every client and animates a
+ *   new message locally, unsynchronized, when the message carries a Roll with dice
+ *   (`message.isRoll`, `roll.dice.length > 0`), its content is visible to that client's user
+ *   (`isContentVisible`), or the world shows secret rolls anyway (`hide3dDiceOnSecretRolls` off) or
+ *   as ghost dice (`showGhostDice` "1", or "2" for the message's author), and no
+ *   `diceSoNiceMessageProcessed` handler set `willTrigger3DRoll` false. `renderRolls` shows it as
+ *   the message's author (`chatMessage.author`); `showForRoll` fires `diceSoNiceRollStart(messageId,
+ *   context)` and `show` plays it with `context.user`'s appearance.
+ * - Its `updateChatMessage` handler throws only the Rolls an update added (`preUpdateChatMessage`
+ *   counts them); an update of content or flags throws nothing.
+ * - `showForRoll(roll, user, synchronize, users, blind)` called directly: this client plays it
+ *   unless `blind`; with `synchronize`, every other client in `users` (all when null) plays it.
+ */
+function fakeDiceSoNice(world, callHooks) {
+  const setting = (key) => globalThis.game.settings.get("dice-so-nice", key);
+  const diceOf = (rolls) => rolls.flatMap((roll) => roll.dice.map((die) => ({ faces: die.faces, results: die.results.map((r) => r.result) })));
+  /** One animation of `rolls` on this client (renderRolls throws a message's dice together, with no `rollOrder`). */
+  function play(rolls, user, { messageId = null, ghost = false } = {}) {
+    const context = { roll: rolls[0], user, users: null, blind: false };
+    callHooks("diceSoNiceRollStart", messageId, context); // Hooks.callAll, on this browser
+    world.diceAnimations.push({ viewerId: world.currentUserId, messageId, userId: context.user?.id ?? null, ghost, dice: diceOf(rolls) });
+  }
+  /** `fn(userId)` as each connected user's browser (world.asClient). */
+  function asEachClient(fn) {
+    for (const [userId, user] of world.users) if (user.active !== false) world.asClient(userId, () => fn(userId));
+  }
+  return {
+    messageHookDisabled: false,
+    async showForRoll(roll, user, synchronize, users = null, blind) {
+      world.diceShown.push([roll, user, synchronize, users, blind]);
+      const caller = world.currentUserId;
+      if (!blind) play([roll], user);
+      if (synchronize) {
+        // Dice3D#show emits {type: "show", users}; each other client plays it when listed (or all).
+        const ids = users?.map((u) => (typeof u === "string" ? u : u.id)) ?? null;
+        asEachClient((id) => { if (id !== caller && (!ids || ids.includes(id))) play([roll], user); });
+      }
+      return true;
+    },
+    /**
+     * What Dice So Nice's createChatMessage handler (and, for the rolls an update added from
+     * index `from` on, its updateChatMessage handler) does on each client.
+     */
+    interceptOnEveryClient(message, from = 0) {
+      asEachClient((userId) => {
+        const secretHidden = setting("hide3dDiceOnSecretRolls");
+        const ghostSetting = setting("showGhostDice");
+        const ghost = ghostSetting === "1" || (ghostSetting === "2" && message.author?.id === userId && secretHidden);
+        const interception = {
+          willTrigger3DRoll: message.isRoll && (message.isContentVisible || ghost || !secretHidden) && !this.messageHookDisabled
+            && message.rolls.slice(from).some((roll) => roll.dice.length > 0),
+        };
+        callHooks("diceSoNiceMessageProcessed", message.id, interception); // Hooks.callAll, on this browser
+        if (!interception.willTrigger3DRoll) return;
+        play(message.rolls.slice(from).filter((roll) => roll.dice.length), message.author, { messageId: message.id, ghost: !message.isContentVisible });
+      });
+    },
+  };
 }
 
 /** Remove the fakes (call in afterEach). */

@@ -36,10 +36,11 @@ const REAL_TIMERS = { setTimeout: globalThis.setTimeout, clearTimeout: globalThi
  * (`env.clock`) installed as the global setTimeout/clearTimeout; undo with restoreTimers().
  *
  * @param {object} [settings] the world settings (default: the token "secret")
+ * @param {{diceSoNice?: boolean}} [options] pretend Dice So Nice is active (installFakeFoundry)
  */
-export async function clockedWorld(settings = { "fate-bridge.token": "secret" }) {
+export async function clockedWorld(settings = { "fate-bridge.token": "secret" }, { diceSoNice = false } = {}) {
   const Socket = fakeWebSocketClass();
-  const env = await sampleWorld({ WebSocket: Socket, settings });
+  const env = await sampleWorld({ WebSocket: Socket, settings, diceSoNice });
   env.Socket = Socket;
   env.clock = new FakeClock();
   globalThis.setTimeout = env.clock.setTimeout;

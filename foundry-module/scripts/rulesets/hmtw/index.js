@@ -19,7 +19,7 @@ import { HMTW_SYSTEM_ID, TOF_COMMAND, drawMessage, drawerOf, gmMessage, groupMes
   mostAndLeast, parseTofCommand, pushMessage, scoreFor } from "./command.js";
 import { DIALOG_CLASS, PUSH_BUTTON, decoratePushButtons, dialogRequest, emptyTestForm, renderTestDialog } from "./ui.js";
 import { BridgeError } from "../../logic/errors.js";
-import { cardAudience, checkedVisibility } from "../../logic/cards.js";
+import { cardAudience, checkedVisibility, relayedResult, visibilityOfMessage } from "../../logic/cards.js";
 
 export const id = "hmtw";
 
@@ -51,11 +51,11 @@ export function install(api) {
   const audience = (visibility, who) => cardAudience({ visibility, askerId: who.userId, gmIds: fvtt.gmUserIds() });
 
   /**
-   * Post a reply's card to `seenBy` (flagged with the tests it shows, when it shows tests) and its
-   * reshuffle notice for everyone.
+   * Post a reply's card to `seenBy` (flagged with the tests it shows, when it shows tests; its
+   * draws on it as Rolls, thrown by Dice So Nice as `who`) and its reshuffle notice for everyone.
    */
-  async function postTestCard(reply, seenBy, testIds = null) {
-    await api.postCard(reply.card, { ...seenBy, ...(testIds ? { flags: { [FLAGS.TESTS]: testIds } } : {}) });
+  async function postTestCard(reply, seenBy, who, testIds = null) {
+    await api.postCard(reply.card, { ...seenBy, ...(testIds ? { flags: { [FLAGS.TESTS]: testIds } } : {}), diceUserId: who.userId });
     if (reply.notice) await api.postCard(reply.notice);
   }
 
@@ -66,11 +66,11 @@ export function install(api) {
       visibility: checkedVisibility(data?.visibility) };
     const reply = await api.request(drawMessage(request, bridgeActor(data?.actor_id), sender(who), api.newEventId()));
     if (kind === "challenge") {
-      await postTestCard(reply, audience(request.visibility, who));
-      return { value: reply.value, card: reply.drawn.name };
+      await postTestCard(reply, audience(request.visibility, who), who);
+      return relayedResult(request.visibility, { value: reply.value, card: reply.drawn.name });
     }
-    await postTestCard(reply, audience(request.visibility, who), [reply.test.test_id]);
-    return { outcome: reply.test.outcome, total: reply.test.total };
+    await postTestCard(reply, audience(request.visibility, who), who, [reply.test.test_id]);
+    return relayedResult(request.visibility, { outcome: reply.test.outcome, total: reply.test.total });
   });
 
   api.onRelay(ACTIONS.GROUP, async (data, who) => {
@@ -82,8 +82,8 @@ export function install(api) {
     const request = { attribute: data?.attribute, obstacle: typeof data?.obstacle === "string" ? data.obstacle : null,
       visibility: checkedVisibility(data?.visibility), members };
     const reply = await api.request(groupMessage(request, sender(who), api.newEventId()));
-    await postTestCard(reply, audience(request.visibility, who), reply.members.map((m) => m.test_id));
-    return { outcome: reply.outcome, hits: reply.hits };
+    await postTestCard(reply, audience(request.visibility, who), who, reply.members.map((m) => m.test_id));
+    return relayedResult(request.visibility, { outcome: reply.outcome, hits: reply.hits });
   });
 
   api.onRelay(ACTIONS.PUSH, async (data, who) => {
@@ -93,9 +93,9 @@ export function install(api) {
     const reply = await api.request(pushMessage(data.test_id, sender(who), api.newEventId()));
     const tests = reply.test ? [reply.test] : reply.members;
     // Seen by whoever saw the test's card; without that card, by the GMs and the pusher.
-    await postTestCard(reply, card ? cardAudience({ sameAs: card }) : audience("gm", who), tests.map((t) => t.test_id));
+    await postTestCard(reply, card ? cardAudience({ sameAs: card }) : audience("gm", who), who, tests.map((t) => t.test_id));
     if (card) await fvtt.setMessageFlag(card.id, FLAGS.PUSHED, [...(card.flags[FLAGS.PUSHED] ?? []), data.test_id]);
-    return { outcome: reply.test?.outcome ?? reply.outcome };
+    return relayedResult(card ? visibilityOfMessage(card) : "gm", { outcome: reply.test?.outcome ?? reply.outcome });
   });
 
   api.onRelay(ACTIONS.GM, async (data, who) => {
@@ -103,7 +103,7 @@ export function install(api) {
     const command = { kind: data?.kind, command: data?.command, obstacle: data?.obstacle };
     const reply = await api.request(gmMessage(command, sender(who), api.newEventId()));
     // The GM deck's card and the deck counts are the GMs'; an obstacle cleared is news for the table.
-    await postTestCard(reply, audience(command.kind === "clear" ? "public" : "gm", who));
+    await postTestCard(reply, audience(command.kind === "clear" ? "public" : "gm", who), who);
     return true;
   });
 

@@ -11,7 +11,7 @@
 
 import { BridgeError } from "../../logic/errors.js";
 import { relayedPhysical, withPhysical } from "../../logic/dice-trust.js";
-import { cardAudience } from "../../logic/cards.js";
+import { cardAudience, relayedResult } from "../../logic/cards.js";
 import { CHART_COMMAND, chartMessage, parseChartCommand } from "./chart.js";
 import { CHART_DIALOG_CLASS, chartRequestOf, emptyChartForm, renderChartDialog } from "./dialog.js";
 
@@ -42,10 +42,9 @@ export function install(api) {
     }
     const reply = await decide(request, sender);
     const audience = cardAudience({ visibility: reply.visibility, askerId: sender.userId, gmIds: api.fvtt.gmUserIds() });
-    // The Fate Chart's d100 first, as the asker, to the card's readers; then the card.
-    await api.showDice([{ faces: 100, results: [reply.roll] }], { userId: sender.userId, ...audience });
-    await api.postCard(reply.card, audience);
-    return { answer: reply.answer, chance: reply.chance, roll: reply.roll };
+    // The Fate Chart's d100 rides on the card (Dice So Nice throws it once, as the asker, for the card's readers).
+    await api.postCard(reply.card, { ...audience, dice: [{ faces: 100, results: [reply.roll] }], diceUserId: sender.userId });
+    return relayedResult(reply.visibility, { answer: reply.answer, chance: reply.chance, roll: reply.roll });
   });
   api.onRelay(ACTIONS.SETTINGS, (request, sender) => decide({ ...request, kind: "settings" }, sender));
   api.onRelay(ACTIONS.CATALOG, () => api.request({ type: "chart_catalog_query", v: 1, event_id: api.newEventId() }));

@@ -52,11 +52,10 @@ export function install(api) {
   /** Who sees a card of `visibility` asked by `who` (Foundry's roll modes, every GM). */
   const audience = (visibility, who) => cardAudience({ visibility, askerId: who.userId, gmIds: fvtt.gmUserIds() });
 
-  /** The reply's dice (Dice So Nice, as `who`, to the card's readers), then its card (flagged with its roll id). */
-  async function showThenPost(reply, seen, who) {
-    const dice = poolDice(reply);
-    if (dice.length) await api.showDice(dice, { userId: who.userId, ...seen });
-    await api.postCard(reply.card, typeof reply.roll_id === "string" ? { ...seen, flags: { [ROLL_FLAG]: reply.roll_id } } : seen);
+  /** The reply's card (flagged with its roll id), its dice on it (Dice So Nice throws them once, as `who`, for its readers). */
+  async function postWithDice(reply, seen, who) {
+    const flags = typeof reply.roll_id === "string" ? { [ROLL_FLAG]: reply.roll_id } : {};
+    await api.postCard(reply.card, { ...seen, flags, dice: poolDice(reply), diceUserId: who.userId });
   }
 
   /**
@@ -86,7 +85,7 @@ export function install(api) {
     if (!picked.ok) throw new BridgeError(picked.error, picked.error === "tier_mismatch" ? `${picked.name}, Tier ${picked.tier}` : picked.name ?? "");
     const physical = relayedPhysical(data.physical);
     const reply = await api.request(withPhysical(rollMessage(command, picked.entry, sender(who), api.newEventId()), physical));
-    await showThenPost(reply, audience(command.visibility, who), who);
+    await postWithDice(reply, audience(command.visibility, who), who);
     return true;
   });
   api.onRelay(ACTIONS.LEDGER, (_data, who) => ledgerFor(who));
@@ -96,7 +95,7 @@ export function install(api) {
     const reply = await api.request(withPhysical(rerollMessage({ rollId: data.roll_id, roll: data.roll ?? null }, sender(who), api.newEventId()), physical));
     // A reroll is seen by whoever saw the roll (issue 13: the message's whisper/blind); the
     // clicker's roll mode only when that message is gone.
-    await showThenPost(reply, seenRoll(data.roll_id) ?? audience(checkedVisibility(data.visibility), who), who);
+    await postWithDice(reply, seenRoll(data.roll_id) ?? audience(checkedVisibility(data.visibility), who), who);
     return true;
   });
   api.onRelay(ACTIONS.GM, async (data, who) => {
@@ -156,7 +155,8 @@ export function install(api) {
 
   fvtt.onHook("renderChatMessageHTML", (message, html) => {
     const plain = fvtt.messageRolls(message);
-    if (!plain) return;
+    // Foundry's stub of a private roll gets no reroll button: its reader does not see the d20.
+    if (!plain || !plain.contentVisible) return;
     const snapshot = d20Snapshot(plain);
     const hasBridgeButton = Boolean(html.querySelector?.("[data-fate-bridge-pool-reroll]"));
     if (!snapshot && !hasBridgeButton) return;

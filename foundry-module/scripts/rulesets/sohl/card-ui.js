@@ -21,8 +21,9 @@ export const WITHHELD_CLASS = "fate-bridge-withheld";
  *
  * @param {object} args
  * @param {HTMLElement} args.root the message element being rendered
- * @param {{id: string, blind?: boolean, flags: Record<string, any>}} args.message `flags` = this
- *   module's flags; `blind` the message's own blind flag
+ * @param {{id: string, contentVisible?: boolean, flags: Record<string, any>}} args.message `flags` =
+ *   this module's flags; `contentVisible` false when Foundry shows this user only its "rolled
+ *   privately" stub (scripts/foundry.js messageData: `ChatMessage#isContentVisible`)
  * @param {{id: string, isGM: boolean, ownsActor: boolean}} args.viewer the current user;
  *   `ownsActor`: OWNER of the test card's actor
  * @param {(key: string, data?: object) => string} args.t localize (`format` when data is given)
@@ -37,8 +38,11 @@ export const WITHHELD_CLASS = "fate-bridge-withheld";
  */
 export function decorateCard({ root, message, viewer, t, onSpend, onChoice, pending = createPendingActions() }) {
   for (const button of root.querySelectorAll(SOHL_FATE_BUTTON)) button.remove();
-  // A blind test's result is the GMs' alone (Foundry hides it from its roller): only they spend.
-  const may = viewer.isGM || (viewer.ownsActor && !message.blind);
+  // Nothing of ours on Foundry's stub of a private roll: its reader must not learn the result.
+  if (message.contentVisible === false) return { spendOffered: false, choiceWired: 0 };
+  // Whoever reads the result (owners and GMs) may spend; a blind test's roller too where Foundry
+  // shows it (logic/cards.js contentVisibleTo; the GM's browser checks the same).
+  const may = viewer.isGM || viewer.ownsActor;
   let spendOffered = false;
   const graded = message.flags[FLAGS.GRADED];
   if (graded && message.flags[FLAGS.FATED_OUTSIDE] && !message.flags[FLAGS.FATED] && may) {

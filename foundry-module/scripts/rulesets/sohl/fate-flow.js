@@ -33,17 +33,17 @@
  *
  * Who sees what (issue 13): the test's `visibility` is its chat message's own whisper/blind
  * (logic/cards.js visibilityOfMessage); its Fate card, the Critical Success choice and the Fate
- * Test's die reach the same readers (cardAudience `sameAs`). On a blind test only a GM may spend or
- * choose; the player who rolled it does not see its result.
+ * Test's die (a Roll on the Fate card, thrown once by Dice So Nice) reach the users who read the
+ * test (cardAudience `sameAs`). A player may spend or choose only on a test whose content Foundry
+ * shows them (logic/cards.js contentVisibleTo): a blind test that carries rolls is the GMs' alone;
+ * a SoHL test card carries none, so on Foundry v13 its roller reads it, blind or not.
  */
 
 import { readSohlCard, readSohlFateCard, buildTest } from "./card.js";
 import { EVIDENCE, firstGradingEventId } from "./messages.js";
 import { buildActor, ITEM_RUNTIME, MODULE_FLAG_SCOPE, SPEND_SEQ_FLAG } from "./actor.js";
-import { cardAudience, postCard, visibilityOfMessage } from "../../logic/cards.js";
-import { rollData } from "../../logic/dice.js";
+import { cardAudience, contentVisibleTo, postCard, visibilityOfMessage } from "../../logic/cards.js";
 import { RECEIPT_FLAG, receiptOf, withReceipt } from "../../logic/receipts.js";
-import { rollsForCard } from "../../logic/dice-trust.js";
 
 /** Flag keys of this module. */
 export const FLAGS = Object.freeze({
@@ -99,17 +99,6 @@ export function noticeLevel(code) {
 }
 
 /**
- * Foundry Roll data for the bridge's Fate Test d100, for `Roll.fromData` (so Dice So Nice shows
- * the value the bridge rolled instead of rolling its own).
- *
- * @param {number} value 1..100
- * @returns {object} a serialized, evaluated `1d100` Roll
- */
-export function fateRollData(value) {
-  return rollData([{ faces: 100, results: [value] }]);
-}
-
-/**
  * The `graded` flag stored on a test card.
  *
  * @param {object} graded the bridge's `test_graded`
@@ -146,8 +135,6 @@ export function gradedFlag(graded, points) {
  * @property {(actorUuid: string, itemId: string, changes: Object<string, unknown>) => Promise<void>} updateActorItem
  * @property {(data: {content: string, speaker: object, whisper: string[], blind: boolean, flags: object}) => Promise<string>} createChatMessage resolves to the new id
  * @property {(messageId: string, data: {content: string, flags: object}) => Promise<void>} updateChatMessage
- * @property {(rollData: object, options: {userId: string, whisper: string[], blind: boolean}) => Promise<void>} showDiceRoll
- *   no-op without Dice So Nice
  * @property {(level: "info"|"warn"|"error", key: string, data?: object) => void} notify
  * @property {(payload: object) => void} emitSocket to the module socket
  */
@@ -376,14 +363,13 @@ export function createFateFlow({ foundry, connection, build, domParser }) {
       await foundry.setMessageFlag(original.id, FLAGS.PENDING_CHOICE_CARD, null);
       return true;
     }
-    // The die first, as the user who asked, to the card's readers; then the card. A card carrying
-    // the bridge's dice as Rolls (issue 19) is rolled by Dice So Nice itself, once.
-    if (!answersChoice && !rollsForCard(resolved.card).length) {
-      await foundry.showDiceRoll(fateRollData(resolved.fate_roll), { userId: askerId, whisper, blind });
-    }
+    // The Fate Test's die rides on the card as a Roll (the bridge's `rolls`; its `fate_roll` from an
+    // older bridge): Dice So Nice throws it once, as the user who asked, for the card's readers.
+    // An answered choice rolls no new die.
     const flags = { [FLAGS.CARD_FOR]: original.id };
     if (resolved.outcome === "choice") flags[FLAGS.CHOICE_BY] = [...resolved.choice_by];
-    const cardId = await postCard(foundry, resolved.card, { whisper, blind, flags: withReceipt(resolved, flags) });
+    const dice = !answersChoice && Number.isInteger(resolved.fate_roll) ? [{ faces: 100, results: [resolved.fate_roll] }] : [];
+    const cardId = await postCard(foundry, resolved.card, { whisper, blind, flags: withReceipt(resolved, flags), dice, diceUserId: askerId });
     if (resolved.outcome === "choice") await foundry.setMessageFlag(original.id, FLAGS.PENDING_CHOICE_CARD, cardId);
     return true;
   }
@@ -400,8 +386,8 @@ export function createFateFlow({ foundry, connection, build, domParser }) {
       tell(userId, "not_found");
       return false;
     }
-    // Only a GM spends or chooses on a blind test: its roller never saw the result.
-    if (original.blind && !foundry.isGMUser(userId)) {
+    // A player spends or chooses only on a result Foundry shows them (a GM on any).
+    if (!foundry.isGMUser(userId) && !contentVisibleTo(original, userId)) {
       tell(userId, "forbidden");
       return false;
     }
