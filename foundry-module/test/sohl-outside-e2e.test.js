@@ -140,3 +140,25 @@ test("caught up at link-up (issue 24): a test, SoHL's raised repost and its Fate
   }
   assert.equal(flagsOf(card).graded, undefined, "SoHL's Fate card is no test");
 });
+
+test("SoHL's Fate card graded again later (a reload's catch-up) counts against the test before it, never a later test of the actor", async (t) => {
+  // The Fate card carries no `graded` flag, so the catch-up of a browser that starts again within
+  // CATCH_UP sends it once more: it must count against the test it followed (already fated: the
+  // bridge records nothing new), not against the actor's newest test card, a fresh test whose Fate
+  // would be lost.
+  const { env, sent, flagsOf, flow } = await start(t);
+  const { until } = real;
+  const original = await postCaptured(env.world, "fate-original-test");
+  await until(() => flagsOf(original).graded?.eligible, "the original graded eligible");
+  const card = await postCaptured(env.world, "fate-test-card");
+  await until(() => flagsOf(original).fated_outside, "the original fated outside");
+  const later = await postCaptured(env.world, "fate-original-test"); // a fresh test: it names its item
+  await until(() => flagsOf(later).graded?.eligible, "the later test graded eligible");
+  assert.equal(flagsOf(later).test_of, later);
+
+  const again = await flow.gradeMessage(card, { first: true }); // what the catch-up does after a reload
+  assert.equal(again.ok, true);
+  assert.deepEqual(sent.filter((m) => m.type === "fated_outside").map((m) => m.message_id), [original, original]);
+  assert.equal(flagsOf(later).fated_outside, undefined);
+  assert.equal(flagsOf(later).graded.eligible, true, "the later test keeps its Fate");
+});
