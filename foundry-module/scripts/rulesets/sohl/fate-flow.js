@@ -28,8 +28,8 @@
  * (`fated_outside`), which records it and fates the test; then `fated_outside` (the evidence) is
  * set on every message of the test, which shows "already fated" and refuses a spend
  * `already_fated` before it reaches the bridge. SoHL's Fate card names no test: it counts against
- * the latest test card of its actor on which SoHL offered its own Fate (`sohl_fate_actor`), our
- * ruling (docs/rules.md, S11).
+ * the latest test card of its actor posted before it on which SoHL offered its own Fate
+ * (`sohl_fate_actor`), our ruling (docs/rules.md, S11).
  *
  * Who sees what (issue 13): the test's `visibility` is its chat message's own whisper/blind
  * (logic/cards.js visibilityOfMessage); its Fate card, the Critical Success choice and the Fate
@@ -248,9 +248,14 @@ export function createFateFlow({ foundry, connection, build, domParser }) {
     return { ok: true, graded: flag };
   }
 
-  /** SoHL's own Fate card: reported against the latest test card of its actor that offered SoHL's Fate. */
+  /**
+   * SoHL's own Fate card: reported against the latest test card of its actor, posted before it,
+   * that offered SoHL's Fate (the card may be graded again later, by a catch-up after a reload:
+   * a newer test of the actor is not the one it was spent on).
+   */
   function reportFateCard(message, actorUuid) {
-    const test = foundry.messageIdsWithFlag(FLAGS.SOHL_FATE_ACTOR, actorUuid).filter((id) => id !== message.id).at(-1);
+    const test = foundry.messageIdsWithFlag(FLAGS.SOHL_FATE_ACTOR, actorUuid, { before: message.id })
+      .filter((id) => id !== message.id).at(-1);
     if (!test) return Promise.resolve({ ok: false, code: "not_found" });
     return reportOutside(test, EVIDENCE.FATE_CARD, message.id);
   }
