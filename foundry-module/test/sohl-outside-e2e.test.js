@@ -162,3 +162,24 @@ test("SoHL's Fate card graded again later (a reload's catch-up) counts against t
   assert.equal(flagsOf(later).fated_outside, undefined);
   assert.equal(flagsOf(later).graded.eligible, true, "the later test keeps its Fate");
 });
+
+test("a repost raised by SoHL's own Fate never shows Spend Fate: it is graded only after the bridge recorded the outside Fate", async (t) => {
+  const { env, connection, flagsOf } = await start(t);
+  const { until } = real;
+  const gradedWhenReported = [];
+  const request = connection.request.bind(connection);
+  connection.request = (message) => {
+    if (message.type === "fated_outside") gradedWhenReported.push(flagsOf(message.message_id).graded);
+    return request(message);
+  };
+  const original = await postCaptured(env.world, "fate-original-test");
+  await until(() => flagsOf(original).graded?.eligible, "the original graded eligible");
+  const repost = await postCaptured(env.world, "fate-reposted-test");
+  await until(() => flagsOf(repost).graded, "the repost graded");
+  // Before the fix the repost carried an eligible `graded` flag (a Spend Fate button) for the round
+  // trip of its fated_outside report; a GM leaving then left the test open to a second Fate.
+  assert.deepEqual(gradedWhenReported, [undefined]);
+  assert.equal(flagsOf(repost).graded.eligible, false);
+  assert.deepEqual(flagsOf(repost).graded.reasons, ["already_fated"]);
+  assert.equal(flagsOf(repost).fated_outside, "raised_level");
+});
