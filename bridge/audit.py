@@ -35,8 +35,7 @@ from .errors import Refusal
 from .fairness.trail import check_dice
 from .heads import KEY_CHANGE, Head, KeyChange, parse_public_key, public_key_text, stored_digest, stored_hash, stored_range
 from .receipts import key_id
-from .record import (AuditEntry, AuditRecord, Decision, Read, RecordingDice, RecordingState,  # noqa: F401
-                     canonical, sorted_json)
+from .record import AuditRecord, Read, canonical, sorted_json  # noqa: F401 (the store uses audit.canonical)
 from .state import R, WorldState
 
 GENESIS_HASH = "0" * 64
