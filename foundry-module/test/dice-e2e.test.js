@@ -96,7 +96,7 @@ test("a dice session: committed, a player's Fate die derived and shown as a Roll
     [env.gm, "the dragon must fall", fateCard.id, "override"]);
 
   // 5. The seed never reached the bridge's log (serve's stdout and stderr, every decision logged).
-  assert.ok(real.bridge.log.includes("dice_session_end"), "the bridge logged the reveal decision");
+  await until(() => real.bridge.log.includes("dice_session_end"), "the bridge's log line of the reveal decision");
   assert.equal(real.bridge.log.includes(revealed.seed), false);
 });
 

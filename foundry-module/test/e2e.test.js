@@ -163,7 +163,11 @@ test("a SoHL card graded, a player's spend relayed and applied, a second spend r
   const again = await until(() => replies.find((reply) => reply.event_id === cutAfter.event_id), "the reply to the re-sent fate_spend");
   await until(() => flagsOf(second).fated, "the second card fated");
   await until(() => env.world.messages.size > size2, "the second Fate card");
-  const decisions = real.bridge.log.split("\n").filter((line) => line.includes("decision") && line.includes(`event_id=${cutAfter.event_id}`));
+  // The bridge writes a decision's log line after its reply; the line reaches this process's pipe
+  // when it does: wait for the replayed one, then count both.
+  const decisionsOf = () => real.bridge.log.split("\n").filter((line) => line.includes("decision") && line.includes(`event_id=${cutAfter.event_id}`));
+  await until(() => decisionsOf().some((line) => line.includes("replayed=True")), "the replayed decision's log line");
+  const decisions = decisionsOf();
   assert.equal(decisions.filter((line) => line.includes("replayed=False")).length, 1, `one Fate Test:\n${decisions.join("\n")}`);
   assert.equal(decisions.filter((line) => line.includes("replayed=True")).length, 1, `the re-sent event_id got the stored reply:\n${decisions.join("\n")}`);
   assert.equal(flagsOf(second).fated.event_id, cutAfter.event_id);

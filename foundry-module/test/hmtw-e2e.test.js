@@ -111,7 +111,7 @@ test("tests of fate drawn by the bridge: a failure binds the obstacle, the drawe
   assert.deepEqual(decks.bound, []);
   await until(() => env.world.messages.size > size, "the status card");
   assert.deepEqual([...env.world.messages.values()].at(-1).whisper, [env.gm]);
-  assert.match(real.bridge.log, /type=hmtw_push/);
+  await until(() => /type=hmtw_push/.test(real.bridge.log), "the push decision's log line");
 
   // Issue 24: each draw rides on its (public) card as a Roll, thrown once on every client as the
   // drawer; the deck status rolls nothing, and nothing is thrown twice.
