@@ -42,7 +42,9 @@ def test_quick_run_measures_echo_durable_and_bridge_and_prints_the_targets(tmp_p
     # counted: the trail and the state are in one table of each pair either way (issue 26).
     bridge_tables = set(report["db_tables"]["bridge"])
     assert bridge_tables & {"audit", "audit_tail"} and bridge_tables & {"records", "records_tail"}, bridge_tables
-    assert "events" not in report["db_tables"]["bridge"]
+    # no events row: the table may still be listed, its one empty page over the few decisions of a
+    # short run on a busy machine (bytes_by_table lists what takes 10 B or more per decision)
+    assert report["db_tables"]["bridge"].get("events", {"payload": 0})["payload"] == 0
     assert "bridge database, bytes per decision by table or index" in result.stdout
 
     names = [t["target"] for t in report["targets"]]

@@ -34,7 +34,7 @@ from .sohl_messages import actor, fate_spend, point, rolled, sohl_test
 
 WELLSPRING = "wellspring000001"  # a Fate Point without charges: any result may be fated with it
 ACTOR = actor(fate_points=[point(WELLSPRING, "Wellspring")])
-RACED = 100  # results, each spent by two racers (one per process): 200 racing spends
+RACED = 40  # results, each spent by two racers (one per process): 80 racing spends
 REPLY_SECONDS = 10.0
 
 
