@@ -68,7 +68,7 @@ class _Coders(threading.local):
     blobs are packed on event loops and the writer thread, read on several threads)."""
 
     def __init__(self) -> None:
-        self.compressors: dict[str, zstandard.ZstdCompressor] = {}  # made on a thread's first pack
+        self.compressors: dict[int, zstandard.ZstdCompressor] = {}  # by dictionary id, made on first use
         self.decompressors: dict[int, zstandard.ZstdDecompressor] = {}
 
 
@@ -79,12 +79,17 @@ def pack(data: bytes, kind: str) -> bytes:
     """``data`` (JSON) as stored in a column of ``kind`` (a key of :data:`CURRENT`: ``audit``,
     ``records``): a zstd frame made with that kind's current dictionary, naming its id (no
     checksum: the chain hash and state digest cover the JSON)."""
-    compressor = _coders.compressors.get(kind)
+    return _compressor(CURRENT[kind]).compress(data)
+
+
+def _compressor(dict_id: int) -> zstandard.ZstdCompressor:
+    """This thread's compressor writing frames as :func:`pack` does with dictionary ``dict_id``."""
+    compressor = _coders.compressors.get(dict_id)
     if compressor is None:
-        compressor = _coders.compressors[kind] = zstandard.ZstdCompressor(
-            level=LEVEL, dict_data=dictionary(CURRENT[kind]), write_checksum=False, write_content_size=True,
+        compressor = _coders.compressors[dict_id] = zstandard.ZstdCompressor(
+            level=LEVEL, dict_data=dictionary(dict_id), write_checksum=False, write_content_size=True,
             write_dict_id=True)
-    return compressor.compress(data)
+    return compressor
 
 
 _DICT_ID_BYTES = (0, 1, 2, 4)  # RFC 8878 3.1.1.1.1: Dictionary_ID_Flag -> field size
@@ -127,6 +132,22 @@ def frame_problem(value: bytes | bytearray | memoryview | str) -> str | None:
         return ("its zstd frame is cut short" if at > len(data) else
                 f"{len(data) - at} byte{'s follow' if len(data) - at != 1 else ' follows'} its zstd frame")
     return None
+
+
+def written_as(value: bytes | bytearray | memoryview | str) -> bytes | None:
+    """The frame this bridge's zstd writes (:func:`pack`'s parameters, with the dictionary the
+    stored frame names) for the JSON the stored ``value`` decodes to: ``b""`` for a frame that
+    does not decode (no frame this bridge writes), None when ``value`` is no frame (JSON written
+    before compression, which no frame of this bridge's is). A hint for ``audit
+    verify`` naming which record of a range sealed by a head was changed: a frame written by
+    another libzstd version can differ from it too."""
+    data = value.encode() if isinstance(value, str) else bytes(value)
+    if not data.startswith(MAGIC):
+        return None
+    decoded = unpack(data)
+    if decoded == data:  # unpack gives a frame that does not decode back as it is
+        return b""
+    return _compressor(zstandard.get_frame_parameters(data).dict_id).compress(decoded)
 
 
 def unpack(value: bytes | bytearray | memoryview | str) -> bytes:
