@@ -51,7 +51,7 @@ from bridge.store import SQLiteStore
 
 from . import crash
 from .crash import free_port
-from .harness import LOAD_LIMITS, cpu_seconds, go, release_clients, start_clients
+from .clients import LOAD_LIMITS, cpu_seconds, go, release_clients, start_clients
 from .load import ACTOR, TEST, percentile
 
 PAGE_SIZE = os.sysconf("SC_PAGE_SIZE")

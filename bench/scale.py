@@ -33,8 +33,8 @@ from urllib.parse import quote
 from bridge.session import hash_token, new_token
 from bridge.store import open_store
 
+from .clients import LOAD_LIMITS as BENCH_LIMITS, cpu_seconds, go, release_clients, start_clients
 from .crash import free_port, start_bridge
-from .harness import LOAD_LIMITS as BENCH_LIMITS, cpu_seconds, go, release_clients, start_clients
 from .load import percentile
 
 PG_URL = os.environ.get("FATE_BRIDGE_BENCH_PG", "postgresql://postgres@127.0.0.1:5432/test")

@@ -1,8 +1,5 @@
-"""What ``python -m bench`` and ``python -m bench --scale`` (bench/scale.py) share: the CPU time of a
-server process from /proc, the load client processes (``bench.load``) started, let go and collected,
-and the bridge's connection limits raised for loopback load. One module both import, so neither
-imports the other (issue 26).
-"""
+"""The load clients and process readings both bench runs use (``bench`` and ``bench.scale``):
+kept apart from ``bench/__main__.py`` so that neither imports the other (issue 26)."""
 
 from __future__ import annotations
 
@@ -13,6 +10,11 @@ import sys
 from pathlib import Path
 
 CLOCK_TICKS = os.sysconf("SC_CLK_TCK")
+
+# The bridge's limits per address (docs/security.md) raised for the bench's loopback clients: every
+# connection, the idle ones included, comes from 127.0.0.1 at once.
+LOAD_LIMITS = ("--max-connections", "10000", "--max-connections-per-address", "10000",
+               "--max-pending-hellos", "10000", "--connect-rate", "100000", "--connect-burst", "10000")
 
 
 def cpu_seconds(pid: int) -> float:
@@ -62,9 +64,3 @@ def release_clients(clients: list, worlds_file: Path, duration: float) -> list[d
             raise SystemExit(f"load client failed: {client.stderr.read()[-2000:]}")
         results.append(json.loads(_result_file(worlds_file, i).read_text()))
     return results
-
-
-# The bridge's limits per address (docs/security.md) raised for the bench's loopback clients: every
-# connection, the idle ones included, comes from 127.0.0.1 at once.
-LOAD_LIMITS = ("--max-connections", "10000", "--max-connections-per-address", "10000",
-               "--max-pending-hellos", "10000", "--connect-rate", "100000", "--connect-burst", "10000")
