@@ -11,7 +11,7 @@ durable, bridge, twice over (A/B/C/A/B/C, to cancel drift), with the connections
 ``--client-procs`` client processes.
 
 It prints one table: round trips/s, p50/p99/max latency, server CPU µs per round trip (the
-server process's own user + system time from /proc/PID/stat), client CPU µs per round trip,
+server process's own CPU time, bench/clients.py cpu_seconds), client CPU µs per round trip,
 cores the server used, and bytes written to the database per decision (growth of the database's
 used pages, WAL included, over the run, divided by the decisions). Then the issue 17 targets,
 each ``met`` or ``NOT met`` with its ratio, and the check that the client is not the bottleneck:
