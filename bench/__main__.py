@@ -11,7 +11,7 @@ durable, bridge, twice over (A/B/C/A/B/C, to cancel drift), with the connections
 ``--client-procs`` client processes.
 
 It prints one table: round trips/s, p50/p99/max latency, server CPU µs per round trip (the
-server process's own user + system time from /proc/PID/stat), client CPU µs per round trip,
+server process's own CPU time, bench/clients.py cpu_seconds), client CPU µs per round trip,
 cores the server used, and bytes written to the database per decision (growth of the database's
 used pages, WAL included, over the run, divided by the decisions). Then the issue 17 targets,
 each ``met`` or ``NOT met`` with its ratio, and the check that the client is not the bottleneck:
@@ -24,7 +24,8 @@ run takes about two and a half minutes.
 ``--quick`` makes every step tiny (seconds in all): the test suite uses it to check the harness,
 never the timings. ``--kill-rounds N`` instead runs N kill -9 rounds of the bridge under load
 (``bench.crash``) and prints what they found; ``--scale`` the scale-out table of issue 18
-(``bench.scale``: 1, 2, 4 processes on PostgreSQL, 1 on SQLite).
+(``bench.scale``: 1, 2, 4 processes on PostgreSQL, 1 on SQLite); ``--fuzz-frames N`` the fuzz
+test (tests/test_fuzz.py) with N hostile frames instead of the suite's 5,000.
 """
 
 from __future__ import annotations
@@ -297,6 +298,13 @@ def start_servers(tmp_path: Path, db: Path) -> tuple[dict[str, subprocess.Popen]
     return servers, {name: f"ws://127.0.0.1:{port}" for name, port in ports.items()}, dbs, log
 
 
+def fuzz(frames: int) -> int:
+    """Run tests/test_fuzz.py (pytest, from the repository) with ``frames`` frames; its exit status."""
+    root = Path(__file__).resolve().parent.parent
+    return subprocess.run([sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", "tests/test_fuzz.py"],
+                          cwd=root, env={**os.environ, "FATE_BRIDGE_FUZZ_FRAMES": str(frames)}).returncode
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m bench", description=__doc__,
                                      formatter_class=argparse.RawDescriptionHelpFormatter)
@@ -314,9 +322,14 @@ def main(argv: list[str] | None = None) -> int:
                         "PostgreSQL next to 1 on SQLite (issue 18, bench/scale.py; --conns N: connections, default 16)")
     parser.add_argument("--kill-rounds", type=int, metavar="N",
                         help="instead: N kill -9 rounds of the bridge under load (issue 17 asks for 30)")
+    parser.add_argument("--fuzz-frames", type=int, metavar="N",
+                        help="instead: the hostile-frame fuzz test (tests/test_fuzz.py) with N frames, not the "
+                        "suite's 5,000 (issue 16 asks for over 20,000: 21000)")
     args = parser.parse_args(argv)
     if args.kill_rounds is not None:
         return crash.main(args.kill_rounds)
+    if args.fuzz_frames is not None:
+        return fuzz(args.fuzz_frames)
     if args.scale:
         from . import scale
 

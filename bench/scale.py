@@ -6,7 +6,7 @@ own on ``$FATE_BRIDGE_BENCH_PG``, default ``postgresql://postgres@127.0.0.1:5432
 after), ``--conns`` worlds spread evenly over its processes, and one load client process
 (``bench.load``) per bridge process driving that process's worlds for ``--duration`` seconds.
 Decisions/s is every client's round trips over the run; CPU per decision is the bridge processes'
-own user + system time (from /proc) over the same time, divided by the decisions. PostgreSQL's
+own CPU time (from /proc, bench/clients.py cpu_seconds) over the same time, divided by the decisions. PostgreSQL's
 own CPU is printed beside it (the server's backends are other processes: ``pg_stat_activity``
 cannot tell their CPU, so it is read from /proc for every ``postgres`` process of this machine,
 when visible; it includes whatever else the server does meanwhile, so run it on a quiet server). On a machine with fewer cores than processes + clients the extra processes only

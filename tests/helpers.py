@@ -4,6 +4,8 @@
 - ``send``: one wire message to a ``Session`` (the path ``resolve`` runs), and its one reply;
 - ``replay``: an example session file played into an audit-keyed store, for ``verify``;
 - ``run_bridge``: the ``python -m bridge`` CLI run as a user would, from the repository root;
+- ``eventually``: wait for a condition the code promises (a log line written, a connection
+  released after its close), never for a fixed time (issue 26);
 - ``sign_v1``: a v1 receipt (one signature per record), as bridges before issue 17 issued them;
 - ``old_schema_file``: a database file left at an older schema version, to upgrade;
 - ``decompress`` (``recompress_unchanged``), ``as_old_bridge``: a database's rows rewritten as plain JSON (to edit them with
@@ -14,6 +16,7 @@
 
 from __future__ import annotations
 
+import asyncio
 import json
 import sqlite3
 import subprocess
@@ -79,6 +82,16 @@ def run_bridge(*args: str, stdin: str = "") -> subprocess.CompletedProcess:
     """``python -m bridge *args`` with ``stdin``, from the repository root; output captured as text."""
     return subprocess.run([sys.executable, "-m", "bridge", *args], input=stdin, capture_output=True,
                           text=True, cwd=ROOT, timeout=60)
+
+
+async def eventually(condition, what: str, seconds: float = 30.0, poll: float = 0.01) -> None:
+    """Return once ``condition()`` is true; fail naming ``what`` if it is still false after
+    ``seconds`` (a bound on a hang, not a timing: a busy machine takes as long as it takes)."""
+    deadline = asyncio.get_running_loop().time() + seconds
+    while not condition():
+        if asyncio.get_running_loop().time() > deadline:
+            pytest.fail(f"after {seconds} s still not: {what}")
+        await asyncio.sleep(poll)
 
 
 def run_bench(module: str, mode: str, out: Path, timeout: float) -> tuple[subprocess.CompletedProcess, dict]:

@@ -1,9 +1,9 @@
 """Three ``fate-bridge serve`` processes on one PostgreSQL database (issue 18): clients spread over
 them, racing spends through two processes (exactly one wins each), a viewer on one process sees a
-card decided on another, a forwarder moving between processes supersedes the old one (4003
-within a second), and kill -9 of one process under load loses no acknowledged decision while its
-worlds continue on another. Skipped (or failed, with FATE_BRIDGE_REQUIRE_SERVICES=1) without a
-PostgreSQL server, like every PostgreSQL test (conftest.py)."""
+card decided on another, a forwarder moving between processes supersedes the old one (4003, by
+the lease notice alone), and kill -9 of one process under load loses no acknowledged decision
+while its worlds continue on another. Skipped (or failed, with FATE_BRIDGE_REQUIRE_SERVICES=1)
+without a PostgreSQL server, like every PostgreSQL test (conftest.py)."""
 
 from __future__ import annotations
 
@@ -34,7 +34,7 @@ from .sohl_messages import actor, fate_spend, point, rolled, sohl_test
 
 WELLSPRING = "wellspring000001"  # a Fate Point without charges: any result may be fated with it
 ACTOR = actor(fate_points=[point(WELLSPRING, "Wellspring")])
-RACED = 100  # results, each spent by two racers (one per process): 200 racing spends
+RACED = 40  # results, each spent by two racers (one per process): 80 racing spends
 REPLY_SECONDS = 10.0
 
 
@@ -134,15 +134,16 @@ async def test_clients_spread_over_the_processes_each_deciding_its_worlds(cluste
     assert sorted(w for w, *_ in audit_rows(url, worlds)) == worlds
 
 
-async def test_a_forwarder_moving_to_another_process_supersedes_the_old_one_within_a_second(cluster):
+async def test_a_forwarder_moving_to_another_process_supersedes_the_old_one_by_the_lease_notice(cluster):
+    """The old forwarder is closed 4003 by the other process's ``lease`` notice alone: it sends
+    nothing after the new one's hello, so no refused write can be what closed it (docs/deploy.md).
+    How soon is the machine's business, not asserted (issue 26): REPLY_SECONDS only bounds a hang."""
     url, tokens, bridges, _ = cluster
     world = "cw-00003"
     old = await forwarder(bridges[0][1], world, tokens[world], "GM Alice")
     assert (await ask(old, public_roll("move-r1", "move1")))["type"] == "test_graded"
     new = await forwarder(bridges[1][1], world, tokens[world], "GM Bob")
-    began = time.monotonic()
-    await asyncio.wait_for(old.wait_closed(), 1.0)
-    assert time.monotonic() - began < 1.0
+    await asyncio.wait_for(old.wait_closed(), REPLY_SECONDS)
     assert old.close_code == CLOSE_SUPERSEDED and "GM Bob" in old.close_reason
     assert (await ask(new, fate_spend("move-s1", "move1", WELLSPRING)))["type"] == "fate_resolved"
     # /status on the third process tells who holds the link, though it is held on the second
@@ -152,9 +153,9 @@ async def test_a_forwarder_moving_to_another_process_supersedes_the_old_one_with
 
 
 async def linked_user(port: int, world_id: str, until: object = "GM Bob") -> str | None:
-    """The user holding ``world_id``'s link by ``/status`` at ``port``, polled up to 5 s until it is
-    ``until``."""
-    deadline = time.monotonic() + 5
+    """The user holding ``world_id``'s link by ``/status`` at ``port``, polled until it is ``until``
+    (up to REPLY_SECONDS, a bound on a hang, not a timing)."""
+    deadline = time.monotonic() + REPLY_SECONDS
     while True:
         with urllib.request.urlopen(f"http://127.0.0.1:{port}/status", timeout=5) as response:
             worlds = {w["world_id"]: w for w in json.loads(response.read())["worlds"]}
@@ -274,8 +275,14 @@ async def test_kill_9_of_a_process_under_load_loses_no_acknowledged_decision(clu
                 if after[module.world_id] >= 5:
                     return
 
+    async def served(enough: int = 20) -> None:
+        while not all(len(m.acked) >= enough for m in modules):
+            await asyncio.sleep(0.01)
+
     tasks = [asyncio.create_task(flows(m)) for m in modules]
-    await asyncio.sleep(1.0)
+    # killed under load: once every world has decisions acknowledged by the victim (not after a fixed
+    # sleep, which a busy machine may spend before the first reply, issue 26)
+    await asyncio.wait_for(served(), 60)
     before = sum(len(m.acked) for m in modules)
     victim.send_signal(signal.SIGKILL)
     victim.wait(timeout=10)

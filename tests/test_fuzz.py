@@ -1,6 +1,6 @@
 """Issue 16: no frame, however malformed, knocks the bridge over (property test, real socket).
 
-Over 20,000 generated frames of every shape (message-shaped JSON, wrong types, nesting far past
+Thousands of generated frames of every shape (message-shaped JSON, wrong types, nesting far past
 the bound, frames over 64 KiB, binary frames, text frames that are not UTF-8, lone UTF-16
 surrogate escapes, random text) go through a real ``bridge.server`` on a TCP socket, batched
 over one authenticated connection (reopened only after a frame that closes it by design) plus
@@ -8,9 +8,12 @@ one fresh connection per batch for the frame-before-hello case. Asserted for eve
 answered (an ``error`` naming the field where the shape says which, never ``internal``) or the
 connection is closed with its documented code (1009 over 64 KiB, 1007 not UTF-8, 4001 before
 hello: docs/security.md); websockets never logs a handler failure; a second world's connection
-answers throughout and decides at the end. Every shape is sent at least 100 times (the costly
-ones, 64 KiB frames and those that close the connection, one frame in 20 together, to keep the
-run near 30 s).
+answers throughout and decides at the end. Every shape is sent at least once in 200 frames (the
+costly ones, 64 KiB frames and those that close the connection, one frame in 20 together).
+
+The suite sends :data:`FRAMES` (5,000, a few seconds: issue 26 keeps the suite under 5 minutes);
+the run issue 16 asks for, over 20,000 frames (so every shape at least 100 times), is
+``python -m bench --fuzz-frames 21000`` (``FATE_BRIDGE_FUZZ_FRAMES`` sets the count here).
 """
 
 from __future__ import annotations
@@ -18,6 +21,7 @@ from __future__ import annotations
 import asyncio
 import json
 import logging
+import os
 from collections import Counter
 from dataclasses import dataclass, replace
 
@@ -36,7 +40,10 @@ from bridge.wire.frames import MAX_DEPTH, MAX_FRAME_BYTES
 
 from .sohl_messages import rolled
 
-BATCHES, PER_BATCH = 210, 100  # 21,000 frames after hello, plus one before hello per batch
+FRAMES = int(os.environ.get("FATE_BRIDGE_FUZZ_FRAMES", "5000"))
+PER_BATCH = 100
+BATCHES = max(1, FRAMES // PER_BATCH)  # FRAMES after hello, plus one before hello per batch
+AT_LEAST = FRAMES // 200  # times each shape is sent: 25 of 5,000 (120 or more seen), 100 of 20,000
 TIMEOUT = 10.0
 OPEN_LIMITS = Limits(connect_rate=1e6, connect_burst=10**6, free_failed_hellos=10**9,
                      failed_hello_rate=1e6)  # the fuzzer reconnects often; limits have own tests
@@ -226,7 +233,7 @@ class Fuzzer:
         return await asyncio.wait_for(ws.recv(), TIMEOUT)
 
 
-def test_twenty_thousand_hostile_frames_leave_the_bridge_standing(tmp_path):
+def test_thousands_of_hostile_frames_leave_the_bridge_standing(tmp_path):
     failures = Failures()
     logging.getLogger("websockets").addHandler(failures)
     loop = asyncio.new_event_loop()
@@ -245,6 +252,6 @@ def test_twenty_thousand_hostile_frames_leave_the_bridge_standing(tmp_path):
     finally:
         logging.getLogger("websockets").removeHandler(failures)
         loop.close()
-    assert fuzzer.sent >= 20_000
-    assert set(fuzzer.shapes) == set(SHAPES) and min(fuzzer.shapes.values()) >= 100, fuzzer.shapes
+    assert fuzzer.sent >= BATCHES * PER_BATCH
+    assert set(fuzzer.shapes) == set(SHAPES) and min(fuzzer.shapes.values()) >= AT_LEAST, fuzzer.shapes
     assert failures.records == []

@@ -85,9 +85,15 @@ class TestStatus:
             await viewer.close()
 
             await ws.close()
-            await asyncio.sleep(0.05)
-            _, after = await asyncio.to_thread(get_status, f"http://127.0.0.1:{port}/status")
-            assert {w["world_id"]: w["link"] for w in after["worlds"]}["table-a"] is None
+
+            async def link() -> dict | None:  # the server lets the link go once it has seen the close
+                _, now = await asyncio.to_thread(get_status, f"http://127.0.0.1:{port}/status")
+                return {w["world_id"]: w["link"] for w in now["worlds"]}["table-a"]
+
+            deadline = asyncio.get_running_loop().time() + 30  # a bound on a hang, not a timing (issue 26)
+            while (after := await link()) is not None and asyncio.get_running_loop().time() < deadline:
+                await asyncio.sleep(0.01)
+            assert after is None
         finally:
             server.close()
             await server.wait_closed()
