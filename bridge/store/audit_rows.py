@@ -100,7 +100,7 @@ class AuditRows:
         # Stored once (issue 17): the summary is the record's (row_summary), the prev_hash the
         # hash of the row before (PREV_HASH), so both columns stay empty.
         row = (world_id, seq, ts, entry.type, entry.event_id, entry.user_id, summary.ruleset,
-               summary.actor_id, summary.outcome, b"", pack(canonical, "audit"), "", record_hash)
+               summary.actor_id, summary.outcome, b"", pack(canonical, "audit", summary.ruleset), "", record_hash)
         checkpoint = head = None
         if seq % CHECKPOINT_EVERY == 0:
             if self.audit_key is not None:
@@ -277,8 +277,9 @@ class AuditRows:
                 fold_tail(conn)
             records_table = "main.records" if self._tail else "records"
             conn.execute(f"DELETE FROM {records_table} WHERE world_id = ?", (world_id,))
+            # which ruleset's decision wrote each value is not in the chain's state: no dictionary
             conn.executemany(f"INSERT INTO {records_table} (world_id, kind, key, value) VALUES (?,?,?,?)",
-                             [(world_id, kind, key, pack(value, "records")) for kind, key, value in records])
+                             [(world_id, kind, key, pack(value, "records", None)) for kind, key, value in records])
             request_hashes = dict(conn.execute(
                 "SELECT event_id, request_hash FROM events WHERE world_id = ?", (world_id,)).fetchall())
             conn.execute("DELETE FROM events WHERE world_id = ?", (world_id,))

@@ -93,6 +93,7 @@ class _Queued:
     event_id: str | None = None
     request_hash: str | None = None
     replay_seq: int | None = None
+    ruleset: str | None = None  # the ruleset whose decision wrote the records (its dictionary packs them)
 
 
 _replay_decoder = msgspec.json.Decoder(audit.AuditRecord)
@@ -331,18 +332,18 @@ class BatchWriter(WorldRows, AuditRows):
         if sealed:
             self._write_sealed(conn, sealed)
             self._batch_written(conn, len(sealed))
-        records: dict[tuple[str, str, str], bytes] = {}
+        records: dict[tuple[str, str, str], tuple[bytes, str | None]] = {}
         worlds: dict[str, tuple[int, bytes | None]] = {}
         for item in kept:
             for kind, key, raw in item.records or ():
-                records[item.world_id, kind, key] = raw
+                records[item.world_id, kind, key] = (raw, item.ruleset)
             if item.world_row is not None:
                 last_seq, settings = item.world_row
                 before = worlds.get(item.world_id)
                 worlds[item.world_id] = (last_seq, settings if settings is not None else before and before[1])
         if records:
             conn.executemany(self._upsert_records,
-                             [(*slot, pack(raw, "records")) for slot, raw in records.items()])
+                             [(*slot, pack(raw, "records", ruleset)) for slot, (raw, ruleset) in records.items()])
         if worlds:
             conn.executemany("UPDATE worlds SET last_seq = ?, settings = coalesce(?, settings) WHERE world_id = ?",
                              [(last_seq, settings, world_id) for world_id, (last_seq, settings) in worlds.items()])
@@ -491,6 +492,7 @@ class BatchWriter(WorldRows, AuditRows):
             state.apply()
         seq = record_hash = None
         if result.audit is not None:
+            item.ruleset = result.audit.summary.ruleset
             if self._ts is None:
                 self._ts = utc_now()  # one clock read per batch: its decisions commit together
             item.sealed = self._seal(cache.world_id, result.audit, self._ts, cache.head)

@@ -6,7 +6,9 @@
 
 from __future__ import annotations
 
-from ...ruleset import Ruleset
+from pathlib import Path
+
+from ...ruleset import Dictionary, Ruleset
 from . import rules, wire, decide  # rules first: the shared wire reads its tables
 
 RULESET = Ruleset(
@@ -15,4 +17,8 @@ RULESET = Ruleset(
     bridge=wire.BRIDGE,
     handlers=decide.HANDLERS,
     refused=decide.refused,
+    # The zstd dictionaries of its stored rows (bridge/store/blobs.py), trained on its example
+    # session (python -m bridge.store.dictionary hmtw KIND).
+    dictionaries=(Dictionary(32771, "audit", Path(__file__).with_name("dictionaries") / "32771.zdict", "0.1.0"),
+                  Dictionary(32772, "records", Path(__file__).with_name("dictionaries") / "32772.zdict", "0.1.0")),
 )
