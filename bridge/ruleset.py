@@ -17,7 +17,6 @@ from __future__ import annotations
 
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
-from pathlib import Path
 from typing import TYPE_CHECKING, Any, TypeVar
 
 import msgspec
@@ -73,18 +72,19 @@ class Dictionary:
 
     ``id``: 32768..65535 (below, zstd reserves them), unique among the installed rulesets; every
     frame made with it names it, so it must stay shipped for as long as such rows may be read.
-    ``kind``: the column it is for (one of :data:`DICTIONARY_KINDS`). ``path``: the ``.zdict``
-    file (package data; ``python -m bridge.store.dictionary`` trains one). ``since``: the first
-    bridge version writing with it."""
+    ``kind``: the column it is for (one of :data:`DICTIONARY_KINDS`). ``package``: the dotted name
+    of the package whose ``dictionaries/<id>.zdict`` holds it (package data: a ruleset passes its
+    ``__name__``; the store reads the file, a ruleset touches none; ``python -m
+    bridge.store.dictionary`` trains one). ``since``: the first bridge version writing with it."""
 
     id: int
     kind: str
-    path: Path
+    package: str
     since: str
 
     def __post_init__(self) -> None:
         if not 32768 <= self.id <= 65535:
-            raise ValueError(f"dictionary {self.path.name}: id {self.id} is not in 32768..65535")
+            raise ValueError(f"dictionary of {self.package}: id {self.id} is not in 32768..65535")
         if self.kind not in DICTIONARY_KINDS:
             raise ValueError(f"dictionary {self.id}: kind {self.kind!r} is not one of {', '.join(DICTIONARY_KINDS)}")
 

@@ -25,7 +25,7 @@ from bridge.store.audit_rows import load_trail, open_readonly, stored_state
 from bridge.ruleset import DICTIONARY_KINDS, Dictionary
 from bridge.rulesets import installed, register, unregister
 from bridge.store.blobs import (MAGIC, MAX_BLOB_BYTES, NO_DICTIONARY, UnknownDictionary, catalog, catalog_of,
-                                dictionary, frame_problem, pack, unpack)
+                                dictionary, dictionary_file, frame_problem, pack, unpack)
 from bridge.store.postgres import PostgresStore
 from bridge.derive import state_digest
 
@@ -58,8 +58,8 @@ class TestDictionaries:
         assert on_disk == set(PINNED)  # none left undeclared
         for dict_id, (ruleset, digest) in PINNED.items():
             owner, declared = shipped[dict_id]
-            data = declared.path.read_bytes()
-            assert owner == ruleset and declared.path.parent.parent.name == ruleset
+            data = dictionary_file(declared).read_bytes()
+            assert owner == ruleset and declared.package == f"bridge.rulesets.{ruleset}"
             assert hashlib.sha256(data).hexdigest() == digest, f"dictionary {dict_id} was replaced"
             assert zstandard.ZstdCompressionDict(data).dict_id() == dict_id
 
@@ -78,17 +78,21 @@ class TestDictionaries:
             assert zstandard.get_frame_parameters(frame).dict_id == NO_DICTIONARY
             assert unpack(frame) == b'{"type":"hello","ok":true}' and frame_problem(frame) is None
 
-    def test_a_registered_ruleset_brings_its_dictionary_and_takes_it_away(self, tmp_path):
+    def test_a_registered_ruleset_brings_its_dictionary_and_takes_it_away(self, tmp_path, monkeypatch):
         """The store knows the dictionaries of the rulesets installed now: a plug-in's rows are
         written with its own; once it is removed its dictionary is no longer found (a thread's
         decoder made meanwhile keeps reading: an id never names another dictionary)."""
         from .plugin_ruleset import RULESET as plugin
 
         samples = [json.dumps({"n": n, "name": f"actor {n}", "ok": n % 2 == 0}).encode() for n in range(400)]
-        path = tmp_path / "40002.zdict"
-        path.write_bytes(zstandard.train_dictionary(1024, samples, dict_id=40002).as_bytes())
+        package = tmp_path / "coin_dictionaries"  # a package of the plug-in's data, as a ruleset ships it
+        (package / "dictionaries").mkdir(parents=True)
+        (package / "__init__.py").write_text("")
+        (package / "dictionaries" / "40002.zdict").write_bytes(
+            zstandard.train_dictionary(1024, samples, dict_id=40002).as_bytes())
+        monkeypatch.syspath_prepend(str(tmp_path))
         import dataclasses
-        with_dict = dataclasses.replace(plugin, dictionaries=(Dictionary(40002, "audit", path, "0.1.0"),))
+        with_dict = dataclasses.replace(plugin, dictionaries=(Dictionary(40002, "audit", "coin_dictionaries", "0.1.0"),))
         register(with_dict)
         try:
             frame = pack(b'{"n":7,"name":"actor 7","ok":false}', "audit", with_dict.id)
@@ -108,10 +112,10 @@ class TestDictionaries:
             catalog_of((sohl, twin))
 
     def test_a_dictionary_with_a_reserved_id_or_unknown_kind_is_refused(self, tmp_path):
-        with pytest.raises(ValueError, match="id 100 is not in 32768..65535"):
-            Dictionary(100, "audit", tmp_path / "100.zdict", "0.1.0")
-        with pytest.raises(ValueError, match="kind 'summary' is not one of audit, records"):
-            Dictionary(40000, "summary", tmp_path / "40000.zdict", "0.1.0")
+        with pytest.raises(ValueError, match="dictionary of coin: id 100 is not in 32768..65535"):
+            Dictionary(100, "audit", "coin", "0.1.0")
+        with pytest.raises(ValueError, match="dictionary 40000: kind 'summary' is not one of audit, records"):
+            Dictionary(40000, "summary", "coin", "0.1.0")
 
     def test_a_frame_of_a_dictionary_no_ruleset_ships_says_who_may_have_written_it(self, tmp_path):
         samples = [json.dumps({"n": n, "name": f"actor {n}", "ok": n % 2 == 0}).encode() for n in range(400)]
@@ -456,3 +460,32 @@ class TestPostgres:
         with psycopg.connect(pg_url) as conn:
             for (value,) in conn.execute("SELECT value FROM records"):
                 assert bytes(value).startswith(MAGIC)
+
+
+@pytest.mark.parametrize("ruleset, audit_id, records_id", [("sohl", 32769, 32770), ("hmtw", 32771, 32772),
+                                                           ("mythic", 32773, 32774), ("pool", 32775, 32776)])
+def test_each_rulesets_played_rows_are_stored_with_its_own_dictionaries(ruleset, audit_id, records_id,
+                                                                       tmp_path, monkeypatch):
+    """Issue 26: a played example (bridge/store/dictionary.py's player, once, in English) stores
+    its ruleset's audit records and records with that ruleset's dictionaries, and an audit record
+    of no ruleset (sohl's example starts with the shared ``settings``) without one; every row
+    reads back and is a frame ``pack`` writes."""
+    from bridge.store import dictionary as trainer
+
+    from bridge import logs
+
+    monkeypatch.setattr(trainer, "PLAYS", 1)
+    monkeypatch.setattr(trainer, "LANGUAGES", (None,))
+    monkeypatch.setattr(logs, "configure", lambda **_: None)  # the trainer quiets the log for good
+    db = tmp_path / f"{ruleset}.sqlite3"
+    asyncio.run(trainer._play(db, ruleset))
+    conn = sqlite3.connect(db)
+    rows = conn.execute("SELECT ruleset, record FROM audit").fetchall()
+    values = [v for (v,) in conn.execute("SELECT value FROM records")]
+    conn.close()
+    named = {(r, zstandard.get_frame_parameters(v).dict_id) for r, v in rows}
+    assert (ruleset, audit_id) in named
+    assert named <= {(ruleset, audit_id), (None, NO_DICTIONARY)}, named
+    assert {zstandard.get_frame_parameters(v).dict_id for v in values} <= {records_id, NO_DICTIONARY}
+    assert records_id in {zstandard.get_frame_parameters(v).dict_id for v in values}
+    assert all(json.loads(unpack(v)) is not None for _, v in rows) and all(frame_problem(v) is None for _, v in rows)

@@ -6,8 +6,6 @@
 
 from __future__ import annotations
 
-from pathlib import Path
-
 from ...ruleset import Dictionary, Ruleset
 from . import rules, wire, decide  # rules first: the shared wire reads its tables
 
@@ -19,6 +17,6 @@ RULESET = Ruleset(
     refused=decide.refused,
     # The zstd dictionaries of its stored rows (bridge/store/blobs.py), trained on its example
     # session (python -m bridge.store.dictionary hmtw KIND).
-    dictionaries=(Dictionary(32771, "audit", Path(__file__).with_name("dictionaries") / "32771.zdict", "0.1.0"),
-                  Dictionary(32772, "records", Path(__file__).with_name("dictionaries") / "32772.zdict", "0.1.0")),
+    dictionaries=(Dictionary(32771, "audit", __name__, "0.1.0"),
+                  Dictionary(32772, "records", __name__, "0.1.0")),
 )

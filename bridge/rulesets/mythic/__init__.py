@@ -6,8 +6,6 @@
 
 from __future__ import annotations
 
-from pathlib import Path
-
 from ...ruleset import Dictionary, Ruleset
 from . import rules, wire, decide  # rules first: the shared wire reads its tables
 
@@ -20,6 +18,6 @@ RULESET = Ruleset(
     queries=decide.QUERIES,
     # The zstd dictionaries of its stored rows (bridge/store/blobs.py), trained on its example
     # session (python -m bridge.store.dictionary mythic KIND).
-    dictionaries=(Dictionary(32773, "audit", Path(__file__).with_name("dictionaries") / "32773.zdict", "0.1.0"),
-                  Dictionary(32774, "records", Path(__file__).with_name("dictionaries") / "32774.zdict", "0.1.0")),
+    dictionaries=(Dictionary(32773, "audit", __name__, "0.1.0"),
+                  Dictionary(32774, "records", __name__, "0.1.0")),
 )

@@ -6,8 +6,6 @@
 
 from __future__ import annotations
 
-from pathlib import Path
-
 from ...ruleset import Dictionary, Ruleset
 from . import rules, wire, decide  # rules first: the shared wire reads its tables
 
@@ -19,6 +17,6 @@ RULESET = Ruleset(
     refused=decide.refused,
     # The zstd dictionaries of its stored rows (bridge/store/blobs.py), trained on its example
     # session (python -m bridge.store.dictionary pool KIND).
-    dictionaries=(Dictionary(32775, "audit", Path(__file__).with_name("dictionaries") / "32775.zdict", "0.1.0"),
-                  Dictionary(32776, "records", Path(__file__).with_name("dictionaries") / "32776.zdict", "0.1.0")),
+    dictionaries=(Dictionary(32775, "audit", __name__, "0.1.0"),
+                  Dictionary(32776, "records", __name__, "0.1.0")),
 )

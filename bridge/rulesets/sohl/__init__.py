@@ -6,8 +6,6 @@
 
 from __future__ import annotations
 
-from pathlib import Path
-
 from ...ruleset import Dictionary, Ruleset
 from . import rules, wire, decide  # rules first: the shared wire reads its tables
 
@@ -22,6 +20,6 @@ RULESET = Ruleset(
     # trained (issue 17) on the four rulesets' example plays, SoHL's six times over, and shipped
     # by the store until issue 26 gave them to SoHL: rows every ruleset wrote before that name
     # them, so they stay here, read forever.
-    dictionaries=(Dictionary(32769, "audit", Path(__file__).with_name("dictionaries") / "32769.zdict", "0.1.0"),
-                  Dictionary(32770, "records", Path(__file__).with_name("dictionaries") / "32770.zdict", "0.1.0")),
+    dictionaries=(Dictionary(32769, "audit", __name__, "0.1.0"),
+                  Dictionary(32770, "records", __name__, "0.1.0")),
 )
