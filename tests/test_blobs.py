@@ -25,7 +25,7 @@ from bridge.store.audit_rows import load_trail, open_readonly, stored_state
 from bridge.ruleset import DICTIONARY_KINDS, Dictionary
 from bridge.rulesets import installed, register, unregister
 from bridge.store.blobs import (MAGIC, MAX_BLOB_BYTES, NO_DICTIONARY, UnknownDictionary, catalog, catalog_of,
-                                dictionary, dictionary_file, frame_problem, pack, unpack)
+                                dictionary, dictionary_file, frame_problem, pack, pack_record, unpack)
 from bridge.store.postgres import PostgresStore
 from bridge.derive import state_digest
 
@@ -77,6 +77,12 @@ class TestDictionaries:
             assert frame.startswith(MAGIC)
             assert zstandard.get_frame_parameters(frame).dict_id == NO_DICTIONARY
             assert unpack(frame) == b'{"type":"hello","ok":true}' and frame_problem(frame) is None
+
+    def test_a_records_value_is_packed_with_the_dictionary_of_the_ruleset_its_kind_names(self):
+        for kind, dict_id in (("sohl.graded", 32770), ("pool.pool", 32776), ("dice.session", NO_DICTIONARY)):
+            frame = pack_record(b'{"level":2}', kind)
+            assert zstandard.get_frame_parameters(frame).dict_id == dict_id, kind
+            assert unpack(frame) == b'{"level":2}'
 
     def test_a_registered_ruleset_brings_its_dictionary_and_takes_it_away(self, tmp_path, monkeypatch):
         """The store knows the dictionaries of the rulesets installed now: a plug-in's rows are
@@ -467,7 +473,7 @@ class TestPostgres:
 def test_each_rulesets_played_rows_are_stored_with_its_own_dictionaries(ruleset, audit_id, records_id,
                                                                        tmp_path, monkeypatch):
     """Issue 26: a played example (bridge/store/dictionary.py's player, once, in English) stores
-    its ruleset's audit records and records with that ruleset's dictionaries, and an audit record
+    its ruleset's audit records and records (kinds namespaced by it) with that ruleset's dictionaries, and an audit record
     of no ruleset (sohl's example starts with the shared ``settings``) without one; every row
     reads back and is a frame ``pack`` writes."""
     from bridge.store import dictionary as trainer

@@ -21,7 +21,7 @@ from ..errors import ConfigError, SigningKeyChanged, WorldStateMismatch
 from ..heads import KEY_CHANGE, Head, KeyChange, public_key_text, sign_head
 from ..receipts import key_id
 from .base import AuditEntry, AuditFilter, AuditRow
-from .blobs import frame_problem, pack, unpack
+from .blobs import frame_problem, pack, pack_record, unpack
 from .schema import SCHEMA_VERSION, _summary_decoder, fold_tail, insert_audit_sql, read_as_one, utc_now
 
 if TYPE_CHECKING:
@@ -277,9 +277,8 @@ class AuditRows:
                 fold_tail(conn)
             records_table = "main.records" if self._tail else "records"
             conn.execute(f"DELETE FROM {records_table} WHERE world_id = ?", (world_id,))
-            # which ruleset's decision wrote each value is not in the chain's state: no dictionary
             conn.executemany(f"INSERT INTO {records_table} (world_id, kind, key, value) VALUES (?,?,?,?)",
-                             [(world_id, kind, key, pack(value, "records", None)) for kind, key, value in records])
+                             [(world_id, kind, key, pack_record(value, kind)) for kind, key, value in records])
             request_hashes = dict(conn.execute(
                 "SELECT event_id, request_hash FROM events WHERE world_id = ?", (world_id,)).fetchall())
             conn.execute("DELETE FROM events WHERE world_id = ?", (world_id,))

@@ -142,6 +142,13 @@ def pack(data: bytes, kind: str, ruleset: str | None) -> bytes:
                        ).compress(data)
 
 
+def pack_record(value: bytes, kind: str) -> bytes:
+    """A record's ``value`` (JSON) as stored in ``records.value``: :func:`pack`ed with the records
+    dictionary of the ruleset its ``kind`` is namespaced by (``"sohl.graded"``: sohl's, see
+    :mod:`bridge.state`; ``"dice.session"``: no installed ruleset's, none)."""
+    return pack(value, "records", kind.partition(".")[0])
+
+
 def _compressor(dict_id: int) -> zstandard.ZstdCompressor:
     """This thread's compressor writing frames as :func:`pack` does with dictionary ``dict_id``
     (:data:`NO_DICTIONARY`: none)."""

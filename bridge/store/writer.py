@@ -56,7 +56,7 @@ from ..receipts import with_receipts
 from ..state import WorldState
 from .audit_rows import AuditRows, Sealed
 from .base import Decided, Decision, DecisionFn
-from .blobs import pack, unpack
+from .blobs import pack_record, unpack
 from .memory import CachedState, WorldCache
 from .schema import T, _settings_decoder, utc_now
 from .worlds import WorldRows
@@ -93,7 +93,6 @@ class _Queued:
     event_id: str | None = None
     request_hash: str | None = None
     replay_seq: int | None = None
-    ruleset: str | None = None  # the ruleset whose decision wrote the records (its dictionary packs them)
 
 
 _replay_decoder = msgspec.json.Decoder(audit.AuditRecord)
@@ -332,18 +331,18 @@ class BatchWriter(WorldRows, AuditRows):
         if sealed:
             self._write_sealed(conn, sealed)
             self._batch_written(conn, len(sealed))
-        records: dict[tuple[str, str, str], tuple[bytes, str | None]] = {}
+        records: dict[tuple[str, str, str], bytes] = {}
         worlds: dict[str, tuple[int, bytes | None]] = {}
         for item in kept:
             for kind, key, raw in item.records or ():
-                records[item.world_id, kind, key] = (raw, item.ruleset)
+                records[item.world_id, kind, key] = raw
             if item.world_row is not None:
                 last_seq, settings = item.world_row
                 before = worlds.get(item.world_id)
                 worlds[item.world_id] = (last_seq, settings if settings is not None else before and before[1])
         if records:
             conn.executemany(self._upsert_records,
-                             [(*slot, pack(raw, "records", ruleset)) for slot, (raw, ruleset) in records.items()])
+                             [(*slot, pack_record(raw, slot[1])) for slot, raw in records.items()])
         if worlds:
             conn.executemany("UPDATE worlds SET last_seq = ?, settings = coalesce(?, settings) WHERE world_id = ?",
                              [(last_seq, settings, world_id) for world_id, (last_seq, settings) in worlds.items()])
@@ -492,7 +491,6 @@ class BatchWriter(WorldRows, AuditRows):
             state.apply()
         seq = record_hash = None
         if result.audit is not None:
-            item.ruleset = result.audit.summary.ruleset
             if self._ts is None:
                 self._ts = utc_now()  # one clock read per batch: its decisions commit together
             item.sealed = self._seal(cache.world_id, result.audit, self._ts, cache.head)
