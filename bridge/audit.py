@@ -36,7 +36,7 @@ from .dispatch import decide
 from .errors import Refusal
 from .fairness.dice import Draw
 from .fairness.trail import check_dice
-from .heads import KEY_CHANGE, Head, KeyChange, parse_public_key, public_key_text
+from .heads import KEY_CHANGE, Head, KeyChange, parse_public_key, public_key_text, stored_digest, stored_hash, stored_range
 from .receipts import key_id
 from .state import R, WorldState
 
@@ -334,7 +334,12 @@ class Trail:
     ``state``: the stored state rows (None: an export, which has none); ``registered``: the world
     has a row in the registry (``worlds``), removed or not; ``unsealed``: seq -> why that row's
     stored bytes are not the frame the sealed record is stored as (bridge.store.blobs.frame_problem),
-    filled by the time ``rows`` yields the row."""
+    filled by the time ``rows`` yields the row; ``stored``: seq -> the row's stored record bytes
+    as they are in the database, filled the same way and taken out as read (None: an export,
+    which has none), which version 2 heads seal; ``written_as(stored)``: the bytes this bridge
+    would store for the record those bytes decode to (None: cannot tell), naming which record of
+    a range whose stored bytes differ from its head's was changed
+    (bridge.store.blobs.written_as)."""
 
     world_id: str
     rows: Iterable[tuple[int, bytes, str, str, ListedColumns | None]]
@@ -343,6 +348,8 @@ class Trail:
     state: StoredState | None = None
     registered: bool = True
     unsealed: dict[int, str] = field(default_factory=dict)
+    stored: dict[int, bytes] | None = None
+    written_as: Callable[[bytes], bytes | None] | None = None
 
 
 _record_decoder = msgspec.json.Decoder(AuditRecord)
@@ -382,7 +389,8 @@ def verify_world(trail: Trail, key: bytes | None, public_key: Ed25519PublicKey |
     Finds: missing sequence numbers (a deleted record), links that do not point at the previous
     record (reordered or deleted), hashes that do not match the record's bytes (edited), records
     whose content disagrees with their row (its seq, world, or the columns ``audit list`` shows),
-    stored bytes that are not the frame the record is stored as (``trail.unsealed``),
+    stored bytes that are not the frame the record is stored as (``trail.unsealed``) or not, byte
+    for byte, what a version 2 head sealed (``trail.stored``: :func:`_stored_differs`),
     checkpoints or heads missing every ``CHECKPOINT_EVERY`` records, heads or checkpoints whose
     signature does not verify or that sign another hash than the chain has (rewritten), heads
     past the end of the chain (its last records deleted), heads signed by another key than the
@@ -400,6 +408,9 @@ def verify_world(trail: Trail, key: bytes | None, public_key: Ed25519PublicKey |
     decoded: list[AuditRecord] = []
     expected_seq, expected_prev = 1, GENESIS_HASH
     problems = report.problems
+    sealed_stored = {head.seq: head.stored_digest for head in trail.heads if head.stored_digest is not None}
+    window: list[tuple[int, bytes, bytes]] = []  # (seq, stored bytes, record) of the current stored range
+    stored_differs: dict[int, str] = {}  # head seq -> why its range's stored bytes differ
     for seq, record_bytes, prev_hash, record_hash, listed in trail.rows:
         report.records += 1
         if progress is not None and report.records % 1000 == 0:
@@ -413,6 +424,16 @@ def verify_world(trail: Trail, key: bytes | None, public_key: Ed25519PublicKey |
         if (unsealed := trail.unsealed.get(seq)) is not None:
             problems.append(Problem(seq, "stored", f"record {seq}'s stored bytes are not what was sealed: "
                                                    f"{unsealed}"))
+        stored = None if trail.stored is None else trail.stored.pop(seq, b"")  # (taken out: read once)
+        if stored is not None and sealed_stored:
+            first = (seq - 1) // CHECKPOINT_EVERY * CHECKPOINT_EVERY + 1
+            if window and window[0][0] < first:
+                window.clear()
+            window.append((seq, stored, record_bytes))
+            if seq in sealed_stored:
+                why = _stored_differs(trail, seq, sealed_stored[seq], window)
+                if why is not None:
+                    stored_differs[seq] = why
         hashes[seq] = record_hash
         expected_seq, expected_prev = seq + 1, record_hash
         try:
@@ -446,7 +467,7 @@ def verify_world(trail: Trail, key: bytes | None, public_key: Ed25519PublicKey |
     if progress is not None:
         progress(report.records)
     _check_checkpoints(report, trail, hashes, last_seq, key)
-    _check_heads(report, trail, hashes, last_seq, key_changes, public_key)
+    _check_heads(report, trail, hashes, last_seq, key_changes, public_key, stored_differs)
     if trail.state is not None:
         state_problems.extend(compare(derived, trail.state))
         state_problems.extend(StateProblem(0, f"state row {row}'s stored bytes are not what was written: {why}")
@@ -493,10 +514,42 @@ def _check_checkpoints(report: WorldReport, trail: Trail, hashes: dict[int, str]
                             "yet covered by a signed checkpoint")
 
 
+def _stored_differs(trail: Trail, seq: int, sealed: str, window: list[tuple[int, bytes, bytes]]) -> str | None:
+    """Why the stored bytes of the records a version 2 head at record ``seq`` seals
+    (:func:`bridge.heads.stored_range`) are not the ones it sealed (``sealed``, its stored
+    digest), or None when they are. ``window``: ``(seq, stored bytes, record)`` of the records
+    read of that range. Names the records whose stored bytes are not what ``trail.written_as``
+    gives for their record (the bridge that wrote them normally used the same zstd), else the
+    range."""
+    covered = stored_range(seq, CHECKPOINT_EVERY)
+    rows = [row for row in window if row[0] in covered]
+    if stored_digest(stored_hash(stored) for _, stored, _ in rows) == sealed:
+        return None
+    span = f"{covered.start}..{seq}" if covered.start != seq else f"{seq}"
+    present = {row[0] for row in rows}
+    missing = [n for n in covered if n not in present]
+    if missing:  # reported as a gap too
+        return (f"the signed head at record {seq} sealed the stored bytes of records {span}, and record "
+                f"{missing[0]} of them is missing")
+    written_as = trail.written_as or (lambda stored: None)
+    changed = [n for n, stored, record in rows
+               if (ours := written_as(stored)) is not None and ours != stored]
+    if changed:
+        names = ", ".join(map(str, changed))
+        return (f"record{'s' if len(changed) > 1 else ''} {names}'s stored bytes are not what the signed head at "
+                f"record {seq} sealed: not the zstd frame this bridge writes for {'their' if len(changed) > 1 else 'its'} "
+                "record (changed after it was written, though it may still decode to the sealed record)")
+    return (f"the stored bytes of one of records {span} are not what the signed head at record {seq} "
+            "sealed (changed after they were written; each is the zstd frame this bridge writes for its "
+            "record, so which one cannot be told)")
+
+
 def _check_heads(report: WorldReport, trail: Trail, hashes: dict[int, str], last_seq: int,
-                 key_changes: list[tuple[int, KeyChange]], public_key: Ed25519PublicKey | None) -> None:
-    """Ed25519 heads: each signature, the hash it signs, and the key each period must use (the
-    key changes in the chain; the current one must be ``public_key`` when given)."""
+                 key_changes: list[tuple[int, KeyChange]], public_key: Ed25519PublicKey | None,
+                 stored_differs: dict[int, str]) -> None:
+    """Ed25519 heads: each signature, the hash it signs, the key each period must use (the
+    key changes in the chain; the current one must be ``public_key`` when given), and the stored
+    bytes a version 2 head seals (``stored_differs``: head seq -> why they differ)."""
     problems = report.problems
     # (first record, key) of each key period; None: the trail's first key, known from its heads
     periods: list[list] = [[1, key_changes[0][1].old_public_key if key_changes else None]]
@@ -519,6 +572,8 @@ def _check_heads(report: WorldReport, trail: Trail, hashes: dict[int, str], last
             problems.append(Problem(head.seq, "head", f"record {head.seq} differs from what its signed head holds: the chain was rewritten"))
         else:
             last_good = max(last_good, head.seq)
+            if (why := stored_differs.get(head.seq)) is not None:
+                problems.append(Problem(head.seq, "stored", why))
         if head.key_id not in report.key_ids:
             report.key_ids.append(head.key_id)
     if last_good:

@@ -10,6 +10,17 @@ Signed bytes: ``b"fate-bridge head v1\\n" + world_id + "\\n" + seq + "\\n" + has
 state_digest`` (``state_digest`` is ``""`` when the head does not carry one: periodic heads are
 written inside a decision's batch, where computing it would cost a scan of the world's state).
 
+Version 2 (issue 25) also seals the stored bytes of the records it covers, byte for byte:
+``b"fate-bridge head v2\\n" + world_id + "\\n" + seq + "\\n" + hash + "\\n" + state_digest +
+"\\n" + stored_digest``. ``stored_digest`` (:func:`stored_digest`) is the SHA-256 (hex) of the
+concatenated SHA-256 digests (32 bytes each) of the stored ``audit.record`` bytes, exactly as in the
+database row (the zstd frame), of records :func:`stored_range` ``(seq)``: from the record after the
+last multiple of ``CHECKPOINT_EVERY`` below ``seq`` up to ``seq`` itself, in seq order. The range
+depends on ``seq`` alone, not on which other heads exist: a head at record 32 covers 17..32, a
+clean stop's head at 37 covers 33..37 and the next periodic one at 48 covers 33..48 again. Every
+record of a trail signed every ``CHECKPOINT_EVERY`` records is so covered by a head. A head with
+``stored_digest`` None is a version 1 head (written before issue 25) and is checked as before.
+
 A key change is an audit record of type ``key_change`` (:data:`KEY_CHANGE`) whose message is
 :class:`KeyChange`: the old public key (None when it was lost) and the new one. Heads before it
 are signed by the old key, heads from it on by the new one; the hash chain ties the two periods
@@ -20,6 +31,8 @@ from __future__ import annotations
 
 import base64
 import binascii
+import hashlib
+from collections.abc import Iterable
 from dataclasses import dataclass
 
 import msgspec
@@ -29,13 +42,38 @@ from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey,
 from .receipts import b64url, key_id, public_key_bytes
 
 HEAD_DOMAIN = b"fate-bridge head v1\n"
+HEAD_DOMAIN_V2 = b"fate-bridge head v2\n"  # heads sealing the stored bytes too (issue 25)
 KEY_CHANGE = "key_change"  # the audit record type of a key change
 
 
-def head_bytes(world_id: str, seq: int, record_hash: str, state_digest: str | None) -> bytes:
-    """The bytes a head's signature covers (UTF-8; see the module docstring)."""
-    return (HEAD_DOMAIN + world_id.encode() + b"\n" + str(seq).encode() + b"\n"
-            + record_hash.encode() + b"\n" + (state_digest or "").encode())
+def head_bytes(world_id: str, seq: int, record_hash: str, state_digest: str | None,
+               stored: str | None = None) -> bytes:
+    """The bytes a head's signature covers (UTF-8; see the module docstring): version 2 when
+    ``stored`` (the head's stored digest) is given, version 1 otherwise."""
+    common = (world_id.encode() + b"\n" + str(seq).encode() + b"\n" + record_hash.encode() + b"\n"
+              + (state_digest or "").encode())
+    if stored is None:
+        return HEAD_DOMAIN + common
+    return HEAD_DOMAIN_V2 + common + b"\n" + stored.encode()
+
+
+def stored_range(seq: int, every: int) -> range:
+    """The records whose stored bytes a version 2 head at record ``seq`` seals: from the record
+    after the last multiple of ``every`` (``audit.CHECKPOINT_EVERY``) below ``seq`` to ``seq``
+    (17..32 for 32, 33..37 for 37, with 16)."""
+    return range((seq - 1) // every * every + 1, seq + 1)
+
+
+def stored_hash(stored: bytes) -> bytes:
+    """One record's part of a stored digest: the SHA-256 (32 bytes) of its stored bytes as they
+    are in the database row (its zstd frame, or the JSON of a row written before compression)."""
+    return hashlib.sha256(stored).digest()
+
+
+def stored_digest(hashes: Iterable[bytes]) -> str:
+    """The stored digest a version 2 head signs (hex): the SHA-256 of the :func:`stored_hash` of
+    each record of its :func:`stored_range`, concatenated in seq order."""
+    return hashlib.sha256(b"".join(hashes)).hexdigest()
 
 
 def public_key_text(public_key: Ed25519PublicKey) -> str:
@@ -58,7 +96,8 @@ def parse_public_key(text: str) -> Ed25519PublicKey:
 @dataclass(frozen=True, slots=True)
 class Head:
     """One signed head as stored: ``public_key`` in :func:`public_key_text` form, ``sig``
-    base64url of the Ed25519 signature over :func:`head_bytes`."""
+    base64url of the Ed25519 signature over :func:`head_bytes`; ``stored_digest``: the
+    :func:`stored_digest` of its :func:`stored_range` (a version 2 head), None for a version 1 head."""
 
     world_id: str
     seq: int
@@ -66,6 +105,7 @@ class Head:
     state_digest: str | None
     public_key: str
     sig: str
+    stored_digest: str | None = None
 
     @property
     def key_id(self) -> str:
@@ -80,18 +120,19 @@ class Head:
         try:
             key = parse_public_key(self.public_key)
             sig = base64.urlsafe_b64decode(self.sig + "=" * (-len(self.sig) % 4))
-            key.verify(sig, head_bytes(self.world_id, self.seq, self.hash, self.state_digest))
+            key.verify(sig, head_bytes(self.world_id, self.seq, self.hash, self.state_digest, self.stored_digest))
         except (InvalidSignature, ValueError, binascii.Error):
             return False
         return True
 
 
 def sign_head(private_key: Ed25519PrivateKey, world_id: str, seq: int, record_hash: str,
-              state_digest: str | None) -> Head:
-    """The head of ``world_id`` at record ``seq`` (chain hash ``record_hash``), signed."""
-    sig = private_key.sign(head_bytes(world_id, seq, record_hash, state_digest))
+              state_digest: str | None, stored: str | None = None) -> Head:
+    """The head of ``world_id`` at record ``seq`` (chain hash ``record_hash``), signed; a version
+    2 head when ``stored`` (its :func:`stored_digest`) is given."""
+    sig = private_key.sign(head_bytes(world_id, seq, record_hash, state_digest, stored))
     return Head(world_id, seq, record_hash, state_digest, public_key_text(private_key.public_key()),
-                b64url(sig))
+                b64url(sig), stored)
 
 
 class KeyChange(msgspec.Struct, kw_only=True, frozen=True):

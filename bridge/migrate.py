@@ -28,7 +28,7 @@ TABLES: dict[str, tuple[tuple[str, ...], frozenset[str]]] = {
     "audit": (("id", "world_id", "seq", "ts", "type", "event_id", "user_id", "ruleset", "actor_id",
                "outcome", "summary", "record", "prev_hash", "hash"), frozenset({"summary", "record"})),
     "checkpoints": (("world_id", "seq", "hash", "mac", "ts"), frozenset()),
-    "heads": (("world_id", "seq", "hash", "state_digest", "public_key", "sig", "ts"), frozenset()),
+    "heads": (("world_id", "seq", "hash", "state_digest", "public_key", "sig", "ts", "stored_digest"), frozenset()),
 }
 BATCH_ROWS = 2000  # rows read and inserted per statement batch
 

@@ -5,7 +5,7 @@ Format ``fate-bridge trail v1``::
 
     {"format": "fate-bridge trail v1", "world_id": str, "public_key": str | null,
      "records": [{"seq": int, "prev_hash": str, "hash": str, "record": {...}}, ...],
-     "heads": [{"seq", "hash", "state_digest", "public_key", "sig"}, ...],
+     "heads": [{"seq", "hash", "state_digest", "public_key", "sig", "stored_digest"}, ...],
      "checkpoints": [{"seq", "hash", "mac"}, ...]}
 
 Each ``record`` is the record's canonical bytes verbatim (the chain hashes them; ``msgspec.Raw``
@@ -13,6 +13,10 @@ keeps them byte for byte both ways). ``public_key`` is the key the latest head i
 convenience only: a verifier should pin the key it trusts (``--public-key``), which is what makes
 the file worth checking on another machine. The state rows are not exported: the file proves what
 was decided, not what the database holds now.
+
+A version 2 head (:mod:`bridge.heads`, issue 25) is exported with its ``stored_digest`` (absent or
+null: a version 1 head) so its signature verifies; the stored bytes it seals (the database's zstd
+frames) are not in the file, so the file cannot prove them: ``audit verify`` on the database does.
 """
 
 from __future__ import annotations
@@ -39,6 +43,7 @@ class TrailHead(msgspec.Struct, frozen=True):
     state_digest: str | None
     public_key: str
     sig: str
+    stored_digest: str | None = None  # a version 2 head's (issue 25); files of older bridges have none
 
 
 class TrailCheckpoint(msgspec.Struct, frozen=True):
@@ -66,7 +71,7 @@ def encode(world_id: str, rows: list[tuple[int, bytes, str, str]], heads: list[H
         format=FORMAT, world_id=world_id, public_key=latest.public_key if latest else None,
         records=[TrailRecord(seq, prev_hash, record_hash, msgspec.Raw(record))
                  for seq, record, prev_hash, record_hash in rows],
-        heads=[TrailHead(h.seq, h.hash, h.state_digest, h.public_key, h.sig) for h in heads],
+        heads=[TrailHead(h.seq, h.hash, h.state_digest, h.public_key, h.sig, h.stored_digest) for h in heads],
         checkpoints=[TrailCheckpoint(*c) for c in checkpoints]))
 
 
@@ -84,4 +89,5 @@ def decode(data: bytes, source: str) -> audit.Trail:
         file.world_id,
         ((r.seq, bytes(r.record), r.prev_hash, r.hash, None) for r in file.records),
         [(c.seq, c.hash, c.mac) for c in file.checkpoints],
-        [Head(file.world_id, h.seq, h.hash, h.state_digest, h.public_key, h.sig) for h in file.heads])
+        [Head(file.world_id, h.seq, h.hash, h.state_digest, h.public_key, h.sig, h.stored_digest)
+         for h in file.heads])

@@ -6,7 +6,7 @@
 - ``run_bridge``: the ``python -m bridge`` CLI run as a user would, from the repository root;
 - ``sign_v1``: a v1 receipt (one signature per record), as bridges before issue 17 issued them;
 - ``old_schema_file``: a database file left at an older schema version, to upgrade;
-- ``decompress``, ``as_old_bridge``: a database's rows rewritten as plain JSON (to edit them with
+- ``decompress`` (``recompress_unchanged``), ``as_old_bridge``: a database's rows rewritten as plain JSON (to edit them with
   SQL as text), or in the whole layout bridges before issue 17 wrote;
 - ``FIXTURES``, ``sample``: the fixtures copied into the repository (``tests/fixtures/``, its README
   gives each file's provenance and licence), read by the node tests too.
@@ -22,6 +22,7 @@ from pathlib import Path
 
 import msgspec
 import pytest
+from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
 
 from bridge import receipts, wire
 from bridge.dice import ScriptedDice
@@ -52,11 +53,12 @@ async def send(session: Session, message: dict, dice: list[int] | None = None) -
     return json.loads(reply.frames[0])
 
 
-async def replay(example: Path, db: Path, key: bytes) -> SQLiteStore:
-    """Open ``db`` with the audit ``key``, add the world ``w`` and send it every line of ``example``
-    through a trusted Session, each with its recorded ``dice`` scripted (the replies unread).
-    Returns the store, still open: the caller closes it."""
-    store = await SQLiteStore.open(db, audit_key=key)
+async def replay(example: Path, db: Path, key: bytes, signing_key: Ed25519PrivateKey | None = None) -> SQLiteStore:
+    """Open ``db`` with the audit ``key`` (and the Ed25519 ``signing_key``: signed heads), add the
+    world ``w`` and send it every line of ``example`` through a trusted Session, each with its
+    recorded ``dice`` scripted (the replies unread). Returns the store, still open: the caller
+    closes it."""
+    store = await SQLiteStore.open(db, audit_key=key, signing_key=signing_key)
     await store.add_world("w", None)
     session = Session(store, ScriptedDice([]), trusted=True, default_world="w")
     for line in example.read_text().splitlines():
@@ -101,16 +103,39 @@ def old_schema_file(path: Path, version: int) -> sqlite3.Connection:
     return conn
 
 
-def decompress(db: Path) -> None:
+def decompress(db: Path) -> dict[tuple, bytes]:
     """Rewrite the zstd-compressed blobs of the SQLite file ``db`` (audit records, records'
     values) as the plain JSON they hold, in place, so a test can edit them with SQL as text (as
-    someone could who had decompressed them); the rows keep today's layout otherwise."""
+    someone could who had decompressed them); the rows keep today's layout otherwise. Returns
+    each rewritten row's stored bytes before, for :func:`recompress_unchanged`."""
     conn = sqlite3.connect(db)
+    before: dict[tuple, bytes] = {}
     rows = conn.execute("SELECT id, record FROM audit").fetchall()
+    before.update((("audit", row_id), value) for row_id, value in rows)
     conn.executemany("UPDATE audit SET record = ? WHERE id = ?", [(unpack(value), row_id) for row_id, value in rows])
     rows = conn.execute("SELECT world_id, kind, key, value FROM records").fetchall()
+    before.update((("records", world_id, kind, key), value) for world_id, kind, key, value in rows)
     conn.executemany("UPDATE records SET value = ? WHERE world_id = ? AND kind = ? AND key = ?",
                      [(unpack(value), world_id, kind, key) for world_id, kind, key, value in rows])
+    conn.commit()
+    conn.close()
+    return before
+
+
+def recompress_unchanged(db: Path, before: dict[tuple, bytes]) -> None:
+    """Put back the stored bytes :func:`decompress` rewrote, in every row whose JSON an edit left
+    as it was: only the rows edited differ from what was sealed (version 2 heads seal the stored
+    bytes, so a row left decompressed would read as changed too)."""
+    conn = sqlite3.connect(db)
+    for row_id, value in conn.execute("SELECT id, record FROM audit").fetchall():
+        old = before.get(("audit", row_id))
+        if old is not None and old != value and unpack(old) == value:
+            conn.execute("UPDATE audit SET record = ? WHERE id = ?", (old, row_id))
+    for world_id, kind, key, value in conn.execute("SELECT world_id, kind, key, value FROM records").fetchall():
+        old = before.get(("records", world_id, kind, key))
+        if old is not None and old != value and unpack(old) == value:
+            conn.execute("UPDATE records SET value = ? WHERE world_id = ? AND kind = ? AND key = ?",
+                         (old, world_id, kind, key))
     conn.commit()
     conn.close()
 
@@ -137,6 +162,7 @@ def as_old_bridge(db: Path) -> None:
         ALTER TABLE records_v7 RENAME TO records;
         DROP TABLE audit_tail;
         DROP TABLE records_tail;
+        ALTER TABLE heads DROP COLUMN stored_digest;
         ALTER TABLE worlds DROP COLUMN language;
         UPDATE meta SET value = '7' WHERE key = 'schema_version';
     """)

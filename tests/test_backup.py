@@ -11,7 +11,7 @@ import sys
 import pytest
 
 from bridge.cli import main
-from bridge.config import load_key
+from bridge.config import load_key, load_signing_key
 from bridge.dice import ScriptedDice
 from bridge.session import Session
 from bridge.store import SQLiteStore
@@ -39,7 +39,9 @@ async def python_m_bridge(*args: str) -> tuple[int, str, str]:
 class TestBackupDuringWrites:
     async def test_backup_taken_under_load_restores_and_verifies(self, tmp_path, capsys):
         db, key, copy = tmp_path / "live.sqlite3", tmp_path / "audit.key", tmp_path / "backup.sqlite3"
-        store = await SQLiteStore.open(db, audit_key=load_key(key, create=True))
+        signing = tmp_path / "receipt.key"  # version 2 heads seal the stored bytes the backup copies (issue 25)
+        store = await SQLiteStore.open(db, audit_key=load_key(key, create=True),
+                                       signing_key=load_signing_key(signing, create=True))
         await store.add_world(WORLD, None)
         session = Session(store, ScriptedDice([]), trusted=True, default_world=WORLD)
         written = 0
@@ -79,9 +81,14 @@ class TestBackupDuringWrites:
         restored.parent.mkdir()
         assert await asyncio.to_thread(main, ["restore", str(copy), "--db", str(restored)]) == 0
         assert f"audit records into {restored}" in capsys.readouterr().out
-        assert await asyncio.to_thread(main, ["audit", "verify", "--db", str(restored), "--audit-key", str(key)]) == 0
+        assert await asyncio.to_thread(main, ["audit", "verify", "--db", str(restored), "--audit-key", str(key),
+                                              "--signing-key", str(signing)]) == 0
         assert "PASS" in capsys.readouterr().out
         assert records(restored) == records(copy)
+        conn = sqlite3.connect(restored)
+        heads = conn.execute("SELECT count(*), count(stored_digest) FROM heads").fetchone()
+        conn.close()
+        assert heads[0] >= 3 and heads[0] == heads[1]  # every head of version 2
 
 
 class TestRestore:

@@ -15,6 +15,7 @@ import sys
 import psycopg
 import pytest
 import zstandard
+from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
 
 from bridge import __version__, audit
 from bridge.cli import main
@@ -25,9 +26,11 @@ from bridge.store.audit_rows import load_trail, open_readonly, stored_state
 from bridge.ruleset import DICTIONARY_KINDS, Dictionary
 from bridge.rulesets import installed, register, unregister
 from bridge.store.blobs import (MAGIC, MAX_BLOB_BYTES, NO_DICTIONARY, UnknownDictionary, catalog, catalog_of,
-                                dictionary, dictionary_file, frame_problem, pack, pack_record, unpack)
+                                dictionary, dictionary_file, frame_problem, pack, pack_record, unpack,
+                                written_as)
 from bridge.store.postgres import PostgresStore
 from bridge.derive import state_digest
+from bridge.heads import sign_head, stored_digest, stored_hash
 
 from .helpers import ROOT, as_old_bridge
 from .sohl_messages import actor, fate_spend, frame, point, rolled, sohl_test
@@ -201,6 +204,43 @@ class TestStoredBytes:
         assert unpack(unused_bit) == unpack(frame)  # the decoder ignores it: only its bytes differ
         assert frame_problem(unused_bit) == (
             f"its zstd frame header has flags fate-bridge never writes (descriptor {frame[4] ^ 0x10:#04x})")
+
+    @pytest.mark.parametrize("flipped", [False, True])
+    def test_a_pinned_bit_inside_a_block_is_named_by_a_version_2_head(self, flipped):
+        """The 1.5.5 frame of the fixture with bit 5 of byte 39 flipped (found by trying every bit
+        past its header: a bit of its compressed block's table description the decoder does not
+        need) decodes to the same record with sound header fields: only the head sealing its
+        stored bytes tells (issue 25). Unflipped, the old zstd's frame verifies though this zstd
+        writes other bytes for it. Records 1..4 of the head's range are stand-ins (plain JSON)."""
+        old = json.loads((ROOT / "tests" / "fixtures" / "zstd-1.5.5-frame.json").read_text())
+        frame, record = bytes.fromhex(old["frame_hex"]), old["record"].encode()
+        changed = frame[:39] + bytes([frame[39] ^ 1 << 5]) + frame[40:]
+        assert changed != frame and unpack(changed) == record and frame_problem(changed) is None
+        key = Ed25519PrivateKey.generate()
+        record_hash = audit.chain_hash(audit.GENESIS_HASH, record)
+        sealed = stored_digest([stored_hash(b"{}")] * 4 + [stored_hash(frame)])
+        head = sign_head(key, "offline", 5, record_hash, None, sealed)
+        trail = audit.Trail("offline", [(n, b"{}", "", "", None) for n in range(1, 5)]
+                            + [(5, record, audit.GENESIS_HASH, record_hash, None)], [], [head],
+                            stored={**{n: b"{}" for n in range(1, 5)}, 5: changed if flipped else frame},
+                            written_as=written_as)
+        report = audit.verify_world(trail, None, key.public_key())
+        assert [p.detail for p in report.problems if p.kind == "stored"] == ([
+            "record 5's stored bytes are not what the signed head at record 5 sealed: not the zstd frame this "
+            "bridge writes for its record (changed after it was written, though it may still decode to the "
+            "sealed record)"] if flipped else [])
+
+    def test_written_as_is_the_frame_pack_writes_for_the_stored_record(self):
+        """The hint verify names a changed record by (issue 25): what this zstd writes for the
+        record a stored frame decodes to, with the dictionary that frame names."""
+        record = b'{"type":"fate_spend","dice":[34]}' * 20
+        frame = pack(record, "audit", "sohl")
+        assert written_as(frame) == frame and written_as(frame + b"\x00") == frame
+        assert written_as(pack(record, "records", "sohl")) == pack(record, "records", "sohl")  # the other dictionary
+        assert written_as(pack(record, "audit", "hmtw")) == pack(record, "audit", "hmtw")  # another ruleset's
+        assert written_as(pack(record, "audit", None)) == pack(record, "audit", None)  # none
+        assert written_as(record) is None and written_as(record.decode()) is None  # JSON before compression
+        assert written_as(frame[:-1] + bytes([frame[-1] ^ 0xFF])) == b""  # a frame that no longer decodes
 
     async def test_verify_names_each_record_whose_stored_bytes_changed(self, tmp_path, capsys):
         db, key = tmp_path / "b.sqlite3", tmp_path / "audit.key"
@@ -387,7 +427,7 @@ class TestOldRows:
         assert conn.execute("SELECT prev_hash, summary FROM audit WHERE seq = 11").fetchone() == ("", b"")
         assert len(conn.execute("SELECT prev_hash FROM audit WHERE seq = 10").fetchone()[0]) == 64
         # upgraded to today's schema (8: the records in their key's b-tree), the old values read as they were
-        assert conn.execute("SELECT value FROM meta WHERE key = 'schema_version'").fetchone() == ("10",)
+        assert conn.execute("SELECT value FROM meta WHERE key = 'schema_version'").fetchone() == ("11",)
         assert "WITHOUT ROWID" in conn.execute("SELECT sql FROM sqlite_master WHERE name = 'records'").fetchone()[0]
         a, b = open_readonly(new), open_readonly(old)
         try:

@@ -27,6 +27,8 @@ from bridge.fairness import trail
 from bridge.http import Pages
 from bridge.status import Presence
 from bridge.fairness.dice import derive_die, fingerprint
+from bridge.config import load_signing_key
+from bridge.heads import sign_head
 from bridge.session import Session
 from bridge.store import AuditFilter, SQLiteStore
 from bridge.store.blobs import unpack
@@ -518,6 +520,24 @@ def test_the_page_takes_each_export_the_readme_offers_and_says_what_it_checked(t
     assert [p["detail"] for p in failed["result"]["problems"]] == [
         f"the signed head at record {trail['heads'][0]['seq']} does not carry a valid signature by key "
         f"{checked['result']['heads']['keys'][0]}"]
+    # version 2 heads (issue 25): the stored digest is signed too; a version 1 head still checks
+    assert all(isinstance(head["stored_digest"], str) for head in json.loads(files["trail"].read_text())["heads"])
+    trail = json.loads(files["trail"].read_text())
+    digest = trail["heads"][0]["stored_digest"]
+    trail["heads"][0]["stored_digest"] = ("0" if digest[0] != "0" else "1") + digest[1:]
+    forged.write_text(json.dumps(trail))
+    assert [p["detail"] for p in page_check(forged)["result"]["problems"]] == [
+        f"the signed head at record {trail['heads'][0]['seq']} does not carry a valid signature by key "
+        f"{checked['result']['heads']['keys'][0]}"]
+    head = trail["heads"][0]
+    v1 = sign_head(load_signing_key(tmp_path / "receipt.key", create=False), "offline", head["seq"], head["hash"],
+                   head["state_digest"])
+    trail["heads"][0] = {**head, "sig": v1.sig, "stored_digest": None}
+    forged.write_text(json.dumps(trail))
+    assert page_check(forged)["result"]["problems"] == []
+    del trail["heads"][0]["stored_digest"]  # a file of a bridge before issue 25
+    forged.write_text(json.dumps(trail))
+    assert page_check(forged)["result"]["problems"] == []
     other = json.loads(files["trail"].read_text())
     other["format"] = "something else"
     forged.write_text(json.dumps(other))

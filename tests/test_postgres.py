@@ -6,6 +6,7 @@ common behaviour runs on both backends through the ``store`` fixture in conftest
 from __future__ import annotations
 
 import asyncio
+import sqlite3
 
 import psycopg
 import pytest
@@ -13,7 +14,7 @@ import pytest
 from bridge import wire
 from bridge.cli import main
 from bridge.cluster import MAX_PAYLOAD, Cluster, Notice
-from bridge.config import db_label
+from bridge.config import db_label, load_signing_key
 from bridge.errors import ConfigError, LeaseLost
 from bridge.store import AuditFilter, Decision, SQLiteStore
 from bridge.store.postgres import SCHEMA_VERSION, PostgresStore
@@ -315,6 +316,42 @@ class TestMigrate:
                 await a.close()
                 await b.close()
         asyncio.run(go_on())
+
+    def test_version_2_heads_survive_sqlite_to_postgresql_and_back(self, tmp_path, pg_url, capsys):
+        """migrate copies the stored bytes as they are (issue 25): the heads sealing them verify on
+        PostgreSQL and on the SQLite copy made from it, and a byte appended there is still named."""
+        db, back, signing_file = tmp_path / "home.sqlite3", tmp_path / "back.sqlite3", tmp_path / "receipt.key"
+        signing_key = load_signing_key(signing_file, create=True)
+
+        async def build():
+            store = await replay(ROOT / "examples" / "sohl-session.jsonl", db, KEY, signing_key)
+            await store.close()
+        asyncio.run(build())
+        key_file = tmp_path / "audit.key"
+        key_file.write_text(KEY.hex())
+        assert main(["migrate", "--from", f"sqlite:{db}", "--to", pg_url]) == 0
+        assert main(["migrate", "--from", pg_url, "--to", f"sqlite:{back}"]) == 0
+        verify = ["audit", "verify", "--audit-key", str(key_file), "--signing-key", str(signing_file), "--db"]
+        capsys.readouterr()
+        for where in (pg_url, str(db), str(back)):
+            assert main([*verify, where]) == 0, where
+            assert "PASS w: " in capsys.readouterr().out
+
+        def heads(path):
+            conn = sqlite3.connect(path)
+            rows = conn.execute("SELECT seq, stored_digest, sig FROM heads ORDER BY seq").fetchall()
+            records = conn.execute("SELECT seq, record FROM audit ORDER BY seq").fetchall()
+            conn.close()
+            return rows, records
+        assert heads(back) == heads(db) and all(digest for _, digest, _ in heads(db)[0])
+
+        conn = sqlite3.connect(back)
+        (stored,) = conn.execute("SELECT record FROM audit WHERE world_id = 'w' AND seq = 2").fetchone()
+        with conn:
+            conn.execute("UPDATE audit SET record = ? WHERE world_id = 'w' AND seq = 2", (stored + b"\x00",))
+        conn.close()
+        assert main([*verify, str(back)]) == 1
+        assert "[stored] record 2's stored bytes are not what the signed head at record" in capsys.readouterr().out
 
     def test_into_a_database_with_a_table_already_is_refused(self, tmp_path, pg_url, capsys):
         db = tmp_path / "home.sqlite3"

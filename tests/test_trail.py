@@ -23,14 +23,16 @@ from bridge.cli import main
 from bridge.config import load_key, load_signing_key
 from bridge.dice import ScriptedDice
 from bridge.errors import WorldStateMismatch
-from bridge.heads import public_key_text, sign_head
+from bridge.heads import public_key_text, sign_head, stored_digest, stored_range
 from bridge.receipts import key_id, verify_receipt
 from bridge.session import Session
-from bridge.store import SCHEMA_VERSION, SQLiteStore
-from bridge.store.blobs import unpack
+from bridge.store import SCHEMA_VERSION, SQLiteStore, open_store
+from bridge.store.blobs import UnknownDictionary, frame_problem, unpack
+from bridge.store.audit_rows import heads_of, load_trail, stored_hashes
+from bridge.store.schema import read_as_one
 from bridge.wire import Receipt
 
-from .helpers import ROOT, decompress
+from .helpers import ROOT, decompress, recompress_unchanged
 from .sohl_messages import actor, fate_spend, frame, rolled, sohl_test
 
 EXAMPLES = sorted((ROOT / "examples").glob("*-session.jsonl"))
@@ -89,13 +91,15 @@ def verify(trail, capsys, *extra: str) -> tuple[int, str]:
 
 
 def sql(db, *statements: str) -> None:
-    """Run ``statements`` on the file, its blobs decompressed first (edits as text need JSON)."""
-    decompress(db)
+    """Run ``statements`` on the file, its blobs decompressed first (edits as text need JSON), the
+    rows they leave as they were compressed back as they were stored (recompress_unchanged)."""
+    before = decompress(db)
     conn = sqlite3.connect(db)
     for statement in statements:
         conn.execute(statement)
     conn.commit()
     conn.close()
+    recompress_unchanged(db, before)
 
 
 def stored_hash(db, world: str, seq: int) -> str:
@@ -131,9 +135,10 @@ def rechain(db, world: str, key: Ed25519PrivateKey | None, edit=lambda seq, reco
         hashes[seq] = prev = record_hash
     if key is not None:
         for seq, digest in conn.execute("SELECT seq, state_digest FROM heads WHERE world_id=?", (world,)).fetchall():
-            head = sign_head(key, world, seq, hashes[seq], digest)
-            conn.execute("UPDATE heads SET hash=?, public_key=?, sig=? WHERE world_id=? AND seq=?",
-                         (head.hash, head.public_key, head.sig, world, seq))
+            stored = stored_digest(stored_hashes(conn, world, stored_range(seq, audit.CHECKPOINT_EVERY)))
+            head = sign_head(key, world, seq, hashes[seq], digest, stored)
+            conn.execute("UPDATE heads SET hash=?, public_key=?, sig=?, stored_digest=? WHERE world_id=? AND seq=?",
+                         (head.hash, head.public_key, head.sig, stored, world, seq))
         conn.execute("DELETE FROM checkpoints WHERE world_id=?", (world,))  # the HMAC key is not theirs
     conn.commit()
     conn.close()
@@ -382,6 +387,160 @@ class TestTampers:
                       " || substr(sig, 2) WHERE world_id='w' AND seq=16")
         code, out = verify(trail, capsys)
         assert code == 1 and "[head] the signed head at record 16 does not verify" in world_lines(out, "w"), out
+
+
+class TestStoredBytesSealed:
+    """Version 2 heads seal the stored bytes of their records, byte for byte (issue 25): a stored
+    record changed so that it still decodes to the sealed record is named by ``audit verify``.
+    World ``w`` holds 40 records, its heads at 16, 32 and 40 (the clean stop's)."""
+
+    @staticmethod
+    def edit(db, seq: int, change) -> tuple[bytes, bytes]:
+        """Replace record ``seq`` of ``w``'s stored bytes with ``change(stored)``: (before, after)."""
+        conn = sqlite3.connect(db)
+        (before,) = conn.execute("SELECT record FROM audit WHERE world_id='w' AND seq=?", (seq,)).fetchone()
+        after = change(before)
+        with conn:
+            conn.execute("UPDATE audit SET record=? WHERE world_id='w' AND seq=?", (after, seq))
+        conn.close()
+        return before, after
+
+    @staticmethod
+    def flip_decoding_equal(db, seqs: range) -> tuple[int, bytes]:
+        """The first record of ``w`` in ``seqs`` and its stored bytes with one bit flipped (in seq,
+        byte, bit order, past the frame header) that still decode to the same record, with sound
+        header fields: (seq, changed bytes)."""
+        conn = sqlite3.connect(db)
+        rows = conn.execute("SELECT seq, record FROM audit WHERE world_id='w' AND seq BETWEEN ? AND ? ORDER BY seq",
+                            (seqs.start, seqs.stop - 1)).fetchall()
+        conn.close()
+
+        def same(stored: bytes, changed: bytes) -> bool:
+            try:
+                return frame_problem(changed) is None and unpack(changed) == unpack(stored)
+            except UnknownDictionary:  # a bit of the dictionary id
+                return False
+
+        for seq, stored in rows:
+            for at in range(12, len(stored)):  # past magic, descriptor, window, dictionary id, size
+                for bit in range(8):
+                    changed = stored[:at] + bytes([stored[at] ^ 1 << bit]) + stored[at + 1:]
+                    if same(stored, changed):
+                        return seq, changed
+        raise AssertionError(f"no bit of records {seqs.start}..{seqs.stop - 1} flips to the same record")
+
+    def test_the_clean_trail_has_version_2_heads(self, trail):
+        conn = sqlite3.connect(trail[0])
+        heads = heads_of(conn, "w")
+        assert [(h.seq, h.stored_digest is not None, h.signed()) for h in heads] == [
+            (16, True, True), (32, True, True), (40, True, True)]
+        conn.close()
+
+    def test_a_byte_appended(self, trail, capsys):
+        before, after = self.edit(trail[0], 5, lambda stored: stored + b"\x00")
+        assert unpack(after) == unpack(before)
+        code, out = verify(trail, capsys)
+        report = world_lines(out, "w")
+        assert code == 1, out
+        assert report.splitlines()[2:] == [
+            "  - [stored] record 5's stored bytes are not what was sealed: 1 byte follows its zstd frame",
+            "  - [stored] record 5's stored bytes are not what the signed head at record 16 sealed: not the zstd "
+            "frame this bridge writes for its record (changed after it was written, though it may still decode "
+            "to the sealed record)"], report
+
+    def test_the_last_byte_flipped(self, trail, capsys):
+        self.edit(trail[0], 20, lambda stored: stored[:-1] + bytes([stored[-1] ^ 0xFF]))
+        code, out = verify(trail, capsys)
+        report = world_lines(out, "w")
+        assert code == 1, out
+        assert "  - [stored] record 20's stored bytes are not what the signed head at record 32 sealed" in report
+
+    def test_a_bit_flipped_inside_a_block_that_still_decodes_equal(self, trail, capsys):
+        """The first bit (in seq, byte, bit order) of ``w``'s stored records, past the frame header,
+        whose flip leaves a frame that decodes to the same record and whose header fields are sound:
+        a bit of a block's Huffman or FSE table description the decoder does not need. The search
+        is deterministic; the trail's records hold the time they were written, so the bit found is
+        not the same from run to run, but there are hundreds (281 in one run of this trail)."""
+        seq, changed = self.flip_decoding_equal(trail[0], range(1, 41))
+        self.edit(trail[0], seq, lambda _: changed)
+        code, out = verify(trail, capsys)
+        report = world_lines(out, "w")
+        head = next(h for h in (16, 32, 40) if h >= seq)
+        assert code == 1, out
+        assert report.splitlines()[2:] == [  # nothing else: the record itself still verifies
+            f"  - [stored] record {seq}'s stored bytes are not what the signed head at record {head} sealed: not "
+            "the zstd frame this bridge writes for its record (changed after it was written, though it may "
+            "still decode to the sealed record)"], report
+
+    def test_the_range_is_named_when_each_record_is_what_this_zstd_writes(self, trail):
+        """A frame written by another libzstd (1.5.5 and 1.5.7 differ) would not be what this one
+        writes either; here every record is, as far as verify can tell: it names the head's range."""
+        self.edit(trail[0], 20, lambda stored: stored + b"\x00")
+        conn = sqlite3.connect(trail[0])
+        read_as_one(conn)
+        loaded = load_trail(conn, "w")
+        loaded.written_as = lambda stored: stored  # no record differs from what "this zstd" writes
+        report = audit.verify_world(loaded, None, load_signing_key(trail[2], create=False).public_key())
+        conn.close()
+        assert [p.detail for p in report.problems if p.kind == "stored"][1:] == [
+            "the stored bytes of one of records 17..32 are not what the signed head at record 32 sealed "
+            "(changed after they were written; each is the zstd frame this bridge writes for its record, "
+            "so which one cannot be told)"]
+
+    async def test_heads_seal_the_frames_of_records_written_before_a_restart(self, db_url, tmp_path, capsys):
+        """A head due inside a batch seals the frames the batch just wrote without reading them
+        back, and those of its range written before the world was loaded from the rows (read at
+        load): three runs of 7 records on each backend, heads at 7, 14 (clean stops), 16 (1..16:
+        1..14 read back) and 21 (17..21)."""
+        signing_file = tmp_path / "receipt.key"
+        key = load_signing_key(signing_file, create=True)
+        for run in range(3):
+            store = await open_store(db_url, signing_key=key)
+            if run == 0:
+                await store.add_world("w", None)
+            session = Session(store, ScriptedDice([]), trusted=True, default_world="w")
+            for n in range(7):
+                await session.receive(frame(rolled(f"r{run}-{n}", f"m{run}-{n}")))
+            await store.close()
+        code = await asyncio.to_thread(main, ["audit", "verify", "--db", str(db_url), "--signing-key", str(signing_file)])
+        out = capsys.readouterr().out
+        assert code == 0 and "PASS w: 21 records, signed up to record 21" in out, out
+        store = await open_store(db_url)
+        try:
+            conn = store._conn  # the store's own connection (SQLite's reads audit_tail too)
+            heads = heads_of(conn, "w")
+            assert [(h.seq, h.stored_digest) for h in heads] == [
+                (seq, stored_digest(stored_hashes(conn, "w", stored_range(seq, audit.CHECKPOINT_EVERY))))
+                for seq in (7, 14, 16, 21)]
+        finally:
+            await store.close()
+
+    def test_version_1_heads_keep_verifying(self, trail, capsys):
+        """A trail signed before issue 25 and carried on by this bridge: its heads at 16 and 32 of
+        version 1 (no stored digest), the one at 40 of version 2. It verifies; a bit flipped in a
+        block of a record only a version 1 head covers is not seen (what version 2 heads add), one
+        in a record the version 2 head covers is."""
+        db, _, signing_path = trail
+        key = load_signing_key(signing_path, create=False)
+        conn = sqlite3.connect(db)
+        for seq, record_hash, digest in conn.execute(
+                "SELECT seq, hash, state_digest FROM heads WHERE world_id='w' AND seq < 40").fetchall():
+            head = sign_head(key, "w", seq, record_hash, digest)
+            conn.execute("UPDATE heads SET sig=?, stored_digest=NULL WHERE world_id='w' AND seq=?", (head.sig, seq))
+        conn.commit()
+        assert [h.stored_digest is None for h in heads_of(conn, "w")] == [True, True, False]
+        conn.close()
+        code, out = verify(trail, capsys)
+        assert code == 0 and f"PASS w: {2 * ROUNDS} records, signed up to record {2 * ROUNDS}" in out, out
+
+        seq, changed = self.flip_decoding_equal(db, range(1, 33))
+        self.edit(db, seq, lambda _: changed)
+        code, out = verify(trail, capsys)
+        assert code == 0, out
+        seq, changed = self.flip_decoding_equal(db, range(33, 41))
+        self.edit(db, seq, lambda _: changed)
+        code, out = verify(trail, capsys)
+        assert code == 1 and f"[stored] record {seq}'s stored bytes are not what the signed head at record 40" in out, out
 
 
 class TestStateDerivedFromTheChain:

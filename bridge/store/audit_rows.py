@@ -18,10 +18,10 @@ from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey,
 from .. import __version__, audit, wire
 from ..derive import StoredState, as_stored, state_digest
 from ..errors import ConfigError, SigningKeyChanged, WorldStateMismatch
-from ..heads import KEY_CHANGE, Head, KeyChange, public_key_text, sign_head
+from ..heads import KEY_CHANGE, Head, KeyChange, public_key_text, sign_head, stored_digest, stored_hash, stored_range
 from ..receipts import key_id
 from .base import AuditEntry, AuditFilter, AuditRow
-from .blobs import frame_problem, pack, pack_record, unpack
+from .blobs import frame_problem, pack, pack_record, unpack, written_as
 from .schema import SCHEMA_VERSION, _summary_decoder, fold_tail, insert_audit_sql, read_as_one, utc_now
 
 if TYPE_CHECKING:
@@ -38,9 +38,10 @@ PREV_HASH = ("CASE WHEN prev_hash <> '' THEN prev_hash WHEN seq = 1 THEN '" + au
              " '') END")
 _INSERT_CHECKPOINT = ("INSERT INTO checkpoints (world_id, seq, hash, mac, ts) VALUES (?,?,?,?,?)"
                       " ON CONFLICT (world_id, seq) DO NOTHING")
-_INSERT_HEAD = ("INSERT INTO heads (world_id, seq, hash, state_digest, public_key, sig, ts) VALUES (?,?,?,?,?,?,?)"
-                " ON CONFLICT (world_id, seq) DO UPDATE SET hash = excluded.hash, state_digest ="
-                " excluded.state_digest, public_key = excluded.public_key, sig = excluded.sig, ts = excluded.ts")
+_INSERT_HEAD = ("INSERT INTO heads (world_id, seq, hash, state_digest, public_key, sig, ts, stored_digest)"
+                " VALUES (?,?,?,?,?,?,?,?) ON CONFLICT (world_id, seq) DO UPDATE SET hash = excluded.hash,"
+                " state_digest = excluded.state_digest, public_key = excluded.public_key, sig = excluded.sig,"
+                " ts = excluded.ts, stored_digest = excluded.stored_digest")
 
 
 class Sealed(msgspec.Struct, frozen=True):
@@ -70,12 +71,17 @@ class AuditRows:
         async def _run(self, fn: Callable[..., T], *args: object) -> T: ...
         def _transaction(self, work: Callable[[sqlite3.Connection], T]) -> T: ...
 
-    def _seal(self, world_id: str, entry: AuditEntry, ts: str, head: tuple[int, str]) -> Sealed:
+    def _seal(self, world_id: str, entry: AuditEntry, ts: str, head: tuple[int, str],
+              window: list[bytes]) -> Sealed:
         """The receipt hook: ``entry``, decided at UTC time ``ts``, made the world's next record
         after ``head`` (the seq and hash of its last record): its seq, canonical bytes and chain
         hash are known here, before the batch holding it is committed (its reply is sent after).
         Pure (no SQL): returns the row to insert, and the signed checkpoint row when the record is
-        a multiple of ``CHECKPOINT_EVERY`` and the store has an audit key."""
+        a multiple of ``CHECKPOINT_EVERY`` and the store has an audit key (a version 2 head with
+        a signing key). ``window``: the :func:`~bridge.heads.stored_hash` of each record of this
+        record's :func:`~bridge.heads.stored_range` before it (the world's ``WorldCache.window``),
+        to which this record's is added (emptied after a multiple of ``CHECKPOINT_EVERY``): the
+        head seals the frames the batch writes without reading them back."""
         seq, prev_hash = head[0] + 1, head[1]
         record = audit.AuditRecord(
             world_id=world_id,
@@ -99,16 +105,20 @@ class AuditRows:
         summary = entry.summary
         # Stored once (issue 17): the summary is the record's (row_summary), the prev_hash the
         # hash of the row before (PREV_HASH), so both columns stay empty.
+        stored = pack(canonical, "audit", summary.ruleset)
         row = (world_id, seq, ts, entry.type, entry.event_id, entry.user_id, summary.ruleset,
-               summary.actor_id, summary.outcome, b"", pack(canonical, "audit", summary.ruleset), "", record_hash)
+               summary.actor_id, summary.outcome, b"", stored, "", record_hash)
+        window.append(stored_hash(stored))
         checkpoint = head = None
         if seq % CHECKPOINT_EVERY == 0:
             if self.audit_key is not None:
                 mac = audit.checkpoint_mac(self.audit_key, world_id, seq, record_hash)
                 checkpoint = (world_id, seq, record_hash, mac, ts)
             if self.signing_key is not None:
-                signed = sign_head(self.signing_key, world_id, seq, record_hash, None)
-                head = (world_id, seq, record_hash, None, signed.public_key, signed.sig, ts)
+                digest = stored_digest(window)
+                signed = sign_head(self.signing_key, world_id, seq, record_hash, None, digest)
+                head = (world_id, seq, record_hash, None, signed.public_key, signed.sig, ts, digest)
+            window.clear()
         return Sealed(seq, record_hash, row, checkpoint, head)
 
     def _write_sealed(self, conn: sqlite3.Connection, sealed: list[Sealed]) -> None:
@@ -130,21 +140,24 @@ class AuditRows:
         the record's seq and chain hash."""
         head = conn.execute("SELECT seq, hash FROM audit WHERE world_id = ? ORDER BY seq DESC LIMIT 1",
                             (world_id,)).fetchone()
-        sealed = self._seal(world_id, entry, ts, (head[0], head[1]) if head else (0, audit.GENESIS_HASH))
+        head = (head[0], head[1]) if head else (0, audit.GENESIS_HASH)
+        sealed = self._seal(world_id, entry, ts, head, window_hashes(conn, world_id, head[0]))
         self._write_sealed(conn, [sealed])
         return sealed.seq, sealed.hash
 
     def _checkpoint(self, conn: sqlite3.Connection, world_id: str, seq: int, record_hash: str,
                     digest: str | None = None) -> None:
         """Sign the world's chain at record ``seq``: an HMAC checkpoint (with an HMAC key) and an
-        Ed25519 head (with the signing key; ``digest`` seals the state after that record)."""
+        Ed25519 head (with the signing key; ``digest`` seals the state after that record, and the
+        head the stored bytes of its range, read from the rows)."""
         now = utc_now()
         if self.audit_key is not None:
             mac = audit.checkpoint_mac(self.audit_key, world_id, seq, record_hash)
             conn.execute(_INSERT_CHECKPOINT, (world_id, seq, record_hash, mac, now))
         if self.signing_key is not None:
-            head = sign_head(self.signing_key, world_id, seq, record_hash, digest)
-            conn.execute(_INSERT_HEAD, (world_id, seq, record_hash, digest, head.public_key, head.sig, now))
+            stored = stored_digest(stored_hashes(conn, world_id, stored_range(seq, CHECKPOINT_EVERY)))
+            head = sign_head(self.signing_key, world_id, seq, record_hash, digest, stored)
+            conn.execute(_INSERT_HEAD, (world_id, seq, record_hash, digest, head.public_key, head.sig, now, stored))
 
     def _checkpoint_heads_sync(self) -> None:
         """Sign each world's latest record with the digest of its state (a clean stop), so the
@@ -448,10 +461,36 @@ def heads_of(conn: sqlite3.Connection, world_id: str, latest: bool = False) -> l
     """A world's signed heads in seq order (``latest``: only the last one)."""
     if "heads" not in _tables(conn):
         return []
+    # a file read as it is (audit verify's read-only connection) may predate the column
+    columns = [d[0] for d in conn.execute("SELECT * FROM heads LIMIT 0").description]
+    stored = "stored_digest" if "stored_digest" in columns else "NULL"
     order = "DESC LIMIT 1" if latest else ""
     return [Head(*row) for row in conn.execute(
-        "SELECT world_id, seq, hash, state_digest, public_key, sig FROM heads WHERE world_id = ?"
+        f"SELECT world_id, seq, hash, state_digest, public_key, sig, {stored} FROM heads WHERE world_id = ?"
         f" ORDER BY seq {order}", (world_id,))]
+
+
+def stored_bytes(value: bytes | bytearray | memoryview | str) -> bytes:
+    """A blob column's value as the bytes it holds (TEXT, after a hand edit, as UTF-8)."""
+    return value.encode() if isinstance(value, str) else bytes(value)
+
+
+def stored_hashes(conn: sqlite3.Connection, world_id: str, seqs: range) -> list[bytes]:
+    """The :func:`~bridge.heads.stored_hash` of the stored record of each of ``world_id``'s
+    records in ``seqs``, in seq order (a version 2 head's inputs, read from the rows)."""
+    if not seqs:
+        return []
+    # sorted here: an ORDER BY over SQLite's audit view (read_as_one) runs as a co-routine
+    rows = conn.execute("SELECT seq, record FROM audit WHERE world_id = ? AND seq BETWEEN ? AND ?",
+                        (world_id, seqs.start, seqs.stop - 1)).fetchall()
+    return [stored_hash(stored_bytes(value)) for _, value in sorted(rows)]
+
+
+def window_hashes(conn: sqlite3.Connection, world_id: str, last_seq: int) -> list[bytes]:
+    """The ``window`` :meth:`AuditRows._seal` takes for the record after ``last_seq``: the stored
+    hashes of the records of its stored range written already (none after a multiple of
+    ``CHECKPOINT_EVERY``)."""
+    return stored_hashes(conn, world_id, range(last_seq // CHECKPOINT_EVERY * CHECKPOINT_EVERY + 1, last_seq + 1))
 
 
 def _latest_head(conn: sqlite3.Connection, world_id: str) -> Head | None:
@@ -496,15 +535,17 @@ def load_trail(conn: sqlite3.Connection, world_id: str) -> audit.Trail:
         " outcome, summary FROM audit WHERE world_id = ? ORDER BY seq", (world_id,))
     checkpoints = conn.execute("SELECT seq, hash, mac FROM checkpoints WHERE world_id = ? ORDER BY seq",
                                (world_id,)).fetchall()
-    unsealed: dict[int, str] = {}  # filled as the rows stream (verify_world reads it per row)
+    unsealed: dict[int, str] = {}  # filled as the rows stream (verify_world reads them per row)
+    stored: dict[int, bytes] = {}
 
     def row(r: tuple) -> tuple[int, bytes, str, str, audit.ListedColumns]:
         if (problem := frame_problem(r[1])) is not None:
             unsealed[r[0]] = problem
+        stored[r[0]] = stored_bytes(r[1])
         return r[0], unpack(r[1]), r[2], r[3], audit.ListedColumns(*r[4:11], unpack(r[11]))
 
     return audit.Trail(world_id, (row(r) for r in rows), checkpoints, heads_of(conn, world_id),
-                       stored_state(conn, world_id), registered, unsealed)
+                       stored_state(conn, world_id), registered, unsealed, stored, written_as)
 
 
 def verify_database(conn: sqlite3.Connection, world_id: str | None, key: bytes | None,

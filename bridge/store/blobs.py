@@ -203,6 +203,22 @@ def frame_problem(value: bytes | bytearray | memoryview | str) -> str | None:
     return None
 
 
+def written_as(value: bytes | bytearray | memoryview | str) -> bytes | None:
+    """The frame this bridge's zstd writes (:func:`pack`'s parameters, with the dictionary the
+    stored frame names) for the JSON the stored ``value`` decodes to: ``b""`` for a frame that
+    does not decode (no frame this bridge writes), None when ``value`` is no frame (JSON written
+    before compression, which no frame of this bridge's is). A hint for ``audit
+    verify`` naming which record of a range sealed by a head was changed: a frame written by
+    another libzstd version can differ from it too."""
+    data = value.encode() if isinstance(value, str) else bytes(value)
+    if not data.startswith(MAGIC):
+        return None
+    decoded = unpack(data)
+    if decoded == data:  # unpack gives a frame that does not decode back as it is
+        return b""
+    return _compressor(zstandard.get_frame_parameters(data).dict_id).compress(decoded)
+
+
 def unpack(value: bytes | bytearray | memoryview | str) -> bytes:
     """The JSON of a stored blob: a zstd frame decompressed with the dictionary it names, anything
     else (JSON written before compression, or TEXT after a hand edit) as it is. A frame that does

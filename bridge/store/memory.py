@@ -41,7 +41,9 @@ class WorldCache:
     ``events``: each ``event_id`` decided, with the audit seq of the record that holds its reply
     (None: the reply is in an ``events`` row written by an older bridge, or by a decision without
     an audit entry); ``checked``: the store's count of changes made to the file by others
-    (``SQLiteStore._epoch``) when this state was read from it or last checked against it."""
+    (``SQLiteStore._epoch``) when this state was read from it or last checked against it;
+    ``window``: the stored hashes of the records after the last multiple of
+    ``CHECKPOINT_EVERY``, which the next signed head seals (``AuditRows._seal``)."""
 
     world_id: str
     settings: wire.WorldSettings
@@ -52,6 +54,7 @@ class WorldCache:
     on_disk: set[tuple[str, str]] = field(default_factory=set)
     fetch: Callable[[str, str], bytes] | None = None
     checked: int = 0
+    window: list[bytes] = field(default_factory=list)
     _decoded: dict[tuple[str, str], tuple[type, msgspec.Struct]] = field(default_factory=dict)
 
     def record(self, kind: str, key: str, type: type[R]) -> R | None:

@@ -109,6 +109,10 @@ CREATE TABLE heads (
     4: """
 ALTER TABLE worlds ADD COLUMN language TEXT
 """,
+    # = the SQLite file's step 11 (issue 25): version 2 heads' stored digest
+    5: """
+ALTER TABLE heads ADD COLUMN stored_digest TEXT
+""",
 }
 SCHEMA_VERSION = max(MIGRATIONS)
 MIGRATE_LOCK = 0x46415445  # advisory lock key ("FATE"): processes starting together migrate once

@@ -134,6 +134,11 @@ CREATE TABLE records_tail (
     10: """
 ALTER TABLE worlds ADD COLUMN language TEXT;
 """,
+    # Issue 25: version 2 heads seal the stored bytes of their records too (bridge/heads.py);
+    # NULL: a version 1 head
+    11: """
+ALTER TABLE heads ADD COLUMN stored_digest TEXT;
+""",
 }
 SCHEMA_VERSION = max(MIGRATIONS)
 

@@ -54,7 +54,7 @@ from ..errors import ConfigError, LeaseLost, WorldNotRegistered
 from ..frames import replayed_frame
 from ..receipts import with_receipts
 from ..state import WorldState
-from .audit_rows import AuditRows, Sealed
+from .audit_rows import AuditRows, Sealed, window_hashes
 from .base import Decided, Decision, DecisionFn
 from .blobs import pack_record, unpack
 from .memory import CachedState, WorldCache
@@ -266,7 +266,8 @@ class BatchWriter(WorldRows, AuditRows):
         head = conn.execute("SELECT seq, hash FROM audit WHERE world_id = ? ORDER BY seq DESC LIMIT 1",
                             (world_id,)).fetchone()
         cache = WorldCache(world_id, _settings_decoder.decode(row[0]), row[1],
-                           (head[0], head[1]) if head else (0, audit.GENESIS_HASH))
+                           (head[0], head[1]) if head else (0, audit.GENESIS_HASH),
+                           window=window_hashes(conn, world_id, head[0]) if head else [])
         if values:
             cache.records = {(kind, key): unpack(value) for kind, key, value in conn.execute(
                 "SELECT kind, key, value FROM records WHERE world_id = ?", (world_id,))}
@@ -493,7 +494,7 @@ class BatchWriter(WorldRows, AuditRows):
         if result.audit is not None:
             if self._ts is None:
                 self._ts = utc_now()  # one clock read per batch: its decisions commit together
-            item.sealed = self._seal(cache.world_id, result.audit, self._ts, cache.head)
+            item.sealed = self._seal(cache.world_id, result.audit, self._ts, cache.head, cache.window)
             seq, record_hash = item.sealed.seq, item.sealed.hash
             cache.head = (seq, record_hash)
         if item.event_id is not None:

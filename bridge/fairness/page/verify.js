@@ -54,7 +54,7 @@ const EXPORT_HELP = "export a trail with `fate-bridge audit export --world WORLD
  * export (`--format csv`) is a summary without the records or their hashes: refused, saying so.
  * @param {string} text the file's text
  * @returns {{format: "trail"|"jsonl", rows: {record: object, prev_hash?: string, hash?: string}[],
- *   heads: {seq: number, hash: string, state_digest: string|null, public_key: string, sig: string}[], worldId: string|null}}
+ *   heads: {seq: number, hash: string, state_digest: string|null, public_key: string, sig: string, stored_digest?: string|null}[], worldId: string|null}}
  * @throws {Error} naming the line or field that is not an export, and how to make one
  */
 export function parseExport(text) {
@@ -99,9 +99,11 @@ function fromBase64Url(text) {
 
 /**
  * Check the signed heads of a trail file (bridge/heads.py): each head's Ed25519 signature, by the
- * public key it names, over `"fate-bridge head v1\n" world "\n" seq "\n" hash "\n" state_digest`,
- * and that its hash is the hash of record `seq` in the file. The state digest is not recomputed
- * (an export carries no state rows); `fate-bridge audit verify` pins the key to trust.
+ * public key it names, over `"fate-bridge head v1\n" world "\n" seq "\n" hash "\n" state_digest`
+ * (a version 2 head, one with a `stored_digest`: `"fate-bridge head v2\n" ... state_digest "\n"
+ * stored_digest`), and that its hash is the hash of record `seq` in the file. The state and stored
+ * digests are not recomputed (an export carries no state rows, and the records' JSON, not the
+ * stored bytes a version 2 head seals); `fate-bridge audit verify` pins the key to trust.
  * @returns {Promise<{signed: number, keys: string[], problems: {seq: number, detail: string}[]}>}
  *   `keys`: the key ids (first 16 hex digits of SHA-256 of the raw key) that signed them
  */
@@ -110,7 +112,9 @@ async function checkHeads(heads, worldId, hashes) {
   const keys = new Set();
   let signed = 0;
   for (const head of heads) {
-    const message = encoder.encode(`fate-bridge head v1\n${worldId}\n${head.seq}\n${head.hash}\n${head.state_digest ?? ""}`);
+    const common = `${worldId}\n${head.seq}\n${head.hash}\n${head.state_digest ?? ""}`;
+    const message = encoder.encode(typeof head.stored_digest === "string"
+      ? `fate-bridge head v2\n${common}\n${head.stored_digest}` : `fate-bridge head v1\n${common}`);
     let ok = false;
     let keyId = "?";
     try {
