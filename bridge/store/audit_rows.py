@@ -22,7 +22,7 @@ from ..heads import KEY_CHANGE, Head, KeyChange, public_key_text, sign_head, sto
 from ..receipts import key_id
 from .base import AuditEntry, AuditFilter, AuditRow
 from .blobs import frame_problem, pack, pack_record, unpack, written_as
-from .schema import SCHEMA_VERSION, _summary_decoder, fold_tail, insert_audit_sql, read_as_one, utc_now
+from .schema import SCHEMA_VERSION, _summary_decoder, fold_tail, read_as_one, utc_now
 
 if TYPE_CHECKING:
     from typing import TypeVar
@@ -60,10 +60,10 @@ class AuditRows:
     """The audit and checkpoints tables (see :class:`~bridge.store.base.Store`)."""
 
     _conn: sqlite3.Connection | None
-    # Every record is appended to audit_tail first, and read with audit as one
-    # (schema.read_as_one); PostgreSQL's store appends to audit itself (no tail).
-    _insert_audit = insert_audit_sql("audit_tail")
-    _tail = True  # audit_tail and records_tail (schema migration 9); False for PostgreSQL
+    # Each backend's (bridge/store/sqlite.py, postgres.py): the SQL appending a record, and
+    # whether its rows go to the tails first (SQLite's audit_tail and records_tail, schema 9).
+    _insert_audit: str
+    _tail: bool
     audit_key: bytes | None
     signing_key: Ed25519PrivateKey | None
 

@@ -43,7 +43,7 @@ from ..errors import ConfigError
 from ..startup import database_problem
 from .blobs import unpack
 from .schema import (FOLD_BACKSTOP, FOLD_CHUNK, FOLD_ROWS, FOLD_WAIT_MS, MIGRATIONS, SCHEMA_VERSION, T,
-                     _committed, _in_transaction, fold_tail, read_as_one, upsert_records_sql)
+                     _committed, _in_transaction, fold_tail, insert_audit_sql, read_as_one, upsert_records_sql)
 from .writer import BatchWriter, WriteLocked, _Queued
 
 if TYPE_CHECKING:
@@ -99,7 +99,11 @@ class SQLiteStore(BatchWriter):
     Use :meth:`open` (a classmethod coroutine) to construct.
     """
 
-    _upsert_records = upsert_records_sql("records_tail")  # the audit rows go to audit_tail (AuditRows)
+    # Every row is appended to the tails first, and read with audit and records as one
+    # (schema.read_as_one); the writer thread folds them (_fold_sync).
+    _tail = True
+    _insert_audit = insert_audit_sql("audit_tail")
+    _upsert_records = upsert_records_sql("records_tail")
 
     def __init__(self, path: str | Path, *, audit_key: bytes | None = None,
                  signing_key: Ed25519PrivateKey | None = None) -> None:

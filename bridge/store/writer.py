@@ -112,10 +112,12 @@ def _settle_futures(settled: list[tuple[asyncio.Future[Decided], Decided | None,
 class BatchWriter(WorldRows, AuditRows):
     """The shared part of a store backend (see the module docstring). A backend subclass provides
     ``_connect`` (open, migrate, set ``_conn``), ``_transaction`` (run work in one transaction on
-    the writer's connection) and ``_upsert_records`` / ``_insert_audit`` (its tables' SQL), and
-    may override the hooks marked so. Use :meth:`open` (a classmethod coroutine) to construct."""
+    the writer's connection), its tables' SQL (``_insert_audit``, ``_upsert_records``: schema's
+    ``insert_audit_sql``, ``upsert_records_sql``) and ``_tail`` (whether rows go to tails
+    first), and overrides those of the hooks below whose default does not fit it. Use
+    :meth:`open` (a classmethod coroutine) to construct."""
 
-    _upsert_records: str  # the SQL upserting a record (schema.upsert_records_sql)
+    _upsert_records: str
 
     def __init__(self, path: str, *, audit_key: bytes | None = None,
                  signing_key: Ed25519PrivateKey | None = None) -> None:
