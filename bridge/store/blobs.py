@@ -29,6 +29,7 @@ import threading
 from dataclasses import dataclass
 from functools import cache
 from importlib import resources
+from collections.abc import Callable
 from typing import TYPE_CHECKING
 
 import zstandard
@@ -66,7 +67,8 @@ class Catalog:
     current: dict[tuple[str, str], int]
 
 
-_catalogs: dict[tuple[int, ...], Catalog] = {}
+_last: tuple[tuple[Ruleset, ...], Catalog] | None = None  # the installed rulesets and their catalog
+_installed: Callable[[], tuple[Ruleset, ...]] | None = None
 
 
 def catalog_of(rulesets: tuple[Ruleset, ...]) -> Catalog:
@@ -84,15 +86,17 @@ def catalog_of(rulesets: tuple[Ruleset, ...]) -> Catalog:
 
 
 def catalog() -> Catalog:
-    """The installed rulesets' :class:`Catalog` (built once per list of installed rulesets)."""
-    from ..rulesets import installed  # the rulesets import the wire, which the store's base imports
+    """The installed rulesets' :class:`Catalog`, built again only when they change (compared by
+    identity: ~0.3 µs a call, twice or more per decision)."""
+    global _installed, _last
+    if _installed is None:
+        from ..rulesets import installed  # the rulesets import the wire, which the store's base imports
 
-    rulesets = installed()
-    key = tuple(map(id, rulesets))
-    found = _catalogs.get(key)
-    if found is None:
-        found = _catalogs[key] = catalog_of(rulesets)
-    return found
+        _installed = installed
+    rulesets, last = _installed(), _last
+    if last is None or last[0] != rulesets:
+        last = _last = (rulesets, catalog_of(rulesets))
+    return last[1]
 
 
 def dictionary_file(shipped: Dictionary) -> Traversable:
