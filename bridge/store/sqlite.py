@@ -107,7 +107,7 @@ class SQLiteStore(BatchWriter):
 
     def __init__(self, path: str | Path, *, audit_key: bytes | None = None,
                  signing_key: Ed25519PrivateKey | None = None) -> None:
-        super().__init__(str(path), audit_key=audit_key, signing_key=signing_key)
+        super().__init__(path, audit_key=audit_key, signing_key=signing_key)
         self._wal: _WalCheckpointer | None = None
         # A file's worlds are loaded on a thread (self._loader) and connection of their own (a WAL
         # reader); ":memory:" is one connection's alone, so there the writer loads.

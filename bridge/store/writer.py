@@ -44,7 +44,8 @@ import threading
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
+from pathlib import Path
+from typing import TYPE_CHECKING, Any, Self
 
 import msgspec
 import structlog
@@ -119,9 +120,9 @@ class BatchWriter(WorldRows, AuditRows):
 
     _upsert_records: str
 
-    def __init__(self, path: str, *, audit_key: bytes | None = None,
+    def __init__(self, path: str | Path, *, audit_key: bytes | None = None,
                  signing_key: Ed25519PrivateKey | None = None) -> None:
-        self.path = path
+        self.path = str(path)
         self.audit_key = audit_key
         self.signing_key = signing_key  # signs heads and receipts (bridge/heads.py, receipts.py)
         self._executor = ThreadPoolExecutor(max_workers=1, thread_name_prefix="fate-bridge-db")
@@ -147,9 +148,10 @@ class BatchWriter(WorldRows, AuditRows):
         self._epoch = 0
 
     @classmethod
-    async def open(cls, path: str, *, audit_key: bytes | None = None,
-                   signing_key: Ed25519PrivateKey | None = None) -> Any:
-        """Open (and create or upgrade) the database at ``path``. With ``audit_key``, the audit
+    async def open(cls, path: str | Path, *, audit_key: bytes | None = None,
+                   signing_key: Ed25519PrivateKey | None = None) -> Self:
+        """Open (and create or upgrade) the database at ``path`` (a file, ``":memory:"`` or a
+        ``postgresql://`` URL, as the backend takes). With ``audit_key``, the audit
         chain gets HMAC checkpoints (every ``CHECKPOINT_EVERY`` records and at close); with
         ``signing_key`` (Ed25519), signed heads there too and receipts on replies. Raises
         ``ConfigError`` when the database cannot be opened or was written by a newer bridge."""
