@@ -60,6 +60,33 @@ Refused = Callable[[Any, "Error", "WorldState"], "AuditColumns"]
 state only with ``state.peek`` (describing the refusal is not part of deciding it)."""
 
 
+DICTIONARY_KINDS = ("audit", "records")  # the compressed columns: audit records, records' values
+
+
+@dataclass(frozen=True, slots=True)
+class Dictionary:
+    """A zstd dictionary a ruleset ships for the stored rows of its decisions (issue 26: what
+    compression learns from a ruleset's records is the ruleset's, :mod:`bridge.store.blobs`).
+
+    ``id``: 32768..65535 (below, zstd reserves them), unique among the installed rulesets; every
+    frame made with it names it, so it must stay shipped for as long as such rows may be read.
+    ``kind``: the column it is for (one of :data:`DICTIONARY_KINDS`). ``package``: the dotted name
+    of the package whose ``dictionaries/<id>.zdict`` holds it (package data: a ruleset passes its
+    ``__name__``; the store reads the file, a ruleset touches none; ``python -m
+    bridge.store.dictionary`` trains one). ``since``: the first bridge version writing with it."""
+
+    id: int
+    kind: str
+    package: str
+    since: str
+
+    def __post_init__(self) -> None:
+        if not 32768 <= self.id <= 65535:
+            raise ValueError(f"dictionary of {self.package}: id {self.id} is not in 32768..65535")
+        if self.kind not in DICTIONARY_KINDS:
+            raise ValueError(f"dictionary {self.id}: kind {self.kind!r} is not one of {', '.join(DICTIONARY_KINDS)}")
+
+
 @dataclass(frozen=True, slots=True)
 class Ruleset:
     """One game's plug-in: its id, its messages and how each is answered.
@@ -69,8 +96,11 @@ class Ruleset:
     handled by ``handlers`` or ``queries``). ``handlers``: decision messages -> :data:`Handler`.
     ``refused``: the audit columns of a refusal. ``queries``: read-only messages -> :data:`Query`.
     ``settings``: the world-settings messages among ``client`` (e.g. sohl's S12 ``settings``),
-    answered like any other decision. Raises ``ValueError`` when a client message has no handler
-    or query, or is not a ``wire.Request`` (the session accepts nothing else from a ruleset)."""
+    answered like any other decision. ``dictionaries``: the zstd dictionaries its stored rows are
+    compressed with (:class:`Dictionary`; the last of each kind writes, all of them read; none:
+    its rows are compressed without one). Raises ``ValueError`` when a client message has no
+    handler or query, or is not a ``wire.Request`` (the session accepts nothing else from a
+    ruleset)."""
 
     id: str
     client: tuple[type[ClientMessage], ...]
@@ -79,6 +109,7 @@ class Ruleset:
     refused: Refused
     queries: Mapping[type, Query] = field(default_factory=dict)
     settings: tuple[type[ClientMessage], ...] = ()
+    dictionaries: tuple[Dictionary, ...] = ()
 
     def __post_init__(self) -> None:
         unhandled = [c.__name__ for c in self.client if c not in self.handlers and c not in self.queries]

@@ -1,6 +1,6 @@
-"""The stored blobs' encoding (issue 17, bridge/store/blobs.py): zstd frames with shipped
-dictionaries, rows of older bridges (plain JSON, a summary copy and a prev_hash in each audit row)
-read and verify alike, and the dictionaries are pinned."""
+"""The stored blobs' encoding (issue 17, bridge/store/blobs.py): zstd frames with the dictionaries
+the installed rulesets ship (issue 26), rows of older bridges (plain JSON, a summary copy and a
+prev_hash in each audit row) read and verify alike, and the dictionaries are pinned."""
 
 from __future__ import annotations
 
@@ -23,8 +23,11 @@ from bridge.dice import ScriptedDice
 from bridge.session import Session
 from bridge.store import AuditFilter, SQLiteStore
 from bridge.store.audit_rows import load_trail, open_readonly, stored_state
-from bridge.store.blobs import (CURRENT, DICTIONARIES, FOLDER, MAGIC, MAX_BLOB_BYTES, UnknownDictionary, dictionary,
-                                frame_problem, pack, unpack, written_as)
+from bridge.ruleset import DICTIONARY_KINDS, Dictionary
+from bridge.registry import installed, register, unregister
+from bridge.store.blobs import (MAGIC, MAX_BLOB_BYTES, NO_DICTIONARY, UnknownDictionary, catalog, catalog_of,
+                                dictionary, dictionary_file, frame_problem, pack, pack_record, unpack,
+                                written_as)
 from bridge.store.postgres import PostgresStore
 from bridge.derive import state_digest
 from bridge.heads import sign_head, stored_digest, stored_hash
@@ -35,48 +38,114 @@ from .sohl_messages import actor, fate_spend, frame, point, rolled, sohl_test
 KEY = bytes(range(32))
 EXAMPLE = ROOT / "examples" / "sohl-session.jsonl"
 
-# A shipped dictionary is never replaced: frames in databases name it by id. A rebuild adds an id
-# (python -m bridge.store.dictionary --help); add its pin here and keep these.
+# A shipped dictionary is never replaced: frames in databases name it by id. A retrain adds an id
+# (python -m bridge.store.dictionary --help); add its pin here and keep these. 32769 and 32770 are
+# issue 17's, trained on all four rulesets' plays (every older row names them), SoHL's since issue 26.
 PINNED = {
-    32769: "d52b0eaafe9ac1571b08fbca6c0978274c50da11a3e2d7782f97ce76138c6b9f",
-    32770: "30bd432f2d278317e7d4712539aad0acf4867c0e1366a216f85d8a1d227d6261",
+    32769: ("sohl", "d52b0eaafe9ac1571b08fbca6c0978274c50da11a3e2d7782f97ce76138c6b9f"),
+    32770: ("sohl", "30bd432f2d278317e7d4712539aad0acf4867c0e1366a216f85d8a1d227d6261"),
+    32771: ("hmtw", "34bec9cf23b51f4a9ff9c3fd7f5a22de6e4c80f1c84c28e2345d29be94080905"),
+    32772: ("hmtw", "00b5c3483583435eb56ebd0d806d4db58a96fb8662b1f4ba423a3c8d64665a82"),
+    32773: ("mythic", "106a749bb2a178df20c255b676f8b1aebf00e8d5ac6a87514eeb55dfec0d25c2"),
+    32774: ("mythic", "cb959ed79152e980c7278599ddb74dfca45deb270a3bb7920f64f6f12765ee62"),
+    32775: ("pool", "d4789d2fefe02ff451b090cc260f4612decb68a378c7160d0661ce03821bf37c"),
+    32776: ("pool", "11de80cbd4d01fa948f2b8d730ce6e0db87cd8df7e9867cf254e7117eb39b2cd"),
 }
 
 
 class TestDictionaries:
-    def test_every_shipped_dictionary_is_pinned_by_id_and_sha256(self):
-        assert set(DICTIONARIES) == set(PINNED) == {int(p.stem) for p in FOLDER.glob("*.zdict")}
-        for dict_id, digest in PINNED.items():
-            data = (FOLDER / f"{dict_id}.zdict").read_bytes()
+    def test_every_shipped_dictionary_is_pinned_by_id_ruleset_and_sha256(self):
+        shipped = catalog().by_id
+        assert set(shipped) == set(PINNED)
+        on_disk = {int(p.stem) for p in (ROOT / "bridge" / "rulesets").glob("*/dictionaries/*.zdict")}
+        assert on_disk == set(PINNED)  # none left undeclared
+        for dict_id, (ruleset, digest) in PINNED.items():
+            owner, declared = shipped[dict_id]
+            data = dictionary_file(declared).read_bytes()
+            assert owner == ruleset and declared.package == f"bridge.rulesets.{ruleset}"
             assert hashlib.sha256(data).hexdigest() == digest, f"dictionary {dict_id} was replaced"
             assert zstandard.ZstdCompressionDict(data).dict_id() == dict_id
 
-    def test_each_kind_writes_with_a_shipped_dictionary_and_its_frames_name_it(self):
-        assert set(CURRENT) == {"audit", "records"} and set(CURRENT.values()) <= set(DICTIONARIES)
-        for kind, dict_id in CURRENT.items():
-            frame = pack(b'{"type":"test_rolled","ok":true}', kind)
-            assert frame.startswith(MAGIC) and zstandard.get_frame_parameters(frame).dict_id == dict_id
-            assert unpack(frame) == b'{"type":"test_rolled","ok":true}'
+    def test_each_ruleset_writes_with_its_last_dictionary_of_the_kind_and_its_frames_name_it(self):
+        for ruleset in installed():
+            for kind in DICTIONARY_KINDS:
+                last = [d.id for d in ruleset.dictionaries if d.kind == kind][-1]
+                frame = pack(b'{"type":"test_rolled","ok":true}', kind, ruleset.id)
+                assert frame.startswith(MAGIC) and zstandard.get_frame_parameters(frame).dict_id == last
+                assert unpack(frame) == b'{"type":"test_rolled","ok":true}'
 
-    def test_a_frame_of_a_dictionary_this_bridge_lacks_says_a_newer_bridge_wrote_it(self, tmp_path):
+    def test_rows_of_no_ruleset_or_one_without_dictionaries_are_frames_without_one(self):
+        for ruleset in (None, "a-ruleset-not-installed"):
+            frame = pack(b'{"type":"hello","ok":true}', "audit", ruleset)
+            assert frame.startswith(MAGIC)
+            assert zstandard.get_frame_parameters(frame).dict_id == NO_DICTIONARY
+            assert unpack(frame) == b'{"type":"hello","ok":true}' and frame_problem(frame) is None
+
+    def test_a_records_value_is_packed_with_the_dictionary_of_the_ruleset_its_kind_names(self):
+        for kind, dict_id in (("sohl.graded", 32770), ("pool.pool", 32776), ("dice.session", NO_DICTIONARY)):
+            frame = pack_record(b'{"level":2}', kind)
+            assert zstandard.get_frame_parameters(frame).dict_id == dict_id, kind
+            assert unpack(frame) == b'{"level":2}'
+
+    def test_a_registered_ruleset_brings_its_dictionary_and_takes_it_away(self, tmp_path, monkeypatch):
+        """The store knows the dictionaries of the rulesets installed now: a plug-in's rows are
+        written with its own; once it is removed its dictionary is no longer found (a thread's
+        decoder made meanwhile keeps reading: an id never names another dictionary)."""
+        from .plugin_ruleset import RULESET as plugin
+
+        samples = [json.dumps({"n": n, "name": f"actor {n}", "ok": n % 2 == 0}).encode() for n in range(400)]
+        package = tmp_path / "coin_dictionaries"  # a package of the plug-in's data, as a ruleset ships it
+        (package / "dictionaries").mkdir(parents=True)
+        (package / "__init__.py").write_text("")
+        (package / "dictionaries" / "40002.zdict").write_bytes(
+            zstandard.train_dictionary(1024, samples, dict_id=40002).as_bytes())
+        monkeypatch.syspath_prepend(str(tmp_path))
+        import dataclasses
+        with_dict = dataclasses.replace(plugin, dictionaries=(Dictionary(40002, "audit", "coin_dictionaries", "0.1.0"),))
+        register(with_dict)
+        try:
+            frame = pack(b'{"n":7,"name":"actor 7","ok":false}', "audit", with_dict.id)
+            assert zstandard.get_frame_parameters(frame).dict_id == 40002
+            assert unpack(frame) == b'{"n":7,"name":"actor 7","ok":false}'
+        finally:
+            unregister(with_dict.id)
+        with pytest.raises(UnknownDictionary, match="zstd dictionary 40002, which no ruleset installed"):
+            dictionary(40002)
+        assert pack(b'{"n":7}', "audit", with_dict.id) == pack(b'{"n":7}', "audit", None)  # none now
+
+    def test_two_rulesets_shipping_one_id_are_refused(self, tmp_path):
+        import dataclasses
+        sohl = next(r for r in installed() if r.id == "sohl")
+        twin = dataclasses.replace(sohl, id="twin")
+        with pytest.raises(ValueError, match="zstd dictionary 32769 is shipped by the rulesets 'sohl' and 'twin'"):
+            catalog_of((sohl, twin))
+
+    def test_a_dictionary_with_a_reserved_id_or_unknown_kind_is_refused(self, tmp_path):
+        with pytest.raises(ValueError, match="dictionary of coin: id 100 is not in 32768..65535"):
+            Dictionary(100, "audit", "coin", "0.1.0")
+        with pytest.raises(ValueError, match="dictionary 40000: kind 'summary' is not one of audit, records"):
+            Dictionary(40000, "summary", "coin", "0.1.0")
+
+    def test_a_frame_of_a_dictionary_no_ruleset_ships_says_who_may_have_written_it(self, tmp_path):
         samples = [json.dumps({"n": n, "name": f"actor {n}", "ok": n % 2 == 0}).encode() for n in range(400)]
         newer = zstandard.train_dictionary(1024, samples, dict_id=40000)
         stored = zstandard.ZstdCompressor(dict_data=newer).compress(b'{"type":"settings"}')
         with pytest.raises(UnknownDictionary) as caught:
             unpack(stored)
         assert str(caught.value) == (
-            f"a stored row is compressed with zstd dictionary 40000, which fate-bridge {__version__} does not "
-            "have (it has 32769, 32770): it was written by a newer fate-bridge; upgrade fate-bridge to read this "
-            "database")
+            f"a stored row is compressed with zstd dictionary 40000, which no ruleset installed in fate-bridge"
+            f" {__version__} ships (they ship: sohl 32769, sohl 32770, hmtw 32771, hmtw 32772, mythic 32773,"
+            " mythic 32774, pool 32775, pool 32776): a newer fate-bridge or a ruleset not installed here wrote"
+            " it; upgrade fate-bridge, or install that ruleset, to read this database")
         with pytest.raises(UnknownDictionary):
             dictionary(40000)
 
-    def test_the_builder_says_when_and_how_to_rebuild(self):
+    def test_the_builder_says_when_and_how_to_train(self):
         done = subprocess.run([sys.executable, "-m", "bridge.store.dictionary", "--help"], cwd=ROOT,
                               capture_output=True, text=True, timeout=60)
         assert done.returncode == 0
-        assert "When: only when the rows a decision stores change shape" in done.stdout
-        assert "a rebuild ADDS one" in done.stdout and "tests/test_blobs.py" in done.stdout
+        assert "When: for a new ruleset, or when the rows its decisions store change shape" in done.stdout
+        assert "a retrain ADDS one" in done.stdout and "tests/test_blobs.py" in done.stdout
 
 
 class TestUnpack:
@@ -86,7 +155,7 @@ class TestUnpack:
         assert unpack(memoryview(b"[1]")) == b"[1]"
 
     def test_a_damaged_frame_is_returned_as_stored(self):
-        frame = pack(b'{"type":"fate_spend","dice":[34]}' * 20, "audit")
+        frame = pack(b'{"type":"fate_spend","dice":[34]}' * 20, "audit", "sohl")
         damaged = frame[:-4] + bytes(b ^ 0xFF for b in frame[-4:])
         assert unpack(damaged) == damaged
 
@@ -94,7 +163,7 @@ class TestUnpack:
     def test_a_frame_claiming_a_huge_size_is_returned_as_stored(self, claimed):
         """A hand-edited header (zstd allocates the size it claims at once) reads as an altered
         row, never exhausts memory."""
-        frame = pack(b'{"type":"fate_spend","dice":[34]}', "audit")
+        frame = pack(b'{"type":"fate_spend","dice":[34]}', "audit", "sohl")
         descriptor = frame[4]  # RFC 8878 3.1.1.1.1: its top two bits give the size field's length
         assert zstandard.get_frame_parameters(frame).content_size == 33 and descriptor >> 6 == 0
         single, dict_bytes = (descriptor >> 5) & 1, (0, 1, 2, 4)[descriptor & 3]
@@ -112,8 +181,9 @@ class TestStoredBytes:
     @pytest.mark.parametrize("size", [40, 300, 70_000])  # the three content size field widths
     def test_every_frame_pack_writes_is_sound(self, size):
         data = json.dumps({"pad": "x" * size}).encode()
-        for kind in CURRENT:
-            assert frame_problem(pack(data, kind)) is None
+        for kind in DICTIONARY_KINDS:
+            for ruleset in ("sohl", "hmtw", None):  # a dictionary's id, or none
+                assert frame_problem(pack(data, kind, ruleset)) is None
         assert frame_problem(data) is None and frame_problem(data.decode()) is None  # plain JSON rows
 
     def test_a_frame_an_older_zstd_wrote_is_sound(self):
@@ -123,10 +193,10 @@ class TestStoredBytes:
         frame, record = bytes.fromhex(old["frame_hex"]), old["record"].encode()
         assert unpack(frame) == record and frame_problem(frame) is None
         if zstandard.ZSTD_VERSION >= (1, 5, 7):
-            assert pack(record, "audit") != frame  # so a re-compression would have failed it
+            assert pack(record, "audit", "sohl") != frame  # so a re-compression would have failed it
 
     def test_changed_frames_are_named(self):
-        frame = pack(b'{"type":"fate_spend","dice":[34]}' * 20, "audit")
+        frame = pack(b'{"type":"fate_spend","dice":[34]}' * 20, "audit", "sohl")
         assert frame_problem(frame + b"\x00") == "1 byte follows its zstd frame"
         assert frame_problem(frame + frame) == f"{len(frame)} bytes follow its zstd frame"
         assert frame_problem(frame[:-1]) == "its zstd frame is cut short"
@@ -164,9 +234,11 @@ class TestStoredBytes:
         """The hint verify names a changed record by (issue 25): what this zstd writes for the
         record a stored frame decodes to, with the dictionary that frame names."""
         record = b'{"type":"fate_spend","dice":[34]}' * 20
-        frame = pack(record, "audit")
+        frame = pack(record, "audit", "sohl")
         assert written_as(frame) == frame and written_as(frame + b"\x00") == frame
-        assert written_as(pack(record, "records")) == pack(record, "records")  # the other dictionary
+        assert written_as(pack(record, "records", "sohl")) == pack(record, "records", "sohl")  # the other dictionary
+        assert written_as(pack(record, "audit", "hmtw")) == pack(record, "audit", "hmtw")  # another ruleset's
+        assert written_as(pack(record, "audit", None)) == pack(record, "audit", None)  # none
         assert written_as(record) is None and written_as(record.decode()) is None  # JSON before compression
         assert written_as(frame[:-1] + bytes([frame[-1] ^ 0xFF])) == b""  # a frame that no longer decodes
 
@@ -387,7 +459,7 @@ class TestOldRows:
         conn.commit()
         conn.close()
         assert main(["audit", "list", "--db", str(new), "--world", "w"]) == 2
-        assert "compressed with zstd dictionary 40001, which fate-bridge" in capsys.readouterr().err
+        assert "compressed with zstd dictionary 40001, which no ruleset installed in fate-bridge" in capsys.readouterr().err
 
 
 class TestPostgres:
@@ -434,3 +506,32 @@ class TestPostgres:
         with psycopg.connect(pg_url) as conn:
             for (value,) in conn.execute("SELECT value FROM records"):
                 assert bytes(value).startswith(MAGIC)
+
+
+@pytest.mark.parametrize("ruleset, audit_id, records_id", [("sohl", 32769, 32770), ("hmtw", 32771, 32772),
+                                                           ("mythic", 32773, 32774), ("pool", 32775, 32776)])
+def test_each_rulesets_played_rows_are_stored_with_its_own_dictionaries(ruleset, audit_id, records_id,
+                                                                       tmp_path, monkeypatch):
+    """Issue 26: a played example (bridge/store/dictionary.py's player, once, in English) stores
+    its ruleset's audit records and records (kinds namespaced by it) with that ruleset's dictionaries, and an audit record
+    of no ruleset (sohl's example starts with the shared ``settings``) without one; every row
+    reads back and is a frame ``pack`` writes."""
+    from bridge.store import dictionary as trainer
+
+    from bridge import logs
+
+    monkeypatch.setattr(trainer, "PLAYS", 1)
+    monkeypatch.setattr(trainer, "LANGUAGES", (None,))
+    monkeypatch.setattr(logs, "configure", lambda **_: None)  # the trainer quiets the log for good
+    db = tmp_path / f"{ruleset}.sqlite3"
+    asyncio.run(trainer._play(db, ruleset))
+    conn = sqlite3.connect(db)
+    rows = conn.execute("SELECT ruleset, record FROM audit").fetchall()
+    values = [v for (v,) in conn.execute("SELECT value FROM records")]
+    conn.close()
+    named = {(r, zstandard.get_frame_parameters(v).dict_id) for r, v in rows}
+    assert (ruleset, audit_id) in named
+    assert named <= {(ruleset, audit_id), (None, NO_DICTIONARY)}, named
+    assert {zstandard.get_frame_parameters(v).dict_id for v in values} <= {records_id, NO_DICTIONARY}
+    assert records_id in {zstandard.get_frame_parameters(v).dict_id for v in values}
+    assert all(json.loads(unpack(v)) is not None for _, v in rows) and all(frame_problem(v) is None for _, v in rows)

@@ -625,7 +625,7 @@ async def test_a_failing_receipt_signature_still_answers_the_committed_decisions
     out without receipts (and the failure is logged) instead of never."""
     from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
 
-    from bridge.store import sqlite as store_module
+    from bridge.store import writer as store_module
 
     store = await SQLiteStore.open(tmp_path / "b.sqlite3", signing_key=Ed25519PrivateKey.generate())
     await store.add_world("w", "hash")

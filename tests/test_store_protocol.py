@@ -45,3 +45,21 @@ def test_each_backend_implements_the_protocol_with_the_same_signatures(backend):
         ours = getattr(backend, name)
         assert inspect.iscoroutinefunction(ours), name
         assert inspect.signature(ours) == inspect.signature(getattr(Store, name)), name
+
+
+def test_the_backends_share_one_batch_writer_and_neither_derives_from_the_other():
+    """Issue 26: the batch, the group commit, the world caches and the lease refusal are written
+    once (bridge/store/writer.py); each backend adds only its own part."""
+    from bridge.store.writer import BatchWriter
+
+    assert issubclass(SQLiteStore, BatchWriter) and issubclass(PostgresStore, BatchWriter)
+    assert not issubclass(PostgresStore, SQLiteStore) and not issubclass(SQLiteStore, PostgresStore)
+    shared = {"decide", "read", "close", "_flush_sync", "_write_batch", "_decide_in_memory", "_read_world",
+              "_load_world_sync", "_replay_sync", "_start_flush"}
+    assert shared <= set(vars(BatchWriter))
+    for backend in (SQLiteStore, PostgresStore):
+        assert not shared & set(vars(backend)), (backend.__name__, shared & set(vars(backend)))
+    # the tails (and their folds) are SQLite's alone, the leases PostgreSQL's
+    assert {"_batch_written", "_batch_committed", "_fold_sync", "_check_heads"} <= set(vars(SQLiteStore))
+    assert not {"_batch_written", "_batch_committed", "_fold_sync", "_check_heads"} & set(vars(PostgresStore))
+    assert "_fence" in vars(PostgresStore) and "_fence" not in vars(SQLiteStore)

@@ -1,10 +1,12 @@
 """The bridge's store, split by job: ``base`` (the :class:`Store` protocol every backend provides
 and the values it speaks), ``schema`` (the SQLite file's migrations and codecs), ``memory`` (a
-world's state held in memory, which decisions run on), ``sqlite`` (the embedded backend: loading
-worlds, one transaction per batch, on the event loop or its writer thread), ``blobs`` (stored
-blobs as zstd frames), ``worlds`` (registered worlds),
-``audit_rows`` (the audit trail's rows, checkpoints and verification) and ``postgres`` (the same
-store on PostgreSQL, with per-world leases for many processes).
+world's state held in memory, which decisions run on), ``writer`` (the batch writer both backends
+share: loading worlds, the group commit, one transaction per batch, the lease refusal),
+``sqlite`` (the embedded backend's part: the file's connections, batches on the event loop,
+the tails), ``blobs`` (stored blobs as zstd frames, with the installed rulesets' dictionaries),
+``worlds`` (registered worlds), ``audit_rows`` (the audit trail's rows, checkpoints and
+verification) and ``postgres`` (the PostgreSQL backend's part, with per-world leases for many
+processes). Neither backend derives from the other.
 
 The shell imports the protocol from here; :class:`SQLiteStore`, ``MIGRATIONS`` and
 ``SCHEMA_VERSION`` are loaded only when asked for, so code that needs the protocol alone (the

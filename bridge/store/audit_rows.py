@@ -21,8 +21,8 @@ from ..errors import ConfigError, SigningKeyChanged, WorldStateMismatch
 from ..heads import KEY_CHANGE, Head, KeyChange, public_key_text, sign_head, stored_digest, stored_hash, stored_range
 from ..receipts import key_id
 from .base import AuditEntry, AuditFilter, AuditRow
-from .blobs import frame_problem, pack, unpack, written_as
-from .schema import SCHEMA_VERSION, _summary_decoder, fold_tail, insert_audit_sql, read_as_one, utc_now
+from .blobs import frame_problem, pack, pack_record, unpack, written_as
+from .schema import SCHEMA_VERSION, _summary_decoder, fold_tail, read_as_one, utc_now
 
 if TYPE_CHECKING:
     from typing import TypeVar
@@ -60,10 +60,10 @@ class AuditRows:
     """The audit and checkpoints tables (see :class:`~bridge.store.base.Store`)."""
 
     _conn: sqlite3.Connection | None
-    # Every record is appended to audit_tail first, and read with audit as one
-    # (schema.read_as_one); PostgreSQL's store appends to audit itself (no tail).
-    _insert_audit = insert_audit_sql("audit_tail")
-    _tail = True  # audit_tail and records_tail (schema migration 9); False for PostgreSQL
+    # Each backend's (bridge/store/sqlite.py, postgres.py): the SQL appending a record, and
+    # whether its rows go to the tails first (SQLite's audit_tail and records_tail, schema 9).
+    _insert_audit: str
+    _tail: bool
     audit_key: bytes | None
     signing_key: Ed25519PrivateKey | None
 
@@ -105,7 +105,7 @@ class AuditRows:
         summary = entry.summary
         # Stored once (issue 17): the summary is the record's (row_summary), the prev_hash the
         # hash of the row before (PREV_HASH), so both columns stay empty.
-        stored = pack(canonical, "audit")
+        stored = pack(canonical, "audit", summary.ruleset)
         row = (world_id, seq, ts, entry.type, entry.event_id, entry.user_id, summary.ruleset,
                summary.actor_id, summary.outcome, b"", stored, "", record_hash)
         window.append(stored_hash(stored))
@@ -291,7 +291,7 @@ class AuditRows:
             records_table = "main.records" if self._tail else "records"
             conn.execute(f"DELETE FROM {records_table} WHERE world_id = ?", (world_id,))
             conn.executemany(f"INSERT INTO {records_table} (world_id, kind, key, value) VALUES (?,?,?,?)",
-                             [(world_id, kind, key, pack(value, "records")) for kind, key, value in records])
+                             [(world_id, kind, key, pack_record(value, kind)) for kind, key, value in records])
             request_hashes = dict(conn.execute(
                 "SELECT event_id, request_hash FROM events WHERE world_id = ?", (world_id,)).fetchall())
             conn.execute("DELETE FROM events WHERE world_id = ?", (world_id,))

@@ -1,10 +1,15 @@
-"""How the big per-decision blobs are stored (issue 17): zstd frames with a shipped dictionary.
+"""How the big per-decision blobs are stored (issue 17): zstd frames, with the dictionary of the
+ruleset that decided them (issue 26).
 
 A decision's audit ``record`` and the ``records.value`` it writes are JSON; they are stored as
-zstd frames compressed with a dictionary trained on the project's own example
-sessions (:mod:`bridge.store.dictionary` builds it), which brings a 3 KB audit record to about
-350 bytes. Only the storage changes: the chain hashes, signed heads, state digests, exports and
-receipts are over the JSON (the canonical bytes), which :func:`unpack` gives back exactly.
+zstd frames. What compression learns from a ruleset's rows is that ruleset's: each may ship zstd
+dictionaries (:class:`~bridge.ruleset.Dictionary`, trained on its own example plays by
+:mod:`bridge.store.dictionary`), and a decision's blobs are compressed with its ruleset's
+current dictionary of their kind (sohl's bring a 3 KB audit record to about 350 bytes), or
+without one (a ruleset that ships none, a decision of no ruleset). The store holds no
+dictionary of its own. Only the storage changes: the chain hashes, signed heads, state digests,
+exports and receipts are over the JSON (the canonical bytes), which :func:`unpack` gives back
+exactly.
 
 :func:`pack` is the one place a blob is encoded (where a row is built); :func:`unpack` is the one
 place every read goes through. It tells the two encodings apart by their first bytes: a zstd
@@ -12,30 +17,33 @@ frame starts with ``28 b5 2f fd``, JSON with ``{`` (or ``[``, ``"``), so rows wr
 compression (plain JSON) read as they always did, and so does a value a hand edit turned into
 TEXT.
 
-A dictionary is forever: each frame names the dictionary it was made with (its id), and
-:data:`DICTIONARIES` keeps every dictionary ever shipped, by id. A rebuild adds a new id (and
-makes it :data:`CURRENT`); it never replaces or removes one, or old rows would stop reading.
+A dictionary is forever: each frame names the dictionary it was made with (its id, 0: none), and
+:func:`dictionary` finds it among the installed rulesets' (:func:`catalog`). A ruleset's retrain
+adds a new id (the last of its kind writes); it never replaces or removes one, or old rows would
+stop reading.
 """
 
 from __future__ import annotations
 
 import threading
+from dataclasses import dataclass
 from functools import cache
-from pathlib import Path
+from importlib import resources
+from typing import TYPE_CHECKING
 
 import zstandard
 
 from .. import __version__
 from ..errors import ConfigError
+from ..registry import installed
+
+if TYPE_CHECKING:
+    from importlib.resources.abc import Traversable
+
+    from ..ruleset import Dictionary, Ruleset
 
 MAGIC = b"\x28\xb5\x2f\xfd"  # every zstd frame starts with it; JSON never does
-FOLDER = Path(__file__).with_name("dictionaries")  # <id>.zdict, shipped as package data
-# Every dictionary shipped: its id (what a frame names) -> the first bridge version writing with it.
-# Append only (ids 32768-65535: two bytes in a frame's header; below 32768 zstd reserves them).
-DICTIONARIES: dict[int, str] = {32769: "0.1.0", 32770: "0.1.0"}
-# The dictionary new frames of each kind of blob are made with: ``audit`` records, ``records``
-# values (a dictionary of its own: trained with the audit records, they came out ~35% larger).
-CURRENT: dict[str, int] = {"audit": 32769, "records": 32770}
+NO_DICTIONARY = 0  # the dictionary id of a frame made without one (zstd writes no id field)
 LEVEL = 3  # zstd level: ~4 µs for a 3 KB record; level 9 saves ~15% for 6x the time
 # The most a stored frame may decompress to. A frame's header says its size and zstandard
 # allocates that much at once, so a hand-edited header claiming terabytes would exhaust memory
@@ -45,22 +53,71 @@ MAX_BLOB_BYTES = 16 * 1024 * 1024
 
 
 class UnknownDictionary(ConfigError):
-    """A stored frame names a dictionary this bridge does not ship: a newer bridge wrote it."""
+    """A stored frame names a dictionary no installed ruleset ships: a newer bridge, or a ruleset
+    not installed here, wrote it."""
+
+
+@dataclass(frozen=True, slots=True)
+class Catalog:
+    """The installed rulesets' dictionaries: ``by_id`` (what a frame names -> the dictionary and
+    the ruleset shipping it) and ``current`` ((ruleset id, kind) -> the id new frames are made
+    with: the ruleset's last dictionary of that kind)."""
+
+    by_id: dict[int, tuple[str, Dictionary]]
+    current: dict[tuple[str, str], int]
+
+
+_last: tuple[tuple[Ruleset, ...], Catalog] | None = None  # the installed rulesets and their catalog
+
+
+def catalog_of(rulesets: tuple[Ruleset, ...]) -> Catalog:
+    """The :class:`Catalog` of ``rulesets``. Raises ``ValueError`` when two of them ship one id."""
+    by_id: dict[int, tuple[str, Dictionary]] = {}
+    current: dict[tuple[str, str], int] = {}
+    for ruleset in rulesets:
+        for shipped in ruleset.dictionaries:
+            if shipped.id in by_id and by_id[shipped.id][0] != ruleset.id:
+                raise ValueError(f"zstd dictionary {shipped.id} is shipped by the rulesets "
+                                 f"{by_id[shipped.id][0]!r} and {ruleset.id!r}: each id names one dictionary")
+            by_id[shipped.id] = (ruleset.id, shipped)
+            current[ruleset.id, shipped.kind] = shipped.id
+    return Catalog(by_id, current)
+
+
+def catalog() -> Catalog:
+    """The installed rulesets' :class:`Catalog`, built again only when they change (compared by
+    identity: ~0.3 µs a call, twice or more per decision)."""
+    global _last
+    rulesets, last = installed(), _last
+    if last is None or last[0] != rulesets:
+        last = _last = (rulesets, catalog_of(rulesets))
+    return last[1]
+
+
+def dictionary_file(shipped: Dictionary) -> Traversable:
+    """Where ``shipped``'s bytes are: ``dictionaries/<id>.zdict`` in its package's data."""
+    return resources.files(shipped.package) / "dictionaries" / f"{shipped.id}.zdict"
 
 
 @cache
-def dictionary(dict_id: int) -> zstandard.ZstdCompressionDict:
-    """The shipped dictionary ``dict_id`` (from :data:`FOLDER`), prepared for compressing at
-    :data:`LEVEL`. Raises :class:`UnknownDictionary` for an id not in :data:`DICTIONARIES`."""
-    if dict_id not in DICTIONARIES:
-        raise UnknownDictionary(
-            f"a stored row is compressed with zstd dictionary {dict_id}, which fate-bridge {__version__} "
-            f"does not have (it has {', '.join(map(str, sorted(DICTIONARIES)))}): it was written by a newer "
-            "fate-bridge; upgrade fate-bridge to read this database")
-    loaded = zstandard.ZstdCompressionDict((FOLDER / f"{dict_id}.zdict").read_bytes(),
+def _dictionary_data(shipped: Dictionary) -> zstandard.ZstdCompressionDict:
+    loaded = zstandard.ZstdCompressionDict(dictionary_file(shipped).read_bytes(),
                                            dict_type=zstandard.DICT_TYPE_FULLDICT)
     loaded.precompute_compress(level=LEVEL)  # ~25% less time per frame than loading it each time
     return loaded
+
+
+def dictionary(dict_id: int) -> zstandard.ZstdCompressionDict:
+    """The installed rulesets' dictionary ``dict_id``, prepared for compressing at :data:`LEVEL`.
+    Raises :class:`UnknownDictionary` for an id none of them ships."""
+    found = catalog().by_id.get(dict_id)
+    if found is None:
+        shipped = ", ".join(f"{ruleset} {d}" for d, (ruleset, _) in sorted(catalog().by_id.items())) or "none"
+        raise UnknownDictionary(
+            f"a stored row is compressed with zstd dictionary {dict_id}, which no ruleset installed in"
+            f" fate-bridge {__version__} ships (they ship: {shipped}): a newer fate-bridge or a ruleset not"
+            " installed here wrote it; upgrade fate-bridge, or install that ruleset, to read this database")
+    return _dictionary_data(found[1])
 
 
 class _Coders(threading.local):
@@ -75,20 +132,30 @@ class _Coders(threading.local):
 _coders = _Coders()
 
 
-def pack(data: bytes, kind: str) -> bytes:
-    """``data`` (JSON) as stored in a column of ``kind`` (a key of :data:`CURRENT`: ``audit``,
-    ``records``): a zstd frame made with that kind's current dictionary, naming its id (no
-    checksum: the chain hash and state digest cover the JSON)."""
-    return _compressor(CURRENT[kind]).compress(data)
+def pack(data: bytes, kind: str, ruleset: str | None) -> bytes:
+    """``data`` (JSON) as stored in a column of ``kind`` (``audit``, ``records``) by a decision of
+    ``ruleset`` (its id; None: of no ruleset): a zstd frame made with that ruleset's current
+    dictionary of the kind, naming its id, or with none when it ships none (no checksum: the
+    chain hash and state digest cover the JSON)."""
+    return _compressor(catalog().current.get((ruleset, kind), NO_DICTIONARY) if ruleset else NO_DICTIONARY
+                       ).compress(data)
+
+
+def pack_record(value: bytes, kind: str) -> bytes:
+    """A record's ``value`` (JSON) as stored in ``records.value``: :func:`pack`ed with the records
+    dictionary of the ruleset its ``kind`` is namespaced by (``"sohl.graded"``: sohl's, see
+    :mod:`bridge.state`; ``"dice.session"``: no installed ruleset's, none)."""
+    return pack(value, "records", kind.partition(".")[0])
 
 
 def _compressor(dict_id: int) -> zstandard.ZstdCompressor:
-    """This thread's compressor writing frames as :func:`pack` does with dictionary ``dict_id``."""
+    """This thread's compressor writing frames as :func:`pack` does with dictionary ``dict_id``
+    (:data:`NO_DICTIONARY`: none)."""
     compressor = _coders.compressors.get(dict_id)
     if compressor is None:
         compressor = _coders.compressors[dict_id] = zstandard.ZstdCompressor(
-            level=LEVEL, dict_data=dictionary(dict_id), write_checksum=False, write_content_size=True,
-            write_dict_id=True)
+            level=LEVEL, dict_data=dictionary(dict_id) if dict_id != NO_DICTIONARY else None,
+            write_checksum=False, write_content_size=True, write_dict_id=dict_id != NO_DICTIONARY)
     return compressor
 
 
@@ -103,7 +170,8 @@ def frame_problem(value: bytes | bytearray | memoryview | str) -> str | None:
     JSON (bytes appended after it, a bit the decoder ignores), so ``audit verify`` reads the
     frame's own fields (RFC 8878, 3.1.1) and names the row: bytes after the frame (or a second
     one), a frame cut short, and any header field ``pack`` never writes (an unused or reserved
-    bit, a checksum, a dictionary id or content size field of another width). The fields, not a
+    bit, a checksum, a dictionary id or content size field of another width: a 2-byte id, or
+    none for a frame made without a dictionary). The fields, not a
     re-compression: libzstd 1.5.5 and 1.5.7 compress some records to different blocks, and
     trails written with either must keep verifying. Bits inside a compressed block that the
     decoder ignores are not caught (no re-encoding is stable across zstd versions)."""
@@ -112,7 +180,7 @@ def frame_problem(value: bytes | bytearray | memoryview | str) -> str | None:
         return None
     descriptor = data[4]
     fcs_flag, single, dict_flag = descriptor >> 6, descriptor >> 5 & 1, descriptor & 3
-    if descriptor & 0b0001_1100 or dict_flag != 2:  # unused, reserved, checksum bits; a 2-byte id
+    if descriptor & 0b0001_1100 or dict_flag not in (0, 2):  # unused, reserved, checksum bits; a 2-byte id or none
         return f"its zstd frame header has flags fate-bridge never writes (descriptor {descriptor:#04x})"
     at = 5 + (not single) + _DICT_ID_BYTES[dict_flag]
     fcs_bytes = (1 if single else 0, 2, 4, 8)[fcs_flag]
@@ -155,8 +223,7 @@ def unpack(value: bytes | bytearray | memoryview | str) -> bytes:
     else (JSON written before compression, or TEXT after a hand edit) as it is. A frame that does
     not decompress (damaged or edited by hand), or whose header claims more than
     :data:`MAX_BLOB_BYTES`, is returned as stored, so ``audit verify`` reports the row as altered.
-    Raises :class:`UnknownDictionary` for a frame of a dictionary this bridge
-    does not have."""
+    Raises :class:`UnknownDictionary` for a frame of a dictionary no installed ruleset ships."""
     data = value.encode() if isinstance(value, str) else bytes(value)
     if not data.startswith(MAGIC):
         return data
@@ -170,7 +237,8 @@ def unpack(value: bytes | bytearray | memoryview | str) -> bytes:
     decompressors = _coders.decompressors
     decompressor = decompressors.get(dict_id)
     if decompressor is None:
-        decompressor = decompressors[dict_id] = zstandard.ZstdDecompressor(dict_data=dictionary(dict_id))
+        decompressor = decompressors[dict_id] = zstandard.ZstdDecompressor(
+            dict_data=dictionary(dict_id) if dict_id != NO_DICTIONARY else None)
     try:
         return decompressor.decompress(data)
     except zstandard.ZstdError:

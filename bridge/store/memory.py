@@ -41,7 +41,7 @@ class WorldCache:
     ``events``: each ``event_id`` decided, with the audit seq of the record that holds its reply
     (None: the reply is in an ``events`` row written by an older bridge, or by a decision without
     an audit entry); ``checked``: the store's count of changes made to the file by others
-    (``SQLiteStore._epoch``) when this state was read from it or last checked against it;
+    (``BatchWriter._epoch``) when this state was read from it or last checked against it;
     ``window``: the stored hashes of the records after the last multiple of
     ``CHECKPOINT_EVERY``, which the next signed head seals (``AuditRows._seal``)."""
 

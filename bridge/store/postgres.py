@@ -1,8 +1,9 @@
-"""The PostgreSQL store backend: many bridge processes on one database, one owner per world.
+"""The PostgreSQL backend's part of the store: many bridge processes on one database, one owner per world.
 
-:class:`PostgresStore` is :class:`~bridge.store.sqlite.SQLiteStore` over a PostgreSQL connection
-(psycopg 3, synchronous, on the store's one writer thread): the same writer, group commit, world
-state, worlds and audit rows, the same tables and columns (``MIGRATIONS`` below mirrors
+:class:`PostgresStore` is the shared :class:`~bridge.store.writer.BatchWriter` (the same group
+commit, world state, worlds and audit rows as SQLite's backend) over a PostgreSQL connection
+(psycopg 3, synchronous, on the store's one writer thread: a COMMIT is a network round trip, so
+no batch is written on the event loop), with the same tables and columns (``MIGRATIONS`` below mirrors
 ``bridge/store/schema.py`` type for type; the SQLite file's step 8, a storage layout of SQLite's
 own, has no counterpart, nor has step 9's ``audit_tail`` and ``records_tail``: a PostgreSQL COMMIT does
 not pay per page as SQLite's does, so rows go straight into ``audit`` and ``records``), so ``fate-bridge migrate`` copies rows one to one and
@@ -13,8 +14,9 @@ What PostgreSQL adds is ownership across processes: the ``leases`` table holds, 
 fencing token that only grows. A process serving a world's forwarder takes the lease
 (:meth:`PostgresStore.take_lease`: token + 1), keeps the token it got and loads the world's state
 into memory afresh; every batch's transaction first locks its worlds' rows and lease rows
-(``SELECT ... FOR UPDATE``), and a world's decisions are refused with
-:class:`~bridge.errors.LeaseLost` unless its row still holds this process's token. So a process
+(``SELECT ... FOR UPDATE``: :meth:`PostgresStore._fence`, the writer's lease hook), and a world's
+decisions are refused with :class:`~bridge.errors.LeaseLost` unless its row still holds this
+process's token. So a process
 that lost a world cannot write to it, whatever its sockets or its memory still believe, and two
 processes' writes to one world never interleave (the row locks serialize them). A world nobody
 ever leased (``world`` commands, tests of the store alone) is written without a lease; the audit
@@ -28,10 +30,9 @@ from collections.abc import Callable
 from typing import Any
 
 from ..config import db_label
-from ..errors import ConfigError, LeaseLost
-from .base import Decided
+from ..errors import ConfigError
 from .schema import T, _in_transaction, insert_audit_sql, upsert_records_sql, utc_now
-from .sqlite import SQLiteStore
+from .writer import BatchWriter
 
 # Each step upgrades the database from the previous version; ``meta`` records the version.
 # Never edit a released step: add the next one. Types mirror the SQLite file's (INTEGER -> BIGINT,
@@ -125,7 +126,7 @@ def _pg_sql(sql: str) -> str:
 
 class _PgConnection:
     """A psycopg connection (autocommit: the store sends BEGIN/COMMIT itself) that takes the
-    SQL the SQLite backend's code writes: ``execute(sql, params)`` returns a cursor with
+    shared SQL the writer and the audit rows write (``?`` placeholders): ``execute(sql, params)`` returns a cursor with
     ``fetchone``/``fetchall`` and iteration, like ``sqlite3.Connection.execute``."""
 
     def __init__(self, raw: Any) -> None:
@@ -142,7 +143,7 @@ class _PgConnection:
         self.raw.close()
 
 
-class PostgresStore(SQLiteStore):
+class PostgresStore(BatchWriter):
     """The store on a PostgreSQL database named by a ``postgresql://`` URL (libpq's URI form;
     ``?options=-csearch_path%3DNAME`` picks a schema). Use :meth:`open` to construct.
 
@@ -156,13 +157,6 @@ class PostgresStore(SQLiteStore):
     def __init__(self, url: str, *, audit_key: bytes | None = None, signing_key: Any = None) -> None:
         super().__init__(url, audit_key=audit_key, signing_key=signing_key)
         self._leases: dict[str, int] = {}  # world -> the fencing token this process holds
-
-    @classmethod
-    async def open(cls, url: str, *, audit_key: bytes | None = None,  # type: ignore[override]
-                   signing_key: Any = None) -> PostgresStore:
-        """Connect to ``url`` and create or upgrade its tables (see ``MIGRATIONS``); the keys
-        as :meth:`SQLiteStore.open` takes them."""
-        return await super().open(url, audit_key=audit_key, signing_key=signing_key)  # type: ignore[return-value]
 
     # --- runs on the writer thread -------------------------------------------------------------
 
@@ -183,7 +177,7 @@ class PostgresStore(SQLiteStore):
             raise
         self._conn = conn  # type: ignore[assignment]
 
-    def _migrate(self, conn: Any) -> None:  # type: ignore[override]
+    def _migrate(self, conn: Any) -> None:
         """Create or upgrade the tables step by step; refuse a database from a newer bridge."""
 
         def work(conn: _PgConnection) -> None:
@@ -207,23 +201,9 @@ class PostgresStore(SQLiteStore):
         assert self._conn is not None
         return _in_transaction(self._conn, work, begin="BEGIN")  # type: ignore[arg-type]
 
-    def _write_batch(self, conn: Any, batch: list[Any]) -> list[tuple[Any, Decided | None, BaseException | None]]:
-        """A batch's rows, fenced: the decisions of a world whose lease another process took
-        since this one got its token are refused with ``LeaseLost`` (nothing of them applied)
-        and the world's state in memory is dropped; the others are written as on SQLite."""
-        lost = self._fence(conn, sorted({item.world_id for item in batch}))
-        refused = [(item, None, LeaseLost(f"world {item.world_id!r} is served by another bridge process now"))
-                   for item in batch if item.world_id in lost]
-        kept = [item for item in batch if item.world_id not in lost]
-        return refused + (super()._write_batch(conn, kept) if kept else [])
-
-    def _changed_elsewhere(self, conn: Any) -> bool:
-        """Always: PostgreSQL has no ``data_version``, and the batch checks its worlds anyway
-        (the fence locks their rows)."""
-        return True
-
     def _fence(self, conn: _PgConnection, world_ids: list[str]) -> set[str]:
-        """Of ``world_ids``, those whose lease this process no longer holds (forgotten here).
+        """Of ``world_ids``, those whose lease this process no longer holds (forgotten here; the
+        writer refuses their decisions with ``LeaseLost``: :meth:`BatchWriter._write_batch`).
         Locks each world's row and its lease's until commit: decisions of one world never run at
         once in two processes, and a take-over waits for the batch in flight."""
         rows = conn.execute(
@@ -252,8 +232,6 @@ class PostgresStore(SQLiteStore):
         self._forget(world_id)  # another process may have written it since it was loaded here
         self._leases[world_id] = token
         return token
-
-
 
     # --- the async interface -------------------------------------------------------------------
 

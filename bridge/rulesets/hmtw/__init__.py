@@ -6,7 +6,7 @@
 
 from __future__ import annotations
 
-from ...ruleset import Ruleset
+from ...ruleset import Dictionary, Ruleset
 from . import rules, wire, decide  # rules first: the shared wire reads its tables
 
 RULESET = Ruleset(
@@ -15,4 +15,8 @@ RULESET = Ruleset(
     bridge=wire.BRIDGE,
     handlers=decide.HANDLERS,
     refused=decide.refused,
+    # The zstd dictionaries of its stored rows (bridge/store/blobs.py), trained on its example
+    # session (python -m bridge.store.dictionary hmtw KIND).
+    dictionaries=(Dictionary(32771, "audit", __name__, "0.1.0"),
+                  Dictionary(32772, "records", __name__, "0.1.0")),
 )

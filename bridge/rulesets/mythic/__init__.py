@@ -6,7 +6,7 @@
 
 from __future__ import annotations
 
-from ...ruleset import Ruleset
+from ...ruleset import Dictionary, Ruleset
 from . import rules, wire, decide  # rules first: the shared wire reads its tables
 
 RULESET = Ruleset(
@@ -16,4 +16,8 @@ RULESET = Ruleset(
     handlers=decide.HANDLERS,
     refused=decide.refused,
     queries=decide.QUERIES,
+    # The zstd dictionaries of its stored rows (bridge/store/blobs.py), trained on its example
+    # session (python -m bridge.store.dictionary mythic KIND).
+    dictionaries=(Dictionary(32773, "audit", __name__, "0.1.0"),
+                  Dictionary(32774, "records", __name__, "0.1.0")),
 )
