@@ -563,9 +563,12 @@ _LIMIT_FLAGS = (  # (flag, Limits field, type, help); docs/security.md says what
     ("--connect-burst", "connect_burst", int,
      "new connections from one IP address at once (every overlay page reconnecting after a restart)"),
     ("--free-failed-hellos", "free_failed_hellos", int,
-     "failed hellos (unknown world, wrong token) from one IP address before it is locked out for "
-     "1 s, then 2 s, 4 s ... for each further failure"),
-    ("--max-hello-delay", "max_hello_delay", float, "the longest such lockout, in seconds"),
+     "failed hellos (unknown world, wrong token) for one world from one IP address before that "
+     "world is locked out for the address for 1 s, then 2 s, 4 s ... for each further failure "
+     "(the whole address alike past 4 times as many for all worlds together)"),
+    ("--max-hello-delay", "max_hello_delay", float,
+     "the longest such lockout, in seconds: how long a correct token from a flooding address waits "
+     "once the flood stops"),
     ("--failed-hello-rate", "failed_hello_rate", float,
      "failed hellos per second, all addresses together, past which addresses that never completed "
      "a hello are asked to retry later (a distributed token-guessing flood)"),

@@ -51,6 +51,7 @@ from .status import Link, Presence
 from .store import SQLiteStore, Store
 from .wire import ref_of
 from .wire.frames import MAX_FRAME_BYTES
+from .wire.frames import check as check_frame
 
 log = structlog.get_logger("fate_bridge")
 
@@ -294,9 +295,10 @@ def make_handler(
         try:
             while True:
                 was_open = session.is_open
-                if not was_open and (wait := admission.hello_wait(address)) > 0:
+                named = "" if was_open else _world_named(frame)  # the lockout's key, with address
+                if not was_open and (wait := admission.hello_wait(address, named)) > 0:
                     log.info("connection_refused", reason="failed_hellos", address=address,
-                             retry_after=round(wait, 1))
+                             world_id=named or None, retry_after=round(wait, 1))
                     refusal = RateLimited(f"too many failed hellos: try again in {math.ceil(wait)} s")
                     await ws.send(error_frame(refusal, None).decode())
                     await ws.close(CloseCode.TRY_AGAIN_LATER, "too many failed hellos")
@@ -304,11 +306,11 @@ def make_handler(
                 if isinstance(frame, bytes):
                     reply = Reply([error_frame(BINARY_FRAME, None)], None if was_open else CLOSE_UNAUTHORIZED)
                 elif not was_open:  # the hello (or whatever came first), counted while checked
-                    admission.hello_begin(address)
+                    admission.hello_begin(address, named)
                     try:
                         reply = await session.receive(frame)
                     finally:
-                        admission.hello_end(address)
+                        admission.hello_end(address, named)
                 elif limit is None or limit.allow():
                     reply = await session.receive(frame)
                 else:
@@ -321,7 +323,7 @@ def make_handler(
                     await ws.send(out, text=True)  # UTF-8 JSON as it is: no decode and re-encode
                 if reply.close_code is not None:
                     if not was_open and reply.close_code == CLOSE_UNAUTHORIZED:
-                        admission.hello_failed(address)
+                        admission.hello_failed(address, named)
                         if isinstance(frame, bytes):
                             log.info("connection_refused", reason="binary_frame", address=address)
                     await ws.close(reply.close_code, CLOSE_REASONS.get(reply.close_code, "unauthorized"))
@@ -360,6 +362,27 @@ def make_handler(
                 pump.cancel()
 
     return handler
+
+
+class _WorldNamed(msgspec.Struct):
+    world_id: object = None
+
+
+_world_named_decoder = msgspec.json.Decoder(_WorldNamed)
+
+
+def _world_named(frame: str | bytes) -> str:
+    """The world a connection's first frame names (its ``world_id``, a string of at most 128
+    characters), for the failed-hello lockout's key; ``""`` when it names none (bytes, not a JSON
+    object, too deep to read safely)."""
+    if isinstance(frame, bytes):
+        return ""
+    try:
+        check_frame(frame)
+        world = _world_named_decoder.decode(frame).world_id
+    except (BadMessage, msgspec.DecodeError, msgspec.ValidationError):
+        return ""
+    return world if isinstance(world, str) and len(world) <= 128 else ""
 
 
 def _address(transport: asyncio.BaseTransport) -> str:
