@@ -314,10 +314,16 @@ export function recentMessageIds({ limit, maxAgeMs }) {
 /**
  * @param {string} key a flag key in this module's scope
  * @param {unknown} value compared with `===`
+ * @param {{before?: string|null}} [options] `before`: only messages posted before that chat
+ *   message (`game.messages` order); all when it is null or not in the world
  * @returns {string[]} the ids of the world's chat messages whose flag `key` is `value`, oldest first
  */
-export function messageIdsWithFlag(key, value) {
-  return game.messages.filter((message) => message.flags?.[MODULE_ID]?.[key] === value).map((message) => message.id);
+export function messageIdsWithFlag(key, value, { before = null } = {}) {
+  const messages = game.messages.filter(() => true);
+  const end = before === null ? -1 : messages.findIndex((message) => message.id === before);
+  return (end < 0 ? messages : messages.slice(0, end))
+    .filter((message) => message.flags?.[MODULE_ID]?.[key] === value)
+    .map((message) => message.id);
 }
 
 /**

@@ -115,3 +115,71 @@ test("SoHL's GM edit (EML 55 -> 35, SoHL keeps level 1 on die 37) is no Fate: no
   assert.equal(flagsOf(repost).fated_outside, undefined);
   assert.equal(flagsOf(original).graded.eligible, true);
 });
+
+test("caught up at link-up (issue 24): a test, SoHL's raised repost and its Fate card, all posted while no link was up, are one test fated outside", async (t) => {
+  // Posted before the module runs (the module just enabled, or no GM with the token online): the
+  // link's catch-up (rulesets/sohl CATCH_UP) grades them. A repost joins its test only once the
+  // test's first message carries its identity flags, and SoHL's Fate card counts against the test
+  // card that offered SoHL's Fate: graded in the order they were posted, or the repost is a test of
+  // its own, still open to a second Fate through the bridge.
+  const env = await capturedWorld({ WebSocket, settings: real.settings() });
+  const original = await postCaptured(env.world, "fate-original-test");
+  const repost = await postCaptured(env.world, "fate-reposted-test");
+  const card = await postCaptured(env.world, "fate-test-card");
+  const { connection } = await startModule(t, real, env);
+  const { until } = real;
+  const flagsOf = (id) => env.world.messages.get(id).flags["fate-bridge"] ?? {};
+  await until(() => flagsOf(repost).graded && flagsOf(original).graded, "both caught up");
+  await until(() => flagsOf(original).fated_outside && flagsOf(repost).fated_outside, "SoHL's own Fate recognised");
+  await until(() => flagsOf(original).graded.eligible === false, "the original re-stated (SoHL's Fate card reported against it)");
+  assert.equal(flagsOf(repost).test_of, original, "the repost is its test's, not a test of its own");
+  for (const id of [original, repost]) assert.deepEqual(flagsOf(id).graded.reasons, ["already_fated"], id);
+  const build = sohlMessageBuilders(fvtt.randomId);
+  for (const id of [original, repost]) {
+    await assert.rejects(connection.request(build.fateSpend({ messageId: id, pointId: LUCKY, userId: env.gm, userIsGM: true })), { code: "already_fated" }, id);
+  }
+  assert.equal(flagsOf(card).graded, undefined, "SoHL's Fate card is no test");
+});
+
+test("SoHL's Fate card graded again later (a reload's catch-up) counts against the test before it, never a later test of the actor", async (t) => {
+  // The Fate card carries no `graded` flag, so the catch-up of a browser that starts again within
+  // CATCH_UP sends it once more: it must count against the test it followed (already fated: the
+  // bridge records nothing new), not against the actor's newest test card, a fresh test whose Fate
+  // would be lost.
+  const { env, sent, flagsOf, flow } = await start(t);
+  const { until } = real;
+  const original = await postCaptured(env.world, "fate-original-test");
+  await until(() => flagsOf(original).graded?.eligible, "the original graded eligible");
+  const card = await postCaptured(env.world, "fate-test-card");
+  await until(() => flagsOf(original).fated_outside, "the original fated outside");
+  const later = await postCaptured(env.world, "fate-original-test"); // a fresh test: it names its item
+  await until(() => flagsOf(later).graded?.eligible, "the later test graded eligible");
+  assert.equal(flagsOf(later).test_of, later);
+
+  const again = await flow.gradeMessage(card, { first: true }); // what the catch-up does after a reload
+  assert.equal(again.ok, true);
+  assert.deepEqual(sent.filter((m) => m.type === "fated_outside").map((m) => m.message_id), [original, original]);
+  assert.equal(flagsOf(later).fated_outside, undefined);
+  assert.equal(flagsOf(later).graded.eligible, true, "the later test keeps its Fate");
+});
+
+test("a repost raised by SoHL's own Fate never shows Spend Fate: it is graded only after the bridge recorded the outside Fate", async (t) => {
+  const { env, connection, flagsOf } = await start(t);
+  const { until } = real;
+  const gradedWhenReported = [];
+  const request = connection.request.bind(connection);
+  connection.request = (message) => {
+    if (message.type === "fated_outside") gradedWhenReported.push(flagsOf(message.message_id).graded);
+    return request(message);
+  };
+  const original = await postCaptured(env.world, "fate-original-test");
+  await until(() => flagsOf(original).graded?.eligible, "the original graded eligible");
+  const repost = await postCaptured(env.world, "fate-reposted-test");
+  await until(() => flagsOf(repost).graded, "the repost graded");
+  // Before the fix the repost carried an eligible `graded` flag (a Spend Fate button) for the round
+  // trip of its fated_outside report; a GM leaving then left the test open to a second Fate.
+  assert.deepEqual(gradedWhenReported, [undefined]);
+  assert.equal(flagsOf(repost).graded.eligible, false);
+  assert.deepEqual(flagsOf(repost).graded.reasons, ["already_fated"]);
+  assert.equal(flagsOf(repost).fated_outside, "raised_level");
+});

@@ -28,8 +28,8 @@
  * (`fated_outside`), which records it and fates the test; then `fated_outside` (the evidence) is
  * set on every message of the test, which shows "already fated" and refuses a spend
  * `already_fated` before it reaches the bridge. SoHL's Fate card names no test: it counts against
- * the latest test card of its actor on which SoHL offered its own Fate (`sohl_fate_actor`), our
- * ruling (docs/rules.md, S11).
+ * the latest test card of its actor posted before it on which SoHL offered its own Fate
+ * (`sohl_fate_actor`), our ruling (docs/rules.md, S11).
  *
  * Who sees what (issue 13): the test's `visibility` is its chat message's own whisper/blind
  * (logic/cards.js visibilityOfMessage); its Fate card, the Critical Success choice and the Fate
@@ -227,11 +227,12 @@ export function createFateFlow({ foundry, connection, build, domParser }) {
 
   /**
    * Report to the bridge that SoHL fated the test of `messageId` itself; on its answer, flag every
-   * message of the test `fated_outside` and store the re-stated grading.
+   * message of the test `fated_outside` and store the re-stated grading (with `points`, the actor's
+   * Fate Points as graded, or those of the message's `graded` flag).
    *
    * @returns {Promise<{ok: true, graded: object} | {ok: false, code: string}>}
    */
-  async function reportOutside(messageId, evidence, cardMessageId) {
+  async function reportOutside(messageId, evidence, cardMessageId, points) {
     let graded;
     try {
       graded = await connection.request(build.fatedOutside({ messageId, evidence, cardMessageId }));
@@ -243,14 +244,19 @@ export function createFateFlow({ foundry, connection, build, domParser }) {
     for (const id of [messageId, ...sameTest(messageId, testOfId)]) {
       if (!foundry.messageData(id)?.flags[FLAGS.FATED_OUTSIDE]) await foundry.setMessageFlag(id, FLAGS.FATED_OUTSIDE, evidence);
     }
-    const flag = gradedFlag(graded, message?.flags[FLAGS.GRADED]?.points ?? []);
+    const flag = gradedFlag(graded, points ?? message?.flags[FLAGS.GRADED]?.points ?? []);
     await foundry.setMessageFlag(messageId, FLAGS.GRADED, flag);
     return { ok: true, graded: flag };
   }
 
-  /** SoHL's own Fate card: reported against the latest test card of its actor that offered SoHL's Fate. */
+  /**
+   * SoHL's own Fate card: reported against the latest test card of its actor, posted before it,
+   * that offered SoHL's Fate (the card may be graded again later, by a catch-up after a reload:
+   * a newer test of the actor is not the one it was spent on).
+   */
   function reportFateCard(message, actorUuid) {
-    const test = foundry.messageIdsWithFlag(FLAGS.SOHL_FATE_ACTOR, actorUuid).filter((id) => id !== message.id).at(-1);
+    const test = foundry.messageIdsWithFlag(FLAGS.SOHL_FATE_ACTOR, actorUuid, { before: message.id })
+      .filter((id) => id !== message.id).at(-1);
     if (!test) return Promise.resolve({ ok: false, code: "not_found" });
     return reportOutside(test, EVIDENCE.FATE_CARD, message.id);
   }
@@ -305,16 +311,19 @@ export function createFateFlow({ foundry, connection, build, domParser }) {
     if (fated && !message.flags[FLAGS.FATED]) await foundry.setMessageFlag(messageId, FLAGS.FATED, fated);
     const outside = outsideOfTest(messageId, parts.testOf);
     if (outside && !message.flags[FLAGS.FATED_OUTSIDE]) await foundry.setMessageFlag(messageId, FLAGS.FATED_OUTSIDE, outside);
-    const flag = gradedFlag(graded, parts.actor.fate_points);
-    await foundry.setMessageFlag(messageId, FLAGS.GRADED, flag);
     const receipt = receiptOf(graded); // the grading posts no card: SoHL's own message keeps it
     if (receipt) await foundry.setMessageFlag(messageId, RECEIPT_FLAG, receipt);
-    // SoHL's own Fate reposted the test with its level raised: the bridge records the test fated.
+    // SoHL's own Fate reposted the test with its level raised: the bridge records the test fated
+    // before this repost gets its `graded` flag, so it never shows a Spend Fate button meanwhile.
+    let outsideRefused;
     if (!fated && !outside && raisedOverFirst(parts)) {
-      const reported = await reportOutside(messageId, EVIDENCE.RAISED_LEVEL);
-      return reported.ok ? reported : { ok: true, graded: flag, outsideRefused: reported.code };
+      const reported = await reportOutside(messageId, EVIDENCE.RAISED_LEVEL, undefined, parts.actor.fate_points);
+      if (reported.ok) return reported;
+      outsideRefused = reported.code;
     }
-    return { ok: true, graded: flag };
+    const flag = gradedFlag(graded, parts.actor.fate_points);
+    await foundry.setMessageFlag(messageId, FLAGS.GRADED, flag);
+    return outsideRefused ? { ok: true, graded: flag, outsideRefused } : { ok: true, graded: flag };
   }
 
   /** Resolve the actor an `update_item` effect names: the card's actor (token actors too) or a world actor. */

@@ -162,11 +162,14 @@ export function install(api) {
 
   /** Message ids this browser sent (or is sending) for their first grading. */
   const gradingSent = new Set();
-  /** Grade a message once: not when it carries `graded` already, nor twice from this browser. */
+  /**
+   * Grade a message once: not when it carries `graded` already, nor twice from this browser.
+   * Resolves when this grading is over (at once when there is nothing to send).
+   */
   function gradeOnce(messageId) {
-    if (gradingSent.has(messageId) || fvtt.messageData(messageId)?.flags[FLAGS.GRADED] !== undefined) return;
+    if (gradingSent.has(messageId) || fvtt.messageData(messageId)?.flags[FLAGS.GRADED] !== undefined) return Promise.resolve();
     gradingSent.add(messageId);
-    flow.gradeMessage(messageId, { first: true }).then((result) => {
+    return flow.gradeMessage(messageId, { first: true }).then((result) => {
       if (result.outsideRefused) console.warn(`fate-bridge | SoHL's own Fate on message ${messageId} not recorded: ${result.outsideRefused}`);
       if (result.ok || result.code === "not_sohl") return;
       if (GRADING_NOT_ANSWERED.has(result.code)) gradingSent.delete(messageId);
@@ -177,10 +180,16 @@ export function install(api) {
     if (!api.isActiveGM() || !api.linked()) return;
     gradeOnce(message.id);
   });
-  // Tests rolled while no browser held the link, graded once the link is up (CATCH_UP).
+  // Tests rolled while no browser held the link, graded once the link is up (CATCH_UP), one after
+  // the other in the order they were posted: a repost joins its test by the flags its test's first
+  // message gets when graded, and SoHL's own Fate card counts against the test card flagged as
+  // offering SoHL's Fate (fate-flow.js), so neither may be graded before the test it follows.
   api.onLinkUp(() => {
     if (!api.isActiveGM()) return;
-    for (const messageId of fvtt.recentMessageIds(CATCH_UP)) gradeOnce(messageId);
+    const ids = fvtt.recentMessageIds(CATCH_UP);
+    (async () => {
+      for (const messageId of ids) await gradeOnce(messageId);
+    })();
   });
   fvtt.onHook("renderChatMessageHTML", (message, html) => {
     const data = fvtt.messageData(message.id);
