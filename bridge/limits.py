@@ -73,8 +73,8 @@ class Limits:
     connect_burst: int = 40  # ... in bursts of this many (every overlay page reconnecting at once)
     free_failed_hellos: int = 5  # failed hellos per address and world before its lockout (typos)
     max_hello_delay: float = 5.0  # seconds: the longest lockout (1 s, 2 s, 4 s, ... up to this): it
-    # caps the load a flood makes (tokens are 256 random bits, never guessed), and how long a correct token
-    # from the flooding address (a GM behind the same NAT) waits once the flood stops
+    # caps the load a flood makes (tokens are 256 random bits, never guessed), and how long a
+    # correct token from the flooding address (a GM behind the same NAT) waits once it stops
     failed_hello_rate: float = 10.0  # failed hellos per second from addresses never seen succeed
 
 
