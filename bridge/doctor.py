@@ -104,8 +104,9 @@ def _writable_file(path: Path) -> bool:
 
 def check_database(db: Path) -> tuple[list[Finding], sqlite3.Connection | None]:
     """The database file: its folder writable (SQLite writes ``-wal`` beside it), the file
-    writable, ``quick_check``, schema version, the ``serve`` holding its lock (if any). Also returns a read-only connection for the
-    checks that follow (None when the file cannot be read); the caller closes it."""
+    writable, ``quick_check``, schema version, the ``serve`` holding its lock (if any). Also
+    returns a read-only connection for the checks that follow (None when the file cannot be
+    read); the caller closes it."""
     findings: list[Finding] = []
     stuck = _writable_folder(db.parent)
     if stuck is not None:
