@@ -9,10 +9,11 @@ binary frame is answered ``bad_message``. Connections are counted from the TCP a
 (:func:`admitted_connection`): one over a :class:`~bridge.limits.Limits` count (per address, in
 total, not yet past ``hello``, new per second) gets a 503 before its handshake; ``hello``s from an
 address locked out for the world after failed ones are refused (``rate_limited``, 1013) before
-the store is read. Every refused connection is logged once with its reason. One forwarder per world: a newer authenticated
-connection closes the older with 4003, in the background (a half-open older link never delays it).
-Overlay viewers (``hello`` with the viewer key) get each public card of their world through their
-own bounded queue and sender task (:class:`Viewers`), so a stuck viewer never delays a decision or another viewer; it is closed with 4004.
+the store is read. Every refused connection is logged once with its reason. One forwarder per
+world: a newer authenticated connection closes the older with 4003, in the background (a
+half-open older link never delays it). Overlay viewers (``hello`` with the viewer key) get each
+public card of their world through their own bounded queue and sender task (:class:`Viewers`),
+so a stuck viewer never delays a decision or another viewer; it is closed with 4004.
 ``serve_until`` stops on SIGTERM/SIGINT (see ``stop_on_signals``): clients are closed with 1001
 (going away) after in-flight decisions finish, then the store is closed.
 """
