@@ -50,17 +50,11 @@ from bridge.store import SQLiteStore
 
 from . import crash
 from .crash import free_port
+from .clients import LOAD_LIMITS, cpu_seconds, go, release_clients, start_clients
 from .load import ACTOR, TEST, percentile
 
 PAGE_SIZE = os.sysconf("SC_PAGE_SIZE")
-CLOCK_TICKS = os.sysconf("SC_CLK_TCK")
 START_TIMEOUT = 20.0
-
-
-def cpu_seconds(pid: int) -> float:
-    """User + system CPU time of a process, from /proc/PID/stat."""
-    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
-    return (int(fields[11]) + int(fields[12])) / CLOCK_TICKS
 
 
 def rss_bytes(pid: int) -> int:
@@ -120,49 +114,6 @@ def bytes_by_table(db: Path, decisions: int) -> dict[str, dict[str, float]]:
         conn.close()
     return {name: {"pages": pages / decisions, "payload": payload / decisions}
             for name, pages, payload in rows if pages / decisions >= 10}
-
-
-def start_clients(urls: list[str], worlds_file: Path, conns: int, procs: int, duration: float, tag: str) -> list:
-    """Start ``procs`` load client processes sharing ``conns`` connections, client ``i`` on
-    ``urls[i % len(urls)]`` (one server, or one per bridge process); each has opened its
-    connections (printed ``ready``) when this returns. Their results: :func:`release_clients`."""
-    clients, first = [], 0
-    for i in range(procs):
-        share = conns // procs + (1 if i < conns % procs else 0)
-        clients.append(subprocess.Popen(
-            [sys.executable, "-m", "bench.load", "--url", urls[i % len(urls)], "--worlds", str(worlds_file),
-             "--conns", str(share), "--first", str(first), "--duration", str(duration), "--tag", f"{tag}p{i}-",
-             "--wait-go", "--result", str(_result_file(worlds_file, i))],
-            stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True))
-        first += share
-    for client in clients:
-        line = client.stdout.readline().strip()
-        if line != "ready":
-            for other in clients:
-                other.kill()
-            raise SystemExit(f"load client failed: {line} {client.stderr.read()[-2000:]}")
-    return clients
-
-
-def _result_file(worlds_file: Path, i: int) -> Path:
-    return worlds_file.with_name(f"{worlds_file.stem}-result-{i}.json")
-
-
-def go(clients: list) -> None:
-    """Let the ready clients of :func:`start_clients` start their load, all at once."""
-    for client in clients:
-        client.stdin.write("go\n")
-        client.stdin.close()
-
-
-def release_clients(clients: list, worlds_file: Path, duration: float) -> list[dict]:
-    """Wait for the clients :func:`go` started; their result files (``bench.load --result``)."""
-    results = []
-    for i, client in enumerate(clients):
-        if client.wait(timeout=duration + 120) != 0:
-            raise SystemExit(f"load client failed: {client.stderr.read()[-2000:]}")
-        results.append(json.loads(_result_file(worlds_file, i).read_text()))
-    return results
 
 
 def measure(server: subprocess.Popen, db: Path | None, url: str, worlds_file: Path, conns: int, procs: int,
@@ -286,12 +237,6 @@ async def store_alone(db: Path, decisions: int) -> dict:
 
 
 SERVERS = ("echo", "durable", "bridge")
-# The bridge's limits per address (docs/security.md) raised for the bench's loopback clients: every
-# connection, the idle ones included, comes from 127.0.0.1 at once.
-LOAD_LIMITS = ("--max-connections", "10000", "--max-connections-per-address", "10000",
-               "--max-pending-hellos", "10000", "--connect-rate", "100000", "--connect-burst", "10000")
-
-
 def print_report(report: dict) -> None:
     print(f"\nfate-bridge benchmark ({report['mode']}; {report['duration_s']} s per run, "
           f"{report['reps']} run(s) per server and C, interleaved; load client: raw frames on uvloop, "

@@ -75,7 +75,7 @@ async def table(url: str, token: str, rate: float, duration: float, tag: str) ->
         assert json.loads(await ws.recv())["type"] == "welcome"
         start = time.perf_counter()
         n = 0
-        while (now := time.perf_counter()) < start + duration:
+        while time.perf_counter() < start + duration:
             sent = time.perf_counter()
             await ws.send(_rolled(tag, n))
             reply = json.loads(await ws.recv())

@@ -9,7 +9,7 @@ when asked, as ``bench.load`` does), and prints CPU µs per decision:
   log line; ``card``: chat card rendering; ``receipt``: receipts and signed heads), so the
   difference is what the part costs;
 - with ``--parts``, the time inside a few functions of the path (exclusive of the others
-  listed), from timers wrapped around them: the rules and cards (``dispatch.decide``), the batch
+  listed), from timers wrapped around them: the rules and cards (``core.rule``), the batch
   write and COMMIT, the decision in memory, sealing the audit record, decoding the frame.
 
 The load client's own work (making the frames) is counted too: compare runs of one invocation,
@@ -114,11 +114,11 @@ def timed_parts() -> Iterator[collections.Counter[str]]:
     spent: collections.Counter[str] = collections.Counter()
     nested: list[float] = []
     targets: list[tuple[object, str, str]] = [
-        (session.dispatch, "decide", "rules and cards (dispatch.decide)"),
+        (session.core, "rule", "rules and cards (core.rule)"),
         (sqlite.SQLiteStore, "_flush_sync", "batch write and COMMIT (SQLiteStore._flush_sync)"),
         (sqlite.SQLiteStore, "_decide_in_memory", "the decision in memory, its audit entry (rest)"),
         (audit_rows.AuditRows, "_seal", "sealing the audit record (AuditRows._seal)"),
-        (session.wire, "decode_client", "decoding the frame (wire.decode_client)"),
+        (session.registry, "decode_client", "decoding the frame (registry.decode_client)"),
         (session.Session, "_with_receipt", "the receipt on the reply (Session._with_receipt)"),
     ]
     saved = [(owner, name, getattr(owner, name)) for owner, name, _ in targets]

@@ -33,7 +33,7 @@ from urllib.parse import quote
 from bridge.session import hash_token, new_token
 from bridge.store import open_store
 
-from .__main__ import LOAD_LIMITS as BENCH_LIMITS, cpu_seconds, go, release_clients, start_clients
+from .clients import LOAD_LIMITS as BENCH_LIMITS, cpu_seconds, go, release_clients, start_clients
 from .crash import free_port, start_bridge
 from .load import percentile
 

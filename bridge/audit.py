@@ -2,12 +2,11 @@
 
 Pure: no I/O, no clock. The store adds the sequence number, the timestamp and the chain links
 inside the decision's transaction; ``fate-bridge audit verify`` uses :func:`rederive` to run a
-recorded decision again through the same ``bridge.dispatch.decide`` from its recorded inputs.
+recorded decision again through the decision core (:func:`bridge.core.rule`, the call
+:func:`bridge.core.decide` makes) from its recorded inputs.
 
-How a decision is recorded: the session wraps the world state in :class:`RecordingState` and
-the dice in :class:`RecordingDice`. Every read the decision makes (settings, the graded test with
-its actor snapshot, the Fate record, the charges spent since the snapshot, the sequence numbers)
-and every die is captured, so the record holds exactly the inputs the decision used.
+How a decision is recorded is :mod:`bridge.record` (beneath the core; its names are re-exported
+here, where the trail's readers have always found them).
 
 Chain (per world): ``hash = SHA-256(prev_hash_bytes || canonical)`` where ``canonical`` is the
 record's JSON with sorted keys and ``prev_hash`` of the first record is 32 zero bytes (hex).
@@ -27,58 +26,20 @@ import msgspec
 
 from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PublicKey
 
-from . import wire
-from . import cards  # after wire: cards is imported by the rulesets wire loads
+from . import cards, registry, wire
+from .core import rule
 from .derive import (Derived, DerivingState, Diverged, StateProblem, StoredState, compare,
                      record_event, state_digest, without_card_html)
-from .dice import Dice, ScriptedDice
-from .dispatch import decide
+from .dice import ScriptedDice
 from .errors import Refusal
-from .fairness.dice import Draw
 from .fairness.trail import check_dice
 from .heads import KEY_CHANGE, Head, KeyChange, parse_public_key, public_key_text, stored_digest, stored_hash, stored_range
 from .receipts import key_id
+from .record import AuditRecord, Read, canonical, sorted_json  # noqa: F401 (the store uses audit.canonical)
 from .state import R, WorldState
 
 GENESIS_HASH = "0" * 64
 CHECKPOINT_EVERY = 16  # a signed checkpoint every 16 records of a world, and at each clean stop
-
-
-class Read(msgspec.Struct, kw_only=True, frozen=True):
-    """One read a decision made: the ``op`` (a :class:`WorldState` method), its ``args`` and
-    the ``result`` as JSON."""
-
-    op: str
-    args: list[str | int]
-    result: msgspec.Raw
-
-
-class AuditRecord(msgspec.Struct, kw_only=True, frozen=True):
-    """One decision as the audit trail keeps it (the canonical bytes are this, sorted keys).
-
-    ``seq``: the world's audit sequence number (1, 2, ... without gaps). ``ts``: UTC ISO-8601.
-    ``message``: the client message as decoded. ``reads``/``dice``: the inputs. ``reply``: the
-    frame sent. ``ok``: false for a refusal (its writes were rolled back). ``summary``: the
-    columns the record is listed and filtered by, hashed with it so they cannot be edited apart.
-    ``draws``: each die's faces and source (``fair``/``physical``/``secret``), parallel to
-    ``dice`` (None in records older than issue 19); ``dice_session``: the dice session open when
-    it was decided (its fair dice derive from that session's seed, ``bridge.fairness``)."""
-
-    world_id: str
-    seq: int
-    ts: str
-    bridge_version: str
-    type: str
-    event_id: str | None
-    user_id: str | None
-    message: msgspec.Raw
-    reads: list[Read]
-    dice: list[int]
-    reply: msgspec.Raw
-    ok: bool
-    summary: wire.AuditColumns
-    draws: list[Draw] | None = None
-    dice_session: str | None = None
 
 
 class ListedColumns(msgspec.Struct, frozen=True):
@@ -96,38 +57,6 @@ class ListedColumns(msgspec.Struct, frozen=True):
     summary: bytes
 
 
-class AuditEntry(msgspec.Struct, kw_only=True, frozen=True):
-    """What the session hands the store for one decision; the store makes the
-    :class:`AuditRecord` from it (adding seq, ts, version) and the summary columns."""
-
-    type: str
-    event_id: str | None
-    user_id: str | None
-    message: bytes
-    reads: list[Read]
-    dice: list[int]
-    reply: bytes
-    ok: bool
-    summary: wire.AuditColumns
-    draws: list[Draw] | None = None
-    dice_session: str | None = None
-
-
-_encoder = msgspec.json.Encoder(order="sorted")
-
-
-def sorted_json(value: Any) -> bytes:
-    """``value`` as JSON with keys sorted at every level: how a record's parts (message, reads,
-    reply) are encoded, so that :func:`canonical` needs one pass."""
-    return _encoder.encode(value)
-
-
-def canonical(record: AuditRecord) -> bytes:
-    """The record's canonical bytes: JSON, keys sorted at every level (its raw parts were
-    encoded by :func:`sorted_json`)."""
-    return _encoder.encode(record)
-
-
 def chain_hash(prev_hash: str, canonical_bytes: bytes) -> str:
     """``SHA-256(bytes.fromhex(prev_hash) || canonical_bytes)`` as hex."""
     return hashlib.sha256(bytes.fromhex(prev_hash) + canonical_bytes).hexdigest()
@@ -137,56 +66,6 @@ def checkpoint_mac(key: bytes, world_id: str, seq: int, record_hash: str) -> str
     """HMAC-SHA-256 (hex) over ``world_id``, ``seq`` and the record hash at ``seq``."""
     message = f"{world_id}\n{seq}\n{record_hash}".encode()
     return hmac.new(key, message, hashlib.sha256).hexdigest()
-
-
-# --- recording ---------------------------------------------------------------------------------
-
-_NULL = msgspec.Raw(b"null")  # sorted_json(None)
-
-
-class RecordingState:
-    """A :class:`WorldState` that passes everything to ``inner`` and records every read."""
-
-    def __init__(self, inner: WorldState) -> None:
-        self._inner = inner
-        self.world_id = inner.world_id
-        self.reads: list[Read] = []
-
-    def _read(self, op: str, args: list[str | int], result: Any) -> Any:
-        raw = _NULL if result is None else msgspec.Raw(sorted_json(result))  # None: a record not there
-        self.reads.append(Read(op=op, args=args, result=raw))
-        return result
-
-    def settings(self) -> wire.WorldSettings:
-        return self._read("settings", [], self._inner.settings())
-
-    def put_settings(self, settings: wire.WorldSettings) -> None:
-        self._inner.put_settings(settings)
-
-    def next_seq(self) -> int:
-        return self._read("next_seq", [], self._inner.next_seq())
-
-    def get(self, kind: str, key: str, type: type[R]) -> R | None:
-        return self._read("get", [kind, key], self._inner.get(kind, key, type))
-
-    def put(self, kind: str, key: str, record: msgspec.Struct) -> None:
-        self._inner.put(kind, key, record)
-
-    def peek(self, kind: str, key: str, type: type[R]) -> R | None:
-        return self._inner.get(kind, key, type)  # describes the decision: not an input, not recorded
-
-
-class RecordingDice:
-    """Dice that pass through to ``inner`` and keep every value rolled."""
-
-    def __init__(self, inner: Dice) -> None:
-        self._inner = inner
-        self.rolled: list[int] = []
-
-    def roll(self, faces: int) -> int:
-        value = self._inner.roll(faces)
-        self.rolled.append(value)
-        return value
 
 
 # --- replaying ---------------------------------------------------------------------------------
@@ -246,7 +125,7 @@ def verdict(reply: bytes) -> dict[str, Any]:
     Every chat card's rendered text (``html``, ``title``) is dropped wherever it sits (``card``,
     ``notice``, nested), so a template change in a later version does not make old records fail
     re-derivation; an error's wording is dropped too (its code and field may not change)."""
-    decoded = _without_card_text(msgspec.to_builtins(wire.bridge_decoder().decode(reply)))
+    decoded = _without_card_text(msgspec.to_builtins(registry.bridge_decoder().decode(reply)))
     if decoded.get("type") == "error":
         decoded.pop("message", None)
     return decoded
@@ -254,12 +133,12 @@ def verdict(reply: bytes) -> dict[str, Any]:
 
 def rederive(record: AuditRecord, state: WorldState | None = None) -> str | None:
     """Run the recorded decision again from its recorded reads and dice through
-    ``bridge.dispatch.decide`` (against ``state``, by default a :class:`ReplayState` of the
+    :func:`bridge.core.rule` (against ``state``, by default a :class:`ReplayState` of the
     record; ``verify`` passes a :class:`~bridge.derive.DerivingState`); returns None when its
     verdict equals the recorded one, else a description of the difference. Cards are not rendered
     (their text is presentation, :func:`verdict`), which is most of a decision's cost."""
     try:
-        message = wire.decode_client(bytes(record.message))
+        message = registry.decode_client(bytes(record.message))
     except Refusal as exc:
         return f"the recorded message no longer decodes: {exc.message}"
     if state is None:
@@ -267,7 +146,7 @@ def rederive(record: AuditRecord, state: WorldState | None = None) -> str | None
     dice = ScriptedDice(record.dice)
     try:
         with cards.unrendered():
-            outcome = decide(message, state, dice)
+            outcome = rule(message, state, dice)
     except Diverged as exc:
         return f"the decision no longer follows from its inputs: {exc}"
     if isinstance(state, DerivingState) and not outcome.refused:

@@ -9,8 +9,6 @@ from __future__ import annotations
 
 import contextlib
 import contextvars
-import html
-import re
 from collections.abc import Callable, Iterator, Mapping, MutableMapping
 from typing import Any
 
@@ -156,42 +154,3 @@ class CardTemplates:
                             "the translation callables of the same names")
         return wire.Card(title=title, html=html, ruleset=ruleset, speaker_actor_id=speaker_actor_id,
                          speaker_alias=speaker_alias)
-
-
-_TAG = re.compile(r"<[^>]+>")
-_BLOCK = re.compile(r"</?(?:div|header|footer|h3)\b[^>]*>")
-
-
-def card_text(frame: bytes) -> str | None:
-    """A reply frame as readable text for a terminal (``fate-bridge resolve --cards``): the
-    grading of a ``test_graded``, a refusal (``error``, any ruleset) as
-    ``[refused REF] CODE: message (field F)``, the ``card`` and ``notice`` cards of any reply
-    carrying them; None for other replies."""
-    reply = wire.bridge_decoder().decode(frame)
-    match reply:
-        case wire.Error():
-            where = f" (field {reply.field})" if reply.field else ""
-            return f"[refused {reply.ref or '-'}] {reply.code}: {reply.message}{where}"
-        case wire.TestGraded():
-            fate = reply.fate
-            offer = (
-                f"ML {fate.fate_ml}, points {', '.join(fate.points)}"
-                if fate.eligible
-                else "withheld: " + ", ".join(fate.reasons)
-            )
-            return f"[graded {reply.message_id}] {reply.label} ({'success' if reply.success else 'failure'}); Fate {offer}"
-    shown = [
-        _as_text(label, card)
-        for label, card in (("card", getattr(reply, "card", None)), ("notice", getattr(reply, "notice", None)))
-        if isinstance(card, wire.Card)
-    ]
-    if not shown:
-        return None
-    ref = getattr(reply, "message_id", None)
-    return "\n".join(f"[{label} {ref or title}]\n{body}" for label, title, body in shown)
-
-
-def _as_text(label: str, card: wire.Card) -> tuple[str, str, str]:
-    """A card's HTML as indented lines of text, one per block element."""
-    blocks = (html.unescape(_TAG.sub(" ", b)) for b in _BLOCK.split(card.html))
-    return label, card.title, "\n".join("  " + " ".join(b.split()) for b in blocks if b.strip())

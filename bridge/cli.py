@@ -833,7 +833,7 @@ def _split_dice(line: bytes) -> tuple[bytes, list[int] | None]:
 
 
 async def _resolve(args: argparse.Namespace) -> int:
-    from .cards import card_text
+    from .frames import card_text
 
     key = load_key(args.audit_key or default_audit_key(), create=True) if args.db else None
     store = await open_store(args.db or ":memory:", audit_key=key)

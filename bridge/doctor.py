@@ -286,8 +286,8 @@ def check_origins(origins: list[str] | None) -> list[Finding]:
         if parts.scheme not in ("http", "https") or not parts.netloc or parts.path or parts.query:
             findings.append(fail(f"--origins {origin!r} never matches: a browser sends scheme://host[:port] "
                                  "with no path and no trailing slash",
-                                 f"write it like https://foundry.example.org (the address bar of your "
-                                 f"Foundry page, up to the first single /)"))
+                                 "write it like https://foundry.example.org (the address bar of your "
+                                 "Foundry page, up to the first single /)"))
     return findings or [ok("origins: " + ", ".join(origins))]
 
 

@@ -3,15 +3,20 @@
 The audit record keeps the reply once (key-sorted, inside the chain's canonical bytes) with the
 dice and their draws; :func:`replayed_frame` makes the frame that was sent from those, byte for
 byte, because :func:`decision_frame` is the one way a frame is made (msgspec encodes a message's
-fields in one fixed order; ``tests/test_store_memory.py`` checks every example session).
+fields in one fixed order; ``tests/test_store_memory.py`` checks every example session); :func:`card_text` reads a frame
+as text for a terminal (``fate-bridge resolve --cards``).
 """
 
 from __future__ import annotations
 
-from . import wire
-from .audit import AuditRecord
+import html
+import re
+
+from . import registry, wire
 from .fairness import wire as dice_wire
 from .fairness.dice import Draw
+from .record import AuditRecord
+from .rulesets.sohl.wire import TestGraded
 
 
 def decision_frame(reply: wire.BridgeMessage, dice: list[int], draws: list[Draw] | None) -> bytes:
@@ -26,5 +31,44 @@ def decision_frame(reply: wire.BridgeMessage, dice: list[int], draws: list[Draw]
 def replayed_frame(record: AuditRecord) -> bytes:
     """The frame that was sent for the decision ``record`` holds (its reply decoded and made into
     a frame again, as :func:`decision_frame` made it)."""
-    reply = wire.bridge_decoder().decode(bytes(record.reply))
+    reply = registry.bridge_decoder().decode(bytes(record.reply))
     return decision_frame(reply, record.dice, record.draws)
+
+
+_TAG = re.compile(r"<[^>]+>")
+_BLOCK = re.compile(r"</?(?:div|header|footer|h3)\b[^>]*>")
+
+
+def card_text(frame: bytes) -> str | None:
+    """A reply frame as readable text for a terminal (``fate-bridge resolve --cards``): the
+    grading of a ``test_graded``, a refusal (``error``, any ruleset) as
+    ``[refused REF] CODE: message (field F)``, the ``card`` and ``notice`` cards of any reply
+    carrying them; None for other replies."""
+    reply = registry.bridge_decoder().decode(frame)
+    match reply:
+        case wire.Error():
+            where = f" (field {reply.field})" if reply.field else ""
+            return f"[refused {reply.ref or '-'}] {reply.code}: {reply.message}{where}"
+        case TestGraded():  # sohl's grading, shown before any card
+            fate = reply.fate
+            offer = (
+                f"ML {fate.fate_ml}, points {', '.join(fate.points)}"
+                if fate.eligible
+                else "withheld: " + ", ".join(fate.reasons)
+            )
+            return f"[graded {reply.message_id}] {reply.label} ({'success' if reply.success else 'failure'}); Fate {offer}"
+    shown = [
+        _as_text(label, card)
+        for label, card in (("card", getattr(reply, "card", None)), ("notice", getattr(reply, "notice", None)))
+        if isinstance(card, wire.Card)
+    ]
+    if not shown:
+        return None
+    ref = getattr(reply, "message_id", None)
+    return "\n".join(f"[{label} {ref or title}]\n{body}" for label, title, body in shown)
+
+
+def _as_text(label: str, card: wire.Card) -> tuple[str, str, str]:
+    """A card's HTML as indented lines of text, one per block element."""
+    blocks = (html.unescape(_TAG.sub(" ", b)) for b in _BLOCK.split(card.html))
+    return label, card.title, "\n".join("  " + " ".join(b.split()) for b in blocks if b.strip())

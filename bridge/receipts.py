@@ -23,7 +23,7 @@ import functools
 import hashlib
 import re
 from collections.abc import Iterable, Mapping, Sequence
-from typing import TYPE_CHECKING, Protocol, TypeVar
+from typing import Protocol, TypeVar
 
 from cryptography.exceptions import InvalidSignature
 from cryptography.hazmat.primitives import serialization
@@ -33,8 +33,6 @@ import msgspec
 from .errors import ConfigError
 from .wire import MAX_RECEIPT_BATCH, Receipt, ReceiptResult
 
-if TYPE_CHECKING:
-    from .store.base import Decided
 
 BATCH_DOMAIN = b"fate-bridge receipt batch v2\n"
 _LEAF, _NODE = b"\x00", b"\x01"  # RFC 6962's domain separation of leaf and node hashes
@@ -168,12 +166,24 @@ class _InWorld(Protocol):
     world_id: str
 
 
+class _Stored(Protocol):
+    """What :func:`with_receipts` reads of a decided request (``bridge.store.base.Decided``, a
+    Struct it replaces ``receipt`` of): where the trail holds it."""
+
+    @property
+    def seq(self) -> int | None: ...
+
+    @property
+    def record_hash(self) -> str | None: ...
+
+
 Q = TypeVar("Q", bound=_InWorld)
+D = TypeVar("D", bound=_Stored)
 E = TypeVar("E")
 
 
 def with_receipts(private_key: Ed25519PrivateKey,
-                  outcomes: Sequence[tuple[Q, Decided | None, E]]) -> list[tuple[Q, Decided | None, E]]:
+                  outcomes: Sequence[tuple[Q, D | None, E]]) -> list[tuple[Q, D | None, E]]:
     """A committed batch's outcomes (``(queued item with its world_id, Decided or None, error)``,
     as the store's writer settles them), in order, with a receipt on every ``Decided`` the trail
     holds (``seq`` and ``record_hash`` set: new decisions and replays alike), signed by

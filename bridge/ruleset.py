@@ -3,9 +3,10 @@
 A ruleset lives in one folder, ``bridge/rulesets/<id>/``: ``rules.py`` (pure tables and
 functions), ``wire.py`` (its messages), ``decide.py`` (its handlers), ``cards.py`` and
 ``templates/`` (its chat cards), and ``__init__.py`` exporting ``RULESET``, a :class:`Ruleset`.
-``bridge/rulesets/__init__.py`` lists the installed rulesets; the wire union
-(``bridge.wire.ClientMessages``), the router (``bridge.dispatch``), the schemas and ``welcome``
-are built from that list, so adding a ruleset is one folder and one line.
+:mod:`bridge.registry` lists the installed rulesets; the wire union
+(:func:`bridge.registry.decode_client`), the routes the decision core (:mod:`bridge.core`) takes,
+the schemas and ``welcome`` are built from that list, so adding a ruleset is one folder and one
+line. This module is the top of what a ruleset may import: nothing above it.
 
 One decision is one call: a :data:`Handler` takes the request, the world's state and the dice and
 returns one :class:`Outcome` (the reply, its audit columns, the card overlay viewers may see, the
@@ -17,17 +18,14 @@ from __future__ import annotations
 
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any, TypeVar
+from typing import Any, TypeVar
 
 import msgspec
 
-from .dice import DiceExhausted
+from .dice import Dice, DiceExhausted
 from .errors import BadMessage
-
-if TYPE_CHECKING:  # the wire package builds its union from the rulesets: no import cycle at run time
-    from .dice import Dice
-    from .state import WorldState
-    from .wire import AuditColumns, BridgeMessage, Card, ClientMessage, Error
+from .state import WorldState
+from .wire import AuditColumns, BridgeMessage, Card, ClientMessage, Error, Query as QueryMessage, Request
 
 class Outcome(msgspec.Struct, frozen=True):
     """Everything one decision produced, returned by its handler in one piece (a Struct, never
@@ -40,7 +38,7 @@ class Outcome(msgspec.Struct, frozen=True):
     ``card_key``: the overlay slot the card fills (a later card with the same key replaces it;
     sohl keys a Fate card by its ChatMessage, so the final card of a Fate Test CS replaces the
     pending one); None: the request's ``event_id``. ``refused``: the reply is an ``error``
-    (:func:`bridge.dispatch.decide` made it from a Refusal): the decision's writes are undone."""
+    (:func:`bridge.core.rule` made it from a Refusal): the decision's writes are undone."""
 
     reply: BridgeMessage
     columns: AuditColumns
@@ -83,15 +81,13 @@ class Ruleset:
     settings: tuple[type[ClientMessage], ...] = ()
 
     def __post_init__(self) -> None:
-        from .wire.base import Query, Request  # the wire package imports the rulesets: import at use
-
         unhandled = [c.__name__ for c in self.client if c not in self.handlers and c not in self.queries]
         if unhandled:
             raise ValueError(f"ruleset {self.id!r}: no handler or query for {', '.join(unhandled)}")
         if not set(self.settings) <= set(self.handlers):
             raise ValueError(f"ruleset {self.id!r}: its settings messages must be among its handlers")
         loose = [c.__name__ for c in self.client
-                 if not issubclass(c, Request) and not (c in self.queries and issubclass(c, Query))]
+                 if not issubclass(c, Request) and not (c in self.queries and issubclass(c, QueryMessage))]
         if loose:
             raise ValueError(f"ruleset {self.id!r}: {', '.join(loose)} must derive from wire.Request "
                              "(or UserRequest): a ruleset's messages are requests with an event_id "

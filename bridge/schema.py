@@ -10,11 +10,11 @@ from pathlib import Path
 
 import msgspec
 
-from . import wire
+from . import registry, wire
 
 SCHEMA_FILES = {
-    "client-messages.schema.json": (wire.ClientMessages, "Messages the Foundry module sends to the bridge."),
-    "bridge-messages.schema.json": (wire.BridgeMessages, "Messages the bridge sends to the Foundry module."),
+    "client-messages.schema.json": (registry.client_messages(), "Messages the Foundry module sends to the bridge."),
+    "bridge-messages.schema.json": (registry.bridge_messages(), "Messages the bridge sends to the Foundry module."),
 }
 
 

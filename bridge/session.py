@@ -8,9 +8,10 @@ The server feeds every received frame to :meth:`Session.receive` and sends what 
 may only ``ping``; what it is sent besides (public cards) comes from the forwarder's replies:
 :class:`Reply` says what the server must pass on to the world's viewers.
 
-Nothing here knows a ruleset: a decision is one call to :func:`bridge.dispatch.decide`, whose
-:class:`~bridge.ruleset.Outcome` carries the reply, the audit columns, the overlay card and the
-log keys.
+Nothing here knows a ruleset or assembles a decision: the session decodes
+(:func:`bridge.registry.decode_client`), admits (the tables below), calls
+:func:`bridge.core.decide` once inside ``Store.decide`` and hands what it returns to the store
+(reply frame, audit entry, state writes) and to the sockets (the overlay frame, the log keys).
 
 Every frame gets exactly one reply frame, except a decision refused because another bridge
 process took the world's lease (:class:`~bridge.errors.LeaseLost`): nothing was applied and the
@@ -31,15 +32,12 @@ from collections.abc import Awaitable, Callable
 import msgspec
 import structlog
 
-from . import __version__, i18n, wire
+from . import __version__, core, i18n, registry, wire
 from .dice import Dice
-from . import dispatch
-from .audit import AuditEntry, RecordingDice, RecordingState, sorted_json
 from .errors import (LeaseLost, WorldNotRegistered, BadMessage, Forbidden, Internal, NotFound, Refusal,
                      Unauthorized)
 from .receipts import check_receipts
-from .fairness import decide as fairness
-from .frames import decision_frame
+from .record import sorted_json
 from .state import WorldState
 from .store.base import AuditFilter, AuditRow, Decided, Decision, Store, World
 
@@ -202,7 +200,7 @@ class Session:
         frame only (``resolve`` lines with ``"dice"``). Never raises for bad input."""
         try:
             with i18n.using(self.language):  # its refusal in the world's language (after hello)
-                message = wire.decode_client(frame)
+                message = registry.decode_client(frame)
         except Refusal as refusal:
             self.log.info("bad_frame", code=refusal.code, field=refusal.field)
             close = None if self.is_open else CLOSE_UNAUTHORIZED
@@ -258,12 +256,12 @@ class Session:
                 self.log.info("overlay_control", action=message.action)
                 done = wire.OverlayControlled(query_id=message.query_id, action=message.action)
                 return Reply([wire.encode(done)], overlay_action=message.action)
-        if dispatch.is_query(message):  # a ruleset's read-only query (a Request or a Query)
+        if core.is_query(message):  # a ruleset's read-only query (a Request or a Query)
             language = self.language  # the store reads on its own thread: the language goes along
 
             def query(state: WorldState) -> wire.BridgeMessage:
                 with i18n.using(language):
-                    return dispatch.answer(message, state)
+                    return core.answer(message, state)
 
             reply = await self.store.read(self.world_id, query)
             return Reply([wire.encode(reply)])
@@ -351,48 +349,19 @@ class Session:
         return Reply([_welcome(world, self.max_frame_bytes)])
 
     async def _decide(self, message: wire.Request, dice: Dice) -> Reply:
-        """Run one decision in the store, recording its inputs for the audit trail, and log
-        one line for it. A decision that passed with a public card also goes to the world's
-        overlay viewers; a replayed ``event_id`` does not go again."""
+        """Run one decision in the store (:func:`bridge.core.decide`) and log one line for it.
+        A decision that passed with a public card also goes to the world's overlay viewers; a
+        replayed ``event_id`` does not go again."""
         assert self.world_id is not None
-        world_id = self.world_id
         event_id = message.event_id
-        user_id = message.user_id if isinstance(message, wire.UserRequest) else None
         message_bytes = sorted_json(message)
         tag = message.__struct_config__.tag
-        language = self.language
+        language, new_seed = self.language, self.new_seed
 
         def decision(state: WorldState) -> Decision:
-            # runs on this event loop against the world's state in memory (Store.decide); its
-            # cards and refusal text in the world's language (presentation: the audit ignores it)
-            recording, rolled = RecordingState(state), RecordingDice(dice)
-            table, dice_session = None, None
-            try:
-                # the dice table reads the open dice session on the plain state: its seed is never
-                # recorded before the reveal (bridge.fairness.decide)
-                with i18n.using(language):
-                    table, dice_session = fairness.table_for(message, state, seq=state.audit_seq,  # type: ignore[attr-defined]
-                                                             fallback=dice, new_seed=self.new_seed)
-                    rolled = RecordingDice(table)
-                    outcome = dispatch.decide(message, recording, rolled)
-                    if not outcome.refused:
-                        table.check_all_used()
-                        outcome = fairness.with_physical_mark(outcome, rolled.rolled, table.draws)
-            except Refusal as refusal:
-                with i18n.using(language):
-                    outcome = dispatch.refused(message, refusal, state)
-            ok = not outcome.refused
-            draws = table.draws if table is not None and table.draws else None
-            audit = AuditEntry(type=tag, event_id=event_id, user_id=user_id, message=message_bytes,
-                               reads=recording.reads, dice=rolled.rolled,
-                               reply=sorted_json(outcome.reply), ok=ok, summary=outcome.columns,
-                               draws=draws, dice_session=dice_session)
-            overlay = None if outcome.card is None else _overlay_frame(world_id, outcome.card_key or event_id,
-                                                                       outcome.card)
-            # every client builds its Foundry Roll from the rolls it carries (issue 19); a replay
-            # rebuilds the same bytes from the audit record (bridge.frames)
-            frame = decision_frame(outcome.reply, rolled.rolled, draws)
-            return Decision(frame, ok, audit, kept=(overlay, outcome.log))
+            # runs on this event loop against the world's state in memory (Store.decide)
+            return core.decide(message, state, dice, message_bytes=message_bytes, new_seed=new_seed,
+                               language=language)
 
         request_hash = hashlib.sha256(message_bytes).hexdigest()
         decided = await self.store.decide(self.world_id, event_id, decision, request_hash)
@@ -420,11 +389,5 @@ def _welcome(world: World, max_frame_bytes: int | None) -> bytes:
     return wire.encode(wire.Welcome(world_id=world.world_id, bridge_version=__version__,
                                     protocol_version=wire.PROTOCOL_VERSION,
                                     max_frame_bytes=max_frame_bytes,
-                                    rulesets=dispatch.rulesets(), settings=world.settings))
+                                    rulesets=registry.rulesets(), settings=world.settings))
 
-
-def _overlay_frame(world_id: str, key: str | None, card: wire.Card) -> bytes:
-    """The encoded ``overlay_card`` of a public result under ``key`` (a later card with the same
-    key replaces it on the overlay); the speaker's actor id stays with the GM."""
-    shown = msgspec.structs.replace(card, speaker_actor_id=None)
-    return wire.encode(wire.OverlayCard(world_id=world_id, ruleset=card.ruleset, card=shown, key=key))

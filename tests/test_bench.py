@@ -71,4 +71,4 @@ def test_parts_prints_each_part_switched_off_and_the_timed_functions():
                          "without card, log, receipt"}
     assert all(float(cpu) > 0 for cpu in runs.values())
     timed = result.stdout.split("inside the path")[1]
-    assert "(dispatch.decide)" in timed and "(SQLiteStore._flush_sync)" in timed
+    assert "(core.rule)" in timed and "(SQLiteStore._flush_sync)" in timed

@@ -8,8 +8,9 @@ import jinja2
 import pytest
 
 from bridge import i18n, wire
-from bridge.cards import card_text
+from bridge.frames import card_text
 from bridge.rulesets.sohl.cards import SohlFateCardData, render_card as sohl_render_card, sohl_fate_card
+from bridge.rulesets.sohl import wire as sohl_wire
 
 from tests.test_i18n import DICE_LINES, DICE_TEMPLATES, EXAMPLES, TEMPLATES, cards_in, example_lines, memory_store, play
 
@@ -68,11 +69,11 @@ class TestContent:
         assert "(1 charge left)" in sohl_fate_card(data(charges_after=1)).html
 
 
-def resolved(card: wire.Card) -> wire.FateResolved:
-    return wire.FateResolved(event_id="e", message_id="m1", fate_roll=45, fate_ml=77, fate_level=2,
+def resolved(card: wire.Card) -> sohl_wire.FateResolved:
+    return sohl_wire.FateResolved(event_id="e", message_id="m1", fate_roll=45, fate_ml=77, fate_level=2,
                              fate_label="CS", outcome="spent", gain=2, level_before=1, label_before="MS",
                              level_after=3, label_after="CS+1",
-                             point=wire.PointAfter(point_id="p", name="Lucky Star", charges_after=0),
+                             point=sohl_wire.PointAfter(point_id="p", name="Lucky Star", charges_after=0),
                              card=card, effects=[])
 
 

@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from bridge import dispatch, wire
+from bridge import registry, wire
 from bridge.dice import ScriptedDice
 from bridge.session import Session
 from bridge.store import SQLiteStore
@@ -419,8 +419,8 @@ class TestAudit:
     def test_every_pool_message_has_a_handler_and_summarizer(self):
         from bridge.rulesets import pool as pool_ruleset
         for cls in pool_ruleset.wire.CLIENT:
-            assert dispatch.HANDLERS[cls] is pool_ruleset.RULESET.handlers[cls]
-            assert dispatch.HANDLERS[cls].__wrapped__.__module__ == "bridge.rulesets.pool.decide"
+            assert registry.protocol().handlers[cls] is pool_ruleset.RULESET.handlers[cls]
+            assert registry.protocol().handlers[cls].__wrapped__.__module__ == "bridge.rulesets.pool.decide"
         assert pool_ruleset.RULESET.refused is pool_ruleset.decide.refused
 
 

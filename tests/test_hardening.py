@@ -12,7 +12,7 @@ from structlog.testing import capture_logs
 from websockets.asyncio.client import connect
 from websockets.exceptions import ConnectionClosed, InvalidStatus
 
-from bridge import server as bridge_server
+from bridge import registry, server as bridge_server
 from bridge import wire
 from bridge.errors import BadMessage, UnknownMessage
 from bridge.limits import Admission, Limits, WorldRates
@@ -28,7 +28,7 @@ WORLD = "hard-world"
 
 def refusal(frame: bytes | str) -> BadMessage:
     with pytest.raises(BadMessage) as refused:
-        wire.decode_client(frame)
+        registry.decode_client(frame)
     return refused.value
 
 
@@ -65,15 +65,15 @@ class TestDecodeGuard:
         assert refusal(frame).field == field
 
     def test_a_surrogate_pair_and_an_escaped_backslash_are_fine(self):
-        assert wire.decode_client(rb'{"type":"hello","v":1,"world_id":"\ud83c\udfb2"}').world_id == "\U0001f3b2"
-        assert wire.decode_client(rb'{"type":"hello","v":1,"world_id":"\\ud800"}').world_id == "\\ud800"
+        assert registry.decode_client(rb'{"type":"hello","v":1,"world_id":"\ud83c\udfb2"}').world_id == "\U0001f3b2"
+        assert registry.decode_client(rb'{"type":"hello","v":1,"world_id":"\\ud800"}').world_id == "\\ud800"
 
     def test_ref_of_survives_what_the_decoder_refuses(self):
         assert wire.ref_of('{"event_id":"e1","x":' + "[" * 5000 + "}") is None
         assert wire.ref_of(rb'{"event_id":"e1","x":"\ud800"}') is None
         assert wire.ref_of('{"event_id":"e1","type":"nope"}') == "e1"
         with pytest.raises(UnknownMessage):
-            wire.decode_client('{"event_id":"e1","type":"nope"}')
+            registry.decode_client('{"event_id":"e1","type":"nope"}')
 
     def test_check_passes_every_real_message(self):
         assert check(json.dumps(rolled("e1", "m1"))) is None

@@ -21,12 +21,13 @@ import pytest
 from websockets.asyncio.client import ClientConnection, connect
 from websockets.exceptions import InvalidStatus
 
-from bridge import dispatch, server as bridge_server, wire
+from bridge import registry, server as bridge_server, wire
 from bridge.cli import main, overlay_url
 from bridge.ruleset import visible_card
 from bridge.dice import ScriptedDice
 from bridge.errors import ConfigError
 from bridge.store import SQLiteStore
+from bridge.rulesets.sohl import wire as sohl_wire
 from structlog.testing import capture_logs
 
 from tests.helpers import old_schema_file
@@ -462,5 +463,5 @@ class TestPublicCardHook:
 
     def test_sohl_uses_its_own_hook(self):
         from bridge.rulesets.sohl import decide as sohl
-        assert dispatch.HANDLERS[wire.FateSpend] is sohl._fate_spend  # not the generic visible_card
-        assert dispatch.HANDLERS[wire.FateChoice] is sohl._fate_choice
+        assert registry.protocol().handlers[sohl_wire.FateSpend] is sohl._fate_spend  # not the generic visible_card
+        assert registry.protocol().handlers[sohl_wire.FateChoice] is sohl._fate_choice

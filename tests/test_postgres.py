@@ -48,7 +48,7 @@ async def two(pg_url):
 
 def audited(option: str):
     """A decision setting ``option`` with an audit entry (its record's seq is the chain's next)."""
-    from bridge.audit import AuditEntry
+    from bridge.record import AuditEntry
     from bridge.wire import AuditColumns
 
     def decision(state):

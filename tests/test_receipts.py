@@ -15,7 +15,7 @@ import msgspec
 import pytest
 from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
 
-from bridge import receipts, wire
+from bridge import receipts, registry, wire
 from bridge.config import load_signing_key
 from bridge.errors import ConfigError
 from bridge.store.base import Decided
@@ -185,7 +185,7 @@ def test_100_worst_case_receipts_fit_one_receipts_check_frame(key):
     query = wire.ReceiptsCheck(query_id="q" * 128, receipts=[worst] * wire.MAX_RECEIPTS_PER_CHECK)
     data = wire.encode(query)
     assert len(data) <= MAX_FRAME_BYTES, len(data)
-    assert wire.decode_client(data) == query
+    assert registry.decode_client(data) == query
 
 
 # --- v1: the receipts old chat messages hold ----------------------------------------------------

@@ -10,7 +10,7 @@ import jinja2
 import pytest
 import websockets
 
-from bridge import audit, dispatch, i18n, rulesets, wire
+from bridge import audit, core, i18n, registry, wire
 from bridge.cards import CardTemplates
 from bridge.ruleset import Ruleset
 from bridge.dice import ScriptedDice
@@ -65,8 +65,8 @@ class TestCardTextIsPresentation:
         record = msgspec_decode(answered.record)
         recorded = json.loads(bytes(record.reply))
         _changed_templates(monkeypatch, mythic, tmp_path)
-        message = wire.decode_client(bytes(record.message))
-        rederived = dispatch.decide(message, audit.ReplayState(record.world_id, record.reads),
+        message = registry.decode_client(bytes(record.message))
+        rederived = core.rule(message, audit.ReplayState(record.world_id, record.reads),
                                     ScriptedDice(record.dice)).reply
         assert 'class="restyled"' in rederived.card.html and 'restyled' not in recorded["card"]["html"]
         assert audit.rederive(record) is None
@@ -83,9 +83,9 @@ def msgspec_decode(record_bytes: bytes) -> audit.AuditRecord:
 @pytest.fixture
 def plugin():
     """The throwaway ruleset of ``tests/plugin_ruleset/`` installed for one test."""
-    rulesets.register(plugin_ruleset.RULESET)
+    registry.register(plugin_ruleset.RULESET)
     yield plugin_ruleset
-    rulesets.unregister(plugin_ruleset.RULESET.id)
+    registry.unregister(plugin_ruleset.RULESET.id)
 
 
 class TestAThrowawayRulesetPlugsIn:
@@ -98,15 +98,15 @@ class TestAThrowawayRulesetPlugsIn:
 
     def test_register_refuses_a_taken_id_or_tag(self, plugin):
         with pytest.raises(ValueError, match="clashes"):
-            rulesets.register(plugin_ruleset.RULESET)
-        assert [r.id for r in rulesets.installed()] == ["sohl", "hmtw", "mythic", "pool", "coin"]
+            registry.register(plugin_ruleset.RULESET)
+        assert [r.id for r in registry.installed()] == ["sohl", "hmtw", "mythic", "pool", "coin"]
 
     def test_unregistered_it_is_gone_from_the_union(self, plugin):
-        assert wire.decode_client(json.dumps(plugin_ruleset.flip("e1")))
-        rulesets.unregister("coin")
+        assert registry.decode_client(json.dumps(plugin_ruleset.flip("e1")))
+        registry.unregister("coin")
         with pytest.raises(Exception, match="unknown message type"):
-            wire.decode_client(json.dumps(plugin_ruleset.flip("e1")))
-        rulesets.register(plugin_ruleset.RULESET)
+            registry.decode_client(json.dumps(plugin_ruleset.flip("e1")))
+        registry.register(plugin_ruleset.RULESET)
 
     async def test_over_a_real_socket_it_answers_records_and_shows_its_card(self, plugin, tmp_path):
         from bridge import server as bridge_server

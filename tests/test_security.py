@@ -301,7 +301,7 @@ class TestRulesInvariants:
 
     @given(pts=st.lists(points, max_size=6, unique_by=lambda p: p["point_id"]), code=st.sampled_from(["archery", "melee"]))
     def test_suggested_points_all_apply_and_specific_come_first(self, pts, code):
-        from bridge.wire import FatePoint
+        from bridge.rulesets.sohl.wire import FatePoint
         objects = [FatePoint(**p) for p in pts]
         suggested = sohl.suggested_points(objects, code)
         assert all(sohl.point_applies(p, code) for p in suggested)

@@ -33,8 +33,8 @@ from websockets.asyncio.client import ClientConnection, connect
 from websockets.asyncio.server import Server
 
 import bridge
-from bridge import dispatch
-from bridge import server as bridge_server
+
+from bridge import registry, server as bridge_server
 from bridge.dice import ScriptedDice
 from bridge.session import hash_token, new_token
 from bridge.store import SQLiteStore
@@ -332,7 +332,7 @@ class TestHelloWelcome:
             "bridge_version": bridge.__version__,
             "protocol_version": 1,
             "max_frame_bytes": bridge_server.MAX_FRAME_BYTES,  # the limit the server enforces (1009)
-            "rulesets": dispatch.RULESETS,  # every ruleset with handlers
+            "rulesets": registry.rulesets(),  # every ruleset with handlers
             "settings": {"fate_option": "everyone"},
         }
 

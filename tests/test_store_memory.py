@@ -13,7 +13,7 @@ import threading
 import msgspec
 import pytest
 
-from bridge import audit, wire
+from bridge import audit, record, wire
 from bridge.dice import ScriptedDice
 from bridge.errors import ConfigError, WorldNotRegistered
 from bridge.session import Session
@@ -110,7 +110,7 @@ def settings_to(option: str, ok: bool = True, reply: bytes = b"reply", event_id:
     def decision(state):
         state.put_settings(wire.WorldSettings(fate_option=option))
         state.next_seq()
-        return Decision(reply, ok, audit.AuditEntry(
+        return Decision(reply, ok, record.AuditEntry(
             type="settings", event_id=event_id, user_id=None, message=b"{}", reads=[], dice=[],
             reply=b'{"type":"pong","v":1}', ok=ok, summary=wire.AuditColumns(outcome="x")))
     return decision
@@ -160,7 +160,7 @@ def note_to(key: str, option: str, event_id: str):
     def decision(state):
         state.put("test.note", key, wire.WorldSettings(fate_option=option))
         state.next_seq()
-        return Decision(b"reply", True, audit.AuditEntry(
+        return Decision(b"reply", True, record.AuditEntry(
             type="note", event_id=event_id, user_id=None, message=b"{}", reads=[], dice=[],
             reply=b'{"type":"pong","v":1}', ok=True, summary=wire.AuditColumns(outcome="x")))
     return decision

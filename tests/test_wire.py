@@ -3,12 +3,15 @@
 from __future__ import annotations
 
 import inspect
+import typing
 
 import msgspec
 import pytest
 
 from bridge import wire
 from bridge.errors import BadMessage, UnknownMessage
+from bridge import registry
+from bridge.rulesets.sohl import rules as sohl_rules, wire as sohl_wire
 
 from .sohl_messages import fate_choice, fate_spend, frame, rolled
 
@@ -22,14 +25,14 @@ class TestDecodeClient:
             ({"type": "hello", "v": 1, "world_id": "w", "token": "t",
               "client": {"module_version": "0.1.0", "foundry_version": "14.359", "system_id": "sohl",
                          "system_version": "0.8.2"}}, wire.Hello),
-            ({"type": "settings", "v": 1, "fate_option": "pc_only"}, wire.Settings),
-            (rolled(), wire.TestRolled),
-            (fate_spend(), wire.FateSpend),
-            (fate_choice("keep"), wire.FateChoice),
+            ({"type": "settings", "v": 1, "fate_option": "pc_only"}, sohl_wire.Settings),
+            (rolled(), sohl_wire.TestRolled),
+            (fate_spend(), sohl_wire.FateSpend),
+            (fate_choice("keep"), sohl_wire.FateChoice),
         ],
     )
     def test_every_client_message_decodes(self, message, cls):
-        decoded = wire.decode_client(frame(message))
+        decoded = registry.decode_client(frame(message))
         assert type(decoded) is cls and decoded.v == 1
 
     @pytest.mark.parametrize(
@@ -51,7 +54,7 @@ class TestDecodeClient:
     )
     def test_bad_frames_name_the_field(self, raw, field, text):
         with pytest.raises(BadMessage) as caught:
-            wire.decode_client(raw)
+            registry.decode_client(raw)
         assert caught.value.code == "bad_message"
         assert caught.value.field == field
         assert text in caught.value.message
@@ -61,29 +64,29 @@ class TestDecodeClient:
         message["actor"]["fate_points"][1]["charges"] = "lots"
         message["test"]["roll"] = 101
         with pytest.raises(BadMessage) as caught:
-            wire.decode_client(frame(message))
+            registry.decode_client(frame(message))
         assert caught.value.field in {"actor.fate_points[1].charges", "test.roll"}
 
     def test_roll_out_of_range(self):
         message = rolled()
         message["test"]["roll"] = 0
         with pytest.raises(BadMessage) as caught:
-            wire.decode_client(frame(message))
+            registry.decode_client(frame(message))
         assert caught.value.field == "test.roll" and ">= 1" in caught.value.message
 
     def test_unknown_type_is_unknown_message(self):
         with pytest.raises(UnknownMessage) as caught:
-            wire.decode_client(b'{"type": "steal_fate", "v": 1}')
+            registry.decode_client(b'{"type": "steal_fate", "v": 1}')
         assert (caught.value.code, caught.value.field) == ("unknown_message", "type")
         assert "steal_fate" in caught.value.message
 
     def test_a_bridge_message_sent_by_a_client_is_unknown(self):
         with pytest.raises(UnknownMessage):
-            wire.decode_client(b'{"type": "fate_resolved", "v": 1}')
+            registry.decode_client(b'{"type": "fate_resolved", "v": 1}')
 
     def test_oversized_strings_are_refused(self):
         with pytest.raises(BadMessage) as caught:
-            wire.decode_client(frame(fate_spend(event_id="e" * 129)))
+            registry.decode_client(frame(fate_spend(event_id="e" * 129)))
         assert caught.value.field == "event_id"
 
 
@@ -107,9 +110,17 @@ class TestContractNames:
     """Every name of wire contract v1 (the protocol's first version, ``docs/protocol.md``) is kept."""
 
     def test_message_tags(self):
-        tags = {cls.__struct_config__.tag for cls in wire.CLIENT_TYPES + wire.BRIDGE_TYPES}
+        protocol = registry.protocol()
+        tags = {cls.__struct_config__.tag for cls in protocol.client_types + protocol.bridge_types}
         assert {"hello", "welcome", "error", "ping", "pong", "test_rolled", "test_graded", "fate_spend",
                 "fate_resolved", "fate_choice", "settings"} <= tags
+
+    def test_world_settings_offer_the_s12_options_of_sohls_rules(self):
+        """The shared ``WorldSettings`` (welcome carries it; the wire imports no ruleset) offers
+        exactly S12's options, defaulting to sohl's default (DECISIONS.md S12)."""
+        assert typing.get_args(wire.FateOption) == sohl_rules.FATE_OPTIONS == ("everyone", "pc_only", "off")
+        assert wire.WorldSettings().fate_option == sohl_rules.DEFAULT_FATE_OPTION == "everyone"
+        assert sohl_wire.Settings.__annotations__["fate_option"] in ("FateOption", wire.FateOption)
 
     @pytest.mark.parametrize(
         ("cls", "fields"),
@@ -117,19 +128,19 @@ class TestContractNames:
             (wire.Hello, {"world_id", "token", "viewer_key", "client"}),
             (wire.Welcome, {"world_id", "bridge_version", "rulesets", "settings"}),
             (wire.Error, {"code", "message", "ref", "field"}),
-            (wire.TestRolled, {"event_id", "ruleset", "message_id", "actor", "test", "visibility"}),
-            (wire.SohlActor, {"actor_id", "name", "player_owned", "owner_user_ids", "aura", "aural_shock", "fate_points"}),
-            (wire.FatePoint, {"point_id", "name", "skill_code", "charges"}),
-            (wire.SohlTest, {"kind", "code", "name", "eml", "roll", "level_mod", "basis", "basic"}),
-            (wire.TestGraded, {"event_id", "message_id", "level", "label", "success", "critical", "fate"}),
-            (wire.FateOffer, {"eligible", "reasons", "fate_ml", "points"}),
-            (wire.FateSpend, {"event_id", "message_id", "point_id", "user_id"}),
-            (wire.FateResolved, {"event_id", "message_id", "fate_roll", "fate_level", "outcome", "level_before",
+            (sohl_wire.TestRolled, {"event_id", "ruleset", "message_id", "actor", "test", "visibility"}),
+            (sohl_wire.SohlActor, {"actor_id", "name", "player_owned", "owner_user_ids", "aura", "aural_shock", "fate_points"}),
+            (sohl_wire.FatePoint, {"point_id", "name", "skill_code", "charges"}),
+            (sohl_wire.SohlTest, {"kind", "code", "name", "eml", "roll", "level_mod", "basis", "basic"}),
+            (sohl_wire.TestGraded, {"event_id", "message_id", "level", "label", "success", "critical", "fate"}),
+            (sohl_wire.FateOffer, {"eligible", "reasons", "fate_ml", "points"}),
+            (sohl_wire.FateSpend, {"event_id", "message_id", "point_id", "user_id"}),
+            (sohl_wire.FateResolved, {"event_id", "message_id", "fate_roll", "fate_level", "outcome", "level_before",
                                  "level_after", "point", "card", "effects"}),
-            (wire.PointAfter, {"point_id", "charges_after"}),
-            (wire.FateChoice, {"event_id", "message_id", "choice", "user_id"}),
+            (sohl_wire.PointAfter, {"point_id", "charges_after"}),
+            (sohl_wire.FateChoice, {"event_id", "message_id", "choice", "user_id"}),
             (wire.Card, {"title", "html"}),
-            (wire.UpdateItem, {"actor_id", "item_id", "path", "value"}),
+            (sohl_wire.UpdateItem, {"actor_id", "item_id", "path", "value"}),
         ],
     )
     def test_fields(self, cls, fields):
@@ -167,11 +178,11 @@ class TestBounds:
             target = target[key]
         target[path[-1]] = value
         with pytest.raises(BadMessage) as caught:
-            wire.decode_client(frame(message))
+            registry.decode_client(frame(message))
         assert caught.value.field == field
 
     def test_audit_query_cursor_and_times(self):
         for extra, field in (({"before_seq": 2**63}, "before_seq"), ({"since": "yesterday"}, "since")):
             with pytest.raises(BadMessage) as caught:
-                wire.decode_client(frame({"type": "audit_query", "v": 1, "query_id": "q", **extra}))
+                registry.decode_client(frame({"type": "audit_query", "v": 1, "query_id": "q", **extra}))
             assert caught.value.field == field

@@ -1,23 +1,10 @@
 """Dice everyone can trust (issue 19): provably fair dice sessions (commit and reveal), physical
 dice and GM overrides on the record.
 
-``dice`` (the pure derivation and one decision's dice table), ``wire`` (its messages),
-``decide`` (its handlers), ``trail`` (recomputing a session's dice from an exported trail,
-counting overrides), ``templates/`` (its cards), ``page/`` (the ``/verify`` page).
-:data:`RULESET` plugs its messages into the router; it is not a game, so ``welcome`` does not
-announce it.
+A layer of the decision core (:mod:`bridge.core`) that every ruleset gets, not a ruleset:
+``dice`` (the pure derivation and one decision's dice table), ``wire`` (its messages, in the wire
+union beside the shared ones), ``decide`` (its handlers and the dice table each decision rolls
+with; the core routes to them), ``trail`` (recomputing a session's dice from an exported trail,
+counting overrides), ``templates/`` (its cards), ``page/`` (the ``/verify`` page). Nothing here
+imports a ruleset or the registry.
 """
-
-from __future__ import annotations
-
-from ..ruleset import Ruleset
-from . import decide, wire
-
-RULESET = Ruleset(
-    id=decide.RULESET_ID,
-    client=wire.CLIENT,
-    bridge=wire.BRIDGE,
-    handlers=decide.HANDLERS,
-    refused=decide.refused,
-    queries=decide.QUERIES,
-)

@@ -1,9 +1,13 @@
 """Dice decisions (issue 19): dice sessions, dice settings, GM overrides, and the dice table each
 decision of any ruleset rolls with (:func:`table_for`).
 
+A layer of the decision core (:mod:`bridge.core`) that every ruleset gets, not a ruleset: it
+imports no ruleset and no registry; the core routes its messages (:func:`handlers`,
+:data:`QUERIES`, :func:`refused`) and wraps every ruleset's decision in its dice table.
+
 Pure like every handler: ``(request, state, dice) -> Outcome``. The one thing a handler cannot
 make is the secret seed (no randomness of its own, and anything it reads is recorded in the
-audit trail): :func:`table_for` (called by the session on the plain, unrecorded state) draws it
+audit trail): :func:`table_for` (called by the core on the plain, unrecorded state) draws it
 with the injected ``new_seed`` and stores it under ``dice.secret``; the start handler reads only
 the public offer (``dice.offer``: session id and commitment), so the seed is read through the
 recording state exactly once, by ``dice_session_end``, whose record is the reveal.
@@ -25,14 +29,14 @@ from __future__ import annotations
 
 import functools
 import html
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 
 import msgspec
 
 from .. import wire as shared
 from ..errors import BadMessage, Forbidden, NotEligible, NotFound
 from ..i18n import _
-from ..ruleset import Outcome, log_fields
+from ..ruleset import Handler, Outcome, log_fields
 from ..state import WorldState
 from ..dice import Dice
 from ..cards import CardTemplates
@@ -90,31 +94,19 @@ def current_of(state: WorldState) -> CurrentSession:
     return state.get(CURRENT_KIND, "current", CurrentSession) or _NO_SESSION
 
 
-@functools.cache
-def _ruleset_of_types() -> dict[type, str]:
-    from ..rulesets import installed
-
-    return {kind: r.id for r in installed() for kind in r.client}
-
-
-def ruleset_of(message: shared.ClientMessage) -> str | None:
-    """The id of the installed ruleset a request belongs to (None for shared messages)."""
-    found = _ruleset_of_types().get(type(message))
-    if found is None:  # a ruleset registered after the first call
-        _ruleset_of_types.cache_clear()
-        found = _ruleset_of_types().get(type(message))
-    return found
-
-
 def table_for(message: shared.ClientMessage, state: WorldState, *, seq: Callable[[], int], fallback: Dice,
-              new_seed: Callable[[int], bytes]) -> tuple[TableDice, str | None]:
+              new_seed: Callable[[int], bytes],
+              ruleset_of: Callable[[shared.ClientMessage], str | None]) -> tuple[TableDice, str | None]:
     """The dice one decision rolls with, and the open dice session's id (or None).
 
-    Runs in the shell on the plain state, inside the decision's transaction, before the decision:
+    Runs in the core (:func:`bridge.core.decide`) on the plain state, inside the decision's
+    transaction, before the handler:
     ``seq()`` gives the audit record number the decision will get. For ``dice_session_start`` it draws
     the seed (``new_seed(32)``) and stores it with its public offer (both rolled back if the start
-    is refused). Raises :class:`~bridge.errors.Forbidden` (field ``physical``) for physical dice
-    in a ruleset the world does not allow them for."""
+    is refused). ``ruleset_of(message)``: the id of the ruleset the request belongs to (the
+    core's registry knows; asked only for physical dice). Raises
+    :class:`~bridge.errors.Forbidden` (field ``physical``) for physical dice in a ruleset the
+    world does not allow them for."""
     if isinstance(message, wire.DiceSessionStart):
         seed = new_seed(SEED_BYTES)
         committed = commitment(seed)
@@ -199,12 +191,12 @@ def end(message: wire.DiceSessionEnd, state: WorldState, dice: Dice) -> Outcome:
     return _done(message, reply, "revealed", f"commitment {short}", card)
 
 
-def save_settings(message: wire.SetDiceSettings, state: WorldState, dice: Dice) -> Outcome:
-    """Replace the world's dice settings (GM only); an unknown ruleset id is refused naming it."""
+def save_settings(message: wire.SetDiceSettings, state: WorldState, dice: Dice, *,
+                  installed: Sequence[str]) -> Outcome:
+    """Replace the world's dice settings (GM only); an id not among the ``installed`` rulesets'
+    (the core passes them) is refused naming it."""
     _require_gm(message, _("only a GM may change the dice settings"))
-    from ..rulesets import installed
-
-    known = [r.id for r in installed()]
+    known = list(installed)
     for i, ruleset in enumerate(message.settings.physical_rulesets):
         if ruleset not in known:
             raise BadMessage(_("settings.physical_rulesets[%(index)s]: unknown ruleset %(ruleset)r "
@@ -252,8 +244,14 @@ def refused(message: shared.ClientMessage, error: shared.Error, state: WorldStat
     return _columns(message, error.code)
 
 
-HANDLERS = {wire.DiceSessionStart: start, wire.DiceSessionEnd: end,
-            wire.SetDiceSettings: save_settings, wire.GmOverride: override}
+def handlers(installed: Sequence[str]) -> dict[type, Handler]:
+    """The dice decisions' handlers, for a bridge with the ``installed`` ruleset ids (the core
+    builds its routes from these and the registry's)."""
+    return {wire.DiceSessionStart: start, wire.DiceSessionEnd: end,
+            wire.SetDiceSettings: functools.partial(save_settings, installed=tuple(installed)),
+            wire.GmOverride: override}
+
+
 QUERIES = {wire.DiceStatus: status}
 
 

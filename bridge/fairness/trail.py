@@ -18,6 +18,7 @@ from typing import Any
 
 import msgspec
 
+from ..record import AuditRecord
 from .dice import derive_die, session_id as session_id_of
 
 START, END, OVERRIDE = "dice_session_start", "dice_session_end", "gm_override"
@@ -174,8 +175,6 @@ def physical_per_session(records: Iterable[Any]) -> dict[str | None, int]:
 def records_of_rows(rows: Iterable[Any]) -> list[Any]:
     """Decoded audit records of stored rows (``Store.audit_rows``: anything with ``record``
     bytes), oldest first."""
-    from ..audit import AuditRecord
-
     decoder = msgspec.json.Decoder(AuditRecord)
     return sorted((decoder.decode(row.record) for row in rows), key=lambda r: (r.world_id, r.seq))
 
@@ -185,8 +184,6 @@ def records_of_export(text: str) -> list[Any]:
     one ``{"record": {...}, ...}`` per line), oldest first. The one reader of the export format:
     point it at issue 15's self-contained export when that lands. Raises ``ValueError`` naming
     the line for a line that is not a record."""
-    from ..audit import AuditRecord
-
     decoder = msgspec.json.Decoder(msgspec.defstruct("ExportLine", [("record", AuditRecord)]))
     records = []
     for number, line in enumerate(text.splitlines(), 1):

@@ -14,6 +14,7 @@ from typing import TYPE_CHECKING, Any, Protocol, TypeVar
 import msgspec
 
 from .. import audit, wire
+from ..record import AuditEntry, Decision  # what a decision hands the store (bridge.core makes it)
 from ..state import WorldState
 
 if TYPE_CHECKING:
@@ -55,7 +56,6 @@ class Decided(msgspec.Struct, frozen=True):
     receipt: wire.Receipt | None = None
 
 
-AuditEntry = audit.AuditEntry
 
 @dataclass(frozen=True, slots=True)
 class AuditFilter:
@@ -88,19 +88,6 @@ class AuditRow:
     record: bytes
     prev_hash: str
     hash: str
-
-
-class Decision(msgspec.Struct, frozen=True):
-    """What a decision function returns: the reply frame; ``ok`` False for a refusal (its
-    writes are dropped, the reply is still kept under the event_id); the audit entry to append to
-    the world's chain in the same transaction (None: not audited; its ``reply`` must be the
-    frame itself, which the record then holds once for ``event_id`` replay); ``kept``: whatever
-    the caller wants back (returned as :attr:`Decided.kept`, never stored)."""
-
-    reply: bytes
-    ok: bool
-    audit: AuditEntry | None = None
-    kept: Any = None
 
 
 DecisionFn = Callable[[WorldState], Decision]

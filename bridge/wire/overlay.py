@@ -15,7 +15,7 @@ from __future__ import annotations
 
 from typing import Literal
 
-from .base import BridgeMessage, Card, Id, Query
+from .base import BridgeMessage, Card, Query
 
 OverlayAction = Literal["clear", "replay"]
 

@@ -1,6 +1,7 @@
-"""Session messages: hello/welcome, ping/pong, error. The world settings ``welcome`` carries are
-SoHL's S12 option today: ``WorldSettings`` and the ``settings`` message live in the sohl package
-(``bridge/rulesets/sohl/wire.py``)."""
+"""Session messages: hello/welcome, ping/pong, error, and the world settings ``welcome`` carries
+(:class:`WorldSettings`: SoHL's S12 option today; the ``settings`` message that changes them and
+the rule that reads them live in the sohl package, which imports this type: the shared wire
+imports no ruleset)."""
 
 from __future__ import annotations
 
@@ -9,10 +10,16 @@ from typing import Annotated, Literal
 from msgspec import Meta
 
 from ..errors import Refusal
-from ..rulesets.sohl.wire import WorldSettings
 from .base import BridgeMessage, ClientMessage, ErrorCode, Id, Name, OutPart, Part
 
+FATE_OPTIONS = ("everyone", "pc_only", "off")  # S12: sohl's rules.FATE_OPTIONS (tests/test_wire.py)
+FateOption = Literal[FATE_OPTIONS]  # type: ignore[valid-type]
 
+
+class WorldSettings(OutPart, kw_only=True):
+    """A world's settings as the bridge applies them. ``fate_option`` is S12."""
+
+    fate_option: FateOption = "everyone"
 
 
 Language = Annotated[str, Meta(max_length=35, pattern=r"^[A-Za-z]{2,8}([-_][A-Za-z0-9]{1,8})*$",

@@ -27,7 +27,7 @@ import msgspec
 
 from . import cards, wire
 from ... import wire as shared
-from ...ruleset import Outcome, log_fields, rolling
+from ...ruleset import Outcome, rolling
 from ...dice import Dice
 from ...errors import AlreadyFated, BadMessage, Forbidden, NoCharges, NotEligible, NotFound
 from ...i18n import _

@@ -1,7 +1,7 @@
 """Song of Heroic Lands: Success Tests and Fate (seeds 000, 001; DECISIONS.md S1-S12).
 
 Pure and table-driven: no I/O, no clock, no randomness. The dice of a Fate Test are rolled by the
-caller (``bridge.dispatch``) from an injected source and passed in as numbers.
+caller (``bridge.core``) from an injected source and passed in as numbers.
 
 Success levels are plain ints: CF -1, MF 0, MS 1, CS 2, extended beyond both ends (S2).
 """

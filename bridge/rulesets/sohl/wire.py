@@ -7,6 +7,7 @@ from typing import Annotated, Literal, Union
 from msgspec import Meta
 
 from . import rules as _sohl_rules
+from ...wire.session import FateOption, WorldSettings
 from ...wire.base import BridgeMessage, Card, Code, D100, Id, Name, OutPart, Part, Request, UserRequest, Visibility
 
 # Bounds far beyond any real test, so that numbers stay exact in JavaScript and on cards.
@@ -19,13 +20,8 @@ Outcome = Literal["lost", "kept", "spent", "choice"]
 Choice = Literal["spend", "keep"]
 Evidence = Literal["raised_level", "fate_card"]  # what SoHL posted when it fated a test itself
 WithheldReason = Literal[_sohl_rules.WITHHELD_REASONS]  # S5, in the order reasons are reported
-FateOption = Literal[_sohl_rules.FATE_OPTIONS]  # S12
-
-
-class WorldSettings(OutPart, kw_only=True):
-    """A world's settings as the bridge applies them. ``fate_option`` is S12."""
-
-    fate_option: FateOption = _sohl_rules.DEFAULT_FATE_OPTION
+# S12: the world settings ``welcome`` carries are the shared wire's (``WorldSettings``, its
+# ``FateOption``); their options are these rules' (tests/test_wire.py checks they agree).
 
 
 class Aura(Part, kw_only=True):

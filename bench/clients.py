@@ -1,0 +1,66 @@
+"""The load clients and process readings both bench runs use (``bench`` and ``bench.scale``):
+kept apart from ``bench/__main__.py`` so that neither imports the other (issue 26)."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+CLOCK_TICKS = os.sysconf("SC_CLK_TCK")
+
+# The bridge's limits per address (docs/security.md) raised for the bench's loopback clients: every
+# connection, the idle ones included, comes from 127.0.0.1 at once.
+LOAD_LIMITS = ("--max-connections", "10000", "--max-connections-per-address", "10000",
+               "--max-pending-hellos", "10000", "--connect-rate", "100000", "--connect-burst", "10000")
+
+
+def cpu_seconds(pid: int) -> float:
+    """User + system CPU time of a process, from /proc/PID/stat."""
+    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / CLOCK_TICKS
+
+
+def start_clients(urls: list[str], worlds_file: Path, conns: int, procs: int, duration: float, tag: str) -> list:
+    """Start ``procs`` load client processes sharing ``conns`` connections, client ``i`` on
+    ``urls[i % len(urls)]`` (one server, or one per bridge process); each has opened its
+    connections (printed ``ready``) when this returns. Their results: :func:`release_clients`."""
+    clients, first = [], 0
+    for i in range(procs):
+        share = conns // procs + (1 if i < conns % procs else 0)
+        clients.append(subprocess.Popen(
+            [sys.executable, "-m", "bench.load", "--url", urls[i % len(urls)], "--worlds", str(worlds_file),
+             "--conns", str(share), "--first", str(first), "--duration", str(duration), "--tag", f"{tag}p{i}-",
+             "--wait-go", "--result", str(_result_file(worlds_file, i))],
+            stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True))
+        first += share
+    for client in clients:
+        line = client.stdout.readline().strip()
+        if line != "ready":
+            for other in clients:
+                other.kill()
+            raise SystemExit(f"load client failed: {line} {client.stderr.read()[-2000:]}")
+    return clients
+
+
+def _result_file(worlds_file: Path, i: int) -> Path:
+    return worlds_file.with_name(f"{worlds_file.stem}-result-{i}.json")
+
+
+def go(clients: list) -> None:
+    """Let the ready clients of :func:`start_clients` start their load, all at once."""
+    for client in clients:
+        client.stdin.write("go\n")
+        client.stdin.close()
+
+
+def release_clients(clients: list, worlds_file: Path, duration: float) -> list[dict]:
+    """Wait for the clients :func:`go` started; their result files (``bench.load --result``)."""
+    results = []
+    for i, client in enumerate(clients):
+        if client.wait(timeout=duration + 120) != 0:
+            raise SystemExit(f"load client failed: {client.stderr.read()[-2000:]}")
+        results.append(json.loads(_result_file(worlds_file, i).read_text()))
+    return results

@@ -1,0 +1,160 @@
+"""The decision core: one decoded request + the world's state + dice -> everything the shells need.
+
+Sans-I/O in the manner of python-websockets' ``protocol.py`` and h11 (``shared/STYLE.md``): no
+network, no clock, no randomness of its own. :func:`decide` is the one call a decision makes:
+the session decodes and admits a request, runs :func:`decide` inside ``Store.decide`` (on the
+world's state in memory) and hands its :class:`~bridge.record.Decision` to the store (state
+writes, audit entry, reply frame) and to the sockets (the overlay frame, the log keys in
+``kept``). Inside it, in this order:
+
+1. the dice table of the request (:func:`bridge.fairness.decide.table_for`: a provable world's
+   fair dice, physical dice, the secret fallback), on the plain state (the seed is never read
+   through the recording);
+2. :func:`rule`, the routed handler, on a :class:`~bridge.record.RecordingState` and
+   :class:`~bridge.record.RecordingDice` (every read and die recorded); a
+   :class:`~bridge.errors.Refusal` becomes the refused :class:`~bridge.ruleset.Outcome`;
+3. every die used (``check_all_used``) and the "Physical dice" line on the card
+   (:func:`bridge.fairness.decide.with_physical_mark`);
+4. the audit entry, the overlay frame and the reply frame (:func:`bridge.frames.decision_frame`).
+
+``fate-bridge audit verify`` re-derives a record through :func:`rule` (step 2, with the record's
+dice and reads: the dice table's work is what the record holds). The routes are the installed
+rulesets' (:mod:`bridge.registry`) and the dice layer's (:mod:`bridge.fairness.decide`): dice
+sessions, settings and overrides are every ruleset's, not a ruleset.
+"""
+
+from __future__ import annotations
+
+import functools
+from collections.abc import Callable
+from dataclasses import dataclass
+
+import msgspec
+
+from . import i18n, registry, wire
+from .dice import Dice
+from .errors import Refusal
+from .fairness import decide as fairness
+from .frames import decision_frame
+from .record import AuditEntry, Decision, RecordingDice, RecordingState, sorted_json
+from .ruleset import Handler, Outcome, Query, Refused
+from .state import WorldState
+
+
+@dataclass(frozen=True, slots=True)
+class Routes:
+    """Message class -> its handler, its refusal columns, its read-only query: the installed
+    rulesets' and the dice layer's."""
+
+    handlers: dict[type, Handler]
+    refused: dict[type, Refused]
+    queries: dict[type, Query]
+
+
+@functools.lru_cache(maxsize=1)
+def _routes_of(protocol: registry.Protocol) -> Routes:
+    dice_handlers = fairness.handlers([r.id for r in registry.installed()])
+    return Routes(
+        handlers={**protocol.handlers, **dice_handlers},
+        refused={**protocol.refused, **dict.fromkeys(dice_handlers, fairness.refused)},
+        queries={**protocol.queries, **fairness.QUERIES},
+    )
+
+
+def routes() -> Routes:
+    """The routes of the installed rulesets and the dice layer (rebuilt when the registry's list
+    changes)."""
+    return _routes_of(registry.protocol())
+
+
+def is_query(message: wire.ClientMessage) -> bool:
+    """True for a read-only query (answered by :func:`answer`, never recorded)."""
+    return type(message) in routes().queries
+
+
+def answer(message: wire.ClientMessage, state: WorldState) -> wire.BridgeMessage:
+    """Answer a read-only query; raises ``TypeError`` for any other message."""
+    query = routes().queries.get(type(message))
+    if query is None:
+        raise TypeError(f"{type(message).__name__} is not a query")
+    return query(message, state)
+
+
+def rule(message: wire.Request, state: WorldState, dice: Dice) -> Outcome:
+    """The handler's :class:`~bridge.ruleset.Outcome` of one request of any installed ruleset or
+    of the dice layer (sohl's ``settings`` included).
+
+    A handler's :class:`~bridge.errors.Refusal` becomes an Outcome too (:func:`refused`); the
+    caller must undo what the handler wrote. Raises ``TypeError`` for a message that is not a
+    decision (``hello``, ``ping``, ``audit_query``: the session answers those)."""
+    handler = routes().handlers.get(type(message))
+    if handler is None:
+        raise TypeError(f"{type(message).__name__} is not a decision message")
+    try:
+        return handler(message, state, dice)
+    except Refusal as refusal:
+        return refused(message, refusal, state)
+
+
+def refused(message: wire.Request, refusal: Refusal, state: WorldState) -> Outcome:
+    """The :class:`~bridge.ruleset.Outcome` of ``message`` refused with ``refusal`` (by its
+    handler, or by the dice table before it ran, e.g. a die of a provable world with no dice
+    session): the ``error`` reply (``ref`` = the ``event_id``), its ruleset's refusal columns
+    (:attr:`Ruleset.refused <bridge.ruleset.Ruleset.refused>`), the code and field as log keys."""
+    error = wire.error_reply(refusal, message.event_id)
+    columns = routes().refused[type(message)](message, error, state)
+    return Outcome(error, columns, None, {"code": error.code, "field": error.field}, refused=True)
+
+
+def decide(message: wire.Request, state: WorldState, dice: Dice, *, message_bytes: bytes,
+           new_seed: Callable[[int], bytes], language: str) -> Decision:
+    """Decide one request: the one call a decision makes into the core.
+
+    ``state``: the world's state (``state.audit_seq()`` gives the audit record number the decision
+    will get); ``dice``: the bridge's secret dice (a dice session's fair dice and physical dice
+    replace them, :func:`bridge.fairness.decide.table_for`); ``message_bytes``: the request as
+    the trail keeps it (:func:`bridge.record.sorted_json`, which the caller hashed already);
+    ``new_seed(n)``: n secret bytes, a dice session's seed; ``language``: the world's, for the
+    cards and refusal texts (presentation: the audit ignores it).
+
+    Returns the :class:`~bridge.record.Decision`: the reply frame, ``ok`` (False: a refusal, its
+    writes to be dropped), the audit entry (reads, dice, draws, reply, columns), and as ``kept``
+    the pair (encoded ``overlay_card`` frame or None, the log keys of the decision's line).
+    Raises ``TypeError`` for a message that is not a decision."""
+    recording, rolled = RecordingState(state), RecordingDice(dice)
+    table, dice_session = None, None
+    with i18n.using(language):
+        try:
+            # the dice table reads the open dice session on the plain state: its seed is never
+            # recorded before the reveal (bridge.fairness.decide)
+            table, dice_session = fairness.table_for(message, state, seq=state.audit_seq,  # type: ignore[attr-defined]
+                                                     fallback=dice, new_seed=new_seed,
+                                                     ruleset_of=registry.ruleset_of)
+            rolled = RecordingDice(table)
+            outcome = rule(message, recording, rolled)
+            if not outcome.refused:
+                table.check_all_used()
+                outcome = fairness.with_physical_mark(outcome, rolled.rolled, table.draws)
+        except Refusal as refusal:
+            outcome = refused(message, refusal, state)
+    ok = not outcome.refused
+    draws = table.draws if table is not None and table.draws else None
+    event_id = message.event_id
+    audit = AuditEntry(type=message.__struct_config__.tag, event_id=event_id,
+                       user_id=message.user_id if isinstance(message, wire.UserRequest) else None,
+                       message=message_bytes, reads=recording.reads, dice=rolled.rolled,
+                       reply=sorted_json(outcome.reply), ok=ok, summary=outcome.columns,
+                       draws=draws, dice_session=dice_session)
+    overlay = None if outcome.card is None else _overlay_frame(state.world_id, outcome.card_key or event_id,
+                                                               outcome.card)
+    # every client builds its Foundry Roll from the rolls it carries (issue 19); a replay
+    # rebuilds the same bytes from the audit record (bridge.frames)
+    frame = decision_frame(outcome.reply, rolled.rolled, draws)
+    return Decision(frame, ok, audit, kept=(overlay, outcome.log))
+
+
+def _overlay_frame(world_id: str, key: str | None, card: wire.Card) -> bytes:
+    """The encoded ``overlay_card`` of a public result under ``key`` (a later card with the same
+    key replaces it on the overlay); the speaker's actor id stays with the GM."""
+    shown = msgspec.structs.replace(card, speaker_actor_id=None)
+    return wire.encode(wire.OverlayCard(world_id=world_id, ruleset=card.ruleset, card=shown, key=key))

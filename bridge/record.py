@@ -1,0 +1,154 @@
+"""What one decision leaves for the store and the audit trail, and how its inputs are recorded.
+
+Pure values, beneath the decision core (:mod:`bridge.core`), which fills them in, and beneath the
+audit trail (:mod:`bridge.audit`), which chains and verifies what they become. The core wraps the
+world state in :class:`RecordingState` and the dice in :class:`RecordingDice`: every read the
+decision makes (settings, the graded test with its actor snapshot, the Fate record, the charges
+spent since the snapshot, the sequence numbers) and every die is captured, so the record holds
+exactly the inputs the decision used. It returns one :class:`Decision` (the reply frame, the
+:class:`AuditEntry`, what the shells keep); the store makes the :class:`AuditRecord` from it.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import msgspec
+
+from . import wire
+from .dice import Dice
+from .fairness.dice import Draw
+from .state import R, WorldState
+
+
+class Read(msgspec.Struct, kw_only=True, frozen=True):
+    """One read a decision made: the ``op`` (a :class:`WorldState` method), its ``args`` and
+    the ``result`` as JSON."""
+
+    op: str
+    args: list[str | int]
+    result: msgspec.Raw
+
+
+class AuditRecord(msgspec.Struct, kw_only=True, frozen=True):
+    """One decision as the audit trail keeps it (the canonical bytes are this, sorted keys).
+
+    ``seq``: the world's audit sequence number (1, 2, ... without gaps). ``ts``: UTC ISO-8601.
+    ``message``: the client message as decoded. ``reads``/``dice``: the inputs. ``reply``: the
+    frame sent. ``ok``: false for a refusal (its writes were rolled back). ``summary``: the
+    columns the record is listed and filtered by, hashed with it so they cannot be edited apart.
+    ``draws``: each die's faces and source (``fair``/``physical``/``secret``), parallel to
+    ``dice`` (None in records older than issue 19); ``dice_session``: the dice session open when
+    it was decided (its fair dice derive from that session's seed, ``bridge.fairness``)."""
+
+    world_id: str
+    seq: int
+    ts: str
+    bridge_version: str
+    type: str
+    event_id: str | None
+    user_id: str | None
+    message: msgspec.Raw
+    reads: list[Read]
+    dice: list[int]
+    reply: msgspec.Raw
+    ok: bool
+    summary: wire.AuditColumns
+    draws: list[Draw] | None = None
+    dice_session: str | None = None
+
+
+class AuditEntry(msgspec.Struct, kw_only=True, frozen=True):
+    """What the session hands the store for one decision; the store makes the
+    :class:`AuditRecord` from it (adding seq, ts, version) and the summary columns."""
+
+    type: str
+    event_id: str | None
+    user_id: str | None
+    message: bytes
+    reads: list[Read]
+    dice: list[int]
+    reply: bytes
+    ok: bool
+    summary: wire.AuditColumns
+    draws: list[Draw] | None = None
+    dice_session: str | None = None
+
+
+_encoder = msgspec.json.Encoder(order="sorted")
+
+
+def sorted_json(value: Any) -> bytes:
+    """``value`` as JSON with keys sorted at every level: how a record's parts (message, reads,
+    reply) are encoded, so that :func:`canonical` needs one pass."""
+    return _encoder.encode(value)
+
+
+def canonical(record: AuditRecord) -> bytes:
+    """The record's canonical bytes: JSON, keys sorted at every level (its raw parts were
+    encoded by :func:`sorted_json`)."""
+    return _encoder.encode(record)
+
+
+class Decision(msgspec.Struct, frozen=True):
+    """What a decision function returns: the reply frame; ``ok`` False for a refusal (its
+    writes are dropped, the reply is still kept under the event_id); the audit entry to append to
+    the world's chain in the same transaction (None: not audited; its ``reply`` must be the
+    frame itself, which the record then holds once for ``event_id`` replay); ``kept``: whatever
+    the caller wants back (returned as ``Decided.kept``, never stored; :func:`bridge.core.decide`
+    keeps the overlay frame and the log keys)."""
+
+    reply: bytes
+    ok: bool
+    audit: AuditEntry | None = None
+    kept: Any = None
+
+
+# --- recording ---------------------------------------------------------------------------------
+
+_NULL = msgspec.Raw(b"null")  # sorted_json(None)
+
+
+class RecordingState:
+    """A :class:`WorldState` that passes everything to ``inner`` and records every read."""
+
+    def __init__(self, inner: WorldState) -> None:
+        self._inner = inner
+        self.world_id = inner.world_id
+        self.reads: list[Read] = []
+
+    def _read(self, op: str, args: list[str | int], result: Any) -> Any:
+        raw = _NULL if result is None else msgspec.Raw(sorted_json(result))  # None: a record not there
+        self.reads.append(Read(op=op, args=args, result=raw))
+        return result
+
+    def settings(self) -> wire.WorldSettings:
+        return self._read("settings", [], self._inner.settings())
+
+    def put_settings(self, settings: wire.WorldSettings) -> None:
+        self._inner.put_settings(settings)
+
+    def next_seq(self) -> int:
+        return self._read("next_seq", [], self._inner.next_seq())
+
+    def get(self, kind: str, key: str, type: type[R]) -> R | None:
+        return self._read("get", [kind, key], self._inner.get(kind, key, type))
+
+    def put(self, kind: str, key: str, record: msgspec.Struct) -> None:
+        self._inner.put(kind, key, record)
+
+    def peek(self, kind: str, key: str, type: type[R]) -> R | None:
+        return self._inner.get(kind, key, type)  # describes the decision: not an input, not recorded
+
+
+class RecordingDice:
+    """Dice that pass through to ``inner`` and keep every value rolled."""
+
+    def __init__(self, inner: Dice) -> None:
+        self._inner = inner
+        self.rolled: list[int] = []
+
+    def roll(self, faces: int) -> int:
+        value = self._inner.roll(faces)
+        self.rolled.append(value)
+        return value
