@@ -11,6 +11,7 @@ import asyncio
 import os
 import re
 import shlex
+import ssl
 import sys
 from datetime import datetime
 from pathlib import Path
@@ -30,7 +31,7 @@ from .server import RATE_BURST_SECONDS, RATE_PER_SECOND
 from .session import OVERLAY_PATH, Session, hash_token, new_token
 from .migrate import migrate, source_db
 from .release import PUBLIC_URL_ENV
-from .startup import bridge_address, folder_given, listen_problem, reach_lines
+from .startup import bridge_address, folder_given, hold_database, listen_problem, reach_lines
 from .store import open_store
 
 DEFAULT_HOST = "127.0.0.1"
@@ -562,9 +563,12 @@ _LIMIT_FLAGS = (  # (flag, Limits field, type, help); docs/security.md says what
     ("--connect-burst", "connect_burst", int,
      "new connections from one IP address at once (every overlay page reconnecting after a restart)"),
     ("--free-failed-hellos", "free_failed_hellos", int,
-     "failed hellos (unknown world, wrong token) from one IP address before it is locked out for "
-     "1 s, then 2 s, 4 s ... for each further failure"),
-    ("--max-hello-delay", "max_hello_delay", float, "the longest such lockout, in seconds"),
+     "failed hellos (unknown world, wrong token) for one world from one IP address before that "
+     "world is locked out for the address for 1 s, then 2 s, 4 s ... for each further failure "
+     "(the whole address alike past 4 times as many for all worlds together)"),
+    ("--max-hello-delay", "max_hello_delay", float,
+     "the longest such lockout, in seconds: how long a correct token from a flooding address waits "
+     "once the flood stops"),
     ("--failed-hello-rate", "failed_hello_rate", float,
      "failed hellos per second, all addresses together, past which addresses that never completed "
      "a hello are asked to retry later (a distributed token-guessing flood)"),
@@ -655,8 +659,7 @@ def _run(coro) -> int:
 
 
 async def _serve(args: argparse.Namespace) -> int:
-    from .audit_cli import adopt_signing_key
-    from .server import serve_until, start, stop_on_signals, tls_context
+    from .server import tls_context
 
     if (args.tls_cert is None) != (args.tls_key is None):
         raise ConfigError("--tls-cert and --tls-key go together: give both, or neither for ws://")
@@ -666,6 +669,21 @@ async def _serve(args: argparse.Namespace) -> int:
         raise ConfigError("--reuse-port shares the port between processes, which needs a shared "
                           "postgresql:// --db (processes on one SQLite file would each take the "
                           "same world); see docs/deploy.md")
+    # one serving process per SQLite file (a second one's state would go stale); PostgreSQL
+    # shares a database between processes by design
+    lock = None if is_postgres_url(db) or str(db) == ":memory:" else hold_database(db)
+    try:
+        return await _serve_held(args, db, tls)
+    finally:
+        if lock is not None:
+            os.close(lock)  # releases the lock (the OS does so too when the process ends)
+
+
+async def _serve_held(args: argparse.Namespace, db: Path | str, tls: ssl.SSLContext | None) -> int:
+    """``serve`` once the database is ours (see :func:`_serve`)."""
+    from .audit_cli import adopt_signing_key
+    from .server import serve_until, start, stop_on_signals
+
     key_path = args.audit_key or default_audit_key()
     signing_path = args.signing_key or default_signing_key(key_path)
     store = await open_store(db, audit_key=load_key(key_path, create=True),

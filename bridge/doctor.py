@@ -36,6 +36,7 @@ from .config import load_signing_key
 from .errors import ConfigError
 from .heads import public_key_text
 from .server import tls_context
+from .startup import lock_holder, lock_path
 from .store import SCHEMA_VERSION
 from .store.audit_rows import heads_of, trail_worlds
 
@@ -103,8 +104,9 @@ def _writable_file(path: Path) -> bool:
 
 def check_database(db: Path) -> tuple[list[Finding], sqlite3.Connection | None]:
     """The database file: its folder writable (SQLite writes ``-wal`` beside it), the file
-    writable, ``quick_check``, schema version. Also returns a read-only connection for the
-    checks that follow (None when the file cannot be read); the caller closes it."""
+    writable, ``quick_check``, schema version, the ``serve`` holding its lock (if any). Also
+    returns a read-only connection for the checks that follow (None when the file cannot be
+    read); the caller closes it."""
     findings: list[Finding] = []
     stuck = _writable_folder(db.parent)
     if stuck is not None:
@@ -138,6 +140,9 @@ def check_database(db: Path) -> tuple[list[Finding], sqlite3.Connection | None]:
         findings.append(ok(f"database {db}: schema {version}, intact; serve upgrades it to {SCHEMA_VERSION}"))
     elif integrity == "ok":
         findings.append(ok(f"database {db}: schema {version}, intact"))
+    if (holder := lock_holder(db)) is not None:
+        findings.append(ok(f"database {db} is served by {holder} (lock {lock_path(db)}): a second "
+                           "serve on it is refused; the other commands work beside it"))
     return findings, conn
 
 

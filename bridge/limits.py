@@ -7,10 +7,12 @@ own: the server passes its loop's monotonic clock).
   each explained in docs/security.md).
 - :class:`Admission`: the state those limits are checked against: connections open per address and
   in total, connections that have not said ``hello`` yet (the oldest evicted for a new one), new
-  connections per address per second, and failed ``hello``s per address (after
-  ``free_failed_hellos``, each failure locks the address out for twice as long as the last, up to
-  ``max_hello_delay``; hellos in that time are refused before the store is read, so a
-  token-guessing flood costs the bridge almost nothing).
+  connections per address per second, and failed ``hello``s per address and world (after
+  ``free_failed_hellos``, each failure locks that world out for that address for twice as long as
+  the last, up to ``max_hello_delay``, a few seconds; past ``ADDRESS_WORLDS`` times as many failures
+  for all worlds together, the whole address, alike; hellos in that time are refused before the
+  store is read, so a token-guessing flood costs the bridge almost nothing, and a correct token
+  from the flooded address gets in at most ``max_hello_delay`` after the flood stops).
 """
 
 from __future__ import annotations
@@ -25,6 +27,9 @@ TARPIT_SECONDS = 1.0  # a refused connection waits this long for its 503: a floo
 # answers (every simple client) slows down to its concurrency per second ...
 TARPIT_MAX = 128  # ... but at most this many wait at once (each holds a file descriptor); past it,
 # refusals are answered at once
+ADDRESS_WORLDS = 4  # an address's failed hellos for all worlds together lock it out past this many
+# times ``free_failed_hellos``: guessing many world ids is throttled too, one world's guesses are not
+ANY_WORLD = None  # the failure key of an address's hellos for all worlds together
 
 
 class RateLimit:
@@ -66,9 +71,14 @@ class Limits:
     pending_hello: int = 64  # connections (all addresses) without hello yet; then the oldest goes
     connect_rate: float = 5.0  # new connections per second per address, on average ...
     connect_burst: int = 40  # ... in bursts of this many (every overlay page reconnecting at once)
-    free_failed_hellos: int = 5  # failed hellos per address before the lockout starts (typos)
-    max_hello_delay: float = 300.0  # seconds: the longest lockout (1 s, 2 s, 4 s, ... up to this)
+    free_failed_hellos: int = 5  # failed hellos per address and world before its lockout (typos)
+    max_hello_delay: float = 5.0  # seconds: the longest lockout (1 s, 2 s, 4 s, ... up to this): it
+    # caps the load a flood makes (tokens are 256 random bits, never guessed), and how long a
+    # correct token from the flooding address (a GM behind the same NAT) waits once it stops
     failed_hello_rate: float = 10.0  # failed hellos per second from addresses never seen succeed
+
+
+FailureKey = tuple[str, str | None]  # (address, world id as the hello gave it, or ANY_WORLD)
 
 
 @dataclass(slots=True)
@@ -90,9 +100,9 @@ class Admission:
         self._pending: OrderedDict[Hashable, None] = OrderedDict()  # oldest first
         self.tarpitted = 0
         self._open: dict[str, int] = {}
-        self._in_flight: dict[str, int] = {}  # hellos being checked, per address
+        self._in_flight: dict[FailureKey, int] = {}  # hellos being checked, per failure key
         self._connects: OrderedDict[str, RateLimit] = OrderedDict()
-        self._failures: OrderedDict[str, _Failures] = OrderedDict()
+        self._failures: OrderedDict[FailureKey, _Failures] = OrderedDict()
         self._succeeded: OrderedDict[str, None] = OrderedDict()
         self._failure_budget = RateLimit(limits.failed_hello_rate,
                                          max(1, int(limits.failed_hello_rate * 5)), clock)
@@ -153,48 +163,64 @@ class Admission:
         self._pending.pop(conn, None)
         _release(self._open, address)
 
-    def hello_wait(self, address: str) -> float:
-        """Seconds before ``address`` may try a hello again (0: now). Nonzero while it is locked
-        out after failed hellos; or (1 s) while the bridge-wide budget of failed hellos is spent
-        and ``address`` never completed a hello; or (1 s) while as many of its hellos are being
-        checked as it has failures left before the lockout (one after a lockout), so concurrent
-        guesses cannot overtake the count. An address that completed a hello and has no failure
-        may have any number checked at once (a GM's overlay pages reconnecting together)."""
+    def _keys(self, address: str, world_id: str) -> tuple[tuple[FailureKey, int], tuple[FailureKey, int]]:
+        """The two failure keys a hello from ``address`` for ``world_id`` counts under, each with
+        its free failures: the world's own, and the address's for all worlds together."""
+        free = self.limits.free_failed_hellos
+        return ((address, world_id), free), ((address, ANY_WORLD), free * ADDRESS_WORLDS)
+
+    def hello_wait(self, address: str, world_id: str = "") -> float:
+        """Seconds before ``address`` may try a hello for ``world_id`` again (0: now; ``""`` for a
+        first frame naming no world). Nonzero while that world, or the whole address, is locked
+        out after failed hellos (at most ``max_hello_delay``); or (1 s) while the bridge-wide
+        budget of failed hellos is spent and ``address`` never completed a hello; or (1 s) while
+        as many of its hellos are being checked as it has failures left before a lockout (one
+        after a lockout), so concurrent guesses cannot overtake the count. An address that
+        completed a hello and has no failure may have any number checked at once (a GM's
+        overlay pages reconnecting together)."""
         now = self.clock()
-        failures = self._failures.get(address)
-        if failures is not None and failures.locked_until > now:
-            return failures.locked_until - now
+        keys = self._keys(address, world_id)
+        locked = max((f.locked_until for key, _ in keys if (f := self._failures.get(key)) is not None),
+                     default=0.0)
+        if locked > now:
+            return locked - now
         known = address in self._succeeded
         if not known and not self._failure_budget.available():
             return 1.0
-        failed = failures.count if failures is not None else 0
-        in_flight = self._in_flight.get(address, 0)
-        if (failed or not known) and in_flight >= max(1, self.limits.free_failed_hellos - failed):
-            return 1.0
+        for key, free in keys:
+            failures = self._failures.get(key)
+            failed = failures.count if failures is not None else 0
+            if (failed or not known) and self._in_flight.get(key, 0) >= max(1, free - failed):
+                return 1.0
         return 0.0
 
-    def hello_begin(self, address: str) -> None:
-        """A hello from ``address`` is being checked (call :meth:`hello_end` after)."""
-        self._in_flight[address] = self._in_flight.get(address, 0) + 1
+    def hello_begin(self, address: str, world_id: str = "") -> None:
+        """A hello from ``address`` for ``world_id`` is being checked (call :meth:`hello_end` after)."""
+        for key, _ in self._keys(address, world_id):
+            self._in_flight[key] = self._in_flight.get(key, 0) + 1
 
-    def hello_end(self, address: str) -> None:
+    def hello_end(self, address: str, world_id: str = "") -> None:
         """The hello :meth:`hello_begin` announced was answered."""
-        _release(self._in_flight, address)
+        for key, _ in self._keys(address, world_id):
+            _release(self._in_flight, key)
 
-    def hello_failed(self, address: str) -> None:
+    def hello_failed(self, address: str, world_id: str = "") -> None:
         """Count a failed hello (unknown world, wrong token, first frame not a hello) from
-        ``address``; past ``free_failed_hellos``, lock it out for 1 s, then 2 s, 4 s ..."""
+        ``address`` for ``world_id``; past ``free_failed_hellos`` for the world (or
+        ``ADDRESS_WORLDS`` times as many for all worlds together), lock the world (the address)
+        out for 1 s, then 2 s, 4 s ... up to ``max_hello_delay``."""
         now = self.clock()
         self._failure_budget.allow()
-        failures = self._failures.get(address)
-        if failures is None or now - failures.last > FORGET_FAILURES_SECONDS:
-            failures = _Failures(0, now, 0.0)
-        failures.count += 1
-        failures.last = now
-        over = failures.count - self.limits.free_failed_hellos
-        if over > 0:
-            failures.locked_until = now + min(2.0 ** min(over - 1, 32), self.limits.max_hello_delay)
-        _remember(self._failures, address, failures)
+        for key, free in self._keys(address, world_id):
+            failures = self._failures.get(key)
+            if failures is None or now - failures.last > FORGET_FAILURES_SECONDS:
+                failures = _Failures(0, now, 0.0)
+            failures.count += 1
+            failures.last = now
+            over = failures.count - free
+            if over > 0:
+                failures.locked_until = now + min(2.0 ** min(over - 1, 32), self.limits.max_hello_delay)
+            _remember(self._failures, key, failures)
 
     def hello_succeeded(self, address: str) -> None:
         """``address`` completed a hello: the bridge-wide failure budget no longer applies to it
@@ -202,7 +228,7 @@ class Admission:
         _remember(self._succeeded, address, None)
 
 
-def _remember(table: OrderedDict, key: str, value: object) -> None:
+def _remember(table: OrderedDict, key: Hashable, value: object) -> None:
     """Put ``key`` last in ``table``, dropping the oldest entry past ``MAX_TRACKED_ADDRESSES``."""
     table[key] = value
     table.move_to_end(key)
@@ -226,11 +252,11 @@ class WorldRates:
         return limit
 
 
-def _release(counts: dict[str, int], address: str) -> None:
-    """One fewer for ``address`` in ``counts``; at zero its key goes (the table holds only
-    addresses with something counted)."""
-    left = counts[address] - 1
+def _release(counts: dict, key: Hashable) -> None:
+    """One fewer for ``key`` (an address, a failure key) in ``counts``; at zero the key goes (the
+    table holds only keys with something counted)."""
+    left = counts[key] - 1
     if left:
-        counts[address] = left
+        counts[key] = left
     else:
-        del counts[address]
+        del counts[key]

@@ -8,11 +8,12 @@ bucket per world, whichever connection) a frame is answered ``rate_limited`` and
 binary frame is answered ``bad_message``. Connections are counted from the TCP accept
 (:func:`admitted_connection`): one over a :class:`~bridge.limits.Limits` count (per address, in
 total, not yet past ``hello``, new per second) gets a 503 before its handshake; ``hello``s from an
-address locked out after failed ones are refused (``rate_limited``, 1013) before the store is
-read. Every refused connection is logged once with its reason. One forwarder per world: a newer authenticated
-connection closes the older with 4003. Overlay viewers (``hello`` with the viewer key) get each
-public card of their world through their own bounded queue and sender task (:class:`Viewers`), so
-a stuck viewer never delays a decision or another viewer; it is closed with 4004.
+address locked out for the world after failed ones are refused (``rate_limited``, 1013) before
+the store is read. Every refused connection is logged once with its reason. One forwarder per
+world: a newer authenticated connection closes the older with 4003, in the background (a
+half-open older link never delays it). Overlay viewers (``hello`` with the viewer key) get each
+public card of their world through their own bounded queue and sender task (:class:`Viewers`),
+so a stuck viewer never delays a decision or another viewer; it is closed with 4004.
 ``serve_until`` stops on SIGTERM/SIGINT (see ``stop_on_signals``): clients are closed with 1001
 (going away) after in-flight decisions finish, then the store is closed.
 """
@@ -51,6 +52,7 @@ from .status import Link, Presence
 from .store import SQLiteStore, Store
 from .wire import ref_of
 from .wire.frames import MAX_FRAME_BYTES
+from .wire.frames import check as check_frame
 
 log = structlog.get_logger("fate_bridge")
 
@@ -68,13 +70,17 @@ VIEWER_SEND_BUFFER_BYTES = 64 * 1024  # kernel send buffer of a viewer's socket:
 # cards before its send times out; with 64 KiB it is noticed after a few dozen
 MAX_VIEWERS_PER_WORLD = 20  # OBS, a preview tab or two per streamer; a leaked key cannot pile up
 DEFAULT_VIEWER_LIMITS = (VIEWER_QUEUE_FRAMES, VIEWER_SEND_TIMEOUT_SECONDS)
+SUPERSEDED_CLOSE_SECONDS = 10.0  # a superseded link's closing handshake, in the background: a
+# half-open one (its peer gone without a word) never answers, and is cut off after this
 
 
 
 
 class Forwarders:
     """The one forwarder connection of each world: a newer one supersedes the older (the GM
-    reloaded, or another GM's browser took over), which is closed with 4003.
+    reloaded, or another GM's browser took over), which is closed with 4003 in the background
+    (within ``SUPERSEDED_CLOSE_SECONDS``, then cut off): the newer link never waits for the old
+    one's peer, which may be gone without a word (a half-open TCP link).
 
     Across processes (``cluster``, on the PostgreSQL store): claiming a world takes its lease
     (:meth:`~bridge.store.postgres.PostgresStore.take_lease`) and tells the other processes,
@@ -85,21 +91,22 @@ class Forwarders:
         self._by_world: dict[str, ServerConnection] = {}
         self._store, self._cluster = (store, cluster) if cluster is not None else (None, None)
         self._tokens: dict[str, int] = {}  # world -> newest fencing token seen (ours or not)
+        self._closing: set[asyncio.Task[None]] = set()  # superseded links closing (kept referenced)
 
     async def claim(self, world_id: str, ws: ServerConnection, holder: str) -> None:
         """Make ``ws`` the forwarder of ``world_id``, closing the previous one (here, or in
-        another process)."""
+        another process; here without waiting for its close)."""
         previous = self._by_world.get(world_id)
         self._by_world[world_id] = ws
         if self._cluster is not None:
             token = await self._store.take_lease(world_id, holder)  # type: ignore[union-attr]
             if token < self._tokens.get(world_id, 0):  # taken elsewhere meanwhile
-                await self._supersede(world_id, ws, "another bridge process")
+                self._supersede(world_id, ws, "another bridge process")
                 return
             self._tokens[world_id] = token
             self._cluster.publish("lease", world_id, token=token, holder=holder)
         if previous is not None and previous is not ws:
-            await self._supersede(world_id, previous, holder)
+            self._supersede(world_id, previous, holder)
 
     async def taken_elsewhere(self, world_id: str, token: int, holder: str) -> None:
         """Another process took ``world_id``'s lease with ``token``: close this process's
@@ -110,13 +117,15 @@ class Forwarders:
         await self._store.drop_lease(world_id)  # type: ignore[union-attr]
         ws = self._by_world.pop(world_id, None)
         if ws is not None:
-            await self._supersede(world_id, ws, holder)
+            self._supersede(world_id, ws, holder)
 
-    @staticmethod
-    async def _supersede(world_id: str, ws: ServerConnection, holder: str) -> None:
+    def _supersede(self, world_id: str, ws: ServerConnection, holder: str) -> None:
+        """Close ``ws`` with 4003 naming ``holder``, in a task of its own (never waits)."""
         log.info("forwarder_superseded", world_id=world_id, holder=holder)
         reason = f"superseded by {holder}".encode()[:MAX_CLOSE_REASON].decode(errors="ignore")
-        await ws.close(CLOSE_SUPERSEDED, reason)
+        task = asyncio.create_task(close_within(ws, SUPERSEDED_CLOSE_SECONDS, CLOSE_SUPERSEDED, reason))
+        self._closing.add(task)
+        task.add_done_callback(self._closing.discard)
 
     def release(self, world_id: str | None, ws: ServerConnection) -> None:
         """Forget ``ws`` if it still is the forwarder of ``world_id``."""
@@ -221,11 +230,17 @@ class Viewers:
             return
         self.remove(viewer)
         log.info("viewer_dropped", world_id=viewer.world_id, reason=reason)
-        try:
-            async with asyncio.timeout(self.send_timeout):
-                await viewer.ws.close(CLOSE_VIEWER_TOO_SLOW, "too slow for the overlay: reconnect")
-        except TimeoutError:
-            viewer.ws.transport.abort()  # the close frame cannot get through either
+        await close_within(viewer.ws, self.send_timeout, CLOSE_VIEWER_TOO_SLOW, "too slow for the overlay: reconnect")
+
+
+async def close_within(ws: ServerConnection, seconds: float, code: int, reason: str) -> None:
+    """Close ``ws`` with ``code`` and ``reason``; a peer that has not completed the closing
+    handshake within ``seconds`` (stuck, or gone without a word) is cut off (TCP abort)."""
+    try:
+        async with asyncio.timeout(seconds):
+            await ws.close(code, reason)
+    except TimeoutError:
+        ws.transport.abort()  # the close frame cannot get through, or no answer comes
 
 
 BINARY_FRAME = BadMessage("binary frames are not accepted: send each JSON message as a text frame")
@@ -281,9 +296,10 @@ def make_handler(
         try:
             while True:
                 was_open = session.is_open
-                if not was_open and (wait := admission.hello_wait(address)) > 0:
+                named = "" if was_open else _world_named(frame)  # the lockout's key, with address
+                if not was_open and (wait := admission.hello_wait(address, named)) > 0:
                     log.info("connection_refused", reason="failed_hellos", address=address,
-                             retry_after=round(wait, 1))
+                             world_id=named or None, retry_after=round(wait, 1))
                     refusal = RateLimited(f"too many failed hellos: try again in {math.ceil(wait)} s")
                     await ws.send(error_frame(refusal, None).decode())
                     await ws.close(CloseCode.TRY_AGAIN_LATER, "too many failed hellos")
@@ -291,11 +307,11 @@ def make_handler(
                 if isinstance(frame, bytes):
                     reply = Reply([error_frame(BINARY_FRAME, None)], None if was_open else CLOSE_UNAUTHORIZED)
                 elif not was_open:  # the hello (or whatever came first), counted while checked
-                    admission.hello_begin(address)
+                    admission.hello_begin(address, named)
                     try:
                         reply = await session.receive(frame)
                     finally:
-                        admission.hello_end(address)
+                        admission.hello_end(address, named)
                 elif limit is None or limit.allow():
                     reply = await session.receive(frame)
                 else:
@@ -308,7 +324,7 @@ def make_handler(
                     await ws.send(out, text=True)  # UTF-8 JSON as it is: no decode and re-encode
                 if reply.close_code is not None:
                     if not was_open and reply.close_code == CLOSE_UNAUTHORIZED:
-                        admission.hello_failed(address)
+                        admission.hello_failed(address, named)
                         if isinstance(frame, bytes):
                             log.info("connection_refused", reason="binary_frame", address=address)
                     await ws.close(reply.close_code, CLOSE_REASONS.get(reply.close_code, "unauthorized"))
@@ -347,6 +363,27 @@ def make_handler(
                 pump.cancel()
 
     return handler
+
+
+class _WorldNamed(msgspec.Struct):
+    world_id: object = None
+
+
+_world_named_decoder = msgspec.json.Decoder(_WorldNamed)
+
+
+def _world_named(frame: str | bytes) -> str:
+    """The world a connection's first frame names (its ``world_id``, a string of at most 128
+    characters), for the failed-hello lockout's key; ``""`` when it names none (bytes, not a JSON
+    object, too deep to read safely)."""
+    if isinstance(frame, bytes):
+        return ""
+    try:
+        check_frame(frame)
+        world = _world_named_decoder.decode(frame).world_id
+    except (BadMessage, msgspec.DecodeError, msgspec.ValidationError):
+        return ""
+    return world if isinstance(world, str) and len(world) <= 128 else ""
 
 
 def _address(transport: asyncio.BaseTransport) -> str:

@@ -2,13 +2,15 @@
 traceback; and, once listening, the addresses to give others.
 
 :func:`listen_problem` and :func:`database_problem` turn an ``OSError`` / ``sqlite3`` error into
-the sentence the operator reads; :func:`reach_lines` lists the URLs the module, the overlay and
+the sentence the operator reads; :func:`hold_database` keeps a second ``serve`` off a SQLite file
+one already serves; :func:`reach_lines` lists the URLs the module, the overlay and
 Foundry's *Install Module* use (for ``--host 0.0.0.0``: this machine's own addresses).
 """
 
 from __future__ import annotations
 
 import errno
+import fcntl
 import ipaddress
 import os
 import socket
@@ -16,6 +18,7 @@ import sqlite3
 from pathlib import Path
 
 from . import release
+from .errors import ConfigError
 
 WILDCARDS = ("0.0.0.0", "::", "")  # listen on every network of the machine
 
@@ -64,6 +67,71 @@ def database_problem(path: str, exc: Exception) -> str:
                 "last backup with `fate-bridge restore BACKUP_FILE`, or move the file away to "
                 "start afresh")
     return f"cannot open the database {path}: {getattr(exc, 'strerror', None) or exc}; give another --db"
+
+
+LOCK_SUFFIX = ".lock"  # the serve lock sits next to the database: bridge.sqlite3.lock
+
+
+def lock_path(path: str | Path) -> Path:
+    """The serve lock file of the SQLite database ``path`` (``PATH.lock`` beside it)."""
+    file = Path(path).expanduser()
+    return file.with_name(file.name + LOCK_SUFFIX)
+
+
+def lock_holder(path: str | Path) -> str | None:
+    """Who holds the serve lock of the database ``path`` ("pid 123 on host h"), or None when no
+    process holds it (no lock file, or one left by a process that ended: the OS released its
+    lock, even after ``kill -9``). Takes nothing: a probe with a shared lock, dropped at once."""
+    try:
+        fd = os.open(lock_path(path), os.O_RDONLY)
+    except OSError:
+        return None
+    try:
+        fcntl.flock(fd, fcntl.LOCK_SH | fcntl.LOCK_NB)
+    except BlockingIOError:
+        return _holder_text(fd)
+    else:
+        return None
+    finally:
+        os.close(fd)  # closing drops a lock the probe took
+
+
+def hold_database(path: str | Path) -> int:
+    """Take the serve lock of the SQLite database ``path``: an exclusive ``flock`` on
+    ``PATH.lock`` (made beside it, with its folder), which then holds ``pid PID on host HOST``.
+    Returns the lock file's descriptor: the lock lasts while it is open, so until this process
+    ends, however it ends (the OS releases a killed holder's lock; the file itself stays, and the
+    next ``serve`` takes it over). Only ``serve`` takes it: the other commands (``audit``,
+    ``backup``, ``world add``) share the file with a running bridge, as SQLite's WAL allows.
+
+    Raises ``ConfigError`` (one line naming the file and the holder) when another process holds
+    it, or with :func:`database_problem`'s sentence when the lock file cannot be made."""
+    lock = lock_path(path)
+    try:
+        lock.parent.mkdir(parents=True, exist_ok=True)
+        fd = os.open(lock, os.O_RDWR | os.O_CREAT, 0o600)
+    except OSError as exc:
+        raise ConfigError(database_problem(str(path), exc)) from None
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+    except BlockingIOError:
+        holder = _holder_text(fd) or "another process"
+        os.close(fd)
+        raise ConfigError(f"the database {path} is already served by {holder} (lock {lock}): "
+                          "only one bridge may serve a SQLite file; stop that one first, or give "
+                          "--db another file") from None
+    os.ftruncate(fd, 0)  # written only once the lock is ours: a holder's text is never torn
+    os.pwrite(fd, f"pid {os.getpid()} on host {socket.gethostname()}\n".encode(), 0)
+    return fd
+
+
+def _holder_text(fd: int) -> str | None:
+    """What the lock file open at ``fd`` says of its holder (None when empty or unreadable)."""
+    try:
+        text = os.pread(fd, 256, 0).decode("utf-8", errors="replace").strip()
+    except OSError:
+        return None
+    return text or None
 
 
 def lan_addresses() -> list[str]:

@@ -20,6 +20,7 @@ from bridge.cli import main
 from bridge.config import load_key, load_signing_key
 from bridge.dice import ScriptedDice
 from bridge.session import Session, hash_token, new_token
+from bridge.startup import hold_database
 from bridge.store import SQLiteStore
 
 from .test_server import archery_test_rolled, client_info, free_port
@@ -187,6 +188,22 @@ class TestLocalFiles:
         found, conn = doctor.check_database(db)
         assert conn is None
         assert "fate-bridge restore" in the(found, "fail", "cannot be read as a fate-bridge database").fix
+
+    async def test_the_serve_holding_the_database_is_named(self, registered):
+        """Issue 27: the lock ``serve`` holds beside its SQLite file, and who holds it."""
+        db, _, _ = registered
+        found, conn = doctor.check_database(db)
+        conn.close()
+        assert not [f for f in found if "is served by" in f.what]
+        lock = hold_database(db)
+        try:
+            found, conn = doctor.check_database(db)
+            conn.close()
+        finally:
+            os.close(lock)
+        assert the(found, "ok", "is served by").what == (
+            f"database {db} is served by pid {os.getpid()} on host {socket.gethostname()} (lock {db}.lock): "
+            "a second serve on it is refused; the other commands work beside it")
 
     def test_database_in_a_read_only_folder(self, tmp_path):
         folder = read_only_folder(tmp_path)

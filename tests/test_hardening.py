@@ -16,6 +16,7 @@ from bridge import registry, server as bridge_server
 from bridge import wire
 from bridge.errors import BadMessage, UnknownMessage
 from bridge.limits import Admission, Limits, WorldRates
+from bridge.session import hash_token, new_token
 from bridge.wire.frames import MAX_DEPTH, MAX_FRAME_BYTES, check
 
 from .helpers import eventually, run_bridge
@@ -147,6 +148,51 @@ class TestAdmission:
         for _ in range(20):  # a GM's overlay pages reconnecting at once
             admission.hello_begin("gm")
         assert admission.hello_wait("gm") == 0.0
+
+    def flood(self, admission: Admission, now: list[float], address: str, worlds, until: float) -> int:
+        """Bad hellos from ``address`` as fast as they are let through (each world of ``worlds``
+        in turn, each refused hello costing no time) until ``until``; how many were checked."""
+        checked, turn = 0, 0
+        while now[0] < until:
+            world = worlds[turn % len(worlds)]
+            if (wait := admission.hello_wait(address, world)) > 0:
+                now[0] = min(until, now[0] + wait)  # refused before the store: the flood waits it out
+                continue
+            admission.hello_begin(address, world)
+            admission.hello_end(address, world)
+            admission.hello_failed(address, world)
+            checked, turn = checked + 1, turn + 1
+        return checked
+
+    def test_a_flood_on_one_world_keeps_its_correct_token_out_a_few_seconds_at_most(self):
+        """Issue 27 measured 8 s of bad hellos keeping a correct token from the same address (a GM
+        behind the attacker's NAT) out for 292 s. Now the lockout is per address and world and
+        bounded (``max_hello_delay``, 5 s): after 5 free guesses, 1 s, 2 s, 4 s, 5 s."""
+        admission, now = self.admission(failed_hello_rate=1000)
+        assert Limits().max_hello_delay == 5.0
+        assert self.flood(admission, now, "nat", ["gm-world"], until=8.0) == 9  # 5 free + at 0, 1, 3, 7 s
+        assert admission.hello_wait("nat", "gm-world") == 4.0  # locked at 7 s for 5 s: the GM waits 4 s
+        assert admission.hello_wait("nat", "other-world") == 0.0  # the address's other worlds: not locked
+        assert admission.hello_wait("elsewhere", "gm-world") == 0.0  # the world from other addresses: neither
+        now[0] = 12.0
+        assert admission.hello_wait("nat", "gm-world") == 0.0  # the correct token is checked now
+        admission.hello_failed("nat", "gm-world")  # the flood resumes: still never over the bound
+        assert admission.hello_wait("nat", "gm-world") == Limits().max_hello_delay
+
+    def test_guessing_many_worlds_locks_the_whole_address_just_as_briefly(self):
+        """Spraying world ids (each its own key) is throttled by the address's count for all
+        worlds together: past ``ADDRESS_WORLDS`` x 5 failures, every world of the address waits,
+        never longer than ``max_hello_delay``."""
+        from bridge.limits import ADDRESS_WORLDS
+
+        admission, now = self.admission(failed_hello_rate=1000)
+        worlds = [f"guess-{n}" for n in range(100)]
+        checked = self.flood(admission, now, "nat", worlds, until=8.0)
+        assert checked == 5 * ADDRESS_WORLDS + 4  # 20 free, then at 0, 1, 3, 7 s
+        assert admission.hello_wait("nat", "gm-world") == 4.0
+        assert admission.hello_wait("elsewhere", "gm-world") == 0.0
+        now[0] = 12.0
+        assert admission.hello_wait("nat", "gm-world") == 0.0
 
     def test_the_bridge_wide_failure_budget_spares_addresses_that_said_hello(self):
         admission, _ = self.admission(failed_hello_rate=1.0, free_failed_hellos=100)  # burst 5
@@ -280,7 +326,10 @@ class TestServerLimits:
                 "log_level": "info"} in logs
         await stopped(server)
 
-    async def test_failed_hellos_lock_the_address_out_without_reading_the_store(self, store, token, monkeypatch):
+    async def test_failed_hellos_lock_the_world_out_for_the_address_without_reading_the_store(
+            self, store, token, monkeypatch):
+        other_token = new_token()
+        await store.add_world("other", hash_token(other_token))
         server, url = await started(store, limits=Limits(free_failed_hellos=2))
         reads = []
         world = store.world
@@ -291,20 +340,23 @@ class TestServerLimits:
 
         monkeypatch.setattr(store, "world", counted)
         with capture_logs() as logs:
-            for wrong in ("nope", WORLD):
+            for wrong in ("nope", WORLD, WORLD):  # per address and world: "nope" does not count for WORLD
                 async with connect(url) as ws:
                     assert (await ask(ws, hello("wrong", wrong)))["code"] == "unauthorized"
                     assert await closed_with(ws) == 4001
             async with connect(url) as ws:
-                assert (await ask(ws, hello("wrong")))["code"] == "unauthorized"  # 3rd: locked 1 s after
+                assert (await ask(ws, hello("wrong")))["code"] == "unauthorized"  # WORLD's 3rd: locked 1 s after
             async with connect(url) as ws:
                 refused = await ask(ws, hello(token))  # even the right token waits
                 assert refused["code"] == "rate_limited" and "try again in 1 s" in refused["message"]
                 assert await closed_with(ws) == 1013
-        assert reads == ["nope", WORLD, WORLD]
-        events = [(e["event"], e.get("reason")) for e in logs if "refused" in e["event"]]
-        assert events == [("hello_refused", "unknown_world"), ("hello_refused", "wrong_token"),
-                          ("hello_refused", "wrong_token"), ("connection_refused", "failed_hellos")]
+            async with connect(url) as ws:  # the address's other worlds are not locked out
+                assert (await ask(ws, hello(other_token, "other")))["type"] == "welcome"
+        assert reads == ["nope", WORLD, WORLD, WORLD, "other"]
+        events = [(e["event"], e.get("reason"), e.get("world_id")) for e in logs if "refused" in e["event"]]
+        assert events == [("hello_refused", "unknown_world", "nope"), ("hello_refused", "wrong_token", WORLD),
+                          ("hello_refused", "wrong_token", WORLD), ("hello_refused", "wrong_token", WORLD),
+                          ("connection_refused", "failed_hellos", WORLD)]
         assert not any(token in json.dumps(e, default=str) for e in logs)
         await asyncio.sleep(1.05)
         async with connect(url) as ws:

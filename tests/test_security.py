@@ -16,6 +16,7 @@ import trustme
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from websockets.asyncio.client import connect
+from websockets.asyncio.server import serve
 from websockets.exceptions import ConnectionClosed, InvalidStatus
 
 from bridge import server as bridge_server
@@ -36,6 +37,53 @@ def hello(token: str, user_name: str = "GM Alice") -> str:
                                   "system_version": "0.8.2", "user_name": user_name}})
 
 
+class RawPeer:
+    """A WebSocket client written by hand (RFC 6455), so a test decides what it never does: after
+    the handshake it answers nothing (no close frame, no pong), like a peer behind a half-open link."""
+
+    def __init__(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        self.reader, self.writer = reader, writer
+
+    @classmethod
+    async def connect(cls, port: int) -> RawPeer:
+        reader, writer = await asyncio.open_connection("127.0.0.1", port)
+        writer.write(f"GET / HTTP/1.1\r\nHost: 127.0.0.1:{port}\r\nUpgrade: websocket\r\n"
+                     "Connection: Upgrade\r\nSec-WebSocket-Key: dGhlIHNhbXBsZSBub25jZQ==\r\n"
+                     "Sec-WebSocket-Version: 13\r\n\r\n".encode())
+        head = await asyncio.wait_for(reader.readuntil(b"\r\n\r\n"), TIMEOUT)
+        assert head.startswith(b"HTTP/1.1 101 "), head
+        return cls(reader, writer)
+
+    async def ask(self, text: str) -> dict:
+        """Send ``text`` as one masked text frame; the next text frame's JSON."""
+        data, mask = text.encode(), b"\x00\x00\x00\x00"  # a zero mask: the payload as it is (RFC 6455 5.3)
+        size = bytes([0x80 | len(data)]) if len(data) < 126 else bytes([0x80 | 126]) + len(data).to_bytes(2, "big")
+        self.writer.write(b"\x81" + size + mask + data)
+        opcode, payload = await self.frame()
+        assert opcode == 0x1, (opcode, payload)
+        return json.loads(payload)
+
+    async def frame(self) -> tuple[int, bytes]:
+        """The next frame from the server (unmasked, unfragmented): (opcode, payload)."""
+        async with asyncio.timeout(TIMEOUT):
+            first, second = await self.reader.readexactly(2)
+            size = second & 0x7F
+            if size == 126:
+                size = int.from_bytes(await self.reader.readexactly(2), "big")
+            elif size == 127:
+                size = int.from_bytes(await self.reader.readexactly(8), "big")
+            return first & 0x0F, await self.reader.readexactly(size)
+
+    async def close_frame(self) -> tuple[int, str]:
+        """The next frame, which must be a close frame: (code, reason)."""
+        opcode, payload = await self.frame()
+        assert opcode == 0x8, (opcode, payload)
+        return int.from_bytes(payload[:2], "big"), payload[2:].decode()
+
+
+CLOSE_4003_FRAME = b"\x88\x27" + (4003).to_bytes(2, "big") + b"superseded by GM Bob (Foundry 14.359)"
+
+
 class TestOneForwarderPerWorld:
     async def test_a_second_link_supersedes_the_first_with_4003_naming_the_holder(self, store, token):
         server, url = await started(store)
@@ -48,6 +96,45 @@ class TestOneForwarderPerWorld:
             assert first.close_reason == "superseded by GM Bob (Foundry 14.359)"
             assert (await ask(second, {"type": "ping", "v": 1}))["type"] == "pong"
         await stopped(server)
+
+    async def test_a_half_open_old_link_never_delays_the_new_one(self, store, token, monkeypatch):
+        """Issue 27: the old link's peer completed the handshake and then went silent (it never
+        answers the close, as a half-open TCP link does): the new link is served while the old
+        one's close is still waiting for that answer. Ordered by events, not by time: both
+        close timeouts are an hour, so the old link stays half-closed for the whole test."""
+        monkeypatch.setattr(bridge_server, "SUPERSEDED_CLOSE_SECONDS", 3600.0)
+        async with serve(bridge_server.make_handler(store, ScriptedDice([]), 10.0), "127.0.0.1", 0,
+                         close_timeout=3600) as server:
+            port = server.sockets[0].getsockname()[1]
+            old = await RawPeer.connect(port)
+            try:
+                assert (await old.ask(hello(token, "GM Alice")))["type"] == "welcome"
+                async with connect(f"ws://127.0.0.1:{port}") as new:
+                    assert (await ask(new, hello(token, "GM Bob")))["type"] == "welcome"
+                    code, reason = await old.close_frame()  # sent; the server now waits for the answer ...
+                    assert (code, reason) == (4003, "superseded by GM Bob (Foundry 14.359)")
+                    for _ in range(3):  # ... and meanwhile serves the new link
+                        assert (await ask(new, {"type": "ping", "v": 1}))["type"] == "pong"
+                    assert not old.reader.at_eof()  # still open: the close still waits for its answer
+            finally:
+                old.writer.close()  # the peer goes: the server's close ends (the test never hangs)
+
+    async def test_a_superseded_link_that_never_answers_the_close_is_cut_off(self, store, token, monkeypatch):
+        """The background close is bounded (``SUPERSEDED_CLOSE_SECONDS``, here 0): a peer that
+        never answers the close frame is cut off, so the bridge keeps no half-open links."""
+        monkeypatch.setattr(bridge_server, "SUPERSEDED_CLOSE_SECONDS", 0.0)
+        async with serve(bridge_server.make_handler(store, ScriptedDice([]), 10.0), "127.0.0.1", 0,
+                         close_timeout=3600) as server:
+            port = server.sockets[0].getsockname()[1]
+            old = await RawPeer.connect(port)
+            try:
+                await old.ask(hello(token))
+                async with connect(f"ws://127.0.0.1:{port}") as new:
+                    await ask(new, hello(token, "GM Bob"))
+                    assert await asyncio.wait_for(old.reader.read(), TIMEOUT) in (b"", CLOSE_4003_FRAME)  # then EOF
+                    assert old.reader.at_eof()
+            finally:
+                old.writer.close()
 
     async def test_other_worlds_are_untouched(self, store, token):
         other_token = new_token()

@@ -1,20 +1,28 @@
 """What ``fate-bridge serve`` says as it starts (issue 14): one clear line with a fix for a
 database in a read-only folder, a bad ``--host``, a taken port and a corrupt file (never a
-traceback); the addresses others can use with ``--host 0.0.0.0``; the manifest URL to paste."""
+traceback); the addresses others can use with ``--host 0.0.0.0``; the manifest URL to paste.
+One serving process per SQLite file (issue 27): a second ``serve`` exits with one line naming the
+file and the holder; the other commands still work beside a running bridge."""
 
 from __future__ import annotations
 
 import asyncio
+import contextlib
+import fcntl
+import os
 import signal
 import socket
 import sys
+from collections.abc import AsyncIterator
 from pathlib import Path
 
 import pytest
 
 from bridge.cli import main
-from bridge.startup import lan_addresses
+from bridge.errors import ConfigError
+from bridge.startup import hold_database, lan_addresses, lock_holder, lock_path
 
+from .helpers import run_bridge
 from .test_doctor import read_only_folder
 from .test_server import free_port, http_get
 
@@ -86,28 +94,99 @@ class TestOneClearLine:
         assert_one_clear_line(err, f"port {port} on 127.0.0.1 is taken", "another --port")
 
 
-class TestWhatServePrints:
-    async def run_until_healthy(self, tmp_path: Path, *args: str) -> tuple[str, int]:
-        port = free_port()
-        log = tmp_path / "serve.log"
-        with log.open("wb") as out:
-            proc = await asyncio.create_subprocess_exec(
-                sys.executable, "-m", "bridge", "serve", "--port", str(port), "--db",
-                str(tmp_path / "b.sqlite3"), "--audit-key", str(tmp_path / "audit.key"), *args,
-                stdin=asyncio.subprocess.DEVNULL, stdout=out, stderr=out)
-        try:
-            async with asyncio.timeout(TIMEOUT):
-                while True:
-                    try:
-                        if (await asyncio.to_thread(http_get, port, "/healthz"))[0] == 200:
-                            break
-                    except OSError:
-                        await asyncio.sleep(0.05)
-        finally:
+@contextlib.asynccontextmanager
+async def serving(tmp_path: Path, *args: str, db: Path | None = None,
+                  log: Path | None = None) -> AsyncIterator[tuple[asyncio.subprocess.Process, int]]:
+    """``python -m bridge serve`` on ``db`` (default ``b.sqlite3`` in ``tmp_path``) and a free
+    port, output to ``log``: (process, port) once ``/healthz`` answers 200; stopped with SIGTERM
+    after (exit 0) unless the test ended it itself."""
+    port = free_port()
+    log = log or tmp_path / "serve.log"
+    with log.open("wb") as out:
+        proc = await asyncio.create_subprocess_exec(
+            sys.executable, "-m", "bridge", "serve", "--port", str(port), "--db",
+            str(db or tmp_path / "b.sqlite3"), "--audit-key", str(tmp_path / "audit.key"), *args,
+            stdin=asyncio.subprocess.DEVNULL, stdout=out, stderr=out)
+    try:
+        async with asyncio.timeout(TIMEOUT):
+            while True:
+                try:
+                    if (await asyncio.to_thread(http_get, port, "/healthz"))[0] == 200:
+                        break
+                except OSError:
+                    assert proc.returncode is None, log.read_text()
+                    await asyncio.sleep(0.05)
+        yield proc, port
+    finally:
+        if proc.returncode is None:
             proc.send_signal(signal.SIGTERM)
             async with asyncio.timeout(TIMEOUT):
                 assert await proc.wait() == 0
-        return log.read_text(), port
+
+
+class TestOneServePerFile:
+    """Issue 27: one serving process per SQLite file (a second one would answer from stale state)."""
+
+    async def test_a_second_serve_exits_at_once_naming_the_file_and_the_holder(self, tmp_path):
+        db = tmp_path / "b.sqlite3"
+        async with serving(tmp_path, db=db) as (holder, _):
+            code, err = await serve(tmp_path, "--port", "0", "--db", str(db))
+            assert code == 2
+            assert_one_clear_line(err, f"the database {db} is already served by pid {holder.pid} on host "
+                                  f"{socket.gethostname()} (lock {db}.lock)", "give --db another file")
+            assert lock_holder(db) == f"pid {holder.pid} on host {socket.gethostname()}"
+        assert lock_holder(db) is None  # a clean stop released it
+        async with serving(tmp_path, db=db):  # and the next serve takes it
+            pass
+
+    async def test_the_other_commands_work_beside_a_running_bridge(self, tmp_path):
+        db, key = tmp_path / "b.sqlite3", tmp_path / "audit.key"
+        async with serving(tmp_path, db=db):
+            added = await asyncio.to_thread(run_bridge, "world", "add", "beside", "--db", str(db))
+            assert added.returncode == 0, added.stderr
+            verified = await asyncio.to_thread(run_bridge, "audit", "verify", "--db", str(db), "--audit-key", str(key))
+            assert verified.returncode == 0, verified.stderr
+            backup = tmp_path / "night.sqlite3"
+            copied = await asyncio.to_thread(run_bridge, "backup", str(backup), "--db", str(db))
+            assert copied.returncode == 0, copied.stderr
+            assert backup.is_file()
+
+    async def test_a_killed_holders_lock_does_not_block_the_next_start(self, tmp_path):
+        db = tmp_path / "b.sqlite3"
+        async with serving(tmp_path, db=db) as (holder, _):
+            holder.kill()  # SIGKILL: no cleanup ran; the OS released the flock
+            await holder.wait()
+        assert lock_path(db).read_text().startswith(f"pid {holder.pid} ")  # the file stays, unheld
+        assert lock_holder(db) is None
+        async with serving(tmp_path, db=db, log=tmp_path / "second.log") as (second, _):
+            assert lock_holder(db) == f"pid {second.pid} on host {socket.gethostname()}"
+
+    def test_the_lock_is_exclusive_and_released_when_closed(self, tmp_path):
+        db = tmp_path / "new" / "b.sqlite3"  # its folder is made, as the store makes it
+        fd = hold_database(db)
+        try:
+            assert lock_path(db) == tmp_path / "new" / "b.sqlite3.lock"
+            with pytest.raises(ConfigError, match=rf"already served by pid {os.getpid()} on host"):
+                hold_database(db)  # flock: a second open file description conflicts in one process too
+        finally:
+            os.close(fd)
+        os.close(hold_database(db))
+
+    def test_a_lock_file_no_process_holds_names_nobody(self, tmp_path):
+        db = tmp_path / "b.sqlite3"
+        assert lock_holder(db) is None  # no lock file
+        lock_path(db).write_text("pid 1 on host elsewhere\n")
+        assert lock_holder(db) is None
+        with lock_path(db).open() as held:
+            fcntl.flock(held, fcntl.LOCK_EX)
+            assert lock_holder(db) == "pid 1 on host elsewhere"
+
+
+class TestWhatServePrints:
+    async def run_until_healthy(self, tmp_path: Path, *args: str) -> tuple[str, int]:
+        async with serving(tmp_path, *args) as (_, port):
+            pass
+        return (tmp_path / "serve.log").read_text(), port
 
     async def test_every_network_lists_the_addresses_others_use(self, tmp_path):
         text, port = await self.run_until_healthy(tmp_path, "--host", "0.0.0.0")
