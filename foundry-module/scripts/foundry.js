@@ -532,6 +532,16 @@ export function randomValues(bytes) {
 }
 
 /**
+ * WebCrypto's SubtleCrypto, for sealed relay replies (logic/sealed-reply.js). Browsers offer it
+ * only in a secure context (HTTPS, or http://localhost): MDN "Crypto: subtle property".
+ *
+ * @returns {SubtleCrypto|null} null where this page has none
+ */
+export function webCrypto() {
+  return globalThis.crypto?.subtle ?? null;
+}
+
+/**
  * @param {Uint8Array} bytes
  * @returns {Promise<ArrayBuffer>} their SHA-256 (WebCrypto)
  */

@@ -44,9 +44,10 @@ const NOTICE = "notice";
  *   platform's by default; tests inject a clock to put the bridge away for 30 s, or reload before
  *   a planned reveal, without waiting them out; `now`, ms since the epoch, Date.now without it)
  * @returns {{connection: () => BridgeConnection|null, auditWindow: () => Function|null,
- *   openAudit: () => void, rulesets: () => string[], dispose: () => void}} a view on the live
+ *   openAudit: () => void, rulesets: () => string[], relayIdle: () => Promise<void>, dispose: () => void}} a view on the live
  *   module (tests, macros): the bridge connection, the audit window class (after `init`), a way to
- *   open the audit window (GMs only), the ids of the rulesets installed, and `dispose` to stop the
+ *   open the audit window (GMs only), the ids of the rulesets installed, `relayIdle` (the relay's
+ *   sealing work is over: logic/relay.js `idle`), and `dispose` to stop the
  *   connection and drop pending relay deadlines
  * @throws {TypeError} when a ruleset module breaks the contract (see ruleset-api.js installRulesets)
  */
@@ -90,6 +91,7 @@ export function install({ rulesets = RULESETS, timers = fvtt.timers() } = {}) {
       currentUser: () => ({ id: fvtt.currentUserId(), isGM: fvtt.currentUserIsGM() }),
       isGMUser: fvtt.isGMUser,
     },
+    crypto: { subtle: fvtt.webCrypto(), randomValues: fvtt.randomValues },
     onHandlerBug: (error) => console.error("fate-bridge | a relayed request failed", error),
   });
   const commands = createCommandRegistry({
@@ -286,6 +288,7 @@ export function install({ rulesets = RULESETS, timers = fvtt.timers() } = {}) {
     auditWindow: () => AuditWindow,
     openAudit,
     rulesets: () => [...installed],
+    relayIdle: () => relays.idle(),
     dispose: () => {
       stopConnection();
       relays.clear();

@@ -35,9 +35,11 @@ export const PHYSICAL_CANCELLED = "physical_cancelled";
  *   logic/relay.js createRelayHub); resolves with the handler's result, rejects with a
  *   BridgeError: `no_gm`, `gm_no_answer`, `gm_unfinished`, `relay_expired`, `no_handler`, or the
  *   handler's own code (e.g. the bridge's refusal, `bridge_down`)
- * @property {(action: string, handler: import("./logic/relay.js").RelayHandler) => void} onRelay
+ * @property {(action: string, handler: import("./logic/relay.js").RelayHandler, options?: {sealed?: import("./logic/relay.js").RelaySealed}) => void} onRelay
  *   the GM-side handler of this ruleset's `action`; `sender.userId` is Foundry's sender id and
- *   `sender.isGM` comes from Foundry's users. Throws a TypeError for a bad or taken action.
+ *   `sender.isGM` comes from Foundry's users. `sealed` (for every sender, or those a function
+ *   picks): its answer reaches the requester only encrypted, never in clear on the module socket
+ *   (logic/relay.js "Sealed replies"). Throws a TypeError for a bad or taken action.
  * @property {(card: import("./logic/cards.js").BridgeCard, options?: {whisper?: string[], blind?: boolean,
  *   flags?: object, dice?: import("./logic/dice.js").DiceGroup[], diceUserId?: string}) =>
  *   Promise<{id: string, content: string, whisper: string[], blind: boolean, flags: object}>} postCard
@@ -118,7 +120,7 @@ export function createRulesetApi(id, { commands, relays, router, pending, bridge
       return link.request(message).then(receipts.note);
     },
     relay: (ruleset, action, data) => relays.request(ruleset, action, data),
-    onRelay: (action, handler) => relays.on(id, action, handler),
+    onRelay: (action, handler, options) => relays.on(id, action, handler, options),
     async postCard(card, options) {
       return fvtt.messageData(await postCard(fvtt, card, { ...options, flags: receipts.flags(card, options?.flags) }));
     },

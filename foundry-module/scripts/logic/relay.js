@@ -22,6 +22,15 @@
  * (`holderChanged`): the old one never acked it, so it never ran there. An acked request is not sent
  * again (the old holder may have run it); its `go` goes to the GM that acked it only.
  *
+ * Sealed replies (issue 24): the module socket reaches every browser, so the answer of an action
+ * registered `sealed` (e.g. the pool ledger: GM-only entries) must not travel in clear. The
+ * requester puts a fresh public key in its request (`reply_key`, logic/sealed-reply.js); the link
+ * holder answers such a request with `done {to, request_id, sealed}`, its `{ok, result | error}`
+ * encrypted to that key, and a request without a key (a browser without WebCrypto: Foundry not
+ * opened over HTTPS or localhost) gets `needs_secure_context` when the action is sealed for that
+ * sender, without running it. A requester that sent a key takes a success only sealed; `done`s
+ * that carry no answer (`relay_expired`, `no_handler`) stay in clear.
+ *
  * Guarantees (requester side): each request's promise settles exactly once: with the handler's
  * result, or rejected with a BridgeError whose code is the handler's (e.g. the bridge's refusal)
  * or one of RELAY_ERRORS. Unknown or late ids are ignored. No Foundry globals: the socket, the
@@ -29,6 +38,7 @@
  */
 
 import { BridgeError } from "./connection.js";
+import { createReplyKey, isReplyKey, sealReply } from "./sealed-reply.js";
 
 /** Deadlines and bounds, with their reasons. */
 export const RELAY_LIMITS = Object.freeze({
@@ -67,6 +77,11 @@ export const RELAY_ERRORS = Object.freeze({
   NO_HANDLER: "no_handler",
   /** A handler failed without a code of its own. */
   INTERNAL: "internal",
+  /**
+   * The action's answer is sealed for this sender, and the request carried no key to seal it to
+   * (the requester's browser has no WebCrypto: not a secure context). The handler never ran.
+   */
+  NEEDS_SEAL: "needs_secure_context",
 });
 
 /** Longest request id accepted from the socket (ours are 16 characters). */
@@ -270,6 +285,12 @@ export function createRelayInbox({ timers, limits = {} }) {
  */
 
 /**
+ * @typedef {boolean | ((sender: {userId: string, isGM: boolean}) => boolean)} RelaySealed
+ *   whether an action's answer is private for `sender` and so travels only sealed to the requester
+ *   (true: for every sender)
+ */
+
+/**
  * @typedef {(data: unknown, sender: {userId: string, isGM: boolean}) => unknown} RelayHandler
  *   runs on the link holder's client; may return a Promise. Its (awaited) result goes back to the
  *   requester (as a JSON copy when relayed); a throw or rejection goes back as a BridgeError with
@@ -283,30 +304,52 @@ export function createRelayInbox({ timers, limits = {} }) {
  * @param {{setTimeout: Function, clearTimeout: Function}} deps.timers
  * @param {() => string} deps.newId a fresh request id
  * @param {RelayPort} deps.port
+ * @param {{subtle: SubtleCrypto|null, randomValues: (bytes: Uint8Array) => Uint8Array}|null} [deps.crypto]
+ *   WebCrypto for sealed replies (scripts/foundry.js `webCrypto`); `subtle` is null in a browser
+ *   outside a secure context: its requests then carry no key, and a sealed action answers it
+ *   `needs_secure_context`; as the link holder it cannot seal, and answers keyed requests `internal`
  * @param {(error: unknown) => void} [deps.onHandlerBug] a handler failed without a code (a bug):
  *   the GM's browser logs it
  * @param {Partial<typeof RELAY_LIMITS>} [deps.limits] overrides (tests)
  * @returns {{
- *   on(ruleset: string, action: string, handler: RelayHandler): void,
+ *   on(ruleset: string, action: string, handler: RelayHandler, options?: {sealed?: RelaySealed}): void,
  *   request(ruleset: string, action: string, data: unknown): Promise<unknown>,
  *   receive(payload: unknown, senderId: string): void,
  *   holderChanged(): void,
+ *   idle(): Promise<void>,
  *   clear(): void,
  * }}
  *   `on` registers the GM-side handler (TypeError for a bad name or a second handler for the same
- *   pair); `request` runs the handler directly on the link holder's own client (sender: this user),
+ *   pair), every client registers the same (so a requester knows which actions are sealed);
+ *   `request` runs the handler directly on the link holder's own client (sender: this user),
  *   elsewhere relays it (rejects `no_gm` when no GM with the token is online; see
  *   createRelayTracker for the rest); `receive` takes every module-socket payload with Foundry's
  *   sender id and ignores what is not part of the exchange; `holderChanged` (call when the link
- *   holder changed) sends the requests not acked yet again, same ids, to the new holder; `clear`
- *   drops every deadline and held request (shutdown)
+ *   holder changed) sends the requests not acked yet again, same ids, to the new holder; `idle`
+ *   resolves once the sealing work under way (making a key and sending its request, sealing and
+ *   sending a `done`, opening one) is over (tests: WebCrypto settles outside the microtask queue);
+ *   `clear` drops every deadline and held request (shutdown)
  */
-export function createRelayHub({ timers, newId, port, onHandlerBug = () => {}, limits = {} }) {
+export function createRelayHub({ timers, newId, port, crypto = null, onHandlerBug = () => {}, limits = {} }) {
   const tracker = createRelayTracker({ timers, newId, limits });
   const inbox = createRelayInbox({ timers, limits });
-  /** @type {Map<string, RelayHandler>} keyed `ruleset/action` */
+  /**
+   * `seals`: requests for it carry a reply key when this browser can make one; `sealed`: its
+   * answer to that sender never travels in clear.
+   * @type {Map<string, {handler: RelayHandler, seals: boolean, sealed: (sender: {userId: string, isGM: boolean}) => boolean}>} keyed `ruleset/action`
+   */
   const handlers = new Map();
   const keyOf = (ruleset, action) => `${ruleset}/${action}`;
+  /** Requester side: the reply key of each sealed request still open, by request id. */
+  const replyKeys = new Map();
+  /** Sealing work under way (see `idle`). */
+  const work = new Set();
+  const track = (promise) => {
+    work.add(promise);
+    const forget = () => work.delete(promise);
+    promise.then(forget, forget);
+    return promise;
+  };
 
   /** Run a handler; a synchronous throw becomes a rejection. */
   function run(handler, data, sender) {
@@ -321,13 +364,33 @@ export function createRelayHub({ timers, newId, port, onHandlerBug = () => {}, l
       return Promise.reject(new TypeError(`relay needs a ruleset id and an action name ([a-z][a-z0-9_-]*), got ${JSON.stringify([ruleset, action])}`));
     }
     if (port.isLinkHolder()) {
-      const handler = handlers.get(keyOf(ruleset, action));
-      if (!handler) return Promise.reject(new BridgeError(RELAY_ERRORS.NO_HANDLER, `no handler for ${ruleset} ${action}`));
+      const entry = handlers.get(keyOf(ruleset, action));
+      if (!entry) return Promise.reject(new BridgeError(RELAY_ERRORS.NO_HANDLER, `no handler for ${ruleset} ${action}`));
       const user = port.currentUser();
-      return run(handler, data, { userId: user.id, isGM: user.isGM });
+      return run(entry.handler, data, { userId: user.id, isGM: user.isGM });
     }
     if (port.linkHolderId() === null) return Promise.reject(new BridgeError(RELAY_ERRORS.NO_GM, "no GM with the bridge token is online to run this request"));
-    const { settled, payload } = tracker.start((requestId) => ({ type: RELAY_TYPES.REQUEST, request_id: requestId, ruleset, action, data: data ?? null }));
+    const request = { type: RELAY_TYPES.REQUEST, ruleset, action, data: data ?? null };
+    // A key for every action sealed for anyone: sealing what could travel in clear costs little.
+    if (!handlers.get(keyOf(ruleset, action))?.seals || !crypto?.subtle) return send(request, null);
+    // The outcome is wrapped: a promise returned from `then` would be adopted, and `track` waits
+    // for the send only.
+    const sent = createReplyKey(crypto.subtle).then(
+      (key) => ({ settled: send({ ...request, reply_key: key.replyKey }, key) }),
+      (error) => Promise.reject(new BridgeError(RELAY_ERRORS.INTERNAL, `this browser could not make a key for a sealed answer: ${error?.message ?? error}`)),
+    );
+    track(sent.then(() => {}, () => {}));
+    return sent.then(({ settled }) => settled);
+  }
+
+  /** Start tracking `request` under a fresh id and send it; `key` (a sealed request's) is kept until it settles. */
+  function send(request, key) {
+    const { requestId, settled, payload } = tracker.start((id) => ({ ...request, request_id: id }));
+    if (key) {
+      replyKeys.set(requestId, key);
+      const forget = () => replyKeys.delete(requestId);
+      settled.then(forget, forget);
+    }
     port.send(payload);
     return settled;
   }
@@ -337,16 +400,45 @@ export function createRelayHub({ timers, newId, port, onHandlerBug = () => {}, l
     if (!isRequestId(payload.request_id) || !isRelayName(payload.ruleset) || !isRelayName(payload.action)) return;
     const requestId = payload.request_id;
     const reply = (extra) => port.send({ to: senderId, request_id: requestId, ...extra });
-    const handler = handlers.get(keyOf(payload.ruleset, payload.action));
-    if (!handler) {
+    const entry = handlers.get(keyOf(payload.ruleset, payload.action));
+    if (!entry) {
       reply({ type: RELAY_TYPES.DONE, ok: false, error: relayErrorPayload(new BridgeError(RELAY_ERRORS.NO_HANDLER, `no handler for ${payload.ruleset} ${payload.action}`)) });
       return;
     }
+    const sender = { userId: senderId, isGM: port.isGMUser(senderId) };
+    const replyKey = isReplyKey(payload.reply_key) ? payload.reply_key : null;
+    if (replyKey === null && entry.sealed(sender)) {
+      reply({
+        type: RELAY_TYPES.DONE,
+        ok: false,
+        error: relayErrorPayload(new BridgeError(RELAY_ERRORS.NEEDS_SEAL, "this answer is private and your browser cannot receive it sealed (WebCrypto needs Foundry opened over HTTPS or on localhost); nothing was done")),
+      });
+      return;
+    }
+    /** The `done`: sealed to the request's key when it has one, else in clear. */
+    const answer = (outcome) => {
+      if (replyKey === null) {
+        reply({ type: RELAY_TYPES.DONE, ...outcome });
+        return;
+      }
+      track(
+        Promise.resolve()
+          .then(() => sealReply(crypto?.subtle, replyKey, outcome, { to: senderId, requestId }, crypto.randomValues))
+          .then(
+            (sealed) => reply({ type: RELAY_TYPES.DONE, sealed }),
+            (error) => reply({
+              type: RELAY_TYPES.DONE,
+              ok: false,
+              error: relayErrorPayload(new BridgeError(RELAY_ERRORS.INTERNAL, `the GM's browser could not seal its answer (${error?.message ?? error}); it is not sent in clear`)),
+            }),
+          ),
+      );
+    };
     // Held requests are keyed by sender: every client sees every request id.
     inbox.hold(`${senderId}:${requestId}`, () => {
-      run(handler, payload.data, { userId: senderId, isGM: port.isGMUser(senderId) }).then(
-        (result) => reply({ type: RELAY_TYPES.DONE, ok: true, result: result ?? null }),
-        (error) => reply({ type: RELAY_TYPES.DONE, ok: false, error: relayErrorPayload(error) }),
+      run(entry.handler, payload.data, sender).then(
+        (result) => answer({ ok: true, result: result ?? null }),
+        (error) => answer({ ok: false, error: relayErrorPayload(error) }),
       );
     });
     reply({ type: RELAY_TYPES.ACK });
@@ -378,18 +470,42 @@ export function createRelayHub({ timers, newId, port, onHandlerBug = () => {}, l
         port.send({ type: RELAY_TYPES.GO, request_id: payload.request_id, to: senderId });
       }
     } else {
-      tracker.done(payload.request_id, payload);
+      onDone(payload);
+    }
+  }
+
+  /** A `done` for this client: a sealed request takes its answer only sealed (errors may come in clear). */
+  function onDone(payload) {
+    const requestId = payload.request_id;
+    const key = replyKeys.get(requestId);
+    if (!key) {
+      tracker.done(requestId, payload);
+    } else if (payload.sealed !== undefined) {
+      const refused = { ok: false, error: { code: RELAY_ERRORS.INTERNAL, message: "the GM's sealed answer could not be opened" } };
+      track(key.open(payload.sealed, { to: port.currentUser().id, requestId }).then(
+        (outcome) => tracker.done(requestId, outcome && typeof outcome === "object" ? outcome : refused),
+        () => tracker.done(requestId, refused),
+      ));
+    } else if (payload.ok === true) {
+      tracker.done(requestId, { ok: false, error: { code: RELAY_ERRORS.INTERNAL, message: "the GM's browser answered a sealed request in clear" } });
+    } else {
+      tracker.done(requestId, payload);
     }
   }
 
   return {
-    on(ruleset, action, handler) {
+    on(ruleset, action, handler, { sealed = false } = {}) {
       if (!isRelayName(ruleset) || !isRelayName(action)) {
         throw new TypeError(`relay handler names must be [a-z][a-z0-9_-]*, got ${JSON.stringify([ruleset, action])}`);
       }
       if (typeof handler !== "function") throw new TypeError(`the relay handler for ${ruleset} ${action} is not a function`);
       if (handlers.has(keyOf(ruleset, action))) throw new TypeError(`${ruleset} ${action} already has a relay handler`);
-      handlers.set(keyOf(ruleset, action), handler);
+      if (typeof sealed !== "boolean" && typeof sealed !== "function") throw new TypeError(`the relay option sealed of ${ruleset} ${action} is not a boolean or a function`);
+      handlers.set(keyOf(ruleset, action), {
+        handler,
+        seals: sealed !== false,
+        sealed: typeof sealed === "function" ? (who) => sealed(who) === true : () => sealed,
+      });
     },
     request,
     receive(payload, senderId) {
@@ -398,6 +514,9 @@ export function createRelayHub({ timers, newId, port, onHandlerBug = () => {}, l
       else if (!port.isLinkHolder()) return;
       else if (payload.type === RELAY_TYPES.REQUEST) onRequest(payload, senderId);
       else if (payload.type === RELAY_TYPES.GO) onGo(payload, senderId);
+    },
+    async idle() {
+      while (work.size > 0) await Promise.all([...work]);
     },
     holderChanged() {
       if (port.isLinkHolder() || port.linkHolderId() === null) return;

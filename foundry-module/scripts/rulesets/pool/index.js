@@ -31,7 +31,7 @@ const ROLL_FLAG = "pool_roll_id";
 /** Why a command found no character (lang `FATE_BRIDGE.Pool.Pick.<code>`). */
 const PICK_ERRORS = Object.freeze(["no_character", "several_characters", "unknown_character", "tier_mismatch"]);
 /** Relay and link failures with a notice of their own (lang `FATE_BRIDGE.Error.<code>`). */
-const LINK_ERRORS = Object.freeze(["no_gm", "gm_no_answer", "gm_unfinished", "relay_expired", "no_handler", "bridge_down", "timeout"]);
+const LINK_ERRORS = Object.freeze(["no_gm", "gm_no_answer", "gm_unfinished", "relay_expired", "no_handler", "needs_secure_context", "bridge_down", "timeout"]);
 /** The panel's GM actions -> the bridge message type and the fields each takes from the panel. */
 const GM_MESSAGES = Object.freeze({
   session_start: { type: "pool_session_start", fields: [] },
@@ -88,7 +88,10 @@ export function install(api) {
     await postWithDice(reply, audience(command.visibility, who), who);
     return true;
   });
-  api.onRelay(ACTIONS.LEDGER, (_data, who) => ledgerFor(who));
+  // A GM's ledger holds every character (GM-only entries): sealed to the asker (issue 24). A
+  // player's holds only their own characters, so a browser that cannot take a sealed answer
+  // (no WebCrypto: Foundry not on HTTPS or localhost) still gets its own Fate in clear.
+  api.onRelay(ACTIONS.LEDGER, (_data, who) => ledgerFor(who), { sealed: (who) => who.isGM });
   api.onRelay(ACTIONS.REROLL, async (data, who) => {
     if (typeof data?.roll_id !== "string") throw new BridgeError("bad_message", "a reroll needs roll_id");
     const physical = relayedPhysical(data.physical);
