@@ -11,8 +11,9 @@
  *   for the full shape, errors and guarantees) and touches Foundry only through `api.fvtt`:
  *   - `api.registerCommand(name, handler)`: chat command `/name args...` on any client;
  *   - `api.request(message)`: a bridge request, on the active GM's client only;
- *   - `api.relay(ruleset, action, data)` (any client) and `api.onRelay(action, handler)` (runs on
- *     the active GM's client, attributed to Foundry's sender id);
+ *   - `api.relay(ruleset, action, data)` (any client) and `api.onRelay(action, handler, {sealed})`
+ *     (runs on the active GM's client, attributed to Foundry's sender id; `sealed`: the answer
+ *     reaches the asker only encrypted, logic/relay.js "Sealed replies");
  *   - `api.postCard(card, {whisper, blind, flags, dice, diceUserId})`: a bridge `card` as a new
  *     ChatMessage, its dice on it as Rolls (Dice So Nice throws them once, for its readers);
  *   - `api.physicalDice(faces, count)` (the roller's client, before relaying: null when the world
