@@ -33,7 +33,8 @@ export const PHYSICAL_CANCELLED = "physical_cancelled";
  * @property {(ruleset: string, action: string, data: unknown) => Promise<unknown>} relay
  *   any client: run `ruleset`'s `action` handler on the active GM's client (see
  *   logic/relay.js createRelayHub); resolves with the handler's result, rejects with a
- *   BridgeError: `no_gm`, `gm_no_answer`, `gm_unfinished`, `relay_expired`, `no_handler`, or the
+ *   BridgeError: `no_gm`, `gm_no_answer`, `gm_unfinished`, `relay_expired`, `no_handler`,
+ *   `needs_secure_context` (a sealed action, from a browser without WebCrypto), or the
  *   handler's own code (e.g. the bridge's refusal, `bridge_down`)
  * @property {(action: string, handler: import("./logic/relay.js").RelayHandler, options?: {sealed?: import("./logic/relay.js").RelaySealed}) => void} onRelay
  *   the GM-side handler of this ruleset's `action`; `sender.userId` is Foundry's sender id and

@@ -141,6 +141,20 @@ describe("the hub seals the answers of sealed actions", () => {
     assert.deepEqual(await answer, { characters: [{ name: "Lilly", stamina: 37 }] });
   });
 
+  test("a player's browser with WebCrypto gets even its own ledger sealed", async () => {
+    const { all, exchange } = hubs();
+    const answer = all.player.request("pool", "ledger", {});
+    const seen = await exchange();
+    assert.deepEqual(Object.keys(seen.at(-1)).sort(), ["request_id", "sealed", "to", "type"]);
+    assert.doesNotMatch(JSON.stringify(seen), /Lilly/);
+    assert.deepEqual(await answer, { characters: [{ name: "Lilly", stamina: 37 }] });
+  });
+
+  test("a sealed option that is neither a boolean nor a function is refused by name", () => {
+    const { all } = hubs();
+    assert.throws(() => all.gm.on("pool", "peek", () => null, { sealed: "yes" }), { name: "TypeError", message: /sealed of pool peek/ });
+  });
+
   test("a holder that cannot seal answers internal, never the answer in clear", async () => {
     const { all, exchange } = hubs({ crypto: { gm: null } });
     const answer = all.gm2.request("pool", "ledger", {}).catch((error) => error.code);

@@ -525,6 +525,7 @@ export function createRelayHub({ timers, newId, port, crypto = null, onHandlerBu
     clear() {
       tracker.clear();
       inbox.clear();
+      replyKeys.clear();
     },
   };
 }
