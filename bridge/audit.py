@@ -27,8 +27,7 @@ import msgspec
 
 from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PublicKey
 
-from . import cards, i18n, registry, wire
-from .core import decide
+from . import cards, core, i18n, registry, wire
 from .derive import (Derived, DerivingState, Diverged, StateProblem, StoredState, compare,
                      record_event, state_digest, without_card_html)
 from .dice import ScriptedDice
@@ -185,7 +184,7 @@ def rederive(record: AuditRecord, state: WorldState | None = None) -> str | None
     table = ReplayTable(record, getattr(message, "physical", None))
     try:
         with cards.unrendered():
-            decision = decide(message, state, table, message_bytes=message_bytes, new_seed=_no_seed,
+            decision = core.decide(message, state, table, message_bytes=message_bytes, new_seed=_no_seed,
                               language=i18n.DEFAULT, dice_table=(table, record.dice_session))
     except Diverged as exc:
         return f"the decision no longer follows from its inputs: {exc}"
