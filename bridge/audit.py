@@ -116,10 +116,12 @@ class ReplayTable(TableDice):
     session's seed, which the record does not hold: the recorded value is the table's output
     (``bridge.fairness.trail.check_dice`` recomputes it once the seed is revealed). Physical
     dice come from the request (``physical``) and are checked as live, so a refusal of them
-    re-derives (a value outside ``1..faces``, more values than the roll used). Every draw keeps
-    the recorded source of a die from the record (``fair`` or ``secret``), so :func:`rederive`
-    can compare the re-derived draws with the recorded ones. A die past the recorded ones is the
-    live refusal of scripted dice that ran out (:func:`bridge.ruleset.rolling`)."""
+    re-derives (a value outside ``1..faces``, more values than the roll used). A die taken from
+    the record is drawn ``fair`` when the record says so, else ``secret`` (as the live table marks
+    the bridge's own dice), so :func:`rederive` can compare the re-derived draws with the
+    recorded ones (a die of other faces, or recorded ``physical`` for a request without physical
+    values, differs). A decision asking for more dice than the record holds is refused
+    ``bad_message`` (field ``dice``, :func:`bridge.ruleset.rolling`), a verdict no record holds."""
 
     def __init__(self, record: AuditRecord, physical: list[int] | None) -> None:
         super().__init__(world_id=record.world_id, seq=lambda: record.seq, client_seed=None,
