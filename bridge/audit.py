@@ -187,7 +187,7 @@ def rederive(record: AuditRecord, state: WorldState | None = None) -> str | None
     try:
         with cards.unrendered():
             decision = core.decide(message, state, table, message_bytes=message_bytes, new_seed=_no_seed,
-                              language=i18n.DEFAULT, dice_table=(table, record.dice_session))
+                                   language=i18n.DEFAULT, dice_table=(table, record.dice_session))
     except Diverged as exc:
         return f"the decision no longer follows from its inputs: {exc}"
     if isinstance(state, DerivingState) and decision.ok:
