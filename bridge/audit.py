@@ -2,8 +2,9 @@
 
 Pure: no I/O, no clock. The store adds the sequence number, the timestamp and the chain links
 inside the decision's transaction; ``fate-bridge audit verify`` uses :func:`rederive` to run a
-recorded decision again through the decision core (:func:`bridge.core.rule`, the call
-:func:`bridge.core.decide` makes) from its recorded inputs.
+recorded decision again through the decision core, the same :func:`bridge.core.decide` call a
+live decision makes, from its recorded inputs: its reads (:class:`ReplayState`, or
+:class:`~bridge.derive.DerivingState`) and its dice as the dice table (:class:`ReplayTable`).
 
 How a decision is recorded is :mod:`bridge.record` (beneath the core; its names are re-exported
 here, where the trail's readers have always found them).
@@ -26,12 +27,12 @@ import msgspec
 
 from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PublicKey
 
-from . import cards, registry, wire
-from .core import rule
+from . import cards, core, i18n, registry, wire
 from .derive import (Derived, DerivingState, Diverged, StateProblem, StoredState, compare,
                      record_event, state_digest, without_card_html)
 from .dice import ScriptedDice
 from .errors import Refusal
+from .fairness.dice import Draw, TableDice
 from .fairness.trail import check_dice
 from .heads import KEY_CHANGE, Head, KeyChange, parse_public_key, public_key_text, stored_digest, stored_hash, stored_range
 from .receipts import key_id
@@ -108,6 +109,41 @@ class ReplayState:
         return None  # a replay compares the verdict, not the columns peeks describe
 
 
+class ReplayTable(TableDice):
+    """A recorded decision's dice table, for :func:`rederive` (``bridge.core.decide``'s
+    ``dice_table``): the live table (:class:`~bridge.fairness.dice.TableDice`) with the record's
+    dice in place of the dice session and the bridge's secret dice. A fair die derives from its
+    session's seed, which the record does not hold: the recorded value is the table's output
+    (``bridge.fairness.trail.check_dice`` recomputes it once the seed is revealed). Physical
+    dice come from the request (``physical``) and are checked as live, so a refusal of them
+    re-derives (a value outside ``1..faces``, more values than the roll used). A die taken from
+    the record is drawn ``fair`` when the record says so, else ``secret`` (as the live table marks
+    the bridge's own dice), so :func:`rederive` can compare the re-derived draws with the
+    recorded ones (a die of other faces, or recorded ``physical`` for a request without physical
+    values, differs). A decision asking for more dice than the record holds is refused
+    ``bad_message`` (field ``dice``, :func:`bridge.ruleset.rolling`), a verdict no record holds."""
+
+    def __init__(self, record: AuditRecord, physical: list[int] | None) -> None:
+        super().__init__(world_id=record.world_id, seq=lambda: record.seq, client_seed=None,
+                         session=None, physical=physical, fallback=ScriptedDice(record.dice), required=False)
+        self._recorded = record.draws
+
+    def roll(self, faces: int) -> int:
+        """The next die: the request's physical value, else the recorded one."""
+        value = super().roll(faces)
+        index = len(self.draws) - 1
+        recorded = self._recorded
+        if (recorded is not None and index < len(recorded) and recorded[index].source == "fair"
+                and self.draws[index].source == "secret"):
+            self.draws[index] = Draw(faces=faces, source="fair")
+        return value
+
+
+def _no_seed(n: int) -> bytes:
+    """A replay draws no dice session seed (its dice table is given)."""
+    raise AssertionError("a re-derived decision draws no seed")
+
+
 def _without_card_text(value: Any) -> Any:
     """``value`` with every chat card's rendered ``html`` and ``title`` dropped, at any depth
     (a card is an object with ``html``, ``title`` and ``ruleset``)."""
@@ -133,29 +169,42 @@ def verdict(reply: bytes) -> dict[str, Any]:
 
 def rederive(record: AuditRecord, state: WorldState | None = None) -> str | None:
     """Run the recorded decision again from its recorded reads and dice through
-    :func:`bridge.core.rule` (against ``state``, by default a :class:`ReplayState` of the
-    record; ``verify`` passes a :class:`~bridge.derive.DerivingState`); returns None when its
-    verdict equals the recorded one, else a description of the difference. Cards are not rendered
-    (their text is presentation, :func:`verdict`), which is most of a decision's cost."""
+    :func:`bridge.core.decide`, the call a live decision makes (against ``state``, by default a
+    :class:`ReplayState` of the record; ``verify`` passes a :class:`~bridge.derive.DerivingState`,
+    whose writes are kept when the decision passes; the dice table is a :class:`ReplayTable` of
+    the record); returns None when the re-derived audit entry rolled the recorded dice (values,
+    and faces and sources when the record has them) and its reply's verdict equals the recorded
+    one, else a description of the difference. Cards are not rendered (their text is
+    presentation, :func:`verdict`), which is most of a decision's cost."""
+    message_bytes = bytes(record.message)
     try:
-        message = registry.decode_client(bytes(record.message))
+        message = registry.decode_client(message_bytes)
     except Refusal as exc:
         return f"the recorded message no longer decodes: {exc.message}"
     if state is None:
         state = ReplayState(record.world_id, record.reads)
-    dice = ScriptedDice(record.dice)
+    table = ReplayTable(record, getattr(message, "physical", None))
     try:
         with cards.unrendered():
-            outcome = rule(message, state, dice)
+            decision = core.decide(message, state, table, message_bytes=message_bytes, new_seed=_no_seed,
+                                   language=i18n.DEFAULT, dice_table=(table, record.dice_session))
     except Diverged as exc:
         return f"the decision no longer follows from its inputs: {exc}"
-    if isinstance(state, DerivingState) and not outcome.refused:
+    if isinstance(state, DerivingState) and decision.ok:
         state.commit()
+    entry = decision.audit
+    assert entry is not None, "core.decide audits every decision"
+    if entry.dice != record.dice:
+        return f"the decision rolled {entry.dice} where the record has {record.dice}"
+    if record.draws is not None and entry.draws != (record.draws or None):
+        shown = [f"d{d.faces} {d.source}" for d in entry.draws or ()]
+        return (f"the decision drew {shown} where the record has "
+                f"{[f'd{d.faces} {d.source}' for d in record.draws]}")
     recorded_reply = bytes(record.reply)
     plain = without_card_html(recorded_reply)  # the common case: equal but for the card text
-    if plain == sorted_json(outcome.reply) or plain == wire.encode(outcome.reply):
+    if plain == entry.reply:
         return None
-    expected, recorded = verdict(wire.encode(outcome.reply)), verdict(recorded_reply)
+    expected, recorded = verdict(entry.reply), verdict(recorded_reply)
     if expected != recorded:
         keys = sorted(k for k in expected.keys() | recorded.keys() if expected.get(k) != recorded.get(k))
         return "recorded outputs do not follow from the recorded inputs and dice: " + ", ".join(

@@ -17,8 +17,11 @@ writes, audit entry, reply frame) and to the sockets (the overlay frame, the log
    (:func:`bridge.fairness.decide.with_physical_mark`);
 4. the audit entry, the overlay frame and the reply frame (:func:`bridge.frames.decision_frame`).
 
-``fate-bridge audit verify`` re-derives a record through :func:`rule` (step 2, with the record's
-dice and reads: the dice table's work is what the record holds). The routes are the installed
+``fate-bridge audit verify`` re-derives a record through :func:`decide` too
+(:func:`bridge.audit.rederive`): on the record's reads, with the record's dice as the dice table
+(``dice_table``: the table's output is what the record holds; a fair die needs its session's
+seed, which the record does not hold, so :func:`bridge.fairness.trail.check_dice` recomputes
+those from a revealed seed), so steps 2 to 4 run as they ran live. The routes are the installed
 rulesets' (:mod:`bridge.registry`) and the dice layer's (:mod:`bridge.fairness.decide`): dice
 sessions, settings and overrides are every ruleset's, not a ruleset.
 """
@@ -35,6 +38,7 @@ from . import i18n, registry, wire
 from .dice import Dice
 from .errors import Refusal
 from .fairness import decide as fairness
+from .fairness.dice import TableDice
 from .frames import decision_frame
 from .record import AuditEntry, Decision, RecordingDice, RecordingState, sorted_json
 from .ruleset import Handler, Outcome, Query, Refused
@@ -107,7 +111,8 @@ def refused(message: wire.Request, refusal: Refusal, state: WorldState) -> Outco
 
 
 def decide(message: wire.Request, state: WorldState, dice: Dice, *, message_bytes: bytes,
-           new_seed: Callable[[int], bytes], language: str) -> Decision:
+           new_seed: Callable[[int], bytes], language: str,
+           dice_table: tuple[TableDice, str | None] | None = None) -> Decision:
     """Decide one request: the one call a decision makes into the core.
 
     ``state``: the world's state (``state.audit_seq()`` gives the audit record number the decision
@@ -115,7 +120,11 @@ def decide(message: wire.Request, state: WorldState, dice: Dice, *, message_byte
     replace them, :func:`bridge.fairness.decide.table_for`); ``message_bytes``: the request as
     the trail keeps it (:func:`bridge.record.sorted_json`, which the caller hashed already);
     ``new_seed(n)``: n secret bytes, a dice session's seed; ``language``: the world's, for the
-    cards and refusal texts (presentation: the audit ignores it).
+    cards and refusal texts (presentation: the audit ignores it); ``dice_table``: the decision's
+    dice table and the id of its dice session given from outside instead of step 1 (None, the live
+    path: :func:`bridge.fairness.decide.table_for` makes them; ``audit verify`` passes
+    :class:`bridge.audit.ReplayTable`, the record's dice, and the record's ``dice_session``:
+    ``dice`` and ``new_seed`` are then not used).
 
     Returns the :class:`~bridge.record.Decision`: the reply frame, ``ok`` (False: a refusal, its
     writes to be dropped), the audit entry (reads, dice, draws, reply, columns), and as ``kept``
@@ -127,9 +136,12 @@ def decide(message: wire.Request, state: WorldState, dice: Dice, *, message_byte
         try:
             # the dice table reads the open dice session on the plain state: its seed is never
             # recorded before the reveal (bridge.fairness.decide)
-            table, dice_session = fairness.table_for(message, state, seq=state.audit_seq,  # type: ignore[attr-defined]
-                                                     fallback=dice, new_seed=new_seed,
-                                                     ruleset_of=registry.ruleset_of)
+            if dice_table is None:
+                table, dice_session = fairness.table_for(message, state, seq=state.audit_seq,  # type: ignore[attr-defined]
+                                                         fallback=dice, new_seed=new_seed,
+                                                         ruleset_of=registry.ruleset_of)
+            else:
+                table, dice_session = dice_table
             rolled = RecordingDice(table)
             outcome = rule(message, recording, rolled)
             if not outcome.refused:

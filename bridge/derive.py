@@ -2,13 +2,14 @@
 pending choices, decks, ledgers (the ``records`` rows), settings, the decision counter and the
 stored replies an ``event_id`` replay returns.
 
-Pure: no I/O. ``audit verify`` replays every record through :class:`DerivingState` (the same
-``bridge.core.rule`` run re-derivation makes), which answers the decision's reads from the record
-and also checks each read against the state the records before it produced: a read that differs
-means the state was edited between two decisions (a fated result's rows deleted, so the same
-card was fated again). The writes are kept; :func:`compare` then names every stored row that
-differs from the derived one, with the record that wrote it. ``audit repair`` writes
-:class:`Derived` back. :func:`state_digest` seals the stored state in a signed head.
+Pure: no I/O. ``audit verify`` replays every record through :class:`DerivingState` (the state
+``bridge.audit.rederive`` gives ``bridge.core.decide``, the call a live decision makes), which
+answers the decision's reads from the record and also checks each read against the state the
+records before it produced: a read that differs means the state was edited between two decisions
+(a fated result's rows deleted, so the same card was fated again). The writes are kept;
+:func:`compare` then names every stored row that differs from the derived one, with the record
+that wrote it. ``audit repair`` writes :class:`Derived` back. :func:`state_digest` seals the
+stored state in a signed head.
 
 Values are compared as JSON with sorted keys (:func:`normal`), so the store's own encoding may
 change without making old state look edited; a value that still differs is compared by its

@@ -138,7 +138,9 @@ class RecordingState:
         self._inner.put(kind, key, record)
 
     def peek(self, kind: str, key: str, type: type[R]) -> R | None:
-        return self._inner.get(kind, key, type)  # describes the decision: not an input, not recorded
+        # describes the decision: not an input, not recorded; the inner state's peek, so a
+        # replayed decision (bridge.audit.rederive) answers None as a replay does
+        return self._inner.peek(kind, key, type)
 
 
 class RecordingDice:

@@ -9,7 +9,7 @@ import sqlite3
 
 import pytest
 
-from bridge import audit
+from bridge import audit, core
 from bridge.cli import main
 from bridge.dice import ScriptedDice
 from bridge.session import Session
@@ -17,7 +17,7 @@ from bridge.store import SCHEMA_VERSION, SQLiteStore
 from bridge.store.audit_rows import PREV_HASH
 from bridge.store.blobs import unpack
 
-from .helpers import as_old_bridge, decompress, old_schema_file
+from .helpers import ROOT, as_old_bridge, decompress, old_schema_file, replay
 from .sohl_messages import GM, PLAYER, fate_choice, fate_spend, frame, rolled, sohl_test
 
 KEY = bytes(range(32))
@@ -320,6 +320,31 @@ class TestRederivation:
         assert "fate_ml recorded 77, re-derived 52" in report.problems[0].detail
         # the edited read no longer matches the state record 1 left (issue 15: state from the chain)
         assert any(p.kind == "state" and "record 2 read sohl.graded 'm0'" in p.detail for p in report.problems)
+
+    @pytest.mark.parametrize("example", sorted((ROOT / "examples").glob("*.jsonl")), ids=lambda p: p.stem)
+    async def test_verify_re_derives_each_record_through_core_decide(self, example, tmp_path, monkeypatch):
+        """Issue 26: ``audit verify`` re-derives through the one call a live decision makes,
+        ``core.decide``, once per record, with the record's dice as its dice table."""
+        store = await replay(example, tmp_path / "trail.sqlite3", KEY)
+        await store.close()
+        calls: list[tuple[str, list[int], str | None, bool]] = []
+        live = core.decide
+
+        def counting(message, state, dice, **kwargs):
+            table, session = kwargs["dice_table"]
+            decision = live(message, state, dice, **kwargs)
+            assert isinstance(table, audit.ReplayTable) and dice is table
+            assert len(table.draws) == len(decision.audit.dice)  # every die rolled through the table
+            calls.append((decision.audit.type, decision.audit.dice, session, decision.ok))
+            return decision
+
+        monkeypatch.setattr(core, "decide", counting)
+        report = await verify(tmp_path / "trail.sqlite3")
+        assert report.ok, report.problems
+        recorded = [json.loads(record) for _, record, _, _ in rows(tmp_path / "trail.sqlite3")]
+        assert report.records == len(recorded) == len(calls) > 5
+        assert calls == [(r["type"], r["dice"], r["dice_session"], r["ok"]) for r in recorded]
+        assert any(dice for _, dice, _, _ in calls) and not all(ok for *_, ok in calls)  # dice and refusals
 
     async def test_card_text_changes_are_not_failures(self):
         record_reply = b'{"type":"error","v":1,"code":"not_found","message":"old wording","ref":"e","field":"message_id"}'

@@ -301,6 +301,29 @@ class TestPhysicalDice:
         assert (refused["field"], "2 physical dice given, but this roll used 1") == (
             "physical", refused["message"].split(": ", 1)[1])
 
+    async def test_physical_dice_re_derive_as_live_and_a_changed_one_is_named(self, fair, store):
+        """Issue 26: ``audit verify`` re-derives through ``core.decide`` with the record's dice
+        table, so physical dice are checked as live: the refusals of a value out of range and of
+        values a roll left unused re-derive (they failed when verify ran the handler alone), and a
+        recorded physical die other than the request's is named."""
+        await ok(fair, settings(physical_rulesets=["mythic"]))
+        assert (await frames(fair, mythic.question("ev-out", physical=[101])))["field"] == "physical[0]"
+        assert (await frames(fair, mythic.question("ev-unused", physical=[5, 6])))["field"] == "physical"
+        await ok(fair, mythic.question("ev-q", physical=[57]))
+        (report,) = await store.verify("w", None)
+        assert report.ok, report.problems
+        conn = store._conn
+        seq, stored = conn.execute("SELECT seq, record FROM audit WHERE event_id = 'ev-q'").fetchone()
+        record = json.loads(unpack(stored))
+        assert (record["dice"], record["draws"]) == ([57], [{"faces": 100, "source": "physical"}])
+        record["dice"] = [58]
+        # wherever the record is stored: SQLite's audit or audit_tail (schema migration 9)
+        for table in ("main.audit", "audit_tail") if store._tail else ("audit",):
+            conn.execute(f"UPDATE {table} SET record = ? WHERE seq = ?", (json.dumps(record).encode(), seq))
+        (report,) = await store.verify("w", None)
+        assert [(p.seq, p.detail) for p in report.problems if p.kind == "rederive"] == [
+            (seq, f"record {seq}: the decision rolled [57] where the record has [58]")]
+
     async def test_a_ruleset_without_physical_dice_refuses_them(self, fair):
         await ok(fair, settings(physical_rulesets=["pool"]))
         refused = await frames(fair, mythic.question("ev-q", physical=[50]))
