@@ -32,6 +32,7 @@ from .derive import (Derived, DerivingState, Diverged, StateProblem, StoredState
                      record_event, state_digest, without_card_html)
 from .dice import ScriptedDice
 from .errors import Refusal
+from .fairness import decide as fairness
 from .fairness.dice import Draw, TableDice
 from .fairness.trail import check_dice
 from .heads import KEY_CHANGE, Head, KeyChange, parse_public_key, public_key_text, stored_digest, stored_hash, stored_range
@@ -123,9 +124,9 @@ class ReplayTable(TableDice):
     values, differs). A decision asking for more dice than the record holds is refused
     ``bad_message`` (field ``dice``, :func:`bridge.ruleset.rolling`), a verdict no record holds."""
 
-    def __init__(self, record: AuditRecord, physical: list[int] | None) -> None:
+    def __init__(self, record: AuditRecord, physical: list[int] | None, *, required: bool = False) -> None:
         super().__init__(world_id=record.world_id, seq=lambda: record.seq, client_seed=None,
-                         session=None, physical=physical, fallback=ScriptedDice(record.dice), required=False)
+                         session=None, physical=physical, fallback=ScriptedDice(record.dice), required=required)
         self._recorded = record.draws
 
     def roll(self, faces: int) -> int:
@@ -183,11 +184,25 @@ def rederive(record: AuditRecord, state: WorldState | None = None) -> str | None
         return f"the recorded message no longer decodes: {exc.message}"
     if state is None:
         state = ReplayState(record.world_id, record.reads)
-    table = ReplayTable(record, getattr(message, "physical", None))
+    physical = getattr(message, "physical", None)
+    table = ReplayTable(record, physical)
+
+    def replay_table(state: WorldState) -> tuple[TableDice, str | None]:
+        # Against the chain's state (verify), the dice settings the live table read: physical dice
+        # of a ruleset they do not allow, and a die of a provable world with no dice session, are
+        # refused again as they were live; a lone record (no chain) is taken as it is.
+        nonlocal table
+        if isinstance(state, DerivingState):
+            settings = state.chained(fairness.SETTINGS_KIND, "world", fairness.wire.DiceSettings) or fairness.DEFAULT_SETTINGS
+            fairness.check_physical(message, settings, registry.ruleset_of)
+            if settings.provable and record.dice_session is None:
+                table = ReplayTable(record, physical, required=True)
+        return table, record.dice_session
+
     try:
         with cards.unrendered():
             decision = core.decide(message, state, table, message_bytes=message_bytes, new_seed=_no_seed,
-                                   language=i18n.DEFAULT, dice_table=(table, record.dice_session))
+                                   language=i18n.DEFAULT, dice_table=replay_table)
     except Diverged as exc:
         return f"the decision no longer follows from its inputs: {exc}"
     if isinstance(state, DerivingState) and decision.ok:

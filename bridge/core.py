@@ -112,7 +112,7 @@ def refused(message: wire.Request, refusal: Refusal, state: WorldState) -> Outco
 
 def decide(message: wire.Request, state: WorldState, dice: Dice, *, message_bytes: bytes,
            new_seed: Callable[[int], bytes], language: str,
-           dice_table: tuple[TableDice, str | None] | None = None) -> Decision:
+           dice_table: Callable[[WorldState], tuple[TableDice, str | None]] | None = None) -> Decision:
     """Decide one request: the one call a decision makes into the core.
 
     ``state``: the world's state (``state.audit_seq()`` gives the audit record number the decision
@@ -120,11 +120,12 @@ def decide(message: wire.Request, state: WorldState, dice: Dice, *, message_byte
     replace them, :func:`bridge.fairness.decide.table_for`); ``message_bytes``: the request as
     the trail keeps it (:func:`bridge.record.sorted_json`, which the caller hashed already);
     ``new_seed(n)``: n secret bytes, a dice session's seed; ``language``: the world's, for the
-    cards and refusal texts (presentation: the audit ignores it); ``dice_table``: the decision's
-    dice table and the id of its dice session given from outside instead of step 1 (None, the live
-    path: :func:`bridge.fairness.decide.table_for` makes them; ``audit verify`` passes
-    :class:`bridge.audit.ReplayTable`, the record's dice, and the record's ``dice_session``:
-    ``dice`` and ``new_seed`` are then not used).
+    cards and refusal texts (presentation: the audit ignores it); ``dice_table(state)``: makes the
+    decision's dice table and the id of its dice session instead of step 1, inside the decision (a
+    :class:`~bridge.errors.Refusal` it raises refuses the request as the live table's does; None,
+    the live path: :func:`bridge.fairness.decide.table_for` makes them; ``audit verify`` passes
+    one that makes a :class:`bridge.audit.ReplayTable` of the record's dice and checks them
+    against the chain's dice settings: ``dice`` and ``new_seed`` are then not used).
 
     Returns the :class:`~bridge.record.Decision`: the reply frame, ``ok`` (False: a refusal, its
     writes to be dropped), the audit entry (reads, dice, draws, reply, columns), and as ``kept``
@@ -141,7 +142,7 @@ def decide(message: wire.Request, state: WorldState, dice: Dice, *, message_byte
                                                          fallback=dice, new_seed=new_seed,
                                                          ruleset_of=registry.ruleset_of)
             else:
-                table, dice_session = dice_table
+                table, dice_session = dice_table(state)
             rolled = RecordingDice(table)
             outcome = rule(message, recording, rolled)
             if not outcome.refused:

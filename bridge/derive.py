@@ -249,6 +249,13 @@ class DerivingState:
     def peek(self, kind: str, key: str, type: type[R]) -> R | None:
         return None  # describes a refusal's columns; a replay compares the verdict only
 
+    def chained(self, kind: str, key: str, type: type[R]) -> R | None:
+        """The record as the chain left it before this decision (None when never written), read
+        without a recorded read: what the live dice table read on the plain state
+        (``bridge.fairness.decide.table_for``: the dice settings), which the record does not hold."""
+        found = self._derived.records.get((kind, key))
+        return None if found is None else msgspec.json.decode(found[0], type=type | None)
+
     def commit(self) -> None:
         """Apply the decision's writes to the derived state (it was not refused)."""
         derived, seq = self._derived, self._seq

@@ -324,6 +324,24 @@ class TestPhysicalDice:
         assert [(p.seq, p.detail) for p in report.problems if p.kind == "rederive"] == [
             (seq, f"record {seq}: the decision rolled [57] where the record has [58]")]
 
+    async def test_refusals_the_dice_settings_make_re_derive_against_the_chains_settings(self, fair, store):
+        """Issue 26: the live dice table reads the world's dice settings unrecorded; ``audit
+        verify`` reads them from the chain, so physical dice of a ruleset the settings do not allow
+        and a die of a provable world with no dice session re-derive as the refusals they were
+        (both failed verify before), and dice once the GM lifted the rules re-derive as rolled."""
+        await ok(fair, settings(physical_rulesets=["pool"]))
+        refused = await frames(fair, mythic.question("ev-physical", physical=[50]))
+        assert (refused["code"], refused["field"]) == ("forbidden", "physical")
+        await ok(fair, settings("ev-provable", provable=True))
+        refused = await frames(fair, mythic.question("ev-no-session"))
+        assert (refused["code"], refused["field"]) == ("forbidden", "dice_session")
+        await ok(fair, settings("ev-lifted", provable=False, physical_rulesets=["mythic"]))
+        await ok(fair, mythic.question("ev-q", physical=[50]))
+        await ok(fair, mythic.question("ev-q2", physical=[51]))
+        (report,) = await store.verify("w", None)
+        assert report.ok, report.problems
+        assert report.records == 7
+
     async def test_a_ruleset_without_physical_dice_refuses_them(self, fair):
         await ok(fair, settings(physical_rulesets=["pool"]))
         refused = await frames(fair, mythic.question("ev-q", physical=[50]))

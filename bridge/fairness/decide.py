@@ -80,13 +80,13 @@ class Override(msgspec.Struct, kw_only=True, frozen=True):
     session_id: str | None
 
 
-_DEFAULT_SETTINGS = wire.DiceSettings()  # frozen: one shared instance, not one per decision
+DEFAULT_SETTINGS = wire.DiceSettings()  # frozen: one shared instance, not one per decision
 _NO_SESSION = CurrentSession()
 
 
 def settings_of(state: WorldState) -> wire.DiceSettings:
     """The world's dice settings (defaults when never set)."""
-    return state.get(SETTINGS_KIND, "world", wire.DiceSettings) or _DEFAULT_SETTINGS
+    return state.get(SETTINGS_KIND, "world", wire.DiceSettings) or DEFAULT_SETTINGS
 
 
 def current_of(state: WorldState) -> CurrentSession:
@@ -115,13 +115,7 @@ def table_for(message: shared.ClientMessage, state: WorldState, *, seq: Callable
         state.put(OFFER_KIND, "next", Offer(session_id=sid, commitment=committed))
     settings = settings_of(state)
     physical: list[int] | None = getattr(message, "physical", None)
-    if physical is not None:
-        ruleset = ruleset_of(message)
-        if ruleset not in settings.physical_rulesets:
-            allowed = ", ".join(settings.physical_rulesets) or _("none")
-            raise Forbidden(_("physical: this world does not allow physical dice for %(ruleset)s "
-                              "(allowed for: %(allowed)s); the GM can allow them in the dice settings")
-                            % {"ruleset": ruleset or _("this request"), "allowed": allowed}, field="physical")
+    check_physical(message, settings, ruleset_of)
     current = current_of(state)
     open_session = None
     if current.session_id is not None:
@@ -132,6 +126,22 @@ def table_for(message: shared.ClientMessage, state: WorldState, *, seq: Callable
                       session=open_session, physical=physical, fallback=fallback,
                       required=settings.provable)
     return table, current.session_id
+
+
+def check_physical(message: shared.ClientMessage, settings: wire.DiceSettings,
+                   ruleset_of: Callable[[shared.ClientMessage], str | None]) -> None:
+    """Refuse physical dice (``message.physical``) in a ruleset the world's dice ``settings`` do
+    not allow them for: raises :class:`~bridge.errors.Forbidden` (field ``physical``). Nothing for
+    a request without physical dice. The live dice table checks it (:func:`table_for`), and a
+    replay of the record against the chain's settings (``bridge.audit.rederive``)."""
+    if getattr(message, "physical", None) is None:
+        return
+    ruleset = ruleset_of(message)
+    if ruleset not in settings.physical_rulesets:
+        allowed = ", ".join(settings.physical_rulesets) or _("none")
+        raise Forbidden(_("physical: this world does not allow physical dice for %(ruleset)s "
+                          "(allowed for: %(allowed)s); the GM can allow them in the dice settings")
+                        % {"ruleset": ruleset or _("this request"), "allowed": allowed}, field="physical")
 
 
 def _require_gm(message: wire._GmRequest, refusal: str) -> None:
