@@ -33,6 +33,7 @@ from .migrate import migrate, source_db
 from .release import PUBLIC_URL_ENV
 from .startup import bridge_address, folder_given, hold_database, listen_problem, reach_lines
 from .store import open_store
+from .store.writer import MAX_WORLDS_IN_MEMORY
 
 DEFAULT_HOST = "127.0.0.1"
 DEFAULT_PORT = 8765
@@ -233,6 +234,10 @@ def _parser() -> argparse.ArgumentParser:
     serve.add_argument("--reuse-port", action="store_true",
                        help="share --port with other fate-bridge processes on this machine "
                        "(SO_REUSEPORT; needs a postgresql:// --db, see docs/deploy.md)")
+    serve.add_argument("--max-worlds-in-memory", type=_positive(int), default=MAX_WORLDS_IN_MEMORY, metavar="N",
+                       help="worlds held in memory at most; beyond it, the least recently used idle "
+                       "world leaves memory and is loaded again from the database on its next "
+                       f"decision (default {MAX_WORLDS_IN_MEMORY}; see docs/performance.md)")
     _limit_flags(serve)
     serve.add_argument("--tls-cert", type=Path, help="PEM certificate chain: serve wss:// (with --tls-key)")
     serve.add_argument("--tls-key", type=Path, help="PEM private key of --tls-cert")
@@ -687,7 +692,8 @@ async def _serve_held(args: argparse.Namespace, db: Path | str, tls: ssl.SSLCont
     key_path = args.audit_key or default_audit_key()
     signing_path = args.signing_key or default_signing_key(key_path)
     store = await open_store(db, audit_key=load_key(key_path, create=True),
-                             signing_key=load_signing_key(signing_path, create=False))
+                             signing_key=load_signing_key(signing_path, create=False),
+                             max_worlds=args.max_worlds_in_memory)
     try:
         await adopt_signing_key(store, signing_path)  # never replaced silently; made on the first start
     except ConfigError:

@@ -41,6 +41,7 @@ import asyncio
 import functools
 import hashlib
 import threading
+from collections import OrderedDict
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
@@ -68,6 +69,10 @@ if TYPE_CHECKING:
 log = structlog.get_logger("fate_bridge")
 
 GROUP_COMMIT_MAX = 64  # decisions per transaction at most: bounds the latency a batch adds
+# Worlds held in memory at most by default (``serve --max-worlds-in-memory``; issue 27). A count,
+# not bytes: what a world costs is mostly its event ids and the records in use, which a count of
+# worlds bounds as well as an estimate would, and a host can check it against RSS (docs/performance.md).
+MAX_WORLDS_IN_MEMORY = 2000
 
 
 class WriteLocked(Exception):
@@ -134,8 +139,12 @@ class BatchWriter(WorldRows, AuditRows):
         self._last_batch = 0  # decisions in the last batch written (group commit waits a tick when > 1)
         # The worlds' state in memory (bridge/store/memory.py). The lock guards it against
         # decisions from several event loops and the writer thread's resets.
-        self._worlds: dict[str, WorldCache] = {}
+        # Least recently used first: beyond ``max_worlds``, the idle ones leave (:meth:`_evict`).
+        self._worlds: OrderedDict[str, WorldCache] = OrderedDict()
         self._lock = threading.Lock()
+        self.max_worlds = MAX_WORLDS_IN_MEMORY  # the budget of worlds in memory (issue 27)
+        # Decisions queued and not yet through their batch, per world: such a world never leaves.
+        self._pending: dict[str, int] = {}
         self._generation = 0  # bumped when a COMMIT fails: decisions read before it fail too
         self._failure: BaseException | None = None  # what failed the last generation
         self._ts: str | None = None  # the UTC time of the batch being gathered (one clock read)
@@ -411,6 +420,12 @@ class BatchWriter(WorldRows, AuditRows):
                         self._failure = exc
                         self._worlds.clear()
                     outcomes += [(item, None, exc) for item in current]
+            with self._lock:  # the batch is through: its worlds may leave memory now, if idle
+                for item in batch:
+                    left = self._pending.pop(item.world_id) - 1
+                    if left:
+                        self._pending[item.world_id] = left
+                self._evict()
             self._batch_committed(sum(1 for item, _, exc in outcomes if exc is None and item.sealed is not None))
             if self.signing_key is not None:  # one signature for the batch's receipts
                 try:
@@ -439,6 +454,23 @@ class BatchWriter(WorldRows, AuditRows):
                 self._loader, self._load_world_sync, world_id)
         with self._lock:
             self._worlds.setdefault(world_id, loaded)
+            self._evict(keep=world_id)
+
+    def _evict(self, keep: str | None = None) -> None:
+        """Drop the least recently used worlds beyond :attr:`max_worlds` (called with the lock
+        held), but never ``keep`` (the world just loaded) nor a world with a decision queued or in
+        its batch (``_pending``: its rows are not all committed, so the store is behind its cache).
+        A dropped world is loaded again on its next use, event ids and all, so a repeated
+        ``event_id`` still gets its stored reply and a spent charge stays spent."""
+        over = len(self._worlds) - self.max_worlds
+        if over <= 0:
+            return
+        for name in list(self._worlds):
+            if over <= 0:
+                break
+            if name != keep and name not in self._pending:
+                del self._worlds[name]
+                over -= 1
 
     async def decide(self, world_id: str, event_id: str | None, decision: DecisionFn,
                      request_hash: str | None = None) -> Decided:
@@ -453,12 +485,14 @@ class BatchWriter(WorldRows, AuditRows):
             with self._lock:  # a COMMIT failing from now on fails this decision too (its generation)
                 cache = self._worlds.get(world_id)
                 if cache is not None:
+                    self._worlds.move_to_end(world_id)
                     item = _Queued(world_id, self._generation, loop, future, event_id=event_id,
                                    request_hash=request_hash)
                     if event_id is not None and event_id in cache.events:
                         item.replay_seq = cache.events[event_id]
                     else:
                         self._decide_in_memory(cache, item, decision)
+                    self._pending[world_id] = self._pending.get(world_id, 0) + 1  # stays until its batch is through
                     break
             await self._load_world(world_id)
         with self._queue_lock:
@@ -516,6 +550,7 @@ class BatchWriter(WorldRows, AuditRows):
             with self._lock:
                 cache = self._worlds.get(world_id)
                 if cache is not None:
+                    self._worlds.move_to_end(world_id)
                     return query(CachedState(cache))
             await self._load_world(world_id)
 
