@@ -480,7 +480,7 @@ def _add_operator_commands(commands, add_db, add_key, add_signing_key) -> None:
         description="Check this machine's bridge files: the database (folder writable, schema, "
         "integrity), the audit key (present, owner-only, signed the stored checkpoints), the "
         "receipt signing key (present, owner-only, signed the trail's heads), the "
-        "registered worlds, the port, --origins and the TLS files. With --url it then connects "
+        "registered worlds, the worlds serve holds in memory at most, the port, --origins and the TLS files. With --url it then connects "
         "as the Foundry module would (with --world and --token: also sends hello) and explains "
         "what fails: nothing listening, a certificate for another name, ws:// from an https:// "
         "Foundry page, an Origin not allowed, an unknown world or a wrong token. Every problem "
@@ -498,6 +498,8 @@ def _add_operator_commands(commands, add_db, add_key, add_signing_key) -> None:
     doc.add_argument("--origins", nargs="+", metavar="ORIGIN", help="the --origins serve uses")
     doc.add_argument("--tls-cert", type=Path, help="the --tls-cert serve uses")
     doc.add_argument("--tls-key", type=Path, help="the --tls-key serve uses")
+    doc.add_argument("--max-worlds-in-memory", type=_positive(int), default=MAX_WORLDS_IN_MEMORY, metavar="N",
+                     help=f"the --max-worlds-in-memory serve uses (default {MAX_WORLDS_IN_MEMORY})")
     doc.add_argument("--url", help="the bridge URL set in the module, e.g. ws://192.168.1.20:8765: "
                      "connect to it as the module would (the port check is then skipped)")
     doc.add_argument("--foundry-url", type=bridge_url, metavar="URL",
