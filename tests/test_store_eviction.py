@@ -8,7 +8,8 @@ from __future__ import annotations
 import asyncio
 
 from bridge import record, wire
-from bridge.store import Decision, open_store
+from bridge.store import Decision, memory, open_store, writer
+from bridge.store.memory import EventFilter
 
 
 def spend(event_id: str, calls: list[str]):
@@ -76,5 +77,43 @@ async def test_a_world_with_a_decision_in_its_batch_never_leaves(db_url):
             repeat = await store.decide(world, f"{world}-e2", spend(f"{world}-e2", calls))
             assert repeat.replayed and repeat.seq == 2
         assert len(calls) == 4
+    finally:
+        await store.close()
+
+
+def test_an_event_filter_holds_every_id_added_and_few_others():
+    """The Bloom filter a world's older event ids go into: never a false "no" (a repeat would be
+    decided again), and at its capacity ~1% false "maybe" (each costs one indexed look-up)."""
+    older = EventFilter(2000)
+    for i in range(2000):
+        older.add(f"old-{i}")
+    assert all(f"old-{i}" in older for i in range(2000))
+    maybe = sum(f"new-{i}" in older for i in range(10000))
+    assert maybe < 300  # 1% expected (10 bits an id, 7 probes); 3% would be a broken filter
+
+
+async def test_older_event_ids_leave_the_dict_and_their_repeats_are_found_in_the_store(db_url, monkeypatch):
+    """A loaded world keeps its recent event ids only (RECENT_EVENTS; 4 here); a repeat of an
+    older one gets its stored reply from the store and decides nothing, at load and after the
+    ids of a running world were retired."""
+    monkeypatch.setattr(memory, "RECENT_EVENTS", 4)
+    monkeypatch.setattr(writer, "RECENT_EVENTS", 4)
+    store = await open_store(db_url)
+    try:
+        await store.add_world("w", None)
+        calls: list[str] = []
+        first = [await store.decide("w", f"e{i}", spend(f"e{i}", calls)) for i in range(12)]
+        cache = store._worlds["w"]
+        assert len(cache.events) <= 8 and cache.retired >= 4 and "e0" not in cache.events
+        for i in (0, 1, 11):
+            repeat = await store.decide("w", f"e{i}", spend(f"e{i}", calls))
+            assert repeat.replayed and (repeat.seq, repeat.record_hash) == (i + 1, first[i].record_hash)
+        assert len(calls) == 12  # no repeat ran its decision
+        del store._worlds["w"]  # as eviction drops it: the reload keeps the last 4, filters the rest
+        again = await store.decide("w", "e2", spend("e2", calls))
+        assert again.replayed and again.seq == 3 and len(calls) == 12
+        assert list(store._worlds["w"].events) == ["e8", "e9", "e10", "e11"]
+        new = await store.decide("w", "e12", spend("e12", calls))
+        assert not new.replayed and new.reply == b"refused" and calls[-1] == "e12"
     finally:
         await store.close()

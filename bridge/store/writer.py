@@ -59,7 +59,7 @@ from ..state import WorldState
 from .audit_rows import AuditRows, Sealed, window_hashes
 from .base import Decided, Decision, DecisionFn
 from .blobs import pack_record, unpack
-from .memory import CachedState, WorldCache
+from .memory import RECENT_EVENTS, CachedState, WorldCache
 from .schema import T, _settings_decoder, utc_now
 from .worlds import WorldRows
 
@@ -296,8 +296,21 @@ class BatchWriter(WorldRows, AuditRows):
         # an events row (older bridges wrote one per decision) holds the reply as sent: it wins
         events.update((event_id, None) for (event_id,) in conn.execute(
             "SELECT event_id FROM events WHERE world_id = ?", (world_id,)))
-        cache.events = events
+        # oldest first (a reply in an events row: first of all), so the recent ones stay in the dict
+        cache.events = dict(sorted(events.items(), key=lambda pair: pair[1] or 0))
+        cache.retire_events()
         return cache
+
+    def _lookup_event_sync(self, world_id: str, event_id: str) -> tuple[bool, int | None]:
+        """Whether ``event_id`` was decided in ``world_id`` (an older one a world's filters may
+        hold, :meth:`WorldCache.may_be_older`), and the seq of the audit record holding its reply
+        (None: an ``events`` row holds it). Indexed reads (``audit_by_event``, the events key)."""
+        conn, _ = self._loading_connection()
+        assert conn is not None
+        if conn.execute("SELECT 1 FROM events WHERE world_id = ? AND event_id = ?", (world_id, event_id)).fetchone():
+            return True, None
+        seq, _ = self._event_record(conn, world_id, event_id)
+        return seq is not None, seq
 
     def _write_batch(self, conn: Any, batch: list[_Queued]
                      ) -> list[tuple[_Queued, Decided | None, BaseException | None]]:
@@ -425,6 +438,8 @@ class BatchWriter(WorldRows, AuditRows):
                     left = self._pending.pop(item.world_id) - 1
                     if left:
                         self._pending[item.world_id] = left
+                    elif (cache := self._worlds.get(item.world_id)) is not None and len(cache.events) > 2 * RECENT_EVENTS:
+                        cache.retire_events()  # every event id of it is committed now
                 self._evict()
             self._batch_committed(sum(1 for item, _, exc in outcomes if exc is None and item.sealed is not None))
             if self.signing_key is not None:  # one signature for the batch's receipts
@@ -442,16 +457,18 @@ class BatchWriter(WorldRows, AuditRows):
                     loop.call_soon_threadsafe(_settle_futures, settled)
     # --- the async interface -------------------------------------------------------------------
 
+    async def _in_loader(self, fn: Callable[..., T], *args: object) -> T:
+        """Run ``fn`` where worlds are loaded (the backend's ``_loader`` thread, else the writer's)."""
+        if self._loader is None:
+            return await self._run(fn, *args)
+        if self._closed:
+            raise ConfigError("the store is closed")
+        return await asyncio.get_running_loop().run_in_executor(self._loader, fn, *args)
+
     async def _load_world(self, world_id: str) -> None:
         """Load the world's state into memory (a no-op if another call did meanwhile). Raises
         ``WorldNotRegistered``."""
-        if self._loader is None:
-            loaded = await self._run(self._load_world_sync, world_id)
-        else:
-            if self._closed:
-                raise ConfigError("the store is closed")
-            loaded = await asyncio.get_running_loop().run_in_executor(
-                self._loader, self._load_world_sync, world_id)
+        loaded = await self._in_loader(self._load_world_sync, world_id)
         with self._lock:
             self._worlds.setdefault(world_id, loaded)
             self._evict(keep=world_id)
@@ -481,20 +498,36 @@ class BatchWriter(WorldRows, AuditRows):
             raise ConfigError("the store is closed")
         loop = asyncio.get_running_loop()
         future: asyncio.Future[Decided] = loop.create_future()
+        # an older event id's look-up in the store: (found, its seq), valid while the world's cache
+        # and what it retired are as they were before the look-up (else a repeat decided and
+        # retired meanwhile could be missed)
+        older: tuple[bool, int | None] | None = None
+        stamp: tuple[WorldCache, int] | None = None
         while True:
             with self._lock:  # a COMMIT failing from now on fails this decision too (its generation)
                 cache = self._worlds.get(world_id)
-                if cache is not None:
+                if cache is not None and (stamp is None or stamp[0] is not cache or stamp[1] != cache.retired):
+                    older = None
+                lookup = (cache is not None and older is None and event_id is not None
+                          and event_id not in cache.events and cache.may_be_older(event_id))
+                if lookup:
+                    stamp = (cache, cache.retired)
+                if cache is not None and not lookup:
                     self._worlds.move_to_end(world_id)
                     item = _Queued(world_id, self._generation, loop, future, event_id=event_id,
                                    request_hash=request_hash)
                     if event_id is not None and event_id in cache.events:
                         item.replay_seq = cache.events[event_id]
+                    elif older is not None and older[0]:
+                        item.replay_seq = older[1]
                     else:
                         self._decide_in_memory(cache, item, decision)
                     self._pending[world_id] = self._pending.get(world_id, 0) + 1  # stays until its batch is through
                     break
-            await self._load_world(world_id)
+            if lookup:  # committed before (it is in a filter): its reply is in the store, if anywhere
+                older = await self._in_loader(self._lookup_event_sync, world_id, event_id)
+            else:
+                await self._load_world(world_id)
         with self._queue_lock:
             self._queue.append(item)
             start = not self._flushing
