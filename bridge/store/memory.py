@@ -133,11 +133,17 @@ class WorldCache:
         if retired <= 0:
             return
         for event_id in list(self.events)[:retired]:
-            if not self.older or self.older[-1].count >= self.older[-1].capacity:
-                self.older.append(EventFilter(max(retired, 2 * (self.older[-1].capacity if self.older else 0))))
-            self.older[-1].add(event_id)
+            self.file_older(event_id, retired)
             del self.events[event_id]
-        self.retired += retired
+
+    def file_older(self, event_id: str, expected: int = 0) -> None:
+        """Put ``event_id`` (committed, not in ``events``) into ``older``: into its last filter, or
+        a new one for ``expected`` ids or twice the last one's, whichever is more, when that is
+        full (so a world of n older ids holds ~log2(n) filters)."""
+        if not self.older or self.older[-1].count >= self.older[-1].capacity:
+            self.older.append(EventFilter(max(expected, 2 * (self.older[-1].capacity if self.older else 0))))
+        self.older[-1].add(event_id)
+        self.retired += 1
 
     def store(self, kind: str, key: str, raw: bytes, value: msgspec.Struct) -> None:
         """Keep ``value`` (stored as ``raw``) under ``(kind, key)``."""

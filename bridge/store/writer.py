@@ -287,17 +287,22 @@ class BatchWriter(WorldRows, AuditRows):
         else:  # the primary key's index alone
             cache.on_disk = set(conn.execute("SELECT kind, key FROM records WHERE world_id = ?", (world_id,)))
         # the index audit_by_event alone (and audit_tail's rows; a GROUP BY over the view would
-        # read every record of the world): an event id's first record answers its repeats
-        events: dict[str, int | None] = {}
-        for event_id, seq in conn.execute(
-                "SELECT event_id, seq FROM audit WHERE world_id = ? AND event_id IS NOT NULL", (world_id,)):
-            if events.setdefault(event_id, seq) > seq:
-                events[event_id] = seq
-        # an events row (older bridges wrote one per decision) holds the reply as sent: it wins
-        events.update((event_id, None) for (event_id,) in conn.execute(
-            "SELECT event_id FROM events WHERE world_id = ?", (world_id,)))
-        # oldest first (a reply in an events row: first of all), so the recent ones stay in the dict
-        cache.events = dict(sorted(events.items(), key=lambda pair: pair[1] or 0))
+        # read every record of the world), newest first: the last RECENT_EVENTS event ids go to
+        # the dict with their first record's seq (an event id's first record answers its
+        # repeats), the older ones straight into a filter (never all held at once)
+        recent: dict[str, int | None] = {}
+        for event_id, seq in conn.execute("SELECT event_id, seq FROM audit WHERE world_id = ?"
+                                          " AND event_id IS NOT NULL ORDER BY seq DESC", (world_id,)):
+            if event_id in recent or len(recent) < RECENT_EVENTS:
+                recent[event_id] = seq  # newest first: a later row is an earlier record of it
+            else:
+                cache.file_older(event_id, 8 * RECENT_EVENTS)
+        # an events row (older bridges wrote one per decision) holds the reply as sent: it wins;
+        # oldest first in the dict (those rows first of all), as retire_events takes them
+        events: dict[str, int | None] = {event_id: None for (event_id,) in conn.execute(
+            "SELECT event_id FROM events WHERE world_id = ?", (world_id,))}
+        events.update((event_id, seq) for event_id, seq in reversed(recent.items()) if event_id not in events)
+        cache.events = events
         cache.retire_events()
         return cache
 
