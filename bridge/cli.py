@@ -33,6 +33,7 @@ from .migrate import migrate, source_db
 from .release import PUBLIC_URL_ENV
 from .startup import bridge_address, folder_given, hold_database, listen_problem, reach_lines
 from .store import open_store
+from .store.writer import MAX_WORLDS_IN_MEMORY
 
 DEFAULT_HOST = "127.0.0.1"
 DEFAULT_PORT = 8765
@@ -233,6 +234,10 @@ def _parser() -> argparse.ArgumentParser:
     serve.add_argument("--reuse-port", action="store_true",
                        help="share --port with other fate-bridge processes on this machine "
                        "(SO_REUSEPORT; needs a postgresql:// --db, see docs/deploy.md)")
+    serve.add_argument("--max-worlds-in-memory", type=_positive(int), default=MAX_WORLDS_IN_MEMORY, metavar="N",
+                       help="worlds held in memory at most; beyond it, the least recently used idle "
+                       "world leaves memory and is loaded again from the database on its next "
+                       f"decision (default {MAX_WORLDS_IN_MEMORY}; see docs/performance.md)")
     _limit_flags(serve)
     serve.add_argument("--tls-cert", type=Path, help="PEM certificate chain: serve wss:// (with --tls-key)")
     serve.add_argument("--tls-key", type=Path, help="PEM private key of --tls-cert")
@@ -475,7 +480,7 @@ def _add_operator_commands(commands, add_db, add_key, add_signing_key) -> None:
         description="Check this machine's bridge files: the database (folder writable, schema, "
         "integrity), the audit key (present, owner-only, signed the stored checkpoints), the "
         "receipt signing key (present, owner-only, signed the trail's heads), the "
-        "registered worlds, the port, --origins and the TLS files. With --url it then connects "
+        "registered worlds, the worlds serve holds in memory at most, the port, --origins and the TLS files. With --url it then connects "
         "as the Foundry module would (with --world and --token: also sends hello) and explains "
         "what fails: nothing listening, a certificate for another name, ws:// from an https:// "
         "Foundry page, an Origin not allowed, an unknown world or a wrong token. Every problem "
@@ -493,6 +498,8 @@ def _add_operator_commands(commands, add_db, add_key, add_signing_key) -> None:
     doc.add_argument("--origins", nargs="+", metavar="ORIGIN", help="the --origins serve uses")
     doc.add_argument("--tls-cert", type=Path, help="the --tls-cert serve uses")
     doc.add_argument("--tls-key", type=Path, help="the --tls-key serve uses")
+    doc.add_argument("--max-worlds-in-memory", type=_positive(int), default=MAX_WORLDS_IN_MEMORY, metavar="N",
+                     help=f"the --max-worlds-in-memory serve uses (default {MAX_WORLDS_IN_MEMORY})")
     doc.add_argument("--url", help="the bridge URL set in the module, e.g. ws://192.168.1.20:8765: "
                      "connect to it as the module would (the port check is then skipped)")
     doc.add_argument("--foundry-url", type=bridge_url, metavar="URL",
@@ -687,7 +694,8 @@ async def _serve_held(args: argparse.Namespace, db: Path | str, tls: ssl.SSLCont
     key_path = args.audit_key or default_audit_key()
     signing_path = args.signing_key or default_signing_key(key_path)
     store = await open_store(db, audit_key=load_key(key_path, create=True),
-                             signing_key=load_signing_key(signing_path, create=False))
+                             signing_key=load_signing_key(signing_path, create=False),
+                             max_worlds=args.max_worlds_in_memory)
     try:
         await adopt_signing_key(store, signing_path)  # never replaced silently; made on the first start
     except ConfigError:

@@ -244,6 +244,16 @@ def check_worlds(worlds: list[tuple[str, bool]] | None) -> list[Finding]:
     return findings
 
 
+def check_memory_budget(max_worlds: int, worlds: list[tuple[str, bool]] | None) -> list[Finding]:
+    """What ``serve --max-worlds-in-memory`` holds (issue 27): at most ``max_worlds`` worlds in
+    memory, the least recently used idle ones leaving beyond it; with more registered worlds than
+    that, some are loaded again from the database on their next decision (a load reads the
+    world's event ids and checks its chain: docs/performance.md)."""
+    registered = "" if worlds is None else f" of the {len(worlds)} registered"
+    return [ok(f"serve holds at most {max_worlds} worlds{registered} in memory (--max-worlds-in-memory); "
+               "an idle world beyond it leaves memory and is loaded again on its next decision")]
+
+
 def check_port(host: str, port: int) -> list[Finding]:
     """Whether ``serve`` can listen on host:port, or a fate-bridge already answers there."""
     try:

@@ -41,6 +41,7 @@ async def run_doctor(args: argparse.Namespace) -> int:
         if conn is not None:
             conn.close()
     found += doctor.check_worlds(worlds)
+    found += doctor.check_memory_budget(args.max_worlds_in_memory, worlds)
     if args.url is None:
         found += doctor.check_port(args.host, args.port)
     found += doctor.check_origins(args.origins)

@@ -4,6 +4,8 @@ live in docs/performance.md."""
 
 from __future__ import annotations
 
+import asyncio
+
 from .helpers import run_bench
 
 
@@ -74,6 +76,17 @@ def test_parts_prints_each_part_switched_off_and_the_timed_functions():
     assert all(float(cpu) > 0 for cpu in runs.values())
     timed = result.stdout.split("inside the path")[1]
     assert "(core.rule)" in timed and "(SQLiteStore._flush_sync)" in timed
+
+
+def test_memory_bench_prints_rss_a_world_and_the_reload_time_under_its_budget():
+    """``python -m bench.memory`` (docs/performance.md, a ceiling on memory; issue 27): a small run
+    holds only its budget of worlds and prints RSS a world and a reload's time."""
+    from bench import memory
+
+    figures = asyncio.run(memory.measure(worlds=6, decisions=2, budget=2, histories=[5]))
+    assert figures["in_memory"] == 2 and figures["worlds"] == 6
+    assert figures["rss_after_bytes"] > 0 and set(figures["reload_ms"]) == {5}
+    assert figures["reload_ms"][5] > 0
 
 
 def test_cpu_seconds_sees_less_than_a_clock_tick_of_work_and_threads_that_ended():

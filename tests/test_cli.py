@@ -11,7 +11,9 @@ import pytest
 
 from bridge import cli
 from bridge.cli import main
+from bridge.errors import ConfigError
 from bridge.session import hash_token, new_token
+from bridge.store.writer import MAX_WORLDS_IN_MEMORY
 
 from .helpers import run_bridge as run
 from .helpers import sample as fixture_sample
@@ -343,6 +345,7 @@ class TestArgumentsAreChecked:
         # an Origin without its scheme never matches a browser's: every GM was refused (403)
         (["serve", "--origins", "foundry.example.org"], "never matches"),
         (["serve", "--origins", "https://foundry.example.org/"], "never matches"),
+        (["serve", "--max-worlds-in-memory", "0"], "--max-worlds-in-memory: 0 must be above 0"),
     ])
     def test_serve_refuses_what_it_could_never_use(self, args, says, capsys):
         with pytest.raises(SystemExit) as exit_:
@@ -364,6 +367,22 @@ class TestArgumentsAreChecked:
         monkeypatch.setattr("bridge.ops_cli.run_doctor", doctor)
         assert main([*command, "--token", token]) == 0
         assert seen["token"] == token
+
+    async def test_serve_gives_the_store_its_memory_budget(self, monkeypatch, tmp_path):
+        """Issue 27: `serve --max-worlds-in-memory N` reaches the store it opens."""
+        seen = {}
+
+        async def opened(db, **kwargs):
+            seen.update(kwargs)
+            raise ConfigError("stop before serving")
+
+        monkeypatch.setattr(cli, "open_store", opened)
+        args = cli._parser().parse_args(["serve", "--max-worlds-in-memory", "50",
+                                         "--audit-key", str(tmp_path / "audit.key")])
+        with pytest.raises(ConfigError, match="stop before serving"):
+            await cli._serve_held(args, tmp_path / "b.sqlite3", None)
+        assert seen["max_worlds"] == 50
+        assert cli._parser().parse_args(["serve"]).max_worlds_in_memory == MAX_WORLDS_IN_MEMORY
 
     def test_good_ports_and_origins_pass(self):
         args = cli._parser().parse_args(["serve", "--port", "0", "--origins", "https://foundry.example.org",

@@ -302,6 +302,11 @@ class TestLocalFiles:
         (tmp_path / "c.pem").write_text("not a certificate")
         the(doctor.check_tls(tmp_path / "c.pem", tmp_path / "c.pem"), "fail", "cannot load the TLS certificate")
 
+    def test_memory_budget_names_the_budget_and_the_registered_worlds(self):
+        """Issue 27: doctor shows the worlds serve holds in memory at most."""
+        found = doctor.check_memory_budget(2, [("a", True), ("b", True), ("c", True)])
+        the(found, "ok", "serve holds at most 2 worlds of the 3 registered in memory (--max-worlds-in-memory)")
+
 
 class TestCommand:
     @pytest.mark.parametrize(("args", "named"), [
@@ -335,3 +340,12 @@ class TestCommand:
         out = capsys.readouterr().out
         assert code == 0, out
         assert "No problem found." in out and "FAIL" not in out
+
+    def test_doctor_shows_the_memory_budget_serve_is_given(self, tmp_path, capsys):
+        main(["doctor", "--db", str(tmp_path / "b.sqlite3"), "--max-worlds-in-memory", "50"])
+        assert "serve holds at most 50 worlds" in capsys.readouterr().out
+
+    def test_a_memory_budget_below_one_is_refused_naming_the_flag(self, tmp_path, capsys):
+        with pytest.raises(SystemExit):
+            main(["doctor", "--db", str(tmp_path / "b.sqlite3"), "--max-worlds-in-memory", "0"])
+        assert "--max-worlds-in-memory: 0 must be above 0" in capsys.readouterr().err

@@ -35,15 +35,22 @@ def __getattr__(name: str) -> Any:
     raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
 
 
-async def open_store(db: str | Path, *, audit_key: bytes | None = None, signing_key: Any = None) -> Store:
+async def open_store(db: str | Path, *, audit_key: bytes | None = None, signing_key: Any = None,
+                     max_worlds: int | None = None) -> Store:
     """Open the store ``--db`` names: a ``postgresql://`` URL (:class:`~bridge.store.postgres.
     PostgresStore`, needs the ``postgres`` extra) or a SQLite file path / ``":memory:"`` (the
-    default backend); ``audit_key``/``signing_key`` as the backend's ``open`` takes them. Raises
-    ``ConfigError`` as the backend's ``open`` does."""
+    default backend); ``audit_key``/``signing_key`` as the backend's ``open`` takes them;
+    ``max_worlds``: how many worlds it holds in memory at most (``serve --max-worlds-in-memory``;
+    None: ``bridge.store.writer.MAX_WORLDS_IN_MEMORY``). Raises ``ConfigError`` as the backend's
+    ``open`` does."""
     from ..config import is_postgres_url
 
     if is_postgres_url(db):
         from .postgres import PostgresStore
-        return await PostgresStore.open(str(db), audit_key=audit_key, signing_key=signing_key)
-    from .sqlite import SQLiteStore
-    return await SQLiteStore.open(db, audit_key=audit_key, signing_key=signing_key)
+        store: Any = await PostgresStore.open(str(db), audit_key=audit_key, signing_key=signing_key)
+    else:
+        from .sqlite import SQLiteStore
+        store = await SQLiteStore.open(db, audit_key=audit_key, signing_key=signing_key)
+    if max_worlds is not None:
+        store.max_worlds = max_worlds
+    return store

@@ -26,6 +26,46 @@ from ..state import R
 
 _encode = msgspec.json.Encoder().encode
 
+# A loaded world keeps its last RECENT_EVENTS event ids in a dict (WorldCache.events; up to twice
+# as many between trims); older ones, all committed, go into Bloom filters (EventFilter), and a
+# repeat the filters may hold is looked up in the store (issue 27: memory bounded by history too).
+RECENT_EVENTS = 1024
+_FILTER_BITS_PER_ID = 10  # with 4 probes: ~1.2% of new event ids cost one indexed store look-up
+_FILTER_PROBES = 4
+
+
+class EventFilter:
+    """A Bloom filter over event ids, sized for ``capacity`` ids: ``event_id in filter`` is True
+    for every id added (never a false "no") and for ~1.2% of the others while it holds at most
+    ``capacity``. ~1.25 bytes an id, where a dict entry costs ~100. Its probes come from the str's
+    own ``hash()`` (computed in C, cached on the str), salted per process (``PYTHONHASHSEED``):
+    fine for a filter that lives in one process and is rebuilt at each load."""
+
+    __slots__ = ("_bits", "_size", "capacity", "count")
+
+    def __init__(self, capacity: int) -> None:
+        self.capacity = max(capacity, RECENT_EVENTS)
+        self._size = self.capacity * _FILTER_BITS_PER_ID
+        self._bits = bytearray((self._size + 7) // 8)
+        self.count = 0
+
+    def _probes(self, event_id: str) -> list[int]:
+        h = hash(event_id) & 0xFFFFFFFFFFFFFFFF
+        first, step, size = h & 0xFFFFFFFF, (h >> 32) | 1, self._size
+        return [(first + i * step) % size for i in range(_FILTER_PROBES)]
+
+    def add(self, event_id: str) -> None:
+        bits = self._bits
+        for bit in self._probes(event_id):
+            bits[bit >> 3] |= 1 << (bit & 7)
+        self.count += 1
+
+    def __contains__(self, event_id: object) -> bool:
+        if not isinstance(event_id, str):
+            return False
+        bits = self._bits
+        return all(bits[bit >> 3] >> (bit & 7) & 1 for bit in self._probes(event_id))
+
 
 @dataclass(slots=True)
 class WorldCache:
@@ -38,9 +78,11 @@ class WorldCache:
     since the world was loaded; ``on_disk``: the records stored before, not read yet, whose JSON
     ``fetch(kind, key)`` reads from the database the first time a decision asks (the one read a
     decision may make, once per such record; a record that does not exist never costs one);
-    ``events``: each ``event_id`` decided, with the audit seq of the record that holds its reply
-    (None: the reply is in an ``events`` row written by an older bridge, or by a decision without
-    an audit entry); ``checked``: the store's count of changes made to the file by others
+    ``events``: each recent ``event_id`` decided (:data:`RECENT_EVENTS`, oldest first), with the
+    audit seq of the record that holds its reply (None: the reply is in an ``events`` row written
+    by an older bridge, or by a decision without an audit entry); ``older``: Bloom filters of the
+    world's older event ids, all committed (:meth:`retire_events`), which the store looks up when
+    one may hold a repeat (:meth:`may_be_older`); ``checked``: the store's count of changes made to the file by others
     (``BatchWriter._epoch``) when this state was read from it or last checked against it;
     ``window``: the stored hashes of the records after the last multiple of
     ``CHECKPOINT_EVERY``, which the next signed head seals (``AuditRows._seal``)."""
@@ -51,6 +93,8 @@ class WorldCache:
     head: tuple[int, str]
     records: dict[tuple[str, str], bytes] = field(default_factory=dict)
     events: dict[str, int | None] = field(default_factory=dict)
+    older: list[EventFilter] = field(default_factory=list)
+    retired: int = 0  # event ids put into ``older`` so far
     on_disk: set[tuple[str, str]] = field(default_factory=set)
     fetch: Callable[[str, str], bytes] | None = None
     checked: int = 0
@@ -74,6 +118,32 @@ class WorldCache:
         value = msgspec.json.decode(raw, type=type)
         self._decoded[slot] = (type, value)
         return value
+
+    def may_be_older(self, event_id: str) -> bool:
+        """Whether ``event_id``, not among the recent ones, may be an older one of this world (then
+        the store looks it up; False: it was never decided here)."""
+        return any(event_id in older for older in self.older)
+
+    def retire_events(self) -> None:
+        """Keep the last :data:`RECENT_EVENTS` event ids in ``events`` and put the others into
+        ``older`` (a new filter, twice the size of the last, when the last is full). Only for
+        event ids whose records are committed: at load, or when none of the world's decisions is
+        queued (``BatchWriter._pending``)."""
+        retired = len(self.events) - RECENT_EVENTS
+        if retired <= 0:
+            return
+        for event_id in list(self.events)[:retired]:
+            self.file_older(event_id, retired)
+            del self.events[event_id]
+
+    def file_older(self, event_id: str, expected: int = 0) -> None:
+        """Put ``event_id`` (committed, not in ``events``) into ``older``: into its last filter, or
+        a new one for ``expected`` ids or twice the last one's, whichever is more, when that is
+        full (so a world of n older ids holds ~log2(n) filters)."""
+        if not self.older or self.older[-1].count >= self.older[-1].capacity:
+            self.older.append(EventFilter(max(expected, 2 * (self.older[-1].capacity if self.older else 0))))
+        self.older[-1].add(event_id)
+        self.retired += 1
 
     def store(self, kind: str, key: str, raw: bytes, value: msgspec.Struct) -> None:
         """Keep ``value`` (stored as ``raw``) under ``(kind, key)``."""

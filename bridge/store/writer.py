@@ -41,6 +41,7 @@ import asyncio
 import functools
 import hashlib
 import threading
+from collections import OrderedDict
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
@@ -58,7 +59,7 @@ from ..state import WorldState
 from .audit_rows import AuditRows, Sealed, window_hashes
 from .base import Decided, Decision, DecisionFn
 from .blobs import pack_record, unpack
-from .memory import CachedState, WorldCache
+from .memory import RECENT_EVENTS, CachedState, WorldCache
 from .schema import T, _settings_decoder, utc_now
 from .worlds import WorldRows
 
@@ -68,6 +69,10 @@ if TYPE_CHECKING:
 log = structlog.get_logger("fate_bridge")
 
 GROUP_COMMIT_MAX = 64  # decisions per transaction at most: bounds the latency a batch adds
+# Worlds held in memory at most by default (``serve --max-worlds-in-memory``; issue 27). A count,
+# not bytes: what a world costs is mostly its event ids and the records in use, which a count of
+# worlds bounds as well as an estimate would, and a host can check it against RSS (docs/performance.md).
+MAX_WORLDS_IN_MEMORY = 2000
 
 
 class WriteLocked(Exception):
@@ -134,8 +139,12 @@ class BatchWriter(WorldRows, AuditRows):
         self._last_batch = 0  # decisions in the last batch written (group commit waits a tick when > 1)
         # The worlds' state in memory (bridge/store/memory.py). The lock guards it against
         # decisions from several event loops and the writer thread's resets.
-        self._worlds: dict[str, WorldCache] = {}
+        # Least recently used first: beyond ``max_worlds``, the idle ones leave (:meth:`_evict`).
+        self._worlds: OrderedDict[str, WorldCache] = OrderedDict()
         self._lock = threading.Lock()
+        self.max_worlds = MAX_WORLDS_IN_MEMORY  # the budget of worlds in memory (issue 27)
+        # Decisions queued and not yet through their batch, per world: such a world never leaves.
+        self._pending: dict[str, int] = {}
         self._generation = 0  # bumped when a COMMIT fails: decisions read before it fail too
         self._failure: BaseException | None = None  # what failed the last generation
         self._ts: str | None = None  # the UTC time of the batch being gathered (one clock read)
@@ -278,17 +287,35 @@ class BatchWriter(WorldRows, AuditRows):
         else:  # the primary key's index alone
             cache.on_disk = set(conn.execute("SELECT kind, key FROM records WHERE world_id = ?", (world_id,)))
         # the index audit_by_event alone (and audit_tail's rows; a GROUP BY over the view would
-        # read every record of the world): an event id's first record answers its repeats
-        events: dict[str, int | None] = {}
-        for event_id, seq in conn.execute(
-                "SELECT event_id, seq FROM audit WHERE world_id = ? AND event_id IS NOT NULL", (world_id,)):
-            if events.setdefault(event_id, seq) > seq:
-                events[event_id] = seq
-        # an events row (older bridges wrote one per decision) holds the reply as sent: it wins
-        events.update((event_id, None) for (event_id,) in conn.execute(
-            "SELECT event_id FROM events WHERE world_id = ?", (world_id,)))
+        # read every record of the world), newest first: the last RECENT_EVENTS event ids go to
+        # the dict with their first record's seq (an event id's first record answers its
+        # repeats), the older ones straight into a filter (never all held at once)
+        recent: dict[str, int | None] = {}
+        for event_id, seq in conn.execute("SELECT event_id, seq FROM audit WHERE world_id = ?"
+                                          " AND event_id IS NOT NULL ORDER BY seq DESC", (world_id,)):
+            if event_id in recent or len(recent) < RECENT_EVENTS:
+                recent[event_id] = seq  # newest first: a later row is an earlier record of it
+            else:
+                cache.file_older(event_id, 8 * RECENT_EVENTS)
+        # an events row (older bridges wrote one per decision) holds the reply as sent: it wins;
+        # oldest first in the dict (those rows first of all), as retire_events takes them
+        events: dict[str, int | None] = {event_id: None for (event_id,) in conn.execute(
+            "SELECT event_id FROM events WHERE world_id = ?", (world_id,))}
+        events.update((event_id, seq) for event_id, seq in reversed(recent.items()) if event_id not in events)
         cache.events = events
+        cache.retire_events()
         return cache
+
+    def _lookup_event_sync(self, world_id: str, event_id: str) -> tuple[bool, int | None]:
+        """Whether ``event_id`` was decided in ``world_id`` (an older one a world's filters may
+        hold, :meth:`WorldCache.may_be_older`), and the seq of the audit record holding its reply
+        (None: an ``events`` row holds it). Indexed reads (``audit_by_event``, the events key)."""
+        conn, _ = self._loading_connection()
+        assert conn is not None
+        if conn.execute("SELECT 1 FROM events WHERE world_id = ? AND event_id = ?", (world_id, event_id)).fetchone():
+            return True, None
+        seq, _ = self._event_record(conn, world_id, event_id)
+        return seq is not None, seq
 
     def _write_batch(self, conn: Any, batch: list[_Queued]
                      ) -> list[tuple[_Queued, Decided | None, BaseException | None]]:
@@ -411,6 +438,14 @@ class BatchWriter(WorldRows, AuditRows):
                         self._failure = exc
                         self._worlds.clear()
                     outcomes += [(item, None, exc) for item in current]
+            with self._lock:  # the batch is through: its worlds may leave memory now, if idle
+                for item in batch:
+                    left = self._pending.pop(item.world_id) - 1
+                    if left:
+                        self._pending[item.world_id] = left
+                    elif (cache := self._worlds.get(item.world_id)) is not None and len(cache.events) > 2 * RECENT_EVENTS:
+                        cache.retire_events()  # every event id of it is committed now
+                self._evict()
             self._batch_committed(sum(1 for item, _, exc in outcomes if exc is None and item.sealed is not None))
             if self.signing_key is not None:  # one signature for the batch's receipts
                 try:
@@ -427,18 +462,37 @@ class BatchWriter(WorldRows, AuditRows):
                     loop.call_soon_threadsafe(_settle_futures, settled)
     # --- the async interface -------------------------------------------------------------------
 
+    async def _in_loader(self, fn: Callable[..., T], *args: object) -> T:
+        """Run ``fn`` where worlds are loaded (the backend's ``_loader`` thread, else the writer's)."""
+        if self._loader is None:
+            return await self._run(fn, *args)
+        if self._closed:
+            raise ConfigError("the store is closed")
+        return await asyncio.get_running_loop().run_in_executor(self._loader, fn, *args)
+
     async def _load_world(self, world_id: str) -> None:
         """Load the world's state into memory (a no-op if another call did meanwhile). Raises
         ``WorldNotRegistered``."""
-        if self._loader is None:
-            loaded = await self._run(self._load_world_sync, world_id)
-        else:
-            if self._closed:
-                raise ConfigError("the store is closed")
-            loaded = await asyncio.get_running_loop().run_in_executor(
-                self._loader, self._load_world_sync, world_id)
+        loaded = await self._in_loader(self._load_world_sync, world_id)
         with self._lock:
             self._worlds.setdefault(world_id, loaded)
+            self._evict(keep=world_id)
+
+    def _evict(self, keep: str | None = None) -> None:
+        """Drop the least recently used worlds beyond :attr:`max_worlds` (called with the lock
+        held), but never ``keep`` (the world just loaded) nor a world with a decision queued or in
+        its batch (``_pending``: its rows are not all committed, so the store is behind its cache).
+        A dropped world is loaded again on its next use, event ids and all, so a repeated
+        ``event_id`` still gets its stored reply and a spent charge stays spent."""
+        over = len(self._worlds) - self.max_worlds
+        if over <= 0:
+            return
+        for name in list(self._worlds):
+            if over <= 0:
+                break
+            if name != keep and name not in self._pending:
+                del self._worlds[name]
+                over -= 1
 
     async def decide(self, world_id: str, event_id: str | None, decision: DecisionFn,
                      request_hash: str | None = None) -> Decided:
@@ -449,18 +503,36 @@ class BatchWriter(WorldRows, AuditRows):
             raise ConfigError("the store is closed")
         loop = asyncio.get_running_loop()
         future: asyncio.Future[Decided] = loop.create_future()
+        # an older event id's look-up in the store: (found, its seq), valid while the world's cache
+        # and what it retired are as they were before the look-up (else a repeat decided and
+        # retired meanwhile could be missed)
+        older: tuple[bool, int | None] | None = None
+        stamp: tuple[WorldCache, int] | None = None
         while True:
             with self._lock:  # a COMMIT failing from now on fails this decision too (its generation)
                 cache = self._worlds.get(world_id)
-                if cache is not None:
+                if cache is not None and (stamp is None or stamp[0] is not cache or stamp[1] != cache.retired):
+                    older = None
+                lookup = (cache is not None and older is None and event_id is not None
+                          and event_id not in cache.events and cache.may_be_older(event_id))
+                if lookup:
+                    stamp = (cache, cache.retired)
+                if cache is not None and not lookup:
+                    self._worlds.move_to_end(world_id)
                     item = _Queued(world_id, self._generation, loop, future, event_id=event_id,
                                    request_hash=request_hash)
                     if event_id is not None and event_id in cache.events:
                         item.replay_seq = cache.events[event_id]
+                    elif older is not None and older[0]:
+                        item.replay_seq = older[1]
                     else:
                         self._decide_in_memory(cache, item, decision)
+                    self._pending[world_id] = self._pending.get(world_id, 0) + 1  # stays until its batch is through
                     break
-            await self._load_world(world_id)
+            if lookup:  # committed before (it is in a filter): its reply is in the store, if anywhere
+                older = await self._in_loader(self._lookup_event_sync, world_id, event_id)
+            else:
+                await self._load_world(world_id)
         with self._queue_lock:
             self._queue.append(item)
             start = not self._flushing
@@ -516,6 +588,7 @@ class BatchWriter(WorldRows, AuditRows):
             with self._lock:
                 cache = self._worlds.get(world_id)
                 if cache is not None:
+                    self._worlds.move_to_end(world_id)
                     return query(CachedState(cache))
             await self._load_world(world_id)
 
