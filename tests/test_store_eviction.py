@@ -14,7 +14,7 @@ from bridge.store.memory import EventFilter
 
 def spend(event_id: str, calls: list[str]):
     """A decision spending the world's one charge (the record ("test.charge", "c")): refused
-    when it is spent already, as a Fate Point spend is (ruling S1: a charge is spent once).
+    when it is spent already, as a Fate Point spend is (rulings S9 and S11: a charge consumed once, a result fated once).
     Appends ``event_id`` to ``calls`` when it runs."""
     def decision(state):
         calls.append(event_id)

@@ -198,9 +198,11 @@ test("SoHL's GM-only, blind and self tests never appear on the overlay; a public
   assert.deepEqual(pageErrors, []);
 });
 
-/** Every card on `page` once its animations settle: its box, its stack's, and any part of it drawn outside the card. */
+/** Every card on `page` once there is one and its animations settle: its box, its stack's, and any part of it drawn outside the card. */
 async function settledCards(page) {
   return until(() => page.evaluate(() => { // settled and measured in one go: a card arriving in between waits for the next look
+    // no card yet: the first one is still on its way from the bridge (its reply comes first)
+    if (!document.querySelector(".overlay-card")) return null;
     if (document.querySelector(".overlay-card.leaving") || !document.getAnimations().every((a) => a.playState === "finished")) return null;
     const stack = document.getElementById("cards").getBoundingClientRect();
     return [...document.querySelectorAll(".overlay-card")].map((card) => {
