@@ -41,6 +41,7 @@ import asyncio
 import functools
 import hashlib
 import threading
+import time
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
@@ -146,6 +147,15 @@ class BatchWriter(WorldRows, AuditRows):
         # WorldCache.checked is lower is checked at its next batch (it may have been written or
         # removed meanwhile, though the batch that noticed the change did not hold it).
         self._epoch = 0
+        # Plain callbacks a server's metrics set (bridge/metrics.py; the store imports nothing of
+        # them): the size of each batch written (called on the thread writing it), and the seconds
+        # of each world's load into memory.
+        self.on_batch: Callable[[int], None] | None = None
+        self.on_world_load: Callable[[float], None] | None = None
+
+    def worlds_in_memory(self) -> int:
+        """How many worlds' state is held in memory now."""
+        return len(self._worlds)
 
     @classmethod
     async def open(cls, path: str | Path, *, audit_key: bytes | None = None,
@@ -392,6 +402,8 @@ class BatchWriter(WorldRows, AuditRows):
                 if not batch:
                     self._flushing = False
                     return
+            if self.on_batch is not None:
+                self.on_batch(len(batch))
             with self._lock:
                 generation, failure = self._generation, self._failure
             outcomes: list[tuple[_Queued, Decided | None, BaseException | None]] = [
@@ -430,6 +442,7 @@ class BatchWriter(WorldRows, AuditRows):
     async def _load_world(self, world_id: str) -> None:
         """Load the world's state into memory (a no-op if another call did meanwhile). Raises
         ``WorldNotRegistered``."""
+        started = time.perf_counter()
         if self._loader is None:
             loaded = await self._run(self._load_world_sync, world_id)
         else:
@@ -437,6 +450,8 @@ class BatchWriter(WorldRows, AuditRows):
                 raise ConfigError("the store is closed")
             loaded = await asyncio.get_running_loop().run_in_executor(
                 self._loader, self._load_world_sync, world_id)
+        if self.on_world_load is not None:
+            self.on_world_load(time.perf_counter() - started)
         with self._lock:
             self._worlds.setdefault(world_id, loaded)
 
