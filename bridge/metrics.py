@@ -7,7 +7,7 @@ bench) never share or double-count. The same names on both store backends:
 | name | type | labels | what |
 |---|---|---|---|
 | ``fate_bridge_decisions_total`` | counter | ruleset, result | decisions answered: ``result`` is ``ok``, ``refused`` or ``replayed`` (a repeated event_id) |
-| ``fate_bridge_refusals_total`` | counter | ruleset, code | decisions refused by the rules, by the error's ``code`` |
+| ``fate_bridge_refusals_total`` | counter | ruleset, code | decisions refused by the rules, by the error's ``code``; and ``internal``: any message that failed with an internal error |
 | ``fate_bridge_decision_seconds`` | histogram | | from a decision's frame handed to the session to its reply ready (the store's COMMIT included) |
 | ``fate_bridge_batch_decisions`` | histogram | | decisions written in each group-commit batch |
 | ``fate_bridge_connections`` | gauge | | open connections (forwarders, viewers, not yet past hello) |
@@ -48,7 +48,8 @@ class Metrics:
         self.decisions = Counter("fate_bridge_decisions", "Decisions answered, by ruleset and result "
                                  "(ok, refused, replayed).", ("ruleset", "result"), registry=r)
         self.refusals = Counter("fate_bridge_refusals", "Decisions refused by the rules, by ruleset "
-                                "and error code.", ("ruleset", "code"), registry=r)
+                                "and error code; code internal: any message that failed.",
+                                ("ruleset", "code"), registry=r)
         self.latency = Histogram("fate_bridge_decision_seconds", "Seconds from a decision's frame to "
                                  "its committed reply.", buckets=LATENCY_BUCKETS, registry=r)
         self.batches = Histogram("fate_bridge_batch_decisions", "Decisions written per group-commit batch.",
@@ -84,6 +85,11 @@ class Metrics:
         else:
             self.decisions.labels(ruleset, "ok").inc()
         self.latency.observe(seconds)
+
+    def failed(self, ruleset: str | None) -> None:
+        """A message (of ``ruleset``; None: a shared one) failed with an internal error: counted
+        as a refusal with the code ``internal`` (the code its error reply carries)."""
+        self.refusals.labels(ruleset or "shared", "internal").inc()
 
     def world_loaded(self, seconds: float) -> None:
         """A world's state was read into memory in ``seconds``."""

@@ -224,6 +224,8 @@ class Session:
             return Reply([error_frame(refusal, ref_of_message(message))])
         except Exception:
             self.log.exception("internal_error", type=type(message).__name__)
+            if self.metrics is not None:
+                self.metrics.failed(registry.ruleset_of(message))
             with i18n.using(self.language):
                 text = i18n.gettext(INTERNAL_MESSAGE)
             return Reply([error_frame(Internal(text), ref_of_message(message))])

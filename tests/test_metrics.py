@@ -120,11 +120,15 @@ class TestMetrics:
     def test_two_servers_in_one_process_keep_their_own_counts(self):
         first, second = Metrics(lambda: 3), Metrics()
         first.decided("sohl", None, False, 0.002)
-        first.decided(None, "rate_limited", False, 0.001)
+        first.decided("hmtw", "not_eligible", False, 0.001)
+        first.failed(None)  # a shared message failed: its error reply's code is internal
         first.lease_taken()
         one, two = samples(first.exposition().decode()), samples(second.exposition().decode())
         assert one[("fate_bridge_decisions_total", (("result", "ok"), ("ruleset", "sohl")))] == 1.0
-        assert one[("fate_bridge_refusals_total", (("code", "rate_limited"), ("ruleset", "shared")))] == 1.0
+        assert one[("fate_bridge_refusals_total", (("code", "not_eligible"), ("ruleset", "hmtw")))] == 1.0
+        assert one[("fate_bridge_refusals_total", (("code", "internal"), ("ruleset", "shared")))] == 1.0
+        assert one[("fate_bridge_decisions_total", (("result", "refused"), ("ruleset", "hmtw")))] == 1.0
+        assert one[("fate_bridge_decision_seconds_count", ())] == 2.0
         assert one[("fate_bridge_lease_takeovers_total", ())] == 1.0
         assert one[("fate_bridge_connections", ())] == 3.0
         assert two[("fate_bridge_decision_seconds_count", ())] == 0.0
