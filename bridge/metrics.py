@@ -61,6 +61,7 @@ class Metrics:
         self.takeovers = Counter("fate_bridge_lease_takeovers", "Worlds whose lease another bridge "
                                  "process took from this one.", registry=r)
         Gauge("fate_bridge_connections", "Open connections.", registry=r).set_function(connections)
+        self._children: dict[tuple[str, str], Counter] = {}  # (ruleset, result) -> its counter
         self._worlds_in_memory: Callable[[], int] = lambda: 0
         Gauge("fate_bridge_worlds_in_memory", "Worlds whose state is held in memory.",
               registry=r).set_function(lambda: self._worlds_in_memory())
@@ -77,13 +78,13 @@ class Metrics:
         """One decision answered in ``seconds``: ``code`` is its refusal's error code (None when
         it passed), ``replayed`` when a repeated event_id returned the stored reply."""
         ruleset = ruleset or "shared"  # the dice session messages every ruleset shares
-        if replayed:
-            self.decisions.labels(ruleset, "replayed").inc()
-        elif code is not None:
-            self.decisions.labels(ruleset, "refused").inc()
+        result = "replayed" if replayed else "ok" if code is None else "refused"
+        child = self._children.get((ruleset, result))
+        if child is None:  # labels() looks the child up under a lock: once per pair, not per decision
+            child = self._children[(ruleset, result)] = self.decisions.labels(ruleset, result)
+        child.inc()
+        if code is not None and not replayed:
             self.refusals.labels(ruleset, code).inc()
-        else:
-            self.decisions.labels(ruleset, "ok").inc()
         self.latency.observe(seconds)
 
     def failed(self, ruleset: str | None) -> None:
