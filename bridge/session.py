@@ -160,7 +160,8 @@ class Session:
     ``trusted`` sessions (``fate-bridge resolve``) accept ``hello`` without a token, register the
     world on first use and start open on ``default_world``. ``reporter`` draws ``audit_report``
     pages (the server passes :func:`bridge.report.draw`; without it the query is refused). ``new_seed(n)``: n secret
-    bytes, the seed of a dice session (``secrets.token_bytes``; tests may fix it).
+    bytes, the seed of a dice session (``secrets.token_bytes``; tests may fix it). ``metrics``: the
+    server's :class:`~bridge.metrics.Metrics`, told of each decision (None: nothing counted).
     """
 
     def __init__(
