@@ -402,8 +402,6 @@ class BatchWriter(WorldRows, AuditRows):
                 if not batch:
                     self._flushing = False
                     return
-            if self.on_batch is not None:
-                self.on_batch(len(batch))
             with self._lock:
                 generation, failure = self._generation, self._failure
             outcomes: list[tuple[_Queued, Decided | None, BaseException | None]] = [
@@ -423,6 +421,8 @@ class BatchWriter(WorldRows, AuditRows):
                         self._failure = exc
                         self._worlds.clear()
                     outcomes += [(item, None, exc) for item in current]
+            if self.on_batch is not None:  # once per batch (a write-locked one comes back, counted then)
+                self.on_batch(len(batch))
             self._batch_committed(sum(1 for item, _, exc in outcomes if exc is None and item.sealed is not None))
             if self.signing_key is not None:  # one signature for the batch's receipts
                 try:
