@@ -149,7 +149,7 @@ class BatchWriter(WorldRows, AuditRows):
         self._epoch = 0
         # Plain callbacks a server's metrics set (bridge/metrics.py; the store imports nothing of
         # them): the size of each batch written (called on the thread writing it), and the seconds
-        # of each world's load into memory.
+        # each world's state took to read (called on the thread reading it).
         self.on_batch: Callable[[int], None] | None = None
         self.on_world_load: Callable[[float], None] | None = None
 
@@ -255,6 +255,7 @@ class BatchWriter(WorldRows, AuditRows):
     def _load_world_sync(self, world_id: str) -> WorldCache:
         """Read a registered world's whole state (once per world, then it lives in memory), in one
         read transaction. Raises ``WorldNotRegistered``."""
+        started = time.perf_counter()
         conn, lazy = self._loading_connection()
         assert conn is not None
         epoch = self._epoch  # read before the snapshot: a change noticed later bumps it past this
@@ -266,6 +267,8 @@ class BatchWriter(WorldRows, AuditRows):
         cache.checked = epoch
         if lazy:
             cache.fetch = functools.partial(self._fetch_record, world_id)
+        if self.on_world_load is not None:
+            self.on_world_load(time.perf_counter() - started)
         return cache
 
     def _read_world(self, conn: Any, world_id: str, *, values: bool) -> WorldCache:
@@ -421,14 +424,14 @@ class BatchWriter(WorldRows, AuditRows):
                         self._failure = exc
                         self._worlds.clear()
                     outcomes += [(item, None, exc) for item in current]
-            if self.on_batch is not None:  # once per batch (a write-locked one comes back, counted then)
-                self.on_batch(len(batch))
             self._batch_committed(sum(1 for item, _, exc in outcomes if exc is None and item.sealed is not None))
             if self.signing_key is not None:  # one signature for the batch's receipts
                 try:
                     outcomes = with_receipts(self.signing_key, outcomes)
                 except Exception:  # committed: the replies go out, without receipts, rather than never
                     log.exception("receipts_failed", decisions=len(outcomes))
+            if self.on_batch is not None:  # once per batch (a write-locked one comes back, counted then)
+                self.on_batch(len(batch))
             by_loop: dict[asyncio.AbstractEventLoop, list[tuple]] = {}
             for item, decided, exc in outcomes:
                 by_loop.setdefault(item.loop, []).append((item.future, decided, exc))
@@ -442,7 +445,6 @@ class BatchWriter(WorldRows, AuditRows):
     async def _load_world(self, world_id: str) -> None:
         """Load the world's state into memory (a no-op if another call did meanwhile). Raises
         ``WorldNotRegistered``."""
-        started = time.perf_counter()
         if self._loader is None:
             loaded = await self._run(self._load_world_sync, world_id)
         else:
@@ -450,8 +452,6 @@ class BatchWriter(WorldRows, AuditRows):
                 raise ConfigError("the store is closed")
             loaded = await asyncio.get_running_loop().run_in_executor(
                 self._loader, self._load_world_sync, world_id)
-        if self.on_world_load is not None:
-            self.on_world_load(time.perf_counter() - started)
         with self._lock:
             self._worlds.setdefault(world_id, loaded)
 
