@@ -41,11 +41,11 @@ import asyncio
 import functools
 import hashlib
 import threading
-import time
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
+from time import perf_counter
 from typing import TYPE_CHECKING, Any, Self
 
 import msgspec
@@ -255,7 +255,7 @@ class BatchWriter(WorldRows, AuditRows):
     def _load_world_sync(self, world_id: str) -> WorldCache:
         """Read a registered world's whole state (once per world, then it lives in memory), in one
         read transaction. Raises ``WorldNotRegistered``."""
-        started = time.perf_counter()
+        started = perf_counter()
         conn, lazy = self._loading_connection()
         assert conn is not None
         epoch = self._epoch  # read before the snapshot: a change noticed later bumps it past this
@@ -268,7 +268,7 @@ class BatchWriter(WorldRows, AuditRows):
         if lazy:
             cache.fetch = functools.partial(self._fetch_record, world_id)
         if self.on_world_load is not None:
-            self.on_world_load(time.perf_counter() - started)
+            self.on_world_load(perf_counter() - started)
         return cache
 
     def _read_world(self, conn: Any, world_id: str, *, values: bool) -> WorldCache:
