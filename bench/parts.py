@@ -81,7 +81,7 @@ async def run(off: frozenset[str], conns: int, decisions: int) -> dict:
         signing = None if "receipt" in off else Ed25519PrivateKey.generate()
         store = await SQLiteStore.open(Path(tmp) / "parts.sqlite3", audit_key=secrets.token_bytes(32),
                                        signing_key=signing)
-        metrics = None if "metrics" in off else Metrics()
+        metrics = None if "metrics" in off else Metrics(time.perf_counter)
         if metrics is not None:
             metrics.watch(store)
         sessions = []

@@ -40,9 +40,12 @@ LOAD_BUCKETS = (0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 3
 
 class Metrics:
     """The metrics of one server (see the module docstring for names and meanings).
-    ``connections``: how many connections are open now, read at each scrape."""
+    ``clock``: seconds of a monotonic clock, which the session reads around each decision (it has
+    no clock of its own; the server passes its event loop's). ``connections``: how many
+    connections are open now, read at each scrape."""
 
-    def __init__(self, connections: Callable[[], int] = lambda: 0) -> None:
+    def __init__(self, clock: Callable[[], float], connections: Callable[[], int] = lambda: 0) -> None:
+        self.clock = clock
         self.registry = CollectorRegistry(auto_describe=True)
         r = self.registry
         self.decisions = Counter("fate_bridge_decisions", "Decisions answered, by ruleset and result "

@@ -619,7 +619,7 @@ async def start(
     presence = Presence()
     refusals = RefusalLog()
     admission = Admission(limits or Limits(), asyncio.get_running_loop().time, _evicter(refusals))
-    metrics = Metrics(lambda: admission.total)
+    metrics = Metrics(asyncio.get_running_loop().time, lambda: admission.total)
     metrics.watch(store)
     pages = Pages(store, presence, viewers.count, origins=origins, public_url=public_url,
                   tls=tls is not None, metrics=metrics)

@@ -27,7 +27,6 @@ import enum
 import hmac
 import hashlib
 import secrets
-import time
 from collections.abc import Awaitable, Callable
 
 import msgspec
@@ -361,7 +360,7 @@ class Session:
         A decision that passed with a public card also goes to the world's overlay viewers; a
         replayed ``event_id`` does not go again."""
         assert self.world_id is not None
-        started = time.perf_counter()
+        started = self.metrics.clock() if self.metrics is not None else 0.0
         event_id = message.event_id
         message_bytes = sorted_json(message)
         tag = message.__struct_config__.tag
@@ -384,7 +383,7 @@ class Session:
         if self.metrics is not None:
             code = details.get("code")  # only a refusal's log keys hold one (bridge.core.refused)
             self.metrics.decided(registry.ruleset_of(message), code if isinstance(code, str) else None,
-                                 decided.replayed, time.perf_counter() - started)
+                                 decided.replayed, self.metrics.clock() - started)
         return Reply([self._with_receipt(decided)], overlay_card=overlay, replayed=decided.replayed)
 
     def _with_receipt(self, decided: Decided) -> bytes:

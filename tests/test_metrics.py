@@ -118,7 +118,7 @@ class TestMetrics:
             await server.wait_closed()
 
     def test_two_servers_in_one_process_keep_their_own_counts(self):
-        first, second = Metrics(lambda: 3), Metrics()
+        first, second = Metrics(lambda: 0.0, lambda: 3), Metrics(lambda: 0.0)
         first.decided("sohl", None, False, 0.002)
         first.decided("hmtw", "not_eligible", False, 0.001)
         first.failed(None)  # a shared message failed: its error reply's code is internal
