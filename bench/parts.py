@@ -6,7 +6,8 @@ once (one world each; each flow sends ``test_rolled``, then ``fate_spend``, then
 when asked, as ``bench.load`` does), and prints CPU µs per decision:
 
 - once with everything on, then once with each part switched off in turn (``log``: the decision's
-  log line; ``card``: chat card rendering; ``receipt``: receipts and signed heads), so the
+  log line; ``card``: chat card rendering; ``receipt``: receipts and signed heads; ``metrics``:
+  the ``/metrics`` counters, latency and batch histograms, :mod:`bridge.metrics`), so the
   difference is what the part costs;
 - with ``--parts``, the time inside a few functions of the path (exclusive of the others
   listed), from timers wrapped around them: the rules and cards (``core.rule``), the batch
@@ -35,7 +36,7 @@ from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
 
 from .load import ACTOR, TEST
 
-PARTS = ("log", "card", "receipt")
+PARTS = ("log", "card", "receipt", "metrics")
 
 
 def _frames(flow: int, n: int) -> tuple[bytes, bytes, bytes]:
@@ -69,6 +70,7 @@ async def run(off: frozenset[str], conns: int, decisions: int) -> dict:
     from bridge.session import Session, hash_token  # first: bridge.cards alone is a circular import
     from bridge import cards, logs
     from bridge.dice import SecretDice
+    from bridge.metrics import Metrics
     from bridge.store.sqlite import SQLiteStore
 
     logs.configure("json")
@@ -79,11 +81,14 @@ async def run(off: frozenset[str], conns: int, decisions: int) -> dict:
         signing = None if "receipt" in off else Ed25519PrivateKey.generate()
         store = await SQLiteStore.open(Path(tmp) / "parts.sqlite3", audit_key=secrets.token_bytes(32),
                                        signing_key=signing)
+        metrics = None if "metrics" in off else Metrics(time.perf_counter)
+        if metrics is not None:
+            metrics.watch(store)
         sessions = []
         for flow in range(conns):
             token = secrets.token_urlsafe(16)
             await store.add_world(f"parts-{flow}", hash_token(token))
-            session = Session(store, SecretDice())
+            session = Session(store, SecretDice(), metrics=metrics)
             await session.receive(json.dumps({"type": "hello", "v": 1, "world_id": f"parts-{flow}",
                                               "token": token}).encode())
             sessions.append(session)

@@ -9,6 +9,7 @@
 | ``/verify`` (+ ``verify.js``) | the dice check page: recompute a revealed dice session from an exported trail (:mod:`bridge.fairness`) | anyone |
 | ``/module/module.json``, ``/module/fate-bridge.zip`` | the Foundry module, to install by manifest URL (:mod:`bridge.release`) | anyone |
 | ``/status`` | :class:`bridge.status.Status` as JSON | this machine (loopback, not through a proxy), or ``Authorization: Bearer WORLD_TOKEN`` for that world only (a wrong token is refused, from anywhere) |
+| ``/metrics`` | :mod:`bridge.metrics` in the Prometheus text format (no world named in it) | as ``/status``: this machine, or any registered world's token |
 
 Any other request goes on to the WebSocket upgrade, refused with 403 when ``origins`` is given
 and the browser page's Origin is not among them (pages the bridge serves itself always pass).
@@ -27,7 +28,7 @@ from websockets.asyncio.server import ServerConnection
 from websockets.datastructures import Headers
 from websockets.http11 import Request, Response
 
-from . import __version__, overlay_page, release, status
+from . import __version__, metrics, overlay_page, release, status
 from .errors import ConfigError
 from .session import OVERLAY_PATH, token_matches
 from .store import SQLiteStore
@@ -121,8 +122,10 @@ class Pages:
     first request for it, per public address (the last ``PACKAGES_KEPT`` addresses)."""
 
     def __init__(self, store: SQLiteStore, presence: status.Presence, viewer_count: Callable[[str], int],
-                 *, origins: list[str] | None, public_url: str | None, tls: bool) -> None:
+                 *, origins: list[str] | None, public_url: str | None, tls: bool,
+                 metrics: metrics.Metrics | None = None) -> None:
         self.store, self.presence, self.viewer_count = store, presence, viewer_count
+        self.metrics = metrics  # what ``/metrics`` answers (404 without)
         self.origins, self.public_url, self.tls = origins, public_url, tls
         self.overlay = _load_overlay()
         self.overlay_pages = overlay_page.render_pages()  # the page by language (``&lang=``)
@@ -167,6 +170,8 @@ class Pages:
                          (("Content-Disposition", f'attachment; filename="{release.ZIP_NAME}"'),))
         if path == status.STATUS_PATH:
             return await self._status(connection, request)
+        if path == metrics.METRICS_PATH and self.metrics is not None:
+            return await self._metrics(connection, request)
         if path == "/" and request.headers.get("Upgrade", "").lower() != "websocket":
             registered = bool(await self.store.worlds())
             return _body(HTTPStatus.OK, self.landing(request, registered), "text/html; charset=utf-8", PAGE_HEADERS)
@@ -177,6 +182,23 @@ class Pages:
                                   f"Failed to open a WebSocket connection: invalid Origin header: {origin}.\n")
 
     async def _status(self, connection: ServerConnection, request: Request) -> Response:
+        allowed = await self._allowed(connection, request, status.STATUS_PATH)
+        if isinstance(allowed, Response):
+            return allowed
+        report = await status.report(self.store, self.presence, self.viewer_count, allowed)
+        return _body(HTTPStatus.OK, status.encode(report), "application/json", (("Cache-Control", "no-store"),))
+
+    async def _metrics(self, connection: ServerConnection, request: Request) -> Response:
+        allowed = await self._allowed(connection, request, metrics.METRICS_PATH)
+        if isinstance(allowed, Response):
+            return allowed
+        assert self.metrics is not None
+        return _body(HTTPStatus.OK, self.metrics.exposition(), metrics.CONTENT_TYPE, (("Cache-Control", "no-store"),))
+
+    async def _allowed(self, connection: ServerConnection, request: Request, path: str) -> Response | str | None:
+        """Who may read ``path`` (``/status``, ``/metrics``): None for this machine (everything),
+        the world id whose token the request carries (``Authorization: Bearer``), or the 401
+        response for anyone else and for a token no world has."""
         only: str | None = None
         token = _bearer(request)
         if token is not None or not _local(connection, request):  # a token is judged by itself
@@ -191,10 +213,10 @@ class Pages:
             if only is None:
                 return connection.respond(
                     HTTPStatus.UNAUTHORIZED,
-                    "/status answers this machine, or a request with `Authorization: Bearer "
-                    "WORLD_TOKEN` (that world only). On the bridge's machine run `fate-bridge status`.\n")
-        report = await status.report(self.store, self.presence, self.viewer_count, only)
-        return _body(HTTPStatus.OK, status.encode(report), "application/json", (("Cache-Control", "no-store"),))
+                    f"{path} answers this machine, or a request with `Authorization: Bearer "
+                    "WORLD_TOKEN` (a registered world's token; /status then shows that world only). "
+                    "On the bridge's machine run `fate-bridge status`.\n")
+        return only
 
     def landing(self, request: Request, registered: bool) -> bytes:
         """The page at ``/``: what this server is, links to health, overlay, the dice check page and

@@ -1,7 +1,7 @@
 """The WebSocket server: moves frames between sockets and :class:`~bridge.session.Session`.
 
 One asyncio server (websockets' asyncio API). Plain HTTP without a WebSocket upgrade (health,
-overlay page, the dice check page ``/verify``, module manifest and zip, status, landing page) is :mod:`bridge.http`. Each connection:
+overlay page, the dice check page ``/verify``, module manifest and zip, status, metrics, landing page) is :mod:`bridge.http`. Each connection:
 the first frame must come within ``hello_timeout`` seconds (else close 4002); frames are handled
 one at a time, in order, each answered before the next is read; past the world's rate limit (one
 bucket per world, whichever connection) a frame is answered ``rate_limited`` and not handled; a
@@ -45,6 +45,7 @@ from .dice import Dice, SecretDice
 from .errors import BadMessage, ConfigError, RateLimited
 from .http import Pages
 from .limits import Admission, Limits, RateLimit, WorldRates
+from .metrics import Metrics
 from .session import (CLOSE_HELLO_TIMEOUT, CLOSE_SUPERSEDED, CLOSE_UNAUTHORIZED,
                       CLOSE_VIEWER_TOO_SLOW, Reply, Session, error_frame)
 from .report import draw as draw_report
@@ -87,7 +88,9 @@ class Forwarders:
     which close their forwarder of the world (:meth:`taken_elsewhere`); the lease's fencing
     token keeps a process that has not heard yet from writing."""
 
-    def __init__(self, store: Store | None = None, cluster: Cluster | None = None) -> None:
+    def __init__(self, store: Store | None = None, cluster: Cluster | None = None,
+                 metrics: Metrics | None = None) -> None:
+        self.metrics = metrics  # counts the take-overs of this process's worlds
         self._by_world: dict[str, ServerConnection] = {}
         self._store, self._cluster = (store, cluster) if cluster is not None else (None, None)
         self._tokens: dict[str, int] = {}  # world -> newest fencing token seen (ours or not)
@@ -117,6 +120,8 @@ class Forwarders:
         await self._store.drop_lease(world_id)  # type: ignore[union-attr]
         ws = self._by_world.pop(world_id, None)
         if ws is not None:
+            if self.metrics is not None:
+                self.metrics.lease_taken()
             self._supersede(world_id, ws, holder)
 
     def _supersede(self, world_id: str, ws: ServerConnection, holder: str) -> None:
@@ -255,6 +260,7 @@ def make_handler(
     presence: Presence | None = None,
     admission: Admission | None = None,
     cluster: Cluster | None = None,
+    metrics: Metrics | None = None,
 ) -> Callable[[ServerConnection], Awaitable[None]]:
     """The per-connection coroutine for ``websockets.serve``: always returns, never raises.
     ``rate``: (frames per second, burst) per world for its forwarder (one bucket whatever the
@@ -264,9 +270,9 @@ def make_handler(
     limits (default :class:`Limits`); connections made by :func:`admitted_connection` are
     counted in it, and every connection's hellos are throttled by it. ``cluster``: the other
     bridge processes on the same PostgreSQL database (cards, overlay actions and take-overs go
-    both ways)."""
+    both ways). ``metrics``: where decisions and take-overs are counted (:mod:`bridge.metrics`)."""
     presence = Presence() if presence is None else presence
-    forwarders = Forwarders(store, cluster)
+    forwarders = Forwarders(store, cluster, metrics)
     viewers = Viewers(*DEFAULT_VIEWER_LIMITS) if viewers is None else viewers
     if cluster is not None:
         cluster.on_notice = _notice_handler(viewers, forwarders, presence)
@@ -277,7 +283,7 @@ def make_handler(
                     "again later with the same event_id") if rate else ""
 
     async def handler(ws: ServerConnection) -> None:
-        session = Session(store, dice, max_frame_bytes=MAX_FRAME_BYTES, reporter=draw_report)
+        session = Session(store, dice, max_frame_bytes=MAX_FRAME_BYTES, reporter=draw_report, metrics=metrics)
         address = _address(ws.transport)
         limit = None if rate is None else RateLimit(rate[0], rate[1], clock)
         pump: asyncio.Task[None] | None = None
@@ -611,12 +617,15 @@ async def start(
     """
     viewers = Viewers(*DEFAULT_VIEWER_LIMITS) if viewers is None else viewers
     presence = Presence()
-    pages = Pages(store, presence, viewers.count, origins=origins, public_url=public_url,
-                  tls=tls is not None)
     refusals = RefusalLog()
     admission = Admission(limits or Limits(), asyncio.get_running_loop().time, _evicter(refusals))
+    metrics = Metrics(asyncio.get_running_loop().time, lambda: admission.total)
+    metrics.watch(store)
+    pages = Pages(store, presence, viewers.count, origins=origins, public_url=public_url,
+                  tls=tls is not None, metrics=metrics)
     return await serve(
-        make_handler(store, dice or SecretDice(), hello_timeout, rate, viewers, presence, admission, cluster),
+        make_handler(store, dice or SecretDice(), hello_timeout, rate, viewers, presence, admission, cluster,
+                     metrics),
         host,
         port,
         create_connection=admitted_connection(admission, refusals),

@@ -34,6 +34,7 @@ import structlog
 
 from . import __version__, core, i18n, registry, wire
 from .dice import Dice
+from .metrics import Metrics
 from .errors import (LeaseLost, WorldNotRegistered, BadMessage, Forbidden, Internal, NotFound, Refusal,
                      Unauthorized)
 from .receipts import check_receipts
@@ -158,7 +159,8 @@ class Session:
     ``trusted`` sessions (``fate-bridge resolve``) accept ``hello`` without a token, register the
     world on first use and start open on ``default_world``. ``reporter`` draws ``audit_report``
     pages (the server passes :func:`bridge.report.draw`; without it the query is refused). ``new_seed(n)``: n secret
-    bytes, the seed of a dice session (``secrets.token_bytes``; tests may fix it).
+    bytes, the seed of a dice session (``secrets.token_bytes``; tests may fix it). ``metrics``: the
+    server's :class:`~bridge.metrics.Metrics`, told of each decision (None: nothing counted).
     """
 
     def __init__(
@@ -171,8 +173,10 @@ class Session:
         max_frame_bytes: int | None = None,
         reporter: Reporter | None = None,
         new_seed: Callable[[int], bytes] = secrets.token_bytes,
+        metrics: Metrics | None = None,
     ) -> None:
         self.store = store
+        self.metrics = metrics  # counts each decision and its latency (bridge/metrics.py)
         self.max_frame_bytes = max_frame_bytes  # the server's limit, told in ``welcome``
         self.dice = dice
         self.reporter = reporter
@@ -220,6 +224,8 @@ class Session:
             return Reply([error_frame(refusal, ref_of_message(message))])
         except Exception:
             self.log.exception("internal_error", type=type(message).__name__)
+            if self.metrics is not None:
+                self.metrics.failed(registry.ruleset_of(message))
             with i18n.using(self.language):
                 text = i18n.gettext(INTERNAL_MESSAGE)
             return Reply([error_frame(Internal(text), ref_of_message(message))])
@@ -349,10 +355,12 @@ class Session:
         return Reply([_welcome(world, self.max_frame_bytes)])
 
     async def _decide(self, message: wire.Request, dice: Dice) -> Reply:
-        """Run one decision in the store (:func:`bridge.core.decide`) and log one line for it.
+        """Run one decision in the store (:func:`bridge.core.decide`), log one line for it and
+        count it in the server's metrics (its result, refusal code and seconds, when given).
         A decision that passed with a public card also goes to the world's overlay viewers; a
         replayed ``event_id`` does not go again."""
         assert self.world_id is not None
+        started = self.metrics.clock() if self.metrics is not None else 0.0
         event_id = message.event_id
         message_bytes = sorted_json(message)
         tag = message.__struct_config__.tag
@@ -372,6 +380,10 @@ class Session:
         overlay, details = decided.kept if decided.kept is not None else (None, {})
         self.log.info("decision", event_id=event_id, type=tag, replayed=decided.replayed,
                       overlay=overlay is not None, **details)
+        if self.metrics is not None:
+            code = details.get("code")  # only a refusal's log keys hold one (bridge.core.refused)
+            self.metrics.decided(registry.ruleset_of(message), code if isinstance(code, str) else None,
+                                 decided.replayed, self.metrics.clock() - started)
         return Reply([self._with_receipt(decided)], overlay_card=overlay, replayed=decided.replayed)
 
     def _with_receipt(self, decided: Decided) -> bytes:

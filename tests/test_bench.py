@@ -72,7 +72,7 @@ def test_parts_prints_each_part_switched_off_and_the_timed_functions():
                             capture_output=True, text=True, timeout=120, check=True)
     runs = dict(re.findall(r"^  (everything on|without [a-z, ]+?) +([0-9.]+)", result.stdout, re.M))
     assert set(runs) == {"everything on", "without log", "without card", "without receipt",
-                         "without card, log, receipt"}
+                         "without metrics", "without card, log, metrics, receipt"}
     assert all(float(cpu) > 0 for cpu in runs.values())
     timed = result.stdout.split("inside the path")[1]
     assert "(core.rule)" in timed and "(SQLiteStore._flush_sync)" in timed

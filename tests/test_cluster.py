@@ -19,6 +19,7 @@ from collections import Counter
 
 import psycopg
 import pytest
+from prometheus_client.parser import text_string_to_metric_families
 from websockets.asyncio.client import ClientConnection, connect
 from websockets.exceptions import ConnectionClosed
 
@@ -142,14 +143,24 @@ async def test_a_forwarder_moving_to_another_process_supersedes_the_old_one_by_t
     world = "cw-00003"
     old = await forwarder(bridges[0][1], world, tokens[world], "GM Alice")
     assert (await ask(old, public_roll("move-r1", "move1")))["type"] == "test_graded"
+    taken = await asyncio.to_thread(takeovers, bridges[0][1])
     new = await forwarder(bridges[1][1], world, tokens[world], "GM Bob")
     await asyncio.wait_for(old.wait_closed(), REPLY_SECONDS)
     assert old.close_code == CLOSE_SUPERSEDED and "GM Bob" in old.close_reason
+    # the first process counted the take-over in its /metrics (issue 27)
+    assert await asyncio.to_thread(takeovers, bridges[0][1]) == taken + 1
     assert (await ask(new, fate_spend("move-s1", "move1", WELLSPRING)))["type"] == "fate_resolved"
     # /status on the third process tells who holds the link, though it is held on the second
     assert (await linked_user(bridges[2][1], world)) == "GM Bob"
     await new.close()
     assert (await linked_user(bridges[2][1], world, until=None)) is None
+
+
+def takeovers(port: int) -> float:
+    """``fate_bridge_lease_takeovers_total`` by ``/metrics`` at ``port`` (asked from this machine)."""
+    with urllib.request.urlopen(f"http://127.0.0.1:{port}/metrics", timeout=5) as response:
+        families = text_string_to_metric_families(response.read().decode())
+        return next(s.value for f in families for s in f.samples if s.name == "fate_bridge_lease_takeovers_total")
 
 
 async def linked_user(port: int, world_id: str, until: object = "GM Bob") -> str | None:

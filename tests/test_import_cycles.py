@@ -11,6 +11,7 @@ The layers, each importing only those beneath it (``docs/architecture.md``, Laye
 1. plain values: ``errors``, ``i18n``, ``dice``, ``wire`` (the shared messages, no ruleset),
    ``state``, ``cards``, ``fairness.dice``, ``fairness.wire``; and what the shells and the store
    both read: ``config`` (file locations), ``startup`` (one-line startup errors), ``release``;
+   ``metrics`` (the counters the session and the server tell, importing nothing of the bridge);
 2. the plug-in interface: ``ruleset``;
 3. the rulesets: ``rulesets/<id>/`` (nothing above ``ruleset``);
 4. ``registry``: the installed rulesets, the wire union and its decoder, their routes;
@@ -107,7 +108,7 @@ def cycles(package: str) -> list[list[str]]:
 LAYERS = [
     ("bridge", "bridge.errors", "bridge.i18n", "bridge.dice", "bridge.wire", "bridge.state", "bridge.cards",
      "bridge.fairness", "bridge.fairness.dice", "bridge.fairness.wire", "bridge.config", "bridge.startup",
-     "bridge.release"),
+     "bridge.release", "bridge.metrics"),
     ("bridge.ruleset",),
     ("bridge.rulesets",),
     ("bridge.registry",),

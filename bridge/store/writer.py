@@ -46,6 +46,7 @@ from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
+from time import perf_counter
 from typing import TYPE_CHECKING, Any, Self
 
 import msgspec
@@ -155,6 +156,15 @@ class BatchWriter(WorldRows, AuditRows):
         # WorldCache.checked is lower is checked at its next batch (it may have been written or
         # removed meanwhile, though the batch that noticed the change did not hold it).
         self._epoch = 0
+        # Plain callbacks a server's metrics set (bridge/metrics.py; the store imports nothing of
+        # them): the size of each batch written (called on the thread writing it), and the seconds
+        # each world's state took to read (called on the thread reading it).
+        self.on_batch: Callable[[int], None] | None = None
+        self.on_world_load: Callable[[float], None] | None = None
+
+    def worlds_in_memory(self) -> int:
+        """How many worlds' state is held in memory now."""
+        return len(self._worlds)
 
     @classmethod
     async def open(cls, path: str | Path, *, audit_key: bytes | None = None,
@@ -254,6 +264,7 @@ class BatchWriter(WorldRows, AuditRows):
     def _load_world_sync(self, world_id: str) -> WorldCache:
         """Read a registered world's whole state (once per world, then it lives in memory), in one
         read transaction. Raises ``WorldNotRegistered``."""
+        started = perf_counter()
         conn, lazy = self._loading_connection()
         assert conn is not None
         epoch = self._epoch  # read before the snapshot: a change noticed later bumps it past this
@@ -265,6 +276,8 @@ class BatchWriter(WorldRows, AuditRows):
         cache.checked = epoch
         if lazy:
             cache.fetch = functools.partial(self._fetch_record, world_id)
+        if self.on_world_load is not None:
+            self.on_world_load(perf_counter() - started)
         return cache
 
     def _read_world(self, conn: Any, world_id: str, *, values: bool) -> WorldCache:
@@ -452,6 +465,8 @@ class BatchWriter(WorldRows, AuditRows):
                     outcomes = with_receipts(self.signing_key, outcomes)
                 except Exception:  # committed: the replies go out, without receipts, rather than never
                     log.exception("receipts_failed", decisions=len(outcomes))
+            if self.on_batch is not None:  # once per batch (a write-locked one comes back, counted then)
+                self.on_batch(len(batch))
             by_loop: dict[asyncio.AbstractEventLoop, list[tuple]] = {}
             for item, decided, exc in outcomes:
                 by_loop.setdefault(item.loop, []).append((item.future, decided, exc))
