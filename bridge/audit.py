@@ -37,7 +37,7 @@ from .fairness.dice import Draw, TableDice
 from .fairness.trail import check_dice
 from .heads import KEY_CHANGE, Head, KeyChange, parse_public_key, public_key_text, stored_digest, stored_hash, stored_range
 from .receipts import key_id
-from .record import AuditRecord, Read, canonical, sorted_json  # noqa: F401 (the store uses audit.canonical)
+from .record import AuditRecord, Read
 from .state import R, WorldState
 
 GENESIS_HASH = "0" * 64
@@ -184,19 +184,18 @@ def rederive(record: AuditRecord, state: WorldState | None = None) -> str | None
         return f"the recorded message no longer decodes: {exc.message}"
     if state is None:
         state = ReplayState(record.world_id, record.reads)
-    physical = getattr(message, "physical", None)
-    table = ReplayTable(record, physical)
+    # Against the chain's state (verify), the dice settings the live table read: physical dice of
+    # a ruleset they do not allow, and a die of a provable world with no dice session, are refused
+    # again as they were live; a lone record (no chain) is taken as it is.
+    settings = None
+    if isinstance(state, DerivingState):
+        settings = state.chained(fairness.SETTINGS_KIND, "world", fairness.wire.DiceSettings) or fairness.DEFAULT_SETTINGS
+    table = ReplayTable(record, getattr(message, "physical", None),
+                        required=settings is not None and settings.provable and record.dice_session is None)
 
     def replay_table(state: WorldState) -> tuple[TableDice, str | None]:
-        # Against the chain's state (verify), the dice settings the live table read: physical dice
-        # of a ruleset they do not allow, and a die of a provable world with no dice session, are
-        # refused again as they were live; a lone record (no chain) is taken as it is.
-        nonlocal table
-        if isinstance(state, DerivingState):
-            settings = state.chained(fairness.SETTINGS_KIND, "world", fairness.wire.DiceSettings) or fairness.DEFAULT_SETTINGS
+        if settings is not None:  # inside the decision: its Forbidden refuses it as the live table's did
             fairness.check_physical(message, settings, registry.ruleset_of)
-            if settings.provable and record.dice_session is None:
-                table = ReplayTable(record, physical, required=True)
         return table, record.dice_session
 
     try:

@@ -20,7 +20,8 @@ from ..derive import StoredState, as_stored, state_digest
 from ..errors import ConfigError, SigningKeyChanged, WorldStateMismatch
 from ..heads import KEY_CHANGE, Head, KeyChange, public_key_text, sign_head, stored_digest, stored_hash, stored_range
 from ..receipts import key_id
-from .base import AuditEntry, AuditFilter, AuditRow
+from ..record import AuditEntry, AuditRecord, canonical, sorted_json
+from .base import AuditFilter, AuditRow
 from .blobs import frame_problem, pack, pack_record, unpack, written_as
 from .schema import SCHEMA_VERSION, _summary_decoder, fold_tail, read_as_one, utc_now
 
@@ -83,7 +84,7 @@ class AuditRows:
         to which this record's is added (emptied after a multiple of ``CHECKPOINT_EVERY``): the
         head seals the frames the batch writes without reading them back."""
         seq, prev_hash = head[0] + 1, head[1]
-        record = audit.AuditRecord(
+        record = AuditRecord(
             world_id=world_id,
             seq=seq,
             ts=ts,
@@ -100,12 +101,12 @@ class AuditRows:
             draws=entry.draws,
             dice_session=entry.dice_session,
         )
-        canonical = audit.canonical(record)
-        record_hash = audit.chain_hash(prev_hash, canonical)
+        canonical_bytes = canonical(record)
+        record_hash = audit.chain_hash(prev_hash, canonical_bytes)
         summary = entry.summary
         # Stored once (issue 17): the summary is the record's (row_summary), the prev_hash the
         # hash of the row before (PREV_HASH), so both columns stay empty.
-        stored = pack(canonical, "audit", summary.ruleset)
+        stored = pack(canonical_bytes, "audit", summary.ruleset)
         row = (world_id, seq, ts, entry.type, entry.event_id, entry.user_id, summary.ruleset,
                summary.actor_id, summary.outcome, b"", stored, "", record_hash)
         window.append(stored_hash(stored))
@@ -314,7 +315,7 @@ class AuditRows:
         assert self._conn is not None
         change = KeyChange(old_public_key=None if old_key is None else public_key_text(old_key.public_key()),
                            new_public_key=public_key_text(new_key.public_key()))
-        message = audit.sorted_json(change)
+        message = sorted_json(change)
         summary = wire.AuditColumns(outcome=KEY_CHANGE, detail=f"new key {key_id(new_key.public_key())}")
 
         def work(conn: sqlite3.Connection) -> list[str]:

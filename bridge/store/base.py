@@ -14,7 +14,7 @@ from typing import TYPE_CHECKING, Any, Protocol, TypeVar
 import msgspec
 
 from .. import audit, wire
-from ..record import AuditEntry, Decision  # noqa: F401 (what a decision hands the store, made by bridge.core; audit_rows takes AuditEntry from here)
+from ..record import Decision  # noqa: F401 (what a decision hands the store, made by bridge.core)
 from ..state import WorldState
 
 if TYPE_CHECKING:

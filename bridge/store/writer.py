@@ -53,6 +53,7 @@ import msgspec
 import structlog
 
 from .. import audit
+from ..record import AuditRecord
 from ..errors import ConfigError, LeaseLost, WorldNotRegistered
 from ..frames import replayed_frame
 from ..receipts import with_receipts
@@ -102,7 +103,7 @@ class _Queued:
     replay_seq: int | None = None
 
 
-_replay_decoder = msgspec.json.Decoder(audit.AuditRecord)
+_replay_decoder = msgspec.json.Decoder(AuditRecord)
 
 
 def _settle_futures(settled: list[tuple[asyncio.Future[Decided], Decided | None, BaseException | None]]) -> None:
