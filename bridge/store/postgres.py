@@ -21,6 +21,16 @@ that lost a world cannot write to it, whatever its sockets or its memory still b
 processes' writes to one world never interleave (the row locks serialize them). A world nobody
 ever leased (``world`` commands, tests of the store alone) is written without a lease; the audit
 insert's ``UNIQUE (world_id, seq)`` still fails a write from a stale memory, never forking a chain.
+
+A batch costs ONE round trip to the server (issue 28; :meth:`PostgresStore._batch_transaction`):
+its BEGIN, the lease check, one ``executemany`` per table and its COMMIT go out in one psycopg
+pipeline (https://www.psycopg.org/psycopg3/docs/advanced/pipeline.html), and only the pipeline's
+end waits for the server. The check cannot wait for its answer there, so it is a function
+(:data:`FENCE_FUNCTION`, created per connection) that locks the rows as above and, if a world of
+the batch changed hands or was removed, raises, failing the transaction before anything is
+written. That is rare (a take-over, a ``world remove``): the batch is then written again the
+careful way, the SELECT first (several round trips), refusing those worlds' decisions while the
+others commit.
 """
 
 from __future__ import annotations
@@ -117,6 +127,36 @@ ALTER TABLE heads ADD COLUMN stored_digest TEXT
 SCHEMA_VERSION = max(MIGRATIONS)
 MIGRATE_LOCK = 0x46415445  # advisory lock key ("FATE"): processes starting together migrate once
 
+# The SQLSTATE the lease check raises (a class of its own: nothing else in PostgreSQL uses "FB").
+FENCE_FAILED = "FBL01"
+# A pipelined batch's lease check (PostgresStore._fence): it locks the batch's worlds' rows and
+# their leases' as the careful SELECT does (same statement, same order: a world's row, then its
+# lease), and raises FENCE_FAILED if a world is gone or removed, or its lease's token is not the
+# one this process holds (``tokens[i]`` for ``world_ids[i]``; NULL: never leased here). A
+# function of the connection's session (pg_temp), so the schema and its migrations are untouched.
+FENCE_FUNCTION = f"""
+CREATE FUNCTION pg_temp.fate_bridge_fence(world_ids text[], tokens bigint[]) RETURNS void
+LANGUAGE plpgsql AS $$
+DECLARE
+    held record;
+    seen int := 0;
+BEGIN
+    FOR held IN SELECT w.world_id, w.removed_at,
+                       (SELECT token FROM leases l WHERE l.world_id = w.world_id FOR UPDATE) AS token
+                FROM worlds w WHERE w.world_id = ANY(world_ids) ORDER BY w.world_id FOR UPDATE LOOP
+        seen := seen + 1;
+        IF held.removed_at IS NOT NULL
+           OR held.token IS DISTINCT FROM tokens[array_position(world_ids, held.world_id)] THEN
+            RAISE EXCEPTION USING ERRCODE = '{FENCE_FAILED}',
+                MESSAGE = format('world %s changed hands or was removed', held.world_id);
+        END IF;
+    END LOOP;
+    IF seen < cardinality(world_ids) THEN
+        RAISE EXCEPTION USING ERRCODE = '{FENCE_FAILED}', MESSAGE = 'a world of the batch was deleted';
+    END IF;
+END $$
+"""
+
 
 @functools.lru_cache(maxsize=512)
 def _pg_sql(sql: str) -> str:
@@ -157,6 +197,7 @@ class PostgresStore(BatchWriter):
     def __init__(self, url: str, *, audit_key: bytes | None = None, signing_key: Any = None) -> None:
         super().__init__(url, audit_key=audit_key, signing_key=signing_key)
         self._leases: dict[str, int] = {}  # world -> the fencing token this process holds
+        self._pipelined = False  # a batch is being written in one pipeline (_batch_transaction)
 
     # --- runs on the writer thread -------------------------------------------------------------
 
@@ -172,6 +213,7 @@ class PostgresStore(BatchWriter):
         conn = _PgConnection(raw)
         try:
             self._migrate(conn)
+            conn.execute(FENCE_FUNCTION)
         except BaseException:
             conn.close()
             raise
@@ -201,11 +243,54 @@ class PostgresStore(BatchWriter):
         assert self._conn is not None
         return _in_transaction(self._conn, work, begin="BEGIN")  # type: ignore[arg-type]
 
+    def _batch_transaction(self, work: Callable[[Any], T], inline: bool) -> T:
+        """Run a batch's ``work`` in one transaction and ONE round trip (issue 28): BEGIN, the
+        statements ``work`` sends (the lease check first: :meth:`_fence`) and COMMIT in one
+        pipeline, whose end alone waits for the server (a statement whose rows ``work`` reads,
+        rare: a replay's stored reply, a world not checked since another process changed one,
+        waits there too). If the lease check failed (a world of the batch changed hands or was
+        removed), nothing was written: ``work`` runs again in a plain transaction, where the
+        check's SELECT tells which worlds to refuse. Other errors are raised (the transaction
+        rolled back)."""
+        import psycopg
+
+        conn = self._conn
+        assert conn is not None
+        idle = psycopg.pq.TransactionStatus.IDLE
+        self._pipelined = True
+        try:
+            with conn.raw.pipeline():
+                conn.execute("BEGIN")
+                result = work(conn)
+                conn.execute("COMMIT")
+            return result
+        except BaseException as exc:
+            if not conn.raw.closed and conn.raw.info.transaction_status != idle:
+                conn.execute("ROLLBACK")
+            if getattr(exc, "sqlstate", None) != FENCE_FAILED:
+                raise
+        finally:
+            self._pipelined = False
+        return self._transaction(work)
+
+    def _changed_elsewhere(self, conn: _PgConnection) -> bool:
+        """Whether the batch's worlds are checked again for being registered: in a plain
+        transaction, always (as the writer's default); in a pipelined batch never, as its lease
+        check (:data:`FENCE_FUNCTION`) fails the batch if one was removed."""
+        return not self._pipelined
+
     def _fence(self, conn: _PgConnection, world_ids: list[str]) -> set[str]:
         """Of ``world_ids``, those whose lease this process no longer holds (forgotten here; the
         writer refuses their decisions with ``LeaseLost``: :meth:`BatchWriter._write_batch`).
         Locks each world's row and its lease's until commit: decisions of one world never run at
-        once in two processes, and a take-over waits for the batch in flight."""
+        once in two processes, and a take-over waits for the batch in flight. In a pipelined
+        batch (:meth:`_batch_transaction`) the answer cannot be waited for: :data:`FENCE_FUNCTION`
+        locks the same rows and fails the batch if any world would be refused, and none is
+        returned here."""
+        if self._pipelined:
+            conn.execute("SELECT pg_temp.fate_bridge_fence(?::text[], ?::bigint[])",
+                         (world_ids, [self._leases.get(world_id) for world_id in world_ids]))
+            return set()
         rows = conn.execute(
             "SELECT w.world_id, (SELECT token FROM leases l WHERE l.world_id = w.world_id FOR UPDATE)"
             " FROM worlds w WHERE w.world_id = ANY(?) ORDER BY w.world_id FOR UPDATE", (world_ids,)).fetchall()
