@@ -6,7 +6,9 @@ common behaviour runs on both backends through the ``store`` fixture in conftest
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import sqlite3
+import tempfile
 
 import psycopg
 import pytest
@@ -15,7 +17,7 @@ from bridge import wire
 from bridge.cli import main
 from bridge.cluster import MAX_PAYLOAD, Cluster, Notice
 from bridge.config import db_label, load_signing_key
-from bridge.errors import ConfigError, LeaseLost
+from bridge.errors import ConfigError, LeaseLost, WorldNotRegistered
 from bridge.store import AuditFilter, Decision, SQLiteStore
 from bridge.store.postgres import SCHEMA_VERSION, PostgresStore
 
@@ -120,6 +122,90 @@ class TestLease:
         assert (again.seq, await option(b)) == (3, "everyone")
         (report,) = await b.verify("w", None)
         assert report.records == 3 and [p.kind for p in report.problems if p.kind != "rederive"] == []  # the chain links (synthetic messages do not re-derive)
+
+
+@contextlib.contextmanager
+def round_trips(store: PostgresStore):
+    """Count the round trips the store's writer connection makes meanwhile (issue 28), from
+    libpq's protocol trace: the server's ``ReadyForQuery`` messages, one per wait for it (a
+    pipeline's Sync, a simple query). Yields a list that holds the count once the block ends."""
+    pgconn = store._conn.raw.pgconn
+    counted: list[int] = []
+    with tempfile.TemporaryFile("w+") as trace:
+        pgconn.trace(trace.fileno())
+        pgconn.set_trace_flags(psycopg.pq.Trace.SUPPRESS_TIMESTAMPS)
+        try:
+            yield counted
+        finally:
+            pgconn.untrace()
+            trace.seek(0)
+            counted.append(sum(line.split("\t")[:3] == ["B", "5", "ReadyForQuery"] for line in trace))
+
+
+def writes_all_tables(option: str):
+    """A decision writing an audit record, a state record and the world's row."""
+    inner = audited(option)
+
+    def decision(state):
+        state.put("test.note", option, wire.WorldSettings(fate_option=option))
+        return inner(state)
+    return decision
+
+
+class TestOneRoundTrip:
+    """Issue 28: a batch is one round trip to PostgreSQL, its lease check inside it."""
+
+    @pytest.fixture
+    async def leased(self, pg_url):
+        """Two stores on one database; ``a`` holds the leases of worlds w1..w3 and their state."""
+        a, b = await PostgresStore.open(pg_url), await PostgresStore.open(pg_url)
+        for world in ("w1", "w2", "w3"):
+            await a.add_world(world, "hash")
+            await a.take_lease(world, "a")
+            await a.decide(world, f"{world}-0", put_option("off"))  # loaded: no read in the batches below
+        batches: list[int] = []
+        a.on_batch = batches.append
+        yield a, b, batches
+        await a.close()
+        await b.close()
+
+    async def test_a_batch_of_several_worlds_and_every_table_is_one_round_trip(self, leased):
+        a, b, batches = leased
+        with round_trips(a) as counted:
+            decided = await asyncio.gather(a.decide("w1", "e1", writes_all_tables("pc_only")),
+                                           a.decide("w2", "e2", put_option("everyone")),  # an events row
+                                           a.decide("w3", "e3", writes_all_tables("everyone")))
+        assert batches == [3] and counted == [1]
+        assert [d.seq for d in decided] == [1, None, 1]
+        assert [(await b.world(w)).settings.fate_option for w in ("w1", "w2", "w3")] == ["pc_only", "everyone", "everyone"]
+        (report,) = await b.verify("w1", None)  # the chain links (synthetic decisions do not re-derive)
+        assert report.records == 1 and {p.kind for p in report.problems} <= {"rederive", "state"}
+
+    async def test_a_lease_lost_inside_the_batch_refuses_that_world_and_commits_the_others(self, leased):
+        """``b`` takes w2 while ``a`` holds it in memory: ``a``'s pipelined batch of w1, w2, w3
+        fails its lease check, and is written again refusing w2's decision alone."""
+        a, b, batches = leased
+        assert await b.take_lease("w2", "b") == 2
+        with round_trips(a) as counted:
+            outcomes = await asyncio.gather(a.decide("w1", "e1", writes_all_tables("pc_only")),
+                                            a.decide("w2", "e2", writes_all_tables("pc_only")),
+                                            a.decide("w3", "e3", put_option("everyone")), return_exceptions=True)
+        assert batches == [3] and counted[0] > 2  # the pipeline, its ROLLBACK, the careful transaction
+        assert [d.seq for d in (outcomes[0], outcomes[2])] == [1, None]
+        assert isinstance(outcomes[1], LeaseLost) and a.lease_token("w2") is None
+        assert [(await b.world(w)).settings.fate_option for w in ("w1", "w2", "w3")] == ["pc_only", "off", "everyone"]
+        assert (await b.decide("w2", "e2", writes_all_tables("everyone"))).seq == 1  # its event id was not consumed
+        with round_trips(a) as counted:  # the next batch of the worlds a holds is one round trip again
+            await asyncio.gather(a.decide("w1", "e4", put_option("off")), a.decide("w3", "e5", put_option("off")))
+        assert counted == [1]
+
+    async def test_a_world_removed_inside_the_batch_is_refused_and_the_others_commit(self, leased):
+        a, b, _ = leased
+        await b.remove_world("w2")
+        outcomes = await asyncio.gather(a.decide("w1", "e1", put_option("pc_only")),
+                                        a.decide("w2", "e2", put_option("pc_only")), return_exceptions=True)
+        assert isinstance(outcomes[1], WorldNotRegistered) and not isinstance(outcomes[0], BaseException)
+        assert (await b.world("w1")).settings.fate_option == "pc_only"
 
 
 @pytest.mark.parametrize("example", EXAMPLES, ids=lambda p: p.stem)
