@@ -319,7 +319,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--quick", action="store_true", help="tiny run checking the harness (seconds)")
     parser.add_argument("--scale", action="store_true",
                         help="instead: decisions/s and CPU per decision of 1, 2 and 4 bridge processes on "
-                        "PostgreSQL next to 1 on SQLite (issue 18, bench/scale.py; --conns N: connections, default 16)")
+                        "PostgreSQL next to 1 on SQLite, and issue 28's ratios (bench/scale.py; --conns N: connections, default 10)")
     parser.add_argument("--kill-rounds", type=int, metavar="N",
                         help="instead: N kill -9 rounds of the bridge under load (issue 17 asks for 30)")
     parser.add_argument("--fuzz-frames", type=int, metavar="N",
@@ -333,7 +333,7 @@ def main(argv: list[str] | None = None) -> int:
     if args.scale:
         from . import scale
 
-        conns = 4 if args.quick else int(args.conns) if args.conns.isdigit() else 16
+        conns = 4 if args.quick else int(args.conns) if args.conns.isdigit() else scale.CONNS
         return scale.main(conns, 0.5 if args.quick else args.duration, args.out.with_name("bench-scale.json"))
     logs.configure("json", level="warning")  # the in-process store run logs no decision lines
     if args.quick:

@@ -10,7 +10,13 @@ own CPU time (from /proc, bench/clients.py cpu_seconds) over the same time, divi
 own CPU is printed beside it (the server's backends are other processes: ``pg_stat_activity``
 cannot tell their CPU, so it is read from /proc for every ``postgres`` process of this machine,
 when visible; it includes whatever else the server does meanwhile, so run it on a quiet server). On a machine with fewer cores than processes + clients the extra processes only
-share the same cores: the table prints the cores next to the numbers.
+share the same cores: the table prints the cores next to the numbers, and the decisions per
+group-commit batch (each process's ``/metrics``): the same connections spread over more
+processes make smaller batches.
+
+Issue 28's targets are printed under the table as ratios within the run: one PostgreSQL
+process's decisions/s over one SQLite process's (target >= 0.6 at the default 10 connections),
+and the CPU per decision, bridge + PostgreSQL, of 4 processes over 1 (target <= 1.3).
 
 Also the process-level helpers the cluster test uses (``tests/test_cluster.py``): start N
 bridges on one database, register worlds.
@@ -27,6 +33,7 @@ import subprocess
 import sys
 import tempfile
 import time
+import urllib.request
 from pathlib import Path
 from urllib.parse import quote
 
@@ -39,6 +46,9 @@ from .load import percentile
 
 PG_URL = os.environ.get("FATE_BRIDGE_BENCH_PG", "postgresql://postgres@127.0.0.1:5432/test")
 SETUPS = [("sqlite", 1), ("postgresql", 1), ("postgresql", 2), ("postgresql", 4)]
+CONNS = 10  # connections (one world each) by default: issue 28's targets are set at C=10
+# Issue 28's targets: PostgreSQL x1 / SQLite x1 decisions/s, and CPU per decision x4 / x1
+PG_VS_SQLITE_TARGET, CPU_4_VS_1_TARGET = 0.6, 1.3
 
 
 def postgres_cpu() -> dict[int, float]:
@@ -135,6 +145,16 @@ def stop_bridges(started: list[tuple[subprocess.Popen, int]]) -> None:
             process.wait()
 
 
+def batches(port: int) -> tuple[float, float]:
+    """The decisions and the batches a bridge on ``port`` has written so far (its ``/metrics``:
+    ``fate_bridge_batch_decisions`` sum and count)."""
+    with urllib.request.urlopen(f"http://127.0.0.1:{port}/metrics", timeout=5) as response:
+        text = response.read().decode()
+    found = dict(line.split() for line in text.splitlines()
+                 if line.startswith(("fate_bridge_batch_decisions_sum ", "fate_bridge_batch_decisions_count ")))
+    return float(found["fate_bridge_batch_decisions_sum"]), float(found["fate_bridge_batch_decisions_count"])
+
+
 def run_setup(backend: str, processes: int, conns: int, duration: float, tmp: Path) -> dict:
     """One row of the table: ``processes`` bridges on a fresh ``backend`` database, ``conns``
     connections (one world each) spread over them."""
@@ -153,6 +173,7 @@ def _measure(db: str, key: Path, processes: int, conns: int, duration: float, tm
     try:
         clients = start_clients([f"ws://127.0.0.1:{port}" for _, port in bridges], worlds_file, conns,
                                 len(bridges), duration, "s")
+        batched = [batches(port) for _, port in bridges]
         cpu_before = sum(cpu_seconds(p.pid) for p, _ in bridges)
         pg_before, began = postgres_cpu(), time.perf_counter()
         go(clients)
@@ -160,6 +181,7 @@ def _measure(db: str, key: Path, processes: int, conns: int, duration: float, tm
         wall = time.perf_counter() - began
         cpu = sum(cpu_seconds(p.pid) for p, _ in bridges) - cpu_before
         pg_cpu = postgres_cpu_since(pg_before)
+        batched = [(s1 - s0, c1 - c0) for (s0, c0), (s1, c1) in zip(batched, (batches(port) for _, port in bridges))]
     finally:
         stop_bridges(bridges)
     latencies = sorted(v for r in results for v in r["latencies_us"])
@@ -168,11 +190,24 @@ def _measure(db: str, key: Path, processes: int, conns: int, duration: float, tm
     return {"decisions": decisions, "decisions_per_s": decisions / seconds,
             "bridge_cpu_us_per_decision": cpu * 1e6 / max(1, decisions),
             "postgres_cpu_us_per_decision": pg_cpu * 1e6 / max(1, decisions),
+            "cpu_us_per_decision": (cpu + pg_cpu) * 1e6 / max(1, decisions),
+            "decisions_per_batch": sum(d for d, _ in batched) / max(1, sum(b for _, b in batched)),
             "bridge_cores": cpu / wall, "p50_us": percentile(latencies, 0.5), "p99_us": percentile(latencies, 0.99)}
 
 
-def main(conns: int = 16, duration: float = 5.0, out: Path | None = None) -> int:
-    """Run every setup of :data:`SETUPS` and print the table (and write JSON to ``out``)."""
+def targets(rows: list[dict]) -> dict[str, float]:
+    """Issue 28's two ratios from one run's ``rows`` (every setup of :data:`SETUPS`): one
+    PostgreSQL process's decisions/s over one SQLite process's, and the CPU per decision (bridge +
+    PostgreSQL) of 4 PostgreSQL processes over 1's."""
+    by_setup = {(row["backend"], row["processes"]): row for row in rows}
+    one, four = by_setup["postgresql", 1], by_setup["postgresql", 4]
+    return {"pg_vs_sqlite": one["decisions_per_s"] / by_setup["sqlite", 1]["decisions_per_s"],
+            "cpu_4_vs_1": four["cpu_us_per_decision"] / one["cpu_us_per_decision"]}
+
+
+def main(conns: int = CONNS, duration: float = 5.0, out: Path | None = None) -> int:
+    """Run every setup of :data:`SETUPS` and print the table and issue 28's ratios (and write
+    JSON to ``out``)."""
     rows = []
     with tempfile.TemporaryDirectory(prefix="fate-bridge-scale-") as tmp:
         for backend, processes in SETUPS:
@@ -183,22 +218,27 @@ def main(conns: int = 16, duration: float = 5.0, out: Path | None = None) -> int
     print(f"\nScale-out (issue 18): {conns} connections, one world each, {duration:g} s per setup, "
           f"{os.cpu_count()} cores on this machine")
     print(f"{'setup':<16}{'decisions/s':>12}{'vs SQLite':>10}{'bridge CPU us/dec':>19}"
-          f"{'PG CPU us/dec':>15}{'bridge cores':>13}{'p50 ms':>8}{'p99 ms':>8}")
+          f"{'PG CPU us/dec':>15}{'both us/dec':>13}{'dec/batch':>11}{'bridge cores':>13}{'p50 ms':>8}{'p99 ms':>8}")
     for row in rows:
         setup = f"{row['backend']} x{row['processes']}"
         print(f"{setup:<16}{row['decisions_per_s']:>12.0f}{row['decisions_per_s'] / base:>10.2f}"
               f"{row['bridge_cpu_us_per_decision']:>19.0f}{row['postgres_cpu_us_per_decision']:>15.0f}"
+              f"{row['cpu_us_per_decision']:>13.0f}{row['decisions_per_batch']:>11.1f}"
               f"{row['bridge_cores']:>13.2f}{row['p50_us'] / 1000:>8.1f}{row['p99_us'] / 1000:>8.1f}")
+    ratios = targets(rows)
+    print(f"\nIssue 28, within this run: PostgreSQL x1 / SQLite x1 decisions/s = {ratios['pg_vs_sqlite']:.2f} "
+          f"(target >= {PG_VS_SQLITE_TARGET}); CPU per decision, bridge + PostgreSQL, x4 / x1 = "
+          f"{ratios['cpu_4_vs_1']:.2f} (target <= {CPU_4_VS_1_TARGET})")
     if out is not None:
         out.write_text(json.dumps({"conns": conns, "duration_s": duration, "cpus": os.cpu_count(),
-                                   "rows": rows}, indent=2) + "\n")
+                                   "rows": rows, "targets": ratios}, indent=2) + "\n")
     return 0
 
 
 if __name__ == "__main__":
     parser = argparse.ArgumentParser(prog="python -m bench.scale", description=__doc__,
                                      formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--conns", type=int, default=16)
+    parser.add_argument("--conns", type=int, default=CONNS)
     parser.add_argument("--duration", type=float, default=5.0)
     parsed = parser.parse_args()
     raise SystemExit(main(parsed.conns, parsed.duration))

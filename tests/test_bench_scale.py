@@ -14,13 +14,28 @@ def test_a_tiny_run_prints_every_setup_with_decisions_and_cpu(pg_server, tmp_pat
     out = tmp_path / "scale.json"
     assert scale.main(conns=2, duration=1.0, out=out) == 0  # long enough for a CPU tick on a busy machine
     printed = capsys.readouterr().out
-    rows = json.loads(out.read_text())["rows"]
+    written = json.loads(out.read_text())
+    rows = written["rows"]
     assert [(r["backend"], r["processes"]) for r in rows] == scale.SETUPS
     for row in rows:
         assert row["decisions"] > 0 and row["bridge_cpu_us_per_decision"] > 0, row
+        assert row["cpu_us_per_decision"] >= row["bridge_cpu_us_per_decision"] and row["decisions_per_batch"] >= 1, row
         assert f"{row['backend']} x{row['processes']}" in printed
     assert all(r["postgres_cpu_us_per_decision"] >= 0 for r in rows)
     assert "decisions/s" in printed and "vs SQLite" in printed
+    # issue 28's two ratios, from this run's rows, printed under the table
+    ratios = written["targets"]
+    assert ratios == scale.targets(rows) and ratios["pg_vs_sqlite"] > 0 and ratios["cpu_4_vs_1"] > 0
+    assert f"PostgreSQL x1 / SQLite x1 decisions/s = {ratios['pg_vs_sqlite']:.2f}" in printed
+    assert f"x4 / x1 = {ratios['cpu_4_vs_1']:.2f}" in printed
+
+
+def test_the_targets_are_the_ratios_of_one_runs_rows():
+    rows = [{"backend": "sqlite", "processes": 1, "decisions_per_s": 4000.0, "cpu_us_per_decision": 250.0},
+            {"backend": "postgresql", "processes": 1, "decisions_per_s": 2400.0, "cpu_us_per_decision": 500.0},
+            {"backend": "postgresql", "processes": 2, "decisions_per_s": 2000.0, "cpu_us_per_decision": 550.0},
+            {"backend": "postgresql", "processes": 4, "decisions_per_s": 1800.0, "cpu_us_per_decision": 650.0}]
+    assert scale.targets(rows) == {"pg_vs_sqlite": 0.6, "cpu_4_vs_1": 1.3}
 
 
 def test_postgres_cpu_counts_what_each_live_process_spent_and_never_goes_negative(monkeypatch):
