@@ -10,7 +10,8 @@ per database (8 GB) and one listening connection per process; every notice reach
 process, so the traffic grows with processes x cards.
 
 Each process listens on one channel (``fate_bridge_<schema>``) with a connection of its own and
-publishes from another, in order (one publisher task); a lost connection is made again. A notice names its sender, so a process skips its own (its sockets
+publishes from another, in order (one publisher task; the notices queued meanwhile go in one
+statement, one transaction); a lost connection is made again. A notice names its sender, so a process skips its own (its sockets
 were served directly). Delivery is best-effort, like the overlay itself: a notice lost while a
 connection is re-made loses a card on screen, never a decision (decisions live in the
 database, and a forwarder's take-over is also enforced by the lease's fencing token).
@@ -121,23 +122,46 @@ class Cluster:
         await done
 
     async def _publisher(self) -> None:
+        """Send the queued notices in order: every notice queued by the time the last statement
+        returned goes in one statement, one transaction (issue 28: a round trip and a commit per
+        batch of cards rather than per card, and every listening process woken once for them, as
+        PostgreSQL signals its listeners once per commit). They are delivered one by one, in that
+        order; identical ones within a transaction reach listeners once (PostgreSQL's NOTIFY
+        rule), which for a repeated ``clear`` or ``link`` is the same."""
         while True:
-            notice = await self._queue.get()
-            if isinstance(notice, asyncio.Future):
-                notice.set_result(None)
-                continue
-            payload = _encode(notice).decode()
-            for attempt in (1, 2):  # a lost connection is made again once, then the notice dropped
-                try:
+            queued = [await self._queue.get()]
+            while not self._queue.empty():
+                queued.append(self._queue.get_nowait())
+            notices: list[Notice] = []
+            for item in queued:
+                if isinstance(item, asyncio.Future):  # a flush: what came before it is sent first
+                    await self._send_all(notices)
+                    notices = []
+                    item.set_result(None)
+                else:
+                    notices.append(item)
+            await self._send_all(notices)
+
+    async def _send_all(self, notices: list[Notice]) -> None:
+        """NOTIFY ``notices`` in one statement (none: nothing). A lost connection is made again
+        once, then they are dropped (logged)."""
+        if not notices:
+            return
+        payloads = [_encode(notice).decode() for notice in notices]
+        for attempt in (1, 2):
+            try:
+                for i, payload in enumerate(payloads):
                     if len(payload) > MAX_PAYLOAD:
-                        payload = await self._keep_large(payload)
-                    await self._send.execute("SELECT pg_notify(%s, %s)", (self.channel, payload))
-                    break
-                except Exception:
-                    log.exception("cluster_publish_failed", kind=notice.kind, world_id=notice.world_id)
-                    if attempt == 1 and self._send.closed:
-                        await asyncio.sleep(RECONNECT_SECONDS)
-                        self._send = await self._reconnect(self._connect)
+                        payloads[i] = await self._keep_large(payload)
+                await self._send.execute("SELECT pg_notify(%s, payload) FROM unnest(%s::text[]) AS payload",
+                                         (self.channel, payloads))
+                return
+            except Exception:
+                log.exception("cluster_publish_failed", notices=len(notices), kind=notices[0].kind,
+                              world_id=notices[0].world_id)
+                if attempt == 1 and self._send.closed:
+                    await asyncio.sleep(RECONNECT_SECONDS)
+                    self._send = await self._reconnect(self._connect)
 
     async def _keep_large(self, payload: str) -> str:
         """Store a notice too large for NOTIFY; the notice sent instead names its row."""

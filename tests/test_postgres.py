@@ -125,11 +125,11 @@ class TestLease:
 
 
 @contextlib.contextmanager
-def round_trips(store: PostgresStore):
-    """Count the round trips the store's writer connection makes meanwhile (issue 28), from
-    libpq's protocol trace: the server's ``ReadyForQuery`` messages, one per wait for it (a
-    pipeline's Sync, a simple query). Yields a list that holds the count once the block ends."""
-    pgconn = store._conn.raw.pgconn
+def round_trips(pgconn):
+    """Count the round trips a connection (``pgconn``: psycopg's libpq connection) makes
+    meanwhile (issue 28), from libpq's protocol trace: the server's ``ReadyForQuery`` messages,
+    one per wait for it (a pipeline's Sync, a simple query). Yields a list that holds the count
+    once the block ends."""
     counted: list[int] = []
     with tempfile.TemporaryFile("w+") as trace:
         pgconn.trace(trace.fileno())
@@ -171,7 +171,7 @@ class TestOneRoundTrip:
 
     async def test_a_batch_of_several_worlds_and_every_table_is_one_round_trip(self, leased):
         a, b, batches = leased
-        with round_trips(a) as counted:
+        with round_trips(a._conn.raw.pgconn) as counted:
             decided = await asyncio.gather(a.decide("w1", "e1", writes_all_tables("pc_only")),
                                            a.decide("w2", "e2", put_option("everyone")),  # an events row
                                            a.decide("w3", "e3", writes_all_tables("everyone")))
@@ -186,7 +186,7 @@ class TestOneRoundTrip:
         fails its lease check, and is written again refusing w2's decision alone."""
         a, b, batches = leased
         assert await b.take_lease("w2", "b") == 2
-        with round_trips(a) as counted:
+        with round_trips(a._conn.raw.pgconn) as counted:
             outcomes = await asyncio.gather(a.decide("w1", "e1", writes_all_tables("pc_only")),
                                             a.decide("w2", "e2", writes_all_tables("pc_only")),
                                             a.decide("w3", "e3", put_option("everyone")), return_exceptions=True)
@@ -195,7 +195,7 @@ class TestOneRoundTrip:
         assert isinstance(outcomes[1], LeaseLost) and a.lease_token("w2") is None
         assert [(await b.world(w)).settings.fate_option for w in ("w1", "w2", "w3")] == ["pc_only", "off", "everyone"]
         assert (await b.decide("w2", "e2", writes_all_tables("everyone"))).seq == 1  # its event id was not consumed
-        with round_trips(a) as counted:  # the next batch of the worlds a holds is one round trip again
+        with round_trips(a._conn.raw.pgconn) as counted:  # the next batch of the worlds a holds is one round trip again
             await asyncio.gather(a.decide("w1", "e4", put_option("off")), a.decide("w3", "e5", put_option("off")))
         assert counted == [1]
 
@@ -285,6 +285,25 @@ class TestNotices:
         assert [(n.kind, n.frame, n.token) for n in received] == [
             ("card", '{"type":"overlay_card"}', None), ("card", big, None), ("lease", None, 7)]
         assert got_a == []
+
+    async def test_the_notices_queued_together_go_in_one_statement_and_arrive_in_order(self, pg_url):
+        """Issue 28: the cards of a batch go out in one statement and transaction (one round
+        trip, every listener woken once), not one each."""
+        await (await PostgresStore.open(pg_url)).close()
+        got: asyncio.Queue[Notice] = asyncio.Queue()
+        a = await Cluster.open(pg_url)
+        b = await Cluster.open(pg_url, got.put_nowait)
+        try:
+            with round_trips(a._send.pgconn) as counted:
+                for i in range(40):
+                    a.publish("card", f"w{i % 3}", frame=f'{{"n":{i}}}')
+                await a.flush()
+            received = [await asyncio.wait_for(got.get(), 5) for _ in range(40)]
+        finally:
+            await a.close()
+            await b.close()
+        assert counted == [1]
+        assert [(n.world_id, n.frame) for n in received] == [(f"w{i % 3}", f'{{"n":{i}}}') for i in range(40)]
 
     async def test_a_lost_listening_connection_is_made_again(self, pg_url):
         await (await PostgresStore.open(pg_url)).close()
