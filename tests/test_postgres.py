@@ -186,11 +186,10 @@ class TestOneRoundTrip:
         fails its lease check, and is written again refusing w2's decision alone."""
         a, b, batches = leased
         assert await b.take_lease("w2", "b") == 2
-        with round_trips(a._conn.raw.pgconn) as counted:
-            outcomes = await asyncio.gather(a.decide("w1", "e1", writes_all_tables("pc_only")),
-                                            a.decide("w2", "e2", writes_all_tables("pc_only")),
-                                            a.decide("w3", "e3", put_option("everyone")), return_exceptions=True)
-        assert batches == [3] and counted[0] > 2  # the pipeline, its ROLLBACK, the careful transaction
+        outcomes = await asyncio.gather(a.decide("w1", "e1", writes_all_tables("pc_only")),
+                                        a.decide("w2", "e2", writes_all_tables("pc_only")),
+                                        a.decide("w3", "e3", put_option("everyone")), return_exceptions=True)
+        assert batches == [3]
         assert [d.seq for d in (outcomes[0], outcomes[2])] == [1, None]
         assert isinstance(outcomes[1], LeaseLost) and a.lease_token("w2") is None
         assert [(await b.world(w)).settings.fate_option for w in ("w1", "w2", "w3")] == ["pc_only", "off", "everyone"]
@@ -198,14 +197,6 @@ class TestOneRoundTrip:
         with round_trips(a._conn.raw.pgconn) as counted:  # the next batch of the worlds a holds is one round trip again
             await asyncio.gather(a.decide("w1", "e4", put_option("off")), a.decide("w3", "e5", put_option("off")))
         assert counted == [1]
-
-    async def test_a_world_removed_inside_the_batch_is_refused_and_the_others_commit(self, leased):
-        a, b, _ = leased
-        await b.remove_world("w2")
-        outcomes = await asyncio.gather(a.decide("w1", "e1", put_option("pc_only")),
-                                        a.decide("w2", "e2", put_option("pc_only")), return_exceptions=True)
-        assert isinstance(outcomes[1], WorldNotRegistered) and not isinstance(outcomes[0], BaseException)
-        assert (await b.world("w1")).settings.fate_option == "pc_only"
 
 
 @pytest.mark.parametrize("example", EXAMPLES, ids=lambda p: p.stem)

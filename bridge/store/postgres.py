@@ -203,21 +203,31 @@ class PostgresStore(BatchWriter):
 
     def _connect(self) -> None:
         try:
-            import psycopg
+            import psycopg  # noqa: F401
         except ImportError:
             raise ConfigError("a postgresql:// --db needs psycopg: pip install 'fate-bridge[postgres]'") from None
+        conn = self._session(migrate=True)
+        self._conn = conn  # type: ignore[assignment]
+
+    def _session(self, migrate: bool = False) -> _PgConnection:
+        """A new connection to the database (its tables created or upgraded first, if ``migrate``)
+        with this session's lease check (:data:`FENCE_FUNCTION`). Raises ``ConfigError`` when the
+        server cannot be reached."""
+        import psycopg
+
         try:
             raw = psycopg.connect(self.path, autocommit=True)
         except psycopg.Error as exc:
             raise ConfigError(f"cannot connect to the database {db_label(self.path)}: {exc}".strip()) from None
         conn = _PgConnection(raw)
         try:
-            self._migrate(conn)
+            if migrate:
+                self._migrate(conn)
             conn.execute(FENCE_FUNCTION)
         except BaseException:
             conn.close()
             raise
-        self._conn = conn  # type: ignore[assignment]
+        return conn
 
     def _migrate(self, conn: Any) -> None:
         """Create or upgrade the tables step by step; refuse a database from a newer bridge."""
@@ -250,13 +260,15 @@ class PostgresStore(BatchWriter):
         rare: a replay's stored reply, a world not checked since another process changed one,
         waits there too). If the lease check failed (a world of the batch changed hands or was
         removed), nothing was written: ``work`` runs again in a plain transaction, where the
-        check's SELECT tells which worlds to refuse. Other errors are raised (the transaction
-        rolled back)."""
-        import psycopg
+        check's SELECT tells which worlds to refuse. Other errors are raised.
 
+        A failed pipeline's connection is replaced by a new one (its transaction ends with it):
+        when the error surfaced at such a read, psycopg drops the later statements' results
+        unread, and with them its record of which statements the session prepared, so the next
+        transaction could name one the server never made ("prepared statement does not exist",
+        then every batch after it failing)."""
         conn = self._conn
         assert conn is not None
-        idle = psycopg.pq.TransactionStatus.IDLE
         self._pipelined = True
         try:
             with conn.raw.pipeline():
@@ -265,12 +277,13 @@ class PostgresStore(BatchWriter):
                 conn.execute("COMMIT")
             return result
         except BaseException as exc:
-            if not conn.raw.closed and conn.raw.info.transaction_status != idle:
-                conn.execute("ROLLBACK")
-            if getattr(exc, "sqlstate", None) != FENCE_FAILED:
-                raise
+            failed = exc
         finally:
             self._pipelined = False
+        conn.close()
+        self._conn = self._session()  # type: ignore[assignment]
+        if getattr(failed, "sqlstate", None) != FENCE_FAILED:
+            raise failed
         return self._transaction(work)
 
     def _changed_elsewhere(self, conn: _PgConnection) -> bool:
