@@ -153,7 +153,9 @@ class Cluster:
                 for i, payload in enumerate(payloads):
                     if len(payload) > MAX_PAYLOAD:
                         payloads[i] = await self._keep_large(payload)
-                await self._send.execute("SELECT pg_notify(%s, payload) FROM unnest(%s::text[]) AS payload",
+                # %b: the array goes in binary; psycopg's text form escapes every quote of every
+                # payload in Python (~1 ms per 2 kB card, against ~5 us)
+                await self._send.execute("SELECT pg_notify(%s, payload) FROM unnest(%b::text[]) AS payload",
                                          (self.channel, payloads))
                 return
             except Exception:
