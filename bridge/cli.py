@@ -689,7 +689,7 @@ async def _serve(args: argparse.Namespace) -> int:
 async def _serve_held(args: argparse.Namespace, db: Path | str, tls: ssl.SSLContext | None) -> int:
     """``serve`` once the database is ours (see :func:`_serve`)."""
     from .audit_cli import adopt_signing_key
-    from .server import serve_until, start, stop_on_signals
+    from .server import Drain, serve_until, start, stop_on_signals
 
     key_path = args.audit_key or default_audit_key()
     signing_path = args.signing_key or default_signing_key(key_path)
@@ -702,7 +702,7 @@ async def _serve_held(args: argparse.Namespace, db: Path | str, tls: ssl.SSLCont
         await store.close()
         raise
     cluster = None
-    stop = stop_on_signals()
+    stop, drain = stop_on_signals(), Drain()
     try:
         if is_postgres_url(db):
             from .cluster import Cluster
@@ -711,7 +711,7 @@ async def _serve_held(args: argparse.Namespace, db: Path | str, tls: ssl.SSLCont
         limits = Limits(**{name: getattr(args, name) for _, name, _, _ in _LIMIT_FLAGS})
         server = await start(store, args.host, args.port, origins=args.origins, tls=tls, rate=rate,
                              public_url=args.public_url, limits=limits, cluster=cluster,
-                             reuse_port=args.reuse_port)
+                             reuse_port=args.reuse_port, drain=drain)
     except (OSError, ConfigError) as exc:
         if cluster is not None:
             await cluster.close()
@@ -736,7 +736,7 @@ async def _serve_held(args: argparse.Namespace, db: Path | str, tls: ssl.SSLCont
         )
     else:
         print("Worlds: " + ", ".join(w.world_id for w in worlds), file=sys.stderr)
-    await serve_until(stop, server, store, cluster)
+    await serve_until(stop, server, drain, store, cluster)
     return 0
 
 

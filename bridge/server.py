@@ -14,8 +14,10 @@ world: a newer authenticated connection closes the older with 4003, in the backg
 half-open older link never delays it). Overlay viewers (``hello`` with the viewer key) get each
 public card of their world through their own bounded queue and sender task (:class:`Viewers`),
 so a stuck viewer never delays a decision or another viewer; it is closed with 4004.
-``serve_until`` stops on SIGTERM/SIGINT (see ``stop_on_signals``): clients are closed with 1001
-(going away) after in-flight decisions finish, then the store is closed.
+``serve_until`` stops on SIGTERM/SIGINT (see ``stop_on_signals``) by draining (:class:`Drain`,
+issue 28): the port is closed, every connection is closed with 1012 (service restart: the module
+reconnects at once, to another process behind the load balancer) once the frame it is handling is
+answered, within ``DRAIN_SECONDS``, then the store is closed.
 """
 
 from __future__ import annotations
@@ -73,6 +75,12 @@ MAX_VIEWERS_PER_WORLD = 20  # OBS, a preview tab or two per streamer; a leaked k
 DEFAULT_VIEWER_LIMITS = (VIEWER_QUEUE_FRAMES, VIEWER_SEND_TIMEOUT_SECONDS)
 SUPERSEDED_CLOSE_SECONDS = 10.0  # a superseded link's closing handshake, in the background: a
 # half-open one (its peer gone without a word) never answers, and is cut off after this
+DRAIN_CLOSE_SECONDS = 5.0  # a drained link's closing handshake: a peer answers in milliseconds; a
+# half-open one never does and is cut off after this
+DRAIN_SECONDS = 15.0  # SIGTERM to closed store at most: a decision in flight takes milliseconds, a
+# close 5 s at most; inside systemd's TimeoutStopSec=30 (docs/deploy.md) with room for the store
+CLOSE_SERVICE_RESTART = CloseCode.SERVICE_RESTART  # 1012: the module reconnects at once (another process)
+DRAIN_REASON = "bridge restarting: reconnect now"
 
 
 
@@ -139,6 +147,48 @@ class Forwarders:
 
 
 MAX_CLOSE_REASON = 123  # bytes: RFC 6455 close frames carry at most 125, 2 of them the code
+
+
+class Drain:
+    """SIGTERM's hand-over of a process's connections (issue 28). Once :meth:`start` is called,
+    every connection is closed with 1012 (service restart; the module reconnects at once and the
+    load balancer, or the kernel with ``--reuse-port``, sends it to another process) as soon as it
+    is not handling a frame: one waiting for a frame at once, one handling a frame once that
+    frame's reply is sent, so a decision in flight is committed and answered. A frame received
+    after the drain began is left unhandled (the module sends it again, same ``event_id``, on its
+    next link) and a connection opened meanwhile is closed before its hello is handled."""
+
+    def __init__(self) -> None:
+        self.draining = False
+        self._waiting: set[ServerConnection] = set()  # in ``recv``: nothing in flight
+        self._closing: set[asyncio.Task[None]] = set()  # drained links closing (kept referenced)
+
+    async def recv(self, ws: ServerConnection) -> str | bytes | None:
+        """``ws``'s next frame; None when the process is draining (before the wait, or a frame
+        that came as it began): the caller then closes ``ws`` with :meth:`close`. Raises
+        ``ConnectionClosed`` as ``ws.recv()`` does (a drain closes a waiting link at once)."""
+        if self.draining:
+            return None
+        self._waiting.add(ws)
+        try:
+            frame = await ws.recv()
+        finally:
+            self._waiting.discard(ws)
+        return None if self.draining else frame
+
+    def start(self) -> None:
+        """Begin draining: close every link waiting for a frame now (in the background); the
+        others close themselves after their frame in flight (:meth:`recv` returns None)."""
+        self.draining = True
+        for ws in self._waiting:
+            task = asyncio.create_task(self.close(ws))
+            self._closing.add(task)
+            task.add_done_callback(self._closing.discard)
+
+    @staticmethod
+    async def close(ws: ServerConnection) -> None:
+        """Close ``ws`` with 1012, cut off after ``DRAIN_CLOSE_SECONDS`` (a half-open peer)."""
+        await close_within(ws, DRAIN_CLOSE_SECONDS, CLOSE_SERVICE_RESTART, DRAIN_REASON)
 
 
 @dataclass(eq=False)
@@ -261,6 +311,7 @@ def make_handler(
     admission: Admission | None = None,
     cluster: Cluster | None = None,
     metrics: Metrics | None = None,
+    drain: Drain | None = None,
 ) -> Callable[[ServerConnection], Awaitable[None]]:
     """The per-connection coroutine for ``websockets.serve``: always returns, never raises.
     ``rate``: (frames per second, burst) per world for its forwarder (one bucket whatever the
@@ -270,8 +321,10 @@ def make_handler(
     limits (default :class:`Limits`); connections made by :func:`admitted_connection` are
     counted in it, and every connection's hellos are throttled by it. ``cluster``: the other
     bridge processes on the same PostgreSQL database (cards, overlay actions and take-overs go
-    both ways). ``metrics``: where decisions and take-overs are counted (:mod:`bridge.metrics`)."""
+    both ways). ``metrics``: where decisions and take-overs are counted (:mod:`bridge.metrics`).
+    ``drain``: tells when to hand the connections over (:class:`Drain`; SIGTERM, ``serve_until``)."""
     presence = Presence() if presence is None else presence
+    drain = Drain() if drain is None else drain
     forwarders = Forwarders(store, cluster, metrics)
     viewers = Viewers(*DEFAULT_VIEWER_LIMITS) if viewers is None else viewers
     if cluster is not None:
@@ -291,7 +344,7 @@ def make_handler(
         limited = False  # logged once per connection
         try:
             async with asyncio.timeout(hello_timeout):
-                frame: str | bytes = await ws.recv()
+                first = await drain.recv(ws)
         except TimeoutError:
             log.info("connection_refused", reason="hello_timeout", address=address)
             await ws.close(CLOSE_HELLO_TIMEOUT, "hello not received in time")
@@ -299,6 +352,10 @@ def make_handler(
         except ConnectionClosed as closed:
             _log_refused_frame(closed, address, None)
             return
+        if first is None:  # opened as the process began draining: reconnect elsewhere
+            await drain.close(ws)
+            return
+        frame: str | bytes = first
         try:
             while True:
                 was_open = session.is_open
@@ -355,7 +412,10 @@ def make_handler(
                     else:
                         _cap_send_buffer(ws)
                         pump = asyncio.create_task(viewers.pump(viewer))
-                frame = await ws.recv()
+                if (following := await drain.recv(ws)) is None:  # draining: this frame's reply was sent
+                    await drain.close(ws)
+                    return
+                frame = following
         except ConnectionClosed as closed:
             _log_refused_frame(closed, address, session.world_id)
             return
@@ -600,6 +660,7 @@ async def start(
     limits: Limits | None = None,
     cluster: Cluster | None = None,
     reuse_port: bool = False,
+    drain: Drain | None = None,
 ) -> Server:
     """Start listening; returns the running server (``server.sockets`` tell the bound port).
 
@@ -612,7 +673,8 @@ async def start(
     the address each request came to). ``limits``: connections and hellos per address and in
     total (default :class:`Limits`). ``cluster``: the other bridge processes on the same
     PostgreSQL store (see :mod:`bridge.cluster`). ``reuse_port``: bind with SO_REUSEPORT, so
-    several processes share the port (the kernel spreads connections). Raises ``OSError`` when
+    several processes share the port (the kernel spreads connections). ``drain``: what
+    :func:`serve_until` starts on SIGTERM (pass the same one to both). Raises ``OSError`` when
     the address is taken or cannot be listened on.
     """
     viewers = Viewers(*DEFAULT_VIEWER_LIMITS) if viewers is None else viewers
@@ -625,7 +687,7 @@ async def start(
                   tls=tls is not None, metrics=metrics)
     return await serve(
         make_handler(store, dice or SecretDice(), hello_timeout, rate, viewers, presence, admission, cluster,
-                     metrics),
+                     metrics, drain),
         host,
         port,
         create_connection=admitted_connection(admission, refusals),
@@ -648,17 +710,28 @@ def stop_on_signals() -> asyncio.Future[None]:
     return stop
 
 
-async def serve_until(stop: asyncio.Future[None], server: Server, store: Store,
+async def serve_until(stop: asyncio.Future[None], server: Server, drain: Drain, store: Store,
                       cluster: Cluster | None = None) -> None:
-    """Serve until ``stop`` resolves, then shut down gracefully: every connection closed with
-    1001 once its current frame is handled, then the cluster link and the store closed (its
-    chains checkpointed)."""
+    """Serve until ``stop`` resolves, then drain and shut down (issue 28): the port is closed (a
+    load balancer's next connection, or the kernel's with ``--reuse-port``, goes to another
+    process; a handshake caught midway is answered 503), ``drain`` (the one given to
+    :func:`start`) closes every connection with 1012 once its frame in flight is answered, and
+    once all are closed (at most ``DRAIN_SECONDS``, then the rest are cut off) the cluster link and
+    the store are closed (its chains checkpointed)."""
     try:
         await stop
     finally:
+        log.info("draining", connections=len(server.connections))
+        server.close(close_connections=False)
+        drain.start()
+        try:
+            await asyncio.wait_for(server.wait_closed(), DRAIN_SECONDS)
+        except TimeoutError:
+            log.warning("drain_timeout", seconds=DRAIN_SECONDS, cut_off=len(server.all_connections))
+            for ws in server.all_connections:
+                ws.transport.abort()
+            await server.wait_closed()
         log.info("shutting_down")
-        server.close()  # closes every connection with 1001 once its current frame is handled
-        await server.wait_closed()
         if cluster is not None:
             await cluster.close()
         await store.close()

@@ -998,7 +998,7 @@ class TestFatedSurvivesProcessRestart:
             # The decision's reply proves the bridge reached serve_until (its store answers
             # in order): SIGTERM now hits the bridge's handler, not the default action.
             assert await first.terminated() == 0, first.log_text()
-            assert await closed_with(ws) == 1001
+            assert await closed_with(ws) == 1012  # service restart: the module reconnects at once
 
         async with bridge_serving(db, tmp_path / "serve-2.log") as second:
             ws = await opened(second.url, world)
