@@ -24,7 +24,10 @@ run takes about two and a half minutes.
 ``--quick`` makes every step tiny (seconds in all): the test suite uses it to check the harness,
 never the timings. ``--kill-rounds N`` instead runs N kill -9 rounds of the bridge under load
 (``bench.crash``) and prints what they found; ``--scale`` the scale-out table of issue 18
-(``bench.scale``: 1, 2, 4 processes on PostgreSQL, 1 on SQLite); ``--fuzz-frames N`` the fuzz
+(``bench.scale``: 1, 2, 4 processes on PostgreSQL, 1 on SQLite), and with ``--failover`` or
+``--rolling`` instead kill -9 of one of three processes, or a rolling restart of all three, under
+load (``bench.failover``, issue 28: the seconds per world from its link's close to its next
+decided reply, and what was lost or doubled); ``--fuzz-frames N`` the fuzz
 test (tests/test_fuzz.py) with N hostile frames instead of the suite's 5,000.
 """
 
@@ -320,6 +323,12 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--scale", action="store_true",
                         help="instead: decisions/s and CPU per decision of 1, 2 and 4 bridge processes on "
                         "PostgreSQL next to 1 on SQLite (issue 18, bench/scale.py; --conns N: connections, default 16)")
+    parser.add_argument("--failover", action="store_true",
+                        help="with --scale, instead: kill -9 of one of 3 processes under load (issue 28, "
+                        "bench/failover.py; --conns N: worlds, default 30)")
+    parser.add_argument("--rolling", action="store_true",
+                        help="with --scale, instead: a rolling restart (SIGTERM drain) of 3 processes under load "
+                        "(issue 28, bench/failover.py; --conns N: worlds, default 30)")
     parser.add_argument("--kill-rounds", type=int, metavar="N",
                         help="instead: N kill -9 rounds of the bridge under load (issue 17 asks for 30)")
     parser.add_argument("--fuzz-frames", type=int, metavar="N",
@@ -330,6 +339,13 @@ def main(argv: list[str] | None = None) -> int:
         return crash.main(args.kill_rounds)
     if args.fuzz_frames is not None:
         return fuzz(args.fuzz_frames)
+    if args.scale and (args.failover or args.rolling):
+        from . import failover
+
+        worlds = 6 if args.quick else int(args.conns) if args.conns.isdigit() else 30
+        return failover.main(args.failover, args.rolling, worlds, 5 if args.quick else 20)
+    if args.failover or args.rolling:
+        parser.error("--failover and --rolling go with --scale: python -m bench --scale --failover")
     if args.scale:
         from . import scale
 

@@ -1,35 +1,31 @@
 """Three ``fate-bridge serve`` processes on one PostgreSQL database (issue 18): clients spread over
 them, racing spends through two processes (exactly one wins each), a viewer on one process sees a
 card decided on another, a forwarder moving between processes supersedes the old one (4003, by
-the lease notice alone), and kill -9 of one process under load loses no acknowledged decision
-while its worlds continue on another. Skipped (or failed, with FATE_BRIDGE_REQUIRE_SERVICES=1)
-without a PostgreSQL server, like every PostgreSQL test (conftest.py)."""
+the lease notice alone). kill -9 of one process under load and a rolling restart are in
+tests/test_failover.py. Skipped (or failed, with FATE_BRIDGE_REQUIRE_SERVICES=1) without a
+PostgreSQL server, like every PostgreSQL test (conftest.py)."""
 
 from __future__ import annotations
 
 import asyncio
 import json
 import random
-import signal
 import subprocess
 import sys
 import time
 import urllib.request
 from collections import Counter
 
-import psycopg
 import pytest
 from prometheus_client.parser import text_string_to_metric_families
 from websockets.asyncio.client import ClientConnection, connect
 from websockets.exceptions import ConnectionClosed
 
 from bench.crash import free_port
+from bench.failover import audit_rows
 from bench.scale import LOAD_LIMITS, PgSchema, register_worlds, start_bridges, stop_bridges
-from bridge import wire
 from bridge.session import CLOSE_SUPERSEDED, new_token
 from bridge.store import open_store
-from bridge.store.audit_rows import row_summary
-from bridge.store.blobs import unpack
 
 from .sohl_messages import actor, fate_spend, point, rolled, sohl_test
 
@@ -112,14 +108,6 @@ class Module:
     async def close(self) -> None:
         if self.ws is not None:
             await self.ws.close()
-
-
-def audit_rows(url: str, world_ids: list[str]) -> list[tuple[str, str, str, wire.AuditColumns]]:
-    """(world_id, event_id, type, summary) of the worlds' audit rows, read as the bridge lists them."""
-    with psycopg.connect(url) as conn:
-        return [(world_id, event_id, kind, row_summary(summary, unpack(record))) for world_id, event_id, kind, summary, record
-                in conn.execute("SELECT world_id, event_id, type, summary, record FROM audit WHERE world_id = ANY(%s)",
-                                (world_ids,))]
 
 
 async def test_clients_spread_over_the_processes_each_deciding_its_worlds(cluster):
@@ -263,51 +251,3 @@ def test_reuse_port_needs_a_shared_postgresql_database(tmp_path):
     done = subprocess.run([sys.executable, "-m", "bridge", "serve", "--db", str(tmp_path / "b.sqlite3"),
                            "--reuse-port", "--port", "0"], capture_output=True, text=True, timeout=60)
     assert done.returncode == 2 and "--reuse-port" in done.stderr and "postgresql://" in done.stderr
-
-
-async def test_kill_9_of_a_process_under_load_loses_no_acknowledged_decision(cluster):
-    """Runs last: it kills the third process. Its worlds' forwarders reconnect to the first one,
-    re-send what was unanswered and go on; every reply received before or after is in the audit
-    trail, and ``audit verify`` passes on the database."""
-    url, tokens, bridges, key = cluster
-    victim, victim_port = bridges[2]
-    worlds = ["cw-00006", "cw-00007"]
-    modules = [Module([victim_port, bridges[0][1]], w, tokens[w], "GM") for w in worlds]
-    killed = asyncio.Event()
-    after: Counter[str] = Counter()
-
-    async def flows(module: Module) -> None:
-        for n in range(100_000):
-            mid = f"k{n}"
-            await module.send(public_roll(f"r{mid}", mid))
-            await module.send(fate_spend(f"s{mid}", mid, WELLSPRING))
-            if killed.is_set():
-                after[module.world_id] += 1
-                if after[module.world_id] >= 5:
-                    return
-
-    async def served(enough: int = 20) -> None:
-        while not all(len(m.acked) >= enough for m in modules):
-            await asyncio.sleep(0.01)
-
-    tasks = [asyncio.create_task(flows(m)) for m in modules]
-    # killed under load: once every world has decisions acknowledged by the victim (not after a fixed
-    # sleep, which a busy machine may spend before the first reply, issue 26)
-    await asyncio.wait_for(served(), 60)
-    before = sum(len(m.acked) for m in modules)
-    victim.send_signal(signal.SIGKILL)
-    victim.wait(timeout=10)
-    killed.set()
-    await asyncio.wait_for(asyncio.gather(*tasks), 60)
-    for module in modules:
-        await module.close()
-
-    assert before > 0 and all(after[w] >= 5 for w in worlds)
-    assert all(m.reconnects >= 1 for m in modules)
-    audited = {(w, e) for w, e, *_ in audit_rows(url, worlds)}
-    lost = [(m.world_id, e) for m in modules for e in m.acked if (m.world_id, e) not in audited]
-    assert lost == []
-    verified = subprocess.run([sys.executable, "-m", "bridge", "audit", "verify", "--db", url, "--audit-key", str(key)],
-                              capture_output=True, text=True, timeout=120)
-    assert verified.returncode == 0, verified.stdout + verified.stderr
-    assert all(f"PASS {w}:" in verified.stdout for w in worlds)

@@ -107,6 +107,26 @@ class TestLease:
         assert await a.read("w", lambda state: state.settings().fate_option) == "pc_only"
         assert (await a.decide("w", "e3", audited("everyone"))).seq == 3
 
+    async def test_a_process_closing_signs_the_chains_of_its_own_worlds_only(self, pg_url):
+        """Issue 28: a stopping process signs the heads of the worlds it holds (and of worlds
+        nobody leased), never those another process holds: its stop costs its own worlds."""
+        a, b = [await PostgresStore.open(pg_url, audit_key=KEY) for _ in range(2)]
+        try:
+            for world in ("mine", "theirs", "nobodys"):
+                await a.add_world(world, "hash")
+            await a.take_lease("mine", "a")
+            await b.take_lease("theirs", "b")
+            await a.decide("mine", "e1", audited("off"))
+            await b.decide("theirs", "e1", audited("off"))
+            await a.decide("nobodys", "e1", audited("off"))
+            await a.close()
+            with psycopg.connect(pg_url) as conn:
+                signed = sorted(w for (w,) in conn.execute("SELECT DISTINCT world_id FROM checkpoints"))
+            assert signed == ["mine", "nobodys"]
+        finally:
+            await a.close()
+            await b.close()
+
     async def test_without_leases_a_write_from_stale_memory_fails_and_never_forks_the_chain(self, two):
         """Nobody leased the world: ``a`` holds it in memory, ``b`` writes it meanwhile, so ``a``'s
         next decision collides on its record's sequence number and fails; ``a`` reloads and goes

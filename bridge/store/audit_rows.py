@@ -167,7 +167,7 @@ class AuditRows:
             return
 
         def work(conn: sqlite3.Connection) -> None:
-            for world_id, seq, record_hash in _chain_tails(conn):
+            for world_id, seq, record_hash in _chain_tails(conn, self._closing_worlds(conn)):
                 try:
                     self._key_guard(conn, world_id)
                 except SigningKeyChanged:
@@ -175,6 +175,12 @@ class AuditRows:
                 self._checkpoint(conn, world_id, seq, record_hash, state_digest(stored_state(conn, world_id)))
 
         self._transaction(work)
+
+    def _closing_worlds(self, conn: sqlite3.Connection) -> list[str]:
+        """The worlds whose chains :meth:`_checkpoint_heads_sync` signs at close: every world the
+        database knows of (:func:`trail_worlds`); a backend shared by several processes narrows it
+        to its own."""
+        return trail_worlds(conn)
 
     def _event_record(self, conn: sqlite3.Connection, world_id: str,
                       event_id: str) -> tuple[int | None, str | None]:
@@ -445,12 +451,12 @@ def _tables(conn: sqlite3.Connection) -> set[str]:
         "SELECT table_name FROM information_schema.tables WHERE table_schema = current_schema()")}
 
 
-def _chain_tails(conn: sqlite3.Connection) -> list[tuple[str, int, str]]:
-    """Each world's last record: (world_id, seq, hash). World by world, each by the index on
-    (world_id, seq): a GROUP BY over SQLite's audit view (audit and audit_tail, read_as_one)
+def _chain_tails(conn: sqlite3.Connection, world_ids: list[str]) -> list[tuple[str, int, str]]:
+    """Each of ``world_ids``' last record: (world_id, seq, hash). World by world, each by the index
+    on (world_id, seq): a GROUP BY over SQLite's audit view (audit and audit_tail, read_as_one)
     would read every row of both tables."""
     tails = []
-    for world_id in trail_worlds(conn):
+    for world_id in world_ids:
         row = conn.execute("SELECT seq, hash FROM audit WHERE world_id = ? ORDER BY seq DESC LIMIT 1",
                            (world_id,)).fetchone()
         if row is not None:

@@ -31,6 +31,7 @@ from typing import Any
 
 from ..config import db_label
 from ..errors import ConfigError
+from .audit_rows import trail_worlds
 from .schema import T, _in_transaction, insert_audit_sql, upsert_records_sql, utc_now
 from .writer import BatchWriter
 
@@ -246,6 +247,15 @@ class PostgresStore(BatchWriter):
         """Forget this process's token and state in memory of ``world_id``: another process
         took it. Later decisions are refused until :meth:`take_lease` is called again."""
         await self._run(self._forget, world_id)
+
+    def _closing_worlds(self, conn: _PgConnection) -> list[str]:  # type: ignore[override]
+        """The worlds whose chains this process signs at close: those whose lease it holds, and
+        those nobody ever leased (written by ``world``/``resolve`` commands); never the worlds
+        other processes hold, which are theirs to sign (issue 28: signing every world of the
+        database made each process's stop cost ~7 ms per world there, a drain over a minute on
+        10,000 worlds)."""
+        leased = {world_id for (world_id,) in conn.execute("SELECT world_id FROM leases").fetchall()}
+        return [w for w in trail_worlds(conn) if w in self._leases or w not in leased]
 
     def lease_token(self, world_id: str) -> int | None:
         """The fencing token this process holds for ``world_id``, or None."""
