@@ -343,7 +343,8 @@ def main(argv: list[str] | None = None) -> int:
         from . import failover
 
         worlds = 6 if args.quick else int(args.conns) if args.conns.isdigit() else 30
-        return failover.main(args.failover, args.rolling, worlds, 5 if args.quick else 20)
+        return failover.main(args.failover, args.rolling, worlds, 5 if args.quick else 20,
+                             history=100 if args.quick else failover.HISTORY)
     if args.failover or args.rolling:
         parser.error("--failover and --rolling go with --scale: python -m bench --scale --failover")
     if args.scale:

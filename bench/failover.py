@@ -252,6 +252,8 @@ class Outcome:
     latencies: list[float] = field(default_factory=list)  # seconds from request to reply, every one (sorted)
     verify_ok: bool = False
     verify_output: str = ""
+    long_world: str | None = None  # the world given a long history first (``history``), if any
+    history: int = 0  # its records before the first stop
 
     @property
     def ok(self) -> bool:
@@ -286,6 +288,8 @@ class Run:
         self.replies: Counter[str] = Counter()  # by world
         self.clicks: list[asyncio.Future[dict]] = []
         self._stop = asyncio.Event()
+        self._going = asyncio.Event()  # the flows run while set (cleared while one world is grown)
+        self._going.set()
 
     async def __aenter__(self) -> Run:
         self.schema = PgSchema(self.base).__enter__()
@@ -314,6 +318,7 @@ class Run:
 
     async def _flow(self, link: ModuleLink) -> None:
         for n in range(10**9):
+            await self._going.wait()
             mid = f"{link.world_id}-f{n}"
             await self._ask(link, rolled_message(f"r{mid}", mid, 0))
             await self._ask(link, spend_message(f"s{mid}", mid, UNLIMITED))
@@ -334,6 +339,19 @@ class Run:
         if reply.get("type") == "error":
             self.outcome.failed.append(f"{link.world_id} {message['event_id']}: {reply.get('code')}")
         return reply
+
+    async def grow(self, link: ModuleLink, records: int) -> None:
+        """Give ``link``'s world about ``records`` audit records, as fast as its replies come,
+        the other flows paused meanwhile: a table's long history, which a process taking the world
+        over without a signed head at its chain's end re-verifies on its first decision
+        (bridge/store/audit_rows.py ``_state_guard``)."""
+        self._going.clear()
+        for n in range((records - self.replies[link.world_id]) // 2):
+            mid = f"{link.world_id}-h{n}"
+            await self._ask(link, rolled_message(f"r{mid}", mid, 0))
+            await self._ask(link, spend_message(f"s{mid}", mid, UNLIMITED))
+        self.outcome.long_world, self.outcome.history = link.world_id, self.replies[link.world_id]
+        self._going.set()
 
     def on(self, index: int) -> list[ModuleLink]:
         """The links now held by process ``index``."""
@@ -411,12 +429,15 @@ class Run:
         return outcome
 
 
-async def failover(base: str | None, folder: Path, worlds: int, decisions: int = 10, pace: float = 0.0) -> Outcome:
+async def failover(base: str | None, folder: Path, worlds: int, decisions: int = 10, pace: float = 0.0,
+                   history: int = 0) -> Outcome:
     """kill -9 of the third of three processes once every world has ``decisions`` replies;
     then every world (those of the killed process on another) ``decisions`` more. ``pace``: see
-    :class:`Run`."""
+    :class:`Run`; ``history``: records given first to one world of the killed process."""
     async with Run(base, folder, worlds, pace) as run:
         await run.settle(decisions=decisions)
+        if history:
+            await run.grow(run.on(2)[0], history)
         victims = run.on(2)
         run.kill(2)
         await run.settle(decisions=decisions)
@@ -425,11 +446,15 @@ async def failover(base: str | None, folder: Path, worlds: int, decisions: int =
         return outcome
 
 
-async def rolling(base: str | None, folder: Path, worlds: int, decisions: int = 10, pace: float = 0.0) -> Outcome:
+async def rolling(base: str | None, folder: Path, worlds: int, decisions: int = 10, pace: float = 0.0,
+                  history: int = 0) -> Outcome:
     """A rolling restart: each of three processes in turn drained (SIGTERM) and started again,
-    every world deciding ``decisions`` times between steps. ``pace``: see :class:`Run`."""
+    every world deciding ``decisions`` times between steps. ``pace``: see :class:`Run`;
+    ``history``: records given first to one world of the first process drained."""
     async with Run(base, folder, worlds, pace) as run:
         await run.settle(decisions=decisions)
+        if history:
+            await run.grow(run.on(0)[0], history)
         for index in range(len(run.bridges)):
             await run.drain(index)
             await run.restart(index)
@@ -439,9 +464,10 @@ async def rolling(base: str | None, folder: Path, worlds: int, decisions: int = 
 
 def summary(name: str, outcome: Outcome) -> str:
     """The lines ``--failover`` / ``--rolling`` print: the hand-overs' seconds, then the counts."""
-    seconds = sorted(h.seconds for h in outcome.handovers)
-    waited = sorted(h.waited for h in outcome.handovers)
-    rest = sorted(h.seconds - h.waited for h in outcome.handovers)
+    usual = [h for h in outcome.handovers if h.world_id != outcome.long_world]
+    seconds = sorted(h.seconds for h in usual)
+    waited = sorted(h.waited for h in usual)
+    rest = sorted(h.seconds - h.waited for h in usual)
     lines = [f"{name}: {len(seconds)} hand-overs, seconds from the link's close to the world's first decided reply "
              f"on another process:"]
     if seconds:
@@ -450,6 +476,10 @@ def summary(name: str, outcome: Outcome) -> str:
                          f"max {values[-1]:.3f}")
         codes = Counter(h.code for h in outcome.handovers)
         lines.append("  close codes: " + ", ".join(f"{code} x{n}" for code, n in sorted(codes.items(), key=str)))
+    for h in outcome.handovers:
+        if h.world_id == outcome.long_world:
+            lines.append(f"  the world with a {outcome.history}-record history: close -> decided {h.seconds:.3f} "
+                         f"(module's wait {h.waited:.3f}, close -> welcome {h.welcomed:.3f})")
     if outcome.latencies:
         lat = outcome.latencies
         lines.append(f"  reference, every request under the same load: p50 {percentile(lat, 0.5):.3f}  "
@@ -470,10 +500,14 @@ PACE_S = 0.1  # the bench's load: each world fates a result every 0.1 s plus its
 # three processes decide at full speed, so a hand-over is measured under load, not in a queue)
 
 
-def main(failover_run: bool, rolling_run: bool, worlds: int = 30, decisions: int = 20, pace: float = PACE_S) -> int:
+HISTORY = 10_000  # records of one world before the stop: a long campaign's trail (~100 sessions)
+
+
+def main(failover_run: bool, rolling_run: bool, worlds: int = 30, decisions: int = 20, pace: float = PACE_S,
+         history: int = HISTORY) -> int:
     """``python -m bench --scale --failover`` / ``--rolling``: run, print, exit 1 on any finding."""
     print(f"issue 28: {worlds} worlds on 3 processes, each world fating a result every {pace:g} s after its "
-          f"replies; {decisions} replies per world between steps. Seconds are from this run on a shared machine: "
+          f"replies; {decisions} replies per world between steps; one world given {history} records first. Seconds are from this run on a shared machine: "
           "compare them with the reference line of the same run.")
     ok = True
     with tempfile.TemporaryDirectory(prefix="fate-bridge-failover-") as tmp:
@@ -481,7 +515,7 @@ def main(failover_run: bool, rolling_run: bool, worlds: int = 30, decisions: int
                                   ("rolling restart of 3 processes (SIGTERM drain)", rolling_run, rolling)):
             if wanted:
                 print(f"{name} ...", file=sys.stderr)
-                outcome = asyncio.run(run(None, Path(tmp), worlds, decisions, pace))
+                outcome = asyncio.run(run(None, Path(tmp), worlds, decisions, pace, history))
                 print(summary(name, outcome))
                 if not outcome.ok:
                     print(outcome.verify_output if not outcome.verify_ok else

@@ -127,6 +127,20 @@ class TestLease:
             await a.close()
             await b.close()
 
+    async def test_a_session_the_server_ended_is_made_again_for_the_next_transaction(self, two, pg_server):
+        """Issue 28: after a PostgreSQL restart (here: its backend terminated) the batch on the dead
+        session fails, nothing of it applied, and the next decision runs on a new session, not
+        ``internal`` until the process is restarted."""
+        a, _ = two
+        await a.take_lease("w", "a")
+        await a.decide("w", "e1", audited("off"))
+        with psycopg.connect(pg_server, autocommit=True) as conn:
+            conn.execute("SELECT pg_terminate_backend(%s)", (a._conn.raw.info.backend_pid,))
+        with pytest.raises(psycopg.OperationalError):
+            await a.decide("w", "e2", audited("pc_only"))
+        assert (await a.decide("w", "e3", audited("everyone"))).seq == 2
+        assert await option(a) == "everyone"
+
     async def test_without_leases_a_write_from_stale_memory_fails_and_never_forks_the_chain(self, two):
         """Nobody leased the world: ``a`` holds it in memory, ``b`` writes it meanwhile, so ``a``'s
         next decision collides on its record's sequence number and fails; ``a`` reloads and goes

@@ -29,11 +29,15 @@ import functools
 from collections.abc import Callable
 from typing import Any
 
+import structlog
+
 from ..config import db_label
 from ..errors import ConfigError
 from .audit_rows import trail_worlds
 from .schema import T, _in_transaction, insert_audit_sql, upsert_records_sql, utc_now
 from .writer import BatchWriter
+
+log = structlog.get_logger("fate_bridge")
 
 # Each step upgrades the database from the previous version; ``meta`` records the version.
 # Never edit a released step: add the next one. Types mirror the SQLite file's (INTEGER -> BIGINT,
@@ -128,17 +132,40 @@ def _pg_sql(sql: str) -> str:
 class _PgConnection:
     """A psycopg connection (autocommit: the store sends BEGIN/COMMIT itself) that takes the
     shared SQL the writer and the audit rows write (``?`` placeholders): ``execute(sql, params)`` returns a cursor with
-    ``fetchone``/``fetchall`` and iteration, like ``sqlite3.Connection.execute``."""
+    ``fetchone``/``fetchall`` and iteration, like ``sqlite3.Connection.execute``.
 
-    def __init__(self, raw: Any) -> None:
-        self.raw = raw
+    With ``url`` (the store's writer), a connection the server ended (a PostgreSQL restart or
+    failover, a terminated backend) is made again before the next statement outside a
+    transaction (issue 28): the statements of the transaction it broke fail (its batch is
+    answered ``internal``, nothing of it acknowledged), the next one runs on the new connection.
+    Without it the process would answer ``internal`` until restarted."""
+
+    def __init__(self, raw: Any, url: str | None = None) -> None:
+        self.raw, self.url = raw, url
+        self._in_transaction = False  # between our BEGIN and its COMMIT/ROLLBACK: never reconnect there
 
     def execute(self, sql: str, params: tuple | list = ()) -> Any:
-        return self.raw.execute(_pg_sql(sql) if params else sql, params or None)
+        self._reconnect_if_ended()
+        if sql in ("COMMIT", "ROLLBACK"):
+            self._in_transaction = False  # whether it works or not: the next BEGIN may reconnect
+        cursor = self.raw.execute(_pg_sql(sql) if params else sql, params or None)
+        if sql == "BEGIN":
+            self._in_transaction = True
+        return cursor
 
     def executemany(self, sql: str, rows: list[tuple]) -> None:
+        self._reconnect_if_ended()
         with self.raw.cursor() as cur:
             cur.executemany(_pg_sql(sql), rows)
+
+    def _reconnect_if_ended(self) -> None:
+        """Connect again if the server ended the session (psycopg closed it) and no transaction
+        of ours is open on it; raises ``psycopg.Error`` while the server is unreachable."""
+        if self.raw.closed and not self._in_transaction and self.url is not None:
+            import psycopg
+
+            log.warning("database_reconnecting", database=db_label(self.url))
+            self.raw = psycopg.connect(self.url, autocommit=True)
 
     def close(self) -> None:
         self.raw.close()
@@ -170,7 +197,7 @@ class PostgresStore(BatchWriter):
             raw = psycopg.connect(self.path, autocommit=True)
         except psycopg.Error as exc:
             raise ConfigError(f"cannot connect to the database {db_label(self.path)}: {exc}".strip()) from None
-        conn = _PgConnection(raw)
+        conn = _PgConnection(raw, self.path)
         try:
             self._migrate(conn)
         except BaseException:
