@@ -127,6 +127,25 @@ class TestLease:
             await a.close()
             await b.close()
 
+    async def test_a_draining_process_signs_the_end_of_a_chain_it_holds_and_no_other(self, pg_url):
+        """``sign_tail`` (a drain's hand-over, issue 28): the holder signs the chain's last record
+        with its state's digest; a process that lost the lease signs nothing."""
+        a, b = [await PostgresStore.open(pg_url, audit_key=KEY) for _ in range(2)]
+        try:
+            await a.add_world("w", "hash")
+            await a.take_lease("w", "a")
+            await a.decide("w", "e1", audited("off"))
+            await a.sign_tail("w")
+            await b.take_lease("w", "b")
+            await b.decide("w", "e2", audited("pc_only"))
+            await a.sign_tail("w")  # a lost it: b's record 2 stays unsigned by a
+            with psycopg.connect(pg_url) as conn:
+                signed = [seq for (seq,) in conn.execute("SELECT seq FROM checkpoints ORDER BY seq")]
+            assert signed == [1]
+        finally:
+            await a.close()
+            await b.close()
+
     async def test_a_session_the_server_ended_is_made_again_for_the_next_transaction(self, two, pg_server):
         """Issue 28: after a PostgreSQL restart (here: its backend terminated) the batch on the dead
         session fails, nothing of it applied, and the next decision runs on a new session, not

@@ -71,6 +71,7 @@ class AuditRows:
     if TYPE_CHECKING:
         async def _run(self, fn: Callable[..., T], *args: object) -> T: ...
         def _transaction(self, work: Callable[[sqlite3.Connection], T]) -> T: ...
+        def _fence(self, conn: sqlite3.Connection, world_ids: list[str]) -> set[str]: ...
 
     def _seal(self, world_id: str, entry: AuditEntry, ts: str, head: tuple[int, str],
               window: list[bytes]) -> Sealed:
@@ -166,15 +167,27 @@ class AuditRows:
         if (self.audit_key is None and self.signing_key is None) or self._conn is None:
             return
 
+        self._transaction(lambda conn: self._sign_tails(conn, self._closing_worlds(conn)))
+
+    def _sign_tail_sync(self, world_id: str) -> None:
+        """:meth:`_checkpoint_heads_sync` for one world, unless another process holds its lease."""
+        if (self.audit_key is None and self.signing_key is None) or self._conn is None:
+            return
+
         def work(conn: sqlite3.Connection) -> None:
-            for world_id, seq, record_hash in _chain_tails(conn, self._closing_worlds(conn)):
-                try:
-                    self._key_guard(conn, world_id)
-                except SigningKeyChanged:
-                    continue  # the new key's holder signs it
-                self._checkpoint(conn, world_id, seq, record_hash, state_digest(stored_state(conn, world_id)))
+            if world_id not in self._fence(conn, [world_id]):
+                self._sign_tails(conn, [world_id])
 
         self._transaction(work)
+
+    def _sign_tails(self, conn: sqlite3.Connection, world_ids: list[str]) -> None:
+        """Sign each of ``world_ids``' latest record with the digest of its state."""
+        for world_id, seq, record_hash in _chain_tails(conn, world_ids):
+            try:
+                self._key_guard(conn, world_id)
+            except SigningKeyChanged:
+                continue  # the new key's holder signs it
+            self._checkpoint(conn, world_id, seq, record_hash, state_digest(stored_state(conn, world_id)))
 
     def _closing_worlds(self, conn: sqlite3.Connection) -> list[str]:
         """The worlds whose chains :meth:`_checkpoint_heads_sync` signs at close: every world the

@@ -612,6 +612,13 @@ class BatchWriter(WorldRows, AuditRows):
         assert self._conn is not None
         self._require_world(self._conn, world_id, registered=True)
 
+    async def sign_tail(self, world_id: str) -> None:
+        """Sign the end of ``world_id``'s chain now, with the digest of its state, as a clean stop
+        does for every world: the next process to serve it checks its state against that digest,
+        not by re-deriving the whole chain (issue 28: a draining process hands each world over
+        signed). Nothing without keys, or when another process holds the world's lease."""
+        await self._run(self._sign_tail_sync, world_id)
+
     async def close(self) -> None:
         """Sign the chains' heads (with an audit key), then close after queued work finishes;
         idempotent."""
