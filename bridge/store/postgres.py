@@ -27,6 +27,7 @@ from __future__ import annotations
 
 import functools
 from collections.abc import Callable
+from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
 import structlog
@@ -185,6 +186,11 @@ class PostgresStore(BatchWriter):
     def __init__(self, url: str, *, audit_key: bytes | None = None, signing_key: Any = None) -> None:
         super().__init__(url, audit_key=audit_key, signing_key=signing_key)
         self._leases: dict[str, int] = {}  # world -> the fencing token this process holds
+        # Worlds load on a thread and connection of their own (issue 28): a world taken over
+        # after a crash re-derives its whole chain on load (~0.2 ms a record), which on the
+        # writer's thread held up every decision of the worlds already in memory.
+        self._loader = ThreadPoolExecutor(max_workers=1, thread_name_prefix="fate-bridge-load")
+        self._loader_conn: _PgConnection | None = None
 
     # --- runs on the writer thread -------------------------------------------------------------
 
@@ -228,6 +234,23 @@ class PostgresStore(BatchWriter):
     def _transaction(self, work: Callable[[Any], T]) -> T:
         assert self._conn is not None
         return _in_transaction(self._conn, work, begin="BEGIN")  # type: ignore[arg-type]
+
+    def _loading_connection(self) -> tuple[_PgConnection, bool]:
+        """The loader thread's connection (made on first use, and again if the server ended it),
+        values read at load."""
+        if self._loader_conn is None:
+            import psycopg
+
+            self._loader_conn = _PgConnection(psycopg.connect(self.path, autocommit=True), self.path)
+        return self._loader_conn, False
+
+    def _close_sync(self) -> None:
+        if self._loader is not None:
+            self._loader.shutdown(wait=True)
+            if self._loader_conn is not None:
+                self._loader_conn.close()
+            self._loader = self._loader_conn = None
+        super()._close_sync()
 
     def _fence(self, conn: _PgConnection, world_ids: list[str]) -> set[str]:
         """Of ``world_ids``, those whose lease this process no longer holds (forgotten here; the
