@@ -183,23 +183,28 @@ class AuditRows:
                            (world_id, event_id)).fetchone()
         return (row[0], row[1]) if row else (None, None)
 
-    def _state_guard(self, conn: sqlite3.Connection, world_id: str) -> None:
-        """Refuse to serve a world whose state rows differ from what its chain produces; checked
-        once per world per process (its first decision or query). Cheap after a clean stop: the
-        digest of the stored state against the one the last signed head sealed. After a crash (the
-        last head is older than the chain's end) the state is derived from the whole chain. A
-        trail without signed heads (an older bridge's) is not checked here (``audit verify`` is).
+    def _state_guard(self, conn: sqlite3.Connection, world_id: str, sealed: bool, stale_seal: bool = False) -> None:
+        """Refuse to serve a world whose state rows differ from what its chain produces; checked once per world per process (its first decision or
+        query). ``sealed``: the rows are the ones the last batch writing them sealed
+        (:mod:`bridge.store.seal`, issue 27): nothing more to check; ``stale_seal``: a seal is
+        stored but does not match (rows edited, or another key's seal): checked even before the
+        chain's first signed head. Else cheap after a clean
+        stop: the digest of the stored state against the one the last signed head sealed; else
+        (a crash before any seal, a seal by another key) the state is derived from the whole
+        chain. A trail without signed heads (an older bridge's) is not checked here (``audit
+        verify`` is).
 
         Raises :class:`~bridge.errors.WorldStateMismatch` naming the repair command."""
         checked: set[str] = self.__dict__.setdefault("_state_checked", set())
-        if world_id in checked:
+        if world_id in checked or sealed:
+            checked.add(world_id)
             return
         head = _latest_head(conn, world_id)
-        if head is not None and head.signed():
+        if stale_seal or (head is not None and head.signed()):
             # (ORDER BY ... LIMIT 1, not max(): the view's two indexes answer it, not every row of the world)
             tail = conn.execute("SELECT seq FROM audit WHERE world_id = ? ORDER BY seq DESC LIMIT 1",
                                 (world_id,)).fetchone()
-            if tail is not None and head.seq == tail[0] and head.state_digest is not None:
+            if head is not None and tail is not None and head.seq == tail[0] and head.state_digest is not None:
                 if head.state_digest != state_digest(stored_state(conn, world_id)):
                     raise WorldStateMismatch(_mismatch(world_id, f"its state rows were edited after record {head.seq}"))
             else:

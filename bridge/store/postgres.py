@@ -113,6 +113,10 @@ ALTER TABLE worlds ADD COLUMN language TEXT
     5: """
 ALTER TABLE heads ADD COLUMN stored_digest TEXT
 """,
+    # = the SQLite file's step 12 (issue 27): each batch seals the state of the worlds it wrote
+    6: """
+ALTER TABLE worlds ADD COLUMN state_seal TEXT
+""",
 }
 SCHEMA_VERSION = max(MIGRATIONS)
 MIGRATE_LOCK = 0x46415445  # advisory lock key ("FATE"): processes starting together migrate once
