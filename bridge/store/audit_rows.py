@@ -162,9 +162,14 @@ class AuditRows:
 
     def _checkpoint_heads_sync(self) -> None:
         """Sign each world's latest record with the digest of its state (a clean stop), so the
-        tail of the chain is covered and the next start can check the state cheaply."""
+        tail of the chain is covered and the next start can check the state cheaply: each world
+        this process loaded (its state checked against its chain, ``_state_guard``) and decided in
+        since its last such head. A world it never loaded, or refused, is not signed: a digest of
+        state nobody checked would seal an offline edit as the bridge's."""
         if (self.audit_key is None and self.signing_key is None) or self._conn is None:
             return
+
+        checked: set[str] = self.__dict__.get("_state_checked", set())
 
         def work(conn: sqlite3.Connection) -> None:
             for world_id, seq, record_hash in _chain_tails(conn):
@@ -172,6 +177,11 @@ class AuditRows:
                     self._key_guard(conn, world_id)
                 except SigningKeyChanged:
                     continue  # the new key's holder signs it
+                if world_id not in checked:
+                    continue  # its state was not checked by this process: never sealed as the bridge's
+                head = _latest_head(conn, world_id)
+                if head is not None and head.seq == seq and head.state_digest is not None and head.signed():
+                    continue  # signed at a stop already, and nothing decided since
                 self._checkpoint(conn, world_id, seq, record_hash, state_digest(stored_state(conn, world_id)))
 
         self._transaction(work)

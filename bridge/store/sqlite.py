@@ -32,7 +32,7 @@ from __future__ import annotations
 import os
 import sqlite3
 import threading
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import TYPE_CHECKING
@@ -190,17 +190,20 @@ class SQLiteStore(BatchWriter):
         self._own_writes += 1  # the next batch checks what this may have changed (_changed_elsewhere)
         return _in_transaction(self._conn, work)
 
-    def _state_rows(self, conn: sqlite3.Connection, world_id: str) -> list[tuple[str, str, bytes]]:
+    def _state_rows(self, conn: sqlite3.Connection, world_id: str) -> Iterator[tuple[str, str, bytes]]:
         """A world's ``records`` rows (see :meth:`BatchWriter._state_rows`): the table's and its
-        tail's read apart and merged here, a tail row in place of its key's older value (what the
-        ``records`` view does with a subquery per row, a third slower for a long history)."""
+        tail's read apart, a tail row in place of its key's older value (what the ``records`` view
+        does with a subquery per row, a third slower for a long history)."""
         if conn.execute("SELECT 1 FROM main.sqlite_master WHERE name = 'records_tail'").fetchone() is None:
-            return super()._state_rows(conn, world_id)
-        rows = {(kind, key): value for kind, key, value in conn.execute(
-            "SELECT kind, key, value FROM main.records WHERE world_id = ?", (world_id,))}
-        rows.update(((kind, key), value) for kind, key, value in conn.execute(
-            "SELECT kind, key, value FROM main.records_tail WHERE world_id = ?", (world_id,)))
-        return [(kind, key, stored_bytes(value)) for (kind, key), value in rows.items()]
+            yield from super()._state_rows(conn, world_id)
+            return
+        tail = {(kind, key): value for kind, key, value in conn.execute(
+            "SELECT kind, key, value FROM main.records_tail WHERE world_id = ?", (world_id,))}
+        for kind, key, value in conn.execute("SELECT kind, key, value FROM main.records WHERE world_id = ?", (world_id,)):
+            if (kind, key) not in tail:
+                yield kind, key, stored_bytes(value)
+        for (kind, key), value in tail.items():
+            yield kind, key, stored_bytes(value)
 
     def _loading_connection(self) -> tuple[sqlite3.Connection | None, bool]:
         """A file's worlds load on the loader thread's connection (made on first use) and read

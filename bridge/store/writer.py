@@ -41,8 +41,9 @@ import asyncio
 import functools
 import hashlib
 import threading
+import time
 from collections import OrderedDict
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
@@ -72,6 +73,9 @@ if TYPE_CHECKING:
 log = structlog.get_logger("fate_bridge")
 
 GROUP_COMMIT_MAX = 64  # decisions per transaction at most: bounds the latency a batch adds
+# A world's load hashes its state rows (bridge/store/seal.py) on the loading thread; every this many
+# rows it lets go of the GIL, so that the event loop's decisions of other worlds go on meanwhile.
+LOAD_YIELD_ROWS = 1024
 # A loaded world's older event ids (beyond its RECENT_EVENTS) are filed into a Bloom filter after
 # its load, this many records' worth per step on the loading thread (a step costs a few ms), so
 # that a world's first decision never waits for its whole history (issue 27).
@@ -238,11 +242,11 @@ class BatchWriter(WorldRows, AuditRows):
         """The stored bytes of a record a decision asks for the first time (lazy loading only)."""
         raise NotImplementedError
 
-    def _state_rows(self, conn: Any, world_id: str) -> list[tuple[str, str, bytes]]:
+    def _state_rows(self, conn: Any, world_id: str) -> Iterator[tuple[str, str, bytes]]:
         """Every ``records`` row of ``world_id`` as stored: (kind, key, stored bytes), in a read
-        transaction on the loading connection. Default: one SELECT."""
-        return [(kind, key, stored_bytes(value)) for kind, key, value in conn.execute(
-            "SELECT kind, key, value FROM records WHERE world_id = ?", (world_id,))]
+        transaction on the loading connection. Default: one SELECT, streamed."""
+        for kind, key, value in conn.execute("SELECT kind, key, value FROM records WHERE world_id = ?", (world_id,)):
+            yield kind, key, stored_bytes(value)
 
     def _changed_elsewhere(self, conn: Any) -> bool:
         """Inside a batch's transaction: may anything but this store's batches have written the
@@ -320,15 +324,34 @@ class BatchWriter(WorldRows, AuditRows):
                             (world_id,)).fetchone()
         head = (head[0], head[1]) if head else (0, audit.GENESIS_HASH)
         settings = stored_bytes(row[0])
-        rows = self._state_rows(conn, world_id)
         event_rows = [(event_id, stored_bytes(reply)) for event_id, reply in conn.execute(
             "SELECT event_id, reply FROM events WHERE world_id = ?", (world_id,))]
         key = self._seal_key
         hasher = None if key is None else seal.world_hasher(key, world_id)
-        total = count = None
+        # one pass over the rows as stored: their keys (and values), and the sum of their seal
+        # elements; the GIL let go now and then, so a long history's load never holds up the
+        # event loop's decisions for more than a moment
+        on_disk: set[tuple[str, str]] = set()
+        stored_values: dict[tuple[str, str], bytes] = {}
+        elements: dict[tuple[str, str], int] = {}
+        total = count = 0
+        for count, (kind, name, stored) in enumerate(self._state_rows(conn, world_id), 1):
+            slot = (kind, name)
+            if hasher is not None:
+                item = seal.element(hasher, kind, name, stored)
+                total += item
+                if values:
+                    elements[slot] = item
+            if values:
+                stored_values[slot] = stored
+            else:
+                on_disk.add(slot)
+            if not count % LOAD_YIELD_ROWS:
+                time.sleep(0)
         sealed = False
         if hasher is not None:
-            total, count = seal.rows_sum(hasher, [*rows, *((seal.EVENT, *event) for event in event_rows)])
+            events_total, events_count = seal.rows_sum(hasher, ((seal.EVENT, *event) for event in event_rows))
+            total, count = seal.add(total, events_total), count + events_count
             sealed = seal.matches(row[2], seal.seal(key, world_id, head, row[1], settings, total, count))
         # its state must be what its chain produces (issue 15): sealed by the last batch that
         # wrote it, else checked against the clean stop's head or derived from the chain
@@ -336,13 +359,10 @@ class BatchWriter(WorldRows, AuditRows):
         self._key_guard(conn, world_id)  # and its key this bridge's (audit new-key meanwhile)
         cache = WorldCache(world_id, _settings_decoder.decode(row[0]), row[1], head,
                            window=window_hashes(conn, world_id, head[0]) if head[0] else [],
-                           settings_raw=settings, total=total, count=count or 0, hasher=hasher)
+                           settings_raw=settings, total=None if hasher is None else total, count=count,
+                           hasher=hasher, on_disk=on_disk, elements=elements)
         if values:
-            cache.records = {(kind, name): unpack(stored) for kind, name, stored in rows}
-            if hasher is not None:
-                cache.elements = {(kind, name): seal.element(hasher, kind, name, stored) for kind, name, stored in rows}
-        else:  # the keys alone: a value is read again on use
-            cache.on_disk = {(kind, name) for kind, name, _ in rows}
+            cache.records = {slot: unpack(stored) for slot, stored in stored_values.items()}
         # the last RECENT_EVENTS records' event ids (the index on (world_id, seq), newest first: a
         # later row is an earlier record of an event id, whose first record answers its repeats);
         # the older ones are filed into a filter after the load (older_below until then)
