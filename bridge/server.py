@@ -134,6 +134,7 @@ class Forwarders:
             self._replace(world_id, ws, holder)
 
     def _replace(self, world_id: str, ws: ServerConnection, holder: str) -> None:
+        """Make ``ws`` this process's forwarder of ``world_id``; the previous one is superseded."""
         previous = self._by_world.get(world_id)
         self._by_world[world_id] = ws
         if previous is not None and previous is not ws:
@@ -156,7 +157,12 @@ class Forwarders:
     async def holder(self, world_id: str) -> str:
         """Who holds ``world_id`` now, for the 4003 of a forwarder whose decision the lease's
         fencing refused (``LeaseLost``: its process had not heard of the take-over yet)."""
-        held = None if self._cluster is None else await self._store.lease_holder(world_id)  # type: ignore[union-attr]
+        held = None
+        if self._cluster is not None:
+            try:
+                held = await self._store.lease_holder(world_id)  # type: ignore[union-attr]
+            except Exception:  # the database went away meanwhile: the 4003 goes out all the same
+                log.warning("lease_holder_unread", world_id=world_id, exc_info=True)
         return held or "another bridge process"
 
     def _supersede(self, world_id: str, ws: ServerConnection, holder: str) -> None:

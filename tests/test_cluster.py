@@ -47,7 +47,7 @@ def cluster(pg_server, tmp_path_factory):
     """Three bridges on one fresh schema: (database URL, worlds, [(process, port)] x3, audit key)."""
     key = tmp_path_factory.mktemp("cluster") / "audit.key"
     with PgSchema(pg_server) as schema:
-        worlds = asyncio.run(register_worlds(schema.url, 9, "cw"))
+        worlds = asyncio.run(register_worlds(schema.url, 10, "cw"))
         # every client here comes from 127.0.0.1, as through a proxy: the home table's per-address
         # limits raised (docs/deploy.md), or the racers' reconnects would be refused (503)
         bridges = start_bridges(schema.url, key, 3, *LOAD_LIMITS)
@@ -285,6 +285,24 @@ async def test_two_forwarders_of_one_world_racing_on_two_processes_leave_exactly
     assert all(reason.startswith("superseded by GM racer ") for reason in tally.reasons)
     assert len(tally.answered) >= RACE_TRIALS  # each trial's holder decided its second request at least
     assert set(tally.answered) <= await asyncio.to_thread(race.audited, url, world)
+
+
+async def test_a_decision_the_fence_refuses_closes_4003_naming_the_holder_from_the_lease(cluster):
+    """The lease taken where no notice tells (as by a process whose notice is late): the forwarder's
+    next decision is refused by the fencing check, nothing applied, and its 4003 names the holder
+    the ``leases`` row names."""
+    url, tokens, bridges, _ = cluster
+    world = "cw-00009"
+    gm = await forwarder(bridges[0][1], world, tokens[world], "GM Ann")
+    assert (await ask(gm, public_roll("fence-r1", "fence1")))["type"] == "test_graded"
+    with psycopg.connect(url) as conn:
+        conn.execute("UPDATE leases SET token = token + 1, holder = 'GM Zed (Foundry 13) on elsewhere:7'"
+                     " WHERE world_id = %s", (world,))
+    await gm.send(json.dumps(public_roll("fence-r2", "fence2")))
+    with pytest.raises(ConnectionClosed):
+        await asyncio.wait_for(gm.recv(), REPLY_SECONDS)
+    assert (gm.close_code, gm.close_reason) == (CLOSE_SUPERSEDED, "superseded by GM Zed (Foundry 13) on elsewhere:7")
+    assert [e for _, e, *_ in audit_rows(url, [world])] == ["fence-r1"]
 
 
 class _Link:
