@@ -54,7 +54,7 @@ class Side:
 
 @dataclass
 class Tally:
-    """What ``trials`` found: the counts of each outcome, and every decision answered (world, event id)."""
+    """What ``trials`` found: the counts of each outcome, and the event ids of every decision answered."""
 
     one_holds: int = 0
     both_closed: int = 0
@@ -108,23 +108,26 @@ async def trial(number: int, world_id: str, token: str, ports: tuple[int, int], 
     for step in (1, 2):  # both claims are over once a decision was handled: the loser's 2nd is fenced
         await asyncio.gather(*(_decide(side, f"race{number}-{i}-{step}") for i, side in enumerate(sides)
                                if side.ws is not None))
-    open_ = [side for side in sides if side.ws is not None]
+    held = [side for side in sides if side.ws is not None]  # answered its second decision
+    for side in held:  # a 4003 that came meanwhile is what the close reads back, not our 1000
+        await side.ws.close()  # type: ignore[union-attr]
+        side.close_code, side.close_reason = side.ws.close_code, side.ws.close_reason or ""  # type: ignore[union-attr]
+    held = [side for side in held if side.close_code != CLOSE_SUPERSEDED]
     for side in sides:
         tally.answered += side.answered
-    if len(open_) == 2:
+    if len(held) == 2:
         tally.both_open += 1
-    elif not open_:
+    elif not held:
         tally.both_closed += 1
     else:
-        winner, loser = open_[0], next(side for side in sides if side.ws is None)
+        winner = held[0]
+        loser = next(side for side in sides if side is not winner)
         tally.reasons.append(loser.close_reason)
         if loser.close_code == CLOSE_SUPERSEDED:
             tally.one_holds += 1
             tally.later_won += winner is sides[1]
             if winner.user not in loser.close_reason or names[winner.port] not in loser.close_reason:
                 tally.unnamed += 1
-    for side in open_:
-        await side.ws.close()  # type: ignore[union-attr]
 
 
 async def trials(count: int, world_id: str, token: str, ports: tuple[int, int], names: dict[int, str]) -> Tally:
