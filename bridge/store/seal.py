@@ -44,7 +44,7 @@ EVENT = "\0event"  # the kind an ``events`` row's element is made with (no recor
 
 def world_hasher(key: bytes, world_id: str) -> Any:
     """The keyed BLAKE2b every element of ``world_id``'s rows starts from (:func:`element` copies it)."""
-    return hashlib.blake2b(b"%d\0%s\0" % (len(world_id), world_id.encode()), key=key, digest_size=32)
+    return hashlib.blake2b(f"{len(world_id)}:{world_id}".encode(), key=key, digest_size=32)
 
 
 def element(hasher: Any, kind: str, name: str, stored: bytes) -> int:
@@ -52,8 +52,7 @@ def element(hasher: Any, kind: str, name: str, stored: bytes) -> int:
     ``kind`` and key (``name``), or :data:`EVENT` and an ``events`` row's event id; ``stored``: its
     value (reply) as the database holds it. An int below 2^256."""
     h = hasher.copy()
-    h.update(b"%d\0%s\0%d\0%s\0" % (len(kind), kind.encode(), len(name), name.encode()))
-    h.update(stored)
+    h.update(f"{len(kind)}:{kind}{len(name)}:{name}".encode() + stored)  # (length-prefixed: unambiguous)
     return int.from_bytes(h.digest(), "little")
 
 

@@ -201,7 +201,7 @@ class SQLiteStore(BatchWriter):
             "SELECT kind, key, value FROM main.records_tail WHERE world_id = ?", (world_id,))}
         for kind, key, value in conn.execute("SELECT kind, key, value FROM main.records WHERE world_id = ?", (world_id,)):
             if (kind, key) not in tail:
-                yield kind, key, stored_bytes(value)
+                yield kind, key, value if type(value) is bytes else stored_bytes(value)
         for (kind, key), value in tail.items():
             yield kind, key, stored_bytes(value)
 
