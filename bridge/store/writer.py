@@ -74,8 +74,8 @@ log = structlog.get_logger("fate_bridge")
 
 GROUP_COMMIT_MAX = 64  # decisions per transaction at most: bounds the latency a batch adds
 # A world's load hashes its state rows (bridge/store/seal.py) on the loading thread; every this many
-# rows it lets go of the GIL, so that the event loop's decisions of other worlds go on meanwhile.
-LOAD_YIELD_ROWS = 1024
+# rows (~0.3 ms of work) it lets go of the GIL, so that the event loop's decisions of other worlds go on meanwhile.
+LOAD_YIELD_ROWS = 128
 # A loaded world's older event ids (beyond its RECENT_EVENTS) are filed into a Bloom filter after
 # its load, this many records' worth per step on the loading thread (a step costs a few ms), so
 # that a world's first decision never waits for its whole history (issue 27).
