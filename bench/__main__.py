@@ -49,7 +49,7 @@ from bridge.dice import SecretDice
 from bridge.session import Session, hash_token, new_token
 from bridge.store import SQLiteStore
 
-from . import crash, restart
+from . import crash, memory, restart
 from .crash import free_port
 from .clients import LOAD_LIMITS, cpu_seconds, go, release_clients, rss_bytes, start_clients
 from .load import ACTOR, TEST, percentile
@@ -311,7 +311,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--idle", type=int, default=2000, help="idle connections for RSS (default 2000)")
     parser.add_argument("--store-decisions", type=int, default=20000, help="decisions for the store alone")
     parser.add_argument("--out", type=Path, default=DEFAULT_OUT,
-                        help="JSON results file (default %(default)s; --restart: bench-restart.json)")
+                        help="JSON results file (default %(default)s; --restart: bench-restart.json, --memory: bench-memory.json)")
     parser.add_argument("--quick", action="store_true", help="tiny run checking the harness (seconds)")
     parser.add_argument("--scale", action="store_true",
                         help="instead: decisions/s and CPU per decision of 1, 2 and 4 bridge processes on "
@@ -322,6 +322,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--sizes", default=",".join(map(str, restart.SIZES)),
                         help="--restart: audit records of the big worlds, the first the reference "
                         "(default %(default)s)")
+    parser.add_argument("--memory", action="store_true",
+                        help="instead: RSS of the echo server and of serve with 10,000 worlds, 2,000 connected, "
+                        "200 deciding, every world used, with and without eviction (issue 27, bench/memory.py)")
     parser.add_argument("--kill-rounds", type=int, metavar="N",
                         help="instead: N kill -9 rounds of the bridge under load (issue 17 asks for 30)")
     parser.add_argument("--fuzz-frames", type=int, metavar="N",
@@ -334,6 +337,12 @@ def main(argv: list[str] | None = None) -> int:
         sizes = list(restart.QUICK_SIZES) if args.quick else [int(n) for n in args.sizes.split(",")]
         return restart.main(sizes, args.out.with_name("bench-restart.json") if args.out == DEFAULT_OUT else args.out,
                             quick=args.quick)
+    if args.memory:
+        found = (memory.serve_figures(60, 2, 20, 4, 0.5, 10) if args.quick else memory.serve_figures())
+        (args.out.with_name("bench-memory.json") if args.out == DEFAULT_OUT else args.out).write_text(
+            json.dumps(found, indent=2) + "\n")
+        memory.print_serve(found)
+        return 0
     if args.fuzz_frames is not None:
         return fuzz(args.fuzz_frames)
     if args.scale:

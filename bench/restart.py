@@ -2,9 +2,8 @@
 beside it (issue 27), after ``kill -9`` with decisions in flight and after a clean stop.
 
 For each size in ``--sizes`` (default 2,000, 30,000 and 100,000 audit records) a fresh SQLite
-database is built in this process through the store (:func:`build`: ``Session`` + the SQLite
-store with the audit and signing keys ``serve`` then uses; many flows at once, so group commit
-makes it quick): one big world of that many records and :data:`OTHERS` small worlds of
+database is built in this process through the store (:func:`build`, with bench/build.py: the
+keys ``serve`` then uses, many flows at once): one big world of that many records and :data:`OTHERS` small worlds of
 :data:`OTHER_RECORDS` records each. Then, as separate processes (``fate-bridge serve``, one at a
 time, on that file; load from this process, raw frames as ``bench.load`` sends them):
 
@@ -49,12 +48,10 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from bridge import logs
-from bridge.config import default_signing_key, load_key, load_signing_key
-from bridge.dice import SecretDice
-from bridge.session import Session, hash_token, new_token
-from bridge.store import open_store
+from bridge.session import hash_token, new_token
 from bridge.store.schema import read_as_one
 
+from .build import fill, open_for_serve
 from .clients import LOAD_LIMITS, rss_bytes
 from .crash import free_port, start_bridge
 from .load import ASKS_CHOICE, CHOICE, ROLLED, SPEND, RawConnection, client_frame, hello, open_raw, percentile
@@ -85,38 +82,19 @@ class Built:
     records: int
 
 
-async def _decide_flows(session: Session, tag: str, left: list[int]) -> None:
-    """test_rolled -> fate_spend (-> fate_choice) flows in ``session``'s world while ``left[0]``
-    records remain to be made (shared by the flows building one world)."""
-    n = 0
-    while left[0] > 0:
-        ids = (f"{tag}-{n}".encode(),) * 2
-        left[0] -= 2
-        await session.receive(ROLLED % ids)
-        reply = await session.receive(SPEND % ids)
-        if ASKS_CHOICE in reply.frames[0]:
-            left[0] -= 1
-            await session.receive(CHOICE % ids)
-        n += 1
-
-
 async def build(folder: Path, records: int, others: int, other_records: int) -> Built:
     """A database in ``folder`` holding the big world :data:`BIG` with about ``records`` audit
     records (the exact count is in the result) and ``others`` small worlds of ``other_records``,
     written in this process through the store with the keys ``serve`` will use (the audit key,
     and the signing key beside it), closed cleanly."""
     db, key = folder / "bridge.sqlite3", folder / "audit.key"
-    store = await open_store(db, audit_key=load_key(key, create=True),
-                             signing_key=load_signing_key(default_signing_key(key), create=True))
+    store = await open_for_serve(db, key)
     tokens: dict[str, str] = {}
     try:
         for world, count in [(BIG, records)] + [(f"other-{i}", other_records) for i in range(others)]:
             tokens[world] = new_token()
             await store.add_world(world, hash_token(tokens[world]))
-            left = [count]
-            await asyncio.gather(*(
-                _decide_flows(Session(store, SecretDice(), trusted=True, default_world=world), f"b{k}", left)
-                for k in range(BUILD_FLOWS if count > 100 else 1)))
+            await fill(store, world, count, BUILD_FLOWS if count > 100 else 1)
     finally:
         await store.close()
     return Built(db, key, tokens, _audit_count(db, BIG))
