@@ -319,9 +319,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--restart", action="store_true",
                         help="instead: a big world's first decision after kill -9 and after a clean stop, and the "
                         "other worlds' p99 while it loads (issue 27, bench/restart.py; --sizes)")
-    parser.add_argument("--sizes", default=",".join(map(str, restart.SIZES)),
-                        help="--restart: audit records of the big worlds, the first the reference "
-                        "(default %(default)s)")
+    parser.add_argument("--sizes", help="--restart: audit records of the big worlds, the first the reference "
+                        f"(default {','.join(map(str, restart.SIZES))}; with --quick "
+                        f"{','.join(map(str, restart.QUICK_SIZES))})")
     parser.add_argument("--memory", action="store_true",
                         help="instead: RSS of the echo server and of serve with 10,000 worlds, 2,000 connected, "
                         "200 deciding, every world used, with and without eviction (issue 27, bench/memory.py)")
@@ -334,7 +334,8 @@ def main(argv: list[str] | None = None) -> int:
     if args.kill_rounds is not None:
         return crash.main(args.kill_rounds)
     if args.restart:
-        sizes = list(restart.QUICK_SIZES) if args.quick else [int(n) for n in args.sizes.split(",")]
+        sizes = ([int(n) for n in args.sizes.split(",")] if args.sizes
+                 else list(restart.QUICK_SIZES if args.quick else restart.SIZES))
         return restart.main(sizes, args.out.with_name("bench-restart.json") if args.out == DEFAULT_OUT else args.out,
                             quick=args.quick)
     if args.memory:
