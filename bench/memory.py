@@ -44,8 +44,9 @@ from bridge.store.writer import MAX_WORLDS_IN_MEMORY
 
 from . import crash
 from .build import fill, open_for_serve
-from .clients import LOAD_LIMITS, rss_bytes
+from .clients import rss_bytes
 from .load import ASKS_CHOICE, CHOICE, ROLLED, SPEND, RawConnection, client_frame, hello, open_raw
+from .scale import LOAD_LIMITS  # bench.clients' with the hellos of a new address all taken at once
 
 
 def note(key: str, event_id: str):
@@ -148,7 +149,7 @@ async def _hold(url: str, world: dict, bridge: bool) -> RawConnection:
     conn = await open_raw(url)
     reply = await conn.round_trip(client_frame(hello(world).encode()))
     if bridge and b'"type":"welcome"' not in reply:
-        raise SystemExit(f"hello for {world['world_id']} refused: {reply[:300]!r}")
+        raise RuntimeError(f"hello for {world['world_id']} refused: {reply[:300]!r}")
     return conn
 
 
