@@ -24,7 +24,8 @@ run takes about two and a half minutes.
 ``--quick`` makes every step tiny (seconds in all): the test suite uses it to check the harness,
 never the timings. ``--kill-rounds N`` instead runs N kill -9 rounds of the bridge under load
 (``bench.crash``) and prints what they found; ``--scale`` the scale-out table of issue 18
-(``bench.scale``: 1, 2, 4 processes on PostgreSQL, 1 on SQLite); ``--fuzz-frames N`` the fuzz
+(``bench.scale``: 1, 2, 4 processes on PostgreSQL, 1 on SQLite); ``--race N`` N trials of two
+forwarders of one world racing on two PostgreSQL processes (``bench.race``, issue 28); ``--fuzz-frames N`` the fuzz
 test (tests/test_fuzz.py) with N hostile frames instead of the suite's 5,000.
 """
 
@@ -327,6 +328,9 @@ def main(argv: list[str] | None = None) -> int:
                         "200 deciding, every world used, with and without eviction (issue 27, bench/memory.py)")
     parser.add_argument("--kill-rounds", type=int, metavar="N",
                         help="instead: N kill -9 rounds of the bridge under load (issue 17 asks for 30)")
+    parser.add_argument("--race", type=int, metavar="N",
+                        help="instead: N trials of two forwarders of one world racing on two processes on "
+                        "PostgreSQL (issue 28, bench/race.py; 100 for the issue's figure)")
     parser.add_argument("--fuzz-frames", type=int, metavar="N",
                         help="instead: the hostile-frame fuzz test (tests/test_fuzz.py) with N frames, not the "
                         "suite's 5,000 (issue 16 asks for over 20,000: 21000)")
@@ -346,6 +350,10 @@ def main(argv: list[str] | None = None) -> int:
         return 0
     if args.fuzz_frames is not None:
         return fuzz(args.fuzz_frames)
+    if args.race is not None:
+        from . import race
+
+        return race.main(args.race)
     if args.scale:
         from . import scale
 

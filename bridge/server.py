@@ -21,13 +21,14 @@ so a stuck viewer never delays a decision or another viewer; it is closed with 4
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import math
 import re
 import signal
 import socket
 import ssl
 from collections import deque
-from collections.abc import Awaitable, Callable, Hashable
+from collections.abc import AsyncIterator, Awaitable, Callable, Hashable
 from dataclasses import dataclass, field
 from pathlib import Path
 from http import HTTPStatus
@@ -86,7 +87,14 @@ class Forwarders:
     Across processes (``cluster``, on the PostgreSQL store): claiming a world takes its lease
     (:meth:`~bridge.store.postgres.PostgresStore.take_lease`) and tells the other processes,
     which close their forwarder of the world (:meth:`taken_elsewhere`); the lease's fencing
-    token keeps a process that has not heard yet from writing."""
+    token keeps a process that has not heard yet from writing. The token alone decides which of
+    two forwarders racing on two processes holds the world, whatever the timing (issue 28): the
+    one whose lease was taken later. A world's claims and the other processes' lease notices of
+    it are carried out here one at a time, in the order they came (:meth:`_turn`), so a claim has
+    its token before a notice of a newer one (taken after it began) is looked at, and a notice of
+    an older one, arriving while a claim waits for its token, is looked at after it and changes
+    nothing. The loser is closed 4003 naming who holds the world and on which process
+    (``holder on host:pid``, :attr:`bridge.cluster.Cluster.name`)."""
 
     def __init__(self, store: Store | None = None, cluster: Cluster | None = None,
                  metrics: Metrics | None = None) -> None:
@@ -94,41 +102,74 @@ class Forwarders:
         self._by_world: dict[str, ServerConnection] = {}
         self._store, self._cluster = (store, cluster) if cluster is not None else (None, None)
         self._tokens: dict[str, int] = {}  # world -> newest fencing token seen (ours or not)
+        self._turns: dict[str, tuple[asyncio.Lock, list[int]]] = {}  # world -> its lock, [users]
         self._closing: set[asyncio.Task[None]] = set()  # superseded links closing (kept referenced)
+
+    @contextlib.asynccontextmanager
+    async def _turn(self, world_id: str) -> AsyncIterator[None]:
+        """Hold ``world_id``'s turn: one claim or lease notice of a world at a time, first come
+        first served (asyncio.Lock wakes its waiters in order); forgotten when nobody waits."""
+        lock, users = self._turns.setdefault(world_id, (asyncio.Lock(), [0]))
+        users[0] += 1
+        try:
+            async with lock:
+                yield
+        finally:
+            users[0] -= 1
+            if not users[0]:
+                del self._turns[world_id]
 
     async def claim(self, world_id: str, ws: ServerConnection, holder: str) -> None:
         """Make ``ws`` the forwarder of ``world_id``, closing the previous one (here, or in
-        another process; here without waiting for its close)."""
+        another process; here without waiting for its close). ``holder``: who connected, as
+        the 4003 reason names them."""
+        if self._cluster is None:
+            self._replace(world_id, ws, holder)
+            return
+        holder = f"{holder} on {self._cluster.name}"
+        async with self._turn(world_id):
+            # no notice of a newer token can have been looked at: it was taken after this one
+            self._tokens[world_id] = await self._store.take_lease(world_id, holder)  # type: ignore[union-attr]
+            self._cluster.publish("lease", world_id, token=self._tokens[world_id], holder=holder)
+            self._replace(world_id, ws, holder)
+
+    def _replace(self, world_id: str, ws: ServerConnection, holder: str) -> None:
+        """Make ``ws`` this process's forwarder of ``world_id``; the previous one is superseded."""
         previous = self._by_world.get(world_id)
         self._by_world[world_id] = ws
-        if self._cluster is not None:
-            token = await self._store.take_lease(world_id, holder)  # type: ignore[union-attr]
-            if token < self._tokens.get(world_id, 0):  # taken elsewhere meanwhile
-                self._supersede(world_id, ws, "another bridge process")
-                return
-            self._tokens[world_id] = token
-            self._cluster.publish("lease", world_id, token=token, holder=holder)
         if previous is not None and previous is not ws:
             self._supersede(world_id, previous, holder)
 
     async def taken_elsewhere(self, world_id: str, token: int, holder: str) -> None:
         """Another process took ``world_id``'s lease with ``token``: close this process's
-        forwarder of it (4003) if its token is older."""
-        if token <= self._tokens.get(world_id, 0):
-            return
-        self._tokens[world_id] = token
-        await self._store.drop_lease(world_id)  # type: ignore[union-attr]
-        ws = self._by_world.pop(world_id, None)
-        if ws is not None:
-            if self.metrics is not None:
-                self.metrics.lease_taken()
-            self._supersede(world_id, ws, holder)
+        forwarder of it (4003 naming ``holder``) if its token is older."""
+        async with self._turn(world_id):
+            if token <= self._tokens.get(world_id, 0):
+                return
+            self._tokens[world_id] = token
+            ws = self._by_world.pop(world_id, None)
+            if ws is not None:
+                if self.metrics is not None:
+                    self.metrics.lease_taken()
+                self._supersede(world_id, ws, holder)
+            await self._store.drop_lease(world_id, token)  # type: ignore[union-attr]
+
+    async def holder(self, world_id: str) -> str:
+        """Who holds ``world_id`` now, for the 4003 of a forwarder whose decision the lease's
+        fencing refused (``LeaseLost``: its process had not heard of the take-over yet)."""
+        held = None
+        if self._cluster is not None:
+            try:
+                held = await self._store.lease_holder(world_id)  # type: ignore[union-attr]
+            except Exception:  # the database went away meanwhile: the 4003 goes out all the same
+                log.warning("lease_holder_unread", world_id=world_id, exc_info=True)
+        return held or "another bridge process"
 
     def _supersede(self, world_id: str, ws: ServerConnection, holder: str) -> None:
         """Close ``ws`` with 4003 naming ``holder``, in a task of its own (never waits)."""
         log.info("forwarder_superseded", world_id=world_id, holder=holder)
-        reason = f"superseded by {holder}".encode()[:MAX_CLOSE_REASON].decode(errors="ignore")
-        task = asyncio.create_task(close_within(ws, SUPERSEDED_CLOSE_SECONDS, CLOSE_SUPERSEDED, reason))
+        task = asyncio.create_task(close_within(ws, SUPERSEDED_CLOSE_SECONDS, CLOSE_SUPERSEDED,
+                                                superseded_reason(holder)))
         self._closing.add(task)
         task.add_done_callback(self._closing.discard)
 
@@ -139,6 +180,13 @@ class Forwarders:
 
 
 MAX_CLOSE_REASON = 123  # bytes: RFC 6455 close frames carry at most 125, 2 of them the code
+
+
+def superseded_reason(holder: str) -> str:
+    """A 4003's close reason: ``superseded by HOLDER`` (the module shows HOLDER to the GM:
+    foundry-module/scripts/logic/connection.js ``supersededBy``), cut to ``MAX_CLOSE_REASON``
+    bytes on a character boundary."""
+    return f"superseded by {holder}".encode()[:MAX_CLOSE_REASON].decode(errors="ignore")
 
 
 @dataclass(eq=False)
@@ -333,7 +381,11 @@ def make_handler(
                         admission.hello_failed(address, named)
                         if isinstance(frame, bytes):
                             log.info("connection_refused", reason="binary_frame", address=address)
-                    await ws.close(reply.close_code, CLOSE_REASONS.get(reply.close_code, "unauthorized"))
+                    reason = "unauthorized"
+                    if reply.close_code == CLOSE_SUPERSEDED:  # a decision the lease refused (LeaseLost)
+                        assert session.world_id is not None
+                        reason = superseded_reason(await forwarders.holder(session.world_id))
+                    await ws.close(reply.close_code, reason)
                     return
                 if session.is_open and not was_open:
                     assert session.world_id is not None
@@ -527,7 +579,6 @@ def _cap_send_buffer(ws: ServerConnection) -> None:
 
 
 _link_decoder = msgspec.json.Decoder(Link)
-CLOSE_REASONS = {CLOSE_SUPERSEDED: "superseded: another bridge process serves this world now"}
 
 
 def _fan_out(viewers: Viewers, world_id: str | None, reply: Reply, cluster: Cluster | None = None) -> None:

@@ -72,6 +72,19 @@ class TestLease:
         assert await option(a) == "pc_only"
         assert a.lease_token("w") is None and b.lease_token("w") == 2
 
+    async def test_a_late_notice_of_an_older_token_leaves_the_newer_one_taken_here(self, two):
+        """Issue 28: ``a``'s lease notice (token 1) reaches ``b`` after ``b`` took the world
+        (token 2): ``b`` keeps its token and decides; a notice of a newer one makes it let go.
+        ``lease_holder`` names whoever took it last (for a fenced forwarder's 4003 reason)."""
+        a, b = two
+        assert await a.take_lease("w", "GM Ann on a:1") == 1
+        assert await b.take_lease("w", "GM Bob on b:2") == 2
+        await b.drop_lease("w", 1)
+        await b.decide("w", "e1", put_option("off"))
+        assert b.lease_token("w") == 2 and await a.lease_holder("w") == "GM Bob on b:2"
+        await b.drop_lease("w", 3)
+        assert b.lease_token("w") is None and await a.lease_holder("nobody-took-it") is None
+
     async def test_a_refused_write_consumes_no_event_id(self, two):
         a, b = two
         await a.take_lease("w", "a")

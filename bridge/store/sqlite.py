@@ -32,7 +32,7 @@ from __future__ import annotations
 import os
 import sqlite3
 import threading
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import TYPE_CHECKING
@@ -41,7 +41,7 @@ import structlog
 
 from ..errors import ConfigError
 from ..startup import database_problem
-from .blobs import unpack
+from .audit_rows import stored_bytes
 from .schema import (FOLD_BACKSTOP, FOLD_CHUNK, FOLD_ROWS, FOLD_WAIT_MS, MIGRATIONS, SCHEMA_VERSION, T,
                      _committed, _in_transaction, fold_tail, insert_audit_sql, read_as_one, upsert_records_sql)
 from .writer import BatchWriter, WriteLocked, _Queued
@@ -190,6 +190,21 @@ class SQLiteStore(BatchWriter):
         self._own_writes += 1  # the next batch checks what this may have changed (_changed_elsewhere)
         return _in_transaction(self._conn, work)
 
+    def _state_rows(self, conn: sqlite3.Connection, world_id: str) -> Iterator[tuple[str, str, bytes]]:
+        """A world's ``records`` rows (see :meth:`BatchWriter._state_rows`): the table's and its
+        tail's read apart, a tail row in place of its key's older value (what the ``records`` view
+        does with a subquery per row, a third slower for a long history)."""
+        if conn.execute("SELECT 1 FROM main.sqlite_master WHERE name = 'records_tail'").fetchone() is None:
+            yield from super()._state_rows(conn, world_id)
+            return
+        tail = {(kind, key): value for kind, key, value in conn.execute(
+            "SELECT kind, key, value FROM main.records_tail WHERE world_id = ?", (world_id,))}
+        for kind, key, value in conn.execute("SELECT kind, key, value FROM main.records WHERE world_id = ?", (world_id,)):
+            if (kind, key) not in tail:
+                yield kind, key, value if type(value) is bytes else stored_bytes(value)
+        for (kind, key), value in tail.items():
+            yield kind, key, stored_bytes(value)
+
     def _loading_connection(self) -> tuple[sqlite3.Connection | None, bool]:
         """A file's worlds load on the loader thread's connection (made on first use) and read
         their records' values on use; ``":memory:"``'s on the writer's, values at load."""
@@ -202,7 +217,7 @@ class SQLiteStore(BatchWriter):
         return self._loader_conn, True
 
     def _fetch_record(self, world_id: str, kind: str, key: str) -> bytes:
-        """The stored JSON of a record a decision asks for the first time (on the event loop,
+        """The stored bytes of a record a decision asks for the first time (on the event loop,
         with the store's lock held: a connection of its own, reading what was committed)."""
         if self._fetch_conn is None:
             self._fetch_conn = sqlite3.connect(self.path, isolation_level=None, check_same_thread=False)
@@ -211,7 +226,7 @@ class SQLiteStore(BatchWriter):
         (value,) = self._fetch_conn.execute(
             "SELECT value FROM records WHERE world_id = ? AND kind = ? AND key = ?",
             (world_id, kind, key)).fetchone()
-        return unpack(value)
+        return stored_bytes(value)
 
     def _changed_elsewhere(self, conn: sqlite3.Connection) -> bool:
         """Has anything but this connection's batches committed to the file since its last
