@@ -26,7 +26,10 @@ never the timings. ``--kill-rounds N`` instead runs N kill -9 rounds of the brid
 (``bench.crash``) and prints what they found; ``--scale`` the scale-out table of issue 18
 (``bench.scale``: 1, 2, 4 processes on PostgreSQL, 1 on SQLite); ``--race N`` N trials of two
 forwarders of one world racing on two PostgreSQL processes (``bench.race``, issue 28); ``--fuzz-frames N`` the fuzz
-test (tests/test_fuzz.py) with N hostile frames instead of the suite's 5,000.
+test (tests/test_fuzz.py) with N hostile frames instead of the suite's 5,000; ``--memory`` RSS of a
+served bridge with 10,000 worlds, 2,000 connected and 200 deciding, against the echo server's, with
+and without eviction (``bench.memory``, issue 27); ``--restart`` a big world's first decision after
+kill -9 and after a clean stop, and the other worlds' p99 while one loads (``bench.restart``, issue 27).
 """
 
 from __future__ import annotations
