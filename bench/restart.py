@@ -61,7 +61,7 @@ from .load import ASKS_CHOICE, CHOICE, ROLLED, SPEND, RawConnection, client_fram
 
 SIZES = (2_000, 30_000, 100_000)
 QUICK_SIZES = (40, 120)
-OTHERS = 8  # small worlds deciding beside the big one
+OTHERS = 8  # small worlds deciding beside the big ones
 OTHER_RECORDS = 30  # records of each small world when built
 OTHER_INTERVAL = 0.01  # seconds between a small world's decisions: 100/s each, far from saturating the bridge
 BUILD_FLOWS = 32  # in-process sessions building a world at once (group commit: ~4,000 records/s)
@@ -78,7 +78,7 @@ TARGET_P99_RATIO = 2.0
 @dataclass
 class Built:
     """A database :func:`build` made: the file, its audit key, every world's token, the records
-    of the big world :data:`BIG`."""
+    of the big world :data:`BIG` (:data:`SECOND` has as many, give or take a flow's 2)."""
 
     db: Path
     key: Path
@@ -89,9 +89,8 @@ class Built:
 async def build(folder: Path, records: int, others: int, other_records: int) -> Built:
     """A database in ``folder`` holding the big worlds :data:`BIG` and :data:`SECOND` with about
     ``records`` audit records each (the exact count is in the result) and ``others`` small worlds
-    of ``other_records``,
-    written in this process through the store with the keys ``serve`` will use (the audit key,
-    and the signing key beside it), closed cleanly."""
+    of ``other_records``, written in this process through the store with the keys ``serve`` will
+    use (bench/build.py), closed cleanly."""
     db, key = folder / "bridge.sqlite3", folder / "audit.key"
     store = await open_for_serve(db, key)
     tokens: dict[str, str] = {}
