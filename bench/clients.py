@@ -11,11 +11,17 @@ import time
 from pathlib import Path
 
 CLOCK_TICKS = os.sysconf("SC_CLK_TCK")
+PAGE_SIZE = os.sysconf("SC_PAGE_SIZE")
 
 # The bridge's limits per address (docs/security.md) raised for the bench's loopback clients: every
 # connection, the idle ones included, comes from 127.0.0.1 at once.
 LOAD_LIMITS = ("--max-connections", "10000", "--max-connections-per-address", "10000",
                "--max-pending-hellos", "10000", "--connect-rate", "100000", "--connect-burst", "10000")
+
+
+def rss_bytes(pid: int) -> int:
+    """Resident set size of a process, from /proc/PID/statm, in bytes."""
+    return int(Path(f"/proc/{pid}/statm").read_text().split()[1]) * PAGE_SIZE
 
 
 def cpu_seconds(pid: int) -> float:

@@ -23,14 +23,14 @@ answered, within ``DRAIN_SECONDS``, then the store is closed.
 from __future__ import annotations
 
 import asyncio
-import functools
+import contextlib
 import math
 import re
 import signal
 import socket
 import ssl
 from collections import deque
-from collections.abc import Awaitable, Callable, Hashable
+from collections.abc import AsyncIterator, Awaitable, Callable, Hashable
 from dataclasses import dataclass, field
 from pathlib import Path
 from http import HTTPStatus
@@ -95,7 +95,14 @@ class Forwarders:
     Across processes (``cluster``, on the PostgreSQL store): claiming a world takes its lease
     (:meth:`~bridge.store.postgres.PostgresStore.take_lease`) and tells the other processes,
     which close their forwarder of the world (:meth:`taken_elsewhere`); the lease's fencing
-    token keeps a process that has not heard yet from writing."""
+    token keeps a process that has not heard yet from writing. The token alone decides which of
+    two forwarders racing on two processes holds the world, whatever the timing (issue 28): the
+    one whose lease was taken later. A world's claims and the other processes' lease notices of
+    it are carried out here one at a time, in the order they came (:meth:`_turn`), so a claim has
+    its token before a notice of a newer one (taken after it began) is looked at, and a notice of
+    an older one, arriving while a claim waits for its token, is looked at after it and changes
+    nothing. The loser is closed 4003 naming who holds the world and on which process
+    (``holder on host:pid``, :attr:`bridge.cluster.Cluster.name`)."""
 
     def __init__(self, store: Store | None = None, cluster: Cluster | None = None,
                  metrics: Metrics | None = None) -> None:
@@ -103,41 +110,74 @@ class Forwarders:
         self._by_world: dict[str, ServerConnection] = {}
         self._store, self._cluster = (store, cluster) if cluster is not None else (None, None)
         self._tokens: dict[str, int] = {}  # world -> newest fencing token seen (ours or not)
+        self._turns: dict[str, tuple[asyncio.Lock, list[int]]] = {}  # world -> its lock, [users]
         self._closing: set[asyncio.Task[None]] = set()  # superseded links closing (kept referenced)
+
+    @contextlib.asynccontextmanager
+    async def _turn(self, world_id: str) -> AsyncIterator[None]:
+        """Hold ``world_id``'s turn: one claim or lease notice of a world at a time, first come
+        first served (asyncio.Lock wakes its waiters in order); forgotten when nobody waits."""
+        lock, users = self._turns.setdefault(world_id, (asyncio.Lock(), [0]))
+        users[0] += 1
+        try:
+            async with lock:
+                yield
+        finally:
+            users[0] -= 1
+            if not users[0]:
+                del self._turns[world_id]
 
     async def claim(self, world_id: str, ws: ServerConnection, holder: str) -> None:
         """Make ``ws`` the forwarder of ``world_id``, closing the previous one (here, or in
-        another process; here without waiting for its close)."""
+        another process; here without waiting for its close). ``holder``: who connected, as
+        the 4003 reason names them."""
+        if self._cluster is None:
+            self._replace(world_id, ws, holder)
+            return
+        holder = f"{holder} on {self._cluster.name}"
+        async with self._turn(world_id):
+            # no notice of a newer token can have been looked at: it was taken after this one
+            self._tokens[world_id] = await self._store.take_lease(world_id, holder)  # type: ignore[union-attr]
+            self._cluster.publish("lease", world_id, token=self._tokens[world_id], holder=holder)
+            self._replace(world_id, ws, holder)
+
+    def _replace(self, world_id: str, ws: ServerConnection, holder: str) -> None:
+        """Make ``ws`` this process's forwarder of ``world_id``; the previous one is superseded."""
         previous = self._by_world.get(world_id)
         self._by_world[world_id] = ws
-        if self._cluster is not None:
-            token = await self._store.take_lease(world_id, holder)  # type: ignore[union-attr]
-            if token < self._tokens.get(world_id, 0):  # taken elsewhere meanwhile
-                self._supersede(world_id, ws, "another bridge process")
-                return
-            self._tokens[world_id] = token
-            self._cluster.publish("lease", world_id, token=token, holder=holder)
         if previous is not None and previous is not ws:
             self._supersede(world_id, previous, holder)
 
     async def taken_elsewhere(self, world_id: str, token: int, holder: str) -> None:
         """Another process took ``world_id``'s lease with ``token``: close this process's
-        forwarder of it (4003) if its token is older."""
-        if token <= self._tokens.get(world_id, 0):
-            return
-        self._tokens[world_id] = token
-        await self._store.drop_lease(world_id)  # type: ignore[union-attr]
-        ws = self._by_world.pop(world_id, None)
-        if ws is not None:
-            if self.metrics is not None:
-                self.metrics.lease_taken()
-            self._supersede(world_id, ws, holder)
+        forwarder of it (4003 naming ``holder``) if its token is older."""
+        async with self._turn(world_id):
+            if token <= self._tokens.get(world_id, 0):
+                return
+            self._tokens[world_id] = token
+            ws = self._by_world.pop(world_id, None)
+            if ws is not None:
+                if self.metrics is not None:
+                    self.metrics.lease_taken()
+                self._supersede(world_id, ws, holder)
+            await self._store.drop_lease(world_id, token)  # type: ignore[union-attr]
+
+    async def holder(self, world_id: str) -> str:
+        """Who holds ``world_id`` now, for the 4003 of a forwarder whose decision the lease's
+        fencing refused (``LeaseLost``: its process had not heard of the take-over yet)."""
+        held = None
+        if self._cluster is not None:
+            try:
+                held = await self._store.lease_holder(world_id)  # type: ignore[union-attr]
+            except Exception:  # the database went away meanwhile: the 4003 goes out all the same
+                log.warning("lease_holder_unread", world_id=world_id, exc_info=True)
+        return held or "another bridge process"
 
     def _supersede(self, world_id: str, ws: ServerConnection, holder: str) -> None:
         """Close ``ws`` with 4003 naming ``holder``, in a task of its own (never waits)."""
         log.info("forwarder_superseded", world_id=world_id, holder=holder)
-        reason = f"superseded by {holder}".encode()[:MAX_CLOSE_REASON].decode(errors="ignore")
-        task = asyncio.create_task(close_within(ws, SUPERSEDED_CLOSE_SECONDS, CLOSE_SUPERSEDED, reason))
+        task = asyncio.create_task(close_within(ws, SUPERSEDED_CLOSE_SECONDS, CLOSE_SUPERSEDED,
+                                                superseded_reason(holder)))
         self._closing.add(task)
         task.add_done_callback(self._closing.discard)
 
@@ -150,7 +190,11 @@ class Forwarders:
 MAX_CLOSE_REASON = 123  # bytes: RFC 6455 close frames carry at most 125, 2 of them the code
 
 
-Seal = Callable[[], Awaitable[None]]  # signs a world's chain before its link is handed over
+def superseded_reason(holder: str) -> str:
+    """A 4003's close reason: ``superseded by HOLDER`` (the module shows HOLDER to the GM:
+    foundry-module/scripts/logic/connection.js ``supersededBy``), cut to ``MAX_CLOSE_REASON``
+    bytes on a character boundary."""
+    return f"superseded by {holder}".encode()[:MAX_CLOSE_REASON].decode(errors="ignore")
 
 
 class Drain:
@@ -160,54 +204,38 @@ class Drain:
     is not handling a frame: one waiting for a frame at once, one handling a frame once that
     frame's reply is sent, so a decision in flight is committed and answered. A frame received
     after the drain began is left unhandled (the module sends it again, same ``event_id``, on its
-    next link) and a connection opened meanwhile is closed before its hello is handled.
-
-    A forwarder's ``seal`` (given with :meth:`recv`; PostgreSQL processes pass
-    ``store.sign_tail`` of its world) runs before its link is closed: the world's chain ends on a
-    signed head, so the process it moves to checks its state at once instead of re-deriving its
-    whole chain (about 1 s per 10,000 records, on that process's writer thread)."""
+    next link) and a connection opened meanwhile is closed before its hello is handled."""
 
     def __init__(self) -> None:
         self.draining = False
-        self._waiting: dict[ServerConnection, Seal | None] = {}  # in ``recv``: nothing in flight
-        self._handing: dict[ServerConnection, asyncio.Task[None]] = {}  # being sealed and closed
+        self._waiting: set[ServerConnection] = set()  # in ``recv``: nothing in flight
+        self._closing: set[asyncio.Task[None]] = set()  # drained links closing (kept referenced)
 
-    async def recv(self, ws: ServerConnection, seal: Seal | None = None) -> str | bytes | None:
+    async def recv(self, ws: ServerConnection) -> str | bytes | None:
         """``ws``'s next frame; None when the process is draining (before the wait, or a frame
-        that came as it began): the caller then hands ``ws`` over with :meth:`close`. Raises
+        that came as it began): the caller then closes ``ws`` with :meth:`close`. Raises
         ``ConnectionClosed`` as ``ws.recv()`` does (a drain closes a waiting link by itself)."""
         if self.draining:
             return None
-        self._waiting[ws] = seal
+        self._waiting.add(ws)
         try:
             frame = await ws.recv()
         finally:
-            self._waiting.pop(ws, None)
+            self._waiting.discard(ws)
         return None if self.draining else frame
 
     def start(self) -> None:
-        """Begin draining: hand every link waiting for a frame over now (in the background); the
-        others hand themselves over after their frame in flight (:meth:`recv` returns None)."""
+        """Begin draining: close every link waiting for a frame now (in the background); the
+        others close themselves after their frame in flight (:meth:`recv` returns None)."""
         self.draining = True
-        for ws, seal in list(self._waiting.items()):
-            self.close(ws, seal)
-
-    def close(self, ws: ServerConnection, seal: Seal | None = None) -> asyncio.Task[None]:
-        """Hand ``ws`` over, once whoever asks: ``seal`` (a failure is logged: the next process
-        then re-derives the chain), then close with 1012, cut off after ``DRAIN_CLOSE_SECONDS``
-        (a half-open peer). Returns the task doing it (await it to wait)."""
-        task = self._handing.get(ws)
-        if task is None:
-            task = self._handing[ws] = asyncio.create_task(self._hand_over(ws, seal))
-        return task
+        for ws in self._waiting:
+            task = asyncio.create_task(self.close(ws))
+            self._closing.add(task)
+            task.add_done_callback(self._closing.discard)
 
     @staticmethod
-    async def _hand_over(ws: ServerConnection, seal: Seal | None) -> None:
-        if seal is not None:
-            try:
-                await seal()
-            except Exception:
-                log.exception("drain_seal_failed")
+    async def close(ws: ServerConnection) -> None:
+        """Close ``ws`` with 1012, cut off after ``DRAIN_CLOSE_SECONDS`` (a half-open peer)."""
         await close_within(ws, DRAIN_CLOSE_SECONDS, CLOSE_SERVICE_RESTART, DRAIN_REASON)
 
 
@@ -361,7 +389,6 @@ def make_handler(
         limit = None if rate is None else RateLimit(rate[0], rate[1], clock)
         pump: asyncio.Task[None] | None = None
         viewer: _Viewer | None = None
-        seal: Seal | None = None
         limited = False  # logged once per connection
         try:
             async with asyncio.timeout(hello_timeout):
@@ -411,7 +438,11 @@ def make_handler(
                         admission.hello_failed(address, named)
                         if isinstance(frame, bytes):
                             log.info("connection_refused", reason="binary_frame", address=address)
-                    await ws.close(reply.close_code, CLOSE_REASONS.get(reply.close_code, "unauthorized"))
+                    reason = "unauthorized"
+                    if reply.close_code == CLOSE_SUPERSEDED:  # a decision the lease refused (LeaseLost)
+                        assert session.world_id is not None
+                        reason = superseded_reason(await forwarders.holder(session.world_id))
+                    await ws.close(reply.close_code, reason)
                     return
                 if session.is_open and not was_open:
                     assert session.world_id is not None
@@ -422,8 +453,6 @@ def make_handler(
                             limit = worlds.of(session.world_id)
                             limit.allow()
                         await forwarders.claim(session.world_id, ws, session.holder)
-                        if cluster is not None:  # handed over signed, if this process drains
-                            seal = functools.partial(store.sign_tail, session.world_id)
                         presence.linked(session.world_id, ws, session.client)
                         if cluster is not None:
                             cluster.publish("link", session.world_id,
@@ -435,8 +464,8 @@ def make_handler(
                     else:
                         _cap_send_buffer(ws)
                         pump = asyncio.create_task(viewers.pump(viewer))
-                if (following := await drain.recv(ws, seal)) is None:  # draining: this frame's reply was sent
-                    await drain.close(ws, seal)
+                if (following := await drain.recv(ws)) is None:  # draining: this frame's reply was sent
+                    await drain.close(ws)
                     return
                 frame = following
         except ConnectionClosed as closed:
@@ -610,7 +639,6 @@ def _cap_send_buffer(ws: ServerConnection) -> None:
 
 
 _link_decoder = msgspec.json.Decoder(Link)
-CLOSE_REASONS = {CLOSE_SUPERSEDED: "superseded: another bridge process serves this world now"}
 
 
 def _fan_out(viewers: Viewers, world_id: str | None, reply: Reply, cluster: Cluster | None = None) -> None:

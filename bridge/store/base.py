@@ -190,12 +190,6 @@ class Store(Protocol):
         refuses a key that did not sign them)."""
         ...
 
-    async def sign_tail(self, world_id: str) -> None:
-        """Sign the end of the world's chain with the digest of its state (as :meth:`close` does
-        for every world), unless another process holds its lease: the next process serving it
-        checks it cheaply (a draining process hands its worlds over so, issue 28)."""
-        ...
-
     async def close(self) -> None:
         """Finish pending work and close; idempotent."""
         ...

@@ -119,6 +119,10 @@ ALTER TABLE worlds ADD COLUMN language TEXT
     5: """
 ALTER TABLE heads ADD COLUMN stored_digest TEXT
 """,
+    # = the SQLite file's step 12 (issue 27): each batch seals the state of the worlds it wrote
+    6: """
+ALTER TABLE worlds ADD COLUMN state_seal TEXT
+""",
 }
 SCHEMA_VERSION = max(MIGRATIONS)
 MIGRATE_LOCK = 0x46415445  # advisory lock key ("FATE"): processes starting together migrate once
@@ -293,10 +297,27 @@ class PostgresStore(BatchWriter):
         commit. Returns the new token; ``holder`` (who connected) is kept with it."""
         return await self._run(self._take_lease_sync, world_id, holder)
 
-    async def drop_lease(self, world_id: str) -> None:
-        """Forget this process's token and state in memory of ``world_id``: another process
-        took it. Later decisions are refused until :meth:`take_lease` is called again."""
-        await self._run(self._forget, world_id)
+    async def drop_lease(self, world_id: str, newer: int) -> None:
+        """Another process took ``world_id``'s lease with the token ``newer``: forget this
+        process's token and state in memory of it, if its token is older (one taken here since,
+        by a forwarder that came later, is kept: issue 28). Later decisions are refused until
+        :meth:`take_lease` is called again."""
+        await self._run(self._forget_older, world_id, newer)
+
+    def _forget_older(self, world_id: str, newer: int) -> None:
+        if self._leases.get(world_id, 0) < newer:
+            self._forget(world_id)
+
+    async def lease_holder(self, world_id: str) -> str | None:
+        """Who holds ``world_id``'s lease, as its taker described it (the ``holder`` given to
+        :meth:`take_lease`), or None when nobody ever took it."""
+
+        def read() -> str | None:
+            assert self._conn is not None
+            row = self._conn.execute("SELECT holder FROM leases WHERE world_id = ?", (world_id,)).fetchone()
+            return None if row is None else row[0]
+
+        return await self._run(read)
 
     def _closing_worlds(self, conn: _PgConnection) -> list[str]:  # type: ignore[override]
         """The worlds whose chains this process signs at close: those whose lease it holds, and
