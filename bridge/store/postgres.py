@@ -27,7 +27,6 @@ from __future__ import annotations
 
 import functools
 from collections.abc import Callable
-from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
 import structlog
@@ -190,11 +189,6 @@ class PostgresStore(BatchWriter):
     def __init__(self, url: str, *, audit_key: bytes | None = None, signing_key: Any = None) -> None:
         super().__init__(url, audit_key=audit_key, signing_key=signing_key)
         self._leases: dict[str, int] = {}  # world -> the fencing token this process holds
-        # Worlds load on a thread and connection of their own (issue 28): a world taken over
-        # after a crash re-derives its whole chain on load (~0.2 ms a record), which on the
-        # writer's thread held up every decision of the worlds already in memory.
-        self._loader = ThreadPoolExecutor(max_workers=1, thread_name_prefix="fate-bridge-load")
-        self._loader_conn: _PgConnection | None = None
 
     # --- runs on the writer thread -------------------------------------------------------------
 
@@ -238,23 +232,6 @@ class PostgresStore(BatchWriter):
     def _transaction(self, work: Callable[[Any], T]) -> T:
         assert self._conn is not None
         return _in_transaction(self._conn, work, begin="BEGIN")  # type: ignore[arg-type]
-
-    def _loading_connection(self) -> tuple[_PgConnection, bool]:
-        """The loader thread's connection (made on first use, and again if the server ended it),
-        values read at load."""
-        if self._loader_conn is None:
-            import psycopg
-
-            self._loader_conn = _PgConnection(psycopg.connect(self.path, autocommit=True), self.path)
-        return self._loader_conn, False
-
-    def _close_sync(self) -> None:
-        if self._loader is not None:
-            self._loader.shutdown(wait=True)
-            if self._loader_conn is not None:
-                self._loader_conn.close()
-            self._loader = self._loader_conn = None
-        super()._close_sync()
 
     def _fence(self, conn: _PgConnection, world_ids: list[str]) -> set[str]:
         """Of ``world_ids``, those whose lease this process no longer holds (forgotten here; the
@@ -322,9 +299,9 @@ class PostgresStore(BatchWriter):
     def _closing_worlds(self, conn: _PgConnection) -> list[str]:  # type: ignore[override]
         """The worlds whose chains this process signs at close: those whose lease it holds, and
         those nobody ever leased (written by ``world``/``resolve`` commands); never the worlds
-        other processes hold, which are theirs to sign (issue 28: signing every world of the
-        database made each process's stop cost ~7 ms per world there, a drain over a minute on
-        10,000 worlds)."""
+        other processes hold (issue 28): theirs to sign, even one this process loaded before
+        another took it over, and each world looked at costs a stop a few queries (every world
+        of the database: seconds on 10,000 worlds)."""
         leased = {world_id for (world_id,) in conn.execute("SELECT world_id FROM leases").fetchall()}
         return [w for w in trail_worlds(conn) if w in self._leases or w not in leased]
 
