@@ -106,8 +106,8 @@ class ModuleLink:
     """One world's forwarder as the Foundry module drives it (see the module docstring). Call
     :meth:`start` once, then :meth:`request` as often as needed, :meth:`stop` once. Counts, per
     ``event_id``: ``sent`` (frames sent), ``resent`` (times it was in flight when a link
-    dropped); ``queued``: the requests made while no link was up; ``handovers``: each lost
-    link's :class:`Handover`."""
+    dropped); ``queued``: the requests made while a lost link was being replaced; ``handovers``:
+    each lost link's :class:`Handover`."""
 
     def __init__(self, balancer: Balancer, world_id: str, token: str, rng: random.Random,
                  on_down: Callable[[ModuleLink], None] = lambda link: None) -> None:
@@ -294,12 +294,22 @@ class Run:
     async def __aenter__(self) -> Run:
         self.schema = PgSchema(self.base).__enter__()
         self.key = self.folder / "audit.key"
-        worlds = await register_worlds(self.schema.url, self.world_count, "fo")
-        # the first alone (it makes the audit key and the tables), the others at once
-        self.bridges = await asyncio.to_thread(start_bridges, self.schema.url, self.key, 1, *LOAD_LIMITS)
-        self.bridges += [bridge for started in await asyncio.gather(*(
-            asyncio.to_thread(start_bridges, self.schema.url, self.key, 1, *LOAD_LIMITS)
-            for _ in range(self.process_count - 1))) for bridge in started]
+        self.bridges: list[tuple[subprocess.Popen, int]] = []
+        try:
+            worlds = await register_worlds(self.schema.url, self.world_count, "fo")
+            # the first alone (it makes the audit key and the tables), the others at once
+            self.bridges = await asyncio.to_thread(start_bridges, self.schema.url, self.key, 1, *LOAD_LIMITS)
+            others = await asyncio.gather(*(
+                asyncio.to_thread(start_bridges, self.schema.url, self.key, 1, *LOAD_LIMITS)
+                for _ in range(self.process_count - 1)), return_exceptions=True)
+            self.bridges += [bridge for started in others if isinstance(started, list) for bridge in started]
+            for failed in others:
+                if isinstance(failed, BaseException):
+                    raise failed
+        except BaseException:
+            await asyncio.to_thread(stop_bridges, self.bridges)
+            self.schema.__exit__(None, None, None)
+            raise
         self.balancer = Balancer([port for _, port in self.bridges])
         self.links = [ModuleLink(self.balancer, w["world_id"], w["token"], self.rng, self._click) for w in worlds]
         for link in self.links:
