@@ -42,13 +42,11 @@ import asyncio
 import json
 import os
 import secrets
-import socket
 import sqlite3
 import subprocess
 import sys
 import tempfile
 import time
-import urllib.request
 from pathlib import Path
 
 from bridge import logs
@@ -58,27 +56,10 @@ from bridge.store import SQLiteStore
 
 from . import crash, memory, restart
 from .crash import free_port
-from .clients import LOAD_LIMITS, cpu_seconds, go, release_clients, rss_bytes, start_clients
+from .clients import LOAD_LIMITS, cpu_seconds, go, release_clients, rss_bytes, start_clients, wait_ready
 from .load import ACTOR, TEST, percentile
 
-START_TIMEOUT = 20.0
 DEFAULT_OUT = Path("bench-results.json")
-
-
-def wait_ready(process: subprocess.Popen, port: int, health: bool) -> None:
-    deadline = time.monotonic() + START_TIMEOUT
-    while time.monotonic() < deadline:
-        if process.poll() is not None:
-            raise SystemExit(f"a server exited early with {process.returncode}")
-        try:
-            if health:
-                urllib.request.urlopen(f"http://127.0.0.1:{port}/healthz", timeout=1).close()
-            else:
-                socket.create_connection(("127.0.0.1", port), timeout=1).close()
-            return
-        except OSError:
-            time.sleep(0.05)
-    raise SystemExit(f"no server on port {port} after {START_TIMEOUT} s")
 
 
 async def register_worlds(db: Path, count: int) -> list[dict]:

@@ -29,7 +29,6 @@ import asyncio
 import gc
 import os
 import resource
-import socket
 import subprocess
 import sys
 import tempfile
@@ -44,7 +43,7 @@ from bridge.store.writer import MAX_WORLDS_IN_MEMORY
 
 from . import crash
 from .build import fill, open_for_serve
-from .clients import rss_bytes
+from .clients import rss_bytes, wait_ready
 from .load import ASKS_CHOICE, CHOICE, ROLLED, SPEND, RawConnection, client_frame, hello, open_raw
 from .scale import LOAD_LIMITS  # bench.clients' with the hellos of a new address all taken at once
 
@@ -219,20 +218,8 @@ async def serve_stages(pid: int, port: int, worlds: list[dict], connected: int, 
 def _server(command: list[str], port: int, health: bool) -> subprocess.Popen:
     """Start a server process; returns it once it answers on ``port`` (``/healthz`` for the bridge)."""
     process = subprocess.Popen(command, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-    deadline = time.monotonic() + 30
-    while time.monotonic() < deadline:
-        if process.poll() is not None:
-            raise SystemExit(f"{command[2]} exited with {process.returncode} before listening")
-        try:
-            if health:
-                urllib.request.urlopen(f"http://127.0.0.1:{port}/healthz", timeout=1).close()
-            else:
-                socket.create_connection(("127.0.0.1", port), timeout=1).close()
-            return process
-        except OSError:
-            time.sleep(0.05)
-    process.kill()
-    raise SystemExit(f"{command[2]} did not listen on {port} within 30 s")
+    wait_ready(process, port, health)
+    return process
 
 
 def serve_figures(worlds: int = SERVE_WORLDS, history: int = SERVE_HISTORY, connected: int = CONNECTED,

@@ -33,6 +33,7 @@ from pathlib import Path
 from websockets.asyncio.client import ClientConnection, connect
 from websockets.exceptions import ConnectionClosed
 
+from .failover import audit_rows
 from .load import ACTOR, TEST
 from .scale import LOAD_LIMITS, PgSchema, register_worlds, start_bridges, stop_bridges
 
@@ -140,15 +141,6 @@ async def trials(count: int, world_id: str, token: str, ports: tuple[int, int], 
     return tally
 
 
-def audited(url: str, world_id: str) -> set[str]:
-    """The event ids of ``world_id``'s audit rows."""
-    import psycopg
-
-    with psycopg.connect(url) as conn:
-        return {event_id for (event_id,) in conn.execute(
-            "SELECT event_id FROM audit WHERE world_id = %s AND event_id IS NOT NULL", (world_id,))}
-
-
 def main(count: int = 100) -> int:
     """Run ``count`` trials on two fresh processes and print the counts; exit status 1 when any
     trial did not end with exactly one holder named in the other's 4003, or a decision is lost."""
@@ -162,7 +154,7 @@ def main(count: int = 100) -> int:
             tally = asyncio.run(trials(count, world["world_id"], world["token"], ports, names))
         finally:
             stop_bridges(bridges)
-        recorded = audited(schema.url, world["world_id"])
+        recorded = {event_id for _, event_id, *_ in audit_rows(schema.url, [world["world_id"]]) if event_id}
         lost = sorted(set(tally.answered) - recorded)
         cut_off = sorted(recorded - set(tally.answered))  # decided, its answer cut off by the 4003
         verified = subprocess.run([sys.executable, "-m", "bridge", "audit", "verify", "--db", schema.url,
