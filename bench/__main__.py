@@ -24,8 +24,15 @@ run takes about two and a half minutes.
 ``--quick`` makes every step tiny (seconds in all): the test suite uses it to check the harness,
 never the timings. ``--kill-rounds N`` instead runs N kill -9 rounds of the bridge under load
 (``bench.crash``) and prints what they found; ``--scale`` the scale-out table of issue 18
-(``bench.scale``: 1, 2, 4 processes on PostgreSQL, 1 on SQLite); ``--fuzz-frames N`` the fuzz
-test (tests/test_fuzz.py) with N hostile frames instead of the suite's 5,000.
+(``bench.scale``: 1, 2, 4 processes on PostgreSQL, 1 on SQLite), and with ``--failover`` or
+``--rolling`` instead kill -9 of one of three processes, or a rolling restart of all three, under
+load (``bench.failover``, issue 28: the seconds per world from its link's close to its next
+decided reply, and what was lost or doubled); ``--race N`` N trials of two
+forwarders of one world racing on two PostgreSQL processes (``bench.race``, issue 28); ``--fuzz-frames N`` the fuzz
+test (tests/test_fuzz.py) with N hostile frames instead of the suite's 5,000; ``--memory`` RSS of a
+served bridge with 10,000 worlds, 2,000 connected and 200 deciding, against the echo server's, with
+and without eviction (``bench.memory``, issue 27); ``--restart`` a big world's first decision after
+kill -9 and after a clean stop, and the other worlds' p99 while one loads (``bench.restart``, issue 27).
 """
 
 from __future__ import annotations
@@ -35,13 +42,11 @@ import asyncio
 import json
 import os
 import secrets
-import socket
 import sqlite3
 import subprocess
 import sys
 import tempfile
 import time
-import urllib.request
 from pathlib import Path
 
 from bridge import logs
@@ -49,34 +54,12 @@ from bridge.dice import SecretDice
 from bridge.session import Session, hash_token, new_token
 from bridge.store import SQLiteStore
 
-from . import crash
+from . import crash, memory, restart
 from .crash import free_port
-from .clients import LOAD_LIMITS, cpu_seconds, go, release_clients, start_clients
+from .clients import LOAD_LIMITS, cpu_seconds, go, release_clients, rss_bytes, start_clients, wait_ready
 from .load import ACTOR, TEST, percentile
 
-PAGE_SIZE = os.sysconf("SC_PAGE_SIZE")
-START_TIMEOUT = 20.0
-
-
-def rss_bytes(pid: int) -> int:
-    """Resident set size of a process, from /proc/PID/statm."""
-    return int(Path(f"/proc/{pid}/statm").read_text().split()[1]) * PAGE_SIZE
-
-
-def wait_ready(process: subprocess.Popen, port: int, health: bool) -> None:
-    deadline = time.monotonic() + START_TIMEOUT
-    while time.monotonic() < deadline:
-        if process.poll() is not None:
-            raise SystemExit(f"a server exited early with {process.returncode}")
-        try:
-            if health:
-                urllib.request.urlopen(f"http://127.0.0.1:{port}/healthz", timeout=1).close()
-            else:
-                socket.create_connection(("127.0.0.1", port), timeout=1).close()
-            return
-        except OSError:
-            time.sleep(0.05)
-    raise SystemExit(f"no server on port {port} after {START_TIMEOUT} s")
+DEFAULT_OUT = Path("bench-results.json")
 
 
 async def register_worlds(db: Path, count: int) -> list[dict]:
@@ -315,21 +298,63 @@ def main(argv: list[str] | None = None) -> int:
                         help="load client processes sharing the connections (default 2)")
     parser.add_argument("--idle", type=int, default=2000, help="idle connections for RSS (default 2000)")
     parser.add_argument("--store-decisions", type=int, default=20000, help="decisions for the store alone")
-    parser.add_argument("--out", type=Path, default=Path("bench-results.json"), help="JSON results file")
+    parser.add_argument("--out", type=Path, default=DEFAULT_OUT,
+                        help="JSON results file (default %(default)s; --restart: bench-restart.json, --memory: bench-memory.json)")
     parser.add_argument("--quick", action="store_true", help="tiny run checking the harness (seconds)")
     parser.add_argument("--scale", action="store_true",
                         help="instead: decisions/s and CPU per decision of 1, 2 and 4 bridge processes on "
                         "PostgreSQL next to 1 on SQLite, and issue 28's ratios (bench/scale.py; --conns N: connections, default 10)")
+    parser.add_argument("--failover", action="store_true",
+                        help="with --scale, instead: kill -9 of one of 3 processes under load (issue 28, "
+                        "bench/failover.py; --conns N: worlds, default 30)")
+    parser.add_argument("--rolling", action="store_true",
+                        help="with --scale, instead: a rolling restart (SIGTERM drain) of 3 processes under load "
+                        "(issue 28, bench/failover.py; --conns N: worlds, default 30)")
+    parser.add_argument("--restart", action="store_true",
+                        help="instead: a big world's first decision after kill -9 and after a clean stop, and the "
+                        "other worlds' p99 while it loads (issue 27, bench/restart.py; --sizes)")
+    parser.add_argument("--sizes", help="--restart: audit records of the big worlds, the first the reference "
+                        f"(default {','.join(map(str, restart.SIZES))}; with --quick "
+                        f"{','.join(map(str, restart.QUICK_SIZES))})")
+    parser.add_argument("--memory", action="store_true",
+                        help="instead: RSS of the echo server and of serve with 10,000 worlds, 2,000 connected, "
+                        "200 deciding, every world used, with and without eviction (issue 27, bench/memory.py)")
     parser.add_argument("--kill-rounds", type=int, metavar="N",
                         help="instead: N kill -9 rounds of the bridge under load (issue 17 asks for 30)")
+    parser.add_argument("--race", type=int, metavar="N",
+                        help="instead: N trials of two forwarders of one world racing on two processes on "
+                        "PostgreSQL (issue 28, bench/race.py; 100 for the issue's figure)")
     parser.add_argument("--fuzz-frames", type=int, metavar="N",
                         help="instead: the hostile-frame fuzz test (tests/test_fuzz.py) with N frames, not the "
                         "suite's 5,000 (issue 16 asks for over 20,000: 21000)")
     args = parser.parse_args(argv)
     if args.kill_rounds is not None:
         return crash.main(args.kill_rounds)
+    if args.restart:
+        sizes = ([int(n) for n in args.sizes.split(",")] if args.sizes
+                 else list(restart.QUICK_SIZES if args.quick else restart.SIZES))
+        return restart.main(sizes, args.out.with_name("bench-restart.json") if args.out == DEFAULT_OUT else args.out,
+                            quick=args.quick)
+    if args.memory:
+        found = (memory.serve_figures(60, 2, 20, 4, 0.5, 10) if args.quick else memory.serve_figures())
+        (args.out.with_name("bench-memory.json") if args.out == DEFAULT_OUT else args.out).write_text(
+            json.dumps(found, indent=2) + "\n")
+        memory.print_serve(found)
+        return 0
     if args.fuzz_frames is not None:
         return fuzz(args.fuzz_frames)
+    if args.race is not None:
+        from . import race
+
+        return race.main(args.race)
+    if args.scale and (args.failover or args.rolling):
+        from . import failover
+
+        worlds = 6 if args.quick else int(args.conns) if args.conns.isdigit() else 30
+        return failover.main(args.failover, args.rolling, worlds, 5 if args.quick else 20,
+                             history=100 if args.quick else failover.HISTORY)
+    if args.failover or args.rolling:
+        parser.error("--failover and --rolling go with --scale: python -m bench --scale --failover")
     if args.scale:
         from . import scale
 

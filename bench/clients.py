@@ -5,17 +5,26 @@ from __future__ import annotations
 
 import json
 import os
+import socket
 import subprocess
 import sys
 import time
+import urllib.request
 from pathlib import Path
 
+START_TIMEOUT = 30.0  # seconds a server process may take to listen
 CLOCK_TICKS = os.sysconf("SC_CLK_TCK")
+PAGE_SIZE = os.sysconf("SC_PAGE_SIZE")
 
 # The bridge's limits per address (docs/security.md) raised for the bench's loopback clients: every
 # connection, the idle ones included, comes from 127.0.0.1 at once.
 LOAD_LIMITS = ("--max-connections", "10000", "--max-connections-per-address", "10000",
                "--max-pending-hellos", "10000", "--connect-rate", "100000", "--connect-burst", "10000")
+
+
+def rss_bytes(pid: int) -> int:
+    """Resident set size of a process, from /proc/PID/statm, in bytes."""
+    return int(Path(f"/proc/{pid}/statm").read_text().split()[1]) * PAGE_SIZE
 
 
 def cpu_seconds(pid: int) -> float:
@@ -74,3 +83,23 @@ def release_clients(clients: list, worlds_file: Path, duration: float) -> list[d
             raise SystemExit(f"load client failed: {client.stderr.read()[-2000:]}")
         results.append(json.loads(_result_file(worlds_file, i).read_text()))
     return results
+
+
+def wait_ready(process: subprocess.Popen, port: int, health: bool) -> None:
+    """Return once ``process`` answers on ``port`` (``health``: its ``/healthz``, the bridge's; else
+    a TCP connection). Raises ``SystemExit`` naming the port if it exits first or is not listening
+    within :data:`START_TIMEOUT` (then it is killed)."""
+    deadline = time.monotonic() + START_TIMEOUT
+    while time.monotonic() < deadline:
+        if process.poll() is not None:
+            raise SystemExit(f"the server for port {port} exited with {process.returncode} before listening")
+        try:
+            if health:
+                urllib.request.urlopen(f"http://127.0.0.1:{port}/healthz", timeout=1).close()
+            else:
+                socket.create_connection(("127.0.0.1", port), timeout=1).close()
+            return
+        except OSError:
+            time.sleep(0.05)
+    process.kill()
+    raise SystemExit(f"no server on port {port} after {START_TIMEOUT:g} s")

@@ -135,12 +135,15 @@ def _actor(round_no: int) -> dict:
         {"point_id": mystery(round_no), "name": "Race Star", "skill_code": None, "charges": CHARGES}]}
 
 
-def _rolled(event_id: str, message_id: str, round_no: int) -> dict:
+def rolled_message(event_id: str, message_id: str, round_no: int) -> dict:
+    """A public ``test_rolled`` of ``message_id`` by an actor holding the unlimited point and
+    round ``round_no``'s Mystery."""
     return {"type": "test_rolled", "v": 1, "event_id": event_id, "ruleset": "sohl", "message_id": message_id,
             "actor": _actor(round_no), "test": TEST, "visibility": "public"}
 
 
-def _spend(event_id: str, message_id: str, point_id: str) -> dict:
+def spend_message(event_id: str, message_id: str, point_id: str) -> dict:
+    """A ``fate_spend`` of ``message_id``'s result with ``point_id``."""
     return {"type": "fate_spend", "v": 1, "event_id": event_id, "message_id": message_id,
             "point_id": point_id, "user_id": PLAYER}
 
@@ -173,8 +176,8 @@ async def _flows(port: int, token: str, round_no: int, conn_no: int, acked: dict
     async with await _connect(port, token) as ws:
         for n in range(1_000_000):
             mid = f"f{round_no}-{conn_no}-{n}"
-            await _ask(ws, _rolled(f"r{mid}", mid, round_no), acked)
-            if (await _ask(ws, _spend(f"s{mid}", mid, UNLIMITED), acked)).get("outcome") == "choice":
+            await _ask(ws, rolled_message(f"r{mid}", mid, round_no), acked)
+            if (await _ask(ws, spend_message(f"s{mid}", mid, UNLIMITED), acked)).get("outcome") == "choice":
                 await _ask(ws, {"type": "fate_choice", "v": 1, "event_id": f"c{mid}", "message_id": mid,
                                 "choice": "keep", "user_id": PLAYER}, acked)
 
@@ -194,8 +197,8 @@ async def _racer(port: int, token: str, round_no: int, racer: int, acked: dict[s
     async with await _connect(port, token) as ws:
         for n in range(1_000_000):
             mid = f"x{round_no}-{n}"
-            await _ask(ws, _rolled(f"r{mid}-{racer}", mid, round_no), acked)
-            reply = await _ask(ws, _spend(f"s{mid}-{racer}", mid, point), acked)
+            await _ask(ws, rolled_message(f"r{mid}-{racer}", mid, round_no), acked)
+            reply = await _ask(ws, spend_message(f"s{mid}-{racer}", mid, point), acked)
             if reply["type"] == "fate_resolved":
                 won.append(("fated", mid))
                 if reply["outcome"] == "choice":

@@ -80,13 +80,14 @@ def client_frame(payload: bytes, opcode: int = 0x1) -> bytes:
 
 class RawConnection(asyncio.Protocol):
     """A WebSocket client connection reduced to what the load needs: the opening handshake,
-    unmasked server frames split out of the stream (answering pings), one reply awaited at a time."""
+    unmasked server frames split out of the stream (answering pings and the close), one reply awaited at a time."""
 
     def __init__(self) -> None:
         self.transport: asyncio.Transport | None = None
         self._buffer = bytearray()
         self._open = False
         self._waiter: asyncio.Future[bytes] | None = None
+        self._lost: BaseException | None = None
         self._loop = asyncio.get_running_loop()
 
     def connection_made(self, transport: asyncio.BaseTransport) -> None:
@@ -122,13 +123,16 @@ class RawConnection(asyncio.Protocol):
             del buffer[:offset + length]
             if opcode == 0x9:
                 self.transport.write(client_frame(payload, 0xA))
-            elif opcode == 0x8:
+            elif opcode == 0x8:  # answered with a close frame (RFC 6455 5.5.1): a stopping server waits for it
+                self.transport.write(client_frame(payload[:2], 0x8))
+                self.transport.close()
                 self._fail(ConnectionError(f"server closed the connection: {payload[2:]!r}"))
             elif opcode in (0x1, 0x2):
                 self._deliver(payload)
 
     def connection_lost(self, exc: Exception | None) -> None:
-        self._fail(exc or ConnectionError("connection lost"))
+        self._lost = exc or ConnectionError("connection lost")
+        self._fail(self._lost)
 
     def _deliver(self, payload: bytes) -> None:
         if self._waiter is not None and not self._waiter.done():
@@ -141,6 +145,8 @@ class RawConnection(asyncio.Protocol):
     def expect(self) -> asyncio.Future[bytes]:
         """The next data frame's payload (the handshake's completion first: ``b""``)."""
         self._waiter = self._loop.create_future()
+        if self._lost is not None:  # a request after the connection went fails at once
+            self._waiter.set_exception(self._lost)
         return self._waiter
 
     def close(self) -> None:

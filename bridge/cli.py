@@ -31,7 +31,7 @@ from .server import RATE_BURST_SECONDS, RATE_PER_SECOND
 from .session import OVERLAY_PATH, Session, hash_token, new_token
 from .migrate import migrate, source_db
 from .release import PUBLIC_URL_ENV
-from .startup import bridge_address, folder_given, hold_database, listen_problem, reach_lines
+from .startup import bridge_address, folder_given, holding_database, listen_problem, reach_lines
 from .store import open_store
 from .store.writer import MAX_WORLDS_IN_MEMORY
 
@@ -676,20 +676,14 @@ async def _serve(args: argparse.Namespace) -> int:
         raise ConfigError("--reuse-port shares the port between processes, which needs a shared "
                           "postgresql:// --db (processes on one SQLite file would each take the "
                           "same world); see docs/deploy.md")
-    # one serving process per SQLite file (a second one's state would go stale); PostgreSQL
-    # shares a database between processes by design
-    lock = None if is_postgres_url(db) or str(db) == ":memory:" else hold_database(db)
-    try:
+    with holding_database(db):  # one serving process per SQLite file (a second one's state would go stale)
         return await _serve_held(args, db, tls)
-    finally:
-        if lock is not None:
-            os.close(lock)  # releases the lock (the OS does so too when the process ends)
 
 
 async def _serve_held(args: argparse.Namespace, db: Path | str, tls: ssl.SSLContext | None) -> int:
     """``serve`` once the database is ours (see :func:`_serve`)."""
     from .audit_cli import adopt_signing_key
-    from .server import serve_until, start, stop_on_signals
+    from .server import Drain, serve_until, start, stop_on_signals
 
     key_path = args.audit_key or default_audit_key()
     signing_path = args.signing_key or default_signing_key(key_path)
@@ -702,7 +696,7 @@ async def _serve_held(args: argparse.Namespace, db: Path | str, tls: ssl.SSLCont
         await store.close()
         raise
     cluster = None
-    stop = stop_on_signals()
+    stop, drain = stop_on_signals(), Drain()
     try:
         if is_postgres_url(db):
             from .cluster import Cluster
@@ -711,7 +705,7 @@ async def _serve_held(args: argparse.Namespace, db: Path | str, tls: ssl.SSLCont
         limits = Limits(**{name: getattr(args, name) for _, name, _, _ in _LIMIT_FLAGS})
         server = await start(store, args.host, args.port, origins=args.origins, tls=tls, rate=rate,
                              public_url=args.public_url, limits=limits, cluster=cluster,
-                             reuse_port=args.reuse_port)
+                             reuse_port=args.reuse_port, drain=drain)
     except (OSError, ConfigError) as exc:
         if cluster is not None:
             await cluster.close()
@@ -736,7 +730,7 @@ async def _serve_held(args: argparse.Namespace, db: Path | str, tls: ssl.SSLCont
         )
     else:
         print("Worlds: " + ", ".join(w.world_id for w in worlds), file=sys.stderr)
-    await serve_until(stop, server, store, cluster)
+    await serve_until(stop, server, drain, store, cluster)
     return 0
 
 
@@ -841,6 +835,12 @@ def _split_dice(line: bytes) -> tuple[bytes, list[int] | None]:
 
 
 async def _resolve(args: argparse.Namespace) -> int:
+    with holding_database(args.db or ":memory:", "resolve"):  # its decisions, like serve's, need the file alone
+        return await _resolve_held(args)
+
+
+async def _resolve_held(args: argparse.Namespace) -> int:
+    """``resolve`` once its database is its own (see :func:`_resolve`)."""
     from .frames import card_text
 
     key = load_key(args.audit_key or default_audit_key(), create=True) if args.db else None

@@ -20,7 +20,9 @@ database, and a forwarder's take-over is also enforced by the lease's fencing to
 from __future__ import annotations
 
 import asyncio
+import os
 import secrets
+import socket
 from collections.abc import Callable
 from typing import Any
 
@@ -64,12 +66,15 @@ Handler = Callable[[Notice], None]
 class Cluster:
     """This process's link to the others. :meth:`publish` queues a notice (never waits);
     ``on_notice`` is called on the event loop with every other process's notice, in order
-    (the server sets it; until then notices are dropped). Use :meth:`open` to construct,
-    :meth:`close` to stop."""
+    (the server sets it; until then notices are dropped). ``name`` (``host:pid``) is how this
+    process is named to people: in a superseded forwarder's 4003 reason and the lease's
+    ``holder`` (issue 28); ``origin``, random, tells processes apart in notices. Use
+    :meth:`open` to construct, :meth:`close` to stop."""
 
     def __init__(self, url: str, on_notice: Handler = lambda notice: None) -> None:
         self.url, self.on_notice = url, on_notice
         self.origin = secrets.token_hex(6)
+        self.name = f"{socket.gethostname()}:{os.getpid()}"
         self.channel = CHANNEL  # + the schema's name, once connected
         self._queue: asyncio.Queue[Notice | asyncio.Future[None]] = asyncio.Queue()
         self._listen: Any = None

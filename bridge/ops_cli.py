@@ -13,6 +13,7 @@ import sys
 from . import backup, doctor, release, status
 from .config import db_label, default_audit_key, default_db, default_signing_key, is_postgres_url
 from .errors import ConfigError
+from .startup import holding_database
 
 
 def _sqlite_file(db: object, command: str, instead: str) -> None:
@@ -76,7 +77,8 @@ def run_restore(args: argparse.Namespace) -> int:
     """``fate-bridge restore PATH``."""
     _sqlite_file(args.db or default_db(), "restore", "restore a `pg_dump` with `pg_restore`, or copy a "
                  "SQLite backup in with `fate-bridge migrate --from sqlite:PATH --to URL`")
-    copied, kept = backup.restore(args.path, args.db or default_db())
+    with holding_database(args.db or default_db(), "restore"):  # no serve may start meanwhile either
+        copied, kept = backup.restore(args.path, args.db or default_db())
     print(f"Restored {copied.worlds} worlds and {copied.records} audit records into {copied.path}."
           + (f"\nThe database it replaced is kept as {kept}." if kept else "")
           + "\nCheck it with `fate-bridge audit verify`, then start serve again.")

@@ -14,20 +14,23 @@ world: a newer authenticated connection closes the older with 4003, in the backg
 half-open older link never delays it). Overlay viewers (``hello`` with the viewer key) get each
 public card of their world through their own bounded queue and sender task (:class:`Viewers`),
 so a stuck viewer never delays a decision or another viewer; it is closed with 4004.
-``serve_until`` stops on SIGTERM/SIGINT (see ``stop_on_signals``): clients are closed with 1001
-(going away) after in-flight decisions finish, then the store is closed.
+``serve_until`` stops on SIGTERM/SIGINT (see ``stop_on_signals``) by draining (:class:`Drain`,
+issue 28): the port is closed, every connection is closed with 1012 (service restart: the module
+reconnects at once, to another process behind the load balancer) once the frame it is handling is
+answered, within ``DRAIN_SECONDS``, then the store is closed.
 """
 
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import math
 import re
 import signal
 import socket
 import ssl
 from collections import deque
-from collections.abc import Awaitable, Callable, Hashable
+from collections.abc import AsyncIterator, Awaitable, Callable, Hashable
 from dataclasses import dataclass, field
 from pathlib import Path
 from http import HTTPStatus
@@ -73,6 +76,12 @@ MAX_VIEWERS_PER_WORLD = 20  # OBS, a preview tab or two per streamer; a leaked k
 DEFAULT_VIEWER_LIMITS = (VIEWER_QUEUE_FRAMES, VIEWER_SEND_TIMEOUT_SECONDS)
 SUPERSEDED_CLOSE_SECONDS = 10.0  # a superseded link's closing handshake, in the background: a
 # half-open one (its peer gone without a word) never answers, and is cut off after this
+DRAIN_CLOSE_SECONDS = 5.0  # a drained link's closing handshake: a peer answers in milliseconds; a
+# half-open one never does and is cut off after this
+DRAIN_SECONDS = 15.0  # SIGTERM to closed store at most: a decision in flight takes milliseconds, a
+# close 5 s at most; inside systemd's TimeoutStopSec=30 (docs/deploy.md) with room for the store
+CLOSE_SERVICE_RESTART = CloseCode.SERVICE_RESTART  # 1012: the module reconnects at once (another process)
+DRAIN_REASON = "bridge restarting: reconnect now"
 
 
 
@@ -86,7 +95,14 @@ class Forwarders:
     Across processes (``cluster``, on the PostgreSQL store): claiming a world takes its lease
     (:meth:`~bridge.store.postgres.PostgresStore.take_lease`) and tells the other processes,
     which close their forwarder of the world (:meth:`taken_elsewhere`); the lease's fencing
-    token keeps a process that has not heard yet from writing."""
+    token keeps a process that has not heard yet from writing. The token alone decides which of
+    two forwarders racing on two processes holds the world, whatever the timing (issue 28): the
+    one whose lease was taken later. A world's claims and the other processes' lease notices of
+    it are carried out here one at a time, in the order they came (:meth:`_turn`), so a claim has
+    its token before a notice of a newer one (taken after it began) is looked at, and a notice of
+    an older one, arriving while a claim waits for its token, is looked at after it and changes
+    nothing. The loser is closed 4003 naming who holds the world and on which process
+    (``holder on host:pid``, :attr:`bridge.cluster.Cluster.name`)."""
 
     def __init__(self, store: Store | None = None, cluster: Cluster | None = None,
                  metrics: Metrics | None = None) -> None:
@@ -94,41 +110,74 @@ class Forwarders:
         self._by_world: dict[str, ServerConnection] = {}
         self._store, self._cluster = (store, cluster) if cluster is not None else (None, None)
         self._tokens: dict[str, int] = {}  # world -> newest fencing token seen (ours or not)
+        self._turns: dict[str, tuple[asyncio.Lock, list[int]]] = {}  # world -> its lock, [users]
         self._closing: set[asyncio.Task[None]] = set()  # superseded links closing (kept referenced)
+
+    @contextlib.asynccontextmanager
+    async def _turn(self, world_id: str) -> AsyncIterator[None]:
+        """Hold ``world_id``'s turn: one claim or lease notice of a world at a time, first come
+        first served (asyncio.Lock wakes its waiters in order); forgotten when nobody waits."""
+        lock, users = self._turns.setdefault(world_id, (asyncio.Lock(), [0]))
+        users[0] += 1
+        try:
+            async with lock:
+                yield
+        finally:
+            users[0] -= 1
+            if not users[0]:
+                del self._turns[world_id]
 
     async def claim(self, world_id: str, ws: ServerConnection, holder: str) -> None:
         """Make ``ws`` the forwarder of ``world_id``, closing the previous one (here, or in
-        another process; here without waiting for its close)."""
+        another process; here without waiting for its close). ``holder``: who connected, as
+        the 4003 reason names them."""
+        if self._cluster is None:
+            self._replace(world_id, ws, holder)
+            return
+        holder = f"{holder} on {self._cluster.name}"
+        async with self._turn(world_id):
+            # no notice of a newer token can have been looked at: it was taken after this one
+            self._tokens[world_id] = await self._store.take_lease(world_id, holder)  # type: ignore[union-attr]
+            self._cluster.publish("lease", world_id, token=self._tokens[world_id], holder=holder)
+            self._replace(world_id, ws, holder)
+
+    def _replace(self, world_id: str, ws: ServerConnection, holder: str) -> None:
+        """Make ``ws`` this process's forwarder of ``world_id``; the previous one is superseded."""
         previous = self._by_world.get(world_id)
         self._by_world[world_id] = ws
-        if self._cluster is not None:
-            token = await self._store.take_lease(world_id, holder)  # type: ignore[union-attr]
-            if token < self._tokens.get(world_id, 0):  # taken elsewhere meanwhile
-                self._supersede(world_id, ws, "another bridge process")
-                return
-            self._tokens[world_id] = token
-            self._cluster.publish("lease", world_id, token=token, holder=holder)
         if previous is not None and previous is not ws:
             self._supersede(world_id, previous, holder)
 
     async def taken_elsewhere(self, world_id: str, token: int, holder: str) -> None:
         """Another process took ``world_id``'s lease with ``token``: close this process's
-        forwarder of it (4003) if its token is older."""
-        if token <= self._tokens.get(world_id, 0):
-            return
-        self._tokens[world_id] = token
-        await self._store.drop_lease(world_id)  # type: ignore[union-attr]
-        ws = self._by_world.pop(world_id, None)
-        if ws is not None:
-            if self.metrics is not None:
-                self.metrics.lease_taken()
-            self._supersede(world_id, ws, holder)
+        forwarder of it (4003 naming ``holder``) if its token is older."""
+        async with self._turn(world_id):
+            if token <= self._tokens.get(world_id, 0):
+                return
+            self._tokens[world_id] = token
+            ws = self._by_world.pop(world_id, None)
+            if ws is not None:
+                if self.metrics is not None:
+                    self.metrics.lease_taken()
+                self._supersede(world_id, ws, holder)
+            await self._store.drop_lease(world_id, token)  # type: ignore[union-attr]
+
+    async def holder(self, world_id: str) -> str:
+        """Who holds ``world_id`` now, for the 4003 of a forwarder whose decision the lease's
+        fencing refused (``LeaseLost``: its process had not heard of the take-over yet)."""
+        held = None
+        if self._cluster is not None:
+            try:
+                held = await self._store.lease_holder(world_id)  # type: ignore[union-attr]
+            except Exception:  # the database went away meanwhile: the 4003 goes out all the same
+                log.warning("lease_holder_unread", world_id=world_id, exc_info=True)
+        return held or "another bridge process"
 
     def _supersede(self, world_id: str, ws: ServerConnection, holder: str) -> None:
         """Close ``ws`` with 4003 naming ``holder``, in a task of its own (never waits)."""
         log.info("forwarder_superseded", world_id=world_id, holder=holder)
-        reason = f"superseded by {holder}".encode()[:MAX_CLOSE_REASON].decode(errors="ignore")
-        task = asyncio.create_task(close_within(ws, SUPERSEDED_CLOSE_SECONDS, CLOSE_SUPERSEDED, reason))
+        task = asyncio.create_task(close_within(ws, SUPERSEDED_CLOSE_SECONDS, CLOSE_SUPERSEDED,
+                                                superseded_reason(holder)))
         self._closing.add(task)
         task.add_done_callback(self._closing.discard)
 
@@ -139,6 +188,55 @@ class Forwarders:
 
 
 MAX_CLOSE_REASON = 123  # bytes: RFC 6455 close frames carry at most 125, 2 of them the code
+
+
+def superseded_reason(holder: str) -> str:
+    """A 4003's close reason: ``superseded by HOLDER`` (the module shows HOLDER to the GM:
+    foundry-module/scripts/logic/connection.js ``supersededBy``), cut to ``MAX_CLOSE_REASON``
+    bytes on a character boundary."""
+    return f"superseded by {holder}".encode()[:MAX_CLOSE_REASON].decode(errors="ignore")
+
+
+class Drain:
+    """SIGTERM's hand-over of a process's connections (issue 28). Once :meth:`start` is called,
+    every connection is closed with 1012 (service restart; the module reconnects at once and the
+    load balancer, or the kernel with ``--reuse-port``, sends it to another process) as soon as it
+    is not handling a frame: one waiting for a frame at once, one handling a frame once that
+    frame's reply is sent, so a decision in flight is committed and answered. A frame received
+    after the drain began is left unhandled (the module sends it again, same ``event_id``, on its
+    next link) and a connection opened meanwhile is closed before its hello is handled."""
+
+    def __init__(self) -> None:
+        self.draining = False
+        self._waiting: set[ServerConnection] = set()  # in ``recv``: nothing in flight
+        self._closing: set[asyncio.Task[None]] = set()  # drained links closing (kept referenced)
+
+    async def recv(self, ws: ServerConnection) -> str | bytes | None:
+        """``ws``'s next frame; None when the process is draining (before the wait, or a frame
+        that came as it began): the caller then closes ``ws`` with :meth:`close`. Raises
+        ``ConnectionClosed`` as ``ws.recv()`` does (a drain closes a waiting link by itself)."""
+        if self.draining:
+            return None
+        self._waiting.add(ws)
+        try:
+            frame = await ws.recv()
+        finally:
+            self._waiting.discard(ws)
+        return None if self.draining else frame
+
+    def start(self) -> None:
+        """Begin draining: close every link waiting for a frame now (in the background); the
+        others close themselves after their frame in flight (:meth:`recv` returns None)."""
+        self.draining = True
+        for ws in self._waiting:
+            task = asyncio.create_task(self.close(ws))
+            self._closing.add(task)
+            task.add_done_callback(self._closing.discard)
+
+    @staticmethod
+    async def close(ws: ServerConnection) -> None:
+        """Close ``ws`` with 1012, cut off after ``DRAIN_CLOSE_SECONDS`` (a half-open peer)."""
+        await close_within(ws, DRAIN_CLOSE_SECONDS, CLOSE_SERVICE_RESTART, DRAIN_REASON)
 
 
 @dataclass(eq=False)
@@ -261,6 +359,7 @@ def make_handler(
     admission: Admission | None = None,
     cluster: Cluster | None = None,
     metrics: Metrics | None = None,
+    drain: Drain | None = None,
 ) -> Callable[[ServerConnection], Awaitable[None]]:
     """The per-connection coroutine for ``websockets.serve``: always returns, never raises.
     ``rate``: (frames per second, burst) per world for its forwarder (one bucket whatever the
@@ -270,8 +369,10 @@ def make_handler(
     limits (default :class:`Limits`); connections made by :func:`admitted_connection` are
     counted in it, and every connection's hellos are throttled by it. ``cluster``: the other
     bridge processes on the same PostgreSQL database (cards, overlay actions and take-overs go
-    both ways). ``metrics``: where decisions and take-overs are counted (:mod:`bridge.metrics`)."""
+    both ways). ``metrics``: where decisions and take-overs are counted (:mod:`bridge.metrics`).
+    ``drain``: tells when to hand the connections over (:class:`Drain`; SIGTERM, ``serve_until``)."""
     presence = Presence() if presence is None else presence
+    drain = Drain() if drain is None else drain
     forwarders = Forwarders(store, cluster, metrics)
     viewers = Viewers(*DEFAULT_VIEWER_LIMITS) if viewers is None else viewers
     if cluster is not None:
@@ -291,7 +392,7 @@ def make_handler(
         limited = False  # logged once per connection
         try:
             async with asyncio.timeout(hello_timeout):
-                frame: str | bytes = await ws.recv()
+                first = await drain.recv(ws)
         except TimeoutError:
             log.info("connection_refused", reason="hello_timeout", address=address)
             await ws.close(CLOSE_HELLO_TIMEOUT, "hello not received in time")
@@ -299,6 +400,10 @@ def make_handler(
         except ConnectionClosed as closed:
             _log_refused_frame(closed, address, None)
             return
+        if first is None:  # opened as the process began draining: reconnect elsewhere
+            await drain.close(ws)
+            return
+        frame: str | bytes = first
         try:
             while True:
                 was_open = session.is_open
@@ -333,7 +438,11 @@ def make_handler(
                         admission.hello_failed(address, named)
                         if isinstance(frame, bytes):
                             log.info("connection_refused", reason="binary_frame", address=address)
-                    await ws.close(reply.close_code, CLOSE_REASONS.get(reply.close_code, "unauthorized"))
+                    reason = "unauthorized"
+                    if reply.close_code == CLOSE_SUPERSEDED:  # a decision the lease refused (LeaseLost)
+                        assert session.world_id is not None
+                        reason = superseded_reason(await forwarders.holder(session.world_id))
+                    await ws.close(reply.close_code, reason)
                     return
                 if session.is_open and not was_open:
                     assert session.world_id is not None
@@ -355,7 +464,10 @@ def make_handler(
                     else:
                         _cap_send_buffer(ws)
                         pump = asyncio.create_task(viewers.pump(viewer))
-                frame = await ws.recv()
+                if (following := await drain.recv(ws)) is None:  # draining: this frame's reply was sent
+                    await drain.close(ws)
+                    return
+                frame = following
         except ConnectionClosed as closed:
             _log_refused_frame(closed, address, session.world_id)
             return
@@ -527,7 +639,6 @@ def _cap_send_buffer(ws: ServerConnection) -> None:
 
 
 _link_decoder = msgspec.json.Decoder(Link)
-CLOSE_REASONS = {CLOSE_SUPERSEDED: "superseded: another bridge process serves this world now"}
 
 
 def _fan_out(viewers: Viewers, world_id: str | None, reply: Reply, cluster: Cluster | None = None) -> None:
@@ -600,6 +711,7 @@ async def start(
     limits: Limits | None = None,
     cluster: Cluster | None = None,
     reuse_port: bool = False,
+    drain: Drain | None = None,
 ) -> Server:
     """Start listening; returns the running server (``server.sockets`` tell the bound port).
 
@@ -612,7 +724,8 @@ async def start(
     the address each request came to). ``limits``: connections and hellos per address and in
     total (default :class:`Limits`). ``cluster``: the other bridge processes on the same
     PostgreSQL store (see :mod:`bridge.cluster`). ``reuse_port``: bind with SO_REUSEPORT, so
-    several processes share the port (the kernel spreads connections). Raises ``OSError`` when
+    several processes share the port (the kernel spreads connections). ``drain``: what
+    :func:`serve_until` starts on SIGTERM (pass the same one to both). Raises ``OSError`` when
     the address is taken or cannot be listened on.
     """
     viewers = Viewers(*DEFAULT_VIEWER_LIMITS) if viewers is None else viewers
@@ -625,7 +738,7 @@ async def start(
                   tls=tls is not None, metrics=metrics)
     return await serve(
         make_handler(store, dice or SecretDice(), hello_timeout, rate, viewers, presence, admission, cluster,
-                     metrics),
+                     metrics, drain),
         host,
         port,
         create_connection=admitted_connection(admission, refusals),
@@ -648,17 +761,28 @@ def stop_on_signals() -> asyncio.Future[None]:
     return stop
 
 
-async def serve_until(stop: asyncio.Future[None], server: Server, store: Store,
+async def serve_until(stop: asyncio.Future[None], server: Server, drain: Drain, store: Store,
                       cluster: Cluster | None = None) -> None:
-    """Serve until ``stop`` resolves, then shut down gracefully: every connection closed with
-    1001 once its current frame is handled, then the cluster link and the store closed (its
-    chains checkpointed)."""
+    """Serve until ``stop`` resolves, then drain and shut down (issue 28): the port is closed (a
+    load balancer's next connection, or the kernel's with ``--reuse-port``, goes to another
+    process; a handshake caught midway is answered 503), ``drain`` (the one given to
+    :func:`start`) closes every connection with 1012 once its frame in flight is answered, and
+    once all are closed (at most ``DRAIN_SECONDS``, then the rest are cut off) the cluster link and
+    the store are closed (its chains checkpointed)."""
     try:
         await stop
     finally:
+        log.info("draining", connections=len(server.connections))
+        server.close(close_connections=False)
+        drain.start()
+        try:
+            await asyncio.wait_for(server.wait_closed(), DRAIN_SECONDS)
+        except TimeoutError:
+            log.warning("drain_timeout", seconds=DRAIN_SECONDS, cut_off=len(server.all_connections))
+            for ws in server.all_connections:
+                ws.transport.abort()
+            await server.wait_closed()
         log.info("shutting_down")
-        server.close()  # closes every connection with 1001 once its current frame is handled
-        await server.wait_closed()
         if cluster is not None:
             await cluster.close()
         await store.close()

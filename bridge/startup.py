@@ -2,22 +2,25 @@
 traceback; and, once listening, the addresses to give others.
 
 :func:`listen_problem` and :func:`database_problem` turn an ``OSError`` / ``sqlite3`` error into
-the sentence the operator reads; :func:`hold_database` keeps a second ``serve`` off a SQLite file
-one already serves; :func:`reach_lines` lists the URLs the module, the overlay and
+the sentence the operator reads; :func:`hold_database` keeps a second ``serve`` (or a ``resolve --db``, a
+``restore``) off a SQLite file one already serves; :func:`reach_lines` lists the URLs the module, the overlay and
 Foundry's *Install Module* use (for ``--host 0.0.0.0``: this machine's own addresses).
 """
 
 from __future__ import annotations
 
+import contextlib
 import errno
 import fcntl
 import ipaddress
 import os
 import socket
 import sqlite3
+from collections.abc import Iterator
 from pathlib import Path
 
 from . import release
+from .config import is_postgres_url
 from .errors import ConfigError
 
 WILDCARDS = ("0.0.0.0", "::", "")  # listen on every network of the machine
@@ -96,16 +99,29 @@ def lock_holder(path: str | Path) -> str | None:
         os.close(fd)  # closing drops a lock the probe took
 
 
-def hold_database(path: str | Path) -> int:
-    """Take the serve lock of the SQLite database ``path``: an exclusive ``flock`` on
-    ``PATH.lock`` (made beside it, with its folder), which then holds ``pid PID on host HOST``.
-    Returns the lock file's descriptor: the lock lasts while it is open, so until this process
-    ends, however it ends (the OS releases a killed holder's lock; the file itself stays, and the
-    next ``serve`` takes it over). Only ``serve`` takes it: the other commands (``audit``,
-    ``backup``, ``world add``) share the file with a running bridge, as SQLite's WAL allows.
+# What a command refused because another process holds the serve lock should do (issue 27).
+_WHEN_HELD = {
+    "serve": "only one bridge may serve a SQLite file; stop that one first, or give --db another file",
+    # resolve --db decides as serve does: beside a serve, its state would go stale (and serve's too)
+    "resolve": "`fate-bridge resolve --db` decides on the file as serve does, so it needs the file to "
+               "itself; stop that bridge first, or give --db another file",
+    "restore": "a restore would swap the file under it; stop that bridge (Ctrl+C), then run restore again",
+}
 
-    Raises ``ConfigError`` (one line naming the file and the holder) when another process holds
-    it, or with :func:`database_problem`'s sentence when the lock file cannot be made."""
+
+def hold_database(path: str | Path, command: str = "serve") -> int:
+    """Take the serve lock of the SQLite database ``path`` for ``command`` (a key of
+    :data:`_WHEN_HELD`: ``serve``, ``resolve`` or ``restore``, the commands that write the file as
+    its only user): an exclusive ``flock`` on ``PATH.lock`` (made beside it, with its folder),
+    which then holds ``pid PID on host HOST``. Returns the lock file's descriptor: the lock lasts
+    while it is open, so until this process ends, however it ends (the OS releases a killed
+    holder's lock; the file itself stays, and the next holder takes it over). The other commands
+    (``audit``, ``backup``, ``world add``) share the file with a running bridge, as SQLite's WAL
+    allows.
+
+    Raises ``ConfigError`` (one line naming the file, the holder and what ``command`` should do)
+    when another process holds it, or with :func:`database_problem`'s sentence when the lock file
+    cannot be made."""
     lock = lock_path(path)
     try:
         lock.parent.mkdir(parents=True, exist_ok=True)
@@ -118,11 +134,26 @@ def hold_database(path: str | Path) -> int:
         holder = _holder_text(fd) or "another process"
         os.close(fd)
         raise ConfigError(f"the database {path} is already served by {holder} (lock {lock}): "
-                          "only one bridge may serve a SQLite file; stop that one first, or give "
-                          "--db another file") from None
+                          f"{_WHEN_HELD[command]}") from None
     os.ftruncate(fd, 0)  # written only once the lock is ours: a holder's text is never torn
     os.pwrite(fd, f"pid {os.getpid()} on host {socket.gethostname()}\n".encode(), 0)
     return fd
+
+
+@contextlib.contextmanager
+def holding_database(db: str | Path, command: str = "serve") -> Iterator[None]:
+    """Hold the serve lock of the database ``db`` (:func:`hold_database`, for ``command``) while
+    inside, released on exit; nothing to hold for a ``postgresql://`` URL (PostgreSQL shares a
+    database between processes by design) or ``":memory:"``. Raises what :func:`hold_database`
+    raises."""
+    if is_postgres_url(db) or str(db) == ":memory:":
+        yield
+        return
+    fd = hold_database(db, command)
+    try:
+        yield
+    finally:
+        os.close(fd)  # releases the lock (the OS does so too when the process ends)
 
 
 def _holder_text(fd: int) -> str | None:

@@ -1,4 +1,5 @@
-"""What the bridge is doing right now: who holds each world's link, recent decisions, viewers.
+"""What the bridge is doing right now: who holds each world's link, recent decisions, viewers, and
+how many worlds it holds in memory against its budget.
 
 :class:`Presence` is told by the server when a world's forwarder (the GM's browser) opens and
 closes; :func:`report` combines it with the store (decisions of the last hour, the last one)
@@ -63,11 +64,15 @@ class WorldStatus(msgspec.Struct, kw_only=True):
 
 
 class Status(msgspec.Struct, kw_only=True):
-    """``GET /status``: the bridge's version, when it started (ISO-8601 UTC) and its worlds."""
+    """``GET /status``: the bridge's version, when it started (ISO-8601 UTC) and its worlds; the
+    memory budget of this process (issue 27): how many worlds' state it holds in memory now, and
+    at most (``serve --max-worlds-in-memory``; both None from a bridge before it)."""
 
     bridge_version: str
     started: str
     worlds: list[WorldStatus]
+    worlds_in_memory: int | None = None
+    max_worlds_in_memory: int | None = None
 
 
 class Presence:
@@ -141,12 +146,16 @@ async def report(store: SQLiteStore, presence: Presence, viewer_count: Callable[
         worlds.append(WorldStatus(world_id=world.world_id, link=presence.link(world.world_id),
                                   decisions_last_hour=len(recent), last_decision=last,
                                   overlay_viewers=viewer_count(world.world_id)))
-    return Status(bridge_version=__version__, started=presence.started, worlds=worlds)
+    return Status(bridge_version=__version__, started=presence.started, worlds=worlds,
+                  worlds_in_memory=store.worlds_in_memory(), max_worlds_in_memory=store.max_worlds)
 
 
 def render(status: Status) -> str:
     """``status`` as lines for a terminal: one block per world."""
     lines = [f"fate-bridge {status.bridge_version}, running since {status.started}"]
+    if status.max_worlds_in_memory is not None:
+        lines.append(f"worlds in memory: {status.worlds_in_memory} of at most {status.max_worlds_in_memory} "
+                     "(serve --max-worlds-in-memory; idle ones leave first)")
     if not status.worlds:
         lines.append("No world is registered: `fate-bridge world add WORLD_ID` registers one.")
     for world in status.worlds:

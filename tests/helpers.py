@@ -177,6 +177,7 @@ def as_old_bridge(db: Path) -> None:
         DROP TABLE records_tail;
         ALTER TABLE heads DROP COLUMN stored_digest;
         ALTER TABLE worlds DROP COLUMN language;
+        ALTER TABLE worlds DROP COLUMN state_seal;
         UPDATE meta SET value = '7' WHERE key = 'schema_version';
     """)
     conn.commit()

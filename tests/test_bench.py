@@ -112,3 +112,42 @@ def test_cpu_seconds_sees_less_than_a_clock_tick_of_work_and_threads_that_ended(
     thread.join()
     spent = cpu_seconds(os.getpid()) - before
     assert 0.006 <= spent < 1.0, spent
+
+
+def test_restart_bench_counts_every_acknowledged_decision_and_prints_both_restarts(tmp_path):
+    """``python -m bench --restart --quick`` (issue 27): tiny databases built in-process; for each,
+    a bridge killed (-9) and one stopped cleanly, each with the big worlds' decisions in flight,
+    then restarted. Checks the report's shape and its correctness counts (nothing acknowledged
+    lost, nothing refused, the big worlds' first replies decisions), never its times."""
+    import json
+    import subprocess
+    import sys
+
+    out = tmp_path / "restart.json"
+    result = subprocess.run([sys.executable, "-m", "bench", "--restart", "--quick", "--sizes", "40",
+                             "--out", str(out)], capture_output=True, text=True, timeout=240)
+    assert result.returncode == 0, result.stderr[-3000:]
+    report = json.loads(out.read_text())
+    assert report["mode"] == "quick"
+    cases = report["cases"]
+    assert len(cases) == 1 and cases[0]["records"] >= 40  # (one size: the suite's time is short)
+    for case in cases:
+        assert case["others"] == 2 and case["acked"] > 0
+        assert (case["lost"], case["errors"]) == (0, 0)
+        for when in ("after_kill", "after_stop"):
+            restarted = case[when]
+            # each big world's forwarder always awaits a reply when the signal goes (one connection
+            # each: a world has one forwarder), so each restart follows a stop with decisions in flight
+            assert restarted["in_flight"]["big"] == 2
+            assert restarted["first_reply_ok"] and restarted["exit_code"] == 0
+            assert 0 < restarted["decision_s"] <= restarted["first_reply_s"] and restarted["second_s"] > 0
+            assert restarted["before"]["samples"] > 0 and restarted["before"]["p99_us"] > 0
+            assert restarted["while"]["samples"] >= 0
+            assert restarted["rss_bytes"] > 0 and restarted["others_first_max_us"] > 0
+    assert len(report["targets"]) == 2 * (len(cases) - 1) + len(cases)
+    for target in report["targets"]:
+        assert target["met"] in (True, False, None)
+    lines = result.stdout.splitlines()
+    assert [line.split()[:2] for line in lines if line.split()[1:2] in (["kill"], ["clean"])] == [
+        [str(case["records"]), label] for label in ("kill", "clean") for case in cases]
+    assert f"{cases[0]['records']} records: {cases[0]['acked']} acknowledged, 0 lost, 0 errors" in result.stdout

@@ -21,7 +21,7 @@ from bridge import __version__, audit
 from bridge.cli import main
 from bridge.dice import ScriptedDice
 from bridge.session import Session
-from bridge.store import AuditFilter, SQLiteStore
+from bridge.store import SCHEMA_VERSION, AuditFilter, SQLiteStore
 from bridge.store.audit_rows import load_trail, open_readonly, stored_state
 from bridge.ruleset import DICTIONARY_KINDS, Dictionary
 from bridge.registry import installed, register, unregister
@@ -427,7 +427,7 @@ class TestOldRows:
         assert conn.execute("SELECT prev_hash, summary FROM audit WHERE seq = 11").fetchone() == ("", b"")
         assert len(conn.execute("SELECT prev_hash FROM audit WHERE seq = 10").fetchone()[0]) == 64
         # upgraded to today's schema (8: the records in their key's b-tree), the old values read as they were
-        assert conn.execute("SELECT value FROM meta WHERE key = 'schema_version'").fetchone() == ("11",)
+        assert conn.execute("SELECT value FROM meta WHERE key = 'schema_version'").fetchone() == (str(SCHEMA_VERSION),) == ("12",)
         assert "WITHOUT ROWID" in conn.execute("SELECT sql FROM sqlite_master WHERE name = 'records'").fetchone()[0]
         a, b = open_readonly(new), open_readonly(old)
         try:

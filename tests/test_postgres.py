@@ -74,6 +74,19 @@ class TestLease:
         assert await option(a) == "pc_only"
         assert a.lease_token("w") is None and b.lease_token("w") == 2
 
+    async def test_a_late_notice_of_an_older_token_leaves_the_newer_one_taken_here(self, two):
+        """Issue 28: ``a``'s lease notice (token 1) reaches ``b`` after ``b`` took the world
+        (token 2): ``b`` keeps its token and decides; a notice of a newer one makes it let go.
+        ``lease_holder`` names whoever took it last (for a fenced forwarder's 4003 reason)."""
+        a, b = two
+        assert await a.take_lease("w", "GM Ann on a:1") == 1
+        assert await b.take_lease("w", "GM Bob on b:2") == 2
+        await b.drop_lease("w", 1)
+        await b.decide("w", "e1", put_option("off"))
+        assert b.lease_token("w") == 2 and await a.lease_holder("w") == "GM Bob on b:2"
+        await b.drop_lease("w", 3)
+        assert b.lease_token("w") is None and await a.lease_holder("nobody-took-it") is None
+
     async def test_a_refused_write_consumes_no_event_id(self, two):
         a, b = two
         await a.take_lease("w", "a")
@@ -108,6 +121,40 @@ class TestLease:
         await a.take_lease("w", "a")
         assert await a.read("w", lambda state: state.settings().fate_option) == "pc_only"
         assert (await a.decide("w", "e3", audited("everyone"))).seq == 3
+
+    async def test_a_process_closing_signs_the_chains_of_its_own_worlds_only(self, pg_url):
+        """Issue 28: a stopping process signs the heads of the worlds it holds (and of worlds
+        nobody leased), never those another process holds: its stop costs its own worlds."""
+        a, b = [await PostgresStore.open(pg_url, audit_key=KEY) for _ in range(2)]
+        try:
+            for world in ("mine", "theirs", "nobodys"):
+                await a.add_world(world, "hash")
+            await a.take_lease("mine", "a")
+            await b.take_lease("theirs", "b")
+            await a.decide("mine", "e1", audited("off"))
+            await b.decide("theirs", "e1", audited("off"))
+            await a.decide("nobodys", "e1", audited("off"))
+            await a.close()
+            with psycopg.connect(pg_url) as conn:
+                signed = sorted(w for (w,) in conn.execute("SELECT DISTINCT world_id FROM checkpoints"))
+            assert signed == ["mine", "nobodys"]
+        finally:
+            await a.close()
+            await b.close()
+
+    async def test_a_session_the_server_ended_is_made_again_for_the_next_transaction(self, two, pg_server):
+        """Issue 28: after a PostgreSQL restart (here: its backend terminated) the batch on the dead
+        session fails, nothing of it applied, and the next decision runs on a new session, not
+        ``internal`` until the process is restarted."""
+        a, _ = two
+        await a.take_lease("w", "a")
+        await a.decide("w", "e1", audited("off"))
+        with psycopg.connect(pg_server, autocommit=True) as conn:
+            conn.execute("SELECT pg_terminate_backend(%s)", (a._conn.raw.info.backend_pid,))
+        with pytest.raises(psycopg.OperationalError):
+            await a.decide("w", "e2", audited("pc_only"))
+        assert (await a.decide("w", "e3", audited("everyone"))).seq == 2
+        assert await option(a) == "everyone"
 
     async def test_without_leases_a_write_from_stale_memory_fails_and_never_forks_the_chain(self, two):
         """Nobody leased the world: ``a`` holds it in memory, ``b`` writes it meanwhile, so ``a``'s

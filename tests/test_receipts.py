@@ -44,6 +44,9 @@ class CountingKey:
     def public_key(self):
         return self.key.public_key()
 
+    def private_bytes(self, *args):  # as the real key's (the store derives its seal key from it)
+        return self.key.private_bytes(*args)
+
 
 # --- RFC 6962 section 2.1, written out as the RFC defines it (recursive), to check the bridge's ---
 

@@ -34,7 +34,7 @@ from websockets.asyncio.server import Server
 
 import bridge
 
-from bridge import registry, server as bridge_server
+from bridge import registry, server as bridge_server, wire
 from bridge.dice import ScriptedDice
 from bridge.session import hash_token, new_token
 from bridge.store import SQLiteStore
@@ -998,7 +998,7 @@ class TestFatedSurvivesProcessRestart:
             # The decision's reply proves the bridge reached serve_until (its store answers
             # in order): SIGTERM now hits the bridge's handler, not the default action.
             assert await first.terminated() == 0, first.log_text()
-            assert await closed_with(ws) == 1001
+            assert await closed_with(ws) == 1012  # service restart: the module reconnects at once
 
         async with bridge_serving(db, tmp_path / "serve-2.log") as second:
             ws = await opened(second.url, world)
@@ -1008,6 +1008,53 @@ class TestFatedSurvivesProcessRestart:
 
         assert_error(refused, "already_fated", field="message_id", ref="ev-3")
         assert replayed == original
+
+
+class TestSigtermDrains:
+    async def test_the_decision_in_flight_is_answered_then_every_link_closed_1012_and_the_port_closed(
+        self, store, world, monkeypatch, db
+    ):
+        """Issue 28: ``serve_until`` on SIGTERM closes the port, closes an idle forwarder 1012 at
+        once, answers the decision it is deciding and then closes that link 1012; a frame
+        received behind it is not handled (the module sends it again elsewhere); the store is
+        closed once both links are gone."""
+        other = World("drained-idle", new_token())
+        await store.add_world(other.world_id, hash_token(other.token))
+        drain = bridge_server.Drain()
+        server = await bridge_server.start(store, "127.0.0.1", 0, dice=ScriptedDice([]), drain=drain)
+        url = url_of(server)
+        busy, idle = await opened(url, world), await opened(url, other)
+        deciding, release = asyncio.Event(), asyncio.Event()
+        decide = store.decide
+
+        async def held(*args: Any, **kwargs: Any) -> Any:
+            deciding.set()
+            await release.wait()
+            return await decide(*args, **kwargs)
+
+        monkeypatch.setattr(store, "decide", held)
+        await send(busy, settings("ev-in-flight", "pc_only"))
+        await asyncio.wait_for(deciding.wait(), REPLY_TIMEOUT)
+        await send(busy, settings("ev-behind", "off"))
+        stop = asyncio.get_running_loop().create_future()
+        serving = asyncio.create_task(bridge_server.serve_until(stop, server, drain, store))
+        stop.set_result(None)
+
+        assert await closed_with(idle) == 1012
+        with pytest.raises(OSError):  # no new link: the load balancer sends it to another process
+            await connected(url)
+        assert not busy.close_code and not serving.done()
+        release.set()
+        answered = json.loads(await next_frame(busy))
+        assert (answered["type"], answered["ref"]) == ("settings_applied", "ev-in-flight")
+        assert await closed_with(busy) == 1012
+        await asyncio.wait_for(serving, REPLY_TIMEOUT)
+        reopened = await SQLiteStore.open(db)
+        try:
+            page = await reopened.audit_page(world.world_id, wire.AuditQuery(query_id="q"))
+        finally:
+            await reopened.close()
+        assert [record.event_id for record in page.records] == ["ev-in-flight"]
 
 
 # --- HTTP --------------------------------------------------------------------------------------

@@ -1,8 +1,8 @@
 """What ``fate-bridge serve`` says as it starts (issue 14): one clear line with a fix for a
 database in a read-only folder, a bad ``--host``, a taken port and a corrupt file (never a
 traceback); the addresses others can use with ``--host 0.0.0.0``; the manifest URL to paste.
-One serving process per SQLite file (issue 27): a second ``serve`` exits with one line naming the
-file and the holder; the other commands still work beside a running bridge."""
+One serving process per SQLite file (issue 27): a second ``serve``, a ``resolve --db`` or a ``restore``
+exits with one line naming the file and the holder; the other commands still work beside a running bridge."""
 
 from __future__ import annotations
 
@@ -150,6 +150,28 @@ class TestOneServePerFile:
             copied = await asyncio.to_thread(run_bridge, "backup", str(backup), "--db", str(db))
             assert copied.returncode == 0, copied.stderr
             assert backup.is_file()
+
+    async def test_resolve_db_and_restore_exit_at_once_beside_a_running_bridge(self, tmp_path):
+        """They write the file as its only user, as serve does: beside a serve, each exits at once
+        with one line naming the file, the holder and what to do; the file is left alone."""
+        db = tmp_path / "b.sqlite3"
+        backup = tmp_path / "night.sqlite3"
+        async with serving(tmp_path, db=db) as (holder, _):
+            copied = await asyncio.to_thread(run_bridge, "backup", str(backup), "--db", str(db))
+            assert copied.returncode == 0, copied.stderr
+            named = (f"the database {db} is already served by pid {holder.pid} on host {socket.gethostname()} "
+                     f"(lock {db}.lock)")
+            resolved = await asyncio.to_thread(run_bridge, "resolve", "--db", str(db), "--audit-key",
+                                               str(tmp_path / "audit.key"), stdin='{"type":"ping","v":1}\n')
+            assert resolved.returncode == 2 and resolved.stdout == ""
+            assert_one_clear_line(resolved.stderr, named, "stop that bridge first, or give --db another file")
+            restored = await asyncio.to_thread(run_bridge, "restore", str(backup), "--db", str(db))
+            assert restored.returncode == 2
+            assert_one_clear_line(restored.stderr, named, "stop that bridge (Ctrl+C), then run restore again")
+            assert not list(tmp_path.glob("b.sqlite3.before-restore-*"))
+        restored = await asyncio.to_thread(run_bridge, "restore", str(backup), "--db", str(db))
+        assert restored.returncode == 0, restored.stderr  # stopped: the restore takes the lock and runs
+        assert lock_holder(db) is None  # and released it
 
     async def test_a_killed_holders_lock_does_not_block_the_next_start(self, tmp_path):
         db = tmp_path / "b.sqlite3"

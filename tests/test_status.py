@@ -1,5 +1,6 @@
 """``/status`` and ``fate-bridge status`` (issue 14): through a real connection, the bridge
-reports the connected world, the GM holding its link, its last decision and its viewers."""
+reports the connected world, the GM holding its link, its last decision and its viewers, and
+the worlds it holds in memory against its budget (issue 27)."""
 
 from __future__ import annotations
 
@@ -76,12 +77,15 @@ class TestStatus:
             assert a["last_decision"]["actor_name"] == "Basic Folk"
             assert a["overlay_viewers"] == 1
             assert (b["link"], b["decisions_last_hour"], b["last_decision"]) == (None, 0, None)
+            # the memory budget (issue 27): table-a decided, so its state is held; table-b's is not
+            assert (report["worlds_in_memory"], report["max_worlds_in_memory"]) == (1, store.max_worlds)
 
             assert await asyncio.to_thread(main, ["status", "--url", f"http://127.0.0.1:{port}"]) == 0
             printed = capsys.readouterr().out
             assert f"link: {GM_NAME} since" in printed and "Foundry 13.345, module 0.1.0" in printed
             assert "last decision:" in printed and "test_rolled -> graded, Basic Folk" in printed
             assert "overlay viewers: 1" in printed
+            assert f"worlds in memory: 1 of at most {store.max_worlds} (serve --max-worlds-in-memory" in printed
             await viewer.close()
 
             await ws.close()

@@ -291,7 +291,8 @@ class TestTampers:
         refuse): the second Fate spend on m0 is recorded, and verify names the read that shows it."""
         db, _, signing_path = trail
         sql(db, "DELETE FROM records WHERE world_id='w' AND kind='sohl.fate' AND key='m0'",
-            "DELETE FROM heads WHERE world_id='w'")  # no head: the bridge cannot tell at load
+            "DELETE FROM heads WHERE world_id='w'",  # no head and no seal: the bridge cannot tell at load
+            "UPDATE worlds SET state_seal = NULL WHERE world_id='w'")
 
         async def fate_again():
             store = await SQLiteStore.open(db, signing_key=load_signing_key(signing_path, create=False))
@@ -567,7 +568,10 @@ class TestStateDerivedFromTheChain:
         code = await asyncio.to_thread(main, ["audit", "repair", "--world", "w", "--db", str(db),
                                               "--audit-key", str(audit_key_path), "--signing-key", str(signing_path)])
         out = capsys.readouterr().out
-        assert code == 0 and "repaired w: state rebuilt from 40 records (1 difference(s) fixed)" in out
+        # the row, and the digest the clean stop's head sealed (the refusing bridge's own stop
+        # signed nothing new: it never seals an edited state as the bridge's)
+        assert code == 0 and "repaired w: state rebuilt from 40 records (2 difference(s) fixed)" in out
+        assert "the stored state differs from what the head at record 40" in out
         code, out = await asyncio.to_thread(verify, trail, capsys)
         assert code == 0, out
 

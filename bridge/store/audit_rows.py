@@ -162,19 +162,35 @@ class AuditRows:
 
     def _checkpoint_heads_sync(self) -> None:
         """Sign each world's latest record with the digest of its state (a clean stop), so the
-        tail of the chain is covered and the next start can check the state cheaply."""
+        tail of the chain is covered and the next start can check the state cheaply: each world
+        this process loaded (its state checked against its chain, ``_state_guard``) and decided in
+        since its last such head. A world it never loaded, or refused, is not signed: a digest of
+        state nobody checked would seal an offline edit as the bridge's."""
         if (self.audit_key is None and self.signing_key is None) or self._conn is None:
             return
 
+        checked: set[str] = self.__dict__.get("_state_checked", set())
+
         def work(conn: sqlite3.Connection) -> None:
-            for world_id, seq, record_hash in _chain_tails(conn):
+            for world_id, seq, record_hash in _chain_tails(conn, self._closing_worlds(conn)):
                 try:
                     self._key_guard(conn, world_id)
                 except SigningKeyChanged:
                     continue  # the new key's holder signs it
+                if world_id not in checked:
+                    continue  # its state was not checked by this process: never sealed as the bridge's
+                head = _latest_head(conn, world_id)
+                if head is not None and head.seq == seq and head.state_digest is not None and head.signed():
+                    continue  # signed at a stop already, and nothing decided since
                 self._checkpoint(conn, world_id, seq, record_hash, state_digest(stored_state(conn, world_id)))
 
         self._transaction(work)
+
+    def _closing_worlds(self, conn: sqlite3.Connection) -> list[str]:
+        """The worlds whose chains :meth:`_checkpoint_heads_sync` signs at close: every world the
+        database knows of (:func:`trail_worlds`); a backend shared by several processes narrows it
+        to its own."""
+        return trail_worlds(conn)
 
     def _event_record(self, conn: sqlite3.Connection, world_id: str,
                       event_id: str) -> tuple[int | None, str | None]:
@@ -183,23 +199,28 @@ class AuditRows:
                            (world_id, event_id)).fetchone()
         return (row[0], row[1]) if row else (None, None)
 
-    def _state_guard(self, conn: sqlite3.Connection, world_id: str) -> None:
-        """Refuse to serve a world whose state rows differ from what its chain produces; checked
-        once per world per process (its first decision or query). Cheap after a clean stop: the
-        digest of the stored state against the one the last signed head sealed. After a crash (the
-        last head is older than the chain's end) the state is derived from the whole chain. A
-        trail without signed heads (an older bridge's) is not checked here (``audit verify`` is).
+    def _state_guard(self, conn: sqlite3.Connection, world_id: str, sealed: bool, stale_seal: bool = False) -> None:
+        """Refuse to serve a world whose state rows differ from what its chain produces; checked once per world per process (its first decision or
+        query). ``sealed``: the rows are the ones the last batch writing them sealed
+        (:mod:`bridge.store.seal`, issue 27): nothing more to check; ``stale_seal``: a seal is
+        stored but does not match (rows edited, or another key's seal): checked even before the
+        chain's first signed head. Else cheap after a clean
+        stop: the digest of the stored state against the one the last signed head sealed; else
+        (a crash before any seal, a seal by another key) the state is derived from the whole
+        chain. A trail without signed heads (an older bridge's) is not checked here (``audit
+        verify`` is).
 
         Raises :class:`~bridge.errors.WorldStateMismatch` naming the repair command."""
         checked: set[str] = self.__dict__.setdefault("_state_checked", set())
-        if world_id in checked:
+        if world_id in checked or sealed:
+            checked.add(world_id)
             return
         head = _latest_head(conn, world_id)
-        if head is not None and head.signed():
+        if stale_seal or (head is not None and head.signed()):
             # (ORDER BY ... LIMIT 1, not max(): the view's two indexes answer it, not every row of the world)
             tail = conn.execute("SELECT seq FROM audit WHERE world_id = ? ORDER BY seq DESC LIMIT 1",
                                 (world_id,)).fetchone()
-            if tail is not None and head.seq == tail[0] and head.state_digest is not None:
+            if head is not None and tail is not None and head.seq == tail[0] and head.state_digest is not None:
                 if head.state_digest != state_digest(stored_state(conn, world_id)):
                     raise WorldStateMismatch(_mismatch(world_id, f"its state rows were edited after record {head.seq}"))
             else:
@@ -445,12 +466,12 @@ def _tables(conn: sqlite3.Connection) -> set[str]:
         "SELECT table_name FROM information_schema.tables WHERE table_schema = current_schema()")}
 
 
-def _chain_tails(conn: sqlite3.Connection) -> list[tuple[str, int, str]]:
-    """Each world's last record: (world_id, seq, hash). World by world, each by the index on
-    (world_id, seq): a GROUP BY over SQLite's audit view (audit and audit_tail, read_as_one)
+def _chain_tails(conn: sqlite3.Connection, world_ids: list[str]) -> list[tuple[str, int, str]]:
+    """Each of ``world_ids``' last record: (world_id, seq, hash). World by world, each by the index
+    on (world_id, seq): a GROUP BY over SQLite's audit view (audit and audit_tail, read_as_one)
     would read every row of both tables."""
     tails = []
-    for world_id in trail_worlds(conn):
+    for world_id in world_ids:
         row = conn.execute("SELECT seq, hash FROM audit WHERE world_id = ? ORDER BY seq DESC LIMIT 1",
                            (world_id,)).fetchone()
         if row is not None:

@@ -18,11 +18,14 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass, field
+from typing import Any
 
 import msgspec
 
 from .. import wire
 from ..state import R
+from . import seal
+from .blobs import pack_record, unpack
 
 _encode = msgspec.json.Encoder().encode
 
@@ -82,10 +85,17 @@ class WorldCache:
     audit seq of the record that holds its reply (None: the reply is in an ``events`` row written
     by an older bridge, or by a decision without an audit entry); ``older``: Bloom filters of the
     world's older event ids, all committed (:meth:`retire_events`), which the store looks up when
-    one may hold a repeat (:meth:`may_be_older`); ``checked``: the store's count of changes made to the file by others
+    one may hold a repeat (:meth:`may_be_older`); ``older_below``: the event ids of the world's
+    records before this seq are not in ``older`` yet (0: none missing; they are filed after a load,
+    and until then every event id not among the recent ones is looked up in the store); ``checked``: the store's count of changes made to the file by others
     (``BatchWriter._epoch``) when this state was read from it or last checked against it;
     ``window``: the stored hashes of the records after the last multiple of
-    ``CHECKPOINT_EVERY``, which the next signed head seals (``AuditRows._seal``)."""
+    ``CHECKPOINT_EVERY``, which the next signed head seals (``AuditRows._seal``);
+    ``settings_raw``: the settings as stored (JSON); ``total``, ``count``: the
+    :func:`~bridge.store.seal.rows_sum` of the world's state rows under ``hasher``, kept up to
+    date by each write, which each batch seals (``total`` None: the store has no key, so nothing is
+    sealed); ``elements``: the seal element of each record in ``records`` (taken out of the sum when
+    the record is written again)."""
 
     world_id: str
     settings: wire.WorldSettings
@@ -99,6 +109,12 @@ class WorldCache:
     fetch: Callable[[str, str], bytes] | None = None
     checked: int = 0
     window: list[bytes] = field(default_factory=list)
+    older_below: int = 0
+    settings_raw: bytes = b""
+    total: int | None = None
+    count: int = 0
+    hasher: Any = None  # the world's seal.world_hasher (None: nothing is sealed)
+    elements: dict[tuple[str, str], int] = field(default_factory=dict)
     _decoded: dict[tuple[str, str], tuple[type, msgspec.Struct]] = field(default_factory=dict)
 
     def record(self, kind: str, key: str, type: type[R]) -> R | None:
@@ -112,8 +128,7 @@ class WorldCache:
         if raw is None:
             if slot not in self.on_disk:
                 return None
-            assert self.fetch is not None
-            raw = self.records[slot] = self.fetch(kind, key)
+            raw = self.records[slot] = self._fetch(kind, key)
             self.on_disk.discard(slot)
         value = msgspec.json.decode(raw, type=type)
         self._decoded[slot] = (type, value)
@@ -122,7 +137,7 @@ class WorldCache:
     def may_be_older(self, event_id: str) -> bool:
         """Whether ``event_id``, not among the recent ones, may be an older one of this world (then
         the store looks it up; False: it was never decided here)."""
-        return any(event_id in older for older in self.older)
+        return self.older_below > 0 or any(event_id in older for older in self.older)
 
     def retire_events(self) -> None:
         """Keep the last :data:`RECENT_EVENTS` event ids in ``events`` and put the others into
@@ -145,18 +160,55 @@ class WorldCache:
         self.older[-1].add(event_id)
         self.retired += 1
 
-    def store(self, kind: str, key: str, raw: bytes, value: msgspec.Struct) -> None:
-        """Keep ``value`` (stored as ``raw``) under ``(kind, key)``."""
+    def _fetch(self, kind: str, key: str) -> bytes:
+        """The JSON of a record stored before the world was loaded, read now (its seal element
+        kept for when it is written again)."""
+        assert self.fetch is not None
+        stored = self.fetch(kind, key)
+        if self.hasher is not None:
+            self.elements[kind, key] = seal.element(self.hasher, kind, key, stored)
+        return unpack(stored)
+
+    def store(self, kind: str, key: str, raw: bytes, value: msgspec.Struct) -> bytes:
+        """Keep ``value`` (JSON ``raw``) under ``(kind, key)`` and return the bytes the record is
+        stored as (:func:`~bridge.store.blobs.pack_record`), its old element replaced by its new
+        one in the sealed sum (an old value on disk, never read, is read for it here)."""
+        slot = (kind, key)
+        stored = pack_record(raw, kind)
+        if self.total is not None and self.hasher is not None:
+            if slot in self.on_disk:
+                self.records[slot] = self._fetch(kind, key)
+            old = self.elements.get(slot)
+            if old is None:
+                self.count += 1
+            else:
+                self.total = seal.remove(self.total, old)
+            new = self.elements[slot] = seal.element(self.hasher, kind, key, stored)
+            self.total = seal.add(self.total, new)
         self.records[kind, key] = raw
         self.on_disk.discard((kind, key))
         self._decoded[kind, key] = (type(value), value)
+        return stored
+
+    def add_event_row(self, event_id: str, reply: bytes) -> None:
+        """Count a new ``events`` row (a decision without an audit record) in the sealed sum."""
+        if self.total is not None and self.hasher is not None:
+            self.total = seal.add(self.total, seal.element(self.hasher, seal.EVENT, event_id, reply))
+            self.count += 1
+
+    def seal_input(self) -> tuple[tuple[int, str], int, bytes, int, int] | None:
+        """What a batch seals of this world as it is now (:func:`bridge.store.seal.seal`'s
+        arguments after the key and world id), or None when nothing is sealed."""
+        if self.total is None:
+            return None
+        return self.head, self.last_seq, self.settings_raw, self.total, self.count
 
 
 class CachedState:
     """The :class:`~bridge.state.WorldState` one decision gets over a :class:`WorldCache`.
 
     Reads see the cache and this decision's own writes; writes stay here until :meth:`apply`.
-    ``changed`` and :meth:`world_change` are the rows the decision adds, for the backend."""
+    :meth:`apply` and :meth:`world_change` give the rows the decision adds, for the backend."""
 
     def __init__(self, cache: WorldCache) -> None:
         self._cache = cache
@@ -192,11 +244,6 @@ class CachedState:
     def put(self, kind: str, key: str, record: msgspec.Struct) -> None:
         self._written[kind, key] = (_encode(record), record)
 
-    @property
-    def changed(self) -> list[tuple[str, str, bytes]]:
-        """The records this decision wrote: ``(kind, key, stored JSON)``."""
-        return [(kind, key, raw) for (kind, key), (raw, _) in self._written.items()]
-
     def world_change(self) -> tuple[int, bytes | None] | None:
         """The world's own columns after this decision, when it changed them: ``(last_seq,
         settings JSON or None when the settings stayed)``; None when it changed neither."""
@@ -204,11 +251,12 @@ class CachedState:
             return None
         return self._seq, None if self._settings is None else _encode(self._settings)
 
-    def apply(self) -> None:
-        """Make this decision's writes the world's state (it passed)."""
+    def apply(self) -> list[tuple[str, str, bytes]]:
+        """Make this decision's writes the world's state (it passed); returns the rows it adds,
+        ``(kind, key, stored bytes)``, for its batch."""
         cache = self._cache
         if self._settings is not None:
             cache.settings = self._settings
+            cache.settings_raw = _encode(self._settings)
         cache.last_seq = self._seq
-        for (kind, key), (raw, value) in self._written.items():
-            cache.store(kind, key, raw, value)
+        return [(kind, key, cache.store(kind, key, raw, value)) for (kind, key), (raw, value) in self._written.items()]

@@ -139,6 +139,11 @@ ALTER TABLE worlds ADD COLUMN language TEXT;
     11: """
 ALTER TABLE heads ADD COLUMN stored_digest TEXT;
 """,
+    # Issue 27: each batch seals the state of the worlds it wrote (bridge/store/seal.py), so a
+    # world's load after a crash checks its rows without deriving its chain. NULL: not sealed yet.
+    12: """
+ALTER TABLE worlds ADD COLUMN state_seal TEXT;
+""",
 }
 SCHEMA_VERSION = max(MIGRATIONS)
 

@@ -41,8 +41,9 @@ import asyncio
 import functools
 import hashlib
 import threading
+import time
 from collections import OrderedDict
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
@@ -58,10 +59,11 @@ from ..errors import ConfigError, LeaseLost, WorldNotRegistered
 from ..frames import replayed_frame
 from ..receipts import with_receipts
 from ..state import WorldState
-from .audit_rows import AuditRows, Sealed, window_hashes
+from .audit_rows import AuditRows, Sealed, stored_bytes, window_hashes
 from .base import Decided, Decision, DecisionFn
-from .blobs import pack_record, unpack
-from .memory import RECENT_EVENTS, CachedState, WorldCache
+from .blobs import unpack
+from .memory import RECENT_EVENTS, CachedState, EventFilter, WorldCache
+from . import seal
 from .schema import T, _settings_decoder, utc_now
 from .worlds import WorldRows
 
@@ -71,6 +73,13 @@ if TYPE_CHECKING:
 log = structlog.get_logger("fate_bridge")
 
 GROUP_COMMIT_MAX = 64  # decisions per transaction at most: bounds the latency a batch adds
+# A world's load hashes its state rows (bridge/store/seal.py) on the loading thread; every this many
+# rows (~0.3 ms of work) it lets go of the GIL, so that the event loop's decisions of other worlds go on meanwhile.
+LOAD_YIELD_ROWS = 128
+# A loaded world's older event ids (beyond its RECENT_EVENTS) are filed into a Bloom filter after
+# its load, this many records' worth per step on the loading thread (a step costs a few ms), so
+# that a world's first decision never waits for its whole history (issue 27).
+OLDER_EVENTS_STEP = 2048
 # Worlds held in memory at most by default (``serve --max-worlds-in-memory``; issue 27). A count,
 # not bytes: what a world costs is mostly its event ids and the records in use, which a count of
 # worlds bounds as well as an estimate would, and a host can check it against RSS (docs/performance.md).
@@ -101,6 +110,7 @@ class _Queued:
     event_id: str | None = None
     request_hash: str | None = None
     replay_seq: int | None = None
+    seal_input: tuple | None = None  # the world after this decision, as its batch seals it (WorldCache.seal_input)
 
 
 _replay_decoder = msgspec.json.Decoder(AuditRecord)
@@ -162,6 +172,18 @@ class BatchWriter(WorldRows, AuditRows):
         # each world's state took to read (called on the thread reading it).
         self.on_batch: Callable[[int], None] | None = None
         self.on_world_load: Callable[[float], None] | None = None
+        self._seal_keys: tuple[object, object, bytes | None] = (None, None, None)
+        self._filing: set[asyncio.Task[None]] = set()  # older event ids being filed (_file_older_events)
+
+    @property
+    def _seal_key(self) -> bytes | None:
+        """The key of the state seals (:func:`bridge.store.seal.seal_key`), made again when the
+        store's keys change (``audit new-key``)."""
+        signing_key, audit_key, key = self._seal_keys
+        if signing_key is not self.signing_key or audit_key is not self.audit_key:
+            key = seal.seal_key(self.signing_key, self.audit_key)
+            self._seal_keys = (self.signing_key, self.audit_key, key)
+        return key
 
     def worlds_in_memory(self) -> int:
         """How many worlds' state is held in memory now."""
@@ -217,8 +239,14 @@ class BatchWriter(WorldRows, AuditRows):
         return self._conn, False
 
     def _fetch_record(self, world_id: str, kind: str, key: str) -> bytes:
-        """The stored JSON of a record a decision asks for the first time (lazy loading only)."""
+        """The stored bytes of a record a decision asks for the first time (lazy loading only)."""
         raise NotImplementedError
+
+    def _state_rows(self, conn: Any, world_id: str) -> Iterator[tuple[str, str, bytes]]:
+        """Every ``records`` row of ``world_id`` as stored: (kind, key, stored bytes), in a read
+        transaction on the loading connection. Default: one SELECT, streamed."""
+        for kind, key, value in conn.execute("SELECT kind, key, value FROM records WHERE world_id = ?", (world_id,)):
+            yield kind, key, stored_bytes(value)
 
     def _changed_elsewhere(self, conn: Any) -> bool:
         """Inside a batch's transaction: may anything but this store's batches have written the
@@ -282,41 +310,76 @@ class BatchWriter(WorldRows, AuditRows):
         return cache
 
     def _read_world(self, conn: Any, world_id: str, *, values: bool) -> WorldCache:
-        """The world's state: settings, counters, chain head, event ids, and its records' keys
-        (with their values too when ``values``; else :meth:`_fetch_record` reads them on use)."""
-        row = conn.execute("SELECT settings, last_seq FROM worlds WHERE world_id = ? AND removed_at IS NULL",
+        """The world's state: settings, counters, chain head, its recent event ids, and its
+        records' keys (with their values too when ``values``; else :meth:`_fetch_record` reads
+        them on use). Its state rows are read once, as stored, for the state guard and the sealed
+        sum (:mod:`bridge.store.seal`); its older event ids are filed after the load
+        (:meth:`_file_older_events`; ``older_below`` until then), so a load costs the world's
+        state rows and :data:`RECENT_EVENTS` index entries, whatever the length of its chain."""
+        row = conn.execute("SELECT settings, last_seq, state_seal FROM worlds WHERE world_id = ? AND removed_at IS NULL",
                            (world_id,)).fetchone()
         if row is None:
             raise WorldNotRegistered(f"world {world_id!r} is not registered (see `fate-bridge world list`)")
-        self._state_guard(conn, world_id)  # its state must be what its chain produces (issue 15)
-        self._key_guard(conn, world_id)  # and its key this bridge's (audit new-key meanwhile)
         head = conn.execute("SELECT seq, hash FROM audit WHERE world_id = ? ORDER BY seq DESC LIMIT 1",
                             (world_id,)).fetchone()
-        cache = WorldCache(world_id, _settings_decoder.decode(row[0]), row[1],
-                           (head[0], head[1]) if head else (0, audit.GENESIS_HASH),
-                           window=window_hashes(conn, world_id, head[0]) if head else [])
-        if values:
-            cache.records = {(kind, key): unpack(value) for kind, key, value in conn.execute(
-                "SELECT kind, key, value FROM records WHERE world_id = ?", (world_id,))}
-        else:  # the primary key's index alone
-            cache.on_disk = set(conn.execute("SELECT kind, key FROM records WHERE world_id = ?", (world_id,)))
-        # the index audit_by_event alone (and audit_tail's rows; a GROUP BY over the view would
-        # read every record of the world), newest first: the last RECENT_EVENTS event ids go to
-        # the dict with their first record's seq (an event id's first record answers its
-        # repeats), the older ones straight into a filter (never all held at once)
-        recent: dict[str, int | None] = {}
-        for event_id, seq in conn.execute("SELECT event_id, seq FROM audit WHERE world_id = ?"
-                                          " AND event_id IS NOT NULL ORDER BY seq DESC", (world_id,)):
-            if event_id in recent or len(recent) < RECENT_EVENTS:
-                recent[event_id] = seq  # newest first: a later row is an earlier record of it
+        head = (head[0], head[1]) if head else (0, audit.GENESIS_HASH)
+        settings = stored_bytes(row[0])
+        event_rows = [(event_id, stored_bytes(reply)) for event_id, reply in conn.execute(
+            "SELECT event_id, reply FROM events WHERE world_id = ?", (world_id,))]
+        key = self._seal_key
+        hasher = None if key is None else seal.world_hasher(key, world_id)
+        # one pass over the rows as stored: their keys (and values), and the sum of their seal
+        # elements; the GIL let go now and then, so a long history's load never holds up the
+        # event loop's decisions for more than a moment
+        on_disk: set[tuple[str, str]] = set()
+        stored_values: dict[tuple[str, str], bytes] = {}
+        elements: dict[tuple[str, str], int] = {}
+        total = count = 0
+        for count, (kind, name, stored) in enumerate(self._state_rows(conn, world_id), 1):
+            slot = (kind, name)
+            if hasher is not None:
+                item = seal.element(hasher, kind, name, stored)
+                total += item
+                if values:
+                    elements[slot] = item
+            if values:
+                stored_values[slot] = stored
             else:
-                cache.file_older(event_id, 8 * RECENT_EVENTS)
+                on_disk.add(slot)
+            if not count % LOAD_YIELD_ROWS:
+                time.sleep(0)
+        sealed = False
+        if hasher is not None:
+            events_total, events_count = seal.rows_sum(hasher, ((seal.EVENT, *event) for event in event_rows))
+            total, count = seal.add(total, events_total), count + events_count
+            sealed = seal.matches(row[2], seal.seal(key, world_id, head, row[1], settings, total, count))
+        # its state must be what its chain produces (issue 15): sealed by the last batch that
+        # wrote it, else checked against the clean stop's head or derived from the chain
+        self._state_guard(conn, world_id, sealed, stale_seal=row[2] is not None and not sealed)
+        self._key_guard(conn, world_id)  # and its key this bridge's (audit new-key meanwhile)
+        cache = WorldCache(world_id, _settings_decoder.decode(row[0]), row[1], head,
+                           window=window_hashes(conn, world_id, head[0]) if head[0] else [],
+                           settings_raw=settings, total=None if hasher is None else total, count=count,
+                           hasher=hasher, on_disk=on_disk, elements=elements)
+        if values:
+            cache.records = {slot: unpack(stored) for slot, stored in stored_values.items()}
+        # the last RECENT_EVENTS records' event ids (the index on (world_id, seq), newest first: a
+        # later row is an earlier record of an event id, whose first record answers its repeats);
+        # the older ones are filed into a filter after the load (older_below until then)
+        recent: dict[str, int | None] = {}
+        oldest = None
+        for event_id, seq in conn.execute("SELECT event_id, seq FROM audit WHERE world_id = ?"
+                                          " AND event_id IS NOT NULL ORDER BY seq DESC LIMIT ?",
+                                          (world_id, RECENT_EVENTS)):
+            recent[event_id] = seq
+            oldest = seq
         # an events row (older bridges wrote one per decision) holds the reply as sent: it wins;
         # oldest first in the dict (those rows first of all), as retire_events takes them
-        events: dict[str, int | None] = {event_id: None for (event_id,) in conn.execute(
-            "SELECT event_id FROM events WHERE world_id = ?", (world_id,))}
+        events: dict[str, int | None] = dict.fromkeys(event_id for event_id, _ in event_rows)
         events.update((event_id, seq) for event_id, seq in reversed(recent.items()) if event_id not in events)
         cache.events = events
+        if len(recent) >= RECENT_EVENTS and oldest is not None and oldest > 1:
+            cache.older_below = oldest
         cache.retire_events()
         return cache
 
@@ -379,19 +442,32 @@ class BatchWriter(WorldRows, AuditRows):
             self._batch_written(conn, len(sealed))
         records: dict[tuple[str, str, str], bytes] = {}
         worlds: dict[str, tuple[int, bytes | None]] = {}
+        seals: dict[str, tuple] = {}  # each world's state after its last decision of the batch
         for item in kept:
-            for kind, key, raw in item.records or ():
-                records[item.world_id, kind, key] = raw
+            for kind, key, stored in item.records or ():
+                records[item.world_id, kind, key] = stored
             if item.world_row is not None:
                 last_seq, settings = item.world_row
                 before = worlds.get(item.world_id)
                 worlds[item.world_id] = (last_seq, settings if settings is not None else before and before[1])
+            if item.seal_input is not None:
+                seals[item.world_id] = item.seal_input
         if records:
             conn.executemany(self._upsert_records,
-                             [(*slot, pack_record(raw, slot[1])) for slot, raw in records.items()])
-        if worlds:
+                             [(*slot, stored) for slot, stored in records.items()])
+        key = self._seal_key
+        if key is None:
+            seals.clear()
+        if seals:  # every world the batch changed, its new state sealed (bridge/store/seal.py)
+            conn.executemany(
+                "UPDATE worlds SET last_seq = ?, settings = coalesce(?, settings), state_seal = ? WHERE world_id = ?",
+                [(last_seq, worlds.get(world_id, (0, None))[1], seal.seal(key, world_id, head, last_seq, *rest), world_id)
+                 for world_id, (head, last_seq, *rest) in seals.items()])
+        unsealed = [(last_seq, settings, world_id) for world_id, (last_seq, settings) in worlds.items()
+                    if world_id not in seals]
+        if unsealed:  # (a world loaded before the store had a key)
             conn.executemany("UPDATE worlds SET last_seq = ?, settings = coalesce(?, settings) WHERE world_id = ?",
-                             [(last_seq, settings, world_id) for world_id, (last_seq, settings) in worlds.items()])
+                             unsealed)
         events = [item.event_row for item in kept if item.event_row is not None]
         if events:
             conn.executemany("INSERT INTO events (world_id, event_id, reply, request_hash) VALUES (?, ?, ?, ?)",
@@ -487,12 +563,50 @@ class BatchWriter(WorldRows, AuditRows):
         return await asyncio.get_running_loop().run_in_executor(self._loader, fn, *args)
 
     async def _load_world(self, world_id: str) -> None:
-        """Load the world's state into memory (a no-op if another call did meanwhile). Raises
+        """Load the world's state into memory (a no-op if another call did meanwhile), then file
+        its older event ids in the background (:meth:`_file_older_events`). Raises
         ``WorldNotRegistered``."""
         loaded = await self._in_loader(self._load_world_sync, world_id)
         with self._lock:
-            self._worlds.setdefault(world_id, loaded)
+            cache = self._worlds.setdefault(world_id, loaded)
             self._evict(keep=world_id)
+        if cache is loaded and loaded.older_below:
+            task = asyncio.get_running_loop().create_task(self._file_older_events(loaded))
+            self._filing.add(task)
+            task.add_done_callback(self._filing.discard)
+
+    async def _file_older_events(self, cache: WorldCache) -> None:
+        """Put the event ids of ``cache``'s records before ``cache.older_below`` into one Bloom
+        filter, :data:`OLDER_EVENTS_STEP` records a step on the loading thread (other worlds' loads
+        and look-ups go between the steps), then hand it to the world (under the lock: its event
+        ids not among the recent ones are looked up in the store until then, so no repeat is
+        missed meanwhile). Stops if the world left memory or the store closed (its next load
+        starts again)."""
+        below = cache.older_below
+        older = EventFilter(below)  # at most one event id per record
+        done = 0
+        try:
+            while done < below - 1:
+                with self._lock:
+                    if self._closed or self._worlds.get(cache.world_id) is not cache:
+                        return
+                done = await self._in_loader(self._file_older_sync, cache.world_id, older, done,
+                                             min(done + OLDER_EVENTS_STEP, below - 1))
+        except ConfigError:  # the store closed meanwhile
+            return
+        with self._lock:
+            cache.older.insert(0, older)
+            cache.older_below = 0
+
+    def _file_older_sync(self, world_id: str, older: EventFilter, after: int, until: int) -> int:
+        """Add to ``older`` the event ids of ``world_id``'s records ``after`` < seq <= ``until``
+        (the index on (world_id, seq)); returns ``until``."""
+        conn, _ = self._loading_connection()
+        assert conn is not None
+        for (event_id,) in conn.execute("SELECT event_id FROM audit WHERE world_id = ? AND seq > ? AND seq <= ?"
+                                        " AND event_id IS NOT NULL", (world_id, after, until)):
+            older.add(event_id)
+        return until
 
     def _evict(self, keep: str | None = None) -> None:
         """Drop the least recently used worlds beyond :attr:`max_worlds` (called with the lock
@@ -580,8 +694,8 @@ class BatchWriter(WorldRows, AuditRows):
         state = CachedState(cache)
         result: Decision = decision(state)
         if result.ok:
-            item.records, item.world_row = state.changed, state.world_change()
-            state.apply()
+            item.world_row = state.world_change()
+            item.records = state.apply()
         seq = record_hash = None
         if result.audit is not None:
             if self._ts is None:
@@ -593,6 +707,8 @@ class BatchWriter(WorldRows, AuditRows):
             cache.events[item.event_id] = seq
             if seq is None:
                 item.event_row = (cache.world_id, item.event_id, result.reply, item.request_hash)
+                cache.add_event_row(item.event_id, result.reply)
+        item.seal_input = cache.seal_input()
         item.decided = Decided(result.reply, replayed=False, kept=result.kept, seq=seq,
                                record_hash=record_hash)
 
@@ -617,6 +733,8 @@ class BatchWriter(WorldRows, AuditRows):
         idempotent."""
         if self._closed:
             return
+        for task in list(self._filing):
+            task.cancel()
         await self._run(self._checkpoint_heads_sync)
         await self._run(self._close_sync)
         self._closed = True

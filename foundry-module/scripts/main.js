@@ -171,9 +171,9 @@ export function install({ rulesets = RULESETS, timers = fvtt.timers() } = {}) {
   /**
    * Connect when this client is elected to hold the link, let go when it no longer is. A
    * connection stopped by the bridge (bad token, superseded) withdraws this browser from the
-   * election and is kept, stopped (its badge says why), until the settings change: reconnecting on
-   * its own would fight the browser that took over. A GM without a token, while no GM with one is
-   * online, is told to enter it.
+   * election and is kept, stopped (its badge says why), until the settings change or, superseded,
+   * the GM types `/fatelink`: reconnecting on its own would fight the browser that took over. A GM
+   * without a token, while no GM with one is online, is told to enter it.
    */
   function evaluateRole() {
     if (isLinkHolder()) {
@@ -236,6 +236,22 @@ export function install({ rulesets = RULESETS, timers = fvtt.timers() } = {}) {
   // `/fateaudit` opens the audit window; returning false keeps the text out of the log.
   commands.register("fateaudit", () => {
     openAudit();
+    return false;
+  });
+  // `/fatelink`: a GM whose link another browser took (4003) takes it back by hand (issue 28). The
+  // module never does so by itself, so two browsers (or two bridge processes' forwarders of one
+  // world) never take it from each other in turn: a person decides. The browser holding it is then
+  // closed 4003 in its turn and stops. A GM of this world whose browser holds the link keeps it.
+  commands.register("fatelink", (args, { isGM }) => {
+    if (!isGM) {
+      fvtt.notify("warn", "FATE_BRIDGE.Link.TakeBack.GmOnly");
+    } else if (connection && !connection.isStopped()) {
+      fvtt.notify("info", "FATE_BRIDGE.Link.TakeBack.HeldHere");
+    } else {
+      onBridgeChange();
+      const holder = election.holderId();
+      if (!connection && holder !== null) fvtt.notify("warn", "FATE_BRIDGE.Link.TakeBack.OtherGM", { holder: fvtt.userName(holder) ?? holder });
+    }
     return false;
   });
   // `/fateoverlay [url|clear|replay]`: the GM's stream overlay controls (logic/overlay.js).

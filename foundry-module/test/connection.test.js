@@ -23,6 +23,7 @@ beforeEach(() => {
     timers: clock,
     onStatus: (status) => statuses.push(status),
     onUnsolicited: (message) => unsolicited.push(message),
+    random: () => 0.5, // the reconnect jitter after 1012: half of RESTART_JITTER_MS
   });
 });
 
@@ -103,6 +104,40 @@ describe("reconnect", () => {
     socket.receive(WELCOME);
     socket.drop();
     assert.equal(statuses.at(-1).retryInMs, 1000);
+  });
+
+  test("close code 1012 (a draining bridge process) on a welcomed link reconnects after the jitter alone", () => {
+    const socket = connectAndWelcome();
+    socket.drop(1012, "bridge restarting: reconnect now");
+    assert.equal(statuses.at(-1).reason, DOWN_REASONS.CLOSED);
+    assert.equal(statuses.at(-1).retryInMs, LIMITS.RESTART_JITTER_MS / 2);
+    clock.advance(LIMITS.RESTART_JITTER_MS / 2);
+    assert.equal(Socket.instances.length, 2);
+    // no failure counted: a drop of the next link before its welcome waits the first backoff
+    Socket.instances[1].drop(1012);
+    assert.equal(statuses.at(-1).retryInMs, LIMITS.BACKOFF_MIN_MS, "1012 before welcome: the backoff, never a loop");
+    clock.advance(LIMITS.BACKOFF_MIN_MS);
+    Socket.instances[2].drop();
+    assert.equal(statuses.at(-1).retryInMs, 2 * LIMITS.BACKOFF_MIN_MS);
+  });
+
+  test("a click queued while a draining process hands the link over is sent once, after the next welcome", async () => {
+    const first = connectAndWelcome();
+    const inFlight = connection.request(build.settings({ fateOption: "pc_only" }));
+    first.receive({ type: "settings_applied", v: 1, ref: "ev1", settings: { fate_option: "pc_only" } }); // answered, then:
+    first.drop(1012);
+    const queued = connection.request(build.settings({ fateOption: "off" })); // the GM clicks meanwhile
+    assert.deepEqual(first.sent.filter((m) => m.type === "settings").map((m) => m.event_id), ["ev1"]);
+    clock.advance(LIMITS.RESTART_JITTER_MS);
+    const second = Socket.instances[1];
+    second.open();
+    assert.deepEqual(second.sent.map((m) => m.type), ["hello"]);
+    second.receive(WELCOME);
+    assert.deepEqual(second.sent.filter((m) => m.type === "settings").map((m) => m.event_id), ["ev2"], "once, not ev1 again");
+    second.receive({ type: "settings_applied", v: 1, ref: "ev2", settings: { fate_option: "off" } });
+    assert.equal((await inFlight).settings.fate_option, "pc_only");
+    assert.equal((await queued).settings.fate_option, "off");
+    assert.equal(connection.pending.size, 0);
   });
 
   test("close code 4001 stops reconnecting and rejects what waits", async () => {

@@ -374,6 +374,31 @@ describe("relayed clicks: a player is never left waiting on the GM's client", ()
     await until(() => env.world.emitted.find((e) => e.payload.type === "done"), "done");
   });
 
+  test("superseded (4003) mid-flow: the player is told to check the chat, nothing is sent again, no reconnect", async () => {
+    const socket = welcomeBridge();
+    const { button } = playerClicks();
+    env.world.deliverAs(env.gm);
+    env.world.deliverAs(env.player);
+    env.world.deliverAs(env.gm);
+    const rolled = await until(() => socket.sent.filter((m) => m.type === "test_rolled").at(1), "the re-grade");
+    socket.receive({
+      type: "test_graded", v: 1, event_id: rolled.event_id, message_id: env.messageId, level: 0, label: "MF", success: false,
+      critical: false, fate: { eligible: true, reasons: [], fate_ml: 77, points: [LUCKY] }, mismatch: null,
+    });
+    await until(() => socket.sent.find((m) => m.type === "fate_spend"), "fate_spend");
+    socket.drop(4003, "superseded by GM Bob (Foundry 13) on web2:4242"); // before its reply
+    const done = await until(() => env.world.emitted.find((e) => e.payload.type === "done"), "done");
+    assert.equal(done.payload.result, false);
+    env.world.deliverAs(env.player);
+    await flush();
+    assert.deepEqual(playerNotices().at(-1),
+      "Another browser took over the Fate bridge link before this was answered. Check the chat: if no Fate card appeared, try again, or ask the GM.");
+    assert.equal(button.disabled, false, "the player may click again");
+    env.clock.advance(10 * 60_000);
+    assert.equal(env.Socket.instances.length, 1, "no reconnect: the GM takes the link back by hand (/fatelink)");
+    assert.equal(socket.sent.filter((m) => m.type === "fate_spend").length, 1);
+  });
+
   test("killed mid-flow: fate_spend is re-sent with its event_id after reconnect and applied exactly once", async () => {
     const first = welcomeBridge();
     playerClicks();
@@ -426,7 +451,7 @@ describe("one forwarder per world (4003)", () => {
     socket.drop(4003, "superseded by Gamemaster (Foundry 14.360)");
     assert.equal(
       env.world.notices.at(-1).text,
-      "Fate Bridge: another browser now holds the bridge link: Gamemaster (Foundry 14.360). This browser stops connecting so the two do not fight; it connects again when the bridge settings change. Another GM with the token may hold the link meanwhile.",
+      "Fate Bridge: another browser now holds the bridge link: Gamemaster (Foundry 14.360). This browser does not take it back by itself, so the two do not fight: type /fatelink to take it back (that browser then stops), or change the bridge settings. Another GM with the token may hold the link meanwhile.",
     );
     env.clock.advance(120_000);
     env.world.callHook("userConnected", env.world.users.get(env.player), true);
@@ -438,7 +463,46 @@ describe("one forwarder per world (4003)", () => {
     const socket = env.Socket.instances[0];
     socket.open();
     socket.drop(4003, "");
-    assert.match(env.world.notices.at(-1).text, /another browser now holds the bridge link\. This browser stops connecting/);
+    assert.match(env.world.notices.at(-1).text, /another browser now holds the bridge link\. This browser does not take it back by itself/);
+  });
+
+  test("issue 28: a forwarder of another bridge process took the world; the GM takes it back by hand with /fatelink", async () => {
+    const first = env.Socket.instances[0];
+    first.open(); // no welcome yet: the card posted at boot waits in the queue for its grading
+    first.drop(4003, "superseded by GM Bob (Foundry 13) on web2:4242");
+    await flush(); // the grading settles as not answered (superseded): tried again at the next link-up
+    assert.match(env.world.notices.at(-1).text, /holds the bridge link: GM Bob \(Foundry 13\) on web2:4242\. .*type \/fatelink/);
+    const badge = globalThis.document.getElementById("fate-bridge-link");
+    assert.equal(badge.dataset.state, "superseded");
+    assert.match(badge.title, /Held by GM Bob \(Foundry 13\) on web2:4242\.\nType \/fatelink to take the link back\./);
+    env.clock.advance(10 * 60_000); // no fighting back: no reconnect however long it waits
+    assert.equal(env.Socket.instances.length, 1);
+    assert.deepEqual(first.sent.map((m) => m.type), ["hello"], "the queued grading never went out on the superseded link");
+    assert.equal(env.world.callHook("chatMessage", {}, "/fatelink", {}), false, "the command is not posted");
+    assert.equal(env.Socket.instances.length, 2, "one new link, by the GM's hand");
+    const second = env.Socket.instances[1];
+    second.open();
+    second.receive(WELCOME);
+    await until(() => second.sent.find((m) => m.type === "test_rolled"), "the grading");
+    assert.deepEqual(second.sent.filter((m) => m.type === "test_rolled").map((m) => m.message_id), [env.messageId], "sent once, after the take-over");
+    assert.equal(env.world.callHook("chatMessage", {}, "/fatelink", {}), false);
+    assert.equal(env.world.notices.at(-1).text, "Fate Bridge: this browser holds the bridge link already.");
+    assert.equal(env.Socket.instances.length, 2);
+  });
+
+  test("/fatelink: a player cannot; another GM of this world holding the link keeps it", async () => {
+    env.world.asUser(env.player);
+    assert.equal(env.world.callHook("chatMessage", {}, "/fatelink", {}), false);
+    assert.equal(env.world.notices.at(-1).text, "Only a GM can take the bridge link back.");
+    env.world.asUser(env.gm);
+    env.Socket.instances[0].open();
+    env.Socket.instances[0].drop(4003, "superseded by Other GM (Foundry 14.360)");
+    const otherGM = env.world.addUser({ id: "gmUser000000002", name: "Other GM", isGM: true });
+    env.world.emitted.push({ payload: { type: "link_state", has_token: true, holding: true }, senderId: otherGM });
+    env.world.deliverSocket();
+    env.world.callHook("chatMessage", {}, "/fatelink", {});
+    assert.equal(env.Socket.instances.length, 1);
+    assert.equal(env.world.notices.at(-1).text, "Fate Bridge: Other GM's browser holds the bridge link in this world and keeps it.");
   });
 
   test("connects again when the settings change; user events do not bring it back", async () => {

@@ -25,6 +25,10 @@
  *   `event_id`, after RATE_RETRY_MS, doubled per retry, at most RATE_RETRIES times; then (or at
  *   the request timeout, whichever comes first) it is rejected with `rate_limited` / `timeout`.
  * - error replies are matched by `ref` against pending `event_id`s and `query_id`s alike.
+ * - close code 1012 (service restart: the bridge process is draining, its load balancer sends the
+ *   next connection to another process) on a link that had its `welcome` reconnects at once, after
+ *   a random 0..RESTART_JITTER_MS, not after the backoff; any other close, or a 1012 before
+ *   `welcome`, waits the backoff.
  * - close code 4001 (bad token) and 4003 (superseded: another browser holds the world's link)
  *   stop reconnecting for good; pending and later requests are rejected with `unauthorized` /
  *   `superseded`. Only a new BridgeConnection (new role or settings) connects again.
@@ -46,6 +50,12 @@ export const CLOSE_UNAUTHORIZED = 4001;
 export const CLOSE_SUPERSEDED = 4003;
 /** Close code we use when we drop a silent link ourselves (application range). */
 export const CLOSE_NO_PONG = 4000;
+/**
+ * Close code (RFC 6455 registry: Service Restart) of a bridge process draining on SIGTERM (issue
+ * 28): every decision in flight was answered; reconnect now, and the load balancer (or the
+ * kernel, with --reuse-port) hands the link to another process.
+ */
+export const CLOSE_SERVICE_RESTART = 1012;
 
 /** Limits, with their reasons. */
 export const LIMITS = Object.freeze({
@@ -58,6 +68,12 @@ export const LIMITS = Object.freeze({
   /** Reconnect backoff: 1 s, doubled each failure, capped at 30 s. */
   BACKOFF_MIN_MS: 1_000,
   BACKOFF_MAX_MS: 30_000,
+  /**
+   * After 1012 (a draining process): reconnect after a random 0..500 ms, so the few hundred links
+   * of one process reach the others spread over half a second, not in one burst; still well
+   * inside issue 28's 2 s from the close to the next decision.
+   */
+  RESTART_JITTER_MS: 500,
   /** A request sent on a live link gives up after this (time in the queue does not count). */
   REQUEST_TIMEOUT_MS: 15_000,
   /**
@@ -113,8 +129,10 @@ export class BridgeConnection {
    *   (`bytes` its JSON size in UTF-8 bytes, `limit` the bridge's frame limit, null when the
    *   bridge never told it and closed with 1009); `type` is the request's message type
    * @param {Partial<typeof LIMITS>} [options.limits] overrides (tests)
+   * @param {() => number} [options.random] a number in [0, 1) for the reconnect jitter after 1012
+   *   (default Math.random; tests fix it)
    */
-  constructor({ url, hello, ping, WebSocket, timers, onStatus = () => {}, onWelcome = () => {}, onUnsolicited = () => {}, onRefused = () => {}, limits = {} }) {
+  constructor({ url, hello, ping, WebSocket, timers, onStatus = () => {}, onWelcome = () => {}, onUnsolicited = () => {}, onRefused = () => {}, limits = {}, random = Math.random }) {
     this.url = url;
     this.makeHello = hello;
     this.makePing = ping;
@@ -124,6 +142,7 @@ export class BridgeConnection {
     this.onWelcome = onWelcome;
     this.onUnsolicited = onUnsolicited;
     this.onRefused = onRefused;
+    this.random = random;
     /** The bridge's frame limit from the last `welcome` (bytes); null until one told it. */
     this.maxFrameBytes = null;
     this.limits = { ...LIMITS, ...limits };
@@ -239,7 +258,9 @@ export class BridgeConnection {
       else if (event.code === CLOSE_SUPERSEDED) this.#lost(DOWN_REASONS.SUPERSEDED, supersededBy(event.reason));
       else {
         if (event.code === CLOSE_TOO_BIG) this.#dropLargestInFlight();
-        this.#lost(opened ? DOWN_REASONS.CLOSED : DOWN_REASONS.UNREACHABLE);
+        // a welcomed link only: a process refusing links as it drains cannot loop us without backoff
+        const restart = event.code === CLOSE_SERVICE_RESTART && this.welcomed;
+        this.#lost(opened ? DOWN_REASONS.CLOSED : DOWN_REASONS.UNREACHABLE, null, restart);
       }
     };
   }
@@ -381,7 +402,11 @@ export class BridgeConnection {
     }
   }
 
-  #lost(reason, holder = null) {
+  /**
+   * The link is gone: stop for good (4001, 4003) or reconnect after the backoff; `restart` (a 1012
+   * on a welcomed link) reconnects after the jitter alone, counting no failure.
+   */
+  #lost(reason, holder = null, restart = false) {
     this.#resetLink();
     if (this.stopped) return;
     if (reason === DOWN_REASONS.UNAUTHORIZED || reason === DOWN_REASONS.SUPERSEDED) {
@@ -391,8 +416,10 @@ export class BridgeConnection {
       this.#rejectAll(error.code, error.message);
       return;
     }
-    const delay = Math.min(this.limits.BACKOFF_MAX_MS, this.limits.BACKOFF_MIN_MS * 2 ** this.failures);
-    this.failures += 1;
+    const delay = restart
+      ? Math.floor(this.random() * this.limits.RESTART_JITTER_MS)
+      : Math.min(this.limits.BACKOFF_MAX_MS, this.limits.BACKOFF_MIN_MS * 2 ** this.failures);
+    if (!restart) this.failures += 1;
     this.#setStatus(STATE.DOWN, reason, delay);
     this.reconnectTimer = this.timers.setTimeout(() => {
       this.reconnectTimer = null;

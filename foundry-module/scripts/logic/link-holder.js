@@ -16,7 +16,7 @@
  * once when it is the only GM connected: nobody else can hold it). A GM
  * without a token never announces `has_token`, so it never blocks one that has it; a GM whose token
  * the bridge refused (4001), or whose link another browser took (4003), withdraws (`has_token`
- * false) until its bridge settings change. When the holder leaves (Foundry's `userConnected` hook,
+ * false) until its bridge settings change (or, after 4003, its GM's `/fatelink`: main.js). When the holder leaves (Foundry's `userConnected` hook,
  * the user no longer active) the next GM is elected at once.
  *
  * Until a client has heard any other GM's announcement (the first second after it starts, or GMs
@@ -68,7 +68,7 @@ export const LINK_LIMITS = Object.freeze({
  *   `receive` takes a module-socket payload with Foundry's sender id and returns true when it was
  *   part of the election (the caller passes it on otherwise); `usersChanged` re-counts after a
  *   user connected or left; `setHolding` tells whether this client now has a link (announced);
- *   `withdraw` stops offering this client until `reset` (after the bridge settings change);
+ *   `withdraw` stops offering this client until `reset` (after the bridge settings change, or `/fatelink`);
  *   `holderId` is the elected GM's user id, null when no GM with a token is connected
  */
 export function createLinkElection({ selfId, selfIsGM, activeGMIds, activeGMId, hasToken, isGMUser, send, timers, onChange, limits = {} }) {

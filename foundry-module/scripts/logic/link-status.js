@@ -181,14 +181,15 @@ export function createLinkStatus({ url, pageProtocol, moduleVersion, protocolVer
  * @param {LinkView} view
  * @param {(key: string, data?: object) => string} t localize (`format` when data is given)
  * @returns {{state: string, label: string, details: string[]}} `label` the badge text, `details`
- *   its tooltip lines: the address, the likely cause, the next attempt, who holds the link, the
- *   versions, requests refused
+ *   its tooltip lines: the address, the likely cause, the next attempt, who holds the link (and,
+ *   superseded, how to take it back), the versions, requests refused
  */
 export function linkBadge(view, t) {
   const details = [t("FATE_BRIDGE.Link.Detail.Url", { url: view.url })];
   if (view.cause) details.push(t(`FATE_BRIDGE.Link.Cause.${view.cause}`));
   if (view.retryInMs !== null) details.push(t("FATE_BRIDGE.Link.Detail.Retry", { seconds: String(Math.ceil(view.retryInMs / 1000)) }));
   if (view.holder) details.push(t("FATE_BRIDGE.Link.Detail.Holder", { holder: view.holder }));
+  if (view.state === LINK.SUPERSEDED) details.push(t("FATE_BRIDGE.Link.Detail.TakeBack"));
   if (view.versions) {
     details.push(t("FATE_BRIDGE.Link.Detail.Versions", {
       module: view.moduleVersion, moduleProtocol: String(view.protocolVersion),

@@ -67,6 +67,7 @@ export const NOTICE_CODES = Object.freeze([
   "forbidden",
   "not_found",
   "bridge_down",
+  "superseded",
   "timeout",
   "queue_full",
   "unauthorized",
