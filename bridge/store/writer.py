@@ -603,9 +603,11 @@ class BatchWriter(WorldRows, AuditRows):
         (the index on (world_id, seq)); returns ``until``."""
         conn, _ = self._loading_connection()
         assert conn is not None
-        for (event_id,) in conn.execute("SELECT event_id FROM audit WHERE world_id = ? AND seq > ? AND seq <= ?"
-                                        " AND event_id IS NOT NULL", (world_id, after, until)):
+        for n, (event_id,) in enumerate(conn.execute("SELECT event_id FROM audit WHERE world_id = ? AND seq > ?"
+                                                     " AND seq <= ? AND event_id IS NOT NULL", (world_id, after, until))):
             older.add(event_id)
+            if not n % LOAD_YIELD_ROWS:
+                time.sleep(0)  # (the GIL, as a load lets go of it)
         return until
 
     def _evict(self, keep: str | None = None) -> None:
