@@ -171,6 +171,14 @@ async def test_older_event_ids_are_filed_after_the_load_and_repeats_found_meanwh
     first = await fate_some(store, "w", 6)  # 12 records, event ids r0 s0 ... r5 s5
     await crash(store)
     store = await open_store(db_url, signing_key=KEY)
+    release = asyncio.Event()  # the filing waits for the test (else it may finish first)
+    file_older_events = store._file_older_events
+
+    async def held(cache):
+        await release.wait()
+        await file_older_events(cache)
+
+    store._file_older_events = held
     try:
         session = Session(store, ScriptedDice([]), trusted=True, default_world="w")
         await session.receive(frame(rolled("r-new", "m-new")))  # loads the world
@@ -179,6 +187,7 @@ async def test_older_event_ids_are_filed_after_the_load_and_repeats_found_meanwh
         assert cache.may_be_older("anything")  # until the older ids are filed: looked up
         repeat = json.loads((await session.receive(frame(fate_spend("s1", "m1")))).frames[0])
         assert repeat == first[1]
+        release.set()
         await asyncio.gather(*store._filing)
         assert cache.older_below == 0 and all(f"s{n}" in cache.older[0] for n in range(4))
         assert cache.older[0].count == 8  # r0 s0 ... r3 s3: the records before seq 9
