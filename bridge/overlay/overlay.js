@@ -43,6 +43,12 @@ export const LINK = Object.freeze({
   /** Reconnect backoff: 1 s, doubled each failure, capped at 30 s (also after a refused key). */
   BACKOFF_MIN_MS: 1_000,
   BACKOFF_MAX_MS: 30_000,
+  /**
+   * After 1012 (service restart: the bridge process is draining, issue 28) on a welcomed link,
+   * reconnect after a random 0..RESTART_JITTER_MS (the load balancer sends it to another process)
+   * instead of the backoff, as the Foundry module does.
+   */
+  RESTART_JITTER_MS: 500,
 });
 
 /** How long a card takes to slide in or out (the style sheet reads it as `--fb-animation-ms`). */
@@ -50,6 +56,8 @@ export const ANIMATION_MS = 450;
 
 /** Close code of a refused `hello` (bridge/session.py CLOSE_UNAUTHORIZED). */
 export const CLOSE_UNAUTHORIZED = 4001;
+/** The bridge closes its links with this while it drains (SIGTERM): reconnect at once, elsewhere. */
+export const CLOSE_SERVICE_RESTART = 1012;
 
 /** Link states, put on `<body data-link>` for styling and tests. */
 export const LINK_STATE = Object.freeze({ CONNECTING: "connecting", CONNECTED: "connected", DOWN: "down", REFUSED: "refused" });
@@ -261,10 +269,11 @@ export function createCardStack({ root, document, options, timers, layout }) {
  *
  * @param {{url: string, hello: object, WebSocket: new (url: string) => WebSocket,
  *   timers: {setTimeout: Function, clearTimeout: Function},
- *   onMessage: (message: object) => void, onState: (state: string) => void}} deps
+ *   onMessage: (message: object) => void, onState: (state: string) => void,
+ *   random?: () => number}} deps `random`: a number in [0, 1), the jitter after a 1012
  * @returns {{start: () => void}}
  */
-export function createViewerLink({ url, hello, WebSocket, timers, onMessage, onState }) {
+export function createViewerLink({ url, hello, WebSocket, timers, onMessage, onState, random = Math.random }) {
   let failures = 0;
   let heartbeat = null;
   let pongDeadline = null;
@@ -278,6 +287,7 @@ export function createViewerLink({ url, hello, WebSocket, timers, onMessage, onS
   function connect() {
     onState(LINK_STATE.CONNECTING);
     const socket = new WebSocket(url);
+    let welcomed = false;
     const beat = () => {
       heartbeat = timers.setTimeout(() => {
         socket.send(JSON.stringify({ type: "ping", v: 1 }));
@@ -294,6 +304,7 @@ export function createViewerLink({ url, hello, WebSocket, timers, onMessage, onS
         return;
       }
       if (message?.type === "welcome") {
+        welcomed = true;
         failures = 0;
         onState(LINK_STATE.CONNECTED);
         beat();
@@ -307,6 +318,10 @@ export function createViewerLink({ url, hello, WebSocket, timers, onMessage, onS
       stopTimers();
       const refused = event.code === CLOSE_UNAUTHORIZED;
       onState(refused ? LINK_STATE.REFUSED : LINK_STATE.DOWN);
+      if (event.code === CLOSE_SERVICE_RESTART && welcomed) {  // a draining bridge: no failure
+        timers.setTimeout(connect, Math.floor(random() * LINK.RESTART_JITTER_MS));
+        return;
+      }
       const delay = refused ? LINK.BACKOFF_MAX_MS : Math.min(LINK.BACKOFF_MAX_MS, LINK.BACKOFF_MIN_MS * 2 ** failures);
       failures += 1;
       timers.setTimeout(connect, delay);

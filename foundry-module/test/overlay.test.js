@@ -180,3 +180,29 @@ test("the card stack with a layout takes the oldest card off whole and scales a 
   assert.ok(tall.offsetHeight <= 640 && tall.offsetHeight > 600, `scaled to fit: ${tall.offsetHeight}`);
   assert.equal(tall.style.fontSize, `${0.64 * 0.98}em`);
 });
+
+test("the overlay reconnects within 0.5 s after a 1012 of a welcomed link, with the backoff otherwise (issue 28)", async () => {
+  const { createViewerLink, LINK, CLOSE_SERVICE_RESTART } = await import("../../bridge/overlay/overlay.js");
+  const sockets = [];
+  class FakeSocket {
+    constructor(url) { this.url = url; this.sent = []; sockets.push(this); }
+    send(data) { this.sent.push(JSON.parse(data)); }
+    close() {}
+  }
+  const reconnects = [];  // [delay ms, the function the timer would run]
+  const timers = { setTimeout: (fn, ms) => { if (fn.name === "connect") reconnects.push([ms, fn]); return 0; }, clearTimeout: () => {} };
+  createViewerLink({
+    url: "ws://bridge/overlay", hello: { type: "hello", v: 1 }, WebSocket: FakeSocket, timers,
+    onMessage: () => {}, onState: () => {}, random: () => 0.5,
+  }).start();
+  sockets[0].onmessage({ data: JSON.stringify({ type: "welcome", v: 1 }) });
+  sockets[0].onclose({ code: CLOSE_SERVICE_RESTART });
+  assert.equal(reconnects[0][0], 0.5 * LINK.RESTART_JITTER_MS);  // a draining bridge: at once, elsewhere
+  reconnects[0][1]();
+  assert.equal(sockets.length, 2);
+  sockets[1].onclose({ code: CLOSE_SERVICE_RESTART });  // a 1012 before its welcome: the backoff
+  assert.equal(reconnects[1][0], LINK.BACKOFF_MIN_MS);
+  reconnects[1][1]();
+  sockets[2].onclose({ code: 1006 });  // and it counted as a failure
+  assert.equal(reconnects[2][0], 2 * LINK.BACKOFF_MIN_MS);
+});
