@@ -237,6 +237,18 @@ describe("relayed clicks: a player is never left waiting on the GM's client", ()
     socket.receive(WELCOME);
     return socket;
   }
+  /** The player's click relayed (GM ack, go), the card re-graded by the bridge: the fate_spend it sends. */
+  async function clickReachesTheBridge(socket) {
+    env.world.deliverAs(env.gm);
+    env.world.deliverAs(env.player);
+    env.world.deliverAs(env.gm);
+    const rolled = await until(() => socket.sent.filter((m) => m.type === "test_rolled").at(1), "the re-grade");
+    socket.receive({
+      type: "test_graded", v: 1, event_id: rolled.event_id, message_id: env.messageId, level: 0, label: "MF", success: false,
+      critical: false, fate: { eligible: true, reasons: [], fate_ml: 77, points: [LUCKY] }, mismatch: null,
+    });
+    return until(() => socket.sent.find((m) => m.type === "fate_spend"), "fate_spend");
+  }
 
   test("no ack within 20 s: the player is told nothing was spent and the button works again", async () => {
     const { button } = playerClicks();
@@ -358,15 +370,7 @@ describe("relayed clicks: a player is never left waiting on the GM's client", ()
   test("in time: ack, go, and the click reaches the bridge as the sender's fate_spend", async () => {
     const socket = welcomeBridge();
     playerClicks();
-    env.world.deliverAs(env.gm);
-    env.world.deliverAs(env.player);
-    env.world.deliverAs(env.gm);
-    const rolled = await until(() => socket.sent.filter((m) => m.type === "test_rolled").at(1), "the re-grade");
-    socket.receive({
-      type: "test_graded", v: 1, event_id: rolled.event_id, message_id: env.messageId, level: 0, label: "MF", success: false,
-      critical: false, fate: { eligible: true, reasons: [], fate_ml: 77, points: [LUCKY] }, mismatch: null,
-    });
-    const spend = await until(() => socket.sent.find((m) => m.type === "fate_spend"), "fate_spend");
+    const spend = await clickReachesTheBridge(socket);
     assert.equal(spend.user_id, env.player);
     assert.equal(spend.user_is_gm, false);
     assert.equal(spend.point_id, LUCKY);
@@ -377,15 +381,7 @@ describe("relayed clicks: a player is never left waiting on the GM's client", ()
   test("superseded (4003) mid-flow: the player is told to check the chat, nothing is sent again, no reconnect", async () => {
     const socket = welcomeBridge();
     const { button } = playerClicks();
-    env.world.deliverAs(env.gm);
-    env.world.deliverAs(env.player);
-    env.world.deliverAs(env.gm);
-    const rolled = await until(() => socket.sent.filter((m) => m.type === "test_rolled").at(1), "the re-grade");
-    socket.receive({
-      type: "test_graded", v: 1, event_id: rolled.event_id, message_id: env.messageId, level: 0, label: "MF", success: false,
-      critical: false, fate: { eligible: true, reasons: [], fate_ml: 77, points: [LUCKY] }, mismatch: null,
-    });
-    await until(() => socket.sent.find((m) => m.type === "fate_spend"), "fate_spend");
+    await clickReachesTheBridge(socket);
     socket.drop(4003, "superseded by GM Bob (Foundry 13) on web2:4242"); // before its reply
     const done = await until(() => env.world.emitted.find((e) => e.payload.type === "done"), "done");
     assert.equal(done.payload.result, false);
