@@ -176,10 +176,8 @@ class Forwarders:
     def _supersede(self, world_id: str, ws: ServerConnection, holder: str) -> None:
         """Close ``ws`` with 4003 naming ``holder``, in a task of its own (never waits)."""
         log.info("forwarder_superseded", world_id=world_id, holder=holder)
-        task = asyncio.create_task(close_within(ws, SUPERSEDED_CLOSE_SECONDS, CLOSE_SUPERSEDED,
-                                                superseded_reason(holder)))
-        self._closing.add(task)
-        task.add_done_callback(self._closing.discard)
+        in_background(self._closing, close_within(ws, SUPERSEDED_CLOSE_SECONDS, CLOSE_SUPERSEDED,
+                                                  superseded_reason(holder)))
 
     def release(self, world_id: str | None, ws: ServerConnection) -> None:
         """Forget ``ws`` if it still is the forwarder of ``world_id``."""
@@ -188,6 +186,14 @@ class Forwarders:
 
 
 MAX_CLOSE_REASON = 123  # bytes: RFC 6455 close frames carry at most 125, 2 of them the code
+
+
+def in_background(tasks: set[asyncio.Task[None]], work: Awaitable[None]) -> None:
+    """Run ``work`` in a task of its own, kept in ``tasks`` until it is done (asyncio keeps only
+    a weak reference to a running task: one nobody holds may be collected mid-way)."""
+    task = asyncio.ensure_future(work)
+    tasks.add(task)
+    task.add_done_callback(tasks.discard)
 
 
 def superseded_reason(holder: str) -> str:
@@ -229,9 +235,7 @@ class Drain:
         others close themselves after their frame in flight (:meth:`recv` returns None)."""
         self.draining = True
         for ws in self._waiting:
-            task = asyncio.create_task(self.close(ws))
-            self._closing.add(task)
-            task.add_done_callback(self._closing.discard)
+            in_background(self._closing, self.close(ws))
 
     @staticmethod
     async def close(ws: ServerConnection) -> None:
@@ -675,10 +679,8 @@ def _notice_handler(viewers: Viewers, forwarders: Forwarders, presence: Presence
         elif notice.kind == "card" and notice.frame is not None:
             viewers.publish(notice.world_id, notice.frame.encode())
         elif notice.kind == "lease" and notice.token is not None:
-            task = asyncio.create_task(forwarders.taken_elsewhere(notice.world_id, notice.token,
-                                                                   notice.holder or "another connection"))
-            closing.add(task)
-            task.add_done_callback(closing.discard)
+            in_background(closing, forwarders.taken_elsewhere(notice.world_id, notice.token,
+                                                              notice.holder or "another connection"))
         else:
             _overlay_action(viewers, notice.world_id, notice.kind)
 

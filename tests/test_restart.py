@@ -10,6 +10,7 @@ from __future__ import annotations
 import asyncio
 import json
 import sqlite3
+import sys
 
 import pytest
 from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
@@ -21,6 +22,7 @@ from bridge.session import Session
 from bridge.store import memory, open_store, seal, writer
 from bridge.store.audit_rows import stored_bytes
 
+from .helpers import ROOT
 from .sohl_messages import actor, fate_spend, frame, rolled, sohl_test
 
 KEY = Ed25519PrivateKey.from_private_bytes(bytes(range(32)))
@@ -195,3 +197,57 @@ async def test_older_event_ids_are_filed_after_the_load_and_repeats_found_meanwh
         assert again == first[0]
     finally:
         await store.close()
+
+
+async def test_what_a_killed_bridge_left_in_the_log_is_copied_before_serving(tmp_path):
+    """A SQLite file's log is checkpointed and truncated when the store opens (issue 27): copied
+    by the first periodic checkpoint instead, it stalled the other worlds' decisions while a long
+    history loaded (p99 5.9-7.3x)."""
+    db = tmp_path / "bridge.sqlite3"
+    # a process that decides, then ends as kill -9 ends it: nothing closed, the log left as it is
+    script = ("import asyncio, os, sys; from tests.test_restart import KEY, fate_some; from bridge.store import open_store\n"
+              "async def main():\n"
+              f"    store = await open_store({str(db)!r}, signing_key=KEY)\n"
+              "    await store.add_world('w', None)\n"
+              "    await fate_some(store, 'w', 3)\n"
+              "    os._exit(0)\n"
+              "asyncio.run(main())\n")
+    killed = await asyncio.create_subprocess_exec(sys.executable, "-c", script, cwd=ROOT,
+                                                  stdout=asyncio.subprocess.DEVNULL)
+    assert await killed.wait() == 0
+    wal = tmp_path / "bridge.sqlite3-wal"
+    assert wal.stat().st_size > 0  # the killed bridge's decisions, still in the log
+    store = await open_store(db, signing_key=KEY)
+    try:
+        assert wal.stat().st_size == 0
+        again = await fate_some(store, "w", 1, start=3)
+        assert again[0]["type"] != "error"
+    finally:
+        await store.close()
+
+
+async def test_a_clean_stop_signs_only_the_worlds_checked_and_decided_in_since_their_last_head(tmp_path):
+    """At a clean stop a head with the state's digest is signed for each world this process
+    checked and decided in since its last one; a world it only read, or never loaded, gets none
+    (a digest of state nobody checked would seal an offline edit as the bridge's)."""
+    db = tmp_path / "bridge.sqlite3"
+    store = await open_store(db, signing_key=KEY)
+    for world in ("decided", "read", "untouched"):
+        await store.add_world(world, None)
+        await fate_some(store, world, 1)
+    await store.close()
+
+    def heads() -> dict[str, int]:
+        conn = sqlite3.connect(db)
+        try:
+            return dict(conn.execute("SELECT world_id, count(*) FROM heads GROUP BY world_id").fetchall())
+        finally:
+            conn.close()
+
+    before = heads()
+    assert before == {"decided": 1, "read": 1, "untouched": 1}  # each signed at the first stop
+    store = await open_store(db, signing_key=KEY)
+    await fate_some(store, "decided", 1, start=1)
+    await store.read("read", lambda state: state.settings())
+    await store.close()
+    assert heads() == {"decided": 2, "read": 1, "untouched": 1}

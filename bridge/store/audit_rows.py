@@ -169,16 +169,14 @@ class AuditRows:
         if (self.audit_key is None and self.signing_key is None) or self._conn is None:
             return
 
-        checked: set[str] = self.__dict__.get("_state_checked", set())
+        checked = sorted(self.__dict__.get("_state_checked", ()))
 
         def work(conn: sqlite3.Connection) -> None:
-            for world_id, seq, record_hash in _chain_tails(conn, self._closing_worlds(conn)):
+            for world_id, seq, record_hash in _chain_tails(conn, self._closing_worlds(conn, checked)):
                 try:
                     self._key_guard(conn, world_id)
                 except SigningKeyChanged:
                     continue  # the new key's holder signs it
-                if world_id not in checked:
-                    continue  # its state was not checked by this process: never sealed as the bridge's
                 head = _latest_head(conn, world_id)
                 if head is not None and head.seq == seq and head.state_digest is not None and head.signed():
                     continue  # signed at a stop already, and nothing decided since
@@ -186,11 +184,11 @@ class AuditRows:
 
         self._transaction(work)
 
-    def _closing_worlds(self, conn: sqlite3.Connection) -> list[str]:
-        """The worlds whose chains :meth:`_checkpoint_heads_sync` signs at close: every world the
-        database knows of (:func:`trail_worlds`); a backend shared by several processes narrows it
-        to its own."""
-        return trail_worlds(conn)
+    def _closing_worlds(self, conn: sqlite3.Connection, checked: list[str]) -> list[str]:
+        """Of the worlds this process ``checked`` (their state against their chain), those whose
+        chains :meth:`_checkpoint_heads_sync` signs at close: all of them; a backend shared by
+        several processes narrows it to its own."""
+        return checked
 
     def _event_record(self, conn: sqlite3.Connection, world_id: str,
                       event_id: str) -> tuple[int | None, str | None]:
@@ -199,15 +197,15 @@ class AuditRows:
                            (world_id, event_id)).fetchone()
         return (row[0], row[1]) if row else (None, None)
 
-    def _state_guard(self, conn: sqlite3.Connection, world_id: str, sealed: bool, stale_seal: bool = False) -> None:
-        """Refuse to serve a world whose state rows differ from what its chain produces; checked once per world per process (its first decision or
-        query). ``sealed``: the rows are the ones the last batch writing them sealed
-        (:mod:`bridge.store.seal`, issue 27): nothing more to check; ``stale_seal``: a seal is
-        stored but does not match (rows edited, or another key's seal): checked even before the
-        chain's first signed head. Else cheap after a clean
-        stop: the digest of the stored state against the one the last signed head sealed; else
-        (a crash before any seal, a seal by another key) the state is derived from the whole
-        chain. A trail without signed heads (an older bridge's) is not checked here (``audit
+    def _state_guard(self, conn: sqlite3.Connection, world_id: str, *, sealed: bool, stale_seal: bool) -> None:
+        """Refuse to serve a world whose state rows differ from what its chain produces; checked
+        once per world per process (its first decision or query). ``sealed``: the rows are the
+        ones the last batch writing them sealed (:mod:`bridge.store.seal`, issue 27): nothing more
+        to check. Else cheap after a clean stop: the digest of the stored state against the one
+        the last signed head sealed; else (a crash before any seal, a seal by another key) the
+        state is derived from the whole chain. ``stale_seal``: a seal is stored but does not match
+        (rows edited, or another key's seal), so the world is checked even before its chain's
+        first signed head; a trail with neither (an older bridge's) is not checked here (``audit
         verify`` is).
 
         Raises :class:`~bridge.errors.WorldStateMismatch` naming the repair command."""

@@ -93,8 +93,8 @@ class WorldCache:
     ``CHECKPOINT_EVERY``, which the next signed head seals (``AuditRows._seal``);
     ``settings_raw``: the settings as stored (JSON); ``total``, ``count``: the
     :func:`~bridge.store.seal.rows_sum` of the world's state rows under ``hasher``, kept up to
-    date by each write, which each batch seals (``total`` None: the store has no key, so nothing is
-    sealed); ``elements``: the seal element of each record in ``records`` (taken out of the sum when
+    date by each write, which each batch seals (``hasher`` None: the store has no key, so nothing
+    is sealed); ``elements``: the seal element of each record in ``records`` (taken out of the sum when
     the record is written again)."""
 
     world_id: str
@@ -111,7 +111,7 @@ class WorldCache:
     window: list[bytes] = field(default_factory=list)
     older_below: int = 0
     settings_raw: bytes = b""
-    total: int | None = None
+    total: int = 0
     count: int = 0
     hasher: Any = None  # the world's seal.world_hasher (None: nothing is sealed)
     elements: dict[tuple[str, str], int] = field(default_factory=dict)
@@ -175,10 +175,11 @@ class WorldCache:
         one in the sealed sum (an old value on disk, never read, is read for it here)."""
         slot = (kind, key)
         stored = pack_record(raw, kind)
-        if self.total is not None and self.hasher is not None:
-            if slot in self.on_disk:
-                self.records[slot] = self._fetch(kind, key)
+        if self.hasher is not None:
             old = self.elements.get(slot)
+            if old is None and slot in self.on_disk:  # written before the load, never read since
+                assert self.fetch is not None
+                old = seal.element(self.hasher, kind, key, self.fetch(kind, key))
             if old is None:
                 self.count += 1
             else:
@@ -192,14 +193,14 @@ class WorldCache:
 
     def add_event_row(self, event_id: str, reply: bytes) -> None:
         """Count a new ``events`` row (a decision without an audit record) in the sealed sum."""
-        if self.total is not None and self.hasher is not None:
+        if self.hasher is not None:
             self.total = seal.add(self.total, seal.element(self.hasher, seal.EVENT, event_id, reply))
             self.count += 1
 
     def seal_input(self) -> tuple[tuple[int, str], int, bytes, int, int] | None:
         """What a batch seals of this world as it is now (:func:`bridge.store.seal.seal`'s
         arguments after the key and world id), or None when nothing is sealed."""
-        if self.total is None:
+        if self.hasher is None:
             return None
         return self.head, self.last_seq, self.settings_raw, self.total, self.count
 

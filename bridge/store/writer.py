@@ -355,11 +355,11 @@ class BatchWriter(WorldRows, AuditRows):
             sealed = seal.matches(row[2], seal.seal(key, world_id, head, row[1], settings, total, count))
         # its state must be what its chain produces (issue 15): sealed by the last batch that
         # wrote it, else checked against the clean stop's head or derived from the chain
-        self._state_guard(conn, world_id, sealed, stale_seal=row[2] is not None and not sealed)
+        self._state_guard(conn, world_id, sealed=sealed, stale_seal=row[2] is not None and not sealed)
         self._key_guard(conn, world_id)  # and its key this bridge's (audit new-key meanwhile)
         cache = WorldCache(world_id, _settings_decoder.decode(row[0]), row[1], head,
                            window=window_hashes(conn, world_id, head[0]) if head[0] else [],
-                           settings_raw=settings, total=None if hasher is None else total, count=count,
+                           settings_raw=settings, total=total, count=count,
                            hasher=hasher, on_disk=on_disk, elements=elements)
         if values:
             cache.records = {slot: unpack(stored) for slot, stored in stored_values.items()}
@@ -455,10 +455,9 @@ class BatchWriter(WorldRows, AuditRows):
         if records:
             conn.executemany(self._upsert_records,
                              [(*slot, stored) for slot, stored in records.items()])
-        key = self._seal_key
-        if key is None:
-            seals.clear()
         if seals:  # every world the batch changed, its new state sealed (bridge/store/seal.py)
+            key = self._seal_key  # (a world has a seal input only if the store had a key at its load)
+            assert key is not None
             conn.executemany(
                 "UPDATE worlds SET last_seq = ?, settings = coalesce(?, settings), state_seal = ? WHERE world_id = ?",
                 [(last_seq, worlds.get(world_id, (0, None))[1], seal.seal(key, world_id, head, last_seq, *rest), world_id)

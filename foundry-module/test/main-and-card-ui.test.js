@@ -398,15 +398,7 @@ describe("relayed clicks: a player is never left waiting on the GM's client", ()
   test("killed mid-flow: fate_spend is re-sent with its event_id after reconnect and applied exactly once", async () => {
     const first = welcomeBridge();
     playerClicks();
-    env.world.deliverAs(env.gm);
-    env.world.deliverAs(env.player);
-    env.world.deliverAs(env.gm);
-    const rolled = await until(() => first.sent.filter((m) => m.type === "test_rolled").at(1), "the re-grade");
-    first.receive({
-      type: "test_graded", v: 1, event_id: rolled.event_id, message_id: env.messageId, level: 0, label: "MF", success: false,
-      critical: false, fate: { eligible: true, reasons: [], fate_ml: 77, points: [LUCKY] }, mismatch: null,
-    });
-    const spend = await until(() => first.sent.find((m) => m.type === "fate_spend"), "fate_spend");
+    const spend = await clickReachesTheBridge(first);
     first.drop(1006); // the link dies after the spend went out, before its reply
     env.clock.advance(1000);
     const second = env.Socket.instances[1];
