@@ -22,7 +22,7 @@ from bridge.store import SQLiteStore
 from bridge.store.blobs import unpack
 from bridge.store.schema import read_as_one
 
-from .helpers import ROOT, replay, sign_v1
+from .helpers import ROOT, eventually, replay, sign_v1
 from .sohl_messages import frame
 
 AUDIT_KEY = bytes(range(32))
@@ -215,7 +215,10 @@ async def test_a_committed_batch_is_signed_once_and_each_reply_carries_a_receipt
     key.signed.clear()
 
     n = 9
-    # r0 again (a replay) and 8 new decisions, sent in one tick: one committed batch
+    # r0 again (a replay) and 8 new decisions, sent in one tick: one committed batch, once the
+    # writer is idle (a writer thread still looping after r0's batch takes the queue as it finds
+    # it, maybe while this tick is filling it)
+    await eventually(lambda: not store._flushing, "the writer idle after r0's batch")
     replies = await asyncio.gather(*(session.receive(frame(rolled(f"r{i}", f"m{i}"))) for i in range(n)))
     sent = [json.loads(reply.frames[0]) for reply in replies]
     assert len(key.signed) == 1 and key.signed[0].startswith(receipts.BATCH_DOMAIN)
