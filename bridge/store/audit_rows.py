@@ -23,7 +23,7 @@ from ..receipts import key_id
 from ..record import AuditEntry, AuditRecord, canonical, sorted_json
 from .base import AuditFilter, AuditRow
 from .blobs import frame_problem, pack, pack_record, unpack, written_as
-from .schema import SCHEMA_VERSION, _summary_decoder, fold_tail, read_as_one, utc_now
+from .schema import INSERT_EVENT, SCHEMA_VERSION, _summary_decoder, fold_tail, read_as_one, utc_now
 
 if TYPE_CHECKING:
     from typing import TypeVar
@@ -315,8 +315,7 @@ class AuditRows:
             request_hashes = dict(conn.execute(
                 "SELECT event_id, request_hash FROM events WHERE world_id = ?", (world_id,)).fetchall())
             conn.execute("DELETE FROM events WHERE world_id = ?", (world_id,))
-            conn.executemany("INSERT INTO events (world_id, event_id, reply, request_hash) VALUES (?,?,?,?)",
-                             [(world_id, event_id, reply, request_hashes.get(event_id))
+            conn.executemany(INSERT_EVENT, [(world_id, event_id, reply, request_hashes.get(event_id))
                               for event_id, reply in events])
             tail = conn.execute("SELECT seq, hash FROM audit WHERE world_id = ? ORDER BY seq DESC LIMIT 1",
                                 (world_id,)).fetchone()

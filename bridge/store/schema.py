@@ -169,6 +169,14 @@ _TOP_AUDIT_ID = ("max((SELECT coalesce(max(id), 0) FROM main.audit),"
                  " (SELECT coalesce(max(seq), 0) FROM main.sqlite_sequence WHERE name = 'audit'))")
 
 
+# A batch's writes to ``worlds`` and ``events`` (bridge/store/writer.py), one row each per
+# ``executemany`` row; named here so that PostgreSQL's one-statement form (bridge/store/postgres.py
+# ``_bulk_sql``) is keyed by the very strings the writer sends.
+UPDATE_WORLD_SEALED = "UPDATE worlds SET last_seq = ?, settings = coalesce(?, settings), state_seal = ? WHERE world_id = ?"
+UPDATE_WORLD = "UPDATE worlds SET last_seq = ?, settings = coalesce(?, settings) WHERE world_id = ?"
+INSERT_EVENT = "INSERT INTO events (world_id, event_id, reply, request_hash) VALUES (?, ?, ?, ?)"
+
+
 def insert_audit_sql(table: str) -> str:
     """The statement appending one audit row (:data:`AUDIT_COLUMNS`, ``?`` placeholders) to
     ``table``: SQLite's ``audit_tail``, PostgreSQL's ``audit``."""

@@ -64,7 +64,7 @@ from .base import Decided, Decision, DecisionFn
 from .blobs import unpack
 from .memory import RECENT_EVENTS, CachedState, EventFilter, WorldCache
 from . import seal
-from .schema import T, _settings_decoder, utc_now
+from .schema import INSERT_EVENT, UPDATE_WORLD, UPDATE_WORLD_SEALED, T, _settings_decoder, utc_now
 from .worlds import WorldRows
 
 if TYPE_CHECKING:
@@ -458,19 +458,16 @@ class BatchWriter(WorldRows, AuditRows):
         if seals:  # every world the batch changed, its new state sealed (bridge/store/seal.py)
             key = self._seal_key  # (a world has a seal input only if the store had a key at its load)
             assert key is not None
-            conn.executemany(
-                "UPDATE worlds SET last_seq = ?, settings = coalesce(?, settings), state_seal = ? WHERE world_id = ?",
-                [(last_seq, worlds.get(world_id, (0, None))[1], seal.seal(key, world_id, head, last_seq, *rest), world_id)
-                 for world_id, (head, last_seq, *rest) in seals.items()])
+            conn.executemany(UPDATE_WORLD_SEALED, [
+                (last_seq, worlds.get(world_id, (0, None))[1], seal.seal(key, world_id, head, last_seq, *rest), world_id)
+                for world_id, (head, last_seq, *rest) in seals.items()])
         unsealed = [(last_seq, settings, world_id) for world_id, (last_seq, settings) in worlds.items()
                     if world_id not in seals]
         if unsealed:  # (a world loaded before the store had a key)
-            conn.executemany("UPDATE worlds SET last_seq = ?, settings = coalesce(?, settings) WHERE world_id = ?",
-                             unsealed)
+            conn.executemany(UPDATE_WORLD, unsealed)
         events = [item.event_row for item in kept if item.event_row is not None]
         if events:
-            conn.executemany("INSERT INTO events (world_id, event_id, reply, request_hash) VALUES (?, ?, ?, ?)",
-                             events)
+            conn.executemany(INSERT_EVENT, events)
         for item in kept:
             outcomes.append((item, item.decided or self._replay_sync(conn, item), None))
         return outcomes
