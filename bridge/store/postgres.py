@@ -24,21 +24,20 @@ insert's ``UNIQUE (world_id, seq)`` still fails a write from a stale memory, nev
 
 A batch costs ONE round trip to the server (issue 28; :meth:`PostgresStore._batch_transaction`):
 its BEGIN, the lease check, one statement per table (:func:`_bulk_sql`: the writer's
-``executemany`` rows sent as arrays) and its COMMIT go out in one psycopg
-pipeline (https://www.psycopg.org/psycopg3/docs/advanced/pipeline.html), and only the pipeline's
-end waits for the server. The check cannot wait for its answer there, so it is a function
-(:data:`FENCE_FUNCTION`, created per connection) that locks the rows as above and, if a world of
-the batch changed hands or was removed, raises, failing the transaction before anything is
-written. That is rare (a take-over, a ``world remove``): the batch is then written again the
-careful way, the SELECT first (several round trips), refusing those worlds' decisions while the
-others commit.
+``executemany`` rows sent as arrays) and its COMMIT go out as one query string
+(:class:`_OneTrip`), and only its end waits for the server. The check cannot wait for its answer
+there, so it is a function (:data:`FENCE_FUNCTION`, created per connection) that locks the rows
+as above and, if a world of the batch changed hands or was removed, raises, failing the
+transaction before anything is written. That is rare (a take-over, a ``world remove``): the
+batch is then written again the careful way, the SELECT first (several round trips), refusing
+those worlds' decisions while the others commit.
 """
 
 from __future__ import annotations
 
 import functools
 import re
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from typing import Any
 
 import structlog
@@ -140,7 +139,7 @@ MIGRATE_LOCK = 0x46415445  # advisory lock key ("FATE"): processes starting toge
 
 # The SQLSTATE the lease check raises (a class of its own: nothing else in PostgreSQL uses "FB").
 FENCE_FAILED = "FBL01"
-# A pipelined batch's lease check (PostgresStore._fence): it locks the batch's worlds' rows and
+# A one-trip batch's lease check (PostgresStore._fence): it locks the batch's worlds' rows and
 # their leases' as the careful SELECT does (same statement, same order: a world's row, then its
 # lease), and raises FENCE_FAILED if a world is gone or removed, or its lease's token is not the
 # one this process holds (``tokens[i]`` for ``world_ids[i]``; NULL: never leased here). A
@@ -189,10 +188,10 @@ _COLUMN_TYPES = {
 # (parameters in the same order as the writer's row: last_seq, settings[, state_seal], world_id).
 _BULK_UPDATES = {
     UPDATE_WORLD_SEALED: "UPDATE worlds SET last_seq = u.last_seq, settings = coalesce(u.settings, worlds.settings),"
-                         " state_seal = u.state_seal FROM unnest(%b::bigint[], %b::bytea[], %b::text[], %b::text[])"
+                         " state_seal = u.state_seal FROM unnest(%s::bigint[], %s::bytea[], %s::text[], %s::text[])"
                          " AS u(last_seq, settings, state_seal, world_id) WHERE worlds.world_id = u.world_id",
     UPDATE_WORLD: "UPDATE worlds SET last_seq = u.last_seq, settings = coalesce(u.settings, worlds.settings)"
-                  " FROM unnest(%b::bigint[], %b::bytea[], %b::text[]) AS u(last_seq, settings, world_id)"
+                  " FROM unnest(%s::bigint[], %s::bytea[], %s::text[]) AS u(last_seq, settings, world_id)"
                   " WHERE worlds.world_id = u.world_id",
 }
 _INSERT = re.compile(r"INSERT INTO (\w+) \(([\w, ]+)\) VALUES \(([?, ]+)\)(.*)", re.DOTALL)
@@ -201,14 +200,13 @@ _INSERT = re.compile(r"INSERT INTO (\w+) \(([\w, ]+)\) VALUES \(([?, ]+)\)(.*)",
 @functools.lru_cache(maxsize=64)
 def _bulk_sql(sql: str) -> str | None:
     """The one statement that writes every row of ``executemany(sql, rows)`` (the shared SQL,
-    ``?`` placeholders), given one array per column (psycopg binary parameters, ``%b``): an
+    ``?`` placeholders), given one array per column (``%s`` parameters): an
     ``INSERT ... VALUES (?, ...)`` becomes ``INSERT ... SELECT * FROM unnest(...)`` (any ``ON
     CONFLICT`` kept; the rows must not repeat a conflicting key, as the writer's never do), the
     writer's world updates :data:`_BULK_UPDATES`. None for any other statement (sent row by row).
 
-    Why (issue 28): psycopg's pipelined ``executemany`` sends and flushes each row as a statement
-    of its own, a system call and a poll apiece; one array statement per table made a batch's
-    cost nearly flat in its rows."""
+    Why (issue 28): psycopg's ``executemany`` sends each row as a statement of its own; one
+    statement per table makes a batch's cost nearly flat in its rows."""
     if sql in _BULK_UPDATES:
         return _BULK_UPDATES[sql]
     insert = _INSERT.fullmatch(sql)
@@ -217,7 +215,7 @@ def _bulk_sql(sql: str) -> str | None:
     columns = [column.strip() for column in insert[2].split(",")]
     if any(column not in _COLUMN_TYPES for column in columns) or insert[3].count("?") != len(columns):
         return None
-    arrays = ", ".join(f"%b::{_COLUMN_TYPES[column]}[]" for column in columns)
+    arrays = ", ".join(f"%s::{_COLUMN_TYPES[column]}[]" for column in columns)
     return f"INSERT INTO {insert[1]} ({insert[2]}) SELECT * FROM unnest({arrays}){_pg_sql(insert[4])}"
 
 
@@ -288,6 +286,99 @@ def _writer_session(url: str) -> Any:
     return raw
 
 
+class _OneTrip:
+    """A batch's transaction gathered into one query string, sent at its COMMIT: one send, one
+    wait, one reply for the whole batch (issue 28). ``execute``/``executemany`` take the shared
+    SQL (``?`` placeholders) as :class:`_PgConnection` does; the parameters are bound on this
+    side (psycopg's ``ClientCursor.mogrify``, its quoting and escaping of every value) and the
+    statements run as one simple query (PostgreSQL runs them in order and stops at the first
+    error, so nothing after a failed lease check runs).
+
+    Why not a psycopg pipeline, as before: its ``executemany`` sends each row as a statement of
+    its own, and every statement released and took back the GIL several times on the writer
+    thread while the event loop held it, ~40 futex calls a decision (strace at two connections):
+    the writer thread waited for the GIL more than for the server.
+
+    A statement whose rows are read (``fetchone``, ``fetchall``, iterating the returned
+    :class:`_Rows`) sends everything gathered up to it at once and returns its rows; what
+    follows is gathered again. The BEGIN goes out with the first statement sent."""
+
+    def __init__(self, conn: _PgConnection) -> None:
+        import psycopg
+
+        conn._reconnect_if_ended()
+        self.conn = conn
+        self._cursor = psycopg.ClientCursor(conn.raw)
+        self._gathered: list[str] = ["BEGIN"]
+        self._sent = 0  # statements sent so far (BEGIN included)
+
+    def execute(self, sql: str, params: tuple | list = ()) -> _Rows:
+        """Gather ``sql`` bound to ``params``; its rows, if read, come from the returned object."""
+        self._gathered.append(self._cursor.mogrify(_pg_sql(sql), params) if params else sql)
+        return _Rows(self, self._sent + len(self._gathered))
+
+    def executemany(self, sql: str, rows: list[tuple]) -> None:
+        """Gather ``sql`` once per row of ``rows``, or once for them all (:func:`_bulk_sql`)."""
+        bulk = _bulk_sql(sql)
+        if bulk is None:
+            for row in rows:
+                self.execute(sql, row)
+        elif rows:
+            self._gathered.append(self._cursor.mogrify(bulk, [list(column) for column in zip(*rows)]))
+
+    def rows_of(self, number: int) -> list[tuple]:
+        """Send the gathered statements up to the ``number``-th of the transaction (counted from
+        1, BEGIN included) and return that one's rows. Raises ``psycopg.Error``."""
+        upto = number - self._sent
+        assert upto > 0, "a statement's rows are read once"
+        statements, self._gathered = self._gathered[:upto], self._gathered[upto:]
+        self._send(statements)
+        return self._cursor.fetchall()
+
+    def commit(self) -> None:
+        """Send what is gathered and the COMMIT; return once it is durable. Raises
+        ``psycopg.Error`` (nothing of the batch stored)."""
+        self._send([*self._gathered, "COMMIT"])
+        self._gathered = []
+
+    def abandon(self) -> None:
+        """After a failure: roll back what was sent, if the session is still there (else it is
+        made again before the next statement: :meth:`_PgConnection._reconnect_if_ended`)."""
+        import psycopg
+
+        raw = self.conn.raw
+        if self._sent and not raw.closed and raw.info.transaction_status != psycopg.pq.TransactionStatus.IDLE:
+            try:
+                raw.execute("ROLLBACK")
+            except psycopg.Error:
+                self.conn.end()
+
+    def _send(self, statements: list[str]) -> None:
+        self._sent += len(statements)
+        self._cursor.execute(";\n".join(statements))
+        for _ in statements[1:]:  # to the last statement's result
+            self._cursor.nextset()
+
+
+class _Rows:
+    """The rows of one statement of a :class:`_OneTrip`, fetched when first read."""
+
+    def __init__(self, trip: _OneTrip, number: int) -> None:
+        self._trip, self._number, self._rows = trip, number, None
+
+    def fetchall(self) -> list[tuple]:
+        if self._rows is None:
+            self._rows = self._trip.rows_of(self._number)
+        return self._rows
+
+    def fetchone(self) -> tuple | None:
+        rows = self.fetchall()
+        return rows[0] if rows else None
+
+    def __iter__(self) -> Iterator[tuple]:
+        return iter(self.fetchall())
+
+
 class PostgresStore(BatchWriter):
     """The store on a PostgreSQL database named by a ``postgresql://`` URL (libpq's URI form;
     ``?options=-csearch_path%3DNAME`` picks a schema). Use :meth:`open` to construct.
@@ -302,7 +393,7 @@ class PostgresStore(BatchWriter):
     def __init__(self, url: str, *, audit_key: bytes | None = None, signing_key: Any = None) -> None:
         super().__init__(url, audit_key=audit_key, signing_key=signing_key)
         self._leases: dict[str, int] = {}  # world -> the fencing token this process holds
-        self._pipelined = False  # a batch is being written in one pipeline (_batch_transaction)
+        self._one_trip = False  # a batch is being written in one round trip (_batch_transaction)
 
     # --- runs on the writer thread -------------------------------------------------------------
 
@@ -349,50 +440,44 @@ class PostgresStore(BatchWriter):
 
     def _batch_transaction(self, work: Callable[[Any], T], inline: bool) -> T:
         """Run a batch's ``work`` in one transaction and ONE round trip (issue 28): BEGIN, the
-        statements ``work`` sends (the lease check first: :meth:`_fence`) and COMMIT in one
-        pipeline, whose end alone waits for the server (a statement whose rows ``work`` reads,
-        rare: a replay's stored reply, a world not checked since another process changed one,
-        waits there too). If the lease check failed (a world of the batch changed hands or was
-        removed), nothing was written: ``work`` runs again in a plain transaction, where the
-        check's SELECT tells which worlds to refuse. Other errors are raised.
-
-        A failed pipeline ends its session (its transaction with it; the next statement makes a
-        new one): when the error surfaced at such a read, psycopg drops the later statements'
-        results unread, and with them its record of which statements the session prepared, so
-        the next transaction could name one the server never made ("prepared statement does not
-        exist", then every batch after it failing; seen in the cluster's racing test)."""
+        statements ``work`` sends (the lease check first: :meth:`_fence`) and COMMIT go to the
+        server as one query string (:class:`_OneTrip`); a statement whose rows ``work`` reads,
+        rare (a replay's stored reply, a world not checked since another process changed one),
+        sends what was gathered up to it and waits there. If the lease check failed (a world of
+        the batch changed hands or was removed), nothing was written: ``work`` runs again in a
+        plain transaction, where the check's SELECT tells which worlds to refuse. Other errors
+        are raised; either way the failed transaction is rolled back first."""
         conn = self._conn
         assert conn is not None
-        self._pipelined = True
+        self._one_trip = True
+        trip = _OneTrip(conn)
         try:
-            with conn.raw.pipeline():
-                conn.execute("BEGIN")
-                result = work(conn)
-                conn.execute("COMMIT")
+            result = work(trip)
+            trip.commit()
             return result
         except BaseException as exc:
-            conn.end()
+            trip.abandon()
             if getattr(exc, "sqlstate", None) != FENCE_FAILED:
                 raise
         finally:
-            self._pipelined = False
+            self._one_trip = False
         return self._transaction(work)
 
     def _changed_elsewhere(self, conn: _PgConnection) -> bool:
         """Whether the batch's worlds are checked again for being registered: in a plain
-        transaction, always (as the writer's default); in a pipelined batch never, as its lease
+        transaction, always (as the writer's default); in a one-trip batch never, as its lease
         check (:data:`FENCE_FUNCTION`) fails the batch if one was removed."""
-        return not self._pipelined
+        return not self._one_trip
 
     def _fence(self, conn: _PgConnection, world_ids: list[str]) -> set[str]:
         """Of ``world_ids``, those whose lease this process no longer holds (forgotten here; the
         writer refuses their decisions with ``LeaseLost``: :meth:`BatchWriter._write_batch`).
         Locks each world's row and its lease's until commit: decisions of one world never run at
-        once in two processes, and a take-over waits for the batch in flight. In a pipelined
+        once in two processes, and a take-over waits for the batch in flight. In a one-trip
         batch (:meth:`_batch_transaction`) the answer cannot be waited for: :data:`FENCE_FUNCTION`
         locks the same rows and fails the batch if any world would be refused, and none is
         returned here."""
-        if self._pipelined:
+        if self._one_trip:
             conn.execute("SELECT pg_temp.fate_bridge_fence(?::text[], ?::bigint[])",
                          (world_ids, [self._leases.get(world_id) for world_id in world_ids]))
             return set()
