@@ -188,10 +188,10 @@ _COLUMN_TYPES = {
 # (parameters in the same order as the writer's row: last_seq, settings[, state_seal], world_id).
 _BULK_UPDATES = {
     UPDATE_WORLD_SEALED: "UPDATE worlds SET last_seq = u.last_seq, settings = coalesce(u.settings, worlds.settings),"
-                         " state_seal = u.state_seal FROM unnest(%s::bigint[], %s::bytea[], %s::text[], %s::text[])"
+                         " state_seal = u.state_seal FROM unnest(?::bigint[], ?::bytea[], ?::text[], ?::text[])"
                          " AS u(last_seq, settings, state_seal, world_id) WHERE worlds.world_id = u.world_id",
     UPDATE_WORLD: "UPDATE worlds SET last_seq = u.last_seq, settings = coalesce(u.settings, worlds.settings)"
-                  " FROM unnest(%s::bigint[], %s::bytea[], %s::text[]) AS u(last_seq, settings, world_id)"
+                  " FROM unnest(?::bigint[], ?::bytea[], ?::text[]) AS u(last_seq, settings, world_id)"
                   " WHERE worlds.world_id = u.world_id",
 }
 _INSERT = re.compile(r"INSERT INTO (\w+) \(([\w, ]+)\) VALUES \(([?, ]+)\)(.*)", re.DOTALL)
@@ -200,7 +200,7 @@ _INSERT = re.compile(r"INSERT INTO (\w+) \(([\w, ]+)\) VALUES \(([?, ]+)\)(.*)",
 @functools.lru_cache(maxsize=64)
 def _bulk_sql(sql: str) -> str | None:
     """The one statement that writes every row of ``executemany(sql, rows)`` (the shared SQL,
-    ``?`` placeholders), given one array per column (``%s`` parameters): an
+    ``?`` placeholders), given one array per column (``?`` placeholders too): an
     ``INSERT ... VALUES (?, ...)`` becomes ``INSERT ... SELECT * FROM unnest(...)`` (any ``ON
     CONFLICT`` kept; the rows must not repeat a conflicting key, as the writer's never do), the
     writer's world updates :data:`_BULK_UPDATES`. None for any other statement (sent row by row).
@@ -215,8 +215,8 @@ def _bulk_sql(sql: str) -> str | None:
     columns = [column.strip() for column in insert[2].split(",")]
     if any(column not in _COLUMN_TYPES for column in columns) or insert[3].count("?") != len(columns):
         return None
-    arrays = ", ".join(f"%s::{_COLUMN_TYPES[column]}[]" for column in columns)
-    return f"INSERT INTO {insert[1]} ({insert[2]}) SELECT * FROM unnest({arrays}){_pg_sql(insert[4])}"
+    arrays = ", ".join(f"?::{_COLUMN_TYPES[column]}[]" for column in columns)
+    return f"INSERT INTO {insert[1]} ({insert[2]}) SELECT * FROM unnest({arrays}){insert[4]}"
 
 
 class _PgConnection:
@@ -233,6 +233,7 @@ class _PgConnection:
     def __init__(self, raw: Any, url: str | None = None) -> None:
         self.raw, self.url = raw, url
         self._in_transaction = False  # between our BEGIN and its COMMIT/ROLLBACK: never reconnect there
+        self.prepared: dict[str, str] = {}  # the session's statements a _OneTrip prepared: SQL -> name
 
     def execute(self, sql: str, params: tuple | list = ()) -> Any:
         self._reconnect_if_ended()
@@ -250,7 +251,7 @@ class _PgConnection:
         bulk = _bulk_sql(sql)
         if bulk is not None:
             if rows:
-                self.raw.execute(bulk, [list(column) for column in zip(*rows)])
+                self.raw.execute(_pg_sql(bulk), [list(column) for column in zip(*rows)])
             return
         with self.raw.cursor() as cur:
             cur.executemany(_pg_sql(sql), rows)
@@ -261,11 +262,13 @@ class _PgConnection:
         if self.raw.closed and not self._in_transaction and self.url is not None:
             log.warning("database_reconnecting", database=db_label(self.url))
             self.raw = _writer_session(self.url)
+            self.prepared = {}
 
     def end(self) -> None:
         """End this session (its open transaction, if any, rolled back by the server): the next
         statement makes a new one, as after the server ended it."""
         self._in_transaction = False
+        self.prepared = {}
         self.raw.close()
 
     def close(self) -> None:
@@ -289,10 +292,12 @@ def _writer_session(url: str) -> Any:
 class _OneTrip:
     """A batch's transaction gathered into one query string, sent at its COMMIT: one send, one
     wait, one reply for the whole batch (issue 28). ``execute``/``executemany`` take the shared
-    SQL (``?`` placeholders) as :class:`_PgConnection` does; the parameters are bound on this
-    side (psycopg's ``ClientCursor.mogrify``, its quoting and escaping of every value) and the
-    statements run as one simple query (PostgreSQL runs them in order and stops at the first
-    error, so nothing after a failed lease check runs).
+    SQL (``?`` placeholders) as :class:`_PgConnection` does. Each statement is prepared once per
+    session (``PREPARE``, sent with its first use: the server plans it once, not per batch) and
+    run as ``EXECUTE name(values)``, its values bound on this side (psycopg's
+    ``ClientCursor.mogrify``, its quoting and escaping of every value); the statements go as one
+    simple query (PostgreSQL runs them in order and stops at the first error, so nothing after a
+    failed lease check runs).
 
     Why not a psycopg pipeline, as before: its ``executemany`` sends each row as a statement of
     its own, and every statement released and took back the GIL several times on the writer
@@ -311,10 +316,11 @@ class _OneTrip:
         self._cursor = psycopg.ClientCursor(conn.raw)
         self._gathered: list[str] = ["BEGIN"]
         self._sent = 0  # statements sent so far (BEGIN included)
+        self._preparing: dict[str, tuple[str, int]] = {}  # gathered PREPAREs: SQL -> (name, number)
 
     def execute(self, sql: str, params: tuple | list = ()) -> _Rows:
         """Gather ``sql`` bound to ``params``; its rows, if read, come from the returned object."""
-        self._gathered.append(self._cursor.mogrify(_pg_sql(sql), params) if params else sql)
+        self._gathered.append(self._bound(sql, sql, params))
         return _Rows(self, self._sent + len(self._gathered))
 
     def executemany(self, sql: str, rows: list[tuple]) -> None:
@@ -324,7 +330,20 @@ class _OneTrip:
             for row in rows:
                 self.execute(sql, row)
         elif rows:
-            self._gathered.append(self._cursor.mogrify(bulk, [list(column) for column in zip(*rows)]))
+            self._gathered.append(self._bound(sql, bulk, [list(column) for column in zip(*rows)]))
+
+    def _bound(self, key: str, sql: str, params: tuple | list) -> str:
+        """``EXECUTE`` of ``sql`` (``?`` placeholders; prepared as ``key``'s statement, with a
+        ``PREPARE`` gathered first if the session has none yet) with ``params`` as literals."""
+        name = self.conn.prepared.get(key) or self._preparing.get(key, ("",))[0]
+        if not name:
+            name = f"fate_bridge_{len(self.conn.prepared) + len(self._preparing)}"
+            numbered = iter(range(1, sql.count("?") + 1))
+            self._gathered.append(f"PREPARE {name} AS " + re.sub(r"\?", lambda _: f"${next(numbered)}", sql))
+            self._preparing[key] = (name, self._sent + len(self._gathered))
+        if not params:
+            return f"EXECUTE {name}"
+        return self._cursor.mogrify(f"EXECUTE {name}({', '.join(['%s'] * len(params))})", params)
 
     def rows_of(self, number: int) -> list[tuple]:
         """Send the gathered statements up to the ``number``-th of the transaction (counted from
@@ -343,21 +362,34 @@ class _OneTrip:
 
     def abandon(self) -> None:
         """After a failure: roll back what was sent, if the session is still there (else it is
-        made again before the next statement: :meth:`_PgConnection._reconnect_if_ended`)."""
+        made again before the next statement: :meth:`_PgConnection._reconnect_if_ended`), and
+        learn which of the statements this trip prepared the session holds (a ``PREPARE`` ran
+        unless the error came before it; prepared statements outlive a rollback)."""
         import psycopg
 
         raw = self.conn.raw
-        if self._sent and not raw.closed and raw.info.transaction_status != psycopg.pq.TransactionStatus.IDLE:
-            try:
+        if raw.closed:
+            return
+        try:
+            if raw.info.transaction_status != psycopg.pq.TransactionStatus.IDLE:
                 raw.execute("ROLLBACK")
-            except psycopg.Error:
-                self.conn.end()
+            if self._preparing:
+                held = {name for (name,) in raw.execute(
+                    "SELECT name FROM pg_prepared_statements WHERE name = ANY(%s)",
+                    ([name for name, _ in self._preparing.values()],))}
+                self.conn.prepared.update((sql, name) for sql, (name, _) in self._preparing.items() if name in held)
+        except psycopg.Error:
+            self.conn.end()
 
     def _send(self, statements: list[str]) -> None:
         self._sent += len(statements)
         self._cursor.execute(";\n".join(statements))
         for _ in statements[1:]:  # to the last statement's result
             self._cursor.nextset()
+        for sql, (name, number) in list(self._preparing.items()):  # the PREPAREs sent ran
+            if number <= self._sent:
+                self.conn.prepared[sql] = name
+                del self._preparing[sql]
 
 
 class _Rows:
