@@ -7,7 +7,16 @@ fan-out needs no second service to run, secure and watch, and a notice is delive
 listening process in commit order. Its limits: a payload of at most 8000 bytes (bigger ones,
 rare, go through the ``notices`` table and the notice carries their id), one notification queue
 per database (8 GB) and one listening connection per process; every notice reaches every
-process, so the traffic grows with processes x cards.
+listening process.
+
+So cards go only where they are watched (issue 28): a process tells the others when a world gets
+its first overlay viewer there (``watch``) and loses its last (``unwatch``), and publishes a
+world's cards, ``clear`` and ``replay`` only while another process watches it
+(:meth:`Cluster.watched_elsewhere`). A process that starts asks the others for what they watch
+(``hello``) and, until :data:`LEARN_SECONDS` have passed, publishes every world's cards; one
+that stops says ``bye``. A viewer's welcome waits until its ``watch`` is sent, so a card decided
+after the viewer was welcomed reaches it. A process killed outright leaves its worlds marked
+watched elsewhere: their cards are published for nobody, as every card was before.
 
 Each process listens on one channel (``fate_bridge_<schema>``) with a connection of its own and
 publishes from another, in order (one publisher task; the notices queued meanwhile go in one
@@ -38,11 +47,15 @@ MAX_PAYLOAD = 7900  # bytes; PostgreSQL's NOTIFY takes at most 8000
 NOTICE_KEEP_SECONDS = 60  # a large notice stays in ``notices`` this long for late readers
 RECONNECT_SECONDS = 0.5  # wait before making a lost connection again
 CLOSE_FLUSH_SECONDS = 2.0  # at shutdown, how long notices still queued may take to go out
+LEARN_SECONDS = 2.0  # after opening, every world's cards are published while the others answer hello
 
 
 class Notice(msgspec.Struct, omit_defaults=True):
     """One message between processes: ``kind`` is ``card`` (``frame``: an encoded
-    ``overlay_card``), ``clear``, ``replay``, ``lease`` (``token``: the new fencing token,
+    ``overlay_card``), ``clear``, ``replay`` (``frame``: the sender's last card of the world, if
+    it has one), ``watch``/``unwatch`` (the sender's first overlay viewer of the world came, its
+    last went), ``hello`` (the sender started: say what you watch), ``bye`` (the sender stops:
+    forget what it watched), ``lease`` (``token``: the new fencing token,
     ``holder``: who connected) or ``link`` (``link``: the encoded ``bridge.status.Link`` of the
     world's forwarder, for ``/status``; None: nobody holds it any more); ``origin`` is the sending process's id; ``ref`` the row of a
     large notice kept in ``notices`` (the other fields are then empty)."""
@@ -77,6 +90,9 @@ class Cluster:
         self.name = f"{socket.gethostname()}:{os.getpid()}"
         self.channel = CHANNEL  # + the schema's name, once connected
         self._queue: asyncio.Queue[Notice | asyncio.Future[None]] = asyncio.Queue()
+        self._viewed: dict[str, int] = {}  # world -> overlay viewers here (watch/unwatch)
+        self._watchers: dict[str, set[str]] = {}  # world -> origins of the processes watching it
+        self._learning_until = 0.0  # the loop's time until which every world counts as watched
         self._listen: Any = None
         self._send: Any = None
         self._tasks: list[asyncio.Task[None]] = []
@@ -101,6 +117,8 @@ class Cluster:
             raise ConfigError(f"cannot listen for other bridge processes on {db_label(url)}: {exc}") from None
         cluster._tasks = [asyncio.create_task(cluster._listener()),
                           asyncio.create_task(cluster._publisher())]
+        cluster._learning_until = asyncio.get_running_loop().time() + LEARN_SECONDS
+        cluster.publish("hello", "")
         return cluster
 
     async def _connect(self) -> Any:
@@ -119,6 +137,28 @@ class Cluster:
     def publish(self, kind: str, world_id: str, **fields: Any) -> None:
         """Queue a notice for every other process (sent in the order published)."""
         self._queue.put_nowait(Notice(origin=self.origin, kind=kind, world_id=world_id, **fields))
+
+    def watched_elsewhere(self, world_id: str) -> bool:
+        """Whether another process has overlay viewers of ``world_id`` (or this one started less
+        than :data:`LEARN_SECONDS` ago): its cards, ``clear`` and ``replay`` are worth publishing."""
+        return bool(self._watchers.get(world_id)) or asyncio.get_running_loop().time() < self._learning_until
+
+    async def watch(self, world_id: str) -> None:
+        """Count an overlay viewer of ``world_id`` here; the first one is announced to the others
+        (``watch``), and this returns once that notice is sent (committed: the others' listeners
+        have it before anything this viewer's welcome leads to)."""
+        self._viewed[world_id] = self._viewed.get(world_id, 0) + 1
+        if self._viewed[world_id] == 1:
+            self.publish("watch", world_id)
+            await self.flush()
+
+    def unwatch(self, world_id: str) -> None:
+        """Count an overlay viewer of ``world_id`` here gone; the last one's going is announced."""
+        left = self._viewed.get(world_id, 0) - 1
+        if left > 0:
+            self._viewed[world_id] = left
+        elif self._viewed.pop(world_id, None) is not None:
+            self.publish("unwatch", world_id)
 
     async def flush(self) -> None:
         """Wait until every notice published so far has been sent."""
@@ -185,7 +225,7 @@ class Cluster:
         while True:
             try:
                 async for note in self._listen.notifies():
-                    await self._deliver(note.payload)
+                    await self._deliver(note.payload, note.pid)
             except psycopg.OperationalError:  # the connection was lost: listen again
                 log.warning("cluster_listen_lost", retry_s=RECONNECT_SECONDS)
                 await asyncio.sleep(RECONNECT_SECONDS)
@@ -201,7 +241,9 @@ class Cluster:
             except psycopg.Error:
                 await asyncio.sleep(RECONNECT_SECONDS)
 
-    async def _deliver(self, payload: str) -> None:
+    async def _deliver(self, payload: str, pid: int) -> None:
+        if self._send is not None and pid == self._send.info.backend_pid:
+            return  # this process's own notice (not decoded: most are cards, ~2 kB of JSON each)
         try:
             notice = _decode(payload)
             if notice.origin == self.origin:
@@ -212,14 +254,40 @@ class Cluster:
                 if row is None:
                     return
                 notice = _decode(row[0])
-            self.on_notice(notice)
+            if not self._watching(notice):
+                self.on_notice(notice)
         except Exception:
             log.exception("cluster_notice_failed")
+
+    def _watching(self, notice: Notice) -> bool:
+        """Keep track of who watches what (``watch``, ``unwatch``, ``hello``, ``bye``; True: it
+        was one of those, handled here)."""
+        if notice.kind == "watch":
+            self._watchers.setdefault(notice.world_id, set()).add(notice.origin)
+        elif notice.kind == "unwatch":
+            self._forget_watcher(notice.world_id, notice.origin)
+        elif notice.kind == "hello":
+            for world_id in self._viewed:
+                self.publish("watch", world_id)
+        elif notice.kind == "bye":
+            for world_id in list(self._watchers):
+                self._forget_watcher(world_id, notice.origin)
+        else:
+            return False
+        return True
+
+    def _forget_watcher(self, world_id: str, origin: str) -> None:
+        origins = self._watchers.get(world_id)
+        if origins is not None:
+            origins.discard(origin)
+            if not origins:
+                del self._watchers[world_id]
 
     async def close(self) -> None:
         """Send what was published (for up to ``CLOSE_FLUSH_SECONDS``: the links this process
         held going away), stop the tasks and close both connections; idempotent."""
         if self._tasks and not self._tasks[-1].done():
+            self.publish("bye", "")
             try:
                 await asyncio.wait_for(self.flush(), CLOSE_FLUSH_SECONDS)
             except TimeoutError:

@@ -304,11 +304,18 @@ class Viewers:
         """Tell every viewer of ``world_id`` to take its cards off screen."""
         self._send_all(world_id, wire.encode(wire.OverlayClear(world_id=world_id)))
 
-    def replay(self, world_id: str) -> None:
-        """Queue the world's last card again for its viewers (nothing when there is none)."""
+    def replay(self, world_id: str, frame: bytes | None = None) -> None:
+        """Queue the world's last card again for its viewers (nothing when there is none);
+        ``frame``: that card, as another process knows it (kept as the last one here too)."""
+        if frame is not None:
+            self._last[world_id] = frame
         last = self._last.get(world_id)
         if last is not None:
             self._send_all(world_id, last)
+
+    def last(self, world_id: str) -> bytes | None:
+        """The world's last card seen here (None: none since this process started)."""
+        return self._last.get(world_id)
 
     def _send_all(self, world_id: str, frame: bytes) -> None:
         for viewer in self._by_world.get(world_id, ()):
@@ -393,6 +400,7 @@ def make_handler(
         limit = None if rate is None else RateLimit(rate[0], rate[1], clock)
         pump: asyncio.Task[None] | None = None
         viewer: _Viewer | None = None
+        watched: str | None = None  # the world whose overlay this viewer made this process watch
         limited = False  # logged once per connection
         try:
             async with asyncio.timeout(hello_timeout):
@@ -435,6 +443,10 @@ def make_handler(
                         limited = True
                     reply = Reply([error_frame(RateLimited(rate_message), ref_of(frame))])
                 _fan_out(viewers, session.world_id, reply, cluster)
+                if session.viewer and session.is_open and not was_open and cluster is not None:
+                    assert session.world_id is not None
+                    watched = session.world_id  # announced before the welcome: see bridge/cluster.py
+                    await cluster.watch(watched)
                 for out in reply.frames:
                     await ws.send(out, text=True)  # UTF-8 JSON as it is: no decode and re-encode
                 if reply.close_code is not None:
@@ -481,6 +493,8 @@ def make_handler(
                 cluster.publish("link", session.world_id)  # no link: nobody holds it now
             if viewer is not None:
                 viewers.remove(viewer)
+            if watched is not None and cluster is not None:
+                cluster.unwatch(watched)
             if pump is not None:
                 pump.cancel()
 
@@ -647,25 +661,29 @@ _link_decoder = msgspec.json.Decoder(Link)
 
 def _fan_out(viewers: Viewers, world_id: str | None, reply: Reply, cluster: Cluster | None = None) -> None:
     """Pass what ``reply`` says on to the world's overlay viewers, here and (``cluster``) in the
-    other processes (never waits)."""
+    other processes that have viewers of it (never waits). A ``replay`` carries this process's
+    last card of the world: the others' may be older, as they get cards only while watching."""
     if world_id is None:
         return
+    elsewhere = cluster is not None and cluster.watched_elsewhere(world_id)
     if reply.overlay_card is not None:
         viewers.publish(world_id, reply.overlay_card)
-        if cluster is not None:
+        if elsewhere:
             cluster.publish("card", world_id, frame=reply.overlay_card.decode())
     if reply.overlay_action is not None:
         _overlay_action(viewers, world_id, reply.overlay_action)
-        if cluster is not None:
-            cluster.publish(reply.overlay_action, world_id)
+        if elsewhere:
+            last = viewers.last(world_id) if reply.overlay_action == "replay" else None
+            cluster.publish(reply.overlay_action, world_id, frame=None if last is None else last.decode())
 
 
-def _overlay_action(viewers: Viewers, world_id: str, action: str) -> None:
-    """The GM's ``clear`` or ``replay`` done for this process's viewers of ``world_id``."""
+def _overlay_action(viewers: Viewers, world_id: str, action: str, frame: bytes | None = None) -> None:
+    """The GM's ``clear`` or ``replay`` (of ``frame``, if given, else of the last card seen
+    here) done for this process's viewers of ``world_id``."""
     if action == "clear":
         viewers.clear(world_id)
     elif action == "replay":
-        viewers.replay(world_id)
+        viewers.replay(world_id, frame)
 
 
 def _notice_handler(viewers: Viewers, forwarders: Forwarders, presence: Presence) -> Callable[[Notice], None]:
@@ -682,7 +700,7 @@ def _notice_handler(viewers: Viewers, forwarders: Forwarders, presence: Presence
             in_background(closing, forwarders.taken_elsewhere(notice.world_id, notice.token,
                                                               notice.holder or "another connection"))
         else:
-            _overlay_action(viewers, notice.world_id, notice.kind)
+            _overlay_action(viewers, notice.world_id, notice.kind, None if notice.frame is None else notice.frame.encode())
 
     return on_notice
 
