@@ -23,6 +23,8 @@ from websockets.exceptions import InvalidStatus
 
 from bridge import registry, server as bridge_server, wire
 from bridge.cli import main, overlay_url
+from bridge.cluster import Notice
+from bridge.session import Reply
 from bridge.ruleset import visible_card
 from bridge.dice import ScriptedDice
 from bridge.errors import ConfigError
@@ -341,6 +343,51 @@ class TestViewersFanOut:
         assert viewers.add("other", self.FakeConnection()) is not None
         viewers.remove(added[0])
         assert viewers.add("w", self.FakeConnection()) is not None
+
+
+class TestFanOutAcrossProcesses:
+    """``bridge.server._fan_out`` with a cluster (issue 28): cards and the GM's overlay actions
+    go to the other processes only while one of them watches the world; a replay carries this
+    process's last card. The cluster here records what :class:`bridge.cluster.Cluster` would be
+    asked (its bookkeeping of who watches is tested on PostgreSQL in tests/test_postgres.py)."""
+
+    class Recorder:
+        def __init__(self, watched: set[str]) -> None:
+            self.watched, self.published = watched, []
+
+        def watched_elsewhere(self, world_id: str) -> bool:
+            return world_id in self.watched
+
+        def publish(self, kind: str, world_id: str, **fields: Any) -> None:
+            self.published.append((kind, world_id, fields))
+
+    def test_nothing_is_published_for_a_world_nobody_else_watches(self):
+        viewers, cluster = bridge_server.Viewers(4, 1.0), self.Recorder({"watched"})
+        card = b'{"type":"overlay_card","world_id":"alone"}'
+        bridge_server._fan_out(viewers, "alone", Reply([], overlay_card=card), cluster)
+        bridge_server._fan_out(viewers, "alone", Reply([], overlay_action="replay"), cluster)
+        assert cluster.published == [] and viewers.last("alone") == card  # kept here all the same
+
+    def test_a_watched_worlds_card_clear_and_replay_are_published(self):
+        viewers, cluster = bridge_server.Viewers(4, 1.0), self.Recorder({"watched"})
+        card = b'{"type":"overlay_card","world_id":"watched"}'
+        bridge_server._fan_out(viewers, "watched", Reply([], overlay_card=card), cluster)
+        bridge_server._fan_out(viewers, "watched", Reply([], overlay_action="clear"), cluster)
+        bridge_server._fan_out(viewers, "watched", Reply([], overlay_action="replay"), cluster)
+        assert cluster.published == [("card", "watched", {"frame": card.decode()}),
+                                     ("clear", "watched", {"frame": None}),
+                                     ("replay", "watched", {"frame": card.decode()})]
+
+    def test_a_replay_from_elsewhere_shows_the_card_it_carries(self):
+        viewers = bridge_server.Viewers(4, 1.0)
+        viewer = viewers.add("w", self.FakeViewer())
+        viewers.publish("w", b"older")  # seen here before this process's viewers left and came back
+        handler = bridge_server._notice_handler(viewers, None, None)  # type: ignore[arg-type]
+        handler(Notice(origin="other", kind="replay", world_id="w", frame="newer"))
+        assert list(viewer.frames) == [b"older", b"newer"] and viewers.last("w") == b"newer"
+
+    class FakeViewer:
+        """Enough of a connection for :meth:`Viewers.add` (nothing is sent: no pump runs)."""
 
 
 class TestOverlayPage:

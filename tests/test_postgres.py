@@ -343,6 +343,52 @@ class TestNotices:
         assert counted == [1]
         assert [(n.world_id, n.frame) for n in received] == [(f"w{i % 3}", f'{{"n":{i}}}') for i in range(40)]
 
+    async def test_a_world_counts_as_watched_elsewhere_while_another_process_has_viewers_of_it(self, pg_url):
+        """Issue 28: cards go only to processes with overlay viewers of the world (watch and
+        unwatch, counted per viewer; hello answered with what is watched; bye forgets the
+        sender's). The first LEARN_SECONDS after opening count every world as watched: the test
+        ends that window at once."""
+        await (await PostgresStore.open(pg_url)).close()
+        got: asyncio.Queue[Notice] = asyncio.Queue()
+        a, b = await Cluster.open(pg_url, got.put_nowait), await Cluster.open(pg_url)
+        c = None
+
+        async def until(check) -> None:  # a notice's delivery: waited for, at most 5 s
+            deadline = asyncio.get_running_loop().time() + 5
+            while not check() and asyncio.get_running_loop().time() < deadline:
+                await asyncio.sleep(0.01)
+
+        try:
+            assert a.watched_elsewhere("w")  # learning: everything is watched
+            a._learning_until = b._learning_until = 0.0
+            assert not a.watched_elsewhere("w") and not b.watched_elsewhere("w")
+            await b.watch("w")
+            await b.watch("w")  # a second viewer: no second notice
+            await until(lambda: a.watched_elsewhere("w"))
+            assert a.watched_elsewhere("w") and not a.watched_elsewhere("other")
+            assert not b.watched_elsewhere("w")  # its own viewers are served directly
+            c = await Cluster.open(pg_url)  # asks what is watched; b answers
+            c._learning_until = 0.0
+            await until(lambda: c.watched_elsewhere("w"))
+            assert c.watched_elsewhere("w")
+            b.unwatch("w")  # one of two viewers left
+            b.publish("clear", "probe")  # sent after: once a has it, a has every notice before it
+            probe = await asyncio.wait_for(got.get(), 5)
+            assert (probe.kind, probe.world_id) == ("clear", "probe") and got.empty()  # watch notices stay inside
+            assert a.watched_elsewhere("w")
+            b.unwatch("w")  # the last one
+            await until(lambda: not a.watched_elsewhere("w"))
+            assert not a.watched_elsewhere("w")
+            await b.watch("w")
+            await until(lambda: a.watched_elsewhere("w"))
+            await b.close()  # says bye
+            await until(lambda: not a.watched_elsewhere("w") and not c.watched_elsewhere("w"))
+            assert not a.watched_elsewhere("w") and not c.watched_elsewhere("w")
+        finally:
+            for cluster in (a, b, c):
+                if cluster is not None:
+                    await cluster.close()
+
     async def test_a_lost_listening_connection_is_made_again(self, pg_url):
         await (await PostgresStore.open(pg_url)).close()
         got: asyncio.Queue[Notice] = asyncio.Queue()
