@@ -246,6 +246,58 @@ class TestOneRoundTrip:
         assert counted == [1]
 
 
+    async def test_each_statement_is_prepared_once_per_session(self, leased):
+        """The batch's statements are prepared on their first use in the session and executed by
+        name after (PostgreSQL plans them once): the session holds exactly the statements the
+        store counts as prepared, and later batches prepare nothing more."""
+        a, _, _ = leased
+        held = "SELECT name FROM pg_prepared_statements WHERE name LIKE 'fate_bridge%' ORDER BY name"
+        await a.decide("w1", "e1", writes_all_tables("pc_only"))
+        first = sorted(a._conn.prepared.values())
+        assert first and [name for (name,) in a._conn.raw.execute(held)] == first
+        await asyncio.gather(a.decide("w1", "e2", writes_all_tables("everyone")), a.decide("w2", "e3", put_option("off")))
+        assert sorted(a._conn.prepared.values()) == first == [name for (name,) in a._conn.raw.execute(held)]
+
+    async def test_a_batch_failing_before_its_statements_were_prepared_leaves_them_known_as_they_are(self, pg_url):
+        """A new session's first batch fails its lease check: the lease check's PREPARE ran, the
+        ones after it did not. The store learns which the session holds, so the next batch
+        prepares the others (naming one never made would fail every batch after it)."""
+        a, b = await PostgresStore.open(pg_url), await PostgresStore.open(pg_url)
+        try:
+            for world in ("w1", "w2"):
+                await a.add_world(world, "hash")
+                await a.take_lease(world, "a")
+                await a.read(world, lambda state: None)  # loaded without a batch
+            await b.take_lease("w1", "b")
+            with pytest.raises(LeaseLost):
+                await a.decide("w1", "e1", writes_all_tables("pc_only"))
+            held = "SELECT name FROM pg_prepared_statements WHERE name LIKE 'fate_bridge%' ORDER BY name"
+            assert [name for (name,) in a._conn.raw.execute(held)] == sorted(a._conn.prepared.values())
+            assert len(a._conn.prepared) == 1  # the lease check's alone
+            decided = await a.decide("w2", "e2", writes_all_tables("everyone"))
+            assert decided.seq == 1 and len(a._conn.prepared) > 1
+            assert [name for (name,) in a._conn.raw.execute(held)] == sorted(a._conn.prepared.values())
+            assert (await b.world("w2")).settings.fate_option == "everyone"
+        finally:
+            await a.close()
+            await b.close()
+
+
+def test_the_writers_statements_have_one_statement_forms_and_others_none():
+    """``_bulk_sql``: each INSERT and world update the writer sends many rows of becomes one
+    statement over arrays (the columns' types from the schema); anything else is sent row by row."""
+    from bridge.store.postgres import _bulk_sql
+    from bridge.store.schema import INSERT_EVENT, UPDATE_WORLD, upsert_records_sql
+
+    assert _bulk_sql(INSERT_EVENT) == ("INSERT INTO events (world_id, event_id, reply, request_hash) SELECT * FROM"
+                                       " unnest(?::text[], ?::text[], ?::bytea[], ?::text[])")
+    assert _bulk_sql(upsert_records_sql("records")).endswith(
+        "unnest(?::text[], ?::text[], ?::text[], ?::bytea[]) ON CONFLICT (world_id, kind, key) DO UPDATE SET value = excluded.value")
+    assert "FROM unnest(?::bigint[], ?::bytea[], ?::text[]) AS u(last_seq, settings, world_id)" in _bulk_sql(UPDATE_WORLD)
+    assert _bulk_sql("INSERT INTO leases (world_id, token) VALUES (?, ?)") is None  # a column it has no type for
+    assert _bulk_sql("DELETE FROM events WHERE world_id = ?") is None
+
+
 @pytest.mark.parametrize("example", EXAMPLES, ids=lambda p: p.stem)
 async def test_every_example_decides_as_on_sqlite_and_replays_byte_for_byte_after_a_restart(
         example, pg_url, tmp_path):
