@@ -145,12 +145,15 @@ class TestLease:
     async def test_a_session_the_server_ended_is_made_again_for_the_next_transaction(self, two, pg_server):
         """Issue 28: after a PostgreSQL restart (here: its backend terminated) the batch on the dead
         session fails, nothing of it applied, and the next decision runs on a new session, not
-        ``internal`` until the process is restarted."""
+        ``internal`` until the process is restarted. Both of the store's sessions end: the writer
+        thread's (loads, leases; the world is loaded again on it after the failure) and the event
+        loop's (the batches)."""
         a, _ = two
         await a.take_lease("w", "a")
         await a.decide("w", "e1", audited("off"))
         with psycopg.connect(pg_server, autocommit=True) as conn:
-            conn.execute("SELECT pg_terminate_backend(%s)", (a._conn.raw.info.backend_pid,))
+            for session in (a._conn.raw, a._loop_session.raw):
+                conn.execute("SELECT pg_terminate_backend(%s)", (session.info.backend_pid,))
         with pytest.raises(psycopg.OperationalError):
             await a.decide("w", "e2", audited("pc_only"))
         assert (await a.decide("w", "e3", audited("everyone"))).seq == 2
@@ -218,7 +221,7 @@ class TestOneRoundTrip:
 
     async def test_a_batch_of_several_worlds_and_every_table_is_one_round_trip(self, leased):
         a, b, batches = leased
-        with round_trips(a._conn.raw.pgconn) as counted:
+        with round_trips(a._loop_session.raw.pgconn) as counted:  # the batches' session (the loop's)
             decided = await asyncio.gather(a.decide("w1", "e1", writes_all_tables("pc_only")),
                                            a.decide("w2", "e2", put_option("everyone")),  # an events row
                                            a.decide("w3", "e3", writes_all_tables("everyone")))
@@ -241,8 +244,10 @@ class TestOneRoundTrip:
         assert isinstance(outcomes[1], LeaseLost) and a.lease_token("w2") is None
         assert [(await b.world(w)).settings.fate_option for w in ("w1", "w2", "w3")] == ["pc_only", "off", "everyone"]
         assert (await b.decide("w2", "e2", writes_all_tables("everyone"))).seq == 1  # its event id was not consumed
-        with round_trips(a._conn.raw.pgconn) as counted:  # the next batch of the worlds a holds is one round trip again
-            await asyncio.gather(a.decide("w1", "e4", put_option("off")), a.decide("w3", "e5", put_option("off")))
+        assert a._loop_session.raw is None  # ended with the failed batch: made again by the next
+        await a.decide("w1", "e4", put_option("off"))
+        with round_trips(a._loop_session.raw.pgconn) as counted:  # then a batch of the worlds a holds is one round trip again
+            await asyncio.gather(a.decide("w1", "e6", put_option("off")), a.decide("w3", "e5", put_option("off")))
         assert counted == [1]
 
 
@@ -251,18 +256,28 @@ class TestOneRoundTrip:
         name after (PostgreSQL plans them once): the session holds exactly the statements the
         store counts as prepared, and later batches prepare nothing more."""
         a, _, _ = leased
-        held = "SELECT name FROM pg_prepared_statements WHERE name LIKE 'fate_bridge%' ORDER BY name"
+        session = a._loop_session  # the batches' session
+
+        async def held() -> list[str]:
+            cursor = await session.raw.execute(
+                "SELECT name FROM pg_prepared_statements WHERE name LIKE 'fate_bridge%' ORDER BY name")
+            return [name for (name,) in await cursor.fetchall()]
+
         await a.decide("w1", "e1", writes_all_tables("pc_only"))
-        first = sorted(a._conn.prepared.values())
-        assert first and [name for (name,) in a._conn.raw.execute(held)] == first
+        first = sorted(session.prepared.values())
+        assert first and await held() == first
         await asyncio.gather(a.decide("w1", "e2", writes_all_tables("everyone")), a.decide("w2", "e3", put_option("off")))
-        assert sorted(a._conn.prepared.values()) == first == [name for (name,) in a._conn.raw.execute(held)]
+        assert sorted(session.prepared.values()) == first == await held()
 
     async def test_a_batch_failing_before_its_statements_were_prepared_leaves_them_known_as_they_are(self, pg_url):
         """A new session's first batch fails its lease check: the lease check's PREPARE ran, the
         ones after it did not. The store learns which the session holds, so the next batch
-        prepares the others (naming one never made would fail every batch after it)."""
+        prepares the others (naming one never made would fail every batch after it). On the
+        writer thread's session: the batches of a store used from another event loop than its
+        batch session's are written there (here the loop's session is made to belong to
+        another); the loop's own session is ended after a failure instead."""
         a, b = await PostgresStore.open(pg_url), await PostgresStore.open(pg_url)
+        a._loop_session.loop = asyncio.new_event_loop()
         try:
             for world in ("w1", "w2"):
                 await a.add_world(world, "hash")
@@ -279,6 +294,7 @@ class TestOneRoundTrip:
             assert [name for (name,) in a._conn.raw.execute(held)] == sorted(a._conn.prepared.values())
             assert (await b.world("w2")).settings.fate_option == "everyone"
         finally:
+            a._loop_session.loop.close()
             await a.close()
             await b.close()
 

@@ -147,7 +147,8 @@ class BatchWriter(WorldRows, AuditRows):
         self._closed = False
         self._queue: list[_Queued] = []  # decisions waiting for the writer (group commit)
         self._queue_lock = threading.Lock()
-        self._flushing = False  # a flush is scheduled or running on the writer thread
+        self._flushing = False  # a flush is scheduled or running (writer thread or _flush_async)
+        self._flush_task: asyncio.Task[None] | None = None  # the last _flush_async started
         self._last_batch = 0  # decisions in the last batch written (group commit waits a tick when > 1)
         # The worlds' state in memory (bridge/store/memory.py). The lock guards it against
         # decisions from several event loops and the writer thread's resets.
@@ -225,6 +226,16 @@ class BatchWriter(WorldRows, AuditRows):
         :meth:`_writes_on_loop`), where the backend raises :class:`WriteLocked` rather than wait
         for a lock. Default: the writer's transaction."""
         return self._transaction(work)
+
+    def _writes_async(self, loop: asyncio.AbstractEventLoop) -> bool:
+        """Whether a batch started on ``loop`` is written from it without blocking it
+        (:meth:`_flush_async`, :meth:`_batch_transaction_async`). Default: no."""
+        return False
+
+    async def _batch_transaction_async(self, batch: list[_Queued]) -> list[tuple]:
+        """Write ``batch`` (:meth:`_write_batch`) in one transaction, awaited on the event loop
+        (only when :meth:`_writes_async`); returns its outcomes."""
+        raise NotImplementedError
 
     def _writes_on_loop(self) -> bool:
         """Whether a batch is written on the event loop right after its tick (a COMMIT cheaper
@@ -496,20 +507,8 @@ class BatchWriter(WorldRows, AuditRows):
         futures after the COMMIT (at once for those of ``on_loop``, the loop this runs on, if
         any). A failed COMMIT fails the whole batch and every decision queued after it (a new
         cache generation); nothing of theirs was acknowledged."""
-        while True:
-            with self._queue_lock:
-                batch = self._queue[:GROUP_COMMIT_MAX]
-                del self._queue[:GROUP_COMMIT_MAX]
-                if batch:
-                    self._last_batch = len(batch)
-                if not batch:
-                    self._flushing = False
-                    return
-            with self._lock:
-                generation, failure = self._generation, self._failure
-            outcomes: list[tuple[_Queued, Decided | None, BaseException | None]] = [
-                (item, None, failure) for item in batch if item.generation != generation]
-            current = [item for item in batch if item.generation == generation]
+        while (taken := self._take_batch()) is not None:
+            batch, outcomes, current = taken
             if current:
                 try:
                     outcomes += self._batch_transaction(lambda conn: self._write_batch(conn, current),
@@ -519,35 +518,79 @@ class BatchWriter(WorldRows, AuditRows):
                         self._queue[:0] = batch
                     raise
                 except Exception as exc:
-                    with self._lock:
-                        self._generation += 1
-                        self._failure = exc
-                        self._worlds.clear()
-                    outcomes += [(item, None, exc) for item in current]
-            with self._lock:  # the batch is through: its worlds may leave memory now, if idle
-                for item in batch:
-                    left = self._pending.pop(item.world_id) - 1
-                    if left:
-                        self._pending[item.world_id] = left
-                    elif (cache := self._worlds.get(item.world_id)) is not None and len(cache.events) > 2 * RECENT_EVENTS:
-                        cache.retire_events()  # every event id of it is committed now
-                self._evict()
-            self._batch_committed(sum(1 for item, _, exc in outcomes if exc is None and item.sealed is not None))
-            if self.signing_key is not None:  # one signature for the batch's receipts
+                    outcomes += self._batch_failed(current, exc)
+            self._batch_done(batch, outcomes, on_loop)
+
+    async def _flush_async(self) -> None:
+        """:meth:`_flush_sync` on the event loop, for a backend whose COMMIT is awaited there
+        (:meth:`_writes_async`): each batch's rows are gathered on the loop and
+        :meth:`_batch_transaction_async` sends them, the loop serving other connections
+        meanwhile."""
+        loop = asyncio.get_running_loop()
+        while (taken := self._take_batch()) is not None:
+            batch, outcomes, current = taken
+            if current:
                 try:
-                    outcomes = with_receipts(self.signing_key, outcomes)
-                except Exception:  # committed: the replies go out, without receipts, rather than never
-                    log.exception("receipts_failed", decisions=len(outcomes))
-            if self.on_batch is not None:  # once per batch (a write-locked one comes back, counted then)
-                self.on_batch(len(batch))
-            by_loop: dict[asyncio.AbstractEventLoop, list[tuple]] = {}
-            for item, decided, exc in outcomes:
-                by_loop.setdefault(item.loop, []).append((item.future, decided, exc))
-            for loop, settled in by_loop.items():  # one wake-up of each loop per batch
-                if on_loop is loop:
-                    _settle_futures(settled)
-                else:
-                    loop.call_soon_threadsafe(_settle_futures, settled)
+                    outcomes += await self._batch_transaction_async(current)
+                except Exception as exc:
+                    outcomes += self._batch_failed(current, exc)
+            self._batch_done(batch, outcomes, loop)
+
+    def _take_batch(self) -> tuple[list[_Queued], list[tuple], list[_Queued]] | None:
+        """The next batch (at most ``GROUP_COMMIT_MAX`` queued decisions): the batch, the
+        outcomes of those of an older cache generation (failed with its failure) and the
+        current ones to write. None, and the flush ends, when nothing is queued."""
+        with self._queue_lock:
+            batch = self._queue[:GROUP_COMMIT_MAX]
+            del self._queue[:GROUP_COMMIT_MAX]
+            if not batch:
+                self._flushing = False
+                return None
+            self._last_batch = len(batch)
+        with self._lock:
+            generation, failure = self._generation, self._failure
+        return (batch, [(item, None, failure) for item in batch if item.generation != generation],
+                [item for item in batch if item.generation == generation])
+
+    def _batch_failed(self, current: list[_Queued], exc: BaseException) -> list[tuple]:
+        """A batch's transaction failed: a new cache generation (every world reloaded, every
+        decision read before it failing too); the batch's outcomes, each ``exc``."""
+        with self._lock:
+            self._generation += 1
+            self._failure = exc
+            self._worlds.clear()
+        return [(item, None, exc) for item in current]
+
+    def _batch_done(self, batch: list[_Queued], outcomes: list[tuple],
+                    on_loop: asyncio.AbstractEventLoop | None) -> None:
+        """After a batch's transaction: its worlds may leave memory, its receipts are signed
+        (one signature), and its futures resolved (at once for those of ``on_loop``, the loop
+        this runs on, if any; each other loop woken once)."""
+        with self._lock:  # the batch is through: its worlds may leave memory now, if idle
+            for item in batch:
+                left = self._pending.pop(item.world_id) - 1
+                if left:
+                    self._pending[item.world_id] = left
+                elif (cache := self._worlds.get(item.world_id)) is not None and len(cache.events) > 2 * RECENT_EVENTS:
+                    cache.retire_events()  # every event id of it is committed now
+            self._evict()
+        self._batch_committed(sum(1 for item, _, exc in outcomes if exc is None and item.sealed is not None))
+        if self.signing_key is not None:  # one signature for the batch's receipts
+            try:
+                outcomes = with_receipts(self.signing_key, outcomes)
+            except Exception:  # committed: the replies go out, without receipts, rather than never
+                log.exception("receipts_failed", decisions=len(outcomes))
+        if self.on_batch is not None:  # once per batch (a write-locked one comes back, counted then)
+            self.on_batch(len(batch))
+        by_loop: dict[asyncio.AbstractEventLoop, list[tuple]] = {}
+        for item, decided, exc in outcomes:
+            by_loop.setdefault(item.loop, []).append((item.future, decided, exc))
+        for loop, settled in by_loop.items():  # one wake-up of each loop per batch
+            if on_loop is loop:
+                _settle_futures(settled)
+            else:
+                loop.call_soon_threadsafe(_settle_futures, settled)
+
     # --- the async interface -------------------------------------------------------------------
 
     async def _in_loader(self, fn: Callable[..., T], *args: object) -> T:
@@ -684,6 +727,10 @@ class BatchWriter(WorldRows, AuditRows):
                 return
             except WriteLocked:
                 pass  # the writer thread waits for the lock; the loop goes on serving
+        loop = asyncio.get_running_loop()
+        if self._writes_async(loop):
+            self._flush_task = loop.create_task(self._flush_async())
+            return
         self._executor.submit(self._flush_sync)
 
     def _decide_in_memory(self, cache: WorldCache, item: _Queued, decision: DecisionFn) -> None:
@@ -733,7 +780,14 @@ class BatchWriter(WorldRows, AuditRows):
             return
         for task in list(self._filing):
             task.cancel()
+        task = self._flush_task
+        if task is not None and not task.done() and task.get_loop() is asyncio.get_running_loop():
+            await asyncio.shield(task)  # the batches being written from this loop
         await self._run(self._checkpoint_heads_sync)
         await self._run(self._close_sync)
         self._closed = True
         self._executor.shutdown(wait=True)
+        await self._close_on_loop()
+
+    async def _close_on_loop(self) -> None:
+        """At the end of :meth:`close`: what the backend holds on the event loop. Default: nothing."""
