@@ -299,6 +299,31 @@ class TestOneRoundTrip:
             await b.close()
 
 
+async def test_values_bound_into_a_one_trip_batch_come_back_as_they_were(pg_url):
+    """The one-trip batch binds every value into its query text (psycopg's quoting, lists as
+    ``ARRAY[...]``): quotes, backslashes, a percent sign, non-ASCII text, NULLs and bytes of
+    every value come back byte for byte, on the writer thread's session and on the loop's."""
+    from bridge.store.postgres import _OneTrip
+    from bridge.store.schema import INSERT_EVENT
+
+    store = await PostgresStore.open(pg_url)
+    try:
+        await store.add_world("w", "hash")
+        rows = [("w", "e'1\\", bytes(range(256)), None), ("w", "%s ?; -- ü ☃", b"", "h\"x\x27")]
+        conn = store._conn
+        trip = _OneTrip(conn, psycopg.ClientCursor(conn.raw))
+        trip.executemany(INSERT_EVENT, rows)
+        trip.commit()
+        session = store._loop_session
+        trip = _OneTrip(session, await session.cursor())
+        trip.executemany(INSERT_EVENT, [("w", "e3", b"'\x00\\", "")])
+        await trip.commit_async()
+        stored = conn.raw.execute("SELECT world_id, event_id, reply, request_hash FROM events ORDER BY event_id").fetchall()
+    finally:
+        await store.close()
+    assert sorted(stored) == sorted([*rows, ("w", "e3", b"'\x00\\", "")])
+
+
 def test_the_writers_statements_have_one_statement_forms_and_others_none():
     """``_bulk_sql``: each INSERT and world update the writer sends many rows of becomes one
     statement over arrays (the columns' types from the schema); anything else is sent row by row."""

@@ -306,7 +306,7 @@ class _OneTrip:
     SQL (``?`` placeholders) as :class:`_PgConnection` does. Each statement is prepared once per
     session (``PREPARE``, sent with its first use: the server plans it once, not per batch) and
     run as ``EXECUTE name(values)``, its values bound on this side (psycopg's
-    ``ClientCursor.mogrify``, its quoting and escaping of every value); the statements go as one
+    ``Transformer.as_literal``, its quoting and escaping of every value); the statements go as one
     simple query (PostgreSQL runs them in order and stops at the first error, so nothing after a
     failed lease check runs).
 
@@ -325,9 +325,12 @@ class _OneTrip:
     psycopg client-side cursor of it."""
 
     def __init__(self, session: _PgConnection | _LoopSession, cursor: Any) -> None:
+        from psycopg.adapt import Transformer
+
         self.conn = session
         self._cursor = cursor
-        self._gathered: list[str] = ["BEGIN"]
+        self._literal = Transformer.from_context(cursor.connection).as_literal
+        self._gathered: list[bytes] = [b"BEGIN"]
         self._sent = 0  # statements sent so far (BEGIN included)
         self._preparing: dict[str, tuple[str, int]] = {}  # gathered PREPAREs: SQL -> (name, number)
 
@@ -345,18 +348,24 @@ class _OneTrip:
         elif rows:
             self._gathered.append(self._bound(sql, bulk, [list(column) for column in zip(*rows)]))
 
-    def _bound(self, key: str, sql: str, params: tuple | list) -> str:
+    def _bound(self, key: str, sql: str, params: tuple | list) -> bytes:
         """``EXECUTE`` of ``sql`` (``?`` placeholders; prepared as ``key``'s statement, with a
-        ``PREPARE`` gathered first if the session has none yet) with ``params`` as literals."""
+        ``PREPARE`` gathered first if the session has none yet) with ``params`` as literals: each
+        value quoted by psycopg (``Transformer.as_literal``), a list as ``ARRAY[...]`` cast to
+        the array type its placeholder names (``?::text[]``). (psycopg's ``mogrify`` quotes a
+        list of bytes ~40x slower: ~235 µs for six 900-byte records.)"""
         name = self.conn.prepared.get(key) or self._preparing.get(key, ("",))[0]
         if not name:
             name = f"fate_bridge_{len(self.conn.prepared) + len(self._preparing)}"
             numbered = iter(range(1, sql.count("?") + 1))
-            self._gathered.append(f"PREPARE {name} AS " + re.sub(r"\?", lambda _: f"${next(numbered)}", sql))
+            self._gathered.append(f"PREPARE {name} AS {re.sub(r'[?]', lambda _: f'${next(numbered)}', sql)}".encode())
             self._preparing[key] = (name, self._sent + len(self._gathered))
         if not params:
-            return f"EXECUTE {name}"
-        return self._cursor.mogrify(f"EXECUTE {name}({', '.join(['%s'] * len(params))})", params)
+            return f"EXECUTE {name}".encode()
+        literal = self._literal
+        return b"EXECUTE %b(%b)" % (name.encode(), b", ".join([
+            b"ARRAY[%b]%b" % (b",".join([literal(value) for value in param]), cast) if isinstance(param, list)
+            else literal(param) for param, cast in zip(params, _array_casts(sql), strict=True)]))
 
     def rows_of(self, number: int) -> list[tuple]:
         """Send the gathered statements up to the ``number``-th of the transaction (counted from
@@ -375,13 +384,13 @@ class _OneTrip:
     def commit(self) -> None:
         """Send what is gathered and the COMMIT; return once it is durable. Raises
         ``psycopg.Error`` (nothing of the batch stored)."""
-        statements, self._gathered = [*self._gathered, "COMMIT"], []
+        statements, self._gathered = [*self._gathered, b"COMMIT"], []
         self._cursor.execute(self._sending(statements))
         self._ran(statements)
 
     async def commit_async(self) -> None:
         """:meth:`commit` on the event loop's session."""
-        statements, self._gathered = [*self._gathered, "COMMIT"], []
+        statements, self._gathered = [*self._gathered, b"COMMIT"], []
         await self._cursor.execute(self._sending(statements))
         self._ran(statements)
 
@@ -406,12 +415,12 @@ class _OneTrip:
         except psycopg.Error:
             self.conn.end()
 
-    def _sending(self, statements: list[str]) -> str:
+    def _sending(self, statements: list[bytes]) -> bytes:
         """``statements`` as the one query string sent (counted as sent)."""
         self._sent += len(statements)
-        return ";\n".join(statements)
+        return b";\n".join(statements)
 
-    def _ran(self, statements: list[str]) -> None:
+    def _ran(self, statements: list[bytes]) -> None:
         """After ``statements`` were sent and ran: the cursor on the last one's result, and the
         PREPAREs among them counted as the session's."""
         for _ in statements[1:]:
@@ -420,6 +429,13 @@ class _OneTrip:
             if number <= self._sent:
                 self.conn.prepared[sql] = name
                 del self._preparing[sql]
+
+
+@functools.lru_cache(maxsize=64)
+def _array_casts(sql: str) -> list[bytes]:
+    """For each ``?`` of ``sql``, the array cast written right after it (``b"::text[]"``), or
+    ``b""`` (a scalar)."""
+    return [cast.encode() for cast in re.findall(r"[?](::\w+\[\])?", sql)]
 
 
 class _ReadNeeded(Exception):
