@@ -16,7 +16,10 @@ processes make smaller batches.
 
 Issue 28's targets are printed under the table as ratios within the run: one PostgreSQL
 process's decisions/s over one SQLite process's (target >= 0.6 at the default 10 connections),
-and the CPU per decision, bridge + PostgreSQL, of 4 processes over 1 (target <= 1.3).
+and the CPU per decision, bridge + PostgreSQL, of 4 processes over 1 (target <= 1.3). A last row,
+4 processes with 4x the connections (as many per process as the single process has), tells what
+of that ratio is the batches' size: printed beside it as the same ratio at equal connections per
+process.
 
 Also the process-level helpers the cluster test uses (``tests/test_cluster.py``): start N
 bridges on one database, register worlds.
@@ -46,6 +49,8 @@ from .load import percentile
 
 PG_URL = os.environ.get("FATE_BRIDGE_BENCH_PG", "postgresql://postgres@127.0.0.1:5432/test")
 SETUPS = [("sqlite", 1), ("postgresql", 1), ("postgresql", 2), ("postgresql", 4)]
+# the last row: 4 processes with as many connections each as one process has (FILLED x --conns)
+FILLED = 4
 CONNS = 10  # connections (one world each) by default: issue 28's targets are set at C=10
 # Issue 28's targets: PostgreSQL x1 / SQLite x1 decisions/s, and CPU per decision x4 / x1
 PG_VS_SQLITE_TARGET, CPU_4_VS_1_TARGET = 0.6, 1.3
@@ -199,10 +204,14 @@ def targets(rows: list[dict]) -> dict[str, float]:
     """Issue 28's two ratios from one run's ``rows`` (every setup of :data:`SETUPS`): one
     PostgreSQL process's decisions/s over one SQLite process's, and the CPU per decision (bridge +
     PostgreSQL) of 4 PostgreSQL processes over 1's."""
-    by_setup = {(row["backend"], row["processes"]): row for row in rows}
-    one, four = by_setup["postgresql", 1], by_setup["postgresql", 4]
-    return {"pg_vs_sqlite": one["decisions_per_s"] / by_setup["sqlite", 1]["decisions_per_s"],
-            "cpu_4_vs_1": four["cpu_us_per_decision"] / one["cpu_us_per_decision"]}
+    by_setup = {(row["backend"], row["processes"], row["conns"]): row for row in rows}
+    conns = min(row["conns"] for row in rows)
+    one, four = by_setup["postgresql", 1, conns], by_setup["postgresql", 4, conns]
+    ratios = {"pg_vs_sqlite": one["decisions_per_s"] / by_setup["sqlite", 1, conns]["decisions_per_s"],
+              "cpu_4_vs_1": four["cpu_us_per_decision"] / one["cpu_us_per_decision"]}
+    if (filled := by_setup.get(("postgresql", 4, FILLED * conns))) is not None:
+        ratios["cpu_4_filled_vs_1"] = filled["cpu_us_per_decision"] / one["cpu_us_per_decision"]
+    return ratios
 
 
 def main(conns: int = CONNS, duration: float = 5.0, out: Path | None = None) -> int:
@@ -210,18 +219,18 @@ def main(conns: int = CONNS, duration: float = 5.0, out: Path | None = None) -> 
     JSON to ``out``)."""
     rows = []
     with tempfile.TemporaryDirectory(prefix="fate-bridge-scale-") as tmp:
-        for backend, processes in SETUPS:
-            print(f"{backend} x{processes} ...", file=sys.stderr)
-            rows.append({"backend": backend, "processes": processes,
-                         **run_setup(backend, processes, conns, duration, Path(tmp))})
+        for backend, processes, setup_conns in [*((b, p, conns) for b, p in SETUPS), ("postgresql", 4, FILLED * conns)]:
+            print(f"{backend} x{processes}, {setup_conns} connections ...", file=sys.stderr)
+            rows.append({"backend": backend, "processes": processes, "conns": setup_conns,
+                         **run_setup(backend, processes, setup_conns, duration, Path(tmp))})
     base = rows[0]["decisions_per_s"]
     print(f"\nScale-out (issue 18): {conns} connections, one world each, {duration:g} s per setup, "
           f"{os.cpu_count()} cores on this machine")
-    print(f"{'setup':<16}{'decisions/s':>12}{'vs SQLite':>10}{'bridge CPU us/dec':>19}"
+    print(f"{'setup':<22}{'decisions/s':>12}{'vs SQLite':>10}{'bridge CPU us/dec':>19}"
           f"{'PG CPU us/dec':>15}{'both us/dec':>13}{'dec/batch':>11}{'bridge cores':>13}{'p50 ms':>8}{'p99 ms':>8}")
     for row in rows:
-        setup = f"{row['backend']} x{row['processes']}"
-        print(f"{setup:<16}{row['decisions_per_s']:>12.0f}{row['decisions_per_s'] / base:>10.2f}"
+        setup = f"{row['backend']} x{row['processes']}" + (f" C={row['conns']}" if row["conns"] != conns else "")
+        print(f"{setup:<22}{row['decisions_per_s']:>12.0f}{row['decisions_per_s'] / base:>10.2f}"
               f"{row['bridge_cpu_us_per_decision']:>19.0f}{row['postgres_cpu_us_per_decision']:>15.0f}"
               f"{row['cpu_us_per_decision']:>13.0f}{row['decisions_per_batch']:>11.1f}"
               f"{row['bridge_cores']:>13.2f}{row['p50_us'] / 1000:>8.1f}{row['p99_us'] / 1000:>8.1f}")
@@ -229,6 +238,9 @@ def main(conns: int = CONNS, duration: float = 5.0, out: Path | None = None) -> 
     print(f"\nIssue 28, within this run: PostgreSQL x1 / SQLite x1 decisions/s = {ratios['pg_vs_sqlite']:.2f} "
           f"(target >= {PG_VS_SQLITE_TARGET}); CPU per decision, bridge + PostgreSQL, x4 / x1 = "
           f"{ratios['cpu_4_vs_1']:.2f} (target <= {CPU_4_VS_1_TARGET})")
+    print(f"Beside it: with {FILLED * conns} connections, as many per process as x1's, x4 / x1 = "
+          f"{ratios['cpu_4_filled_vs_1']:.2f}: the rest of the ratio is the smaller batches of fewer "
+          f"connections per process")
     if out is not None:
         out.write_text(json.dumps({"conns": conns, "duration_s": duration, "cpus": os.cpu_count(),
                                    "rows": rows, "targets": ratios}, indent=2) + "\n")

@@ -16,11 +16,13 @@ def test_a_tiny_run_prints_every_setup_with_decisions_and_cpu(pg_server, tmp_pat
     printed = capsys.readouterr().out
     written = json.loads(out.read_text())
     rows = written["rows"]
-    assert [(r["backend"], r["processes"]) for r in rows] == scale.SETUPS
+    assert [(r["backend"], r["processes"], r["conns"]) for r in rows] == [
+        *((backend, processes, 2) for backend, processes in scale.SETUPS), ("postgresql", 4, scale.FILLED * 2)]
     for row in rows:
         assert row["decisions"] > 0 and row["bridge_cpu_us_per_decision"] > 0, row
         assert row["cpu_us_per_decision"] >= row["bridge_cpu_us_per_decision"] and row["decisions_per_batch"] >= 1, row
         assert f"{row['backend']} x{row['processes']}" in printed
+    assert f"postgresql x4 C={scale.FILLED * 2}" in printed
     assert all(r["postgres_cpu_us_per_decision"] >= 0 for r in rows)
     assert "decisions/s" in printed and "vs SQLite" in printed
     # issue 28's two ratios, from this run's rows, printed under the table
@@ -28,14 +30,16 @@ def test_a_tiny_run_prints_every_setup_with_decisions_and_cpu(pg_server, tmp_pat
     assert ratios == scale.targets(rows) and ratios["pg_vs_sqlite"] > 0 and ratios["cpu_4_vs_1"] > 0
     assert f"PostgreSQL x1 / SQLite x1 decisions/s = {ratios['pg_vs_sqlite']:.2f}" in printed
     assert f"x4 / x1 = {ratios['cpu_4_vs_1']:.2f}" in printed
+    assert f"as many per process as x1's, x4 / x1 = {ratios['cpu_4_filled_vs_1']:.2f}" in printed
 
 
 def test_the_targets_are_the_ratios_of_one_runs_rows():
-    rows = [{"backend": "sqlite", "processes": 1, "decisions_per_s": 4000.0, "cpu_us_per_decision": 250.0},
-            {"backend": "postgresql", "processes": 1, "decisions_per_s": 2400.0, "cpu_us_per_decision": 500.0},
-            {"backend": "postgresql", "processes": 2, "decisions_per_s": 2000.0, "cpu_us_per_decision": 550.0},
-            {"backend": "postgresql", "processes": 4, "decisions_per_s": 1800.0, "cpu_us_per_decision": 650.0}]
-    assert scale.targets(rows) == {"pg_vs_sqlite": 0.6, "cpu_4_vs_1": 1.3}
+    rows = [{"backend": "sqlite", "processes": 1, "conns": 10, "decisions_per_s": 4000.0, "cpu_us_per_decision": 250.0},
+            {"backend": "postgresql", "processes": 1, "conns": 10, "decisions_per_s": 2400.0, "cpu_us_per_decision": 500.0},
+            {"backend": "postgresql", "processes": 2, "conns": 10, "decisions_per_s": 2000.0, "cpu_us_per_decision": 550.0},
+            {"backend": "postgresql", "processes": 4, "conns": 10, "decisions_per_s": 1800.0, "cpu_us_per_decision": 650.0},
+            {"backend": "postgresql", "processes": 4, "conns": 40, "decisions_per_s": 3000.0, "cpu_us_per_decision": 550.0}]
+    assert scale.targets(rows) == {"pg_vs_sqlite": 0.6, "cpu_4_vs_1": 1.3, "cpu_4_filled_vs_1": 1.1}
 
 
 def test_postgres_cpu_counts_what_each_live_process_spent_and_never_goes_negative(monkeypatch):

@@ -9,6 +9,7 @@ import asyncio
 import contextlib
 import sqlite3
 import tempfile
+import types
 
 import psycopg
 import pytest
@@ -250,6 +251,33 @@ class TestOneRoundTrip:
             await asyncio.gather(a.decide("w1", "e6", put_option("off")), a.decide("w3", "e5", put_option("off")))
         assert counted == [1]
 
+
+    async def test_a_decision_read_under_an_older_token_of_this_process_is_refused(self, leased):
+        """A decision whose world this process took again after the decision read its state (a
+        forwarder's claim on the writer thread while the batch was in flight on the loop) was
+        decided on state since reloaded: refused, while one read under the new token is
+        written. In a one-trip batch such a world fails the lease check (the batch is written
+        again the careful way)."""
+        a, _, _ = leased
+        old = a.lease_token("w1")
+        new = await a.take_lease("w1", "a again")
+        stale, fresh = (types.SimpleNamespace(world_id="w1", lease=token) for token in (old, new))
+        other = types.SimpleNamespace(world_id="w2", lease=a.lease_token("w2"))
+
+        def careful(conn):
+            return a._fence(conn, [stale, fresh, other])
+        assert await a._run(a._transaction, careful) == {id(stale)}
+        assert a.lease_token("w1") == new  # the world itself stays this process's
+
+        def one_trip(conn):
+            a._one_trip = True
+            try:
+                return a._fence(conn, [stale, fresh, other])
+            finally:
+                a._one_trip = False
+        with pytest.raises(psycopg.Error) as failed:
+            await a._run(a._transaction, one_trip)
+        assert failed.value.sqlstate == "FBL01"
 
     async def test_each_statement_is_prepared_once_per_session(self, leased):
         """The batch's statements are prepared on their first use in the session and executed by

@@ -622,25 +622,38 @@ class PostgresStore(BatchWriter):
         check (:data:`FENCE_FUNCTION`) fails the batch if one was removed."""
         return not self._one_trip
 
-    def _fence(self, conn: _PgConnection, world_ids: list[str]) -> set[str]:
-        """Of ``world_ids``, those whose lease this process no longer holds (forgotten here; the
-        writer refuses their decisions with ``LeaseLost``: :meth:`BatchWriter._write_batch`).
-        Locks each world's row and its lease's until commit: decisions of one world never run at
-        once in two processes, and a take-over waits for the batch in flight. In a one-trip
-        batch (:meth:`_batch_transaction`) the answer cannot be waited for: :data:`FENCE_FUNCTION`
-        locks the same rows and fails the batch if any world would be refused, and none is
-        returned here."""
+    def _fence(self, conn: _PgConnection, batch: list[Any]) -> set[int]:
+        """The ``id()`` of each decision of ``batch`` decided under another lease token than its
+        world's lease holds now (the writer refuses them with ``LeaseLost``:
+        :meth:`BatchWriter._write_batch`): another process took the world (its token and state
+        here are forgotten), or this one took it again after the decision read its state (the
+        state was reloaded since; issue 28: the batch in flight on the event loop while a
+        forwarder's claim took the lease on the writer thread, seen in the racing tests as a
+        duplicate key). Locks each world's row and its lease's until commit: decisions of one
+        world never run at once in two processes, and a take-over waits for the batch in flight.
+
+        In a one-trip batch (:meth:`_batch_transaction`) the answer cannot be waited for:
+        :data:`FENCE_FUNCTION` locks the same rows and fails the batch if any decision would be
+        refused (a world whose decisions were read under two tokens is sent with none that can
+        match), and none is returned here."""
+        tokens: dict[str, set[int | None]] = {}
+        for item in batch:
+            tokens.setdefault(item.world_id, set()).add(item.lease)
+        world_ids = sorted(tokens)
         if self._one_trip:
             conn.execute("SELECT pg_temp.fate_bridge_fence(?::text[], ?::bigint[])",
-                         (world_ids, [self._leases.get(world_id) for world_id in world_ids]))
+                         (world_ids, [next(iter(held)) if len(held) == 1 else -1 for held in map(tokens.get, world_ids)]))
             return set()
-        rows = conn.execute(
+        held = dict(conn.execute(
             "SELECT w.world_id, (SELECT token FROM leases l WHERE l.world_id = w.world_id FOR UPDATE)"
-            " FROM worlds w WHERE w.world_id = ANY(?) ORDER BY w.world_id FOR UPDATE", (world_ids,)).fetchall()
-        lost = {world_id for world_id, token in rows if token != self._leases.get(world_id)}  # None == None: never leased
-        for world_id in lost:
-            self._forget(world_id)
-        return lost
+            " FROM worlds w WHERE w.world_id = ANY(?) ORDER BY w.world_id FOR UPDATE", (world_ids,)).fetchall())
+        for world_id in world_ids:
+            if world_id in held and held[world_id] != self._leases.get(world_id):  # None == None: never leased
+                self._forget(world_id)
+        return {id(item) for item in batch if item.world_id in held and held[item.world_id] != item.lease}
+
+    def _lease_of(self, world_id: str) -> int | None:
+        return self._leases.get(world_id)
 
     def _forget(self, world_id: str) -> None:
         """Drop this process's token and state in memory of ``world_id`` (reloaded on next use)."""

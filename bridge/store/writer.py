@@ -111,6 +111,7 @@ class _Queued:
     request_hash: str | None = None
     replay_seq: int | None = None
     seal_input: tuple | None = None  # the world after this decision, as its batch seals it (WorldCache.seal_input)
+    lease: int | None = None  # the lease token the world's state in memory was read under (_lease_of)
 
 
 _replay_decoder = msgspec.json.Decoder(AuditRecord)
@@ -269,11 +270,17 @@ class BatchWriter(WorldRows, AuditRows):
         the batch) if another process wrote one of them since it was loaded. Default: nothing
         (the audit insert's ``UNIQUE (world_id, seq)`` fails such a batch)."""
 
-    def _fence(self, conn: Any, world_ids: list[str]) -> set[str]:
-        """Inside a batch's transaction, first: lock ``world_ids``' rows (and leases) and return
-        those whose lease this process no longer holds (their decisions are refused with
-        ``LeaseLost``). Default: no leases, none."""
+    def _fence(self, conn: Any, batch: list[_Queued]) -> set[int]:
+        """Inside a batch's transaction, first: lock the batch's worlds' rows (and leases) and
+        return the ``id()`` of each decision to refuse with ``LeaseLost``: its world's lease is
+        not the one it was decided under (another process holds the world, or this one took it
+        again since and reloaded its state). Default: no leases, none."""
         return set()
+
+    def _lease_of(self, world_id: str) -> int | None:
+        """The lease token this process holds for ``world_id`` (kept with each decision, for
+        :meth:`_fence`). Default: no leases, None."""
+        return None
 
     def _batch_written(self, conn: Any, appended: int) -> None:
         """Inside a batch's transaction, after its ``appended`` audit rows: backend upkeep
@@ -416,8 +423,8 @@ class BatchWriter(WorldRows, AuditRows):
         (:meth:`_check_heads`). Before all that, the backend's :meth:`_fence` locks the batch's
         worlds: the decisions of a world whose lease another process took are refused with
         ``LeaseLost``, nothing of them applied."""
-        lost = self._fence(conn, sorted({item.world_id for item in batch}))
-        names = sorted({item.world_id for item in batch}.difference(lost))
+        refused = self._fence(conn, batch)
+        names = sorted({item.world_id for item in batch if id(item) not in refused})
         if self._changed_elsewhere(conn):
             self._epoch += 1
         with self._lock:
@@ -436,7 +443,7 @@ class BatchWriter(WorldRows, AuditRows):
         outcomes: list[tuple[_Queued, Decided | None, BaseException | None]] = []
         kept: list[_Queued] = []
         for item in batch:
-            if item.world_id in lost:  # its state in memory was dropped with its token (_fence)
+            if id(item) in refused:  # decided on state this process no longer holds (_fence)
                 outcomes.append((item, None, LeaseLost(
                     f"world {item.world_id!r} is served by another bridge process now")))
                 continue
@@ -691,7 +698,7 @@ class BatchWriter(WorldRows, AuditRows):
                 if cache is not None and not lookup:
                     self._worlds.move_to_end(world_id)
                     item = _Queued(world_id, self._generation, loop, future, event_id=event_id,
-                                   request_hash=request_hash)
+                                   request_hash=request_hash, lease=self._lease_of(world_id))
                     if event_id is not None and event_id in cache.events:
                         item.replay_seq = cache.events[event_id]
                     elif older is not None and older[0]:
