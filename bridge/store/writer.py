@@ -24,13 +24,15 @@ the database: how :meth:`BatchWriter.decide` works (issue 17):
   backend's :meth:`BatchWriter._check_heads`, or the audit insert's ``UNIQUE (world_id, seq)``),
   so a second process on the same database never corrupts a chain.
 - Leases (:meth:`BatchWriter._fence`): a backend shared by several processes locks each batch's
-  worlds and refuses with :class:`~bridge.errors.LeaseLost` the decisions of a world whose lease
-  another process took; a backend of one process has none.
+  worlds and refuses with :class:`~bridge.errors.LeaseLost` the decisions read under a lease
+  token the world no longer holds (another process took it, or this one took it again since);
+  a backend of one process has none.
 
 What differs per database is a small backend part, a subclass implementing the hooks below (the
 SQL dialect, the connection, where a COMMIT runs and what it costs): :mod:`bridge.store.sqlite`
 (an embedded file: batches written on the event loop, the tails and their folds) and
-:mod:`bridge.store.postgres` (a server: batches on the writer thread, per-world leases). Neither
+:mod:`bridge.store.postgres` (a server: batches sent from the event loop and their COMMIT awaited
+there, :meth:`BatchWriter._flush_async`; per-world leases). Neither
 backend derives from the other. The shared SQL uses ``?`` placeholders; PostgreSQL's connection
 translates them.
 """
