@@ -352,6 +352,60 @@ async def test_values_bound_into_a_one_trip_batch_come_back_as_they_were(pg_url)
     assert sorted(stored) == sorted([*rows, ("w", "e3", b"'\x00\\", "")])
 
 
+async def test_decisions_arriving_while_the_store_closes_are_each_committed_and_acknowledged_or_refused(pg_url):
+    """Batches are written from the event loop: ``close`` refuses decisions from its start and
+    waits for the batches in flight, so none is committed yet answered as failed (its session
+    closed under its COMMIT) or written after the chain's heads were signed."""
+    store = await PostgresStore.open(pg_url, audit_key=KEY)
+    await store.add_world("w", "hash")
+    await store.take_lease("w", "a")
+    await store.decide("w", "e0", audited("off"))
+    acked: dict[str, int] = {}
+    failed: list[BaseException] = []
+
+    async def deciding(n: int) -> None:
+        for i in range(10_000):
+            try:
+                acked[f"h{n}-{i}"] = (await store.decide("w", f"h{n}-{i}", audited("off"))).seq
+            except ConfigError:  # the store is closed: refused, nothing stored
+                return
+            except Exception as exc:
+                failed.append(exc)
+            await asyncio.sleep(0)
+
+    tasks = [asyncio.create_task(deciding(n)) for n in range(4)]
+    while len(acked) < 20:
+        await asyncio.sleep(0.01)
+    await store.close()
+    await asyncio.wait_for(asyncio.gather(*tasks), 10)
+    with psycopg.connect(pg_url, autocommit=True) as conn:
+        stored = {seq for (seq,) in conn.execute("SELECT seq FROM audit WHERE world_id = 'w'")}
+        (signed,) = conn.execute("SELECT max(seq) FROM checkpoints WHERE world_id = 'w'").fetchone()
+    assert failed == [] and store._loop_session.raw is None
+    assert stored == {1, *acked.values()}  # e0's record and every acknowledged one, nothing else
+    assert signed == max(stored)  # the clean stop's checkpoint is at the chain's true end
+
+
+async def test_a_flush_cancelled_with_its_loop_fails_what_it_held_and_the_store_goes_on(pg_url):
+    """A batch's task cancelled (its event loop shutting down) before or while it writes: its
+    decisions fail, none acknowledged, and the next decision is written (no flush left marked
+    running for ever)."""
+    store = await PostgresStore.open(pg_url)
+    try:
+        await store.add_world("w", "hash")
+        await store.decide("w", "e0", put_option("off"))
+        first = asyncio.create_task(store.decide("w", "e1", put_option("pc_only")))
+        while store._flush_task is None or store._flush_task.done():
+            await asyncio.sleep(0)
+        store._flush_task.cancel()
+        with pytest.raises(ConfigError, match="the store stopped"):
+            await first
+        assert (await asyncio.wait_for(store.decide("w", "e2", put_option("everyone")), 10)).replayed is False
+        assert (await store.world("w")).settings.fate_option == "everyone"
+    finally:
+        await store.close()
+
+
 def test_the_writers_statements_have_one_statement_forms_and_others_none():
     """``_bulk_sql``: each INSERT and world update the writer sends many rows of becomes one
     statement over arrays (the columns' types from the schema); anything else is sent row by row."""

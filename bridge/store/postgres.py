@@ -2,8 +2,9 @@
 
 :class:`PostgresStore` is the shared :class:`~bridge.store.writer.BatchWriter` (the same group
 commit, world state, worlds and audit rows as SQLite's backend) over a PostgreSQL connection
-(psycopg 3, synchronous, on the store's one writer thread: a COMMIT is a network round trip, so
-no batch is written on the event loop), with the same tables and columns (``MIGRATIONS`` below mirrors
+(psycopg 3: a batch is sent from the event loop on an ``AsyncConnection`` of its own and its
+COMMIT, a network round trip, awaited there; loads, leases and the rare batch that must read run
+on the store's writer thread, synchronously), with the same tables and columns (``MIGRATIONS`` below mirrors
 ``bridge/store/schema.py`` type for type; the SQLite file's step 8, a storage layout of SQLite's
 own, has no counterpart, nor has step 9's ``audit_tail`` and ``records_tail``: a PostgreSQL COMMIT does
 not pay per page as SQLite's does, so rows go straight into ``audit`` and ``records``), so ``fate-bridge migrate`` copies rows one to one and
@@ -593,8 +594,9 @@ class PostgresStore(BatchWriter):
         writer thread and back, both threads wanting the GIL; ~20% of the CPU per decision).
 
         A batch that must read (a replay's stored reply, a world not checked since another
-        process changed one: :class:`_ReadNeeded`) or whose lease check failed is written on the
-        writer thread, :meth:`_batch_transaction` (the careful way after a failed check).
+        process changed one: :class:`_ReadNeeded`) is written on the writer thread
+        (:meth:`_batch_transaction`); one whose lease check failed there too, the careful way
+        (:meth:`_transaction`: the check's SELECT tells which decisions to refuse).
         After any failure the loop's session is ended (made again for the next batch). Raises
         what the transaction raised."""
         session = self._loop_session
@@ -608,13 +610,13 @@ class PostgresStore(BatchWriter):
                 self._one_trip = False
             await trip.commit_async()
             return outcomes
-        except _ReadNeeded:
-            pass
+        except _ReadNeeded:  # nothing was sent: the same batch, on the thread, reads where it must
+            return await self._run(self._batch_transaction, work, False)
         except BaseException as exc:
             await session.end()
             if getattr(exc, "sqlstate", None) != FENCE_FAILED:
                 raise
-        return await self._run(self._batch_transaction, work, False)
+        return await self._run(self._transaction, work)  # the careful way: the check's SELECT first
 
     def _changed_elsewhere(self, conn: _PgConnection) -> bool:
         """Whether the batch's worlds are checked again for being registered: in a plain

@@ -152,6 +152,7 @@ class BatchWriter(WorldRows, AuditRows):
         self._queue_lock = threading.Lock()
         self._flushing = False  # a flush is scheduled or running (writer thread or _flush_async)
         self._flush_task: asyncio.Task[None] | None = None  # the last _flush_async started
+        self._closing = False  # close() has begun: decide() refuses
         self._last_batch = 0  # decisions in the last batch written (group commit waits a tick when > 1)
         # The worlds' state in memory (bridge/store/memory.py). The lock guards it against
         # decisions from several event loops and the writer thread's resets.
@@ -543,7 +544,22 @@ class BatchWriter(WorldRows, AuditRows):
                     outcomes += await self._batch_transaction_async(current)
                 except Exception as exc:
                     outcomes += self._batch_failed(current, exc)
+                except BaseException:  # cancelled (the loop shutting down): not acknowledged
+                    outcomes += self._batch_failed(current, ConfigError(
+                        "the store stopped while writing this decision: it may not be stored"))
+                    self._batch_done(batch, outcomes, loop)
+                    raise  # the rest of the queue: _flush_ended
             self._batch_done(batch, outcomes, loop)
+
+    def _flush_ended(self, task: asyncio.Task[None]) -> None:
+        """A :meth:`_flush_async` task's end: if it was cancelled (before it began, or while a
+        batch was in flight), every decision still queued fails, none acknowledged, and the
+        next decision starts a flush again."""
+        if task.cancelled():
+            failed = ConfigError("the store stopped before writing this decision")
+            while (taken := self._take_batch()) is not None:
+                batch, outcomes, current = taken
+                self._batch_done(batch, outcomes + [(item, None, failed) for item in current], task.get_loop())
 
     def _take_batch(self) -> tuple[list[_Queued], list[tuple], list[_Queued]] | None:
         """The next batch (at most ``GROUP_COMMIT_MAX`` queued decisions): the batch, the
@@ -679,7 +695,7 @@ class BatchWriter(WorldRows, AuditRows):
         """Run ``decision`` on the world's state in memory and return its reply once its rows
         are committed (see the module docstring). A repeated ``event_id`` returns the stored reply
         without running anything. A decision that raises stores nothing and raises here."""
-        if self._closed:
+        if self._closed or self._closing:
             raise ConfigError("the store is closed")
         loop = asyncio.get_running_loop()
         future: asyncio.Future[Decided] = loop.create_future()
@@ -739,6 +755,7 @@ class BatchWriter(WorldRows, AuditRows):
         loop = asyncio.get_running_loop()
         if self._writes_async(loop):
             self._flush_task = loop.create_task(self._flush_async())
+            self._flush_task.add_done_callback(self._flush_ended)
             return
         self._executor.submit(self._flush_sync)
 
@@ -787,16 +804,27 @@ class BatchWriter(WorldRows, AuditRows):
         idempotent."""
         if self._closed:
             return
+        self._closing = True  # no new decision from here (one already deciding still goes in)
         for task in list(self._filing):
             task.cancel()
-        task = self._flush_task
-        if task is not None and not task.done() and task.get_loop() is asyncio.get_running_loop():
-            await asyncio.shield(task)  # the batches being written from this loop
+        await self._flushed()
         await self._run(self._checkpoint_heads_sync)
         await self._run(self._close_sync)
         self._closed = True
         self._executor.shutdown(wait=True)
+        await self._flushed()
         await self._close_on_loop()
+
+    async def _flushed(self) -> None:
+        """Wait until the batches written from this event loop (:meth:`_flush_async`) are through:
+        none is cut off by the close (its decisions would be committed yet answered as failed)."""
+        loop = asyncio.get_running_loop()
+        while self._flushing and self._writes_async(loop):
+            task = self._flush_task
+            if task is not None and not task.done() and task.get_loop() is loop:
+                await asyncio.shield(task)
+            else:
+                await asyncio.sleep(0)  # a flush scheduled (call_soon) and not started yet
 
     async def _close_on_loop(self) -> None:
         """At the end of :meth:`close`: what the backend holds on the event loop. Default: nothing."""
