@@ -12,10 +12,12 @@ listening process.
 So cards go only where they are watched (issue 28): a process tells the others when a world gets
 its first overlay viewer there (``watch``) and loses its last (``unwatch``), and publishes a
 world's cards, ``clear`` and ``replay`` only while another process watches it
-(:meth:`Cluster.watched_elsewhere`). A process that starts asks the others for what they watch
-(``hello``) and, until :data:`LEARN_SECONDS` have passed, publishes every world's cards; one
-that stops says ``bye``. A viewer's welcome waits until its ``watch`` is sent, so a card decided
-after the viewer was welcomed reaches it. A process killed outright leaves its worlds marked
+(:meth:`Cluster.watched_elsewhere`). A process that starts, or whose connection was made again,
+asks the others for what they watch (``hello``) and, until :data:`LEARN_SECONDS` have passed,
+publishes every world's cards; one that stops says ``bye``. A viewer's welcome waits until its
+``watch`` has come back to this process's listener, delivered to the others' at the same time;
+a card another process decides in the moment before it reads that notice can still miss the
+viewer (best effort, as the overlay is). A process killed outright leaves its worlds marked
 watched elsewhere: their cards are published for nobody, as every card was before.
 
 Each process listens on one channel (``fate_bridge_<schema>``) with a connection of its own and
@@ -48,6 +50,7 @@ NOTICE_KEEP_SECONDS = 60  # a large notice stays in ``notices`` this long for la
 RECONNECT_SECONDS = 0.5  # wait before making a lost connection again
 CLOSE_FLUSH_SECONDS = 2.0  # at shutdown, how long notices still queued may take to go out
 LEARN_SECONDS = 2.0  # after opening, every world's cards are published while the others answer hello
+HEARD_SECONDS = 1.0  # at most this long a viewer's welcome waits for its watch notice to come back
 
 
 class Notice(msgspec.Struct, omit_defaults=True):
@@ -92,6 +95,7 @@ class Cluster:
         self._queue: asyncio.Queue[Notice | asyncio.Future[None]] = asyncio.Queue()
         self._viewed: dict[str, int] = {}  # world -> overlay viewers here (watch/unwatch)
         self._watchers: dict[str, set[str]] = {}  # world -> origins of the processes watching it
+        self._heard: dict[str, asyncio.Future[None]] = {}  # world -> its watch notice back here
         self._learning_until = 0.0  # the loop's time until which every world counts as watched
         self._listen: Any = None
         self._send: Any = None
@@ -145,12 +149,23 @@ class Cluster:
 
     async def watch(self, world_id: str) -> None:
         """Count an overlay viewer of ``world_id`` here; the first one is announced to the others
-        (``watch``), and this returns once that notice is sent (committed: the others' listeners
-        have it before anything this viewer's welcome leads to)."""
+        (``watch``). Returns once that notice has come back to this process's own listener
+        (PostgreSQL delivers a notice to every listener at once, so the others have it too; at
+        most :data:`HEARD_SECONDS`: a listener reconnecting welcomes the viewer without it).
+        A second viewer arriving meanwhile waits for the same notice."""
         self._viewed[world_id] = self._viewed.get(world_id, 0) + 1
-        if self._viewed[world_id] == 1:
+        heard = self._heard.get(world_id)
+        if self._viewed[world_id] == 1 and heard is None:
+            heard = self._heard[world_id] = asyncio.get_running_loop().create_future()
             self.publish("watch", world_id)
-            await self.flush()
+        if heard is not None:
+            try:
+                await asyncio.wait_for(asyncio.shield(heard), HEARD_SECONDS)
+            except TimeoutError:
+                pass
+            finally:
+                if self._heard.get(world_id) is heard:
+                    del self._heard[world_id]
 
     def unwatch(self, world_id: str) -> None:
         """Count an overlay viewer of ``world_id`` here gone; the last one's going is announced."""
@@ -209,6 +224,7 @@ class Cluster:
                 if attempt == 1 and self._send.closed:
                     await asyncio.sleep(RECONNECT_SECONDS)
                     self._send = await self._reconnect(self._connect)
+                    self._relearn()  # (a watch among notices dropped would be lost for good)
 
     async def _keep_large(self, payload: str) -> str:
         """Store a notice too large for NOTIFY; the notice sent instead names its row."""
@@ -230,6 +246,16 @@ class Cluster:
                 log.warning("cluster_listen_lost", retry_s=RECONNECT_SECONDS)
                 await asyncio.sleep(RECONNECT_SECONDS)
                 self._listen = await self._reconnect(self._listening)
+                self._relearn()
+
+    def _relearn(self) -> None:
+        """After a connection of ours was made again (notices may have been lost meanwhile): ask
+        the others what they watch, publish every world's cards while they answer, and say
+        again what this process watches."""
+        self._learning_until = asyncio.get_running_loop().time() + LEARN_SECONDS
+        self.publish("hello", "")
+        for world_id in self._viewed:
+            self.publish("watch", world_id)
 
     async def _reconnect(self, make: Callable[[], Any]) -> Any:
         """A new connection from ``make``, tried every ``RECONNECT_SECONDS`` until it works."""
@@ -243,7 +269,13 @@ class Cluster:
 
     async def _deliver(self, payload: str, pid: int) -> None:
         if self._send is not None and pid == self._send.info.backend_pid:
-            return  # this process's own notice (not decoded: most are cards, ~2 kB of JSON each)
+            # this process's own notice: not decoded (most are cards, ~2 kB of JSON each), unless
+            # a viewer's welcome waits for its watch notice to come back (watch)
+            if self._heard and payload.startswith('{"origin"') and '"kind":"watch"' in payload:
+                heard = self._heard.get(_decode(payload).world_id)
+                if heard is not None and not heard.done():
+                    heard.set_result(None)
+            return
         try:
             notice = _decode(payload)
             if notice.origin == self.origin:

@@ -564,6 +564,30 @@ class TestNotices:
                 if cluster is not None:
                     await cluster.close()
 
+    async def test_a_listener_made_again_asks_again_what_the_others_watch(self, pg_url):
+        """A ``watch`` sent while a process's listening connection was down is lost for it: once
+        it listens again it says ``hello`` (and opens its learning window again), and the others
+        answer with what they watch."""
+        await (await PostgresStore.open(pg_url)).close()
+        a, b = await Cluster.open(pg_url), await Cluster.open(pg_url)
+        loop = asyncio.get_running_loop()
+        try:
+            a._learning_until = b._learning_until = 0.0
+            with psycopg.connect(pg_url, autocommit=True) as conn:
+                conn.execute("SELECT pg_terminate_backend(%s)", (a._listen.info.backend_pid,))
+            await b.watch("w")  # a listens on no connection now
+            deadline = loop.time() + 10
+            while a._learning_until == 0.0 and loop.time() < deadline:  # a listens again
+                await asyncio.sleep(0.01)
+            assert a._learning_until > 0.0
+            a._learning_until = 0.0  # past its learning window: only what b answered counts
+            while not a.watched_elsewhere("w") and loop.time() < deadline:
+                await asyncio.sleep(0.01)
+            assert a.watched_elsewhere("w")
+        finally:
+            await a.close()
+            await b.close()
+
     async def test_a_lost_listening_connection_is_made_again(self, pg_url):
         await (await PostgresStore.open(pg_url)).close()
         got: asyncio.Queue[Notice] = asyncio.Queue()
