@@ -271,6 +271,7 @@ class Viewers:
         self.queue_frames, self.send_timeout, self.max_per_world = queue_frames, send_timeout, max_per_world
         self._by_world: dict[str, set[_Viewer]] = {}
         self._last: dict[str, bytes] = {}
+        self._decided_here: set[str] = set()  # worlds whose last card this process decided
 
     def add(self, world_id: str, ws: ServerConnection) -> _Viewer | None:
         """Register ``ws`` as a viewer of ``world_id``; None when the world has
@@ -294,10 +295,14 @@ class Viewers:
         """How many viewers ``world_id`` has."""
         return len(self._by_world.get(world_id, ()))
 
-    def publish(self, world_id: str, frame: bytes) -> None:
+    def publish(self, world_id: str, frame: bytes, *, here: bool = True) -> None:
         """Queue an ``overlay_card`` frame for every viewer of ``world_id``, and keep it as the
-        world's last card."""
+        world's last card; ``here``: decided by this process (False: another's, by a notice)."""
         self._last[world_id] = frame
+        if here:
+            self._decided_here.add(world_id)
+        else:
+            self._decided_here.discard(world_id)
         self._send_all(world_id, frame)
 
     def clear(self, world_id: str) -> None:
@@ -309,13 +314,15 @@ class Viewers:
         ``frame``: that card, as another process knows it (kept as the last one here too)."""
         if frame is not None:
             self._last[world_id] = frame
+            self._decided_here.discard(world_id)
         last = self._last.get(world_id)
         if last is not None:
             self._send_all(world_id, last)
 
-    def last(self, world_id: str) -> bytes | None:
-        """The world's last card seen here (None: none since this process started)."""
-        return self._last.get(world_id)
+    def last_decided_here(self, world_id: str) -> bytes | None:
+        """The world's last card if this process decided it (None: it came from another process,
+        which may have missed newer ones while nobody here watched, or there is none)."""
+        return self._last.get(world_id) if world_id in self._decided_here else None
 
     def _send_all(self, world_id: str, frame: bytes) -> None:
         for viewer in self._by_world.get(world_id, ()):
@@ -662,7 +669,8 @@ _link_decoder = msgspec.json.Decoder(Link)
 def _fan_out(viewers: Viewers, world_id: str | None, reply: Reply, cluster: Cluster | None = None) -> None:
     """Pass what ``reply`` says on to the world's overlay viewers, here and (``cluster``) in the
     other processes that have viewers of it (never waits). A ``replay`` carries this process's
-    last card of the world: the others' may be older, as they get cards only while watching."""
+    last card of the world if this process decided it (the others' may be older, as they get
+    cards only while watching); else each replays the last card it saw."""
     if world_id is None:
         return
     elsewhere = cluster is not None and cluster.watched_elsewhere(world_id)
@@ -673,7 +681,7 @@ def _fan_out(viewers: Viewers, world_id: str | None, reply: Reply, cluster: Clus
     if reply.overlay_action is not None:
         _overlay_action(viewers, world_id, reply.overlay_action)
         if elsewhere:
-            last = viewers.last(world_id) if reply.overlay_action == "replay" else None
+            last = viewers.last_decided_here(world_id) if reply.overlay_action == "replay" else None
             cluster.publish(reply.overlay_action, world_id, frame=None if last is None else last.decode())
 
 
@@ -695,7 +703,7 @@ def _notice_handler(viewers: Viewers, forwarders: Forwarders, presence: Presence
             presence.elsewhere(notice.world_id, None if notice.link is None else _link_decoder.decode(notice.link),
                                notice.origin)
         elif notice.kind == "card" and notice.frame is not None:
-            viewers.publish(notice.world_id, notice.frame.encode())
+            viewers.publish(notice.world_id, notice.frame.encode(), here=False)
         elif notice.kind == "lease" and notice.token is not None:
             in_background(closing, forwarders.taken_elsewhere(notice.world_id, notice.token,
                                                               notice.holder or "another connection"))

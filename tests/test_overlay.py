@@ -366,7 +366,7 @@ class TestFanOutAcrossProcesses:
         card = b'{"type":"overlay_card","world_id":"alone"}'
         bridge_server._fan_out(viewers, "alone", Reply([], overlay_card=card), cluster)
         bridge_server._fan_out(viewers, "alone", Reply([], overlay_action="replay"), cluster)
-        assert cluster.published == [] and viewers.last("alone") == card  # kept here all the same
+        assert cluster.published == [] and viewers.last_decided_here("alone") == card  # kept here all the same
 
     def test_a_watched_worlds_card_clear_and_replay_are_published(self):
         viewers, cluster = bridge_server.Viewers(4, 1.0), self.Recorder({"watched"})
@@ -384,7 +384,22 @@ class TestFanOutAcrossProcesses:
         viewers.publish("w", b"older")  # seen here before this process's viewers left and came back
         handler = bridge_server._notice_handler(viewers, None, None)  # type: ignore[arg-type]
         handler(Notice(origin="other", kind="replay", world_id="w", frame="newer"))
-        assert list(viewer.frames) == [b"older", b"newer"] and viewers.last("w") == b"newer"
+        assert list(viewer.frames) == [b"older", b"newer"]
+        handler(Notice(origin="other", kind="replay", world_id="w"))  # a replay without a card: the last one seen here
+        assert list(viewer.frames) == [b"older", b"newer", b"newer"]
+
+    def test_a_replay_carries_the_last_card_only_if_this_process_decided_it(self):
+        """A process whose last card of a world came from another process (it may have missed
+        newer ones while nobody here watched) publishes its replay without a card: each process
+        replays the last card it saw."""
+        viewers, cluster = bridge_server.Viewers(4, 1.0), self.Recorder({"w"})
+        handler = bridge_server._notice_handler(viewers, None, None)  # type: ignore[arg-type]
+        handler(Notice(origin="other", kind="card", world_id="w", frame="seen"))
+        bridge_server._fan_out(viewers, "w", Reply([], overlay_action="replay"), cluster)
+        bridge_server._fan_out(viewers, "w", Reply([], overlay_card=b"decided"), cluster)
+        bridge_server._fan_out(viewers, "w", Reply([], overlay_action="replay"), cluster)
+        assert cluster.published == [("replay", "w", {"frame": None}), ("card", "w", {"frame": "decided"}),
+                                     ("replay", "w", {"frame": "decided"})]
 
     class FakeViewer:
         """Enough of a connection for :meth:`Viewers.add` (nothing is sent: no pump runs)."""
