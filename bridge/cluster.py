@@ -271,8 +271,8 @@ class Cluster:
         if self._send is not None and pid == self._send.info.backend_pid:
             # this process's own notice: not decoded (most are cards, ~2 kB of JSON each), unless
             # a viewer's welcome waits for its watch notice to come back (watch)
-            if self._heard and payload.startswith('{"origin"') and '"kind":"watch"' in payload:
-                heard = self._heard.get(_decode(payload).world_id)
+            if self._heard and (own := _decode(payload)).kind == "watch":
+                heard = self._heard.get(own.world_id)
                 if heard is not None and not heard.done():
                     heard.set_result(None)
             return

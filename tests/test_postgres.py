@@ -16,6 +16,7 @@ import pytest
 
 from bridge import wire
 from bridge.cli import main
+from bridge import cluster as cluster_module
 from bridge.cluster import MAX_PAYLOAD, Cluster, Notice
 from bridge.config import db_label, load_signing_key
 from bridge.errors import ConfigError, LeaseLost, WorldNotRegistered
@@ -563,6 +564,25 @@ class TestNotices:
             for cluster in (a, b, c):
                 if cluster is not None:
                     await cluster.close()
+
+    async def test_a_viewers_watch_returns_once_its_notice_came_back_or_at_its_time_limit(self, pg_url, monkeypatch):
+        """``watch`` (what a viewer's welcome waits for) returns when its notice has come back to
+        this process's own listener: with a limit far above the test's own, it returns by the
+        echo. With the listener down, it returns at HEARD_SECONDS (the welcome is not held up),
+        the viewer counted all the same."""
+        await (await PostgresStore.open(pg_url)).close()
+        a = await Cluster.open(pg_url)
+        try:
+            monkeypatch.setattr(cluster_module, "HEARD_SECONDS", 60.0)
+            await asyncio.wait_for(a.watch("w"), 10)  # by the echo, not the 60 s limit
+            assert a._heard == {} and a._viewed == {"w": 1}
+            monkeypatch.setattr(cluster_module, "HEARD_SECONDS", 0.05)  # far below the listener's reconnect
+            with psycopg.connect(pg_url, autocommit=True) as conn:
+                conn.execute("SELECT pg_terminate_backend(%s)", (a._listen.info.backend_pid,))
+            await asyncio.wait_for(a.watch("v"), 10)
+            assert a._heard == {} and a._viewed == {"w": 1, "v": 1}
+        finally:
+            await a.close()
 
     async def test_a_listener_made_again_asks_again_what_the_others_watch(self, pg_url):
         """A ``watch`` sent while a process's listening connection was down is lost for it: once

@@ -141,6 +141,9 @@ MIGRATE_LOCK = 0x46415445  # advisory lock key ("FATE"): processes starting toge
 
 # The SQLSTATE the lease check raises (a class of its own: nothing else in PostgreSQL uses "FB").
 FENCE_FAILED = "FBL01"
+# The token a one-trip lease check is given for a world whose decisions were read under two
+# tokens: no lease holds it (they start at 1), so the check fails and the batch goes the careful way.
+NO_TOKEN = -1
 # A one-trip batch's lease check (PostgresStore._fence): it locks the batch's worlds' rows and
 # their leases' as the careful SELECT does (same statement, same order: a world's row, then its
 # lease), and raises FENCE_FAILED if a world is gone or removed, or its lease's token is not the
@@ -243,15 +246,16 @@ class _PgConnection:
         self._reconnect_if_ended()
         if sql in ("COMMIT", "ROLLBACK"):
             self._in_transaction = False  # whether it works or not: the next BEGIN may reconnect
+        query, args = (_pg_sql(sql), params) if params else (sql, None)
         try:
-            cursor = self.raw.execute(_pg_sql(sql) if params else sql, params or None)
+            cursor = self.raw.execute(query, args)
         except psycopg.OperationalError:
             # a session found ended by a BEGIN or a read outside a transaction (which change
             # nothing): made again, the statement sent once more
             if not (self.raw.closed and not self._in_transaction and sql.startswith(("BEGIN", "SELECT"))):
                 raise
             self._reconnect_if_ended()
-            cursor = self.raw.execute(_pg_sql(sql) if params else sql, params or None)
+            cursor = self.raw.execute(query, args)
         if sql == "BEGIN":
             self._in_transaction = True
         return cursor
@@ -644,7 +648,8 @@ class PostgresStore(BatchWriter):
         world_ids = sorted(tokens)
         if self._one_trip:
             conn.execute("SELECT pg_temp.fate_bridge_fence(?::text[], ?::bigint[])",
-                         (world_ids, [next(iter(held)) if len(held) == 1 else -1 for held in map(tokens.get, world_ids)]))
+                         (world_ids, [next(iter(read)) if len(read) == 1 else NO_TOKEN
+                                      for read in map(tokens.get, world_ids)]))
             return set()
         held = dict(conn.execute(
             "SELECT w.world_id, (SELECT token FROM leases l WHERE l.world_id = w.world_id FOR UPDATE)"
