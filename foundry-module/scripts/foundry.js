@@ -6,7 +6,7 @@
  * fresh fakes per test.
  */
 
-import { DICE_USER_FLAG, visibilityOfRollMode } from "./logic/cards.js";
+import { DICE_USER_FLAG, UNKNOWN_MODE_VISIBILITY, visibilityOfRollMode } from "./logic/cards.js";
 import { socketDelivery } from "./logic/relay.js";
 
 /** Module id, flag scope and socket name suffix. */
@@ -253,13 +253,14 @@ export function gmUserIds() {
  * This client's roll mode as the wire's `visibility`: `publicroll` -> `public`, `gmroll` -> `gm`,
  * `blindroll` -> `blind`, `selfroll` -> `self`. Foundry v14 keeps it in `core.messageMode`
  * (`public`, `gm`, `blind`, `self`, `ic`; `ic` is public) and deprecates `core.rollMode`, which v13
- * uses: the first one registered is read. An unknown mode is `public`.
+ * uses: the first one registered is read. A mode this module does not know (v14's
+ * `CONFIG.ChatMessage.modes` is a registry systems and modules extend) is `self`: never public.
  *
  * @returns {"public"|"gm"|"blind"|"self"}
  */
 export function rollMode() {
   const key = game.settings.settings.has("core.messageMode") ? "messageMode" : "rollMode";
-  return visibilityOfRollMode(game.settings.get("core", key)) ?? "public";
+  return visibilityOfRollMode(game.settings.get("core", key)) ?? UNKNOWN_MODE_VISIBILITY;
 }
 
 /**

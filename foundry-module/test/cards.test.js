@@ -18,10 +18,10 @@ describe("cardAudience: Foundry's roll modes", () => {
     assert.deepEqual(cardAudience({ ...users, visibility: "self" }), { whisper: ["player1"], blind: false });
   });
 
-  test("a GM asking is listed once; an unknown visibility is public", () => {
+  test("a GM asking is listed once; an unknown or missing visibility is the asker's only, never public", () => {
     assert.deepEqual(cardAudience({ visibility: "gm", askerId: "gm1", gmIds: ["gm1"] }), { whisper: ["gm1"], blind: false });
-    assert.deepEqual(cardAudience({ ...users, visibility: "everyone" }), { whisper: [], blind: false });
-    assert.deepEqual(cardAudience({ ...users }), { whisper: [], blind: false });
+    assert.deepEqual(cardAudience({ ...users, visibility: "everyone" }), { whisper: ["player1"], blind: false });
+    assert.deepEqual(cardAudience({ ...users }), { whisper: ["player1"], blind: false });
   });
 
   test("sameAs: an existing message's audience, copied (SoHL's Fate cards)", () => {
@@ -81,7 +81,7 @@ describe("cardMessageData: a card's dice ride on it as Rolls", () => {
 test("relayedResult: a public answer whole; any other carries only its visibility", () => {
   assert.deepEqual(relayedResult("public", { answer: "yes" }), { answer: "yes" });
   for (const visibility of ["gm", "blind", "self"]) assert.deepEqual(relayedResult(visibility, { answer: "yes" }), { visibility });
-  assert.deepEqual(relayedResult("nonsense", { answer: "yes" }), { answer: "yes" }, "unknown is public, as its card is");
+  assert.deepEqual(relayedResult("nonsense", { answer: "yes" }), { visibility: "self" }, "unknown is the asker's own, as its card is");
 });
 
 test("roll modes and typed words -> visibility", () => {
@@ -92,5 +92,5 @@ test("roll modes and typed words -> visibility", () => {
   assert.deepEqual(["GM", "BlindRoll", "self", "public"].map(visibilityWord), ["gm", "blind", "self", "public"]);
   assert.equal(visibilityWord("ic"), null, "not a word the commands take");
   assert.equal(visibilityWord("toString"), null);
-  assert.deepEqual(["blind", "everyone", undefined].map(checkedVisibility), ["blind", "public", "public"]);
+  assert.deepEqual(["blind", "everyone", undefined].map(checkedVisibility), ["blind", "self", "self"], "an unknown mode is never public");
 });

@@ -31,10 +31,16 @@ describe("rollMode: the user's roll mode as the wire's visibility", () => {
     });
   }
 
-  test("unset or unknown: public", async () => {
+  test("never chosen: Foundry's default, public; a mode nobody here knows: self, never public", async () => {
     assert.equal(fvtt.rollMode(), "public");
     await globalThis.game.settings.set("core", "rollMode", "roll");
-    assert.equal(fvtt.rollMode(), "public");
+    assert.equal(fvtt.rollMode(), "self");
+  });
+
+  test("v14: a message mode a system or module registered (CONFIG.ChatMessage.modes) is self", async () => {
+    world.registered.set("core.messageMode", { default: "public" });
+    await globalThis.game.settings.set("core", "messageMode", "ooc-whisper");
+    assert.equal(fvtt.rollMode(), "self");
   });
 
   test("v14: core.messageMode, when registered, wins over the deprecated core.rollMode; ic is public", async () => {

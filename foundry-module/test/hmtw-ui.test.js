@@ -92,7 +92,7 @@ describe("the test of fate dialog", () => {
     mode.value = "blind";
     form.querySelector('[name="draw"]').click();
     assert.deepEqual(drawn.map((v) => dialogRequest(v, false).request.visibility), ["gm", "blind"]);
-    assert.equal(dialogRequest({ ...emptyTestForm(), visibility: "everyone" }, false).request.visibility, "public", "an unknown mode is public");
+    assert.equal(dialogRequest({ ...emptyTestForm(), visibility: "everyone" }, false).request.visibility, "self", "an unknown mode is never public");
   });
 
   test("outside the HMtW system the score is typed, 1 to 4", () => {

@@ -346,10 +346,10 @@ describe("the pool ruleset in a world", () => {
     assert.deepEqual(api.audiences.at(-1), { whisper: ["playerUser00001"], blind: false });
   });
 
-  test("a forged visibility from a client is public", async () => {
+  test("a visibility no mode has, from a client, is the asker's own: never public", async () => {
     world.asUser("playerUser00001");
     await api.relay("pool", pool.ACTIONS.ROLL, { args: "3 task 2", visibility: "everyone" });
-    assert.deepEqual(api.audiences.at(-1), { whisper: [], blind: false });
+    assert.deepEqual(api.audiences.at(-1), { whisper: ["playerUser00001"], blind: false });
   });
 
   test("a Tier that is not the ledger's is refused before the bridge is asked", async () => {

@@ -53,11 +53,19 @@ export function visibilityWord(word) {
 }
 
 /**
+ * The visibility of a mode nobody here knows: the asker's own. Foundry v14 keeps message modes
+ * in a registry that systems and modules extend (`CONFIG.ChatMessage.modes`), so a mode this
+ * module has no name for may be anything but public; its result is shown to the asker only and
+ * never reaches the stream overlay.
+ */
+export const UNKNOWN_MODE_VISIBILITY = "self";
+
+/**
  * @param {unknown} value what a client sent as a visibility
- * @returns {string} `value` when it is one of VISIBILITIES, else `public`
+ * @returns {string} `value` when it is one of VISIBILITIES, else UNKNOWN_MODE_VISIBILITY (`self`)
  */
 export function checkedVisibility(value) {
-  return VISIBILITIES.includes(value) ? value : "public";
+  return VISIBILITIES.includes(value) ? value : UNKNOWN_MODE_VISIBILITY;
 }
 
 /**
@@ -112,7 +120,7 @@ export function contentVisibleTo({ whisper = [], blind = false, authorId = null,
  * - by Foundry's roll modes (`visibility`, `askerId`, `gmIds`): `public` everyone; `gm` (gmroll)
  *   every GM and the asker; `blind` (blindroll) every GM only, blind (the asker does not see the
  *   result); `self` (selfroll) the asker only (and the GM posting it, its author). Any other
- *   visibility is public;
+ *   visibility is `self` (UNKNOWN_MODE_VISIBILITY);
  * - or as an existing message (`sameAs`): whoever reads its content (contentVisibleTo). Its
  *   whisper list plus its author when the author reads it, since Foundry shows a whisper to its
  *   author and a card posted by the GM's browser has another author: a private-GM test's card
@@ -135,8 +143,9 @@ export function cardAudience(rule) {
   switch (visibility) {
     case "gm": return { whisper: [...new Set([...gmIds, askerId])], blind: false };
     case "blind": return { whisper: [...new Set(gmIds)], blind: true };
-    case "self": return { whisper: [askerId], blind: false };
-    default: return { whisper: [], blind: false };
+    case "public": return { whisper: [], blind: false };
+    case "self":
+    default: return { whisper: [askerId], blind: false };
   }
 }
 
@@ -152,7 +161,7 @@ export function cardAudience(rule) {
  * @returns {object} `result` for a public answer, else only `{visibility}` (nothing private)
  */
 export function relayedResult(visibility, result) {
-  const seen = checkedVisibility(visibility); // an unknown visibility is public, as its card is (cardAudience)
+  const seen = checkedVisibility(visibility); // an unknown visibility is the asker's own, as its card is (cardAudience)
   return seen === "public" ? result : { visibility: seen };
 }
 

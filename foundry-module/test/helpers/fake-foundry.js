@@ -209,7 +209,9 @@ export class FakeMessage {
 export function installFakeFoundry({ WebSocket, diceSoNice = false, settings = {}, userSettings = {}, clientStorage = {} } = {}) {
   // Dice So Nice's world settings this fake reads, with its defaults (module/main.js of 5.1.6):
   // `hide3dDiceOnSecretRolls` true, `showGhostDice` "0" (off; "1" for all, "2" for the roll's author).
-  settings = { "dice-so-nice.hide3dDiceOnSecretRolls": true, "dice-so-nice.showGhostDice": "0", ...settings };
+  // Foundry v13 registers `core.rollMode` with the default `CONST.DICE_ROLL_MODES.PUBLIC`
+  // ("publicroll"; client/config.mjs registerSettings), so a user who never chose reads that.
+  settings = { "dice-so-nice.hide3dDiceOnSecretRolls": true, "dice-so-nice.showGhostDice": "0", "core.rollMode": "publicroll", ...settings };
   const dom = new JSDOM("<!doctype html><body></body>");
   const hooks = new Map();
   const socketHandlers = [];
