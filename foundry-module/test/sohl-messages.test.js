@@ -29,14 +29,19 @@ test("SoHL's requests carry v:1, a fresh event id, the asker as Foundry names th
   assert.throws(() => build.fateChoice({ messageId: "m1", choice: "both", userId: "u1", userIsGM: false }), /choice "both" is not one of spend, keep/);
 });
 
-test("fated_outside (issue 24): the test's message, the evidence, SoHL's Fate card for fate_card; fields the schema knows", () => {
+test("fated_outside: the test's message, the evidence, SoHL's Fate card for fate_card; fields the schema knows", () => {
   const schema = JSON.parse(readFileSync(new URL("../../schemas/client-messages.schema.json", import.meta.url), "utf8")).$defs.FatedOutside;
   let n = 0;
   const build = sohlMessageBuilders(() => `ev${++n}`);
   const raised = build.fatedOutside({ messageId: "repost", evidence: "raised_level" });
   const card = build.fatedOutside({ messageId: "orig", evidence: "fate_card", cardMessageId: "card1" });
-  assert.deepEqual(raised, { type: "fated_outside", v: 1, event_id: "ev1", message_id: "repost", evidence: "raised_level" });
-  assert.deepEqual(card, { type: "fated_outside", v: 1, event_id: "ev2", message_id: "orig", evidence: "fate_card", card_message_id: "card1" });
+  assert.deepEqual(raised, { type: "fated_outside", v: 1, event_id: "outside-raised_level-repost", message_id: "repost", evidence: "raised_level" });
+  assert.deepEqual(card, { type: "fated_outside", v: 1, event_id: "outside-fate_card-card1", message_id: "orig", evidence: "fate_card", card_message_id: "card1" });
+  // The same evidence reported again (a GM's reload, the next link holder): the same event id, so
+  // the bridge answers from its store and records one outside Fate.
+  assert.equal(build.fatedOutside({ messageId: "orig", evidence: "fate_card", cardMessageId: "card1" }).event_id, card.event_id);
+  assert.equal(build.fatedOutside({ messageId: "repost", evidence: "raised_level" }).event_id, raised.event_id);
+  assert.equal(n, 0, "no fresh event id drawn");
   for (const message of [raised, card]) {
     for (const key of Object.keys(message)) assert.ok(Object.hasOwn(schema.properties, key), key);
     for (const key of schema.required) assert.ok(Object.hasOwn(message, key), key);

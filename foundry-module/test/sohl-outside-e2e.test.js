@@ -158,7 +158,11 @@ test("SoHL's Fate card graded again later (a reload's catch-up) counts against t
 
   const again = await flow.gradeMessage(card, { first: true }); // what the catch-up does after a reload
   assert.equal(again.ok, true);
-  assert.deepEqual(sent.filter((m) => m.type === "fated_outside").map((m) => m.message_id), [original, original]);
+  const reports = sent.filter((m) => m.type === "fated_outside");
+  assert.deepEqual(reports.map((m) => m.message_id), [original, original]);
+  // The same evidence, the same event id: the bridge answers the second from its store, and the
+  // trail holds one outside Fate however often the GM reloads.
+  assert.deepEqual(reports.map((m) => m.event_id), [`outside-fate_card-${card}`, `outside-fate_card-${card}`]);
   assert.equal(flagsOf(later).fated_outside, undefined);
   assert.equal(flagsOf(later).graded.eligible, true, "the later test keeps its Fate");
 });

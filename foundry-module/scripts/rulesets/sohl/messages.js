@@ -30,6 +30,20 @@ export const SOHL_MSG = Object.freeze({
 export function firstGradingEventId(messageId) {
   return `grade-${messageId}`;
 }
+
+/**
+ * The event id of a `fated_outside` report: one per piece of evidence (SoHL's Fate card, or the
+ * repost that shows the raised level), so the same evidence reported again, after a reload or by
+ * the next link holder, gets the bridge's stored reply and writes no second record.
+ *
+ * @param {string} evidence an EVIDENCE value
+ * @param {string} shownBy the ChatMessage id that shows it (the Fate card's for `fate_card`, the
+ *   repost's for `raised_level`; the bridge's `shown_by`)
+ * @returns {string} at most 128 characters
+ */
+export function outsideEventId(evidence, shownBy) {
+  return `outside-${evidence}-${shownBy}`;
+}
 /** What SoHL posted when it fated a test itself (bridge/rulesets/sohl/wire.py FatedOutside). */
 export const EVIDENCE = Object.freeze({ RAISED_LEVEL: "raised_level", FATE_CARD: "fate_card" });
 
@@ -46,7 +60,8 @@ export const CHOICES = Object.freeze(["spend", "keep"]);
  *     (`physical`: the roller's real Fate Test d100, issue 19)
  *   fateChoice: (p: {messageId: string, choice: string, userId: string, userName?: string, userIsGM: boolean}) => object,
  *   fatedOutside: (p: {messageId: string, evidence: string, cardMessageId?: string}) => object,
- *     (SoHL fated the test of `messageId` itself, issue 24; `cardMessageId`: SoHL's Fate card, for `fate_card`)
+ *     (SoHL fated the test of `messageId` itself; `cardMessageId`: SoHL's Fate card, for `fate_card`;
+ *     its event id is outsideEventId's, the same for the same evidence)
  * }}
  * `userIsGM` is Foundry's `user.isGM` for `userId` (the bridge lets a GM act for any actor and
  * answer any choice). `testOf` is the test's first message when `messageId` is a later one (the
@@ -81,7 +96,8 @@ export function sohlMessageBuilders(newEventId) {
         throw new TypeError(`evidence ${JSON.stringify(evidence)} is not one of ${Object.values(EVIDENCE).join(", ")}`);
       }
       return {
-        type: SOHL_MSG.FATED_OUTSIDE, v: PROTOCOL_VERSION, event_id: newEventId(), message_id: messageId, evidence,
+        type: SOHL_MSG.FATED_OUTSIDE, v: PROTOCOL_VERSION, event_id: outsideEventId(evidence, cardMessageId ?? messageId),
+        message_id: messageId, evidence,
         ...(cardMessageId ? { card_message_id: cardMessageId } : {}),
       };
     },
