@@ -19,6 +19,8 @@ import { rollData } from "../scripts/logic/dice.js";
 const fateRollData = (value) => rollData([{ faces: 100, results: [value] }]);
 
 const sha256 = (bytes) => webcrypto.subtle.digest("SHA-256", bytes);
+/** SHA-256 settled in a microtask (WebCrypto's digest runs on a thread, not in a microtask). */
+const hashNow = async (bytes) => createHash("sha256").update(bytes).digest();
 const SEED = "00".repeat(31) + "01";
 const COMMITMENT = createHash("sha256").update(Buffer.from(SEED, "hex")).digest("hex");
 
@@ -155,14 +157,17 @@ describe("the GM's dice commands", () => {
         createChatMessage: async (data) => { posted.push({ id: `m${posted.length}`, ...data }); return `m${posted.length - 1}`; },
         updateChatMessage: async (id, data) => Object.assign(posted.find((m) => m.id === id), data),
         messagesWithFlag: (key) => posted.filter((m) => m.flags[key]).map((m) => ({ id: m.id, content: m.content, flag: m.flags[key] })),
-        sha256, gmUserIds: () => ["gm"], messageData: () => null, notify: (level, key) => notices.push([level, key]),
+        sha256: hashNow, gmUserIds: () => ["gm"], messageData: () => null, notify: (level, key) => notices.push([level, key]),
         getSetting: (key) => settings.get(key) ?? null, setSetting: async (key, value) => settings.set(key, value), isActiveGM: () => true,
       },
       newEventId: () => `ev${requests.length}`,
       timers,
       onWelcome: (listener) => welcome.push(listener),
     });
-    const flush = () => new Promise((resolve) => setTimeout(resolve, 20));
+    // Everything the commands do here settles in microtasks (the link, the fake Foundry and
+    // hashNow answer at once), so one turn of the event loop's check phase runs it all: no
+    // wall-clock wait that a loaded machine could outrun.
+    const flush = () => new Promise((resolve) => setImmediate(resolve));
     return { commands, timers, requests, notices, flush, settings, welcome: () => welcome.forEach((listener) => listener()) };
   }
 
