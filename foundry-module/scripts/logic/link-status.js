@@ -54,8 +54,8 @@ export const CAUSE = Object.freeze({
 
 /**
  * Names under which browsers answer `navigator.permissions.query` for a public page reaching
- * this device, most precise first: Chromium's `loopback-network` (Chrome 146+, also Firefox's
- * name), then `local-network-access`, the alias that covers it (Chrome 142+). Chromium 156
+ * this device, most precise first: Chromium's `loopback-network` (Chrome 146+; Firefox's Local
+ * Network Access uses the same key), then `local-network-access`, the alias that covers it (Chrome 142+). Chromium 156
  * answers both; a browser that knows neither throws a TypeError (Safari, older Chrome).
  */
 export const DEVICE_PERMISSIONS = Object.freeze(["loopback-network", "local-network-access"]);
