@@ -8,13 +8,16 @@ key (present, owner-only, the key that signed the stored checkpoints), the recei
 the port, ``--origins`` and the TLS files. :func:`check_link` then connects to a bridge the way
 the Foundry module does (an Origin header from the Foundry page, then ``hello`` with the world's
 token) and explains what went wrong: nothing listening, a TLS certificate for another name,
-``ws://`` from an ``https://`` page, an Origin not allowed, an unknown world or a wrong token.
+``ws://`` to another computer from an ``https://`` page, an Origin not allowed, an unknown world
+or a wrong token; a bridge on the GM's own computer behind an ``https://`` Foundry passes with a
+note on the browser's one-time question.
 """
 
 from __future__ import annotations
 
 import asyncio
 import errno
+import ipaddress
 import json
 import socket
 import sqlite3
@@ -322,6 +325,53 @@ def _origin(foundry_url: str) -> str:
     return f"{parts.scheme}://{parts.netloc}"
 
 
+def is_loopback_host(host: str) -> bool:
+    """True for a host browsers take as this computer: ``localhost`` and ``*.localhost``,
+    127.0.0.0/8 and ``::1`` (W3C Secure Contexts, "potentially trustworthy"; the module's
+    ``connection.js`` LOOPBACK_HOST). ``host`` as :func:`urllib.parse.urlsplit` gives it."""
+    name = host.rstrip(".").lower()
+    if name == "localhost" or name.endswith(".localhost"):
+        return True
+    try:
+        return ipaddress.ip_address(name).is_loopback
+    except ValueError:
+        return False
+
+
+def check_page_to_bridge(url: str, foundry_url: str) -> list[Finding]:
+    """What the GM's browser does with a link to the bridge at ``url`` from the Foundry page at
+    ``foundry_url``, before any byte is sent. From an ``https://`` page: plain ``ws://`` to another
+    computer is mixed content, blocked by every browser; ``ws://`` to this computer is not (loopback
+    is potentially trustworthy: Chrome, Firefox 84+, MDN browser-compat-data
+    http.mixed-content.allow_loopback_url; Safari has no such exemption), but a page from
+    elsewhere reaches this computer, over ws:// or wss://, only once the GM allows it: Chromium
+    (Local Network Access, for WebSockets since Chrome 147:
+    developer.chrome.com/blog/local-network-access; the prompt and setting names are Chromium
+    156's own strings), and Firefox as its rollout reaches the GM (support.mozilla.org, "Control
+    personal device and local network permissions in Firefox"). Both are absolute URLs."""
+    page, bridge = urlsplit(foundry_url), urlsplit(url)
+    if page.scheme != "https" or bridge.scheme not in ("ws", "wss"):
+        return []
+    on_this_computer = is_loopback_host(bridge.hostname or "")
+    if bridge.scheme == "ws" and not on_this_computer:
+        return [fail(f"Foundry is served over https://, and browsers block ws:// to another computer from an "
+                     f"https:// page (mixed content): {url} can never connect",
+                     "serve with --tls-cert/--tls-key, or behind Foundry's https proxy, "
+                     "and set the module's bridge URL to wss://...")]
+    if not on_this_computer or is_loopback_host(page.hostname or ""):
+        return []  # another computer over wss://, or the page itself on this computer: nothing asks
+    safari = ("Safari blocks ws:// to this computer from an https:// page: use another browser there, "
+              "or serve with --tls-cert/--tls-key (a certificate Safari trusts) and a wss:// bridge URL"
+              if bridge.scheme == "ws" else "Safari connects once it trusts the bridge's certificate")
+    return [warn(f"{url} is on the GM's computer and Foundry is served over https:// from {page.hostname}"
+                 f"{': not mixed content, but' if bridge.scheme == 'ws' else ':'} the GM's browser asks once "
+                 f"(Chrome, Edge, Brave: \"{page.hostname} wants to: Access other apps and services on this "
+                 "device\"; Firefox too, as it rolls the same check out)",
+                 "allow it in the GM's browser. After a Block: in Chrome, Edge or Brave click the icon left of the "
+                 "address bar, open Site settings, set \"Apps on device\" to Allow and reload; in Firefox change it "
+                 f"in the site's permissions or Settings. {safari}")]
+
+
 async def check_link(url: str, world_id: str | None, token: str | None, *, foundry_url: str | None,
                      ca_file: Path | None, worlds: list[tuple[str, bool]] | None) -> list[Finding]:
     """Connect to the bridge at ``url`` as the module would: with the Foundry page's Origin
@@ -332,12 +382,7 @@ async def check_link(url: str, world_id: str | None, token: str | None, *, found
     if parts.scheme not in ("ws", "wss") or not parts.hostname:
         return [fail(f"{url!r} is not a bridge URL", "write it as the module's setting: "
                      "ws://HOST:PORT, or wss://HOST[/PATH] behind TLS")]
-    findings: list[Finding] = []
-    if foundry_url and urlsplit(foundry_url).scheme == "https" and parts.scheme == "ws":
-        findings.append(fail(f"Foundry is served over https://, and browsers block ws:// from an "
-                             f"https:// page (mixed content): {url} can never connect",
-                             "serve with --tls-cert/--tls-key, or behind Foundry's https proxy, "
-                             "and set the module's bridge URL to wss://..."))
+    findings = check_page_to_bridge(url, foundry_url) if foundry_url else []
     tls = None
     if parts.scheme == "wss":
         tls = ssl.create_default_context(cafile=str(ca_file) if ca_file else None)

@@ -104,9 +104,40 @@ class TestTheModulesConnection:
         found = await doctor.check_link(f"ws://127.0.0.1:{serving}", WORLD, token,
                                         foundry_url="https://foundry.example.org", ca_file=None,
                                         worlds=local_worlds(db))
-        # the page is https: the ws:// URL would be blocked by the browser (mixed content)
-        assert "wss://" in the(found, "fail", "browsers block ws:// from an https:// page").fix
+        # the bridge is on this computer, the page https:// from elsewhere: not mixed content; the browser asks once
+        note = the(found, "warn", f"ws://127.0.0.1:{serving} is on the GM's computer and Foundry is served over "
+                                  "https:// from foundry.example.org: not mixed content")
+        assert '"foundry.example.org wants to: Access other apps and services on this device"' in note.what
+        assert 'set "Apps on device" to Allow and reload' in note.fix
+        assert "Safari blocks ws:// to this computer" in note.fix
+        assert not [f for f in found if f.level == "fail"], doctor.render(found)
         the(found, "ok", "the token is accepted")
+
+    def test_ws_to_another_computer_from_https_is_mixed_content(self):
+        for url in ("ws://192.168.1.5:8765", "ws://bridge.example.org:8765", "ws://localhost.example.org:8765"):
+            found = doctor.check_page_to_bridge(url, "https://foundry.example.org")
+            fix = the(found, "fail", f"browsers block ws:// to another computer from an https:// page (mixed "
+                                     f"content): {url} can never connect").fix
+            assert "wss://" in fix
+
+    def test_what_the_page_asks_of_the_browser(self):
+        hosted = "https://table.forge-vtt.com/game"
+        for url in ("ws://127.0.0.1:8765", "ws://127.4.5.6:8765", "ws://localhost:8765", "ws://bridge.localhost:8765",
+                    "ws://[::1]:8765"):
+            (note,) = doctor.check_page_to_bridge(url, hosted)
+            assert note.level == "warn" and "not mixed content" in note.what, url
+        (secure,) = doctor.check_page_to_bridge("wss://localhost:8765", hosted)  # the same question over TLS
+        assert secure.level == "warn" and "Safari connects once it trusts the bridge's certificate" in secure.fix
+        # nothing to ask: a page on this computer, an http:// page, wss:// to another computer
+        assert doctor.check_page_to_bridge("ws://127.0.0.1:8765", "https://localhost:30000") == []
+        assert doctor.check_page_to_bridge("ws://127.0.0.1:8765", "http://192.168.1.9:30000") == []
+        assert doctor.check_page_to_bridge("wss://bridge.example.org", hosted) == []
+
+    def test_loopback_hosts(self):
+        for host in ("localhost", "LOCALHOST", "localhost.", "a.b.localhost", "127.0.0.1", "127.255.1.2", "::1"):
+            assert doctor.is_loopback_host(host), host
+        for host in ("localhost.example.org", "mylocalhost", "192.168.1.5", "::", "foundry.example.org", ""):
+            assert not doctor.is_loopback_host(host), host
 
     async def test_a_gm_holding_the_link_keeps_it(self, registered, serving):
         db, _, token = registered

@@ -805,6 +805,33 @@ export function pageProtocol() {
   return String(globalThis.location?.protocol ?? "");
 }
 
+/** @returns {string} the Foundry page's host name (`location.hostname`, e.g. `"foundry.example.org"`) */
+export function pageHost() {
+  return String(globalThis.location?.hostname ?? "");
+}
+
+/**
+ * The browser's answer for a permission, under the first of `names` it knows
+ * (`navigator.permissions.query`: MDN "Permissions: query()"; a name the browser does not know
+ * rejects with a TypeError, so the next is tried).
+ *
+ * @param {readonly string[]} names permission names, most precise first
+ * @returns {Promise<"granted"|"denied"|"prompt"|null>} null when the browser has no Permissions
+ *   API or knows none of the names
+ */
+export async function permissionState(names) {
+  const permissions = globalThis.navigator?.permissions;
+  if (typeof permissions?.query !== "function") return null;
+  for (const name of names) {
+    try {
+      return (await permissions.query({ name })).state;
+    } catch {
+      // not a permission this browser knows: try the next name
+    }
+  }
+  return null;
+}
+
 /** @returns {string} this module's version (module.json) */
 export function moduleVersion() {
   return String(game.modules.get(MODULE_ID)?.version ?? "");

@@ -128,6 +128,8 @@ export function install({ rulesets = RULESETS, timers = fvtt.timers() } = {}) {
     const link = createLinkStatus({
       url,
       pageProtocol: fvtt.pageProtocol(),
+      pageHost: fvtt.pageHost(),
+      permissionState: fvtt.permissionState,
       moduleVersion: fvtt.moduleVersion(),
       protocolVersion: PROTOCOL_VERSION,
       notify: fvtt.notify,

@@ -345,6 +345,9 @@ describe("address check", () => {
     assert.equal(isInsecureRemote("ws://127.0.0.1:8765"), false);
     assert.equal(isInsecureRemote("ws://localhost:8765"), false);
     assert.equal(isInsecureRemote("ws://[::1]:8765"), false);
+    assert.equal(isInsecureRemote("ws://bridge.localhost:8765"), false);
+    assert.equal(isInsecureRemote("ws://127.3.2.1:8765"), false);
+    assert.equal(isInsecureRemote("ws://localhost.example.org:8765"), true);
     assert.equal(isInsecureRemote("ws://192.0.2.10:8765"), true);
     assert.equal(isInsecureRemote("wss://bridge.example:8765"), false);
     assert.equal(isInsecureRemote("not a url"), false);

@@ -172,3 +172,41 @@ describe("messageData's isRoll and contentVisible: Foundry's own getters, as the
     assert.deepEqual([fvtt.messageData(plain.id).contentVisible, fvtt.messageData(rolled.id).contentVisible], [true, false]);
   });
 });
+
+describe("permissionState: the browser's answer under the first name it knows (navigator.permissions)", () => {
+  /** Put `navigator` in place for one test; returns the undo (Node may have its own navigator, or none). */
+  function stubNavigator(value) {
+    const previous = Object.getOwnPropertyDescriptor(globalThis, "navigator");
+    Object.defineProperty(globalThis, "navigator", { value, configurable: true });
+    return () => (previous ? Object.defineProperty(globalThis, "navigator", previous) : delete globalThis.navigator);
+  }
+  /** A Permissions API that knows `known` (name -> state) and rejects any other name as Chromium does. */
+  function permissionsKnowing(known, asked) {
+    return {
+      async query({ name }) {
+        asked.push(name);
+        if (!(name in known)) throw new TypeError(`The provided value '${name}' is not a valid enum value of type PermissionName.`);
+        return { name, state: known[name] };
+      },
+    };
+  }
+
+  test("the first name the browser knows answers; an unknown one is skipped", async (t) => {
+    const asked = [];
+    t.after(stubNavigator({ permissions: permissionsKnowing({ "local-network-access": "denied" }, asked) }));
+    assert.equal(await fvtt.permissionState(["loopback-network", "local-network-access"]), "denied");
+    assert.deepEqual(asked, ["loopback-network", "local-network-access"]);
+  });
+
+  test("a browser that knows none of the names does not say (null)", async (t) => {
+    const asked = [];
+    t.after(stubNavigator({ permissions: permissionsKnowing({}, asked) }));
+    assert.equal(await fvtt.permissionState(["loopback-network", "local-network-access"]), null);
+    assert.deepEqual(asked, ["loopback-network", "local-network-access"]);
+  });
+
+  test("a browser without the Permissions API does not say (null)", async (t) => {
+    t.after(stubNavigator({}));
+    assert.equal(await fvtt.permissionState(["loopback-network"]), null);
+  });
+});

@@ -5,7 +5,7 @@
 import { test, describe, beforeEach } from "node:test";
 import assert from "node:assert/strict";
 import { BridgeConnection, LIMITS } from "../scripts/logic/connection.js";
-import { createLinkStatus, linkBadge, likelyCause, compareVersions, LINK, CAUSE } from "../scripts/logic/link-status.js";
+import { createLinkStatus, linkBadge, likelyCause, compareVersions, permissionMatters, LINK, CAUSE, DEVICE_PERMISSIONS, PERMISSION } from "../scripts/logic/link-status.js";
 import { messageBuilders } from "../scripts/logic/messages.js";
 import { FakeClock, fakeWebSocketClass } from "./helpers/fake-socket.js";
 
@@ -15,13 +15,13 @@ const WELCOME = { type: "welcome", v: 1, world_id: "w", bridge_version: "0.1.0",
 const t = (key, data) => (data ? `${key}|${JSON.stringify(data)}` : key);
 
 let clock, Socket, notices, views, connection;
-function setup({ url = URL, pageProtocol = "http:", moduleVersion = "0.1.0" } = {}) {
+function setup({ url = URL, pageProtocol = "http:", pageHost = "localhost", moduleVersion = "0.1.0", permissionState } = {}) {
   clock = new FakeClock();
   Socket = fakeWebSocketClass();
   notices = [];
   views = [];
   const link = createLinkStatus({
-    url, pageProtocol, moduleVersion, protocolVersion: 1,
+    url, pageProtocol, pageHost, moduleVersion, protocolVersion: 1, permissionState,
     notify: (level, key, data) => notices.push({ level, key, data }),
     localize: t,
     show: (view) => views.push(view),
@@ -41,6 +41,8 @@ function setup({ url = URL, pageProtocol = "http:", moduleVersion = "0.1.0" } = 
   return link;
 }
 const keys = () => notices.map((n) => n.key);
+/** Every promise settled so far has run its callbacks (the browser's permission answer). */
+const settled = () => new Promise((resolve) => setImmediate(resolve));
 /** Every pending socket fails to open (nothing listens at the address). */
 const nothingAnswers = () => {
   for (const socket of Socket.instances) if (socket.readyState === 0) socket.drop(1006);
@@ -90,8 +92,9 @@ describe("the bridge cannot be reached", () => {
     assert.equal(notices[0].data.cause, `FATE_BRIDGE.Link.Cause.${CAUSE.NOT_THE_BRIDGE}`);
   });
 
-  test("likely causes: ws:// from an https:// page, a bad address, nothing there", () => {
+  test("likely causes: ws:// to another computer from an https:// page, a bad address, nothing there", () => {
     assert.equal(likelyCause({ url: "ws://192.168.1.5:8765", pageProtocol: "https:", reason: "unreachable" }), CAUSE.MIXED_CONTENT);
+    assert.equal(likelyCause({ url: "ws://bridge.example:8765", pageProtocol: "https:", pageHost: "foundry.example", reason: "unreachable", permission: "granted" }), CAUSE.MIXED_CONTENT);
     assert.equal(likelyCause({ url: "wss://bridge.example:8765", pageProtocol: "https:", reason: "unreachable" }), CAUSE.NOTHING_THERE);
     assert.equal(likelyCause({ url: "http://127.0.0.1:8765", pageProtocol: "http:", reason: "socket_error" }), CAUSE.BAD_URL);
     assert.equal(likelyCause({ url: "not a url", pageProtocol: "http:", reason: "socket_error" }), CAUSE.BAD_URL);
@@ -109,6 +112,82 @@ describe("the bridge cannot be reached", () => {
     };
     new BridgeConnection({ url: "ws://192.168.1.5:8765", hello: () => ({}), ping: () => ({}), WebSocket: Throwing, timers: clock, onStatus: link.status }).start();
     assert.deepEqual(notices2, [{ key: "FATE_BRIDGE.Link.Notice.Unreachable", data: { url: "ws://192.168.1.5:8765", cause: `FATE_BRIDGE.Link.Cause.${CAUSE.MIXED_CONTENT}` } }]);
+  });
+});
+
+describe("a bridge on this computer, the Foundry page https:// from elsewhere (issue 34)", () => {
+  const HOSTED = { pageProtocol: "https:", pageHost: "table.forge-vtt.com" };
+
+  test("loopback is not mixed content: the cause follows the browser's local-network permission", () => {
+    for (const url of ["ws://127.0.0.1:8765", "ws://127.8.9.10:8765", "ws://localhost:8765", "ws://bridge.localhost:8765", "ws://[::1]:8765", "wss://localhost:8765"]) {
+      const cause = (permission, reason = "unreachable") => likelyCause({ url, ...HOSTED, reason, permission });
+      assert.equal(cause(PERMISSION.DENIED), CAUSE.DEVICE_BLOCKED, url);
+      assert.equal(cause(PERMISSION.PROMPT), CAUSE.DEVICE_ASK, url);
+      assert.equal(cause(PERMISSION.GRANTED), CAUSE.NOTHING_THERE, `${url}: granted, so the permission is not why`);
+      assert.equal(cause(null), CAUSE.DEVICE_MAYBE, `${url}: a browser that does not say`);
+      assert.equal(cause(PERMISSION.DENIED, "socket_error"), CAUSE.DEVICE_BLOCKED, `${url}: the constructor threw`);
+      // The socket opened: the browser let it through, whatever the permission says.
+      assert.equal(cause(PERMISSION.DENIED, "no_welcome"), CAUSE.NOT_THE_BRIDGE, url);
+      assert.equal(cause(PERMISSION.DENIED, "closed"), CAUSE.DROPPED, url);
+    }
+  });
+
+  test("the permission matters only for an https:// page not itself on this computer, and a socket that never opened", () => {
+    const matters = (args) => permissionMatters({ url: URL, reason: "unreachable", ...HOSTED, ...args });
+    assert.equal(matters({}), true);
+    assert.equal(matters({ pageProtocol: "http:" }), false, "an http:// page is never asked (a same-computer table)");
+    for (const pageHost of ["localhost", "127.0.0.1", "[::1]", "foundry.localhost"]) assert.equal(matters({ pageHost }), false, pageHost);
+    assert.equal(matters({ url: "wss://bridge.example.org" }), false, "a bridge on another computer");
+    assert.equal(matters({ url: "ws://localhost.example.org:8765" }), false);
+    assert.equal(matters({ reason: "no_welcome" }), false);
+    assert.equal(likelyCause({ url: URL, pageProtocol: "https:", pageHost: "localhost", reason: "unreachable", permission: PERMISSION.DENIED }), CAUSE.NOTHING_THERE);
+  });
+
+  test("blocked: the outage's one notice names the block and how to undo it, after asking the browser by its names", async () => {
+    const asked = [];
+    setup({ ...HOSTED, permissionState: async (names) => { asked.push(names); return PERMISSION.DENIED; } });
+    nothingAnswers();
+    assert.deepEqual(notices, [], "told once the browser has answered");
+    await settled();
+    assert.deepEqual(asked, [DEVICE_PERMISSIONS]);
+    assert.deepEqual(DEVICE_PERMISSIONS, ["loopback-network", "local-network-access"]);
+    assert.deepEqual(notices, [{ level: "error", key: "FATE_BRIDGE.Link.Notice.Unreachable", data: { url: URL, cause: `FATE_BRIDGE.Link.Cause.${CAUSE.DEVICE_BLOCKED}` } }]);
+    assert.equal(views.at(-1).cause, CAUSE.DEVICE_BLOCKED);
+    assert.ok(linkBadge(views.at(-1), t).details.includes(`FATE_BRIDGE.Link.Cause.${CAUSE.DEVICE_BLOCKED}`));
+    // The GM allows it: the next attempt connects, and the badge says so.
+    clock.advance(LIMITS.BACKOFF_MIN_MS);
+    Socket.instances.at(-1).open();
+    Socket.instances.at(-1).receive(WELCOME);
+    assert.deepEqual([views.at(-1).state, views.at(-1).cause, keys().at(-1)], [LINK.CONNECTED, null, "FATE_BRIDGE.Link.Notice.Back"]);
+  });
+
+  test("not asked yet, granted, or a browser that cannot say (the query rejects)", async () => {
+    for (const [answer, cause] of [[async () => PERMISSION.PROMPT, CAUSE.DEVICE_ASK], [async () => PERMISSION.GRANTED, CAUSE.NOTHING_THERE],
+      [async () => null, CAUSE.DEVICE_MAYBE], [() => Promise.reject(new TypeError("no such permission")), CAUSE.DEVICE_MAYBE], [undefined, CAUSE.DEVICE_MAYBE]]) {
+      setup({ ...HOSTED, permissionState: answer });
+      nothingAnswers();
+      await settled();
+      assert.deepEqual(notices.map((n) => n.data.cause), [`FATE_BRIDGE.Link.Cause.${cause}`], String(answer));
+    }
+  });
+
+  test("an answer that arrives after the next attempt started tells the notice but leaves the badge to the newer state", async () => {
+    let answer;
+    setup({ ...HOSTED, permissionState: () => new Promise((resolve) => { answer = resolve; }) });
+    nothingAnswers();
+    clock.advance(LIMITS.BACKOFF_MIN_MS); // the next attempt is connecting
+    answer(PERMISSION.DENIED);
+    await settled();
+    assert.deepEqual(notices.map((n) => n.data.cause), [`FATE_BRIDGE.Link.Cause.${CAUSE.DEVICE_BLOCKED}`]);
+    assert.deepEqual([views.at(-1).state, views.at(-1).retryInMs], [LINK.CONNECTING, null]);
+  });
+
+  test("an http:// page on this computer never asks the browser", () => {
+    let asked = 0;
+    setup({ pageProtocol: "http:", pageHost: "localhost", permissionState: async () => { asked += 1; return PERMISSION.DENIED; } });
+    nothingAnswers();
+    assert.equal(asked, 0);
+    assert.deepEqual(notices.map((n) => n.data.cause), [`FATE_BRIDGE.Link.Cause.${CAUSE.NOTHING_THERE}`]);
   });
 });
 

@@ -496,8 +496,28 @@ export function utf8Length(text) {
   return new TextEncoder().encode(text).length;
 }
 
-/** Host names that stay on this machine, where plain ws:// is acceptable. */
-const LOOPBACK_HOST = /^(localhost|127(?:\.\d{1,3}){3}|\[::1\])$/i;
+/**
+ * Host names that stay on this machine: `localhost` and `*.localhost`, 127.0.0.0/8, [::1] (the URL
+ * parser has already written any other spelling of these addresses this way). Browsers treat
+ * them as potentially trustworthy, so plain ws:// to them from an https:// page is not mixed
+ * content (W3C Secure Contexts, "Is url potentially trustworthy?"; Chrome, and Firefox since 55
+ * for 127.0.0.1 and since 84 for localhost / *.localhost: MDN browser-compat-data
+ * http.mixed-content.allow_loopback_url / allow_localhost_url; Safari allows neither).
+ */
+const LOOPBACK_HOST = /^(?:(?:[a-z0-9-]+\.)*localhost\.?|127(?:\.\d{1,3}){3}|\[::1\])$/i;
+
+/**
+ * @param {string} url a bridge address
+ * @returns {boolean} true when its host is this machine (LOOPBACK_HOST); false for another host
+ *   or an address that does not parse
+ */
+export function isLoopbackUrl(url) {
+  try {
+    return LOOPBACK_HOST.test(new URL(url).hostname);
+  } catch {
+    return false;
+  }
+}
 
 /**
  * @param {string} url the configured bridge address
@@ -511,5 +531,5 @@ export function isInsecureRemote(url) {
   } catch {
     return false;
   }
-  return parsed.protocol === "ws:" && !LOOPBACK_HOST.test(parsed.hostname);
+  return parsed.protocol === "ws:" && !isLoopbackUrl(url);
 }

@@ -8,9 +8,20 @@
  * Pure: fed the BridgeConnection's `onStatus`, `onWelcome` and `onRefused`; it calls `show(view)`
  * after every change and `notify(level, key, data)` for notices (lang/en.json
  * `FATE_BRIDGE.Link.*`). main.js wires it on the active GM's client only.
+ *
+ * A bridge on the GM's own computer (`ws://127.0.0.1:8765`) seen from a Foundry page served over
+ * https from elsewhere (The Forge, a rented server) is not mixed content (loopback is potentially
+ * trustworthy: connection.js LOOPBACK_HOST), but Chromium-based browsers (Chrome, Edge, Brave)
+ * let a public page reach this device only with the user's permission (Local Network Access;
+ * for WebSockets since Chrome 147: developer.chrome.com/blog/local-network-access,
+ * developer.chrome.com/docs/modern-web-guidance/guides/security/local-network-access). They
+ * ask once: "<site> wants to: Access other apps and services on this device" (Chromium 156's own
+ * strings), the site setting is "Apps on device". When such a link fails, the browser's answer
+ * to `navigator.permissions.query` tells a block ("denied") from a question not answered yet
+ * ("prompt") and from a permission that is not the cause ("granted").
  */
 
-import { STATE, DOWN_REASONS, REFUSED } from "./connection.js";
+import { STATE, DOWN_REASONS, REFUSED, isLoopbackUrl } from "./connection.js";
 
 /** Badge states (`view.state`), also the suffix of their `FATE_BRIDGE.Link.State.*` label. */
 export const LINK = Object.freeze({
@@ -23,7 +34,7 @@ export const LINK = Object.freeze({
 
 /** Likely causes of an unreachable bridge (`FATE_BRIDGE.Link.Cause.*`). */
 export const CAUSE = Object.freeze({
-  /** The page is https:// and the address ws://: the browser blocks it (mixed content). */
+  /** The page is https:// and the address ws:// to another machine: the browser blocks it (mixed content). */
   MIXED_CONTENT: "mixed_content",
   /** The address does not parse as a ws:// or wss:// URL. */
   BAD_URL: "bad_url",
@@ -33,16 +44,50 @@ export const CAUSE = Object.freeze({
   NOT_THE_BRIDGE: "not_the_bridge",
   /** The bridge closed the link after `welcome` and does not come back. */
   DROPPED: "dropped",
+  /** A bridge on this computer, an https page from elsewhere: the browser says the GM blocked this site from it. */
+  DEVICE_BLOCKED: "device_blocked",
+  /** The same, and the browser's question was not answered yet (or the bridge is not running). */
+  DEVICE_ASK: "device_ask",
+  /** The same in a browser that does not tell: nothing there, or the browser blocks this page from this computer. */
+  DEVICE_MAYBE: "device_maybe",
 });
+
+/**
+ * Names under which browsers answer `navigator.permissions.query` for a public page reaching
+ * this device, most precise first: Chromium's `loopback-network` (Chrome 146+; Firefox's Local
+ * Network Access uses the same key), then `local-network-access`, the alias that covers it (Chrome 142+). Chromium 156
+ * answers both; a browser that knows neither throws a TypeError (Safari, older Chrome).
+ */
+export const DEVICE_PERMISSIONS = Object.freeze(["loopback-network", "local-network-access"]);
+
+/** What the browser answered for DEVICE_PERMISSIONS (`null`: it does not say). */
+export const PERMISSION = Object.freeze({ GRANTED: "granted", DENIED: "denied", PROMPT: "prompt" });
+
+/**
+ * Whether the browser's local-network permission can be why the bridge at `url` is unreachable:
+ * the bridge is on this computer, the page is https:// and not itself on this computer (a
+ * loopback page reaching loopback is never asked), and the socket never opened.
+ *
+ * @param {{url: string, pageProtocol: string, pageHost: string, reason: string|null}} args
+ *   `pageHost` is the Foundry page's `location.hostname`
+ * @returns {boolean}
+ */
+export function permissionMatters({ url, pageProtocol, pageHost, reason }) {
+  return pageProtocol === "https:" && isLoopbackUrl(url) && !isLoopbackUrl(`https://${pageHost}`)
+    && (reason === DOWN_REASONS.UNREACHABLE || reason === DOWN_REASONS.ERROR);
+}
 
 /**
  * Why the bridge at `url` could not be reached, as far as the browser can tell.
  *
- * @param {{url: string, pageProtocol: string, reason: string|null}} args `pageProtocol` is the
- *   Foundry page's `location.protocol` (`"https:"`); `reason` a DOWN_REASONS value
+ * @param {{url: string, pageProtocol: string, pageHost?: string, reason: string|null, permission?: string|null}} args
+ *   `pageProtocol` is the Foundry page's `location.protocol` (`"https:"`), `pageHost` its
+ *   `location.hostname`; `reason` a DOWN_REASONS value; `permission` the browser's answer for
+ *   DEVICE_PERMISSIONS (a PERMISSION value, null when it does not say), read when
+ *   `permissionMatters`
  * @returns {string} a CAUSE value
  */
-export function likelyCause({ url, pageProtocol, reason }) {
+export function likelyCause({ url, pageProtocol, pageHost = "", reason, permission = null }) {
   let parsed = null;
   try {
     parsed = new URL(url);
@@ -50,9 +95,14 @@ export function likelyCause({ url, pageProtocol, reason }) {
     return CAUSE.BAD_URL;
   }
   if (parsed.protocol !== "ws:" && parsed.protocol !== "wss:") return CAUSE.BAD_URL;
-  if (parsed.protocol === "ws:" && pageProtocol === "https:") return CAUSE.MIXED_CONTENT;
+  if (parsed.protocol === "ws:" && pageProtocol === "https:" && !isLoopbackUrl(url)) return CAUSE.MIXED_CONTENT;
   if (reason === DOWN_REASONS.NO_WELCOME) return CAUSE.NOT_THE_BRIDGE;
   if (reason === DOWN_REASONS.CLOSED || reason === DOWN_REASONS.NO_PONG) return CAUSE.DROPPED;
+  if (permissionMatters({ url, pageProtocol, pageHost, reason })) {
+    if (permission === PERMISSION.DENIED) return CAUSE.DEVICE_BLOCKED;
+    if (permission === PERMISSION.PROMPT) return CAUSE.DEVICE_ASK;
+    if (permission !== PERMISSION.GRANTED) return CAUSE.DEVICE_MAYBE;
+  }
   return CAUSE.NOTHING_THERE;
 }
 
@@ -100,16 +150,21 @@ export function compareVersions({ moduleVersion, protocolVersion, welcome }) {
  * @param {object} deps
  * @param {string} deps.url the bridge address the connection uses
  * @param {string} deps.pageProtocol the Foundry page's `location.protocol`
+ * @param {string} [deps.pageHost] the Foundry page's `location.hostname`
  * @param {string} deps.moduleVersion this module's version (module.json)
  * @param {number} deps.protocolVersion the wire protocol this module speaks
  * @param {(level: "info"|"warn"|"error", key: string, data?: object) => void} deps.notify
  * @param {(key: string) => string} deps.localize (a cause's text goes into the notice)
  * @param {(view: LinkView) => void} deps.show draws the badge
+ * @param {(names: readonly string[]) => Promise<string|null>} [deps.permissionState] the
+ *   browser's answer for the first of `names` it knows (foundry.js permissionState); asked after
+ *   each failed attempt where `permissionMatters`, so the outage notice and the badge name the
+ *   permission's state as it is then. Without it the browser is taken not to say.
  * @returns {{status(status: import("./connection.js").ConnectionStatus): void, welcome(welcome: object): void,
  *   refused(refusal: {code: string, type: string, bytes: number|null, limit: number|null}): void, view(): LinkView}}
  *   the three connection callbacks, and the current view
  */
-export function createLinkStatus({ url, pageProtocol, moduleVersion, protocolVersion, notify, localize, show }) {
+export function createLinkStatus({ url, pageProtocol, pageHost = "", moduleVersion, protocolVersion, notify, localize, show, permissionState = async () => null }) {
   /** @type {LinkView} */
   let view = { state: LINK.CONNECTING, url, moduleVersion, protocolVersion, retryInMs: null, cause: null, holder: null, versions: null, refused: 0 };
   /** True from the first failed attempt until the next `welcome`: one notice per outage. */
@@ -117,35 +172,54 @@ export function createLinkStatus({ url, pageProtocol, moduleVersion, protocolVer
   let queueFullNoticed = false;
   /** "bridgeVersion/protocol" of the last version difference told, so a reconnect does not repeat it. */
   let versionsNoticed = null;
+  /** Counts status and welcome calls: a permission answer arriving after a newer one changes no badge. */
+  let seen = 0;
 
   const update = (changes) => {
     view = { ...view, ...changes };
     show({ ...view });
   };
 
+  /** A failed attempt that will be retried: the badge's cause, and the outage's one notice. */
+  function failed(status) {
+    const at = (seen += 1);
+    // A link that drops and comes straight back is no news; one that cannot be reached is.
+    const tell = !outageNoticed && status.reason !== DOWN_REASONS.CLOSED;
+    if (tell) outageNoticed = true;
+    const settle = (permission) => {
+      const cause = likelyCause({ url, pageProtocol, pageHost, reason: status.reason, permission });
+      if (at === seen) update({ state: LINK.CONNECTING, retryInMs: status.retryInMs, cause });
+      if (tell) notify("error", "FATE_BRIDGE.Link.Notice.Unreachable", { url, cause: localize(`FATE_BRIDGE.Link.Cause.${cause}`) });
+    };
+    if (!permissionMatters({ url, pageProtocol, pageHost, reason: status.reason })) {
+      settle(null);
+      return;
+    }
+    update({ state: LINK.CONNECTING, retryInMs: status.retryInMs, cause: null });
+    permissionState(DEVICE_PERMISSIONS).then(settle, () => settle(null));
+  }
+
   return {
     status(status) {
       if (status.state === STATE.CONNECTED) return; // welcome() follows with the versions
       if (status.reason === DOWN_REASONS.UNAUTHORIZED) {
+        seen += 1;
         update({ state: LINK.REFUSED, retryInMs: null, cause: null });
         notify("error", "FATE_BRIDGE.Link.Notice.Refused", { url });
       } else if (status.reason === DOWN_REASONS.SUPERSEDED) {
+        seen += 1;
         update({ state: LINK.SUPERSEDED, retryInMs: null, cause: null, holder: status.holder });
         if (status.holder) notify("warn", "FATE_BRIDGE.Status.Superseded", { holder: status.holder });
         else notify("warn", "FATE_BRIDGE.Status.SupersededUnknown");
       } else if (status.state === STATE.DOWN && status.retryInMs !== null) {
-        const cause = likelyCause({ url, pageProtocol, reason: status.reason });
-        update({ state: LINK.CONNECTING, retryInMs: status.retryInMs, cause });
-        // A link that drops and comes straight back is no news; one that cannot be reached is.
-        if (!outageNoticed && status.reason !== DOWN_REASONS.CLOSED) {
-          outageNoticed = true;
-          notify("error", "FATE_BRIDGE.Link.Notice.Unreachable", { url, cause: localize(`FATE_BRIDGE.Link.Cause.${cause}`) });
-        }
+        failed(status);
       } else if (status.state === STATE.CONNECTING) {
+        seen += 1;
         update({ state: LINK.CONNECTING, retryInMs: null });
       }
     },
     welcome(welcome) {
+      seen += 1;
       const versions = compareVersions({ moduleVersion, protocolVersion, welcome });
       update({ state: versions.protocol ? LINK.VERSION_MISMATCH : LINK.CONNECTED, retryInMs: null, cause: null, holder: null, versions });
       notify("info", outageNoticed ? "FATE_BRIDGE.Link.Notice.Back" : "FATE_BRIDGE.Status.Connected", { url });

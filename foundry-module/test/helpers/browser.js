@@ -22,11 +22,12 @@ export const CHROMIUM_SKIP = existsSync(CHROMIUM) ? false : `${CHROMIUM} is miss
  * @param {string} dir a temporary folder for the browser profile
  * @param {{width: number, height: number}} [viewport] playwright's default when absent
  * @param {string} [profile] the profile's folder name inside `dir` (one per browser a test file opens)
+ * @param {string[]} [extraArgs] chromium flags on top of CHROMIUM_FLAGS
  * @returns {Promise<import("playwright-core").BrowserContext>}
  */
-export function launchChromium(dir, viewport, profile = "chromium-profile") {
+export function launchChromium(dir, viewport, profile = "chromium-profile", extraArgs = []) {
   return chromium.launchPersistentContext(path.join(dir, profile), {
-    executablePath: CHROMIUM, headless: true, args: CHROMIUM_FLAGS, viewport,
+    executablePath: CHROMIUM, headless: true, args: [...CHROMIUM_FLAGS, ...extraArgs], viewport,
   });
 }
 
