@@ -750,10 +750,11 @@ async def start(
     (frames per second, burst) per world (and per overlay viewer), None for no limit.
     ``viewers``: the overlay fan-out (default: :class:`Viewers` with the default limits).
     ``public_url``: the bridge's address as others reach it, for the module manifest (default:
-    the address it listens on, :func:`bridge.startup.listen_base`; never a request's Host). ``limits``: connections and hellos per address and in
-    total (default :class:`Limits`). ``cluster``: the other bridge processes on the same
-    PostgreSQL store (see :mod:`bridge.cluster`). ``reuse_port``: bind with SO_REUSEPORT, so
-    several processes share the port (the kernel spreads connections). ``drain``: what
+    the address it listens on, :func:`bridge.startup.listen_base`; never a request's Host).
+    ``limits``: connections and hellos per address and in total (default :class:`Limits`).
+    ``cluster``: the other bridge processes on the same PostgreSQL store (see
+    :mod:`bridge.cluster`). ``reuse_port``: bind with SO_REUSEPORT, so several processes share
+    the port (the kernel spreads connections). ``drain``: what
     :func:`serve_until` starts on SIGTERM (pass the same one to both). Raises ``OSError`` when
     the address is taken or cannot be listened on.
     """
