@@ -30,7 +30,7 @@ from .limits import Limits
 from .server import RATE_BURST_SECONDS, RATE_PER_SECOND
 from .session import OVERLAY_PATH, Session, hash_token, new_token
 from .migrate import migrate, source_db
-from .release import PUBLIC_URL_ENV
+from .release import PUBLIC_URL_ENV, REPOSITORY, release_manifest_url, release_tag, repository_name
 from .startup import bridge_address, folder_given, holding_database, listen_problem, reach_lines
 from .store import open_store
 from .store.writer import MAX_WORLDS_IN_MEMORY
@@ -141,6 +141,14 @@ def bridge_url(text: str) -> str:
             f"{text!r} is not a bridge address: write it with its scheme, e.g. http://127.0.0.1:8765 "
             "or https://foundry.example.org/fate-bridge/")
     return text
+
+
+def github_repository(text: str) -> str:
+    """argparse type of ``release --repository``: :func:`bridge.release.repository_name`."""
+    try:
+        return repository_name(text)
+    except ConfigError as exc:
+        raise argparse.ArgumentTypeError(str(exc)) from None
 
 
 class _WorldParser(argparse.ArgumentParser):
@@ -547,11 +555,19 @@ def _add_operator_commands(commands, add_db, add_key, add_signing_key) -> None:
         "release",
         help="write the Foundry module's manifest and zip for a release",
         description="Write module.json and fate-bridge.zip (the module's runtime files only: "
-        "scripts, styles, lang, README, LICENSE) into --out. With --public-url the manifest's "
-        "manifest and download point at that address's /module/ (where serve offers them); "
-        "without, it installs by hand. The bridge itself builds with `python -m build`.",
+        "scripts, styles, lang, README, LICENSE) into --out, for the GitHub release of this "
+        "version (.github/workflows/release.yml runs it on each tag vX.Y.Z): the manifest's "
+        "manifest is the newest release's module.json "
+        f"({release_manifest_url('OWNER/REPO')}), its download this "
+        "version's zip. With --public-url they point at that address's /module/ instead "
+        "(where serve offers them). The bridge itself builds with `python -m build`.",
     )
     rel.add_argument("--out", type=Path, default=Path("dist"), help="folder to write (default dist/)")
+    rel.add_argument("--repository", type=github_repository, default=REPOSITORY, metavar="OWNER/REPO",
+                     help=f"the GitHub repository the release is published in (default {REPOSITORY})")
+    rel.add_argument("--tag", metavar="TAG",
+                     help=f"refuse unless TAG is this version's tag, {release_tag()} (the workflow passes "
+                     "the tag it runs for)")
     rel.add_argument("--public-url", type=bridge_url, metavar="URL",
                      help="the address the bridge will be reached at, e.g. https://foundry.example.org/fate-bridge/")
 

@@ -22,7 +22,7 @@ import ipaddress
 from collections.abc import Callable
 from http import HTTPStatus
 from importlib import resources
-from urllib.parse import urljoin, urlsplit
+from urllib.parse import urlsplit
 
 from websockets.asyncio.server import ServerConnection
 from websockets.datastructures import Headers
@@ -63,8 +63,6 @@ PAGE_HEADERS = (
     ("Cache-Control", "no-cache"),
 )
 # Foundry's server fetches the manifest and the zip, not a browser page: no CORS header needed.
-
-PACKAGES_KEPT = 4  # module zips built for different public addresses, kept in memory
 
 
 def _load_overlay() -> dict[str, tuple[bytes, str]]:
@@ -117,34 +115,29 @@ def _bearer(request: Request) -> str | None:
 
 class Pages:
     """Answers the plain HTTP paths of one server. ``public_url``: the bridge's address as
-    others reach it (``--public-url``); without it the manifest points at the address the
-    request came to (its Host header and scheme). The module's zip is built once, on the
-    first request for it, per public address (the last ``PACKAGES_KEPT`` addresses)."""
+    others reach it, which the manifest and the landing page name: ``--public-url``, else the
+    address the server listens on (None until :func:`bridge.server.start` has bound its port and
+    set it). Never a request's Host header: anyone may send any Host, and a manifest pointing
+    where a client chose would send Foundry's download elsewhere. The module's zip is built
+    once, on the first request for it."""
 
     def __init__(self, store: SQLiteStore, presence: status.Presence, viewer_count: Callable[[str], int],
-                 *, origins: list[str] | None, public_url: str | None, tls: bool,
+                 *, origins: list[str] | None, public_url: str | None,
                  metrics: metrics.Metrics | None = None) -> None:
         self.store, self.presence, self.viewer_count = store, presence, viewer_count
         self.metrics = metrics  # what ``/metrics`` answers (404 without)
-        self.origins, self.public_url, self.tls = origins, public_url, tls
+        self.origins, self.public_url = origins, public_url
         self.overlay = _load_overlay()
         self.overlay_pages = overlay_page.render_pages()  # the page by language (``&lang=``)
-        self._packages: dict[str, release.Package] = {}
+        self._package: release.Package | None = None
 
-    def base(self, request: Request) -> str:
-        """The public address this request's manifest points at."""
-        if self.public_url is not None:
-            return self.public_url
-        host = request.headers.get("Host") or "127.0.0.1"
-        return f"{'https' if self.tls else 'http'}://{host}/"
-
-    def _package(self, request: Request) -> release.Package:
-        base = release.public_base(self.base(request))
-        if base not in self._packages:
-            if len(self._packages) >= PACKAGES_KEPT:  # the Host header is the client's to choose
-                del self._packages[next(iter(self._packages))]
-            self._packages[base] = release.package(base)
-        return self._packages[base]
+    def package(self) -> release.Package:
+        """The module's manifest and zip for :attr:`public_url` (built on the first call).
+        Raises ``ConfigError`` when the module's folder is missing."""
+        if self._package is None:
+            assert self.public_url is not None, "serve sets public_url once listening"
+            self._package = release.package(self.public_url)
+        return self._package
 
     async def __call__(self, connection: ServerConnection, request: Request) -> Response | None:
         """websockets' ``process_request``: a Response for the plain HTTP paths, None to go on
@@ -161,7 +154,7 @@ class Pages:
             return _body(HTTPStatus.OK, body, kind, OVERLAY_HEADERS)
         if path in (MANIFEST_PATH, ZIP_PATH):
             try:
-                built = self._package(request)
+                built = self.package()
             except ConfigError as exc:
                 return connection.respond(HTTPStatus.NOT_FOUND, f"{exc}\n")
             if path == MANIFEST_PATH:
@@ -174,7 +167,7 @@ class Pages:
             return await self._metrics(connection, request)
         if path == "/" and request.headers.get("Upgrade", "").lower() != "websocket":
             registered = bool(await self.store.worlds())
-            return _body(HTTPStatus.OK, self.landing(request, registered), "text/html; charset=utf-8", PAGE_HEADERS)
+            return _body(HTTPStatus.OK, self.landing(registered), "text/html; charset=utf-8", PAGE_HEADERS)
         origin = request.headers.get("Origin")
         if self.origins is None or origin is None or origin in self.origins or _own_origin(request):
             return None
@@ -218,12 +211,12 @@ class Pages:
                     "On the bridge's machine run `fate-bridge status`.\n")
         return only
 
-    def landing(self, request: Request, registered: bool) -> bytes:
+    def landing(self, registered: bool) -> bytes:
         """The page at ``/``: what this server is, links to health, overlay, the dice check page and
         the manifest; while no world is ``registered``, the next step (``world add``) first. Names no
         world, path or secret (anyone may fetch it)."""
-        manifest = urljoin(release.public_base(self.base(request)), MANIFEST_PATH.lstrip("/"))
-        link = html.escape(manifest)
+        assert self.public_url is not None, "serve sets public_url once listening"
+        link = html.escape(release.manifest_url(self.public_url))
         next_step = "" if registered else """<p class="next"><b>Next step: register a world.</b> No world is
 registered yet. In a terminal on the bridge's machine run <code>fate-bridge world add YOUR_WORLD_ID</code>
 (with the same <code>--db</code> as <code>serve</code>, if you gave one): it prints the world's token, to

@@ -86,12 +86,15 @@ def run_restore(args: argparse.Namespace) -> int:
 
 
 def run_release(args: argparse.Namespace) -> int:
-    """``fate-bridge release``: write module.json and the zip for a release page."""
+    """``fate-bridge release``: write module.json and the zip for a release (GitHub's, or a
+    bridge's at ``--public-url``); prints their paths, then where Foundry installs from."""
+    if args.tag is not None:
+        release.check_tag(args.tag)  # a tag that is not this version's: nothing written
     if args.public_url is not None:
         release.public_base(args.public_url)  # a bad address is refused before anything is written
-    for path in release.write_release(args.out, args.public_url):
+    for path in release.write_release(args.out, args.public_url, args.repository):
         print(path)
-    if args.public_url is None:
-        print("(no --public-url: the manifest has no manifest/download URLs; the zip installs by hand)",
-              file=sys.stderr)
+    where = (release.manifest_url(args.public_url) if args.public_url is not None
+             else release.release_manifest_url(args.repository))
+    print(f"Foundry installs it from {where}", file=sys.stderr)
     return 0

@@ -4,7 +4,19 @@ Foundry's *Install Module* takes a manifest URL, reads ``download`` from it and 
 into ``Data/modules/<id>/`` (Foundry's ``ModuleManifestData``: ``manifest`` is the URL Foundry
 checks for updates, ``download`` the zip; https://foundryvtt.com/api/interfaces/foundry.packages.types.ModuleManifestData.html).
 The bridge serves both at ``/module/module.json`` and ``/module/fate-bridge.zip``
-(:mod:`bridge.http`); ``fate-bridge release`` writes the same two files for a release page.
+(:mod:`bridge.http`): enough for a Foundry on the bridge's machine or network. A Foundry hosted
+elsewhere (The Forge, Molten, a rented server) fetches the manifest from its own server, which
+cannot reach a GM's computer: it installs from the project's GitHub release instead.
+``fate-bridge release`` writes the two files for it, and ``.github/workflows/release.yml`` runs it on
+each version tag ``vX.Y.Z`` and attaches them to that tag's release. GitHub answers
+``/releases/latest/download/NAME`` with the newest release's asset NAME
+(https://docs.github.com/en/repositories/releasing-projects-on-github/linking-to-releases), so the
+released manifest's ``manifest`` (where Foundry checks for updates) stays the same URL from release
+to release, while its ``download`` names the zip of its own tag, as Foundry packages commonly do.
+The repository is :data:`REPOSITORY` (``release --repository OWNER/REPO`` for a fork; the workflow
+passes its own). The checked-in ``foundry-module/module.json`` names no URL: every manifest built
+here gets ``url``, ``bugs`` and ``changelog`` from the repository, ``manifest`` and ``download``
+from where it is served.
 
 The zip holds ``module.json`` at its root and only what Foundry loads or shows: ``scripts/``,
 ``styles/``, ``lang/``, ``README.md`` and ``LICENSE`` (no ``node_modules``, no tests, no npm
@@ -16,6 +28,7 @@ from __future__ import annotations
 import io
 import json
 import os
+import re
 import zipfile
 from dataclasses import dataclass
 from pathlib import Path
@@ -33,6 +46,11 @@ RUNTIME_FILES = ("README.md", "LICENSE")  # what Foundry shows (manifest ``readm
 ZIP_TIME = (2020, 1, 1, 0, 0, 0)  # every entry's time, so the zip's bytes depend on content only
 PUBLIC_URL_ENV = "FATE_BRIDGE_PUBLIC_URL"
 MODULE_DIR_ENV = "FATE_BRIDGE_MODULE_DIR"
+REPOSITORY = "fate-bridge/fate-bridge"  # the project's GitHub OWNER/REPO: its page, issues, releases
+GITHUB = "https://github.com/"
+# GitHub's names: an owner is letters, digits and hyphens (at most 39), a repository letters,
+# digits, ".", "-" and "_" (at most 100), never "." or "..".
+REPOSITORY_NAME = re.compile(r"[A-Za-z0-9-]{1,39}/(?!\.\.?$)[A-Za-z0-9._-]{1,100}")
 
 
 def module_dir() -> Path:
@@ -63,6 +81,39 @@ def manifest_url(base: str) -> str:
     return urljoin(public_base(base), MODULE_PATH.lstrip("/") + MANIFEST_NAME)
 
 
+def repository_name(value: str) -> str:
+    """``value`` if it names a GitHub repository as ``OWNER/REPO``. Raises ``ConfigError`` otherwise."""
+    if not REPOSITORY_NAME.fullmatch(value):
+        raise ConfigError(f"{value!r} is not a GitHub repository: write it as OWNER/REPO, "
+                          f"e.g. {REPOSITORY}")
+    return value
+
+
+def release_tag(version: str = __version__) -> str:
+    """The git tag of ``version``'s release: ``v`` and the version (``v0.1.0``)."""
+    return f"v{version}"
+
+
+def check_tag(tag: str) -> None:
+    """Raises ``ConfigError`` unless ``tag`` is this version's :func:`release_tag`: a release
+    whose tag and version differ would point its ``download`` at a release that does not exist."""
+    if tag != release_tag():
+        raise ConfigError(f"the tag {tag!r} is not this version's: the bridge and the module are "
+                          f"{__version__}, so the tag must be {release_tag()!r} (set the new version in "
+                          "pyproject.toml, bridge/__init__.py, foundry-module/module.json and "
+                          "foundry-module/package.json, then tag that commit)")
+
+
+def release_manifest_url(repository: str = REPOSITORY) -> str:
+    """The manifest URL a hosted Foundry installs from: the newest release's ``module.json``."""
+    return f"{GITHUB}{repository}/releases/latest/download/{MANIFEST_NAME}"
+
+
+def release_download_url(repository: str = REPOSITORY, version: str = __version__) -> str:
+    """The zip of ``version``'s release in ``repository``."""
+    return f"{GITHUB}{repository}/releases/download/{release_tag(version)}/{ZIP_NAME}"
+
+
 def runtime_files(folder: Path) -> list[str]:
     """The module's runtime files, relative POSIX paths, sorted (``module.json`` excluded: the
     zip carries the served manifest instead)."""
@@ -73,19 +124,24 @@ def runtime_files(folder: Path) -> list[str]:
     return sorted(found)
 
 
-def manifest(folder: Path, base: str | None) -> dict:
-    """The module's ``module.json`` as served: the checked-in one with ``version`` set to the
-    bridge's, and, with ``base`` (the bridge's public address), ``manifest`` and ``download``
-    pointing at the bridge. Raises ``ConfigError`` when the checked-in file is not JSON."""
+def manifest(folder: Path, base: str | None, repository: str = REPOSITORY) -> dict:
+    """The module's ``module.json`` as installed: the checked-in one with ``version`` set to the
+    bridge's; ``url``, ``bugs`` and ``changelog`` the pages of the GitHub ``repository``
+    (``OWNER/REPO``); ``manifest`` and ``download`` the bridge's ``/module/`` with ``base`` (its
+    public address), else ``repository``'s release of this version (:func:`release_manifest_url`,
+    :func:`release_download_url`). Raises ``ConfigError`` when the checked-in file is not JSON."""
     try:
         data = json.loads((folder / MANIFEST_NAME).read_text(encoding="utf-8"))
     except (OSError, ValueError) as exc:
         raise ConfigError(f"cannot read {folder / MANIFEST_NAME}: {exc}") from None
-    data["version"] = __version__
+    page = GITHUB + repository
+    data.update(version=__version__, url=page, bugs=f"{page}/issues",
+                changelog=f"{page}/blob/{release_tag()}/CHANGELOG.md")
     if base is not None:
         root = urljoin(public_base(base), MODULE_PATH.lstrip("/"))
-        data["manifest"] = root + MANIFEST_NAME
-        data["download"] = root + ZIP_NAME
+        data.update(manifest=root + MANIFEST_NAME, download=root + ZIP_NAME)
+    else:
+        data.update(manifest=release_manifest_url(repository), download=release_download_url(repository))
     return data
 
 
@@ -102,12 +158,11 @@ class Package:
     zip: bytes
 
 
-def package(base: str | None, folder: Path | None = None) -> Package:
-    """Build the manifest and zip of the module in ``folder`` (default :func:`module_dir`) for
-    the bridge at ``base`` (None: a manifest without ``manifest``/``download``, for a zip
-    installed by hand)."""
+def package(base: str | None, folder: Path | None = None, repository: str = REPOSITORY) -> Package:
+    """Build the manifest (:func:`manifest`) and zip of the module in ``folder`` (default
+    :func:`module_dir`): served by the bridge at ``base``, or (None) released in ``repository``."""
     folder = module_dir() if folder is None else folder
-    body = manifest_bytes(manifest(folder, base))
+    body = manifest_bytes(manifest(folder, base, repository))
     buffer = io.BytesIO()
     with zipfile.ZipFile(buffer, "w", zipfile.ZIP_DEFLATED) as archive:
         archive.writestr(zipfile.ZipInfo(MANIFEST_NAME, ZIP_TIME), body, zipfile.ZIP_DEFLATED)
@@ -117,9 +172,10 @@ def package(base: str | None, folder: Path | None = None) -> Package:
     return Package(body, buffer.getvalue())
 
 
-def write_release(out: Path, base: str | None) -> list[Path]:
-    """Write ``module.json`` and ``fate-bridge.zip`` into ``out`` (created); returns their paths."""
-    built = package(base)
+def write_release(out: Path, base: str | None, repository: str = REPOSITORY) -> list[Path]:
+    """Write ``module.json`` and ``fate-bridge.zip`` (:func:`package`) into ``out`` (created);
+    returns their paths."""
+    built = package(base, repository=repository)
     try:
         out.mkdir(parents=True, exist_ok=True)
         (out / MANIFEST_NAME).write_bytes(built.manifest)

@@ -51,6 +51,7 @@ from .limits import Admission, Limits, RateLimit, WorldRates
 from .metrics import Metrics
 from .session import (CLOSE_HELLO_TIMEOUT, CLOSE_SUPERSEDED, CLOSE_UNAUTHORIZED,
                       CLOSE_VIEWER_TOO_SLOW, Reply, Session, error_frame)
+from .startup import listen_base
 from .report import draw as draw_report
 from .status import Link, Presence
 from .store import SQLiteStore, Store
@@ -749,10 +750,11 @@ async def start(
     (frames per second, burst) per world (and per overlay viewer), None for no limit.
     ``viewers``: the overlay fan-out (default: :class:`Viewers` with the default limits).
     ``public_url``: the bridge's address as others reach it, for the module manifest (default:
-    the address each request came to). ``limits``: connections and hellos per address and in
-    total (default :class:`Limits`). ``cluster``: the other bridge processes on the same
-    PostgreSQL store (see :mod:`bridge.cluster`). ``reuse_port``: bind with SO_REUSEPORT, so
-    several processes share the port (the kernel spreads connections). ``drain``: what
+    the address it listens on, :func:`bridge.startup.listen_base`; never a request's Host).
+    ``limits``: connections and hellos per address and in total (default :class:`Limits`).
+    ``cluster``: the other bridge processes on the same PostgreSQL store (see
+    :mod:`bridge.cluster`). ``reuse_port``: bind with SO_REUSEPORT, so several processes share
+    the port (the kernel spreads connections). ``drain``: what
     :func:`serve_until` starts on SIGTERM (pass the same one to both). Raises ``OSError`` when
     the address is taken or cannot be listened on.
     """
@@ -762,9 +764,8 @@ async def start(
     admission = Admission(limits or Limits(), asyncio.get_running_loop().time, _evicter(refusals))
     metrics = Metrics(asyncio.get_running_loop().time, lambda: admission.total)
     metrics.watch(store)
-    pages = Pages(store, presence, viewers.count, origins=origins, public_url=public_url,
-                  tls=tls is not None, metrics=metrics)
-    return await serve(
+    pages = Pages(store, presence, viewers.count, origins=origins, public_url=public_url, metrics=metrics)
+    server = await serve(
         make_handler(store, dice or SecretDice(), hello_timeout, rate, viewers, presence, admission, cluster,
                      metrics, drain),
         host,
@@ -776,7 +777,12 @@ async def start(
         compression=None,
         ssl=tls,
         reuse_port=reuse_port or None,
+        start_serving=False,  # bound, not accepting until the manifest's address is known
     )
+    if public_url is None:
+        pages.public_url = listen_base(host, server.sockets[0].getsockname()[1], tls is not None)
+    await server.start_serving()
+    return server
 
 
 def stop_on_signals() -> asyncio.Future[None]:

@@ -200,14 +200,22 @@ def _url_host(host: str) -> str:
     return f"[{host}]" if ":" in host else host
 
 
+def listen_base(host: str, port: int, tls: bool) -> str:
+    """The http(s) address of a bridge listening on ``host:port`` (a wildcard: this machine's
+    first address others can reach), ending in ``/``: where its manifest points without
+    ``--public-url``, in the banner and in the served ``module.json`` alike."""
+    return f"{'https' if tls else 'http'}://{_url_host(host)}:{port}/"
+
+
 def reach_lines(host: str, port: int, tls: bool, public_url: str | None) -> list[str]:
     """What ``serve`` prints once listening: the bridge URL(s) for the module's setting and the
-    manifest URL to paste into Foundry's *Install Module*."""
+    manifest URL to paste into Foundry's *Install Module*: the bridge's own, which only a Foundry
+    that reaches this machine can fetch, and (without ``public_url``) the GitHub release's, for
+    a Foundry hosted elsewhere (:mod:`bridge.release`)."""
     scheme = "wss" if tls else "ws"
+    install = "Install the module in Foundry: Add-on Modules -> Install Module -> Manifest URL:"
     if public_url is not None:
-        return [f"Others reach it at {public_url}",
-                f"Install the module in Foundry: Add-on Modules -> Install Module -> Manifest URL:\n"
-                f"  {release.manifest_url(public_url)}"]
+        return [f"Others reach it at {public_url}", f"{install}\n  {release.manifest_url(public_url)}"]
     lines = []
     if host in WILDCARDS:
         addresses = lan_addresses()
@@ -216,12 +224,17 @@ def reach_lines(host: str, port: int, tls: bool, public_url: str | None) -> list
                     f"reach yet; on this machine use {scheme}://127.0.0.1:{port}"]
         lines.append("Others on your network reach it at: "
                      + ", ".join(f"{scheme}://{address}:{port}" for address in addresses))
+        reached_by = "a Foundry on this machine or your network"
     elif _is_ip(host) and ipaddress.ip_address(host).is_loopback:
         lines.append("Only this machine can connect (--host 0.0.0.0 accepts other machines)")
-    base = f"{'https' if tls else 'http'}://{_url_host(host)}:{port}/"
-    lines.append(f"Install the module in Foundry: Add-on Modules -> Install Module -> Manifest URL:\n"
-                 f"  {release.manifest_url(base)}\n"
-                 f"  (behind a proxy or another name, start serve with --public-url https://NAME/PATH)")
+        reached_by = "a Foundry on this machine"
+    else:
+        reached_by = f"a Foundry that reaches {host}"
+    lines.append(f"{install}\n"
+                 f"  {release.manifest_url(listen_base(host, port, tls))}\n"
+                 f"  (for {reached_by}; behind a proxy or another name, start serve with --public-url https://NAME/PATH)\n"
+                 "A hosted Foundry (The Forge, Molten, a rented server) cannot reach that address; its Manifest URL is the release's:\n"
+                 f"  {release.release_manifest_url()}")
     return lines
 
 

@@ -461,7 +461,7 @@ async def test_the_page_recomputes_every_die_of_an_export_as_the_bridge_does(fai
 
 
 async def test_the_bridge_serves_the_page_and_its_script(store):
-    pages = Pages(store, Presence(), lambda world: 0, origins=None, public_url=None, tls=False)
+    pages = Pages(store, Presence(), lambda world: 0, origins=None, public_url=None)
     for path, kind, text in (("/verify", "text/html; charset=utf-8", 'href="/verify/verify.css"'),
                              ("/verify/verify.js", "text/javascript; charset=utf-8", "export async function checkTrail"),
                              ("/verify/verify.css", "text/css; charset=utf-8", "font: 15px/1.5 system-ui")):

@@ -5,9 +5,11 @@ writes the same files; ``python -m build`` builds the bridge."""
 from __future__ import annotations
 
 import asyncio
+import http.client
 import io
 import json
 import re
+import shlex
 import subprocess
 import sys
 import urllib.request
@@ -15,6 +17,7 @@ import zipfile
 from pathlib import Path
 
 import pytest
+import yaml
 from websockets.datastructures import Headers
 from websockets.http11 import Request
 
@@ -29,6 +32,7 @@ from bridge.store import SQLiteStore
 
 ROOT = Path(__file__).resolve().parent.parent
 MODULE = ROOT / "foundry-module"
+WORKFLOW = ROOT / ".github" / "workflows" / "release.yml"
 IMPORT = re.compile(r"""(?:^|\s)(?:import|export)\s[^;]*?from\s*["'](\.[^"']+)["']|import\s*\(?\s*["'](\.[^"']+)["']""")
 
 
@@ -79,14 +83,18 @@ class TestManifestInTheRepo:
         package = json.loads((MODULE / "package.json").read_text())
         assert package["version"] == bridge.__version__
 
-    def test_fields_foundry_users_expect(self):
-        # Foundry's ModuleManifestData: url, bugs and changelog are web URLs; readme and
-        # license may be paths inside the package.
+    def test_the_checked_in_manifest_names_no_url_every_built_one_names_the_repository(self):
+        # Foundry's ModuleManifestData: url, bugs and changelog are web URLs; readme and license
+        # may be paths inside the package. The checked-in file names no place to install from:
+        # each built manifest gets them from the repository and where it is served.
         manifest = json.loads((MODULE / "module.json").read_text())
-        for field in ("url", "bugs", "changelog"):
-            assert manifest[field].startswith("https://"), field
+        assert not {"url", "bugs", "changelog", "manifest", "download"} & set(manifest)
         assert (MODULE / manifest["readme"]).is_file()
         assert (MODULE / manifest["license"]).is_file()
+        built = release.manifest(MODULE, "http://127.0.0.1:8765")
+        assert (built["url"], built["bugs"], built["changelog"]) == (
+            "https://github.com/fate-bridge/fate-bridge", "https://github.com/fate-bridge/fate-bridge/issues",
+            f"https://github.com/fate-bridge/fate-bridge/blob/v{bridge.__version__}/CHANGELOG.md")
 
     def test_the_zip_leaves_out_tests_node_modules_and_npm_files(self):
         files = release.runtime_files(MODULE)
@@ -144,7 +152,7 @@ class TestServedByTheBridge:
         """Issue 25: a GM who opens the bridge's address before `world add` is told to run it."""
         store = await SQLiteStore.open(":memory:")
         try:
-            pages = Pages(store, Presence(), lambda world: 0, origins=None, public_url=None, tls=False)
+            pages = Pages(store, Presence(), lambda world: 0, origins=None, public_url="http://127.0.0.1:8765")
             page = (await pages(None, Request("/", Headers()))).body.decode()
             assert "Next step: register a world." in page
             assert "<code>fate-bridge world add YOUR_WORLD_ID</code>" in page and 'href="/verify"' in page
@@ -161,8 +169,32 @@ class TestRelease:
         manifest = json.loads((out / "module.json").read_text())
         assert manifest["manifest"] == "https://fb.example.org/x/module/module.json"
         assert manifest["download"] == "https://fb.example.org/x/module/fate-bridge.zip"
+        assert "Foundry installs it from https://fb.example.org/x/module/module.json" in capsys.readouterr().err
         folder = unpack((out / "fate-bridge.zip").read_bytes(), tmp_path / "modules")
         assert assert_loadable(folder) == manifest
+
+    def test_release_without_an_address_points_at_the_github_release(self, tmp_path, capsys):
+        out = tmp_path / "dist"
+        assert main(["release", "--out", str(out)]) == 0
+        manifest = json.loads((out / "module.json").read_text())
+        assert manifest["manifest"] == "https://github.com/fate-bridge/fate-bridge/releases/latest/download/module.json"
+        assert manifest["download"] == (f"https://github.com/fate-bridge/fate-bridge/releases/download/"
+                                        f"v{bridge.__version__}/fate-bridge.zip")
+        assert f"Foundry installs it from {manifest['manifest']}" in capsys.readouterr().err
+
+    def test_a_tag_that_is_not_this_version_writes_nothing(self, tmp_path, capsys):
+        assert main(["release", "--out", str(tmp_path), "--tag", "v99.0.0"]) == 2
+        assert (f"the tag 'v99.0.0' is not this version's: the bridge and the module are {bridge.__version__}, "
+                f"so the tag must be 'v{bridge.__version__}'") in capsys.readouterr().err
+        assert not (tmp_path / "module.json").exists()
+
+    @pytest.mark.parametrize("repository", ["fate-bridge", "a/b/c", "https://github.com/a/b", "a/..", "-x/y z"])
+    def test_a_repository_not_written_owner_slash_repo_is_one_clear_line(self, tmp_path, capsys, repository):
+        with pytest.raises(SystemExit) as exited:
+            main(["release", "--out", str(tmp_path), "--repository", repository])
+        assert exited.value.code == 2
+        assert f"{repository!r} is not a GitHub repository: write it as OWNER/REPO" in capsys.readouterr().err
+        assert not (tmp_path / "module.json").exists()
 
     def test_release_zip_is_the_same_bytes_each_time(self, tmp_path):
         assert release.package("https://a.example/").zip == release.package("https://a.example/").zip
@@ -195,16 +227,120 @@ class TestRelease:
         assert not [n for n in names if n.startswith("tests/")]
 
 
-class TestZipsKept:
-    async def test_a_client_choosing_host_headers_cannot_pile_up_zips(self, store):
-        from websockets.datastructures import Headers
-        from websockets.http11 import Request
+class TestReleaseWorkflow:
+    """``.github/workflows/release.yml``: on a tag ``v*`` it installs the bridge, runs
+    ``fate-bridge release`` and publishes the two files it writes as the tag's release assets.
+    The command is read from the file and run here as GitHub would run it for this version's
+    tag in a repository ``someone/fork``."""
 
-        from bridge.http import PACKAGES_KEPT, Pages
-        from bridge.status import Presence
+    GITHUB = {"github.repository": "someone/fork", "github.ref_name": f"v{bridge.__version__}",
+              "github.token": "TOKEN"}
 
-        pages = Pages(store, Presence(), lambda world: 0, origins=None, public_url=None, tls=False)
-        for n in range(PACKAGES_KEPT + 3):
-            built = pages._package(Request("/module/module.json", Headers({"Host": f"h{n}.example:1"})))
-            assert json.loads(built.manifest)["manifest"] == f"http://h{n}.example:1/module/module.json"
-        assert len(pages._packages) == PACKAGES_KEPT
+    @pytest.fixture
+    def workflow(self) -> dict:
+        return yaml.safe_load(WORKFLOW.read_text())
+
+    def expand(self, text: str) -> str:
+        """``text`` with its ``${{ name }}`` expressions replaced from :attr:`GITHUB`."""
+        return re.sub(r"\$\{\{\s*([\w.]+)\s*\}\}", lambda m: self.GITHUB[m.group(1)], text)
+
+    def steps(self, workflow: dict) -> dict[str, list[str]]:
+        """Each step's ``run`` as argv, its ``$NAME`` taken from the job's and step's env."""
+        (job,) = workflow["jobs"].values()
+        runs = {}
+        for step in job["steps"]:
+            if "run" in step:
+                env = {name: self.expand(value) for name, value in {**job.get("env", {}),
+                                                                     **step.get("env", {})}.items()}
+                argv = shlex.split(step["run"])
+                runs[argv[0]] = [re.sub(r"\$(\w+)", lambda m: env[m.group(1)], arg) for arg in argv]
+        return runs
+
+    def test_it_runs_on_a_version_tag_and_may_write_releases(self, workflow):
+        # PyYAML reads the key `on` as YAML 1.1's true
+        assert workflow[True] == {"push": {"tags": ["v*"]}}
+        assert workflow["permissions"] == {"contents": "write"}
+        (job,) = workflow["jobs"].values()
+        assert [step.get("uses", "").split("@")[0] for step in job["steps"][:2]] == [
+            "actions/checkout", "actions/setup-python"]
+
+    def test_the_release_command_writes_the_files_it_publishes(self, workflow, tmp_path, monkeypatch, capsys):
+        runs = self.steps(workflow)
+        # editable: `release` reads foundry-module/ beside the bridge package
+        assert runs["python"] == ["python", "-m", "pip", "install", "-e", "."]
+        command = runs["fate-bridge"]
+        assert command == ["fate-bridge", "release", "--out", "dist", "--repository", "someone/fork",
+                           "--tag", f"v{bridge.__version__}"]
+        monkeypatch.chdir(tmp_path)
+        assert main(command[1:]) == 0
+        written = capsys.readouterr().out.split()
+        assert written == ["dist/module.json", "dist/fate-bridge.zip"]
+        publish = runs["gh"]
+        assert publish[:4] == ["gh", "release", "create", f"v{bridge.__version__}"]
+        assert [arg for arg in publish if arg.startswith("dist/")] == written
+        assert "--verify-tag" in publish  # a release only for a tag that was pushed
+
+        manifest = json.loads((tmp_path / "dist" / "module.json").read_text())
+        # Foundry's Install Module takes the newest release's module.json; it names this tag's zip
+        assert manifest["manifest"] == "https://github.com/someone/fork/releases/latest/download/module.json"
+        assert manifest["download"] == (f"https://github.com/someone/fork/releases/download/"
+                                        f"v{bridge.__version__}/fate-bridge.zip")
+        assert manifest["url"] == "https://github.com/someone/fork"
+        assert manifest["bugs"] == "https://github.com/someone/fork/issues"
+        assert [Path(name).name for name in written] == [release.MANIFEST_NAME, release.ZIP_NAME]
+        folder = unpack((tmp_path / "dist" / "fate-bridge.zip").read_bytes(), tmp_path / "modules")
+        assert assert_loadable(folder) == manifest
+
+
+class TestTheServedManifestIgnoresTheHostHeader:
+    """Anyone may send any Host: the manifest, the zip's manifest and the landing page name
+    ``--public-url`` or the address the bridge listens on, never the Host a request carries."""
+
+    FORGED = "attacker.example:666"
+
+    async def served(self, store, tmp_path: Path, **options) -> tuple[int, dict, dict, str]:
+        """The bridge's port, and, each asked for with a forged Host: the manifest, the manifest
+        inside the zip, the landing page."""
+        server = await bridge_server.start(store, "127.0.0.1", 0, **options)
+        try:
+            port = server.sockets[0].getsockname()[1]
+            forged = {"Host": self.FORGED}
+            manifest = json.loads(await asyncio.to_thread(get_with, port, "/module/module.json", forged))
+            zipped = unpack(await asyncio.to_thread(get_with, port, "/module/fate-bridge.zip", forged),
+                            tmp_path)
+            page = (await asyncio.to_thread(get_with, port, "/", forged)).decode()
+        finally:
+            server.close()
+            await server.wait_closed()
+        return port, manifest, json.loads((zipped / "module.json").read_text()), page
+
+    async def test_without_public_url_the_listening_address(self, store, tmp_path):
+        port, manifest, zipped, page = await self.served(store, tmp_path)
+        assert manifest["manifest"] == f"http://127.0.0.1:{port}/module/module.json"
+        assert manifest["download"] == f"http://127.0.0.1:{port}/module/fate-bridge.zip"
+        assert zipped == manifest
+        assert f'href="http://127.0.0.1:{port}/module/module.json"' in page
+        assert "attacker" not in json.dumps(manifest) + page
+
+    async def test_with_public_url_that_address(self, store, tmp_path):
+        _, manifest, zipped, page = await self.served(store, tmp_path, public_url="https://fb.example.org/fate-bridge/")
+        assert manifest["manifest"] == "https://fb.example.org/fate-bridge/module/module.json"
+        assert manifest["download"] == "https://fb.example.org/fate-bridge/module/fate-bridge.zip"
+        assert zipped == manifest
+        assert 'href="https://fb.example.org/fate-bridge/module/module.json"' in page
+        assert "attacker" not in json.dumps(manifest) + page
+
+
+def get_with(port: int, path: str, headers: dict[str, str]) -> bytes:
+    """GET ``path`` from 127.0.0.1:``port`` sending ``headers`` (urllib would send its own Host)."""
+    conn = http.client.HTTPConnection("127.0.0.1", port, timeout=5)
+    try:
+        conn.putrequest("GET", path, skip_host=True)
+        for name, value in headers.items():
+            conn.putheader(name, value)
+        conn.endheaders()
+        response = conn.getresponse()
+        assert response.status == 200, (path, response.status)
+        return response.read()
+    finally:
+        conn.close()

@@ -204,6 +204,10 @@ class TestOneServePerFile:
             assert lock_holder(db) == "pid 1 on host elsewhere"
 
 
+HOSTED = ("A hosted Foundry (The Forge, Molten, a rented server) cannot reach that address; its Manifest URL is "
+          "the release's:\n  https://github.com/fate-bridge/fate-bridge/releases/latest/download/module.json\n")
+
+
 class TestWhatServePrints:
     async def run_until_healthy(self, tmp_path: Path, *args: str) -> tuple[str, int]:
         async with serving(tmp_path, *args) as (_, port):
@@ -216,14 +220,17 @@ class TestWhatServePrints:
         if addresses:
             assert ("Others on your network reach it at: "
                     + ", ".join(f"ws://{a}:{port}" for a in addresses)) in text
-            assert f"Manifest URL:\n  http://{addresses[0]}:{port}/module/module.json" in text
+            assert (f"Manifest URL:\n  http://{addresses[0]}:{port}/module/module.json\n"
+                    "  (for a Foundry on this machine or your network; ") in text
+            assert HOSTED in text
         else:
             assert f"on this machine use ws://127.0.0.1:{port}" in text
 
     async def test_loopback_prints_the_manifest_url_and_who_can_connect(self, tmp_path):
         text, port = await self.run_until_healthy(tmp_path)
-        assert f"Manifest URL:\n  http://127.0.0.1:{port}/module/module.json" in text
+        assert f"Manifest URL:\n  http://127.0.0.1:{port}/module/module.json\n  (for a Foundry on this machine; " in text
         assert "Only this machine can connect (--host 0.0.0.0 accepts other machines)" in text
+        assert HOSTED in text
 
     async def test_public_url_from_the_environment(self, tmp_path, monkeypatch):
         monkeypatch.setenv("FATE_BRIDGE_PUBLIC_URL", "https://foundry.example.org/fate-bridge/")
