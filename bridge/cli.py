@@ -13,14 +13,13 @@ import re
 import shlex
 import ssl
 import sys
-from datetime import datetime
 from pathlib import Path
 from typing import NoReturn
 from urllib.parse import urlencode, urljoin, urlsplit, urlunsplit
 
 import msgspec
 
-from . import __version__, logs, schema, wire
+from . import __version__, logs, schema, times, wire
 from .config import (database, db_label, default_audit_key, default_db, default_signing_key, is_postgres_url,
                      load_key, load_signing_key)
 from .dice import ScriptedDice, SecretDice
@@ -49,16 +48,13 @@ def this_command() -> str:
     return f"{Path(sys.executable).name} -m bridge"
 
 
-def utc_time(text: str) -> str:
-    """argparse type of ``--since``/``--until``: ISO-8601 UTC text, as the audit trail stores it."""
-    text = text.replace(" ", "T")
+def audit_time(text: str) -> str:
+    """argparse type of ``--since``/``--until``: a time (:mod:`bridge.times`: ISO 8601, UTC
+    unless a zone is given) as the trail writes its records' times, so they compare as instants."""
     try:
-        valid = bool(re.match(wire.UTC_TIME_PATTERN, text)) and bool(datetime.fromisoformat(text.rstrip("Z")))
-    except ValueError:
-        valid = False
-    if not valid:
-        raise argparse.ArgumentTypeError(f"{text!r} is not a UTC time: write 2026-11-29 or 2026-11-29T20:00")
-    return text
+        return times.trail_time(text)
+    except ValueError as exc:
+        raise argparse.ArgumentTypeError(str(exc)) from None
 
 
 def world_id(text: str) -> str:
@@ -203,8 +199,9 @@ def _parser() -> argparse.ArgumentParser:
         )
 
     def add_period(p: argparse.ArgumentParser, example: str) -> None:
-        p.add_argument("--since", type=utc_time, help=f"from this UTC time on (ISO-8601, e.g. {example})")
-        p.add_argument("--until", type=utc_time, help="before this UTC time (ISO-8601)")
+        p.add_argument("--since", type=audit_time, help=f"from this time on (ISO 8601, UTC unless a zone is "
+                       f"given, e.g. {example})")
+        p.add_argument("--until", type=audit_time, help="before this time (as --since)")
 
     serve = commands.add_parser(
         "serve",
@@ -336,7 +333,7 @@ def _parser() -> argparse.ArgumentParser:
         p.add_argument("--ruleset", help="only this ruleset (e.g. sohl)")
         p.add_argument("--outcome", help="only this outcome: lost, kept, spent, choice, graded, "
                        "settings, or an error code such as already_fated")
-        add_period(p, "2026-11-29 or 2026-11-29T20:00")
+        add_period(p, "2026-11-29, 2026-11-29T20:00 or 2026-11-29T21:00+01:00")
 
     listing = aud_commands.add_parser(
         "list", help="a table of audit records, newest first",

@@ -90,6 +90,47 @@ def canonical(record: AuditRecord) -> bytes:
     return _encoder.encode(record)
 
 
+FLOAT_FIELDS = frozenset({"pass_chance"})
+"""The keys whose numbers the record's types hold as floats (msgspec writes ``1.0``, not ``1``):
+every float-typed field of the wire and state types (tests/test_trail.py derives them), mirrored
+by the /verify page (``FLOAT_FIELDS`` in bridge/fairness/page/verify.js)."""
+
+_EXACT_FLOAT = 2 ** 53  # an integral float below this is exactly the integer it reads as
+
+
+def _by_value(value: Any, key: str | None) -> Any:
+    """``value`` (decoded JSON) with every number as the record's types hold it: a float under a
+    key of :data:`FLOAT_FIELDS`, else an integer when its value is one below 2**53 (``3.0`` and
+    ``3`` are one number; ``jq`` writes ``1.0`` as ``1``). A list's items are under its key.
+    Raises ``ValueError`` for an integer under such a key too large for a float."""
+    if isinstance(value, dict):
+        return {k: _by_value(v, k) for k, v in value.items()}
+    if isinstance(value, list):
+        return [_by_value(v, key) for v in value]
+    if isinstance(value, bool) or not isinstance(value, int | float):
+        return value
+    if key in FLOAT_FIELDS:
+        try:
+            value = float(value)
+        except OverflowError:
+            raise ValueError(f"{key} {value} is too large for a float") from None
+    if isinstance(value, float) and key not in FLOAT_FIELDS and value.is_integer() and abs(value) < _EXACT_FLOAT:
+        return int(value)
+    return value
+
+
+def canonical_json(data: bytes) -> bytes:
+    """The canonical bytes of a record read back from any JSON text of it, however it was
+    indented, its keys ordered or its strings escaped (``\\u00e9`` or UTF-8): decoded, then
+    encoded as :func:`canonical` encodes a record (keys sorted at every level, no whitespace,
+    strings in UTF-8), each number as the record's types hold it (:func:`_by_value`). For the
+    bytes :func:`canonical` wrote, it gives them back unchanged. The /verify page's
+    ``canonicalText`` (bridge/fairness/page/verify.js) is the same function.
+    Raises ``msgspec.DecodeError`` for text that is not JSON (a lone surrogate, a number beyond a
+    float's range included), ``ValueError`` for an integer too large for a float field."""
+    return _encoder.encode(_by_value(msgspec.json.decode(data), None))
+
+
 class Decision(msgspec.Struct, frozen=True):
     """What a decision function returns: the reply frame; ``ok`` False for a refusal (its
     writes are dropped, the reply is still kept under the event_id); the audit entry to append to

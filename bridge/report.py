@@ -336,7 +336,8 @@ def _environment(language: str) -> jinja2.Environment:
 def render(data: ReportData, *, world_id: str, since: str | None, generated: str) -> str:
     """The report page (HTML5, one file: inline SVG and CSS, no script; a Content-Security-Policy
     forbids any), in the current language (``bridge.i18n.using``; the charts' own labels stay
-    English). ``generated`` is the UTC time shown as when it was made."""
+    English). ``since``: the time the rows were asked from, as the trail writes a record's
+    (:func:`bridge.times.trail_time`), or None; ``generated`` is the UTC time shown as when it was made."""
     rolls = [r for rs in data.d100.values() for r in rs]
     d100_test = fit_test(d100_bands(rolls), [len(rolls) / D100_BANDS] * D100_BANDS) if rolls else None
     tarot_observed, tarot_expected = tarot_groups(data.player_cards)

@@ -32,7 +32,7 @@ from collections.abc import Awaitable, Callable
 import msgspec
 import structlog
 
-from . import __version__, core, i18n, registry, wire
+from . import __version__, core, i18n, registry, times, wire
 from .dice import Dice
 from .metrics import Metrics
 from .errors import (LeaseLost, WorldNotRegistered, BadMessage, Forbidden, Internal, NotFound, Refusal,
@@ -248,7 +248,9 @@ class Session:
             case wire.Ping():
                 return Reply([wire.encode(wire.Pong())])
             case wire.AuditQuery():
-                return Reply([wire.encode(await self.store.audit_page(self.world_id, message))])
+                since, until = times.query_times(message.since, message.until)  # instants, as the trail's
+                query = msgspec.structs.replace(message, since=since, until=until)
+                return Reply([wire.encode(await self.store.audit_page(self.world_id, query))])
             case wire.ReceiptsCheck():
                 return Reply([wire.encode(await self._check_receipts(message))])
             case wire.AuditReport():
@@ -289,15 +291,17 @@ class Session:
 
     async def _report(self, query: wire.AuditReport) -> wire.AuditReportPage:
         """Answer ``audit_report`` with the world's report page, drawn by the session's
-        ``reporter``. Refused ``not_found`` without one (``resolve``)."""
+        ``reporter``. Refused ``not_found`` without one (``resolve``), ``bad_message`` naming
+        ``since`` or ``until`` when it is not a time (:func:`bridge.times.query_times`)."""
         assert self.world_id is not None
+        since, until = times.query_times(query.since, query.until)
         if self.reporter is None:
             raise NotFound(i18n.gettext("this bridge does not draw reports here: use `fate-bridge audit report`"),
                            field="type")
         if await self.store.world(self.world_id) is None:
             raise WorldNotRegistered(f"world {self.world_id!r} is no longer registered")
-        rows = await self.store.audit_rows(AuditFilter(world_id=self.world_id, since=query.since, until=query.until))
-        html = await self.reporter(rows, self.world_id, query.since)
+        rows = await self.store.audit_rows(AuditFilter(world_id=self.world_id, since=since, until=until))
+        html = await self.reporter(rows, self.world_id, since)
         return wire.AuditReportPage(query_id=query.query_id, html=html)
 
     async def _hello(self, hello: wire.Hello) -> Reply:

@@ -8,8 +8,11 @@ Format ``fate-bridge trail v1``::
      "heads": [{"seq", "hash", "state_digest", "public_key", "sig", "stored_digest"}, ...],
      "checkpoints": [{"seq", "hash", "mac"}, ...]}
 
-Each ``record`` is the record's canonical bytes verbatim (the chain hashes them; ``msgspec.Raw``
-keeps them byte for byte both ways). ``public_key`` is the key the latest head is signed by, for
+Each ``record`` is the record's canonical bytes verbatim when exported (the chain hashes them;
+``msgspec.Raw`` keeps them byte for byte). Read back, a record is read as a record, not as bytes
+(:func:`bridge.record.canonical_json`): a file re-indented or re-encoded by an editor or ``jq .``
+(keys reordered, ``\\u`` escapes or UTF-8, a byte order mark) verifies as the file exported, as
+on the /verify page. ``public_key`` is the key the latest head is signed by, for
 convenience only: a verifier should pin the key it trusts (``--public-key``), which is what makes
 the file worth checking on another machine. The state rows are not exported: the file proves what
 was decided, not what the database holds now.
@@ -21,11 +24,14 @@ frames) are not in the file, so the file cannot prove them: ``audit verify`` on 
 
 from __future__ import annotations
 
+import codecs
+
 import msgspec
 
 from . import audit
 from .errors import ConfigError
 from .heads import Head
+from .record import canonical_json
 
 FORMAT = "fate-bridge trail v1"
 
@@ -75,11 +81,21 @@ def encode(world_id: str, rows: list[tuple[int, bytes, str, str]], heads: list[H
         checkpoints=[TrailCheckpoint(*c) for c in checkpoints]))
 
 
+def _record_bytes(record: msgspec.Raw) -> bytes:
+    """A record of the file as the chain hashed it (:func:`bridge.record.canonical_json`); a
+    record that does not read as one is kept as it is, for verify to name (hash, unreadable)."""
+    try:
+        return canonical_json(record)
+    except (msgspec.MsgspecError, ValueError):
+        return bytes(record)
+
+
 def decode(data: bytes, source: str) -> audit.Trail:
-    """The trail in an exported file, for :func:`bridge.audit.verify_world` (no state rows).
+    """The trail in an exported file, for :func:`bridge.audit.verify_world` (no state rows), each
+    record read as a record (:func:`_record_bytes`; a leading UTF-8 byte order mark is skipped).
     Raises ``ConfigError`` naming ``source`` when it is not such a file."""
     try:
-        file = msgspec.json.decode(data, type=TrailFile)
+        file = msgspec.json.decode(data.removeprefix(codecs.BOM_UTF8), type=TrailFile)
     except (msgspec.DecodeError, msgspec.ValidationError) as exc:
         raise ConfigError(f"{source} is not an exported trail ({exc}): make one with "
                           "`fate-bridge audit export --world WORLD_ID --out FILE`") from None
@@ -87,7 +103,7 @@ def decode(data: bytes, source: str) -> audit.Trail:
         raise ConfigError(f"{source} is a {file.format!r} file; this bridge reads {FORMAT!r}")
     return audit.Trail(
         file.world_id,
-        ((r.seq, bytes(r.record), r.prev_hash, r.hash, None) for r in file.records),
+        ((r.seq, _record_bytes(r.record), r.prev_hash, r.hash, None) for r in file.records),
         [(c.seq, c.hash, c.mac) for c in file.checkpoints],
         [Head(file.world_id, h.seq, h.hash, h.state_digest, h.public_key, h.sig, h.stored_digest)
          for h in file.heads])

@@ -182,6 +182,23 @@ class TestOldTrails:
         assert report.ok, report.problems
 
 
+    async def test_a_trail_with_a_chain_of_edits_re_derives(self, db):
+        """S11, issue 36: edits naming the edit before them, one Fate for the whole test."""
+        store = await SQLiteStore.open(db, audit_key=KEY)
+        await store.add_world("w", None)
+        session = Session(store, ScriptedDice([]), trusted=True, default_world="w")
+        for message, dice in [(rolled("r1", "orig"), None), (rolled("r2", "edit1", test_of="orig"), None),
+                              (rolled("r3", "edit2", test_of="edit1"), None), (rolled("r4", "edit3", test_of="edit2"), None),
+                              (fate_spend("s1", "orig"), [34]), (fate_spend("s2", "edit3"), [34])]:
+            await session.receive(frame(message), None if dice is None else ScriptedDice(dice))
+        await store.close()
+        records = [json.loads(row[1]) for row in rows(db)]
+        assert [r["summary"]["outcome"] for r in records] == ["graded"] * 4 + ["spent", "already_fated"]
+        graded = next(read["result"] for read in records[5]["reads"] if read["args"] == ["sohl.graded", "edit3"])
+        assert graded["test_of"] == "orig"  # the third edit was kept as a message of the first's test
+        report = await verify(db)
+        assert report.ok, report.problems
+
 class TestVerifyPasses:
     async def test_clean_chain_with_checkpoints(self, db):
         await build(db, 10)  # 10 tests, 10 spends, 2 choices = 22 records: checkpoint at 16, head at 22

@@ -274,8 +274,8 @@ class TestArgumentsAreChecked:
         (["world", "add", ""], "is not a Foundry world id"),
         (["world", "add", "a b"], "is not a Foundry world id"),
         (["world", "viewer-key", "w", "--bridge-url", "localhost:8765"], "write it with its scheme"),
-        (["audit", "list", "--since", "yesterday"], "is not a UTC time"),
-        (["audit", "list", "--since", "2026-13-45"], "is not a UTC time"),
+        (["audit", "list", "--since", "yesterday"], "is not a time: write 2026-12-07"),
+        (["audit", "list", "--since", "2026-13-45"], "is not a time: write 2026-12-07"),
     ])
     def test_refused_with_a_hint(self, args, says, tmp_path):
         result = run(*args, "--db", str(tmp_path / "b.sqlite3"))

@@ -424,6 +424,42 @@ class TestOneTestManyMessages:
         assert (await send(session, fate_spend(event_id="s1", message_id="m1"), dice=[34]))["outcome"] == "spent"
         assert (await send(session, fate_spend(event_id="s2", message_id="m2"), dice=[88]))["outcome"] == "kept"
 
+    async def test_an_edit_of_an_edit_resolves_to_the_first_message_however_many_stand_between(self, session):
+        """S11, issue 36: three GM edits, each naming the edit before it as ``test_of`` (not the
+        first message), all graded before the Fate: Fate spent on the first message fates every
+        edit, so the spend on the third edit is refused naming the first message; one test, one
+        Fate, one charge."""
+        await graded(session, event_id="r0", message_id="orig")
+        for n, (message_id, test_of) in enumerate((("edit1", "orig"), ("edit2", "edit1"), ("edit3", "edit2"))):
+            edit = await graded(session, event_id=f"r{n + 1}", message_id=message_id, test_of=test_of,
+                                test=sohl_test(eml=55 - 5 * n, roll=88))
+            assert edit["fate"]["eligible"] is True, message_id  # not fated yet: offered
+        assert (await send(session, fate_spend(event_id="s1", message_id="orig"), dice=[34]))["outcome"] == "spent"
+        for message_id in ("edit3", "edit2", "edit1"):
+            refused = await send(session, fate_spend(event_id=f"s-{message_id}", message_id=message_id), dice=[34])
+            assert (refused["code"], refused["field"]) == ("already_fated", "message_id"), message_id
+            assert "chat message orig" in refused["message"]
+        regraded = await graded(session, event_id="g3", message_id="edit3", test_of="edit2")
+        assert regraded["fate"]["reasons"] == ["already_fated"]
+        after = await graded(session, event_id="r9", message_id="next")  # the snapshot still shows 2 charges
+        spent = await send(session, fate_spend(event_id="s9", message_id="next"), dice=[34])
+        assert after["fate"]["eligible"] is True and spent["point"]["charges_after"] == 0  # one taken, not two
+
+    async def test_fated_on_the_third_edit_of_a_chain_the_whole_test_is_fated(self, session):
+        """S11, issue 36: the Fate spent on the last edit of a chain of three marks the first
+        message, so the first message, every edit and an edit graded after are fated."""
+        await graded(session, event_id="r0", message_id="orig")
+        await graded(session, event_id="r1", message_id="edit1", test_of="orig")
+        await graded(session, event_id="r2", message_id="edit2", test_of="edit1")
+        await graded(session, event_id="r3", message_id="edit3", test_of="edit2")
+        assert (await send(session, fate_spend(event_id="s1", message_id="edit3"), dice=[34]))["outcome"] == "spent"
+        for message_id in ("orig", "edit1", "edit2"):
+            refused = await send(session, fate_spend(event_id=f"s-{message_id}", message_id=message_id), dice=[34])
+            assert refused["code"] == "already_fated", message_id
+        edit4 = await graded(session, event_id="r4", message_id="edit4", test_of="edit3")
+        assert edit4["fate"]["reasons"] == ["already_fated"]
+        assert (await send(session, fate_spend(event_id="s4", message_id="edit4"), dice=[34]))["code"] == "already_fated"
+
     async def test_a_message_stays_in_the_test_it_was_first_graded_as(self, session):
         await graded(session, event_id="r1", message_id="orig")
         await graded(session, event_id="r2", message_id="repost", test_of="orig")

@@ -60,7 +60,8 @@ class Decided(msgspec.Struct, frozen=True):
 @dataclass(frozen=True, slots=True)
 class AuditFilter:
     """Filters of ``audit list``/``export`` and ``audit_query``; None = any. ``since`` is
-    inclusive, ``until`` exclusive (ISO-8601 UTC text)."""
+    inclusive, ``until`` exclusive, each written as the trail writes a record's time
+    (:func:`bridge.times.trail_time`), which the store compares as text."""
 
     world_id: str | None = None
     actor_id: str | None = None

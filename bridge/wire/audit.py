@@ -9,23 +9,26 @@ from msgspec import Meta
 from .base import BridgeMessage, Id, OutPart, Part, Query
 
 
-UTC_TIME_PATTERN = r"^\d{4}-\d{2}-\d{2}([T ]\d{2}(:\d{2}(:\d{2}(\.\d{1,6})?)?)?Z?)?$"
-UtcTime = Annotated[str, Meta(
-    pattern=UTC_TIME_PATTERN,
-    description="A UTC time as ISO-8601 text, from a date (2026-11-29) to milliseconds.",
+QueryTime = Annotated[str, Meta(
+    max_length=40,  # the longest time: 2026-12-07T04:17:09.123456789+01:00 (35)
+    description="A time, ISO 8601: a date (2026-11-29), or a date and hour with optional minutes, seconds "
+                "and fraction (2026-11-29T20, 2026-11-29 20:00:05.5), in UTC unless a zone follows "
+                "(2026-11-29T21:00+01:00); compared as an instant. Read by bridge/times.py, which refuses "
+                "what is not a time (bad_message naming the field).",
 )]
 
 
 class AuditQuery(Query, tag="audit_query", kw_only=True):
     """Ask for a page of the world's audit trail, newest first. Filters are optional and
-    combine; ``since``/``until`` are ISO-8601 UTC timestamps (inclusive/exclusive);
+    combine; ``since``/``until`` are times (:mod:`bridge.times`, inclusive/exclusive; one that is
+    not a time is refused ``bad_message`` naming the field);
     ``before_seq`` continues from a previous page's ``next_before``. Answered ``audit_page``."""
 
     actor_id: Id | None = None
     ruleset: Annotated[str, Meta(max_length=32)] | None = None
     outcome: Annotated[str, Meta(max_length=32)] | None = None
-    since: UtcTime | None = None
-    until: UtcTime | None = None
+    since: QueryTime | None = None
+    until: QueryTime | None = None
     before_seq: Annotated[int, Meta(ge=1, le=2**53)] | None = None
     limit: Annotated[int, Meta(ge=1, le=200)] = 50
 
@@ -138,12 +141,12 @@ class ReceiptsChecked(BridgeMessage, tag="receipts_checked", kw_only=True):
 
 class AuditReport(Query, tag="audit_report", kw_only=True):
     """Ask for the world's audit report (bridge/report.py): the same self-contained HTML page as
-    ``fate-bridge audit report``, from ``since`` / before ``until`` (ISO-8601 UTC; the whole trail
-    when absent). Read-only. Answered ``audit_report_page``; ``not_found`` from a bridge that draws
+    ``fate-bridge audit report``, from ``since`` / before ``until`` (times as ``audit_query``'s; the
+    whole trail when absent). Read-only. Answered ``audit_report_page``; ``not_found`` from a bridge that draws
     no reports (``resolve``)."""
 
-    since: UtcTime | None = None
-    until: UtcTime | None = None
+    since: QueryTime | None = None
+    until: QueryTime | None = None
 
 
 class AuditReportPage(BridgeMessage, tag="audit_report_page", kw_only=True):

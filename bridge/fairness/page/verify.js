@@ -47,27 +47,200 @@ const EXPORT_HELP = "export a trail with `fate-bridge audit export --world WORLD
   + "(or --format jsonl)";
 
 /**
+ * The keys whose numbers the bridge's record types hold as floats (it writes `1.0`, not `1`):
+ * bridge/record.py FLOAT_FIELDS (tests/test_trail.py checks both against the wire types).
+ */
+export const FLOAT_FIELDS = new Set(["pass_chance"]);
+
+/** A JSON number as written in the file (its text: a value JSON.parse would round). */
+class JsonNumber {
+  /** @param {string} text */
+  constructor(text) {
+    this.text = text;
+  }
+}
+
+const JSON_STRING = /"(?:[^"\\\u0000-\u001f]|\\(?:["\\/bfnrt]|u[0-9a-fA-F]{4}))*"/y;
+const JSON_NUMBER = /-?(?:0|[1-9][0-9]*)(?:\.[0-9]+)?(?:[eE][+-]?[0-9]+)?/y;
+const JSON_LITERALS = [["true", true], ["false", false], ["null", null]];
+
+/**
+ * `text` parsed as JSON (RFC 8259), losing nothing: objects as Maps (a repeated key keeps its last
+ * value, as JSON.parse and the bridge's decoder do), numbers as JsonNumber (their text).
+ * @param {string} text
+ * @returns {unknown}
+ * @throws {SyntaxError} naming the position where the text stops being JSON
+ */
+function parseLossless(text) {
+  let at = 0;
+  const fail = (what) => {
+    throw new SyntaxError(`${what} at character ${at + 1}`);
+  };
+  const space = () => {
+    while (at < text.length && " \t\n\r".includes(text[at])) at += 1;
+  };
+  const token = (pattern) => {
+    pattern.lastIndex = at;
+    const found = pattern.exec(text);
+    if (found) at = pattern.lastIndex;
+    return found?.[0];
+  };
+  const value = () => {
+    space();
+    const c = text[at];
+    if (c === "{" || c === "[") {
+      at += 1;
+      const close = c === "{" ? "}" : "]";
+      const items = c === "{" ? new Map() : [];
+      space();
+      if (text[at] === close) {
+        at += 1;
+        return items;
+      }
+      for (;;) {
+        if (c === "{") {
+          space();
+          const key = token(JSON_STRING);
+          if (key === undefined) fail("expected a key");
+          space();
+          if (text[at] !== ":") fail("expected ':'");
+          at += 1;
+          items.set(JSON.parse(key), value());
+        } else {
+          items.push(value());
+        }
+        space();
+        if (text[at] === close) {
+          at += 1;
+          return items;
+        }
+        if (text[at] !== ",") fail(`expected ',' or '${close}'`);
+        at += 1;
+      }
+    }
+    const string = token(JSON_STRING);
+    if (string !== undefined) return JSON.parse(string);
+    const number = token(JSON_NUMBER);
+    if (number !== undefined) return new JsonNumber(number);
+    for (const [word, literal] of JSON_LITERALS) {
+      if (text.startsWith(word, at)) {
+        at += word.length;
+        return literal;
+      }
+    }
+    return fail("expected a value");
+  };
+  const parsed = value();
+  space();
+  if (at < text.length) fail("unexpected text after the JSON value");
+  return parsed;
+}
+
+/** A parseLossless value as JSON.parse gives it. */
+function plain(node) {
+  if (node instanceof Map) return Object.fromEntries([...node].map(([key, item]) => [key, plain(item)]));
+  if (Array.isArray(node)) return node.map(plain);
+  if (node instanceof JsonNumber) return Number(node.text);
+  return node;
+}
+
+/** Strings in code point order (Python's, the bridge's sorted keys), not UTF-16 unit order. */
+function byCodePoint(a, b) {
+  const x = [...a];
+  const y = [...b];
+  for (let i = 0; i < Math.min(x.length, y.length); i += 1) {
+    const d = x[i].codePointAt(0) - y[i].codePointAt(0);
+    if (d) return d;
+  }
+  return x.length - y.length;
+}
+
+/**
+ * A float as the bridge writes it (msgspec): the shortest digits that read back (as JS prints
+ * them), plainly for a decimal exponent of -5..15 (`0.00001`, `1.0`), else `1.25e-7`, `1e16`.
+ * @param {number} value finite
+ */
+export function floatText(value) {
+  if (value === 0) return Object.is(value, -0) ? "-0.0" : "0.0";
+  const [mantissa, exponentText] = Math.abs(value).toExponential().split("e");
+  const exponent = Number(exponentText);
+  const digits = mantissa.replace(".", "");
+  const sign = value < 0 ? "-" : "";
+  if (exponent < -5 || exponent >= 16) return `${sign}${mantissa}e${exponent}`;
+  if (exponent < 0) return `${sign}0.${"0".repeat(-exponent - 1)}${digits}`;
+  const whole = digits.slice(0, exponent + 1).padEnd(exponent + 1, "0");
+  return `${sign}${whole}.${digits.slice(exponent + 1) || "0"}`;
+}
+
+/**
+ * A number as the record's types hold it (bridge/record.py _by_value): a float under a key of
+ * FLOAT_FIELDS, else an integer when its value is one (exact, however large, or below 2**53
+ * when written with a fraction or exponent: `jq` writes `1.0` as `1`), else a float.
+ * @throws {Error} for a number no record holds (too large for a float)
+ */
+function numberText(text, isFloat) {
+  if (!isFloat && !/[.eE]/.test(text)) return BigInt(text).toString();
+  const value = Number(text);
+  if (!Number.isFinite(value)) throw new Error(`the number ${text} is too large for a float`);
+  if (!isFloat && Number.isInteger(value) && Math.abs(value) < 2 ** 53) return String(Math.abs(value) === 0 ? 0 : value);
+  return floatText(value);
+}
+
+/**
+ * The canonical JSON of a parseLossless value, as bridge/record.py canonical_json gives it (the
+ * bytes the bridge hashed, however the file was indented, ordered or escaped since): keys sorted
+ * at every level, no whitespace, strings as the bridge escapes them (JSON.stringify's escapes),
+ * numbers by value (numberText). A list's items are under its key.
+ * @param {unknown} node @param {string|null} key the key the value is under
+ * @returns {string}
+ */
+function canonicalText(node, key = null) {
+  if (node instanceof Map) {
+    return `{${[...node.keys()].sort(byCodePoint).map((k) => `${JSON.stringify(k)}:${canonicalText(node.get(k), k)}`).join(",")}}`;
+  }
+  if (Array.isArray(node)) return `[${node.map((item) => canonicalText(item, key)).join(",")}]`;
+  if (node instanceof JsonNumber) return numberText(node.text, FLOAT_FIELDS.has(key));
+  return JSON.stringify(node);
+}
+
+/**
+ * One row of an export: the record as JSON.parse gives it, and its canonical text (null when a
+ * number in it is one no record holds: the chain check then names the record).
+ */
+function exportRow(node) {
+  const record = node instanceof Map ? node.get("record") : undefined;
+  let canonical = null;
+  try {
+    canonical = record === undefined ? null : canonicalText(record);
+  } catch { /* not a record the bridge wrote: its hash cannot match */ }
+  return { ...plain(node), canonical };
+}
+
+/**
  * The rows and signed heads of an export, whichever format `fate-bridge audit export` wrote:
  * the whole-trail file (`--out W.trail.json`, bridge/trail_file.py: one JSON object
  * `{format: "fate-bridge trail v1", world_id, records: [{seq, prev_hash, hash, record}], heads, ...}`)
  * or JSON lines (`--format jsonl`: one `{record, prev_hash, hash, ...}` a line, no heads). The CSV
  * export (`--format csv`) is a summary without the records or their hashes: refused, saying so.
+ * Each row keeps its record's canonical text (canonicalText) for the chain.
  * @param {string} text the file's text
- * @returns {{format: "trail"|"jsonl", rows: {record: object, prev_hash?: string, hash?: string}[],
+ * @returns {{format: "trail"|"jsonl", rows: {record: object, canonical: string|null, prev_hash?: string, hash?: string}[],
  *   heads: {seq: number, hash: string, state_digest: string|null, public_key: string, sig: string, stored_digest?: string|null}[], worldId: string|null}}
  * @throws {Error} naming the line or field that is not an export, and how to make one
  */
 export function parseExport(text) {
   const start = text.trimStart();
   if (start.startsWith("{")) {
-    let file = null;
+    let tree = null;
     try {
-      file = JSON.parse(start);
+      tree = parseLossless(start);
     } catch { /* JSON lines: one object a line, read below */ }
-    if (file && typeof file === "object" && !Array.isArray(file) && !("record" in file)) {
+    if (tree instanceof Map && !tree.has("record")) {
+      const file = plain(tree);
       if (file.format !== TRAIL_FORMAT) throw new Error(`the file's "format" is ${JSON.stringify(file.format ?? null)}, not "${TRAIL_FORMAT}": ${EXPORT_HELP}`);
       if (!Array.isArray(file.records)) throw new Error(`the trail file has no "records" list: ${EXPORT_HELP}`);
-      const rows = file.records.map((row, i) => {
+      const rows = tree.get("records").map((node, i) => {
+        const row = exportRow(node);
         if (!row?.record || typeof row.record.seq !== "number") throw new Error(`records[${i}] of the trail file is not an audit record`);
         return row;
       });
@@ -81,7 +254,7 @@ export function parseExport(text) {
   const rows = text.split("\n").filter((line) => line.trim()).map((line, i) => {
     let row;
     try {
-      row = JSON.parse(line);
+      row = exportRow(parseLossless(line.trim()));
     } catch {
       throw new Error(`line ${i + 1} of the file is not JSON: ${EXPORT_HELP}`);
     }
@@ -242,27 +415,20 @@ export async function checkTrail(text) {
   };
 }
 
-/** `value` with the keys of every object sorted: the bridge's canonical record JSON (msgspec, sorted keys). */
-function sortedDeep(value) {
-  if (Array.isArray(value)) return value.map(sortedDeep);
-  if (value && typeof value === "object") return Object.fromEntries(Object.keys(value).sort().map((key) => [key, sortedDeep(value[key])]));
-  return value;
-}
-
 const GENESIS = "0".repeat(64);
 
 /**
  * The chain of an export, as bridge/audit.py chains it: each row's `hash` is
- * SHA-256(prev_hash bytes || the record's canonical JSON), and each row's `prev_hash` is the hash of
+ * SHA-256(prev_hash bytes || the record's canonical JSON, canonicalText), and each row's `prev_hash` is the hash of
  * the record before it (zeros before record 1). A changed record or a broken link is a problem
  * naming the record; an export that starts after record 1 (filtered) is checked from where it starts.
  */
 async function chainProblems(rows) {
   const problems = [];
   let previous = null;
-  for (const { record, hash, prev_hash: prevHash } of rows) {
+  for (const { record, canonical: text, hash, prev_hash: prevHash } of rows) {
     if (typeof hash !== "string" || typeof prevHash !== "string") continue; // an export without the chain columns
-    const canonical = encoder.encode(JSON.stringify(sortedDeep(record)));
+    const canonical = encoder.encode(text ?? "");
     const bytes = new Uint8Array(32 + canonical.length);
     bytes.set(fromHex(prevHash));
     bytes.set(canonical, 32);

@@ -10,7 +10,8 @@ result fated (S11); ``sohl.spends`` (by actor and point) the decision numbers th
 charge, so charges the module has not applied yet are counted.
 
 One test, several messages (issue 13): SoHL's GM edit reposts a test as a new ChatMessage, and
-``test_rolled.test_of`` names the test's first message. The test is fated when its first
+``test_rolled.test_of`` names the test's first message (or an earlier edit, followed to the first
+and kept as the first: :func:`_first_message`). The test is fated when its first
 message is (its ``sohl.fate``) or when its first message's graded record names the message
 that was (``fated_by``, written when a later message of the test is fated). A message without
 ``test_of`` reads exactly what it read before ``test_of`` existed, so old trails re-derive.
@@ -116,21 +117,37 @@ def _test_of(message: wire.TestRolled) -> str | None:
     return None if message.test_of == message.message_id else message.test_of
 
 
-def _fated_elsewhere(state: WorldState, record: GradedRecord | None, test_of: str | None) -> str | None:
-    """The message of the same test, other than ``record``'s own, that fated it (S11 across a
-    test's messages), or None. ``record`` is the message's stored grading (None: never graded),
-    ``test_of`` its test's first message (None: it is the first). Reads nothing more for a first
-    message: its own record says when a later message was fated."""
-    if record is not None and record.fated_by is not None:
-        return record.fated_by
-    if test_of is None:
-        return None
+def _first_message(state: WorldState, test_of: str) -> tuple[str, GradedRecord | None]:
+    """The first message of the test a later message names as ``test_of``, and its grading
+    (None: never graded). ``test_of`` may name another later message (a GM's edit of an edit):
+    its own ``test_of`` is followed to the first, however many edits stand between (S11: one
+    test, one Fate). Reads ``test_of``'s grading, and more only along such a chain."""
     first = _graded(state, test_of)
+    seen = {test_of}
+    while first is not None and first.test_of is not None and first.test_of not in seen:
+        test_of = first.test_of
+        seen.add(test_of)
+        first = _graded(state, test_of)
+    return test_of, first
+
+
+def _fated_elsewhere(state: WorldState, record: GradedRecord | None,
+                     test_of: str | None) -> tuple[str | None, str | None]:
+    """The message of the same test, other than ``record``'s own, that fated it (S11 across a
+    test's messages), or None; and the test's first message (``test_of`` followed to it,
+    :func:`_first_message`). ``record`` is the message's stored grading (None: never graded),
+    ``test_of`` its test's first message or another earlier one (None: it is the first). Reads
+    nothing more for a first message: its own record says when a later message was fated."""
+    if record is not None and record.fated_by is not None:
+        return record.fated_by, test_of
+    if test_of is None:
+        return None, None
+    test_of, first = _first_message(state, test_of)
     if first is None:
-        return None
+        return None, test_of
     if first.fated_by is not None:
-        return first.fated_by
-    return test_of if _fate(state, test_of) is not None else None
+        return first.fated_by, test_of
+    return (test_of if _fate(state, test_of) is not None else None), test_of
 
 
 def _spent_since(state: WorldState, actor_id: str, point_id: str, seq: int) -> int:
@@ -218,7 +235,7 @@ def _test_rolled(message: wire.TestRolled, state: WorldState, dice: Dice) -> wir
     test_of = _test_of(message)
     if stored is not None and stored.test_of is not None:
         test_of = stored.test_of  # once graded as a later message of a test, it stays one
-    fated_by = _fated_elsewhere(state, stored, test_of)
+    fated_by, test_of = _fated_elsewhere(state, stored, test_of)  # test_of: the first message, kept
     test = message.test
     level = sohl.grade(test.roll, test.eml, test.level_mod)
     basis = _basis(test)
@@ -281,7 +298,7 @@ def _fate_spend(message: wire.FateSpend, state: WorldState, dice: Dice) -> Outco
     _require_owner(actor, message.user_id, message.user_is_gm)
     if _fate(state, message.message_id) is not None:
         raise AlreadyFated(_("this result has been fated already (S11)"), field="message_id")
-    fated_by = _fated_elsewhere(state, record, record.test_of)
+    fated_by = _fated_elsewhere(state, record, record.test_of)[0]
     if fated_by is not None:
         raise AlreadyFated(
             _("this test has been fated already, on chat message %(message)s (S11)") % {"message": fated_by},
@@ -383,7 +400,7 @@ def _fated_outside(message: wire.FatedOutside, state: WorldState, dice: Dice) ->
                 field="evidence",
             )
         shown_by = message.message_id
-    fated = _fate(state, message.message_id) is not None or _fated_elsewhere(state, record, record.test_of) is not None
+    fated = _fate(state, message.message_id) is not None or _fated_elsewhere(state, record, record.test_of)[0] is not None
     if not fated:
         record = msgspec.structs.replace(record, fated_by=shown_by, outside=message.evidence)
         state.put(GRADED, message.message_id, record)

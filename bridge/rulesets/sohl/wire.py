@@ -94,8 +94,10 @@ class TestRolled(Request, tag="test_rolled", kw_only=True):
     ``message_id`` = the message is its test's first. Every message of one test is one result
     for S11: once any of them is fated, the others grade with ``already_fated`` and a
     ``fate_spend`` on them is refused ``already_fated``. It must name a message the bridge
-    graded; one it never graded links nothing (the message is then a test of its own). A message
-    once graded with a ``test_of`` keeps that test."""
+    graded; one it never graded links nothing (the message is then a test of its own). It may
+    name an earlier later message (an edit of an edit): the bridge follows that message's own
+    ``test_of`` to the first, however many edits stand between (S11: one test, one Fate). A
+    message once graded with a ``test_of`` keeps that test."""
 
     ruleset: Literal["sohl"]
     message_id: Id
