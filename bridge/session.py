@@ -358,8 +358,9 @@ class Session:
             if outcome is None:
                 if (wait := gate.wait()) > 0:
                     log.info("registration_refused", world_id=world_id, reason="rate_limited", address=gate.address)
-                    text = i18n.gettext("too many registrations from here: try again in {seconds} s")
-                    return Reply([error_frame(RateLimited(text.format(seconds=math.ceil(wait))), None)], CLOSE_DONE)
+                    text = i18n.gettext("too many registrations just now: try again in {seconds} s")
+                    seconds = math.ceil(round(wait, 3))  # 54.000000001 s of float arithmetic is 54
+                    return Reply([error_frame(RateLimited(text.format(seconds=seconds)), None)], CLOSE_DONE)
                 gate.take()
                 outcome = Registration.NO_CODE if code is None else await self.store.register_world(
                     world_id, code, hash_token(token), hash_token(message.request_secret), gate.address)

@@ -258,8 +258,13 @@ def fold_tail(conn: sqlite3.Connection, rows: int | None = None) -> int:
 
 def utc_now() -> str:
     """The current UTC time as ``YYYY-MM-DDTHH:MM:SS.mmmZ`` (sorts as text)."""
-    now = datetime.datetime.now(datetime.timezone.utc)
-    return now.strftime("%Y-%m-%dT%H:%M:%S.") + f"{now.microsecond // 1000:03d}Z"
+    return utc_text(datetime.datetime.now(datetime.timezone.utc))
+
+
+def utc_text(moment: datetime.datetime) -> str:
+    """An aware ``moment`` as the store writes times: ``YYYY-MM-DDTHH:MM:SS.mmmZ`` in UTC."""
+    moment = moment.astimezone(datetime.timezone.utc)
+    return moment.strftime("%Y-%m-%dT%H:%M:%S.") + f"{moment.microsecond // 1000:03d}Z"
 
 
 _settings_decoder = msgspec.json.Decoder(wire.WorldSettings)
