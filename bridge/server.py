@@ -2,7 +2,9 @@
 
 One asyncio server (websockets' asyncio API). Plain HTTP without a WebSocket upgrade (health,
 overlay page, the dice check page ``/verify``, module manifest and zip, status, metrics, landing page) is :mod:`bridge.http`. Each connection:
-the first frame must come within ``hello_timeout`` seconds (else close 4002); frames are handled
+the first frame (``hello``, or ``register``: a world registered through an invite code, rate
+limited per address and in total by :class:`~bridge.limits.RegistrationRates`, answered and
+closed) must come within ``hello_timeout`` seconds (else close 4002); frames are handled
 one at a time, in order, each answered before the next is read; past the world's rate limit (one
 bucket per world, whichever connection) a frame is answered ``rate_limited`` and not handled; a
 binary frame is answered ``bad_message``. Connections are counted from the TCP accept

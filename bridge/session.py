@@ -3,7 +3,8 @@
 The server feeds every received frame to :meth:`Session.receive` and sends what it returns;
 ``fate-bridge resolve`` does the same with lines of stdin. A session is ``new`` until a good
 ``hello`` makes it the world's ``forwarder`` (``token``) or a read-only overlay ``viewer``
-(``viewer_key``), or it is told to close: :class:`SessionState` and the tables below it
+(``viewer_key``), or it is told to close (a ``register``, a world registered through an invite
+code, is always answered and closed): :class:`SessionState` and the tables below it
 (:data:`ACCEPTS`, :data:`REFUSED`, :data:`HELLO_OPENS`) hold every rule of that machine. A viewer
 may only ``ping``; what it is sent besides (public cards) comes from the forwarder's replies:
 :class:`Reply` says what the server must pass on to the world's viewers.

@@ -195,8 +195,13 @@ class TestSession:
             "event": "registration", "log_level": "info", "world_id": "tablet-world", "outcome": "registered",
             "address": "192.0.2.7", "invite_id": code.invite_id}]  # never the token nor the code's secret
         hello = {"type": "hello", "v": 1, "world_id": "tablet-world", "token": token}
-        welcome, close = await answer(registering(store, rates), json.dumps(hello))
+        forwarder = registering(store, rates)
+        welcome, close = await answer(forwarder, json.dumps(hello))
         assert welcome["type"] == "welcome" and welcome["world_id"] == "tablet-world" and close is None
+        settings = {"type": "settings", "v": 1, "event_id": "e1", "fate_option": "pc_only"}
+        applied, _ = await answer(forwarder, json.dumps(settings))  # the world decides like any other
+        assert applied["type"] == "settings_applied" and applied["settings"] == {"fate_option": "pc_only"}
+        assert (await store.world("tablet-world")).settings.fate_option == "pc_only"
 
     async def test_a_known_world_is_refused_by_name_and_keeps_its_token(self, store):
         await store.set_token("w", hash_token("kept"))
