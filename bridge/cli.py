@@ -23,13 +23,13 @@ import msgspec
 from . import __version__, logs, schema, wire
 from .config import (database, db_label, default_audit_key, default_db, default_signing_key, is_postgres_url,
                      load_key, load_signing_key)
+from .credentials import new_invite_code
 from .dice import ScriptedDice, SecretDice
 from .doctor import check_origins
 from .errors import BadMessage, ConfigError
 from .limits import Limits
 from .server import RATE_BURST_SECONDS, RATE_PER_SECOND
-from .credentials import hash_token, new_invite_code, new_token
-from .session import OVERLAY_PATH, Session
+from .session import OVERLAY_PATH, Session, hash_token, new_token
 from .migrate import migrate, source_db
 from .release import PUBLIC_URL_ENV
 from .startup import bridge_address, folder_given, holding_database, listen_problem, reach_lines
