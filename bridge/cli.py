@@ -104,6 +104,29 @@ def world_id_arg(text: str) -> str:
     return ("-- " if text.startswith("-") else "") + shlex.quote(text)
 
 
+DEFAULT_INVITE_EXPIRY = 7 * 24 * 3600  # seconds: a code handed out today is used this week
+_DURATION = re.compile(r"(\d{1,6})([mhd])")
+_UNIT_SECONDS = {"m": 60, "h": 3600, "d": 86400}
+
+
+def duration(text: str) -> int | None:
+    """argparse type of ``world invite --expires``: ``30m``, ``12h``, ``7d`` as seconds, or
+    ``never`` (None)."""
+    if text == "never":
+        return None
+    match = _DURATION.fullmatch(text.strip())
+    if match is None or int(match.group(1)) == 0:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a duration: write 30m, 12h, 7d or never")
+    return int(match.group(1)) * _UNIT_SECONDS[match.group(2)]
+
+
+def _count(text: str) -> int:
+    """argparse type of ``--max-uses``: 0 or more."""
+    if not text.isdigit():
+        raise argparse.ArgumentTypeError(f"{text!r} is not a count: give 0 (any number) or more")
+    return int(text)
+
+
 def database_arg(text: str) -> Path | str:
     """argparse type of ``--db``: :func:`bridge.config.database`, refusing a folder (SQLite would
     say "unable to open", which reads as a permission problem)."""
@@ -143,29 +166,6 @@ def bridge_url(text: str) -> str:
             f"{text!r} is not a bridge address: write it with its scheme, e.g. http://127.0.0.1:8765 "
             "or https://foundry.example.org/fate-bridge/")
     return text
-
-
-DEFAULT_INVITE_EXPIRY = 7 * 24 * 3600  # seconds: a code handed out today is used this week
-_DURATION = re.compile(r"(\d{1,6})([mhd])")
-_UNIT_SECONDS = {"m": 60, "h": 3600, "d": 86400}
-
-
-def duration(text: str) -> int | None:
-    """argparse type of ``world invite --expires``: ``30m``, ``12h``, ``7d`` as seconds, or
-    ``never`` (None)."""
-    if text == "never":
-        return None
-    match = _DURATION.fullmatch(text.strip())
-    if match is None or int(match.group(1)) == 0:
-        raise argparse.ArgumentTypeError(f"{text!r} is not a duration: write 30m, 12h, 7d or never")
-    return int(match.group(1)) * _UNIT_SECONDS[match.group(2)]
-
-
-def _count(text: str) -> int:
-    """argparse type of ``--max-uses``: 0 or more."""
-    if not text.isdigit():
-        raise argparse.ArgumentTypeError(f"{text!r} is not a count: give 0 (any number) or more")
-    return int(text)
 
 
 class _WorldParser(argparse.ArgumentParser):
