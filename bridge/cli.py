@@ -13,6 +13,7 @@ import re
 import shlex
 import ssl
 import sys
+from datetime import datetime, timedelta, timezone
 from pathlib import Path
 from typing import NoReturn
 from urllib.parse import urlencode, urljoin, urlsplit, urlunsplit
@@ -22,6 +23,7 @@ import msgspec
 from . import __version__, logs, schema, times, wire
 from .config import (database, db_label, default_audit_key, default_db, default_signing_key, is_postgres_url,
                      load_key, load_signing_key)
+from .credentials import new_invite_code
 from .dice import ScriptedDice, SecretDice
 from .doctor import check_origins
 from .errors import BadMessage, ConfigError
@@ -31,7 +33,8 @@ from .session import OVERLAY_PATH, Session, hash_token, new_token
 from .migrate import migrate, source_db
 from .release import PUBLIC_URL_ENV, REPOSITORY, release_manifest_url, release_tag, repository_name
 from .startup import bridge_address, folder_given, holding_database, listen_problem, reach_lines
-from .store import open_store
+from .store import Invite, Store, open_store
+from .store.schema import utc_now, utc_text
 from .store.writer import MAX_WORLDS_IN_MEMORY
 
 DEFAULT_HOST = "127.0.0.1"
@@ -96,6 +99,29 @@ def world_id_arg(text: str) -> str:
     """``text`` as a command line takes it back: ``-- -dash`` for an id starting with ``-`` (else
     an option), quoted for the shell when it needs it."""
     return ("-- " if text.startswith("-") else "") + shlex.quote(text)
+
+
+DEFAULT_INVITE_EXPIRY = 7 * 24 * 3600  # seconds: a code handed out today is used this week
+_DURATION = re.compile(r"(\d{1,6})([mhd])")
+_UNIT_SECONDS = {"m": 60, "h": 3600, "d": 86400}
+
+
+def duration(text: str) -> int | None:
+    """argparse type of ``world invite --expires``: ``30m``, ``12h``, ``7d`` as seconds, or
+    ``never`` (None)."""
+    if text == "never":
+        return None
+    match = _DURATION.fullmatch(text.strip())
+    if match is None or int(match.group(1)) == 0:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a duration: write 30m, 12h, 7d or never")
+    return int(match.group(1)) * _UNIT_SECONDS[match.group(2)]
+
+
+def _count(text: str) -> int:
+    """argparse type of ``--max-uses``: 0 or more."""
+    if not text.isdigit():
+        raise argparse.ArgumentTypeError(f"{text!r} is not a count: give 0 (any number) or more")
+    return int(text)
 
 
 def database_arg(text: str) -> Path | str:
@@ -306,6 +332,38 @@ def _parser() -> argparse.ArgumentParser:
                         help="the bridge's address as OBS reaches it, for the printed URL (default: "
                         f"${PUBLIC_URL_ENV}, as serve's --public-url, else http://{DEFAULT_HOST}:{DEFAULT_PORT})")
     add_db(viewer)
+
+    invite = world_commands.add_parser(
+        "invite",
+        help="let GMs register their own worlds: make, list or revoke invite codes",
+        description="Make an invite code (printed once; only its hash is stored), list the codes "
+        "(`invite list`) or revoke one (`invite revoke ID`). A GM enters the bridge's address and the "
+        "code in the Foundry module's settings; the module registers the world (game.world.id) and "
+        "keeps its token. A code registers new world ids only: never one this bridge knows, and it "
+        "never replaces a token (docs/security.md, Invite codes).",
+        epilog="Examples: fate-bridge world invite --max-uses 5 --expires 2d; "
+        "fate-bridge world invite --approve (each registration waits for `world pending approve`); "
+        "fate-bridge world invite revoke ID")
+    invite.add_argument("action", nargs="?", choices=("list", "revoke"), help="list the codes, or revoke one")
+    invite.add_argument("invite_id", nargs="?", metavar="ID", help="with revoke: the code's ID (its part before the dot)")
+    invite.add_argument("--max-uses", type=_count, default=1, metavar="N",
+                        help="worlds the code may register (default 1; 0: any number until it expires)")
+    invite.add_argument("--expires", type=duration, default=DEFAULT_INVITE_EXPIRY, metavar="TIME",
+                        help="how long the code works: 30m, 12h, 7d, or never (default 7d)")
+    invite.add_argument("--approve", action="store_true",
+                        help="each registration with this code waits until you approve it (`world pending`)")
+    invite.add_argument("--code-only", action="store_true", help="print only the code (for scripts)")
+    add_db(invite)
+    pending = world_commands.add_parser(
+        "pending",
+        help="list registration requests waiting for you; approve or deny one",
+        description="List the registrations made with an approval code (`world invite --approve`), "
+        "or approve / deny the one of WORLD_ID. An approved world is registered at once; its token "
+        "goes to the browser that asked (and to no other) when it asks again, within a minute.",
+        epilog="Examples: fate-bridge world pending; fate-bridge world pending approve my-world")
+    pending.add_argument("action", nargs="?", choices=("approve", "deny"), help="decide a request")
+    pending.add_argument("world_id", nargs="?", metavar="WORLD_ID", type=world_id, help="the request's world id")
+    add_db(pending)
 
     sch = commands.add_parser(
         "schema",
@@ -749,8 +807,9 @@ async def _serve_held(args: argparse.Namespace, db: Path | str, tls: ssl.SSLCont
 
 async def _world(args: argparse.Namespace) -> int:
     db = args.db or default_db()
-    if args.world_command != "add" and not is_postgres_url(db) and not Path(db).exists():
-        # only `add` makes a database: a mistyped --db must not leave an empty one behind
+    makes = args.world_command == "add" or (args.world_command == "invite" and args.action is None)
+    if not makes and not is_postgres_url(db) and not Path(db).exists():
+        # only `add` and `invite` make a database: a mistyped --db must not leave an empty one behind
         raise ConfigError(f"no database at {db}: pass the same --db as `fate-bridge serve`, or "
                           "register a world first with `fate-bridge world add WORLD_ID`")
     store = await open_store(db)
@@ -776,6 +835,10 @@ async def _world(args: argparse.Namespace) -> int:
                 print(f"Overlay viewer key of {args.world_id!r}{' (new)' if args.rotate else ''}:\n"
                       f"  {key}\nOverlay URL (an OBS browser source, 1920x1080):\n"
                       f"  {overlay_url(args.bridge_url, args.world_id, key)}")
+        elif args.world_command == "invite":
+            await _invite(store, args, db)
+        elif args.world_command == "pending":
+            await _pending(store, args)
         elif args.world_command == "remove":
             await store.remove_world(args.world_id)
             db_flag = f"--db {shlex.quote(db_label(db))} " if args.db else ""
@@ -793,6 +856,61 @@ async def _world(args: argparse.Namespace) -> int:
         return 0
     finally:
         await store.close()
+
+
+async def _invite(store: Store, args: argparse.Namespace, db: Path | str) -> None:
+    """``world invite``: make a code and print it once, or ``list`` / ``revoke ID``."""
+    if args.action == "revoke":
+        if not args.invite_id:
+            raise ConfigError("`world invite revoke` needs the code's ID (see `fate-bridge world invite list`)")
+        await store.revoke_invite(args.invite_id.split(".")[0])
+        print(f"Invite code {args.invite_id.split('.')[0]!r} revoked: it registers no world from now on "
+              "(worlds registered with it keep their tokens).")
+    elif args.action == "list":
+        now = utc_now()
+        invites = await store.invites()
+        for invite in invites:
+            state = ("revoked" if invite.revoked_at else "expired" if invite.expires_at and invite.expires_at <= now
+                     else "used up" if invite.max_uses is not None and invite.uses >= invite.max_uses else "active")
+            print(f"{invite.invite_id}\t{state}\tuses {invite.uses}/{invite.max_uses or 'any'}"
+                  f"\texpires {invite.expires_at or 'never'}{chr(9) + 'approval' if invite.approval else ''}")
+        if not invites:
+            print("No invite code yet: `fate-bridge world invite` makes one.", file=sys.stderr)
+    else:
+        if args.invite_id:
+            raise ConfigError(f"unexpected {args.invite_id!r}: `world invite` takes list, revoke ID or nothing")
+        code = new_invite_code()
+        expires = None if args.expires is None else utc_text(datetime.now(timezone.utc) + timedelta(seconds=args.expires))
+        await store.add_invite(Invite(code.invite_id, hash_token(code.secret), args.max_uses or None, expires,
+                                      args.approve))
+        if args.code_only:
+            print(code.text)
+            return
+        uses = "any number of worlds" if not args.max_uses else f"{args.max_uses} world{'s' * (args.max_uses > 1)}"
+        print(f"Invite code (shown once; registers {uses}, {'until ' + expires if expires else 'never expires'}"
+              f"{', each after your approval: `fate-bridge world pending`' if args.approve else ''}):\n"
+              f"  {code.text}\nThe GM enters it with this bridge's address in Foundry: Game Settings > "
+              "Configure Settings > Fate Bridge > Invite code. Revoke it with "
+              f"`fate-bridge world invite revoke {code.invite_id}{' --db ' + shlex.quote(db_label(db)) if args.db else ''}`.")
+
+
+async def _pending(store: Store, args: argparse.Namespace) -> None:
+    """``world pending``: list the registration requests, or ``approve`` / ``deny WORLD_ID``."""
+    if args.action is not None:
+        if args.world_id is None:
+            raise ConfigError(f"`world pending {args.action}` needs the request's WORLD_ID (see `fate-bridge world pending`)")
+        await store.decide_registration(args.world_id, args.action == "approve")
+        print(f"World {args.world_id!r} approved: registered; its token goes to the browser that asked when it "
+              "asks again (within a minute)." if args.action == "approve" else
+              f"Registration of {args.world_id!r} denied: the browser that asked is told so.")
+        return
+    requests = await store.registration_requests()
+    for request in requests:
+        print(f"{request.world_id}\t{request.state}\tfrom {request.address}\tat {request.requested_at}"
+              f"\tcode {request.invite_id}")
+    if not requests:
+        print("No registration request: codes made with `fate-bridge world invite --approve` make them.",
+              file=sys.stderr)
 
 
 async def _migrate(args: argparse.Namespace) -> int:

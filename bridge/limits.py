@@ -13,6 +13,7 @@ own: the server passes its loop's monotonic clock).
   for all worlds together, the whole address, alike; hellos in that time are refused before the
   store is read, so a token-guessing flood costs the bridge almost nothing, and a correct token
   from the flooded address gets in at most ``max_hello_delay`` after the flood stops).
+- :class:`RegistrationRates`: registrations through an invite code, per address and in total.
 """
 
 from __future__ import annotations
@@ -59,6 +60,11 @@ class RateLimit:
         """True when :meth:`allow` would say yes (takes nothing)."""
         self._refill()
         return self.tokens >= 1
+
+    def wait(self) -> float:
+        """Seconds until :meth:`allow` would say yes (0: now; takes nothing)."""
+        self._refill()
+        return max(0.0, (1 - self.tokens) / self.rate)
 
 
 @dataclass(frozen=True, slots=True)
@@ -234,6 +240,61 @@ def _remember(table: OrderedDict, key: Hashable, value: object) -> None:
     table.move_to_end(key)
     if len(table) > MAX_TRACKED_ADDRESSES:
         table.popitem(last=False)
+
+
+REGISTER_PER_ADDRESS = (1 / 60, 5)  # (per second, burst): a GM registers once; five tries for
+# typos, then one a minute: a code cannot be guessed (192 bits), but tries fill the log
+REGISTER_TOTAL = (1 / 6, 30)  # all addresses together: ten a minute, thirty at once (a host who
+# posted a code for a community's tables); more means a flood from many addresses
+
+
+class RegistrationRates:
+    """Registrations through an invite code (``register``), one bucket per address and one for
+    all: a try takes a token from both. A browser asking again about its waiting request takes
+    none (it polls until the host decides). The address table is bounded
+    (``MAX_TRACKED_ADDRESSES``)."""
+
+    def __init__(self, clock: Callable[[], float], per_address: tuple[float, int] = REGISTER_PER_ADDRESS,
+                 total: tuple[float, int] = REGISTER_TOTAL) -> None:
+        self.clock, self.per_address = clock, per_address
+        self._total = RateLimit(total[0], total[1], clock)
+        self._by_address: OrderedDict[str, RateLimit] = OrderedDict()
+
+    def _of(self, address: str) -> RateLimit:
+        bucket = self._by_address.get(address)
+        if bucket is None:
+            bucket = RateLimit(self.per_address[0], self.per_address[1], self.clock)
+        _remember(self._by_address, address, bucket)
+        return bucket
+
+    def wait(self, address: str) -> float:
+        """Seconds before ``address`` may try a registration (0: now)."""
+        return max(self._of(address).wait(), self._total.wait())
+
+    def take(self, address: str) -> None:
+        """Count one try from ``address`` (call after :meth:`wait` said 0)."""
+        self._of(address).allow()
+        self._total.allow()
+
+    def gate(self, address: str) -> RegistrationGate:
+        """This table as one connection from ``address`` sees it (what a session is handed)."""
+        return RegistrationGate(self, address)
+
+
+@dataclass(frozen=True, slots=True)
+class RegistrationGate:
+    """One connection's view of :class:`RegistrationRates`: its ``address``, ``wait()``, ``take()``."""
+
+    rates: RegistrationRates
+    address: str
+
+    def wait(self) -> float:
+        """Seconds before this connection's address may try a registration (0: now)."""
+        return self.rates.wait(self.address)
+
+    def take(self) -> None:
+        """Count one try from this connection's address."""
+        self.rates.take(self.address)
 
 
 class WorldRates:

@@ -1,6 +1,6 @@
 """``fate-bridge migrate``: copy a table's data from one database to another (SQLite file to
 PostgreSQL, or back), row for row: worlds, their state, the event ids' replies, audit trails,
-signed checkpoints and signed heads. Both backends keep the same tables and columns, so a copied audit chain
+signed checkpoints and signed heads, invite codes and registration requests. Both backends keep the same tables and columns, so a copied audit chain
 verifies on the target as on the source (same bytes, same hashes, same record ids).
 
 The source is opened as the bridge would open it (an older SQLite file is upgraded first); the
@@ -29,6 +29,9 @@ TABLES: dict[str, tuple[tuple[str, ...], frozenset[str]]] = {
                "outcome", "summary", "record", "prev_hash", "hash"), frozenset({"summary", "record"})),
     "checkpoints": (("world_id", "seq", "hash", "mac", "ts"), frozenset()),
     "heads": (("world_id", "seq", "hash", "state_digest", "public_key", "sig", "ts", "stored_digest"), frozenset()),
+    "invites": (("invite_id", "secret_hash", "max_uses", "uses", "expires_at", "approval", "created_at", "revoked_at"),
+                frozenset()),
+    "registrations": (("world_id", "invite_id", "secret_hash", "address", "requested_at", "state"), frozenset()),
 }
 BATCH_ROWS = 2000  # rows read and inserted per statement batch
 

@@ -2,7 +2,9 @@
 
 One asyncio server (websockets' asyncio API). Plain HTTP without a WebSocket upgrade (health,
 overlay page, the dice check page ``/verify``, module manifest and zip, status, metrics, landing page) is :mod:`bridge.http`. Each connection:
-the first frame must come within ``hello_timeout`` seconds (else close 4002); frames are handled
+the first frame (``hello``, or ``register``: a world registered through an invite code, rate
+limited per address and in total by :class:`~bridge.limits.RegistrationRates`, answered and
+closed) must come within ``hello_timeout`` seconds (else close 4002); frames are handled
 one at a time, in order, each answered before the next is read; past the world's rate limit (one
 bucket per world, whichever connection) a frame is answered ``rate_limited`` and not handled; a
 binary frame is answered ``bad_message``. Connections are counted from the TCP accept
@@ -47,9 +49,9 @@ from .cluster import Cluster, Notice
 from .dice import Dice, SecretDice
 from .errors import BadMessage, ConfigError, RateLimited
 from .http import Pages
-from .limits import Admission, Limits, RateLimit, WorldRates
+from .limits import Admission, Limits, RateLimit, RegistrationRates, WorldRates
 from .metrics import Metrics
-from .session import (CLOSE_HELLO_TIMEOUT, CLOSE_SUPERSEDED, CLOSE_UNAUTHORIZED,
+from .session import (CLOSE_DONE, CLOSE_HELLO_TIMEOUT, CLOSE_SUPERSEDED, CLOSE_UNAUTHORIZED,
                       CLOSE_VIEWER_TOO_SLOW, Reply, Session, error_frame)
 from .startup import listen_base
 from .report import draw as draw_report
@@ -365,6 +367,7 @@ async def close_within(ws: ServerConnection, seconds: float, code: int, reason: 
         ws.transport.abort()  # the close frame cannot get through, or no answer comes
 
 
+CLOSE_REASONS = {CLOSE_DONE: "registration answered"}  # a session's close, else "unauthorized"
 BINARY_FRAME = BadMessage("binary frames are not accepted: send each JSON message as a text frame")
 
 
@@ -379,6 +382,7 @@ def make_handler(
     cluster: Cluster | None = None,
     metrics: Metrics | None = None,
     drain: Drain | None = None,
+    registrations: RegistrationRates | None = None,
 ) -> Callable[[ServerConnection], Awaitable[None]]:
     """The per-connection coroutine for ``websockets.serve``: always returns, never raises.
     ``rate``: (frames per second, burst) per world for its forwarder (one bucket whatever the
@@ -389,7 +393,9 @@ def make_handler(
     counted in it, and every connection's hellos are throttled by it. ``cluster``: the other
     bridge processes on the same PostgreSQL database (cards, overlay actions and take-overs go
     both ways). ``metrics``: where decisions and take-overs are counted (:mod:`bridge.metrics`).
-    ``drain``: tells when to hand the connections over (:class:`Drain`; SIGTERM, ``serve_until``)."""
+    ``drain``: tells when to hand the connections over (:class:`Drain`; SIGTERM, ``serve_until``).
+    ``registrations``: the rates of registrations through invite codes (default
+    :class:`RegistrationRates` on the loop's clock; one table per process)."""
     presence = Presence() if presence is None else presence
     drain = Drain() if drain is None else drain
     forwarders = Forwarders(store, cluster, metrics)
@@ -399,12 +405,14 @@ def make_handler(
     clock = asyncio.get_running_loop().time
     admission = Admission(Limits(), clock) if admission is None else admission
     worlds = None if rate is None else WorldRates(rate[0], rate[1], clock)
+    registrations = RegistrationRates(clock) if registrations is None else registrations
     rate_message = (f"more than {rate[0]:g} messages a second: this one was not handled; send it "
                     "again later with the same event_id") if rate else ""
 
     async def handler(ws: ServerConnection) -> None:
-        session = Session(store, dice, max_frame_bytes=MAX_FRAME_BYTES, reporter=draw_report, metrics=metrics)
         address = _address(ws.transport)
+        session = Session(store, dice, max_frame_bytes=MAX_FRAME_BYTES, reporter=draw_report, metrics=metrics,
+                          registrations=registrations.gate(address))
         limit = None if rate is None else RateLimit(rate[0], rate[1], clock)
         pump: asyncio.Task[None] | None = None
         viewer: _Viewer | None = None
@@ -462,7 +470,7 @@ def make_handler(
                         admission.hello_failed(address, named)
                         if isinstance(frame, bytes):
                             log.info("connection_refused", reason="binary_frame", address=address)
-                    reason = "unauthorized"
+                    reason = CLOSE_REASONS.get(reply.close_code, "unauthorized")
                     if reply.close_code == CLOSE_SUPERSEDED:  # a decision the lease refused (LeaseLost)
                         assert session.world_id is not None
                         reason = superseded_reason(await forwarders.holder(session.world_id))

@@ -3,7 +3,8 @@
 The server feeds every received frame to :meth:`Session.receive` and sends what it returns;
 ``fate-bridge resolve`` does the same with lines of stdin. A session is ``new`` until a good
 ``hello`` makes it the world's ``forwarder`` (``token``) or a read-only overlay ``viewer``
-(``viewer_key``), or it is told to close: :class:`SessionState` and the tables below it
+(``viewer_key``), or it is told to close (a ``register``, a world registered through an invite
+code, is always answered and closed): :class:`SessionState` and the tables below it
 (:data:`ACCEPTS`, :data:`REFUSED`, :data:`HELLO_OPENS`) hold every rule of that machine. A viewer
 may only ``ping``; what it is sent besides (public cards) comes from the forwarder's replies:
 :class:`Reply` says what the server must pass on to the world's viewers.
@@ -25,22 +26,25 @@ from __future__ import annotations
 
 import enum
 import hmac
+import math
 import hashlib
 import secrets
 from collections.abc import Awaitable, Callable
+from typing import Protocol
 
 import msgspec
 import structlog
 
 from . import __version__, core, i18n, registry, times, wire
+from .credentials import hash_token, new_token, parse_invite_code, token_matches
 from .dice import Dice
 from .metrics import Metrics
-from .errors import (LeaseLost, WorldNotRegistered, BadMessage, Forbidden, Internal, NotFound, Refusal,
-                     Unauthorized)
+from .errors import (LeaseLost, WorldNotRegistered, BadMessage, Forbidden, Internal, NotFound, RateLimited,
+                     Refusal, Unauthorized)
 from .receipts import check_receipts
 from .record import sorted_json
 from .state import WorldState
-from .store.base import AuditFilter, AuditRow, Decided, Decision, Store, World
+from .store.base import AuditFilter, AuditRow, Decided, Decision, Registration, Store, World
 
 # Draws the audit report page of a world's rows (world_id, since); the shell's, so the session
 # itself needs no thread or clock: the server passes bridge.report.draw.
@@ -52,30 +56,22 @@ CLOSE_UNAUTHORIZED = 4001  # bad or missing token, or first message not ``hello`
 CLOSE_HELLO_TIMEOUT = 4002  # no ``hello`` within the server's hello timeout
 CLOSE_SUPERSEDED = 4003  # another connection authenticated for the same world
 CLOSE_VIEWER_TOO_SLOW = 4004  # an overlay viewer fell behind its queue or send timeout
-TOKEN_BYTES = 32  # 256 bits: a hash without key stretching is enough at this entropy
+CLOSE_DONE = 1000  # a ``register`` answered: the connection did what it came for
 OVERLAY_PATH = "overlay"  # the overlay page, relative to the bridge's address (server.py serves it)
+REQUEST_POLL_SECONDS = 30  # a waiting request's browser asks again this often: the host decides
+# in minutes, and a connection every 30 s per waiting GM costs nothing
 
 
-def new_token() -> str:
-    """A fresh world token or overlay viewer key (URL-safe text, 256 random bits from
-    ``secrets``), never starting with ``-``: pasted after ``--token`` on a command line, such a
-    token would read as an option (a redraw costs one bit of the 256 in one case of 64)."""
-    while True:
-        token = secrets.token_urlsafe(TOKEN_BYTES)
-        if not token.startswith("-"):
-            return token
+class RegistrationGate(Protocol):
+    """What a session is told of registrations through invite codes by its server
+    (:class:`bridge.limits.RegistrationGate`): the connection's ``address``, ``wait()`` (seconds
+    before it may try one: 0 now) and ``take()`` (count a try)."""
 
+    address: str
 
-def hash_token(token: str) -> str:
-    """The SHA-256 (hex) under which a token is stored; the token itself is never stored."""
-    return hashlib.sha256(token.encode()).hexdigest()
+    def wait(self) -> float: ...
 
-
-def token_matches(token: str, token_hash: str | None) -> bool:
-    """Constant-time check of ``token`` against a stored hash (None never matches)."""
-    if token_hash is None:
-        return False
-    return hmac.compare_digest(hash_token(token), token_hash)
+    def take(self) -> None: ...
 
 
 def viewer_key_matches(key: str, stored: str | None) -> bool:
@@ -111,7 +107,7 @@ class SessionState(enum.Enum):
 
 
 ACCEPTS: dict[SessionState, tuple[type[wire.ClientMessage], ...]] = {
-    SessionState.NEW: (wire.Hello,),
+    SessionState.NEW: (wire.Hello, wire.Register),
     SessionState.FORWARDER: (wire.Ping, wire.Query, wire.Request, wire.Hello),  # a 2nd hello: trusted only
     SessionState.VIEWER: (wire.Ping,),
 }
@@ -161,6 +157,8 @@ class Session:
     pages (the server passes :func:`bridge.report.draw`; without it the query is refused). ``new_seed(n)``: n secret
     bytes, the seed of a dice session (``secrets.token_bytes``; tests may fix it). ``metrics``: the
     server's :class:`~bridge.metrics.Metrics`, told of each decision (None: nothing counted).
+    ``registrations``: the connection's :class:`RegistrationGate` (the server's rate limits of
+    registrations through invite codes); None refuses ``register`` (``resolve``).
     """
 
     def __init__(
@@ -174,8 +172,10 @@ class Session:
         reporter: Reporter | None = None,
         new_seed: Callable[[int], bytes] = secrets.token_bytes,
         metrics: Metrics | None = None,
+        registrations: RegistrationGate | None = None,
     ) -> None:
         self.store = store
+        self.registrations = registrations
         self.metrics = metrics  # counts each decision and its latency (bridge/metrics.py)
         self.max_frame_bytes = max_frame_bytes  # the server's limit, told in ``welcome``
         self.dice = dice
@@ -243,6 +243,8 @@ class Session:
             return Reply([error_frame(refusal, ref_of_message(message))], close)
         if isinstance(message, wire.Hello):
             return await self._hello(message)
+        if isinstance(message, wire.Register):
+            return await self._register(message)
         assert self.world_id is not None
         match message:
             case wire.Ping():
@@ -345,6 +347,32 @@ class Session:
             text = i18n.gettext(message)
         return Reply([error_frame(Unauthorized(text, field=field), None)], CLOSE_UNAUTHORIZED)
 
+    async def _register(self, message: wire.Register) -> Reply:
+        """Register a world through an invite code (docs/protocol.md, Registration), or answer a
+        browser asking again about its waiting request (no try counted); the answer goes to this
+        connection alone, which is then closed. A try past the gate's rate is refused
+        ``rate_limited`` before the store is read for it; the store decides the rest in one
+        transaction (:meth:`Store.register_world`). One log line, never a secret."""
+        gate = self.registrations
+        if gate is None:
+            raise NotFound(i18n.gettext("this bridge takes no registrations here: use `fate-bridge world add`"),
+                           field="type")
+        world_id, token, code = message.world_id, new_token(), parse_invite_code(message.invite_code)
+        with i18n.using(message.client and message.client.language):
+            outcome = await self.store.collect_registration(world_id, message.request_secret, hash_token(token))
+            if outcome is None:
+                if (wait := gate.wait()) > 0:
+                    log.info("registration_refused", world_id=world_id, reason="rate_limited", address=gate.address)
+                    text = i18n.gettext("too many registrations just now: try again in {seconds} s")
+                    seconds = math.ceil(round(wait, 3))  # 54.000000001 s of float arithmetic is 54
+                    return Reply([error_frame(RateLimited(text.format(seconds=seconds)), None)], CLOSE_DONE)
+                gate.take()
+                outcome = Registration.NO_CODE if code is None else await self.store.register_world(
+                    world_id, code, hash_token(token), hash_token(message.request_secret), gate.address)
+            log.info("registration", world_id=world_id, outcome=outcome.value, address=gate.address,
+                     invite_id=code and code.invite_id)
+            return _registration_reply(world_id, outcome, token)
+
     def _viewer_hello(self, hello: wire.Hello, world: World | None) -> Reply:
         """A read-only overlay viewer: the world's viewer key opens it; anything else closes it."""
         assert hello.viewer_key is not None
@@ -397,6 +425,45 @@ class Session:
         if decided.receipt is None or not decided.reply.endswith(b"}"):
             return decided.reply
         return decided.reply[:-1] + b',"receipt":' + wire.encode(decided.receipt) + b"}"
+
+
+REGISTRATION_REFUSALS: dict[Registration, tuple[type[Refusal], str, str, int]] = {
+    Registration.NO_CODE: (Unauthorized, "invite_code", i18n.N_(
+        "this invite code is not valid on this bridge: check it with the bridge's host"), CLOSE_UNAUTHORIZED),
+    Registration.REVOKED: (Unauthorized, "invite_code", i18n.N_(
+        "this invite code was revoked: ask the bridge's host for a new one"), CLOSE_UNAUTHORIZED),
+    Registration.EXPIRED: (Unauthorized, "invite_code", i18n.N_(
+        "this invite code has expired: ask the bridge's host for a new one"), CLOSE_UNAUTHORIZED),
+    Registration.USED_UP: (Unauthorized, "invite_code", i18n.N_(
+        "this invite code has been used as often as it may: ask the bridge's host for a new one"),
+        CLOSE_UNAUTHORIZED),
+    Registration.WORLD_KNOWN: (Forbidden, "world_id", i18n.N_(
+        "world {world} is registered on this bridge already: an invite code cannot register it again or "
+        "replace its token; paste the world's token (the bridge's host can give it a new one with "
+        "`fate-bridge world rotate-token {world}`)"), CLOSE_DONE),
+    Registration.WORLD_ASKED: (Forbidden, "world_id", i18n.N_(
+        "a request to register world {world} waits for the host's approval already, made from another "
+        "browser: the token goes to that browser alone"), CLOSE_DONE),
+    Registration.DENIED: (Forbidden, "world_id", i18n.N_(
+        "the bridge's host denied the registration of world {world}"), CLOSE_DONE),
+    Registration.FULL: (RateLimited, "world_id", i18n.N_(
+        "too many registration requests wait for the host's approval: try again later"), CLOSE_DONE),
+}
+"""Each refused registration: the refusal, the field it names, its text (English, shown in the
+language of the ``register``'s ``client.language``; ``{world}`` is the world id) and the close
+code (4001 for a code it refuses: counted as a failed hello, bridge/limits.py)."""
+
+
+def _registration_reply(world_id: str, outcome: Registration, token: str) -> Reply:
+    """The answer to a ``register`` that came to ``outcome`` (``token``: the world's, sent only
+    when ``REGISTERED``), then the connection's close."""
+    if outcome is Registration.REGISTERED:
+        return Reply([wire.encode(wire.Registered(world_id=world_id, token=token))], CLOSE_DONE)
+    if outcome is Registration.WAITING:
+        waiting = wire.RegistrationPending(world_id=world_id, retry_seconds=REQUEST_POLL_SECONDS)
+        return Reply([wire.encode(waiting)], CLOSE_DONE)
+    refusal, field, english, close = REGISTRATION_REFUSALS[outcome]
+    return Reply([error_frame(refusal(i18n.gettext(english).format(world=world_id), field=field), None)], close)
 
 
 def _welcome(world: World, max_frame_bytes: int | None) -> bytes:

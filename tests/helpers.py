@@ -178,6 +178,8 @@ def as_old_bridge(db: Path) -> None:
         ALTER TABLE heads DROP COLUMN stored_digest;
         ALTER TABLE worlds DROP COLUMN language;
         ALTER TABLE worlds DROP COLUMN state_seal;
+        DROP TABLE invites;
+        DROP TABLE registrations;
         UPDATE meta SET value = '7' WHERE key = 'schema_version';
     """)
     conn.commit()

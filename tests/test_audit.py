@@ -386,7 +386,7 @@ class TestMigrations:
         again = json.loads((await session.receive(frame(fate_spend("s2", "m1")))).frames[0])
         await store.close()
         version = sqlite3.connect(db).execute("SELECT value FROM meta WHERE key='schema_version'").fetchone()[0]
-        assert int(version) == SCHEMA_VERSION == 12
+        assert int(version) == SCHEMA_VERSION == 13
         assert again["code"] == "already_fated"
 
     async def test_upgrade_from_1_starts_the_chain_at_1(self, db):

@@ -427,7 +427,7 @@ class TestOldRows:
         assert conn.execute("SELECT prev_hash, summary FROM audit WHERE seq = 11").fetchone() == ("", b"")
         assert len(conn.execute("SELECT prev_hash FROM audit WHERE seq = 10").fetchone()[0]) == 64
         # upgraded to today's schema (8: the records in their key's b-tree), the old values read as they were
-        assert conn.execute("SELECT value FROM meta WHERE key = 'schema_version'").fetchone() == (str(SCHEMA_VERSION),) == ("12",)
+        assert conn.execute("SELECT value FROM meta WHERE key = 'schema_version'").fetchone() == (str(SCHEMA_VERSION),) == ("13",)
         assert "WITHOUT ROWID" in conn.execute("SELECT sql FROM sqlite_master WHERE name = 'records'").fetchone()[0]
         a, b = open_readonly(new), open_readonly(old)
         try:

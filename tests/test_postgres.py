@@ -20,7 +20,8 @@ from bridge import cluster as cluster_module
 from bridge.cluster import MAX_PAYLOAD, Cluster, Notice
 from bridge.config import db_label, load_signing_key
 from bridge.errors import ConfigError, LeaseLost, WorldNotRegistered
-from bridge.store import AuditFilter, Decision, SQLiteStore
+from bridge.credentials import hash_token, new_invite_code
+from bridge.store import AuditFilter, Decision, Invite, Registration, SQLiteStore
 from bridge.store.postgres import SCHEMA_VERSION, PostgresStore
 
 from .helpers import ROOT, replay
@@ -658,6 +659,9 @@ class TestMigrate:
         async def build():
             store = await replay(ROOT / "examples" / "sohl-session.jsonl", db, KEY)
             await store.add_world("second", "hash2")
+            code = new_invite_code()  # issue 34: the invite codes and waiting requests go along
+            await store.add_invite(Invite(code.invite_id, hash_token(code.secret), 2, None, True))
+            assert await store.register_world("asked", code, "t", hash_token("secret"), "192.0.2.1") is Registration.WAITING
             await store.close()
         asyncio.run(build())
         key_file = tmp_path / "audit.key"
@@ -676,6 +680,8 @@ class TestMigrate:
             try:
                 assert await a.worlds() == await b.worlds()
                 assert await a.audit_rows(AuditFilter()) == await b.audit_rows(AuditFilter())
+                assert await a.invites() == await b.invites() and (await b.invites())[0].uses == 1
+                assert await a.registration_requests() == await b.registration_requests() != []
                 # the copy goes on: the next decision continues the chain and the audit ids
                 again = await b.decide("w", "after-migrate", put_option("off"))
                 assert again.replayed is False

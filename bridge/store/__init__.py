@@ -4,7 +4,7 @@ world's state held in memory, which decisions run on), ``writer`` (the batch wri
 share: loading worlds, the group commit, one transaction per batch, the lease refusal),
 ``sqlite`` (the embedded backend's part: the file's connections, batches on the event loop,
 the tails), ``blobs`` (stored blobs as zstd frames, with the installed rulesets' dictionaries),
-``worlds`` (registered worlds), ``audit_rows`` (the audit trail's rows, checkpoints and
+``worlds`` (registered worlds), ``invites`` (invite codes and registration requests), ``audit_rows`` (the audit trail's rows, checkpoints and
 verification) and ``postgres`` (the PostgreSQL backend's part, with per-world leases for many
 processes). Neither backend derives from the other.
 
@@ -18,9 +18,11 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-from .base import AuditFilter, AuditRow, Decided, Decision, DecisionFn, Store, World
+from .base import (AuditFilter, AuditRow, Decided, Decision, DecisionFn, Invite, Registration,
+                   RegistrationRequest, Store, World)
 
-__all__ = ["AuditFilter", "AuditRow", "Decided", "Decision", "DecisionFn", "Store", "World",
+__all__ = ["AuditFilter", "AuditRow", "Decided", "Decision", "DecisionFn", "Invite", "Registration",
+           "RegistrationRequest", "Store", "World",
            "SQLiteStore", "MIGRATIONS", "SCHEMA_VERSION", "DB_FILE_MODE", "utc_now", "open_store"]
 
 

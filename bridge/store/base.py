@@ -7,6 +7,7 @@ Pure declarations: no SQL, no threads. ``bridge/store/sqlite.py`` is the embedde
 
 from __future__ import annotations
 
+import enum
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Protocol, TypeVar
@@ -14,6 +15,7 @@ from typing import TYPE_CHECKING, Any, Protocol, TypeVar
 import msgspec
 
 from .. import audit, wire
+from ..credentials import InviteCode
 from ..record import Decision  # noqa: F401 (what a decision hands the store, made by bridge.core)
 from ..state import WorldState
 
@@ -35,6 +37,53 @@ class World:
     settings: wire.WorldSettings
     viewer_key: str | None = None
     language: str | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class Invite:
+    """An invite code as stored (``fate-bridge world invite``): its public id, its secret's
+    SHA-256, how many registrations it allows (None: any number) and has made, when it expires
+    (UTC text, None: never), whether each registration waits for the host's approval, when it
+    was made and when revoked (None: not revoked)."""
+
+    invite_id: str
+    secret_hash: str
+    max_uses: int | None
+    expires_at: str | None
+    approval: bool
+    uses: int = 0
+    created_at: str = ""
+    revoked_at: str | None = None
+
+
+class Registration(enum.Enum):
+    """What a registration through an invite code came to (:meth:`Store.register_world`,
+    :meth:`Store.collect_registration`): the first three are answers, the others refusals,
+    each leaving every row as it was."""
+
+    REGISTERED = "registered"  # the world is registered, under the token hash given
+    WAITING = "waiting"  # the request waits for the host (made now, or asked again)
+    DENIED = "denied"  # the host denied the request (told once: the request is gone then)
+    NO_CODE = "no_code"  # no such code, or its secret is wrong
+    REVOKED = "revoked"
+    EXPIRED = "expired"
+    USED_UP = "used_up"  # the code made its max_uses registrations
+    WORLD_KNOWN = "world_known"  # the world id is registered, or was (removed): never through a code
+    WORLD_ASKED = "world_asked"  # a request for the world id waits already (another browser's)
+    FULL = "full"  # MAX_WAITING_REQUESTS requests wait already
+
+
+@dataclass(frozen=True, slots=True)
+class RegistrationRequest:
+    """A registration made with an approval code (``fate-bridge world pending``): the world,
+    the code's id, the address it came from, when (UTC text), and ``state``: ``waiting``,
+    ``approved`` or ``denied`` (the latter two until the requesting browser asks again)."""
+
+    world_id: str
+    invite_id: str
+    address: str
+    requested_at: str
+    state: str
 
 
 class Decided(msgspec.Struct, frozen=True):
@@ -135,6 +184,49 @@ class Store(Protocol):
 
     async def worlds(self) -> list[World]:
         """Every registered world, by id."""
+        ...
+
+    async def add_invite(self, invite: Invite) -> None:
+        """Store a new invite code (its secret's hash only)."""
+        ...
+
+    async def invites(self) -> list[Invite]:
+        """Every invite code, newest first (revoked and expired ones too)."""
+        ...
+
+    async def revoke_invite(self, invite_id: str) -> None:
+        """Make the code ``invite_id`` refuse every registration from now on (requests made with
+        it and waiting stay for the host to decide). Raises ``ConfigError`` if there is no such
+        code."""
+        ...
+
+    async def register_world(self, world_id: str, code: InviteCode, token_hash: str, request_hash: str,
+                             address: str) -> Registration:
+        """Register ``world_id`` through ``code`` in one transaction: ``REGISTERED`` (under
+        ``token_hash``) with a plain code, ``WAITING`` with an approval code (a request kept with
+        ``request_hash``, the SHA-256 of the requesting browser's secret, and ``address``); the
+        code's use is counted either way. Otherwise the refusal, nothing written: ``NO_CODE``
+        (unknown, or the secret differs: compared in constant time), ``REVOKED``, ``EXPIRED``,
+        ``WORLD_KNOWN`` (a world the database knows, even removed, is never registered through a
+        code), ``WORLD_ASKED``, ``USED_UP``, ``FULL``."""
+        ...
+
+    async def collect_registration(self, world_id: str, request_secret: str, token_hash: str) -> Registration | None:
+        """The requesting browser asks again about its request for ``world_id``: None when no
+        request for it holds ``request_secret`` (compared in constant time); ``WAITING``;
+        ``REGISTERED`` once approved (the world's token hash set to ``token_hash``, the request
+        gone); ``DENIED`` (the request gone); ``WORLD_KNOWN`` when the host gave the approved
+        world a token meanwhile (the request gone; its token is never replaced)."""
+        ...
+
+    async def registration_requests(self) -> list[RegistrationRequest]:
+        """Every registration request, oldest first."""
+        ...
+
+    async def decide_registration(self, world_id: str, approve: bool) -> None:
+        """Approve (the world registered, without a token until its browser collects one) or
+        deny the waiting request for ``world_id``. Raises ``ConfigError`` when none waits, or
+        (approving) when the world was registered meanwhile."""
         ...
 
     async def decide(self, world_id: str, event_id: str | None, decision: DecisionFn,

@@ -46,7 +46,7 @@ import structlog
 
 from ..config import db_label
 from ..errors import ConfigError
-from .schema import (UPDATE_WORLD, UPDATE_WORLD_SEALED, T, _in_transaction, insert_audit_sql,
+from .schema import (INVITE_TABLES, UPDATE_WORLD, UPDATE_WORLD_SEALED, T, _in_transaction, insert_audit_sql,
                      upsert_records_sql, utc_now)
 from .writer import BatchWriter
 
@@ -135,6 +135,8 @@ ALTER TABLE heads ADD COLUMN stored_digest TEXT
     6: """
 ALTER TABLE worlds ADD COLUMN state_seal TEXT
 """,
+    # = the SQLite file's step 13 (issue 34): invite codes and registration requests
+    7: INVITE_TABLES,
 }
 SCHEMA_VERSION = max(MIGRATIONS)
 MIGRATE_LOCK = 0x46415445  # advisory lock key ("FATE"): processes starting together migrate once

@@ -17,6 +17,28 @@ from .. import wire
 
 T = TypeVar("T")
 
+# The invite tables, the same text in both backends' migrations (types both read alike).
+INVITE_TABLES = """
+CREATE TABLE invites (
+    invite_id   TEXT PRIMARY KEY,
+    secret_hash TEXT NOT NULL,
+    max_uses    INTEGER,
+    uses        INTEGER NOT NULL DEFAULT 0,
+    expires_at  TEXT,
+    approval    INTEGER NOT NULL DEFAULT 0,
+    created_at  TEXT NOT NULL,
+    revoked_at  TEXT
+);
+CREATE TABLE registrations (
+    world_id     TEXT PRIMARY KEY,
+    invite_id    TEXT NOT NULL,
+    secret_hash  TEXT NOT NULL,
+    address      TEXT NOT NULL,
+    requested_at TEXT NOT NULL,
+    state        TEXT NOT NULL DEFAULT 'waiting'
+)
+"""
+
 # Each step upgrades the file from the previous version; a file records its version in ``meta``.
 # Never edit a released step: add the next one.
 MIGRATIONS: dict[int, str] = {
@@ -144,6 +166,9 @@ ALTER TABLE heads ADD COLUMN stored_digest TEXT;
     12: """
 ALTER TABLE worlds ADD COLUMN state_seal TEXT;
 """,
+    # Issue 34: invite codes (bridge/credentials.py; the secret's SHA-256 only) and the requests
+    # made with an approval code, waiting for the host (bridge/store/invites.py).
+    13: INVITE_TABLES,
 }
 SCHEMA_VERSION = max(MIGRATIONS)
 
@@ -233,8 +258,13 @@ def fold_tail(conn: sqlite3.Connection, rows: int | None = None) -> int:
 
 def utc_now() -> str:
     """The current UTC time as ``YYYY-MM-DDTHH:MM:SS.mmmZ`` (sorts as text)."""
-    now = datetime.datetime.now(datetime.timezone.utc)
-    return now.strftime("%Y-%m-%dT%H:%M:%S.") + f"{now.microsecond // 1000:03d}Z"
+    return utc_text(datetime.datetime.now(datetime.timezone.utc))
+
+
+def utc_text(moment: datetime.datetime) -> str:
+    """An aware ``moment`` as the store writes times: ``YYYY-MM-DDTHH:MM:SS.mmmZ`` in UTC."""
+    moment = moment.astimezone(datetime.timezone.utc)
+    return moment.strftime("%Y-%m-%dT%H:%M:%S.") + f"{moment.microsecond // 1000:03d}Z"
 
 
 _settings_decoder = msgspec.json.Decoder(wire.WorldSettings)

@@ -67,6 +67,7 @@ from .blobs import unpack
 from .memory import RECENT_EVENTS, CachedState, EventFilter, WorldCache
 from . import seal
 from .schema import INSERT_EVENT, UPDATE_WORLD, UPDATE_WORLD_SEALED, T, _settings_decoder, utc_now
+from .invites import InviteRows
 from .worlds import WorldRows
 
 if TYPE_CHECKING:
@@ -130,7 +131,7 @@ def _settle_futures(settled: list[tuple[asyncio.Future[Decided], Decided | None,
             future.set_result(decided)  # type: ignore[arg-type]
 
 
-class BatchWriter(WorldRows, AuditRows):
+class BatchWriter(WorldRows, InviteRows, AuditRows):
     """The shared part of a store backend (see the module docstring). A backend subclass provides
     ``_connect`` (open, migrate, set ``_conn``), ``_transaction`` (run work in one transaction on
     the writer's connection), its tables' SQL (``_insert_audit``, ``_upsert_records``: schema's

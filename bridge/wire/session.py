@@ -52,6 +52,47 @@ class Hello(ClientMessage, tag="hello", kw_only=True):
     client: ClientInfo | None = None
 
 
+WorldId = Annotated[str, Meta(min_length=1, max_length=128, pattern=r"^[A-Za-z0-9_-]+$", description=(
+    "A Foundry world id (game.world.id, the world's folder name under Data/worlds): letters, digits, "
+    "'-' and '_', as Foundry's BasePackage.validateId allows."))]
+InviteCodeText = Annotated[str, Meta(min_length=1, max_length=256, description=(
+    "An invite code as the bridge's host handed it out (`fate-bridge world invite`): ID.SECRET."))]
+RequestSecret = Annotated[str, Meta(min_length=22, max_length=256, description=(
+    "A random value of the requesting browser (at least 128 bits, as base64url text), the same each "
+    "time it asks: only the browser holding it collects the token once the host approves."))]
+
+
+class Register(ClientMessage, tag="register", kw_only=True):
+    """First message of a connection that registers ``world_id`` through an invite code instead
+    of saying ``hello`` (docs/protocol.md, Registration). Answered with ``registered`` (the
+    world's token, to this connection alone), ``registration_pending`` (the code needs the host's
+    approval: send the same ``register`` again, with the same ``request_secret``, after
+    ``retry_seconds``) or ``error``; the bridge then closes the connection (1000; 4001 for a code
+    it refuses). A world id the bridge knows is never registered or given a new token this way
+    (``error{code: "forbidden", field: "world_id"}``)."""
+
+    world_id: WorldId
+    invite_code: InviteCodeText
+    request_secret: RequestSecret
+    client: ClientInfo | None = None
+
+
+class Registered(BridgeMessage, tag="registered", kw_only=True):
+    """Answer to a ``register`` that registered ``world_id``: ``token`` is the world's token
+    (shown once; only its hash is stored), for ``hello`` from now on."""
+
+    world_id: str
+    token: str
+
+
+class RegistrationPending(BridgeMessage, tag="registration_pending", kw_only=True):
+    """Answer to a ``register`` whose request waits for the host's approval (``fate-bridge world
+    pending``): ask again after ``retry_seconds`` with the same ``request_secret``."""
+
+    world_id: str
+    retry_seconds: int
+
+
 class Welcome(BridgeMessage, tag="welcome", kw_only=True):
     """Answer to a good ``hello``. ``protocol_version`` is the wire protocol this bridge speaks
     (:data:`PROTOCOL_VERSION`, the ``v`` of every frame); ``max_frame_bytes`` is the largest frame
@@ -89,5 +130,5 @@ def error_reply(refusal: Refusal, ref: str | None) -> Error:
     return Error(code=refusal.code, message=refusal.message, ref=ref, field=refusal.field)  # type: ignore[arg-type]
 
 
-CLIENT = (Hello, Ping)
-BRIDGE = (Welcome, Pong, Error)
+CLIENT = (Hello, Register, Ping)
+BRIDGE = (Welcome, Registered, RegistrationPending, Pong, Error)

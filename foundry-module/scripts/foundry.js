@@ -70,7 +70,7 @@ export async function setSetting(key, value) {
 }
 
 /** Key of the bridge token setting. */
-const TOKEN_KEY = "token";
+export const TOKEN_KEY = "token";
 
 /**
  * Register the bridge token: `user` scope, so Foundry keeps it on its server for this user alone
@@ -92,6 +92,31 @@ export function registerTokenSetting({ onBridgeChange }) {
     onChange: onBridgeChange,
   });
 }
+
+/**
+ * Register the invite code a shared bridge's host handed out (issue 34) and, hidden, the secret of
+ * this GM's registration request: `user` scope like the token (the same GM's other browsers ask
+ * with the same secret), the code shown to GMs only. The module registers the world with them and
+ * keeps the token it gets in the token setting (scripts/logic/registration.js). Call at `setup`.
+ *
+ * @param {{onInviteChange: () => void}} callbacks run when the invite code changes
+ */
+export function registerInviteSettings({ onInviteChange }) {
+  game.settings.register(MODULE_ID, INVITE_KEY, {
+    name: "FATE_BRIDGE.Settings.InviteCode.Name",
+    hint: "FATE_BRIDGE.Settings.InviteCode.Hint",
+    scope: "user",
+    config: Boolean(game.user?.isGM),
+    type: String,
+    default: "",
+    onChange: onInviteChange,
+  });
+  game.settings.register(MODULE_ID, REQUEST_SECRET_KEY, { scope: "user", config: false, type: String, default: "" });
+}
+
+/** Keys of the invite code and of the registration request's secret. */
+export const INVITE_KEY = "inviteCode";
+export const REQUEST_SECRET_KEY = "registrationSecret";
 
 /** Where an earlier release kept the token: this browser's client-scope setting. */
 const CLIENT_TOKEN_ID = `${MODULE_ID}.${TOKEN_KEY}`;

@@ -14,6 +14,7 @@
 import * as fvtt from "./foundry.js";
 import { messageBuilders, PROTOCOL_VERSION } from "./logic/messages.js";
 import { BridgeConnection, DOWN_REASONS, isInsecureRemote } from "./logic/connection.js";
+import { newRequestSecret, registerMessage, startRegistration } from "./logic/registration.js";
 import { createLinkStatus, linkBadge } from "./logic/link-status.js";
 import { createLinkElection } from "./logic/link-holder.js";
 import { createPendingActions } from "./logic/pending.js";
@@ -55,10 +56,18 @@ export function install({ rulesets = RULESETS, timers = fvtt.timers() } = {}) {
   const build = messageBuilders(fvtt.randomId);
   const onBridgeChange = () => {
     stopConnection();
+    stopRegistration();
     election.reset();
     evaluateRole();
   };
+  /** The invite code changed: register with the new one (unless a token is set meanwhile). */
+  const onInviteChange = () => {
+    stopRegistration();
+    if (!fvtt.getSetting(fvtt.TOKEN_KEY)) evaluateRole();
+  };
   let connection = null;
+  /** This GM's registration through an invite code: running, or refused (kept until the code or address changes). */
+  let registration = null;
   let AuditWindow = null;
   const welcomeListeners = [];
   let openWindow = null;
@@ -120,7 +129,7 @@ export function install({ rulesets = RULESETS, timers = fvtt.timers() } = {}) {
     const url = fvtt.getSetting("bridgeUrl");
     const token = fvtt.getSetting("token");
     if (!token) {
-      fvtt.notify("warn", "FATE_BRIDGE.Status.NoToken");
+      withoutToken();
       return;
     }
     if (isInsecureRemote(url)) fvtt.notify("warn", "FATE_BRIDGE.Status.InsecureUrl");
@@ -163,6 +172,64 @@ export function install({ rulesets = RULESETS, timers = fvtt.timers() } = {}) {
     election.setHolding(true);
   }
 
+  /**
+   * This client holds (or would hold) the link but has no token: a GM with an invite code registers
+   * the world (logic/registration.js) and keeps the token the bridge gives as a pasted one; anyone
+   * else is told to enter a token. A registration the bridge refused is not tried again until the
+   * code or the bridge address changes.
+   */
+  function withoutToken() {
+    const inviteCode = fvtt.getSetting(fvtt.INVITE_KEY);
+    if (!fvtt.currentUserIsGM() || !inviteCode) {
+      fvtt.notify("warn", "FATE_BRIDGE.Status.NoToken");
+      return;
+    }
+    if (registration) return;
+    const url = fvtt.getSetting("bridgeUrl");
+    if (isInsecureRemote(url)) fvtt.notify("warn", "FATE_BRIDGE.Status.InsecureUrl");
+    let requestSecret = fvtt.getSetting(fvtt.REQUEST_SECRET_KEY);
+    if (!requestSecret) {
+      // kept with the GM's user, so asking again after a reload (or from another browser) collects the token
+      requestSecret = newRequestSecret(fvtt.randomValues);
+      fvtt.setSetting(fvtt.REQUEST_SECRET_KEY, requestSecret).catch((error) => console.error("fate-bridge | the registration request's secret could not be saved", error));
+    }
+    let toldWaiting = false;
+    registration = startRegistration({
+      url,
+      WebSocket: fvtt.webSocketClass(),
+      timers,
+      message: () => registerMessage({ worldId: fvtt.worldId(), inviteCode, requestSecret, client: fvtt.clientInfo() }),
+      onToken: keepToken,
+      onWaiting: (seconds) => {
+        if (!toldWaiting) fvtt.notify("info", "FATE_BRIDGE.Registration.Waiting", { seconds });
+        toldWaiting = true;
+      },
+      onRefused: ({ message }) => fvtt.notify("error", "FATE_BRIDGE.Registration.Refused", { message }),
+      onUnreachable: () => fvtt.notify("warn", "FATE_BRIDGE.Registration.Unreachable", { url }),
+    });
+  }
+
+  /** The token a registration got, kept as a pasted one (its onChange connects); the code and secret are spent. */
+  function keepToken(token) {
+    registration = null;
+    fvtt.setSetting(fvtt.TOKEN_KEY, token).then(
+      async () => {
+        await fvtt.setSetting(fvtt.INVITE_KEY, "");
+        await fvtt.setSetting(fvtt.REQUEST_SECRET_KEY, "");
+        fvtt.notify("info", "FATE_BRIDGE.Registration.Done");
+      },
+      (error) => {
+        console.error("fate-bridge | the token the bridge gave could not be saved", error);
+        fvtt.notify("error", "FATE_BRIDGE.Registration.NotKept", { token });
+      },
+    );
+  }
+
+  function stopRegistration() {
+    registration?.stop();
+    registration = null;
+  }
+
   function stopConnection() {
     connection?.stop();
     connection = null;
@@ -183,7 +250,7 @@ export function install({ rulesets = RULESETS, timers = fvtt.timers() } = {}) {
     } else if (connection && !connection.isStopped()) {
       stopConnection();
     } else if (!connection && election.holderId() === null && fvtt.currentUserIsGM() && !fvtt.getSetting("token")) {
-      fvtt.notify("warn", "FATE_BRIDGE.Status.NoToken");
+      withoutToken();
     }
   }
 
@@ -289,7 +356,10 @@ export function install({ rulesets = RULESETS, timers = fvtt.timers() } = {}) {
     AuditWindow = defineAuditWindow(() => connection);
     fvtt.registerAuditMenu(AuditWindow);
   });
-  fvtt.onceHook("setup", () => fvtt.registerTokenSetting({ onBridgeChange }));
+  fvtt.onceHook("setup", () => {
+    fvtt.registerTokenSetting({ onBridgeChange });
+    fvtt.registerInviteSettings({ onInviteChange });
+  });
   fvtt.onceHook("ready", () => {
     fvtt.onSocket(onSocketMessage);
     const migrating = migrateToken();
@@ -309,6 +379,7 @@ export function install({ rulesets = RULESETS, timers = fvtt.timers() } = {}) {
     relayIdle: () => relays.idle(),
     dispose: () => {
       stopConnection();
+      stopRegistration();
       relays.clear();
       election.dispose();
     },
