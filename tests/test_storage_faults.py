@@ -1,0 +1,143 @@
+"""Storage faults are never ``internal`` (issue 35): a resend after a restart, a failover or a lost
+PostgreSQL session is answered from the store byte for byte; an unreachable database, a full disk
+or a read-only file is ``unavailable`` (with a retry hint) until storage returns; one serving
+process per SQLite file, whatever path reaches it; a database file deleted or replaced under a
+running bridge stops it acknowledging.
+
+PostgreSQL outages go through a TCP proxy the test starts (bench/outage.py), never by touching the
+server; the full disk is a small tmpfs (root only: skipped elsewhere, required under
+``FATE_BRIDGE_REQUIRE_SERVICES=1``)."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from bench.outage import OutageProxy
+from bridge.dice import ScriptedDice
+from bridge.session import Session
+from bridge.store.postgres import PostgresStore
+
+from .helpers import ROOT
+from .sohl_messages import frame
+
+EXAMPLE = ROOT / "examples" / "hmtw-session.jsonl"
+WORLDS = 8  # more than psycopg's prepare_threshold (5): its own statements get prepared on the way
+
+
+def example_lines(count: int = 3) -> list[dict]:
+    return [json.loads(line) for line in EXAMPLE.read_text().splitlines()[:count]]
+
+
+async def decide_all(store, worlds: list[str]) -> dict[tuple[str, str], bytes]:
+    """Each world of ``worlds`` (registered here if it is not) decides the example's first lines (a
+    trusted session each); returns each (world, event_id)'s reply as sent, none an error."""
+    sent = {}
+    for world_id in worlds:
+        if await store.world(world_id) is None:
+            await store.add_world(world_id, None)
+        session = Session(store, ScriptedDice([]), trusted=True, default_world=world_id)
+        for message in example_lines():
+            reply = await session.receive(frame({k: v for k, v in message.items() if k != "dice"}),
+                                          ScriptedDice(message["dice"]))
+            sent[world_id, message["event_id"]] = reply.frames[0]
+            assert json.loads(reply.frames[0])["type"] != "error", reply.frames[0]
+    return sent
+
+
+async def resend_all(store, sent: dict[tuple[str, str], bytes]) -> dict[tuple[str, str], bytes]:
+    """Send every request of ``sent`` again (no dice: nothing may run) and return the replies."""
+    again = {}
+    sessions: dict[str, Session] = {}
+    for message in example_lines():
+        for world_id in {w for w, _ in sent}:
+            session = sessions.setdefault(world_id, Session(store, ScriptedDice([]), trusted=True,
+                                                            default_world=world_id))
+            reply = await session.receive(frame({k: v for k, v in message.items() if k != "dice"}))
+            again[world_id, message["event_id"]] = reply.frames[0]
+    return again
+
+
+@pytest.fixture
+async def proxy(pg_server):
+    """A TCP proxy in front of the test server (bench/outage.py)."""
+    proxy = OutageProxy.before(pg_server)
+    await proxy.start()
+    yield proxy
+    await proxy.close()
+
+
+class TestResendOnPostgreSQL:
+    """A resend of a decided event_id is answered from the store, byte for byte (no receipt key
+    here, so no receipt to set aside), whatever the process went through since."""
+
+    async def test_after_a_restart(self, pg_url):
+        worlds = [f"w{n}" for n in range(WORLDS)]
+        store = await PostgresStore.open(pg_url)
+        sent = await decide_all(store, worlds)
+        await store.close()
+        store = await PostgresStore.open(pg_url)  # nothing in memory: each world loaded, then replayed
+        try:
+            assert await resend_all(store, sent) == sent
+        finally:
+            await store.close()
+
+    async def test_after_a_failover(self, pg_url):
+        """``a`` served the worlds; ``b`` takes each over (its lease) and answers the resends."""
+        worlds = [f"w{n}" for n in range(WORLDS)]
+        a, b = await PostgresStore.open(pg_url), await PostgresStore.open(pg_url)
+        try:
+            for world_id in worlds:
+                await a.add_world(world_id, None)
+                await a.take_lease(world_id, "a")
+            sent = await decide_all(a, worlds)
+            for world_id in worlds:
+                await b.take_lease(world_id, "b")
+            assert await resend_all(b, sent) == sent
+            # and b's own decisions go on after them
+            session = Session(b, ScriptedDice([]), trusted=True, default_world="w0")
+            message = {**example_lines()[0], "event_id": "after-failover", "test_id": "after-failover"}
+            reply = await session.receive(frame({k: v for k, v in message.items() if k != "dice"}),
+                                          ScriptedDice(message["dice"]))
+            assert json.loads(reply.frames[0])["type"] != "error"
+        finally:
+            await a.close()
+            await b.close()
+
+    async def test_after_its_sessions_were_lost(self, pg_url, proxy):
+        """Every connection of the store is cut (the proxy): the next requests, resends of
+        decided event_ids, are answered from the store on new sessions."""
+        worlds = [f"w{n}" for n in range(WORLDS)]
+        store = await PostgresStore.open(proxy.url(pg_url))
+        try:
+            sent = await decide_all(store, worlds)
+            assert proxy.cut() >= 2  # the writer thread's session and the event loop's
+            again = await resend_all(store, sent)
+            assert again == sent
+        finally:
+            await store.close()
+
+    async def test_after_its_sessions_lost_their_prepared_statements(self, pg_url):
+        """psycopg's own statement cache sent ``DEALLOCATE ALL`` after a rollback it saw, dropping
+        the store's prepared statements too (issue 35). It is off on every session now; and a
+        session that lost them anyway has its batches prepared again: resends (written on the
+        writer thread's session) and new decisions (the event loop's) both go through."""
+        worlds = [f"w{n}" for n in range(WORLDS)]
+        store = await PostgresStore.open(pg_url)
+        try:
+            sent = await decide_all(store, worlds)
+            assert await resend_all(store, sent) == sent  # both sessions hold statements now
+            writer, loop = store._conn.raw, store._loop_session.raw
+            assert store._conn.prepared and store._loop_session.prepared
+            assert writer.prepare_threshold is None and loop.prepare_threshold is None
+            psycopgs = "SELECT count(*) FROM pg_prepared_statements WHERE name LIKE '\\_pg3\\_%'"
+            assert writer.execute(psycopgs).fetchone() == (0,)
+            assert await (await loop.execute(psycopgs)).fetchone() == (0,)
+            writer.execute("DEALLOCATE ALL")
+            await loop.execute("DEALLOCATE ALL")
+            assert await resend_all(store, sent) == sent
+            more = await decide_all(store, ["w-after"])
+            assert len(more) == len(example_lines())
+        finally:
+            await store.close()
