@@ -25,7 +25,7 @@ from .config import (database, db_label, default_audit_key, default_db, default_
                      load_key, load_signing_key)
 from .dice import ScriptedDice, SecretDice
 from .doctor import check_origins
-from .errors import BadMessage, ConfigError
+from .errors import BadMessage, ConfigError, StorageUnavailable
 from .limits import Limits
 from .server import RATE_BURST_SECONDS, RATE_PER_SECOND
 from .session import OVERLAY_PATH, Session, hash_token, new_token
@@ -645,7 +645,7 @@ def main(argv: list[str] | None = None) -> int:
             return _run(ops_cli.run_doctor(args))
         return {"status": ops_cli.run_status, "backup": ops_cli.run_backup,
                 "restore": ops_cli.run_restore, "release": ops_cli.run_release}[args.command](args)
-    except ConfigError as exc:
+    except (ConfigError, StorageUnavailable) as exc:
         print(f"fate-bridge: {exc}", file=sys.stderr)
         return 2
     except BrokenPipeError:

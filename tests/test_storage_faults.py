@@ -10,13 +10,16 @@ server; the full disk is a small tmpfs (root only: skipped elsewhere, required u
 
 from __future__ import annotations
 
+import asyncio
 import json
 
 import pytest
+from structlog.testing import capture_logs
 
 from bench.outage import OutageProxy
 from bridge.dice import ScriptedDice
 from bridge.session import Session
+from bridge.store.health import PROBE_SECONDS, RETRY_AFTER_MS
 from bridge.store.postgres import PostgresStore
 
 from .helpers import ROOT
@@ -141,3 +144,54 @@ class TestResendOnPostgreSQL:
             assert len(more) == len(example_lines())
         finally:
             await store.close()
+
+
+def unavailable(frame_bytes: bytes) -> bool:
+    """Whether a reply is the ``unavailable`` refusal, with its retry hint."""
+    reply = json.loads(frame_bytes)
+    return reply["type"] == "error" and reply["code"] == "unavailable" and reply["retry_after_ms"] == RETRY_AFTER_MS
+
+
+async def until_available(store) -> None:
+    """Wait for the store's probe to find storage back (every PROBE_SECONDS; bounded by the
+    test's own timeout, never asserted as a duration)."""
+    while not store.health.available:
+        await asyncio.sleep(PROBE_SECONDS / 5)
+
+
+def request(n: int) -> dict:
+    """The example's first request under a new event id, test id and obstacle (H9: a failed
+    obstacle is not tested again)."""
+    return {**example_lines()[0], "event_id": f"fault-{n}", "test_id": f"fault-{n}", "obstacle": f"obstacle {n}"}
+
+
+async def send(session: Session, message: dict) -> bytes:
+    reply = await session.receive(frame({k: v for k, v in message.items() if k != "dice"}),
+                                  ScriptedDice(message["dice"]))
+    return reply.frames[0]
+
+
+async def test_postgresql_unreachable_is_unavailable_until_it_answers_again(pg_url, proxy):
+    """The server unreachable (the proxy refuses and cuts every link): each request is answered
+    ``unavailable`` with its retry hint, nothing applied, one log line for the outage's start and
+    one for its end, no traceback; once it answers again the same requests are decided, and a
+    resend of one decided before is answered from the store byte for byte."""
+    store = await PostgresStore.open(proxy.url(pg_url))
+    try:
+        sent = await decide_all(store, ["w"])
+        session = Session(store, ScriptedDice([]), trusted=True, default_world="w")
+        with capture_logs() as logs:
+            proxy.down()
+            replies = [await send(session, request(n)) for n in range(3)]
+            assert all(unavailable(reply) for reply in replies), replies
+            assert not store.health.available and store.health.reason == "unreachable"
+            proxy.up()
+            await until_available(store)
+            decided = [json.loads(await send(session, request(n))) for n in range(3)]
+        assert [reply["type"] for reply in decided] == ["hmtw_tested"] * 3, decided
+        events = [entry["event"] for entry in logs if entry["log_level"] in ("error", "warning", "critical")]
+        assert events == ["storage_unavailable", "database_reconnecting", "storage_available"], logs
+        assert not any("exc_info" in entry for entry in logs)
+        assert await resend_all(store, sent) == sent
+    finally:
+        await store.close()

@@ -658,6 +658,31 @@ class PostgresStore(BatchWriter):
                 raise
         return await self._run(self._transaction, work)  # the careful way: the check's SELECT first
 
+    def _fault_reason(self, exc: Exception) -> str | None:
+        """A storage failure's reason (see :meth:`BatchWriter._fault_reason`): the server
+        unreachable or the session lost, out of disk space (53100), read-only (25006), a lock or
+        statement timeout. Not the lease check's own error (FBL01), nor any other."""
+        import psycopg
+
+        state = getattr(exc, "sqlstate", None) or ""
+        if state == "53100":
+            return "disk_full"
+        if state == "25006":
+            return "read_only"
+        if state in ("55P03", "57014"):  # lock_not_available, query_canceled (statement_timeout)
+            return "locked"
+        # no SQLSTATE (the connection failed client-side), a connection exception (class 08), or
+        # the server shutting down or starting (57P01-57P03)
+        if isinstance(exc, psycopg.OperationalError) and (not state or state.startswith("08")
+                                                           or state in ("57P01", "57P02", "57P03")):
+            return "unreachable"
+        return None
+
+    def _probe_sync(self) -> None:
+        """While storage is down: the writer's session answers (made again if it had ended)."""
+        assert self._conn is not None
+        self._conn.execute("SELECT 1").fetchone()
+
     def _changed_elsewhere(self, conn: _PgConnection) -> bool:
         """Whether the batch's worlds are checked again for being registered: in a plain
         transaction, always (as the writer's default); in a one-trip batch never, as its lease

@@ -257,6 +257,7 @@ def _committed(conn: sqlite3.Connection, work: Callable[[sqlite3.Connection], T]
         result = work(conn)
         conn.execute("COMMIT")
     except BaseException:
-        conn.execute("ROLLBACK")
+        if getattr(conn, "in_transaction", True):  # SQLite ends it itself after some errors (a full disk)
+            conn.execute("ROLLBACK")
         raise
     return result
