@@ -11,19 +11,29 @@ server; the full disk is a small tmpfs (root only: skipped elsewhere, required u
 from __future__ import annotations
 
 import asyncio
+import errno
 import json
+import os
+import shutil
+import subprocess
+from pathlib import Path
 
 import pytest
 from structlog.testing import capture_logs
 
 from bench.outage import OutageProxy
 from bridge.dice import ScriptedDice
+from bridge.errors import StorageUnavailable
 from bridge.session import Session
 from bridge.store.health import PROBE_SECONDS, RETRY_AFTER_MS
+from bridge.store import SQLiteStore
 from bridge.store.postgres import PostgresStore
 
+from .conftest import REQUIRE_SERVICES
 from .helpers import ROOT
+from .served import started, stopped
 from .sohl_messages import frame
+from .test_server import http_get
 
 EXAMPLE = ROOT / "examples" / "hmtw-session.jsonl"
 WORLDS = 8  # more than psycopg's prepare_threshold (5): its own statements get prepared on the way
@@ -193,5 +203,106 @@ async def test_postgresql_unreachable_is_unavailable_until_it_answers_again(pg_u
         assert events == ["storage_unavailable", "database_reconnecting", "storage_available"], logs
         assert not any("exc_info" in entry for entry in logs)
         assert await resend_all(store, sent) == sent
+    finally:
+        await store.close()
+
+
+@pytest.fixture
+def small_disk(tmp_path):
+    """A 2 MiB tmpfs at ``tmp_path/disk`` (root only: skipped saying so elsewhere, failed under
+    FATE_BRIDGE_REQUIRE_SERVICES=1), unmounted after the test."""
+    disk = tmp_path / "disk"
+    disk.mkdir()
+    if os.geteuid() != 0 or shutil.which("mount") is None:
+        message = "a full disk is a small tmpfs, which only root can mount"
+        if REQUIRE_SERVICES:
+            pytest.fail(message + " (required: FATE_BRIDGE_REQUIRE_SERVICES=1)")
+        pytest.skip(message)
+    subprocess.run(["mount", "-t", "tmpfs", "-o", "size=2m", "tmpfs", str(disk)], check=True)
+    yield disk
+    subprocess.run(["umount", "-l", str(disk)], check=True)
+
+
+def fill(disk) -> Path:
+    """Fill ``disk`` to its last byte with one file; returns it (delete it to free the space)."""
+    filler = disk / "filler"
+    fd = os.open(filler, os.O_WRONLY | os.O_CREAT, 0o600)
+    try:
+        while os.write(fd, b"\0" * 4096):
+            pass
+    except OSError as exc:
+        assert exc.errno == errno.ENOSPC
+    finally:
+        os.close(fd)
+    return filler
+
+
+async def test_a_full_disk_is_unavailable_with_healthz_503_until_space_returns(small_disk):
+    """SQLite on a full disk: the request that cannot be stored is answered ``unavailable``
+    (nothing applied), ``/healthz`` answers 503 and the gauge is 0, with one log line each for
+    the start and the end; once space returns the same request (same event_id) is decided, and
+    every acknowledged decision is in the file after a restart."""
+    db = small_disk / "bridge.sqlite3"
+    store = await SQLiteStore.open(db)
+    server, _ = await started(store)
+    port = server.sockets[0].getsockname()[1]
+    try:
+        sent = await decide_all(store, ["w"])
+        session = Session(store, ScriptedDice([]), trusted=True, default_world="w")
+        with capture_logs() as logs:
+            filler = fill(small_disk)
+            n, refused = 0, None
+            while refused is None:  # the WAL takes a few more frames before the disk refuses one
+                reply = await send(session, request(n))
+                if json.loads(reply)["type"] == "error":
+                    assert unavailable(reply), reply
+                    refused = request(n)
+                else:
+                    sent["w", f"fault-{n}"] = reply
+                n += 1
+                assert n < 500, "the disk never filled"
+            assert store.health.reason == "disk_full"
+            assert await asyncio.to_thread(http_get, port, "/healthz") == (503, "storage unavailable: disk_full\n")
+            assert "fate_bridge_storage_available 0.0" in (await asyncio.to_thread(http_get, port, "/metrics"))[1]
+            assert unavailable(await send(session, refused))  # still full: refused at once
+            filler.unlink()
+            await until_available(store)
+            assert await asyncio.to_thread(http_get, port, "/healthz") == (200, "ok\n")
+            decided = json.loads(await send(session, refused))
+        assert decided["type"] == "hmtw_tested", decided
+        problems = [(entry["event"], entry.get("reason")) for entry in logs if entry["log_level"] in ("error", "warning")]
+        assert problems == [("storage_unavailable", "disk_full"), ("storage_available", "disk_full")], logs
+        assert not any("exc_info" in entry for entry in logs)
+    finally:
+        await stopped(server)
+        await store.close()
+    store = await SQLiteStore.open(db)
+    try:
+        assert await resend_all(store, {k: v for k, v in sent.items() if not k[1].startswith("fault-")}) == \
+            {k: v for k, v in sent.items() if not k[1].startswith("fault-")}
+    finally:
+        await store.close()
+
+
+@pytest.mark.parametrize("how", ["deleted", "replaced"])
+async def test_a_database_file_deleted_or_replaced_under_the_bridge_stops_it_acknowledging(tmp_path, how):
+    """The file is deleted (or another put in its place) while the store runs: the next batch,
+    committed into a file no path reaches, is not acknowledged (``unavailable``), one log line
+    says so, and the store stays down (its probe fails) until it is started again."""
+    db = tmp_path / "bridge.sqlite3"
+    store = await SQLiteStore.open(db)
+    try:
+        await decide_all(store, ["w"])
+        session = Session(store, ScriptedDice([]), trusted=True, default_world="w")
+        with capture_logs() as logs:
+            db.unlink()
+            if how == "replaced":
+                db.write_bytes(b"")
+            assert unavailable(await send(session, request(0)))
+            assert unavailable(await send(session, request(1)))
+            with pytest.raises(StorageUnavailable):
+                await store._run(store._probe_sync)
+        assert store.health.reason == "database_file_gone"
+        assert [entry["event"] for entry in logs if entry["log_level"] == "error"] == ["storage_unavailable"]
     finally:
         await store.close()

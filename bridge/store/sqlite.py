@@ -75,11 +75,15 @@ class _WalCheckpointer:
                 pass  # busy or locked: the next round copies what this one could not
 
     def stop(self) -> None:
-        """Stop the thread, truncate the log (all committed pages are in the file), close."""
+        """Stop the thread, truncate the log (all committed pages are in the file), close. A
+        checkpoint storage refuses (a full disk, the file gone) leaves the log as it is: the next
+        start copies it in."""
         self._stop.set()
         self._thread.join()
         try:
             self._conn.execute("PRAGMA wal_checkpoint(TRUNCATE)")
+        except sqlite3.OperationalError as exc:
+            log.warning("wal_checkpoint_failed", error=str(exc))
         finally:
             self._conn.close()
 
