@@ -730,6 +730,8 @@ async def _serve_held(args: argparse.Namespace, db: Path | str, tls: ssl.SSLCont
         )
     else:
         print("Worlds: " + ", ".join(w.world_id for w in worlds), file=sys.stderr)
+    for problem in store.invalid_worlds.values():  # one line each; the other worlds are served
+        print(problem, file=sys.stderr)
     await serve_until(stop, server, drain, store, cluster)
     return 0
 
@@ -774,6 +776,8 @@ async def _world(args: argparse.Namespace) -> int:
             worlds = await store.worlds()
             for world in worlds:
                 print(f"{world.world_id}\tfate_option={world.settings.fate_option}")
+            for problem in store.invalid_worlds.values():
+                print(problem, file=sys.stderr)
             if not worlds:
                 print(f"No world is registered in {db}: `fate-bridge world add WORLD_ID` registers one.",
                       file=sys.stderr)

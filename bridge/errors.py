@@ -117,6 +117,12 @@ class WorldStateMismatch(WorldNotRegistered):
     it (its connection is refused like an unregistered world's) until ``audit repair``."""
 
 
+class WorldSettingsInvalid(WorldNotRegistered):
+    """A world's stored settings row cannot be read (a value outside its enum, written by hand or
+    by another program): the bridge serves the other worlds, and refuses this one's connection
+    like an unregistered world's, naming the world and the value, until it is repaired."""
+
+
 class SigningKeyChanged(WorldNotRegistered):
     """A world's chain is signed by another key than the one this bridge holds (``audit new-key``
     ran while it served): the bridge serves that world no more, and signs nothing for it, until

@@ -15,6 +15,7 @@ import errno
 import json
 import os
 import shutil
+import sqlite3
 import subprocess
 from pathlib import Path
 
@@ -24,7 +25,7 @@ from structlog.testing import capture_logs
 from bench.outage import OutageProxy
 from bridge.dice import ScriptedDice
 from bridge.errors import StorageUnavailable
-from bridge.session import Session
+from bridge.session import Session, hash_token
 from bridge.store.health import PROBE_SECONDS, RETRY_AFTER_MS
 from bridge.store import SQLiteStore
 from bridge.store.postgres import PostgresStore
@@ -304,5 +305,30 @@ async def test_a_database_file_deleted_or_replaced_under_the_bridge_stops_it_ack
                 await store._run(store._probe_sync)
         assert store.health.reason == "database_file_gone"
         assert [entry["event"] for entry in logs if entry["log_level"] == "error"] == ["storage_unavailable"]
+    finally:
+        await store.close()
+
+
+async def test_a_world_with_an_invalid_settings_row_is_named_and_refused_while_the_others_are_served(tmp_path):
+    """A settings value outside its enum (written by hand): ``worlds()`` (what serve lists at start)
+    leaves the world out and names it with the value in one line; its hello is refused
+    ``unauthorized`` with that line; the other worlds decide as before."""
+    db = tmp_path / "bridge.sqlite3"
+    store = await SQLiteStore.open(db)
+    await store.add_world("good", hash_token("t"))
+    await store.add_world("bad", hash_token("t"))
+    await store.close()
+    with sqlite3.connect(db) as conn:
+        conn.execute("""UPDATE worlds SET settings = '{"fate_option":"sometimes"}' WHERE world_id = 'bad'""")
+    store = await SQLiteStore.open(db)
+    try:
+        assert [w.world_id for w in await store.worlds()] == ["good"]
+        (problem,) = store.invalid_worlds.values()
+        assert problem.startswith("world 'bad' has invalid stored settings (") and '"sometimes"' in problem
+        assert "fate-bridge audit repair bad" in problem and "\n" not in problem
+        refused = Session(store, ScriptedDice([]))
+        reply = json.loads((await refused.receive(frame({"type": "hello", "v": 1, "world_id": "bad", "token": "t"}))).frames[0])
+        assert (reply["code"], reply["message"]) == ("unauthorized", problem)
+        assert len(await decide_all(store, ["good"])) == len(example_lines())
     finally:
         await store.close()

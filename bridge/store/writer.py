@@ -68,7 +68,7 @@ from .blobs import unpack
 from .health import PROBE_SECONDS, StorageHealth
 from .memory import RECENT_EVENTS, CachedState, EventFilter, WorldCache
 from . import seal
-from .schema import INSERT_EVENT, UPDATE_WORLD, UPDATE_WORLD_SEALED, T, _settings_decoder, utc_now
+from .schema import INSERT_EVENT, UPDATE_WORLD, UPDATE_WORLD_SEALED, T, decode_settings, utc_now
 from .worlds import WorldRows
 
 if TYPE_CHECKING:
@@ -430,7 +430,7 @@ class BatchWriter(WorldRows, AuditRows):
         # wrote it, else checked against the clean stop's head or derived from the chain
         self._state_guard(conn, world_id, sealed=sealed, stale_seal=row[2] is not None and not sealed)
         self._key_guard(conn, world_id)  # and its key this bridge's (audit new-key meanwhile)
-        cache = WorldCache(world_id, _settings_decoder.decode(row[0]), row[1], head,
+        cache = WorldCache(world_id, decode_settings(world_id, row[0]), row[1], head,
                            window=window_hashes(conn, world_id, head[0]) if head[0] else [],
                            settings_raw=settings, total=total, count=count,
                            hasher=hasher, on_disk=on_disk, elements=elements)
