@@ -26,7 +26,7 @@ from .config import (database, db_label, default_audit_key, default_db, default_
 from .credentials import new_invite_code
 from .dice import ScriptedDice, SecretDice
 from .doctor import check_origins
-from .errors import BadMessage, ConfigError
+from .errors import BadMessage, ConfigError, StorageUnavailable
 from .limits import Limits
 from .server import RATE_BURST_SECONDS, RATE_PER_SECOND
 from .session import OVERLAY_PATH, Session, hash_token, new_token
@@ -716,7 +716,7 @@ def main(argv: list[str] | None = None) -> int:
             return _run(ops_cli.run_doctor(args))
         return {"status": ops_cli.run_status, "backup": ops_cli.run_backup,
                 "restore": ops_cli.run_restore, "release": ops_cli.run_release}[args.command](args)
-    except ConfigError as exc:
+    except (ConfigError, StorageUnavailable) as exc:
         print(f"fate-bridge: {exc}", file=sys.stderr)
         return 2
     except BrokenPipeError:
@@ -801,6 +801,8 @@ async def _serve_held(args: argparse.Namespace, db: Path | str, tls: ssl.SSLCont
         )
     else:
         print("Worlds: " + ", ".join(w.world_id for w in worlds), file=sys.stderr)
+    for problem in store.invalid_worlds.values():  # one line each; the other worlds are served
+        print(problem, file=sys.stderr)
     await serve_until(stop, server, drain, store, cluster)
     return 0
 
@@ -850,6 +852,8 @@ async def _world(args: argparse.Namespace) -> int:
             worlds = await store.worlds()
             for world in worlds:
                 print(f"{world.world_id}\tfate_option={world.settings.fate_option}")
+            for problem in store.invalid_worlds.values():
+                print(problem, file=sys.stderr)
             if not worlds:
                 print(f"No world is registered in {db}: `fate-bridge world add WORLD_ID` registers one.",
                       file=sys.stderr)

@@ -39,7 +39,7 @@ from .config import load_signing_key
 from .errors import ConfigError
 from .heads import public_key_text
 from .server import tls_context
-from .startup import lock_holder, lock_path
+from .startup import lock_holder
 from .store import SCHEMA_VERSION
 from .store.audit_rows import heads_of, trail_worlds
 
@@ -144,7 +144,7 @@ def check_database(db: Path) -> tuple[list[Finding], sqlite3.Connection | None]:
     elif integrity == "ok":
         findings.append(ok(f"database {db}: schema {version}, intact"))
     if (holder := lock_holder(db)) is not None:
-        findings.append(ok(f"database {db} is served by {holder} (lock {lock_path(db)}): a second "
+        findings.append(ok(f"database {db} is served by {holder}: a second "
                            "serve on it is refused; the other commands work beside it"))
     return findings, conn
 

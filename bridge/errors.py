@@ -13,11 +13,15 @@
         ├── NoCharges                no_charges       the chosen point has no charge left (S7)
         ├── NotFound                 not_found        message never graded, or no pending choice
         ├── RateLimited              rate_limited     too many decisions for the world, or failed hellos from one address (bridge/limits.py)
+        ├── Unavailable              unavailable      the store cannot write now (StorageUnavailable); nothing was applied: send it again after ``retry_after_ms``
         └── Internal                 internal         anything unexpected; details only in the log
     └── ConfigError                  operator-side problem; the CLI exits 2
         └── WorldNotRegistered       also closes that world's connections with 4001
     └── LeaseLost                    another bridge process took the world (PostgreSQL store):
                                      the decision was not applied; the connection closes 4003
+    └── StorageUnavailable           the database cannot be written or reached now (disk full,
+                                     read-only, unreachable, locked too long, its file deleted):
+                                     answered ``unavailable``; the store logs the outage's start and end
 
 A refusal leaves every stored row untouched: the decision that raised it writes nothing but the
 reply kept under its ``event_id`` (so a repeat gets the same answer).
@@ -81,6 +85,17 @@ class RateLimited(Refusal):
     code = "rate_limited"
 
 
+class Unavailable(Refusal):
+    """The bridge cannot store decisions now (:class:`StorageUnavailable`): nothing was applied;
+    the client sends the same request (same ``event_id``) again after ``retry_after_ms``."""
+
+    code = "unavailable"
+
+    def __init__(self, message: str, *, retry_after_ms: int) -> None:
+        super().__init__(message)
+        self.retry_after_ms = retry_after_ms
+
+
 class Internal(Refusal):
     code = "internal"
 
@@ -102,6 +117,12 @@ class WorldStateMismatch(WorldNotRegistered):
     it (its connection is refused like an unregistered world's) until ``audit repair``."""
 
 
+class WorldSettingsInvalid(WorldNotRegistered):
+    """A world's stored settings row cannot be read (a value outside its enum, written by hand or
+    by another program): the bridge serves the other worlds, and refuses this one's connection
+    like an unregistered world's, naming the world and the value, until it is repaired."""
+
+
 class SigningKeyChanged(WorldNotRegistered):
     """A world's chain is signed by another key than the one this bridge holds (``audit new-key``
     ran while it served): the bridge serves that world no more, and signs nothing for it, until
@@ -114,3 +135,17 @@ class LeaseLost(BridgeError):
     forwarder's connection is closed with 4003 (superseded), unanswered, as when it is
     superseded inside one process: the module rejects the request as ``superseded`` and stops,
     and the browser that took the world over goes on with it."""
+
+
+class StorageUnavailable(BridgeError):
+    """The store cannot write (or reach) its database now: ``reason`` is one of
+    :data:`bridge.store.health.REASONS` (``disk_full``, ``read_only``, ``unreachable``,
+    ``locked``, ``io_error``, ``database_file_gone``). Nothing of the request was applied. The
+    session answers ``unavailable`` with ``retry_after_ms`` (milliseconds before sending it again);
+    the store logs one line when the outage starts and one when it ends, and answers ``/healthz``
+    503 meanwhile (:class:`bridge.store.health.StorageHealth`)."""
+
+    def __init__(self, reason: str, retry_after_ms: int) -> None:
+        super().__init__(f"the database is unavailable ({reason})")
+        self.reason = reason
+        self.retry_after_ms = retry_after_ms

@@ -4,7 +4,7 @@
 | path | what | who may fetch it |
 |---|---|---|
 | ``/`` | a small landing page: what this server is, with links to the others | anyone (no secrets) |
-| ``/healthz`` | ``ok`` | anyone |
+| ``/healthz`` | ``ok``; 503 ``storage unavailable: REASON`` during a storage outage (:mod:`bridge.store.health`) | anyone |
 | ``/overlay`` (+ ``overlay.js``, ``overlay.css``) | the stream overlay page (the viewer key goes on its URL) | anyone |
 | ``/verify`` (+ ``verify.js``) | the dice check page: recompute a revealed dice session from an exported trail (:mod:`bridge.fairness`) | anyone |
 | ``/module/module.json``, ``/module/fate-bridge.zip`` | the Foundry module, to install by manifest URL (:mod:`bridge.release`) | anyone |
@@ -145,6 +145,9 @@ class Pages:
         url = urlsplit(request.path)
         path = url.path
         if path == HEALTH_PATH:
+            health = getattr(self.store, "health", None)
+            if health is not None and not health.available:
+                return connection.respond(HTTPStatus.SERVICE_UNAVAILABLE, f"storage unavailable: {health.reason}\n")
             return connection.respond(HTTPStatus.OK, "ok\n")
         if path == f"/{OVERLAY_PATH}":
             body = self.overlay_pages[overlay_page.language_of(url.query)]

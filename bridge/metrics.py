@@ -7,7 +7,7 @@ bench) never share or double-count. The same names on both store backends:
 | name | type | labels | what |
 |---|---|---|---|
 | ``fate_bridge_decisions_total`` | counter | ruleset, result | decisions answered: ``result`` is ``ok``, ``refused`` or ``replayed`` (a repeated event_id) |
-| ``fate_bridge_refusals_total`` | counter | ruleset, code | decisions refused by the rules, by the error's ``code``; and ``internal``: any message that failed with an internal error |
+| ``fate_bridge_refusals_total`` | counter | ruleset, code | decisions refused by the rules, by the error's ``code``; ``internal``: any message that failed with an internal error; ``unavailable``: any message refused during a storage outage |
 | ``fate_bridge_decision_seconds`` | histogram | | from a decision's frame handed to the session to its reply ready (the store's COMMIT included) |
 | ``fate_bridge_batch_decisions`` | histogram | | decisions written in each group-commit batch |
 | ``fate_bridge_connections`` | gauge | | open connections (forwarders, viewers, not yet past hello) |
@@ -15,6 +15,7 @@ bench) never share or double-count. The same names on both store backends:
 | ``fate_bridge_world_loads_total`` | counter | | worlds read from the database into memory |
 | ``fate_bridge_world_load_seconds`` | histogram | | how long each of those loads took |
 | ``fate_bridge_lease_takeovers_total`` | counter | | worlds whose lease another bridge process took from this one (PostgreSQL; 0 on SQLite) |
+| ``fate_bridge_storage_available`` | gauge | | 1 while the store can write its database, 0 during a storage outage (:mod:`bridge.store.health`: disk full, read-only, unreachable, locked, its file gone) |
 
 Nothing else records anything: the hot path adds one counter increment and one histogram
 observation per decision, one observation per batch. The store knows nothing of Prometheus: it
@@ -68,6 +69,9 @@ class Metrics:
         self._worlds_in_memory: Callable[[], int] = lambda: 0
         Gauge("fate_bridge_worlds_in_memory", "Worlds whose state is held in memory.",
               registry=r).set_function(lambda: self._worlds_in_memory())
+        self._storage_available: Callable[[], bool] = lambda: True
+        Gauge("fate_bridge_storage_available", "1 while the store can write its database, 0 during "
+              "a storage outage.", registry=r).set_function(lambda: float(self._storage_available()))
 
     def watch(self, store: object) -> None:
         """Hook into ``store`` (a :class:`~bridge.store.writer.BatchWriter`; another store is
@@ -76,6 +80,8 @@ class Metrics:
             store.on_batch = self.batches.observe  # type: ignore[attr-defined]
             store.on_world_load = self.world_loaded  # type: ignore[attr-defined]
             self._worlds_in_memory = store.worlds_in_memory  # type: ignore[attr-defined]
+            health = store.health  # type: ignore[attr-defined]
+            self._storage_available = lambda: health.available
 
     def decided(self, ruleset: str | None, code: str | None, replayed: bool, seconds: float) -> None:
         """One decision answered in ``seconds``: ``code`` is its refusal's error code (None when
@@ -90,10 +96,11 @@ class Metrics:
             self.refusals.labels(ruleset, code).inc()
         self.latency.observe(seconds)
 
-    def failed(self, ruleset: str | None) -> None:
-        """A message (of ``ruleset``; None: a shared one) failed with an internal error: counted
-        as a refusal with the code ``internal`` (the code its error reply carries)."""
-        self.refusals.labels(ruleset or "shared", "internal").inc()
+    def failed(self, ruleset: str | None, code: str = "internal") -> None:
+        """A message (of ``ruleset``; None: a shared one) failed with an internal error (or, with
+        ``code`` ``unavailable``, while storage was down): counted as a refusal with the code its
+        error reply carries."""
+        self.refusals.labels(ruleset or "shared", code).inc()
 
     def world_loaded(self, seconds: float) -> None:
         """A world's state was read into memory in ``seconds``."""

@@ -47,7 +47,7 @@ from websockets.http11 import Request, Response
 from . import wire
 from .cluster import Cluster, Notice
 from .dice import Dice, SecretDice
-from .errors import BadMessage, ConfigError, RateLimited
+from .errors import BadMessage, ConfigError, RateLimited, StorageUnavailable
 from .http import Pages
 from .limits import Admission, Limits, RateLimit, RegistrationRates, WorldRates
 from .metrics import Metrics
@@ -484,7 +484,11 @@ def make_handler(
                         if worlds is not None:  # the world's bucket, the hello counted in it
                             limit = worlds.of(session.world_id)
                             limit.allow()
-                        await forwarders.claim(session.world_id, ws, session.holder)
+                        try:
+                            await forwarders.claim(session.world_id, ws, session.holder)
+                        except StorageUnavailable:  # its lease not taken (the store logged the outage)
+                            await ws.close(CloseCode.TRY_AGAIN_LATER, "storage unavailable")  # the module reconnects
+                            return
                         presence.linked(session.world_id, ws, session.client)
                         if cluster is not None:
                             cluster.publish("link", session.world_id,

@@ -40,7 +40,7 @@ from .credentials import hash_token, new_token, parse_invite_code, token_matches
 from .dice import Dice
 from .metrics import Metrics
 from .errors import (LeaseLost, WorldNotRegistered, BadMessage, Forbidden, Internal, NotFound, RateLimited,
-                     Refusal, Unauthorized)
+                     Refusal, StorageUnavailable, Unauthorized, Unavailable)
 from .receipts import check_receipts
 from .record import sorted_json
 from .state import WorldState
@@ -129,6 +129,8 @@ HELLO_OPENS: dict[str, SessionState] = {"token": SessionState.FORWARDER, "viewer
 
 
 INTERNAL_MESSAGE = i18n.N_("the bridge failed to handle this message; the GM can find details in its log")
+UNAVAILABLE_MESSAGE = i18n.N_("the bridge cannot store results right now; nothing was applied, and the request "
+                              "is sent again once it can (the GM can find the reason in its log)")
 
 
 class Reply(msgspec.Struct, frozen=True):
@@ -217,6 +219,13 @@ class Session:
             # as a superseded forwarder is (the module rejects the request as superseded)
             self.log.info("lease_lost")
             return Reply([], CLOSE_SUPERSEDED)
+        except StorageUnavailable as down:
+            # the store logged the outage once when it began: no line (nor traceback) per request
+            if self.metrics is not None:
+                self.metrics.failed(registry.ruleset_of(message), Unavailable.code)
+            with i18n.using(self.language):
+                text = i18n.gettext(UNAVAILABLE_MESSAGE)
+            return Reply([error_frame(Unavailable(text, retry_after_ms=down.retry_after_ms), ref_of_message(message))])
         except WorldNotRegistered as gone:
             self.log.info("world_not_registered")
             return Reply([error_frame(Unauthorized(str(gone)), ref_of_message(message))], CLOSE_UNAUTHORIZED)

@@ -72,31 +72,31 @@ def database_problem(path: str, exc: Exception) -> str:
     return f"cannot open the database {path}: {getattr(exc, 'strerror', None) or exc}; give another --db"
 
 
-LOCK_SUFFIX = ".lock"  # the serve lock sits next to the database: bridge.sqlite3.lock
-
-
-def lock_path(path: str | Path) -> Path:
-    """The serve lock file of the SQLite database ``path`` (``PATH.lock`` beside it)."""
-    file = Path(path).expanduser()
-    return file.with_name(file.name + LOCK_SUFFIX)
+PROC_LOCKS = Path("/proc/locks")  # Linux: every file lock held, with its holder's pid and the file's inode
 
 
 def lock_holder(path: str | Path) -> str | None:
     """Who holds the serve lock of the database ``path`` ("pid 123 on host h"), or None when no
-    process holds it (no lock file, or one left by a process that ended: the OS released its
-    lock, even after ``kill -9``). Takes nothing: a probe with a shared lock, dropped at once."""
+    process holds it (or the file does not exist). The lock is on the file itself (whatever path
+    reaches it: a hard link, a symlink, a bind mount), and ends with its holder, even after
+    ``kill -9``. Read from Linux's ``/proc/locks`` (the holder's pid by the file's device and
+    inode): nothing is opened or taken, so a process with SQLite connections on the file may ask
+    (closing a descriptor of the file would drop their POSIX locks; sqlite.org/howtocorrupt.html,
+    2.2). "another process" where ``/proc/locks`` cannot be read."""
     try:
-        fd = os.open(lock_path(path), os.O_RDONLY)
+        stat = os.stat(Path(path).expanduser())
     except OSError:
         return None
+    inode = f"{os.major(stat.st_dev):02x}:{os.minor(stat.st_dev):02x}:{stat.st_ino}"
     try:
-        fcntl.flock(fd, fcntl.LOCK_SH | fcntl.LOCK_NB)
-    except BlockingIOError:
-        return _holder_text(fd)
-    else:
+        lines = PROC_LOCKS.read_text().splitlines()
+    except OSError:
         return None
-    finally:
-        os.close(fd)  # closing drops a lock the probe took
+    for line in lines:
+        fields = line.split()  # "1: FLOCK  ADVISORY  WRITE 1234 08:01:5678 0 EOF" ("->" when waiting)
+        if len(fields) >= 6 and fields[1] == "FLOCK" and fields[3] == "WRITE" and fields[5] == inode:
+            return f"pid {fields[4]} on host {socket.gethostname()}"
+    return None
 
 
 # What a command refused because another process holds the serve lock should do (issue 27).
@@ -109,34 +109,35 @@ _WHEN_HELD = {
 }
 
 
-def hold_database(path: str | Path, command: str = "serve") -> int:
+def hold_database(path: str | Path, command: str = "serve") -> int | None:
     """Take the serve lock of the SQLite database ``path`` for ``command`` (a key of
     :data:`_WHEN_HELD`: ``serve``, ``resolve`` or ``restore``, the commands that write the file as
-    its only user): an exclusive ``flock`` on ``PATH.lock`` (made beside it, with its folder),
-    which then holds ``pid PID on host HOST``. Returns the lock file's descriptor: the lock lasts
-    while it is open, so until this process ends, however it ends (the OS releases a killed
-    holder's lock; the file itself stays, and the next holder takes it over). The other commands
-    (``audit``, ``backup``, ``world add``) share the file with a running bridge, as SQLite's WAL
-    allows.
+    its only user): an exclusive ``flock`` on the database file itself (made, owner-only, with its
+    folder when missing; a ``restore`` onto no file has nothing to hold: None), so a second
+    process is refused whatever path reaches the file: its name, a hard link, a symlink, a bind
+    mount (issue 35). Returns the file's descriptor: the lock lasts while it is open, so until this
+    process ends, however it ends (the OS releases a killed holder's lock). Close it only after
+    the process's SQLite connections to the file are closed (closing any descriptor of the file
+    drops the process's POSIX locks on it, SQLite's included). The other commands (``audit``,
+    ``backup``, ``world add``) share the file with a running bridge, as SQLite's WAL allows.
 
-    Raises ``ConfigError`` (one line naming the file, the holder and what ``command`` should do)
-    when another process holds it, or with :func:`database_problem`'s sentence when the lock file
-    cannot be made."""
-    lock = lock_path(path)
+    Raises ``ConfigError`` (one line naming the file, the holder (:func:`lock_holder`) and what
+    ``command`` should do) when another process holds it, or with :func:`database_problem`'s
+    sentence when the file cannot be opened."""
+    file = Path(path).expanduser()
     try:
-        lock.parent.mkdir(parents=True, exist_ok=True)
-        fd = os.open(lock, os.O_RDWR | os.O_CREAT, 0o600)
+        if command == "restore" and not file.exists():
+            return None
+        file.parent.mkdir(parents=True, exist_ok=True)
+        fd = os.open(file, os.O_RDONLY | os.O_CREAT, 0o600)
     except OSError as exc:
         raise ConfigError(database_problem(str(path), exc)) from None
     try:
         fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
     except BlockingIOError:
-        holder = _holder_text(fd) or "another process"
-        os.close(fd)
-        raise ConfigError(f"the database {path} is already served by {holder} (lock {lock}): "
-                          f"{_WHEN_HELD[command]}") from None
-    os.ftruncate(fd, 0)  # written only once the lock is ours: a holder's text is never torn
-    os.pwrite(fd, f"pid {os.getpid()} on host {socket.gethostname()}\n".encode(), 0)
+        holder = lock_holder(file) or "another process"
+        os.close(fd)  # (this process holds no SQLite connection to it yet)
+        raise ConfigError(f"the database {path} is already served by {holder}: {_WHEN_HELD[command]}") from None
     return fd
 
 
@@ -153,16 +154,8 @@ def holding_database(db: str | Path, command: str = "serve") -> Iterator[None]:
     try:
         yield
     finally:
-        os.close(fd)  # releases the lock (the OS does so too when the process ends)
-
-
-def _holder_text(fd: int) -> str | None:
-    """What the lock file open at ``fd`` says of its holder (None when empty or unreadable)."""
-    try:
-        text = os.pread(fd, 256, 0).decode("utf-8", errors="replace").strip()
-    except OSError:
-        return None
-    return text or None
+        if fd is not None:
+            os.close(fd)  # releases the lock (the OS does so too when the process ends)
 
 
 def lan_addresses() -> list[str]:

@@ -233,7 +233,7 @@ class TestLocalFiles:
         finally:
             os.close(lock)
         assert the(found, "ok", "is served by").what == (
-            f"database {db} is served by pid {os.getpid()} on host {socket.gethostname()} (lock {db}.lock): "
+            f"database {db} is served by pid {os.getpid()} on host {socket.gethostname()}: "
             "a second serve on it is refused; the other commands work beside it")
 
     def test_database_in_a_read_only_folder(self, tmp_path):

@@ -22,7 +22,8 @@ from .test_status import gm_link, two_worlds  # noqa: F401 (a fixture)
 
 NAMES = {"fate_bridge_decisions", "fate_bridge_refusals", "fate_bridge_decision_seconds",
          "fate_bridge_batch_decisions", "fate_bridge_connections", "fate_bridge_worlds_in_memory",
-         "fate_bridge_world_loads", "fate_bridge_world_load_seconds", "fate_bridge_lease_takeovers"}
+         "fate_bridge_world_loads", "fate_bridge_world_load_seconds", "fate_bridge_lease_takeovers",
+         "fate_bridge_storage_available"}
 
 
 def scrape(url: str, token: str | None = None) -> tuple[int, str, str]:
@@ -75,6 +76,7 @@ class TestMetrics:
             assert got[("fate_bridge_world_load_seconds_count", ())] == 1.0
             assert got[("fate_bridge_worlds_in_memory", ())] == 1.0
             assert got[("fate_bridge_connections", ())] == 2.0  # the GM's link and this scrape's own
+            assert got[("fate_bridge_storage_available", ())] == 1.0
             assert got[("fate_bridge_lease_takeovers_total", ())] == 0.0
             await ws.close()
         finally:

@@ -20,7 +20,7 @@ import pytest
 
 from bridge.cli import main
 from bridge.errors import ConfigError
-from bridge.startup import hold_database, lan_addresses, lock_holder, lock_path
+from bridge.startup import hold_database, lan_addresses, lock_holder
 
 from .helpers import run_bridge
 from .test_doctor import read_only_folder
@@ -133,7 +133,7 @@ class TestOneServePerFile:
             code, err = await serve(tmp_path, "--port", "0", "--db", str(db))
             assert code == 2
             assert_one_clear_line(err, f"the database {db} is already served by pid {holder.pid} on host "
-                                  f"{socket.gethostname()} (lock {db}.lock)", "give --db another file")
+                                  f"{socket.gethostname()}: ", "give --db another file")
             assert lock_holder(db) == f"pid {holder.pid} on host {socket.gethostname()}"
         assert lock_holder(db) is None  # a clean stop released it
         async with serving(tmp_path, db=db):  # and the next serve takes it
@@ -159,8 +159,7 @@ class TestOneServePerFile:
         async with serving(tmp_path, db=db) as (holder, _):
             copied = await asyncio.to_thread(run_bridge, "backup", str(backup), "--db", str(db))
             assert copied.returncode == 0, copied.stderr
-            named = (f"the database {db} is already served by pid {holder.pid} on host {socket.gethostname()} "
-                     f"(lock {db}.lock)")
+            named = f"the database {db} is already served by pid {holder.pid} on host {socket.gethostname()}: "
             resolved = await asyncio.to_thread(run_bridge, "resolve", "--db", str(db), "--audit-key",
                                                str(tmp_path / "audit.key"), stdin='{"type":"ping","v":1}\n')
             assert resolved.returncode == 2 and resolved.stdout == ""
@@ -178,7 +177,6 @@ class TestOneServePerFile:
         async with serving(tmp_path, db=db) as (holder, _):
             holder.kill()  # SIGKILL: no cleanup ran; the OS released the flock
             await holder.wait()
-        assert lock_path(db).read_text().startswith(f"pid {holder.pid} ")  # the file stays, unheld
         assert lock_holder(db) is None
         async with serving(tmp_path, db=db, log=tmp_path / "second.log") as (second, _):
             assert lock_holder(db) == f"pid {second.pid} on host {socket.gethostname()}"
@@ -187,21 +185,43 @@ class TestOneServePerFile:
         db = tmp_path / "new" / "b.sqlite3"  # its folder is made, as the store makes it
         fd = hold_database(db)
         try:
-            assert lock_path(db) == tmp_path / "new" / "b.sqlite3.lock"
+            assert db.is_file() and db.stat().st_mode & 0o777 == 0o600
             with pytest.raises(ConfigError, match=rf"already served by pid {os.getpid()} on host"):
                 hold_database(db)  # flock: a second open file description conflicts in one process too
         finally:
             os.close(fd)
         os.close(hold_database(db))
 
-    def test_a_lock_file_no_process_holds_names_nobody(self, tmp_path):
+    def test_the_lock_is_the_files_whatever_path_reaches_it(self, tmp_path):
+        """Issue 35: a hard link and a symlink under other names reach the same file, so the same
+        lock: refused, naming the holder; a copy is another file, free."""
         db = tmp_path / "b.sqlite3"
-        assert lock_holder(db) is None  # no lock file
-        lock_path(db).write_text("pid 1 on host elsewhere\n")
+        fd = hold_database(db)
+        try:
+            (tmp_path / "other").mkdir()
+            os.link(db, tmp_path / "other" / "hard.sqlite3")
+            (tmp_path / "soft.sqlite3").symlink_to(db)
+            for alias in (tmp_path / "other" / "hard.sqlite3", tmp_path / "soft.sqlite3"):
+                with pytest.raises(ConfigError, match=rf"^the database {alias} is already served by pid "
+                                                      rf"{os.getpid()} on host .*: only one bridge may serve"):
+                    hold_database(alias)
+                assert lock_holder(alias) == lock_holder(db) == f"pid {os.getpid()} on host {socket.gethostname()}"
+            copy = tmp_path / "copy.sqlite3"
+            copy.write_bytes(db.read_bytes())
+            os.close(hold_database(copy))
+        finally:
+            os.close(fd)
+
+    def test_a_file_no_process_holds_names_nobody(self, tmp_path):
+        db = tmp_path / "b.sqlite3"
+        assert lock_holder(db) is None  # no file
+        db.write_bytes(b"")
         assert lock_holder(db) is None
-        with lock_path(db).open() as held:
+        with db.open() as held:
+            fcntl.flock(held, fcntl.LOCK_SH)  # a shared lock (a probe) is no serve's
+            assert lock_holder(db) is None
             fcntl.flock(held, fcntl.LOCK_EX)
-            assert lock_holder(db) == "pid 1 on host elsewhere"
+            assert lock_holder(db) == f"pid {os.getpid()} on host {socket.gethostname()}"
 
 
 HOSTED = ("A hosted Foundry (The Forge, Molten, a rented server) cannot reach that address; its Manifest URL is "

@@ -149,7 +149,7 @@ class TestContractNames:
     def test_error_codes(self):
         assert set(wire.ErrorCode.__args__) == {
             "bad_message", "unknown_message", "unauthorized", "forbidden", "not_eligible", "already_fated",
-            "no_charges", "not_found", "rate_limited", "internal"}
+            "no_charges", "not_found", "rate_limited", "unavailable", "internal"}
 
     def test_every_class_is_kw_only_and_frozen(self):
         classes = [c for c in vars(wire).values() if isinstance(c, type) and issubclass(c, msgspec.Struct)]

@@ -152,6 +152,7 @@ class Store(Protocol):
     ``signing_key``: the bridge's Ed25519 receipt key (bridge/receipts.py), None when it has none."""
 
     signing_key: Ed25519PrivateKey | None
+    invalid_worlds: dict[str, str]  # after worlds(): id -> why its stored settings cannot be read
 
     async def world(self, world_id: str) -> World | None:
         """The registered world, or None."""

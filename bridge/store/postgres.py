@@ -140,6 +140,16 @@ ALTER TABLE worlds ADD COLUMN state_seal TEXT
 }
 SCHEMA_VERSION = max(MIGRATIONS)
 MIGRATE_LOCK = 0x46415445  # advisory lock key ("FATE"): processes starting together migrate once
+# What every connection of the store is opened with (issue 35). ``prepare_threshold=None``: psycopg
+# prepares no statement of its own; with them on, its cache sends ``DEALLOCATE ALL`` after a
+# ROLLBACK it sees (psycopg's ``_preparing.PrepareManager._should_discard``: "discard our entire
+# state ... on rollback"), which dropped the store's own PREPAREd statements (:class:`_OneTrip`)
+# too: every later batch failed with ``prepared statement "fate_bridge_0" does not exist``.
+# ``connect_timeout``: an unreachable server fails a connection in seconds (libpq waits forever).
+CONNECT_OPTIONS: dict[str, Any] = {"autocommit": True, "prepare_threshold": None, "connect_timeout": 5}
+# The SQLSTATE of a statement name the session does not hold (invalid_sql_statement_name): the
+# session lost its prepared statements behind the store's back; the batch is prepared again.
+PREPARED_GONE = "26000"
 
 # The SQLSTATE the lease check raises (a class of its own: nothing else in PostgreSQL uses "FB").
 FENCE_FAILED = "FBL01"
@@ -298,7 +308,7 @@ def _writer_session(url: str) -> Any:
     itself) with the session's lease check, :data:`FENCE_FUNCTION`. Raises ``psycopg.Error``."""
     import psycopg
 
-    raw = psycopg.connect(url, autocommit=True)
+    raw = psycopg.connect(url, **CONNECT_OPTIONS)
     try:
         raw.execute(FENCE_FUNCTION)
     except BaseException:
@@ -339,6 +349,7 @@ class _OneTrip:
         self._literal = Transformer.from_context(cursor.connection).as_literal
         self._gathered: list[bytes] = [b"BEGIN"]
         self._sent = 0  # statements sent so far (BEGIN included)
+        self.committing = False  # the COMMIT was sent: after a failure, the batch may be stored
         self._preparing: dict[str, tuple[str, int]] = {}  # gathered PREPAREs: SQL -> (name, number)
 
     def execute(self, sql: str, params: tuple | list = ()) -> _Rows:
@@ -392,12 +403,14 @@ class _OneTrip:
         """Send what is gathered and the COMMIT; return once it is durable. Raises
         ``psycopg.Error`` (nothing of the batch stored)."""
         statements, self._gathered = [*self._gathered, b"COMMIT"], []
+        self.committing = True
         self._cursor.execute(self._sending(statements))
         self._ran(statements)
 
     async def commit_async(self) -> None:
         """:meth:`commit` on the event loop's session."""
         statements, self._gathered = [*self._gathered, b"COMMIT"], []
+        self.committing = True
         await self._cursor.execute(self._sending(statements))
         self._ran(statements)
 
@@ -438,6 +451,23 @@ class _OneTrip:
                 del self._preparing[sql]
 
 
+def _send_again(exc: BaseException, trip: _OneTrip, conn: _PgConnection) -> bool:
+    """Whether a one-trip batch that failed with ``exc`` (rolled back: :meth:`_OneTrip.abandon`)
+    is sent once more, from the start, and forgets what ``conn`` believed prepared if so: the
+    session had lost its prepared statements (:data:`PREPARED_GONE`: nothing ran), or it had
+    ended (a restart, a failover, a cut link) before the batch's COMMIT was sent, so nothing of it
+    can be stored (a new session is made). A COMMIT sent on a session that then ended may have
+    been stored: that batch fails (the module sends its requests again, answered from the store
+    if they were)."""
+    import psycopg
+
+    lost = isinstance(exc, psycopg.OperationalError) and conn.raw.closed and not trip.committing
+    if getattr(exc, "sqlstate", None) != PREPARED_GONE and not lost:
+        return False
+    conn.prepared = {}
+    return True
+
+
 @functools.lru_cache(maxsize=64)
 def _array_casts(sql: str) -> list[bytes]:
     """For each ``?`` of ``sql``, the array cast written right after it (``b"::text[]"``), or
@@ -469,7 +499,7 @@ class _LoopSession:
 
         if self.raw is None or self.raw.closed:
             self.loop, self.prepared = asyncio.get_running_loop(), {}
-            self.raw = await psycopg.AsyncConnection.connect(self.url, autocommit=True)
+            self.raw = await psycopg.AsyncConnection.connect(self.url, **CONNECT_OPTIONS)
             await self.raw.execute(FENCE_FUNCTION)
         return psycopg.AsyncClientCursor(self.raw)
 
@@ -572,19 +602,23 @@ class PostgresStore(BatchWriter):
 
         conn = self._conn
         assert conn is not None
-        conn._reconnect_if_ended()
-        self._one_trip = True
-        trip = _OneTrip(conn, psycopg.ClientCursor(conn.raw))
-        try:
-            result = work(trip)
-            trip.commit()
-            return result
-        except BaseException as exc:
-            trip.abandon()
-            if getattr(exc, "sqlstate", None) != FENCE_FAILED:
-                raise
-        finally:
-            self._one_trip = False
+        for attempt in (1, 2):
+            conn._reconnect_if_ended()
+            self._one_trip = True
+            trip = _OneTrip(conn, psycopg.ClientCursor(conn.raw))
+            try:
+                result = work(trip)
+                trip.commit()
+                return result
+            except BaseException as exc:
+                trip.abandon()
+                if attempt == 1 and _send_again(exc, trip, conn):
+                    continue
+                if getattr(exc, "sqlstate", None) != FENCE_FAILED:
+                    raise
+                break
+            finally:
+                self._one_trip = False
         return self._transaction(work)
 
     def _writes_async(self, loop: asyncio.AbstractEventLoop) -> bool:
@@ -620,9 +654,36 @@ class PostgresStore(BatchWriter):
             return await self._run(self._batch_transaction, work, False)
         except BaseException as exc:
             await session.end()
+            if getattr(exc, "sqlstate", None) == PREPARED_GONE:  # (ended: prepared afresh on the thread)
+                return await self._run(self._batch_transaction, work, False)
             if getattr(exc, "sqlstate", None) != FENCE_FAILED:
                 raise
         return await self._run(self._transaction, work)  # the careful way: the check's SELECT first
+
+    def _fault_reason(self, exc: Exception) -> str | None:
+        """A storage failure's reason (see :meth:`BatchWriter._fault_reason`): the server
+        unreachable or the session lost, out of disk space (53100), read-only (25006), a lock or
+        statement timeout. Not the lease check's own error (FBL01), nor any other."""
+        import psycopg
+
+        state = getattr(exc, "sqlstate", None) or ""
+        if state == "53100":
+            return "disk_full"
+        if state == "25006":
+            return "read_only"
+        if state in ("55P03", "57014"):  # lock_not_available, query_canceled (statement_timeout)
+            return "locked"
+        # no SQLSTATE (the connection failed client-side), a connection exception (class 08), or
+        # the server shutting down or starting (57P01-57P03)
+        if isinstance(exc, psycopg.OperationalError) and (not state or state.startswith("08")
+                                                           or state in ("57P01", "57P02", "57P03")):
+            return "unreachable"
+        return None
+
+    def _probe_sync(self) -> None:
+        """While storage is down: the writer's session answers (made again if it had ended)."""
+        assert self._conn is not None
+        self._conn.execute("SELECT 1").fetchone()
 
     def _changed_elsewhere(self, conn: _PgConnection) -> bool:
         """Whether the batch's worlds are checked again for being registered: in a plain
@@ -747,7 +808,7 @@ def connect_readonly(url: str) -> _PgConnection:
     from .audit_rows import DatabaseUnreadable, refuse_newer_schema
 
     try:
-        raw = psycopg.connect(url, autocommit=True)
+        raw = psycopg.connect(url, **CONNECT_OPTIONS)
         raw.execute("SET default_transaction_read_only = on")  # the URL's own options kept
     except psycopg.Error as exc:
         raise DatabaseUnreadable(f"cannot connect to the database {db_label(url)}: {exc}".strip()) from None

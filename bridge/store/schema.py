@@ -14,6 +14,7 @@ from typing import TypeVar
 import msgspec
 
 from .. import wire
+from ..errors import WorldSettingsInvalid
 
 T = TypeVar("T")
 
@@ -268,6 +269,20 @@ def utc_text(moment: datetime.datetime) -> str:
 
 
 _settings_decoder = msgspec.json.Decoder(wire.WorldSettings)
+
+
+def decode_settings(world_id: str, stored: bytes | str | memoryview) -> wire.WorldSettings:
+    """A world's stored settings row. Raises ``WorldSettingsInvalid`` naming the world, what is
+    wrong and the stored value, with the fix, when it is not valid settings (issue 35)."""
+    raw = bytes(stored) if isinstance(stored, memoryview) else stored
+    try:
+        return _settings_decoder.decode(raw)
+    except (msgspec.ValidationError, msgspec.DecodeError) as exc:
+        text = raw.decode("utf-8", "replace") if isinstance(raw, bytes) else raw
+        raise WorldSettingsInvalid(
+            f"world {world_id!r} has invalid stored settings ({exc}): {text[:200]}; it is not served "
+            f"until they are repaired (`fate-bridge audit repair {world_id}` rebuilds them from its "
+            "audit chain)") from None
 _summary_decoder = msgspec.json.Decoder(wire.AuditColumns)
 _encode = msgspec.json.Encoder().encode
 
@@ -287,6 +302,7 @@ def _committed(conn: sqlite3.Connection, work: Callable[[sqlite3.Connection], T]
         result = work(conn)
         conn.execute("COMMIT")
     except BaseException:
-        conn.execute("ROLLBACK")
+        if getattr(conn, "in_transaction", True):  # SQLite ends it itself after some errors (a full disk)
+            conn.execute("ROLLBACK")
         raise
     return result

@@ -29,6 +29,7 @@ memory, group commit, one transaction per batch: see there) plus what only SQLit
 
 from __future__ import annotations
 
+import errno
 import os
 import sqlite3
 import threading
@@ -74,11 +75,15 @@ class _WalCheckpointer:
                 pass  # busy or locked: the next round copies what this one could not
 
     def stop(self) -> None:
-        """Stop the thread, truncate the log (all committed pages are in the file), close."""
+        """Stop the thread, truncate the log (all committed pages are in the file), close. A
+        checkpoint storage refuses (a full disk, the file gone) leaves the log as it is: the next
+        start copies it in."""
         self._stop.set()
         self._thread.join()
         try:
             self._conn.execute("PRAGMA wal_checkpoint(TRUNCATE)")
+        except sqlite3.OperationalError as exc:
+            log.warning("wal_checkpoint_failed", error=str(exc))
         finally:
             self._conn.close()
 
@@ -91,6 +96,19 @@ DB_FILE_MODE = 0o600  # a new database file is readable by its owner only (SQLit
 def _locked(exc: sqlite3.OperationalError) -> bool:
     """Whether ``exc`` says another connection holds the lock (busy), not that the work failed."""
     return getattr(exc, "sqlite_errorname", None) in ("SQLITE_BUSY", "SQLITE_LOCKED")
+
+
+class DatabaseFileGone(Exception):
+    """The database file this store writes was deleted, or another file put in its place, while
+    it ran (issue 35): a COMMIT since went into a file no path reaches, so its batch is not
+    acknowledged, and nothing is written until ``serve`` is started again."""
+
+
+# SQLite's result codes (``sqlite3.Error.sqlite_errorname``, extended codes included) that mean
+# storage failed, not the work: the reason each is (bridge/store/health.py).
+_FAULTS = (("SQLITE_FULL", "disk_full"), ("SQLITE_READONLY", "read_only"), ("SQLITE_BUSY", "locked"),
+           ("SQLITE_LOCKED", "locked"), ("SQLITE_IOERR", "io_error"), ("SQLITE_CANTOPEN", "io_error"))
+_OS_FAULTS = {errno.ENOSPC: "disk_full", errno.EDQUOT: "disk_full", errno.EROFS: "read_only", errno.EIO: "io_error"}
 
 
 class SQLiteStore(BatchWriter):
@@ -125,6 +143,7 @@ class SQLiteStore(BatchWriter):
         # connections' commits) and _own_writes (this store's writer-thread transactions).
         self._seen: dict[sqlite3.Connection, tuple[int, int]] = {}
         self._own_writes = 0
+        self._identity: tuple[int, int] | None = None  # the file's (st_dev, st_ino) at open (_check_file)
 
     # --- runs on the writer thread -------------------------------------------------------------
 
@@ -168,6 +187,8 @@ class SQLiteStore(BatchWriter):
                 self._batch_conn.execute("PRAGMA wal_autocheckpoint = 0")
                 read_as_one(self._batch_conn)
                 self._loader = ThreadPoolExecutor(max_workers=LOADERS, thread_name_prefix="fate-bridge-load")
+                stat = path.stat()
+                self._identity = (stat.st_dev, stat.st_ino)
         except (OSError, sqlite3.DatabaseError) as exc:
             raise ConfigError(database_problem(self.path, exc)) from None
         self._conn = conn
@@ -194,9 +215,63 @@ class SQLiteStore(BatchWriter):
         _in_transaction(conn, work)
 
     def _transaction(self, work: Callable[[sqlite3.Connection], T]) -> T:
+        """``work`` in one transaction on the writer's connection; raises
+        :class:`DatabaseFileGone` after its COMMIT if the file was deleted or replaced (what it
+        wrote is then in no file a path reaches: the caller must not acknowledge it)."""
         assert self._conn is not None
         self._own_writes += 1  # the next batch checks what this may have changed (_changed_elsewhere)
-        return _in_transaction(self._conn, work)
+        result = _in_transaction(self._conn, work)
+        self._check_file()
+        return result
+
+    def _check_file(self) -> None:
+        """Raise :class:`DatabaseFileGone` if the path no longer leads to the file this store
+        opened (deleted, renamed away, or another file put in its place: its device and inode
+        differ). One ``stat``, ~1 µs; nothing for ``":memory:"``."""
+        if self._identity is None:
+            return
+        try:
+            stat = os.stat(Path(self.path).expanduser())
+        except FileNotFoundError:
+            stat = None
+        if stat is None or (stat.st_dev, stat.st_ino) != self._identity:
+            raise DatabaseFileGone(
+                f"the database file {self.path} was deleted or replaced while the bridge ran: "
+                "restore it (`fate-bridge restore`) or put it back, then start serve again")
+
+    def _fault_reason(self, exc: Exception) -> str | None:
+        """A storage failure's reason (see :meth:`BatchWriter._fault_reason`): the file gone, or
+        an SQLite result code or system error of :data:`_FAULTS` / :data:`_OS_FAULTS`; for an I/O
+        error, ``read_only`` or ``disk_full`` when the file system says so."""
+        if isinstance(exc, DatabaseFileGone):
+            return "database_file_gone"
+        if isinstance(exc, OSError):
+            return _OS_FAULTS.get(exc.errno or 0)
+        name = getattr(exc, "sqlite_errorname", None) or ""
+        reason = next((reason for code, reason in _FAULTS if name.startswith(code)), None)
+        if reason == "io_error" and self._identity is not None:
+            try:
+                stats = os.statvfs(Path(self.path).expanduser().parent)
+            except OSError:
+                return reason
+            if stats.f_flag & os.ST_RDONLY:
+                return "read_only"
+            if stats.f_bavail == 0:
+                return "disk_full"
+        return reason
+
+    def _probe_sync(self) -> None:
+        """While storage is down: the file must be the one opened, and a write transaction must
+        commit (an UPDATE of a row to its own value: SQLite writes the page all the same, so a
+        full disk or a read-only file system fails it). Waits for no lock held elsewhere."""
+        self._check_file()
+        assert self._conn is not None
+        self._conn.execute("PRAGMA busy_timeout = 0")
+        try:
+            self._transaction(lambda conn: conn.execute(
+                "UPDATE meta SET value = value WHERE key = 'schema_version'"))
+        finally:
+            self._conn.execute("PRAGMA busy_timeout = 5000")
 
     def _state_rows(self, conn: sqlite3.Connection, world_id: str) -> Iterator[tuple[str, str, bytes]]:
         """A world's ``records`` rows (see :meth:`BatchWriter._state_rows`): the table's and its
@@ -331,7 +406,7 @@ class SQLiteStore(BatchWriter):
         except sqlite3.OperationalError as exc:
             if not _locked(exc):
                 self._fold_failed(self._tail_rows)
-        except sqlite3.Error:
+        except (sqlite3.Error, DatabaseFileGone):
             self._fold_failed(self._tail_rows)
         with self._queue_lock:
             self._tail_rows = max(0, self._tail_rows - moved)
@@ -346,7 +421,7 @@ class SQLiteStore(BatchWriter):
         read as audit and records, and the next start moves them."""
         try:
             self._transaction(fold_tail)
-        except sqlite3.Error:
+        except (sqlite3.Error, DatabaseFileGone):
             log.exception("audit_tail_fold_failed")
             return
         with self._queue_lock:
@@ -365,7 +440,9 @@ class SQLiteStore(BatchWriter):
             if _locked(exc):
                 raise WriteLocked from exc
             raise
-        return _committed(self._batch_conn, work)
+        result = _committed(self._batch_conn, work)
+        self._check_file()  # nothing acknowledged that went into a file no path reaches
+        return result
 
     def _close_sync(self) -> None:
         if self._conn is not None:

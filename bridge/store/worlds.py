@@ -11,7 +11,8 @@ from typing import TYPE_CHECKING
 
 from .base import World
 from .. import wire
-from .schema import _encode, _settings_decoder, utc_now
+from ..errors import WorldSettingsInvalid
+from .schema import _encode, decode_settings, utc_now
 
 if TYPE_CHECKING:
     from collections.abc import Callable
@@ -30,9 +31,14 @@ class WorldRows:
         async def _run(self, fn: Callable[..., T], *args: object) -> T: ...
         def _transaction(self, work: Callable[[sqlite3.Connection], T]) -> T: ...
 
+    # worlds whose stored settings could not be read at the last worlds() call: id -> the reason
+    # (``serve`` reports each at start; their connections are refused, the others served)
+    invalid_worlds: dict[str, str] = {}
+
     @staticmethod
     def _world_row(row: tuple) -> World:
-        return World(row[0], row[1], _settings_decoder.decode(row[2]), row[3], row[4])
+        """Raises ``WorldSettingsInvalid`` when the row's settings cannot be read."""
+        return World(row[0], row[1], decode_settings(row[0], row[2]), row[3], row[4])
 
     def _world_sync(self, world_id: str) -> World | None:
         assert self._conn is not None
@@ -68,7 +74,14 @@ class WorldRows:
         assert self._conn is not None
         rows = self._conn.execute(
             f"SELECT {self._WORLD} FROM worlds WHERE removed_at IS NULL ORDER BY world_id").fetchall()
-        return [self._world_row(r) for r in rows]
+        worlds, invalid = [], {}
+        for row in rows:
+            try:
+                worlds.append(self._world_row(row))
+            except WorldSettingsInvalid as exc:
+                invalid[row[0]] = str(exc)
+        self.invalid_worlds = invalid
+        return worlds
 
     def _viewer_key_sync(self, world_id: str, candidate: str, rotate: bool) -> str:
         def work(conn: sqlite3.Connection) -> str:
@@ -106,7 +119,8 @@ class WorldRows:
         await self._run(self._remove_world_sync, world_id)
 
     async def worlds(self) -> list[World]:
-        """Every registered world, by id."""
+        """Every registered world whose settings can be read, by id (the others: in
+        :attr:`invalid_worlds` after the call)."""
         return await self._run(self._worlds_sync)
 
     async def viewer_key(self, world_id: str, candidate: str, *, rotate: bool = False) -> str:

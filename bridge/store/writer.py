@@ -57,16 +57,18 @@ import structlog
 
 from .. import audit
 from ..record import AuditRecord
-from ..errors import ConfigError, LeaseLost, WorldNotRegistered
+from ..config import db_label
+from ..errors import ConfigError, LeaseLost, StorageUnavailable, WorldNotRegistered
 from ..frames import replayed_frame
 from ..receipts import with_receipts
 from ..state import WorldState
 from .audit_rows import AuditRows, Sealed, stored_bytes, window_hashes
 from .base import Decided, Decision, DecisionFn
 from .blobs import unpack
+from .health import PROBE_SECONDS, StorageHealth
 from .memory import RECENT_EVENTS, CachedState, EventFilter, WorldCache
 from . import seal
-from .schema import INSERT_EVENT, UPDATE_WORLD, UPDATE_WORLD_SEALED, T, _settings_decoder, utc_now
+from .schema import INSERT_EVENT, UPDATE_WORLD, UPDATE_WORLD_SEALED, T, decode_settings, utc_now
 from .invites import InviteRows
 from .worlds import WorldRows
 
@@ -180,6 +182,10 @@ class BatchWriter(WorldRows, InviteRows, AuditRows):
         self.on_world_load: Callable[[float], None] | None = None
         self._seal_keys: tuple[object, object, bytes | None] = (None, None, None)
         self._filing: set[asyncio.Task[None]] = set()  # older event ids being filed (_file_older_events)
+        # Whether storage can be written now (issue 35; bridge/store/health.py): set down by a
+        # failure the backend names (_fault_reason), up by a committed batch or the probe.
+        self.health = StorageHealth(db_label(self.path))
+        self._probe: threading.Thread | None = None  # trying the database again while it is down
 
     @property
     def _seal_key(self) -> bytes | None:
@@ -212,9 +218,46 @@ class BatchWriter(WorldRows, InviteRows, AuditRows):
         return store
 
     async def _run(self, fn: Callable[..., T], *args: object) -> T:
+        """Run ``fn(*args)`` on the writer thread. Raises what it raises, a storage outage as
+        :class:`~bridge.errors.StorageUnavailable` (:meth:`_unavailable`)."""
         if self._closed:
             raise ConfigError("the store is closed")
-        return await asyncio.get_running_loop().run_in_executor(self._executor, fn, *args)
+        try:
+            return await asyncio.get_running_loop().run_in_executor(self._executor, fn, *args)
+        except Exception as exc:
+            raise self._unavailable(exc) from exc
+
+    def _unavailable(self, exc: Exception) -> Exception:
+        """``exc`` as the store's callers get it: a failure of storage itself (the backend's
+        :meth:`_fault_reason` names one) marks the store's health down (logged once per outage,
+        then probed: :meth:`_probe_until_up`) and becomes :class:`StorageUnavailable`; anything
+        else is returned as it is."""
+        if isinstance(exc, StorageUnavailable):
+            return exc
+        reason = self._fault_reason(exc)
+        if reason is None:
+            return exc
+        if self.health.down(reason, str(exc).strip()) and not self._closing:
+            self._probe = threading.Thread(target=self._probe_until_up, name="fate-bridge-probe", daemon=True)
+            self._probe.start()
+        return self.health.refusal()
+
+    def _probe_until_up(self) -> None:
+        """While storage is down: every ``PROBE_SECONDS``, try the database on the writer thread
+        (:meth:`_probe_sync`); the first success marks it up (its end logged). Stops when the
+        store closes."""
+        while not self.health.available and not self._closing:
+            time.sleep(PROBE_SECONDS)
+            try:
+                self._executor.submit(self._probe_sync).result()
+            except RuntimeError:  # the writer thread was shut down: the store closed
+                return
+            except Exception as exc:
+                reason = self._fault_reason(exc)
+                if reason is not None:
+                    self.health.down(reason, str(exc).strip())  # still down (its reason may change)
+                continue
+            self.health.up()
 
     # --- the backend's part (hooks) --------------------------------------------------------------
 
@@ -231,6 +274,15 @@ class BatchWriter(WorldRows, InviteRows, AuditRows):
         :meth:`_writes_on_loop`), where the backend raises :class:`WriteLocked` rather than wait
         for a lock. Default: the writer's transaction."""
         return self._transaction(work)
+
+    def _fault_reason(self, exc: Exception) -> str | None:
+        """Whether ``exc`` is a failure of storage itself, not of the work: its reason (one of
+        :data:`bridge.store.health.REASONS`), else None. Default: never."""
+        return None
+
+    def _probe_sync(self) -> None:
+        """While storage is down (writer thread): raise unless the database can be written now.
+        Default: nothing to try (up at once)."""
 
     def _writes_async(self, loop: asyncio.AbstractEventLoop) -> bool:
         """Whether a batch started on ``loop`` is written from it without blocking it
@@ -379,7 +431,7 @@ class BatchWriter(WorldRows, InviteRows, AuditRows):
         # wrote it, else checked against the clean stop's head or derived from the chain
         self._state_guard(conn, world_id, sealed=sealed, stale_seal=row[2] is not None and not sealed)
         self._key_guard(conn, world_id)  # and its key this bridge's (audit new-key meanwhile)
-        cache = WorldCache(world_id, _settings_decoder.decode(row[0]), row[1], head,
+        cache = WorldCache(world_id, decode_settings(world_id, row[0]), row[1], head,
                            window=window_hashes(conn, world_id, head[0]) if head[0] else [],
                            settings_raw=settings, total=total, count=count,
                            hasher=hasher, on_disk=on_disk, elements=elements)
@@ -524,6 +576,7 @@ class BatchWriter(WorldRows, InviteRows, AuditRows):
                 try:
                     outcomes += self._batch_transaction(lambda conn: self._write_batch(conn, current),
                                                         inline=on_loop is not None)
+                    self.health.up()
                 except WriteLocked:
                     with self._queue_lock:  # back in front, in order, for the writer thread
                         self._queue[:0] = batch
@@ -543,6 +596,7 @@ class BatchWriter(WorldRows, InviteRows, AuditRows):
             if current:
                 try:
                     outcomes += await self._batch_transaction_async(current)
+                    self.health.up()
                 except Exception as exc:
                     outcomes += self._batch_failed(current, exc)
                 except BaseException:  # cancelled (the loop shutting down): not acknowledged
@@ -580,7 +634,9 @@ class BatchWriter(WorldRows, InviteRows, AuditRows):
 
     def _batch_failed(self, current: list[_Queued], exc: BaseException) -> list[tuple]:
         """A batch's transaction failed: a new cache generation (every world reloaded, every
-        decision read before it failing too); the batch's outcomes, each ``exc``."""
+        decision read before it failing too); the batch's outcomes, each ``exc`` (a storage outage's
+        as :class:`StorageUnavailable`: :meth:`_unavailable`)."""
+        exc = self._unavailable(exc) if isinstance(exc, Exception) else exc
         with self._lock:
             self._generation += 1
             self._failure = exc
@@ -625,7 +681,10 @@ class BatchWriter(WorldRows, InviteRows, AuditRows):
             return await self._run(fn, *args)
         if self._closed:
             raise ConfigError("the store is closed")
-        return await asyncio.get_running_loop().run_in_executor(self._loader, fn, *args)
+        try:
+            return await asyncio.get_running_loop().run_in_executor(self._loader, fn, *args)
+        except Exception as exc:
+            raise self._unavailable(exc) from exc
 
     async def _load_world(self, world_id: str) -> None:
         """Load the world's state into memory (a no-op if another call did meanwhile), then file
@@ -657,7 +716,7 @@ class BatchWriter(WorldRows, InviteRows, AuditRows):
                         return
                 done = await self._in_loader(self._file_older_sync, cache.world_id, older, done,
                                              min(done + OLDER_EVENTS_STEP, below - 1))
-        except ConfigError:  # the store closed meanwhile
+        except (ConfigError, StorageUnavailable):  # the store closed meanwhile, or its storage is down
             return
         with self._lock:
             cache.older.insert(0, older)
@@ -698,6 +757,8 @@ class BatchWriter(WorldRows, InviteRows, AuditRows):
         without running anything. A decision that raises stores nothing and raises here."""
         if self._closed or self._closing:
             raise ConfigError("the store is closed")
+        if not self.health.available:  # refused at once until the probe finds storage back
+            raise self.health.refusal()
         loop = asyncio.get_running_loop()
         future: asyncio.Future[Decided] = loop.create_future()
         # an older event id's look-up in the store: (found, its seq), valid while the world's cache

@@ -26,6 +26,7 @@ ErrorCode = Literal[
     "no_charges",
     "not_found",
     "rate_limited",
+    "unavailable",
     "internal",
 ]
 

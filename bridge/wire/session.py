@@ -7,6 +7,7 @@ from __future__ import annotations
 
 from typing import Annotated, Literal
 
+import msgspec
 from msgspec import Meta
 
 from ..errors import Refusal
@@ -115,19 +116,28 @@ class Pong(BridgeMessage, tag="pong", kw_only=True):
     """Answer to ``ping``."""
 
 
+RetryAfter = Annotated[int, Meta(ge=0, description=(
+    "Milliseconds to wait before sending the same request (same event_id) again; only on "
+    "`unavailable`."))]
+
+
 class Error(BridgeMessage, tag="error", kw_only=True):
     """A refusal. ``ref`` is the ``event_id`` it answers (or null); ``field`` names the offending
-    field as a dotted path (``"test.eml"``) when there is one."""
+    field as a dotted path (``"test.eml"``) when there is one; ``retry_after_ms`` (on
+    ``unavailable`` alone, absent from every other error, so their frames are as before) says
+    when to send the request again."""
 
     code: ErrorCode
     message: str
     ref: str | None = None
     field: str | None = None
+    retry_after_ms: RetryAfter | msgspec.UnsetType = msgspec.UNSET
 
 
 def error_reply(refusal: Refusal, ref: str | None) -> Error:
     """The ``error`` answering ``refusal`` (the one map from exception to contract)."""
-    return Error(code=refusal.code, message=refusal.message, ref=ref, field=refusal.field)  # type: ignore[arg-type]
+    return Error(code=refusal.code, message=refusal.message, ref=ref, field=refusal.field,  # type: ignore[arg-type]
+                 retry_after_ms=getattr(refusal, "retry_after_ms", msgspec.UNSET))
 
 
 CLIENT = (Hello, Register, Ping)

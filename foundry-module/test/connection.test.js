@@ -291,6 +291,41 @@ describe("requests", () => {
     connection.stop();
   });
 
+  test("unavailable keeps the request queued, its timeout stopped, and sends it again after retry_after_ms until stored", async () => {
+    const socket = connectAndWelcome();
+    const waiting = connection.request(build.settings({ fateOption: "off" }));
+    const down = { type: "error", v: 1, code: "unavailable", message: "storage down", ref: "ev1", field: null, retry_after_ms: 500 };
+    const sends = () => socket.sent.filter((m) => m.event_id === "ev1").length;
+    for (let retry = 1; retry <= 50; retry += 1) { // a storage outage of 25 s: longer than REQUEST_TIMEOUT_MS
+      socket.receive(down);
+      clock.advance(499);
+      assert.equal(sends(), retry, "not before the bridge's hint");
+      clock.advance(1);
+      assert.equal(sends(), retry + 1);
+    }
+    socket.receive({ type: "settings_applied", v: 1, ref: "ev1", settings: { fate_option: "off" } });
+    assert.equal((await waiting).settings.fate_option, "off");
+    assert.deepEqual(unsolicited, []);
+    assert.equal(connection.pending.size, 0);
+  });
+
+  test("unavailable without a hint waits UNAVAILABLE_RETRY_MS; a hint is bounded", () => {
+    const socket = connectAndWelcome();
+    connection.request(build.settings({ fateOption: "off" })).catch(() => {});
+    const sends = () => socket.sent.filter((m) => m.event_id === "ev1").length;
+    socket.receive({ type: "error", v: 1, code: "unavailable", message: "storage down", ref: "ev1", field: null });
+    clock.advance(LIMITS.UNAVAILABLE_RETRY_MS - 1);
+    assert.equal(sends(), 1);
+    clock.advance(1);
+    assert.equal(sends(), 2);
+    socket.receive({ type: "error", v: 1, code: "unavailable", message: "storage down", ref: "ev1", field: null, retry_after_ms: 0 });
+    clock.advance(LIMITS.UNAVAILABLE_RETRY_MIN_MS - 1);
+    assert.equal(sends(), 2, "never sooner than UNAVAILABLE_RETRY_MIN_MS");
+    clock.advance(1);
+    assert.equal(sends(), 3);
+    connection.stop();
+  });
+
   test("a refused audit_query is rejected at once: its error's ref is the query_id", async () => {
     const socket = connectAndWelcome();
     const query = connection.request({ type: "audit_query", v: 1, query_id: "q9", limit: 50 });

@@ -24,6 +24,10 @@
  * - a request the bridge answers `rate_limited` (not handled) is sent again, with the same
  *   `event_id`, after RATE_RETRY_MS, doubled per retry, at most RATE_RETRIES times; then (or at
  *   the request timeout, whichever comes first) it is rejected with `rate_limited` / `timeout`.
+ * - a request the bridge answers `unavailable` (its storage is down: nothing was applied) waits as in
+ *   an outage, its timeout stopped, and is sent again with the same `event_id` after the reply's
+ *   `retry_after_ms` (bounded to UNAVAILABLE_RETRY_MAX_MS; UNAVAILABLE_RETRY_MS without one), as
+ *   often as it takes: the click stays queued until the bridge can store it, never shown as failed.
  * - error replies are matched by `ref` against pending `event_id`s and `query_id`s alike.
  * - close code 1012 (service restart: the bridge process is draining, its load balancer sends the
  *   next connection to another process) on a link that had its `welcome` reconnects at once, after
@@ -88,6 +92,15 @@ export const LIMITS = Object.freeze({
    */
   RATE_RETRY_MS: 500,
   RATE_RETRIES: 4,
+  /**
+   * `unavailable` (the bridge's storage is down, issue 35): sent again after the reply's
+   * `retry_after_ms` (the bridge says 500 ms: it probes its storage every 250 ms, so service
+   * returns within a second of storage), or after this when the reply has none; never sooner than
+   * UNAVAILABLE_RETRY_MIN_MS nor later than UNAVAILABLE_RETRY_MAX_MS, whatever the reply says.
+   */
+  UNAVAILABLE_RETRY_MS: 1_000,
+  UNAVAILABLE_RETRY_MIN_MS: 100,
+  UNAVAILABLE_RETRY_MAX_MS: 30_000,
 });
 
 /** Connection states shown to the GM. */
@@ -298,6 +311,10 @@ export class BridgeConnection {
       this.#retryLater(entry);
       return;
     }
+    if (message.type === "error" && message.code === UNAVAILABLE) {
+      this.#waitForStorage(entry, message.retry_after_ms);
+      return;
+    }
     this.#settle(key);
     if (message.type === "error") entry.reject(new BridgeError(message.code, message.message, message));
     else entry.resolve(message);
@@ -308,6 +325,23 @@ export class BridgeConnection {
     const delay = this.limits.RATE_RETRY_MS * 2 ** entry.retries;
     entry.retries += 1;
     entry.sent = false;
+    entry.retryTimer = this.timers.setTimeout(() => {
+      entry.retryTimer = null;
+      if (this.welcomed) this.#sendEntry(requestKey(entry.message), entry);
+    }, delay);
+  }
+
+  /**
+   * The bridge could not store the request (`unavailable`): nothing was applied. It waits as in an
+   * outage (its timeout stopped: waiting for storage is not waiting for an answer) and is sent
+   * again, same `event_id`, after `hint` ms (the reply's `retry_after_ms`, bounded).
+   */
+  #waitForStorage(entry, hint) {
+    const { UNAVAILABLE_RETRY_MS, UNAVAILABLE_RETRY_MIN_MS, UNAVAILABLE_RETRY_MAX_MS } = this.limits;
+    const delay = Number.isSafeInteger(hint) ? Math.min(UNAVAILABLE_RETRY_MAX_MS, Math.max(UNAVAILABLE_RETRY_MIN_MS, hint)) : UNAVAILABLE_RETRY_MS;
+    entry.sent = false;
+    if (entry.timer !== null) this.timers.clearTimeout(entry.timer);
+    entry.timer = null;
     entry.retryTimer = this.timers.setTimeout(() => {
       entry.retryTimer = null;
       if (this.welcomed) this.#sendEntry(requestKey(entry.message), entry);
@@ -465,6 +499,8 @@ export class BridgeConnection {
 
 /** The bridge's error code for a frame it did not handle because of its rate limit. */
 const RATE_LIMITED = "rate_limited";
+/** The bridge's error code for a request it could not store (its storage is down); nothing was applied. */
+const UNAVAILABLE = "unavailable";
 
 /**
  * @param {unknown} reason the close reason of a 4003 ("superseded by NAME (Foundry VERSION)")
