@@ -26,6 +26,7 @@ from .config import db_label, default_audit_key, default_db, default_signing_key
 from .errors import ConfigError
 from .heads import parse_public_key, public_key_text
 from .receipts import check_receipts, decode_export, key_id
+from .startup import holding_database
 from .store import AuditFilter, AuditRow, Store, open_store
 from .store.audit_rows import PREV_HASH, DatabaseUnreadable, heads_of, open_readonly, verify_database
 from .store.blobs import unpack
@@ -48,10 +49,10 @@ async def run_audit(args: argparse.Namespace) -> int:
         raise ConfigError(f"no database at {db}: pass the same --db as `fate-bridge serve`")
     if args.audit_command == "export" and _trail_format(args) == "trail":
         return _export_trail(db, args)
-    if args.audit_command == "new-key":
-        return await _new_key(db, args)
-    if args.audit_command == "repair":
-        return await _repair(db, args)
+    if args.audit_command in ("new-key", "repair"):
+        # each rewrites every chain it touches: never beside a running serve (bridge/startup.py)
+        with holding_database(db, args.audit_command):
+            return await (_new_key if args.audit_command == "new-key" else _repair)(db, args)
     store = await open_store(db)
     try:
         if args.audit_command == "list":

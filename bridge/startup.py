@@ -20,7 +20,7 @@ from collections.abc import Iterator
 from pathlib import Path
 
 from . import release
-from .config import is_postgres_url
+from .config import db_label, is_postgres_url
 from .errors import ConfigError
 
 WILDCARDS = ("0.0.0.0", "::", "")  # listen on every network of the machine
@@ -106,17 +106,25 @@ _WHEN_HELD = {
     "resolve": "`fate-bridge resolve --db` decides on the file as serve does, so it needs the file to "
                "itself; stop that bridge first, or give --db another file",
     "restore": "a restore would swap the file under it; stop that bridge (Ctrl+C), then run restore again",
+    # a key change and a repair write every chain they touch: a serve beside them would sign with the
+    # old key, or decide from state and chain heads the command rewrote under it (issue 36)
+    "new-key": "a running bridge would go on signing with the old key; stop it first (Ctrl+C; on a "
+               "cluster, every process), run `audit new-key` again, then start serve with the new key",
+    "repair": "a running bridge would go on deciding from the state being rebuilt; stop it first "
+              "(Ctrl+C; on a cluster, every process), run `audit repair` again, then start serve",
 }
+# On PostgreSQL, every serve holds the schema's lock shared; these commands take it alone.
+_ALONE_ON_POSTGRES = ("new-key", "repair")
 
 
 def hold_database(path: str | Path, command: str = "serve") -> int:
     """Take the serve lock of the SQLite database ``path`` for ``command`` (a key of
-    :data:`_WHEN_HELD`: ``serve``, ``resolve`` or ``restore``, the commands that write the file as
-    its only user): an exclusive ``flock`` on ``PATH.lock`` (made beside it, with its folder),
+    :data:`_WHEN_HELD`: ``serve``, ``resolve``, ``restore``, ``new-key`` or ``repair``, the commands
+    that write the file as its only user): an exclusive ``flock`` on ``PATH.lock`` (made beside it, with its folder),
     which then holds ``pid PID on host HOST``. Returns the lock file's descriptor: the lock lasts
     while it is open, so until this process ends, however it ends (the OS releases a killed
     holder's lock; the file itself stays, and the next holder takes it over). The other commands
-    (``audit``, ``backup``, ``world add``) share the file with a running bridge, as SQLite's WAL
+    (``audit list``, ``backup``, ``world add``) share the file with a running bridge, as SQLite's WAL
     allows.
 
     Raises ``ConfigError`` (one line naming the file, the holder and what ``command`` should do)
@@ -142,18 +150,45 @@ def hold_database(path: str | Path, command: str = "serve") -> int:
 
 @contextlib.contextmanager
 def holding_database(db: str | Path, command: str = "serve") -> Iterator[None]:
-    """Hold the serve lock of the database ``db`` (:func:`hold_database`, for ``command``) while
-    inside, released on exit; nothing to hold for a ``postgresql://`` URL (PostgreSQL shares a
-    database between processes by design) or ``":memory:"``. Raises what :func:`hold_database`
-    raises."""
-    if is_postgres_url(db) or str(db) == ":memory:":
+    """Hold the serve lock of the database ``db`` for ``command`` while inside, released on exit;
+    raises ``ConfigError`` (one line naming the database, the process holding it and what
+    ``command`` should do) when another process holds it. A SQLite file: :func:`hold_database`
+    (every command of :data:`_WHEN_HELD` takes it alone). A ``postgresql://`` URL (processes share
+    it by design): each ``serve`` holds the schema's lock shared, and ``audit new-key`` and ``audit
+    repair`` (:data:`_ALONE_ON_POSTGRES`) take it alone, so each is refused while any process
+    serves the schema, and a serve while one of them runs; the other commands hold nothing there.
+    ``":memory:"``: nothing to hold."""
+    if str(db) == ":memory:" or (is_postgres_url(db) and command != "serve" and command not in _ALONE_ON_POSTGRES):
         yield
+        return
+    if is_postgres_url(db):
+        conn = _hold_schema(str(db), command)
+        try:
+            yield
+        finally:
+            conn.close()  # ends the session: the server drops its lock
         return
     fd = hold_database(db, command)
     try:
         yield
     finally:
         os.close(fd)  # releases the lock (the OS does so too when the process ends)
+
+
+def _hold_schema(url: str, command: str) -> object:
+    """The serve lock of the PostgreSQL schema at ``url`` for ``command`` (see
+    :func:`holding_database`); returns the connection holding it."""
+    from .store.postgres import hold_serving
+
+    holder = f"fate-bridge {command} pid {os.getpid()} on host {socket.gethostname()}"
+    conn, holders = hold_serving(url, holder, exclusive=command != "serve")
+    if conn is not None:
+        return conn
+    names = ", ".join(holders) or "another process"
+    if command == "serve":
+        raise ConfigError(f"the database {db_label(url)} is held by {names}, which needs it alone: "
+                          "start serve again once it has ended")
+    raise ConfigError(f"the database {db_label(url)} is served by {names}: {_WHEN_HELD[command]}")
 
 
 def _holder_text(fd: int) -> str | None:

@@ -756,3 +756,52 @@ def connect_readonly(url: str) -> _PgConnection:
         raw.close()
         raise
     return conn
+
+
+# The serve lock of a PostgreSQL schema, as SQLite's ``PATH.lock`` is of a file (bridge/startup.py):
+# a session-level advisory lock, keyed (SERVE_LOCK, the schema's number), that every ``serve``
+# process holds shared for its lifetime and that a command which must have the schema alone
+# (``audit new-key``, ``audit repair``) takes exclusively. The server releases it when the session
+# ends, however the process ended. Advisory locks are per database, so the schema's name goes
+# into the key: bridges of other schemas in the same database stay apart.
+SERVE_LOCK = 0x46425356  # advisory lock class ("FBSV")
+HOLDER_NAME_BYTES = 63  # PostgreSQL keeps at most this much of an application_name (NAMEDATALEN - 1)
+
+
+def _schema_number(schema: str) -> int:
+    """The second key of a schema's serve lock: 31 bits of the SHA-256 of its name."""
+    import hashlib
+
+    return int.from_bytes(hashlib.sha256(schema.encode()).digest()[:4], "big") & 0x7FFFFFFF
+
+
+def hold_serving(url: str, holder: str, *, exclusive: bool) -> tuple[Any, list[str]]:
+    """Take the serve lock of the schema at ``url``: shared (``serve``) or ``exclusive`` (a
+    command that must have the schema alone), on a connection of its own named ``holder`` (its
+    ``application_name``, as others see it in ``pg_stat_activity``). Returns (the connection,
+    which holds the lock until it is closed; []) when taken, else (None, the names of the
+    sessions holding it: ``pid N on host H``, or ``PostgreSQL backend N`` when a session's name
+    cannot be read). Raises ``ConfigError`` when the database cannot be reached."""
+    import psycopg
+
+    try:
+        raw = psycopg.connect(url, autocommit=True, application_name=holder.encode()[:HOLDER_NAME_BYTES]
+                              .decode(errors="ignore"))
+    except psycopg.Error as exc:
+        raise ConfigError(f"cannot connect to the database {db_label(url)}: {exc}".strip()) from None
+    try:
+        (schema,) = raw.execute("SELECT current_schema()").fetchone()
+        key = _schema_number(schema or "")
+        take = "pg_try_advisory_lock" if exclusive else "pg_try_advisory_lock_shared"
+        if raw.execute(f"SELECT {take}(%s, %s)", (SERVE_LOCK, key)).fetchone()[0]:
+            return raw, []
+        holders = raw.execute(
+            "SELECT a.application_name, l.pid FROM pg_locks l LEFT JOIN pg_stat_activity a ON a.pid = l.pid"
+            " WHERE l.locktype = 'advisory' AND l.database = (SELECT oid FROM pg_database"
+            " WHERE datname = current_database()) AND l.classid = %s AND l.objid = %s AND l.objsubid = 2"
+            " AND l.granted ORDER BY l.pid", (SERVE_LOCK, key)).fetchall()
+    except psycopg.Error as exc:
+        raw.close()
+        raise ConfigError(f"cannot check who serves the database {db_label(url)}: {exc}".strip()) from None
+    raw.close()
+    return None, [name or f"PostgreSQL backend {pid}" for name, pid in holders]
