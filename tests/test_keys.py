@@ -28,9 +28,8 @@ from bridge.i18n import gettext as translated
 from bridge.session import hash_token, new_token
 from bridge.store import open_store
 
-from .helpers import run_bridge
 from .served import TIMEOUT, ask
-from .sohl_messages import frame, rolled
+from .sohl_messages import fate_spend, rolled
 from .test_startup import assert_one_clear_line, serving
 
 WORLD = "keys-world"
@@ -122,3 +121,35 @@ class TestOpenLinksFollowTheCredentials:
                 text = reason(key, language)
                 assert len(text.encode()) <= link_guard.MAX_CLOSE_REASON, (key, language, text)
                 assert link_guard.close_reason(text) == text  # sent whole, never cut
+
+
+class TestKeyCommandsBesideARunningBridge:
+    """Issue 36: ``audit new-key`` beside ``serve`` answered the next decision ``internal`` and
+    closed every later one 4001; ``audit repair`` rewrote state under it. Both are refused now."""
+
+    async def test_new_key_and_repair_are_refused_naming_the_serve_which_goes_on_deciding(self, tmp_path, db_url,
+                                                                                           capsys):
+        key, receipt = tmp_path / "audit.key", tmp_path / "receipt.key"
+        assert await asyncio.to_thread(main, ["world", "add", WORLD, "--token-only", "--db", db_url]) == 0
+        token = capsys.readouterr().out.strip()
+        async with serving(tmp_path, db=db_url) as (bridge, port):
+            async with connect(f"ws://127.0.0.1:{port}") as ws:
+                assert (await ask(ws, hello(token)))["type"] == "welcome"
+                assert (await ask(ws, rolled("ev-1", "msg1")))["type"] == "test_graded"
+                signing = receipt.read_bytes()
+                holder = f"pid {bridge.pid} on host {socket.gethostname()}"
+                for audit_command, what in (("new-key", "run `audit new-key` again, then start serve with the new key"),
+                                            ("repair", "run `audit repair` again, then start serve")):
+                    extra = ["--world", WORLD] if audit_command == "repair" else []
+                    code = await asyncio.to_thread(main, ["audit", audit_command, *extra, "--db", db_url,
+                                                          "--audit-key", str(key)])
+                    refused = capsys.readouterr()
+                    assert code == 2 and refused.out == ""
+                    assert_one_clear_line(refused.err, holder, "stop it first (Ctrl+C; on a cluster, every process)",
+                                          what)
+                assert receipt.read_bytes() == signing  # the key files as they were
+                assert sorted(p.name for p in tmp_path.glob("receipt.key*")) == ["receipt.key"]
+                spent = await ask(ws, fate_spend("ev-2", "msg1"))  # and the bridge decides on, under its key
+                assert spent["type"] == "fate_resolved", spent
+        assert await asyncio.to_thread(main, ["audit", "new-key", "--db", db_url, "--audit-key", str(key)]) == 0
+        assert f"key change recorded in 1 world(s): {WORLD}" in capsys.readouterr().out  # stopped: it goes through
