@@ -682,16 +682,16 @@ async def _serve(args: argparse.Namespace) -> int:
 
 async def _serve_held(args: argparse.Namespace, db: Path | str, tls: ssl.SSLContext | None) -> int:
     """``serve`` once the database is ours (see :func:`_serve`)."""
-    from .audit_cli import adopt_signing_key
+    from .audit_cli import check_keys, make_missing_keys
     from .server import Drain, serve_until, start, stop_on_signals
 
     key_path = args.audit_key or default_audit_key()
     signing_path = args.signing_key or default_signing_key(key_path)
-    store = await open_store(db, audit_key=load_key(key_path, create=True),
-                             signing_key=load_signing_key(signing_path, create=False),
-                             max_worlds=args.max_worlds_in_memory)
+    audit_key, signing_key = load_key(key_path, create=False), load_signing_key(signing_path, create=False)
+    check_keys(db, audit_key, key_path, signing_key, signing_path)  # never replaced silently; refused: nothing written
+    store = await open_store(db, audit_key=audit_key, signing_key=signing_key, max_worlds=args.max_worlds_in_memory)
     try:
-        await adopt_signing_key(store, signing_path)  # never replaced silently; made on the first start
+        make_missing_keys(store, key_path, signing_path)  # a trail nobody signed yet: the first start
     except ConfigError:
         await store.close()
         raise

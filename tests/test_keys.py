@@ -11,7 +11,7 @@
 from __future__ import annotations
 
 import asyncio
-import json
+import shutil
 import socket
 from pathlib import Path
 
@@ -22,12 +22,14 @@ from websockets.exceptions import ConnectionClosed
 from bridge import link_guard
 from bridge import server as bridge_server
 from bridge.cli import main
+from bridge.config import load_key, load_signing_key
 from bridge.dice import ScriptedDice
 from bridge.i18n import using
 from bridge.i18n import gettext as translated
 from bridge.session import hash_token, new_token
 from bridge.store import open_store
 
+from .helpers import ROOT, replay
 from .served import TIMEOUT, ask
 from .sohl_messages import fate_spend, rolled
 from .test_startup import assert_one_clear_line, serving
@@ -153,3 +155,81 @@ class TestKeyCommandsBesideARunningBridge:
                 assert spent["type"] == "fate_resolved", spent
         assert await asyncio.to_thread(main, ["audit", "new-key", "--db", db_url, "--audit-key", str(key)]) == 0
         assert f"key change recorded in 1 world(s): {WORLD}" in capsys.readouterr().out  # stopped: it goes through
+
+
+@pytest.fixture
+async def signed_trail(tmp_path) -> Path:
+    """A database whose world ``w`` has a trail signed by the keys in ``tmp_path / "old"``
+    (``audit.key``, ``receipt.key``), as a GM's machine leaves it."""
+    old = tmp_path / "old"
+    key = load_key(old / "audit.key", create=True)
+    signing = load_signing_key(old / "receipt.key", create=True)
+    db = tmp_path / "bridge.sqlite3"
+    store = await replay(ROOT / "examples" / "sohl-session.jsonl", db, key, signing)
+    await store.close()
+    return db
+
+
+def refused_serve(db: Path, keys: Path, capsys) -> str:
+    """``serve`` on ``db`` with its keys in ``keys``, expected to be refused before listening:
+    its one line."""
+    assert main(["serve", "--db", str(db), "--port", "0", "--audit-key", str(keys / "audit.key")]) == 2
+    out, err = capsys.readouterr()
+    assert out == ""
+    assert_one_clear_line(err)
+    return err
+
+
+class TestKeysOnANewMachine:
+    """Issue 36: a GM restoring the database on a new machine without (or with the wrong) keys."""
+
+    def test_a_start_refused_for_a_missing_receipt_key_writes_no_key(self, signed_trail, tmp_path, capsys):
+        new = tmp_path / "new"
+        new.mkdir()
+        before = signed_trail.read_bytes()
+        err = refused_serve(signed_trail, new, capsys)
+        assert f"there is no signing key at {new / 'receipt.key'}: restore that key from your backup" in err
+        assert list(new.iterdir()) == []  # no audit.key made for a start that did not happen
+        assert signed_trail.read_bytes() == before
+
+    def test_serve_refuses_an_audit_key_that_did_not_sign_the_checkpoints(self, signed_trail, tmp_path, capsys):
+        new = tmp_path / "new"
+        shutil.copytree(tmp_path / "old", new)
+        (new / "audit.key").unlink()
+        made = load_key(new / "audit.key", create=True)  # another key, as a first start elsewhere made it
+        err = refused_serve(signed_trail, new, capsys)
+        assert err == (f"fate-bridge: the audit key at {new / 'audit.key'} did not sign this database's checkpoints "
+                       "(it is another key): restore the audit.key serve used with this database from your backup, "
+                       "or give --audit-key its path\n")
+        assert load_key(new / "audit.key", create=False) == made  # left as it was
+
+    def test_serve_refuses_a_missing_audit_key_and_makes_none(self, signed_trail, tmp_path, capsys):
+        new = tmp_path / "new"
+        new.mkdir()
+        shutil.copy(tmp_path / "old" / "receipt.key", new / "receipt.key")
+        err = refused_serve(signed_trail, new, capsys)
+        assert err == (f"fate-bridge: the audit trail's checkpoints were signed with an audit key, but there is none "
+                       f"at {new / 'audit.key'}: restore audit.key from your backup, or give --audit-key its path\n")
+        assert sorted(p.name for p in new.iterdir()) == ["receipt.key"]
+
+    @pytest.mark.parametrize("audit_key", ["missing", "another"])
+    def test_verify_says_the_audit_key_is_missing_or_another_once_and_checks_the_worlds_without_it(
+            self, signed_trail, tmp_path, capsys, audit_key):
+        path = tmp_path / "new" / "audit.key"
+        if audit_key == "another":
+            load_key(path, create=True)
+        code = main(["audit", "verify", "--db", str(signed_trail), "--audit-key", str(path),
+                     "--signing-key", str(tmp_path / "old" / "receipt.key")])
+        lines = capsys.readouterr().out.splitlines()
+        assert code == 1  # never a silent pass
+        expected = (f"FAIL audit key: the audit key at {path} did not sign this database's checkpoints"
+                    if audit_key == "another" else
+                    f"FAIL audit key: the audit trail's checkpoints were signed with an audit key, but there is none at {path}")
+        assert lines[0].startswith(expected), lines
+        assert lines[1].startswith("PASS w: 8 records, signed up to record 8"), lines  # not failed for the key
+        assert len(lines) == 2
+
+    def test_verify_with_the_right_audit_key_passes(self, signed_trail, tmp_path, capsys):
+        old = tmp_path / "old"
+        assert main(["audit", "verify", "--db", str(signed_trail), "--audit-key", str(old / "audit.key")]) == 0
+        assert capsys.readouterr().out.startswith("PASS w: 8 records")

@@ -190,11 +190,6 @@ class Store(Protocol):
         head signed by the new key. Returns the worlds changed."""
         ...
 
-    async def signing_keys(self) -> dict[str, str]:
-        """world_id -> the public key (base64url) of the world's latest signed head (``serve``
-        refuses a key that did not sign them)."""
-        ...
-
     async def close(self) -> None:
         """Finish pending work and close; idempotent."""
         ...
