@@ -27,6 +27,7 @@ from bridge.dice import ScriptedDice
 from bridge.i18n import using
 from bridge.i18n import gettext as translated
 from bridge.session import hash_token, new_token
+from bridge.startup import _WHEN_HELD
 from bridge.store import open_store
 
 from .helpers import ROOT, replay
@@ -233,3 +234,19 @@ class TestKeysOnANewMachine:
         old = tmp_path / "old"
         assert main(["audit", "verify", "--db", str(signed_trail), "--audit-key", str(old / "audit.key")]) == 0
         assert capsys.readouterr().out.startswith("PASS w: 8 records")
+
+
+def test_the_readme_and_help_name_every_command_that_needs_the_bridge_stopped(capsys):
+    """The commands the serve lock refuses beside a running bridge (bridge/startup.py), each in the
+    README's "Beside a running bridge" table and in ``fate-bridge --help``."""
+    readme = (ROOT / "README.md").read_text()
+    table = readme[readme.index("| needs the bridge stopped | why |"):]
+    table = table[:table.index("\n\n")]
+    stopped = {"new-key": "audit new-key", "repair": "audit repair", "restore": "restore", "resolve": "resolve --db"}
+    assert set(_WHEN_HELD) == {"serve", *stopped}
+    with pytest.raises(SystemExit):
+        main(["--help"])
+    helped = " ".join(capsys.readouterr().out.split())
+    for name in stopped.values():
+        assert f"\n| `{name}" in table, name
+        assert name in helped, name
