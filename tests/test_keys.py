@@ -11,11 +11,13 @@
 from __future__ import annotations
 
 import asyncio
+import os
 import shutil
 import socket
 from pathlib import Path
 
 import pytest
+from bench.scale import schema_url
 from websockets.asyncio.client import connect
 from websockets.exceptions import ConnectionClosed
 
@@ -27,7 +29,8 @@ from bridge.dice import ScriptedDice
 from bridge.i18n import using
 from bridge.i18n import gettext as translated
 from bridge.session import hash_token, new_token
-from bridge.startup import _WHEN_HELD
+from bridge.errors import ConfigError
+from bridge.startup import _WHEN_HELD, holding_database
 from bridge.store import open_store
 
 from .helpers import ROOT, replay
@@ -250,3 +253,25 @@ def test_the_readme_and_help_name_every_command_that_needs_the_bridge_stopped(ca
     for name in stopped.values():
         assert f"\n| `{name}" in table, name
         assert name in helped, name
+
+
+class TestTheServeLockOfAPostgresSchema:
+    """Every serve of a schema holds its lock shared; new-key and repair take it alone."""
+
+    def test_serves_share_it_a_key_change_takes_it_alone_and_other_schemas_stay_apart(self, pg_url, pg_server):
+        me = f"pid {os.getpid()} on host {socket.gethostname()}"
+        with holding_database(pg_url, "serve"), holding_database(pg_url, "serve"):  # a cluster: shared
+            with pytest.raises(ConfigError, match=rf"is served by fate-bridge serve {me}, fate-bridge serve {me}: "
+                                                  r"a running bridge would go on signing with the old key"):
+                with holding_database(pg_url, "new-key"):
+                    pass
+        with holding_database(pg_url, "new-key"):
+            with pytest.raises(ConfigError, match=rf"is held by fate-bridge new-key {me}, which needs it alone: "
+                                                  "start serve again once it has ended"):
+                with holding_database(pg_url, "serve"):
+                    pass
+            other = schema_url(pg_server, "public")  # another schema of the same database: its own lock
+            with holding_database(other, "serve"):
+                pass
+        with holding_database(pg_url, "repair"):  # released: taken again
+            pass
