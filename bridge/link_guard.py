@@ -109,6 +109,8 @@ class LinkGuard:
         """One round: close every link whose credential no longer opens its world. Returns how
         many were closed."""
         links = list(self._links.items())
+        if not links:  # the last one closed during the wait: nothing to read (the store may be closing)
+            return 0
         worlds = await self._read({link.world_id for _, link in links})
         closed = 0
         for ws, link in links:

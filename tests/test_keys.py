@@ -275,3 +275,30 @@ class TestTheServeLockOfAPostgresSchema:
                 pass
         with holding_database(pg_url, "repair"):  # released: taken again
             pass
+
+
+class TestLinkGuardAlone:
+    """bridge/link_guard.py with a fake read (the store's ``worlds_of``) and close."""
+
+    async def test_it_reads_only_while_links_are_open_and_goes_on_after_a_failed_read(self, monkeypatch):
+        monkeypatch.setattr(link_guard, "CHECK_SECONDS", 0)
+        reads, closed = [], []
+        failing = [True]
+
+        async def read(world_ids):
+            reads.append(sorted(world_ids))
+            if failing[0]:
+                failing[0] = False
+                raise OSError("database away for a moment")
+            return {}  # the world is gone
+
+        guard = link_guard.LinkGuard(read, lambda ws, code, reason: closed.append((ws, code, reason)))
+        guard.opened("forwarder", WORLD, viewer=False, credential="hash", language="en")
+        await asyncio.wait_for(guard._task, TIMEOUT)  # ends with its last link
+        assert reads == [[WORLD], [WORLD]]  # the failed round, then the one that closed it
+        assert closed == [("forwarder", 4001, reason("world_removed"))]
+        reads.clear()
+        guard.opened("viewer", WORLD, viewer=True, credential="key", language="en")
+        guard.closed("viewer")  # gone before the first round: nothing is read
+        await asyncio.wait_for(guard._task, TIMEOUT)
+        assert reads == []
