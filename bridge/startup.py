@@ -213,7 +213,8 @@ def hold_serving(url: str, holder: str, *, exclusive: bool) -> tuple[Any, list[s
     ``application_name``, as others see it in ``pg_stat_activity``). Returns (the connection,
     which holds the lock until it is closed; []) when taken, else (None, the names of the
     sessions holding it: their ``holder``, e.g. ``fate-bridge serve pid N on host H``, or
-    ``PostgreSQL backend N`` when a session's name cannot be read). Raises ``ConfigError`` when the database cannot be reached."""
+    ``PostgreSQL backend N`` when a session's name cannot be read). Raises ``ConfigError`` when
+    the database cannot be reached."""
     import psycopg
 
     try:

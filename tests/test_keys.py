@@ -21,7 +21,7 @@ from bench.scale import schema_url
 from websockets.asyncio.client import connect
 from websockets.exceptions import ConnectionClosed
 
-from bridge import link_guard
+from bridge import link_guard, logs
 from bridge import server as bridge_server
 from bridge.cli import main
 from bridge.config import load_key, load_signing_key
@@ -186,6 +186,11 @@ def refused_serve(db: Path, keys: Path, capsys) -> str:
 
 class TestKeysOnANewMachine:
     """Issue 36: a GM restoring the database on a new machine without (or with the wrong) keys."""
+
+    @pytest.fixture(autouse=True)
+    def logs_as_the_tests_set_them(self, monkeypatch):
+        """``serve`` runs in this process here: its log configuration would outlast the test."""
+        monkeypatch.setattr(logs, "configure", lambda *args, **kwargs: None)
 
     def test_a_start_refused_for_a_missing_receipt_key_writes_no_key(self, signed_trail, tmp_path, capsys):
         new = tmp_path / "new"
