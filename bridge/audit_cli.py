@@ -26,8 +26,10 @@ from .config import db_label, default_audit_key, default_db, default_signing_key
 from .errors import ConfigError
 from .heads import parse_public_key, public_key_text
 from .receipts import check_receipts, decode_export, key_id
+from .startup import holding_database
 from .store import AuditFilter, AuditRow, Store, open_store
-from .store.audit_rows import PREV_HASH, DatabaseUnreadable, heads_of, open_readonly, verify_database
+from .store.audit_rows import (PREV_HASH, DatabaseUnreadable, heads_of, latest_checkpoints, open_readonly,
+                               trail_worlds, verify_database)
 from .store.blobs import unpack
 
 SUMMARY_COLUMNS = ("id", "world_id", "seq", "ts", "type", "event_id", "user_id", "ruleset", "message_id",
@@ -48,10 +50,10 @@ async def run_audit(args: argparse.Namespace) -> int:
         raise ConfigError(f"no database at {db}: pass the same --db as `fate-bridge serve`")
     if args.audit_command == "export" and _trail_format(args) == "trail":
         return _export_trail(db, args)
-    if args.audit_command == "new-key":
-        return await _new_key(db, args)
-    if args.audit_command == "repair":
-        return await _repair(db, args)
+    if args.audit_command in ("new-key", "repair"):
+        # each rewrites every chain it touches: never beside a running serve (bridge/startup.py)
+        with holding_database(db, args.audit_command):
+            return await (_new_key if args.audit_command == "new-key" else _repair)(db, args)
     store = await open_store(db)
     try:
         if args.audit_command == "list":
@@ -242,16 +244,22 @@ def _verify_database(db: Path | str, args: argparse.Namespace) -> int:
             return _verify_receipts(conn, args)
         key_path = args.audit_key or default_audit_key()
         key = load_key(key_path, create=False)
+        # a key missing or another one is said once; the worlds are then checked without it (their
+        # signed heads still vouch for them), not each failed for it
+        key_problem = audit_key_problem(latest_checkpoints(conn), key, key_path)
         progress = _Progress()
-        reports = verify_database(conn, args.world, key, _public_key_to_trust(args), progress)
+        reports = verify_database(conn, args.world, None if key_problem else key, _public_key_to_trust(args),
+                                  progress)
         progress.done()
     finally:
         conn.close()
+    if key_problem:
+        print(f"FAIL audit key: {key_problem}")
     if not reports:
         print(f"FAIL: the database {db_label(db)} knows of no world (no registry row, no trail): "
               "if it had any, their rows were deleted")
         return 1
-    return _print_reports(reports)
+    return max(_print_reports(reports), 1 if key_problem else 0)
 
 
 def _verify_file(args: argparse.Namespace) -> int:
@@ -340,33 +348,76 @@ def _public_key(args: argparse.Namespace) -> int:
     return 0
 
 
-async def check_serving_key(store: Store, key: Ed25519PrivateKey | None, path: Path) -> None:
-    """Refuse to serve a trail signed by another key than ``key`` (from ``path``), or with no key
-    at all: the key is never replaced silently (``audit new-key`` does it, in the chain). Raises
-    ``ConfigError`` saying what to do."""
-    signed_by = set((await store.signing_keys()).values())
+def signing_key_problem(signed_by: set[str], key: Ed25519PrivateKey | None, path: Path) -> str | None:
+    """What is wrong with the signing key ``key`` (read from ``path``; None: no file) for a trail
+    whose worlds' latest heads are signed by the public keys ``signed_by``: none when nothing is
+    signed yet or all by this key; else the sentence saying what to do. The key is never replaced
+    silently: ``audit new-key`` does it, in the chain."""
     if not signed_by:
-        return
+        return None
     names = ", ".join(sorted(_key_id_of(k) for k in signed_by))
     if key is None:
-        raise ConfigError(f"the audit trail is signed by key {names}, but there is no signing key at {path}: "
-                          "restore that key from your backup (or pass --signing-key), or start a new key "
-                          "explicitly with `fate-bridge audit new-key` (recorded in every world's chain)")
-    mine = public_key_text(key.public_key())
-    if signed_by != {mine}:
-        raise ConfigError(f"the audit trail is signed by key {names}, not by the key at {path} "
-                          f"({key_id(key.public_key())}): pass the --signing-key that signed it, or start "
-                          "this one explicitly with `fate-bridge audit new-key`")
+        return (f"the audit trail is signed by key {names}, but there is no signing key at {path}: "
+                "restore that key from your backup (or pass --signing-key), or start a new key "
+                "explicitly with `fate-bridge audit new-key` (recorded in every world's chain)")
+    if signed_by != {public_key_text(key.public_key())}:
+        return (f"the audit trail is signed by key {names}, not by the key at {path} "
+                f"({key_id(key.public_key())}): pass the --signing-key that signed it, or start "
+                "this one explicitly with `fate-bridge audit new-key`")
+    return None
 
 
-async def adopt_signing_key(store: Store, path: Path) -> None:
-    """Check ``store.signing_key`` (loaded from ``path``, or None when there is no file) against
-    the trail (:func:`check_serving_key`); for a trail nobody signed yet and no file, make the key
-    at ``path`` and give it to the store (serve's first start; a database ``resolve --db`` wrote).
-    Raises ``ConfigError`` saying what to do."""
-    await check_serving_key(store, store.signing_key, path)
+def audit_key_problem(signed: list[tuple[str, int, str, str]], key: bytes | None, path: Path) -> str | None:
+    """What is wrong with the audit key ``key`` (read from ``path``; None: no file) for a
+    database whose worlds' latest HMAC checkpoints are ``signed`` (``latest_checkpoints``): none
+    when there is no checkpoint or the key signed one of them (a checkpoint it did not sign is then
+    a world's problem, for ``audit verify``); else the sentence naming the file and what to restore."""
+    if not signed:
+        return None
+    if key is None:
+        return (f"the audit trail's checkpoints were signed with an audit key, but there is none at {path}: "
+                "restore audit.key from your backup, or give --audit-key its path")
+    if any(audit.checkpoint_mac(key, world_id, seq, record_hash) == mac for world_id, seq, record_hash, mac in signed):
+        return None
+    return (f"the audit key at {path} did not sign this database's checkpoints (it is another key): restore "
+            "the audit.key serve used with this database from your backup, or give --audit-key its path")
+
+
+def check_keys(db: Path | str, audit_key: bytes | None, audit_path: Path, signing_key: Ed25519PrivateKey | None,
+               signing_path: Path) -> None:
+    """Refuse keys that did not sign the trail in ``db``, before anything opens it to write (so a
+    refused start writes nothing): the signing key (:func:`signing_key_problem`), then the audit
+    key (:func:`audit_key_problem`), each loaded from its path (None: no file there). Read-only;
+    a database that does not exist yet, or cannot be read, has nothing to check here (opening the
+    store says what is wrong with it). Raises ``ConfigError`` with the first problem's sentence."""
+    if isinstance(db, Path) and not db.exists():
+        return
+    try:
+        conn = _readonly(db)
+    except DatabaseUnreadable:
+        return
+    try:
+        signed_by = {head.public_key for world in trail_worlds(conn) for head in heads_of(conn, world, latest=True)}
+        checkpoints = latest_checkpoints(conn)
+    finally:
+        conn.close()
+    if problem := (signing_key_problem(signed_by, signing_key, signing_path)
+                   or audit_key_problem(checkpoints, audit_key, audit_path)):
+        raise ConfigError(problem)
+
+
+def make_missing_keys(store: Store, audit_path: Path, signing_path: Path) -> list[Path]:
+    """Make the keys ``store`` lacks, at their paths, and give them to it: serve's first start on
+    a trail :func:`check_keys` passed (nobody signed it yet), or one ``resolve --db`` wrote.
+    Returns the paths of the keys made. Raises ``ConfigError`` when a key cannot be written."""
+    made = []
     if store.signing_key is None:
-        store.signing_key = load_signing_key(path, create=True)
+        store.signing_key = load_signing_key(signing_path, create=True)
+        made.append(signing_path)
+    if store.audit_key is None:
+        store.audit_key = load_key(audit_path, create=True)
+        made.append(audit_path)
+    return made
 
 
 def _key_id_of(text: str) -> str:
@@ -406,14 +457,14 @@ async def _new_key(db: Path | str, args: argparse.Namespace) -> int:
 async def _repair(db: Path | str, args: argparse.Namespace) -> int:
     """``audit repair --world W``: the world's state rebuilt from its chain, sealed in a new head."""
     path = args.signing_key or default_signing_key(args.audit_key)
-    store = await open_store(db, audit_key=load_key(args.audit_key or default_audit_key(), create=False),
-                             signing_key=load_signing_key(path, create=False))  # the keys verify finds
+    key_path = args.audit_key or default_audit_key()
+    audit_key, signing_key = load_key(key_path, create=False), load_signing_key(path, create=False)
+    check_keys(db, audit_key, key_path, signing_key, path)  # the keys verify finds, as serve checks them
+    store = await open_store(db, audit_key=audit_key, signing_key=signing_key)
     try:
-        made = store.signing_key is None
-        await adopt_signing_key(store, path)
-        if made:
+        for made in make_missing_keys(store, key_path, path):
             print(f"note: no trail here was signed yet (written by `fate-bridge resolve --db`?): made the "
-                  f"signing key {path}, as serve's first start would", file=sys.stderr)
+                  f"{'signing' if made == path else 'audit'} key {made}, as serve's first start would", file=sys.stderr)
         report = await store.repair(args.world)
     finally:
         await store.close()

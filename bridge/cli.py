@@ -42,6 +42,12 @@ DEFAULT_PORT = 8765
 RESOLVE_WORLD = "offline"  # the world of ``resolve`` lines sent without ``hello``
 
 
+STOPPED_EPILOG = (  # the README's "Beside a running bridge" says the same
+    "Every command works beside a running serve (the world commands hand their change to it)\n"
+    "except audit new-key, audit repair, restore and resolve --db, which need it stopped and\n"
+    "are refused, naming it, while it runs (on PostgreSQL: every serve process of the database).")
+
+
 def this_command() -> str:
     """How the user started us, for commands we print: ``.venv/bin/fate-bridge`` as typed, or
     ``python -m bridge``."""
@@ -192,6 +198,7 @@ def _parser() -> argparse.ArgumentParser:
             "  fate-bridge world add MY_WORLD_ID    # once; prints the token for the module\n"
             "  fate-bridge serve                    # then set the module's bridge URL and token"
         ),
+        epilog=STOPPED_EPILOG,
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
     parser.add_argument("--version", action="version", version=f"fate-bridge {__version__}")
@@ -212,7 +219,8 @@ def _parser() -> argparse.ArgumentParser:
             type=Path,
             default=None,
             help="key signing the audit checkpoints, kept outside the database (default: "
-            f"$FATE_BRIDGE_AUDIT_KEY or {default_audit_key()}; created by serve if missing)",
+            f"$FATE_BRIDGE_AUDIT_KEY or {default_audit_key()}; created by serve's first start, and "
+            "never replaced: serve refuses one that did not sign the trail's checkpoints)",
         )
 
     def add_signing_key(p: argparse.ArgumentParser, made: str) -> None:
@@ -297,7 +305,8 @@ def _parser() -> argparse.ArgumentParser:
         "rotate-token",
         help="give a world a new token (the old one stops working)",
         description="Issue a new token for WORLD_ID and print it once. The old token stops "
-        "working at once: connected browsers keep their link until they reconnect. Paste the "
+        "working at once: a running bridge closes the links it opened within a second (4001, "
+        "saying so; the module asks for the new token). Safe while serve runs. Paste the "
         "new token into the module settings on the GM's browser.",
     )
     rotate.add_argument("world_id", metavar="WORLD_ID", type=world_id)
@@ -307,7 +316,8 @@ def _parser() -> argparse.ArgumentParser:
         "remove",
         help="unregister a world (its state and audit trail are kept)",
         description="Unregister WORLD_ID: its token and overlay viewer key stop working at once "
-        "(connected browsers are refused at their next message). Its Fate state and audit trail "
+        "(a running bridge closes its links and overlays within a second, 4001, saying so; safe "
+        "while serve runs). Its Fate state and audit trail "
         "are kept: adding the world again resumes where it was, so nothing can be fated twice.",
     )
     remove.add_argument("world_id", metavar="WORLD_ID", type=world_id)
@@ -322,7 +332,8 @@ def _parser() -> argparse.ArgumentParser:
         description="Print WORLD_ID's overlay viewer key (made on first use) and the URL of the "
         "stream overlay page for OBS. The key only lets a page watch the world's public results; "
         "it is stored in clear text so the GM's module can show the URL too. --rotate issues a "
-        "new key: overlays using the old one stop at their next reconnect.",
+        "new key: a running bridge closes the overlays open with the old one within a second "
+        "(safe while serve runs).",
     )
     viewer.add_argument("world_id", metavar="WORLD_ID", type=world_id)
     viewer.add_argument("--rotate", action="store_true", help="replace the key with a new one")
@@ -455,22 +466,25 @@ def _parser() -> argparse.ArgumentParser:
     add_signing_key(public, "the one serve uses")
     public.add_argument("--key-only", action="store_true", help="print only the key (the key id goes to stderr)")
     new_key = aud_commands.add_parser(
-        "new-key", help="start signing with a new key (recorded in every world's chain)",
+        "new-key", help="start signing with a new key (recorded in every world's chain; stop serve first)",
         description="Make a new signing key and write a key change record (the old and new public "
         "keys) into every world's chain, signed by the new key; the old key file is kept beside it "
         "as receipt.key.KEYID.old. serve refuses a trail signed by another key than its own, so this "
-        "is the only way to change it: use it when the key was lost or leaked.")
+        "is the only way to change it: use it when the key was lost or leaked. Stop serve first (on "
+        "PostgreSQL, every serve process of the database): beside a running one it is refused, "
+        "naming it. Then start serve with the new key (docs/security.md, \"Keys\").")
     add_db(new_key)
     add_key(new_key)
     add_signing_key(new_key, "replaced")
     repair = aud_commands.add_parser(
-        "repair", help="rebuild a world's state from its audit chain",
+        "repair", help="rebuild a world's state from its audit chain (stop serve first)",
         description="Rebuild WORLD's state (charges spent, fated results, pending choices, decks, "
         "ledgers, stored replies, settings) from what its chain's records produce, and seal it "
         "in a new signed head, after `audit verify` named state rows that differ. The bridge "
         "refuses to serve a world whose state does not match until it is repaired. Nothing is "
-        "written when the chain itself fails (restore the database from a backup instead). Run "
-        "it with the bridge stopped.")
+        "written when the chain itself fails (restore the database from a backup instead). Stop "
+        "serve first (on PostgreSQL, every serve process of the database): beside a running one "
+        "it is refused, naming it.")
     add_db(repair)
     add_key(repair)
     add_signing_key(repair, "the one serve uses")
@@ -753,16 +767,16 @@ async def _serve(args: argparse.Namespace) -> int:
 
 async def _serve_held(args: argparse.Namespace, db: Path | str, tls: ssl.SSLContext | None) -> int:
     """``serve`` once the database is ours (see :func:`_serve`)."""
-    from .audit_cli import adopt_signing_key
+    from .audit_cli import check_keys, make_missing_keys
     from .server import Drain, serve_until, start, stop_on_signals
 
     key_path = args.audit_key or default_audit_key()
     signing_path = args.signing_key or default_signing_key(key_path)
-    store = await open_store(db, audit_key=load_key(key_path, create=True),
-                             signing_key=load_signing_key(signing_path, create=False),
-                             max_worlds=args.max_worlds_in_memory)
+    audit_key, signing_key = load_key(key_path, create=False), load_signing_key(signing_path, create=False)
+    check_keys(db, audit_key, key_path, signing_key, signing_path)  # never replaced silently; refused: nothing written
+    store = await open_store(db, audit_key=audit_key, signing_key=signing_key, max_worlds=args.max_worlds_in_memory)
     try:
-        await adopt_signing_key(store, signing_path)  # never replaced silently; made on the first start
+        make_missing_keys(store, key_path, signing_path)  # a trail nobody signed yet: the first start
     except ConfigError:
         await store.close()
         raise

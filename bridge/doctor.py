@@ -188,7 +188,7 @@ def _owner_only(path: Path, what: str) -> list[Finding]:
 def check_signing_key(key_path: Path, conn: sqlite3.Connection | None) -> list[Finding]:
     """The receipt signing key (``receipt.key``, Ed25519): present (missing is fine only before
     the first signed head), owner-only, and the key the worlds' latest heads were signed with
-    (serve refuses a trail signed by another: bridge/audit_cli.py, ``check_serving_key``)."""
+    (serve refuses a trail signed by another: bridge/audit_cli.py, ``check_keys``)."""
     signed_by = {head.public_key for world in (trail_worlds(conn) if conn is not None else [])
                  for head in heads_of(conn, world, latest=True)}
     if not key_path.exists():

@@ -50,6 +50,7 @@ from .dice import Dice, SecretDice
 from .errors import BadMessage, ConfigError, RateLimited, StorageUnavailable
 from .http import Pages
 from .limits import Admission, Limits, RateLimit, RegistrationRates, WorldRates
+from .link_guard import LinkGuard, close_reason
 from .metrics import Metrics
 from .session import (CLOSE_DONE, CLOSE_HELLO_TIMEOUT, CLOSE_SUPERSEDED, CLOSE_UNAUTHORIZED,
                       CLOSE_VIEWER_TOO_SLOW, Reply, Session, error_frame)
@@ -77,8 +78,9 @@ VIEWER_SEND_BUFFER_BYTES = 64 * 1024  # kernel send buffer of a viewer's socket:
 # cards before its send times out; with 64 KiB it is noticed after a few dozen
 MAX_VIEWERS_PER_WORLD = 20  # OBS, a preview tab or two per streamer; a leaked key cannot pile up
 DEFAULT_VIEWER_LIMITS = (VIEWER_QUEUE_FRAMES, VIEWER_SEND_TIMEOUT_SECONDS)
-SUPERSEDED_CLOSE_SECONDS = 10.0  # a superseded link's closing handshake, in the background: a
-# half-open one (its peer gone without a word) never answers, and is cut off after this
+SUPERSEDED_CLOSE_SECONDS = 10.0  # a superseded (or revoked: bridge/link_guard.py) link's closing
+# handshake, in the background: a half-open one (its peer gone without a word) never answers, and
+# is cut off after this
 DRAIN_CLOSE_SECONDS = 5.0  # a drained link's closing handshake: a peer answers in milliseconds; a
 # half-open one never does and is cut off after this
 DRAIN_SECONDS = 15.0  # SIGTERM to closed store at most: a decision in flight takes milliseconds, a
@@ -188,9 +190,6 @@ class Forwarders:
             del self._by_world[world_id]
 
 
-MAX_CLOSE_REASON = 123  # bytes: RFC 6455 close frames carry at most 125, 2 of them the code
-
-
 def in_background(tasks: set[asyncio.Task[None]], work: Awaitable[None]) -> None:
     """Run ``work`` in a task of its own, kept in ``tasks`` until it is done (asyncio keeps only
     a weak reference to a running task: one nobody holds may be collected mid-way)."""
@@ -201,9 +200,9 @@ def in_background(tasks: set[asyncio.Task[None]], work: Awaitable[None]) -> None
 
 def superseded_reason(holder: str) -> str:
     """A 4003's close reason: ``superseded by HOLDER`` (the module shows HOLDER to the GM:
-    foundry-module/scripts/logic/connection.js ``supersededBy``), cut to ``MAX_CLOSE_REASON``
-    bytes on a character boundary."""
-    return f"superseded by {holder}".encode()[:MAX_CLOSE_REASON].decode(errors="ignore")
+    foundry-module/scripts/logic/connection.js ``supersededBy``), cut to a close frame's room
+    (:func:`~bridge.link_guard.close_reason`)."""
+    return close_reason(f"superseded by {holder}")
 
 
 class Drain:
@@ -408,6 +407,9 @@ def make_handler(
     registrations = RegistrationRates(clock) if registrations is None else registrations
     rate_message = (f"more than {rate[0]:g} messages a second: this one was not handled; send it "
                     "again later with the same event_id") if rate else ""
+    revoking: set[asyncio.Task[None]] = set()  # links closed for a changed credential (kept referenced)
+    guard = LinkGuard(store.worlds_of, lambda ws, code, reason: in_background(
+        revoking, close_within(ws, SUPERSEDED_CLOSE_SECONDS, code, reason)))
 
     async def handler(ws: ServerConnection) -> None:
         address = _address(ws.transport)
@@ -480,6 +482,8 @@ def make_handler(
                     assert session.world_id is not None
                     admission.hello_succeeded(address)
                     admission.said_hello(ws)
+                    guard.opened(ws, session.world_id, viewer=session.viewer, credential=session.credential,
+                                 language=session.language)
                     if not session.viewer:
                         if worlds is not None:  # the world's bucket, the hello counted in it
                             limit = worlds.of(session.world_id)
@@ -508,6 +512,7 @@ def make_handler(
             _log_refused_frame(closed, address, session.world_id)
             return
         finally:
+            guard.closed(ws)
             forwarders.release(session.world_id, ws)
             if presence.unlinked(session.world_id, ws) and cluster is not None:
                 cluster.publish("link", session.world_id)  # no link: nobody holds it now

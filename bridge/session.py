@@ -189,6 +189,9 @@ class Session:
         self.holder = "another connection"  # who holds the link, as hello described it
         self.client: wire.ClientInfo | None = None  # what the forwarder's hello said of itself
         self.language = i18n.DEFAULT  # the world's, from the forwarder's hello (bridge.i18n)
+        # what the hello matched: the token's hash (forwarder) or the viewer key; the server
+        # closes the link once the world's no longer is (bridge/link_guard.py)
+        self.credential: str | None = None
         self.log = log.bind(world_id=self.world_id) if self.world_id else log
 
     @property
@@ -330,6 +333,7 @@ class Session:
                         "WORLD_ID` and paste its token into the module settings"))
         assert world is not None
         self.world_id, self.state = world.world_id, HELLO_OPENS["token"]
+        self.credential = world.token_hash
         self.log = log.bind(world_id=self.world_id)
         client = self.client = hello.client
         if client is not None and client.user_name:
@@ -391,6 +395,7 @@ class Session:
                 i18n.N_("unknown world or wrong viewer key: copy the overlay URL again from the module, "
                         "or print it with `fate-bridge world viewer-key WORLD_ID`"))
         self.world_id, self.state = world.world_id, HELLO_OPENS["viewer_key"]
+        self.credential = world.viewer_key
         self.log = log.bind(world_id=self.world_id)
         self.log.info("viewer_hello")
         return Reply([_welcome(world, self.max_frame_bytes)])

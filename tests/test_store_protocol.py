@@ -35,7 +35,7 @@ def _called_on_store(path: Path) -> set[str]:
 def test_every_method_the_shell_calls_is_in_the_protocol():
     called = set().union(*(_called_on_store(BRIDGE / name) for name in SHELL))
     # `audit verify` reads through a read-only connection of its own (issue 15), not the store
-    assert {"audit_page", "audit_rows", "audit_row", "repair", "new_key", "signing_keys", "decide", "read"} <= called
+    assert {"audit_page", "audit_rows", "audit_row", "repair", "new_key", "decide", "read"} <= called
     assert called - {"open"} <= _protocol_methods(), called - _protocol_methods()
 
 

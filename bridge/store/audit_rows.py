@@ -349,15 +349,6 @@ class AuditRows:
 
         return self._transaction(work)
 
-    def _signing_keys_sync(self) -> dict[str, str]:
-        assert self._conn is not None
-        keys = {}
-        for world_id in trail_worlds(self._conn):
-            head = _latest_head(self._conn, world_id)
-            if head is not None:
-                keys[world_id] = head.public_key
-        return keys
-
     async def audit_page(self, world_id: str, query: wire.AuditQuery) -> wire.AuditPage:
         """A page of ``world_id``'s audit trail for the module's audit window, newest first."""
         where = AuditFilter(world_id=world_id, actor_id=query.actor_id, ruleset=query.ruleset,
@@ -419,10 +410,6 @@ class AuditRows:
         """Start signing with ``new_key``: a ``key_change`` record (old and new public keys) in
         every world's chain, each head signed by the new key. Returns the worlds changed."""
         return await self._run(self._new_key_sync, old_key, new_key)
-
-    async def signing_keys(self) -> dict[str, str]:
-        """world_id -> the public key (base64url) its latest signed head was signed with."""
-        return await self._run(self._signing_keys_sync)
 
 
 # --- reading a trail (any connection: the store's, or verify's read-only one) ------------------
@@ -525,6 +512,17 @@ def trail_worlds(conn: sqlite3.Connection) -> list[str]:
     if not sources:
         return []
     return sorted(r[0] for r in conn.execute(" UNION ".join(f"SELECT world_id FROM {t}" for t in sources)))
+
+
+def latest_checkpoints(conn: sqlite3.Connection) -> list[tuple[str, int, str, str]]:
+    """Each world's latest HMAC checkpoint, ``(world_id, seq, hash, mac)``, by world: what tells
+    whether an audit key is the one that signed the database's checkpoints (``serve`` refuses
+    another, ``audit verify`` says so)."""
+    if "checkpoints" not in _tables(conn):
+        return []
+    return [tuple(row) for row in conn.execute(
+        "SELECT c.world_id, c.seq, c.hash, c.mac FROM checkpoints c JOIN (SELECT world_id, max(seq) AS seq"
+        " FROM checkpoints GROUP BY world_id) m ON c.world_id = m.world_id AND c.seq = m.seq ORDER BY c.world_id")]
 
 
 def stored_state(conn: sqlite3.Connection, world_id: str) -> StoredState:

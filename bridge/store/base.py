@@ -8,7 +8,7 @@ Pure declarations: no SQL, no threads. ``bridge/store/sqlite.py`` is the embedde
 from __future__ import annotations
 
 import enum
-from collections.abc import Callable
+from collections.abc import Callable, Collection
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Protocol, TypeVar
 
@@ -230,6 +230,11 @@ class Store(Protocol):
         (approving) when the world was registered meanwhile."""
         ...
 
+    async def worlds_of(self, world_ids: Collection[str]) -> dict[str, World]:
+        """The registered worlds among ``world_ids``, by id (a removed or unknown one is left
+        out): what the server's link guard compares open links with (bridge/link_guard.py)."""
+        ...
+
     async def decide(self, world_id: str, event_id: str | None, decision: DecisionFn,
                      request_hash: str | None = None) -> Decided:
         """Run one decision in one transaction (see the module docstring). ``request_hash``
@@ -277,11 +282,6 @@ class Store(Protocol):
     async def new_key(self, old_key: Ed25519PrivateKey | None, new_key: Ed25519PrivateKey) -> list[str]:
         """Sign with ``new_key`` from now on: a ``key_change`` record in every world's chain, each
         head signed by the new key. Returns the worlds changed."""
-        ...
-
-    async def signing_keys(self) -> dict[str, str]:
-        """world_id -> the public key (base64url) of the world's latest signed head (``serve``
-        refuses a key that did not sign them)."""
         ...
 
     async def close(self) -> None:

@@ -819,3 +819,4 @@ def connect_readonly(url: str) -> _PgConnection:
         raw.close()
         raise
     return conn
+

@@ -7,6 +7,7 @@ writer thread; the async ones are the :class:`~bridge.store.base.Store` methods.
 from __future__ import annotations
 
 import sqlite3
+from collections.abc import Collection
 from typing import TYPE_CHECKING
 
 from .base import World
@@ -19,6 +20,9 @@ if TYPE_CHECKING:
     from typing import TypeVar
 
     T = TypeVar("T")
+
+
+_IDS_PER_QUERY = 500  # world ids per IN (...): below SQLite's bound on host parameters
 
 
 class WorldRows:
@@ -83,6 +87,16 @@ class WorldRows:
         self.invalid_worlds = invalid
         return worlds
 
+    def _worlds_of_sync(self, world_ids: list[str]) -> dict[str, World]:
+        assert self._conn is not None
+        found: dict[str, World] = {}
+        for start in range(0, len(world_ids), _IDS_PER_QUERY):
+            chunk = world_ids[start:start + _IDS_PER_QUERY]
+            found.update((row[0], self._world_row(row)) for row in self._conn.execute(
+                f"SELECT {self._WORLD} FROM worlds WHERE removed_at IS NULL AND world_id IN"
+                f" ({','.join('?' * len(chunk))})", chunk).fetchall())
+        return found
+
     def _viewer_key_sync(self, world_id: str, candidate: str, rotate: bool) -> str:
         def work(conn: sqlite3.Connection) -> str:
             self._require_world(conn, world_id, registered=True)
@@ -122,6 +136,10 @@ class WorldRows:
         """Every registered world whose settings can be read, by id (the others: in
         :attr:`invalid_worlds` after the call)."""
         return await self._run(self._worlds_sync)
+
+    async def worlds_of(self, world_ids: Collection[str]) -> dict[str, World]:
+        """The registered worlds among ``world_ids``, by id (see :class:`Store`)."""
+        return await self._run(self._worlds_of_sync, sorted(world_ids))
 
     async def viewer_key(self, world_id: str, candidate: str, *, rotate: bool = False) -> str:
         """The world's overlay viewer key, made from ``candidate`` when needed (see :class:`Store`)."""

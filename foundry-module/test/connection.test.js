@@ -1,6 +1,6 @@
 import { test, describe, beforeEach } from "node:test";
 import assert from "node:assert/strict";
-import { BridgeConnection, BridgeError, LIMITS, STATE, DOWN_REASONS, isInsecureRemote, supersededBy } from "../scripts/logic/connection.js";
+import { BridgeConnection, BridgeError, LIMITS, STATE, DOWN_REASONS, isInsecureRemote, supersededBy, refusedBecause } from "../scripts/logic/connection.js";
 import { messageBuilders } from "../scripts/logic/messages.js";
 import { FakeClock, fakeWebSocketClass } from "./helpers/fake-socket.js";
 
@@ -83,7 +83,7 @@ describe("heartbeat", () => {
     clock.advance(LIMITS.HEARTBEAT_MS + LIMITS.PONG_TIMEOUT_MS);
     assert.equal(socket.closed.code, 4000);
     assert.equal(connection.isReady(), false);
-    assert.deepEqual(statuses.at(-1), { state: STATE.DOWN, reason: DOWN_REASONS.NO_PONG, retryInMs: 1000, holder: null });
+    assert.deepEqual(statuses.at(-1), { state: STATE.DOWN, reason: DOWN_REASONS.NO_PONG, retryInMs: 1000, holder: null, said: null });
     clock.advance(1000);
     assert.equal(Socket.instances.length, 2);
   });
@@ -148,11 +148,29 @@ describe("reconnect", () => {
     socket.receive({ type: "error", v: 1, code: "unauthorized", message: "bad token", ref: null, field: null });
     socket.drop(4001);
     await assert.rejects(waiting, (error) => error instanceof BridgeError && error.code === "unauthorized");
-    assert.deepEqual(statuses.at(-1), { state: STATE.DOWN, reason: DOWN_REASONS.UNAUTHORIZED, retryInMs: null, holder: null });
+    assert.deepEqual(statuses.at(-1), { state: STATE.DOWN, reason: DOWN_REASONS.UNAUTHORIZED, retryInMs: null, holder: null, said: null });
     clock.advance(10 * LIMITS.BACKOFF_MAX_MS);
     assert.equal(Socket.instances.length, 1);
     await assert.rejects(connection.request(build.settings({ fateOption: "off" })), { code: "unauthorized" });
     assert.equal(unsolicited[0].code, "unauthorized");
+  });
+
+  test("a 4001 on an open link (the token changed) stops for good and says why, in the bridge's words", async () => {
+    const socket = connectAndWelcome();
+    const waiting = connection.request(build.settings({ fateOption: "off" }));
+    const said = "the world's token was changed (world rotate-token): paste the new token into the module settings";
+    socket.drop(4001, said);
+    assert.deepEqual(statuses.at(-1), { state: STATE.DOWN, reason: DOWN_REASONS.UNAUTHORIZED, retryInMs: null, holder: null, said });
+    await assert.rejects(waiting, { code: "unauthorized", message: `the bridge closed the link: ${said}` });
+    clock.advance(10 * LIMITS.BACKOFF_MAX_MS);
+    assert.equal(Socket.instances.length, 1);
+  });
+
+  test("the bridge's words of a 4001, or none for the plain refusal of a hello", () => {
+    assert.equal(refusedBecause("unauthorized"), null);
+    assert.equal(refusedBecause(""), null);
+    assert.equal(refusedBecause(undefined), null);
+    assert.equal(refusedBecause(" the world was removed from the bridge (world remove) "), "the world was removed from the bridge (world remove)");
   });
 
   test("close code 4003 (superseded) stops for good, names the holder, and refuses requests", async () => {
@@ -160,7 +178,7 @@ describe("reconnect", () => {
     const waiting = connection.request(build.settings({ fateOption: "off" }));
     socket.drop(4003, "superseded by Gamemaster (Foundry 14.359)");
     await assert.rejects(waiting, (error) => error instanceof BridgeError && error.code === "superseded" && /Gamemaster \(Foundry 14\.359\)/.test(error.message));
-    assert.deepEqual(statuses.at(-1), { state: STATE.DOWN, reason: DOWN_REASONS.SUPERSEDED, retryInMs: null, holder: "Gamemaster (Foundry 14.359)" });
+    assert.deepEqual(statuses.at(-1), { state: STATE.DOWN, reason: DOWN_REASONS.SUPERSEDED, retryInMs: null, holder: "Gamemaster (Foundry 14.359)", said: null });
     assert.equal(connection.isReady(), false);
     clock.advance(10 * LIMITS.BACKOFF_MAX_MS);
     assert.equal(Socket.instances.length, 1, "no reconnect: the two browsers would fight");

@@ -201,6 +201,18 @@ describe("refused and superseded", () => {
     assert.equal(Socket.instances.length, 1);
   });
 
+  test("the token changed on an open link (4001 with words): the notice says why and asks for the new token", () => {
+    Socket.instances[0].open();
+    Socket.instances[0].receive(WELCOME);
+    const said = "the world's token was changed (world rotate-token): paste the new token into the module settings";
+    Socket.instances[0].drop(4001, said);
+    assert.equal(views.at(-1).state, LINK.REFUSED);
+    assert.deepEqual(notices.at(-1), { level: "error", key: "FATE_BRIDGE.Link.Notice.RefusedBecause", data: { url: URL, said } });
+    assert.ok(linkBadge(views.at(-1), t).details.includes(`FATE_BRIDGE.Link.Detail.Said|${JSON.stringify({ said })}`));
+    clock.advance(LIMITS.BACKOFF_MAX_MS);
+    assert.equal(Socket.instances.length, 1);
+  });
+
   test("another browser holds the link (4003): badge superseded, naming the holder", () => {
     Socket.instances[0].open();
     Socket.instances[0].drop(4003, "superseded by GM Bob (Foundry 13.346)");

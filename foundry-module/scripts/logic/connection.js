@@ -35,7 +35,9 @@
  *   `welcome`, waits the backoff.
  * - close code 4001 (bad token) and 4003 (superseded: another browser holds the world's link)
  *   stop reconnecting for good; pending and later requests are rejected with `unauthorized` /
- *   `superseded`. Only a new BridgeConnection (new role or settings) connects again.
+ *   `superseded`. Only a new BridgeConnection (new role or settings) connects again. A 4001 on an
+ *   open link says why in its close reason (the token was changed, the world removed:
+ *   bridge/link_guard.py); the status carries it as `said`.
  * No Foundry globals: the WebSocket constructor and the timer functions are injected.
  */
 
@@ -175,7 +177,7 @@ export class BridgeConnection {
     this.pongTimer = null;
     this.welcomeTimer = null;
     /** @type {ConnectionStatus} */
-    this.status = { state: STATE.DOWN, reason: DOWN_REASONS.STOPPED, retryInMs: null, holder: null };
+    this.status = { state: STATE.DOWN, reason: DOWN_REASONS.STOPPED, retryInMs: null, holder: null, said: null };
   }
 
   /** Open the link (idempotent while running). */
@@ -267,7 +269,7 @@ export class BridgeConnection {
     socket.onclose = (event) => {
       if (this.socket !== socket) return;
       this.socket = null;
-      if (event.code === CLOSE_UNAUTHORIZED) this.#lost(DOWN_REASONS.UNAUTHORIZED);
+      if (event.code === CLOSE_UNAUTHORIZED) this.#lost(DOWN_REASONS.UNAUTHORIZED, null, false, refusedBecause(event.reason));
       else if (event.code === CLOSE_SUPERSEDED) this.#lost(DOWN_REASONS.SUPERSEDED, supersededBy(event.reason));
       else {
         if (event.code === CLOSE_TOO_BIG) this.#dropLargestInFlight();
@@ -440,12 +442,12 @@ export class BridgeConnection {
    * The link is gone: stop for good (4001, 4003) or reconnect after the backoff; `restart` (a 1012
    * on a welcomed link) reconnects after the jitter alone, counting no failure.
    */
-  #lost(reason, holder = null, restart = false) {
+  #lost(reason, holder = null, restart = false, said = null) {
     this.#resetLink();
     if (this.stopped) return;
     if (reason === DOWN_REASONS.UNAUTHORIZED || reason === DOWN_REASONS.SUPERSEDED) {
       this.stopped = true;
-      this.#setStatus(STATE.DOWN, reason, null, holder);
+      this.#setStatus(STATE.DOWN, reason, null, holder, said);
       const error = this.#stoppedError();
       this.#rejectAll(error.code, error.message);
       return;
@@ -470,7 +472,9 @@ export class BridgeConnection {
 
   /** Why a stopped connection takes no request. */
   #stoppedError() {
-    if (this.status.reason === DOWN_REASONS.UNAUTHORIZED) return new BridgeError(DOWN_REASONS.UNAUTHORIZED, "the bridge refused the token");
+    if (this.status.reason === DOWN_REASONS.UNAUTHORIZED) {
+      return new BridgeError(DOWN_REASONS.UNAUTHORIZED, this.status.said ? `the bridge closed the link: ${this.status.said}` : "the bridge refused the token");
+    }
     if (this.status.reason === DOWN_REASONS.SUPERSEDED) {
       return new BridgeError(DOWN_REASONS.SUPERSEDED, `another browser holds the bridge link${this.status.holder ? `: ${this.status.holder}` : ""}`);
     }
@@ -482,8 +486,8 @@ export class BridgeConnection {
     this[name] = null;
   }
 
-  #setStatus(state, reason, retryInMs, holder = null) {
-    this.status = { state, reason, retryInMs, holder };
+  #setStatus(state, reason, retryInMs, holder = null, said = null) {
+    this.status = { state, reason, retryInMs, holder, said };
     this.onStatus({ ...this.status });
   }
 }
@@ -495,12 +499,28 @@ export class BridgeConnection {
  * @property {number|null} retryInMs the next attempt's delay; null when none is planned
  * @property {string|null} holder after `superseded`: who holds the link ("NAME (Foundry VERSION)"),
  *   when the bridge said so
+ * @property {string|null} said after `unauthorized`: why the bridge closed an open link (its
+ *   words, in the world's language), when it said so
  */
 
 /** The bridge's error code for a frame it did not handle because of its rate limit. */
 const RATE_LIMITED = "rate_limited";
 /** The bridge's error code for a request it could not store (its storage is down); nothing was applied. */
 const UNAVAILABLE = "unavailable";
+
+/** The close reason of the bridge's plain 4001 (a hello refused): a code, not words for the GM. */
+const PLAIN_REFUSAL = "unauthorized";
+
+/**
+ * @param {unknown} reason the close reason of a 4001
+ * @returns {string|null} the bridge's words when it closed an open link (a token changed, the
+ *   world removed: "the world's token was changed (world rotate-token): paste the new token into
+ *   the module settings"), or null for the plain refusal of a hello
+ */
+export function refusedBecause(reason) {
+  const text = typeof reason === "string" ? reason.trim() : "";
+  return text && text !== PLAIN_REFUSAL ? text : null;
+}
 
 /**
  * @param {unknown} reason the close reason of a 4003 ("superseded by NAME (Foundry VERSION)")

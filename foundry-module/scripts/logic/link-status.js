@@ -1,7 +1,8 @@
 /**
  * What the GM sees of the bridge link: a status badge (connected / connecting / refused /
  * superseded / version mismatch) and notices: once per outage when the bridge cannot be reached
- * (naming the URL tried and the likely cause), when the bridge refuses the token or another
+ * (naming the URL tried and the likely cause), when the bridge refuses the token (saying why, and
+ * asking for the new token, when it closed an open link: a token changed, the world removed) or another
  * browser takes the link, when the bridge speaks another protocol or is another release, and when
  * a request is refused in the browser (too large for the bridge, or the outage queue is full).
  *
@@ -141,6 +142,7 @@ export function compareVersions({ moduleVersion, protocolVersion, welcome }) {
  * @property {number|null} retryInMs the next attempt's delay while connecting after a failure
  * @property {string|null} cause a CAUSE value while the bridge cannot be reached
  * @property {string|null} holder who holds the link (superseded), when the bridge said so
+ * @property {string|null} said why the bridge closed an open link (refused), when it said so
  * @property {{protocol: boolean, release: boolean, bridgeProtocol: number|null, bridgeVersion: string}|null} versions
  *   after a `welcome`
  * @property {number} refused requests refused in the browser since the page loaded (queue full, too large)
@@ -166,7 +168,7 @@ export function compareVersions({ moduleVersion, protocolVersion, welcome }) {
  */
 export function createLinkStatus({ url, pageProtocol, pageHost = "", moduleVersion, protocolVersion, notify, localize, show, permissionState = async () => null }) {
   /** @type {LinkView} */
-  let view = { state: LINK.CONNECTING, url, moduleVersion, protocolVersion, retryInMs: null, cause: null, holder: null, versions: null, refused: 0 };
+  let view = { state: LINK.CONNECTING, url, moduleVersion, protocolVersion, retryInMs: null, cause: null, holder: null, said: null, versions: null, refused: 0 };
   /** True from the first failed attempt until the next `welcome`: one notice per outage. */
   let outageNoticed = false;
   let queueFullNoticed = false;
@@ -204,8 +206,9 @@ export function createLinkStatus({ url, pageProtocol, pageHost = "", moduleVersi
       if (status.state === STATE.CONNECTED) return; // welcome() follows with the versions
       if (status.reason === DOWN_REASONS.UNAUTHORIZED) {
         seen += 1;
-        update({ state: LINK.REFUSED, retryInMs: null, cause: null });
-        notify("error", "FATE_BRIDGE.Link.Notice.Refused", { url });
+        update({ state: LINK.REFUSED, retryInMs: null, cause: null, said: status.said ?? null });
+        if (status.said) notify("error", "FATE_BRIDGE.Link.Notice.RefusedBecause", { url, said: status.said });
+        else notify("error", "FATE_BRIDGE.Link.Notice.Refused", { url });
       } else if (status.reason === DOWN_REASONS.SUPERSEDED) {
         seen += 1;
         update({ state: LINK.SUPERSEDED, retryInMs: null, cause: null, holder: status.holder });
@@ -256,13 +259,14 @@ export function createLinkStatus({ url, pageProtocol, pageHost = "", moduleVersi
  * @param {(key: string, data?: object) => string} t localize (`format` when data is given)
  * @returns {{state: string, label: string, details: string[]}} `label` the badge text, `details`
  *   its tooltip lines: the address, the likely cause, the next attempt, who holds the link (and,
- *   superseded, how to take it back), the versions, requests refused
+ *   superseded, how to take it back), why the bridge closed it, the versions, requests refused
  */
 export function linkBadge(view, t) {
   const details = [t("FATE_BRIDGE.Link.Detail.Url", { url: view.url })];
   if (view.cause) details.push(t(`FATE_BRIDGE.Link.Cause.${view.cause}`));
   if (view.retryInMs !== null) details.push(t("FATE_BRIDGE.Link.Detail.Retry", { seconds: String(Math.ceil(view.retryInMs / 1000)) }));
   if (view.holder) details.push(t("FATE_BRIDGE.Link.Detail.Holder", { holder: view.holder }));
+  if (view.said) details.push(t("FATE_BRIDGE.Link.Detail.Said", { said: view.said }));
   if (view.state === LINK.SUPERSEDED) details.push(t("FATE_BRIDGE.Link.Detail.TakeBack"));
   if (view.versions) {
     details.push(t("FATE_BRIDGE.Link.Detail.Versions", {
