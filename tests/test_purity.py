@@ -27,7 +27,9 @@ SESSION_ALLOWED = {"secrets", "structlog"}
 # own imports are checked by test_core_modules_do_no_io). ``bridge/times.py`` reads the times a GM
 # asks the trail about with datetime's calendar (which dates exist, zone offsets), never its
 # clock (tests/test_times.py checks it names none).
-INJECTED = {"dice.py": {"secrets"}, "times.py": {"datetime"}}
+# ``bridge/credentials.py`` makes world tokens and invite codes from ``secrets`` and hashes them
+# for the session (no clock, no store).
+INJECTED = {"dice.py": {"secrets"}, "times.py": {"datetime"}, "credentials.py": {"secrets"}}
 
 
 def _module_of(path: Path) -> str:
