@@ -506,17 +506,24 @@ export async function updateActorItem(actorUuid, itemId, changes) {
  * every client shows the bridge's values and Dice So Nice rolls them once, to the card's readers;
  * without them nothing is attached and Dice So Nice rolls nothing for the card.
  *
+ * `author`: the user the card is posted as (a self card's asker, logic/cards.js cardAudience);
+ * without it Foundry makes this client's user the author (`DocumentAuthorField`, initial
+ * `game.user`). Foundry lets only a GM name another author (v13 common/documents/chat-message.mjs
+ * `BaseChatMessage.#canCreate`); the field is `author` since v12 (its `user` shim ends in v14:
+ * `shimData` "since 12, until 14", foundry-vtt-types common/documents/chat-message.d.mts).
+ *
  * @param {{content: string, speaker: {actor: string|null, alias?: string}, whisper: string[],
- *   blind: boolean, flags: object, rolls?: object[]}} data `flags` go to this module's scope
+ *   blind: boolean, flags: object, author?: string, rolls?: object[]}} data `flags` go to this module's scope
  * @returns {Promise<string>} the new message's id
  */
-export async function createChatMessage({ content, speaker, whisper, blind, flags, rolls = [] }) {
+export async function createChatMessage({ content, speaker, whisper, blind, flags, author, rolls = [] }) {
   const message = await ChatMessage.create({
     content,
     speaker: { scene: null, token: null, actor: speaker.actor, alias: speaker.alias },
     whisper,
     blind,
     flags: { [MODULE_ID]: flags },
+    ...(author ? { author } : {}),
     ...(rolls.length ? { rolls: rolls.map((data) => Roll.fromData(data)) } : {}),
   });
   return message.id;

@@ -136,7 +136,7 @@ function severalGMs({ tokens = { [GM_A]: "secret", [GM_B]: "secret" }, clientSto
   /** The player's card: the Archery test, posted by the player. */
   env.postArchery = async (extra = {}) => {
     world.asUser(PLAYER);
-    const message = await world.createMessage({ ...structuredClone(archeryCard().message), ...extra });
+    const message = await world.createMessage({ ...structuredClone(archeryCard().message), author: PLAYER, ...extra });
     return message.id;
   };
   return env;

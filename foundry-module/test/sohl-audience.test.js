@@ -105,8 +105,9 @@ describe("the Fate card and the Fate Test's die reach the people who saw the tes
     ["skill-test-gmroll-core-setting", "player", [CAPTURED_IDS.gm, CAPTURED_IDS.player], false, ["gm", "player"]],
     ["skill-test-blindroll-core-setting", "player", [CAPTURED_IDS.gm, CAPTURED_IDS.player], false, ["gm", "player"]],
     ["skill-test-blindroll-core-setting", "gm", [CAPTURED_IDS.gm, CAPTURED_IDS.player], false, ["gm", "player"]],
-    // The GM's browser posts the card: its author reads a whisper (Foundry's rule), so the GM too.
-    ["skill-test-selfroll-core-setting", "player", [CAPTURED_IDS.player], false, ["gm", "player"]],
+    // The GM's browser posts the card as its roller (its author): Foundry shows a whisper to its
+    // list and its author, so the roller alone reads it and sees its die; the GM who posted it does not.
+    ["skill-test-selfroll-core-setting", "player", [CAPTURED_IDS.player], false, ["player"]],
   ];
   for (const [name, who, whisper, blind, readers] of cases) {
     test(`${name}, spent by the ${who}: card to ${JSON.stringify(whisper)}${blind ? " (blind)" : ""}, its die thrown once for ${readers.join(", ")}`, async () => {
@@ -126,13 +127,16 @@ describe("the Fate card and the Fate Test's die reach the people who saw the tes
         assert.equal(shown.userId, userId, "in the colours of the user who asked");
         assert.deepEqual(shown.dice, [{ faces: 100, results: [23] }]);
       }
-      if (!readers.includes("stranger")) {
-        // Another player gets Foundry's own "rolled privately" stub: none of the card, no buttons.
-        env.world.asUser(env.stranger);
+      for (const other of ["gm", "stranger"].filter((u) => !readers.includes(u))) {
+        // Anyone else, the GM whose browser posted it included, gets Foundry's own "rolled
+        // privately" stub: none of the card, no buttons.
+        env.world.asUser(env[other]);
         const stub = env.world.render(card.id);
         assert.match(stub.textContent, /rolled privately/);
         assert.doesNotMatch(stub.innerHTML, /fate-bridge/);
       }
+      // A self test's card is its roller's own message; any other is the posting GM's.
+      assert.equal(card.author.id, whisper.length === 1 && whisper[0] === CAPTURED_IDS.player ? CAPTURED_IDS.player : env.gm);
     });
   }
 

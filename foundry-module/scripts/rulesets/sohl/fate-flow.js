@@ -366,7 +366,7 @@ export function createFateFlow({ foundry, connection, build, domParser }) {
       }
     }
     // A Fate card (and its die) is seen by whoever saw the test it fates.
-    const { whisper, blind } = cardAudience({ sameAs: original });
+    const audience = cardAudience({ sameAs: original });
     const pendingCard = original.flags[FLAGS.PENDING_CHOICE_CARD];
     if (answersChoice && pendingCard && foundry.messageData(pendingCard)) {
       await foundry.updateChatMessage(pendingCard, { content: resolved.card.html, flags: withReceipt(resolved, { [FLAGS.CHOICE_BY]: [] }) });
@@ -379,7 +379,7 @@ export function createFateFlow({ foundry, connection, build, domParser }) {
     const flags = { [FLAGS.CARD_FOR]: original.id };
     if (resolved.outcome === "choice") flags[FLAGS.CHOICE_BY] = [...resolved.choice_by];
     const dice = !answersChoice && Number.isInteger(resolved.fate_roll) ? [{ faces: 100, results: [resolved.fate_roll] }] : [];
-    const cardId = await postCard(foundry, resolved.card, { whisper, blind, flags: withReceipt(resolved, flags), dice, diceUserId: askerId });
+    const cardId = await postCard(foundry, resolved.card, { ...audience, flags: withReceipt(resolved, flags), dice, diceUserId: askerId });
     if (resolved.outcome === "choice") await foundry.setMessageFlag(original.id, FLAGS.PENDING_CHOICE_CARD, cardId);
     return true;
   }
