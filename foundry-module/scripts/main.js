@@ -144,8 +144,10 @@ export function install({ rulesets = RULESETS, timers = fvtt.timers() } = {}) {
       timers,
       onStatus: (status) => {
         link.status(status);
-        // A token the bridge refused, or a link another browser took: let another GM hold it.
-        if (status.reason === DOWN_REASONS.UNAUTHORIZED || status.reason === DOWN_REASONS.SUPERSEDED) election.withdraw();
+        // A token the bridge refused, or a link another browser took: let another GM hold it
+        // (after a 4003 only while another GM offers to, logic/link-holder.js).
+        if (status.reason === DOWN_REASONS.UNAUTHORIZED) election.withdraw();
+        if (status.reason === DOWN_REASONS.SUPERSEDED) election.withdraw({ yielded: true });
         if (status.retryInMs !== null) console.warn(`fate-bridge | bridge ${status.reason}; retrying in ${status.retryInMs} ms`);
       },
       onWelcome: (welcome) => {
@@ -174,11 +176,14 @@ export function install({ rulesets = RULESETS, timers = fvtt.timers() } = {}) {
    * Connect when this client is elected to hold the link, let go when it no longer is. A
    * connection stopped by the bridge (bad token, superseded) withdraws this browser from the
    * election and is kept, stopped (its badge says why), until the settings change or, superseded,
-   * the GM types `/fatelink`: reconnecting on its own would fight the browser that took over. A GM
-   * without a token, while no GM with one is online, is told to enter it.
+   * the GM types `/fatelink` or the GMs it yielded to hand the link over (logic/link-holder.js):
+   * reconnecting on its own would fight the browser that took over. Elected again, it replaces
+   * that stopped connection with a new one. A GM without a token, while no GM with one is online,
+   * is told to enter it.
    */
   function evaluateRole() {
     if (isLinkHolder()) {
+      if (connection?.isStopped()) stopConnection();
       if (!connection) startConnection();
     } else if (connection && !connection.isStopped()) {
       stopConnection();

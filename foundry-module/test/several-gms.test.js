@@ -211,6 +211,50 @@ describe("any GM with the token holds the link", () => {
   });
 });
 
+describe("two GMs claiming at once, the bridge's 4003 first", () => {
+  /** Both claim before hearing each other; the bridge takes A's hello, then B's, and closes A's link 4003 before A hears B. */
+  async function raceLostByA() {
+    severalGMs();
+    env.world.connectUser(GM_B, true);
+    env.join(GM_A);
+    env.join(GM_B);
+    env.clock.advance(LINK_LIMITS.CLAIM_DELAY_MS);
+    assert.equal(env.Socket.instances.length, 2, "both claimed");
+    env.bridge.serve(); // A's hello, then B's: A is superseded before any announcement is read
+    assert.deepEqual(env.Socket.instances[0].closed, null);
+    assert.equal(env.handles.get(GM_A).connection().isStopped(), true, "A's link was taken (4003)");
+    await env.pump();
+  }
+  /** The sockets still open, by the user name that said hello on each. */
+  const live = () => env.Socket.instances.filter((socket) => socket.readyState === 1).map((socket) => socket.sent.find((frame) => frame.type === "hello")?.client.user_name);
+
+  test("one link stays, B's; A, who lost the race, is not left out: when B leaves, A takes over at once", async () => {
+    await raceLostByA();
+    assert.deepEqual(live(), [NAMES[GM_B]], "one link");
+    assert.equal(env.holderSeenBy(GM_B), true);
+    assert.equal(env.holderSeenBy(GM_A), false);
+    const sockets = env.Socket.instances.length;
+    await env.pump(); // the fake bridge answers no ping: no clock time may pass
+    assert.equal(env.Socket.instances.length, sockets, "settled: nobody claims again while B holds it");
+
+    env.leave(GM_B);
+    await env.pump();
+    assert.deepEqual(live(), [NAMES[GM_A]], "the hand-over reached A, who had yielded");
+    assert.equal(env.holderSeenBy(GM_A), true);
+    assert.equal(env.handles.get(GM_A).connection().isStopped(), false);
+  });
+
+  test("A, who lost the race, holds a player's click no more than B: the click runs once, on B's browser", async () => {
+    await raceLostByA();
+    env.join(PLAYER);
+    await env.pump();
+    const settled = env.world.asClient(PLAYER, () => env.apis.get(PLAYER).relay("probe", "act", { n: 3 }));
+    await env.pump();
+    assert.equal(await settled, "acted");
+    assert.deepEqual(env.runs, [{ on: GM_B, sender: PLAYER, data: { n: 3 } }]);
+  });
+});
+
 describe("hand-over when the link's GM leaves", () => {
   test("another GM with the token takes over at once; a click the old holder never acked is sent again and runs once", async () => {
     severalGMs();
@@ -391,5 +435,48 @@ describe("the election itself (logic/link-holder.js)", () => {
     e.reset();
     assert.equal(e.holderId(), GM_C);
     assert.deepEqual(sent.at(-1), { type: LINK_TYPES.STATE, has_token: true, holding: false });
+  });
+
+  test("yielded after a 4003: out while another GM offers or holds the link, back once none does", () => {
+    const active = [GM_A, GM_B];
+    const { e, clock, sent } = election({ self: GM_A, active });
+    e.start();
+    clock.advance(LINK_LIMITS.CLAIM_DELAY_MS);
+    e.setHolding(true);
+    e.withdraw({ yielded: true }); // the 4003 came before any word from B
+    assert.deepEqual(sent.at(-1), { type: LINK_TYPES.STATE, has_token: false, holding: false });
+    e.receive({ type: LINK_TYPES.STATE, has_token: true, holding: true }, GM_B);
+    assert.equal(e.holderId(), GM_B);
+    e.receive({ type: LINK_TYPES.STATE, has_token: true, holding: false }, GM_B); // B lets go a moment (it heard A's old claim)
+    assert.equal(e.holderId(), GM_B, "A stays out while B offers: no second claim");
+    active.splice(active.indexOf(GM_B), 1);
+    e.usersChanged();
+    assert.equal(e.holderId(), GM_A, "B left: A offers itself again");
+    assert.deepEqual(sent.at(-1), { type: LINK_TYPES.STATE, has_token: true, holding: false });
+  });
+
+  test("yielded with no other GM ever seen (the same GM's other window took it): out until reset", () => {
+    const { e, clock } = election({ self: GM_A, active: [GM_A] });
+    e.start();
+    clock.advance(LINK_LIMITS.CLAIM_DELAY_MS);
+    e.withdraw({ yielded: true });
+    e.receive({ type: LINK_TYPES.STATE, has_token: true, holding: true }, GM_A); // its own user's other window: not counted
+    e.usersChanged();
+    assert.equal(e.holderId(), null);
+    e.reset();
+    assert.equal(e.holderId(), GM_A);
+  });
+
+  test("a refused token (4001) is not lifted by a later yield", () => {
+    const active = [GM_A, GM_B];
+    const { e, clock } = election({ self: GM_A, active });
+    e.start();
+    clock.advance(LINK_LIMITS.CLAIM_DELAY_MS);
+    e.withdraw();
+    e.withdraw({ yielded: true });
+    e.receive({ type: LINK_TYPES.STATE, has_token: true, holding: true }, GM_B);
+    active.splice(active.indexOf(GM_B), 1);
+    e.usersChanged();
+    assert.equal(e.holderId(), null);
   });
 });
