@@ -31,9 +31,6 @@ import {
 /** Default bridge address: the bridge on the GM's own machine. */
 export const DEFAULT_URL = "ws://127.0.0.1:8765";
 
-/** Socket payload type of a refusal notice from the GM's browser to a user (rulesets/sohl/fate-flow.js `tell`). */
-const NOTICE = "notice";
-
 /**
  * Register every hook and install the rulesets. Foundry runs it once (scripts/module.js); tests
  * run it once per fake world.
@@ -213,17 +210,8 @@ export function install({ rulesets = RULESETS, timers = fvtt.timers() } = {}) {
     return true;
   }
 
-  /** A refusal notice from the GM's browser, addressed to this client. */
-  function onNotice(payload, senderId) {
-    if (payload.to !== fvtt.currentUserId() || !fvtt.isGMUser(senderId)) return;
-    if (typeof payload.key === "string" && payload.key.startsWith("FATE_BRIDGE.")) {
-      fvtt.notify(["info", "warn", "error"].includes(payload.level) ? payload.level : "warn", payload.key);
-    }
-  }
-
   function onSocketMessage(payload, senderId) {
-    if (payload?.type === NOTICE) onNotice(payload, senderId);
-    else if (election.receive(payload, senderId)) return;
+    if (election.receive(payload, senderId)) return;
     else {
       seeds.rememberRelaySeed(payload, senderId);
       relays.receive(payload, senderId);

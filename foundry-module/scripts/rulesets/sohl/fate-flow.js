@@ -44,6 +44,7 @@ import { EVIDENCE, firstGradingEventId } from "./messages.js";
 import { buildActor, ITEM_RUNTIME, MODULE_FLAG_SCOPE, SPEND_SEQ_FLAG } from "./actor.js";
 import { cardAudience, contentVisibleTo, postCard, visibilityOfMessage } from "../../logic/cards.js";
 import { RECEIPT_FLAG, receiptOf, withReceipt } from "../../logic/receipts.js";
+import { BridgeError } from "../../logic/errors.js";
 
 /** Flag keys of this module. */
 export const FLAGS = Object.freeze({
@@ -137,7 +138,6 @@ export function gradedFlag(graded, points) {
  * @property {(data: {content: string, speaker: object, whisper: string[], blind: boolean, flags: object}) => Promise<string>} createChatMessage resolves to the new id
  * @property {(messageId: string, data: {content: string, flags: object}) => Promise<void>} updateChatMessage
  * @property {(level: "info"|"warn"|"error", key: string, data?: object) => void} notify
- * @property {(payload: object) => void} emitSocket to the module socket
  */
 
 /**
@@ -158,16 +158,17 @@ export function gradedFlag(graded, points) {
  * }} `gradeMessage` never throws: a card that is not a SoHL test gives `{ok: false, code: "not_sohl"}`;
  *   `first`: the message's first grading, sent under its one event id (messages.js
  *   firstGradingEventId) so a second browser sending it gets the bridge's stored reply;
- *   `requestSpend` / `requestChoice` resolve true when the bridge's decision was applied, false
- *   after telling the requesting user why not (nothing applied then).
+ *   `requestSpend` / `requestChoice` resolve true when the bridge's decision was applied, and
+ *   reject with a BridgeError whose code says why not (nothing applied then; `apply_failed`: the
+ *   decision was made and could not be applied, which the GM is told too). The refusal goes back
+ *   as the relay's answer to the one request (logic/relay.js `done`, by `request_id`), so only the
+ *   browser window whose click it was shows it: the same player's other window, whose click won,
+ *   shows its card and nothing else. It carries its code alone (every browser receives a `done`).
  */
 export function createFateFlow({ foundry, connection, build, domParser }) {
-  /** Tell `userId` (this client or another, over the module socket) about a refusal. */
-  function tell(userId, code) {
-    const key = noticeKey(code);
-    const level = noticeLevel(code);
-    if (userId === foundry.currentUserId()) foundry.notify(level, key);
-    else foundry.emitSocket({ type: "notice", to: userId, level, key });
+  /** A refusal for the asking window: its code only, no detail (see createFateFlow). */
+  function refused(code) {
+    return new BridgeError(code, `the GM's browser refused this Fate request: ${code}`);
   }
 
   /** The other messages of the test whose first message is `testOf`, oldest first. */
@@ -384,52 +385,36 @@ export function createFateFlow({ foundry, connection, build, domParser }) {
     return true;
   }
 
-  /** Shared path of spend and choice: checks, the bridge request, the apply, the notices. */
+  /** Shared path of spend and choice: checks, the bridge request, the apply; a refusal is thrown. */
   async function decide(messageId, userId, makeRequest, { regrade }) {
     // A link that is merely down keeps the request until it is back (nothing lost in an outage).
-    if (connection.isStopped()) {
-      tell(userId, "bridge_down");
-      return false;
-    }
+    if (connection.isStopped()) throw refused("bridge_down");
     const original = foundry.messageData(messageId);
-    if (!original) {
-      tell(userId, "not_found");
-      return false;
-    }
+    if (!original) throw refused("not_found");
     // A player spends or chooses only on a result Foundry shows them (a GM on any).
-    if (!foundry.isGMUser(userId) && !contentVisibleTo(original, userId)) {
-      tell(userId, "forbidden");
-      return false;
-    }
+    if (!foundry.isGMUser(userId) && !contentVisibleTo(original, userId)) throw refused("forbidden");
     const read = readSohlCard(original.content, domParser);
     const cardActorUuid = read?.ok ? read.card.actorUuid : null;
     if (regrade) {
       const graded = await gradeMessage(messageId);
-      if (!graded.ok) {
-        tell(userId, graded.code === "not_sohl" ? "bad_card" : graded.code);
-        return false;
-      }
+      if (!graded.ok) throw refused(graded.code === "not_sohl" ? "bad_card" : graded.code);
       // Fated once in total, whichever of the test's messages the click comes from, and never
       // after SoHL fated it itself (issue 24).
       const testOfId = foundry.messageData(messageId)?.flags[FLAGS.TEST_OF];
-      if (fatedOfTest(messageId, testOfId) || outsideOfTest(messageId, testOfId)) {
-        tell(userId, "already_fated");
-        return false;
-      }
+      if (fatedOfTest(messageId, testOfId) || outsideOfTest(messageId, testOfId)) throw refused("already_fated");
     }
     let resolved;
     try {
       resolved = await connection.request(makeRequest({ userName: foundry.userName(userId) ?? undefined, userIsGM: foundry.isGMUser(userId) }));
     } catch (error) {
-      tell(userId, error.code ?? "internal");
-      return false;
+      throw refused(error.code ?? "internal");
     }
     const applied = await applyResolved(resolved, foundry.messageData(messageId) ?? original, cardActorUuid, !regrade, userId);
     if (!applied) {
-      tell(userId, "apply_failed");
       if (userId !== foundry.currentUserId()) foundry.notify("error", noticeKey("apply_failed"));
+      throw refused("apply_failed");
     }
-    return applied;
+    return true;
   }
 
   /**

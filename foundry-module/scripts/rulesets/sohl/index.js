@@ -117,8 +117,8 @@ export function install(api) {
     if (!api.linked()) throw new BridgeError("bridge_down", "this browser has no bridge connection");
     return flow;
   }
-  // The flow tells the user about refusals and resolves false then, so the handler's result
-  // says whether anything was applied.
+  // The flow resolves true once the decision is applied and rejects with the refusal's code
+  // otherwise: the relay's `done` takes it back to the asking window alone (fate-flow.js).
   api.onRelay(ACTIONS.SPEND, (data, sender) => {
     const { message_id: messageId, point_id: pointId } = fieldsOf(data, ["message_id", "point_id"]);
     return linkedFlow().requestSpend({ messageId, pointId, userId: sender.userId, physical: relayedPhysical(data.physical) });
