@@ -323,7 +323,9 @@ describe("tests rolled while no link was up", () => {
   test("graded once when a GM with the token comes: the recent ones only, within the bound", async () => {
     severalGMs();
     env.join(PLAYER);
-    const old = await env.postArchery({ timestamp: Date.now() - CATCH_UP.maxAgeMs - 60_000 });
+    env.world.serverNow = () => Date.now() - CATCH_UP.maxAgeMs - 60_000; // posted in an earlier session
+    const old = await env.postArchery();
+    env.world.serverNow = () => Date.now();
     const recent = [];
     for (let n = 0; n <= CATCH_UP.limit; n += 1) recent.push(await env.postArchery());
     assert.equal(recent.length, CATCH_UP.limit + 1);
@@ -343,6 +345,29 @@ describe("tests rolled while no link was up", () => {
     await env.pump();
     assert.equal(env.Socket.instances.length, 2);
     assert.equal(env.bridge.rolled.length, CATCH_UP.limit);
+  });
+
+  test("a player's clock decides nothing: age and order are the server's (`_stats.createdTime`), not the message's timestamp", async () => {
+    severalGMs();
+    env.join(PLAYER);
+    const HOUR = 60 * 60 * 1000;
+    env.world.serverNow = () => Date.now() - CATCH_UP.maxAgeMs - HOUR; // an earlier session...
+    env.world.clientClockSkewMs.set(PLAYER, CATCH_UP.maxAgeMs + HOUR); // ...by a browser whose clock runs hours ahead
+    const lastSession = await env.postArchery();
+    env.world.serverNow = () => Date.now();
+    env.world.clientClockSkewMs.set(PLAYER, 30 * 60 * 1000); // 30 min fast
+    const first = await env.postArchery();
+    env.world.clientClockSkewMs.set(PLAYER, -5 * HOUR); // 5 h slow
+    const second = await env.postArchery();
+    const timestamps = (id) => env.world.messages.get(id).timestamp;
+    assert.ok(timestamps(lastSession) > Date.now() && timestamps(second) < Date.now() - CATCH_UP.maxAgeMs && timestamps(first) > timestamps(second));
+    // However the world's collection lists them (here: by those timestamps), the server's order holds.
+    const byTimestamp = [...env.world.messages.values()].sort((a, b) => a.timestamp - b.timestamp);
+    env.world.messages.clear();
+    for (const message of byTimestamp) env.world.messages.set(message.id, message);
+    env.join(GM_A);
+    for (let round = 0; round < 4; round += 1) await env.pump();
+    assert.deepEqual(env.bridge.graded, [first, second], "the recent two, in the order the server created them; not the earlier session's");
   });
 
   test("a test rolled while the holder's link is down is sent once, not once more by the catch-up", async () => {

@@ -44,7 +44,8 @@ const FATE_OPTION_CHOICES = Object.freeze({
  * Catch-up grading (issue 24): when the link comes up, the browser holding it grades the tests
  * rolled while no GM's browser held a link (nobody graded them then). It looks at the world's last
  * `limit` chat messages, none older than `maxAgeMs` (a test of an earlier session, days ago, stays
- * ungraded: its moment has passed), and sends each SoHL test among them without a `graded` flag
+ * ungraded: its moment has passed), by Foundry's server's time of creation and the GM's clock,
+ * never a player's (foundry.js recentMessageIds), and sends each SoHL test among them without a `graded` flag
  * once, as its first grading (messages.js firstGradingEventId): if another browser had sent it
  * before leaving, the bridge answers with its stored reply.
  */
