@@ -354,11 +354,14 @@ describe("tests rolled while no link was up", () => {
     env.world.serverNow = () => Date.now() - CATCH_UP.maxAgeMs - HOUR; // an earlier session...
     env.world.clientClockSkewMs.set(PLAYER, CATCH_UP.maxAgeMs + HOUR); // ...by a browser whose clock runs hours ahead
     const lastSession = await env.postArchery();
-    env.world.serverNow = () => Date.now();
+    const now = Date.now();
+    env.world.serverNow = () => now - 2_000;
     env.world.clientClockSkewMs.set(PLAYER, 30 * 60 * 1000); // 30 min fast
     const first = await env.postArchery();
+    env.world.serverNow = () => now - 1_000;
     env.world.clientClockSkewMs.set(PLAYER, -5 * HOUR); // 5 h slow
     const second = await env.postArchery();
+    env.world.serverNow = () => Date.now();
     const timestamps = (id) => env.world.messages.get(id).timestamp;
     assert.ok(timestamps(lastSession) > Date.now() && timestamps(second) < Date.now() - CATCH_UP.maxAgeMs && timestamps(first) > timestamps(second));
     // However the world's collection lists them (here: by those timestamps), the server's order holds.
