@@ -17,7 +17,7 @@ import { BridgeError } from "../../logic/errors.js";
 import { messageBuilders } from "../../logic/messages.js";
 import { RELAY_LIMITS } from "../../logic/relay.js";
 import { relayedPhysical } from "../../logic/dice-trust.js";
-import { createFateFlow, FLAGS, noticeKey, noticeLevel } from "./fate-flow.js";
+import { createFateFlow, FLAGS, NOT_ANSWERED, noticeKey, noticeLevel } from "./fate-flow.js";
 import { decorateCard } from "./card-ui.js";
 import { readSohlCard } from "./card.js";
 import { resolveFateOption, sohlMessageBuilders } from "./messages.js";
@@ -55,13 +55,6 @@ export const CATCH_UP = Object.freeze({
   /** One session: a test rolled more than 3 hours ago is not caught up. */
   maxAgeMs: 3 * 60 * 60 * 1000,
 });
-
-/**
- * Codes of a grading that never got the bridge's answer (the link stopped or was given up, the
- * request timed out or was not kept): that message is tried again at the next link-up. Any other
- * outcome (graded, refused by the bridge, not a SoHL test) is final for this browser.
- */
-const GRADING_NOT_ANSWERED = new Set(["closed", "superseded", "unauthorized", "timeout", "queue_full", "rate_limited", "bridge_down", "not_active_gm"]);
 
 /** A relayed action's `data` must carry these fields as strings. */
 function fieldsOf(data, fields) {
@@ -173,7 +166,9 @@ export function install(api) {
     return flow.gradeMessage(messageId, { first: true }).then((result) => {
       if (result.outsideRefused) console.warn(`fate-bridge | SoHL's own Fate on message ${messageId} not recorded: ${result.outsideRefused}`);
       if (result.ok || result.code === "not_sohl") return;
-      if (GRADING_NOT_ANSWERED.has(result.code)) gradingSent.delete(messageId);
+      // A grading that never got the bridge's answer is tried again at the next link-up; any other
+      // outcome (graded, refused by the bridge, not a SoHL test) is final for this browser.
+      if (NOT_ANSWERED.includes(result.code)) gradingSent.delete(messageId);
       console.warn(`fate-bridge | message ${messageId} not graded: ${result.code}`);
     });
   }
@@ -181,15 +176,19 @@ export function install(api) {
     if (!api.isActiveGM() || !api.linked()) return;
     gradeOnce(message.id);
   });
-  // Tests rolled while no browser held the link, graded once the link is up (CATCH_UP), one after
-  // the other in the order they were posted: a repost joins its test by the flags its test's first
-  // message gets when graded, and SoHL's own Fate card counts against the test card flagged as
-  // offering SoHL's Fate (fate-flow.js), so neither may be graded before the test it follows.
+  // At each link-up, first the reports of SoHL's own Fate that the link lost (a test shows no Spend
+  // Fate while its report waits: fate-flow.js), then the tests rolled while no browser held the
+  // link, graded once the link is up (CATCH_UP), one after the other in the order they were
+  // posted: a repost joins its test by the flags its test's first message gets when graded, and
+  // SoHL's own Fate card counts against the test card flagged as offering SoHL's Fate
+  // (fate-flow.js), so neither may be graded before the test it follows.
   api.onLinkUp(() => {
     if (!api.isActiveGM()) return;
-    const ids = fvtt.recentMessageIds(CATCH_UP);
     (async () => {
-      for (const messageId of ids) await gradeOnce(messageId);
+      for (const outcome of await flow.resendOutside()) {
+        if (!outcome.ok) console.warn(`fate-bridge | SoHL's own Fate on message ${outcome.messageId} not recorded yet: ${outcome.code}`);
+      }
+      for (const messageId of fvtt.recentMessageIds(CATCH_UP)) await gradeOnce(messageId);
     })();
   });
   fvtt.onHook("renderChatMessageHTML", (message, html) => {
