@@ -323,8 +323,20 @@ export function messageData(messageId) {
 }
 
 /**
- * The world's most recent chat messages: at most `limit`, none older than `maxAgeMs`
- * (`ChatMessage#timestamp`, ms since the epoch, set by Foundry's server when it is created).
+ * The world's most recent chat messages by Foundry's server: at most `limit`, none created more
+ * than `maxAgeMs` before this browser's clock now, in the order the server created them.
+ *
+ * A message's age and order come from `_stats.createdTime`, which Foundry's server sets when it
+ * stores the message and ignores in the data a client sends (`DocumentStatsField.managedFields`:
+ * "These fields are managed by the server and are ignored if they appear in creation or update
+ * data", common/data/fields.mjs; League-of-Foundry-Developers/foundry-vtt-types
+ * src/foundry/common/data/fields.d.mts lists `createdTime` among them for v13). Never from
+ * `ChatMessage#timestamp`: that is filled in by the browser that creates the message
+ * (`timestamp: new fields.NumberField({..., initial: Date.now})`, v13 common/documents/chat-message.mjs),
+ * so a player's wrong clock would skip a recent test or bring back an old one. The bound is
+ * measured against the clock of the GM's browser that asks (the server's and the GM's clocks
+ * differ by far less than the hours it spans). A message without a server time (none recorded)
+ * is left out. Messages the server created in the same millisecond keep `game.messages` order.
  *
  * @param {{limit: number, maxAgeMs: number}} bound
  * @returns {string[]} their ids, oldest first
@@ -332,9 +344,11 @@ export function messageData(messageId) {
 export function recentMessageIds({ limit, maxAgeMs }) {
   const since = Date.now() - maxAgeMs;
   return game.messages
-    .filter((message) => Number(message.timestamp) >= since)
+    .map((message) => ({ id: message.id, created: message._stats?.createdTime }))
+    .filter(({ created }) => Number.isFinite(created) && created >= since)
+    .sort((a, b) => a.created - b.created)
     .slice(-limit)
-    .map((message) => message.id);
+    .map(({ id }) => id);
 }
 
 /**
@@ -531,17 +545,24 @@ export async function updateActorItem(actorUuid, itemId, changes) {
  * every client shows the bridge's values and Dice So Nice rolls them once, to the card's readers;
  * without them nothing is attached and Dice So Nice rolls nothing for the card.
  *
+ * `author`: the user the card is posted as (a self card's asker, logic/cards.js cardAudience);
+ * without it Foundry makes this client's user the author (`DocumentAuthorField`, initial
+ * `game.user`). Foundry lets only a GM name another author (v13 common/documents/chat-message.mjs
+ * `BaseChatMessage.#canCreate`); the field is `author` since v12 (its `user` shim ends in v14:
+ * `shimData` "since 12, until 14", foundry-vtt-types common/documents/chat-message.d.mts).
+ *
  * @param {{content: string, speaker: {actor: string|null, alias?: string}, whisper: string[],
- *   blind: boolean, flags: object, rolls?: object[]}} data `flags` go to this module's scope
+ *   blind: boolean, flags: object, author?: string, rolls?: object[]}} data `flags` go to this module's scope
  * @returns {Promise<string>} the new message's id
  */
-export async function createChatMessage({ content, speaker, whisper, blind, flags, rolls = [] }) {
+export async function createChatMessage({ content, speaker, whisper, blind, flags, author, rolls = [] }) {
   const message = await ChatMessage.create({
     content,
     speaker: { scene: null, token: null, actor: speaker.actor, alias: speaker.alias },
     whisper,
     blind,
     flags: { [MODULE_ID]: flags },
+    ...(author ? { author } : {}),
     ...(rolls.length ? { rolls: rolls.map((data) => Roll.fromData(data)) } : {}),
   });
   return message.id;

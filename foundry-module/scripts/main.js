@@ -32,9 +32,6 @@ import {
 /** Default bridge address: the bridge on the GM's own machine. */
 export const DEFAULT_URL = "ws://127.0.0.1:8765";
 
-/** Socket payload type of a refusal notice from the GM's browser to a user (rulesets/sohl/fate-flow.js `tell`). */
-const NOTICE = "notice";
-
 /**
  * Register every hook and install the rulesets. Foundry runs it once (scripts/module.js); tests
  * run it once per fake world.
@@ -153,8 +150,10 @@ export function install({ rulesets = RULESETS, timers = fvtt.timers() } = {}) {
       timers,
       onStatus: (status) => {
         link.status(status);
-        // A token the bridge refused, or a link another browser took: let another GM hold it.
-        if (status.reason === DOWN_REASONS.UNAUTHORIZED || status.reason === DOWN_REASONS.SUPERSEDED) election.withdraw();
+        // A token the bridge refused, or a link another browser took: let another GM hold it
+        // (after a 4003 only while another GM offers to, logic/link-holder.js).
+        if (status.reason === DOWN_REASONS.UNAUTHORIZED) election.withdraw();
+        if (status.reason === DOWN_REASONS.SUPERSEDED) election.withdraw({ yielded: true });
         if (status.retryInMs !== null) console.warn(`fate-bridge | bridge ${status.reason}; retrying in ${status.retryInMs} ms`);
       },
       onWelcome: (welcome) => {
@@ -241,11 +240,14 @@ export function install({ rulesets = RULESETS, timers = fvtt.timers() } = {}) {
    * Connect when this client is elected to hold the link, let go when it no longer is. A
    * connection stopped by the bridge (bad token, superseded) withdraws this browser from the
    * election and is kept, stopped (its badge says why), until the settings change or, superseded,
-   * the GM types `/fatelink`: reconnecting on its own would fight the browser that took over. A GM
-   * without a token, while no GM with one is online, is told to enter it.
+   * the GM types `/fatelink` or the GMs it yielded to hand the link over (logic/link-holder.js):
+   * reconnecting on its own would fight the browser that took over. Elected again, it replaces
+   * that stopped connection with a new one. A GM without a token, while no GM with one is online,
+   * is told to enter it.
    */
   function evaluateRole() {
     if (isLinkHolder()) {
+      if (connection?.isStopped()) stopConnection();
       if (!connection) startConnection();
     } else if (connection && !connection.isStopped()) {
       stopConnection();
@@ -275,17 +277,8 @@ export function install({ rulesets = RULESETS, timers = fvtt.timers() } = {}) {
     return true;
   }
 
-  /** A refusal notice from the GM's browser, addressed to this client. */
-  function onNotice(payload, senderId) {
-    if (payload.to !== fvtt.currentUserId() || !fvtt.isGMUser(senderId)) return;
-    if (typeof payload.key === "string" && payload.key.startsWith("FATE_BRIDGE.")) {
-      fvtt.notify(["info", "warn", "error"].includes(payload.level) ? payload.level : "warn", payload.key);
-    }
-  }
-
   function onSocketMessage(payload, senderId) {
-    if (payload?.type === NOTICE) onNotice(payload, senderId);
-    else if (election.receive(payload, senderId)) return;
+    if (election.receive(payload, senderId)) return;
     else {
       seeds.rememberRelaySeed(payload, senderId);
       relays.receive(payload, senderId);

@@ -42,9 +42,11 @@ export const PHYSICAL_CANCELLED = "physical_cancelled";
  *   picks): its answer reaches the requester only encrypted, never in clear on the module socket
  *   (logic/relay.js "Sealed replies"). Throws a TypeError for a bad or taken action.
  * @property {(card: import("./logic/cards.js").BridgeCard, options?: {whisper?: string[], blind?: boolean,
- *   flags?: object, dice?: import("./logic/dice.js").DiceGroup[], diceUserId?: string}) =>
+ *   authorId?: string, flags?: object, dice?: import("./logic/dice.js").DiceGroup[], diceUserId?: string}) =>
  *   Promise<{id: string, content: string, whisper: string[], blind: boolean, flags: object}>} postCard
- *   a bridge card as a new ChatMessage; resolves with the message's plain data. The reply's dice
+ *   a bridge card as a new ChatMessage; resolves with the message's plain data. Who sees it:
+ *   `whisper`, `blind` and, for a self card, `authorId` (the asker, so the GM's browser that posts
+ *   it does not read it), as logic/cards.js cardAudience gives them. The reply's dice
  *   ride on it as Rolls (the bridge's `rolls`; `dice`, the ruleset's view of them, only when the
  *   reply had none), so Dice So Nice throws them once, for the card's readers, in the colours of
  *   `diceUserId` (who asked) where Dice So Nice allows it (logic/cards.js cardMessageData). When

@@ -11,17 +11,17 @@ import { rollData } from "../scripts/logic/dice.js";
 
 describe("cardAudience: Foundry's roll modes", () => {
   const users = { askerId: "player1", gmIds: ["gm1", "gm2"] };
-  test("public: everyone; gm: every GM and the asker; blind: every GM, blind; self: the asker", () => {
+  test("public: everyone; gm: every GM and the asker; blind: every GM, blind; self: the asker, as its author", () => {
     assert.deepEqual(cardAudience({ ...users, visibility: "public" }), { whisper: [], blind: false });
     assert.deepEqual(cardAudience({ ...users, visibility: "gm" }), { whisper: ["gm1", "gm2", "player1"], blind: false });
     assert.deepEqual(cardAudience({ ...users, visibility: "blind" }), { whisper: ["gm1", "gm2"], blind: true });
-    assert.deepEqual(cardAudience({ ...users, visibility: "self" }), { whisper: ["player1"], blind: false });
+    assert.deepEqual(cardAudience({ ...users, visibility: "self" }), { whisper: ["player1"], blind: false, authorId: "player1" });
   });
 
   test("a GM asking is listed once; an unknown or missing visibility is the asker's only, never public", () => {
     assert.deepEqual(cardAudience({ visibility: "gm", askerId: "gm1", gmIds: ["gm1"] }), { whisper: ["gm1"], blind: false });
-    assert.deepEqual(cardAudience({ ...users, visibility: "everyone" }), { whisper: ["player1"], blind: false });
-    assert.deepEqual(cardAudience({ ...users }), { whisper: ["player1"], blind: false });
+    assert.deepEqual(cardAudience({ ...users, visibility: "everyone" }), { whisper: ["player1"], blind: false, authorId: "player1" });
+    assert.deepEqual(cardAudience({ ...users }), { whisper: ["player1"], blind: false, authorId: "player1" });
   });
 
   test("sameAs: an existing message's audience, copied (SoHL's Fate cards)", () => {
@@ -59,6 +59,12 @@ describe("contentVisibleTo: Foundry v13's ChatMessage#visible / #isContentVisibl
     assert.deepEqual(cardAudience({ sameAs: message({ blind: true, isRoll: true }) }), { whisper: ["gm1"], blind: true });
     assert.deepEqual(cardAudience({ sameAs: message({}) }), { whisper: ["gm1", "player1"], blind: false });
   });
+  test("sameAs a self test (whispered to its author alone): its author only, as the card's author", () => {
+    for (const isRoll of [false, true]) {
+      assert.deepEqual(cardAudience({ sameAs: message({ whisper: ["player1"], isRoll }) }), { whisper: ["player1"], blind: false, authorId: "player1" });
+    }
+    assert.deepEqual(cardAudience({ sameAs: message({ whisper: ["player1", "player1"] }) }), { whisper: ["player1"], blind: false, authorId: "player1" });
+  });
 });
 
 describe("cardMessageData: a card's dice ride on it as Rolls", () => {
@@ -72,6 +78,11 @@ describe("cardMessageData: a card's dice ride on it as Rolls", () => {
     const data = cardMessageData(card(), { diceUserId: "player1" });
     assert.equal(data.rolls, undefined);
     assert.deepEqual(data.flags, {});
+  });
+  test("an author is passed on as Foundry's `author`; none leaves it to Foundry (the posting user)", () => {
+    assert.equal(cardMessageData(card(), { whisper: ["player1"], authorId: "player1" }).author, "player1");
+    assert.equal("author" in cardMessageData(card(), { whisper: ["gm1"] }), false);
+    assert.throws(() => cardMessageData(card(), { authorId: "" }), /authorId must be a user id/);
   });
   test("bad dice are a TypeError naming them", () => {
     assert.throws(() => cardMessageData(card(), { dice: [{ faces: 6, results: [7] }] }), /d6 results must be whole numbers 1\.\.6/);

@@ -82,10 +82,15 @@ describe("Mythic: the Fate Chart's d100", () => {
     typeAs(env, env.player, "/fatechart high vs average self");
     await relayAs(env, env.player);
     answerTo(env, await sentTo(env, "chart_question"), { type: "chart_answered", answer: "no", chance: 55, roll: 91, visibility: "self", card: { ...CARD, ruleset: "mythic" } });
-    const { counts } = await thrownFor(CARD.html);
-    // self: the asker, and the GM as the card's author (Foundry shows a whisper to its author).
-    assert.deepEqual(counts, { gm: 1, player: 1, stranger: 0 });
+    const { card, counts } = await thrownFor(CARD.html);
+    // self: the asker alone. The GM's browser posts the card as the asker (its author), so Foundry
+    // shows the GM only its "rolled privately" line and Dice So Nice throws nothing there.
+    assert.deepEqual(counts, { gm: 0, player: 1, stranger: 0 });
     assert.deepEqual(env.world.diceAnimations[0].dice, [{ faces: 100, results: [91] }]);
+    assert.equal(card.author.id, env.player);
+    env.world.asUser(env.gm);
+    assert.match(env.world.render(card.id).textContent, /rolled privately/);
+    assert.doesNotMatch(env.world.render(card.id).innerHTML, /the answer/);
   });
 });
 

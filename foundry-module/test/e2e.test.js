@@ -111,8 +111,13 @@ test("a SoHL card graded, a player's spend relayed and applied, a second spend r
   env.world.emitted.length = 0;
   env.world.emitted.push({ payload: { type: "go", request_id: requestId }, senderId: env.player });
   env.world.deliverSocket();
-  const notice = await until(() => env.world.emitted.find((e) => e.payload.type === "notice"), "the refusal notice");
-  assert.deepEqual(notice.payload, { type: "notice", to: env.player, level: "warn", key: "FATE_BRIDGE.Error.already_fated" });
+  // The refusal is the answer to that one request (its request_id), carrying its code alone.
+  const refusal = await until(() => env.world.emitted.find((e) => e.payload.type === "done"), "the refusal");
+  assert.deepEqual(refusal.payload, {
+    type: "done", to: env.player, request_id: requestId, ok: false,
+    error: { code: "already_fated", message: "the GM's browser refused this Fate request: already_fated", field: null },
+  });
+  assert.equal(env.world.emitted.some((e) => e.payload.type === "notice"), false);
   assert.equal(charges(), chargesAfter);
   assert.equal(env.world.messages.size, size);
 

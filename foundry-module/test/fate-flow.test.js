@@ -5,6 +5,8 @@ import { createFateFlow, gradedFlag, noticeKey, noticeLevel } from "../scripts/r
 import { rollData } from "../scripts/logic/dice.js";
 import { sohlMessageBuilders } from "../scripts/rulesets/sohl/messages.js";
 import { BridgeError } from "../scripts/logic/errors.js";
+import { createRelayHub } from "../scripts/logic/relay.js";
+import { flush } from "./helpers/fake-socket.js";
 import { uninstallFakeFoundry } from "./helpers/fake-foundry.js";
 import { sampleWorld, postArchery } from "./helpers/world-setup.js";
 
@@ -54,6 +56,13 @@ beforeEach(async () => {
   env.messageId = await postArchery(env.world);
 });
 afterEach(() => uninstallFakeFoundry());
+
+/** The BridgeError a refused request rejects with (fails the test when it resolves instead). */
+async function refusal(promise) {
+  const outcome = await promise.then((value) => ({ resolved: value }), (error) => ({ error }));
+  assert.ok(outcome.error instanceof BridgeError, `expected a refusal, got ${JSON.stringify(outcome)}`);
+  return outcome.error;
+}
 
 const makeFlow = (connection) => createFateFlow({ foundry: fvtt, connection, build: sohlMessageBuilders(fvtt.randomId), domParser: fvtt.domParser() });
 
@@ -126,13 +135,15 @@ describe("spending", () => {
     assert.equal(env.world.notices.length, 0);
   });
 
-  test("a bridge refusal reaches the requesting player as a notice and nothing is applied", async () => {
+  test("a bridge refusal is the request's rejection, its code alone (for the relay's done to the asking window); nothing is applied", async () => {
     for (const code of ["not_eligible", "already_fated", "no_charges", "forbidden", "not_found"]) {
       env.world.emitted.length = 0;
       const before = env.world.messages.size;
-      const connection = scriptedConnection({ test_rolled: (m) => graded(m), fate_spend: () => new BridgeError(code, "refused") });
-      assert.equal(await makeFlow(connection).requestSpend({ messageId: env.messageId, pointId: LUCKY, userId: env.player }), false);
-      assert.deepEqual(env.world.emitted, [{ payload: { type: "notice", to: env.player, level: "warn", key: `FATE_BRIDGE.Error.${code}` }, senderId: env.gm }]);
+      const connection = scriptedConnection({ test_rolled: (m) => graded(m), fate_spend: () => new BridgeError(code, "refused: 'Lucky Star' of Basic Folk") });
+      const error = await refusal(makeFlow(connection).requestSpend({ messageId: env.messageId, pointId: LUCKY, userId: env.player }));
+      assert.equal(error.code, code);
+      assert.doesNotMatch(error.message, /Lucky Star/, "no detail of the bridge's: the done reaches every browser");
+      assert.deepEqual(env.world.emitted, [], "no notice to every window of the player");
       assert.equal(env.world.messages.size, before);
       assert.equal(env.actor.items.get(LUCKY).system.charges.value, 2);
       assert.equal(env.world.messages.get(env.messageId).flags["fate-bridge"].fated, undefined);
@@ -140,20 +151,20 @@ describe("spending", () => {
     assert.equal(env.world.itemUpdates.length, 0);
   });
 
-  test("the GM's own refusal is a local notice", async () => {
+  test("the GM's own refusal is thrown the same way, and nothing is emitted (its click shows it: rulesets/sohl/index.js)", async () => {
     const connection = scriptedConnection({ test_rolled: (m) => graded(m), fate_spend: () => new BridgeError("no_charges", "none") });
-    await makeFlow(connection).requestSpend({ messageId: env.messageId, pointId: LUCKY, userId: env.gm });
-    assert.deepEqual(env.world.notices, [{ level: "warn", text: "That Fate Point has no charge left.", userId: env.gm }]);
+    assert.equal((await refusal(makeFlow(connection).requestSpend({ messageId: env.messageId, pointId: LUCKY, userId: env.gm }))).code, "no_charges");
+    assert.deepEqual(env.world.emitted, []);
+    assert.deepEqual(env.world.notices, []);
   });
 
   test("bridge link stopped for good (token refused, superseded): nothing sent, the player is told", async () => {
     const connection = scriptedConnection({}, { ready: false });
-    assert.equal(await makeFlow(connection).requestSpend({ messageId: env.messageId, pointId: LUCKY, userId: env.player }), false);
+    assert.equal((await refusal(makeFlow(connection).requestSpend({ messageId: env.messageId, pointId: LUCKY, userId: env.player }))).code, "bridge_down");
     assert.equal(connection.sent.length, 0);
-    assert.equal(env.world.emitted[0].payload.key, noticeKey("bridge_down"));
   });
 
-  test("an effect naming a missing item: nothing applied, GM and player told", async () => {
+  test("an effect naming a missing item: nothing applied, the GM told here and the player by the rejection", async () => {
     const connection = scriptedConnection({
       test_rolled: (m) => graded(m),
       fate_spend: (m) => {
@@ -162,11 +173,50 @@ describe("spending", () => {
         return reply;
       },
     });
-    assert.equal(await makeFlow(connection).requestSpend({ messageId: env.messageId, pointId: LUCKY, userId: env.player }), false);
+    assert.equal((await refusal(makeFlow(connection).requestSpend({ messageId: env.messageId, pointId: LUCKY, userId: env.player }))).code, "apply_failed");
     assert.equal(env.world.itemUpdates.length, 0);
     assert.equal(env.world.messages.get(env.messageId).flags["fate-bridge"].fated, undefined);
-    assert.equal(env.world.emitted[0].payload.key, "FATE_BRIDGE.Error.apply_failed");
-    assert.equal(env.world.notices[0].level, "error");
+    assert.deepEqual(env.world.notices.map((n) => [n.level, n.userId]), [["error", env.gm]]);
+  });
+
+  test("the same player in two windows clicks at once: the window whose click won gets its card and no refusal; the other alone is told", async () => {
+    // The GM's browser and the player's two windows, each with its own relay hub, on one socket
+    // that hands a payload to every other window with the sender's user id, as Foundry's server
+    // does (both of the player's windows carry the same id).
+    const connection = scriptedConnection({ test_rolled: (m) => graded(m), fate_spend: (m) => resolved(m, "spent") });
+    const flow = makeFlow(connection);
+    const wire = [];
+    const windows = { gm: { id: env.gm, isGM: true }, first: { id: env.player, isGM: false }, second: { id: env.player, isGM: false } };
+    const hubs = Object.fromEntries(Object.entries(windows).map(([name, user]) => {
+      let n = 0;
+      const hub = createRelayHub({
+        timers: { setTimeout: () => 0, clearTimeout: () => {} },
+        newId: () => `${name}-${++n}`,
+        port: {
+          send: (payload) => wire.push({ payload: structuredClone(payload), from: name }),
+          isLinkHolder: () => name === "gm",
+          linkHolderId: () => env.gm,
+          currentUser: () => user,
+          isGMUser: (id) => id === env.gm,
+        },
+      });
+      hub.on("sohl", "spend", (data, sender) => flow.requestSpend({ messageId: data.message_id, pointId: data.point_id, userId: sender.userId }));
+      return [name, hub];
+    }));
+    const deliver = () => {
+      for (const { payload, from } of wire.splice(0)) for (const [name, hub] of Object.entries(hubs)) if (name !== from) hub.receive(payload, windows[from].id);
+    };
+    const click = { message_id: env.messageId, point_id: LUCKY };
+    const outcomes = ["first", "second"].map((name) => hubs[name].request("sohl", "spend", click).then((applied) => ({ applied }), (error) => ({ code: error.code })));
+    const cardsBefore = env.world.messages.size;
+    for (let round = 0; round < 10; round += 1) { // request, ack, go, the handlers, done: a few socket round trips
+      deliver();
+      await flush();
+    }
+    assert.deepEqual(await Promise.all(outcomes), [{ applied: true }, { code: "already_fated" }]);
+    assert.equal(env.world.messages.size, cardsBefore + 1, "one Fate card");
+    assert.deepEqual(connection.sent.filter((m) => m.type === "fate_spend").length, 1);
+    assert.deepEqual(env.world.emitted, [], "no notice to every window of the player");
   });
 
   test("unknown error codes read as internal", () => {

@@ -107,6 +107,7 @@ describe("messageRolls: a message's rolls as plain data (real Foundry 13 capture
   const ADVANTAGE = foundrySample("d20-v13-dnd5e-skill-adv-2d20kh-blind.json");
 
   test("by id: rolls parsed from their JSON strings, speaker actor, flavor, dnd5e's roll type", async () => {
+    world.asUser(null); // the log as captured, with its own author
     const message = await world.createMessage(structuredClone(SAVE));
     const read = fvtt.messageRolls(message.id);
     assert.deepEqual([read.id, read.speakerActorId, read.flavor, read.rollType], [message.id, SAVE.speaker.actor, "Strength Saving Throw", "save"]);
@@ -115,6 +116,7 @@ describe("messageRolls: a message's rolls as plain data (real Foundry 13 capture
   });
 
   test("from the ChatMessage a hook hands over: Roll objects are serialized with toJSON", async () => {
+    world.asUser(null);
     const message = await world.createMessage(structuredClone(ADVANTAGE));
     message.rolls = ADVANTAGE.rolls.map((json) => ({ toJSON: () => JSON.parse(json) }));
     const read = fvtt.messageRolls(message);
@@ -153,6 +155,7 @@ describe("messageData's isRoll and contentVisible: Foundry's own getters, as the
     for (const whisper of [[], ["gmA"], ["playerA"], ["gmA", "playerA"]]) {
       for (const blind of [false, true]) {
         for (const isRoll of [false, true]) {
+          world.asUser("playerA");
           const message = await world.createMessage({ content: "<p>x</p>", whisper, blind, author: "playerA", rolls: isRoll ? [roll] : [] });
           for (const userId of users) {
             world.asUser(userId);

@@ -161,7 +161,7 @@ describe("card-ui on render", () => {
     assert.equal(button.disabled, false, "nothing was spent: the button is usable again");
   });
 
-  test("the GM answers a relayed click while its bridge link is stopped: a notice for the sender, nothing spent", async () => {
+  test("the GM answers a relayed click while its bridge link is stopped: the refusal is that request's done, nothing spent", async () => {
     env.handle.connection().stop();
     env.world.emitted.push({ payload: { type: "request", request_id: "r1", ruleset: "sohl", action: "spend", data: { message_id: env.messageId, point_id: LUCKY } }, senderId: env.player });
     env.world.asUser(env.gm);
@@ -170,8 +170,7 @@ describe("card-ui on render", () => {
     env.world.deliverSocket();
     await flush();
     assert.deepEqual(env.world.emitted.map((e) => e.payload), [
-      { type: "notice", to: env.player, level: "warn", key: "FATE_BRIDGE.Error.bridge_down" },
-      { type: "done", to: env.player, request_id: "r1", ok: true, result: false },
+      { type: "done", to: env.player, request_id: "r1", ok: false, error: { code: "bridge_down", message: "the GM's browser refused this Fate request: bridge_down", field: null } },
     ]);
     assert.equal(env.Socket.instances[0].sent.filter((m) => m.type === "fate_spend").length, 0);
   });
@@ -186,7 +185,7 @@ describe("card-ui on render", () => {
     assert.deepEqual(env.world.emitted, [], "no ack: a GM with the token would answer instead");
   });
 
-  test("notices from non-GMs or with foreign keys are ignored", () => {
+  test("a socket `notice` (an earlier release's, or forged) shows nothing: refusals come as the request's done", () => {
     env.world.asUser(env.stranger);
     env.world.emitted.push({ payload: { type: "notice", to: env.player, level: "error", key: "FATE_BRIDGE.Error.forbidden" }, senderId: env.stranger });
     env.world.asUser(env.player);
@@ -285,8 +284,7 @@ describe("relayed clicks: a player is never left waiting on the GM's client", ()
     env.world.deliverAs(env.gm);
     await until(() => env.world.emitted.some((e) => e.payload.type === "done"), "done");
     assert.deepEqual(env.world.emitted.map((e) => e.payload), [
-      { type: "notice", to: env.player, level: "warn", key: "FATE_BRIDGE.Error.bridge_down" },
-      { type: "done", to: env.player, request_id: requestId, ok: true, result: false },
+      { type: "done", to: env.player, request_id: requestId, ok: false, error: { code: "bridge_down", message: "the GM's browser refused this Fate request: bridge_down", field: null } },
     ]);
     env.world.deliverAs(env.player);
     await flush();
@@ -384,7 +382,7 @@ describe("relayed clicks: a player is never left waiting on the GM's client", ()
     await clickReachesTheBridge(socket);
     socket.drop(4003, "superseded by GM Bob (Foundry 13) on web2:4242"); // before its reply
     const done = await until(() => env.world.emitted.find((e) => e.payload.type === "done"), "done");
-    assert.equal(done.payload.result, false);
+    assert.deepEqual([done.payload.ok, done.payload.error.code], [false, "superseded"]);
     env.world.deliverAs(env.player);
     await flush();
     assert.deepEqual(playerNotices().at(-1),

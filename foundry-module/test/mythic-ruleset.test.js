@@ -210,7 +210,7 @@ describe("the dialog", () => {
     form.dispatchEvent(new dom.window.Event("submit", { cancelable: true }));
     await app.asked;
     assert.equal(rec.requests.at(-1).visibility, "self");
-    assert.deepEqual(rec.posted.at(-1).options, { whisper: ["player1"], blind: false, ...D37 });
+    assert.deepEqual(rec.posted.at(-1).options, { whisper: ["player1"], blind: false, authorId: "player1", ...D37 });
   });
 
   test("choosing a named question shows its guidance and modifiers, as text", async () => {

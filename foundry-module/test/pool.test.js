@@ -343,13 +343,13 @@ describe("the pool ruleset in a world", () => {
     await api.command("3 task 2");
     assert.deepEqual(api.audiences.at(-1), { whisper: [], blind: false });
     await api.command("3 task 2 self");
-    assert.deepEqual(api.audiences.at(-1), { whisper: ["playerUser00001"], blind: false });
+    assert.deepEqual(api.audiences.at(-1), { whisper: ["playerUser00001"], blind: false, authorId: "playerUser00001" });
   });
 
   test("a visibility no mode has, from a client, is the asker's own: never public", async () => {
     world.asUser("playerUser00001");
     await api.relay("pool", pool.ACTIONS.ROLL, { args: "3 task 2", visibility: "everyone" });
-    assert.deepEqual(api.audiences.at(-1), { whisper: ["playerUser00001"], blind: false });
+    assert.deepEqual(api.audiences.at(-1), { whisper: ["playerUser00001"], blind: false, authorId: "playerUser00001" });
   });
 
   test("a Tier that is not the ledger's is refused before the bridge is asked", async () => {

@@ -81,7 +81,7 @@ test("a forged user id in the data: the GM still acts as the real sender, not as
   assert.deepEqual(calls[0].sender, { userId: env.player, isGM: false });
 });
 
-test("a player posing as the GM towards another player: forged acks, dones and notices are ignored", async () => {
+test("a player posing as the GM towards another player: forged acks, answers and refusals are ignored", async () => {
   // The victim has a request of its own waiting for the GM's ack.
   env.world.asUser(env.stranger);
   const settled = probeApi.relay("probe", "act", {});
@@ -93,15 +93,16 @@ test("a player posing as the GM towards another player: forged acks, dones and n
     [{ type: "done", to: env.stranger, request_id: requestId, ok: true, result: "forged" }, env.gm],
     [{ type: "ack", to: env.stranger, request_id: requestId }],
     [{ type: "ack", to: env.stranger, request_id: requestId }, env.gm],
+    [{ type: "done", to: env.stranger, request_id: requestId, ok: false, error: { code: "already_fated", message: "forged", field: null } }],
+    [{ type: "done", to: env.stranger, request_id: requestId, ok: false, error: { code: "already_fated", message: "forged", field: null } }, env.gm],
     [{ type: "notice", to: env.stranger, level: "error", key: "FATE_BRIDGE.Error.already_fated" }],
-    [{ type: "notice", to: env.stranger, level: "error", key: "FATE_BRIDGE.Error.already_fated" }, env.gm],
   ];
   for (const args of forged) emitAs(env.player, ...args);
   const noticesBefore = env.world.notices.length;
   env.world.deliverAs(env.stranger);
   await flush();
   assert.deepEqual(typesEmitted(), [], "no go sent on a forged ack");
-  assert.equal(env.world.notices.length, noticesBefore, "no forged notice shown");
+  assert.equal(env.world.notices.length, noticesBefore, "no forged refusal shown");
   assert.deepEqual(outcome, [], "no forged done settles the request");
   // The real GM's ack is heard: the refusals above were about the sender, nothing else.
   emitAs(env.gm, { type: "ack", to: env.stranger, request_id: requestId });

@@ -136,7 +136,7 @@ function severalGMs({ tokens = { [GM_A]: "secret", [GM_B]: "secret" }, clientSto
   /** The player's card: the Archery test, posted by the player. */
   env.postArchery = async (extra = {}) => {
     world.asUser(PLAYER);
-    const message = await world.createMessage({ ...structuredClone(archeryCard().message), ...extra });
+    const message = await world.createMessage({ ...structuredClone(archeryCard().message), author: PLAYER, ...extra });
     return message.id;
   };
   return env;
@@ -211,6 +211,50 @@ describe("any GM with the token holds the link", () => {
   });
 });
 
+describe("two GMs claiming at once, the bridge's 4003 first", () => {
+  /** Both claim before hearing each other; the bridge takes A's hello, then B's, and closes A's link 4003 before A hears B. */
+  async function raceLostByA() {
+    severalGMs();
+    env.world.connectUser(GM_B, true);
+    env.join(GM_A);
+    env.join(GM_B);
+    env.clock.advance(LINK_LIMITS.CLAIM_DELAY_MS);
+    assert.equal(env.Socket.instances.length, 2, "both claimed");
+    env.bridge.serve(); // A's hello, then B's: A is superseded before any announcement is read
+    assert.deepEqual(env.Socket.instances[0].closed, null);
+    assert.equal(env.handles.get(GM_A).connection().isStopped(), true, "A's link was taken (4003)");
+    await env.pump();
+  }
+  /** The sockets still open, by the user name that said hello on each. */
+  const live = () => env.Socket.instances.filter((socket) => socket.readyState === 1).map((socket) => socket.sent.find((frame) => frame.type === "hello")?.client.user_name);
+
+  test("one link stays, B's; A, who lost the race, is not left out: when B leaves, A takes over at once", async () => {
+    await raceLostByA();
+    assert.deepEqual(live(), [NAMES[GM_B]], "one link");
+    assert.equal(env.holderSeenBy(GM_B), true);
+    assert.equal(env.holderSeenBy(GM_A), false);
+    const sockets = env.Socket.instances.length;
+    await env.pump(); // the fake bridge answers no ping: no clock time may pass
+    assert.equal(env.Socket.instances.length, sockets, "settled: nobody claims again while B holds it");
+
+    env.leave(GM_B);
+    await env.pump();
+    assert.deepEqual(live(), [NAMES[GM_A]], "the hand-over reached A, who had yielded");
+    assert.equal(env.holderSeenBy(GM_A), true);
+    assert.equal(env.handles.get(GM_A).connection().isStopped(), false);
+  });
+
+  test("A, who lost the race, holds a player's click no more than B: the click runs once, on B's browser", async () => {
+    await raceLostByA();
+    env.join(PLAYER);
+    await env.pump();
+    const settled = env.world.asClient(PLAYER, () => env.apis.get(PLAYER).relay("probe", "act", { n: 3 }));
+    await env.pump();
+    assert.equal(await settled, "acted");
+    assert.deepEqual(env.runs, [{ on: GM_B, sender: PLAYER, data: { n: 3 } }]);
+  });
+});
+
 describe("hand-over when the link's GM leaves", () => {
   test("another GM with the token takes over at once; a click the old holder never acked is sent again and runs once", async () => {
     severalGMs();
@@ -279,7 +323,9 @@ describe("tests rolled while no link was up", () => {
   test("graded once when a GM with the token comes: the recent ones only, within the bound", async () => {
     severalGMs();
     env.join(PLAYER);
-    const old = await env.postArchery({ timestamp: Date.now() - CATCH_UP.maxAgeMs - 60_000 });
+    env.world.serverNow = () => Date.now() - CATCH_UP.maxAgeMs - 60_000; // posted in an earlier session
+    const old = await env.postArchery();
+    env.world.serverNow = () => Date.now();
     const recent = [];
     for (let n = 0; n <= CATCH_UP.limit; n += 1) recent.push(await env.postArchery());
     assert.equal(recent.length, CATCH_UP.limit + 1);
@@ -299,6 +345,32 @@ describe("tests rolled while no link was up", () => {
     await env.pump();
     assert.equal(env.Socket.instances.length, 2);
     assert.equal(env.bridge.rolled.length, CATCH_UP.limit);
+  });
+
+  test("a player's clock decides nothing: age and order are the server's (`_stats.createdTime`), not the message's timestamp", async () => {
+    severalGMs();
+    env.join(PLAYER);
+    const HOUR = 60 * 60 * 1000;
+    env.world.serverNow = () => Date.now() - CATCH_UP.maxAgeMs - HOUR; // an earlier session...
+    env.world.clientClockSkewMs.set(PLAYER, CATCH_UP.maxAgeMs + HOUR); // ...by a browser whose clock runs hours ahead
+    const lastSession = await env.postArchery();
+    const now = Date.now();
+    env.world.serverNow = () => now - 2_000;
+    env.world.clientClockSkewMs.set(PLAYER, 30 * 60 * 1000); // 30 min fast
+    const first = await env.postArchery();
+    env.world.serverNow = () => now - 1_000;
+    env.world.clientClockSkewMs.set(PLAYER, -5 * HOUR); // 5 h slow
+    const second = await env.postArchery();
+    env.world.serverNow = () => Date.now();
+    const timestamps = (id) => env.world.messages.get(id).timestamp;
+    assert.ok(timestamps(lastSession) > Date.now() && timestamps(second) < Date.now() - CATCH_UP.maxAgeMs && timestamps(first) > timestamps(second));
+    // However the world's collection lists them (here: by those timestamps), the server's order holds.
+    const byTimestamp = [...env.world.messages.values()].sort((a, b) => a.timestamp - b.timestamp);
+    env.world.messages.clear();
+    for (const message of byTimestamp) env.world.messages.set(message.id, message);
+    env.join(GM_A);
+    for (let round = 0; round < 4; round += 1) await env.pump();
+    assert.deepEqual(env.bridge.graded, [first, second], "the recent two, in the order the server created them; not the earlier session's");
   });
 
   test("a test rolled while the holder's link is down is sent once, not once more by the catch-up", async () => {
@@ -391,5 +463,48 @@ describe("the election itself (logic/link-holder.js)", () => {
     e.reset();
     assert.equal(e.holderId(), GM_C);
     assert.deepEqual(sent.at(-1), { type: LINK_TYPES.STATE, has_token: true, holding: false });
+  });
+
+  test("yielded after a 4003: out while another GM offers or holds the link, back once none does", () => {
+    const active = [GM_A, GM_B];
+    const { e, clock, sent } = election({ self: GM_A, active });
+    e.start();
+    clock.advance(LINK_LIMITS.CLAIM_DELAY_MS);
+    e.setHolding(true);
+    e.withdraw({ yielded: true }); // the 4003 came before any word from B
+    assert.deepEqual(sent.at(-1), { type: LINK_TYPES.STATE, has_token: false, holding: false });
+    e.receive({ type: LINK_TYPES.STATE, has_token: true, holding: true }, GM_B);
+    assert.equal(e.holderId(), GM_B);
+    e.receive({ type: LINK_TYPES.STATE, has_token: true, holding: false }, GM_B); // B lets go a moment (it heard A's old claim)
+    assert.equal(e.holderId(), GM_B, "A stays out while B offers: no second claim");
+    active.splice(active.indexOf(GM_B), 1);
+    e.usersChanged();
+    assert.equal(e.holderId(), GM_A, "B left: A offers itself again");
+    assert.deepEqual(sent.at(-1), { type: LINK_TYPES.STATE, has_token: true, holding: false });
+  });
+
+  test("yielded with no other GM ever seen (the same GM's other window took it): out until reset", () => {
+    const { e, clock } = election({ self: GM_A, active: [GM_A] });
+    e.start();
+    clock.advance(LINK_LIMITS.CLAIM_DELAY_MS);
+    e.withdraw({ yielded: true });
+    e.receive({ type: LINK_TYPES.STATE, has_token: true, holding: true }, GM_A); // its own user's other window: not counted
+    e.usersChanged();
+    assert.equal(e.holderId(), null);
+    e.reset();
+    assert.equal(e.holderId(), GM_A);
+  });
+
+  test("a refused token (4001) is not lifted by a later yield", () => {
+    const active = [GM_A, GM_B];
+    const { e, clock } = election({ self: GM_A, active });
+    e.start();
+    clock.advance(LINK_LIMITS.CLAIM_DELAY_MS);
+    e.withdraw();
+    e.withdraw({ yielded: true });
+    e.receive({ type: LINK_TYPES.STATE, has_token: true, holding: true }, GM_B);
+    active.splice(active.indexOf(GM_B), 1);
+    e.usersChanged();
+    assert.equal(e.holderId(), null);
   });
 });

@@ -17,6 +17,9 @@ import { rollData } from "../scripts/logic/dice.js";
 
 const LUCKY = "mystery00000000";
 
+/** What a Fate request came to: `applied`, or the code of its refusal (a BridgeError's). */
+const outcome = (promise) => promise.then((applied) => (applied === true ? "applied" : `resolved ${applied}`), (error) => error.code);
+
 /** A scripted bridge: grades every test eligible, resolves every spend "spent" with the fated flag. */
 function scriptedBridge({ outcome = "spent" } = {}) {
   const sent = [];
@@ -105,8 +108,9 @@ describe("the Fate card and the Fate Test's die reach the people who saw the tes
     ["skill-test-gmroll-core-setting", "player", [CAPTURED_IDS.gm, CAPTURED_IDS.player], false, ["gm", "player"]],
     ["skill-test-blindroll-core-setting", "player", [CAPTURED_IDS.gm, CAPTURED_IDS.player], false, ["gm", "player"]],
     ["skill-test-blindroll-core-setting", "gm", [CAPTURED_IDS.gm, CAPTURED_IDS.player], false, ["gm", "player"]],
-    // The GM's browser posts the card: its author reads a whisper (Foundry's rule), so the GM too.
-    ["skill-test-selfroll-core-setting", "player", [CAPTURED_IDS.player], false, ["gm", "player"]],
+    // The GM's browser posts the card as its roller (its author): Foundry shows a whisper to its
+    // list and its author, so the roller alone reads it and sees its die; the GM who posted it does not.
+    ["skill-test-selfroll-core-setting", "player", [CAPTURED_IDS.player], false, ["player"]],
   ];
   for (const [name, who, whisper, blind, readers] of cases) {
     test(`${name}, spent by the ${who}: card to ${JSON.stringify(whisper)}${blind ? " (blind)" : ""}, its die thrown once for ${readers.join(", ")}`, async () => {
@@ -126,13 +130,16 @@ describe("the Fate card and the Fate Test's die reach the people who saw the tes
         assert.equal(shown.userId, userId, "in the colours of the user who asked");
         assert.deepEqual(shown.dice, [{ faces: 100, results: [23] }]);
       }
-      if (!readers.includes("stranger")) {
-        // Another player gets Foundry's own "rolled privately" stub: none of the card, no buttons.
-        env.world.asUser(env.stranger);
+      for (const other of ["gm", "stranger"].filter((u) => !readers.includes(u))) {
+        // Anyone else, the GM whose browser posted it included, gets Foundry's own "rolled
+        // privately" stub: none of the card, no buttons.
+        env.world.asUser(env[other]);
         const stub = env.world.render(card.id);
         assert.match(stub.textContent, /rolled privately/);
         assert.doesNotMatch(stub.innerHTML, /fate-bridge/);
       }
+      // A self test's card is its roller's own message; any other is the posting GM's.
+      assert.equal(card.author.id, whisper.length === 1 && whisper[0] === CAPTURED_IDS.player ? CAPTURED_IDS.player : env.gm);
     });
   }
 
@@ -142,8 +149,8 @@ describe("the Fate card and the Fate Test's die reach the people who saw the tes
     const rolls = [globalThis.Roll.fromData(rollData([{ faces: 100, results: [41] }]))];
     const id = (await env.world.createMessage({ content, whisper, blind, author, speaker, rolls })).id;
     env.world.diceAnimations.length = 0;
-    assert.equal(await flow.requestSpend({ messageId: id, pointId: LUCKY, userId: env.player }), false);
-    assert.deepEqual(env.world.emitted.map((e) => e.payload), [{ type: "notice", to: env.player, level: "warn", key: "FATE_BRIDGE.Error.forbidden" }]);
+    assert.equal(await outcome(flow.requestSpend({ messageId: id, pointId: LUCKY, userId: env.player })), "forbidden");
+    assert.deepEqual(env.world.emitted, [], "the refusal is the request's answer, not a notice to every window");
     assert.equal(await flow.requestSpend({ messageId: id, pointId: LUCKY, userId: env.gm }), true);
     const card = lastCard();
     assert.deepEqual([card.whisper, card.blind], [[CAPTURED_IDS.gm], true]);
@@ -189,9 +196,8 @@ describe("the Fate card and the Fate Test's die reach the people who saw the tes
   test("a private-GM test: another owner of the actor, not on its whisper list, reads nothing and is refused", async () => {
     env.actor.ownership[env.stranger] = 3;
     const id = await postCaptured(env.world, "skill-test-gmroll-core-setting");
-    assert.equal(await flow.requestSpend({ messageId: id, pointId: LUCKY, userId: env.stranger }), false);
+    assert.equal(await outcome(flow.requestSpend({ messageId: id, pointId: LUCKY, userId: env.stranger })), "forbidden");
     assert.deepEqual(bridge.sent.map((m) => m.type), []);
-    assert.deepEqual(env.world.emitted.map((e) => e.payload), [{ type: "notice", to: env.stranger, level: "warn", key: "FATE_BRIDGE.Error.forbidden" }]);
   });
 });
 
@@ -207,8 +213,9 @@ describe("the fated state follows the test across the GM's edit repost", () => {
     assert.equal(flagsOf(repost).test_of, original);
     assert.deepEqual(flagsOf(repost).fated, flagsOf(original).fated);
     const spendsBefore = bridge.sent.filter((m) => m.type === "fate_spend").length;
-    for (const userId of [env.player, env.gm]) {
-      assert.equal(await flow.requestSpend({ messageId: repost, pointId: LUCKY, userId }), false);
+    // The GM's repost is whispered to the GM alone: the player does not read it.
+    for (const [userId, code] of [[env.player, "forbidden"], [env.gm, "already_fated"]]) {
+      assert.equal(await outcome(flow.requestSpend({ messageId: repost, pointId: LUCKY, userId })), code);
     }
     assert.equal(bridge.sent.filter((m) => m.type === "fate_spend").length, spendsBefore, "no second Fate Test");
     assert.deepEqual(Object.values(env.world.animationsPerClient()), [1, 1, 1], "one Fate Test die, thrown once on each client");
@@ -220,7 +227,7 @@ describe("the fated state follows the test across the GM's edit repost", () => {
     const repost = await postCaptured(env.world, "skill-test-edit-repost");
     assert.equal(await flow.requestSpend({ messageId: repost, pointId: LUCKY, userId: env.gm }), true);
     assert.equal(flagsOf(original).fated.outcome, "spent");
-    assert.equal(await flow.requestSpend({ messageId: original, pointId: LUCKY, userId: env.player }), false);
+    assert.equal(await outcome(flow.requestSpend({ messageId: original, pointId: LUCKY, userId: env.player })), "already_fated");
     assert.equal(bridge.sent.filter((m) => m.type === "fate_spend").length, 1);
   });
 
@@ -230,12 +237,11 @@ describe("the fated state follows the test across the GM's edit repost", () => {
     const repost = await postCaptured(env.world, "skill-test-edit-repost");
     await flow.gradeMessage(repost);
     const results = await Promise.all([
-      flow.requestSpend({ messageId: original, pointId: LUCKY, userId: env.player }),
-      flow.requestSpend({ messageId: repost, pointId: LUCKY, userId: env.gm }),
+      outcome(flow.requestSpend({ messageId: original, pointId: LUCKY, userId: env.player })),
+      outcome(flow.requestSpend({ messageId: repost, pointId: LUCKY, userId: env.gm })),
     ]);
-    assert.deepEqual(results, [true, false]);
+    assert.deepEqual(results, ["applied", "already_fated"], "the later click is refused, the earlier one applied");
     assert.equal(bridge.sent.filter((m) => m.type === "fate_spend").length, 1);
-    assert.deepEqual(env.world.notices.map((n) => n.text), ["This result has already been fated."]);
   });
 
   test("the render shows no Spend Fate on any message of a fated test", async () => {

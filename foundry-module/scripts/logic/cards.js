@@ -116,27 +116,40 @@ export function contentVisibleTo({ whisper = [], blind = false, authorId = null,
 }
 
 /**
- * Who sees a card, as `{whisper, blind}` for postCard. Either
+ * Who sees a card, as `{whisper, blind, authorId?}` for postCard. Either
  * - by Foundry's roll modes (`visibility`, `askerId`, `gmIds`): `public` everyone; `gm` (gmroll)
  *   every GM and the asker; `blind` (blindroll) every GM only, blind (the asker does not see the
- *   result); `self` (selfroll) the asker only (and the GM posting it, its author). Any other
+ *   result); `self` (selfroll) the asker only, and the asker is the card's author. Any other
  *   visibility is `self` (UNKNOWN_MODE_VISIBILITY);
  * - or as an existing message (`sameAs`): whoever reads its content (contentVisibleTo). Its
  *   whisper list plus its author when the author reads it, since Foundry shows a whisper to its
  *   author and a card posted by the GM's browser has another author: a private-GM test's card
- *   reaches the GMs and the player who posted the test; a self test's card its roller; a public
- *   test's card everyone; a blind test with rolls (hidden from its author) the GMs only, blind; a
- *   blind test without rolls (a SoHL test card: its author reads it) the GMs and its author.
+ *   reaches the GMs and the player who posted the test; a public test's card everyone; a blind
+ *   test with rolls (hidden from its author) the GMs only, blind; a blind test without rolls (a
+ *   SoHL test card: its author reads it) the GMs and its author; a self test's card (whispered to
+ *   its author alone) its roller only, the roller its author.
+ *
+ * Why the author: Foundry shows a whisper to the users on its list *and to its author*
+ * (`ChatMessage#visible` / `#isContentVisible`, client/documents/chat-message.mjs of v13). The
+ * GM's browser posts every card; were it the author of a self card, the GM would read it and Dice
+ * So Nice would throw its dice on the GM's screen. So a self card is created with the asker as its
+ * `author`, which Foundry lets a GM do (common/documents/chat-message.mjs of v13,
+ * `BaseChatMessage.#canCreate`: "if ( user.isGM ) return true"; a player "cannot impersonate a
+ * different user"). The GM's browser then holds the message like every client does (Foundry
+ * sends every chat message to every client) but shows only Foundry's "rolled privately" line for
+ * a card with Rolls, and nothing for one without.
  *
  * @param {{visibility?: string, askerId?: string, gmIds?: string[]} |
  *   {sameAs: {whisper: string[], blind: boolean, authorId?: string|null}}} rule
- * @returns {{whisper: string[], blind: boolean}}
+ * @returns {{whisper: string[], blind: boolean, authorId?: string}} `authorId` only for a self
+ *   card: the user the card is posted as (cardMessageData)
  */
 export function cardAudience(rule) {
   if (rule.sameAs) {
     const { whisper = [], blind = false, authorId = null } = rule.sameAs;
     if (whisper.length === 0) return { whisper: [], blind: false };
     if (!authorId || !contentVisibleTo(rule.sameAs, authorId)) return { whisper: [...new Set(whisper)], blind: Boolean(blind) };
+    if (visibilityOfMessage(rule.sameAs) === "self") return { whisper: [authorId], blind: false, authorId };
     return { whisper: [...new Set([...whisper, authorId])], blind: false };
   }
   const { visibility, askerId, gmIds = [] } = rule;
@@ -145,7 +158,7 @@ export function cardAudience(rule) {
     case "blind": return { whisper: [...new Set(gmIds)], blind: true };
     case "public": return { whisper: [], blind: false };
     case "self":
-    default: return { whisper: [askerId], blind: false };
+    default: return { whisper: [askerId], blind: false, authorId: askerId };
   }
 }
 
@@ -180,24 +193,28 @@ export function relayedResult(visibility, result) {
  * Its dice ride on the message as real Rolls, and nowhere else: Dice So Nice animates every new
  * ChatMessage that carries rolls with dice, on every client whose user reads its content
  * (module/main.js `createChatMessage` -> `shouldInterceptMessage`, `isContentVisible`; Dice So Nice
- * 5.1.6), so a die is thrown once, for exactly the card's readers, the GM whose browser posts it
- * included, and never thrown a second time by a `showForRoll` of ours. The rolls are the bridge's
+ * 5.1.6), so a die is thrown once, for exactly the card's readers (the GM whose browser posts
+ * it only when the GM reads it: not on a self card, whose author is the asker), and never thrown
+ * a second time by a `showForRoll` of ours. The rolls are the bridge's
  * (`reply.rolls`, logic/dice-trust.js rollsForCard); `dice` stands in only for a reply without
  * them (an older bridge).
  *
  * @param {BridgeCard} card
- * @param {{whisper?: string[], blind?: boolean, flags?: object,
+ * @param {{whisper?: string[], blind?: boolean, authorId?: string|null, flags?: object,
  *   dice?: import("./dice.js").DiceGroup[], diceUserId?: string|null}} [options] who sees it (the
- *   original test's whisper list and blind flag, by default public), this module's flags on it,
- *   the dice the ruleset knows the reply rolled, and the user who asked (their Dice So Nice
- *   appearance: flag DICE_USER_FLAG, read by scripts/foundry.js installDiceAppearance)
+ *   original test's whisper list and blind flag, by default public; cardAudience), the user it is
+ *   posted as (`authorId`, a self card's asker: cardAudience; by default the posting user), this
+ *   module's flags on it, the dice the ruleset knows the reply rolled, and the user who asked
+ *   (their Dice So Nice appearance: flag DICE_USER_FLAG, read by scripts/foundry.js installDiceAppearance)
  * @returns {{content: string, speaker: {actor: string|null, alias: string|undefined}, whisper: string[],
- *   blind: boolean, flags: object, rolls?: object[]}} what scripts/foundry.js `createChatMessage` takes;
- *   `rolls` when the card's reply rolled dice
- * @throws {TypeError} when `card.html` is not a string, or (from rollData) for malformed `dice`
+ *   blind: boolean, flags: object, author?: string, rolls?: object[]}} what scripts/foundry.js
+ *   `createChatMessage` takes; `author` when `authorId` was given, `rolls` when the card's reply rolled dice
+ * @throws {TypeError} when `card.html` is not a string or `authorId` is given and not a non-empty
+ *   string, or (from rollData) for malformed `dice`
  */
-export function cardMessageData(card, { whisper = [], blind = false, flags = {}, dice = [], diceUserId = null } = {}) {
+export function cardMessageData(card, { whisper = [], blind = false, authorId = null, flags = {}, dice = [], diceUserId = null } = {}) {
   if (typeof card?.html !== "string") throw new TypeError("a bridge card needs its html as a string");
+  if (authorId !== null && (typeof authorId !== "string" || !authorId)) throw new TypeError("a card's authorId must be a user id (a non-empty string) or null");
   const bridgeRolls = rollsForCard(card); // the bridge's dice for this card, as real Rolls (issue 19)
   const rolls = bridgeRolls.length ? bridgeRolls : dice.length ? [rollData(dice)] : [];
   return {
@@ -206,6 +223,7 @@ export function cardMessageData(card, { whisper = [], blind = false, flags = {},
     whisper: [...whisper],
     blind: Boolean(blind),
     flags: { ...flags, ...(rolls.length && diceUserId ? { [DICE_USER_FLAG]: diceUserId } : {}) },
+    ...(authorId !== null ? { author: authorId } : {}),
     ...(rolls.length ? { rolls } : {}),
   };
 }

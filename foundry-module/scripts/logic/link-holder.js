@@ -15,9 +15,16 @@
  * others' answers, so a GM who joins while another holds the link does not claim it first (at
  * once when it is the only GM connected: nobody else can hold it). A GM
  * without a token never announces `has_token`, so it never blocks one that has it; a GM whose token
- * the bridge refused (4001), or whose link another browser took (4003), withdraws (`has_token`
- * false) until its bridge settings change (or, after 4003, its GM's `/fatelink`: main.js). When the holder leaves (Foundry's `userConnected` hook,
- * the user no longer active) the next GM is elected at once.
+ * the bridge refused (4001) withdraws (`has_token` false) until its bridge settings change. A GM
+ * whose link another browser took (4003) yields: it withdraws too, so it never fights a browser it
+ * does not know of (the same GM's other window, another bridge process's forwarder) and stays out
+ * until its GM's `/fatelink` (main.js); but once another connected GM of the world is seen offering
+ * or holding the link, the 4003 is that election's doing (two GMs claimed at once, and the bridge's
+ * 4003 may reach the GM the election keeps before it hears the other: the race it lost), and the
+ * yield lasts only while some other GM offers or holds it. When none does any more (they left,
+ * withdrew or lost their token), the yielded GM offers itself again, so a hand-over still reaches
+ * it. When the holder leaves (Foundry's `userConnected` hook, the user no longer active) the next
+ * GM is elected at once.
  *
  * Until a client has heard any other GM's announcement (the first second after it starts, or GMs
  * running an earlier release of this module, which announce nothing) it takes Foundry's active GM
@@ -29,6 +36,9 @@
 
 /** Socket payload types of the election. */
 export const LINK_TYPES = Object.freeze({ STATE: "link_state", QUERY: "link_query" });
+
+/** Why a GM's browser stopped offering itself (`withdraw`). */
+const WITHDRAWN = Object.freeze({ REFUSED: "refused", YIELDED: "yielded" });
 
 /** Bounds, with their reasons. */
 export const LINK_LIMITS = Object.freeze({
@@ -59,7 +69,7 @@ export const LINK_LIMITS = Object.freeze({
  *   receive(payload: unknown, senderId: string): boolean,
  *   usersChanged(): void,
  *   setHolding(holding: boolean): void,
- *   withdraw(): void,
+ *   withdraw(options?: {yielded?: boolean}): void,
  *   reset(): void,
  *   holderId(): string|null,
  *   isHolder(): boolean,
@@ -68,7 +78,9 @@ export const LINK_LIMITS = Object.freeze({
  *   `receive` takes a module-socket payload with Foundry's sender id and returns true when it was
  *   part of the election (the caller passes it on otherwise); `usersChanged` re-counts after a
  *   user connected or left; `setHolding` tells whether this client now has a link (announced);
- *   `withdraw` stops offering this client until `reset` (after the bridge settings change, or `/fatelink`);
+ *   `withdraw` stops offering this client until `reset` (after the bridge settings change, or
+ *   `/fatelink`); `yielded` (after a 4003): also until no other connected GM offers or holds the
+ *   link any more, once one has been seen doing so since (see above);
  *   `holderId` is the elected GM's user id, null when no GM with a token is connected
  */
 export function createLinkElection({ selfId, selfIsGM, activeGMIds, activeGMId, hasToken, isGMUser, send, timers, onChange, limits = {} }) {
@@ -77,14 +89,17 @@ export function createLinkElection({ selfId, selfIsGM, activeGMIds, activeGMId, 
   const others = new Map();
   let ready = false;
   let holding = false;
-  let withdrawn = false;
+  /** Why this client does not offer itself: null (it does), REFUSED (until reset) or YIELDED (see `withdraw`). */
+  let withdrawn = null;
+  /** While YIELDED: another connected GM has offered or held the link since, so its end is a hand-over. */
+  let yieldedToGM = false;
   let claimTimer = null;
   let last = null;
   /** Some other GM's announcement has arrived. */
   let heard = false;
 
   /** What this client announces: a token counts once the claim delay is over and it has not withdrawn. */
-  const own = () => ({ hasToken: ready && !withdrawn && Boolean(hasToken()), holding });
+  const own = () => ({ hasToken: ready && withdrawn === null && Boolean(hasToken()), holding });
 
   function announce() {
     if (!selfIsGM()) return;
@@ -101,6 +116,27 @@ export function createLinkElection({ selfId, selfIsGM, activeGMIds, activeGMId, 
     if (holder) return holder[0];
     const guess = heard ? null : activeGMId();
     return guess !== null && guess !== selfId() ? guess : null;
+  }
+
+  /** Another connected GM offers (`has_token`) or holds the link. */
+  function anotherOffers() {
+    const active = new Set(activeGMIds());
+    return [...others].some(([id, state]) => active.has(id) && (state.hasToken || state.holding));
+  }
+
+  /**
+   * A yield ends once the GMs it was seen yielding to no longer offer or hold the link: this
+   * client offers itself again (announced). Call after every change of the others' states.
+   */
+  function reviewYield() {
+    if (withdrawn !== WITHDRAWN.YIELDED) return;
+    if (anotherOffers()) {
+      yieldedToGM = true;
+    } else if (yieldedToGM) {
+      withdrawn = null;
+      yieldedToGM = false;
+      announce();
+    }
   }
 
   function recount() {
@@ -138,12 +174,14 @@ export function createLinkElection({ selfId, selfIsGM, activeGMIds, activeGMId, 
       if (!isGMUser(senderId) || senderId === selfId()) return true;
       others.set(senderId, { hasToken: payload.has_token === true, holding: payload.holding === true });
       heard = true;
+      reviewYield();
       recount();
       return true;
     },
     usersChanged() {
       const active = new Set(activeGMIds());
       for (const id of [...others.keys()]) if (!active.has(id)) others.delete(id);
+      reviewYield();
       recount();
     },
     setHolding(value) {
@@ -152,14 +190,17 @@ export function createLinkElection({ selfId, selfIsGM, activeGMIds, activeGMId, 
       announce();
       recount();
     },
-    withdraw() {
-      withdrawn = true;
+    withdraw({ yielded = false } = {}) {
+      if (withdrawn !== WITHDRAWN.REFUSED) withdrawn = yielded ? WITHDRAWN.YIELDED : WITHDRAWN.REFUSED;
+      yieldedToGM = false;
       holding = false;
       announce();
+      reviewYield();
       recount();
     },
     reset() {
-      withdrawn = false;
+      withdrawn = null;
+      yieldedToGM = false;
       announce();
       recount();
     },

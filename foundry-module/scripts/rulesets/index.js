@@ -14,8 +14,9 @@
  *   - `api.relay(ruleset, action, data)` (any client) and `api.onRelay(action, handler, {sealed})`
  *     (runs on the active GM's client, attributed to Foundry's sender id; `sealed`: the answer
  *     reaches the asker only encrypted, logic/relay.js "Sealed replies");
- *   - `api.postCard(card, {whisper, blind, flags, dice, diceUserId})`: a bridge `card` as a new
- *     ChatMessage, its dice on it as Rolls (Dice So Nice throws them once, for its readers);
+ *   - `api.postCard(card, {whisper, blind, authorId, flags, dice, diceUserId})`: a bridge `card` as
+ *     a new ChatMessage (its audience from logic/cards.js cardAudience: a self card is posted as its
+ *     asker), its dice on it as Rolls (Dice So Nice throws them once, for its readers);
  *   - `api.physicalDice(faces, count)` (the roller's client, before relaying: null when the world
  *     allows no physical dice for this ruleset, else a Promise of the dice thrown) and
  *     `api.sendWithPhysical(physical, send)` (sends again with each further die the bridge names);

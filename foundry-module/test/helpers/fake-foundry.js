@@ -152,8 +152,14 @@ export class FakeMessage {
     this.rolls = data.rolls ?? [];
     this.flavor = data.flavor;
     this.flags = structuredClone(data.flags ?? {});
-    // ChatMessage#timestamp: when it was created, ms since the epoch (Foundry's server sets it).
-    this.timestamp = data.timestamp ?? Date.now();
+    // ChatMessage#timestamp: ms since the epoch by the clock of the browser that created it (v13
+    // common/documents/chat-message.mjs: `timestamp: new fields.NumberField({..., initial: Date.now})`,
+    // filled in where the data is made): a player's wrong clock lands here (world.clientClockSkewMs).
+    this.timestamp = data.timestamp ?? Date.now() + (world.clientClockSkewMs.get(world.currentUserId) ?? 0);
+    // `_stats.createdTime`: the server's clock at creation; Foundry's server manages it and ignores
+    // it in creation data (DocumentStatsField.managedFields: "These fields are managed by the server
+    // and are ignored if they appear in creation or update data", common/data/fields.mjs).
+    this._stats = { createdTime: world.serverNow() };
     // ChatMessage#author (v12+): the User who posted it; Foundry fills it with the current user.
     this.author = world.users.get(data.author ?? world.currentUserId) ?? null;
   }
@@ -310,8 +316,22 @@ export function installFakeFoundry({ WebSocket, diceSoNice = false, settings = {
       world.actors.set(id, actor);
       return actor;
     },
-    /** Create a message as ChatMessage.create does, firing createChatMessage. */
+    /** Per user: how far their browser's clock is off (ms added to Date.now for the `timestamp` of what they create). */
+    clientClockSkewMs: new Map(),
+    /** The Foundry server's clock (ms since the epoch): `_stats.createdTime` of a new message. */
+    serverNow: () => Date.now(),
+    /**
+     * Create a message as ChatMessage.create does, firing createChatMessage. Like Foundry v13's
+     * `BaseChatMessage.#canCreate` (common/documents/chat-message.mjs): a GM may create a message
+     * for any author; anyone else only as themself ("You cannot impersonate a different user"),
+     * or the creation is refused. Outside any user (a test setting up the world's log, e.g. a
+     * captured message with its own author) nothing is checked.
+     */
     async createMessage(data) {
+      const creator = users.get(world.currentUserId);
+      if (creator && data.author !== undefined && data.author !== creator.id && !creator.isGM) {
+        throw new Error(`User ${creator.name} lacks permission to create ChatMessage as another author`);
+      }
       const message = new FakeMessage(world, data);
       world.messages.set(message.id, message);
       callHooks("createChatMessage", message, {}, world.currentUserId);

@@ -9,7 +9,10 @@
  * - `pending_choice_card` on a test card: id of the choice card waiting for spend/keep (null after)
  * - `card_for` on our own cards: the test card's id; `choice_by` on a pending choice card
  * - `fated_outside` on a test card: the evidence (`raised_level`/`fate_card`) that SoHL fated the
- *   test outside the bridge, recorded by the bridge; `sohl_fate_actor` on a test card that shows
+ *   test outside the bridge, recorded by the bridge; `fated_outside_pending` on every message of a
+ *   test whose report never got the bridge's answer (the link was lost): `{evidence, message_id,
+ *   card_message_id}`, the report to send again at the next link-up (`resendOutside`), null once
+ *   answered; `sohl_fate_actor` on a test card that shows
  *   SoHL's own Fate button: its actor's UUID
  * - `test_key`, `test_of`, `test_item` on a test card: the test's identity (card.js testKey), the
  *   id of the test's first message, and the tested item's id. A card naming its item is a fresh
@@ -44,6 +47,7 @@ import { EVIDENCE, firstGradingEventId } from "./messages.js";
 import { buildActor, ITEM_RUNTIME, MODULE_FLAG_SCOPE, SPEND_SEQ_FLAG } from "./actor.js";
 import { cardAudience, contentVisibleTo, postCard, visibilityOfMessage } from "../../logic/cards.js";
 import { RECEIPT_FLAG, receiptOf, withReceipt } from "../../logic/receipts.js";
+import { BridgeError } from "../../logic/errors.js";
 
 /** Flag keys of this module. */
 export const FLAGS = Object.freeze({
@@ -56,8 +60,16 @@ export const FLAGS = Object.freeze({
   TEST_OF: "test_of",
   TEST_ITEM: "test_item",
   FATED_OUTSIDE: "fated_outside",
+  OUTSIDE_PENDING: "fated_outside_pending",
   SOHL_FATE_ACTOR: "sohl_fate_actor",
 });
+
+/**
+ * Codes of a request that never got the bridge's answer (the link stopped or was given up, the
+ * request timed out or was not kept): what it asked is asked again at the next link-up. Any other
+ * code is the bridge's (or this browser's) answer.
+ */
+export const NOT_ANSWERED = Object.freeze(["closed", "superseded", "unauthorized", "timeout", "queue_full", "rate_limited", "bridge_down", "not_active_gm"]);
 
 /** Refusal codes that have their own notice; anything else is shown as `internal`. */
 export const NOTICE_CODES = Object.freeze([
@@ -130,6 +142,8 @@ export function gradedFlag(graded, points) {
  *   a ChatMessage; `flags` = this module's flags
  * @property {(key: string, value: unknown) => string[]} messageIdsWithFlag ids of the messages whose
  *   module flag `key` is `value`
+ * @property {(key: string) => Array<{id: string, flag: any}>} messagesWithFlag the messages that
+ *   carry module flag `key` (any value), with it
  * @property {(uuid: string, options?: {runtime?: object}) => object|null} actorSnapshot see actor.js ActorSnapshot
  * @property {(actorUuid: string, itemId: string) => object|null} itemData plain {id, name, type, system}
  * @property {(messageId: string, key: string, value: unknown) => Promise<void>} setMessageFlag
@@ -137,7 +151,6 @@ export function gradedFlag(graded, points) {
  * @property {(data: {content: string, speaker: object, whisper: string[], blind: boolean, flags: object}) => Promise<string>} createChatMessage resolves to the new id
  * @property {(messageId: string, data: {content: string, flags: object}) => Promise<void>} updateChatMessage
  * @property {(level: "info"|"warn"|"error", key: string, data?: object) => void} notify
- * @property {(payload: object) => void} emitSocket to the module socket
  */
 
 /**
@@ -158,16 +171,17 @@ export function gradedFlag(graded, points) {
  * }} `gradeMessage` never throws: a card that is not a SoHL test gives `{ok: false, code: "not_sohl"}`;
  *   `first`: the message's first grading, sent under its one event id (messages.js
  *   firstGradingEventId) so a second browser sending it gets the bridge's stored reply;
- *   `requestSpend` / `requestChoice` resolve true when the bridge's decision was applied, false
- *   after telling the requesting user why not (nothing applied then).
+ *   `requestSpend` / `requestChoice` resolve true when the bridge's decision was applied, and
+ *   reject with a BridgeError whose code says why not (nothing applied then; `apply_failed`: the
+ *   decision was made and could not be applied, which the GM is told too). The refusal goes back
+ *   as the relay's answer to the one request (logic/relay.js `done`, by `request_id`), so only the
+ *   browser window whose click it was shows it: the same player's other window, whose click won,
+ *   shows its card and nothing else. It carries its code alone (every browser receives a `done`).
  */
 export function createFateFlow({ foundry, connection, build, domParser }) {
-  /** Tell `userId` (this client or another, over the module socket) about a refusal. */
-  function tell(userId, code) {
-    const key = noticeKey(code);
-    const level = noticeLevel(code);
-    if (userId === foundry.currentUserId()) foundry.notify(level, key);
-    else foundry.emitSocket({ type: "notice", to: userId, level, key });
+  /** A refusal for the asking window: its code only, no detail (see createFateFlow). */
+  function refused(code) {
+    return new BridgeError(code, `the GM's browser refused this Fate request: ${code}`);
   }
 
   /** The other messages of the test whose first message is `testOf`, oldest first. */
@@ -191,23 +205,24 @@ export function createFateFlow({ foundry, connection, build, domParser }) {
     return earlier ? { testOf: earlier.flags[FLAGS.TEST_OF], itemId: earlier.flags[FLAGS.TEST_ITEM] ?? null } : { testOf: message.id, itemId: null };
   }
 
-  /** The `fated` flag of `messageId` or of another message of its test, or undefined. */
-  function fatedOfTest(messageId, testOfId) {
+  /** The first truthy module flag `key` of `messageId` or of another message of its test, or undefined. */
+  function flagOfTest(messageId, testOfId, key) {
     for (const id of [messageId, ...sameTest(messageId, testOfId)]) {
-      const fated = foundry.messageData(id)?.flags[FLAGS.FATED];
-      if (fated) return fated;
+      const value = foundry.messageData(id)?.flags[key];
+      if (value) return value;
     }
     return undefined;
   }
 
+  /** The `fated` flag of `messageId` or of another message of its test, or undefined. */
+  const fatedOfTest = (messageId, testOfId) => flagOfTest(messageId, testOfId, FLAGS.FATED);
   /** The `fated_outside` flag of `messageId` or of another message of its test, or undefined. */
-  function outsideOfTest(messageId, testOfId) {
-    for (const id of [messageId, ...sameTest(messageId, testOfId)]) {
-      const outside = foundry.messageData(id)?.flags[FLAGS.FATED_OUTSIDE];
-      if (outside) return outside;
-    }
-    return undefined;
-  }
+  const outsideOfTest = (messageId, testOfId) => flagOfTest(messageId, testOfId, FLAGS.FATED_OUTSIDE);
+  /**
+   * The report of SoHL's own Fate on the test still waiting for the bridge (`fated_outside_pending`),
+   * or undefined: SoHL fated the test all the same, so it offers no Fate meanwhile.
+   */
+  const pendingOfTest = (messageId, testOfId) => flagOfTest(messageId, testOfId, FLAGS.OUTSIDE_PENDING);
 
   /**
    * Issue 24: the repost read into `parts` has the same d100, EML and level modifier as its
@@ -229,22 +244,35 @@ export function createFateFlow({ foundry, connection, build, domParser }) {
   /**
    * Report to the bridge that SoHL fated the test of `messageId` itself; on its answer, flag every
    * message of the test `fated_outside` and store the re-stated grading (with `points`, the actor's
-   * Fate Points as graded, or those of the message's `graded` flag).
+   * Fate Points as graded, or those of the message's `graded` flag). A report that never got the
+   * bridge's answer (NOT_ANSWERED) leaves every message of the test `fated_outside_pending`: no
+   * Spend Fate is offered on it, and the next link-up sends it again (`resendOutside`) under the
+   * same event id (messages.js outsideEventId), before anything else. A refusal by the bridge
+   * clears it.
    *
    * @returns {Promise<{ok: true, graded: object} | {ok: false, code: string}>}
    */
   async function reportOutside(messageId, evidence, cardMessageId, points) {
+    const testIds = () => [messageId, ...sameTest(messageId, foundry.messageData(messageId)?.flags[FLAGS.TEST_OF] ?? messageId)];
+    /** Set (or, with null, clear) the pending report on every message of the test. */
+    const markPending = async (value) => {
+      for (const id of testIds()) {
+        if ((foundry.messageData(id)?.flags[FLAGS.OUTSIDE_PENDING] ?? null) !== value) await foundry.setMessageFlag(id, FLAGS.OUTSIDE_PENDING, value);
+      }
+    };
     let graded;
     try {
       graded = await connection.request(build.fatedOutside({ messageId, evidence, cardMessageId }));
     } catch (error) {
-      return { ok: false, code: error.code ?? "internal" };
+      const code = error.code ?? "internal";
+      await markPending(NOT_ANSWERED.includes(code) ? { evidence, message_id: messageId, card_message_id: cardMessageId ?? null } : null);
+      return { ok: false, code };
     }
     const message = foundry.messageData(messageId);
-    const testOfId = message?.flags[FLAGS.TEST_OF] ?? messageId;
-    for (const id of [messageId, ...sameTest(messageId, testOfId)]) {
+    for (const id of testIds()) {
       if (!foundry.messageData(id)?.flags[FLAGS.FATED_OUTSIDE]) await foundry.setMessageFlag(id, FLAGS.FATED_OUTSIDE, evidence);
     }
+    await markPending(null);
     const flag = gradedFlag(graded, points ?? message?.flags[FLAGS.GRADED]?.points ?? []);
     await foundry.setMessageFlag(messageId, FLAGS.GRADED, flag);
     return { ok: true, graded: flag };
@@ -312,12 +340,15 @@ export function createFateFlow({ foundry, connection, build, domParser }) {
     if (fated && !message.flags[FLAGS.FATED]) await foundry.setMessageFlag(messageId, FLAGS.FATED, fated);
     const outside = outsideOfTest(messageId, parts.testOf);
     if (outside && !message.flags[FLAGS.FATED_OUTSIDE]) await foundry.setMessageFlag(messageId, FLAGS.FATED_OUTSIDE, outside);
+    const pending = outside ? undefined : pendingOfTest(messageId, parts.testOf);
+    if (pending && !message.flags[FLAGS.OUTSIDE_PENDING]) await foundry.setMessageFlag(messageId, FLAGS.OUTSIDE_PENDING, pending);
     const receipt = receiptOf(graded); // the grading posts no card: SoHL's own message keeps it
     if (receipt) await foundry.setMessageFlag(messageId, RECEIPT_FLAG, receipt);
     // SoHL's own Fate reposted the test with its level raised: the bridge records the test fated
     // before this repost gets its `graded` flag, so it never shows a Spend Fate button meanwhile.
+    // (Not while a report of it waits for the link: one outside Fate, one report.)
     let outsideRefused;
-    if (!fated && !outside && raisedOverFirst(parts)) {
+    if (!fated && !outside && !pending && raisedOverFirst(parts)) {
       const reported = await reportOutside(messageId, EVIDENCE.RAISED_LEVEL, undefined, parts.actor.fate_points);
       if (reported.ok) return reported;
       outsideRefused = reported.code;
@@ -366,7 +397,7 @@ export function createFateFlow({ foundry, connection, build, domParser }) {
       }
     }
     // A Fate card (and its die) is seen by whoever saw the test it fates.
-    const { whisper, blind } = cardAudience({ sameAs: original });
+    const audience = cardAudience({ sameAs: original });
     const pendingCard = original.flags[FLAGS.PENDING_CHOICE_CARD];
     if (answersChoice && pendingCard && foundry.messageData(pendingCard)) {
       await foundry.updateChatMessage(pendingCard, { content: resolved.card.html, flags: withReceipt(resolved, { [FLAGS.CHOICE_BY]: [] }) });
@@ -379,57 +410,41 @@ export function createFateFlow({ foundry, connection, build, domParser }) {
     const flags = { [FLAGS.CARD_FOR]: original.id };
     if (resolved.outcome === "choice") flags[FLAGS.CHOICE_BY] = [...resolved.choice_by];
     const dice = !answersChoice && Number.isInteger(resolved.fate_roll) ? [{ faces: 100, results: [resolved.fate_roll] }] : [];
-    const cardId = await postCard(foundry, resolved.card, { whisper, blind, flags: withReceipt(resolved, flags), dice, diceUserId: askerId });
+    const cardId = await postCard(foundry, resolved.card, { ...audience, flags: withReceipt(resolved, flags), dice, diceUserId: askerId });
     if (resolved.outcome === "choice") await foundry.setMessageFlag(original.id, FLAGS.PENDING_CHOICE_CARD, cardId);
     return true;
   }
 
-  /** Shared path of spend and choice: checks, the bridge request, the apply, the notices. */
+  /** Shared path of spend and choice: checks, the bridge request, the apply; a refusal is thrown. */
   async function decide(messageId, userId, makeRequest, { regrade }) {
     // A link that is merely down keeps the request until it is back (nothing lost in an outage).
-    if (connection.isStopped()) {
-      tell(userId, "bridge_down");
-      return false;
-    }
+    if (connection.isStopped()) throw refused("bridge_down");
     const original = foundry.messageData(messageId);
-    if (!original) {
-      tell(userId, "not_found");
-      return false;
-    }
+    if (!original) throw refused("not_found");
     // A player spends or chooses only on a result Foundry shows them (a GM on any).
-    if (!foundry.isGMUser(userId) && !contentVisibleTo(original, userId)) {
-      tell(userId, "forbidden");
-      return false;
-    }
+    if (!foundry.isGMUser(userId) && !contentVisibleTo(original, userId)) throw refused("forbidden");
     const read = readSohlCard(original.content, domParser);
     const cardActorUuid = read?.ok ? read.card.actorUuid : null;
     if (regrade) {
       const graded = await gradeMessage(messageId);
-      if (!graded.ok) {
-        tell(userId, graded.code === "not_sohl" ? "bad_card" : graded.code);
-        return false;
-      }
+      if (!graded.ok) throw refused(graded.code === "not_sohl" ? "bad_card" : graded.code);
       // Fated once in total, whichever of the test's messages the click comes from, and never
       // after SoHL fated it itself (issue 24).
       const testOfId = foundry.messageData(messageId)?.flags[FLAGS.TEST_OF];
-      if (fatedOfTest(messageId, testOfId) || outsideOfTest(messageId, testOfId)) {
-        tell(userId, "already_fated");
-        return false;
-      }
+      if (fatedOfTest(messageId, testOfId) || outsideOfTest(messageId, testOfId) || pendingOfTest(messageId, testOfId)) throw refused("already_fated");
     }
     let resolved;
     try {
       resolved = await connection.request(makeRequest({ userName: foundry.userName(userId) ?? undefined, userIsGM: foundry.isGMUser(userId) }));
     } catch (error) {
-      tell(userId, error.code ?? "internal");
-      return false;
+      throw refused(error.code ?? "internal");
     }
     const applied = await applyResolved(resolved, foundry.messageData(messageId) ?? original, cardActorUuid, !regrade, userId);
     if (!applied) {
-      tell(userId, "apply_failed");
       if (userId !== foundry.currentUserId()) foundry.notify("error", noticeKey("apply_failed"));
+      throw refused("apply_failed");
     }
-    return applied;
+    return true;
   }
 
   /**
@@ -448,8 +463,30 @@ export function createFateFlow({ foundry, connection, build, domParser }) {
     return done;
   }
 
+  /**
+   * Send again every report of SoHL's own Fate that never got the bridge's answer (flag
+   * `fated_outside_pending`, which names the report's message), one after the other, each once.
+   *
+   * @returns {Promise<Array<{messageId: string, ok: boolean, code?: string}>>} each report's outcome
+   */
+  async function resendOutside() {
+    const outcomes = [];
+    const done = new Set();
+    for (const { flag } of foundry.messagesWithFlag(FLAGS.OUTSIDE_PENDING)) {
+      // Every message of the test carries it; it names the message the report was made for.
+      if (!flag || typeof flag.message_id !== "string" || !Object.values(EVIDENCE).includes(flag.evidence)) continue;
+      const key = JSON.stringify([flag.message_id, flag.evidence, flag.card_message_id ?? null]);
+      if (done.has(key)) continue;
+      done.add(key);
+      const outcome = await reportOutside(flag.message_id, flag.evidence, flag.card_message_id ?? undefined);
+      outcomes.push({ messageId: flag.message_id, ...(outcome.ok ? { ok: true } : { ok: false, code: outcome.code }) });
+    }
+    return outcomes;
+  }
+
   return {
     gradeMessage,
+    resendOutside,
     requestSpend: ({ messageId, pointId, userId, physical = null }) =>
       oneAtATime(messageId, () => decide(messageId, userId, (user) => build.fateSpend({ messageId, pointId, userId, physical, ...user }), { regrade: true })),
     requestChoice: ({ messageId, choice, userId }) =>

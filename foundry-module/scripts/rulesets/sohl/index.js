@@ -17,7 +17,7 @@ import { BridgeError } from "../../logic/errors.js";
 import { messageBuilders } from "../../logic/messages.js";
 import { RELAY_LIMITS } from "../../logic/relay.js";
 import { relayedPhysical } from "../../logic/dice-trust.js";
-import { createFateFlow, FLAGS, noticeKey, noticeLevel } from "./fate-flow.js";
+import { createFateFlow, FLAGS, NOT_ANSWERED, noticeKey, noticeLevel } from "./fate-flow.js";
 import { decorateCard } from "./card-ui.js";
 import { readSohlCard } from "./card.js";
 import { resolveFateOption, sohlMessageBuilders } from "./messages.js";
@@ -44,7 +44,8 @@ const FATE_OPTION_CHOICES = Object.freeze({
  * Catch-up grading (issue 24): when the link comes up, the browser holding it grades the tests
  * rolled while no GM's browser held a link (nobody graded them then). It looks at the world's last
  * `limit` chat messages, none older than `maxAgeMs` (a test of an earlier session, days ago, stays
- * ungraded: its moment has passed), and sends each SoHL test among them without a `graded` flag
+ * ungraded: its moment has passed), by Foundry's server's time of creation and the GM's clock,
+ * never a player's (foundry.js recentMessageIds), and sends each SoHL test among them without a `graded` flag
  * once, as its first grading (messages.js firstGradingEventId): if another browser had sent it
  * before leaving, the bridge answers with its stored reply.
  */
@@ -54,13 +55,6 @@ export const CATCH_UP = Object.freeze({
   /** One session: a test rolled more than 3 hours ago is not caught up. */
   maxAgeMs: 3 * 60 * 60 * 1000,
 });
-
-/**
- * Codes of a grading that never got the bridge's answer (the link stopped or was given up, the
- * request timed out or was not kept): that message is tried again at the next link-up. Any other
- * outcome (graded, refused by the bridge, not a SoHL test) is final for this browser.
- */
-const GRADING_NOT_ANSWERED = new Set(["closed", "superseded", "unauthorized", "timeout", "queue_full", "rate_limited", "bridge_down", "not_active_gm"]);
 
 /** A relayed action's `data` must carry these fields as strings. */
 function fieldsOf(data, fields) {
@@ -117,8 +111,8 @@ export function install(api) {
     if (!api.linked()) throw new BridgeError("bridge_down", "this browser has no bridge connection");
     return flow;
   }
-  // The flow tells the user about refusals and resolves false then, so the handler's result
-  // says whether anything was applied.
+  // The flow resolves true once the decision is applied and rejects with the refusal's code
+  // otherwise: the relay's `done` takes it back to the asking window alone (fate-flow.js).
   api.onRelay(ACTIONS.SPEND, (data, sender) => {
     const { message_id: messageId, point_id: pointId } = fieldsOf(data, ["message_id", "point_id"]);
     return linkedFlow().requestSpend({ messageId, pointId, userId: sender.userId, physical: relayedPhysical(data.physical) });
@@ -172,7 +166,9 @@ export function install(api) {
     return flow.gradeMessage(messageId, { first: true }).then((result) => {
       if (result.outsideRefused) console.warn(`fate-bridge | SoHL's own Fate on message ${messageId} not recorded: ${result.outsideRefused}`);
       if (result.ok || result.code === "not_sohl") return;
-      if (GRADING_NOT_ANSWERED.has(result.code)) gradingSent.delete(messageId);
+      // A grading that never got the bridge's answer is tried again at the next link-up; any other
+      // outcome (graded, refused by the bridge, not a SoHL test) is final for this browser.
+      if (NOT_ANSWERED.includes(result.code)) gradingSent.delete(messageId);
       console.warn(`fate-bridge | message ${messageId} not graded: ${result.code}`);
     });
   }
@@ -180,15 +176,19 @@ export function install(api) {
     if (!api.isActiveGM() || !api.linked()) return;
     gradeOnce(message.id);
   });
-  // Tests rolled while no browser held the link, graded once the link is up (CATCH_UP), one after
-  // the other in the order they were posted: a repost joins its test by the flags its test's first
-  // message gets when graded, and SoHL's own Fate card counts against the test card flagged as
-  // offering SoHL's Fate (fate-flow.js), so neither may be graded before the test it follows.
+  // At each link-up, first the reports of SoHL's own Fate that the link lost (a test shows no Spend
+  // Fate while its report waits: fate-flow.js), then the tests rolled while no browser held the
+  // link, graded once the link is up (CATCH_UP), one after the other in the order they were
+  // posted: a repost joins its test by the flags its test's first message gets when graded, and
+  // SoHL's own Fate card counts against the test card flagged as offering SoHL's Fate
+  // (fate-flow.js), so neither may be graded before the test it follows.
   api.onLinkUp(() => {
     if (!api.isActiveGM()) return;
-    const ids = fvtt.recentMessageIds(CATCH_UP);
     (async () => {
-      for (const messageId of ids) await gradeOnce(messageId);
+      for (const outcome of await flow.resendOutside()) {
+        if (!outcome.ok) console.warn(`fate-bridge | SoHL's own Fate on message ${outcome.messageId} not recorded yet: ${outcome.code}`);
+      }
+      for (const messageId of fvtt.recentMessageIds(CATCH_UP)) await gradeOnce(messageId);
     })();
   });
   fvtt.onHook("renderChatMessageHTML", (message, html) => {
