@@ -84,6 +84,20 @@ def answer(message: wire.ClientMessage, state: WorldState) -> wire.BridgeMessage
     return query(message, state)
 
 
+def named_decision(message: wire.Request) -> tuple[str, Refusal] | None:
+    """The earlier decision ``message`` names, as ``(target, refusal)``: ``gm_override``'s
+    ``target_event_id`` (a decision's event id or the id of the chat message showing it) and its
+    ``not_found`` refusal (:func:`bridge.fairness.decide.named_decision`); None for a request
+    naming none.
+
+    The world must hold that decision (:meth:`bridge.store.base.Store.holds_decision`). A
+    decision cannot ask: its state is the world's records, not its trail, and every read it
+    makes is replayed from its record. So the shell asks the store before :func:`decide` and
+    answers the refusal itself, nothing decided or recorded (as for a frame that does not
+    decode), and a trail written before the check replays as it was decided."""
+    return fairness.named_decision(message)
+
+
 def rule(message: wire.Request, state: WorldState, dice: Dice) -> Outcome:
     """The handler's :class:`~bridge.ruleset.Outcome` of one request of any installed ruleset or
     of the dice layer (sohl's ``settings`` included).

@@ -403,6 +403,8 @@ class Session:
     async def _decide(self, message: wire.Request, dice: Dice) -> Reply:
         """Run one decision in the store (:func:`bridge.core.decide`), log one line for it and
         count it in the server's metrics (its result, refusal code and seconds, when given).
+        A new request naming an earlier decision the world does not hold
+        (:func:`bridge.core.named_decision`) is refused ``not_found`` before, unrecorded.
         A decision that passed with a public card also goes to the world's overlay viewers; a
         replayed ``event_id`` does not go again."""
         assert self.world_id is not None
@@ -411,6 +413,16 @@ class Session:
         message_bytes = sorted_json(message)
         tag = message.__struct_config__.tag
         language, new_seed = self.language, self.new_seed
+        named = core.named_decision(message)
+        if (named is not None and not await self.store.holds_decision(self.world_id, named[0])
+                and not await self.store.decided(self.world_id, event_id)):  # a repeat: its stored reply
+            refusal = named[1]  # nothing decided, nothing recorded (bridge.core.named_decision)
+            self.log.info("decision", event_id=event_id, type=tag, replayed=False, overlay=False,
+                          code=refusal.code, field=refusal.field)
+            if self.metrics is not None:
+                self.metrics.decided(registry.ruleset_of(message), refusal.code, False,
+                                     self.metrics.clock() - started)
+            return Reply([error_frame(refusal, event_id)])
 
         def decision(state: WorldState) -> Decision:
             # runs on this event loop against the world's state in memory (Store.decide)

@@ -29,6 +29,7 @@ from bridge.status import Presence
 from bridge.fairness.dice import derive_die, fingerprint
 from bridge.config import load_signing_key
 from bridge.heads import sign_head
+from bridge.errors import WorldNotRegistered
 from bridge.session import Session
 from bridge.store import AuditFilter, SQLiteStore
 from bridge.store.blobs import unpack
@@ -356,8 +357,9 @@ class TestPhysicalDice:
 
 
 def override(event_id: str, **fields) -> dict:
-    return gm("gm_override", event_id, target_event_id="ev-q", message_id="chatMsg00000001",
-              result="Exceptional Yes", values=[3], reason="the story needs it", **fields)
+    defaults = dict(target_event_id="ev-q", message_id="chatMsg00000001", result="Exceptional Yes", values=[3],
+                    reason="the story needs it")
+    return gm("gm_override", event_id, **{**defaults, **fields})
 
 
 class TestOverrides:
@@ -391,10 +393,88 @@ class TestOverrides:
 
     async def test_the_override_mark_for_players_is_a_world_setting(self, fair):
         await ok(fair, settings(override_mark="gm"))
+        await ok(fair, gm("dice_session_start", "ev-start"))
+        await ok(fair, mythic.question("ev-q", client_seed="x"))
         applied = await ok(fair, override("ev-o1"))
         assert applied["marked"] is False
         assert "GM override" not in applied["card"]["html"] and "Exceptional Yes" in applied["card"]["html"]
         assert "GM override" in applied["gm_card"]["html"]
+
+
+
+class TestOverrideTargets:
+    """Issue 36: an override names a decision the world holds, by its event id or by the chat
+    message showing it; anything else is refused ``not_found`` before deciding, unrecorded."""
+
+    async def test_a_decision_is_overridden_by_its_event_id_or_its_chat_message_id(self, fair, store):
+        await ok(fair, gm("dice_session_start", "ev-start"))
+        await ok(fair, mythic.question("ev-q", client_seed="x"))
+        await ok(fair, sohl.rolled("ev-roll", "sohlRollMsg0001"))  # sohl's own roll message: its columns link it
+        by_event = await ok(fair, override("ev-o1"))
+        assert (by_event["type"], by_event["target_event_id"]) == ("override_applied", "ev-q")
+        by_message = await ok(fair, override("ev-o2", target_event_id="sohlRollMsg0001", message_id="sohlRollMsg0001"))
+        assert (by_message["type"], by_message["target_event_id"]) == ("override_applied", "sohlRollMsg0001")
+        assert [r.type for r in await store.audit_rows(AuditFilter(world_id="w"))] == [
+            "gm_override", "gm_override", "test_rolled", "chart_question", "dice_session_start"]
+
+    async def test_an_override_of_a_decision_the_world_does_not_hold_is_refused_naming_it(self, fair, store):
+        await ok(fair, gm("dice_session_start", "ev-start"))
+        await ok(fair, mythic.question("ev-q", client_seed="x"))
+        # a refused request holds no result: neither its event id nor the chat message it names
+        refused = await frames(fair, {**override("ev-not-gm", message_id="chatOfRefusal01"), "user_is_gm": False})
+        assert refused["code"] == "forbidden"
+        before = len(await store.audit_rows(AuditFilter(world_id="w")))
+        with capture_logs() as logs:
+            for target in ("ev-nowhere", "ev-not-gm", "chatOfRefusal01", "chatMsg00000001"):
+                missing = await frames(fair, override(f"ev-o-{target}", target_event_id=target))
+                assert (missing["type"], missing["code"], missing["field"], missing["ref"]) == (
+                    "error", "not_found", "target_event_id", f"ev-o-{target}")
+                assert f"'{target}'" in missing["message"], missing["message"]
+        assert len(await store.audit_rows(AuditFilter(world_id="w"))) == before  # nothing recorded
+        assert [(line["event"], line["code"], line["field"]) for line in logs] == [
+            ("decision", "not_found", "target_event_id")] * 4
+        # nothing applied: the target overridden next is the one the world holds, on a clean state
+        assert (await ok(fair, override("ev-o-after")))["target_event_id"] == "ev-q"
+
+    async def test_the_refusal_is_in_the_worlds_language(self, store):
+        german = Session(store, ScriptedDice([]), trusted=True, default_world="w")
+        german.language = "de"
+        missing = await frames(german, override("ev-o1", target_event_id="ev-nowhere"))
+        assert missing["code"] == "not_found" and "'ev-nowhere'" in missing["message"]
+        assert "hält keine Entscheidung" in missing["message"], missing["message"]
+
+    async def test_an_older_bridges_stored_reply_names_a_decision(self, fair, store):
+        """Decisions of bridges older than issue 17 may be known by an ``events`` row alone."""
+        from bridge.store.schema import INSERT_EVENT
+
+        rows = [("w", "ev-old", b'{"type":"chart_answer","v":1,"event_id":"ev-old"}', None),
+                ("w", "ev-old-refused", b'{"type":"error","v":1,"code":"forbidden"}', None)]
+        await store._run(store._transaction, lambda conn: conn.executemany(INSERT_EVENT, rows))
+        assert await store.holds_decision("w", "ev-old") is True
+        assert await store.holds_decision("w", "ev-old-refused") is False
+        assert (await ok(fair, override("ev-o1", target_event_id="ev-old")))["type"] == "override_applied"
+        with pytest.raises(WorldNotRegistered):
+            await store.holds_decision("nowhere", "ev-old")
+
+    async def test_a_trail_with_overrides_of_unknown_targets_still_verifies(self, store):
+        """Bridges before issue 36 applied an override of any target: their records replay as
+        they were decided (the check is the shell's, outside the record)."""
+        older_bridge = Session(store, ScriptedDice([]), trusted=True, default_world="w")
+
+        async def without_the_check(world_id: str, target: str) -> bool:
+            return True
+
+        store.holds_decision = without_the_check  # what an older bridge did: no look-up at all
+        try:
+            applied = await ok(older_bridge, override("ev-o1", target_event_id="ev-never-decided"))
+            assert applied["target_event_id"] == "ev-never-decided"
+        finally:
+            del store.holds_decision
+        assert (await frames(older_bridge, override("ev-o2", target_event_id="ev-never-decided")))["code"] == "not_found"
+        (report,) = await store.verify("w", None)
+        assert report.records == 1 and report.ok, report.problems
+        assert (await ok(older_bridge, override("ev-o1", target_event_id="ev-never-decided")))["type"] == (
+            "override_applied")  # its event id repeated: the stored reply, as before the check
 
 
 # --- purity --------------------------------------------------------------------------------------

@@ -226,7 +226,7 @@ class TestEveryCardInGerman:
 # GM override shown marked to the players (``override_mark`` everyone) and to the GMs.
 DICE_LINES = [
     {"type": "dice_session_start", "v": 1, "event_id": "dice-1", **GM},
-    {"type": "gm_override", "v": 1, "event_id": "dice-2", **GM, "target_event_id": "ev-q",
+    {"type": "gm_override", "v": 1, "event_id": "dice-2", **GM, "target_event_id": "dice-1",
      "message_id": "chatMsg00000001", "result": "Exceptional Yes", "values": [3], "reason": "the story needs it"},
     {"type": "dice_session_end", "v": 1, "event_id": "dice-3", **GM},
 ]

@@ -221,7 +221,9 @@ def save_settings(message: wire.SetDiceSettings, state: WorldState, dice: Dice, 
 def override(message: wire.GmOverride, state: WorldState, dice: Dice) -> Outcome:
     """Record a GM's hand-set result for ``target_event_id`` (GM only): who, what, why, in which
     dice session. The players' card carries the override mark when the world's ``override_mark``
-    is ``everyone``; the GM's card always does; the audit trail always holds it."""
+    is ``everyone``; the GM's card always does; the audit trail always holds it. That the world
+    holds the target is checked before, by the shell (:func:`named_decision`): the state a
+    handler reads holds the world's records, not its trail."""
     _require_gm(message, _("only a GM may override a result"))
     settings, current = settings_of(state), current_of(state)
     state.put(OVERRIDE_KIND, message.target_event_id,
@@ -238,6 +240,19 @@ def override(message: wire.GmOverride, state: WorldState, dice: Dice) -> Outcome
         by_user_id=message.user_id, session_id=current.session_id, marked=marked, card=card,
         gm_card=gm_card)
     return _done(message, reply, "override", f"{message.result}: {message.reason}")
+
+
+def named_decision(message: shared.ClientMessage) -> tuple[str, NotFound] | None:
+    """The earlier decision ``message`` names, with the refusal for a world that holds none (field
+    ``target_event_id``, naming it): ``gm_override``'s target (a decision's event id or the id of
+    the chat message showing it); None for any other message. Checked by the shell before
+    :func:`override` runs (see :func:`bridge.core.named_decision`)."""
+    if not isinstance(message, wire.GmOverride):
+        return None
+    target = message.target_event_id
+    return target, NotFound(_("target_event_id: this world holds no decision %(target)r to override: give the "
+                              "event id of a decision that passed, or the id of the chat message showing its "
+                              "result") % {"target": target}, field="target_event_id")
 
 
 def status(message: wire.DiceStatus, state: WorldState) -> wire.DiceStatusReply:

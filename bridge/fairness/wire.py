@@ -91,7 +91,8 @@ class GmOverride(_GmRequest, tag="gm_override", kw_only=True):
     """A GM sets a result by hand (a "fudge"), as a decision of its own: ``target_event_id`` is
     the decision whose result it replaces, ``message_id`` the ChatMessage showing it, ``result``
     the result as set, ``values`` the dice as set (if any), ``reason`` why (required).
-    Answered ``override_applied``."""
+    Answered ``override_applied``; refused ``not_found`` (field ``target_event_id``) when the
+    world holds no decision that passed under that event id or linked to that ChatMessage."""
 
     target_event_id: Id
     message_id: Id | None = None

@@ -242,6 +242,20 @@ class Store(Protocol):
         reply is returned either way, as the contract says)."""
         ...
 
+    async def holds_decision(self, world_id: str, target: str) -> bool:
+        """Whether ``world_id`` holds a decision that passed and that ``target`` names: its
+        ``event_id``, or the id of the ChatMessage its audit columns link (``message_id``); a
+        refused request holds none. Committed decisions only (a reply is sent after its COMMIT,
+        so a client names no other). What a request naming an earlier decision needs
+        (``gm_override``, :func:`bridge.core.named_decision`). Raises ``WorldNotRegistered`` for
+        a world not registered."""
+        ...
+
+    async def decided(self, world_id: str, event_id: str) -> bool:
+        """Whether a request under ``event_id`` was decided in ``world_id`` already (passed or
+        refused): :meth:`decide` answers its repeat with the stored reply."""
+        ...
+
     async def read(self, world_id: str, query: Callable[[WorldState], T]) -> T:
         """Run a read-only ``query`` on the world's state; anything it writes is discarded."""
         ...

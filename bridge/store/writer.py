@@ -468,6 +468,29 @@ class BatchWriter(WorldRows, InviteRows, AuditRows):
         seq, _ = self._event_record(conn, world_id, event_id)
         return seq is not None, seq
 
+    async def holds_decision(self, world_id: str, target: str) -> bool:
+        """Whether ``world_id`` holds a decision that passed under the event id or ChatMessage id
+        ``target`` (:meth:`AuditRows._holds_decision`: committed records and an older bridge's
+        ``events`` rows), read where worlds are loaded. Raises ``WorldNotRegistered`` for a
+        world not registered."""
+        return await self._in_loader(self._holds_decision_sync, world_id, target)
+
+    async def decided(self, world_id: str, event_id: str) -> bool:
+        """Whether a request under ``event_id`` was decided in ``world_id`` (passed or refused, its
+        reply stored: a repeat gets it from :meth:`decide`), committed or queued."""
+        with self._lock:
+            cache = self._worlds.get(world_id)
+            if cache is not None and event_id in cache.events:
+                return True
+        found, _ = await self._in_loader(self._lookup_event_sync, world_id, event_id)
+        return found
+
+    def _holds_decision_sync(self, world_id: str, target: str) -> bool:
+        conn, _ = self._loading_connection()
+        assert conn is not None
+        self._require_world(conn, world_id, registered=True)
+        return self._holds_decision(conn, world_id, target)
+
     def _write_batch(self, conn: Any, batch: list[_Queued]
                      ) -> list[tuple[_Queued, Decided | None, BaseException | None]]:
         """Write one batch's rows inside its transaction, then one ``executemany`` per table;

@@ -7,7 +7,7 @@
 import * as fvtt from "./foundry.js";
 import { BridgeError } from "./logic/errors.js";
 import { postCard } from "./logic/cards.js";
-import { createCardReceipts } from "./logic/receipts.js";
+import { createCardRecords } from "./logic/receipts.js";
 import { DICE_SETTINGS_SETTING, parsePhysical, physicalAllowed, withPhysicalDice } from "./logic/dice-trust.js";
 
 /** Ruleset ids: the bridge's spelling, a lower-case word. */
@@ -50,8 +50,9 @@ export const PHYSICAL_CANCELLED = "physical_cancelled";
  *   ride on it as Rolls (the bridge's `rolls`; `dice`, the ruleset's view of them, only when the
  *   reply had none), so Dice So Nice throws them once, for the card's readers, in the colours of
  *   `diceUserId` (who asked) where Dice So Nice allows it (logic/cards.js cardMessageData). When
- *   the card came in a reply to `request` that carried a `receipt`, the message keeps it as
- *   `flags["fate-bridge"].receipt` (logic/receipts.js)
+ *   the card came in a reply to `request`, the message keeps the decision's event id as
+ *   `flags["fate-bridge"].decision` (a GM override names the card's decision by it) and its
+ *   `receipt`, when it carried one, as `flags["fate-bridge"].receipt` (logic/receipts.js)
  * @property {(faces: number, count: number) => Promise<number[]>|null} physicalDice on the roller's
  *   client, before the request goes out: null, at once, when the world does not allow physical dice
  *   for this ruleset (the bridge rolls; the request can go out in the same turn), else a Promise of
@@ -99,8 +100,8 @@ export const PHYSICAL_CANCELLED = "physical_cancelled";
  * @returns {RulesetApi}
  */
 export function createRulesetApi(id, { commands, relays, router, pending, bridgeLink, onWelcome, isLinkHolder = fvtt.isActiveGM }) {
-  // A reply's receipt goes on the ChatMessage posted for its card (logic/receipts.js).
-  const receipts = createCardReceipts();
+  // A reply's event id and receipt go on the ChatMessage posted for its card (logic/receipts.js).
+  const records = createCardRecords();
   /** The roller's `count` d`faces` (see RulesetApi.physicalDice), without the "allowed" check. */
   async function throwDice(faces, count) {
     const text = await fvtt.askPhysicalDice(Array(count).fill(faces));
@@ -120,12 +121,12 @@ export function createRulesetApi(id, { commands, relays, router, pending, bridge
       }
       const link = bridgeLink();
       if (!link) return Promise.reject(new BridgeError("bridge_down", "this browser has no bridge connection (is the bridge token set?)"));
-      return link.request(message).then(receipts.note);
+      return link.request(message).then(records.note);
     },
     relay: (ruleset, action, data) => relays.request(ruleset, action, data),
     onRelay: (action, handler, options) => relays.on(id, action, handler, options),
     async postCard(card, options) {
-      return fvtt.messageData(await postCard(fvtt, card, { ...options, flags: receipts.flags(card, options?.flags) }));
+      return fvtt.messageData(await postCard(fvtt, card, { ...options, flags: records.flags(card, options?.flags) }));
     },
     physicalDice: (faces, count) => (physicalAllowed(fvtt.getSetting(DICE_SETTINGS_SETTING), id) ? throwDice(faces, count) : null),
     sendWithPhysical: (physical, send) => withPhysicalDice(physical, throwDice, send),

@@ -83,6 +83,14 @@ test("a dice session: committed, a player's Fate die derived and shown as a Roll
   assert.deepEqual(gmOnly.whisper, [env.gm]);
   // The reveal and the override throw nothing: the Fate die stays thrown once per client.
   assert.deepEqual(thrown(), [1, 1, 1]);
+  // 3c. An override of a decision the world does not hold: refused, the GM sees why, no card changes.
+  const posts = env.world.messages.size;
+  const fateContent = fateCard.content;
+  env.world.callHook("chatMessage", {}, "/diceoverride ev-never-decided Critical Failure | a typo", {});
+  const notice = await until(() => env.world.notices.find((n) => n.level === "error" && n.text.includes("'ev-never-decided'")), "the refusal shown");
+  assert.match(notice.text, /this world holds no decision 'ev-never-decided' to override/);
+  assert.equal(env.world.messages.size, posts, "no card posted");
+  assert.equal(fateCard.content, fateContent, "no card changed");
 
   // 4. The exported trail alone recomputes the die (the page's code), with the player's value in it.
   exported = real.bridge.cli("audit", "export", "--world", "e2e-world", "--format", "jsonl");
@@ -94,6 +102,9 @@ test("a dice session: committed, a player's Fate die derived and shown as a Roll
   const override = exported.split("\n").map((line) => JSON.parse(line).record).find((r) => r.type === "gm_override");
   assert.deepEqual([override.user_id, override.message.reason, override.message.message_id, override.summary.outcome],
     [env.gm, "the dragon must fall", fateCard.id, "override"]);
+  // the card named its decision (the Fate spend): the override's target is that decision's event id
+  assert.equal(override.message.target_event_id, spend.event_id);
+  assert.equal(exported.split("\n").filter((line) => line.includes('"gm_override"')).length, 1, "the refused override left no record");
 
   // 5. The seed never reached the bridge's log (serve's stdout and stderr, every decision logged).
   await until(() => real.bridge.log.includes("dice_session_end"), "the bridge's log line of the reveal decision");

@@ -12,6 +12,7 @@ import {
   DICE_SCHEDULE_SETTING, DICE_SETTINGS_SETTING, nextPhysicalDie, physicalAllowed, relayedPhysical, withPhysicalDice,
 } from "../scripts/logic/dice-trust.js";
 import { BridgeError } from "../scripts/logic/errors.js";
+import { DECISION_FLAG } from "../scripts/logic/receipts.js";
 import { cardMessageData } from "../scripts/logic/cards.js";
 import { rollData } from "../scripts/logic/dice.js";
 
@@ -136,14 +137,21 @@ describe("dice settings", () => {
 });
 
 describe("the GM's dice commands", () => {
-  function install({ settings = new Map(), status = { session_id: null, settings: null }, now = 1_000 } = {}) {
+  /**
+   * The dice commands on fakes: `replies` answers a request type (a function of the request, or
+   * an Error the link rejects with) beside the defaults; `messages` are the chat log's messages
+   * by id (as foundry.js messageData gives them).
+   */
+  function install({ settings = new Map(), status = { session_id: null, settings: null }, now = 1_000, replies = {}, messages = {} } = {}) {
     const commands = new Map();
     const handlers = new Map();
     const welcome = [];
     const timers = { pending: [], setTimeout(fn, ms) { this.pending.push({ fn, ms }); return this.pending.length; }, clearTimeout(id) { this.pending[id - 1] = null; }, now: () => now };
     const requests = [];
     const posted = [];
+    const updated = [];
     const notices = [];
+    const shown = []; // each notice's data
     const reply = {
       dice_session_start: { session_id: COMMITMENT.slice(0, 16), commitment: COMMITMENT, card: { html: "<p>c</p>" } },
       dice_session_end: { session_id: COMMITMENT.slice(0, 16), commitment: COMMITMENT, seed: SEED, card: { html: "<p>r</p>" } },
@@ -152,12 +160,23 @@ describe("the GM's dice commands", () => {
     installDiceCommands({
       commands: { register: (name, fn) => commands.set(name, fn) },
       relays: { on: (r, a, fn) => handlers.set(`${r}/${a}`, fn), request: (r, a, data) => handlers.get(`${r}/${a}`)(data, { userId: "gm", isGM: true }) },
-      link: () => ({ request: async (m) => { requests.push(m); return reply[m.type]; } }),
+      link: () => ({
+        request: async (m) => {
+          requests.push(m);
+          const answer = replies[m.type] ?? reply[m.type];
+          if (answer instanceof Error) throw answer;
+          return typeof answer === "function" ? answer(m) : answer;
+        },
+      }),
       foundry: {
         createChatMessage: async (data) => { posted.push({ id: `m${posted.length}`, ...data }); return `m${posted.length - 1}`; },
-        updateChatMessage: async (id, data) => Object.assign(posted.find((m) => m.id === id), data),
+        updateChatMessage: async (id, data) => {
+          updated.push([id, data]);
+          Object.assign(posted.find((m) => m.id === id) ?? messages[id], data);
+        },
         messagesWithFlag: (key) => posted.filter((m) => m.flags[key]).map((m) => ({ id: m.id, content: m.content, flag: m.flags[key] })),
-        sha256: hashNow, gmUserIds: () => ["gm"], messageData: () => null, notify: (level, key) => notices.push([level, key]),
+        sha256: hashNow, gmUserIds: () => ["gm"], messageData: (id) => messages[id] ?? null,
+        notify: (level, key, data) => { notices.push([level, key]); shown.push(data); },
         getSetting: (key) => settings.get(key) ?? null, setSetting: async (key, value) => settings.set(key, value), isActiveGM: () => true,
       },
       newEventId: () => `ev${requests.length}`,
@@ -168,8 +187,41 @@ describe("the GM's dice commands", () => {
     // hashNow answer at once), so one turn of the event loop's check phase runs it all: no
     // wall-clock wait that a loaded machine could outrun.
     const flush = () => new Promise((resolve) => setImmediate(resolve));
-    return { commands, timers, requests, notices, flush, settings, welcome: () => welcome.forEach((listener) => listener()) };
+    return { commands, timers, requests, notices, shown, posted, updated, flush, settings, welcome: () => welcome.forEach((listener) => listener()) };
   }
+
+  /** The bridge's `override_applied` for a `gm_override` (marked: players see the mark). */
+  const applied = (m) => ({
+    type: "override_applied", event_id: m.event_id, target_event_id: m.target_event_id, message_id: m.message_id,
+    result: m.result, marked: true, card: { html: `<p>${m.result}</p>` }, gm_card: { html: "<p>gm</p>" },
+  });
+
+  test("an override names the decision a card shows, a chat message the bridge knows, or an event id", async () => {
+    const messages = {
+      card1: { id: "card1", content: "<p>fate</p>", flags: { [DECISION_FLAG]: "ev-fate", receipt: { seq: 4 } } },
+      roll1: { id: "roll1", content: "<p>roll</p>", flags: {} },
+    };
+    const { commands, requests, posted, updated, flush } = install({ replies: { gm_override: applied }, messages });
+    for (const target of ["card1", "roll1", "ev-mythic"]) commands.get("diceoverride")(`${target} Yes | the story`, { isGM: true });
+    await flush();
+    assert.deepEqual(requests.map((r) => [r.target_event_id, r.message_id]), [["ev-fate", "card1"], ["roll1", "roll1"], ["ev-mythic", null]]);
+    // the two chat messages show the hand-set result; the event id alone gets a card of its own
+    assert.deepEqual(updated.map(([id, data]) => [id, data.content]), [["card1", "<p>Yes</p>"], ["roll1", "<p>Yes</p>"]]);
+    assert.deepEqual(posted.map((m) => [m.content, m.flags]), [["<p>Yes</p>", { override: "ev-mythic" }]]);
+  });
+
+  test("an override the bridge refuses (no such decision) shows its reason and posts or changes no card", async () => {
+    const refusal = new BridgeError("not_found", "target_event_id: this world holds no decision 'ev-nowhere' to override: give the event id of a decision that passed, or the id of the chat message showing its result", { field: "target_event_id" });
+    const messages = { card1: { id: "card1", content: "<p>fate</p>", flags: { [DECISION_FLAG]: "ev-nowhere" } } };
+    const { commands, requests, notices, shown, posted, updated, flush } = install({ replies: { gm_override: refusal }, messages });
+    commands.get("diceoverride")("ev-nowhere Yes | the story", { isGM: true });
+    commands.get("diceoverride")("card1 Yes | the story", { isGM: true });
+    await flush();
+    assert.deepEqual(requests.map((r) => r.target_event_id), ["ev-nowhere", "ev-nowhere"]);
+    assert.deepEqual(notices, [["error", "FATE_BRIDGE.Dice.Refused"], ["error", "FATE_BRIDGE.Dice.Refused"]]);
+    assert.deepEqual(shown, [{ message: refusal.message }, { message: refusal.message }]);
+    assert.deepEqual([posted, updated, messages.card1.content], [[], [], "<p>fate</p>"]);
+  });
 
   test("start MINUTES ends the session by itself; a bad argument shows the usage; players are refused", async () => {
     const { commands, timers, requests, notices, flush } = install();

@@ -113,7 +113,7 @@ describe("/tof: a test of fate (H3-H5)", () => {
     answer(asked, failed(asked.test_id, env.player));
     await until(() => env.world.messages.size === before + 1, "the test card");
     const card = [...env.world.messages.values()].at(-1);
-    assert.deepEqual(card.flags["fate-bridge"], { [hmtw.FLAGS.TESTS]: [asked.test_id] });
+    assert.deepEqual(card.flags["fate-bridge"], { [hmtw.FLAGS.TESTS]: [asked.test_id], decision: asked.event_id });
     assert.equal(card.speaker.actor, SILAN);
     assert.deepEqual(card.whisper, [], "a test of fate is drawn in front of the table");
   });

@@ -12,8 +12,8 @@ import { install } from "../scripts/main.js";
 import { createFateFlow } from "../scripts/rulesets/sohl/fate-flow.js";
 import { sohlMessageBuilders } from "../scripts/rulesets/sohl/messages.js";
 import {
-  MAX_RECEIPT_BATCH, MAX_RECEIPT_PATH, MAX_RECEIPTS_PER_CHECK, RECEIPT_FLAG, collectReceipts, createReceiptsChecker, receiptOf,
-  receiptsExport, withReceipt,
+  DECISION_FLAG, MAX_RECEIPT_BATCH, MAX_RECEIPT_PATH, MAX_RECEIPTS_PER_CHECK, RECEIPT_FLAG, collectReceipts, createReceiptsChecker, receiptOf,
+  receiptsExport, withRecord,
 } from "../scripts/logic/receipts.js";
 import { uninstallFakeFoundry } from "./helpers/fake-foundry.js";
 import { postArchery, sampleWorld, clockedWorld, restoreTimers } from "./helpers/world-setup.js";
@@ -35,8 +35,11 @@ describe("receipts as data", () => {
     assert.equal(receiptOf({ receipt: { ...receipt(3), seq: 0 } }), null);
     assert.equal(receiptOf({ receipt: { ...receipt(3), sig: "" } }), null);
     assert.equal(receiptOf({ receipt: { ...receipt(3), record_hash: 7 } }), null);
-    assert.deepEqual(withReceipt({ receipt: receipt(2) }, { a: 1 }), { a: 1, [RECEIPT_FLAG]: receipt(2) });
-    assert.deepEqual(withReceipt({}, { a: 1 }), { a: 1 });
+    assert.deepEqual(withRecord({ receipt: receipt(2) }, { a: 1 }), { a: 1, [RECEIPT_FLAG]: receipt(2) });
+    assert.deepEqual(withRecord({}, { a: 1 }), { a: 1 });
+    // the decision's event id, by which a GM override names the card's decision (dice-trust.js)
+    assert.deepEqual(withRecord({ event_id: "ev1", receipt: receipt(2) }), { [DECISION_FLAG]: "ev1", [RECEIPT_FLAG]: receipt(2) });
+    assert.deepEqual(withRecord({ event_id: "" }, { a: 1 }), { a: 1 });
   });
 
   test("receiptOf keeps a v2 receipt's batch fields, and refuses malformed ones", () => {
@@ -198,16 +201,16 @@ describe("a ruleset's posted card and the audit window", () => {
     await app.settled();
   }
 
-  test("api.postCard keeps the receipt of the reply the card came in; a card without one gets none", async () => {
+  test("api.postCard keeps the event id and receipt of the reply the card came in; a card without a receipt gets none", async () => {
     const drawing = env.draw();
     const asked = await until(() => env.socket.sent.find((m) => m.type === "tarot_draw"), "the draw");
     env.socket.receive({ type: "tarot_drawn", v: 1, event_id: asked.event_id, card: CARD, receipt: receipt(5) });
     const posted = await drawing;
-    assert.deepEqual(env.world.messages.get(posted.id).flags["fate-bridge"], { receipt: receipt(5) });
+    assert.deepEqual(env.world.messages.get(posted.id).flags["fate-bridge"], { [DECISION_FLAG]: asked.event_id, receipt: receipt(5) });
     const second = env.draw();
     const again = await until(() => env.socket.sent.filter((m) => m.type === "tarot_draw")[1], "the second draw");
     env.socket.receive({ type: "tarot_drawn", v: 1, event_id: again.event_id, card: { ...CARD } });
-    assert.deepEqual(env.world.messages.get((await second).id).flags["fate-bridge"], {});
+    assert.deepEqual(env.world.messages.get((await second).id).flags["fate-bridge"], { [DECISION_FLAG]: again.event_id });
   });
 
   test("Check receipts sends every receipt of the chat log and names each missing or changed record", async () => {

@@ -20,10 +20,12 @@
  *   new event_id, when the bridge says the list ran out (`nextPhysicalDie`).
  * - The reveal schedule (`/dicesession start MINUTES`): its planned end is kept in the world setting
  *   DICE_SCHEDULE_SETTING, so the active GM's browser arms the timer again after a reload.
- * - GM overrides: `overrideRequest` builds the GM-only `gm_override`.
+ * - GM overrides: `overrideRequest` builds the GM-only `gm_override`, naming the decision a chat
+ *   card shows (its DECISION_FLAG) or the chat message itself.
  */
 
 import { BridgeError } from "./errors.js";
+import { DECISION_FLAG } from "./receipts.js";
 
 /** This module's flag on a dice session's commitment card: {session_id, commitment, verified}. */
 export const DICE_SESSION_FLAG = "diceSession";
@@ -441,10 +443,14 @@ export function installDiceCommands({ commands, relays, link, foundry, newEventI
   relays.on(DICE_RELAY, "override", async (data, sender) => {
     const connection = link();
     if (!connection) throw new Error("this browser has no bridge connection");
-    const messageId = foundry.messageData(data.target) ? data.target : null;
+    const shown = foundry.messageData(data.target);
+    const messageId = shown ? data.target : null;
+    // A card this module posted for a decision names it (DECISION_FLAG); any other chat message
+    // (SoHL's own roll) is one the bridge knows by its id. A target the world does not hold is
+    // refused (`not_found`): the refusal is shown and no card is posted or changed.
     const reply = await connection.request(overrideRequest({
-      eventId: newEventId(), targetEventId: data.target, messageId, result: data.result, reason: data.reason,
-      userId: sender.userId, isGM: sender.isGM,
+      eventId: newEventId(), targetEventId: shown?.flags?.[DECISION_FLAG] ?? data.target, messageId,
+      result: data.result, reason: data.reason, userId: sender.userId, isGM: sender.isGM,
     }));
     const speaker = { actor: null, alias: "fate-bridge" };
     // The overridden card shows the hand-set result (marked or not, as the world says); without a

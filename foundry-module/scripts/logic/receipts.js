@@ -4,7 +4,9 @@
  * it on the ChatMessage it posts for that reply (`flags["fate-bridge"].receipt`), so Foundry's own
  * database holds a copy the bridge cannot edit. The audit window collects them from the chat log
  * and asks the bridge (`receipts_check`) whether its trail still holds each record unchanged, or
- * exports them as the JSON file `fate-bridge audit verify --receipts FILE` reads.
+ * exports them as the JSON file `fate-bridge audit verify --receipts FILE` reads. The card keeps
+ * the decision's `event_id` too (`flags["fate-bridge"].decision`), by which a GM override names
+ * the decision a card shows (logic/dice-trust.js).
  * Pure: no Foundry, no DOM.
  */
 
@@ -13,6 +15,8 @@ import { failedState } from "./request-failure.js";
 
 /** This module's flag key holding a message's receipt. */
 export const RECEIPT_FLAG = "receipt";
+/** This module's flag key holding the event id of the decision a card shows. */
+export const DECISION_FLAG = "decision";
 
 /** Message tags of the receipts exchange. */
 export const RECEIPTS_MSG = Object.freeze({ CHECK: "receipts_check", CHECKED: "receipts_checked" });
@@ -83,16 +87,18 @@ export function receiptOf(reply) {
 }
 
 /**
- * This module's flags for the ChatMessage posted for `reply`: `flags` plus the reply's receipt
- * (under RECEIPT_FLAG) when it carries one.
+ * This module's flags for the ChatMessage posted for `reply`: `flags` plus the decision's
+ * `event_id` (under DECISION_FLAG) when the reply names one, and the reply's receipt (under
+ * RECEIPT_FLAG) when it carries one.
  *
  * @param {object|null|undefined} reply
  * @param {object} [flags]
  * @returns {object} a new object
  */
-export function withReceipt(reply, flags = {}) {
+export function withRecord(reply, flags = {}) {
   const receipt = receiptOf(reply);
-  return receipt ? { ...flags, [RECEIPT_FLAG]: receipt } : { ...flags };
+  const eventId = typeof reply?.event_id === "string" && reply.event_id ? reply.event_id : null;
+  return { ...flags, ...(eventId ? { [DECISION_FLAG]: eventId } : {}), ...(receipt ? { [RECEIPT_FLAG]: receipt } : {}) };
 }
 
 /**
@@ -205,25 +211,24 @@ export function createReceiptsChecker({ send, isReady, newId }) {
 }
 
 /**
- * Which card came with which receipt, for a ruleset's `api.postCard(reply.card)`: `note(reply)`
- * remembers the receipt of every reply `api.request` resolves with, keyed by its `card` object
- * (held weakly); `flags(card, flags)` adds that receipt to the flags of the ChatMessage posted for
- * the card. A card that came with no receipt (or was built by the module) gets none.
+ * Which card came from which decision, for a ruleset's `api.postCard(reply.card)`: `note(reply)`
+ * remembers the event id and receipt (withRecord) of every reply `api.request` resolves with,
+ * keyed by its `card` object (held weakly); `flags(card, flags)` adds them to the flags of the
+ * ChatMessage posted for the card. A card built by the module gets none.
  *
  * @returns {{note(reply: object): object, flags(card: object, flags?: object): object}} `note`
  *   returns `reply` itself
  */
-export function createCardReceipts() {
+export function createCardRecords() {
   const byCard = new WeakMap();
   return {
     note(reply) {
-      const receipt = receiptOf(reply);
-      if (receipt && reply.card && typeof reply.card === "object") byCard.set(reply.card, receipt);
+      if (reply?.card && typeof reply.card === "object") byCard.set(reply.card, withRecord(reply));
       return reply;
     },
     flags(card, flags = {}) {
-      const receipt = card && typeof card === "object" ? byCard.get(card) : undefined;
-      return receipt ? { ...flags, [RECEIPT_FLAG]: receipt } : { ...flags };
+      const record = card && typeof card === "object" ? byCard.get(card) : undefined;
+      return { ...flags, ...record };
     },
   };
 }

@@ -46,7 +46,7 @@ import { readSohlCard, readSohlFateCard, buildTest } from "./card.js";
 import { EVIDENCE, firstGradingEventId } from "./messages.js";
 import { buildActor, ITEM_RUNTIME, MODULE_FLAG_SCOPE, SPEND_SEQ_FLAG } from "./actor.js";
 import { cardAudience, contentVisibleTo, postCard, visibilityOfMessage } from "../../logic/cards.js";
-import { RECEIPT_FLAG, receiptOf, withReceipt } from "../../logic/receipts.js";
+import { RECEIPT_FLAG, receiptOf, withRecord } from "../../logic/receipts.js";
 import { BridgeError } from "../../logic/errors.js";
 
 /** Flag keys of this module. */
@@ -400,7 +400,7 @@ export function createFateFlow({ foundry, connection, build, domParser }) {
     const audience = cardAudience({ sameAs: original });
     const pendingCard = original.flags[FLAGS.PENDING_CHOICE_CARD];
     if (answersChoice && pendingCard && foundry.messageData(pendingCard)) {
-      await foundry.updateChatMessage(pendingCard, { content: resolved.card.html, flags: withReceipt(resolved, { [FLAGS.CHOICE_BY]: [] }) });
+      await foundry.updateChatMessage(pendingCard, { content: resolved.card.html, flags: withRecord(resolved, { [FLAGS.CHOICE_BY]: [] }) });
       await foundry.setMessageFlag(original.id, FLAGS.PENDING_CHOICE_CARD, null);
       return true;
     }
@@ -410,7 +410,7 @@ export function createFateFlow({ foundry, connection, build, domParser }) {
     const flags = { [FLAGS.CARD_FOR]: original.id };
     if (resolved.outcome === "choice") flags[FLAGS.CHOICE_BY] = [...resolved.choice_by];
     const dice = !answersChoice && Number.isInteger(resolved.fate_roll) ? [{ faces: 100, results: [resolved.fate_roll] }] : [];
-    const cardId = await postCard(foundry, resolved.card, { ...audience, flags: withReceipt(resolved, flags), dice, diceUserId: askerId });
+    const cardId = await postCard(foundry, resolved.card, { ...audience, flags: withRecord(resolved, flags), dice, diceUserId: askerId });
     if (resolved.outcome === "choice") await foundry.setMessageFlag(original.id, FLAGS.PENDING_CHOICE_CARD, cardId);
     return true;
   }
