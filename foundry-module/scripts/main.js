@@ -296,16 +296,18 @@ export function install({ rulesets = RULESETS, timers = fvtt.timers() } = {}) {
 
   /**
    * A token an earlier release kept with this GM's user on Foundry's server (`user` scope) moves into
-   * this browser (`client` scope), and the server's copy is cleared, once: the first of the GM's
-   * browsers to start takes it; the others get it from the link holder. (A token the release before
-   * kept in this browser is already where the `client` setting reads it.)
+   * this browser (`client` scope) unless this browser has one already, and the server's copy is
+   * cleared, once: the first of the GM's browsers to start takes it; the others get it from the
+   * link holder. (A token the release before kept in this browser is already where the `client`
+   * setting reads it.)
    *
    * @returns {Promise<void>|null} settles once moved; null when there is nothing to move
    */
   function migrateToken() {
     const kept = fvtt.currentUserIsGM() ? fvtt.userScopeToken() : null;
     if (kept === null) return null;
-    return fvtt.setSetting(fvtt.TOKEN_KEY, kept)
+    const moved = fvtt.getSetting(fvtt.TOKEN_KEY) ? Promise.resolve() : fvtt.setSetting(fvtt.TOKEN_KEY, kept);
+    return moved
       .then(fvtt.forgetUserScopeToken)
       .catch((error) => console.error("fate-bridge | the bridge token kept with your user could not be moved to this browser", error));
   }

@@ -415,6 +415,15 @@ describe("where the bridge token lives (issue 36): in the GMs' browsers, whateve
     assert.equal(env.seenBy(PLAYER).includes(TOKEN), false, "and from then on nothing the player's browser gets holds it");
     assert.deepEqual(env.world.notices.filter((notice) => /no bridge token/.test(notice.text)), [], "no false alarm while it moves");
   });
+
+  test("a browser that has a token keeps it; the server's old copy is cleared all the same", async () => {
+    severalGMs({ tokens: { [GM_A]: "pasted-after-the-upgrade" }, userSettings: { [GM_A]: { "fate-bridge.token": TOKEN } } });
+    env.join(GM_A);
+    await env.pumpUntil(() => env.Socket.instances.length, "GM A's link");
+    await env.pump();
+    assert.equal(env.Socket.instances[0].sent[0].token, "pasted-after-the-upgrade");
+    assert.deepEqual(env.world.serverSettings.map((doc) => [doc.key, doc.user, doc.value]), [["fate-bridge.token", GM_A, ""]]);
+  });
 });
 
 describe("the election itself (logic/link-holder.js)", () => {
