@@ -122,7 +122,11 @@ export function registerInviteSettings({ onInviteChange }) {
 export const INVITE_KEY = "inviteCode";
 export const REQUEST_SECRET_KEY = "registrationSecret";
 
-/** The id under which an earlier release kept the token with the GM's user (scope `user`). */
+/**
+ * The id under which an earlier release kept the token with the GM's user (scope `user`): the
+ * token setting's own id; Foundry keeps the two apart (a Setting document on its server, this
+ * browser's localStorage).
+ */
 const USER_TOKEN_ID = `${MODULE_ID}.${TOKEN_KEY}`;
 
 /** The Setting document in which an earlier release kept this user's token, if any. */
@@ -140,14 +144,16 @@ function userScopeTokenSetting() {
  * @returns {string|null} the token, or null when none is kept there
  */
 export function userScopeToken() {
-  let token = userScopeTokenSetting()?.value;
-  if (typeof token !== "string" || !token) return null;
+  const stored = userScopeTokenSetting()?.value;
+  if (typeof stored !== "string" || !stored) return null;
+  let token = stored;
   try {
-    token = JSON.parse(token);
+    const parsed = JSON.parse(stored);
+    if (typeof parsed === "string") token = parsed;
   } catch {
     // the document's value is the token itself, not its JSON text
   }
-  return typeof token === "string" && token ? token : null;
+  return token || null;
 }
 
 /**
