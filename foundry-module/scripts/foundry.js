@@ -73,11 +73,14 @@ export async function setSetting(key, value) {
 export const TOKEN_KEY = "token";
 
 /**
- * Register the bridge token: `user` scope, so Foundry keeps it on its server for this user alone
- * and it follows the GM to any browser or device (Foundry v13+: `ClientSettings.Scope` is
- * `"world" | "client" | "user"`, "User settings are applied to an individual user",
- * League-of-Foundry-Developers/foundry-vtt-types src/foundry/client/helpers/client-settings.d.mts);
- * shown in the settings window to GMs only. Call at `setup`, when the current user is known.
+ * Register the bridge token: `client` scope, so it stays in this browser and never reaches
+ * Foundry's server, whatever that server sends to other users' browsers (issue 36). Foundry v13
+ * keeps a `client` setting in `game.settings.storage.get("client")`, which is `window.localStorage`,
+ * under the setting's id (`fate-bridge.token`, the value as JSON text), and `user` and `world`
+ * settings as Setting documents of the one `WorldSettings` collection the server fills
+ * (client/helpers/client-settings.mjs: the `ClientSettings` constructor, `get`, `#setClient`). A
+ * GM's other browsers get it from the link holder's (logic/token-pairing.js). Shown in the
+ * settings window to GMs only. Call at `setup`, when the current user is known.
  *
  * @param {{onBridgeChange: () => void}} callbacks
  */
@@ -85,7 +88,7 @@ export function registerTokenSetting({ onBridgeChange }) {
   game.settings.register(MODULE_ID, TOKEN_KEY, {
     name: "FATE_BRIDGE.Settings.Token.Name",
     hint: "FATE_BRIDGE.Settings.Token.Hint",
-    scope: "user",
+    scope: "client",
     config: Boolean(game.user?.isGM),
     type: String,
     default: "",
@@ -95,8 +98,9 @@ export function registerTokenSetting({ onBridgeChange }) {
 
 /**
  * Register the invite code a shared bridge's host handed out (issue 34) and, hidden, the secret of
- * this GM's registration request: `user` scope like the token (the same GM's other browsers ask
- * with the same secret), the code shown to GMs only. The module registers the world with them and
+ * this browser's registration request: `client` scope like the token, since either lets its
+ * holder collect the world's token (the code registers the world, the secret collects an approved
+ * request's token); the code shown to GMs only. The module registers the world with them and
  * keeps the token it gets in the token setting (scripts/logic/registration.js). Call at `setup`.
  *
  * @param {{onInviteChange: () => void}} callbacks run when the invite code changes
@@ -105,47 +109,61 @@ export function registerInviteSettings({ onInviteChange }) {
   game.settings.register(MODULE_ID, INVITE_KEY, {
     name: "FATE_BRIDGE.Settings.InviteCode.Name",
     hint: "FATE_BRIDGE.Settings.InviteCode.Hint",
-    scope: "user",
+    scope: "client",
     config: Boolean(game.user?.isGM),
     type: String,
     default: "",
     onChange: onInviteChange,
   });
-  game.settings.register(MODULE_ID, REQUEST_SECRET_KEY, { scope: "user", config: false, type: String, default: "" });
+  game.settings.register(MODULE_ID, REQUEST_SECRET_KEY, { scope: "client", config: false, type: String, default: "" });
 }
 
 /** Keys of the invite code and of the registration request's secret. */
 export const INVITE_KEY = "inviteCode";
 export const REQUEST_SECRET_KEY = "registrationSecret";
 
-/** Where an earlier release kept the token: this browser's client-scope setting. */
-const CLIENT_TOKEN_ID = `${MODULE_ID}.${TOKEN_KEY}`;
+/**
+ * The id under which an earlier release kept the token with the GM's user (scope `user`): the
+ * token setting's own id; Foundry keeps the two apart (a Setting document on its server, this
+ * browser's localStorage).
+ */
+const USER_TOKEN_ID = `${MODULE_ID}.${TOKEN_KEY}`;
+
+/** The Setting document in which an earlier release kept this user's token, if any. */
+function userScopeTokenSetting() {
+  return game.settings.storage?.get("world")?.getSetting?.(USER_TOKEN_ID, game.user?.id) ?? null;
+}
 
 /**
- * The token an earlier release of this module kept in this browser (scope `client`: the browser's
- * localStorage, key `fate-bridge.token`, the value as JSON text), to move into the GM's `user`-scope
- * setting so a GM who entered it before keeps it. Foundry reaches the browser's storage as
- * `game.settings.storage.get("client")` (`ClientSettings#storage`: "The storage interfaces used
- * for persisting settings", the client one sharing window.localStorage's API; same file of
- * foundry-vtt-types as above).
+ * The token an earlier release kept with this GM's user on Foundry's server (scope `user`), to
+ * move into this browser's `client` setting. Foundry keeps it as a Setting document `{key:
+ * "fate-bridge.token", user: USER_ID}` of `game.settings.storage.get("world")`
+ * (`WorldSettings#getSetting(key, user)`: "For user-scoped settings, the user ID";
+ * client/documents/collections/world-settings.mjs), read here by this user's own id.
  *
- * @returns {string|null} the token, or null when this browser keeps none
+ * @returns {string|null} the token, or null when none is kept there
  */
-export function clientScopeToken() {
-  const stored = game.settings.storage?.get("client")?.getItem(CLIENT_TOKEN_ID);
+export function userScopeToken() {
+  const stored = userScopeTokenSetting()?.value;
   if (typeof stored !== "string" || !stored) return null;
   let token = stored;
   try {
-    token = JSON.parse(stored);
+    const parsed = JSON.parse(stored);
+    if (typeof parsed === "string") token = parsed;
   } catch {
-    // an unquoted value is the token itself
+    // the document's value is the token itself, not its JSON text
   }
-  return typeof token === "string" && token ? token : null;
+  return token || null;
 }
 
-/** Remove the token an earlier release kept in this browser (once it has been moved). */
-export function forgetClientScopeToken() {
-  game.settings.storage?.get("client")?.removeItem(CLIENT_TOKEN_ID);
+/**
+ * Clear the token an earlier release kept with this GM's user: its Setting document gets the empty
+ * text, written as `ClientSettings#set` writes a `user` setting (`Setting#update({value: json})`).
+ *
+ * @returns {Promise<void>}
+ */
+export async function forgetUserScopeToken() {
+  await userScopeTokenSetting()?.update({ value: JSON.stringify("") });
 }
 
 /**

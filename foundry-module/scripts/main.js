@@ -9,6 +9,9 @@
  * the link holder every client elects from the GMs' announcements (logic/link-holder.js: any GM
  * with the bridge token may hold it, issue 24). A request arriving over the module socket is
  * attributed to Foundry's sender id, never to a user id inside the payload.
+ *
+ * The bridge token stays in the browser of the GM who entered it (a `client` setting, issue 36);
+ * a GM's browser without it gets it from the link holder's, sealed (logic/token-pairing.js).
  */
 
 import * as fvtt from "./foundry.js";
@@ -17,6 +20,7 @@ import { BridgeConnection, DOWN_REASONS, isInsecureRemote } from "./logic/connec
 import { newRequestSecret, registerMessage, startRegistration } from "./logic/registration.js";
 import { createLinkStatus, linkBadge } from "./logic/link-status.js";
 import { createLinkElection } from "./logic/link-holder.js";
+import { createTokenPairing } from "./logic/token-pairing.js";
 import { createPendingActions } from "./logic/pending.js";
 import { createRelayHub } from "./logic/relay.js";
 import { createCommandRegistry } from "./logic/commands.js";
@@ -42,16 +46,24 @@ export const DEFAULT_URL = "ws://127.0.0.1:8765";
  *   platform's by default; tests inject a clock to put the bridge away for 30 s, or reload before
  *   a planned reveal, without waiting them out; `now`, ms since the epoch, Date.now without it)
  * @returns {{connection: () => BridgeConnection|null, auditWindow: () => Function|null,
- *   openAudit: () => void, rulesets: () => string[], relayIdle: () => Promise<void>, dispose: () => void}} a view on the live
+ *   openAudit: () => void, rulesets: () => string[], relayIdle: () => Promise<void>, pairingIdle: () => Promise<void>,
+ *   dispose: () => void}} a view on the live
  *   module (tests, macros): the bridge connection, the audit window class (after `init`), a way to
  *   open the audit window (GMs only), the ids of the rulesets installed, `relayIdle` (the relay's
- *   sealing work is over: logic/relay.js `idle`), and `dispose` to stop the
- *   connection and drop pending relay deadlines
+ *   sealing work is over: logic/relay.js `idle`), `pairingIdle` (the token pairing's WebCrypto work
+ *   is over: logic/token-pairing.js `idle`), and `dispose` to stop the
+ *   connection and drop pending relay deadlines and token asks
  * @throws {TypeError} when a ruleset module breaks the contract (see ruleset-api.js installRulesets)
  */
 export function install({ rulesets = RULESETS, timers = fvtt.timers() } = {}) {
   const build = messageBuilders(fvtt.randomId);
+  /** This GM was told once that its browser cannot be given the token (no WebCrypto). */
+  let toldNoWebCrypto = false;
+  /** `ready` has run (and a token an earlier release kept elsewhere has moved here): settings changes count. */
+  let started = false;
   const onBridgeChange = () => {
+    if (!started) return;
+    pairing.cancel();
     stopConnection();
     stopRegistration();
     election.reset();
@@ -76,7 +88,7 @@ export function install({ rulesets = RULESETS, timers = fvtt.timers() } = {}) {
     selfIsGM: fvtt.currentUserIsGM,
     activeGMIds: fvtt.activeGMIds,
     activeGMId: fvtt.activeGMId,
-    hasToken: () => Boolean(fvtt.getSetting("token")),
+    hasToken: () => Boolean(fvtt.getSetting(fvtt.TOKEN_KEY)),
     isGMUser: fvtt.isGMUser,
     send: fvtt.emitSocket,
     timers,
@@ -87,6 +99,17 @@ export function install({ rulesets = RULESETS, timers = fvtt.timers() } = {}) {
   });
   /** This client's browser holds the bridge link (replaces Foundry's "active GM" everywhere here). */
   const isLinkHolder = () => election.isHolder();
+  // A GM's browser without the token gets it, sealed, from the link holder's (logic/token-pairing.js).
+  const pairing = createTokenPairing({
+    selfId: fvtt.currentUserId,
+    isGMUser: fvtt.isGMUser,
+    tokenToGive: () => (isLinkHolder() && connection?.isReady() ? fvtt.getSetting(fvtt.TOKEN_KEY) || null : null),
+    send: fvtt.emitSocket,
+    crypto: { subtle: fvtt.webCrypto(), randomValues: fvtt.randomValues },
+    newId: fvtt.randomId,
+    onToken: keepPairedToken,
+    onError: (error) => console.warn("fate-bridge | a sealed bridge token could not be made or opened", error),
+  });
   const relays = createRelayHub({
     timers,
     newId: fvtt.randomId,
@@ -124,7 +147,7 @@ export function install({ rulesets = RULESETS, timers = fvtt.timers() } = {}) {
 
   function startConnection() {
     const url = fvtt.getSetting("bridgeUrl");
-    const token = fvtt.getSetting("token");
+    const token = fvtt.getSetting(fvtt.TOKEN_KEY);
     if (!token) {
       withoutToken();
       return;
@@ -158,6 +181,7 @@ export function install({ rulesets = RULESETS, timers = fvtt.timers() } = {}) {
       },
       onWelcome: (welcome) => {
         link.welcome(welcome);
+        pairing.answer();
         onWelcome();
       },
       onRefused: link.refused,
@@ -242,8 +266,9 @@ export function install({ rulesets = RULESETS, timers = fvtt.timers() } = {}) {
    * election and is kept, stopped (its badge says why), until the settings change or, superseded,
    * the GM types `/fatelink` or the GMs it yielded to hand the link over (logic/link-holder.js):
    * reconnecting on its own would fight the browser that took over. Elected again, it replaces
-   * that stopped connection with a new one. A GM without a token, while no GM with one is online,
-   * is told to enter it.
+   * that stopped connection with a new one. A GM without a token asks the link holder's browser
+   * for it, or, while no GM with one is online, is told to enter it (or registers with an invite
+   * code).
    */
   function evaluateRole() {
     if (isLinkHolder()) {
@@ -251,38 +276,48 @@ export function install({ rulesets = RULESETS, timers = fvtt.timers() } = {}) {
       if (!connection) startConnection();
     } else if (connection && !connection.isStopped()) {
       stopConnection();
-    } else if (!connection && election.holderId() === null && fvtt.currentUserIsGM() && !fvtt.getSetting("token")) {
-      withoutToken();
+    } else if (!connection && fvtt.currentUserIsGM() && !fvtt.getSetting(fvtt.TOKEN_KEY)) {
+      const holder = election.holderId();
+      if (holder === null) withoutToken();
+      else if (!pairing.ask(holder) && !toldNoWebCrypto) {
+        toldNoWebCrypto = true;
+        fvtt.notify("warn", "FATE_BRIDGE.Pairing.NoSecureContext", { name: fvtt.userName(holder) ?? holder });
+      }
     }
+  }
+
+  /** The token the link holder's browser gave this one: kept as a pasted one (its onChange re-runs the election). */
+  function keepPairedToken(token, fromId) {
+    if (fvtt.getSetting(fvtt.TOKEN_KEY)) return;
+    stopRegistration();
+    fvtt.setSetting(fvtt.TOKEN_KEY, token).then(
+      () => fvtt.notify("info", "FATE_BRIDGE.Pairing.Received", { name: fvtt.userName(fromId) ?? fromId }),
+      (error) => console.error("fate-bridge | the bridge token another GM's browser gave could not be saved", error),
+    );
   }
 
   /**
-   * A token an earlier release kept in this browser (client scope) becomes this GM's own (user
-   * scope, kept by Foundry's server) unless the GM has one already; the browser's copy is removed
-   * once moved (or when the GM's own one wins). Setting it re-runs the election (onBridgeChange).
+   * A token an earlier release kept with this GM's user on Foundry's server (`user` scope) moves into
+   * this browser (`client` scope) unless this browser has one already, and the server's copy is
+   * cleared, once: the first of the GM's browsers to start takes it; the others get it from the
+   * link holder. (A token the release before kept in this browser is already where the `client`
+   * setting reads it.)
    *
-   * @returns {boolean} true while a token is being moved
+   * @returns {Promise<void>|null} settles once moved; null when there is nothing to move
    */
   function migrateToken() {
-    const kept = fvtt.currentUserIsGM() ? fvtt.clientScopeToken() : null;
-    if (kept === null) return false;
-    if (fvtt.getSetting("token")) {
-      fvtt.forgetClientScopeToken();
-      return false;
-    }
-    fvtt.setSetting("token", kept).then(fvtt.forgetClientScopeToken, (error) => {
-      console.error("fate-bridge | the bridge token kept in this browser could not be moved to your user settings", error);
-      evaluateRole();
-    });
-    return true;
+    const kept = fvtt.currentUserIsGM() ? fvtt.userScopeToken() : null;
+    if (kept === null) return null;
+    const moved = fvtt.getSetting(fvtt.TOKEN_KEY) ? Promise.resolve() : fvtt.setSetting(fvtt.TOKEN_KEY, kept);
+    return moved
+      .then(fvtt.forgetUserScopeToken)
+      .catch((error) => console.error("fate-bridge | the bridge token kept with your user could not be moved to this browser", error));
   }
 
   function onSocketMessage(payload, senderId) {
-    if (election.receive(payload, senderId)) return;
-    else {
-      seeds.rememberRelaySeed(payload, senderId);
-      relays.receive(payload, senderId);
-    }
+    if (election.receive(payload, senderId) || pairing.receive(payload, senderId)) return;
+    seeds.rememberRelaySeed(payload, senderId);
+    relays.receive(payload, senderId);
   }
 
   /** Open the audit window (GMs only; reuses an open one). */
@@ -355,10 +390,15 @@ export function install({ rulesets = RULESETS, timers = fvtt.timers() } = {}) {
   });
   fvtt.onceHook("ready", () => {
     fvtt.onSocket(onSocketMessage);
-    const migrating = migrateToken();
-    election.start();
-    // A token being moved re-runs the election when it lands (no "no token" notice meanwhile).
-    if (!migrating) evaluateRole();
+    const begin = () => {
+      started = true;
+      election.start();
+      evaluateRole();
+    };
+    // A token being moved is in place before the election starts (no "no token" notice meanwhile).
+    const moving = migrateToken();
+    if (moving) moving.then(begin);
+    else begin();
   });
   fvtt.onHook("userConnected", () => election.usersChanged());
   fvtt.onHook("chatMessage", (_chatLog, text) => commands.handle(text, { userId: fvtt.currentUserId(), isGM: fvtt.currentUserIsGM() }));
@@ -370,11 +410,13 @@ export function install({ rulesets = RULESETS, timers = fvtt.timers() } = {}) {
     openAudit,
     rulesets: () => [...installed],
     relayIdle: () => relays.idle(),
+    pairingIdle: () => pairing.idle(),
     dispose: () => {
       stopConnection();
       stopRegistration();
       relays.clear();
       election.dispose();
+      pairing.dispose();
     },
   };
 }

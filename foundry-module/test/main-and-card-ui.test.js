@@ -30,14 +30,15 @@ const setFlags = (id, flags) => Object.assign((env.world.messages.get(id).flags[
 describe("settings and roles", () => {
   beforeEach(() => boot());
 
-  test("settings registered as specified; the token is user scope (follows the GM) and GM-only in config", () => {
+  test("settings registered as specified; the token and the invite settings are client scope (this browser only) and GM-only in config", () => {
     const reg = env.world.registered;
     assert.equal(reg.get("fate-bridge.bridgeUrl").scope, "world");
     assert.equal(reg.get("fate-bridge.bridgeUrl").default, "ws://127.0.0.1:8765");
     assert.deepEqual(Object.keys(reg.get("fate-bridge.fateOption").choices), ["system", "everyone", "pc_only", "off"]);
     assert.equal(reg.get("fate-bridge.fateOption").default, "system");
-    assert.equal(reg.get("fate-bridge.token").scope, "user");
+    assert.equal(reg.get("fate-bridge.token").scope, "client");
     assert.equal(reg.get("fate-bridge.token").config, true);
+    assert.deepEqual(["inviteCode", "registrationSecret"].map((key) => [reg.get(`fate-bridge.${key}`).scope, reg.get(`fate-bridge.${key}`).config]), [["client", true], ["client", false]]);
   });
 
   test("the active GM connects, says hello, and sends settings after welcome", () => {

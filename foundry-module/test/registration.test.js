@@ -132,6 +132,9 @@ describe("the module registers its world with a real bridge", () => {
     assert.match(token, /^[A-Za-z0-9_-]{43}$/);
     assert.equal(setting("inviteCode"), "");
     assert.equal(setting("registrationSecret"), "");
+    // issue 36: the token stays in this browser (a client setting), never on Foundry's server
+    assert.deepEqual([...env.world.localStorageOf(env.world.currentUserId)].filter(([key]) => key === "fate-bridge.token"), [["fate-bridge.token", JSON.stringify(token)]]);
+    assert.equal(JSON.stringify(env.world.serverSettings).includes(token), false);
     // what the bridge answers a second registration of the world: tests/test_invites.py
     assert.ok(env.world.notices.some((n) => n.text.includes("this world is registered with the bridge")));
   });
@@ -145,6 +148,7 @@ describe("the module registers its world with a real bridge", () => {
     assert.match(bridge.cli("world", "pending"), /^world-approve\twaiting\tfrom 127\.0\.0\.1\t/m);
     assert.equal(setting("token"), "");
     assert.match(setting("registrationSecret"), /^[A-Za-z0-9_-]{43}$/);
+    assert.equal(JSON.stringify(env.world.serverSettings).includes(setting("registrationSecret")), false, "the secret that collects the token stays in this browser");
     bridge.cli("world", "pending", "approve", "world-approve");
     clock.advance(30_000);
     await bridge.until(() => setting("token"), "the token after approval");

@@ -195,7 +195,7 @@ const GRIMSNAG = { character_id: "actorGrimsnag001", name: "Grimsnag", kind: "pc
  */
 async function ledgerWorld() {
   const Socket = fakeWebSocketClass();
-  const world = installFakeFoundry({ WebSocket: clientWebSocketClass(Socket), userSettings: { [GM_B]: { "fate-bridge.token": "secret" } } });
+  const world = installFakeFoundry({ WebSocket: clientWebSocketClass(Socket), clientStorage: { [GM_B]: { "fate-bridge.token": JSON.stringify("secret") } } });
   world.addUser({ id: GM_A, name: "GM Ada", isGM: true, active: false });
   world.addUser({ id: GM_B, name: "GM Bo", isGM: true, active: false });
   world.addUser({ id: PLAYER, name: "Player One", active: false });

@@ -13,6 +13,8 @@ import * as sohl from "../scripts/rulesets/sohl/index.js";
 import { CATCH_UP } from "../scripts/rulesets/sohl/index.js";
 import { firstGradingEventId } from "../scripts/rulesets/sohl/messages.js";
 import { LINK_LIMITS, LINK_TYPES, createLinkElection } from "../scripts/logic/link-holder.js";
+import { PAIRING_TYPES, TOKEN_SEAL_INFO } from "../scripts/logic/token-pairing.js";
+import { createReplyKey, sealReply } from "../scripts/logic/sealed-reply.js";
 import { clientWebSocketClass, installFakeFoundry, uninstallFakeFoundry } from "./helpers/fake-foundry.js";
 import { FakeClock, fakeWebSocketClass, flush, until } from "./helpers/fake-socket.js";
 import { archeryCard, basicFolk, basicFolkItems } from "./helpers/sohl-fixtures.js";
@@ -23,6 +25,9 @@ const GM_B = "gmB0000000000002";
 const GM_C = "gmC0000000000003";
 const PLAYER = "playerUser00001";
 const NAMES = { [GM_A]: "GM Ada", [GM_B]: "GM Bo", [GM_C]: "GM Cy", [PLAYER]: "Player One" };
+/** A player's own WebCrypto (Node's), to forge with. */
+const { subtle } = globalThis.crypto;
+const randomValues = (bytes) => globalThis.crypto.getRandomValues(bytes);
 
 /**
  * The bridge's side of every browser's WebSocket, as bridge/server.py and docs/protocol.md say:
@@ -82,10 +87,11 @@ let env;
  * Folk actor, nobody connected yet, and a probe ruleset whose relayed action records which
  * browser ran it for whom.
  */
-function severalGMs({ tokens = { [GM_A]: "secret", [GM_B]: "secret" }, clientStorage = {} } = {}) {
+function severalGMs({ tokens = { [GM_A]: "secret", [GM_B]: "secret" }, userSettings = {}, everyUsersSettings = false } = {}) {
   const Socket = fakeWebSocketClass();
-  const userSettings = Object.fromEntries(Object.entries(tokens).map(([id, token]) => [id, { "fate-bridge.token": token }]));
-  const world = installFakeFoundry({ WebSocket: clientWebSocketClass(Socket), userSettings, clientStorage });
+  // each GM's token in that GM's browser (a client setting: localStorage, as JSON text)
+  const clientStorage = Object.fromEntries(Object.entries(tokens).map(([id, token]) => [id, { "fate-bridge.token": JSON.stringify(token) }]));
+  const world = installFakeFoundry({ WebSocket: clientWebSocketClass(Socket), userSettings, clientStorage, everyUsersSettings });
   for (const id of [GM_A, GM_B, GM_C]) world.addUser({ id, name: NAMES[id], isGM: true, active: false });
   world.addUser({ id: PLAYER, name: NAMES[PLAYER], active: false });
   world.activeGMId = null;
@@ -129,6 +135,32 @@ function severalGMs({ tokens = { [GM_A]: "secret", [GM_B]: "secret" }, clientSto
       await flush();
     }
   };
+  /** Every browser's token pairing is done with WebCrypto for now (it settles outside the microtask queue). */
+  env.pairingIdle = () => Promise.all([...handles.values()].map((handle) => handle.pairingIdle()));
+  /** Pump, letting each browser's WebCrypto work settle, until `check()` gives a truthy value; returns it. */
+  env.pumpUntil = async (check, what) => {
+    for (let turn = 0; turn < 20; turn += 1) {
+      const value = check();
+      if (value) return value;
+      await env.pairingIdle();
+      await env.pump();
+    }
+    throw new Error(`never happened: ${what}`);
+  };
+  /** The bridge token as user `id`'s browser reads it. */
+  env.tokenOf = (id) => world.asClient(id, () => globalThis.game.settings.get("fate-bridge", "token"));
+  /**
+   * Everything user `id`'s browser holds or was handed, as text: every registered setting as it
+   * reads it, every Setting document Foundry's server sent it, its localStorage, every module
+   * socket payload it received, every notice it showed.
+   */
+  env.seenBy = (id) => world.asClient(id, () => JSON.stringify({
+    settings: [...world.registered.keys()].map((key) => globalThis.game.settings.get(key.slice(0, key.indexOf(".")), key.slice(key.indexOf(".") + 1))),
+    sent: globalThis.game.settings.storage.get("world").contents,
+    localStorage: [...world.localStorageOf(id)],
+    received: world.deliveries.filter((delivery) => delivery.to === id),
+    notices: world.notices.filter((notice) => notice.userId === id),
+  }));
   /** The user names that said hello on each link, in order. */
   env.hellos = () => env.Socket.instances.map((socket) => socket.sent.find((frame) => frame.type === "hello")?.client.user_name);
   /** Whose browser holds the link, as `id`'s own browser sees it. */
@@ -385,24 +417,84 @@ describe("tests rolled while no link was up", () => {
   });
 });
 
-describe("the bridge token follows the GM", () => {
-  test("a token an earlier release kept in this browser becomes the GM's own user setting, and the browser's copy goes", async () => {
-    severalGMs({ tokens: {}, clientStorage: { "fate-bridge.token": JSON.stringify("kept-in-browser") } });
+describe("where the bridge token lives (issue 36): in the GMs' browsers, whatever Foundry's server sends", () => {
+  const TOKEN = "Wz0rld-T0ken_kept-in-the-GMs-browsers-0123";
+  const pairingDeliveries = (to) => env.world.deliveries.filter((d) => d.to === to && Object.values(PAIRING_TYPES).includes(d.payload.type));
+
+  test("a GM's browser without the token gets it, sealed, from the link holder's; a player's browser never sees it", async () => {
+    severalGMs({ tokens: { [GM_B]: TOKEN }, everyUsersSettings: true });
+    env.join(GM_B);
+    env.join(PLAYER);
     env.join(GM_A);
     await env.pump();
-    assert.equal(env.world.asClient(GM_A, () => globalThis.game.settings.get("fate-bridge", "token")), "kept-in-browser");
-    assert.equal(env.world.clientStorage.has("fate-bridge.token"), false);
-    assert.equal(env.Socket.instances[0].sent[0].token, "kept-in-browser");
-    assert.deepEqual(env.world.notices.filter((notice) => /no bridge token/.test(notice.text)), [], "no false alarm while it moves");
-    assert.equal(env.world.asClient(GM_B, () => globalThis.game.settings.get("fate-bridge", "token")), "", "another user does not get it");
+    env.clock.advance(LINK_LIMITS.CLAIM_DELAY_MS);
+    assert.equal(await env.pumpUntil(() => env.tokenOf(GM_A), "GM A's browser keeps the token"), TOKEN);
+    assert.deepEqual(env.hellos(), [NAMES[GM_B]], "B keeps the link; A only got the token");
+    assert.equal(env.world.notices.filter((n) => n.userId === GM_A).at(-1).text, "Fate Bridge: this browser got the bridge token from GM Bo's browser and keeps it here.");
+    assert.deepEqual(pairingDeliveries(PLAYER).map((d) => [d.payload.type, d.senderId]), [[PAIRING_TYPES.ASK, GM_A], [PAIRING_TYPES.GIVE, GM_B]], "the exchange reached the player's browser too");
+
+    env.leave(GM_B);
+    await env.pump();
+    assert.deepEqual(env.hellos(), [NAMES[GM_B], NAMES[GM_A]], "A holds the link when B leaves");
+    assert.equal(env.Socket.instances[1].sent[0].token, TOKEN);
+
+    assert.equal(env.seenBy(PLAYER).includes(TOKEN), false, "no setting, Setting document, storage, payload or notice of the player's holds the token");
+    assert.equal(env.seenBy(GM_A).includes(TOKEN), true, "the same look finds it in GM A's browser");
+    assert.equal(JSON.stringify(env.world.serverSettings).includes(TOKEN), false, "Foundry's server keeps no copy");
   });
 
-  test("a GM who has a token of their own keeps it; the browser's old copy is removed", async () => {
-    severalGMs({ tokens: { [GM_A]: "mine" }, clientStorage: { "fate-bridge.token": JSON.stringify("old") } });
+  test("a player who asks for the token gets nothing; a token_give a player forged is not taken", async () => {
+    severalGMs({ tokens: { [GM_B]: TOKEN }, everyUsersSettings: true });
+    env.join(GM_B); // its link is not welcomed yet: asks wait for it
+    env.join(PLAYER);
+    const playerKey = await createReplyKey(subtle, TOKEN_SEAL_INFO);
+    env.world.asClient(PLAYER, () => globalThis.game.socket.emit("module.fate-bridge", { type: PAIRING_TYPES.ASK, to: GM_B, request_id: "playerAsk0000001", reply_key: playerKey.replyKey }));
     env.join(GM_A);
+    /** Socket deliveries and WebCrypto's work, the bridge not answering (B's link stays unwelcomed). */
+    const settle = async () => {
+      for (let round = 0; round < 6; round += 1) {
+        env.world.deliverSocket();
+        await env.pairingIdle();
+        await flush();
+      }
+    };
+    await settle();
+    const ask = pairingDeliveries(PLAYER).find((d) => d.payload.type === PAIRING_TYPES.ASK && d.senderId === GM_A)?.payload;
+    assert.ok(ask, "GM A's ask reached the player's browser");
+    assert.deepEqual(env.world.deliveries.filter((d) => d.payload.type === PAIRING_TYPES.GIVE), [], "B gives nothing before its link is welcomed, nor to the player");
+    // The player seals a token of its own to the key it saw, for GM A and A's request.
+    const sealed = await sealReply(subtle, ask.reply_key, { token: "forged-by-the-player" }, { to: GM_A, requestId: ask.request_id }, randomValues, TOKEN_SEAL_INFO);
+    env.world.asClient(PLAYER, () => globalThis.game.socket.emit("module.fate-bridge", { type: PAIRING_TYPES.GIVE, to: GM_A, request_id: ask.request_id, sealed }));
+    await settle();
+    assert.equal(env.tokenOf(GM_A), "", "the forged answer was refused: not from the GM asked");
+
+    await env.pumpUntil(() => env.tokenOf(GM_A), "GM B's real answer, once its link is welcomed");
+    assert.equal(env.tokenOf(GM_A), TOKEN);
+    const gives = env.world.deliveries.filter((d) => d.payload.type === PAIRING_TYPES.GIVE && d.senderId === GM_B);
+    assert.deepEqual([...new Set(gives.map((d) => d.payload.to))], [GM_A], "B answered GM A only, never the player");
+  });
+
+  test("a token an earlier release kept with the GM's user moves into that GM's browser, and the server's copy is cleared", async () => {
+    severalGMs({ tokens: {}, everyUsersSettings: true, userSettings: { [GM_A]: { "fate-bridge.token": TOKEN } } });
+    env.join(PLAYER);
+    assert.equal(env.seenBy(PLAYER).includes(TOKEN), true, "the old place: a server that sends every user's settings hands it to the player");
+    env.join(GM_A);
+    await env.pumpUntil(() => env.Socket.instances.length, "GM A's link");
     await env.pump();
-    assert.equal(env.Socket.instances[0].sent[0].token, "mine");
-    assert.equal(env.world.clientStorage.has("fate-bridge.token"), false);
+    assert.equal(env.Socket.instances[0].sent[0].token, TOKEN);
+    assert.deepEqual([...env.world.localStorageOf(GM_A)], [["fate-bridge.token", JSON.stringify(TOKEN)]]);
+    assert.deepEqual(env.world.serverSettings.map((doc) => [doc.key, doc.user, doc.value]), [["fate-bridge.token", GM_A, ""]]);
+    assert.equal(env.seenBy(PLAYER).includes(TOKEN), false, "and from then on nothing the player's browser gets holds it");
+    assert.deepEqual(env.world.notices.filter((notice) => /no bridge token/.test(notice.text)), [], "no false alarm while it moves");
+  });
+
+  test("a browser that has a token keeps it; the server's old copy is cleared all the same", async () => {
+    severalGMs({ tokens: { [GM_A]: "pasted-after-the-upgrade" }, userSettings: { [GM_A]: { "fate-bridge.token": TOKEN } } });
+    env.join(GM_A);
+    await env.pumpUntil(() => env.Socket.instances.length, "GM A's link");
+    await env.pump();
+    assert.equal(env.Socket.instances[0].sent[0].token, "pasted-after-the-upgrade");
+    assert.deepEqual(env.world.serverSettings.map((doc) => [doc.key, doc.user, doc.value]), [["fate-bridge.token", GM_A, ""]]);
   });
 });
 

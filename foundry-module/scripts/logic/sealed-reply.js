@@ -16,7 +16,11 @@
  * localhost); Node 20 as `globalThis.crypto.subtle`. No Foundry globals.
  */
 
-/** HKDF `info` of the reply key; a new wire format gets a new one. */
+/**
+ * HKDF `info` of a relay reply's key; a new wire format gets a new one. Another use of the same
+ * seal passes its own `info` (logic/token-pairing.js), so a seal made for one use never opens as
+ * the other.
+ */
 export const SEAL_INFO = "fate-bridge relay reply v1";
 
 /** Length in characters of a P-256 public key in the wire's form (65 raw bytes, base64url). */
@@ -54,12 +58,12 @@ export function isReplyKey(value) {
   return typeof value === "string" && value.length === REPLY_KEY_LENGTH && /^[A-Za-z0-9_-]+$/.test(value);
 }
 
-/** The AES-GCM key shared by `privateKey` and `publicKey` (ECDH, then HKDF-SHA-256). */
-async function sharedKey(subtle, privateKey, publicKey, usage) {
+/** The AES-GCM key shared by `privateKey` and `publicKey` (ECDH, then HKDF-SHA-256 with `info`). */
+async function sharedKey(subtle, privateKey, publicKey, usage, info) {
   const secret = await subtle.deriveBits({ name: "ECDH", public: publicKey }, privateKey, 256);
   const hkdf = await subtle.importKey("raw", secret, "HKDF", false, ["deriveKey"]);
   return subtle.deriveKey(
-    { name: "HKDF", hash: "SHA-256", salt: new Uint8Array(0), info: utf8.encode(SEAL_INFO) },
+    { name: "HKDF", hash: "SHA-256", salt: new Uint8Array(0), info: utf8.encode(info) },
     hkdf,
     { name: "AES-GCM", length: 256 },
     false,
@@ -74,13 +78,14 @@ const additionalData = ({ to, requestId }) => utf8.encode(`${to}\n${requestId}`)
  * The requester's side: a fresh key pair for one request.
  *
  * @param {SubtleCrypto} subtle WebCrypto
+ * @param {string} [info] the HKDF `info` of this use (SEAL_INFO: a relay reply)
  * @returns {Promise<{replyKey: string, open(sealed: unknown, context: {to: string, requestId: string}): Promise<unknown>}>}
  *   `replyKey` goes in the request (base64url of the raw public key); `open` decrypts a sealed
  *   reply made for it and returns the JSON value sealed, and rejects (TypeError naming the field,
  *   or WebCrypto's OperationError) when `sealed` is malformed, made for another key, recipient or
  *   request, or altered
  */
-export async function createReplyKey(subtle) {
+export async function createReplyKey(subtle, info = SEAL_INFO) {
   const pair = await subtle.generateKey(CURVE, false, ["deriveBits"]);
   const replyKey = toBase64Url(new Uint8Array(await subtle.exportKey("raw", pair.publicKey)));
   return {
@@ -88,7 +93,7 @@ export async function createReplyKey(subtle) {
     async open(sealed, context) {
       if (!sealed || typeof sealed !== "object") throw new TypeError("sealed is not an object");
       const senderKey = await subtle.importKey("raw", fromBase64Url(sealed.key, "sealed.key"), CURVE, false, []);
-      const key = await sharedKey(subtle, pair.privateKey, senderKey, "decrypt");
+      const key = await sharedKey(subtle, pair.privateKey, senderKey, "decrypt", info);
       const iv = fromBase64Url(sealed.iv, "sealed.iv");
       if (iv.length !== IV_BYTES) throw new TypeError(`sealed.iv is not ${IV_BYTES} bytes`);
       const plain = await subtle.decrypt({ name: "AES-GCM", iv, additionalData: additionalData(context) }, key, fromBase64Url(sealed.data, "sealed.data"));
@@ -105,16 +110,17 @@ export async function createReplyKey(subtle) {
  * @param {unknown} value a JSON value (the `done`'s `{ok, result | error}`)
  * @param {{to: string, requestId: string}} context the recipient's user id and the request id
  * @param {(bytes: Uint8Array) => Uint8Array} randomValues fills the IV (crypto.getRandomValues)
+ * @param {string} [info] the HKDF `info` of this use, as the recipient's `createReplyKey` was given
  * @returns {Promise<{key: string, iv: string, data: string}>} base64url: this reply's public key,
  *   the IV, and the ciphertext with its 128-bit tag
  * @throws {TypeError} when `replyKey` is not a key in the wire's form; WebCrypto's error when it
  *   is not a point on P-256
  */
-export async function sealReply(subtle, replyKey, value, context, randomValues) {
+export async function sealReply(subtle, replyKey, value, context, randomValues, info = SEAL_INFO) {
   if (!isReplyKey(replyKey)) throw new TypeError("reply_key is not a P-256 public key (87 base64url characters)");
   const recipient = await subtle.importKey("raw", fromBase64Url(replyKey, "reply_key"), CURVE, false, []);
   const pair = await subtle.generateKey(CURVE, false, ["deriveBits"]);
-  const key = await sharedKey(subtle, pair.privateKey, recipient, "encrypt");
+  const key = await sharedKey(subtle, pair.privateKey, recipient, "encrypt", info);
   const iv = randomValues(new Uint8Array(IV_BYTES));
   const data = await subtle.encrypt({ name: "AES-GCM", iv, additionalData: additionalData(context) }, key, utf8.encode(JSON.stringify(value)));
   return {

@@ -14,6 +14,15 @@
  * "the initial requester ... and all other connected clients who receive a broadcast"), a hook
  * such as `userConnected` runs on each browser as that browser, and a browser whose user left
  * (`world.connectUser(id, false)`) gets no more hooks or payloads.
+ *
+ * Settings, where Foundry v13 keeps them (client/helpers/client-settings.mjs): a `client` setting
+ * in the browser's own localStorage (one per user here: `world.localStorageOf(id)`), as JSON text;
+ * `world` and `user` settings as Setting documents `{key, user, value}` on Foundry's server
+ * (`world.serverSettings`), which each browser reads from the one collection
+ * `game.settings.storage.get("world")` (`getSetting(key, user)`). What the server puts in a
+ * browser's collection is not public for other users' `user` settings: by default this fake sends a
+ * browser its own only; `everyUsersSettings` sends every user's to every browser (issue 36: the
+ * token must be safe even then).
  */
 import { readFileSync } from "node:fs";
 import { AsyncLocalStorage } from "node:async_hooks";
@@ -204,15 +213,18 @@ export class FakeMessage {
  * @param {object} [options]
  * @param {Function} [options.WebSocket] the WebSocket class the module gets
  * @param {boolean} [options.diceSoNice] pretend Dice So Nice is active
- * @param {object} [options.settings] initial setting values, `namespace.key` -> value (a setting
- *   registered with scope `user` falls back to it for users without a value of their own)
+ * @param {object} [options.settings] what every browser reads for a setting nobody set,
+ *   `namespace.key` -> value, whatever its scope (before its registered default)
  * @param {Record<string, object>} [options.userSettings] user id -> {`namespace.key`: value}: the
- *   values of `user`-scope settings (Foundry v13+ keeps them per user on the server)
- * @param {Record<string, string>} [options.clientStorage] what the browser's localStorage holds
- *   (`game.settings.storage.get("client")`, where `client`-scope settings live, as JSON text)
+ *   `user`-scope Setting documents Foundry's server keeps for that user
+ * @param {Record<string, Record<string, string>>} [options.clientStorage] user id -> what that
+ *   user's browser's localStorage holds (`game.settings.storage.get("client")`, where `client`
+ *   settings live, as JSON text)
+ * @param {boolean} [options.everyUsersSettings] Foundry's server sends every user's `user`
+ *   settings to every browser (false: each browser gets its own user's only)
  * @returns the world handle used by tests
  */
-export function installFakeFoundry({ WebSocket, diceSoNice = false, settings = {}, userSettings = {}, clientStorage = {} } = {}) {
+export function installFakeFoundry({ WebSocket, diceSoNice = false, settings = {}, userSettings = {}, clientStorage = {}, everyUsersSettings = false } = {}) {
   // Dice So Nice's world settings this fake reads, with its defaults (module/main.js of 5.1.6):
   // `hide3dDiceOnSecretRolls` true, `showGhostDice` "0" (off; "1" for all, "2" for the roll's author).
   // Foundry v13 registers `core.rollMode` with the default `CONST.DICE_ROLL_MODES.PUBLIC`
@@ -222,12 +234,24 @@ export function installFakeFoundry({ WebSocket, diceSoNice = false, settings = {
   const hooks = new Map();
   const socketHandlers = [];
   const registered = new Map();
-  const values = new Map(Object.entries(settings));
-  for (const [userId, own] of Object.entries(userSettings)) for (const [id, value] of Object.entries(own)) values.set(`${userId}|${id}`, value);
-  const storage = new Map(Object.entries(clientStorage));
+  const fallback = new Map(Object.entries(settings));
+  /** Foundry's server's Setting documents: `user` null for a world setting, else its user's id. */
+  const serverSettings = [];
+  /** A Setting document as the client holds it: `value` parsed; `update({value: json})` as Foundry's server applies it. */
+  const settingDocument = (key, user, value) => ({
+    key, user, value,
+    async update(changes) { if ("value" in changes) this.value = JSON.parse(changes.value); },
+  });
+  for (const [userId, own] of Object.entries(userSettings)) for (const [id, value] of Object.entries(own)) serverSettings.push(settingDocument(id, userId, value));
+  /** Each browser's localStorage, by its user's id. */
+  const localStorages = new Map(Object.entries(clientStorage).map(([userId, items]) => [userId, new Map(Object.entries(items))]));
+  const localStorageOf = (userId) => {
+    if (!localStorages.has(userId)) localStorages.set(userId, new Map());
+    return localStorages.get(userId);
+  };
+  /** The Setting documents the server sent this browser: the world's, and its user's own (or, leaking, everyone's). */
+  const sentSettings = () => serverSettings.filter((doc) => doc.user === null || everyUsersSettings || doc.user === world.currentUserId);
   let current = null;
-  /** The key a value lives under: per user for `user`-scope settings. */
-  const valueKey = (id) => (registered.get(id)?.scope === "user" ? `${world.currentUserId}|${id}` : id);
   const users = new Collection();
   const world = {
     dom,
@@ -247,8 +271,12 @@ export function installFakeFoundry({ WebSocket, diceSoNice = false, settings = {
     /** What the physical dice dialog (`DialogV2.prompt`) answers next, in order (null: closed); and what it was shown. */
     physicalAnswers: [],
     prompts: [],
-    /** What the browser's localStorage holds (client-scope settings). */
-    clientStorage: storage,
+    /** What user `id`'s browser's localStorage holds (client-scope settings, as JSON text). */
+    localStorageOf,
+    /** Every Setting document Foundry's server keeps (world and user scope). */
+    serverSettings,
+    /** Every module-socket delivery to a browser: {to (its user id), payload, senderId}. */
+    deliveries: [],
     /** Files `foundry.utils.saveDataToFile` was asked to save: {data, type, filename}. */
     downloads: [],
     hooks,
@@ -387,7 +415,11 @@ export function installFakeFoundry({ WebSocket, diceSoNice = false, settings = {
     deliverSocket() {
       const batch = world.emitted.splice(0);
       for (const { payload, extra = [], senderId } of batch) {
-        for (const handler of socketHandlers) if (handler.owner !== senderId) handler(payload, ...extra, senderId);
+        for (const handler of socketHandlers) {
+          if (handler.owner === senderId) continue;
+          if (handler.owner !== undefined && users.get(handler.owner)?.active !== false) world.deliveries.push({ to: handler.owner, payload, senderId });
+          handler(payload, ...extra, senderId);
+        }
       }
       return batch;
     },
@@ -443,19 +475,39 @@ export function installFakeFoundry({ WebSocket, diceSoNice = false, settings = {
       settings: registered,
       register: (namespace, key, config) => registered.set(`${namespace}.${key}`, config),
       registerMenu: (namespace, key, config) => world.menus.set(`${namespace}.${key}`, config),
+      // ClientSettings#storage: "client" is this browser's localStorage; "world" and "user" the one
+      // WorldSettings collection of the Setting documents the server sent this browser.
       storage: new Map([["client", {
-        getItem: (key) => (storage.has(key) ? storage.get(key) : null),
-        setItem: (key, value) => storage.set(key, String(value)),
-        removeItem: (key) => storage.delete(key),
-      }]]),
+        getItem: (key) => localStorageOf(world.currentUserId).get(key) ?? null,
+        setItem: (key, value) => localStorageOf(world.currentUserId).set(key, String(value)),
+        removeItem: (key) => localStorageOf(world.currentUserId).delete(key),
+      }], ...["world", "user"].map((scope) => [scope, {
+        get contents() { return sentSettings(); },
+        getSetting: (key, user = null) => sentSettings().find((doc) => doc.key === key && doc.user === user),
+      }])]),
       get: (namespace, key) => {
         const id = `${namespace}.${key}`;
-        if (values.has(valueKey(id))) return values.get(valueKey(id));
-        return values.has(id) ? values.get(id) : registered.get(id)?.default;
+        const scope = registered.get(id)?.scope ?? "world";
+        if (scope === "client") {
+          const text = localStorageOf(world.currentUserId).get(id);
+          if (text !== undefined) return JSON.parse(text);
+        } else {
+          const doc = globalThis.game.settings.storage.get("world").getSetting(id, scope === "user" ? world.currentUserId : null);
+          if (doc) return doc.value;
+        }
+        return fallback.has(id) ? fallback.get(id) : registered.get(id)?.default;
       },
       set: async (namespace, key, value) => {
-        values.set(valueKey(`${namespace}.${key}`), value);
-        registered.get(`${namespace}.${key}`)?.onChange?.(value);
+        const id = `${namespace}.${key}`;
+        const scope = registered.get(id)?.scope ?? "world";
+        if (scope === "client") localStorageOf(world.currentUserId).set(id, JSON.stringify(value));
+        else {
+          const user = scope === "user" ? world.currentUserId : null;
+          const doc = serverSettings.find((d) => d.key === id && d.user === user);
+          if (doc) doc.value = value;
+          else serverSettings.push(settingDocument(id, user, value));
+        }
+        registered.get(id)?.onChange?.(value);
       },
     },
     socket: {
