@@ -1,4 +1,4 @@
-"""The hmtw ruleset: the tarot rules of fate: tests, group tests, pushes, Challenge Actions, the decks (H1-H13).
+"""The hmtw ruleset: the tarot rules of fate: tests, group tests, pushes, Challenge Actions, the decks (H1-H14).
 
 ``rules`` (pure tables and functions), ``wire`` (its messages), ``decide`` (its handlers),
 ``cards`` and ``templates/`` (its chat cards); :data:`RULESET` plugs it into the bridge.
