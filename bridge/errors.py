@@ -25,6 +25,8 @@ reply kept under its ``event_id`` (so a repeat gets the same answer).
 
 from __future__ import annotations
 
+from .i18n import N_
+
 
 class BridgeError(Exception):
     """Base of every error the bridge raises on purpose."""
@@ -114,3 +116,19 @@ class LeaseLost(BridgeError):
     forwarder's connection is closed with 4003 (superseded), unanswered, as when it is
     superseded inside one process: the module rejects the request as ``superseded`` and stops,
     and the browser that took the world over goes on with it."""
+
+
+# What each error code reads as where people see refusals counted (the audit report's outcomes):
+# English msgids, shown translated; the code itself stays in the wire's and the trail's fields.
+CODE_NAMES = {
+    "bad_message": N_("bad message"),
+    "unknown_message": N_("unknown message"),
+    "unauthorized": N_("not authorized"),
+    "forbidden": N_("not allowed"),
+    "not_eligible": N_("not eligible"),
+    "already_fated": N_("already fated"),
+    "no_charges": N_("no charges left"),
+    "not_found": N_("not found"),
+    "rate_limited": N_("too many requests"),
+    "internal": N_("bridge error"),
+}

@@ -377,7 +377,7 @@ class TestH9BoundByFate:
         other = fate_test("e3", "t3", obstacle="The locked door", user_id=PLAYER_TWO,
                           actor=actor(PATCHES, "Patches", (PLAYER_TWO,)))
         reply = await refused(session, other, "not_eligible", "obstacle", dice=[1])
-        assert "bound by fate after test tof1 (failure)" in reply["message"]
+        assert "bound by fate after test tof1 (Failure)" in reply["message"]
         assert (await status(session))["bound"] == [
             {"obstacle": "The locked door", "test_id": "tof1", "outcome": "failure"}]
 

@@ -159,12 +159,12 @@ describe("/tof: a test of fate (H3-H5)", () => {
     const asked = await sent("hmtw_test");
     const before = env.world.messages.size;
     env.socket.receive({ type: "error", v: 1, code: "not_eligible", ref: asked.event_id, field: "obstacle",
-      message: "'the locked door' is bound by fate after test t0 (failure)" });
+      message: "'the locked door' is bound by fate after test t0 (Failure)" });
     await until(() => env.world.emitted.some((e) => e.payload.type === "done"), "done");
     env.world.deliverAs(env.player);
     await until(() => env.world.notices.length, "the notice");
     assert.deepEqual(env.world.notices.at(-1), { level: "warn", userId: env.player,
-      text: "Test of fate: 'the locked door' is bound by fate after test t0 (failure)" });
+      text: "Test of fate: 'the locked door' is bound by fate after test t0 (Failure)" });
     assert.equal(env.world.messages.size, before);
   });
 });

@@ -208,7 +208,7 @@ def _require_unbound(bound: list[BoundEntry], obstacle: str | None) -> None:
             _("%(obstacle)r is bound by fate after test %(test)s (%(outcome)s): nobody in the guild "
               "may test it again until the GM says circumstances changed (H9)")
             % {"obstacle": entry.obstacle, "test": entry.test_id,
-               "outcome": entry.outcome},  # the outcome's wire code (failure, disaster)
+               "outcome": _(OUTCOME_NAMES[entry.outcome])},  # a test's or a group's (failure, disaster)
             field="obstacle",
         )
 
@@ -597,6 +597,10 @@ def _challenge_action(message: wire.HmtwChallengeAction, state: WorldState,
 
 COMMAND_TITLES = {"status": N_("Decks"), "reshuffle": N_("Decks reshuffled"),
                   "round_end": N_("End of the round"), "close_push": N_("Push window closed")}
+# The audit ``outcome`` values of hmtw's decisions in words (bridge.ruleset.Ruleset.outcome_names):
+# a test's or a group's outcome (H5, H6, H10), a Challenge Action, the GM's draw, clear and commands.
+OUTCOME_NAMES = {**hmtw.OUTCOME_NAMES, **hmtw.GROUP_OUTCOME_NAMES, **COMMAND_TITLES,
+                 "challenge": N_("Challenge Action"), "gm_draw": N_("GM deck"), "cleared": N_("Circumstances changed")}
 
 
 def _deck_command(message: wire.HmtwDeckCommand, state: WorldState, dice: Dice) -> wire.HmtwDecks:
