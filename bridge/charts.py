@@ -156,8 +156,9 @@ def bar_panel(categories: list[str], series: list[Series], *, width: float = 640
     parts = [_text(2, 4 + TITLE_FONT / 2, title, anchor="start", size=TITLE_FONT, weight="bold")] if title else []
     if show_legend and len(series) > 1:
         column = max(text_width(s.name) for s in series) + 34
-        svg, _, lh = legend([(s.name, s.color, "box") for s in series], x=max(0.0, min(left, width - column * len(series))),
-                            y=top_margin, columns=len(series), column_width=column)
+        columns = max(1, min(len(series), int(width // column)))  # longer labels (German): more rows, none cut off
+        svg, _, lh = legend([(s.name, s.color, "box") for s in series], x=max(0.0, min(left, width - column * columns)),
+                            y=top_margin, columns=columns, column_width=column)
         parts.append(svg)
         top_margin += lh + 6
     plot_w = width - left - 16

@@ -31,8 +31,10 @@ from datetime import datetime, timedelta, timezone
 import jinja2
 import msgspec
 
-from . import charts, i18n
-from .i18n import _
+from . import charts, i18n, registry
+from .errors import CODE_NAMES
+from .i18n import N_, _
+from .fairness import decide as dice
 from .fairness.trail import OVERRIDE
 from .rulesets.hmtw.rules import FOOL_NAME, GM_DECK, MAJOR_ARCANA, PLAYER_DECK, SUIT_NAMES, SUITS, card as tarot_card
 from .store.base import AuditRow
@@ -46,6 +48,30 @@ TAROT_GROUPS = (*SUITS, "fool")
 TAROT_GROUP_NAMES = {**SUIT_NAMES, "fool": FOOL_NAME}  # their words, in the catalog from hmtw's rules (babel.cfg)
 
 _record_decoder = msgspec.json.Decoder(dict)
+OTHER_DECISIONS = "bridge"  # the report's group of decisions no ruleset claims (collect)
+OTHER_TITLE = N_("other decisions")
+
+
+def group_title(group: str) -> str:
+    """A group of decisions (a ruleset id, ``dice``, ``bridge``) as the page names it, in the
+    current language: the ruleset's :attr:`~bridge.ruleset.Ruleset.title`; the id itself only for
+    a ruleset without one."""
+    titles = {dice.RULESET_ID: dice.TITLE, OTHER_DECISIONS: OTHER_TITLE,
+              **{r.id: r.title for r in registry.installed() if r.title}}
+    return _(titles[group]) if group in titles else group
+
+
+def outcome_name(group: str, outcome: str) -> str:
+    """An audit ``outcome`` value as the page shows it, in the current language: the group's own
+    word for it (its ruleset's ``outcome_names``; the dice decisions'), else an error code's
+    (:data:`bridge.errors.CODE_NAMES`), else any ruleset's (a decision recorded without its
+    ruleset); the value itself only when nobody names it."""
+    own = {dice.RULESET_ID: dice.OUTCOME_NAMES}
+    names = {r.id: r.outcome_names for r in registry.installed()}
+    for table in (own.get(group, {}), names.get(group, {}), CODE_NAMES, *names.values(), dice.OUTCOME_NAMES):
+        if outcome in table:
+            return _(table[outcome])
+    return outcome
 
 
 @dataclass
@@ -129,7 +155,7 @@ def collect(rows: list[AuditRow]) -> ReportData:
         record = _record_decoder.decode(row.record)
         reply = record.get("reply") if isinstance(record.get("reply"), dict) else {}
         summary = row.summary
-        ruleset = summary.ruleset or "bridge"
+        ruleset = summary.ruleset or OTHER_DECISIONS
         when = _time(row.ts)
         data.records += 1
         data.first_ts = data.first_ts or row.ts
@@ -289,8 +315,8 @@ def _outcomes_chart(data: ReportData) -> str | None:
     panels = []
     for ruleset in sorted(data.outcomes):
         items = data.outcomes[ruleset].most_common()
-        panels.append(charts.bar_panel([k for k, _ in items], [charts.Series("", [v for _, v in items], INK)],
-                                       title=ruleset))
+        panels.append(charts.bar_panel([outcome_name(ruleset, k) for k, _ in items],
+                                       [charts.Series("", [v for _, v in items], INK)], title=group_title(ruleset)))
     return charts.figure(panels, label=_("outcomes per ruleset"))
 
 
@@ -335,9 +361,10 @@ def _environment(language: str) -> jinja2.Environment:
 
 def render(data: ReportData, *, world_id: str, since: str | None, generated: str) -> str:
     """The report page (HTML5, one file: inline SVG and CSS, no script; a Content-Security-Policy
-    forbids any), in the current language (``bridge.i18n.using``; the charts' own labels stay
-    English). ``since``: the time the rows were asked from, as the trail writes a record's
-    (:func:`bridge.times.trail_time`), or None; ``generated`` is the UTC time shown as when it was made."""
+    forbids any), in the current language (``bridge.i18n.using``: its words, the charts' labels and
+    every outcome's name; the trail's codes stay in it only as names do). ``since``: the time the
+    rows were asked from, as the trail writes a record's (:func:`bridge.times.trail_time`), or
+    None; ``generated`` is the UTC time shown as when it was made."""
     rolls = [r for rs in data.d100.values() for r in rs]
     d100_test = fit_test(d100_bands(rolls), [len(rolls) / D100_BANDS] * D100_BANDS) if rolls else None
     tarot_observed, tarot_expected = tarot_groups(data.player_cards)

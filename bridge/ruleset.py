@@ -98,7 +98,10 @@ class Ruleset:
     ``settings``: the world-settings messages among ``client`` (e.g. sohl's S12 ``settings``),
     answered like any other decision. ``dictionaries``: the zstd dictionaries its stored rows are
     compressed with (:class:`Dictionary`; the last of each kind writes, all of them read; none:
-    its rows are compressed without one). Raises ``ValueError`` when a client message has no
+    its rows are compressed without one). ``title``: the game's name as people read it (the audit
+    report's headings); ``outcome_names``: each value its decisions put in the audit ``outcome``
+    column (a refusal's error code aside, :data:`bridge.errors.CODE_NAMES`) -> its words, English
+    msgids marked ``N_`` (shown translated: codes stay in machine fields). Raises ``ValueError`` when a client message has no
     handler or query, or is not a ``wire.Request`` (the session accepts nothing else from a
     ruleset)."""
 
@@ -110,6 +113,8 @@ class Ruleset:
     queries: Mapping[type, Query] = field(default_factory=dict)
     settings: tuple[type[ClientMessage], ...] = ()
     dictionaries: tuple[Dictionary, ...] = ()
+    title: str = ""
+    outcome_names: Mapping[str, str] = field(default_factory=dict)
 
     def __post_init__(self) -> None:
         unhandled = [c.__name__ for c in self.client if c not in self.handlers and c not in self.queries]

@@ -72,8 +72,9 @@ def frame(message: dict) -> bytes:
 class Table:
     """Follows a world's player deck as the bridge keeps it, to script the die that draws a named
     card: ``table.pick("wands-12")`` is the die value (1..n) that draws the Knight of Wands from
-    the cards still undrawn, in deck order; it is then taken out. ``reshuffle()`` puts every
-    card back, as the bridge does after the Fool or an empty deck."""
+    the cards still undrawn, in deck order; it is then taken out. ``reshuffle(on_table)`` puts
+    every card back but those still on the table (H14), as the bridge does after the Fool or an
+    empty deck."""
 
     def __init__(self, deck: tuple[str, ...] = hmtw.PLAYER_DECK) -> None:
         self.deck = deck
@@ -87,5 +88,5 @@ class Table:
     def picks(self, *codes: str) -> list[int]:
         return [self.pick(code) for code in codes]
 
-    def reshuffle(self) -> None:
-        self.undrawn = list(self.deck)
+    def reshuffle(self, on_table: Iterable[str] = ()) -> None:
+        self.undrawn = [code for code in self.deck if code not in set(on_table)]

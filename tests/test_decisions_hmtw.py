@@ -2,7 +2,7 @@
 run), with scripted dice: each die picks among the undrawn cards in deck order
 (``hmtw_messages.Table`` turns a card's code into that die).
 
-Each class pins rulings H1-H13 as the wire shows them, and that a refusal draws nothing and
+Each class pins rulings H1-H14 as the wire shows them, and that a refusal draws nothing and
 changes nothing. The last classes run the example session through ``fate-bridge resolve`` and
 verify the audit trail re-derives every hmtw decision.
 """
@@ -14,9 +14,15 @@ import json
 import subprocess
 from pathlib import Path
 
+import msgspec
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from bridge.dice import ScriptedDice
+from bridge.registry import decode_client
+from bridge.rulesets.hmtw import decide as hmtw_decide
+from bridge.rulesets.hmtw import rules as hmtw
 from bridge.session import Session
 from bridge.store import SQLiteStore
 
@@ -85,7 +91,10 @@ class TestH1DecksPerWorld:
         assert dice.faces == [57, 56, 21]
         assert json.loads(first.frames[0])["test"]["first"]["name"] == "Ace of Swords"
         counts = (await status(session))["decks"]
-        assert counts == {"player_undrawn": 55, "player_discarded": 2, "gm_undrawn": 20, "gm_discarded": 1}
+        # H14: t2 failed and may still be pushed, so its card is on the table; t1's was discarded
+        # when t2 closed its push window.
+        assert counts == {"player_undrawn": 55, "player_discarded": 1, "player_on_table": 1,
+                          "gm_undrawn": 20, "gm_discarded": 1}
 
     async def test_decks_survive_a_restart(self, tmp_path):
         db = tmp_path / "decks.sqlite3"
@@ -148,12 +157,14 @@ class TestGmCommands:
     async def test_players_are_refused(self, session, message):
         await refused(session, message, "forbidden", "user_id")
 
-    async def test_reshuffle_now_puts_every_card_back_and_notifies_the_table(self, session, table):
+    async def test_reshuffle_now_puts_every_card_back_but_the_table_and_notifies_the_table(self, session, table):
         await drawn(session, table, fate_test(), "cups-2")
         await send(session, gm_draw(), [5])
         reply = await send(session, deck_command("reshuffle", event_id="r1"))
         assert reply["reshuffles"] == [{"reason": "gm", "decks": ["player", "gm"]}]
-        assert reply["decks"] == {"player_undrawn": 57, "player_discarded": 0, "gm_undrawn": 21, "gm_discarded": 0}
+        # H14: the open test's cups-2 stays on the table, out of the reshuffled deck.
+        assert reply["decks"] == {"player_undrawn": 56, "player_discarded": 0, "player_on_table": 1,
+                                  "gm_undrawn": 21, "gm_discarded": 0}
         assert "The GM reshuffles both decks" in reply["notice"]["html"]
         assert reply["open_tests"] == ["tof1"]  # a failure still open for its push
 
@@ -306,7 +317,8 @@ class TestH7TheFool:
         reply = await drawn(session, table, push(), "wands-7")  # drawn before the reshuffle
         assert (reply["test"]["total"], reply["test"]["outcome"]) == (14, "success")
         assert reply["reshuffles"] == [{"reason": "fool", "decks": ["player", "gm"]}]
-        assert reply["decks"] == {"player_undrawn": 57, "player_discarded": 0, "gm_undrawn": 21, "gm_discarded": 0}
+        assert reply["decks"] == {"player_undrawn": 57, "player_discarded": 0, "player_on_table": 0,
+                                  "gm_undrawn": 21, "gm_discarded": 0}
 
     async def test_a_fool_left_unpushed_reshuffles_before_the_next_draw(self, session, table):
         await drawn(session, table, fate_test("e1", "t1"), "swords-3", )
@@ -314,7 +326,8 @@ class TestH7TheFool:
         table.reshuffle()
         reply = await drawn(session, table, fate_test("e3", "t3"), "swords-3")  # back in the deck
         assert reply["reshuffles"] == [{"reason": "fool", "decks": ["player", "gm"]}]
-        assert (reply["decks"]["player_undrawn"], reply["decks"]["player_discarded"]) == (56, 1)
+        # H14: t3 failed, so its swords-3 is on the table, not discarded.
+        assert [reply["decks"][k] for k in ("player_undrawn", "player_discarded", "player_on_table")] == [56, 0, 1]
         assert reply["notice"]["title"] == "The decks are reshuffled"
 
     async def test_in_a_challenge_the_fool_waits_for_the_round_end(self, session, table):
@@ -364,7 +377,7 @@ class TestH9BoundByFate:
         other = fate_test("e3", "t3", obstacle="The locked door", user_id=PLAYER_TWO,
                           actor=actor(PATCHES, "Patches", (PLAYER_TWO,)))
         reply = await refused(session, other, "not_eligible", "obstacle", dice=[1])
-        assert "bound by fate after test tof1 (failure)" in reply["message"]
+        assert "bound by fate after test tof1 (Failure)" in reply["message"]
         assert (await status(session))["bound"] == [
             {"obstacle": "The locked door", "test_id": "tof1", "outcome": "failure"}]
 
@@ -531,7 +544,8 @@ class TestResolveExample:
         assert out[10]["reshuffles"] == [{"reason": "fool", "decks": ["player", "gm"]}]
         assert (out[12]["hits"], out[12]["outcome"]) == (2, "success")
         assert (out[13]["value"], out[14]["drawn"]["name"]) == (13, "XIII Death")
-        assert out[15]["decks"] == {"player_undrawn": 54, "player_discarded": 3, "gm_undrawn": 20, "gm_discarded": 1}
+        assert out[15]["decks"] == {"player_undrawn": 54, "player_discarded": 3, "player_on_table": 0,
+                                    "gm_undrawn": 20, "gm_discarded": 1}
         assert "Drawn: 🪄 Knight of Wands (Wands, 12)" in result.stderr
         assert "Pushed fate: ⚔ VI of Swords (Swords, 6)" in result.stderr
         assert "Total: 9 → Great failure" in result.stderr
@@ -560,12 +574,12 @@ class TestH1NthDraw:
         reply = await send(session, challenge("a57", "act57"), [57])  # the Fool is back in: last
         assert reply["reshuffles"] == [{"reason": "exhausted", "decks": ["player"]}]
         assert reply["drawn"]["code"] == "fool"
-        assert reply["decks"] == {"player_undrawn": 56, "player_discarded": 1, "gm_undrawn": 20,
-                                  "gm_discarded": 1}
+        assert reply["decks"] == {"player_undrawn": 56, "player_discarded": 1, "player_on_table": 0,
+                                  "gm_undrawn": 20, "gm_discarded": 1}
         reply = await send(session, deck_command("round_end", event_id="end"))
         assert reply["reshuffles"] == [{"reason": "fool", "decks": ["player", "gm"]}]
-        assert reply["decks"] == {"player_undrawn": 57, "player_discarded": 0, "gm_undrawn": 21,
-                                  "gm_discarded": 0}
+        assert reply["decks"] == {"player_undrawn": 57, "player_discarded": 0, "player_on_table": 0,
+                                  "gm_undrawn": 21, "gm_discarded": 0}
 
 
 class TestH4H6FavorCountedOnceOnThePush:
@@ -603,7 +617,8 @@ class TestH7FoolInAGroupTest:
         reply = await drawn(session, table, push("p2", "grp1/2", PLAYER_TWO), "cups-3")  # 3 + 3 = 6
         assert reply["members"][1]["outcome"] == "great_failure" and reply["reshuffles"] == []
         assert (reply["hits"], reply["outcome"], reply["bound"]) == (-1, "disaster", True)
-        assert reply["decks"]["player_discarded"] == 3
+        # H14: grp1/1 may still push, so the group test's three cards stay on the table.
+        assert (reply["decks"]["player_discarded"], reply["decks"]["player_on_table"]) == (0, 3)
         reply = await drawn(session, table, push("p1", "grp1/1", PLAYER), "cups-14")  # 3 + 14 = 17
         assert [m["outcome"] for m in reply["members"]] == ["success", "great_failure"]
         assert (reply["hits"], reply["outcome"], reply["bound"]) == (0, "failure", True)
@@ -782,3 +797,212 @@ class TestH13ObstacleNames:
         reply = await drawn(session, table, fate_test("e2", "t2", obstacle="the old bridges"), "wands-12")
         assert (reply["test"]["outcome"], reply["bound"]) == ("success", False)
         await refused(session, clear("oldbridge"), "not_found", "obstacle")
+
+
+# --- H14 ----------------------------------------------------------------------------------------
+
+
+class RecordingDice(ScriptedDice):
+    """Scripted dice that also remember how many faces each die had (how many cards a draw
+    chose among)."""
+
+    def __init__(self, values: list[int]) -> None:
+        super().__init__(values)
+        self.faces: list[int] = []
+
+    def roll(self, faces: int) -> int:
+        self.faces.append(faces)
+        return super().roll(faces)
+
+
+async def drain_all_but(session: Session, table: Table, *kept: str) -> None:
+    """Draw every player card but ``kept`` with Challenge Actions (finished when drawn, so their
+    cards go to the discard pile)."""
+    for n, code in enumerate(c for c in hmtw.PLAYER_DECK if c not in kept):
+        await drawn(session, table, challenge(f"drain{n}", f"drain{n}"), code)
+
+
+async def recorded(session: Session, message: dict, picks: list[int]) -> tuple[dict, list[int]]:
+    """The reply to ``message`` (not an error) and the faces of its draws."""
+    dice = RecordingDice(picks)
+    reply = json.loads((await session.receive(frame(message), dice)).frames[0])
+    assert reply["type"] != "error", reply
+    return reply, dice.faces
+
+
+def player_counts(reply: dict) -> tuple[int, int, int]:
+    decks = reply["decks"]
+    return decks["player_undrawn"], decks["player_discarded"], decks["player_on_table"]
+
+
+class TestH14CardsOnTheTable:
+    """H14: a test's card stays on the table, in neither the deck nor the discard pile, until
+    the test is finished; no reshuffle (an empty deck's, the Fool's, the GM's) deals it again."""
+
+    async def test_a_success_is_finished_at_once(self, session, table):
+        reply = await drawn(session, table, fate_test(), "wands-12")  # 12 + 2 = 14
+        assert player_counts(reply) == (56, 1, 0)
+
+    async def test_a_failure_stays_on_the_table_until_its_window_closes(self, session, table):
+        reply = await drawn(session, table, fate_test(), "cups-2")
+        assert player_counts(reply) == (56, 0, 1)
+        reply = await send(session, deck_command("close_push", event_id="c1"))
+        assert player_counts(reply) == (56, 1, 0)
+
+    async def test_a_push_from_an_empty_deck_never_deals_the_tests_own_card(self, session, table):
+        await drain_all_but(session, table, "swords-3")
+        reply = await drawn(session, table, fate_test("e1", "t1"), "swords-3")  # 3 + 2 = 5
+        assert player_counts(reply) == (0, 56, 1) and reply["test"]["push_by"] == [PLAYER]
+        table.reshuffle(on_table=["swords-3"])
+        reply, faces = await recorded(session, push("p1", "t1"), table.picks("wands-10"))
+        assert faces == [56]  # the discard pile only: swords-3 lies on the table
+        assert reply["reshuffles"] == [{"reason": "exhausted", "decks": ["player"]}]
+        assert (reply["test"]["pushed"]["code"], reply["test"]["total"]) == ("wands-10", 15)
+        assert player_counts(reply) == (55, 2, 0)  # the test is finished: both cards discarded
+
+    async def test_every_pick_of_a_push_from_an_empty_deck_misses_the_table(self, session, table):
+        """Whatever the die says (1..56), the pushed card is never the test's first card."""
+        await drain_all_but(session, table, "swords-3")
+        await drawn(session, table, fate_test("e1", "t1"), "swords-3")
+        reply, faces = await recorded(session, push("p1", "t1"), [56])  # the last of the deck order
+        assert faces == [56] and reply["test"]["pushed"]["code"] == "fool"
+
+    async def test_a_group_member_never_draws_the_other_members_card(self, session, table):
+        await drain_all_but(session, table, "cups-2")
+        table.reshuffle(on_table=["cups-2"])  # member 1 takes the last card; member 2 the refill
+        message = group_test("g1", "grp1")
+        reply, faces = await recorded(session, message, [1, *table.picks("cups-3")])
+        assert faces == [1, 56]
+        assert [m["first"]["code"] for m in reply["members"]] == ["cups-2", "cups-3"]
+        assert reply["reshuffles"] == [{"reason": "exhausted", "decks": ["player"]}]
+        assert player_counts(reply) == (55, 0, 2)
+
+    async def test_a_round_end_fool_reshuffle_leaves_an_open_tests_card_out(self, session, table):
+        await drawn(session, table, challenge("a1", "act1"), "fool")
+        await drawn(session, table, fate_test("e1", "t1"), "cups-2")
+        reply = await send(session, deck_command("round_end", event_id="end1"))
+        assert reply["reshuffles"] == [{"reason": "fool", "decks": ["player", "gm"]}]
+        assert player_counts(reply) == (56, 0, 1) and reply["open_tests"] == ["t1"]
+        assert "1 card still on the table stays out" in reply["notice"]["html"]
+        table.reshuffle(on_table=["cups-2"])
+        reply, faces = await recorded(session, push("p1", "t1"), table.picks("wands-12"))
+        assert faces == [56] and player_counts(reply) == (55, 2, 0)
+
+    async def test_a_group_tests_cards_stay_until_the_group_is_resolved(self, session, table):
+        reply = await drawn(session, table, group_test(), "cups-14", "cups-2")  # 14 + 3; 2 + 1
+        assert [m["outcome"] for m in reply["members"]] == ["great_success", "failure"]
+        assert player_counts(reply) == (55, 0, 2)  # member 2 may push: both cards stay
+        reply = await drawn(session, table, push("p2", "grp1/2", PLAYER_TWO), "wands-13")
+        assert player_counts(reply) == (54, 3, 0)
+
+
+class HypothesisDice:
+    """Dice whose every roll hypothesis chooses (so it shrinks a failing sequence's draws)."""
+
+    def __init__(self, data: st.DataObject) -> None:
+        self.data = data
+
+    def roll(self, faces: int) -> int:
+        return self.data.draw(st.integers(1, faces), label=f"d{faces}")
+
+
+class RecordsState:
+    """A world's records as the store keeps them: JSON by kind and key (``bridge.state.WorldState``,
+    the part hmtw's decisions use)."""
+
+    world_id = "w"
+
+    def __init__(self) -> None:
+        self.records: dict[tuple[str, str], bytes] = {}
+
+    def get(self, kind: str, key: str, type: type) -> object:
+        raw = self.records.get((kind, key))
+        return None if raw is None else msgspec.json.decode(raw, type=type)
+
+    peek = get
+
+    def put(self, kind: str, key: str, record: msgspec.Struct) -> None:
+        self.records[(kind, key)] = msgspec.json.encode(record)
+
+
+OPERATIONS = ("test", "group", "push", "challenge", "close_push", "round_end", "reshuffle", "gm_draw")
+
+
+def hmtw_request(kind: str, n: int, data: st.DataObject, open_tests: list[str], drawer: dict[str, str]) -> dict | None:
+    """One random request of ``kind`` (None: a push with no test open)."""
+    score = data.draw(st.integers(1, 4), label="score")
+    favor = {"favor": data.draw(st.booleans(), label="favor")}
+    if kind == "test":
+        return fate_test(f"e{n}", f"t{n}", score=score, **favor)
+    if kind == "group":
+        return group_test(f"e{n}", f"g{n}", members=[
+            member(actor(), score, PLAYER, **favor),
+            member(actor(PATCHES, "Patches", (PLAYER_TWO, GM)), data.draw(st.integers(1, 4)), PLAYER_TWO)])
+    if kind == "push":
+        if not open_tests:
+            return None
+        test_id = data.draw(st.sampled_from(open_tests), label="pushed test")
+        return push(f"e{n}", test_id, drawer[test_id])
+    if kind == "challenge":
+        return challenge(f"e{n}", f"a{n}", score=score, **favor)
+    if kind == "gm_draw":
+        return gm_draw(f"e{n}")
+    return deck_command(kind, event_id=f"e{n}")
+
+
+def drawn_codes(kind: str, request: dict, reply: dict) -> list[str]:
+    """The player cards a decision of ``kind`` drew."""
+    tests = {t["test_id"]: t for t in reply.get("members", []) + [reply.get("test")] if t}
+    if kind == "push":
+        return [tests[request["test_id"]]["pushed"]["code"]]
+    if kind in ("test", "group"):
+        return [t["first"]["code"] for t in tests.values()]
+    return [reply["drawn"]["code"]] if kind == "challenge" else []
+
+
+class TestH14FiftySevenCards:
+    """H14's invariant over random sequences of tests, group tests, pushes, Challenge Actions, GM
+    draws, reshuffles, round ends and closed push windows, from a random start (any number of
+    cards already discarded, so empty decks come often): after every decision the undrawn cards,
+    the discard pile and the table hold the 57 player cards once each; no decision deals a card
+    that was on the table; the two members of a group test never hold the same card."""
+
+    @settings(max_examples=60, deadline=None, derandomize=True)
+    @given(st.data())
+    def test_the_57_player_cards_are_always_somewhere_once(self, data):
+        state = RecordsState()
+        left = data.draw(st.sets(st.sampled_from(hmtw.PLAYER_DECK)), label="undrawn at the start")
+        state.put(hmtw_decide.DECKS, hmtw_decide.DECKS_KEY, hmtw_decide.DecksRecord(
+            player_undrawn=[c for c in hmtw.PLAYER_DECK if c in left],
+            player_discard=[c for c in hmtw.PLAYER_DECK if c not in left],
+            gm_undrawn=list(hmtw.GM_DECK), gm_discard=[]))
+        dice = HypothesisDice(data)
+        drawer: dict[str, str] = {}
+        for n in range(data.draw(st.integers(1, 25), label="decisions")):
+            before = hmtw_decide._decks(state)
+            kind = data.draw(st.sampled_from(OPERATIONS), label="operation")
+            request = hmtw_request(kind, n, data, list(before.open_tests), drawer)
+            if request is None:
+                continue
+            message = decode_client(frame(request))
+            reply = msgspec.to_builtins(hmtw_decide.HANDLERS[type(message)](message, state, dice).reply)
+            assert reply["type"] != "error", reply
+            drawer.update({t["test_id"]: t["user_id"]
+                           for t in reply.get("members", []) + [reply.get("test")] if t})
+            dealt = drawn_codes(kind, request, reply)
+            assert not before.on_table() & set(dealt), (kind, dealt, before.table)
+            assert len(set(dealt)) == len(dealt)  # a group's two members hold two cards
+            after = hmtw_decide._decks(state)
+            assert sorted(hmtw.player_cards(after)) == sorted(hmtw.PLAYER_DECK)
+            assert sum(player_counts(reply)) == 57
+            # Only a test still open (or its group's) keeps a card on the table.
+            assert all(set(entry.held_by) & set(after.open_tests) for entry in after.table)
+
+    def test_a_world_stored_before_h14_has_nothing_on_the_table(self):
+        """A decks record written before H14 has no ``table``: every drawn card is discarded."""
+        state = RecordsState()
+        state.records[(hmtw_decide.DECKS, hmtw_decide.DECKS_KEY)] = json.dumps({
+            "player_undrawn": list(hmtw.PLAYER_DECK[1:]), "player_discard": ["swords-1"],
+            "gm_undrawn": list(hmtw.GM_DECK), "gm_discard": [], "open_tests": ["t1"]}).encode()
+        decks = hmtw_decide._decks(state)
+        assert (decks.table, decks.player.discard, decks.open_tests) == ((), ("swords-1",), ("t1",))

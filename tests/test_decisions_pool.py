@@ -356,6 +356,39 @@ class TestRerolls:
         assert (refused["code"], refused["field"]) == ("not_found", "roll.character_id")
 
 
+async def overlay_card(session: Session, message: dict, dice: list[int]) -> dict | None:
+    """The ``overlay_card`` a decision sends the world's viewers (None: nothing)."""
+    reply = await session.receive(json.dumps(message).encode(), ScriptedDice(dice))
+    assert json.loads(reply.frames[0])["type"] != "error"
+    return None if reply.overlay_card is None else json.loads(reply.overlay_card)
+
+
+class TestPublicResultsReachTheOverlay:
+    """Every public Fate result reaches the stream overlay, pool's too: the request's
+    ``visibility`` (the roll mode of the ChatMessage showing it) decides, as for every ruleset;
+    absent, the result is not public (the safe side: the bridge cannot tell who saw it)."""
+
+    @pytest.mark.parametrize("message, dice", [
+        (check(visibility="public"), [5, 3, 6, 4, 2]),
+        (save(visibility="public"), [3, 4, 1]),
+        (reroll(roll=chat_roll(), visibility="public"), [3]),
+    ], ids=["check", "save", "reroll"])
+    async def test_a_public_roll_shows_its_card(self, party, message, dice):
+        shown = await overlay_card(party, message, dice)
+        assert shown is not None and (shown["type"], shown["ruleset"]) == ("overlay_card", "pool")
+        assert shown["card"]["ruleset"] == "pool" and shown["key"] == message["event_id"]
+
+    @pytest.mark.parametrize("visibility", ["gm", "blind", "self", None])
+    async def test_a_private_or_unsaid_roll_shows_nothing(self, party, visibility):
+        extra = {} if visibility is None else {"visibility": visibility}
+        assert await overlay_card(party, check(**extra), [5, 3, 6, 4, 2]) is None
+        assert await overlay_card(party, reroll(roll=chat_roll(), **extra), [3]) is None
+
+    async def test_an_unknown_visibility_is_refused_on_its_field(self, party):
+        reply = await send(party, check(visibility="whisper"))
+        assert (reply["type"], reply["code"], reply["field"]) == ("error", "bad_message", "visibility")
+
+
 class TestConfiguration:
     """P11: the world's tables are validated, and only a GM sets them."""
 

@@ -169,6 +169,36 @@ async def memory_store() -> SQLiteStore:
     return store
 
 
+class TestRefusalsNameNoCode:
+    """Issue 37: a German refusal names what it refers to in German words; the codes stay in the
+    reply's machine fields (``code``, sohl's ``reasons``)."""
+
+    async def test_a_bound_obstacle_names_its_outcome_in_words(self):
+        from tests.hmtw_messages import fate_test
+        store = await memory_store()
+        try:
+            for language, word, code in (("de", "Fehlschlag", "failure"), ("en", "Failure", "failure")):
+                obstacle = f"the gate ({language})"
+                failed = {**fate_test(f"e1{language}", f"t1{language}", obstacle=obstacle), "dice": [2]}  # II of Swords + 2
+                again = {**fate_test(f"e2{language}", f"t2{language}", obstacle=obstacle), "dice": [1]}
+                (_, tested), (_, refused) = await play(store, [failed, again], language)
+                assert tested["test"]["outcome"] == code and refused["code"] == "not_eligible", refused
+                assert f"({word})" in refused["message"] and code not in refused["message"], refused["message"]
+        finally:
+            await store.close()
+
+    async def test_withheld_fate_gives_its_reasons_in_words(self):
+        from tests.sohl_messages import actor, fate_spend as spend, rolled
+        store = await memory_store()
+        try:
+            shocked = rolled("r1", "m1", actor_part=actor(aural_shock=True))
+            (_, graded), (_, refused) = await play(store, [shocked, spend("s1", "m1")], "de")
+            assert graded["fate"]["reasons"] == ["aural_shock"]  # the code stays in the machine field
+            assert refused["message"] == "Schicksal ist verwehrt: Auraschock", refused
+        finally:
+            await store.close()
+
+
 class TestEveryCardInGerman:
     async def test_every_card_kind_of_every_ruleset_has_no_english_left(self, rendered):
         catalog = de_catalog()

@@ -348,12 +348,16 @@ def test_audit_report_comes_in_the_worlds_language_or_lang(tmp_path, capsys):
     for words in ("Würfe der Schicksalsproben gegen einen fairen d100", "Chi-Quadrat-Anpassungstest:",
                   "Je Akteur", "Gezogene Tarotkarten", "Der Narr", "Pool-Register im Verlauf", "ausgegeben"):
         assert words in text, words
-    # The charts' own labels (bridge/charts.py draws them as SVG text); the outcomes chart's bars
-    # are named by the records' outcome and error codes, which stay codes in every language.
+    # The charts' own labels (bridge/charts.py draws them as SVG text), the outcomes chart's
+    # included (issue 37): its bars and panels are named in words; the codes stay in the trail.
     svg_text = unescape(" ".join(re.findall(r"<text\b[^>]*>(.*?)</text>", german, flags=re.S)))
     for words in ("fairer d100", "Schicksalsentscheidungen", "Spielerstapel (57 Karten)", "SL-Stapel (21 große Arkana)",
-                  "Nummer des Audit-Eintrags (zeitliche Reihenfolge)", "Stäbe", "Würfe"):
+                  "Nummer des Audit-Eintrags (zeitliche Reihenfolge)", "Stäbe", "Würfe", "Fehlschlag",
+                  "Großer Fehlschlag", "nicht zulässig", "Würfelpool", "Mythic-Schicksalstabelle", "Außergewöhnliches Ja"):
         assert words in svg_text, words
+    codes = {"failure", "great_failure", "not_eligible", "forbidden", "exceptional_yes", "passed", "gm_draw",
+             "session_start", "chart_settings", "spent", "pool", "mythic", "hmtw", "sohl"}
+    assert codes.isdisjoint(re.findall(r"[a-z_]+", svg_text)), sorted(codes & set(re.findall(r"[a-z_]+", svg_text)))
     for english in ("fair d100", "Fate decisions", "player deck", "GM deck", "audit record number"):
         assert english not in svg_text, english
     # nothing of the catalog left in English (names the trail holds, rule ids and error codes aside)

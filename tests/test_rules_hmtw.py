@@ -1,5 +1,5 @@
 """His Majesty the Worm rules (``bridge/rulesets/hmtw/rules.py``) against seed 002 (Tests of Fate) and the
-rulings H1-H13 of ``docs/rules.md``.
+rulings H1-H14 of ``docs/rules.md``.
 
 One class per ruling; every ruling is pinned with concrete values. The shuffle's uniformity is
 checked statistically with a fixed seed (chi-square on the position each card is dealt at).
@@ -677,3 +677,38 @@ class TestH13ObstacleNames:
     @pytest.mark.parametrize("name", ["oldbridge", "old bridges", "the old bridge", "old-bridge"])
     def test_other_letters_are_other_obstacles(self, name):
         assert obstacle_key(name) != "old bridge"
+
+
+class TestH14CardsOnTheTable:
+    """H14: a test's card lies on the table until its tests are finished; refills and reshuffles
+    leave it out."""
+
+    def test_a_held_card_lies_on_the_table_not_the_discard_pile(self):
+        drawn = draw(new_decks(), "player", lambda n: 1, ("t1",))
+        assert (drawn.decks.player.discard, drawn.decks.table) == ((), (hmtw.OnTable("swords-1", ("t1",)),))
+        assert sorted(hmtw.player_cards(drawn.decks)) == sorted(PLAYER_DECK)
+
+    def test_it_leaves_the_table_once_no_test_holding_it_is_open(self):
+        decks = open_test(open_test(draw(new_decks(), "player", lambda n: 1, ("g/1", "g/2")).decks, "g/1"), "g/2")
+        decks, _ = finish_tests(close_test(decks, "g/1"))
+        assert decks.on_table() == {"swords-1"}  # g/2 may still push: the group is not resolved
+        decks, _ = finish_tests(close_test(decks, "g/2"))
+        assert (decks.table, decks.player.discard) == ((), ("swords-1",))
+
+    def test_an_empty_deck_refills_without_the_table(self):
+        decks = Decks(Pile((), tuple(PLAYER_DECK[1:])), Pile(GM_DECK), open_tests=("t1",),
+                      table=(hmtw.OnTable(PLAYER_DECK[0], ("t1",)),))
+        faces: list[int] = []
+        drawn = draw(decks, "player", lambda n: faces.append(n) or n, ("t1",))
+        assert faces == [56] and drawn.card.code == FOOL
+        assert drawn.decks.on_table() == {PLAYER_DECK[0], FOOL}
+
+    def test_every_reshuffle_leaves_the_table_out(self):
+        decks = draw(new_decks(), "player", lambda n: 5, ("t1",)).decks
+        for reason in ("fool", "gm"):
+            after, _ = reshuffle(decks, reason)
+            assert "swords-5" not in after.player.undrawn and len(after.player.undrawn) == 56
+
+    def test_the_gm_deck_has_no_table(self):
+        with pytest.raises(ValueError, match="only player cards"):
+            draw(new_decks(), "gm", lambda n: 1, ("t1",))

@@ -35,7 +35,7 @@ import msgspec
 
 from .. import wire as shared
 from ..errors import BadMessage, Forbidden, NotEligible, NotFound
-from ..i18n import _
+from ..i18n import N_, _
 from ..ruleset import Handler, Outcome, log_fields
 from ..state import WorldState
 from ..dice import Dice
@@ -44,6 +44,10 @@ from . import wire
 from .dice import Draw, OpenSession, SEED_BYTES, TableDice, commitment, fingerprint, session_id
 
 RULESET_ID = "dice"  # the audit columns' ruleset of dice decisions
+TITLE = N_("dice sessions")  # what the audit report heads its decisions with
+# The audit ``outcome`` values of dice decisions in words (as bridge.ruleset.Ruleset.outcome_names).
+OUTCOME_NAMES = {"committed": N_("Dice session started"), "revealed": N_("Dice session revealed"),
+                 "settings": N_("settings"), "override": N_("GM override")}
 SETTINGS_KIND, CURRENT_KIND, OFFER_KIND, SECRET_KIND, OVERRIDE_KIND = (
     "dice.settings", "dice.session", "dice.offer", "dice.secret", "dice.override")
 

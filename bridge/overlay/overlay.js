@@ -169,6 +169,64 @@ export function cardsToDrop(heights, available, gap) {
 }
 
 /**
+ * A card's glyphs the screen cannot draw, replaced by their text: every element of `body` with a
+ * `data-glyph-text` (a ruleset's card marks a symbol so, e.g. an hmtw suit mark) whose text
+ * `canDraw` says no font draws gets that text instead (empty: the mark is hidden) and the class
+ * `glyph-as-text`; its glyph is kept in `data-glyph`.
+ *
+ * @param {ParentNode} body a card's body
+ * @param {(text: string) => boolean} canDraw whether the page's fonts draw `text` (glyphChecker)
+ */
+export function glyphFallbacks(body, canDraw) {
+  for (const mark of body.querySelectorAll("[data-glyph-text]")) {
+    const glyph = mark.textContent.trim();
+    if (!glyph || canDraw(glyph)) continue;
+    mark.dataset.glyph = glyph;
+    mark.textContent = mark.dataset.glyphText;
+    mark.classList.add("glyph-as-text");
+  }
+}
+
+/** A code point no font draws (plane 16 private use): what a missing glyph looks like. */
+const NEVER_DRAWN = "\u{10FFFD}";
+
+/**
+ * Whether the page's fonts draw a glyph, by drawing it on a canvas in the body's font: a glyph no
+ * font has comes out as the font's "missing" box (as NEVER_DRAWN does) or as nothing. Chromium
+ * falls back through every installed font before it draws that box, so a glyph any font has
+ * passes (an emoji font's included). Answers are cached per text.
+ *
+ * @param {Document} document
+ * @param {string} fontFamily the body's computed font-family
+ * @returns {(text: string) => boolean}
+ */
+export function glyphChecker(document, fontFamily) {
+  const size = 32;
+  const canvas = document.createElement("canvas");
+  canvas.width = canvas.height = size;
+  const context = canvas.getContext("2d", { willReadFrequently: true });
+  if (!context) return () => true; // nothing to measure with: keep the glyphs
+  const pixels = (text) => {
+    context.clearRect(0, 0, size, size);
+    context.font = `${size * 0.75}px ${fontFamily}`;
+    context.textBaseline = "top";
+    context.fillStyle = "#000";
+    context.fillText(text, 0, 0);
+    return context.getImageData(0, 0, size, size).data.join(",");
+  };
+  const missing = pixels(NEVER_DRAWN);
+  const blank = pixels("");
+  const known = new Map();
+  return (text) => {
+    if (!known.has(text)) {
+      const drawn = pixels(text);
+      known.set(text, drawn !== missing && drawn !== blank);
+    }
+    return known.get(text);
+  };
+}
+
+/**
  * The card stack: shows, replaces and retires cards in `root`. With `layout` (a browser page: the
  * stack's height and gap in px), every card fits the screen whole: a card taller than the stack
  * has its text scaled down (fitScale; its free texts are also clamped to a few lines by the style
@@ -177,13 +235,15 @@ export function cardsToDrop(heights, available, gap) {
  *
  * @param {{root: HTMLElement, document: Document, options: ReturnType<typeof readOptions>,
  *   timers: {setTimeout: Function, clearTimeout: Function},
- *   layout?: {available: () => number, gap: () => number}}} deps
+ *   layout?: {available: () => number, gap: () => number},
+ *   canDraw?: (text: string) => boolean}} deps `canDraw`: whether the page draws a glyph
+ *   (glyphChecker; without it every glyph is kept)
  * @returns {{show: (message: {ruleset: string, card: {title: string, html: string,
  *   speaker_alias?: string|null}, key?: string|null}) => HTMLElement, clear: () => void,
  *   count: () => number, fit: () => void}} `show` returns the card's element; `count` the cards on
  *   screen (not leaving); `fit` fits them again (after the window is resized)
  */
-export function createCardStack({ root, document, options, timers, layout }) {
+export function createCardStack({ root, document, options, timers, layout, canDraw }) {
   /** @type {Map<HTMLElement, any>} cards on screen -> their stay timer */
   const shown = new Map();
   const newestFirst = options.position.startsWith("top");
@@ -204,6 +264,7 @@ export function createCardStack({ root, document, options, timers, layout }) {
     body.className = "overlay-body";
     body.innerHTML = message.card.html; // escaped by the bridge (bridge/cards.py)
     for (const control of body.querySelectorAll(".card-buttons, button")) control.remove();
+    if (canDraw) glyphFallbacks(body, canDraw);
     element.replaceChildren(actor, body);
     element.dataset.ruleset = String(message.ruleset ?? "");
   }
@@ -361,7 +422,8 @@ export function runOverlay(window) {
     available: () => px(window.getComputedStyle(root).maxHeight),
     gap: () => px(window.getComputedStyle(root).rowGap),
   };
-  const cards = createCardStack({ root, document, options, timers, layout });
+  const canDraw = glyphChecker(document, window.getComputedStyle(document.body).fontFamily);
+  const cards = createCardStack({ root, document, options, timers, layout, canDraw });
   window.addEventListener("resize", () => cards.fit());
   createViewerLink({
     url: bridgeSocketUrl(window.location.href),

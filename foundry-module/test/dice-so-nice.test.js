@@ -127,7 +127,7 @@ describe("HMtW: a test of fate's draw", () => {
       type: "hmtw_tested",
       test: { test_id: asked.test_id, actor_id: SILAN, actor_name: "Silán Storysoul", user_id: env.player, attribute: "pentacles", score: 2,
         modifier: 0, first: face, pushed: null, total: 6, outcome: "failure", push_by: [] },
-      obstacle: null, bound: false, decks: { player_undrawn: 56, player_discarded: 1, gm_undrawn: 21, gm_discarded: 0 }, reshuffles: [], notice: null,
+      obstacle: null, bound: false, decks: { player_undrawn: 56, player_discarded: 1, player_on_table: 0, gm_undrawn: 21, gm_discarded: 0 }, reshuffles: [], notice: null,
       card: { ...CARD, html, ruleset: "hmtw", speaker_actor_id: SILAN },
       rolls: [{ faces: 57, value: 23, source: "fair" }],
     });

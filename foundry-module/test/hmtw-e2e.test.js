@@ -106,6 +106,7 @@ test("tests of fate drawn by the bridge: a failure binds the obstacle, the drawe
   const size = env.world.messages.size;
   env.world.callHook("chatMessage", {}, "/tof decks", {});
   const decks = await until(() => replies.find((r) => r.type === "hmtw_decks"), "the deck status");
+  assert.equal(decks.decks.player_on_table, 0, "H14: the pushed test is finished, its cards discarded");
   assert.equal(decks.decks.player_undrawn + decks.decks.player_discarded, 57);
   assert.equal(decks.decks.gm_undrawn, 21);
   assert.deepEqual(decks.bound, []);

@@ -77,7 +77,7 @@ function failed(testId, drawer) {
     type: "hmtw_tested",
     test: { test_id: testId, actor_id: SILAN, actor_name: "Silán Storysoul", user_id: drawer, attribute: "pentacles", score: 2,
       modifier: 0, first: face("pentacles-4", "IV of Pentacles", "pentacles", 4), pushed: null, total: 6, outcome: "failure", push_by: [drawer] },
-    obstacle: null, bound: false, decks: { player_undrawn: 56, player_discarded: 1, gm_undrawn: 21, gm_discarded: 0 },
+    obstacle: null, bound: false, decks: { player_undrawn: 56, player_discarded: 1, player_on_table: 0, gm_undrawn: 21, gm_discarded: 0 },
     reshuffles: [], notice: null,
     card: { title: "Test of fate: Pentacles", html: `<div data-fate-bridge-hmtw-test="${testId}">Total: 6 ${pushButton(testId, drawer)}</div>`, ruleset: "hmtw", speaker_actor_id: SILAN, speaker_alias: "Silán Storysoul" },
   };
@@ -159,12 +159,12 @@ describe("/tof: a test of fate (H3-H5)", () => {
     const asked = await sent("hmtw_test");
     const before = env.world.messages.size;
     env.socket.receive({ type: "error", v: 1, code: "not_eligible", ref: asked.event_id, field: "obstacle",
-      message: "'the locked door' is bound by fate after test t0 (failure)" });
+      message: "'the locked door' is bound by fate after test t0 (Failure)" });
     await until(() => env.world.emitted.some((e) => e.payload.type === "done"), "done");
     env.world.deliverAs(env.player);
     await until(() => env.world.notices.length, "the notice");
     assert.deepEqual(env.world.notices.at(-1), { level: "warn", userId: env.player,
-      text: "Test of fate: 'the locked door' is bound by fate after test t0 (failure)" });
+      text: "Test of fate: 'the locked door' is bound by fate after test t0 (Failure)" });
     assert.equal(env.world.messages.size, before);
   });
 });

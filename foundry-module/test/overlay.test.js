@@ -206,3 +206,22 @@ test("the overlay reconnects within 0.5 s after a 1012 of a welcomed link, with 
   sockets[2].onclose({ code: 1006 });  // and it counted as a failure
   assert.equal(reconnects[2][0], 2 * LINK.BACKOFF_MIN_MS);
 });
+
+test("a glyph the screen cannot draw shows its text (issue 37: hmtw suit marks); one it draws stays", async () => {
+  const { glyphFallbacks } = await import("../../bridge/overlay/overlay.js");
+  const dom = new JSDOM('<div><span class="hmtw-mark" data-glyph-text="Cu">\u{1F3C6}</span> <span class="hmtw-mark" data-glyph-text="Sw">\u2694</span>'
+    + ' <span class="hmtw-mark" data-glyph-text="">\u{1F0CF}</span></div>');
+  const body = dom.window.document.querySelector("div");
+  glyphFallbacks(body, (text) => text === "\u2694");
+  const marks = [...body.querySelectorAll(".hmtw-mark")].map((mark) => [mark.textContent, mark.dataset.glyph ?? null, mark.classList.contains("glyph-as-text")]);
+  assert.deepEqual(marks, [["Cu", "\u{1F3C6}", true], ["\u2694", null, false], ["", "\u{1F0CF}", true]]);
+});
+
+test("the card stack puts a card's undrawable glyphs as text before it is shown", () => {
+  const dom = new JSDOM('<main id="cards"></main>');
+  const root = dom.window.document.getElementById("cards");
+  const timers = { setTimeout: () => 0, clearTimeout: () => {} };
+  const stack = createCardStack({ root, document: dom.window.document, options: readOptions("?seconds=600"), timers, canDraw: () => false });
+  const shown = stack.show({ ruleset: "hmtw", key: "t1", card: { title: "t", html: '<span class="hmtw-mark" data-glyph-text="Wa">\u{1FA84}</span> Knight of Wands' } });
+  assert.equal(shown.querySelector(".hmtw-mark").textContent, "Wa");
+});

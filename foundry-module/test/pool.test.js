@@ -45,7 +45,7 @@ describe("the /pool command", () => {
       { save: "fate", fate_score: 16, effect_tier: 3, bonus: 0, advantage_sources: 0, disadvantage_sources: 0 });
   });
 
-  test("the roll mode: typed before 'as' and 'for' wins, else the default given; it never goes to the bridge", () => {
+  test("the roll mode: typed before 'as' and 'for' wins, else the default given; the bridge is told it", () => {
     assert.equal(parsePoolCommand("3 task 2 gm").visibility, "gm");
     assert.equal(parsePoolCommand("3 task 2", { visibility: "blind" }).visibility, "blind");
     assert.equal(parsePoolCommand("save heart 14 fate 12 dc 15 SelfRoll as Lilly", { visibility: "gm" }).visibility, "self");
@@ -54,7 +54,9 @@ describe("the /pool command", () => {
     assert.deepEqual(parsePoolCommand("3 task 2 gm public"), { ok: false, error: "twice", token: "public" });
     const sender = { userId: "playerUser00001", isGM: false, userName: "Player One" };
     for (const [text, def] of [["3 task 2 adv fate 1 blind for Climb", "PoolCheck"], ["save heart 14 fate 12 dc 15 gm", "PoolSave"]]) {
-      const message = rollMessage(parsePoolCommand(text), ALDRIC, sender, "ev1");
+      const command = parsePoolCommand(text);
+      const message = rollMessage(command, ALDRIC, sender, "ev1");
+      assert.equal(message.visibility, command.visibility, "the card's roll mode decides the overlay");
       const known = Object.keys(POOL_SCHEMA.$defs[def].properties);
       for (const key of Object.keys(message)) assert.ok(known.includes(key), `${def}.${key}`);
     }
@@ -143,6 +145,7 @@ describe("d20 rolls in chat (real Foundry 13 captures)", () => {
     const sender = { userId: "playerUser00001", isGM: false, userName: null };
     assert.deepEqual(rerollMessage({ rollId: "m1", roll: null }, sender, "ev"), { type: "pool_reroll", v: 1, event_id: "ev", roll_id: "m1", user_id: "playerUser00001", user_is_gm: false });
     assert.equal(rerollMessage({ rollId: "m1", roll: { d20s: [3] } }, sender, "ev").roll.d20s[0], 3);
+    assert.equal(rerollMessage({ rollId: "m1", roll: null, visibility: "blind" }, sender, "ev").visibility, "blind");
   });
 });
 
@@ -324,6 +327,7 @@ describe("the pool ruleset in a world", () => {
     assert.deepEqual(check, {
       stat_modifier: 3, task_tier: 2, advantage_sources: 1, disadvantage_sources: 0, fate: 1,
       type: "pool_check", v: 1, event_id: check.event_id, character_id: LILLY, user_id: "playerUser00001", user_is_gm: false, user_name: "Player One",
+      visibility: "public",
     });
     assert.deepEqual(api.cards, [CARD]);
     // the bridge's d6s (explosion included), as the player, to the card's audience, before the card (issue 13)
@@ -336,14 +340,17 @@ describe("the pool ruleset in a world", () => {
     world.asUser("playerUser00001");
     await api.command("3 task 2");
     assert.deepEqual(api.audiences.at(-1), { whisper: ["gmUser000000001", "gmUser000000002", "playerUser00001"], blind: false });
-    assert.equal("visibility" in api.sent.at(-1), false, "the pool wire has no visibility");
+    assert.equal(api.sent.at(-1).visibility, "gm", "the bridge is told who sees it: not public, not on the overlay");
     await api.command("3 task 2 blind");
     assert.deepEqual(api.audiences.at(-1), { whisper: ["gmUser000000001", "gmUser000000002"], blind: true });
+    assert.equal(api.sent.at(-1).visibility, "blind");
     await globalThis.game.settings.set("core", "rollMode", "publicroll");
     await api.command("3 task 2");
     assert.deepEqual(api.audiences.at(-1), { whisper: [], blind: false });
+    assert.equal(api.sent.at(-1).visibility, "public", "a public card reaches the stream overlay");
     await api.command("3 task 2 self");
     assert.deepEqual(api.audiences.at(-1), { whisper: ["playerUser00001"], blind: false, authorId: "playerUser00001" });
+    assert.equal(api.sent.at(-1).visibility, "self");
   });
 
   test("a visibility no mode has, from a client, is the asker's own: never public", async () => {
@@ -401,6 +408,7 @@ describe("the pool ruleset in a world", () => {
       type: "pool_reroll", v: 1, event_id: api.sent.at(-1).event_id, roll_id: attack.id, user_id: "playerUser00001",
       user_is_gm: false, user_name: "Player One",
       roll: { character_id: LILLY, kind: "attack", mode: "normal", d20s: [2], total: 8, label: "Dagger - Attack Roll" },
+      visibility: "public",
     });
     assert.deepEqual(api.cards, [CARD]);
     assert.deepEqual(api.audiences, [{ whisper: [], blind: false }], "public: the clicker's roll mode");
@@ -415,6 +423,7 @@ describe("the pool ruleset in a world", () => {
     assert.equal(api.sent.at(-1).type, "pool_reroll");
     assert.equal(api.sent.at(-1).roll.label, "Dagger - Attack Roll", "the flavor is read from the message");
     assert.deepEqual(api.audiences, [{ whisper: [], blind: false }], "the attack was public");
+    assert.equal(api.sent.at(-1).visibility, "public", "the bridge is told the rolled message's, not the clicker's selfroll");
     const blind = await world.createMessage({ ...structuredClone(ATTACK), whisper: ["gmUser000000001"], blind: true, author: "playerUser00001" });
     await globalThis.game.settings.set("core", "rollMode", "publicroll");
     // Its roller sees Foundry's "rolled privately" stub (a blind roll): no d20, no reroll button.
@@ -424,6 +433,7 @@ describe("the pool ruleset in a world", () => {
     world.render(blind.id).querySelector(`.${REROLL_CLASS} button`).click();
     await flush();
     assert.deepEqual(api.audiences.at(-1), { whisper: ["gmUser000000001"], blind: true }, "a blind roll's reroll: the GMs only");
+    assert.equal(api.sent.at(-1).visibility, "blind", "never on the overlay");
     assert.deepEqual(api.dice.at(-1), { dice: api.dice.at(-1).dice, diceUserId: "gmUser000000001", audience: { whisper: ["gmUser000000001"], blind: true } });
   });
 

@@ -1,4 +1,4 @@
-"""The hmtw ruleset: the tarot rules of fate: tests, group tests, pushes, Challenge Actions, the decks (H1-H13).
+"""The hmtw ruleset: the tarot rules of fate: tests, group tests, pushes, Challenge Actions, the decks (H1-H14).
 
 ``rules`` (pure tables and functions), ``wire`` (its messages), ``decide`` (its handlers),
 ``cards`` and ``templates/`` (its chat cards); :data:`RULESET` plugs it into the bridge.
@@ -6,6 +6,7 @@
 
 from __future__ import annotations
 
+from ...i18n import N_
 from ...ruleset import Dictionary, Ruleset
 from . import rules, wire, decide  # rules first: the shared wire reads its tables
 
@@ -15,6 +16,8 @@ RULESET = Ruleset(
     bridge=wire.BRIDGE,
     handlers=decide.HANDLERS,
     refused=decide.refused,
+    title=N_("His Majesty the Worm"),
+    outcome_names=decide.OUTCOME_NAMES,
     # The zstd dictionaries of its stored rows (bridge/store/blobs.py), trained on its example
     # session (python -m bridge.store.dictionary hmtw KIND).
     dictionaries=(Dictionary(32771, "audit", __name__, "0.1.0"),

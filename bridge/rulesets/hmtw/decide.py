@@ -1,5 +1,5 @@
 """hmtw decisions: the world's tarot decks, tests of fate, pushes, group tests, Challenge Actions
-and the GM's deck commands (DECISIONS.md H1-H13).
+and the GM's deck commands (DECISIONS.md H1-H14).
 
 Pure: the world's state comes in as a :class:`~bridge.state.WorldState`, dice as an injected
 :class:`~bridge.dice.Dice` (each draw is one die of as many faces as cards left undrawn: the
@@ -8,7 +8,8 @@ first write, so a refused request changes nothing; every card is drawn before th
 
 Records (kinds):
 ``hmtw.decks`` (key ``world``): both decks (undrawn in deck order, discard in the order drawn),
-the tests still open for a push and the reshuffles waiting (H1, H6, H7).
+the tests still open for a push, the player cards on the table (H14) and the reshuffles waiting
+(H1, H6, H7).
 ``hmtw.test`` (by ``test_id`` / ``action_id``; a group's members as ``<test_id>/1``, ``/2``):
 each test of fate, group member's test or Challenge Action, with its cards and outcome.
 ``hmtw.group`` (by ``test_id``): a group test's members, hits and outcome (H10).
@@ -27,7 +28,7 @@ from ... import wire as shared
 from ...ruleset import Outcome, handler, log_fields, rolling
 from ...dice import Dice
 from ...errors import BadMessage, Forbidden, NotEligible, NotFound
-from ...i18n import N_, _
+from ...i18n import N_, _, ngettext
 from . import rules as hmtw
 from ...state import WorldState
 
@@ -37,14 +38,23 @@ DECKS_KEY, BOUND_KEY = "world", "guild"
 TestKind = Literal["test", "member", "challenge"]
 
 
+class OnTableRecord(msgspec.Struct, kw_only=True, frozen=True):
+    """A card on the table as stored (``hmtw.OnTable``, H14)."""
+
+    card: str
+    held_by: list[str]
+
+
 class DecksRecord(msgspec.Struct, kw_only=True, frozen=True):
-    """A world's decks as stored (``hmtw.Decks`` field for field, lists for tuples)."""
+    """A world's decks as stored (``hmtw.Decks`` field for field, lists for tuples). A record
+    written before H14 has no ``table``: its drawn cards are all on the discard pile."""
 
     player_undrawn: list[str]
     player_discard: list[str]
     gm_undrawn: list[str]
     gm_discard: list[str]
     open_tests: list[str] = []
+    table: list[OnTableRecord] = []
     reshuffle_after_test: bool = False
     reshuffle_at_round_end: bool = False
 
@@ -112,6 +122,7 @@ def _decks(state: WorldState) -> hmtw.Decks:
         player=hmtw.Pile(tuple(record.player_undrawn), tuple(record.player_discard)),
         gm=hmtw.Pile(tuple(record.gm_undrawn), tuple(record.gm_discard)),
         open_tests=tuple(record.open_tests),
+        table=tuple(hmtw.OnTable(t.card, tuple(t.held_by)) for t in record.table),
         reshuffle_after_test=record.reshuffle_after_test,
         reshuffle_at_round_end=record.reshuffle_at_round_end,
     )
@@ -124,6 +135,7 @@ def _put_decks(state: WorldState, decks: hmtw.Decks) -> None:
         gm_undrawn=list(decks.gm.undrawn),
         gm_discard=list(decks.gm.discard),
         open_tests=list(decks.open_tests),
+        table=[OnTableRecord(card=t.card, held_by=list(t.held_by)) for t in decks.table],
         reshuffle_after_test=decks.reshuffle_after_test,
         reshuffle_at_round_end=decks.reshuffle_at_round_end,
     ))
@@ -196,7 +208,7 @@ def _require_unbound(bound: list[BoundEntry], obstacle: str | None) -> None:
             _("%(obstacle)r is bound by fate after test %(test)s (%(outcome)s): nobody in the guild "
               "may test it again until the GM says circumstances changed (H9)")
             % {"obstacle": entry.obstacle, "test": entry.test_id,
-               "outcome": entry.outcome},  # the outcome's wire code (failure, disaster)
+               "outcome": _(OUTCOME_NAMES[entry.outcome])},  # a test's or a group's (failure, disaster)
             field="obstacle",
         )
 
@@ -223,6 +235,7 @@ def _counts(decks: hmtw.Decks) -> wire.HmtwDeckCounts:
     player_undrawn, player_discarded = hmtw.counts(decks.player)
     gm_undrawn, gm_discarded = hmtw.counts(decks.gm)
     return wire.HmtwDeckCounts(player_undrawn=player_undrawn, player_discarded=player_discarded,
+                               player_on_table=len(decks.table),
                                gm_undrawn=gm_undrawn, gm_discarded=gm_discarded)
 
 
@@ -238,11 +251,16 @@ RESHUFFLE_TEXT = {
 DECK_TITLES = {"player": N_("player"), "gm": N_("GM")}
 
 
-def _notice(reshuffles: Sequence[hmtw.Reshuffled]) -> wire.Card | None:
-    """H7: the public chat card announcing this decision's reshuffles (None without one)."""
+def _notice(reshuffles: Sequence[hmtw.Reshuffled], decks: hmtw.Decks) -> wire.Card | None:
+    """H7: the public chat card announcing this decision's reshuffles (None without one); with
+    cards still on the table after them, a line saying those stayed out (H14)."""
     if not reshuffles:
         return None
     lines = [_(RESHUFFLE_TEXT[r.reason]) % {"deck": _(DECK_TITLES[r.decks[0]])} for r in reshuffles]
+    if decks.table and any("player" in r.decks for r in reshuffles):
+        lines.append(ngettext("%(num)s card still on the table stays out until its test is finished.",
+                              "%(num)s cards still on the table stay out until their tests are finished.",
+                              len(decks.table)) % {"num": len(decks.table)})
     return cards.render_card("hmtw_reshuffle.html.j2", title=_("The decks are reshuffled"),
                              ruleset=RULESET, lines=lines)
 
@@ -324,7 +342,7 @@ def _tested(event_id: str, record: TestRecord, decks: hmtw.Decks, bound: bool,
         bound=bound,
         decks=_counts(decks),
         reshuffles=_reshuffled(reshuffles),
-        notice=_notice(reshuffles),
+        notice=_notice(reshuffles, decks),
         card=_test_card(result, record, record.obstacle, bound),
     )
 
@@ -354,7 +372,7 @@ def _group_tested(event_id: str, group: GroupRecord, members: Sequence[TestRecor
         bound=bound,
         decks=_counts(decks),
         reshuffles=_reshuffled(reshuffles),
-        notice=_notice(reshuffles),
+        notice=_notice(reshuffles, decks),
         card=card,
     )
 
@@ -362,15 +380,16 @@ def _group_tested(event_id: str, group: GroupRecord, members: Sequence[TestRecor
 # --- hmtw_test ----------------------------------------------------------------------------------
 
 
-def _draw_test(decks: hmtw.Decks, pick: Callable[[int], int], test_id: str,
+def _draw_test(decks: hmtw.Decks, pick: Callable[[int], int], test_id: str, held_by: tuple[str, ...],
                drawer: wire.HmtwTest | wire.HmtwGroupMember, request: wire.HmtwTest | wire.HmtwGroupTest,
                ) -> tuple[hmtw.Decks, TestRecord, tuple[hmtw.Reshuffled, ...]]:
-    """H3-H5, H7: draw the initial card of one adventurer's test (``drawer`` gives the actor,
-    score, favor, disfavor and user; ``request`` the attribute, obstacle and visibility); a
-    failure stays open for a push (H6); a Fool waits to reshuffle until the test is finished."""
+    """H3-H5, H7, H14: draw the initial card of one adventurer's test (``drawer`` gives the
+    actor, score, favor, disfavor and user; ``request`` the attribute, obstacle and visibility);
+    the card lies on the table while a test of ``held_by`` is open (H14); a failure stays open
+    for a push (H6); a Fool waits to reshuffle until the test is finished."""
     attribute = request.attribute
     group_id = request.test_id if isinstance(request, wire.HmtwGroupTest) else None
-    drawn = hmtw.draw(decks, "player", pick)
+    drawn = hmtw.draw(decks, "player", pick, held_by)
     decks = drawn.decks
     total = hmtw.total(drawn.card.value, drawer.score, drawer.favor, drawer.disfavor)
     outcome = hmtw.fate_outcome(drawn.card, attribute, total)
@@ -396,7 +415,8 @@ def _test(message: wire.HmtwTest, state: WorldState, dice: Dice) -> wire.HmtwTes
     bound = _bound(state)
     _require_unbound(bound, message.obstacle)
     decks, before = hmtw.begin_test(_decks(state))
-    decks, record, during = _draw_test(decks, _picker(dice), message.test_id, message, message)
+    decks, record, during = _draw_test(decks, _picker(dice), message.test_id, (message.test_id,),
+                                       message, message)
     decks, after = hmtw.finish_tests(decks)
     assert record.outcome is not None
     bound, is_bound = _rebind(bound, message.obstacle, record.test_id, record.outcome,
@@ -430,7 +450,7 @@ def _group_test(message: wire.HmtwGroupTest, state: WorldState, dice: Dice) -> w
     pick = _picker(dice)
     records: list[TestRecord] = []
     for member, member_id in zip(message.members, member_ids):
-        decks, record, during = _draw_test(decks, pick, member_id, member, message)
+        decks, record, during = _draw_test(decks, pick, member_id, tuple(member_ids), member, message)
         records.append(record)
         reshuffles += during
     decks, after = hmtw.finish_tests(decks)
@@ -468,7 +488,9 @@ def _member(state: WorldState, test_id: str) -> TestRecord:
 def _push(message: wire.HmtwPush, state: WorldState, dice: Dice) -> Outcome:
     """H6: the drawer's one more card on a failed, still open test; success (never great) or
     great failure; the Fool is a great failure (and reshuffles when the test is finished, H7).
-    A group member's push re-sums the group (H10)."""
+    A group member's push re-sums the group (H10). The pushed card joins the test's on the
+    table, and never is one of them (H14): both leave it when the test (a group's: the group
+    test) is finished."""
     record = state.get(TESTS, message.test_id, TestRecord)
     if record is None:
         raise NotFound(_("no test %(test)s was drawn in this world") % {"test": message.test_id},
@@ -487,7 +509,9 @@ def _push(message: wire.HmtwPush, state: WorldState, dice: Dice) -> Outcome:
     if record.test_id not in decks.open_tests:
         raise NotEligible(_("the table has drawn since this test, or the GM closed the push window: "
                             "fate can no longer be pushed on it (H6, H11)"), field="test_id")
-    drawn = hmtw.draw(decks, "player", _picker(dice))
+    group = None if record.group_id is None else state.get(GROUPS, record.group_id, GroupRecord)
+    held_by = (record.test_id,) if group is None else tuple(group.member_ids)
+    drawn = hmtw.draw(decks, "player", _picker(dice), held_by)
     decks = hmtw.close_test(drawn.decks, record.test_id)
     if drawn.card.code == hmtw.FOOL:
         decks = hmtw.fool_drawn(decks, in_challenge=False)
@@ -498,14 +522,13 @@ def _push(message: wire.HmtwPush, state: WorldState, dice: Dice) -> Outcome:
                                      outcome=hmtw.push_outcome(drawn.card, total))
     assert record.outcome is not None
     bound = _bound(state)
-    if record.group_id is None:
+    if group is None:
+        assert record.group_id is None  # a member's record is written with its group
         bound, is_bound = _rebind(bound, record.obstacle, record.test_id, record.outcome,
                                   hmtw.binds(record.outcome))
         reply: wire.HmtwTested | wire.HmtwGroupTested = _tested(
             message.event_id, record, decks, is_bound, reshuffles)
     else:
-        group = state.get(GROUPS, record.group_id, GroupRecord)
-        assert group is not None  # a member's record is written with its group
         members = [record if m == record.test_id else _member(state, m) for m in group.member_ids]
         group = _group_record(group.test_id, group.attribute, group.obstacle, members,
                               group.visibility)
@@ -566,7 +589,7 @@ def _challenge_action(message: wire.HmtwChallengeAction, state: WorldState,
         attribute=message.attribute, score=message.score,
         modifier=hmtw.modifier(message.favor, message.disfavor), drawn=face, value=value,
         reshuffle_at_round_end=decks.reshuffle_at_round_end, decks=_counts(decks),
-        reshuffles=_reshuffled(reshuffles), notice=_notice(reshuffles), card=card,
+        reshuffles=_reshuffled(reshuffles), notice=_notice(reshuffles, decks), card=card,
     )
 
 
@@ -574,6 +597,10 @@ def _challenge_action(message: wire.HmtwChallengeAction, state: WorldState,
 
 COMMAND_TITLES = {"status": N_("Decks"), "reshuffle": N_("Decks reshuffled"),
                   "round_end": N_("End of the round"), "close_push": N_("Push window closed")}
+# The audit ``outcome`` values of hmtw's decisions in words (bridge.ruleset.Ruleset.outcome_names):
+# a test's or a group's outcome (H5, H6, H10), a Challenge Action, the GM's draw, clear and commands.
+OUTCOME_NAMES = {**hmtw.OUTCOME_NAMES, **hmtw.GROUP_OUTCOME_NAMES, **COMMAND_TITLES,
+                 "challenge": N_("Challenge Action"), "gm_draw": N_("GM deck"), "cleared": N_("Circumstances changed")}
 
 
 def _deck_command(message: wire.HmtwDeckCommand, state: WorldState, dice: Dice) -> wire.HmtwDecks:
@@ -602,7 +629,7 @@ def _deck_command(message: wire.HmtwDeckCommand, state: WorldState, dice: Dice) 
         event_id=message.event_id, command=message.command, decks=counts,
         reshuffle_after_test=decks.reshuffle_after_test,
         reshuffle_at_round_end=decks.reshuffle_at_round_end, open_tests=list(decks.open_tests),
-        bound=bound, reshuffles=_reshuffled(reshuffles), notice=_notice(reshuffles), card=card,
+        bound=bound, reshuffles=_reshuffled(reshuffles), notice=_notice(reshuffles, decks), card=card,
     )
 
 
@@ -617,7 +644,7 @@ def _gm_draw(message: wire.HmtwGmDraw, state: WorldState, dice: Dice) -> wire.Hm
                              drawn=face, counts=counts)
     return wire.HmtwGmDrawn(event_id=message.event_id, drawn=face, decks=counts,
                             reshuffles=_reshuffled(drawn.reshuffles),
-                            notice=_notice(drawn.reshuffles), card=card)
+                            notice=_notice(drawn.reshuffles, drawn.decks), card=card)
 
 
 def _clear_obstacle(message: wire.HmtwClearObstacle, state: WorldState,

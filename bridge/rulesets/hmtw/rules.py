@@ -1,4 +1,4 @@
-"""His Majesty the Worm: tests of fate with tarot decks (seed 002; DECISIONS.md H1-H13).
+"""His Majesty the Worm: tests of fate with tarot decks (seed 002; DECISIONS.md H1-H14).
 
 Pure and table-driven: no I/O, no clock, no randomness. A draw takes a ``pick`` function,
 ``pick(n) -> 1..n`` (the bridge passes its ``Dice.roll``), so the caller owns every random number.
@@ -9,6 +9,10 @@ major arcana I..XXI. A pile's undrawn cards stay in deck order (the order of :da
 :data:`GM_DECK`); a draw takes the ``pick(len(undrawn))``-th of them. Drawing a uniformly chosen
 card from the undrawn ones, one card at a time, deals every order with the same chance as a full
 shuffle (Fisher-Yates done lazily), and no future order exists anywhere before it is drawn.
+
+H14: a player card drawn by a test lies on the table (:attr:`Decks.table`), in neither the deck nor
+the discard pile, until its test is finished; no reshuffle puts it back. So the undrawn cards, the
+discard pile and the table always hold the 57 player cards between them (:func:`player_cards`).
 """
 
 from __future__ import annotations
@@ -218,10 +222,21 @@ class Pile:
 
 
 @dataclass(frozen=True, slots=True)
+class OnTable:
+    """H14: a player card on the table, kept there while any test in ``held_by`` is open: its
+    own test, or every member of its group test (a group's cards stay until the group test is
+    resolved)."""
+
+    card: str
+    held_by: tuple[str, ...]
+
+
+@dataclass(frozen=True, slots=True)
 class Decks:
-    """A world's two decks (H1) and what H6/H7 wait for.
+    """A world's two decks (H1) and what H6/H7/H14 wait for.
 
     ``open_tests``: the tests whose failure may still be pushed (the latest draw's; H6).
+    ``table``: the player cards of tests not finished yet, in the order drawn (H14).
     ``reshuffle_after_test``: the Fool came up in a test still open; both decks are reshuffled
     when no test is open any more. ``reshuffle_at_round_end``: the Fool came up in a Challenge;
     both decks are reshuffled at the end of the round (H7)."""
@@ -229,12 +244,17 @@ class Decks:
     player: Pile
     gm: Pile
     open_tests: tuple[str, ...] = ()
+    table: tuple[OnTable, ...] = ()
     reshuffle_after_test: bool = False
     reshuffle_at_round_end: bool = False
 
     def pile(self, deck: DeckName) -> Pile:
         """The pile of ``deck`` (``player`` or ``gm``)."""
         return self.player if deck == "player" else self.gm
+
+    def on_table(self) -> frozenset[str]:
+        """H14: the codes of the player cards on the table."""
+        return frozenset(t.card for t in self.table)
 
 
 @dataclass(frozen=True, slots=True)
@@ -257,9 +277,10 @@ class Drawn:
 BOTH_DECKS: tuple[DeckName, ...] = ("player", "gm")
 
 
-def full_pile(deck: DeckName) -> Pile:
-    """H1: ``deck`` with every card undrawn, in deck order (57 player cards, 21 GM cards)."""
-    return Pile(DECKS[deck])
+def full_pile(deck: DeckName, leave_out: frozenset[str] = frozenset()) -> Pile:
+    """H1: ``deck`` with every card undrawn, in deck order (57 player cards, 21 GM cards), but
+    the cards in ``leave_out`` (H14: those still on the table)."""
+    return Pile(tuple(c for c in DECKS[deck] if c not in leave_out))
 
 
 def new_decks() -> Decks:
@@ -269,9 +290,11 @@ def new_decks() -> Decks:
 
 def reshuffle(decks: Decks, reason: ReshuffleReason) -> tuple[Decks, Reshuffled]:
     """H7 (and the GM's "reshuffle now"): every discard of both decks back in, the Fool
-    included. Every Fool is back in the deck, so no reshuffle is waiting any more (after a test
-    or at round end); open tests stay open."""
-    after = Decks(full_pile("player"), full_pile("gm"), open_tests=decks.open_tests)
+    included; cards still on the table stay out (H14). Every Fool is back in the deck or on
+    the table, so no reshuffle is waiting any more (after a test or at round end); open tests
+    stay open."""
+    after = Decks(full_pile("player", decks.on_table()), full_pile("gm"),
+                  open_tests=decks.open_tests, table=decks.table)
     return after, Reshuffled(reason, BOTH_DECKS)
 
 
@@ -285,22 +308,34 @@ def _fool_reshuffle(decks: Decks, keep: Decks) -> tuple[Decks, Reshuffled]:
                    reshuffle_at_round_end=keep.reshuffle_at_round_end), reshuffled
 
 
-def draw(decks: Decks, deck: DeckName, pick: Callable[[int], int]) -> Drawn:
+def draw(decks: Decks, deck: DeckName, pick: Callable[[int], int],
+         held_by: tuple[str, ...] = ()) -> Drawn:
     """H1: draw one card from ``deck``: the ``pick(n)``-th (1..n) of its ``n`` undrawn cards in
-    deck order, then onto its discard pile. A deck found empty first takes its discard pile
-    back (reason ``exhausted``). Raises ``ValueError`` if ``pick`` leaves 1..n."""
+    deck order. A deck found empty first takes its discard pile back (reason ``exhausted``),
+    never a card on the table (H14). With ``held_by`` (the player deck's tests, see
+    :class:`OnTable`) the card lies on the table until :func:`finish_tests` finds them all
+    finished; without, it goes onto the discard pile at once (the GM deck, a Challenge Action:
+    nothing waits on them). Raises ``ValueError`` if ``pick`` leaves 1..n, or for ``held_by``
+    on the GM deck."""
+    if held_by and deck != "player":
+        raise ValueError("only player cards lie on the table (H14)")
     pile = decks.pile(deck)
     reshuffles: tuple[Reshuffled, ...] = ()
     if not pile.undrawn:
-        pile = full_pile(deck)
+        pile = full_pile(deck, decks.on_table())
         reshuffles = (Reshuffled("exhausted", (deck,)),)
     n = len(pile.undrawn)
     index = pick(n)
     if not 1 <= index <= n:
         raise ValueError(f"a pick among {n} cards is 1..{n}, got {index}")
     code = pile.undrawn[index - 1]
-    pile = Pile(pile.undrawn[: index - 1] + pile.undrawn[index:], (*pile.discard, code))
-    after = replace(decks, player=pile) if deck == "player" else replace(decks, gm=pile)
+    undrawn = pile.undrawn[: index - 1] + pile.undrawn[index:]
+    if held_by:
+        after = replace(decks, player=Pile(undrawn, pile.discard),
+                        table=(*decks.table, OnTable(code, held_by)))
+    else:
+        pile = Pile(undrawn, (*pile.discard, code))
+        after = replace(decks, player=pile) if deck == "player" else replace(decks, gm=pile)
     return Drawn(CARDS[code], after, reshuffles)
 
 
@@ -318,13 +353,26 @@ def close_pushes(decks: Decks) -> tuple[Decks, tuple[Reshuffled, ...]]:
 
 
 def finish_tests(decks: Decks) -> tuple[Decks, tuple[Reshuffled, ...]]:
-    """H7/H12: once no test is open, a Fool drawn in a test has both decks reshuffled (reason
-    ``fool``; a Challenge Action's Fool still waits for its round's end); otherwise nothing
-    changes."""
+    """H14, H7/H12: the cards of finished tests leave the table for the discard pile (in the
+    order drawn); then, once no test is open, a Fool drawn in a test has both decks reshuffled
+    (reason ``fool``; a Challenge Action's Fool still waits for its round's end)."""
+    decks = clear_table(decks)
     if decks.reshuffle_after_test and not decks.open_tests:
         after, reshuffled = _fool_reshuffle(decks, replace(decks, reshuffle_after_test=False))
         return after, (reshuffled,)
     return decks, ()
+
+
+def clear_table(decks: Decks) -> Decks:
+    """H14: every card on the table whose tests are all finished (none in ``open_tests``) goes
+    onto the discard pile, in the order drawn; the others stay."""
+    open_now = set(decks.open_tests)
+    staying = tuple(t for t in decks.table if open_now.intersection(t.held_by))
+    if len(staying) == len(decks.table):
+        return decks
+    leaving = tuple(t.card for t in decks.table if not open_now.intersection(t.held_by))
+    return replace(decks, player=Pile(decks.player.undrawn, (*decks.player.discard, *leaving)),
+                   table=staying)
 
 
 def open_test(decks: Decks, test_id: str) -> Decks:
@@ -358,4 +406,10 @@ def end_round(decks: Decks) -> tuple[Decks, tuple[Reshuffled, ...]]:
 def counts(pile: Pile) -> tuple[int, int]:
     """H1: ``(undrawn, discarded)`` card counts of a pile."""
     return len(pile.undrawn), len(pile.discard)
+
+
+def player_cards(decks: Decks) -> tuple[str, ...]:
+    """H14: every player card where it lies: undrawn, discarded, then on the table. Always the
+    57 cards of :data:`PLAYER_DECK`, each once (the property the tests check)."""
+    return (*decks.player.undrawn, *decks.player.discard, *(t.card for t in decks.table))
 

@@ -1,4 +1,4 @@
-"""hmtw: tests of fate with tarot decks (His Majesty the Worm; docs/rules.md H1-H13).
+"""hmtw: tests of fate with tarot decks (His Majesty the Worm; docs/rules.md H1-H14).
 
 The bridge keeps each world's two decks and draws every card itself; the module sends what is
 tested and gets back the cards drawn, the totals, the outcome and a chat card to post.
@@ -150,10 +150,13 @@ class HmtwCardFace(OutPart, kw_only=True):
 
 
 class HmtwDeckCounts(OutPart, kw_only=True):
-    """Cards left to draw and on the discard pile, per deck (H1)."""
+    """Cards left to draw and on the discard pile, per deck (H1), and the player cards on the
+    table: drawn by a test not finished yet (H14). ``player_undrawn + player_discarded +
+    player_on_table`` is always 57; ``gm_undrawn + gm_discarded`` always 21."""
 
     player_undrawn: int
     player_discarded: int
+    player_on_table: int
     gm_undrawn: int
     gm_discarded: int
 

@@ -6,6 +6,7 @@
 
 from __future__ import annotations
 
+from ...i18n import N_
 from ...ruleset import Dictionary, Ruleset
 from . import rules, wire, decide  # rules first: the shared wire reads its tables
 
@@ -15,6 +16,8 @@ RULESET = Ruleset(
     bridge=wire.BRIDGE,
     handlers=decide.HANDLERS,
     refused=decide.refused,
+    title=N_("Mythic Fate Chart"),
+    outcome_names=decide.OUTCOME_NAMES,
     queries=decide.QUERIES,
     # The zstd dictionaries of its stored rows (bridge/store/blobs.py), trained on its example
     # session (python -m bridge.store.dictionary mythic KIND).

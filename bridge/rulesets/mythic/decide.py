@@ -24,6 +24,8 @@ from . import rules as mythic
 from ...state import WorldState
 
 RULESET = mythic.RULESET
+# The audit ``outcome`` values of the Fate Chart's decisions in words (Ruleset.outcome_names).
+OUTCOME_NAMES = {**mythic.ANSWER_NAMES, "chart_settings": N_("settings")}
 OPTIONS, WORLD_KEY = "mythic.options", "world"
 ANSWER_TEMPLATE = "mythic_answer.html.j2"
 DEFAULT_QUESTION = N_("Fate Chart question")  # the card's title when the asker gave no words

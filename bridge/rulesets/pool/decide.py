@@ -28,6 +28,14 @@ from . import rules as pool
 from ...state import WorldState
 
 RULESET = pool.RULESET
+# The audit ``outcome`` values of pool's decisions in words (Ruleset.outcome_names): a check's or
+# save's result, a reroll, the world's tables, and each ledger action (wire.LedgerAction).
+OUTCOME_NAMES = {
+    "passed": N_("Passed"), "failed": N_("Failed"), "rerolled": N_("rerolled"), "configured": N_("settings"),
+    "character": N_("character entered"), "session_start": N_("session started"), "session_end": N_("session ended"),
+    "rest": N_("rest"), "award": N_("Fate awarded"), "level_gained": N_("level gained"), "stamina": N_("stamina set"),
+    "query": N_("ledger read"),
+}
 WORLD, CONFIG, CHARACTER, ROLL = "pool.world", "pool.config", "pool.character", "pool.roll"
 WORLD_KEY = "world"
 

@@ -14,7 +14,7 @@ from msgspec import Meta
 
 from . import rules as _pool_rules
 from .rules import MAX_LEVEL, MAX_TIER
-from ...wire.base import BridgeMessage, Card, Id, Name, OutPart, Part, UserRequest
+from ...wire.base import BridgeMessage, Card, Id, Name, OutPart, Part, UserRequest, Visibility
 
 __all__ = [
     "PoolGmRequest", "PoolStatRow", "PoolConfig", "PoolConfigure", "PoolConfigured", "PoolCharacter",
@@ -38,6 +38,11 @@ Count = Annotated[int, Meta(ge=0, le=99, description="A small count: dice, Fate,
 StatValue = Annotated[int, Meta(ge=-99, le=99, description="A stat score, modifier or bonus.")]
 D20 = Annotated[int, Meta(ge=1, le=20, description="A d20 result, 1..20.")]
 Sources = Annotated[int, Meta(ge=0, le=9, description="How many sources (P13: any number counts once).")]
+
+RollVisibility = Annotated[Visibility, Meta(description=(
+    "Who sees the result: the roll mode of the ChatMessage that shows it (a check or save: the mode "
+    "typed, else the asker's; a reroll: the rolled message's). Only `public` reaches the stream "
+    "overlay; absent or null (a module older than this field) is not public."))]
 CharacterIds = Annotated[list[Id], Meta(max_length=64)]
 
 
@@ -173,13 +178,15 @@ class PoolLedger(BridgeMessage, tag="pool_ledger", kw_only=True):
 
 class PoolRoller(UserRequest, kw_only=True):
     """Base of a roll asked for a character: allowed to its owners and GMs (``forbidden``
-    otherwise). ``user_id`` is Foundry's sender id."""
+    otherwise). ``user_id`` is Foundry's sender id. ``visibility``: who sees the result
+    (:data:`RollVisibility`; absent: not public, so not on the overlay)."""
 
     character_id: Id
     user_name: Name | None = None
     user_is_gm: bool = False
     label: Name | None = None
     """What is rolled, for the card (e.g. "Climb the wall")."""
+    visibility: RollVisibility | None = None
 
 
 class PoolCheck(PoolRoller, tag="pool_check", kw_only=True):
@@ -306,12 +313,14 @@ class PoolReroll(UserRequest, tag="pool_reroll", kw_only=True):
     or an earlier reroll. Once the bridge holds a roll, its own latest roll is rerolled and
     ``roll`` is ignored. Answered ``pool_rerolled``; refused ``not_eligible`` for a retainer or
     follower, ``no_charges`` with no Fate, ``not_found`` for an unknown roll, ``forbidden`` for a
-    user who does not own the character."""
+    user who does not own the character. ``visibility``: who sees the result
+    (:data:`RollVisibility`; absent: not public, so not on the overlay)."""
 
     roll_id: Id
     user_name: Name | None = None
     user_is_gm: bool = False
     roll: PoolD20Roll | None = None
+    visibility: RollVisibility | None = None
 
 
 class PoolRerolled(BridgeMessage, tag="pool_rerolled", kw_only=True):

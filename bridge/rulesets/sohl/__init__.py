@@ -6,6 +6,7 @@
 
 from __future__ import annotations
 
+from ...i18n import N_
 from ...ruleset import Dictionary, Ruleset
 from . import rules, wire, decide  # rules first: the shared wire reads its tables
 
@@ -15,6 +16,8 @@ RULESET = Ruleset(
     bridge=wire.BRIDGE,
     handlers=decide.HANDLERS,
     refused=decide.refused,
+    title=N_("Song of Heroic Lands"),
+    outcome_names=decide.OUTCOME_NAMES,
     settings=(wire.Settings,),
     # The zstd dictionaries of its stored rows (bridge/store/blobs.py). 32769 and 32770 were
     # trained (issue 17) on the four rulesets' example plays, SoHL's six times over, and shipped

@@ -31,11 +31,25 @@ from ... import wire as shared
 from ...ruleset import Outcome, rolling
 from ...dice import Dice
 from ...errors import AlreadyFated, BadMessage, Forbidden, NoCharges, NotEligible, NotFound
-from ...i18n import _
+from ...i18n import N_, _
 from . import rules as sohl
 from ...state import WorldState
 
 RULESET = sohl.RULESET
+
+# S5 in words, for a refusal (the codes stay in the reply's ``reasons``): the module's own words
+# (foundry-module/lang FATE_BRIDGE.Reason.*).
+REASON_NAMES = {
+    "fate_off": N_("Fate is off in this world"), "not_pc": N_("not a player character"),
+    "no_aura": N_("no usable Aura"), "aural_shock": N_("Aural Shock"), "aura_governed": N_("Aura-governed test"),
+    "mystical": N_("Mystical Ability"), "fate_test": N_("a Fate Test"), "already_fated": N_("already fated"),
+    "no_points": N_("no Fate Point left"),
+}
+# The audit ``outcome`` values of sohl's decisions in words (bridge.ruleset.Ruleset.outcome_names).
+OUTCOME_NAMES = {
+    "spent": N_("spent"), "kept": N_("kept"), "lost": N_("lost"), "choice": N_("choice pending"),
+    "graded": N_("graded"), "fated_outside": N_("fated in SoHL"), "settings": N_("settings"),
+}
 FATED_FLAG = "fated"  # the module's flag on a fated ChatMessage (scope ``fate-bridge``)
 CHARGES_PATH = "system.charges.value"  # where SoHL keeps a Mystery's charges
 GRADED, FATE, SPENDS = "sohl.graded", "sohl.fate", "sohl.spends"
@@ -309,8 +323,8 @@ def _fate_spend(message: wire.FateSpend, state: WorldState, dice: Dice) -> Outco
     ctx = _context(actor, test, record.basis, state.settings(), False, points)
     reasons = [r for r in sohl.withheld_reasons(ctx) if r != "no_points"]
     if reasons:
-        raise NotEligible(_("Fate is withheld: %(reasons)s") % {"reasons": ", ".join(reasons)},
-                          field="message_id")
+        raise NotEligible(_("Fate is withheld: %(reasons)s")
+                          % {"reasons": ", ".join(_(REASON_NAMES[r]) for r in reasons)}, field="message_id")
     point = next((p for p in points if p.point_id == message.point_id), None)
     if point is None:
         raise NotEligible(_("%(actor)r holds no Fate Point %(point)s")

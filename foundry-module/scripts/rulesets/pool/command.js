@@ -166,9 +166,11 @@ export function pickCharacter(entries, { as, tier }) {
 }
 
 /**
- * The bridge message of a parsed check or save, for `entry`, asked by `sender`.
+ * The bridge message of a parsed check or save, for `entry`, asked by `sender`. Its `visibility`
+ * is the command's roll mode (typed, else the asker's own): the roll mode of the card that shows
+ * the result, so the bridge sends a `public` one to the stream overlay (docs/protocol.md, pool).
  *
- * @param {{command: "check"|"save", fields: object}} command
+ * @param {{command: "check"|"save", fields: object, visibility?: string}} command
  * @param {{character_id: string}} entry
  * @param {{userId: string, isGM: boolean, userName: string|null}} sender Foundry's sender
  * @param {string} eventId
@@ -184,6 +186,7 @@ export function rollMessage(command, entry, sender, eventId) {
     user_id: sender.userId,
     user_is_gm: sender.isGM,
     ...(sender.userName ? { user_name: sender.userName.slice(0, MAX_NAME) } : {}),
+    ...(command.visibility ? { visibility: command.visibility } : {}),
   };
 }
 

@@ -8,14 +8,15 @@
  * Every request runs on the active GM's client through `api.relay`, attributed to Foundry's
  * sender id; the GM side re-parses the typed text itself, so a client cannot slip other fields in.
  * A check's, save's or reroll's card is seen per the roll mode typed, else the asker's own
- * (logic/cards.js cardAudience; the pool wire carries no visibility, so only the module applies it).
+ * (logic/cards.js cardAudience); the request carries that visibility, so the bridge sends a public
+ * result to the stream overlay. A reroll's is the rolled message's (visibilityOfMessage).
  * Foundry is reached through `api.fvtt` only; the hook's ChatMessage is read by `fvtt.messageRolls`.
  * Physical dice (issue 19, where the world allows them for `pool`): the roller throws the dice
  * rolls.js foreseenDice names before the request goes out, then each further die the bridge asks for.
  */
 
 import { BridgeError } from "../../logic/errors.js";
-import { cardAudience, checkedVisibility } from "../../logic/cards.js";
+import { cardAudience, checkedVisibility, visibilityOfMessage } from "../../logic/cards.js";
 import { RELAY_LIMITS } from "../../logic/relay.js";
 import { fateSummary, parsePoolCommand, pickCharacter, rollMessage } from "./command.js";
 import { d20Snapshot, foreseenDice, poolDice, rerollMessage } from "./rolls.js";
@@ -59,13 +60,13 @@ export function install(api) {
   }
 
   /**
-   * Who saw the roll `rollId` names: the chat message of a d20 roll (its id is the roll id), or
-   * the card of a bridge save or reroll (flag ROLL_FLAG); null when neither is in the chat log.
+   * The message showing the roll `rollId` names: the chat message of a d20 roll (its id is the
+   * roll id), or the card of a bridge save or reroll (flag ROLL_FLAG); null when neither is in
+   * the chat log.
    */
-  function seenRoll(rollId) {
+  function rolledMessage(rollId) {
     const messageId = fvtt.messageData(rollId) ? rollId : fvtt.messageIdsWithFlag(ROLL_FLAG, rollId).at(-1);
-    const message = messageId ? fvtt.messageData(messageId) : null;
-    return message ? cardAudience({ sameAs: message }) : null;
+    return messageId ? fvtt.messageData(messageId) : null;
   }
 
   /** GM side: the ledger entries `who` may see, and whether a session is open. */
@@ -95,10 +96,13 @@ export function install(api) {
   api.onRelay(ACTIONS.REROLL, async (data, who) => {
     if (typeof data?.roll_id !== "string") throw new BridgeError("bad_message", "a reroll needs roll_id");
     const physical = relayedPhysical(data.physical);
-    const reply = await api.request(withPhysical(rerollMessage({ rollId: data.roll_id, roll: data.roll ?? null }, sender(who), api.newEventId()), physical));
     // A reroll is seen by whoever saw the roll (issue 13: the message's whisper/blind); the
-    // clicker's roll mode only when that message is gone.
-    await postWithDice(reply, seenRoll(data.roll_id) ?? audience(checkedVisibility(data.visibility), who), who);
+    // clicker's roll mode only when that message is gone. The bridge is told the same.
+    const rolled = rolledMessage(data.roll_id);
+    const visibility = rolled ? visibilityOfMessage(rolled) : checkedVisibility(data.visibility);
+    const request = rerollMessage({ rollId: data.roll_id, roll: data.roll ?? null, visibility }, sender(who), api.newEventId());
+    const reply = await api.request(withPhysical(request, physical));
+    await postWithDice(reply, rolled ? cardAudience({ sameAs: rolled }) : audience(visibility, who), who);
     return true;
   });
   api.onRelay(ACTIONS.GM, async (data, who) => {

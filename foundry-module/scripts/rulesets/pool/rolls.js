@@ -79,13 +79,14 @@ export function d20Snapshot({ rolls, speakerActorId, flavor = null, rollType = n
 /**
  * A `pool_reroll` message.
  *
- * @param {{rollId: string, roll: object|null}} request the roll id (a ChatMessage id, or a bridge
- *   card's `data-fate-bridge-pool-reroll`) and the snapshot (null for a roll the bridge holds)
+ * @param {{rollId: string, roll: object|null, visibility?: string}} request the roll id (a ChatMessage
+ *   id, or a bridge card's `data-fate-bridge-pool-reroll`), the snapshot (null for a roll the bridge
+ *   holds) and who saw the roll (the rolled message's visibility: only `public` reaches the overlay)
  * @param {{userId: string, isGM: boolean, userName: string|null}} sender Foundry's sender
  * @param {string} eventId
  * @returns {object}
  */
-export function rerollMessage({ rollId, roll }, sender, eventId) {
+export function rerollMessage({ rollId, roll, visibility }, sender, eventId) {
   return {
     type: "pool_reroll",
     v: 1,
@@ -95,6 +96,7 @@ export function rerollMessage({ rollId, roll }, sender, eventId) {
     user_is_gm: sender.isGM,
     ...(sender.userName ? { user_name: sender.userName.slice(0, MAX_LABEL) } : {}),
     ...(roll ? { roll } : {}),
+    ...(visibility ? { visibility } : {}),
   };
 }
 
