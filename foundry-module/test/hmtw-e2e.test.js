@@ -24,7 +24,7 @@ test("tests of fate drawn by the bridge: a failure binds the obstacle, the drawe
   globalThis.game.system = { id: "hmtw-foundry", version: "0.1.0" };
   const silan = env.world.addActor({ id: "RECONhmtwActor01", name: "Silán Storysoul", hasPlayerOwner: true, ownership: { [env.player]: 3 } });
   silan.system = { swords: 4, pentacles: 2, cups: 3, wands: 0 };
-  const { handle, connection } = await startModule(t, real, env, { rulesets: [hmtw] });
+  const { connection } = await startModule(t, real, env, { rulesets: [hmtw] });
   const replies = [];
   const request = connection.request.bind(connection);
   connection.request = async (message) => {

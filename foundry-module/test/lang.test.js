@@ -55,7 +55,7 @@ describe("hello", () => {
 
   test("client.language is Foundry's game.i18n.lang", () => {
     assert.equal(fvtt.clientInfo().language, "en");
-    game.i18n.lang = "de";
+    globalThis.game.i18n.lang = "de";
     assert.equal(fvtt.clientInfo().language, "de");
     assert.equal(fvtt.language(), "de");
   });

@@ -166,8 +166,8 @@ describe("the hub seals the answers of sealed actions", () => {
 
   test("a sealed request answered in clear, or with a seal that does not open, is refused, not shown", async () => {
     for (const forged of [
-      (id) => ({ ok: true, result: { characters: ["in clear"] } }),
-      (id) => ({ sealed: { key: "A".repeat(REPLY_KEY_LENGTH), iv: "AAAAAAAAAAAAAAAA", data: "AAAA" } }),
+      () => ({ ok: true, result: { characters: ["in clear"] } }),
+      () => ({ sealed: { key: "A".repeat(REPLY_KEY_LENGTH), iv: "AAAAAAAAAAAAAAAA", data: "AAAA" } }),
     ]) {
       const { all, wire } = hubs();
       const answer = all.gm2.request("pool", "ledger", {}).catch((error) => error.code);

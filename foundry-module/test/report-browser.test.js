@@ -21,14 +21,13 @@ const FATE_TESTS = 150;
 const SKIP = CHROMIUM_SKIP;
 
 let bridge;
-let port;
 let token;
 
 before(async () => {
   if (SKIP) return;
   bridge = new BridgeProcess("fate-bridge-report-");
   token = bridge.addWorld(WORLD);
-  port = await bridge.serve("--rate-limit", "0");
+  await bridge.serve("--rate-limit", "0");
 });
 
 after(() => bridge?.stop());

@@ -128,11 +128,6 @@ export function rollsForCard(card) {
   return (card && typeof card === "object" && cardRolls.get(card)) || [];
 }
 
-/** The dice sources a card's reply rolled from, for its mark ("physical", "fair", "secret"). */
-export function sourcesOf(reply) {
-  return [...new Set((reply?.rolls ?? []).map((r) => r.source))];
-}
-
 /**
  * The values a roller typed for physical dice, checked as the bridge checks them.
  *

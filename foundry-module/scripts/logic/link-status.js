@@ -89,7 +89,7 @@ export function permissionMatters({ url, pageProtocol, pageHost, reason }) {
  * @returns {string} a CAUSE value
  */
 export function likelyCause({ url, pageProtocol, pageHost = "", reason, permission = null }) {
-  let parsed = null;
+  let parsed;
   try {
     parsed = new URL(url);
   } catch {
