@@ -103,6 +103,10 @@ class ReplayState:
     def put_settings(self, settings: wire.WorldSettings) -> None:
         pass
 
+    def again(self) -> ReplayState:
+        """A fresh replay of the same reads (a second re-derivation, under an earlier era)."""
+        return ReplayState(self.world_id, self._reads)
+
     def put(self, kind: str, key: str, record: msgspec.Struct) -> None:
         pass
 
@@ -176,7 +180,12 @@ def rederive(record: AuditRecord, state: WorldState | None = None) -> str | None
     the record); returns None when the re-derived audit entry rolled the recorded dice (values,
     and faces and sources when the record has them) and its reply's verdict equals the recorded
     one, else a description of the difference. Cards are not rendered (their text is
-    presentation, :func:`verdict`), which is most of a decision's cost."""
+    presentation, :func:`verdict`), which is most of a decision's cost.
+
+    A record that does not follow from the current rules is tried again under each earlier
+    :class:`~bridge.ruleset.Era` of its ruleset (e.g. hmtw before H14), on a fresh copy of the
+    state: it passes when its reply and writes follow from one of them, whose writes are then
+    the ones kept."""
     message_bytes = bytes(record.message)
     try:
         message = registry.decode_client(message_bytes)
@@ -184,6 +193,26 @@ def rederive(record: AuditRecord, state: WorldState | None = None) -> str | None
         return f"the recorded message no longer decodes: {exc.message}"
     if state is None:
         state = ReplayState(record.world_id, record.reads)
+    difference, commit = _rederive_once(record, message, message_bytes, state)
+    if difference is not None and isinstance(state, (ReplayState, DerivingState)):
+        for era in registry.eras_of(message):
+            again = state.again()
+            with era.rules():
+                other, commit_era = _rederive_once(record, message, message_bytes, again)
+            if other is None:
+                commit = commit_era
+                difference = None
+                break
+    if commit is not None:
+        commit()
+    return difference
+
+
+def _rederive_once(record: AuditRecord, message: wire.ClientMessage, message_bytes: bytes,
+                   state: WorldState) -> tuple[str | None, Callable[[], None] | None]:
+    """One re-derivation of ``record`` (:func:`rederive`) against ``state``: the difference (None
+    when it follows), and what keeps its writes in a :class:`DerivingState` (None when there is
+    nothing to keep: a refusal, or another state)."""
     # Against the chain's state (verify), the dice settings the live table read: physical dice of
     # a ruleset they do not allow, and a die of a provable world with no dice session, are refused
     # again as they were live; a lone record (no chain) is taken as it is.
@@ -203,28 +232,27 @@ def rederive(record: AuditRecord, state: WorldState | None = None) -> str | None
             decision = core.decide(message, state, table, message_bytes=message_bytes, new_seed=_no_seed,
                                    language=i18n.DEFAULT, dice_table=replay_table)
     except Diverged as exc:
-        return f"the decision no longer follows from its inputs: {exc}"
-    if isinstance(state, DerivingState) and decision.ok:
-        state.commit()
+        return f"the decision no longer follows from its inputs: {exc}", None
+    commit = state.commit if isinstance(state, DerivingState) and decision.ok else None
     entry = decision.audit
     assert entry is not None, "core.decide audits every decision"
     if entry.dice != record.dice:
-        return f"the decision rolled {entry.dice} where the record has {record.dice}"
+        return f"the decision rolled {entry.dice} where the record has {record.dice}", commit
     if record.draws is not None and entry.draws != (record.draws or None):
         shown = [f"d{d.faces} {d.source}" for d in entry.draws or ()]
         return (f"the decision drew {shown} where the record has "
-                f"{[f'd{d.faces} {d.source}' for d in record.draws]}")
+                f"{[f'd{d.faces} {d.source}' for d in record.draws]}"), commit
     recorded_reply = bytes(record.reply)
     plain = without_card_html(recorded_reply)  # the common case: equal but for the card text
     if plain == entry.reply:
-        return None
+        return None, commit
     expected, recorded = verdict(entry.reply), verdict(recorded_reply)
     if expected != recorded:
         keys = sorted(k for k in expected.keys() | recorded.keys() if expected.get(k) != recorded.get(k))
         return "recorded outputs do not follow from the recorded inputs and dice: " + ", ".join(
             f"{k} recorded {recorded.get(k)!r}, re-derived {expected.get(k)!r}" for k in keys
-        )
-    return None
+        ), commit
+    return None, commit
 
 
 # --- verifying ---------------------------------------------------------------------------------

@@ -256,6 +256,11 @@ class DerivingState:
         found = self._derived.records.get((kind, key))
         return None if found is None else msgspec.json.decode(found[0], type=type | None)
 
+    def again(self) -> DerivingState:
+        """A fresh replay of the same record against the same chain, whose read checks go to a
+        list of its own (they repeat this one's): a second re-derivation, under an earlier era."""
+        return DerivingState(self.world_id, self._seq, self._reads, self._derived, [])
+
     def commit(self) -> None:
         """Apply the decision's writes to the derived state (it was not refused)."""
         derived, seq = self._derived, self._seq

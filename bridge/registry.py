@@ -26,7 +26,7 @@ from . import wire
 from .errors import BadMessage, UnknownMessage
 from .fairness import wire as dice_wire
 from .i18n import _
-from .ruleset import Handler, Query, Refused, Ruleset
+from .ruleset import Era, Handler, Query, Refused, Ruleset
 from .rulesets import hmtw, mythic, pool, sohl
 from .wire import audit, frames, overlay, session
 
@@ -112,6 +112,13 @@ def rulesets() -> list[str]:
 def ruleset_of(message: wire.ClientMessage) -> str | None:
     """The id of the installed ruleset a request belongs to (None for shared messages)."""
     return protocol().ruleset_of.get(type(message))
+
+
+def eras_of(message: wire.ClientMessage) -> tuple[Era, ...]:
+    """The earlier rules of the ruleset a request belongs to (:attr:`Ruleset.eras`; none for
+    shared messages), for re-deriving a trail decided under them."""
+    ruleset_id = ruleset_of(message)
+    return next((r.eras for r in installed() if r.id == ruleset_id), ())
 
 
 def bridge_decoder() -> msgspec.json.Decoder:

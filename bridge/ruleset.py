@@ -17,6 +17,7 @@ anything; then :attr:`Ruleset.refused` gives the audit columns of that refusal.
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping
+from contextlib import AbstractContextManager
 from dataclasses import dataclass, field
 from typing import Any, TypeVar
 
@@ -88,6 +89,19 @@ class Dictionary:
 
 
 @dataclass(frozen=True, slots=True)
+class Era:
+    """Rules a ruleset applied before a ruling changed them, kept so that audit trails decided
+    then still re-derive (``audit verify``): ``name`` says which ruling (``"before H14"``);
+    ``rules()`` is a context manager inside which the ruleset's handlers decide as they did. A
+    record is re-derived under an era only when it does not follow from the current rules, and
+    passes only when its signed reply and writes follow from that era's: the era is read from
+    the record itself, never chosen by a request."""
+
+    name: str
+    rules: Callable[[], AbstractContextManager[None]]
+
+
+@dataclass(frozen=True, slots=True)
 class Ruleset:
     """One game's plug-in: its id, its messages and how each is answered.
 
@@ -99,7 +113,8 @@ class Ruleset:
     answered like any other decision. ``dictionaries``: the zstd dictionaries its stored rows are
     compressed with (:class:`Dictionary`; the last of each kind writes, all of them read; none:
     its rows are compressed without one). ``title``: the game's name as people read it (the audit
-    report's headings); ``outcome_names``: each value its decisions put in the audit ``outcome``
+    report's headings); ``eras``: its earlier rules (:class:`Era`), newest first, for trails
+    decided under them; ``outcome_names``: each value its decisions put in the audit ``outcome``
     column (a refusal's error code aside, :data:`bridge.errors.CODE_NAMES`) -> its words, English
     msgids marked ``N_`` (shown translated: codes stay in machine fields). Raises ``ValueError`` when a client message has no
     handler or query, or is not a ``wire.Request`` (the session accepts nothing else from a
@@ -115,6 +130,7 @@ class Ruleset:
     dictionaries: tuple[Dictionary, ...] = ()
     title: str = ""
     outcome_names: Mapping[str, str] = field(default_factory=dict)
+    eras: tuple[Era, ...] = ()
 
     def __post_init__(self) -> None:
         unhandled = [c.__name__ for c in self.client if c not in self.handlers and c not in self.queries]

@@ -9,10 +9,13 @@ verify the audit trail re-derives every hmtw decision.
 
 from __future__ import annotations
 
+import asyncio
 import itertools
 import json
+import shutil
 import subprocess
 from pathlib import Path
+from typing import Any
 
 import msgspec
 import pytest
@@ -20,13 +23,14 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from bridge.dice import ScriptedDice
+from bridge import registry
 from bridge.registry import decode_client
 from bridge.rulesets.hmtw import decide as hmtw_decide
 from bridge.rulesets.hmtw import rules as hmtw
 from bridge.session import Session
 from bridge.store import SQLiteStore
 
-from .helpers import replay, run_bridge, send
+from .helpers import FIXTURES, replay, run_bridge, send
 from .hmtw_messages import (GM, PATCHES, PLAYER, PLAYER_TWO, SILAN, STRANGER, Table, actor, challenge, clear,
                             deck_command, fate_test, frame, gm_draw, group_test, member, push)
 
@@ -1006,3 +1010,66 @@ class TestH14FiftySevenCards:
             "gm_undrawn": list(hmtw.GM_DECK), "gm_discard": [], "open_tests": ["t1"]}).encode()
         decks = hmtw_decide._decks(state)
         assert (decks.table, decks.player.discard, decks.open_tests) == ((), ("swords-1",), ("t1",))
+
+
+# --- a trail decided before H14 ------------------------------------------------------------------
+
+BEFORE_H14 = FIXTURES / "trails" / "hmtw-before-h14.sqlite3"
+BEFORE_H14_KEY = b"k" * 32  # the HMAC checkpoint key the fixture was written with (its README)
+
+
+@pytest.fixture
+def before_h14(tmp_path: Path) -> Path:
+    db = tmp_path / "before-h14.sqlite3"
+    shutil.copy(BEFORE_H14, db)
+    return db
+
+
+async def _verify_before_h14(db: Path) -> Any:
+    store = await SQLiteStore.open(db, audit_key=BEFORE_H14_KEY)
+    try:
+        (report,) = await store.verify("old-hmtw", BEFORE_H14_KEY)
+        return report
+    finally:
+        await store.close()
+
+
+def test_a_trail_decided_before_h14_still_verifies(before_h14):
+    """H14 moved a tested card from the discard pile to the table: the example session as the
+    bridge decided it before H14 (a failed test, its push, a group test, a Challenge Action)
+    re-derives under the ruleset's era "before H14" (``Ruleset.eras``)."""
+    report = asyncio.run(_verify_before_h14(before_h14))
+    assert (report.records, report.ok) == (16, True), report.problems
+
+
+def test_without_the_era_that_trail_fails(before_h14, monkeypatch):
+    """The era is what lets it pass: under H14's rules alone the recorded decks counts and
+    writes do not follow (the fixture is what it claims)."""
+    monkeypatch.setattr(registry, "eras_of", lambda message: ())
+    report = asyncio.run(_verify_before_h14(before_h14))
+    assert not report.ok
+    assert any(p.kind == "rederive" for p in report.problems)
+
+
+def test_a_world_from_before_h14_deals_by_h14_from_its_next_decision(before_h14):
+    """Live decisions never take the era: the next test of that world leaves its card on the
+    table (H14), the 57 player cards are all counted, and the whole trail, old and new records,
+    verifies."""
+    async def go() -> dict:
+        store = await SQLiteStore.open(before_h14, audit_key=BEFORE_H14_KEY)
+        try:
+            session = Session(store, ScriptedDice([]), trusted=True, default_world="old-hmtw")
+            await session.receive(frame({"type": "hello", "v": 1, "world_id": "old-hmtw",
+                                         "client": {"module_version": "0.1.0", "foundry_version": "13.351",
+                                                    "system_id": "hmtw", "system_version": "1.0.0"}}))
+            reply = await session.receive(frame(fate_test("after-h14", "tof-after", score=1)), ScriptedDice([1]))
+            return json.loads(reply.frames[0])
+        finally:
+            await store.close()
+
+    reply = asyncio.run(go())
+    decks = reply["decks"]
+    assert isinstance(decks["player_on_table"], int)
+    assert decks["player_undrawn"] + decks["player_discarded"] + decks["player_on_table"] == 57
+    report = asyncio.run(_verify_before_h14(before_h14))
+    assert (report.records, report.ok) == (17, True), report.problems

@@ -7,7 +7,7 @@
 from __future__ import annotations
 
 from ...i18n import N_
-from ...ruleset import Dictionary, Ruleset
+from ...ruleset import Dictionary, Era, Ruleset
 from . import rules, wire, decide  # rules first: the shared wire reads its tables
 
 RULESET = Ruleset(
@@ -18,6 +18,8 @@ RULESET = Ruleset(
     refused=decide.refused,
     title=N_("His Majesty the Worm"),
     outcome_names=decide.OUTCOME_NAMES,
+    # Trails decided before H14 (cards on the table) re-derive under the rules of then.
+    eras=(Era("before H14", decide.before_h14),),
     # The zstd dictionaries of its stored rows (bridge/store/blobs.py), trained on its example
     # session (python -m bridge.store.dictionary hmtw KIND).
     dictionaries=(Dictionary(32771, "audit", __name__, "0.1.0"),

@@ -18,7 +18,10 @@ each test of fate, group member's test or Challenge Action, with its cards and o
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
+from contextlib import contextmanager
+from contextvars import ContextVar
+from dataclasses import replace
 from typing import Literal
 
 import msgspec
@@ -47,14 +50,16 @@ class OnTableRecord(msgspec.Struct, kw_only=True, frozen=True):
 
 class DecksRecord(msgspec.Struct, kw_only=True, frozen=True):
     """A world's decks as stored (``hmtw.Decks`` field for field, lists for tuples). A record
-    written before H14 has no ``table``: its drawn cards are all on the discard pile."""
+    written before H14 has no ``table`` (None): its drawn cards are all on the discard pile; the
+    next decision deals by H14 and stores a ``table``. Re-derived under :func:`before_h14`, a
+    decision stores none, as it did then."""
 
     player_undrawn: list[str]
     player_discard: list[str]
     gm_undrawn: list[str]
     gm_discard: list[str]
     open_tests: list[str] = []
-    table: list[OnTableRecord] = []
+    table: list[OnTableRecord] | None = None
     reshuffle_after_test: bool = False
     reshuffle_at_round_end: bool = False
 
@@ -114,15 +119,32 @@ class BoundRecord(msgspec.Struct, kw_only=True, frozen=True):
 # --- state --------------------------------------------------------------------------------------
 
 
+_BEFORE_H14: ContextVar[bool] = ContextVar("hmtw_before_h14", default=False)
+
+
+@contextmanager
+def before_h14() -> Iterator[None]:
+    """Decide as before H14 inside (the ruleset's :class:`~bridge.ruleset.Era`): every drawn
+    player card goes onto the discard pile at once, the decks are stored without a ``table`` and
+    their counts have no ``player_on_table``. Only ``audit verify`` enters it, for a record
+    decided before H14; live decisions always follow H14."""
+    token = _BEFORE_H14.set(True)
+    try:
+        yield
+    finally:
+        _BEFORE_H14.reset(token)
+
+
 def _decks(state: WorldState) -> hmtw.Decks:
     record = state.get(DECKS, DECKS_KEY, DecksRecord)
     if record is None:
-        return hmtw.new_decks()
+        return replace(hmtw.new_decks(), h14=not _BEFORE_H14.get())
     return hmtw.Decks(
         player=hmtw.Pile(tuple(record.player_undrawn), tuple(record.player_discard)),
         gm=hmtw.Pile(tuple(record.gm_undrawn), tuple(record.gm_discard)),
         open_tests=tuple(record.open_tests),
-        table=tuple(hmtw.OnTable(t.card, tuple(t.held_by)) for t in record.table),
+        table=tuple(hmtw.OnTable(t.card, tuple(t.held_by)) for t in record.table or ()),
+        h14=not _BEFORE_H14.get(),
         reshuffle_after_test=record.reshuffle_after_test,
         reshuffle_at_round_end=record.reshuffle_at_round_end,
     )
@@ -135,7 +157,7 @@ def _put_decks(state: WorldState, decks: hmtw.Decks) -> None:
         gm_undrawn=list(decks.gm.undrawn),
         gm_discard=list(decks.gm.discard),
         open_tests=list(decks.open_tests),
-        table=[OnTableRecord(card=t.card, held_by=list(t.held_by)) for t in decks.table],
+        table=[OnTableRecord(card=t.card, held_by=list(t.held_by)) for t in decks.table] if decks.h14 else None,
         reshuffle_after_test=decks.reshuffle_after_test,
         reshuffle_at_round_end=decks.reshuffle_at_round_end,
     ))
@@ -235,7 +257,7 @@ def _counts(decks: hmtw.Decks) -> wire.HmtwDeckCounts:
     player_undrawn, player_discarded = hmtw.counts(decks.player)
     gm_undrawn, gm_discarded = hmtw.counts(decks.gm)
     return wire.HmtwDeckCounts(player_undrawn=player_undrawn, player_discarded=player_discarded,
-                               player_on_table=len(decks.table),
+                               player_on_table=len(decks.table) if decks.h14 else None,
                                gm_undrawn=gm_undrawn, gm_discarded=gm_discarded)
 
 

@@ -237,6 +237,8 @@ class Decks:
 
     ``open_tests``: the tests whose failure may still be pushed (the latest draw's; H6).
     ``table``: the player cards of tests not finished yet, in the order drawn (H14).
+    ``h14``: False only while an audit trail decided before H14 is re-derived: every drawn card
+    then goes onto the discard pile at once, as it did then.
     ``reshuffle_after_test``: the Fool came up in a test still open; both decks are reshuffled
     when no test is open any more. ``reshuffle_at_round_end``: the Fool came up in a Challenge;
     both decks are reshuffled at the end of the round (H7)."""
@@ -245,6 +247,7 @@ class Decks:
     gm: Pile
     open_tests: tuple[str, ...] = ()
     table: tuple[OnTable, ...] = ()
+    h14: bool = True
     reshuffle_after_test: bool = False
     reshuffle_at_round_end: bool = False
 
@@ -294,7 +297,7 @@ def reshuffle(decks: Decks, reason: ReshuffleReason) -> tuple[Decks, Reshuffled]
     the table, so no reshuffle is waiting any more (after a test or at round end); open tests
     stay open."""
     after = Decks(full_pile("player", decks.on_table()), full_pile("gm"),
-                  open_tests=decks.open_tests, table=decks.table)
+                  open_tests=decks.open_tests, table=decks.table, h14=decks.h14)
     return after, Reshuffled(reason, BOTH_DECKS)
 
 
@@ -314,8 +317,8 @@ def draw(decks: Decks, deck: DeckName, pick: Callable[[int], int],
     deck order. A deck found empty first takes its discard pile back (reason ``exhausted``),
     never a card on the table (H14). With ``held_by`` (the player deck's tests, see
     :class:`OnTable`) the card lies on the table until :func:`finish_tests` finds them all
-    finished; without, it goes onto the discard pile at once (the GM deck, a Challenge Action:
-    nothing waits on them). Raises ``ValueError`` if ``pick`` leaves 1..n, or for ``held_by``
+    finished; without (the GM deck, a Challenge Action: nothing waits on them), or with
+    ``decks.h14`` false (before H14), it goes onto the discard pile at once. Raises ``ValueError`` if ``pick`` leaves 1..n, or for ``held_by``
     on the GM deck."""
     if held_by and deck != "player":
         raise ValueError("only player cards lie on the table (H14)")
@@ -330,7 +333,7 @@ def draw(decks: Decks, deck: DeckName, pick: Callable[[int], int],
         raise ValueError(f"a pick among {n} cards is 1..{n}, got {index}")
     code = pile.undrawn[index - 1]
     undrawn = pile.undrawn[: index - 1] + pile.undrawn[index:]
-    if held_by:
+    if held_by and decks.h14:
         after = replace(decks, player=Pile(undrawn, pile.discard),
                         table=(*decks.table, OnTable(code, held_by)))
     else:

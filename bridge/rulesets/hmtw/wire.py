@@ -152,11 +152,12 @@ class HmtwCardFace(OutPart, kw_only=True):
 class HmtwDeckCounts(OutPart, kw_only=True):
     """Cards left to draw and on the discard pile, per deck (H1), and the player cards on the
     table: drawn by a test not finished yet (H14). ``player_undrawn + player_discarded +
-    player_on_table`` is always 57; ``gm_undrawn + gm_discarded`` always 21."""
+    player_on_table`` is always 57; ``gm_undrawn + gm_discarded`` always 21. ``player_on_table``
+    is null in a reply decided from decks stored before H14 (none were on the table then)."""
 
     player_undrawn: int
     player_discarded: int
-    player_on_table: int
+    player_on_table: int | None = None
     gm_undrawn: int
     gm_discarded: int
 
