@@ -24,7 +24,7 @@
  * - `bridge`: the bridge's request -> reply times of that click, summed (the test graded again,
  *   then `fate_spend` -> `fate_resolved`);
  * - `gm`: the rest of the time between the GM's first request and `fate_resolved` (between the two
- *   requests the GM's browser writes the new grading on the test card: a server round trip);
+ *   requests the GM's browser writes the new grading, and the receipt, on the test card: each a server round trip);
  * - `apply`: `fate_resolved` -> the GM's browser asks for the card's ChatMessage (the charge and the
  *   `fated` flag written first);
  * - `card`: that request -> the card in the chat log of every page (the last of the three);
@@ -47,7 +47,7 @@ import { archeryCard, basicFolk, basicFolkItems } from "../test/helpers/sohl-fix
 import { LINK } from "../scripts/logic/link-status.js";
 
 const WORLD = "click-world";
-/** The pages, in the order they open: the GM's first, so it holds the bridge link. */
+/** The pages (the GM holds the bridge link: the only GM, with the token). */
 const USERS = Object.freeze({ gm: "benchGamemaster1", player: "benchPlayerOne01", viewer: "benchViewerTwo01" });
 const NAMES = Object.freeze({ gm: "Gamemaster", player: "Player One", viewer: "Player Two" });
 const MODULE_ID = "fate-bridge";
@@ -156,17 +156,18 @@ async function main() {
   process.env.XDG_CONFIG_HOME = path.join(bridge.dir, "config");
   process.env.XDG_DATA_HOME = path.join(bridge.dir, "data");
   let foundry;
-  let browser;
+  // Chromium starts while the bridge does.
+  const launching = chromium.launch({ executablePath: CHROMIUM, headless: true, args: CHROMIUM_FLAGS });
   try {
     const token = bridge.addWorld(WORLD);
     const port = await bridge.serve("--rate-limit", "0");
     foundry = await startFoundryServer(benchWorld(port, token));
-    browser = await chromium.launch({ executablePath: CHROMIUM, headless: true, args: CHROMIUM_FLAGS });
+    const browser = await launching;
     const errors = {};
-    const pages = { gm: await openPage(browser, foundry, "gm", errors) };
+    const roles = Object.keys(USERS);
+    const opened = await Promise.all(roles.map((role) => openPage(browser, foundry, role, errors)));
+    const pages = Object.fromEntries(roles.map((role, index) => [role, opened[index]]));
     await pages.gm.locator(`#fate-bridge-link[data-state="${LINK.CONNECTED}"]`).waitFor({ state: "attached", timeout: STEP_MS });
-    pages.player = await openPage(browser, foundry, "player", errors);
-    pages.viewer = await openPage(browser, foundry, "viewer", errors);
     const before = await syncClocks(pages);
     const tests = [];
     for (let round = 0; round < warmup + clicks; round += 1) tests.push(await clickAndChat(pages, round));
@@ -196,7 +197,7 @@ async function main() {
     };
     writeFileSync(values.out, `${JSON.stringify(report, null, 2)}\n`);
   } finally {
-    await browser?.close();
+    await launching.then((browser) => browser.close(), () => {});
     await foundry?.close();
     bridge.stop();
   }
