@@ -55,6 +55,7 @@ def summarize(raw: dict) -> dict:
         "clicks": len(clicks), "warmup": raw["warmup"], "pages": raw["pages"], "chromium": raw["chromium"],
         "hops": {hop: figures([click[hop] for click in clicks]) for hop in HOPS},
         "chat": figures([chat[CHAT[0]] for chat in chats]),
+        "bridge_process": raw["bridge_process"],
         "one_card_per_page": all(count == 1 for counts in per_page.values() for count in counts),
         "cards_per_page": per_page,
         "clock_uncertainty_ms": max(sync["rtt"] for sync in clocks) / 2,
@@ -71,6 +72,9 @@ def print_report(report: dict) -> None:
     rows = [(HOPS[hop], report["hops"][hop]) for hop in HOPS] + [(CHAT[1], report["chat"])]
     for name, f in rows:
         print(f"{name:<52} {f['p50_ms']:>7.1f} {f['p99_ms']:>7.1f} {f['max_ms']:>7.1f}")
+    process = report["bridge_process"]
+    print(f"the bridge process itself (its /metrics, frame to reply ready): {process['mean_ms']:.1f} ms a decision, "
+          f"mean of {process['decisions']} (3 a click: the first grading, the grading again, the spend)")
     verdict = "yes" if report["one_card_per_page"] else "NO"
     print(f"every click gave exactly one Fate card in each page ({', '.join(report['pages'])}): {verdict}")
     print(f"page clocks on the server's within ±{report['clock_uncertainty_ms']:.2f} ms")

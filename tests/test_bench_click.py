@@ -34,6 +34,9 @@ def test_quick_run_gives_one_card_per_click_in_every_page_and_the_hops_of_each_c
         assert one["bridge_requests"] == ["test_rolled", "fate_spend"]
         assert all(one[hop] > 0 for hop in click.HOPS), one
         assert math.isclose(sum(one[hop] for hop in click.HOPS if hop != "total_ms"), one["total_ms"], abs_tol=1e-6)
+    # The bridge's own time, from its /metrics: three decisions a measured click.
+    assert report["bridge_process"]["decisions"] == 3 * click.QUICK_CLICKS
+    assert report["bridge_process"]["mean_ms"] > 0
     # The figures: p50 <= p99 <= max for every hop and for the chat reference, max the slowest click.
     assert list(report["hops"]) == list(click.HOPS)
     for hop, figures in report["hops"].items():

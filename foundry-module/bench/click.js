@@ -32,9 +32,11 @@
  * And per plain chat message, `chat`: the player's request -> the message in every page.
  *
  * Usage: node bench/click.js --clicks 200 --warmup 5 --out click.json
- * Writes JSON {clicks: [{relay_ms, bridge_ms, gm_ms, apply_ms, card_ms, total_ms, cards}], chats:
- * [{chat_ms}], pages, chromium, clock, errors, notices}; `cards`: page -> Fate cards of that test in
- * its log. Python: $FATE_BRIDGE_PYTHON, else <repo>/.venv/bin/python. Exit 1 on a failure.
+ * Writes JSON {clicks: [{relay_ms, bridge_ms, gm_ms, apply_ms, card_ms, total_ms, bridge_requests,
+ * cards}], chats: [{chat_ms}], bridge_process: {decisions, mean_ms}, warmup, pages, chromium, clock,
+ * errors, notices}; `cards`: page -> Fate cards of that test in its log; `bridge_process`: the
+ * bridge's own time per decision over the measured clicks (its `/metrics`), three decisions a
+ * click (the first grading, the grading again, the spend). Python: $FATE_BRIDGE_PYTHON, else <repo>/.venv/bin/python. Exit 1 on a failure.
  */
 import { writeFileSync } from "node:fs";
 import path from "node:path";
@@ -94,13 +96,25 @@ async function clickAndChat(pages, round) {
   const { player } = pages;
   const testId = await player.evaluate((data) => window.bench.post(data), testCard());
   await player.locator(`li[data-message-id="${testId}"] .fate-bridge-spend button`).click({ timeout: STEP_MS });
-  const shown = (id) => window.bench.cardsFor(id) > 0;
-  await Promise.all(Object.values(pages).map((page) => page.waitForFunction(shown, testId, { timeout: STEP_MS })));
-  await player.waitForFunction((count) => window.bench.received("done") >= count, round + 1, { timeout: STEP_MS });
+  const seen = ([key, least]) => window.bench.count(key) >= least;
+  const everywhere = (key) => Promise.all(Object.values(pages).map((page) => page.waitForFunction(seen, [key, 1], { timeout: STEP_MS })));
+  await everywhere(`shown:card:${testId}`);
+  await player.waitForFunction(seen, ["module-in:done", round + 1], { timeout: STEP_MS });
   await player.evaluate((ping) => window.bench.post({ content: `<p>ping ${ping}</p>`, flags: { bench: { ping } } }), round);
-  const pinged = (ping) => window.bench.events.some((event) => event.kind === "shown" && event.ping === ping);
-  await Promise.all(Object.values(pages).map((page) => page.waitForFunction(pinged, round, { timeout: STEP_MS })));
+  await everywhere(`shown:ping:${round}`);
   return testId;
+}
+
+/**
+ * The bridge process's own decision time so far, from its `/metrics` (histogram
+ * `fate_bridge_decision_seconds`: a decision's frame handed to the session -> its reply ready):
+ * `{count, seconds}`.
+ */
+async function bridgeDecisions(port) {
+  const text = await (await fetch(`http://127.0.0.1:${port}/metrics`)).text();
+  const total = (name) => text.split("\n").filter((line) => line.startsWith(`${name} `) || line.startsWith(`${name}{`))
+    .reduce((sum, line) => sum + Number(line.split(" ").at(-1)), 0);
+  return { count: total("fate_bridge_decision_seconds_count"), seconds: total("fate_bridge_decision_seconds_sum") };
 }
 
 /** The one event of `kind` in `events` that `match` picks, or throws naming what is missing. */
@@ -168,9 +182,12 @@ async function main() {
     const opened = await Promise.all(roles.map((role) => openPage(browser, foundry, role, errors)));
     const pages = Object.fromEntries(roles.map((role, index) => [role, opened[index]]));
     await pages.gm.locator(`#fate-bridge-link[data-state="${LINK.CONNECTED}"]`).waitFor({ state: "attached", timeout: STEP_MS });
-    const before = await syncClocks(pages);
     const tests = [];
-    for (let round = 0; round < warmup + clicks; round += 1) tests.push(await clickAndChat(pages, round));
+    for (let round = 0; round < warmup; round += 1) tests.push(await clickAndChat(pages, round));
+    const before = await syncClocks(pages);
+    const decisionsBefore = await bridgeDecisions(port);
+    for (let round = warmup; round < warmup + clicks; round += 1) tests.push(await clickAndChat(pages, round));
+    const decisionsAfter = await bridgeDecisions(port);
     const after = await syncClocks(pages);
     const events = {};
     const cards = {};
@@ -188,6 +205,10 @@ async function main() {
     const report = {
       clicks: measured.map(({ round, testId }) => ({ ...clickHops(events, testId), cards: Object.fromEntries(Object.keys(pages).map((role) => [role, cards[role][round]])) })),
       chats: measured.map(({ round }) => chatTrip(events, round)),
+      bridge_process: {
+        decisions: decisionsAfter.count - decisionsBefore.count,
+        mean_ms: ((decisionsAfter.seconds - decisionsBefore.seconds) * 1000) / Math.max(1, decisionsAfter.count - decisionsBefore.count),
+      },
       warmup,
       pages: Object.keys(pages),
       chromium: browser.version(),

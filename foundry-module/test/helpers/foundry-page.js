@@ -33,6 +33,9 @@ const BrowserWebSocket = globalThis.WebSocket;
 
 const events = [];
 const errors = [];
+/** How many events of a kind carried a key (`shown:card:ID`, `shown:ping:N`, `module-in:done`): the bench's waits read these, not the list. */
+const counts = new Map();
+const count = (key) => counts.set(key, (counts.get(key) ?? 0) + 1);
 const record = (kind, fields = {}) => events.push({ t: now(), kind, ...fields });
 window.addEventListener("error", (event) => errors.push(String(event.error ?? event.message)));
 window.addEventListener("unhandledrejection", (event) => errors.push(String(event.reason?.stack ?? event.reason)));
@@ -180,7 +183,11 @@ function renderMessage(message) {
 function postOne(message) {
   if (!message.visible) return;
   log.append(renderMessage(message));
-  record("shown", { id: message.id, cardFor: message.flags?.[MODULE_ID]?.card_for ?? null, ping: message.flags?.bench?.ping ?? null });
+  const cardFor = message.flags?.[MODULE_ID]?.card_for ?? null;
+  const ping = message.flags?.bench?.ping ?? null;
+  record("shown", { id: message.id, cardFor, ping });
+  if (cardFor !== null) count(`shown:card:${cardFor}`);
+  if (ping !== null) count(`shown:ping:${ping}`);
 }
 function updateOne(message) {
   const shown = log.querySelector(`li[data-message-id="${message.id}"]`);
@@ -228,6 +235,7 @@ function onServer(message) {
   switch (message.type) {
     case "module":
       record("module-in", { payload: message.args[0]?.type ?? null });
+      count(`module-in:${message.args[0]?.type ?? null}`);
       for (const { name, fn } of socketHandlers) if (name === message.name) fn(...message.args);
       break;
     case "messageCreated": {
@@ -364,8 +372,8 @@ window.bench = {
   /** How many messages of the log are Fate cards of `messageId` (flag card_for). */
   cardsFor: (messageId) => messages.filter((message) => message.flags?.[MODULE_ID]?.card_for === messageId
     && log.querySelector(`li[data-message-id="${message.id}"]`)).length,
-  /** Module socket payloads of `type` this page received. */
-  received: (type) => events.filter((event) => event.kind === "module-in" && event.payload === type).length,
+  /** How many events carried `key`: `shown:card:ID` (Fate cards of test ID shown), `shown:ping:N`, `module-in:TYPE`. */
+  count: (key) => counts.get(key) ?? 0,
   /**
    * This page's clock against the server's: `{offset, rtt}`, ms, from the sync with the
    * shortest round trip (server time = page time + offset, within rtt / 2).
