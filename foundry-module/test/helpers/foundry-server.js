@@ -35,6 +35,8 @@ const PAGE = '<!doctype html><html lang="en"><head><meta charset="utf-8"><title>
   + '<link rel="stylesheet" href="/styles/fate-bridge.css"></head>'
   + '<body><ol id="chat-log" class="chat-log"></ol><script type="module" src="/helpers/foundry-page.js"></script></body></html>';
 
+/** Where a client's WebSocket connects (`?user=ID`); foundry-page.js connects there. */
+const SOCKET_PATH = "/foundry";
 /** This server's clock, ms (the time `sync` answers with). */
 export const serverNow = () => performance.timeOrigin + performance.now();
 
@@ -55,7 +57,8 @@ function servedFile(pathname) {
  *   ownership, items: [{id, name, type, system, flags, masteryLevel?}]})
  * @param {Record<string, unknown>} world.settings world settings, `namespace.key` -> value
  * @param {Record<string, Record<string, unknown>>} world.userSettings user id -> its user-scope settings
- * @returns {Promise<{url: string, pageUrl(userId: string): string, close(): Promise<void>}>}
+ * @returns {Promise<{url: string, pageUrl(userId: string): string, socketUrl(userId: string): string, close(): Promise<void>}>}
+ *   `pageUrl`: the page of that user; `socketUrl`: the WebSocket a client of that user connects to
  */
 export async function startFoundryServer({ worldId, users, actors, settings, userSettings }) {
   const clients = new Map();
@@ -79,7 +82,7 @@ export async function startFoundryServer({ worldId, users, actors, settings, use
     response.writeHead(body === null ? 404 : 200, { "content-type": type });
     response.end(body ?? "not found");
   });
-  const sockets = new WebSocketServer({ server: http, path: "/foundry" });
+  const sockets = new WebSocketServer({ server: http, path: SOCKET_PATH });
 
   const send = (ws, message) => ws.send(JSON.stringify(message));
   const audience = (data) => ({ whisper: data.whisper, blind: data.blind, authorId: data.author, isRoll: data.rolls.length > 0 });
@@ -141,6 +144,7 @@ export async function startFoundryServer({ worldId, users, actors, settings, use
   return {
     url,
     pageUrl: (userId) => `${url}/?user=${encodeURIComponent(userId)}`,
+    socketUrl: (userId) => `${url.replace("http:", "ws:")}${SOCKET_PATH}?user=${encodeURIComponent(userId)}`,
     close: () => new Promise((resolve) => {
       for (const ws of sockets.clients) ws.terminate();
       sockets.close();
