@@ -24,7 +24,7 @@ from pathlib import Path
 from .load import percentile
 
 MODULE = Path(__file__).resolve().parent.parent / "foundry-module"
-CLICKS, QUICK_CLICKS = 200, 5
+CLICKS, QUICK_CLICKS = 200, 3
 WARMUP, QUICK_WARMUP = 5, 1
 #: Bound on the whole Node run: 200 clicks take about a minute on a quiet 2-core machine.
 TIMEOUT_S = 900

@@ -54,16 +54,19 @@ const USERS = Object.freeze({ gm: "benchGamemaster1", player: "benchPlayerOne01"
 const NAMES = Object.freeze({ gm: "Gamemaster", player: "Player One", viewer: "Player Two" });
 const MODULE_ID = "fate-bridge";
 
-/** The world of the bench: the three users, the Basic Folk actor (its Lucky Star unlimited, so 200 spends never run out). */
-function benchWorld(bridgePort, token) {
+/**
+ * The world of the bench: the three users, the Basic Folk actor (its Lucky Star unlimited, so 200
+ * spends never run out). The bridge's address and the GM's token come once the bridge is up.
+ */
+function benchWorld() {
   const actor = basicFolk();
   const items = basicFolkItems({ auraEml: 55 }).map((item) => (item.name === "Lucky Star" ? { ...item, system: { ...item.system, charges: { value: null, max: null } } } : item));
   return {
     worldId: WORLD,
     users: Object.entries(USERS).map(([role, id]) => ({ id, name: NAMES[role], isGM: role === "gm" })),
     actors: [{ id: actor._id, name: actor.name, type: actor.type, hasPlayerOwner: true, ownership: { [USERS.player]: 3 }, items }],
-    settings: { [`${MODULE_ID}.bridgeUrl`]: `ws://127.0.0.1:${bridgePort}`, [`${MODULE_ID}.fateOption`]: "everyone" },
-    userSettings: { [USERS.gm]: { [`${MODULE_ID}.token`]: token } },
+    settings: { [`${MODULE_ID}.fateOption`]: "everyone" },
+    userSettings: { [USERS.gm]: {} },
   };
 }
 
@@ -173,14 +176,18 @@ async function main() {
   // Chromium starts while the bridge does.
   const launching = chromium.launch({ executablePath: CHROMIUM, headless: true, args: CHROMIUM_FLAGS });
   try {
-    const token = bridge.addWorld(WORLD);
-    const port = await bridge.serve("--rate-limit", "0");
-    foundry = await startFoundryServer(benchWorld(port, token));
-    const browser = await launching;
+    const world = benchWorld();
+    foundry = await startFoundryServer(world);
     const errors = {};
-    const roles = Object.keys(USERS);
-    const opened = await Promise.all(roles.map((role) => openPage(browser, foundry, role, errors)));
-    const pages = Object.fromEntries(roles.map((role, index) => [role, opened[index]]));
+    // The players' pages load while the bridge starts; the GM's once it is up, with its address and token.
+    const bridgeUp = bridge.addWorldAsync(WORLD).then(async (token) => ({ token, port: await bridge.serve("--rate-limit", "0") }));
+    const players = ["player", "viewer"];
+    const playerPages = launching.then((browser) => Promise.all(players.map((role) => openPage(browser, foundry, role, errors))));
+    const [{ token, port }, opened] = await Promise.all([bridgeUp, playerPages]);
+    foundry.setWorldSetting(`${MODULE_ID}.bridgeUrl`, `ws://127.0.0.1:${port}`);
+    world.userSettings[USERS.gm][`${MODULE_ID}.token`] = token;
+    const browser = await launching;
+    const pages = { gm: await openPage(browser, foundry, "gm", errors), ...Object.fromEntries(players.map((role, index) => [role, opened[index]])) };
     await pages.gm.locator(`#fate-bridge-link[data-state="${LINK.CONNECTED}"]`).waitFor({ state: "attached", timeout: STEP_MS });
     const tests = [];
     for (let round = 0; round < warmup; round += 1) tests.push(await clickAndChat(pages, round));

@@ -57,8 +57,11 @@ function servedFile(pathname) {
  *   ownership, items: [{id, name, type, system, flags, masteryLevel?}]})
  * @param {Record<string, unknown>} world.settings world settings, `namespace.key` -> value
  * @param {Record<string, Record<string, unknown>>} world.userSettings user id -> its user-scope settings
- * @returns {Promise<{url: string, pageUrl(userId: string): string, socketUrl(userId: string): string, close(): Promise<void>}>}
- *   `pageUrl`: the page of that user; `socketUrl`: the WebSocket a client of that user connects to
+ *   (read when that user's client connects)
+ * @returns {Promise<{url: string, pageUrl(userId: string): string, socketUrl(userId: string): string,
+ *   setWorldSetting(key: string, value: unknown): void, close(): Promise<void>}>} `pageUrl`: the page
+ *   of that user; `socketUrl`: the WebSocket a client of that user connects to; `setWorldSetting`:
+ *   a world setting changed (as a GM's client changes it): kept and sent to every connected client
  */
 export async function startFoundryServer({ worldId, users, actors, settings, userSettings }) {
   const clients = new Map();
@@ -90,6 +93,12 @@ export async function startFoundryServer({ worldId, users, actors, settings, use
   const readers = (data) => [...clients].filter(([id]) => messageVisibleTo(audience(data), id));
   const others = (userId) => [...clients].filter(([id]) => id !== userId);
 
+  /** Keep a world setting's new value and send it to every connected client (`asker` gets its request id). */
+  function setWorldSetting(key, value, asker = null, requestId = undefined) {
+    worldSettings[key] = value;
+    for (const [id, peer] of clients) send(peer, { type: "settingChanged", key, value, ...(id === asker ? { requestId } : {}) });
+  }
+
   function receive(userId, ws, message) {
     const { type, requestId } = message;
     if (type === "module") {
@@ -112,8 +121,7 @@ export async function startFoundryServer({ worldId, users, actors, settings, use
       if (item) applyUpdate(item, message.changes);
       for (const [id, peer] of clients) send(peer, { type: "itemUpdated", actorId: message.actorId, itemId: message.itemId, changes: message.changes, ...(id === userId ? { requestId } : {}) });
     } else if (type === "setSetting") {
-      worldSettings[message.key] = message.value;
-      for (const [id, peer] of clients) send(peer, { type: "settingChanged", key: message.key, value: message.value, ...(id === userId ? { requestId } : {}) });
+      setWorldSetting(message.key, message.value, userId, requestId);
     } else if (type === "sync") {
       send(ws, { type: "sync", requestId, now: serverNow() });
     }
@@ -144,6 +152,7 @@ export async function startFoundryServer({ worldId, users, actors, settings, use
   return {
     url,
     pageUrl: (userId) => `${url}/?user=${encodeURIComponent(userId)}`,
+    setWorldSetting: (key, value) => setWorldSetting(key, value),
     socketUrl: (userId) => `${url.replace("http:", "ws:")}${SOCKET_PATH}?user=${encodeURIComponent(userId)}`,
     close: () => new Promise((resolve) => {
       for (const ws of sockets.clients) ws.terminate();
