@@ -33,7 +33,7 @@ HOPS = {
     "relay_ms": "relay to the GM's browser (request, ack, go)",
     "bridge_ms": "the bridge, request to reply (grading, fate_spend)",
     "gm_ms": "the GM's browser between its two requests",
-    "apply_ms": "applying the decision (charge, fated flag)",
+    "apply_ms": "applying the decision (the fated flag)",
     "card_ms": "the card: created, then in every page's log",
     "total_ms": "total: click to the card in every page",
 }

@@ -25,8 +25,8 @@
  *   then `fate_spend` -> `fate_resolved`);
  * - `gm`: the rest of the time between the GM's first request and `fate_resolved` (between the two
  *   requests the GM's browser writes the new grading, and the receipt, on the test card: each a server round trip);
- * - `apply`: `fate_resolved` -> the GM's browser asks for the card's ChatMessage (the charge and the
- *   `fated` flag written first);
+ * - `apply`: `fate_resolved` -> the GM's browser asks for the card's ChatMessage (the `fated` flag
+ *   written first; a point with charges would have its item updated too, the unlimited Lucky Star not);
  * - `card`: that request -> the card in the chat log of every page (the last of the three);
  * - `total`: the click -> the card in every page.
  * And per plain chat message, `chat`: the player's request -> the message in every page.
