@@ -224,6 +224,8 @@ async function main() {
       notices,
     };
     writeFileSync(values.out, `${JSON.stringify(report, null, 2)}\n`);
+  } catch (error) {
+    throw new Error(`${error?.stack ?? error}\n--- bridge log (end) ---\n${bridge.log.slice(-3000)}`);
   } finally {
     await launching.then((browser) => browser.close(), () => {});
     await foundry?.close();

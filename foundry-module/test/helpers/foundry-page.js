@@ -74,11 +74,10 @@ function callAll(name, ...args) {
   return true;
 }
 
+/** Foundry's Collection: a Map with the array methods scripts/foundry.js calls on `game.users`, `game.messages`, `game.actors`. */
 class Collection extends Map {
   filter(fn) { return [...this.values()].filter(fn); }
   map(fn) { return [...this.values()].map(fn); }
-  find(fn) { return [...this.values()].find(fn); }
-  some(fn) { return [...this.values()].some(fn); }
 }
 
 // ---- users: `activeGM` is one connected GM (here the lowest id, as fake-foundry.js) ----
@@ -309,7 +308,7 @@ const randomID = (length = 16) => {
   const chars = "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789";
   return Array.from(crypto.getRandomValues(new Uint8Array(length)), (byte) => chars[byte % chars.length]).join("");
 };
-globalThis.Hooks = { on: addHook(false), once: addHook(true), callAll, call: callAll };
+globalThis.Hooks = { on: addHook(false), once: addHook(true), callAll };
 globalThis.ui = { notifications: Object.fromEntries(["info", "warn", "error"].map((level) => [level, (text) => notices.push({ level, text })])) };
 globalThis.game = {
   world: { id: world.worldId },
