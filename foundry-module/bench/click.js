@@ -128,6 +128,16 @@ function only(events, kind, match, what) {
 }
 
 /**
+ * The first event of `kind` in `events` that `match` picks, or throws naming what is missing. A
+ * second one (a card posted twice) is left to the card counts, which the report checks.
+ */
+function first(events, kind, match, what) {
+  const found = events.find((event) => event.kind === kind && match(event));
+  if (!found) throw new Error(`no ${what}`);
+  return found;
+}
+
+/**
  * The hops of one click (see the file's comment), ms; page times put on the server's clock.
  *
  * @param {Record<string, object[]>} events each page's events, times on the server's clock
@@ -140,8 +150,8 @@ function clickHops(events, testId) {
   const replyTo = (frame) => only(events.gm, "bridge-in", (event) => event.eventId === frame.eventId, `the bridge's reply to ${frame.type} ${frame.eventId}`);
   const bridge = sent.reduce((sum, frame) => sum + replyTo(frame).t - frame.t, 0);
   const resolved = replyTo(sent.find((frame) => frame.type === "fate_spend")).t;
-  const create = only(events.gm, "create", (event) => event.cardFor === testId, `the card's creation for ${testId}`).t;
-  const shown = Object.values(events).map((list) => only(list, "shown", (event) => event.cardFor === testId, `the card of ${testId} shown`).t);
+  const create = first(events.gm, "create", (event) => event.cardFor === testId, `creation of the card of ${testId}`).t;
+  const shown = Object.values(events).map((list) => first(list, "shown", (event) => event.cardFor === testId, `card of ${testId} shown`).t);
   const last = Math.max(...shown);
   return {
     relay_ms: sent[0].t - click,
@@ -156,8 +166,8 @@ function clickHops(events, testId) {
 
 /** The plain chat message `ping`: the player's request -> shown in every page, ms. */
 function chatTrip(events, ping) {
-  const create = only(events.player, "create", (event) => event.ping === ping, `chat ${ping} created`).t;
-  const shown = Object.values(events).map((list) => only(list, "shown", (event) => event.ping === ping, `chat ${ping} shown`).t);
+  const create = first(events.player, "create", (event) => event.ping === ping, `creation of chat ${ping}`).t;
+  const shown = Object.values(events).map((list) => first(list, "shown", (event) => event.ping === ping, `chat ${ping} shown`).t);
   return { chat_ms: Math.max(...shown) - create };
 }
 
