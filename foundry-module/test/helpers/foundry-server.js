@@ -9,8 +9,9 @@
  *   clients who receive a broadcast": foundryvtt.wiki/en/development/api/sockets; as fake-foundry.js);
  * - ChatMessage creation and update: the server gives a new message its id, its author (the
  *   creating user unless the data names one) and its `timestamp` (server time), keeps it, and
- *   sends it to every connected client whose user sees it (document-rules.js messageVisibleTo),
- *   the creator included: its `ChatMessage.create` resolves when its own copy arrives;
+ *   sends it to every connected client whose user sees it, the creator included: its
+ *   `ChatMessage.create` resolves when its own copy arrives. Foundry's server source is not
+ *   public: who sees a message is its client's rule, `ChatMessage#visible` (document-rules.js);
  * - an actor's item update and a world setting's new value: to every connected client;
  * - a page connecting or leaving: `userConnected` to every other page.
  * A client that connects gets the world first: users (who is connected), actors, the messages it
