@@ -344,7 +344,7 @@ def main(argv: list[str] | None = None) -> int:
         return restart.main(sizes, args.out.with_name("bench-restart.json") if args.out == DEFAULT_OUT else args.out,
                             quick=args.quick)
     if args.click:
-        clicks = args.clicks or (click.QUICK_CLICKS if args.quick else click.CLICKS)
+        clicks = args.clicks if args.clicks is not None else click.QUICK_CLICKS if args.quick else click.CLICKS
         if clicks < 1:
             parser.error("--clicks must be at least 1")
         return click.main(clicks, click.QUICK_WARMUP if args.quick else click.WARMUP,
