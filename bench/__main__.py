@@ -32,7 +32,9 @@ forwarders of one world racing on two PostgreSQL processes (``bench.race``, issu
 test (tests/test_fuzz.py) with N hostile frames instead of the suite's 5,000; ``--memory`` RSS of a
 served bridge with 10,000 worlds, 2,000 connected and 200 deciding, against the echo server's, with
 and without eviction (``bench.memory``, issue 27); ``--restart`` a big world's first decision after
-kill -9 and after a clean stop, and the other worlds' p99 while one loads (``bench.restart``, issue 27).
+kill -9 and after a clean stop, and the other worlds' p99 while one loads (``bench.restart``, issue 27);
+``--click`` a player's wait from Spend Fate to the Fate card in every browser, hop by hop, in real
+Chromium pages, beside a plain chat message (``bench.click``, issue 37; ``--clicks N``, 200 by default).
 """
 
 from __future__ import annotations
@@ -54,7 +56,7 @@ from bridge.dice import SecretDice
 from bridge.session import Session, hash_token, new_token
 from bridge.store import SQLiteStore
 
-from . import crash, memory, restart
+from . import click, crash, memory, restart
 from .crash import free_port
 from .clients import LOAD_LIMITS, cpu_seconds, go, release_clients, rss_bytes, start_clients, wait_ready
 from .load import ACTOR, TEST, percentile
@@ -299,7 +301,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--idle", type=int, default=2000, help="idle connections for RSS (default 2000)")
     parser.add_argument("--store-decisions", type=int, default=20000, help="decisions for the store alone")
     parser.add_argument("--out", type=Path, default=DEFAULT_OUT,
-                        help="JSON results file (default %(default)s; --restart: bench-restart.json, --memory: bench-memory.json)")
+                        help="JSON results file (default %(default)s; --restart: bench-restart.json, --memory: "
+                        "bench-memory.json, --click: bench-click.json)")
     parser.add_argument("--quick", action="store_true", help="tiny run checking the harness (seconds)")
     parser.add_argument("--scale", action="store_true",
                         help="instead: decisions/s and CPU per decision of 1, 2 and 4 bridge processes on "
@@ -319,6 +322,11 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--memory", action="store_true",
                         help="instead: RSS of the echo server and of serve with 10,000 worlds, 2,000 connected, "
                         "200 deciding, every world used, with and without eviction (issue 27, bench/memory.py)")
+    parser.add_argument("--click", action="store_true",
+                        help="instead: from a Spend Fate click in a player's Chromium page to the Fate card in "
+                        "every page, p50/p99 per hop, beside a plain chat message (issue 37, bench/click.py)")
+    parser.add_argument("--clicks", type=int, metavar="N",
+                        help=f"--click: clicks measured (default {click.CLICKS}; with --quick {click.QUICK_CLICKS})")
     parser.add_argument("--kill-rounds", type=int, metavar="N",
                         help="instead: N kill -9 rounds of the bridge under load (issue 17 asks for 30)")
     parser.add_argument("--race", type=int, metavar="N",
@@ -335,6 +343,12 @@ def main(argv: list[str] | None = None) -> int:
                  else list(restart.QUICK_SIZES if args.quick else restart.SIZES))
         return restart.main(sizes, args.out.with_name("bench-restart.json") if args.out == DEFAULT_OUT else args.out,
                             quick=args.quick)
+    if args.click:
+        clicks = args.clicks if args.clicks is not None else click.QUICK_CLICKS if args.quick else click.CLICKS
+        if clicks < 1:
+            parser.error("--clicks must be at least 1")
+        return click.main(clicks, click.QUICK_WARMUP if args.quick else click.WARMUP,
+                          args.out.with_name("bench-click.json") if args.out == DEFAULT_OUT else args.out)
     if args.memory:
         found = (memory.serve_figures(60, 2, 20, 4, 0.5, 10) if args.quick else memory.serve_figures())
         (args.out.with_name("bench-memory.json") if args.out == DEFAULT_OUT else args.out).write_text(

@@ -94,11 +94,12 @@ async def eventually(condition, what: str, seconds: float = 30.0, poll: float = 
         await asyncio.sleep(poll)
 
 
-def run_bench(module: str, mode: str, out: Path, timeout: float) -> tuple[subprocess.CompletedProcess, dict]:
-    """``python -m <module> <mode> --out <out>`` (a benchmark, e.g. ``bench.attack --smoke``) from
-    the repository root, output captured as text; checks it exited 0 (its stderr's end shown
-    otherwise) and returns the run and the JSON report it wrote to ``out``."""
-    result = subprocess.run([sys.executable, "-m", module, mode, "--out", str(out)], cwd=ROOT,
+def run_bench(module: str, mode: str, out: Path, timeout: float,
+              extra: tuple[str, ...] = ()) -> tuple[subprocess.CompletedProcess, dict]:
+    """``python -m <module> <mode> <extra...> --out <out>`` (a benchmark, e.g. ``bench.attack
+    --smoke``) from the repository root, output captured as text; checks it exited 0 (its stderr's
+    end shown otherwise) and returns the run and the JSON report it wrote to ``out``."""
+    result = subprocess.run([sys.executable, "-m", module, mode, *extra, "--out", str(out)], cwd=ROOT,
                             capture_output=True, text=True, timeout=timeout)
     assert result.returncode == 0, result.stderr[-3000:]
     return result, json.loads(out.read_text())

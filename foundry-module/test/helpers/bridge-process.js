@@ -12,7 +12,7 @@
  * `bridge?.stop()`.
  */
 import assert from "node:assert/strict";
-import { execFileSync, spawn } from "node:child_process";
+import { execFile, execFileSync, spawn } from "node:child_process";
 import { existsSync, mkdtempSync, rmSync } from "node:fs";
 import { createServer } from "node:net";
 import { tmpdir } from "node:os";
@@ -57,6 +57,14 @@ export class BridgeProcess {
   /** Register `worldId` and return its token (`world add --token-only`). */
   addWorld(worldId) {
     return this.cli("world", "add", worldId, "--token-only");
+  }
+
+  /** `addWorld` without blocking this process meanwhile (other work, e.g. a browser starting, goes on); resolves with the token. */
+  addWorldAsync(worldId) {
+    return new Promise((resolve, reject) => {
+      execFile(PYTHON, ["-m", "bridge", "world", "add", worldId, "--token-only", "--db", this.db], { cwd: REPO, encoding: "utf8" },
+        (error, stdout) => (error ? reject(error) : resolve(stdout.trim())));
+    });
   }
 
   /** Start `bridge serve` (with `extraArgs`) on a free port; resolve with the port once /healthz answers 200. */

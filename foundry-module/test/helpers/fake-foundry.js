@@ -27,6 +27,7 @@
 import { readFileSync } from "node:fs";
 import { AsyncLocalStorage } from "node:async_hooks";
 import { JSDOM } from "jsdom";
+import { messageContentVisibleTo, messageVisibleTo } from "./document-rules.js";
 
 const EN = JSON.parse(readFileSync(new URL("../../lang/en.json", import.meta.url), "utf8"));
 const OWNER = 3;
@@ -173,24 +174,14 @@ export class FakeMessage {
     this.author = world.users.get(data.author ?? world.currentUserId) ?? null;
   }
   getFlag(scope, key) { return this.flags[scope]?.[key]; }
-  // Foundry v13's client ChatMessage getters, as written in client/documents/chat-message.mjs
-  // (v13): `isAuthor` is `game.user === this.author`; `isRoll` is `rolls.length > 0`; `visible`:
-  // a whispered message with rolls is visible to everyone (others get the "rolled privately" stub),
-  // one without rolls only to its author and the users on its whisper list (blind plays no part);
-  // `isContentVisible`: for a roll, the users on the whisper list, and the author unless blind;
-  // otherwise `visible`.
+  // Foundry v13's client ChatMessage getters (client/documents/chat-message.mjs, v13): `isAuthor` is
+  // `game.user === this.author`; `isRoll` is `rolls.length > 0`; `visible` and `isContentVisible`
+  // as document-rules.js decides them for the current user.
   get isAuthor() { return Boolean(this.author) && this.author.id === this.world.currentUserId; }
   get isRoll() { return this.rolls.length > 0; }
-  get visible() {
-    if (!this.whisper.length) return true;
-    if (this.isRoll) return true;
-    return this.isAuthor || this.whisper.includes(this.world.currentUserId);
-  }
-  get isContentVisible() {
-    if (!this.isRoll) return this.visible;
-    if (!this.whisper.length) return true;
-    return this.whisper.includes(this.world.currentUserId) || (this.isAuthor && !this.blind);
-  }
+  #audience() { return { whisper: this.whisper, blind: this.blind, authorId: this.author?.id ?? null, isRoll: this.isRoll }; }
+  get visible() { return messageVisibleTo(this.#audience(), this.world.currentUserId); }
+  get isContentVisible() { return messageContentVisibleTo(this.#audience(), this.world.currentUserId); }
   async setFlag(scope, key, value) {
     this.world.flagWrites.push({ messageId: this.id, key, value });
     (this.flags[scope] ??= {})[key] = structuredClone(value);
