@@ -45,11 +45,13 @@ export default [
     },
   },
   {
-    files: ["test/**/*.js", "eslint.config.js"],
+    files: ["test/**/*.js", "bench/**/*.js", "eslint.config.js"],
     languageOptions: { globals: globals.node },
   },
   {
-    files: ["test/*-browser.test.js"],
+    // Run in a Chromium page: the browser tests' page.evaluate functions, the click bench's, and
+    // the fake Foundry client a page loads (test/helpers/foundry-page.js).
+    files: ["test/*-browser.test.js", "bench/**/*.js", "test/helpers/foundry-page.js"],
     languageOptions: { globals: globals.browser },
   },
 ];

@@ -76,9 +76,16 @@ function testCard() {
   return { content, speaker, whisper, blind, flags, rolls };
 }
 
-/** Open `role`'s page and wait for the module to be loaded. */
-async function openPage(browser, foundry, role, errors) {
+/**
+ * Open `role`'s page and wait for the module to be loaded. `stored`: what the page's
+ * localStorage holds before it loads (Foundry's `client`-scope settings, as JSON text: the GM's
+ * bridge token lives there).
+ */
+async function openPage(browser, foundry, role, errors, stored = {}) {
   const context = await browser.newContext();
+  await context.addInitScript((entries) => {
+    for (const [key, value] of Object.entries(entries)) localStorage.setItem(key, value);
+  }, stored);
   const page = await context.newPage();
   errors[role] = [];
   page.on("pageerror", (error) => errors[role].push(String(error)));
@@ -195,9 +202,9 @@ async function main() {
     const playerPages = launching.then((browser) => Promise.all(players.map((role) => openPage(browser, foundry, role, errors))));
     const [{ token, port }, opened] = await Promise.all([bridgeUp, playerPages]);
     foundry.setWorldSetting(`${MODULE_ID}.bridgeUrl`, `ws://127.0.0.1:${port}`);
-    world.userSettings[USERS.gm][`${MODULE_ID}.token`] = token;
     const browser = await launching;
-    const pages = { gm: await openPage(browser, foundry, "gm", errors), ...Object.fromEntries(players.map((role, index) => [role, opened[index]])) };
+    const gmStored = { [`${MODULE_ID}.token`]: JSON.stringify(token) };
+    const pages = { gm: await openPage(browser, foundry, "gm", errors, gmStored), ...Object.fromEntries(players.map((role, index) => [role, opened[index]])) };
     await pages.gm.locator(`#fate-bridge-link[data-state="${LINK.CONNECTED}"]`).waitFor({ state: "attached", timeout: STEP_MS });
     const tests = [];
     for (let round = 0; round < warmup; round += 1) tests.push(await clickAndChat(pages, round));
@@ -235,7 +242,7 @@ async function main() {
     };
     writeFileSync(values.out, `${JSON.stringify(report, null, 2)}\n`);
   } catch (error) {
-    throw new Error(`${error?.stack ?? error}\n--- bridge log (end) ---\n${bridge.log.slice(-3000)}`);
+    throw new Error(`${error?.stack ?? error}\n--- bridge log (end) ---\n${bridge.log.slice(-3000)}`, { cause: error });
   } finally {
     await launching.then((browser) => browser.close(), () => {});
     await foundry?.close();
