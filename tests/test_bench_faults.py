@@ -61,18 +61,24 @@ def test_the_sqlite_faults_lose_nothing_and_say_so_in_a_line(tmp_path, capsys):
     assert "hello answered unauthorized, closed 4001" in invalid["note"] and "`audit repair` (exit 0" in invalid["note"]
 
 
-def test_a_full_disk_is_refused_in_two_lines_and_loses_nothing(tmp_path, capsys, tmpfs_mountable):
+def test_a_full_disk_is_refused_and_loses_nothing(tmp_path, capsys, tmpfs_mountable):
+    """Each outage is a pair of lines, its start and its end. Under load the outage may flap (the
+    probe commits where a batch cannot: docs/deploy.md, *Measured*), so the pairs are counted."""
     code, found = run_faults(["disk-full"], tmp_path, capsys)
     assert code == 0
     full = found["disk-full"]
     assert_nothing_lost(full)
     assert full["answers"]["unavailable"] > 0 and full["tracebacks"] == 0
-    assert full["lines"] == ["storage_unavailable reason=disk_full", "storage_available reason=disk_full"]
+    pairs = len(full["lines"]) // 2
+    assert pairs >= 1 and full["lines"] == ["storage_unavailable reason=disk_full",
+                                            "storage_available reason=disk_full"] * pairs, full["lines"]
 
 
 def test_the_postgresql_faults_lose_nothing(pg_server, tmp_path, capsys, monkeypatch):
-    """Through the bench's proxy, on a schema of its own. The log lines are counted, not asserted:
-    the cluster's LISTEN/NOTIFY connections add lines of their own when sessions are cut."""
+    """Through the bench's proxy, on a schema of its own. Beyond the outage's start and end, the
+    log lines and tracebacks are counted, not asserted: the reconnects, the link guard and the
+    cluster's LISTEN/NOTIFY connections add lines of their own, some with a traceback (listed in
+    docs/deploy.md, *Measured*), so the exit code is not asserted either."""
     monkeypatch.setattr(faults, "PG_URL", pg_server)
     names = ["pg-sessions-cut", "pg-unreachable", "pg-failover"]
     _, found = run_faults(names, tmp_path, capsys)
