@@ -24,9 +24,9 @@ def run_faults(names: list[str], tmp_path, capsys) -> tuple[int, dict[str, dict]
     assert [row.split(" | ")[0][2:] for row in rows] == [f["title"] for f in findings]
     for row, finding in zip(rows, findings):
         cells = row.strip("| ").split(" | ")
-        assert cells[2:] == [str(finding["acked"]), str(finding["lost"]), str(finding["extra_records"]),
-                             f"{finding['back_s']:.2f}",
-                             str(len(finding["lines"])), str(finding["tracebacks"]),
+        assert cells[1:] == [", ".join(f"{kind} {n}" for kind, n in finding["answers"].items()),
+                             str(finding["acked"]), str(finding["lost"]), str(finding["extra_records"]),
+                             f"{finding['back_s']:.2f}", str(len(finding["lines"])), str(finding["tracebacks"]),
                              "PASS" if finding["verify_ok"] else "FAIL"], row
     return code, {f["fault"]: f for f in findings}
 
