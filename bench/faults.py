@@ -51,6 +51,8 @@ import subprocess
 import sys
 import tempfile
 import time
+import urllib.error
+import urllib.request
 from collections import Counter
 from collections.abc import Awaitable, Callable
 from dataclasses import asdict, dataclass, field
@@ -309,11 +311,6 @@ class Chain:
         if not await self.until(lambda: all(self.decided[w] >= n for w, n in wanted.items())):
             raise RuntimeError(f"the worlds did not decide {self.size.settle} times within {PHASE_SECONDS:g} s")
 
-    async def refused(self, first: int) -> bool:
-        """Wait (at most REFUSED_SECONDS) for an ``unavailable`` among the answers from index
-        ``first`` on (``len(chain.answers)`` before the fault)."""
-        return await self.until(lambda: any(a.kind == "unavailable" for a in self.answers[first:]), REFUSED_SECONDS)
-
     async def back_after(self, ended_at: float) -> float:
         """Seconds from ``ended_at`` to the first decided reply to a request sent after it."""
         seen = 0
@@ -377,6 +374,30 @@ class Chain:
         self.banner = {banner_form(line, first.port) for line in first.log.read_text().splitlines()
                        if line.strip() and not line.startswith("{")}
 
+    async def healthz(self) -> str:
+        """What the current process's ``GET /healthz`` answers now: ``STATUS body``."""
+        assert self.current is not None
+        url = f"http://127.0.0.1:{self.current.port}/healthz"
+
+        def get() -> str:
+            try:
+                with urllib.request.urlopen(url, timeout=PHASE_SECONDS) as response:
+                    return f"{response.status} {response.read().decode().strip()}"
+            except urllib.error.HTTPError as refused:
+                with refused:  # an open HTTPError holds the socket
+                    return f"{refused.code} {refused.read().decode().strip()}"
+
+        return await asyncio.to_thread(get)
+
+    async def refused_said(self, first: int) -> str:
+        """Wait (at most REFUSED_SECONDS) for an ``unavailable`` among the answers from index
+        ``first`` on (``len(chain.answers)`` before the fault); what the fault's note says of it
+        and of ``/healthz`` then."""
+        if not await self.until(lambda: any(a.kind == "unavailable" for a in self.answers[first:]),
+                                REFUSED_SECONDS):
+            return f"NOT refused within {REFUSED_SECONDS:g} s"
+        return f"refused, /healthz answering `{await self.healthz()}`"
+
     def in_flight(self) -> int:
         """Requests sent on a live link and not answered yet."""
         return sum(1 for link in self.links.values() for entry in link.pending.values() if entry.sent)
@@ -436,7 +457,7 @@ async def file_deleted(chain: Chain) -> Happened:
         db.unlink()
     finally:
         chain.current.process.send_signal(signal.SIGCONT)
-    refused = await chain.refused(first)
+    refused = await chain.refused_said(first)
     await asyncio.sleep(chain.size.hold_s)
     code, seconds = await chain.stop(chain.current)
     for leftover in (*parts, Path(f"{db}-shm")):
@@ -446,7 +467,7 @@ async def file_deleted(chain: Chain) -> Happened:
             (rescue / part.name).rename(part)
     ended = time.monotonic()
     chain.current = await chain.start(chain.current.port)
-    return Happened(ended, True, f"{'refused' if refused else 'NOT refused'} after the deletion; stopped "
+    return Happened(ended, True, f"{refused} after the deletion; stopped "
                                  f"(exit {code} after {seconds:.2f} s), the file as it was at the deletion put "
                                  "back, serve started again")
 
@@ -490,10 +511,10 @@ async def disk_full(chain: Chain) -> Happened:
     first = len(chain.answers)
     filler = await asyncio.to_thread(fill, Path(chain.db).parent)
     filled_at = time.monotonic()
-    refused = await chain.refused(first)
+    refused = await chain.refused_said(first)
     await asyncio.sleep(chain.size.hold_s)
     filler.unlink()
-    return Happened(time.monotonic(), False, f"{'refused' if refused else 'NOT refused'} once full; "
+    return Happened(time.monotonic(), False, f"{refused} once full; "
                                              f"space freed after {time.monotonic() - filled_at:.2f} s")
 
 
@@ -508,10 +529,10 @@ async def pg_unreachable(chain: Chain, proxy: OutageProxy) -> Happened:
     first = len(chain.answers)
     proxy.down()
     down_at = time.monotonic()
-    refused = await chain.refused(first)
+    refused = await chain.refused_said(first)
     await asyncio.sleep(chain.size.hold_s)
     proxy.up()
-    return Happened(time.monotonic(), False, f"{'refused' if refused else 'NOT refused'} while down; reachable "
+    return Happened(time.monotonic(), False, f"{refused} while down; reachable "
                                              f"again after {time.monotonic() - down_at:.2f} s")
 
 

@@ -55,7 +55,9 @@ def test_the_sqlite_faults_lose_nothing_and_say_so_in_a_line(tmp_path, capsys):
         assert second["lines"] == [] and "unavailable" not in second["answers"]
     assert "exited 0 after" in found["sigterm"]["note"] and found["sigterm"]["lines"] == []
     deleted = found["file-deleted"]
-    assert deleted["answers"]["unavailable"] > 0 and deleted["note"].startswith("refused after the deletion")
+    assert deleted["answers"]["unavailable"] > 0
+    assert deleted["note"].startswith("refused, /healthz answering `503 storage unavailable: database_file_gone`"
+                                      " after the deletion"), deleted["note"]
     assert deleted["lines"][0] == "storage_unavailable reason=database_file_gone", deleted["lines"]
     invalid = found["invalid-settings"]
     assert [line.split(" (")[0] for line in invalid["lines"]] == [
@@ -88,6 +90,7 @@ def test_the_postgresql_faults_lose_nothing(pg_server, tmp_path, capsys, monkeyp
         assert_nothing_lost(found[name])
     unreachable = found["pg-unreachable"]
     assert unreachable["answers"]["unavailable"] > 0
+    assert unreachable["note"].startswith("refused, /healthz answering `503 storage unavailable: unreachable`")
     assert {"storage_unavailable reason=unreachable", "storage_available reason=unreachable"} <= set(unreachable["lines"])
     assert "unavailable" not in found["pg-failover"]["answers"] and "internal" not in found["pg-failover"]["answers"]
     assert "acknowledged requests again" in found["pg-failover"]["note"]
