@@ -435,8 +435,8 @@ async def sigterm(chain: Chain) -> Happened:
     code, seconds = await chain.stop(chain.current)
     ended = time.monotonic()
     chain.current = await chain.start(chain.current.port)
-    return Happened(ended, True, f"{in_flight} requests in flight at the signal; the bridge drained and exited "
-                                 f"{code} after {seconds:.2f} s, then was started again")
+    return Happened(ended, True, f"{in_flight} request{'s' * (in_flight != 1)} in flight at the signal; the bridge "
+                                 f"drained and exited {code} after {seconds:.2f} s, then was started again")
 
 
 async def file_deleted(chain: Chain) -> Happened:
