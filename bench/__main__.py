@@ -35,6 +35,8 @@ and without eviction (``bench.memory``, issue 27); ``--restart`` a big world's f
 kill -9 and after a clean stop, and the other worlds' p99 while one loads (``bench.restart``, issue 27);
 ``--click`` a player's wait from Spend Fate to the Fate card in every browser, hop by hop, in real
 Chromium pages, beside a plain chat message (``bench.click``, issue 37; ``--clicks N``, 200 by default).
+``--faults`` each storage fault under load, what the tables got meanwhile and what was lost
+(``bench.faults``, issue 35).
 """
 
 from __future__ import annotations
@@ -56,7 +58,7 @@ from bridge.dice import SecretDice
 from bridge.session import Session, hash_token, new_token
 from bridge.store import SQLiteStore
 
-from . import click, crash, memory, restart
+from . import click, crash, faults, memory, restart
 from .crash import free_port
 from .clients import LOAD_LIMITS, cpu_seconds, go, release_clients, rss_bytes, start_clients, wait_ready
 from .load import ACTOR, TEST, percentile
@@ -302,7 +304,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--store-decisions", type=int, default=20000, help="decisions for the store alone")
     parser.add_argument("--out", type=Path, default=DEFAULT_OUT,
                         help="JSON results file (default %(default)s; --restart: bench-restart.json, --memory: "
-                        "bench-memory.json, --click: bench-click.json)")
+                        "bench-memory.json, --click: bench-click.json, --faults: bench-faults.json)")
     parser.add_argument("--quick", action="store_true", help="tiny run checking the harness (seconds)")
     parser.add_argument("--scale", action="store_true",
                         help="instead: decisions/s and CPU per decision of 1, 2 and 4 bridge processes on "
@@ -332,12 +334,20 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--race", type=int, metavar="N",
                         help="instead: N trials of two forwarders of one world racing on two processes on "
                         "PostgreSQL (issue 28, bench/race.py; 100 for the issue's figure)")
+    parser.add_argument("--faults", nargs="?", const="all", metavar="NAMES",
+                        help="instead: each storage fault under load (issue 35, bench/faults.py): answers meanwhile, "
+                        "decisions lost, seconds until service returned, log lines, audit verify; NAMES (comma-"
+                        "separated) runs only those of: " + ", ".join(faults.NAMES) + " (default all; JSON: "
+                        "bench-faults.json)")
     parser.add_argument("--fuzz-frames", type=int, metavar="N",
                         help="instead: the hostile-frame fuzz test (tests/test_fuzz.py) with N frames, not the "
                         "suite's 5,000 (issue 16 asks for over 20,000: 21000)")
     args = parser.parse_args(argv)
     if args.kill_rounds is not None:
         return crash.main(args.kill_rounds)
+    if args.faults is not None:
+        return faults.main(faults.NAMES if args.faults == "all" else args.faults.split(","), args.quick,
+                           args.out.with_name("bench-faults.json") if args.out == DEFAULT_OUT else args.out)
     if args.restart:
         sizes = ([int(n) for n in args.sizes.split(",")] if args.sizes
                  else list(restart.QUICK_SIZES if args.quick else restart.SIZES))

@@ -34,6 +34,7 @@ import urllib.request
 from collections import Counter
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import IO
 
 import msgspec
 from websockets.asyncio.client import ClientConnection, connect
@@ -109,12 +110,13 @@ def bridge(*args: str) -> subprocess.CompletedProcess:
     return subprocess.run([sys.executable, "-m", "bridge", *args], capture_output=True, text=True, timeout=60)
 
 
-def start_bridge(db: Path, key: Path, port: int, *options: str) -> subprocess.Popen:
-    """``fate-bridge serve`` on ``db`` (with ``options``), once /healthz answers."""
+def start_bridge(db: Path, key: Path, port: int, *options: str, log: IO | None = None) -> subprocess.Popen:
+    """``fate-bridge serve`` on ``db`` (with ``options``), once /healthz answers; its stderr (the
+    log, JSON lines) goes to ``log`` (default: discarded)."""
     process = subprocess.Popen(
         [sys.executable, "-m", "bridge", "serve", "--port", str(port), "--db", str(db), "--audit-key", str(key),
          "--log-format", "json", "--rate-limit", "0", *options],
-        stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+        stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL if log is None else log)
     deadline = time.monotonic() + STARTUP_SECONDS
     while time.monotonic() < deadline:
         try:

@@ -12,8 +12,9 @@ counts, never the seconds.
 The clients are :class:`ModuleLink`: one world's forwarder driven by the rules of the Foundry
 module's connection (foundry-module/scripts/logic/connection.js): replies matched by
 ``event_id``; a request made while the link is down waits in a queue and is sent once after the
-next ``welcome``; requests in flight when the link drops are sent again, same ``event_id``; the
-reconnect waits ``BACKOFF_MIN_S`` doubled per failure, or, after a 1012 on a welcomed link, a random
+next ``welcome``; requests in flight when the link drops are sent again, same ``event_id``; a
+request answered ``unavailable`` (the bridge's storage is down) is sent again, same ``event_id``,
+after the reply's ``retry_after_ms`` (bounded as the module bounds it); the reconnect waits ``BACKOFF_MIN_S`` doubled per failure, or, after a 1012 on a welcomed link, a random
 0..``RESTART_JITTER_S``. In front of the processes, :class:`Balancer` is the load balancer: each
 new connection goes to the next process in turn, a refused one (a process killed or draining
 closed its port) to the one after, as nginx's round robin does with ``proxy_next_upstream error``
@@ -51,6 +52,8 @@ from .scale import LOAD_LIMITS, PgSchema, register_worlds, start_bridges, stop_b
 BACKOFF_MIN_S = 1.0  # BACKOFF_MIN_MS: the first reconnect after a lost link
 BACKOFF_MAX_S = 30.0  # BACKOFF_MAX_MS
 RESTART_JITTER_S = 0.5  # RESTART_JITTER_MS: after a 1012 (a draining process) on a welcomed link
+UNAVAILABLE_RETRY_S = 1.0  # UNAVAILABLE_RETRY_MS: an `unavailable` reply without retry_after_ms
+UNAVAILABLE_RETRY_MIN_S, UNAVAILABLE_RETRY_MAX_S = 0.1, 30.0  # UNAVAILABLE_RETRY_MIN_MS, _MAX_MS
 CLOSE_SERVICE_RESTART = 1012
 REPLY_SECONDS = 15.0  # REQUEST_TIMEOUT_MS: a request sent on a live link and not answered fails
 WELCOME_SECONDS = 10.0  # WELCOME_TIMEOUT_MS
@@ -100,6 +103,22 @@ class _Pending:
     text: str
     reply: asyncio.Future[dict]
     sent: bool = False
+    sent_at: float = 0.0  # time.monotonic() of its latest send
+
+
+def unavailable_wait(reply: dict) -> float | None:
+    """Seconds the module waits before sending a request answered ``unavailable`` again (its
+    ``retry_after_ms`` bounded, else UNAVAILABLE_RETRY_S); None for any other reply."""
+    if reply.get("type") != "error" or reply.get("code") != "unavailable":
+        return None
+    hint = reply.get("retry_after_ms")
+    if not isinstance(hint, int):
+        return UNAVAILABLE_RETRY_S
+    return min(UNAVAILABLE_RETRY_MAX_S, max(UNAVAILABLE_RETRY_MIN_S, hint / 1000))
+
+
+# a reply handed to a request: (link, event_id, reply, its text as received, its request's latest send)
+OnReply = Callable[["ModuleLink", str, dict, str, float], None]
 
 
 class ModuleLink:
@@ -107,11 +126,14 @@ class ModuleLink:
     :meth:`start` once, then :meth:`request` as often as needed, :meth:`stop` once. Counts, per
     ``event_id``: ``sent`` (frames sent), ``resent`` (times it was in flight when a link
     dropped); ``queued``: the requests made while a lost link was being replaced; ``handovers``:
-    each lost link's :class:`Handover`."""
+    each lost link's :class:`Handover`. ``on_down`` is called at each lost link, ``on_reply`` with
+    every reply handed to a request (``unavailable`` ones included, before the request waits)."""
 
     def __init__(self, balancer: Balancer, world_id: str, token: str, rng: random.Random,
-                 on_down: Callable[[ModuleLink], None] = lambda link: None) -> None:
+                 on_down: Callable[[ModuleLink], None] = lambda link: None,
+                 on_reply: OnReply = lambda link, event_id, reply, text, sent_at: None) -> None:
         self.balancer, self.world_id, self.token, self.rng, self.on_down = balancer, world_id, token, rng, on_down
+        self.on_reply = on_reply
         self.ws: ClientConnection | None = None
         self.port = 0
         self.pending: dict[str, _Pending] = {}
@@ -159,7 +181,7 @@ class ModuleLink:
     async def _send(self, event_id: str, entry: _Pending, ws: ClientConnection) -> None:
         if entry.sent or ws.state is not State.OPEN:  # the module sends on an open socket only
             return
-        entry.sent = True
+        entry.sent, entry.sent_at = True, time.monotonic()
         self.sent[event_id] += 1
         try:
             await ws.send(entry.text)
@@ -213,14 +235,28 @@ class ModuleLink:
             return None
         return ws, port
 
+    def _send_again(self, event_id: str, entry: _Pending) -> None:
+        """A request answered ``unavailable``, its wait over: sent on the link if one is up (else
+        after the next ``welcome``, with the queue)."""
+        if self.pending.get(event_id) is entry and self.ws is not None:
+            asyncio.create_task(self._send(event_id, entry, self.ws))
+
     async def _read(self, ws: ClientConnection) -> int | None:
         """Hand each reply to its request until the link closes; the close code (1006: none)."""
         try:
             async for frame in ws:
                 reply = json.loads(frame)
-                entry = self.pending.pop(reply.get("event_id") or reply.get("ref") or "", None)
+                event_id = reply.get("event_id") or reply.get("ref") or ""
+                entry = self.pending.get(event_id)
                 if entry is None:
                     continue
+                self.on_reply(self, event_id, reply, frame, entry.sent_at)
+                wait = unavailable_wait(reply)
+                if wait is not None:  # nothing was applied: it waits as in an outage, then goes again
+                    entry.sent = False
+                    asyncio.get_running_loop().call_later(wait, self._send_again, event_id, entry)
+                    continue
+                del self.pending[event_id]
                 if self._lost is not None:
                     at, waited, code, port = self._lost
                     self.handovers.append(Handover(self.world_id, time.monotonic() - at, waited,

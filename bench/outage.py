@@ -1,5 +1,6 @@
-"""A database outage made without touching the database server (issue 35): a small TCP proxy in
-front of it that the bridge connects through, whose links the caller cuts or refuses.
+"""Storage outages made without touching the database server (issue 35): a small TCP proxy in
+front of it that the bridge connects through, whose links the caller cuts or refuses; and a full
+disk, a small tmpfs (:func:`tmpfs`, root only) filled to its last byte (:func:`fill`).
 
 :class:`OutageProxy` listens on 127.0.0.1 (a port of its own) and forwards each connection to the
 server's address. :meth:`OutageProxy.cut` closes every open link at once (a lost session: what a
@@ -13,9 +14,48 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import errno
+import os
+import shutil
+import subprocess
+from collections.abc import Iterator
+from pathlib import Path
 from urllib.parse import urlsplit, urlunsplit
 
 CHUNK = 65536  # bytes read per forwarding step
+TMPFS_NEEDS_ROOT = "a full disk is a small tmpfs, which only root can mount"
+
+
+def tmpfs_problem() -> str | None:
+    """Why :func:`tmpfs` cannot run here (:data:`TMPFS_NEEDS_ROOT`), or None."""
+    return TMPFS_NEEDS_ROOT if os.geteuid() != 0 or shutil.which("mount") is None else None
+
+
+@contextlib.contextmanager
+def tmpfs(folder: Path, megabytes: int) -> Iterator[Path]:
+    """A tmpfs of ``megabytes`` MiB mounted on ``folder`` (an empty folder; root only, see
+    :func:`tmpfs_problem`), unmounted (lazily) on exit; yields ``folder``."""
+    subprocess.run(["mount", "-t", "tmpfs", "-o", f"size={megabytes}m", "tmpfs", str(folder)], check=True)
+    try:
+        yield folder
+    finally:
+        subprocess.run(["umount", "-l", str(folder)], check=True)
+
+
+def fill(disk: Path) -> Path:
+    """Fill ``disk`` to its last byte with one file; returns it (delete it to free the space).
+    Raises OSError for any failure but the disk being full."""
+    filler = disk / "filler"
+    fd = os.open(filler, os.O_WRONLY | os.O_CREAT, 0o600)
+    try:
+        while os.write(fd, b"\0" * 4096):
+            pass
+    except OSError as exc:
+        if exc.errno != errno.ENOSPC:
+            raise
+    finally:
+        os.close(fd)
+    return filler
 
 
 def through(url: str, port: int) -> str:

@@ -83,11 +83,12 @@ def schema_url(base: str, schema: str) -> str:
 
 
 class PgSchema:
-    """A fresh schema on ``base`` (created on enter, dropped with its tables on exit); ``url``
+    """A fresh schema on ``base`` (created on enter, dropped with its tables on exit), named
+    ``prefix`` and a random suffix (other runs on the same database keep to theirs); ``url``
     names it."""
 
-    def __init__(self, base: str | None = None) -> None:
-        self.base, self.name = base or PG_URL, f"fb_bench_{secrets.token_hex(5)}"
+    def __init__(self, base: str | None = None, prefix: str = "fb_bench") -> None:
+        self.base, self.name = base or PG_URL, f"{prefix}_{secrets.token_hex(5)}"
         self.url = schema_url(self.base, self.name)
 
     def __enter__(self) -> PgSchema:

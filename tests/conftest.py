@@ -6,6 +6,7 @@ Store fixtures run on both backends: ``store`` (and every fixture built on it, s
 ``$FATE_BRIDGE_TEST_PG`` (default ``postgresql://postgres@127.0.0.1:5432/test``, trust auth); each
 test gets a fresh schema, dropped after it. Where no server answers, the PostgreSQL variants are
 skipped saying so; with ``FATE_BRIDGE_REQUIRE_SERVICES=1`` (set by ``.ci/run``) they fail instead.
+Tests needing a tmpfs (a full disk; root only) are skipped or failed the same way (``tmpfs_mountable``).
 """
 
 from __future__ import annotations
@@ -15,6 +16,7 @@ import secrets
 
 import pytest
 
+from bench.outage import tmpfs_problem
 from bench.scale import schema_url
 from bridge import logs
 from bridge.dice import ScriptedDice
@@ -47,6 +49,17 @@ def pg_server() -> str:
             pytest.fail(message + " (required: FATE_BRIDGE_REQUIRE_SERVICES=1)")
         pytest.skip(message)
     return PG_URL
+
+
+@pytest.fixture
+def tmpfs_mountable() -> None:
+    """Skips the test saying why where no tmpfs can be mounted (bench/outage.py ``tmpfs``: root
+    only; a full disk is a small one), or fails it with ``FATE_BRIDGE_REQUIRE_SERVICES=1``."""
+    problem = tmpfs_problem()
+    if problem is not None:
+        if REQUIRE_SERVICES:
+            pytest.fail(problem + " (required: FATE_BRIDGE_REQUIRE_SERVICES=1)")
+        pytest.skip(problem)
 
 
 @pytest.fixture

@@ -11,18 +11,13 @@ server; the full disk is a small tmpfs (root only: skipped elsewhere, required u
 from __future__ import annotations
 
 import asyncio
-import errno
 import json
-import os
-import shutil
 import sqlite3
-import subprocess
-from pathlib import Path
 
 import pytest
 from structlog.testing import capture_logs
 
-from bench.outage import OutageProxy
+from bench.outage import OutageProxy, fill, tmpfs
 from bridge.dice import ScriptedDice
 from bridge.errors import StorageUnavailable
 from bridge.session import Session, hash_token
@@ -30,7 +25,6 @@ from bridge.store.health import PROBE_SECONDS, RETRY_AFTER_MS
 from bridge.store import SQLiteStore
 from bridge.store.postgres import PostgresStore
 
-from .conftest import REQUIRE_SERVICES
 from .helpers import ROOT
 from .served import started, stopped
 from .sohl_messages import frame
@@ -209,33 +203,12 @@ async def test_postgresql_unreachable_is_unavailable_until_it_answers_again(pg_u
 
 
 @pytest.fixture
-def small_disk(tmp_path):
-    """A 2 MiB tmpfs at ``tmp_path/disk`` (root only: skipped saying so elsewhere, failed under
-    FATE_BRIDGE_REQUIRE_SERVICES=1), unmounted after the test."""
+def small_disk(tmp_path, tmpfs_mountable):
+    """A 2 MiB tmpfs at ``tmp_path/disk``, unmounted after the test."""
     disk = tmp_path / "disk"
     disk.mkdir()
-    if os.geteuid() != 0 or shutil.which("mount") is None:
-        message = "a full disk is a small tmpfs, which only root can mount"
-        if REQUIRE_SERVICES:
-            pytest.fail(message + " (required: FATE_BRIDGE_REQUIRE_SERVICES=1)")
-        pytest.skip(message)
-    subprocess.run(["mount", "-t", "tmpfs", "-o", "size=2m", "tmpfs", str(disk)], check=True)
-    yield disk
-    subprocess.run(["umount", "-l", str(disk)], check=True)
-
-
-def fill(disk) -> Path:
-    """Fill ``disk`` to its last byte with one file; returns it (delete it to free the space)."""
-    filler = disk / "filler"
-    fd = os.open(filler, os.O_WRONLY | os.O_CREAT, 0o600)
-    try:
-        while os.write(fd, b"\0" * 4096):
-            pass
-    except OSError as exc:
-        assert exc.errno == errno.ENOSPC
-    finally:
-        os.close(fd)
-    return filler
+    with tmpfs(disk, 2):
+        yield disk
 
 
 async def test_a_full_disk_is_unavailable_with_healthz_503_until_space_returns(small_disk):
