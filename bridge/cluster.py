@@ -218,9 +218,11 @@ class Cluster:
                 await self._send.execute("SELECT pg_notify(%s, payload) FROM unnest(%b::text[]) AS payload",
                                          (self.channel, payloads))
                 return
-            except Exception:
-                log.exception("cluster_publish_failed", notices=len(notices), kind=notices[0].kind,
-                              world_id=notices[0].world_id)
+            except Exception as exc:
+                # One line per failure, without a traceback: a database away is the storage's
+                # outage, logged by the store once when it starts and once when it ends.
+                log.warning("cluster_publish_failed", notices=len(notices), kind=notices[0].kind,
+                            world_id=notices[0].world_id, error=str(exc).strip() or type(exc).__name__)
                 if attempt == 1 and self._send.closed:
                     await asyncio.sleep(RECONNECT_SECONDS)
                     self._send = await self._reconnect(self._connect)

@@ -22,6 +22,7 @@ import structlog
 from websockets.asyncio.server import ServerConnection
 
 from . import i18n
+from .errors import StorageUnavailable
 from .session import CLOSE_UNAUTHORIZED
 from .store.base import World
 
@@ -98,12 +99,19 @@ class LinkGuard:
     async def _poll(self) -> None:
         """Check every :data:`CHECK_SECONDS` while a link is open; a failed read (the database
         away for a moment) is logged and tried again at the next round."""
+        failing = False
         while self._links:
             await asyncio.sleep(CHECK_SECONDS)
             try:
                 await self.check()
-            except Exception:
-                log.warning("link_check_failed", exc_info=True)
+            except StorageUnavailable:
+                pass  # the store logs its outage once when it starts and once when it ends
+            except Exception as exc:
+                if not failing:  # one line while the reads keep failing, no traceback each round
+                    log.warning("link_check_failed", error=str(exc).strip() or type(exc).__name__)
+                failing = True
+                continue
+            failing = False
 
     async def check(self) -> int:
         """One round: close every link whose credential no longer opens its world. Returns how

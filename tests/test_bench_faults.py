@@ -66,31 +66,32 @@ def test_the_sqlite_faults_lose_nothing_and_say_so_in_a_line(tmp_path, capsys):
 
 
 def test_a_full_disk_is_refused_and_loses_nothing(tmp_path, capsys, tmpfs_mountable):
-    """Each outage is a pair of lines, its start and its end. Under load the outage may flap (the
-    probe commits where a batch cannot: docs/deploy.md, *Measured*), so the pairs are counted."""
+    """One outage, one pair of lines: its start and its end. The probe may commit where a batch
+    cannot yet (space the log file holds already); a batch failing then continues the same outage
+    (bridge/store/health.py CONFIRM_SECONDS), so the full disk never flaps into a second pair."""
     code, found = run_faults(["disk-full"], tmp_path, capsys)
     assert code == 0
     full = found["disk-full"]
     assert_nothing_lost(full)
     assert full["answers"]["unavailable"] > 0 and full["tracebacks"] == 0
-    pairs = len(full["lines"]) // 2
-    assert pairs >= 1 and full["lines"] == ["storage_unavailable reason=disk_full",
-                                            "storage_available reason=disk_full"] * pairs, full["lines"]
+    assert full["lines"] == ["storage_unavailable reason=disk_full", "storage_available reason=disk_full"], full["lines"]
 
 
 def test_the_postgresql_faults_lose_nothing(pg_server, tmp_path, capsys, monkeypatch):
-    """Through the bench's proxy, on a schema of its own. Beyond the outage's start and end, the
-    log lines and tracebacks are counted, not asserted: the reconnects, the link guard and the
-    cluster's LISTEN/NOTIFY connections add lines of their own, some with a traceback (listed in
-    docs/deploy.md, *Measured*), so the exit code is not asserted either."""
+    """Through the bench's proxy, on a schema of its own: nothing lost, no traceback, and the
+    outage's start and end logged once each (the cluster's LISTEN/NOTIFY connections add a line
+    each of their own, without a traceback: a lost LISTEN, a NOTIFY that failed)."""
     monkeypatch.setattr(faults, "PG_URL", pg_server)
     names = ["pg-sessions-cut", "pg-unreachable", "pg-failover"]
-    _, found = run_faults(names, tmp_path, capsys)
+    code, found = run_faults(names, tmp_path, capsys)
+    assert code == 0
     for name in names:
         assert_nothing_lost(found[name])
+        assert found[name]["tracebacks"] == 0, found[name]["lines"]
     unreachable = found["pg-unreachable"]
     assert unreachable["answers"]["unavailable"] > 0
     assert unreachable["note"].startswith("refused, /healthz answering `503 storage unavailable: unreachable`")
-    assert {"storage_unavailable reason=unreachable", "storage_available reason=unreachable"} <= set(unreachable["lines"])
+    storage_lines = [line for line in unreachable["lines"] if line.startswith("storage_")]
+    assert storage_lines == ["storage_unavailable reason=unreachable", "storage_available reason=unreachable"], unreachable["lines"]
     assert "unavailable" not in found["pg-failover"]["answers"] and "internal" not in found["pg-failover"]["answers"]
     assert "acknowledged requests again" in found["pg-failover"]["note"]

@@ -32,21 +32,36 @@ PROBE_SECONDS = 0.25
 RETRY_AFTER_MS = 500
 
 
+# How long storage must stay writable after it came back before the outage's end is logged, when
+# no batch has committed meanwhile: a full disk's probe may commit where the next batch cannot
+# (space the log file holds already), and a batch failing then continues the same outage, with
+# no second pair of lines.
+CONFIRM_SECONDS = 1.0
+
+
 class StorageHealth:
-    """The store's storage state: available, or down since a moment for a reason. Thread-safe:
-    batches fail on the writer thread and on the event loop, the probe runs on a thread of its
-    own. ``label``: the database as logs name it (no password)."""
+    """The store's storage state: available, down since a moment for a reason, or recovering
+    (requests let through again, the outage's end not yet confirmed). Thread-safe: batches fail on
+    the writer thread and on the event loop, the probe runs on a thread of its own. ``label``: the
+    database as logs name it (no password)."""
 
     def __init__(self, label: str) -> None:
         self.label = label
-        self.reason: str | None = None  # None: available
+        self.reason: str | None = None  # None: requests are let through
         self.detail = ""
         self._since = 0.0
+        self._recovering: str | None = None  # the reason of an outage whose end is not confirmed yet
+        self._back_at = 0.0
         self._lock = threading.Lock()
 
     @property
     def available(self) -> bool:
         return self.reason is None
+
+    @property
+    def recovering(self) -> bool:
+        """Storage answered again after an outage whose end is not logged yet."""
+        return self._recovering is not None
 
     def refusal(self) -> StorageUnavailable:
         """What a request gets while storage is down."""
@@ -54,24 +69,32 @@ class StorageHealth:
 
     def down(self, reason: str, detail: str) -> bool:
         """Storage failed for ``reason`` (one of :data:`REASONS`; ``detail``: the error's text, for
-        the log). Returns True when this starts an outage (its one log line written then); a
-        failure while down already changes nothing but the reason."""
+        the log). Returns True when requests were let through until now (the caller starts
+        probing). An outage's one start line is written only when none is open: a failure while
+        down, or while recovering (:data:`CONFIRM_SECONDS`), continues the same outage."""
         with self._lock:
-            started = self.reason is None
+            went_down = self.reason is None
+            started = went_down and self._recovering is None
             if started:
                 self._since = time.monotonic()
+            self._recovering = None
             self.reason, self.detail = reason, detail
         if started:
             log.error("storage_unavailable", reason=reason, database=self.label, detail=detail,
                       retry_after_ms=RETRY_AFTER_MS)
-        return started
+        return went_down
 
-    def up(self) -> None:
-        """Storage answered again: the outage's end is logged once (nothing if there was none)."""
-        if self.reason is None:
-            return
+    def up(self, *, confirmed: bool = True) -> None:
+        """Storage answered again: requests are let through at once. The outage's end is logged
+        once: now when ``confirmed`` (a batch committed), else (a probe's write committed) only
+        once storage has stayed writable :data:`CONFIRM_SECONDS` (nothing if there was none)."""
+        now = time.monotonic()
         with self._lock:
-            reason, self.reason = self.reason, None
-        if reason is not None:
-            log.warning("storage_available", reason=reason, database=self.label,
-                        seconds=round(time.monotonic() - self._since, 3))
+            if self.reason is not None:
+                self._recovering, self.reason = self.reason, None
+                self._back_at = now
+            if self._recovering is None or (not confirmed and now - self._back_at < CONFIRM_SECONDS):
+                return
+            reason, self._recovering = self._recovering, None
+        log.warning("storage_available", reason=reason, database=self.label,
+                    seconds=round(now - self._since, 3))

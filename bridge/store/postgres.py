@@ -288,7 +288,9 @@ class _PgConnection:
         """Connect again if the server ended the session (psycopg closed it) and no transaction
         of ours is open on it; raises ``psycopg.Error`` while the server is unreachable."""
         if self.raw.closed and not self._in_transaction and self.url is not None:
-            log.warning("database_reconnecting", database=db_label(self.url))
+            # debug: while the server is away every probe tries this; the outage's own two lines
+            # (bridge/store/health.py) say when it started and ended
+            log.debug("database_reconnecting", database=db_label(self.url))
             self.raw = _writer_session(self.url)
             self.prepared = {}
 

@@ -237,16 +237,18 @@ class BatchWriter(WorldRows, InviteRows, AuditRows):
         reason = self._fault_reason(exc)
         if reason is None:
             return exc
-        if self.health.down(reason, str(exc).strip()) and not self._closing:
+        if (self.health.down(reason, str(exc).strip()) and not self._closing
+                and (self._probe is None or not self._probe.is_alive())):
             self._probe = threading.Thread(target=self._probe_until_up, name="fate-bridge-probe", daemon=True)
             self._probe.start()
         return self.health.refusal()
 
     def _probe_until_up(self) -> None:
-        """While storage is down: every ``PROBE_SECONDS``, try the database on the writer thread
-        (:meth:`_probe_sync`); the first success marks it up (its end logged). Stops when the
-        store closes."""
-        while not self.health.available and not self._closing:
+        """While storage is down, and until its return is confirmed: every ``PROBE_SECONDS``,
+        try the database on the writer thread (:meth:`_probe_sync`); a success lets requests
+        through again, and the outage's end is logged once storage stayed writable (or a batch
+        committed: :meth:`StorageHealth.up`). Stops when the store closes."""
+        while (not self.health.available or self.health.recovering) and not self._closing:
             time.sleep(PROBE_SECONDS)
             try:
                 self._executor.submit(self._probe_sync).result()
@@ -257,7 +259,7 @@ class BatchWriter(WorldRows, InviteRows, AuditRows):
                 if reason is not None:
                     self.health.down(reason, str(exc).strip())  # still down (its reason may change)
                 continue
-            self.health.up()
+            self.health.up(confirmed=False)
 
     # --- the backend's part (hooks) --------------------------------------------------------------
 
