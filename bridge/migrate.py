@@ -16,22 +16,17 @@ from typing import Any
 from .config import database, db_label, is_postgres_url
 from .errors import ConfigError
 from .store import AuditFilter, open_store
-from .store.schema import fold_tail
+from .store.schema import TABLES as SHARED_TABLES, fold_tail
 
-# table -> (its columns, the columns holding bytes); in dependency order
+# Not copied: a world's state seal (bridge/store/seal.py) only ever saves work at a load; left NULL
+# (none yet), the target checks the world's state as without one, and its next batch seals it.
+NOT_COPIED = {("worlds", "state_seal")}
+# table -> (its columns, the columns holding bytes), from the tables both backends keep
+# (bridge/store/schema.py, TABLES), in dependency order
 TABLES: dict[str, tuple[tuple[str, ...], frozenset[str]]] = {
-    "worlds": (("world_id", "token_hash", "settings", "last_seq", "created_at", "viewer_key", "removed_at",
-                "language"),
-               frozenset({"settings"})),
-    "records": (("world_id", "kind", "key", "value"), frozenset({"value"})),
-    "events": (("world_id", "event_id", "reply", "request_hash"), frozenset({"reply"})),
-    "audit": (("id", "world_id", "seq", "ts", "type", "event_id", "user_id", "ruleset", "actor_id",
-               "outcome", "summary", "record", "prev_hash", "hash"), frozenset({"summary", "record"})),
-    "checkpoints": (("world_id", "seq", "hash", "mac", "ts"), frozenset()),
-    "heads": (("world_id", "seq", "hash", "state_digest", "public_key", "sig", "ts", "stored_digest"), frozenset()),
-    "invites": (("invite_id", "secret_hash", "max_uses", "uses", "expires_at", "approval", "created_at", "revoked_at"),
-                frozenset()),
-    "registrations": (("world_id", "invite_id", "secret_hash", "address", "requested_at", "state"), frozenset()),
+    table: (tuple(column for column in columns if (table, column) not in NOT_COPIED),
+            frozenset(column for column, kind in columns.items() if kind == "bytes"))
+    for table, columns in SHARED_TABLES.items()
 }
 BATCH_ROWS = 2000  # rows read and inserted per statement batch
 

@@ -11,6 +11,7 @@ import pytest
 
 from bridge.store import Store, SQLiteStore
 from bridge.store.postgres import PostgresStore
+from bridge.store.schema import KIND_TYPES, TABLES
 
 BRIDGE = Path(__file__).resolve().parent.parent / "bridge"
 SHELL = ["session.py", "server.py", "cli.py", "audit_cli.py"]
@@ -63,3 +64,48 @@ def test_the_backends_share_one_batch_writer_and_neither_derives_from_the_other(
     assert {"_batch_written", "_batch_committed", "_fold_sync", "_check_heads"} <= set(vars(SQLiteStore))
     assert not {"_batch_written", "_batch_committed", "_fold_sync", "_check_heads"} & set(vars(PostgresStore))
     assert "_fence" in vars(PostgresStore) and "_fence" not in vars(SQLiteStore)
+
+
+def _sqlite_columns(conn) -> dict[str, dict[str, str]]:
+    return {table: {name: kind for _, name, kind, *_ in conn.execute(f"PRAGMA main.table_info({table})")}
+            for table in TABLES}
+
+
+async def test_the_sqlite_migrations_build_the_declared_tables_and_types():
+    """The column types are declared once (schema.TABLES, KIND_TYPES); the SQLite file's
+    migrations arrive at exactly them, column for column, in order."""
+    store = await SQLiteStore.open(":memory:")
+    try:
+        found = await store._run(lambda: _sqlite_columns(store._conn))
+    finally:
+        await store.close()
+    assert found == {table: {column: KIND_TYPES[kind][0] for column, kind in columns.items()}
+                     for table, columns in TABLES.items()}
+
+
+async def test_the_postgresql_migrations_build_the_declared_tables_and_types(pg_url):
+    """As above, for PostgreSQL's migrations (its own steps, the same tables)."""
+    store = await PostgresStore.open(pg_url)
+    try:
+        rows = await store._run(lambda: store._conn.execute(
+            "SELECT table_name, column_name, data_type FROM information_schema.columns"
+            " WHERE table_schema = current_schema() ORDER BY table_name, ordinal_position").fetchall())
+    finally:
+        await store.close()
+    found: dict[str, dict[str, str]] = {}
+    for table, column, kind in rows:
+        if table in TABLES:
+            found.setdefault(table, {})[column] = kind
+    assert found == {table: {column: KIND_TYPES[kind][1] for column, kind in columns.items()}
+                     for table, columns in TABLES.items()}
+
+
+def test_postgresql_bulk_writes_cast_each_column_to_its_declared_type():
+    from bridge.store.postgres import _bulk_sql
+
+    sql = _bulk_sql("INSERT INTO invites (invite_id, max_uses, approval) VALUES (?, ?, ?)")
+    assert sql == ("INSERT INTO invites (invite_id, max_uses, approval) SELECT * FROM"
+                   " unnest(?::text[], ?::integer[], ?::integer[])")
+    assert _bulk_sql("INSERT INTO checkpoints (world_id, seq, mac) VALUES (?, ?, ?)") == (
+        "INSERT INTO checkpoints (world_id, seq, mac) SELECT * FROM unnest(?::text[], ?::bigint[], ?::text[])")
+    assert _bulk_sql("INSERT INTO nowhere (a) VALUES (?)") is None  # a table not declared: row by row

@@ -46,8 +46,8 @@ import structlog
 
 from ..config import db_label
 from ..errors import ConfigError
-from .schema import (INVITE_TABLES, UPDATE_WORLD, UPDATE_WORLD_SEALED, T, _in_transaction, insert_audit_sql,
-                     upsert_records_sql, utc_now)
+from .schema import (INVITE_TABLES, KIND_TYPES, TABLES, UPDATE_WORLD, UPDATE_WORLD_SEALED, T, _in_transaction,
+                     insert_audit_sql, upsert_records_sql, utc_now)
 from .writer import BatchWriter
 
 log = structlog.get_logger("fate_bridge")
@@ -191,16 +191,6 @@ def _pg_sql(sql: str) -> str:
     return sql.replace("%", "%%").replace("?", "%s")
 
 
-# The type of each column the store (and ``fate-bridge migrate``) writes many rows of at once
-# (:func:`_bulk_sql`), as in MIGRATIONS: a column name means the same type in every table.
-_COLUMN_TYPES = {
-    "world_id": "text", "seq": "bigint", "ts": "text", "type": "text", "event_id": "text", "user_id": "text",
-    "ruleset": "text", "actor_id": "text", "outcome": "text", "summary": "bytea", "record": "bytea",
-    "prev_hash": "text", "hash": "text", "kind": "text", "key": "text", "value": "bytea", "reply": "bytea",
-    "request_hash": "text", "mac": "text", "state_digest": "text", "public_key": "text", "sig": "text",
-    "stored_digest": "text", "id": "bigint", "token_hash": "text", "settings": "bytea", "last_seq": "bigint",
-    "created_at": "text", "viewer_key": "text", "removed_at": "text", "language": "text",
-}
 # The writer's per-world updates (bridge/store/schema.py), each as one statement over arrays
 # (parameters in the same order as the writer's row: last_seq, settings[, state_seal], world_id).
 _BULK_UPDATES = {
@@ -229,10 +219,11 @@ def _bulk_sql(sql: str) -> str | None:
     insert = _INSERT.fullmatch(sql)
     if insert is None:
         return None
+    types = TABLES.get(insert[1], {})
     columns = [column.strip() for column in insert[2].split(",")]
-    if any(column not in _COLUMN_TYPES for column in columns) or insert[3].count("?") != len(columns):
+    if any(column not in types for column in columns) or insert[3].count("?") != len(columns):
         return None
-    arrays = ", ".join(f"?::{_COLUMN_TYPES[column]}[]" for column in columns)
+    arrays = ", ".join(f"?::{KIND_TYPES[types[column]][1]}[]" for column in columns)
     return f"INSERT INTO {insert[1]} ({insert[2]}) SELECT * FROM unnest({arrays}){insert[4]}"
 
 
