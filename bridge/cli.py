@@ -21,8 +21,7 @@ from urllib.parse import urlencode, urljoin, urlsplit, urlunsplit
 import msgspec
 
 from . import __version__, logs, schema, times, wire
-from .config import (database, db_label, default_audit_key, default_db, default_signing_key, is_postgres_url,
-                     load_key, load_signing_key)
+from .config import database, db_label, default_audit_key, default_db, default_signing_key, load_key, load_signing_key
 from .credentials import new_invite_code
 from .dice import ScriptedDice, SecretDice
 from .doctor import check_origins
@@ -32,8 +31,8 @@ from .server import RATE_BURST_SECONDS, RATE_PER_SECOND
 from .session import OVERLAY_PATH, Session, hash_token, new_token
 from .migrate import migrate, source_db
 from .release import PUBLIC_URL_ENV, REPOSITORY, release_manifest_url, release_tag, repository_name
-from .startup import bridge_address, folder_given, holding_database, listen_problem, reach_lines
-from .store import Invite, Store, open_store
+from .startup import bridge_address, folder_given, listen_problem, reach_lines
+from .store import Invite, Store, backend_of, open_store
 from .store.schema import utc_now, utc_text
 from .store.writer import MAX_WORLDS_IN_MEMORY
 
@@ -757,11 +756,12 @@ async def _serve(args: argparse.Namespace) -> int:
         raise ConfigError("--tls-cert and --tls-key go together: give both, or neither for ws://")
     tls = tls_context(args.tls_cert, args.tls_key) if args.tls_cert else None
     db = args.db or default_db()
-    if args.reuse_port and not is_postgres_url(db):
+    backend = backend_of(db)
+    if args.reuse_port and not backend.SHARED:
         raise ConfigError("--reuse-port shares the port between processes, which needs a shared "
                           "postgresql:// --db (processes on one SQLite file would each take the "
                           "same world); see docs/deploy.md")
-    with holding_database(db):  # one serving process per SQLite file (a second one's state would go stale)
+    with backend.holding(db, "serve"):  # one serving process per SQLite file (a second one's state would go stale)
         return await _serve_held(args, db, tls)
 
 
@@ -783,7 +783,7 @@ async def _serve_held(args: argparse.Namespace, db: Path | str, tls: ssl.SSLCont
     cluster = None
     stop, drain = stop_on_signals(), Drain()
     try:
-        if is_postgres_url(db):
+        if backend_of(db).SHARED:  # the other processes of the database are told what this one does
             from .cluster import Cluster
             cluster = await Cluster.open(str(db))
         rate = None if args.rate_limit <= 0 else (args.rate_limit, int(args.rate_limit * RATE_BURST_SECONDS))
@@ -824,7 +824,7 @@ async def _serve_held(args: argparse.Namespace, db: Path | str, tls: ssl.SSLCont
 async def _world(args: argparse.Namespace) -> int:
     db = args.db or default_db()
     makes = args.world_command == "add" or (args.world_command == "invite" and args.action is None)
-    if not makes and not is_postgres_url(db) and not Path(db).exists():
+    if not makes and not backend_of(db).exists(db):
         # only `add` and `invite` make a database: a mistyped --db must not leave an empty one behind
         raise ConfigError(f"no database at {db}: pass the same --db as `fate-bridge serve`, or "
                           "register a world first with `fate-bridge world add WORLD_ID`")
@@ -984,7 +984,8 @@ def _split_dice(line: bytes) -> tuple[bytes, list[int] | None]:
 
 
 async def _resolve(args: argparse.Namespace) -> int:
-    with holding_database(args.db or ":memory:", "resolve"):  # its decisions, like serve's, need the file alone
+    db = args.db or ":memory:"
+    with backend_of(db).holding(db, "resolve"):  # its decisions, like serve's, need the file alone
         return await _resolve_held(args)
 
 

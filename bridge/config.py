@@ -8,6 +8,7 @@ kept outside the database so that whoever can rewrite the database cannot re-sig
 from __future__ import annotations
 
 import os
+import re
 import secrets
 from pathlib import Path
 from urllib.parse import urlsplit, urlunsplit
@@ -20,19 +21,19 @@ from .errors import ConfigError
 KEY_BYTES = 32
 
 
-def is_postgres_url(db: object) -> bool:
-    """True when a ``--db`` value names a PostgreSQL database (``postgresql://``/``postgres://``)."""
-    return isinstance(db, str) and db.startswith(("postgresql://", "postgres://"))
+# A ``--db`` value naming a database by URL (``postgresql://...``): which backend serves it is
+# bridge/store/backends.py's to say; anything else is a SQLite file path.
+URL_SCHEME = re.compile(r"[A-Za-z][A-Za-z0-9+.-]*://")
 
 
 def database(text: str) -> Path | str:
-    """A ``--db`` value: a PostgreSQL URL as given, anything else a SQLite file path."""
-    return text if is_postgres_url(text) else Path(text)
+    """A ``--db`` value: a URL (``scheme://...``) as given, anything else a SQLite file path."""
+    return text if URL_SCHEME.match(text) else Path(text)
 
 
 def db_label(db: Path | str) -> str:
     """``db`` for messages and logs: a URL's password replaced by ``***``."""
-    if not is_postgres_url(db):
+    if not isinstance(db, str) or not URL_SCHEME.match(db):
         return str(db)
     parts = urlsplit(str(db))
     if parts.password is None:

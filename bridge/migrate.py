@@ -13,10 +13,10 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-from .config import database, db_label, is_postgres_url
+from .config import database, db_label
 from .errors import ConfigError
-from .store import AuditFilter, open_store
-from .store.schema import TABLES as SHARED_TABLES, fold_tail
+from .store import AuditFilter, backend_of, open_store
+from .store.schema import TABLES as SHARED_TABLES
 
 # Not copied: a world's state seal (bridge/store/seal.py) only ever saves work at a load; left NULL
 # (none yet), the target checks the world's state as without one, and its next batch seals it.
@@ -41,7 +41,7 @@ async def migrate(source: Path | str, target: Path | str) -> dict[str, int]:
     """Copy every row of ``TABLES`` from ``source`` to ``target``; returns the rows copied per
     table. Raises ``ConfigError`` when the source is missing, the target holds worlds already,
     or either cannot be opened. The target's writes are one transaction: all or nothing."""
-    if isinstance(source, Path) and not source.exists():
+    if not backend_of(source).exists(source):
         raise ConfigError(f"no database at {source}: --from names the file `fate-bridge serve --db` used")
     if str(source) == str(target):
         raise ConfigError("--from and --to name the same database")
@@ -52,8 +52,7 @@ async def migrate(source: Path | str, target: Path | str) -> dict[str, int]:
             if await dst.worlds() or await dst.audit_rows(AuditFilter(limit=1)):
                 raise ConfigError(f"{db_label(target)} holds a table already: migrate into an empty database")
             tables = {name: await src._run(_read_all, src, name) for name in TABLES}  # type: ignore[attr-defined]
-            to_pg = is_postgres_url(target)
-            return await dst._run(dst._transaction, lambda conn: _write_all(conn, tables, to_pg))  # type: ignore[attr-defined]
+            return await dst._run(dst._transaction, lambda conn: _write_all(conn, tables, dst))  # type: ignore[attr-defined]
         finally:
             await dst.close()
     finally:
@@ -69,21 +68,15 @@ def _read_all(store: Any, table: str) -> list[tuple]:
     return [tuple(v.encode() if i in at and isinstance(v, str) else v for i, v in enumerate(row)) for row in rows]
 
 
-def _write_all(conn: Any, tables: dict[str, list[tuple]], to_pg: bool) -> dict[str, int]:
+def _write_all(conn: Any, tables: dict[str, list[tuple]], dst: Any) -> dict[str, int]:
+    """Insert the ``tables``' rows through ``dst``'s connection ``conn`` (the tables its backend
+    names: ``BatchWriter._copy_target``), then let it continue the ids after them."""
     counts = {}
     for table, rows in tables.items():
         columns, _ = TABLES[table]
-        # a SQLite store's connection reads audit and records through TEMP views (schema.read_as_one):
-        # the rows go into the file's tables themselves
-        into = table if to_pg else f"main.{table}"
-        sql = f"INSERT INTO {into} ({', '.join(columns)}) VALUES ({', '.join('?' * len(columns))})"
+        sql = f"INSERT INTO {dst._copy_target(table)} ({', '.join(columns)}) VALUES ({', '.join('?' * len(columns))})"
         for start in range(0, len(rows), BATCH_ROWS):
             conn.executemany(sql, rows[start:start + BATCH_ROWS])
         counts[table] = len(rows)
-    # the next audit id continues after the copied ones
-    if to_pg:
-        conn.execute("SELECT setval(pg_get_serial_sequence('audit', 'id'), max(id)) FROM audit"
-                     " HAVING max(id) IS NOT NULL")
-    else:  # the ids new records take in audit_tail (an empty fold sets its counter)
-        fold_tail(conn)
+    dst._copied(conn)
     return counts

@@ -57,7 +57,7 @@ from .session import (CLOSE_DONE, CLOSE_HELLO_TIMEOUT, CLOSE_SUPERSEDED, CLOSE_U
 from .startup import listen_base
 from .report import draw as draw_report
 from .status import Link, Presence
-from .store import SQLiteStore, Store
+from .store import Store
 from .wire import ref_of
 from .wire.frames import MAX_FRAME_BYTES
 from .wire.frames import check as check_frame
@@ -743,7 +743,7 @@ def tls_context(cert: Path, key: Path) -> ssl.SSLContext:
 
 
 async def start(
-    store: SQLiteStore,
+    store: Store,
     host: str,
     port: int,
     *,

@@ -345,6 +345,16 @@ class BatchWriter(WorldRows, InviteRows, AuditRows):
     def _batch_committed(self, appended: int) -> None:
         """After a batch (``appended`` audit rows committed; 0 if it failed). Default: nothing."""
 
+    def _copy_target(self, table: str) -> str:
+        """The table ``fate-bridge migrate`` inserts the copied rows of ``table`` into
+        (bridge/migrate.py). Default: ``table`` itself."""
+        return table
+
+    def _copied(self, conn: Any) -> None:
+        """After ``fate-bridge migrate`` inserted rows with their audit ids (inside its
+        transaction): make the next record's id follow on from them."""
+        raise NotImplementedError
+
     def _close_sync(self) -> None:
         """Close the connections (writer thread; after the heads are signed)."""
         if self._conn is not None:
