@@ -13,7 +13,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-from .config import database, db_label
+from .config import db_label
 from .errors import ConfigError
 from .store import AuditFilter, backend_of, open_store
 from .store.schema import TABLES as SHARED_TABLES
@@ -29,12 +29,6 @@ TABLES: dict[str, tuple[tuple[str, ...], frozenset[str]]] = {
     for table, columns in SHARED_TABLES.items()
 }
 BATCH_ROWS = 2000  # rows read and inserted per statement batch
-
-
-def source_db(text: str) -> Path | str:
-    """A ``--from``/``--to`` value: ``sqlite:PATH`` or a plain path (a SQLite file), or a
-    ``postgresql://`` URL."""
-    return Path(text.removeprefix("sqlite:")).expanduser() if text.startswith("sqlite:") else database(text)
 
 
 async def migrate(source: Path | str, target: Path | str) -> dict[str, int]:
