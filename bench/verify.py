@@ -27,7 +27,8 @@ from bridge.config import load_key, load_signing_key
 from bridge.dice import ScriptedDice
 from bridge.session import Session
 from bridge.store import SQLiteStore
-from bridge.store.audit_rows import open_readonly, verify_database
+from bridge.store.audit_rows import verify_database
+from bridge.store.sqlite_file import connect_readonly as open_readonly
 
 ROOT = Path(__file__).resolve().parent.parent
 TARGET_US_PER_RECORD = 100.0  # issue 15: 1M records in about 101 s

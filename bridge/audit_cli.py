@@ -12,7 +12,6 @@ from __future__ import annotations
 import argparse
 import csv
 import json
-import sqlite3
 import sys
 import time
 from pathlib import Path
@@ -26,11 +25,8 @@ from .config import db_label, default_audit_key, default_db, default_signing_key
 from .errors import ConfigError
 from .heads import parse_public_key, public_key_text
 from .receipts import check_receipts, decode_export, key_id
-from .startup import holding_database
-from .store import AuditFilter, AuditRow, Store, open_store
-from .store.audit_rows import (PREV_HASH, DatabaseUnreadable, heads_of, latest_checkpoints, open_readonly,
-                               trail_worlds, verify_database)
-from .store.blobs import unpack
+from .store import AuditFilter, AuditRow, Store, TrailReader, backend_of, open_store
+from .store.audit_rows import DatabaseUnreadable
 
 SUMMARY_COLUMNS = ("id", "world_id", "seq", "ts", "type", "event_id", "user_id", "ruleset", "message_id",
                    "actor_id", "actor_name", "test_name", "outcome", "label_before", "label_after",
@@ -43,16 +39,17 @@ async def run_audit(args: argparse.Namespace) -> int:
     if args.audit_command == "verify":
         if args.file is not None:
             return _verify_file(args)
-        return _verify_database(db, args)
+        return await _verify_database(db, args)
     if args.audit_command == "public-key":
         return _public_key(args)
-    if isinstance(db, Path) and not db.exists():
+    backend = backend_of(db)
+    if not backend.exists(db):
         raise ConfigError(f"no database at {db}: pass the same --db as `fate-bridge serve`")
     if args.audit_command == "export" and _trail_format(args) == "trail":
         return _export_trail(db, args)
     if args.audit_command in ("new-key", "repair"):
         # each rewrites every chain it touches: never beside a running serve (bridge/startup.py)
-        with holding_database(db, args.audit_command):
+        with backend.holding(db, args.audit_command):
             return await (_new_key if args.audit_command == "new-key" else _repair)(db, args)
     store = await open_store(db)
     try:
@@ -167,7 +164,7 @@ async def _report(store: Store, args: argparse.Namespace) -> int:
     return 0
 
 
-def _verify_receipts(conn: sqlite3.Connection, args: argparse.Namespace) -> int:
+async def _verify_receipts(trail: TrailReader, args: argparse.Namespace) -> int:
     """``verify --receipts FILE``: each exported receipt against the database (see
     :func:`bridge.receipts.check_receipts`); names every missing or changed record."""
     try:
@@ -179,7 +176,7 @@ def _verify_receipts(conn: sqlite3.Connection, args: argparse.Namespace) -> int:
     if key is None:
         raise ConfigError(f"no receipt signing key at {key_path}: pass the --signing-key serve used "
                           "(receipts cannot be checked without it)")
-    stored = dict(conn.execute("SELECT seq, hash FROM audit WHERE world_id = ?", (export.world_id,)).fetchall())
+    stored = await trail.audit_hashes(export.world_id, [receipt.seq for receipt in export.receipts])
     results = check_receipts(key.public_key(), export.world_id, export.receipts, stored)
     counts = {status: sum(r.status == status for r in results) for status in ("ok", "missing", "changed")}
     bad = [r for r in results if r.status != "ok"]
@@ -222,37 +219,28 @@ class _Progress:
             sys.stderr.flush()
 
 
-def _readonly(db: Path | str):
-    """The database opened to be read only: a SQLite file (``open_readonly``: nothing created), or
-    a PostgreSQL one (a read-only session). Raises ``DatabaseUnreadable``, or ``ConfigError`` for a
-    database a newer bridge wrote."""
-    if isinstance(db, Path):
-        return open_readonly(db)
-    from .store.postgres import connect_readonly
-    return connect_readonly(db)
-
-
-def _verify_database(db: Path | str, args: argparse.Namespace) -> int:
-    """``audit verify``: every world the database knows of, read-only (nothing is created)."""
+async def _verify_database(db: Path | str, args: argparse.Namespace) -> int:
+    """``audit verify``: every world the database knows of, read-only (nothing is created), through
+    the store protocol's :meth:`~bridge.store.base.TrailReader.verify`."""
     try:
-        conn = _readonly(db)
+        database = backend_of(db).open_readonly(db)
     except DatabaseUnreadable as exc:
         print(f"FAIL: {exc}; verify the database serve uses (--db), or restore it from a backup")
         return 1
     try:
         if args.receipts is not None:
-            return _verify_receipts(conn, args)
+            return await _verify_receipts(database, args)
         key_path = args.audit_key or default_audit_key()
         key = load_key(key_path, create=False)
         # a key missing or another one is said once; the worlds are then checked without it (their
         # signed heads still vouch for them), not each failed for it
-        key_problem = audit_key_problem(latest_checkpoints(conn), key, key_path)
+        key_problem = audit_key_problem(database.latest_checkpoints(), key, key_path)
         progress = _Progress()
-        reports = verify_database(conn, args.world, None if key_problem else key, _public_key_to_trust(args),
-                                  progress)
+        reports = await database.verify(args.world, None if key_problem else key, _public_key_to_trust(args),
+                                        progress)
         progress.done()
     finally:
-        conn.close()
+        database.close()
     if key_problem:
         print(f"FAIL audit key: {key_problem}")
     if not reports:
@@ -311,17 +299,14 @@ def _export_trail(db: Path | str, args: argparse.Namespace) -> int:
         raise ConfigError("a trail is exported whole (a filtered one could not be verified): drop the "
                           "filters, or use --format jsonl")
     try:
-        conn = _readonly(db)
+        database = backend_of(db).open_readonly(db)
     except DatabaseUnreadable as exc:
         raise ConfigError(str(exc)) from None
     try:
-        rows = [(seq, unpack(record), prev_hash, record_hash) for seq, record, prev_hash, record_hash in conn.execute(
-            f"SELECT seq, record, {PREV_HASH}, hash FROM audit WHERE world_id = ? ORDER BY seq", (args.world,))]
-        checkpoints = conn.execute("SELECT seq, hash, mac FROM checkpoints WHERE world_id = ? ORDER BY seq",
-                                   (args.world,)).fetchall()
-        data = trail_file.encode(args.world, rows, heads_of(conn, args.world), checkpoints)
+        rows, heads, checkpoints = database.trail(args.world)
     finally:
-        conn.close()
+        database.close()
+    data = trail_file.encode(args.world, rows, heads, checkpoints)
     if not rows:
         raise ConfigError(f"world {args.world!r} has no audit records (see `fate-bridge audit list`)")
     if args.out:
@@ -390,17 +375,17 @@ def check_keys(db: Path | str, audit_key: bytes | None, audit_path: Path, signin
     key (:func:`audit_key_problem`), each loaded from its path (None: no file there). Read-only;
     a database that does not exist yet, or cannot be read, has nothing to check here (opening the
     store says what is wrong with it). Raises ``ConfigError`` with the first problem's sentence."""
-    if isinstance(db, Path) and not db.exists():
+    backend = backend_of(db)
+    if not backend.exists(db):
         return
     try:
-        conn = _readonly(db)
+        database = backend.open_readonly(db)
     except DatabaseUnreadable:
         return
     try:
-        signed_by = {head.public_key for world in trail_worlds(conn) for head in heads_of(conn, world, latest=True)}
-        checkpoints = latest_checkpoints(conn)
+        signed_by, checkpoints = database.signers(), database.latest_checkpoints()
     finally:
-        conn.close()
+        database.close()
     if problem := (signing_key_problem(signed_by, signing_key, signing_path)
                    or audit_key_problem(checkpoints, audit_key, audit_path)):
         raise ConfigError(problem)

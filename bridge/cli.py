@@ -7,35 +7,30 @@ Exit codes: 0 success, 1 ``schema --check`` found stale files, 2 usage or config
 from __future__ import annotations
 
 import argparse
-import asyncio
+import functools
 import os
 import re
 import shlex
-import ssl
 import sys
-from datetime import datetime, timedelta, timezone
 from pathlib import Path
-from typing import NoReturn
+from typing import TYPE_CHECKING, Any, NoReturn
 from urllib.parse import urlencode, urljoin, urlsplit, urlunsplit
 
-import msgspec
-
-from . import __version__, logs, schema, times, wire
-from .config import (database, db_label, default_audit_key, default_db, default_signing_key, is_postgres_url,
-                     load_key, load_signing_key)
-from .credentials import new_invite_code
-from .dice import ScriptedDice, SecretDice
-from .doctor import check_origins
-from .errors import BadMessage, ConfigError, StorageUnavailable
-from .limits import Limits
-from .server import RATE_BURST_SECONDS, RATE_PER_SECOND
-from .session import OVERLAY_PATH, Session, hash_token, new_token
-from .migrate import migrate, source_db
+from . import __version__
+from .config import (LOG_FORMATS, MAX_WORLDS_IN_MEMORY, database, db_label, default_audit_key, default_db,
+                     default_signing_key, load_key, load_signing_key, source_db)
+from .errors import ConfigError, StorageUnavailable
+from .limits import RATE_BURST_SECONDS, RATE_PER_SECOND, Limits
 from .release import PUBLIC_URL_ENV, REPOSITORY, release_manifest_url, release_tag, repository_name
-from .startup import bridge_address, folder_given, holding_database, listen_problem, reach_lines
-from .store import Invite, Store, open_store
-from .store.schema import utc_now, utc_text
-from .store.writer import MAX_WORLDS_IN_MEMORY
+
+if TYPE_CHECKING:
+    import ssl
+
+    from .store import Store
+
+# Each command imports what it needs when it runs (in its function below): parsing the command
+# line, `--version` and `--help` import none of the server, the store, the rulesets or their
+# libraries (tests/test_cli.py, TestImports; docs/performance.md, "The command line").
 
 DEFAULT_HOST = "127.0.0.1"
 DEFAULT_PORT = 8765
@@ -60,6 +55,8 @@ def this_command() -> str:
 def audit_time(text: str) -> str:
     """argparse type of ``--since``/``--until``: a time (:mod:`bridge.times`: ISO 8601, UTC
     unless a zone is given) as the trail writes its records' times, so they compare as instants."""
+    from . import times
+
     try:
         return times.trail_time(text)
     except ValueError as exc:
@@ -133,6 +130,8 @@ def _count(text: str) -> int:
 def database_arg(text: str) -> Path | str:
     """argparse type of ``--db``: :func:`bridge.config.database`, refusing a folder (SQLite would
     say "unable to open", which reads as a permission problem)."""
+    from .startup import folder_given
+
     db = database(text)
     if isinstance(db, Path) and (problem := folder_given(db)):
         raise argparse.ArgumentTypeError(problem)
@@ -155,6 +154,8 @@ def origin(text: str) -> str:
     """argparse type of ``serve --origins``: a page origin as browsers send it
     (``scheme://host[:port]``), checked as ``doctor`` checks it; any other text would never match,
     and every browser would be refused."""
+    from .doctor import check_origins
+
     (finding,) = check_origins([text])
     if finding.level == "fail":
         raise argparse.ArgumentTypeError(f"{finding.what}; {finding.fix}")
@@ -250,7 +251,7 @@ def _parser() -> argparse.ArgumentParser:
     add_db(serve)
     add_key(serve)
     add_signing_key(serve, "created by serve if missing")
-    serve.add_argument("--log-format", choices=logs.LOG_FORMATS, default="console",
+    serve.add_argument("--log-format", choices=LOG_FORMATS, default="console",
                        help="log lines as readable text (console, default) or JSON")
     serve.add_argument(
         "--origins",
@@ -709,6 +710,8 @@ def main(argv: list[str] | None = None) -> int:
     args = _parser().parse_args(_tokens_as_values(sys.argv[1:] if argv is None else argv))
     try:
         if args.command == "serve":
+            from . import logs
+
             logs.configure(args.log_format)
             return _run(_serve(args))
         if args.command == "world":
@@ -718,6 +721,8 @@ def main(argv: list[str] | None = None) -> int:
         if args.command == "migrate":
             return _run(_migrate(args))
         if args.command == "resolve":
+            from . import logs
+
             logs.configure("console", level="warning")
             return _run(_resolve(args))
         if args.command == "audit":
@@ -743,6 +748,8 @@ def main(argv: list[str] | None = None) -> int:
 def _run(coro) -> int:
     """Run ``coro`` on uvloop when the ``fast`` extra installed it, else on asyncio's loop (outside
     the ``except``: a missing uvloop is no context of what the command raises)."""
+    import asyncio
+
     try:
         import uvloop
     except ImportError:
@@ -752,16 +759,18 @@ def _run(coro) -> int:
 
 async def _serve(args: argparse.Namespace) -> int:
     from .server import tls_context
+    from .store import backend_of
 
     if (args.tls_cert is None) != (args.tls_key is None):
         raise ConfigError("--tls-cert and --tls-key go together: give both, or neither for ws://")
     tls = tls_context(args.tls_cert, args.tls_key) if args.tls_cert else None
     db = args.db or default_db()
-    if args.reuse_port and not is_postgres_url(db):
+    backend = backend_of(db)
+    if args.reuse_port and not backend.SHARED:
         raise ConfigError("--reuse-port shares the port between processes, which needs a shared "
                           "postgresql:// --db (processes on one SQLite file would each take the "
                           "same world); see docs/deploy.md")
-    with holding_database(db):  # one serving process per SQLite file (a second one's state would go stale)
+    with backend.holding(db, "serve"):  # one serving process per SQLite file (a second one's state would go stale)
         return await _serve_held(args, db, tls)
 
 
@@ -769,6 +778,8 @@ async def _serve_held(args: argparse.Namespace, db: Path | str, tls: ssl.SSLCont
     """``serve`` once the database is ours (see :func:`_serve`)."""
     from .audit_cli import check_keys, make_missing_keys
     from .server import Drain, serve_until, start, stop_on_signals
+    from .startup import bridge_address, listen_problem, reach_lines
+    from .store import backend_of, open_store
 
     key_path = args.audit_key or default_audit_key()
     signing_path = args.signing_key or default_signing_key(key_path)
@@ -783,7 +794,7 @@ async def _serve_held(args: argparse.Namespace, db: Path | str, tls: ssl.SSLCont
     cluster = None
     stop, drain = stop_on_signals(), Drain()
     try:
-        if is_postgres_url(db):
+        if backend_of(db).SHARED:  # the other processes of the database are told what this one does
             from .cluster import Cluster
             cluster = await Cluster.open(str(db))
         rate = None if args.rate_limit <= 0 else (args.rate_limit, int(args.rate_limit * RATE_BURST_SECONDS))
@@ -822,9 +833,12 @@ async def _serve_held(args: argparse.Namespace, db: Path | str, tls: ssl.SSLCont
 
 
 async def _world(args: argparse.Namespace) -> int:
+    from .credentials import hash_token, new_token
+    from .store import backend_of, open_store
+
     db = args.db or default_db()
     makes = args.world_command == "add" or (args.world_command == "invite" and args.action is None)
-    if not makes and not is_postgres_url(db) and not Path(db).exists():
+    if not makes and not backend_of(db).exists(db):
         # only `add` and `invite` make a database: a mistyped --db must not leave an empty one behind
         raise ConfigError(f"no database at {db}: pass the same --db as `fate-bridge serve`, or "
                           "register a world first with `fate-bridge world add WORLD_ID`")
@@ -878,6 +892,12 @@ async def _world(args: argparse.Namespace) -> int:
 
 async def _invite(store: Store, args: argparse.Namespace, db: Path | str) -> None:
     """``world invite``: make a code and print it once, or ``list`` / ``revoke ID``."""
+    from datetime import datetime, timedelta, timezone
+
+    from .credentials import hash_token, new_invite_code
+    from .store import Invite
+    from .store.schema import utc_now, utc_text
+
     if args.action == "revoke":
         if not args.invite_id:
             raise ConfigError("`world invite revoke` needs the code's ID (see `fate-bridge world invite list`)")
@@ -932,6 +952,8 @@ async def _pending(store: Store, args: argparse.Namespace) -> None:
 
 
 async def _migrate(args: argparse.Namespace) -> int:
+    from .migrate import migrate
+
     counts = await migrate(args.source, args.target)
     print(f"Copied {db_label(args.source)} to {db_label(args.target)}: "
           + ", ".join(f"{n} {table}" for table, n in counts.items())
@@ -942,6 +964,8 @@ async def _migrate(args: argparse.Namespace) -> int:
 def overlay_url(bridge_url: str, world_id: str, key: str) -> str:
     """The overlay page's URL for a bridge address (``ws``/``wss`` become ``http``/``https``;
     a path such as a proxy's ``/fate-bridge/`` is kept)."""
+    from .session import OVERLAY_PATH
+
     parts = urlsplit(bridge_url)
     scheme = {"ws": "http", "wss": "https"}.get(parts.scheme, parts.scheme)
     base = urlunsplit((scheme, parts.netloc, parts.path.rstrip("/") + "/", "", ""))
@@ -949,6 +973,8 @@ def overlay_url(bridge_url: str, world_id: str, key: str) -> str:
 
 
 def _schema(args: argparse.Namespace) -> int:
+    from . import schema
+
     if args.check:
         stale = schema.stale_files(args.out)
         if stale:
@@ -962,17 +988,18 @@ def _schema(args: argparse.Namespace) -> int:
     return 0
 
 
-_line_decoder = msgspec.json.Decoder(dict)
-_dice_decoder = msgspec.json.Decoder(list[int])
-
-
 def _split_dice(line: bytes) -> tuple[bytes, list[int] | None]:
     """A resolve line without its ``dice`` key, and the dice (None when absent or unreadable:
     an unreadable, oversized or too deeply nested line goes to the session as is and is answered
     ``bad_message``)."""
+    import msgspec
+
+    from .errors import BadMessage
+    from .wire.frames import check
+
     try:
-        wire.frames.check(line)
-        obj = _line_decoder.decode(line)
+        check(line)
+        obj = _line_decoder().decode(line)
     except (BadMessage, msgspec.DecodeError, msgspec.ValidationError):
         return line, None
     if "dice" not in obj:
@@ -983,14 +1010,28 @@ def _split_dice(line: bytes) -> tuple[bytes, list[int] | None]:
     return msgspec.json.encode(obj), dice
 
 
+@functools.cache
+def _line_decoder() -> Any:
+    """A resolve line as a JSON object (msgspec's decoder, made once)."""
+    import msgspec
+
+    return msgspec.json.Decoder(dict)
+
+
 async def _resolve(args: argparse.Namespace) -> int:
-    with holding_database(args.db or ":memory:", "resolve"):  # its decisions, like serve's, need the file alone
+    from .store import backend_of
+
+    db = args.db or ":memory:"
+    with backend_of(db).holding(db, "resolve"):  # its decisions, like serve's, need the file alone
         return await _resolve_held(args)
 
 
 async def _resolve_held(args: argparse.Namespace) -> int:
     """``resolve`` once its database is its own (see :func:`_resolve`)."""
+    from .dice import ScriptedDice, SecretDice
     from .frames import card_text
+    from .session import Session
+    from .store import open_store
 
     key = load_key(args.audit_key or default_audit_key(), create=True) if args.db else None
     store = await open_store(args.db or ":memory:", audit_key=key)

@@ -8,31 +8,46 @@ kept outside the database so that whoever can rewrite the database cannot re-sig
 from __future__ import annotations
 
 import os
+import re
 import secrets
 from pathlib import Path
 from urllib.parse import urlsplit, urlunsplit
 
-from cryptography.hazmat.primitives import serialization
-from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
+from typing import TYPE_CHECKING
 
 from .errors import ConfigError
 
+if TYPE_CHECKING:
+    from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
+
 KEY_BYTES = 32
+LOG_FORMATS = ("console", "json")  # how serve writes its log lines (bridge/logs.py)
+# Worlds held in memory at most by default (``serve --max-worlds-in-memory``; issue 27; beyond
+# it the least recently used idle one leaves memory: bridge/store/writer.py). A count, not bytes:
+# what a world costs is mostly its event ids and the records in use, which a count of worlds
+# bounds as well as an estimate would, and a host can check it against RSS (docs/performance.md).
+MAX_WORLDS_IN_MEMORY = 2000
 
 
-def is_postgres_url(db: object) -> bool:
-    """True when a ``--db`` value names a PostgreSQL database (``postgresql://``/``postgres://``)."""
-    return isinstance(db, str) and db.startswith(("postgresql://", "postgres://"))
+# A ``--db`` value naming a database by URL (``postgresql://...``): which backend serves it is
+# bridge/store/backends.py's to say; anything else is a SQLite file path.
+URL_SCHEME = re.compile(r"[A-Za-z][A-Za-z0-9+.-]*://")
 
 
 def database(text: str) -> Path | str:
-    """A ``--db`` value: a PostgreSQL URL as given, anything else a SQLite file path."""
-    return text if is_postgres_url(text) else Path(text)
+    """A ``--db`` value: a URL (``scheme://...``) as given, anything else a SQLite file path."""
+    return text if URL_SCHEME.match(text) else Path(text)
+
+
+def source_db(text: str) -> Path | str:
+    """A ``migrate --from``/``--to`` value: ``sqlite:PATH`` or a plain path (a SQLite file), or a
+    database URL (:func:`database`)."""
+    return Path(text.removeprefix("sqlite:")).expanduser() if text.startswith("sqlite:") else database(text)
 
 
 def db_label(db: Path | str) -> str:
     """``db`` for messages and logs: a URL's password replaced by ``***``."""
-    if not is_postgres_url(db):
+    if not isinstance(db, str) or not URL_SCHEME.match(db):
         return str(db)
     parts = urlsplit(str(db))
     if parts.password is None:
@@ -102,6 +117,9 @@ def load_signing_key(path: Path, *, create: bool, key: Ed25519PrivateKey | None 
     same reason (above).
 
     Raises ``ConfigError`` when the file exists but is not an Ed25519 key, or cannot be written."""
+    from cryptography.hazmat.primitives import serialization  # (only the commands that sign load it)
+    from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
+
     path = path.expanduser()
     if path.exists():
         try:

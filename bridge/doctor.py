@@ -20,15 +20,10 @@ import errno
 import ipaddress
 import json
 import socket
-import sqlite3
 import ssl
 import stat
-import tempfile
 import urllib.request
-from collections.abc import Iterable
-from dataclasses import dataclass
 from pathlib import Path
-from typing import Literal
 from urllib.parse import urlsplit
 
 from websockets.asyncio.client import connect
@@ -37,122 +32,33 @@ from websockets.exceptions import ConnectionClosed, InvalidHandshake, InvalidSta
 from . import __version__, audit, status, wire
 from .config import load_signing_key
 from .errors import ConfigError
+from .findings import Finding, fail, ok, render, warn  # noqa: F401 (render: how the doctor prints them)
 from .heads import public_key_text
 from .server import tls_context
-from .startup import lock_holder
-from .store import SCHEMA_VERSION
-from .store.audit_rows import heads_of, trail_worlds
+from .store import backend_of
+from .store.readonly import ReadOnlyDatabase
 
-Level = Literal["ok", "warn", "fail"]
-LABELS = {"ok": "ok  ", "warn": "WARN", "fail": "FAIL"}
 CONNECT_TIMEOUT_SECONDS = 5.0  # a bridge on the LAN or behind a proxy answers well within this
-
-
-@dataclass(frozen=True, slots=True)
-class Finding:
-    """One result: its ``level``, what was found, and (for warn/fail) how to fix it."""
-
-    level: Level
-    what: str
-    fix: str | None = None
-
-
-def ok(what: str) -> Finding:
-    return Finding("ok", what)
-
-
-def warn(what: str, fix: str) -> Finding:
-    return Finding("warn", what, fix)
-
-
-def fail(what: str, fix: str) -> Finding:
-    return Finding("fail", what, fix)
-
-
-def render(findings: Iterable[Finding]) -> str:
-    """Findings as terminal lines: ``ok``/``WARN``/``FAIL``, then the fix indented below."""
-    lines = []
-    for found in findings:
-        lines.append(f"{LABELS[found.level]}  {found.what}")
-        if found.fix:
-            lines.append(f"      fix: {found.fix}")
-    return "\n".join(lines)
 
 
 # --- files ---------------------------------------------------------------------------------------
 
 
-def _writable_folder(folder: Path) -> Path | None:
-    """The nearest existing folder of ``folder`` if this user cannot create files in it, else
-    None. Tried for real (a temporary file, removed at once): permission bits do not tell for
-    root, read-only mounts or special file systems."""
-    existing = folder
-    while not existing.exists() and existing != existing.parent:
-        existing = existing.parent
+def check_database(db: Path | str) -> tuple[list[Finding], ReadOnlyDatabase | None]:
+    """The database, as its backend checks it (bridge/store/backends.py, ``inspect``: a SQLite
+    file's folder and file writable, its integrity and schema version, the serve holding it; a
+    PostgreSQL database reached and its schema version). Also returns it opened read-only for the
+    checks that follow (None when it cannot be read); the caller closes it."""
     try:
-        with tempfile.TemporaryFile(dir=existing):
-            return None
-    except OSError:
-        return existing
+        return backend_of(db).inspect(db)
+    except ConfigError as exc:  # no backend serves the URL
+        return [fail(str(exc), "give --db the database serve uses")], None
 
 
-def _writable_file(path: Path) -> bool:
-    """True when this user can open ``path`` for writing (nothing is written)."""
-    try:
-        with path.open("r+b"):
-            return True
-    except OSError:
-        return False
-
-
-def check_database(db: Path) -> tuple[list[Finding], sqlite3.Connection | None]:
-    """The database file: its folder writable (SQLite writes ``-wal`` beside it), the file
-    writable, ``quick_check``, schema version, the ``serve`` holding its lock (if any). Also
-    returns a read-only connection for the checks that follow (None when the file cannot be
-    read); the caller closes it."""
-    findings: list[Finding] = []
-    stuck = _writable_folder(db.parent)
-    if stuck is not None:
-        findings.append(fail(f"database folder {stuck} is not writable by this user",
-                             f"run the bridge as the folder's owner, `chmod u+w {stuck}`, or "
-                             "give --db a path in a folder you own"))
-    if not db.exists():
-        findings.append(warn(f"no database at {db} yet",
-                             "`fate-bridge serve` or `fate-bridge world add` creates it"))
-        return findings, None
-    if not _writable_file(db):
-        findings.append(fail(f"database {db} is not writable by this user",
-                             f"`chmod 600 {db}` as its owner, or run the bridge as the file's owner"))
-    try:
-        conn = sqlite3.connect(f"file:{db}?mode=ro", uri=True, isolation_level=None)
-        integrity = conn.execute("PRAGMA quick_check").fetchone()[0]
-        row = conn.execute("SELECT value FROM meta WHERE key = 'schema_version'").fetchone()
-    except sqlite3.DatabaseError as exc:
-        findings.append(fail(f"database {db} cannot be read as a fate-bridge database ({exc})",
-                             "restore your last backup with `fate-bridge restore BACKUP_FILE` "
-                             "(or move the file away to start afresh)"))
-        return findings, None
-    if integrity != "ok":
-        findings.append(fail(f"database {db} is damaged: {integrity}",
-                             "stop serve and restore your last backup with `fate-bridge restore BACKUP_FILE`"))
-    version = int(row[0]) if row else 0
-    if version > SCHEMA_VERSION:
-        findings.append(fail(f"database {db} has schema {version}, newer than this bridge's "
-                             f"{SCHEMA_VERSION}", "upgrade fate-bridge to the version that wrote it"))
-    elif version < SCHEMA_VERSION:
-        findings.append(ok(f"database {db}: schema {version}, intact; serve upgrades it to {SCHEMA_VERSION}"))
-    elif integrity == "ok":
-        findings.append(ok(f"database {db}: schema {version}, intact"))
-    if (holder := lock_holder(db)) is not None:
-        findings.append(ok(f"database {db} is served by {holder}: a second "
-                           "serve on it is refused; the other commands work beside it"))
-    return findings, conn
-
-
-def check_key(key_path: Path, conn: sqlite3.Connection | None) -> list[Finding]:
+def check_key(key_path: Path, database: ReadOnlyDatabase | None) -> list[Finding]:
     """The audit key: present (missing is fine only before the first signed checkpoint),
     owner-only, and the key that signed every checkpoint stored in the database."""
-    signed = _checkpoints(conn)
+    signed = [] if database is None else database.checkpoints()
     if not key_path.exists():
         if signed:
             return [fail(f"audit key {key_path} is missing, but {len(signed)} checkpoints were "
@@ -185,12 +91,11 @@ def _owner_only(path: Path, what: str) -> list[Finding]:
     return []
 
 
-def check_signing_key(key_path: Path, conn: sqlite3.Connection | None) -> list[Finding]:
+def check_signing_key(key_path: Path, database: ReadOnlyDatabase | None) -> list[Finding]:
     """The receipt signing key (``receipt.key``, Ed25519): present (missing is fine only before
     the first signed head), owner-only, and the key the worlds' latest heads were signed with
     (serve refuses a trail signed by another: bridge/audit_cli.py, ``check_keys``)."""
-    signed_by = {head.public_key for world in (trail_worlds(conn) if conn is not None else [])
-                 for head in heads_of(conn, world, latest=True)}
+    signed_by = set() if database is None else database.signers()
     if not key_path.exists():
         if signed_by:
             return [fail(f"signing key {key_path} is missing, but the audit trail is signed with one",
@@ -212,25 +117,9 @@ def check_signing_key(key_path: Path, conn: sqlite3.Connection | None) -> list[F
     return findings
 
 
-def _checkpoints(conn: sqlite3.Connection | None) -> list[tuple[str, int, str, str]]:
-    if conn is None:
-        return []
-    try:
-        return conn.execute("SELECT world_id, seq, hash, mac FROM checkpoints").fetchall()
-    except sqlite3.DatabaseError:
-        return []  # a schema before checkpoints
-
-
-def registered_worlds(conn: sqlite3.Connection | None) -> list[tuple[str, bool]] | None:
+def registered_worlds(database: ReadOnlyDatabase | None) -> list[tuple[str, bool]] | None:
     """(world id, has a token) of each registered world; None when unknown (no database)."""
-    if conn is None:
-        return None
-    try:
-        rows = conn.execute("SELECT world_id, token_hash FROM worlds WHERE removed_at IS NULL"
-                            " ORDER BY world_id").fetchall()
-    except sqlite3.DatabaseError:
-        rows = conn.execute("SELECT world_id, token_hash FROM worlds ORDER BY world_id").fetchall()
-    return [(world, token is not None) for world, token in rows]
+    return None if database is None else database.registered_worlds()
 
 
 def check_worlds(worlds: list[tuple[str, bool]] | None) -> list[Finding]:

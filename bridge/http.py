@@ -31,7 +31,7 @@ from websockets.http11 import Request, Response
 from . import __version__, metrics, overlay_page, release, status
 from .errors import ConfigError
 from .session import OVERLAY_PATH, token_matches
-from .store import SQLiteStore
+from .store import Store
 
 HEALTH_PATH = "/healthz"
 MANIFEST_PATH = release.MODULE_PATH + release.MANIFEST_NAME
@@ -121,7 +121,7 @@ class Pages:
     where a client chose would send Foundry's download elsewhere. The module's zip is built
     once, on the first request for it."""
 
-    def __init__(self, store: SQLiteStore, presence: status.Presence, viewer_count: Callable[[str], int],
+    def __init__(self, store: Store, presence: status.Presence, viewer_count: Callable[[str], int],
                  *, origins: list[str] | None, public_url: str | None,
                  metrics: metrics.Metrics | None = None) -> None:
         self.store, self.presence, self.viewer_count = store, presence, viewer_count

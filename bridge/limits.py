@@ -22,6 +22,8 @@ from collections import OrderedDict
 from collections.abc import Callable, Hashable
 from dataclasses import dataclass
 
+RATE_PER_SECOND = 20.0  # per world: a table makes a few decisions a minute; a replay burst after reconnect
+RATE_BURST_SECONDS = 5.0  # ... re-sends at most the queued messages at once: 100 frames
 FORGET_FAILURES_SECONDS = 3600.0  # an address's failed hellos are forgotten an hour after the last
 MAX_TRACKED_ADDRESSES = 10_000  # per table below; the oldest are dropped first (bounded memory)
 TARPIT_SECONDS = 1.0  # a refused connection waits this long for its 503: a flooder that waits for

@@ -19,7 +19,8 @@ from typing import TextIO
 import msgspec
 import structlog
 
-LOG_FORMATS = ("console", "json")
+from .config import LOG_FORMATS
+
 _encoder = msgspec.json.Encoder(enc_hook=str)  # anything unusual is logged as its str()
 
 

@@ -13,40 +13,29 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-from .config import database, db_label, is_postgres_url
+from .config import db_label
 from .errors import ConfigError
-from .store import AuditFilter, open_store
-from .store.schema import fold_tail
+from .store import AuditFilter, backend_of, open_store
+from .store.schema import TABLES as SHARED_TABLES
 
-# table -> (its columns, the columns holding bytes); in dependency order
+# Not copied: a world's state seal (bridge/store/seal.py) only ever saves work at a load; left NULL
+# (none yet), the target checks the world's state as without one, and its next batch seals it.
+NOT_COPIED = {("worlds", "state_seal")}
+# table -> (its columns, the columns holding bytes), from the tables both backends keep
+# (bridge/store/schema.py, TABLES), in dependency order
 TABLES: dict[str, tuple[tuple[str, ...], frozenset[str]]] = {
-    "worlds": (("world_id", "token_hash", "settings", "last_seq", "created_at", "viewer_key", "removed_at",
-                "language"),
-               frozenset({"settings"})),
-    "records": (("world_id", "kind", "key", "value"), frozenset({"value"})),
-    "events": (("world_id", "event_id", "reply", "request_hash"), frozenset({"reply"})),
-    "audit": (("id", "world_id", "seq", "ts", "type", "event_id", "user_id", "ruleset", "actor_id",
-               "outcome", "summary", "record", "prev_hash", "hash"), frozenset({"summary", "record"})),
-    "checkpoints": (("world_id", "seq", "hash", "mac", "ts"), frozenset()),
-    "heads": (("world_id", "seq", "hash", "state_digest", "public_key", "sig", "ts", "stored_digest"), frozenset()),
-    "invites": (("invite_id", "secret_hash", "max_uses", "uses", "expires_at", "approval", "created_at", "revoked_at"),
-                frozenset()),
-    "registrations": (("world_id", "invite_id", "secret_hash", "address", "requested_at", "state"), frozenset()),
+    table: (tuple(column for column in columns if (table, column) not in NOT_COPIED),
+            frozenset(column for column, kind in columns.items() if kind == "bytes"))
+    for table, columns in SHARED_TABLES.items()
 }
 BATCH_ROWS = 2000  # rows read and inserted per statement batch
-
-
-def source_db(text: str) -> Path | str:
-    """A ``--from``/``--to`` value: ``sqlite:PATH`` or a plain path (a SQLite file), or a
-    ``postgresql://`` URL."""
-    return Path(text.removeprefix("sqlite:")).expanduser() if text.startswith("sqlite:") else database(text)
 
 
 async def migrate(source: Path | str, target: Path | str) -> dict[str, int]:
     """Copy every row of ``TABLES`` from ``source`` to ``target``; returns the rows copied per
     table. Raises ``ConfigError`` when the source is missing, the target holds worlds already,
     or either cannot be opened. The target's writes are one transaction: all or nothing."""
-    if isinstance(source, Path) and not source.exists():
+    if not backend_of(source).exists(source):
         raise ConfigError(f"no database at {source}: --from names the file `fate-bridge serve --db` used")
     if str(source) == str(target):
         raise ConfigError("--from and --to name the same database")
@@ -57,8 +46,7 @@ async def migrate(source: Path | str, target: Path | str) -> dict[str, int]:
             if await dst.worlds() or await dst.audit_rows(AuditFilter(limit=1)):
                 raise ConfigError(f"{db_label(target)} holds a table already: migrate into an empty database")
             tables = {name: await src._run(_read_all, src, name) for name in TABLES}  # type: ignore[attr-defined]
-            to_pg = is_postgres_url(target)
-            return await dst._run(dst._transaction, lambda conn: _write_all(conn, tables, to_pg))  # type: ignore[attr-defined]
+            return await dst._run(dst._transaction, lambda conn: _write_all(conn, tables, dst))  # type: ignore[attr-defined]
         finally:
             await dst.close()
     finally:
@@ -74,21 +62,15 @@ def _read_all(store: Any, table: str) -> list[tuple]:
     return [tuple(v.encode() if i in at and isinstance(v, str) else v for i, v in enumerate(row)) for row in rows]
 
 
-def _write_all(conn: Any, tables: dict[str, list[tuple]], to_pg: bool) -> dict[str, int]:
+def _write_all(conn: Any, tables: dict[str, list[tuple]], dst: Any) -> dict[str, int]:
+    """Insert the ``tables``' rows through ``dst``'s connection ``conn`` (the tables its backend
+    names: ``BatchWriter._copy_target``), then let it continue the ids after them."""
     counts = {}
     for table, rows in tables.items():
         columns, _ = TABLES[table]
-        # a SQLite store's connection reads audit and records through TEMP views (schema.read_as_one):
-        # the rows go into the file's tables themselves
-        into = table if to_pg else f"main.{table}"
-        sql = f"INSERT INTO {into} ({', '.join(columns)}) VALUES ({', '.join('?' * len(columns))})"
+        sql = f"INSERT INTO {dst._copy_target(table)} ({', '.join(columns)}) VALUES ({', '.join('?' * len(columns))})"
         for start in range(0, len(rows), BATCH_ROWS):
             conn.executemany(sql, rows[start:start + BATCH_ROWS])
         counts[table] = len(rows)
-    # the next audit id continues after the copied ones
-    if to_pg:
-        conn.execute("SELECT setval(pg_get_serial_sequence('audit', 'id'), max(id)) FROM audit"
-                     " HAVING max(id) IS NOT NULL")
-    else:  # the ids new records take in audit_tail (an empty fold sets its counter)
-        fold_tail(conn)
+    dst._copied(conn)
     return counts

@@ -10,18 +10,10 @@ from __future__ import annotations
 import argparse
 import sys
 
-from . import backup, doctor, release, status
-from .config import db_label, default_audit_key, default_db, default_signing_key, is_postgres_url
+from . import doctor, release, status
+from .config import default_audit_key, default_db, default_signing_key
 from .errors import ConfigError
-from .startup import holding_database
-
-
-def _sqlite_file(db: object, command: str, instead: str) -> None:
-    """Refuse ``command`` (a tool for the SQLite file) on a PostgreSQL ``--db``, saying what to
-    use there instead."""
-    if is_postgres_url(db):
-        raise ConfigError(f"`fate-bridge {command}` works on a SQLite file; {db_label(db)} is PostgreSQL: "
-                          f"{instead} (docs/deploy.md)")
+from .store import backend_of
 
 
 async def run_doctor(args: argparse.Namespace) -> int:
@@ -31,16 +23,14 @@ async def run_doctor(args: argparse.Namespace) -> int:
     if given and args.url is None:  # they only matter to the connection check: never ignore them silently
         raise ConfigError(f"{', '.join(given)} {'is' if len(given) == 1 else 'are'} checked over the module's "
                           "connection: give --url too, the bridge URL set in the module (e.g. ws://127.0.0.1:8765)")
-    db = args.db or default_db()
-    _sqlite_file(db, "doctor", "check it with `pg_isready` and `fate-bridge audit verify --db URL`")
-    found, conn = doctor.check_database(db)
+    found, database = doctor.check_database(args.db or default_db())
     try:
-        found += doctor.check_key(args.audit_key or default_audit_key(), conn)
-        found += doctor.check_signing_key(args.signing_key or default_signing_key(args.audit_key), conn)
-        worlds = doctor.registered_worlds(conn)
+        found += doctor.check_key(args.audit_key or default_audit_key(), database)
+        found += doctor.check_signing_key(args.signing_key or default_signing_key(args.audit_key), database)
+        worlds = doctor.registered_worlds(database)
     finally:
-        if conn is not None:
-            conn.close()
+        if database is not None:
+            database.close()
     found += doctor.check_worlds(worlds)
     found += doctor.check_memory_budget(args.max_worlds_in_memory, worlds)
     if args.url is None:
@@ -65,8 +55,8 @@ def run_status(args: argparse.Namespace) -> int:
 
 def run_backup(args: argparse.Namespace) -> int:
     """``fate-bridge backup PATH``."""
-    _sqlite_file(args.db or default_db(), "backup", "back it up with `pg_dump`")
-    copied = backup.backup(args.db or default_db(), args.path, overwrite=args.overwrite)
+    db = args.db or default_db()
+    copied = backend_of(db).backup(db, args.path, overwrite=args.overwrite)
     print(f"Backed up {copied.worlds} worlds and {copied.records} audit records to {copied.path}.\n"
           f"The keys are not in it: keep one copy of {default_audit_key()} and {default_signing_key()} "
           "(or the --audit-key and --signing-key serve uses) apart from the backups.")
@@ -75,10 +65,10 @@ def run_backup(args: argparse.Namespace) -> int:
 
 def run_restore(args: argparse.Namespace) -> int:
     """``fate-bridge restore PATH``."""
-    _sqlite_file(args.db or default_db(), "restore", "restore a `pg_dump` with `pg_restore`, or copy a "
-                 "SQLite backup in with `fate-bridge migrate --from sqlite:PATH --to URL`")
-    with holding_database(args.db or default_db(), "restore"):  # no serve may start meanwhile either
-        copied, kept = backup.restore(args.path, args.db or default_db())
+    db = args.db or default_db()
+    backend = backend_of(db)
+    with backend.holding(db, "restore"):  # no serve may start meanwhile either
+        copied, kept = backend.restore(args.path, db)
     print(f"Restored {copied.worlds} worlds and {copied.records} audit records into {copied.path}."
           + (f"\nThe database it replaced is kept as {kept}." if kept else "")
           + "\nCheck it with `fate-bridge audit verify`, then start serve again.")

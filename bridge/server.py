@@ -49,7 +49,7 @@ from .cluster import Cluster, Notice
 from .dice import Dice, SecretDice
 from .errors import BadMessage, ConfigError, RateLimited, StorageUnavailable
 from .http import Pages
-from .limits import Admission, Limits, RateLimit, RegistrationRates, WorldRates
+from .limits import RATE_BURST_SECONDS, RATE_PER_SECOND, Admission, Limits, RateLimit, RegistrationRates, WorldRates
 from .link_guard import LinkGuard, close_reason
 from .metrics import Metrics
 from .session import (CLOSE_DONE, CLOSE_HELLO_TIMEOUT, CLOSE_SUPERSEDED, CLOSE_UNAUTHORIZED,
@@ -57,7 +57,7 @@ from .session import (CLOSE_DONE, CLOSE_HELLO_TIMEOUT, CLOSE_SUPERSEDED, CLOSE_U
 from .startup import listen_base
 from .report import draw as draw_report
 from .status import Link, Presence
-from .store import SQLiteStore, Store
+from .store import Store
 from .wire import ref_of
 from .wire.frames import MAX_FRAME_BYTES
 from .wire.frames import check as check_frame
@@ -67,8 +67,6 @@ log = structlog.get_logger("fate_bridge")
 # Limits, each with its reason (restated for operators in docs/security.md).
 MAX_QUEUE_FRAMES = 16  # frames received but not yet handled per connection, then TCP backpressure
 HELLO_TIMEOUT_SECONDS = 10.0  # a browser sends hello right after connecting
-RATE_PER_SECOND = 20.0  # per world: a table makes a few decisions a minute; a replay burst after reconnect
-RATE_BURST_SECONDS = 5.0  # ... re-sends at most the queued messages at once: 100 frames
 DEFAULT_RATE = (RATE_PER_SECOND, int(RATE_PER_SECOND * RATE_BURST_SECONDS))
 VIEWER_QUEUE_FRAMES = 32  # cards waiting for one viewer: a table shows a few a minute, so 32
 # unsent cards means the viewer stopped reading (the page needs no backlog: it reconnects fresh)
@@ -743,7 +741,7 @@ def tls_context(cert: Path, key: Path) -> ssl.SSLContext:
 
 
 async def start(
-    store: SQLiteStore,
+    store: Store,
     host: str,
     port: int,
     *,

@@ -2,28 +2,24 @@
 traceback; and, once listening, the addresses to give others.
 
 :func:`listen_problem` and :func:`database_problem` turn an ``OSError`` / ``sqlite3`` error into
-the sentence the operator reads; :func:`holding_database` keeps a second ``serve`` (or a ``resolve --db``, a
-``restore``) off a SQLite file one already serves, and ``audit new-key`` and ``audit repair`` off a
-database any ``serve`` serves (SQLite or PostgreSQL); :func:`reach_lines` lists the URLs the module, the overlay and
-Foundry's *Install Module* use (for ``--host 0.0.0.0``: this machine's own addresses).
+the sentence the operator reads; :func:`hold_database` keeps a second ``serve`` (or a ``resolve
+--db``, a ``restore``, an ``audit new-key`` or ``audit repair``) off a SQLite file one already
+serves (what each is told is :data:`_WHEN_HELD`'s, on PostgreSQL too: bridge/store/postgres.py);
+:func:`reach_lines` lists the URLs the module, the overlay and Foundry's *Install Module* use
+(for ``--host 0.0.0.0``: this machine's own addresses).
 """
 
 from __future__ import annotations
 
-import contextlib
 import errno
 import fcntl
-import hashlib
 import ipaddress
 import os
 import socket
 import sqlite3
-from collections.abc import Iterator
 from pathlib import Path
-from typing import Any
 
 from . import release
-from .config import db_label, is_postgres_url
 from .errors import ConfigError
 
 WILDCARDS = ("0.0.0.0", "::", "")  # listen on every network of the machine
@@ -116,8 +112,6 @@ _WHEN_HELD = {
     "repair": "a running bridge would go on deciding from the state being rebuilt; stop it first "
               "(Ctrl+C; on a cluster, every process), run `audit repair` again, then start serve",
 }
-# On PostgreSQL, every serve holds the schema's lock shared; these commands take it alone.
-_ALONE_ON_POSTGRES = ("new-key", "repair")
 
 
 def hold_database(path: str | Path, command: str = "serve") -> int | None:
@@ -151,96 +145,6 @@ def hold_database(path: str | Path, command: str = "serve") -> int | None:
         os.close(fd)  # (this process holds no SQLite connection to it yet)
         raise ConfigError(f"the database {path} is already served by {holder}: {_WHEN_HELD[command]}") from None
     return fd
-
-
-@contextlib.contextmanager
-def holding_database(db: str | Path, command: str = "serve") -> Iterator[None]:
-    """Hold the serve lock of the database ``db`` for ``command`` while inside, released on exit;
-    raises ``ConfigError`` (one line naming the database, the process holding it and what
-    ``command`` should do) when another process holds it. A SQLite file: :func:`hold_database`
-    (every command of :data:`_WHEN_HELD` takes it alone). A ``postgresql://`` URL (processes share
-    it by design): each ``serve`` holds the schema's lock shared, and ``audit new-key`` and ``audit
-    repair`` (:data:`_ALONE_ON_POSTGRES`) take it alone, so each is refused while any process
-    serves the schema, and a serve while one of them runs; the other commands hold nothing there.
-    ``":memory:"``: nothing to hold."""
-    if str(db) == ":memory:" or (is_postgres_url(db) and command != "serve" and command not in _ALONE_ON_POSTGRES):
-        yield
-        return
-    if is_postgres_url(db):
-        conn = _hold_schema(str(db), command)
-        try:
-            yield
-        finally:
-            conn.close()  # ends the session: the server drops its lock
-        return
-    fd = hold_database(db, command)
-    try:
-        yield
-    finally:
-        if fd is not None:
-            os.close(fd)  # releases the lock (the OS does so too when the process ends)
-
-
-def _hold_schema(url: str, command: str) -> object:
-    """The serve lock of the PostgreSQL schema at ``url`` for ``command`` (see
-    :func:`holding_database`); returns the connection holding it."""
-    holder = f"fate-bridge {command} pid {os.getpid()} on host {socket.gethostname()}"
-    conn, holders = hold_serving(url, holder, exclusive=command != "serve")
-    if conn is not None:
-        return conn
-    names = ", ".join(holders) or "another process"
-    if command == "serve":
-        raise ConfigError(f"the database {db_label(url)} is held by {names}, which needs it alone: "
-                          "start serve again once it has ended")
-    raise ConfigError(f"the database {db_label(url)} is served by {names}: {_WHEN_HELD[command]}")
-
-
-# The serve lock of a PostgreSQL schema, as the file's own flock is of a SQLite file (above):
-# a session-level advisory lock, keyed (SERVE_LOCK, the schema's number), that every ``serve``
-# process holds shared for its lifetime and that a command which must have the schema alone
-# (``audit new-key``, ``audit repair``) takes exclusively. The server releases it when the session
-# ends, however the process ended. Advisory locks are per database, so the schema's name goes
-# into the key: bridges of other schemas in the same database stay apart.
-SERVE_LOCK = 0x46425356  # advisory lock class ("FBSV")
-HOLDER_NAME_BYTES = 63  # PostgreSQL keeps at most this much of an application_name (NAMEDATALEN - 1)
-
-
-def _schema_number(schema: str) -> int:
-    """The second key of a schema's serve lock: 31 bits of the SHA-256 of its name."""
-    return int.from_bytes(hashlib.sha256(schema.encode()).digest()[:4], "big") & 0x7FFFFFFF
-
-
-def hold_serving(url: str, holder: str, *, exclusive: bool) -> tuple[Any, list[str]]:
-    """Take the serve lock of the schema at ``url``: shared (``serve``) or ``exclusive`` (a
-    command that must have the schema alone), on a connection of its own named ``holder`` (its
-    ``application_name``, as others see it in ``pg_stat_activity``). Returns (the connection,
-    which holds the lock until it is closed; []) when taken, else (None, the names of the
-    sessions holding it: their ``holder``, e.g. ``fate-bridge serve pid N on host H``, or
-    ``PostgreSQL backend N`` when a session's name cannot be read). Raises ``ConfigError`` when
-    the database cannot be reached."""
-    import psycopg
-
-    try:
-        raw = psycopg.connect(url, autocommit=True, application_name=holder.encode()[:HOLDER_NAME_BYTES]
-                              .decode(errors="ignore"))
-    except psycopg.Error as exc:
-        raise ConfigError(f"cannot connect to the database {db_label(url)}: {exc}".strip()) from None
-    try:
-        (schema,) = raw.execute("SELECT current_schema()").fetchone()
-        key = _schema_number(schema or "")
-        take = "pg_try_advisory_lock" if exclusive else "pg_try_advisory_lock_shared"
-        if raw.execute(f"SELECT {take}(%s, %s)", (SERVE_LOCK, key)).fetchone()[0]:
-            return raw, []
-        holders = raw.execute(
-            "SELECT a.application_name, l.pid FROM pg_locks l LEFT JOIN pg_stat_activity a ON a.pid = l.pid"
-            " WHERE l.locktype = 'advisory' AND l.database = (SELECT oid FROM pg_database"
-            " WHERE datname = current_database()) AND l.classid = %s AND l.objid = %s AND l.objsubid = 2"
-            " AND l.granted ORDER BY l.pid", (SERVE_LOCK, key)).fetchall()
-    except psycopg.Error as exc:
-        raw.close()
-        raise ConfigError(f"cannot check who serves the database {db_label(url)}: {exc}".strip()) from None
-    raw.close()
-    return None, [name or f"PostgreSQL backend {pid}" for name, pid in holders]
 
 
 def lan_addresses() -> list[str]:

@@ -22,7 +22,7 @@ import msgspec
 from . import __version__, wire
 from .errors import ConfigError
 from .release import public_base
-from .store import AuditFilter, SQLiteStore, utc_now
+from .store import AuditFilter, Store, utc_now
 
 STATUS_PATH = "/status"
 WINDOW = timedelta(hours=1)  # "decisions in the last hour"
@@ -125,7 +125,7 @@ def _hour_ago(now: str) -> str:
     return then.strftime("%Y-%m-%dT%H:%M:%S.%f")[:-3] + "Z"
 
 
-async def report(store: SQLiteStore, presence: Presence, viewer_count: Callable[[str], int],
+async def report(store: Store, presence: Presence, viewer_count: Callable[[str], int],
                  only_world: str | None = None) -> Status:
     """The bridge's status now: every registered world (or only ``only_world``), with its link
     from ``presence``, its decisions of the last hour and its last one from the audit trail

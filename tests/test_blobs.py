@@ -22,7 +22,8 @@ from bridge.cli import main
 from bridge.dice import ScriptedDice
 from bridge.session import Session
 from bridge.store import SCHEMA_VERSION, AuditFilter, SQLiteStore
-from bridge.store.audit_rows import load_trail, open_readonly, stored_state
+from bridge.store.audit_rows import load_trail, stored_state
+from bridge.store.sqlite_file import connect_readonly as open_readonly
 from bridge.ruleset import DICTIONARY_KINDS, Dictionary
 from bridge.registry import installed, register, unregister
 from bridge.store.blobs import (MAGIC, MAX_BLOB_BYTES, NO_DICTIONARY, UnknownDictionary, catalog, catalog_of,

@@ -13,7 +13,7 @@ from bridge import cli
 from bridge.cli import main
 from bridge.errors import ConfigError
 from bridge.session import hash_token, new_token
-from bridge.store.writer import MAX_WORLDS_IN_MEMORY
+from bridge.config import MAX_WORLDS_IN_MEMORY
 
 from .helpers import run_bridge as run
 from .helpers import sample as fixture_sample
@@ -370,18 +370,27 @@ class TestArgumentsAreChecked:
 
     async def test_serve_gives_the_store_its_memory_budget(self, monkeypatch, tmp_path):
         """Issue 27: `serve --max-worlds-in-memory N` reaches the store it opens."""
-        seen = {}
+        class Opened:
+            max_worlds = None
 
-        async def opened(db, **kwargs):
-            seen.update(kwargs)
-            raise ConfigError("stop before serving")
+            @property
+            def signing_key(self):  # read right after the store is opened
+                raise ConfigError("stop before serving")
 
-        monkeypatch.setattr(cli, "open_store", opened)
+            async def close(self):
+                pass
+
+        opened = Opened()
+
+        async def open_store(db, **kwargs):
+            return opened
+
+        monkeypatch.setattr("bridge.store.sqlite_file.open_store", open_store)  # the backend serve asks
         args = cli._parser().parse_args(["serve", "--max-worlds-in-memory", "50",
                                          "--audit-key", str(tmp_path / "audit.key")])
         with pytest.raises(ConfigError, match="stop before serving"):
             await cli._serve_held(args, tmp_path / "b.sqlite3", None)
-        assert seen["max_worlds"] == 50
+        assert opened.max_worlds == 50
         assert cli._parser().parse_args(["serve"]).max_worlds_in_memory == MAX_WORLDS_IN_MEMORY
 
     def test_good_ports_and_origins_pass(self):
@@ -456,3 +465,50 @@ def test_a_reader_closing_the_pipe_early_stops_resolve_quietly():
         err = bridge.stderr.read()
         assert bridge.wait(timeout=120) == 1
     assert b"Traceback" not in err and b"BrokenPipeError" not in err
+
+
+# What a command imports, by the modules loaded once it has run (a fresh interpreter each): not
+# a timing, so deterministic; docs/performance.md has the CPU it comes to.
+IMPORTED_AFTER = """
+import sys
+from bridge.cli import main
+try:
+    code = main(sys.argv[1:])
+except SystemExit as exc:
+    code = exc.code
+print(code, " ".join(sorted(sys.modules)))
+"""
+NEVER_FOR_THE_COMMAND_LINE = {"bridge.server", "bridge.report", "bridge.doctor", "bridge.schema", "bridge.http",
+                              "bridge.status", "bridge.cluster", "websockets", "psycopg", "prometheus_client"}
+# ...and for --version and --help, nothing of the store, the rulesets or their libraries either
+NEVER_TO_PARSE = NEVER_FOR_THE_COMMAND_LINE | {
+    "bridge.store", "bridge.registry", "bridge.rulesets", "bridge.wire", "bridge.i18n", "bridge.session",
+    "jinja2", "babel", "cryptography", "structlog", "msgspec", "asyncio", "sqlite3", "zstandard"}
+
+
+def imported_by(*argv: str) -> set[str]:
+    import subprocess
+    import sys
+
+    proc = subprocess.run([sys.executable, "-c", IMPORTED_AFTER, *argv], capture_output=True, text=True,
+                          cwd=ROOT, check=True, env={"PYTHONPATH": str(ROOT), "PATH": "/usr/bin:/bin"})
+    code, modules = proc.stdout.splitlines()[-1].split(" ", 1)  # after what the command printed
+    assert code == "0", proc.stdout + proc.stderr
+    return set(modules.split())
+
+
+class TestImports:
+    """Issue 38: each command imports what it needs (the server, the report and the doctor were
+    imported by every command: `--version` cost ~19x the CPU of `python -c pass`)."""
+
+    @pytest.mark.parametrize("argv", [["--version"], ["--help"]])
+    def test_version_and_help_import_neither_the_store_nor_any_library_of_the_bridge(self, argv):
+        loaded = imported_by(*argv)
+        assert "bridge.cli" in loaded
+        assert {m for m in loaded if m.split(".")[0] in {n.split(".")[0] for n in NEVER_TO_PARSE}
+                and any(m == n or m.startswith(n + ".") for n in NEVER_TO_PARSE)} == set()
+
+    def test_world_add_imports_the_store_but_not_the_server_report_or_doctor(self, tmp_path):
+        loaded = imported_by("world", "add", "w", "--token-only", "--db", str(tmp_path / "b.sqlite3"))
+        assert "bridge.store.sqlite" in loaded
+        assert {m for m in loaded if any(m == n or m.startswith(n + ".") for n in NEVER_FOR_THE_COMMAND_LINE)} == set()

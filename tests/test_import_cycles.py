@@ -12,7 +12,8 @@ The layers, each importing only those beneath it (``docs/architecture.md``, Laye
    ``state``, ``cards``, ``fairness.dice``, ``fairness.wire``; and what the shells and the store
    both read: ``config`` (file locations), ``startup`` (one-line startup errors), ``release``;
    ``metrics`` (the counters the session and the server tell, importing nothing of the bridge);
-   ``credentials`` (tokens and invite codes: made, hashed, compared);
+   ``credentials`` (tokens and invite codes: made, hashed, compared); ``findings`` (what a check
+   found, as ``doctor`` and the store backends' checks say it);
 2. the plug-in interface: ``ruleset``;
 3. the rulesets: ``rulesets/<id>/`` (nothing above ``ruleset``);
 4. ``registry``: the installed rulesets, the wire union and its decoder, their routes;
@@ -109,7 +110,7 @@ def cycles(package: str) -> list[list[str]]:
 LAYERS = [
     ("bridge", "bridge.errors", "bridge.i18n", "bridge.dice", "bridge.times", "bridge.wire", "bridge.state", "bridge.cards",
      "bridge.fairness", "bridge.fairness.dice", "bridge.fairness.wire", "bridge.config", "bridge.startup",
-     "bridge.release", "bridge.metrics", "bridge.credentials"),
+     "bridge.release", "bridge.metrics", "bridge.credentials", "bridge.findings"),
     ("bridge.ruleset",),
     ("bridge.rulesets",),
     ("bridge.registry",),

@@ -14,7 +14,7 @@ import sys
 
 import pytest
 
-from bridge import backup
+from bridge.store import sqlite_file as backup  # the SQLite backend's backup
 from bridge.__main__ import INTERRUPTED
 
 from .helpers import ROOT

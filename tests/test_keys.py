@@ -30,7 +30,8 @@ from bridge.i18n import using
 from bridge.i18n import gettext as translated
 from bridge.session import hash_token, new_token
 from bridge.errors import ConfigError
-from bridge.startup import _WHEN_HELD, holding_database
+from bridge.startup import _WHEN_HELD
+from bridge.store import backend_of
 from bridge.store import open_store
 
 from .helpers import ROOT, replay
@@ -265,20 +266,20 @@ class TestTheServeLockOfAPostgresSchema:
 
     def test_serves_share_it_a_key_change_takes_it_alone_and_other_schemas_stay_apart(self, pg_url, pg_server):
         me = f"pid {os.getpid()} on host {socket.gethostname()}"
-        with holding_database(pg_url, "serve"), holding_database(pg_url, "serve"):  # a cluster: shared
+        with _held(pg_url, "serve"), _held(pg_url, "serve"):  # a cluster: shared
             with pytest.raises(ConfigError, match=rf"is served by fate-bridge serve {me}, fate-bridge serve {me}: "
                                                   r"a running bridge would go on signing with the old key"):
-                with holding_database(pg_url, "new-key"):
+                with _held(pg_url, "new-key"):
                     pass
-        with holding_database(pg_url, "new-key"):
+        with _held(pg_url, "new-key"):
             with pytest.raises(ConfigError, match=rf"is held by fate-bridge new-key {me}, which needs it alone: "
                                                   "start serve again once it has ended"):
-                with holding_database(pg_url, "serve"):
+                with _held(pg_url, "serve"):
                     pass
             other = schema_url(pg_server, "public")  # another schema of the same database: its own lock
-            with holding_database(other, "serve"):
+            with _held(other, "serve"):
                 pass
-        with holding_database(pg_url, "repair"):  # released: taken again
+        with _held(pg_url, "repair"):  # released: taken again
             pass
 
 
@@ -307,3 +308,8 @@ class TestLinkGuardAlone:
         guard.closed("viewer")  # gone before the first round: nothing is read
         await asyncio.wait_for(guard._task, TIMEOUT)
         assert reads == []
+
+
+def _held(db, command):
+    """The database held for ``command`` as the shells hold it (its backend's ``holding``)."""
+    return backend_of(db).holding(db, command)

@@ -782,8 +782,28 @@ class TestMigrate:
         assert "no database at" in capsys.readouterr().err
 
 
-@pytest.mark.parametrize("command", [["backup", "/tmp/x.sqlite3"], ["restore", "/tmp/x.sqlite3"], ["doctor"]])
+@pytest.mark.parametrize("command", [["backup", "/tmp/x.sqlite3"], ["restore", "/tmp/x.sqlite3"]])
 def test_the_sqlite_file_tools_refuse_a_postgresql_database_saying_what_to_use(command, capsys):
     assert main([*command, "--db", "postgresql://fb:secret@db.example.org/fate"]) == 2
     err = capsys.readouterr().err
     assert "works on a SQLite file" in err and "secret" not in err and "docs/deploy.md" in err
+
+
+def test_doctor_checks_a_postgresql_database_and_the_rest_as_on_sqlite(pg_url, tmp_path, capsys):
+    """doctor on PostgreSQL: the database reached and its schema version, then the keys, worlds,
+    origins and the module's link as on a SQLite file."""
+    keys = ["--audit-key", str(tmp_path / "audit.key"), "--signing-key", str(tmp_path / "receipt.key")]
+    assert main(["world", "add", "w", "--db", pg_url, "--token-only"]) == 0
+    capsys.readouterr()
+    assert main(["doctor", "--db", pg_url, *keys, "--port", "0"]) == 0
+    out = capsys.readouterr().out
+    assert f"ok    database {db_label(pg_url)}: reached, schema {SCHEMA_VERSION}" in out
+    assert "ok    registered worlds: w" in out and f"WARN  no audit key at {tmp_path / 'audit.key'} yet" in out
+    assert out.endswith("No problem found.\n")
+
+
+def test_doctor_names_an_unreachable_postgresql_database_without_its_password(capsys):
+    assert main(["doctor", "--db", "postgresql://fb:secret@127.0.0.1:1/fate?connect_timeout=2", "--port", "1"]) == 1
+    out = capsys.readouterr().out
+    assert "FAIL  cannot connect to the database postgresql://fb:***@127.0.0.1:1/fate" in out
+    assert "pg_isready" in out and "secret" not in out

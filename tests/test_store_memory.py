@@ -370,7 +370,8 @@ class TestTails:
             await SQLiteStore.open(db)
 
     async def test_a_read_only_audit_verify_while_serving_reads_the_tails(self, store, tmp_path):
-        from bridge.store.audit_rows import open_readonly, verify_database
+        from bridge.store.audit_rows import verify_database
+        from bridge.store.sqlite_file import connect_readonly as open_readonly
 
         for i in range(3):
             await store.decide("w", f"e{i}", note_to("a", f"v{i}", f"e{i}"))

@@ -11,13 +11,14 @@ import pytest
 
 from bridge.store import Store, SQLiteStore
 from bridge.store.postgres import PostgresStore
+from bridge.store.schema import KIND_TYPES, TABLES
 
 BRIDGE = Path(__file__).resolve().parent.parent / "bridge"
 SHELL = ["session.py", "server.py", "cli.py", "audit_cli.py"]
 
 
 def _protocol_methods() -> set[str]:
-    return {name for name, value in vars(Store).items() if inspect.iscoroutinefunction(value)}
+    return {name for name in dir(Store) if inspect.iscoroutinefunction(getattr(Store, name))}
 
 
 def _called_on_store(path: Path) -> set[str]:
@@ -34,7 +35,6 @@ def _called_on_store(path: Path) -> set[str]:
 
 def test_every_method_the_shell_calls_is_in_the_protocol():
     called = set().union(*(_called_on_store(BRIDGE / name) for name in SHELL))
-    # `audit verify` reads through a read-only connection of its own (issue 15), not the store
     assert {"audit_page", "audit_rows", "audit_row", "repair", "new_key", "decide", "read"} <= called
     assert called - {"open"} <= _protocol_methods(), called - _protocol_methods()
 
@@ -63,3 +63,95 @@ def test_the_backends_share_one_batch_writer_and_neither_derives_from_the_other(
     assert {"_batch_written", "_batch_committed", "_fold_sync", "_check_heads"} <= set(vars(SQLiteStore))
     assert not {"_batch_written", "_batch_committed", "_fold_sync", "_check_heads"} & set(vars(PostgresStore))
     assert "_fence" in vars(PostgresStore) and "_fence" not in vars(SQLiteStore)
+
+
+def _sqlite_columns(conn) -> dict[str, dict[str, str]]:
+    return {table: {name: kind for _, name, kind, *_ in conn.execute(f"PRAGMA main.table_info({table})")}
+            for table in TABLES}
+
+
+async def test_the_sqlite_migrations_build_the_declared_tables_and_types():
+    """The column types are declared once (schema.TABLES, KIND_TYPES); the SQLite file's
+    migrations arrive at exactly them, column for column, in order."""
+    store = await SQLiteStore.open(":memory:")
+    try:
+        found = await store._run(lambda: _sqlite_columns(store._conn))
+    finally:
+        await store.close()
+    assert found == {table: {column: KIND_TYPES[kind][0] for column, kind in columns.items()}
+                     for table, columns in TABLES.items()}
+
+
+async def test_the_postgresql_migrations_build_the_declared_tables_and_types(pg_url):
+    """As above, for PostgreSQL's migrations (its own steps, the same tables)."""
+    store = await PostgresStore.open(pg_url)
+    try:
+        rows = await store._run(lambda: store._conn.execute(
+            "SELECT table_name, column_name, data_type FROM information_schema.columns"
+            " WHERE table_schema = current_schema() ORDER BY table_name, ordinal_position").fetchall())
+    finally:
+        await store.close()
+    found: dict[str, dict[str, str]] = {}
+    for table, column, kind in rows:
+        if table in TABLES:
+            found.setdefault(table, {})[column] = kind
+    assert found == {table: {column: KIND_TYPES[kind][1] for column, kind in columns.items()}
+                     for table, columns in TABLES.items()}
+
+
+def test_postgresql_bulk_writes_cast_each_column_to_its_declared_type():
+    from bridge.store.postgres import _bulk_sql
+
+    sql = _bulk_sql("INSERT INTO invites (invite_id, max_uses, approval) VALUES (?, ?, ?)")
+    assert sql == ("INSERT INTO invites (invite_id, max_uses, approval) SELECT * FROM"
+                   " unnest(?::text[], ?::integer[], ?::integer[])")
+    assert _bulk_sql("INSERT INTO checkpoints (world_id, seq, mac) VALUES (?, ?, ?)") == (
+        "INSERT INTO checkpoints (world_id, seq, mac) SELECT * FROM unnest(?::text[], ?::bigint[], ?::text[])")
+    assert _bulk_sql("INSERT INTO nowhere (a) VALUES (?)") is None  # a table not declared: row by row
+
+
+SHELLS = ["cli.py", "audit_cli.py", "ops_cli.py", "doctor.py", "migrate.py", "server.py", "http.py", "status.py",
+          "session.py"]
+
+
+def test_no_shell_names_a_backend():
+    """The shells ask the registry (bridge/store/backends.py): none imports a database driver or a
+    backend's module, nor names a backend's store class."""
+    for name in SHELLS:
+        tree = ast.parse((BRIDGE / name).read_text())
+        imported = {alias.name for node in ast.walk(tree) if isinstance(node, ast.Import) for alias in node.names}
+        imported |= {f"{node.module}.{alias.name}" if node.module else alias.name for node in ast.walk(tree)
+                     if isinstance(node, ast.ImportFrom) for alias in node.names}
+        named = {node.id for node in ast.walk(tree) if isinstance(node, ast.Name)}
+        assert not {m for m in imported if m.split(".")[0] in ("sqlite3", "psycopg")
+                    or m.startswith(("store.sqlite", "store.postgres"))}, name
+        assert not named & {"SQLiteStore", "PostgresStore", "is_postgres_url"}, name
+
+
+def test_a_third_backend_is_one_module_and_one_registration(tmp_path, monkeypatch, capsys):
+    """tests/plugin_backend.py, registered here for ``plugfile://``: every command that takes
+    ``--db`` runs on it through the registry, none naming it."""
+    from bridge.cli import main
+    from bridge.store import backends
+
+    monkeypatch.setattr(backends, "_MODULES", dict(backends._MODULES))
+    backends.register(("plugfile",), "tests.plugin_backend")
+    db = f"plugfile://{tmp_path / 'plug.sqlite3'}"
+    keys = ["--audit-key", str(tmp_path / "audit.key"), "--signing-key", str(tmp_path / "receipt.key")]
+    assert main(["world", "list", "--db", db]) == 2  # no database yet: the backend's `exists` says so
+    assert "no database at" in capsys.readouterr().err
+    assert main(["world", "add", "w", "--db", db, "--token-only"]) == 0
+    assert (tmp_path / "plug.sqlite3").exists()
+    line = '{"type":"settings","v":1,"fate_option":"everyone"}\n'
+    monkeypatch.setattr("sys.stdin", type("In", (), {"buffer": [line.encode()]})())
+    monkeypatch.setattr("bridge.logs.configure", lambda *_, **__: None)  # the suite's log capture stays
+    assert main(["resolve", "--db", db, *keys[:2]]) == 0
+    capsys.readouterr()
+    assert main(["audit", "verify", "--db", db, *keys]) == 0
+    assert capsys.readouterr().out.startswith("PASS offline: 1 records")
+    assert main(["doctor", "--db", db, *keys, "--port", "0"]) == 0
+    assert f"database {tmp_path / 'plug.sqlite3'}: schema" in capsys.readouterr().out
+    assert main(["backup", str(tmp_path / "copy.sqlite3"), "--db", db]) == 0
+    assert "Backed up 2 worlds and 1 audit records" in capsys.readouterr().out
+    assert main(["world", "list", "--db", "nosuch://x"]) == 2
+    assert "no backend serves nosuch://x: give a SQLite file path or a URL of" in capsys.readouterr().err

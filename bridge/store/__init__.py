@@ -5,8 +5,10 @@ share: loading worlds, the group commit, one transaction per batch, the lease re
 ``sqlite`` (the embedded backend's part: the file's connections, batches on the event loop,
 the tails), ``blobs`` (stored blobs as zstd frames, with the installed rulesets' dictionaries),
 ``worlds`` (registered worlds), ``invites`` (invite codes and registration requests), ``audit_rows`` (the audit trail's rows, checkpoints and
-verification) and ``postgres`` (the PostgreSQL backend's part, with per-world leases for many
-processes). Neither backend derives from the other.
+verification), ``readonly`` (a database opened read-only), ``sqlite_file`` (the SQLite file
+read-only, backed up, restored, checked) and ``postgres`` (the PostgreSQL backend's part, with
+per-world leases for many processes). Neither backend derives from the other; ``backends`` maps a
+``--db`` to its backend's module, which the shells ask (:func:`backend_of`, :func:`open_store`).
 
 The shell imports the protocol from here; :class:`SQLiteStore`, ``MIGRATIONS`` and
 ``SCHEMA_VERSION`` are loaded only when asked for, so code that needs the protocol alone (the
@@ -15,15 +17,15 @@ session) does not import SQLite.
 
 from __future__ import annotations
 
-from pathlib import Path
 from typing import Any
 
+from .backends import backend_of, open_store
 from .base import (AuditFilter, AuditRow, Decided, Decision, DecisionFn, Invite, Registration,
-                   RegistrationRequest, Store, World)
+                   RegistrationRequest, Store, TrailReader, World)
 
 __all__ = ["AuditFilter", "AuditRow", "Decided", "Decision", "DecisionFn", "Invite", "Registration",
-           "RegistrationRequest", "Store", "World",
-           "SQLiteStore", "MIGRATIONS", "SCHEMA_VERSION", "DB_FILE_MODE", "utc_now", "open_store"]
+           "RegistrationRequest", "Store", "TrailReader", "World",
+           "SQLiteStore", "MIGRATIONS", "SCHEMA_VERSION", "DB_FILE_MODE", "utc_now", "backend_of", "open_store"]
 
 
 def __getattr__(name: str) -> Any:
@@ -35,24 +37,3 @@ def __getattr__(name: str) -> Any:
         from . import schema
         return getattr(schema, name)
     raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
-
-
-async def open_store(db: str | Path, *, audit_key: bytes | None = None, signing_key: Any = None,
-                     max_worlds: int | None = None) -> Store:
-    """Open the store ``--db`` names: a ``postgresql://`` URL (:class:`~bridge.store.postgres.
-    PostgresStore`, needs the ``postgres`` extra) or a SQLite file path / ``":memory:"`` (the
-    default backend); ``audit_key``/``signing_key`` as the backend's ``open`` takes them;
-    ``max_worlds``: how many worlds it holds in memory at most (``serve --max-worlds-in-memory``;
-    None: ``bridge.store.writer.MAX_WORLDS_IN_MEMORY``). Raises ``ConfigError`` as the backend's
-    ``open`` does."""
-    from ..config import is_postgres_url
-
-    if is_postgres_url(db):
-        from .postgres import PostgresStore
-        store: Any = await PostgresStore.open(str(db), audit_key=audit_key, signing_key=signing_key)
-    else:
-        from .sqlite import SQLiteStore
-        store = await SQLiteStore.open(db, audit_key=audit_key, signing_key=signing_key)
-    if max_worlds is not None:
-        store.max_worlds = max_worlds
-    return store

@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import sqlite3
 from collections.abc import Callable
-from pathlib import Path
 from typing import TYPE_CHECKING
 
 import msgspec
@@ -23,7 +22,7 @@ from ..receipts import key_id
 from ..record import AuditEntry, AuditRecord, canonical, sorted_json
 from .base import AuditFilter, AuditRow
 from .blobs import frame_problem, pack, pack_record, unpack, written_as
-from .schema import INSERT_EVENT, SCHEMA_VERSION, _summary_decoder, fold_tail, read_as_one, utc_now
+from .schema import INSERT_EVENT, _summary_decoder, fold_tail, utc_now
 
 if TYPE_CHECKING:
     from typing import TypeVar
@@ -309,12 +308,12 @@ class AuditRows:
         row = self._conn.execute(f"SELECT {self._ROW} FROM audit WHERE id = ?", (row_id,)).fetchone()
         return None if row is None else self._row(row)
 
-    def _verify_sync(self, world_id: str | None, key: bytes | None,
-                     public_key: Ed25519PublicKey | None) -> list[audit.WorldReport]:
+    def _verify_sync(self, world_id: str | None, key: bytes | None, public_key: Ed25519PublicKey | None,
+                     progress: Callable[[str, int], None] | None) -> list[audit.WorldReport]:
         assert self._conn is not None
         if public_key is None and self.signing_key is not None:
             public_key = self.signing_key.public_key()
-        return verify_database(self._conn, world_id, key, public_key)
+        return verify_database(self._conn, world_id, key, public_key, progress)
 
     def _repair_sync(self, world_id: str, public_key: Ed25519PublicKey | None) -> audit.WorldReport:
         """Rebuild ``world_id``'s state rows from its chain and seal them in a new signed head."""
@@ -392,14 +391,7 @@ class AuditRows:
         assert self._conn is not None
         if registered:
             self._require_world(self._conn, world_id, registered=True)
-        found: dict[int, str] = {}
-        wanted = sorted(set(seqs))
-        for start in range(0, len(wanted), 500):  # SQLite's bound on host parameters
-            chunk = wanted[start:start + 500]
-            found.update(self._conn.execute(
-                f"SELECT seq, hash FROM audit WHERE world_id = ? AND seq IN ({','.join('?' * len(chunk))})",
-                (world_id, *chunk)).fetchall())
-        return found
+        return chain_hashes(self._conn, world_id, seqs)
 
     async def audit_hashes(self, world_id: str, seqs: list[int], *, registered: bool = False) -> dict[int, str]:
         """The chain hash of each of ``world_id``'s records whose ``seq`` is in ``seqs`` (absent
@@ -415,11 +407,11 @@ class AuditRows:
         """The audit record with global id ``row_id``, or None."""
         return await self._run(self._audit_row_sync, row_id)
 
-    async def verify(self, world_id: str | None, key: bytes | None,
-                     public_key: Ed25519PublicKey | None = None) -> list[audit.WorldReport]:
+    async def verify(self, world_id: str | None, key: bytes | None, public_key: Ed25519PublicKey | None = None,
+                     progress: Callable[[str, int], None] | None = None) -> list[audit.WorldReport]:
         """Check every world's trail (or one world's): see :func:`verify_database`. ``public_key``
         defaults to the store's signing key's."""
-        return await self._run(self._verify_sync, world_id, key, public_key)
+        return await self._run(self._verify_sync, world_id, key, public_key, progress)
 
     async def repair(self, world_id: str, public_key: Ed25519PublicKey | None = None) -> audit.WorldReport:
         """Rebuild ``world_id``'s state (records, stored replies, settings, counter) from its chain
@@ -585,6 +577,24 @@ def latest_checkpoints(conn: sqlite3.Connection) -> list[tuple[str, int, str, st
         " FROM checkpoints GROUP BY world_id) m ON c.world_id = m.world_id AND c.seq = m.seq ORDER BY c.world_id")]
 
 
+def chain_hashes(conn: sqlite3.Connection, world_id: str, seqs: list[int]) -> dict[int, str]:
+    """``seq`` -> chain hash of ``world_id``'s records among ``seqs`` (missing ones left out)."""
+    found: dict[int, str] = {}
+    wanted = sorted(set(seqs))
+    for start in range(0, len(wanted), 500):  # SQLite's bound on host parameters
+        chunk = wanted[start:start + 500]
+        found.update(conn.execute(
+            f"SELECT seq, hash FROM audit WHERE world_id = ? AND seq IN ({','.join('?' * len(chunk))})",
+            (world_id, *chunk)).fetchall())
+    return found
+
+
+def signers(conn: sqlite3.Connection) -> set[str]:
+    """The public keys (text) that signed the worlds' latest heads: the signing key a bridge must
+    hold to go on with this trail (none before the first signed head)."""
+    return {head.public_key for world in trail_worlds(conn) for head in heads_of(conn, world, latest=True)}
+
+
 def stored_state(conn: sqlite3.Connection, world_id: str) -> StoredState:
     """A world's state rows as stored (see :class:`bridge.derive.StoredState`)."""
     unsealed: list[tuple[str, str]] = []
@@ -655,38 +665,3 @@ def refuse_newer_schema(conn: sqlite3.Connection, label: str, known: int) -> Non
     if row is not None and int(row[0]) > known:
         raise ConfigError(f"the database {label} was written by a newer fate-bridge (schema {row[0]}, this "
                           f"bridge knows {known}); upgrade fate-bridge to read it")
-
-
-def open_readonly(path: Path) -> sqlite3.Connection:
-    """The database at ``path`` opened read-only (``file:...?mode=ro``): nothing is created,
-    migrated or written. Raises :class:`DatabaseUnreadable` saying what is wrong with it, and
-    ``ConfigError`` for a file of a newer schema (its rows may not read as this bridge's: each
-    would be reported changed)."""
-    path = path.expanduser()
-    if not path.exists():
-        raise DatabaseUnreadable(f"there is no database at {path}")
-    if path.stat().st_size == 0:
-        raise DatabaseUnreadable(f"the database {path} is empty (0 bytes): it was truncated or never written")
-    try:
-        # Without a -wal file everything is in the database file: `immutable` reads it with no
-        # -wal/-shm made beside it. With one (a bridge running, or killed), the log must be read
-        # too: read-only WAL mode, which uses the -shm that is there.
-        wal = path.with_name(path.name + "-wal")
-        options = "mode=ro" if wal.exists() else "mode=ro&immutable=1"
-        conn = sqlite3.connect(f"{path.resolve().as_uri()}?{options}", uri=True, isolation_level=None)
-        missing = [t for t in REQUIRED_TABLES if t not in _tables(conn)]
-        if missing:
-            conn.close()
-            raise DatabaseUnreadable(f"the database {path} has no {', '.join(missing)} table: it is not a "
-                                     "fate-bridge database, or its tables were dropped")
-        try:
-            refuse_newer_schema(conn, str(path), SCHEMA_VERSION)
-        except ConfigError:
-            conn.close()
-            raise
-        conn.execute("SELECT count(*) FROM audit").fetchone()  # (the table's: by its smallest index)
-        read_as_one(conn)  # the records a running serve has not folded yet are read too
-    except sqlite3.DatabaseError as exc:
-        raise DatabaseUnreadable(f"the database {path} is unreadable ({exc}): it was truncated or "
-                                 "overwritten") from None
-    return conn

@@ -14,13 +14,15 @@ from typing import TYPE_CHECKING, Any, Protocol, TypeVar
 
 import msgspec
 
-from .. import audit, wire
+from .. import wire
 from ..credentials import InviteCode
 from ..record import Decision  # noqa: F401 (what a decision hands the store, made by bridge.core)
 from ..state import WorldState
 
 if TYPE_CHECKING:
     from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey, Ed25519PublicKey
+
+    from .. import audit
 
 T = TypeVar("T")
 
@@ -145,14 +147,42 @@ DecisionFn = Callable[[WorldState], Decision]
 memory (:mod:`bridge.store.memory`); nothing it does touches the database."""
 
 
-class Store(Protocol):
-    """The async store interface the server, CLI and ``resolve`` use: every method they call.
-    A backend also offers a way to open itself (``SQLiteStore.open(path)``).
+class TrailReader(Protocol):
+    """What reads and checks a database's audit trails: a :class:`Store`, and a database opened
+    read-only (``Backend.open_readonly``: nothing created or written), which ``audit verify``
+    checks through these."""
 
-    ``signing_key``: the bridge's Ed25519 receipt key (bridge/receipts.py), None when it has none."""
+    async def audit_hashes(self, world_id: str, seqs: list[int], *, registered: bool = False) -> dict[int, str]:
+        """``seq`` -> chain hash of the world's records among ``seqs`` (missing ones left out), for
+        the receipts check; ``registered``: raise WorldNotRegistered for a removed world."""
+        ...
+
+    async def verify(self, world_id: str | None, key: bytes | None, public_key: Ed25519PublicKey | None = None,
+                     progress: Callable[[str, int], None] | None = None) -> list[audit.WorldReport]:
+        """Check every world the database knows of (or one): its chain, signed heads (against
+        ``public_key``, default the store's signing key's) and HMAC checkpoints (with ``key``),
+        the re-derivation of each decision and its state rows against the chain's
+        (:func:`bridge.audit.verify_world`); one report per world. ``progress(world_id,
+        records)`` now and then (from the thread that reads)."""
+        ...
+
+
+class Store(TrailReader, Protocol):
+    """The async store interface the server, CLI and ``resolve`` use: every method they call.
+    A backend's module opens one (bridge/store/backends.py, ``open_store``).
+
+    ``signing_key``: the bridge's Ed25519 receipt key (bridge/receipts.py), None when it has none;
+    ``audit_key``: the HMAC key of its checkpoints, likewise. ``max_worlds``: how many worlds it
+    holds in memory at most, ``worlds_in_memory`` how many it holds."""
 
     signing_key: Ed25519PrivateKey | None
+    audit_key: bytes | None
     invalid_worlds: dict[str, str]  # after worlds(): id -> why its stored settings cannot be read
+    max_worlds: int
+
+    @property
+    def worlds_in_memory(self) -> int:
+        ...
 
     async def world(self, world_id: str) -> World | None:
         """The registered world, or None."""
@@ -265,11 +295,6 @@ class Store(Protocol):
         newest first, filtered as the query says; ``more`` when older records match too."""
         ...
 
-    async def audit_hashes(self, world_id: str, seqs: list[int], *, registered: bool = False) -> dict[int, str]:
-        """``seq`` -> chain hash of the world's records among ``seqs`` (missing ones left out), for
-        the receipts check; ``registered``: raise WorldNotRegistered for a removed world."""
-        ...
-
     async def audit_rows(self, where: AuditFilter) -> list[AuditRow]:
         """Audit records matching ``where`` (any world unless it names one), newest first
         (``audit list``/``export``)."""
@@ -277,15 +302,6 @@ class Store(Protocol):
 
     async def audit_row(self, row_id: int) -> AuditRow | None:
         """The audit record with global id ``row_id`` (``audit show``), or None."""
-        ...
-
-    async def verify(self, world_id: str | None, key: bytes | None,
-                     public_key: Ed25519PublicKey | None = None) -> list[audit.WorldReport]:
-        """Check every world the database knows of (or one): its chain, signed heads (against
-        ``public_key``, default the store's signing key's) and HMAC checkpoints (with ``key``),
-        the re-derivation of each decision and its state rows against the chain's
-        (:func:`bridge.audit.verify_world`); one report per world. ``audit verify`` runs the same
-        check on a read-only connection of its own."""
         ...
 
     async def repair(self, world_id: str, public_key: Ed25519PublicKey | None = None) -> audit.WorldReport:

@@ -37,18 +37,31 @@ those worlds' decisions while the others commit.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import functools
+import hashlib
+import os
 import re
+import socket
 from collections.abc import Callable, Iterator
-from typing import Any
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
 
 import structlog
 
 from ..config import db_label
 from ..errors import ConfigError
-from .schema import (INVITE_TABLES, UPDATE_WORLD, UPDATE_WORLD_SEALED, T, _in_transaction, insert_audit_sql,
-                     upsert_records_sql, utc_now)
+from ..findings import Finding, fail, ok, warn
+from ..startup import _WHEN_HELD
+from .audit_rows import DatabaseUnreadable, _tables, refuse_newer_schema
+from .backends import Copied
+from .readonly import ReadOnlyDatabase
+from .schema import (INVITE_TABLES, KIND_TYPES, TABLES, UPDATE_WORLD, UPDATE_WORLD_SEALED, T, _in_transaction,
+                     insert_audit_sql, upsert_records_sql, utc_now)
 from .writer import BatchWriter
+
+if TYPE_CHECKING:
+    from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
 
 log = structlog.get_logger("fate_bridge")
 
@@ -191,16 +204,6 @@ def _pg_sql(sql: str) -> str:
     return sql.replace("%", "%%").replace("?", "%s")
 
 
-# The type of each column the store (and ``fate-bridge migrate``) writes many rows of at once
-# (:func:`_bulk_sql`), as in MIGRATIONS: a column name means the same type in every table.
-_COLUMN_TYPES = {
-    "world_id": "text", "seq": "bigint", "ts": "text", "type": "text", "event_id": "text", "user_id": "text",
-    "ruleset": "text", "actor_id": "text", "outcome": "text", "summary": "bytea", "record": "bytea",
-    "prev_hash": "text", "hash": "text", "kind": "text", "key": "text", "value": "bytea", "reply": "bytea",
-    "request_hash": "text", "mac": "text", "state_digest": "text", "public_key": "text", "sig": "text",
-    "stored_digest": "text", "id": "bigint", "token_hash": "text", "settings": "bytea", "last_seq": "bigint",
-    "created_at": "text", "viewer_key": "text", "removed_at": "text", "language": "text",
-}
 # The writer's per-world updates (bridge/store/schema.py), each as one statement over arrays
 # (parameters in the same order as the writer's row: last_seq, settings[, state_seal], world_id).
 _BULK_UPDATES = {
@@ -229,10 +232,11 @@ def _bulk_sql(sql: str) -> str | None:
     insert = _INSERT.fullmatch(sql)
     if insert is None:
         return None
+    types = TABLES.get(insert[1], {})
     columns = [column.strip() for column in insert[2].split(",")]
-    if any(column not in _COLUMN_TYPES for column in columns) or insert[3].count("?") != len(columns):
+    if any(column not in types for column in columns) or insert[3].count("?") != len(columns):
         return None
-    arrays = ", ".join(f"?::{_COLUMN_TYPES[column]}[]" for column in columns)
+    arrays = ", ".join(f"?::{KIND_TYPES[types[column]][1]}[]" for column in columns)
     return f"INSERT INTO {insert[1]} ({insert[2]}) SELECT * FROM unnest({arrays}){insert[4]}"
 
 
@@ -796,6 +800,10 @@ class PostgresStore(BatchWriter):
                 session.raw.pgconn.finish()
                 session.raw = None
 
+    def _copied(self, conn: _PgConnection) -> None:
+        conn.execute("SELECT setval(pg_get_serial_sequence('audit', 'id'), max(id)) FROM audit"
+                     " HAVING max(id) IS NOT NULL")
+
     def lease_token(self, world_id: str) -> int | None:
         """The fencing token this process holds for ``world_id``, or None."""
         return self._leases.get(world_id)
@@ -806,8 +814,6 @@ def connect_readonly(url: str) -> _PgConnection:
     created or written). Raises ``DatabaseUnreadable`` when it cannot be reached, ``ConfigError``
     when a newer bridge wrote it."""
     import psycopg
-
-    from .audit_rows import DatabaseUnreadable, refuse_newer_schema
 
     try:
         raw = psycopg.connect(url, **CONNECT_OPTIONS)
@@ -821,4 +827,145 @@ def connect_readonly(url: str) -> _PgConnection:
         raw.close()
         raise
     return conn
+
+
+# --- the backend (bridge/store/backends.py) ---------------------------------------------------------
+
+NAME = "PostgreSQL"
+SHARED = True  # many serve processes, one owner per world (the leases above; bridge/cluster.py)
+# Every serve holds the schema's lock shared; these commands take it alone.
+ALONE = ("new-key", "repair")
+
+
+async def open_store(db: Path | str, *, audit_key: bytes | None = None,
+                     signing_key: Ed25519PrivateKey | None = None) -> PostgresStore:
+    """The store on the database at the URL ``db`` (tables made or upgraded)."""
+    return await PostgresStore.open(str(db), audit_key=audit_key, signing_key=signing_key)
+
+
+def open_readonly(db: Path | str) -> ReadOnlyDatabase:
+    """:func:`connect_readonly`, as the backends' read-only database."""
+    return ReadOnlyDatabase(connect_readonly(str(db)), db_label(db))
+
+
+def exists(db: Path | str) -> bool:
+    return True  # the server holds it; reaching it is the store's to say
+
+
+@contextlib.contextmanager
+def holding(db: Path | str, command: str) -> Iterator[None]:
+    """Processes share the database by design: each ``serve`` holds the schema's lock shared, and
+    ``audit new-key`` and ``audit repair`` (:data:`ALONE`) take it alone, so each is refused while
+    any process serves the schema, and a serve while one of them runs; the other commands hold
+    nothing here. Raises ``ConfigError`` naming the holders (their ``application_name``)."""
+    if command != "serve" and command not in ALONE:
+        yield
+        return
+    conn = _hold_schema(str(db), command)
+    try:
+        yield
+    finally:
+        conn.close()  # ends the session: the server drops its lock
+
+
+def _sqlite_only(command: str, db: Path | str, instead: str) -> ConfigError:
+    """The refusal of a tool of the SQLite file on this database, saying what to use instead."""
+    return ConfigError(f"`fate-bridge {command}` works on a SQLite file; {db_label(db)} is PostgreSQL: "
+                       f"{instead} (docs/deploy.md)")
+
+
+def backup(db: Path | str, dest: Path, *, overwrite: bool) -> Copied:
+    raise _sqlite_only("backup", db, "back it up with `pg_dump`")
+
+
+def restore(source: Path, db: Path | str) -> tuple[Copied, Path | None]:
+    raise _sqlite_only("restore", db, "restore a `pg_dump` with `pg_restore`, or copy a SQLite backup in with "
+                       "`fate-bridge migrate --from sqlite:PATH --to URL`")
+
+
+def inspect(db: Path | str) -> tuple[list[Finding], ReadOnlyDatabase | None]:
+    """The database reached (a read-only session) and its schema version; also returns it opened
+    read-only for the checks that follow (None when it cannot be reached or read)."""
+    label = db_label(db)
+    try:
+        database = open_readonly(db)
+    except DatabaseUnreadable as exc:
+        return [fail(str(exc), "check the URL (user, password, host, port, database), that the server runs "
+                     "and accepts this machine (`pg_isready -d URL`)")], None
+    except ConfigError as exc:  # a newer bridge's schema
+        return [fail(str(exc), "upgrade fate-bridge to the version that wrote it")], None
+    row = database.conn.execute("SELECT value FROM meta WHERE key = 'schema_version'").fetchone() \
+        if "meta" in _tables(database.conn) else None
+    version = int(row[0]) if row else 0
+    if version == 0:
+        found = warn(f"database {label} has no fate-bridge tables yet",
+                     "`fate-bridge serve` or `fate-bridge world add` creates them")
+    elif version < SCHEMA_VERSION:
+        found = ok(f"database {label}: reached, schema {version}; serve upgrades it to {SCHEMA_VERSION}")
+    else:
+        found = ok(f"database {label}: reached, schema {version}")
+    return [found], database
+
+
+def _hold_schema(url: str, command: str) -> object:
+    """The serve lock of the PostgreSQL schema at ``url`` for ``command`` (see :func:`holding`);
+    returns the connection holding it."""
+    holder = f"fate-bridge {command} pid {os.getpid()} on host {socket.gethostname()}"
+    conn, holders = hold_serving(url, holder, exclusive=command != "serve")
+    if conn is not None:
+        return conn
+    names = ", ".join(holders) or "another process"
+    if command == "serve":
+        raise ConfigError(f"the database {db_label(url)} is held by {names}, which needs it alone: "
+                          "start serve again once it has ended")
+    raise ConfigError(f"the database {db_label(url)} is served by {names}: {_WHEN_HELD[command]}")
+
+
+# The serve lock of a PostgreSQL schema, as the file's own flock is of a SQLite file (bridge/startup.py):
+# a session-level advisory lock, keyed (SERVE_LOCK, the schema's number), that every ``serve``
+# process holds shared for its lifetime and that a command which must have the schema alone
+# (``audit new-key``, ``audit repair``) takes exclusively. The server releases it when the session
+# ends, however the process ended. Advisory locks are per database, so the schema's name goes
+# into the key: bridges of other schemas in the same database stay apart.
+SERVE_LOCK = 0x46425356  # advisory lock class ("FBSV")
+HOLDER_NAME_BYTES = 63  # PostgreSQL keeps at most this much of an application_name (NAMEDATALEN - 1)
+
+
+def _schema_number(schema: str) -> int:
+    """The second key of a schema's serve lock: 31 bits of the SHA-256 of its name."""
+    return int.from_bytes(hashlib.sha256(schema.encode()).digest()[:4], "big") & 0x7FFFFFFF
+
+
+def hold_serving(url: str, holder: str, *, exclusive: bool) -> tuple[Any, list[str]]:
+    """Take the serve lock of the schema at ``url``: shared (``serve``) or ``exclusive`` (a
+    command that must have the schema alone), on a connection of its own named ``holder`` (its
+    ``application_name``, as others see it in ``pg_stat_activity``). Returns (the connection,
+    which holds the lock until it is closed; []) when taken, else (None, the names of the
+    sessions holding it: their ``holder``, e.g. ``fate-bridge serve pid N on host H``, or
+    ``PostgreSQL backend N`` when a session's name cannot be read). Raises ``ConfigError`` when
+    the database cannot be reached."""
+    import psycopg
+
+    try:
+        raw = psycopg.connect(url, autocommit=True, application_name=holder.encode()[:HOLDER_NAME_BYTES]
+                              .decode(errors="ignore"))
+    except psycopg.Error as exc:
+        raise ConfigError(f"cannot connect to the database {db_label(url)}: {exc}".strip()) from None
+    try:
+        (schema,) = raw.execute("SELECT current_schema()").fetchone()
+        key = _schema_number(schema or "")
+        take = "pg_try_advisory_lock" if exclusive else "pg_try_advisory_lock_shared"
+        if raw.execute(f"SELECT {take}(%s, %s)", (SERVE_LOCK, key)).fetchone()[0]:
+            return raw, []
+        holders = raw.execute(
+            "SELECT a.application_name, l.pid FROM pg_locks l LEFT JOIN pg_stat_activity a ON a.pid = l.pid"
+            " WHERE l.locktype = 'advisory' AND l.database = (SELECT oid FROM pg_database"
+            " WHERE datname = current_database()) AND l.classid = %s AND l.objid = %s AND l.objsubid = 2"
+            " AND l.granted ORDER BY l.pid", (SERVE_LOCK, key)).fetchall()
+    except psycopg.Error as exc:
+        raw.close()
+        raise ConfigError(f"cannot check who serves the database {db_label(url)}: {exc}".strip()) from None
+    raw.close()
+    return None, [name or f"PostgreSQL backend {pid}" for name, pid in holders]
+
 

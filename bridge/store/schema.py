@@ -174,8 +174,34 @@ ALTER TABLE worlds ADD COLUMN state_seal TEXT;
 SCHEMA_VERSION = max(MIGRATIONS)
 
 
-AUDIT_COLUMNS = ("world_id, seq, ts, type, event_id, user_id, ruleset, actor_id, outcome, summary, record,"
-                 " prev_hash, hash")
+# Every table the backends share, as the migrations leave it at SCHEMA_VERSION: each column (in
+# table order) and its kind, the one place each backend's column types come from (KIND_TYPES):
+# PostgreSQL's bulk writes cast to them, ``fate-bridge migrate`` copies by them, and
+# tests/test_store_protocol.py checks that both backends' migrations build exactly these. The
+# migrations are history (never edited); a new column goes into a new step of each and here.
+TABLES: dict[str, dict[str, str]] = {
+    "worlds": {"world_id": "text", "token_hash": "text", "settings": "bytes", "last_seq": "bigint",
+               "created_at": "text", "viewer_key": "text", "removed_at": "text", "language": "text",
+               "state_seal": "text"},
+    "records": {"world_id": "text", "kind": "text", "key": "text", "value": "bytes"},
+    "events": {"world_id": "text", "event_id": "text", "reply": "bytes", "request_hash": "text"},
+    "audit": {"id": "bigint", "world_id": "text", "seq": "bigint", "ts": "text", "type": "text",
+              "event_id": "text", "user_id": "text", "ruleset": "text", "actor_id": "text", "outcome": "text",
+              "summary": "bytes", "record": "bytes", "prev_hash": "text", "hash": "text"},
+    "checkpoints": {"world_id": "text", "seq": "bigint", "hash": "text", "mac": "text", "ts": "text"},
+    "heads": {"world_id": "text", "seq": "bigint", "hash": "text", "state_digest": "text", "public_key": "text",
+              "sig": "text", "ts": "text", "stored_digest": "text"},
+    "invites": {"invite_id": "text", "secret_hash": "text", "max_uses": "integer", "uses": "integer",
+                "expires_at": "text", "approval": "integer", "created_at": "text", "revoked_at": "text"},
+    "registrations": {"world_id": "text", "invite_id": "text", "secret_hash": "text", "address": "text",
+                      "requested_at": "text", "state": "text"},
+}
+# A kind's column type in each backend: (SQLite's declared type, PostgreSQL's type name).
+KIND_TYPES: dict[str, tuple[str, str]] = {
+    "text": ("TEXT", "text"), "bigint": ("INTEGER", "bigint"), "integer": ("INTEGER", "integer"),
+    "bytes": ("BLOB", "bytea"),
+}
+AUDIT_COLUMNS = ", ".join(column for column in TABLES["audit"] if column != "id")  # the columns a record writes
 # Folding the tails (bridge/store/sqlite.py): from FOLD_ROWS rows in audit_tail on, the writer
 # thread folds the oldest FOLD_CHUNK rows a transaction until half as many are left, waiting
 # FOLD_WAIT_MS at most for the write lock each time (the batches come first). A fold writes a

@@ -444,6 +444,14 @@ class SQLiteStore(BatchWriter):
         self._check_file()  # nothing acknowledged that went into a file no path reaches
         return result
 
+    def _copy_target(self, table: str) -> str:
+        # the store's connection reads audit and records through TEMP views (schema.read_as_one):
+        # copied rows go into the file's tables themselves
+        return f"main.{table}"
+
+    def _copied(self, conn: sqlite3.Connection) -> None:
+        fold_tail(conn)  # the ids new records take in audit_tail (an empty fold sets its counter)
+
     def _close_sync(self) -> None:
         if self._conn is not None:
             self._fold_all_sync()  # a stopped bridge leaves every row in audit and records

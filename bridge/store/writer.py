@@ -57,7 +57,7 @@ import structlog
 
 from .. import audit
 from ..record import AuditRecord
-from ..config import db_label
+from ..config import MAX_WORLDS_IN_MEMORY, db_label
 from ..errors import ConfigError, LeaseLost, StorageUnavailable, WorldNotRegistered
 from ..frames import replayed_frame
 from ..receipts import with_receipts
@@ -85,10 +85,6 @@ LOAD_YIELD_ROWS = 128
 # its load, this many records' worth per step on the loading thread (a step costs a few ms), so
 # that a world's first decision never waits for its whole history (issue 27).
 OLDER_EVENTS_STEP = 2048
-# Worlds held in memory at most by default (``serve --max-worlds-in-memory``; issue 27). A count,
-# not bytes: what a world costs is mostly its event ids and the records in use, which a count of
-# worlds bounds as well as an estimate would, and a host can check it against RSS (docs/performance.md).
-MAX_WORLDS_IN_MEMORY = 2000
 
 
 class WriteLocked(Exception):
@@ -346,6 +342,16 @@ class BatchWriter(WorldRows, InviteRows, AuditRows):
 
     def _batch_committed(self, appended: int) -> None:
         """After a batch (``appended`` audit rows committed; 0 if it failed). Default: nothing."""
+
+    def _copy_target(self, table: str) -> str:
+        """The table ``fate-bridge migrate`` inserts the copied rows of ``table`` into
+        (bridge/migrate.py). Default: ``table`` itself."""
+        return table
+
+    def _copied(self, conn: Any) -> None:
+        """After ``fate-bridge migrate`` inserted rows with their audit ids (inside its
+        transaction): make the next record's id follow on from them."""
+        raise NotImplementedError
 
     def _close_sync(self) -> None:
         """Close the connections (writer thread; after the heads are signed)."""
