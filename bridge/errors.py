@@ -29,7 +29,6 @@ reply kept under its ``event_id`` (so a repeat gets the same answer).
 
 from __future__ import annotations
 
-from .i18n import N_
 
 
 class BridgeError(Exception):
@@ -151,20 +150,3 @@ class StorageUnavailable(BridgeError):
         super().__init__(f"the database is unavailable ({reason})")
         self.reason = reason
         self.retry_after_ms = retry_after_ms
-
-
-# What each error code reads as where people see refusals counted (the audit report's outcomes):
-# English msgids, shown translated; the code itself stays in the wire's and the trail's fields.
-CODE_NAMES = {
-    "bad_message": N_("bad message"),
-    "unknown_message": N_("unknown message"),
-    "unauthorized": N_("not authorized"),
-    "forbidden": N_("not allowed"),
-    "not_eligible": N_("not eligible"),
-    "already_fated": N_("already fated"),
-    "no_charges": N_("no charges left"),
-    "not_found": N_("not found"),
-    "rate_limited": N_("too many requests"),
-    "unavailable": N_("storage unavailable"),
-    "internal": N_("bridge error"),
-}

@@ -32,7 +32,6 @@ import jinja2
 import msgspec
 
 from . import charts, i18n, registry
-from .errors import CODE_NAMES
 from .i18n import N_, _
 from .fairness import decide as dice
 from .fairness.trail import OVERRIDE
@@ -52,6 +51,23 @@ OTHER_DECISIONS = "bridge"  # the report's group of decisions no ruleset claims 
 OTHER_TITLE = N_("other decisions")
 
 
+# What each error code reads as where people see refusals counted (the audit report's outcomes):
+# English msgids, shown translated; the code itself stays in the wire's and the trail's fields.
+CODE_NAMES = {
+    "bad_message": N_("bad message"),
+    "unknown_message": N_("unknown message"),
+    "unauthorized": N_("not authorized"),
+    "forbidden": N_("not allowed"),
+    "not_eligible": N_("not eligible"),
+    "already_fated": N_("already fated"),
+    "no_charges": N_("no charges left"),
+    "not_found": N_("not found"),
+    "rate_limited": N_("too many requests"),
+    "unavailable": N_("storage unavailable"),
+    "internal": N_("bridge error"),
+}
+
+
 def group_title(group: str) -> str:
     """A group of decisions (a ruleset id, ``dice``, ``bridge``) as the page names it, in the
     current language: the ruleset's :attr:`~bridge.ruleset.Ruleset.title`; the id itself only for
@@ -64,7 +80,7 @@ def group_title(group: str) -> str:
 def outcome_name(group: str, outcome: str) -> str:
     """An audit ``outcome`` value as the page shows it, in the current language: the group's own
     word for it (its ruleset's ``outcome_names``; the dice decisions'), else an error code's
-    (:data:`bridge.errors.CODE_NAMES`), else any ruleset's (a decision recorded without its
+    (:data:`CODE_NAMES`), else any ruleset's (a decision recorded without its
     ruleset); the value itself only when nobody names it."""
     own = {dice.RULESET_ID: dice.OUTCOME_NAMES}
     names = {r.id: r.outcome_names for r in registry.installed()}

@@ -115,7 +115,7 @@ class Ruleset:
     its rows are compressed without one). ``title``: the game's name as people read it (the audit
     report's headings); ``eras``: its earlier rules (:class:`Era`), newest first, for trails
     decided under them; ``outcome_names``: each value its decisions put in the audit ``outcome``
-    column (a refusal's error code aside, :data:`bridge.errors.CODE_NAMES`) -> its words, English
+    column (a refusal's error code aside, :data:`bridge.report.CODE_NAMES`) -> its words, English
     msgids marked ``N_`` (shown translated: codes stay in machine fields). Raises ``ValueError`` when a client message has no
     handler or query, or is not a ``wire.Request`` (the session accepts nothing else from a
     ruleset)."""
