@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from ...i18n import N_
 from ...ruleset import Dictionary, Ruleset
-from . import rules, wire, decide, report  # rules first: the shared wire reads its tables
+from . import rules, wire, decide, cards, report  # rules first: the shared wire reads its tables
 
 RULESET = Ruleset(
     id=rules.RULESET,
@@ -20,6 +20,7 @@ RULESET = Ruleset(
     title=N_("Song of Heroic Lands"),
     outcome_names=decide.OUTCOME_NAMES,
     report=report.REPORT,
+    card_text=cards.card_text,
     settings=(wire.Settings,),
     # The zstd dictionaries of its stored rows (bridge/store/blobs.py). 32769 and 32770 were
     # trained (issue 17) on the four rulesets' example plays, SoHL's six times over, and shipped
