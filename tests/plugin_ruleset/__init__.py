@@ -1,23 +1,31 @@
 """A throwaway ruleset kept outside ``bridge/``: a called coin flip, built with the public
-:class:`bridge.ruleset.Ruleset` type alone (tests/test_rulesets.py registers it).
+:class:`bridge.ruleset.Ruleset` type alone (tests/test_rulesets.py registers it), as a fifth
+ruleset would be: this folder and one ``registry.register`` line.
 
 ``coin_flip`` (a user calls heads or tails; one d2 decides: 1 heads, 2 tails) is answered
-``coin_flipped`` with a chat card, public unless the request says otherwise.
+``coin_flipped`` with a chat card, public unless the request says otherwise. The audit report
+gets a column of calls won (per actor and session) and a section of the faces against a fair
+coin (``templates/coin_report.html.j2``); ``resolve --cards`` a line per flip (:func:`card_text`).
 """
 
 from __future__ import annotations
 
+from collections import Counter
+from collections.abc import Sequence
 from typing import Literal
 
+from bridge import charts
 from bridge.cards import CardTemplates
-from bridge.ruleset import Outcome, Ruleset, visible_card
+from bridge.chi_square import fit_test
+from bridge.ruleset import Outcome, Recorded, ReportPart, ReportSection, Ruleset, Tally, visible_card
 from bridge.wire import AuditColumns, BridgeMessage, Card, Error, Name, UserRequest, Visibility
 
 RULESET_ID = "coin"
 FACES = ("heads", "tails")  # d2: 1 heads, 2 tails
 Face = Literal["heads", "tails"]
 
-render_card = CardTemplates(__package__).render
+TEMPLATES = CardTemplates(__package__)
+render_card = TEMPLATES.render
 
 
 class CoinFlip(UserRequest, tag="coin_flip", kw_only=True):
@@ -52,8 +60,37 @@ def _refused(message: CoinFlip, error: Error, state) -> AuditColumns:
     return AuditColumns(ruleset=RULESET_ID, actor_name=message.actor_name, outcome=error.code)
 
 
+def _won(decision: Recorded) -> int:
+    return int(decision.columns.outcome == "won")
+
+
+def _faces(decisions: Sequence[Recorded]) -> Counter[str]:
+    """How often each face came up in the period's flips."""
+    return Counter(d.reply["face"] for d in decisions if d.reply.get("face") in FACES)
+
+
+def _faces_section(faces: Counter[str]) -> str:
+    counts = [faces[face] for face in FACES]
+    return TEMPLATES.html("coin_report.html.j2", faces=dict(zip(FACES, counts)),
+                          fit=fit_test(counts, [sum(counts) / len(FACES)] * len(FACES)))
+
+
+def card_text(reply: BridgeMessage) -> str | None:
+    """A ``coin_flipped`` as one terminal line (``resolve --cards``), instead of its card."""
+    if not isinstance(reply, CoinFlipped):
+        return None
+    return f"[coin {reply.event_id}] {reply.face} ({'won' if reply.won else 'lost'})"
+
+
+REPORT = ReportPart(
+    tallies=(Tally("won", "coin calls won", _won, charts.PALETTE[2]),),
+    tally_note="coin calls won: flips that came up as called.",
+    sections=(ReportSection("coins", _faces, _faces_section),),
+)
+
 RULESET = Ruleset(id=RULESET_ID, client=(CoinFlip,), bridge=(CoinFlipped,), handlers={CoinFlip: _flip},
-                  refused=_refused)
+                  refused=_refused, title="Coin flips", outcome_names={"won": "won", "lost": "lost"},
+                  report=REPORT, card_text=card_text)
 
 
 def flip(event_id: str, call: str = "heads") -> dict:
