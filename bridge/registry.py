@@ -22,7 +22,7 @@ from typing import Any, Union
 
 import msgspec
 
-from . import wire
+from . import i18n, wire
 from .errors import BadMessage, UnknownMessage
 from .fairness import wire as dice_wire
 from .i18n import _
@@ -91,12 +91,15 @@ def installed() -> tuple[Ruleset, ...]:
 
 def register(ruleset: Ruleset) -> None:
     """Install ``ruleset`` after the others: its messages join the wire union and the routes,
-    its id ``welcome``. Raises ``ValueError`` when its id, or one of its message tags, is taken."""
+    its id ``welcome``, its catalogs (``Ruleset.locale``) the bridge's words. Raises
+    ``ValueError`` when its id, or one of its message tags, is taken."""
     built = protocol()
     taken_tags = {c.__struct_config__.tag for c in (*built.client_types, *built.bridge_types)}
     clashes = sorted(taken_tags & {c.__struct_config__.tag for c in (*ruleset.client, *ruleset.bridge)})
     if any(r.id == ruleset.id for r in _installed) or clashes:
         raise ValueError(f"ruleset {ruleset.id!r} clashes with an installed one: id or tags {clashes}")
+    if ruleset.locale is not None:
+        i18n.add_catalogs(ruleset.locale)
     _installed.append(ruleset)
     protocol.cache_clear()
 

@@ -182,7 +182,10 @@ class Ruleset:
     column (a refusal's error code aside, :data:`bridge.errors.CODE_NAMES`) -> its words, English
     msgids marked ``N_`` (shown translated: codes stay in machine fields). ``report``: what it adds
     to the audit report (:class:`ReportPart`; by default nothing: its decisions are still counted
-    there). ``card_text``: its replies as terminal text (:data:`CardText`), or None. Raises
+    there). ``card_text``: its replies as terminal text (:data:`CardText`), or None. ``locale``:
+    for a ruleset kept outside the bridge, the dotted name of the package whose
+    ``locale/<lang>/LC_MESSAGES/messages.po`` translates its words (:func:`bridge.i18n.add_catalogs`;
+    the built-in rulesets' words are in the bridge's catalog, docs/translating.md). Raises
     ``ValueError`` when a client message has no handler or query, or is not a ``wire.Request``
     (the session accepts nothing else from a ruleset)."""
 
@@ -199,6 +202,7 @@ class Ruleset:
     eras: tuple[Era, ...] = ()
     report: ReportPart = ReportPart()
     card_text: CardText | None = None
+    locale: str | None = None
 
     def __post_init__(self) -> None:
         for kind, names in (("tally", [t.key for t in self.report.tallies]),

@@ -210,6 +210,21 @@ class TestAFifthRulesetFromOutside:
         assert '<section id="coins">' in page and "heads: 1, tails: 2; p = 0.564" in page  # its section
         assert 'aria-label="Coin flips"' not in page and ">Coin flips</text>" in page  # outcomes, by its title
 
+    def test_its_words_come_from_its_own_catalog(self, plugin, monkeypatch, capsys, tmp_path):
+        """Its German is in its folder (tests/plugin_ruleset/locale/); a msgid the bridge
+        translates too ("lost") keeps the bridge's words."""
+        self.resolve(monkeypatch, capsys, tmp_path)
+        rows = _rows(tmp_path / "b.sqlite3")
+        flip = registry.decode_client(json.dumps(plugin_ruleset.flip("ev-9")))
+        with i18n.using("de"):
+            page = report.report_page(rows, world_id="w", since=None, generated="now")
+            card = plugin_ruleset.RULESET.handlers[plugin_ruleset.CoinFlip](flip, None, ScriptedDice([2])).reply.card
+        assert card.title == "Münzwurf" and "Ada sagte heads an: tails, verloren" in card.html
+        assert ">Münzwürfe</text>" in page and "<th>gewonnene Ansagen</th>" in page
+        assert "gewonnene Ansagen: Würfe, die wie angesagt fielen." in page
+        assert "<h2>Münzseiten gegen eine faire Münze</h2>" in page
+        assert ">gewonnen</text>" in page and ">verloren</text>" in page and ">weg</text>" not in page
+
     def test_a_ruleset_adding_nothing_still_has_its_decisions_reported(self, monkeypatch, capsys, tmp_path):
         bare = dataclasses.replace(plugin_ruleset.RULESET, report=ReportPart(), card_text=None)
         registry.register(bare)

@@ -6,6 +6,7 @@ ruleset would be: this folder and one ``registry.register`` line.
 ``coin_flipped`` with a chat card, public unless the request says otherwise. The audit report
 gets a column of calls won (per actor and session) and a section of the faces against a fair
 coin (``templates/coin_report.html.j2``); ``resolve --cards`` a line per flip (:func:`card_text`).
+Its German words are in its folder too (``locale/de/LC_MESSAGES/messages.po``).
 """
 
 from __future__ import annotations
@@ -17,6 +18,7 @@ from typing import Literal
 from bridge import charts
 from bridge.cards import CardTemplates
 from bridge.chi_square import fit_test
+from bridge.i18n import N_, _
 from bridge.ruleset import Outcome, Recorded, ReportPart, ReportSection, Ruleset, Tally, visible_card
 from bridge.wire import AuditColumns, BridgeMessage, Card, Error, Name, UserRequest, Visibility
 
@@ -48,7 +50,7 @@ class CoinFlipped(BridgeMessage, tag="coin_flipped", kw_only=True):
 def _flip(message: CoinFlip, state, dice) -> Outcome:
     face = FACES[dice.roll(2) - 1]
     won = face == message.call
-    card = render_card("coin.html.j2", title="Coin flip", ruleset=RULESET_ID, who=message.actor_name,
+    card = render_card("coin.html.j2", title=_("Coin flip"), ruleset=RULESET_ID, who=message.actor_name,
                        call=message.call, face=face, won=won)
     reply = CoinFlipped(event_id=message.event_id, face=face, won=won, card=card)
     columns = AuditColumns(ruleset=RULESET_ID, actor_name=message.actor_name, test_name="coin flip",
@@ -83,14 +85,14 @@ def card_text(reply: BridgeMessage) -> str | None:
 
 
 REPORT = ReportPart(
-    tallies=(Tally("won", "coin calls won", _won, charts.PALETTE[2]),),
-    tally_note="coin calls won: flips that came up as called.",
+    tallies=(Tally("won", N_("coin calls won"), _won, charts.PALETTE[2]),),
+    tally_note=N_("coin calls won: flips that came up as called."),
     sections=(ReportSection("coins", _faces, _faces_section),),
 )
 
 RULESET = Ruleset(id=RULESET_ID, client=(CoinFlip,), bridge=(CoinFlipped,), handlers={CoinFlip: _flip},
-                  refused=_refused, title="Coin flips", outcome_names={"won": "won", "lost": "lost"},
-                  report=REPORT, card_text=card_text)
+                  refused=_refused, title=N_("Coin flips"), outcome_names={"won": N_("won"), "lost": N_("lost")},
+                  report=REPORT, card_text=card_text, locale=__name__)
 
 
 def flip(event_id: str, call: str = "heads") -> dict:
