@@ -37,7 +37,7 @@ from .errors import CODE_NAMES
 from .i18n import N_, _
 from .fairness import decide as dice
 from .fairness.trail import OVERRIDE
-from .ruleset import Recorded, Ruleset, Tally
+from .ruleset import Recorded, ReportSection, Ruleset, Tally
 from .store.base import AuditRow
 
 SESSION_GAP = timedelta(hours=4)  # a table's break is minutes, the next session days away
@@ -116,6 +116,11 @@ def _columns(rulesets: tuple[Ruleset, ...]) -> list[Column]:
     return [Column(f"{r.id}.{t.key}", t) for r in rulesets for t in r.report.tallies]
 
 
+def _section_key(ruleset: Ruleset, section: ReportSection) -> str:
+    """Where ``ReportData.sections`` keeps a ruleset's section's numbers."""
+    return f"{ruleset.id}.{section.id}"
+
+
 def _time(ts: str) -> datetime:
     return datetime.fromisoformat(ts.rstrip("Z"))
 
@@ -171,7 +176,7 @@ def collect(rows: list[AuditRow]) -> ReportData:
     for actor, tally in by_actor.items():
         name = names.get(actor, actor)
         data.fate_by_actor[name if shown[name] == 1 else f"{name} ({actor})"] = tally
-    data.sections = {f"{r.id}.{s.id}": s.collect(decided[r.id]) for r in rulesets.values() for s in r.report.sections}
+    data.sections = {_section_key(r, s): s.collect(decided[r.id]) for r in rulesets.values() for s in r.report.sections}
     return data
 
 
@@ -253,8 +258,8 @@ def render(data: ReportData, *, world_id: str, since: str | None, generated: str
         d100_total=len(rolls), d100_test=d100_test, min_expected=MIN_EXPECTED,
         session_gap_hours=SESSION_GAP.total_seconds() / 3600, columns=columns, fate_actors=fate_actors,
         tally_notes=[r.report.tally_note for r in rulesets if r.report.tally_note],
-        sections=[s.render(data.sections[f"{r.id}.{s.id}"]) for r in rulesets for s in r.report.sections
-                  if f"{r.id}.{s.id}" in data.sections],
+        sections=[s.render(data.sections[_section_key(r, s)]) for r in rulesets for s in r.report.sections
+                  if _section_key(r, s) in data.sections],
     )
 
 
