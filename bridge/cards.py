@@ -50,6 +50,12 @@ def escaped_text(value: object) -> str:
     return _escape_inner(str(value))
 
 
+def _hiding(context: Mapping[str, object]) -> TypeError:
+    """The error of template variables named as a translation callable (``_``, ``gettext``...)."""
+    return TypeError(f"template variables {sorted(i18n.GETTEXT_NAMES & context.keys())} would hide "
+                     "the translation callables of the same names")
+
+
 class _CardCodeGenerator(jinja2.compiler.CodeGenerator):
     """Jinja2's code generator, whose templates print each ``{{ value }}`` through
     :func:`escaped_text` instead of ``markupsafe.escape``: a printed value is only ever joined
@@ -150,7 +156,14 @@ class CardTemplates:
             context["title"] = title  # one dict for Jinja2 to copy, not keywords to gather first
             html = self._environment(i18n.current()).get_template(template).render(context)
         else:
-            raise TypeError(f"card variables {sorted(i18n.GETTEXT_NAMES & context.keys())} would hide "
-                            "the translation callables of the same names")
+            raise _hiding(context)
         return wire.Card(title=title, html=html, ruleset=ruleset, speaker_actor_id=speaker_actor_id,
                          speaker_alias=speaker_alias)
+
+    def html(self, template: str, **context: object) -> str:
+        """``templates/<template>`` rendered with ``context`` in the current language, as HTML
+        that is no chat card (a ruleset's section of the audit report: :class:`bridge.ruleset.
+        ReportSection`); rendered inside :func:`unrendered` too. ``TypeError`` as :meth:`render`."""
+        if not context.keys().isdisjoint(i18n.GETTEXT_NAMES):
+            raise _hiding(context)
+        return self._environment(i18n.current()).get_template(template).render(context)

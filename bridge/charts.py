@@ -18,6 +18,7 @@ TITLE_FONT = 13
 CHAR_WIDTH = 0.6  # a label's width per character, in font sizes (a sans-serif's average, rounded up)
 TICK = "#555555"
 GRID = "#e3e3e3"
+INK, FAIR, ACCENT, MUTED = "#2b4c7e", "#c0392b", "#e0a030", "#7f8c8d"  # the report's: counts, a fair die's, two more
 PALETTE = ("#1f77b4", "#ff7f0e", "#2ca02c", "#d62728", "#9467bd",
            "#8c564b", "#e377c2", "#7f7f7f", "#bcbd22", "#17becf")  # lines of several series, in turn
 

@@ -16,7 +16,6 @@ from . import registry, wire
 from .fairness import wire as dice_wire
 from .fairness.dice import Draw
 from .record import AuditRecord
-from .rulesets.sohl.wire import TestGraded
 
 
 def decision_frame(reply: wire.BridgeMessage, dice: list[int], draws: list[Draw] | None) -> bytes:
@@ -40,23 +39,19 @@ _BLOCK = re.compile(r"</?(?:div|header|footer|h3)\b[^>]*>")
 
 
 def card_text(frame: bytes) -> str | None:
-    """A reply frame as readable text for a terminal (``fate-bridge resolve --cards``): the
-    grading of a ``test_graded``, a refusal (``error``, any ruleset) as
-    ``[refused REF] CODE: message (field F)``, the ``card`` and ``notice`` cards of any reply
-    carrying them; None for other replies."""
-    reply = registry.bridge_decoder().decode(frame)
-    match reply:
-        case wire.Error():
-            where = f" (field {reply.field})" if reply.field else ""
-            return f"[refused {reply.ref or '-'}] {reply.code}: {reply.message}{where}"
-        case TestGraded():  # sohl's grading, shown before any card
-            fate = reply.fate
-            offer = (
-                f"ML {fate.fate_ml}, points {', '.join(fate.points)}"
-                if fate.eligible
-                else "withheld: " + ", ".join(fate.reasons)
-            )
-            return f"[graded {reply.message_id}] {reply.label} ({'success' if reply.success else 'failure'}); Fate {offer}"
+    """A reply frame as readable text for a terminal (``fate-bridge resolve --cards``): a refusal
+    (``error``, any ruleset) as ``[refused REF] CODE: message (field F)``; a ruleset's reply as its
+    ruleset's :attr:`~bridge.ruleset.Ruleset.card_text` gives it, else the ``card`` and ``notice``
+    cards of any reply carrying them; None for other replies."""
+    protocol = registry.protocol()
+    reply = protocol.bridge_decoder.decode(frame)
+    if isinstance(reply, wire.Error):
+        where = f" (field {reply.field})" if reply.field else ""
+        return f"[refused {reply.ref or '-'}] {reply.code}: {reply.message}{where}"
+    own = protocol.card_text.get(type(reply))
+    text = own(reply) if own is not None else None
+    if text is not None:
+        return text
     shown = [
         _as_text(label, card)
         for label, card in (("card", getattr(reply, "card", None)), ("notice", getattr(reply, "notice", None)))

@@ -2,7 +2,9 @@
 
 Every string a user reads (chat cards, notices, refusal messages, the overlay page) is written in
 English in the code and templates, marked for translation, and looked up in
-``bridge/locale/<lang>/LC_MESSAGES/messages.po`` (docs/translating.md says how to add a language).
+``bridge/locale/<lang>/LC_MESSAGES/messages.po`` (docs/translating.md says how to add a language,
+and why the built-in rulesets' words are in that one catalog); a ruleset kept outside the bridge
+brings its own words in its folder (:func:`add_catalogs`).
 The ``.po`` files are read by Babel the first time a language is used (package data, like the
 card templates Jinja2 reads), so the package ships only the text a translator edits and no
 compiled file can go stale.
@@ -96,20 +98,48 @@ class Translations(_gettext.NullTranslations):
             return found[min(self._plural(n), len(found) - 1)]
         return msgid1 if n == 1 else msgid2
 
+    def fill(self, catalog: Catalog) -> None:
+        """Add the entries of ``catalog`` whose msgid this one lacks (a plug-in ruleset's words:
+        the bridge's own translation of a msgid wins)."""
+        for msgid, found in Translations(catalog)._messages.items():
+            self._messages.setdefault(msgid, found)
+
+
+def _read_po(po: Traversable, language: str) -> Catalog:
+    with po.open("rb") as source:
+        return read_po(source, locale=language, domain=DOMAIN)
+
 
 def read_catalog(language: str) -> Catalog:
     """The ``messages.po`` catalog of ``language`` as Babel reads it (``KeyError`` if none)."""
     if language not in languages() or language == DEFAULT:
         raise KeyError(language)
-    po = _locale_folder().joinpath(language, "LC_MESSAGES", f"{DOMAIN}.po")
-    with po.open("rb") as source:
-        return read_po(source, locale=language, domain=DOMAIN)
+    return _read_po(_locale_folder().joinpath(language, "LC_MESSAGES", f"{DOMAIN}.po"), language)
+
+
+def add_catalogs(package: str) -> None:
+    """Add the words of a ruleset kept outside the bridge: ``<package>/locale/<lang>/LC_MESSAGES/
+    messages.po``, for each language the bridge speaks (:func:`languages`; others are ignored),
+    under the bridge's catalog (a msgid the bridge translates keeps the bridge's words). Called
+    by ``bridge.registry.register`` for a ruleset's ``locale``; kept until the process ends.
+    ``ModuleNotFoundError`` if ``package`` is not importable."""
+    folder = resources.files(package).joinpath("locale")
+    for language in languages():
+        po = folder.joinpath(language, "LC_MESSAGES", f"{DOMAIN}.po")
+        if language != DEFAULT and po.is_file():
+            found = translations(language)
+            assert isinstance(found, Translations)
+            found.fill(_read_po(po, language))
+
+
+def translations(language: str) -> _gettext.NullTranslations:
+    """The catalog of ``language`` (normalized first: one object per language, which
+    :func:`add_catalogs` fills); English is the code's own text."""
+    return _translations(normalize(language))
 
 
 @functools.cache
-def translations(language: str) -> _gettext.NullTranslations:
-    """The catalog of ``language`` (normalized first); English is the code's own text."""
-    language = normalize(language)
+def _translations(language: str) -> _gettext.NullTranslations:
     if language == DEFAULT:
         return _gettext.NullTranslations()
     return Translations(read_catalog(language))

@@ -1,8 +1,9 @@
 """A Babel extractor for the rules' tables: the words a ruleset's ``rules.py`` shows on cards.
 
 A ruleset's rules import nothing of the bridge (tests/test_purity.py), so they cannot mark their
-words with ``_()``; instead ``babel.cfg`` names the tables whose text is shown (``tables =
-SUIT_NAMES RANK_NAMES ...``) and this extractor collects every text in them: string values at any
+words with ``_()``; instead each ``rules.py`` names the tables whose text is shown in its
+:data:`TABLES_NAME` tuple (``SHOWN_TABLES = ("SUIT_NAMES", "RANK_NAMES", ...)``; a ``tables =``
+option in ``babel.cfg`` would name them instead) and this extractor collects every text in them: string values at any
 depth (dict values, tuple items, call arguments, f-strings made of the module's own constants),
 never dict keys, ``key=`` arguments or identifiers such as ``"act_next"``. The cards translate them
 with ``_(TABLE[key])`` (``bridge/rulesets/<id>/cards.py``).
@@ -18,6 +19,7 @@ from collections.abc import Iterator
 from typing import IO, Any
 
 _IDENTIFIER = re.compile(r"[a-z0-9_]+")
+TABLES_NAME = "SHOWN_TABLES"  # a rules module's tuple of the names of its tables shown translated
 
 
 def _is_text(value: str) -> bool:
@@ -73,12 +75,21 @@ def _texts(node: ast.AST, constants: dict[str, str]) -> Iterator[tuple[int, str]
             yield child.lineno, text
 
 
+def _shown_tables(tree: ast.Module) -> set[str]:
+    """The names in the module's ``SHOWN_TABLES = ("A", "B")`` (none when it has no such tuple)."""
+    for node in tree.body:
+        if isinstance(node, ast.Assign) and any(isinstance(t, ast.Name) and t.id == TABLES_NAME for t in node.targets):
+            return {e.value for e in getattr(node.value, "elts", ()) if isinstance(e, ast.Constant)}
+    return set()
+
+
 def extract_tables(fileobj: IO[bytes], keywords: Any, comment_tags: Any,
                    options: dict[str, str]) -> Iterator[tuple[int, str | None, str, list[str]]]:
     """Babel's extractor interface: ``(line, None, text, [comment])`` for each text in the tables
-    ``options["tables"]`` names (space separated) of one ``rules.py``."""
-    tables = set(options.get("tables", "").split())
+    ``options["tables"]`` names (space separated) of one ``rules.py``, or else its
+    :data:`TABLES_NAME` tuple does."""
     tree = ast.parse(fileobj.read())
+    tables = set(options.get("tables", "").split()) or _shown_tables(tree)
     constants = _constants(tree)
     for node in tree.body:
         targets = node.targets if isinstance(node, ast.Assign) else \

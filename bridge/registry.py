@@ -22,11 +22,11 @@ from typing import Any, Union
 
 import msgspec
 
-from . import wire
+from . import i18n, wire
 from .errors import BadMessage, UnknownMessage
 from .fairness import wire as dice_wire
 from .i18n import _
-from .ruleset import Era, Handler, Query, Refused, Ruleset
+from .ruleset import CardText, Era, Handler, Query, Refused, Ruleset
 from .rulesets import hmtw, mythic, pool, sohl
 from .wire import audit, frames, overlay, session
 
@@ -50,6 +50,7 @@ class Protocol:
     ``client_types``/``bridge_types``: every message class (shared ones first). ``handlers``/``refused``/
     ``queries``: message class -> the ruleset's :data:`~bridge.ruleset.Handler`, its refusal
     columns, its :data:`~bridge.ruleset.Query`. ``ruleset_of``: client message class -> ruleset id.
+    ``card_text``: bridge message class -> its ruleset's :data:`~bridge.ruleset.CardText`.
     ``ids``: the ids ``welcome`` announces (rulesets with handlers)."""
 
     client_types: tuple[type[wire.ClientMessage], ...]
@@ -60,6 +61,7 @@ class Protocol:
     refused: dict[type, Refused]
     queries: dict[type, Query]
     ruleset_of: dict[type, str]
+    card_text: dict[type, CardText]
     ids: tuple[str, ...]
 
 
@@ -77,6 +79,7 @@ def protocol() -> Protocol:
         refused={kind: r.refused for r in rulesets for kind in r.handlers},
         queries={kind: q for r in rulesets for kind, q in r.queries.items()},
         ruleset_of={kind: r.id for r in rulesets for kind in r.client},
+        card_text={kind: r.card_text for r in rulesets if r.card_text is not None for kind in r.bridge},
         ids=tuple(r.id for r in rulesets if r.handlers),
     )
 
@@ -88,12 +91,15 @@ def installed() -> tuple[Ruleset, ...]:
 
 def register(ruleset: Ruleset) -> None:
     """Install ``ruleset`` after the others: its messages join the wire union and the routes,
-    its id ``welcome``. Raises ``ValueError`` when its id, or one of its message tags, is taken."""
+    its id ``welcome``, its catalogs (``Ruleset.locale``) the bridge's words. Raises
+    ``ValueError`` when its id, or one of its message tags, is taken."""
     built = protocol()
     taken_tags = {c.__struct_config__.tag for c in (*built.client_types, *built.bridge_types)}
     clashes = sorted(taken_tags & {c.__struct_config__.tag for c in (*ruleset.client, *ruleset.bridge)})
     if any(r.id == ruleset.id for r in _installed) or clashes:
         raise ValueError(f"ruleset {ruleset.id!r} clashes with an installed one: id or tags {clashes}")
+    if ruleset.locale is not None:
+        i18n.add_catalogs(ruleset.locale)
     _installed.append(ruleset)
     protocol.cache_clear()
 

@@ -16,7 +16,7 @@ anything; then :attr:`Ruleset.refused` gives the audit columns of that refusal.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from contextlib import AbstractContextManager
 from dataclasses import dataclass, field
 from typing import Any, TypeVar
@@ -102,6 +102,70 @@ class Era:
 
 
 @dataclass(frozen=True, slots=True)
+class Recorded:
+    """One decision of a ruleset as the audit report reads it from the trail: ``seq`` (the
+    record's number, time order), ``columns`` (its audit columns: ``outcome``, ``actor_id``...)
+    and ``reply``, the reply it sent as decoded JSON (``{}`` when there was none)."""
+
+    seq: int
+    columns: AuditColumns
+    reply: Mapping[str, Any]
+
+
+@dataclass(frozen=True, slots=True)
+class Tally:
+    """A count the audit report keeps per actor and per session, in its "Fate spent and kept"
+    tables: ``key`` (unique in its ruleset), ``name`` (the column's header and the chart's legend,
+    an English msgid marked ``N_``), ``count(decision)`` (how much one of its ruleset's
+    decisions, a :class:`Recorded`, adds: 0 for most) and ``color`` (its bars in the per-actor
+    chart, ``#rrggbb``; None: a table column only)."""
+
+    key: str
+    name: str
+    count: Callable[[Recorded], int]
+    color: str | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class ReportSection:
+    """A section of the audit report a ruleset draws from its own decisions: ``id`` (the page's
+    ``<section id>``, unique in its ruleset), ``collect(decisions)`` (its ruleset's
+    :class:`Recorded` decisions, oldest first, maybe none -> its numbers, any value) and
+    ``render(numbers)`` (-> the section's HTML, ``<section id="...">...</section>``, in the
+    current language: a ruleset renders a template of its ``templates/`` with
+    :meth:`bridge.cards.CardTemplates.html`, its charts with :mod:`bridge.charts`). Rendered
+    whether or not the period holds any of its decisions (it says so)."""
+
+    id: str
+    collect: Callable[[Sequence[Recorded]], Any]
+    render: Callable[[Any], str]
+
+
+@dataclass(frozen=True, slots=True)
+class ReportPart:
+    """What a ruleset adds to the audit report (:mod:`bridge.report`) beyond what every
+    ruleset's decisions get there (counted in its records and sessions, by outcome under its
+    :attr:`Ruleset.title`).
+
+    ``d100``: its decisions roll the bridge's d100 (each die of a record, 1-100, joins the
+    fair-d100 test), and ``d100(n)`` names n of them in the current language ("3 SoHL Fate
+    Tests"); None: its dice are not d100s. ``tallies``: its columns of the per-actor and
+    per-session Fate tables (:class:`Tally`), ``tally_note`` the sentence saying what they count
+    (an English msgid marked ``N_``). ``sections``: its own sections (:class:`ReportSection`),
+    after the shared ones, in order."""
+
+    d100: Callable[[int], str] | None = None
+    tallies: tuple[Tally, ...] = ()
+    tally_note: str = ""
+    sections: tuple[ReportSection, ...] = ()
+
+
+CardText = Callable[[BridgeMessage], "str | None"]
+"""``reply -> text``: one of a ruleset's replies as lines of text for a terminal (``fate-bridge
+resolve --cards``), or None for the usual text (its ``card`` and ``notice``; a refusal's line)."""
+
+
+@dataclass(frozen=True, slots=True)
 class Ruleset:
     """One game's plug-in: its id, its messages and how each is answered.
 
@@ -116,9 +180,14 @@ class Ruleset:
     report's headings); ``eras``: its earlier rules (:class:`Era`), newest first, for trails
     decided under them; ``outcome_names``: each value its decisions put in the audit ``outcome``
     column (a refusal's error code aside, :data:`bridge.report.CODE_NAMES`) -> its words, English
-    msgids marked ``N_`` (shown translated: codes stay in machine fields). Raises ``ValueError`` when a client message has no
-    handler or query, or is not a ``wire.Request`` (the session accepts nothing else from a
-    ruleset)."""
+    msgids marked ``N_`` (shown translated: codes stay in machine fields). ``report``: what it adds
+    to the audit report (:class:`ReportPart`; by default nothing: its decisions are still counted
+    there). ``card_text``: its replies as terminal text (:data:`CardText`), or None. ``locale``:
+    for a ruleset kept outside the bridge, the dotted name of the package whose
+    ``locale/<lang>/LC_MESSAGES/messages.po`` translates its words (:func:`bridge.i18n.add_catalogs`;
+    the built-in rulesets' words are in the bridge's catalog, docs/translating.md). Raises
+    ``ValueError`` when a client message has no handler or query, or is not a ``wire.Request``
+    (the session accepts nothing else from a ruleset)."""
 
     id: str
     client: tuple[type[ClientMessage], ...]
@@ -131,8 +200,15 @@ class Ruleset:
     title: str = ""
     outcome_names: Mapping[str, str] = field(default_factory=dict)
     eras: tuple[Era, ...] = ()
+    report: ReportPart = ReportPart()
+    card_text: CardText | None = None
+    locale: str | None = None
 
     def __post_init__(self) -> None:
+        for kind, names in (("tally", [t.key for t in self.report.tallies]),
+                            ("report section", [s.id for s in self.report.sections])):
+            if len(set(names)) != len(names):
+                raise ValueError(f"ruleset {self.id!r}: each {kind} needs its own id, got {', '.join(names)}")
         unhandled = [c.__name__ for c in self.client if c not in self.handlers and c not in self.queries]
         if unhandled:
             raise ValueError(f"ruleset {self.id!r}: no handler or query for {', '.join(unhandled)}")

@@ -43,7 +43,10 @@ from tests.test_server import (FATE_MS, archery_test_rolled, ask, connected, db,
 __all__ = ["db", "open_store", "start_bridge"]  # fixtures used here
 
 EXAMPLES = sorted((ROOT / "examples").glob("*.jsonl"))
-TEMPLATES = sorted((ROOT / "bridge" / "rulesets").glob("*/templates/*.j2"))
+# The rulesets' card templates; a ``*_report.html.j2`` is a ruleset's section of the audit report,
+# whose German page tests/test_languages.py reads.
+TEMPLATES = sorted(t for t in (ROOT / "bridge" / "rulesets").glob("*/templates/*.j2")
+                   if not t.name.endswith("_report.html.j2"))
 DICE_TEMPLATES = sorted((ROOT / "bridge" / "fairness" / "templates").glob("*.j2"))
 DE_PO = ROOT / "bridge" / "locale" / "de" / "LC_MESSAGES" / "messages.po"
 GM = {"user_id": "gmUser000000001", "user_is_gm": True}

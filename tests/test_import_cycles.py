@@ -13,7 +13,8 @@ The layers, each importing only those beneath it (``docs/architecture.md``, Laye
    both read: ``config`` (file locations), ``startup`` (one-line startup errors), ``release``;
    ``metrics`` (the counters the session and the server tell, importing nothing of the bridge);
    ``credentials`` (tokens and invite codes: made, hashed, compared); ``findings`` (what a check
-   found, as ``doctor`` and the store backends' checks say it);
+   found, as ``doctor`` and the store backends' checks say it); ``charts`` (SVG) and
+   ``chi_square`` (the fit test), which a ruleset's part of the audit report draws with;
 2. the plug-in interface: ``ruleset``;
 3. the rulesets: ``rulesets/<id>/`` (nothing above ``ruleset``);
 4. ``registry``: the installed rulesets, the wire union and its decoder, their routes;
@@ -110,7 +111,8 @@ def cycles(package: str) -> list[list[str]]:
 LAYERS = [
     ("bridge", "bridge.errors", "bridge.i18n", "bridge.dice", "bridge.times", "bridge.wire", "bridge.state", "bridge.cards",
      "bridge.fairness", "bridge.fairness.dice", "bridge.fairness.wire", "bridge.config", "bridge.startup",
-     "bridge.release", "bridge.metrics", "bridge.credentials", "bridge.findings"),
+     "bridge.release", "bridge.metrics", "bridge.credentials", "bridge.findings", "bridge.charts",
+     "bridge.chi_square"),
     ("bridge.ruleset",),
     ("bridge.rulesets",),
     ("bridge.registry",),
@@ -170,7 +172,7 @@ def test_the_walk_finds_a_lazy_cycle_and_a_parent_package(tmp_path, monkeypatch)
 def test_the_rulesets_import_nothing_above_the_plugin_interface():
     """A ruleset reaches only the plain values and ``bridge.ruleset`` (issue 26)."""
     allowed = {"bridge", "bridge.ruleset", "bridge.wire", "bridge.cards", "bridge.dice", "bridge.state",
-               "bridge.errors", "bridge.i18n"}
+               "bridge.errors", "bridge.i18n", "bridge.charts", "bridge.chi_square"}
     known = modules("bridge")
     for name, path in known.items():
         if name.startswith("bridge.rulesets."):

@@ -14,9 +14,10 @@ from datetime import datetime, timedelta
 
 import pytest
 
-from bridge import report
+from bridge import chi_square, report
 from bridge.cli import main
 from bridge.dice import ScriptedDice
+from bridge.rulesets.hmtw import report as hmtw_report
 from bridge.session import Session
 from bridge.store import AuditFilter, SQLiteStore
 
@@ -71,31 +72,32 @@ async def test_collect_counts_what_the_trail_recorded(db):
     # S9 graded as S1 against Fate ML 77 (a roll ending in 0 or 5 is critical): MS spent, MF kept,
     # CF lost; a CS is a pending choice, not counted until chosen
     ours = data.fate_by_actor[HOSTILE]
-    assert ours.spent == sum(1 for d in dice if d <= 77 and d % 5)
-    assert ours.kept == sum(1 for d in dice if d > 77 and d % 5)
-    assert ours.lost == sum(1 for d in dice if d > 77 and d % 5 == 0)
-    assert ours.fate_tests == ours.spent + ours.kept + ours.lost > 80
-    assert data.fate_by_actor["Basic Folk"].spent == 2  # the SoHL example: two Fate Tests, both MS
-    assert data.fate_by_actor["Aldric"].pool_fate_spent == 3  # one die bought, two rerolls (pool example)
+    assert ours["sohl.spent"] == sum(1 for d in dice if d <= 77 and d % 5)
+    assert ours["sohl.kept"] == sum(1 for d in dice if d > 77 and d % 5)
+    assert ours["sohl.lost"] == sum(1 for d in dice if d > 77 and d % 5 == 0)
+    assert ours["sohl.fate_tests"] == ours["sohl.spent"] + ours["sohl.kept"] + ours["sohl.lost"] > 80
+    assert data.fate_by_actor["Basic Folk"]["sohl.spent"] == 2  # the SoHL example: two Fate Tests, both MS
+    assert data.fate_by_actor["Aldric"]["pool.fate_spent"] == 3  # one die bought, two rerolls (pool example)
     # hmtw: 14 player-deck draws (the Fool twice) and one GM card (XIII Death)
-    assert sum(data.player_cards.values()) == 14 and data.player_cards["fool"] == 2
-    assert dict(data.gm_cards) == {"major-13": 1}
-    observed, expected = report.tarot_groups(data.player_cards)
+    tarot = data.sections["hmtw.tarot"]
+    assert sum(tarot.player.values()) == 14 and tarot.player["fool"] == 2
+    assert dict(tarot.gm) == {"major-13": 1}
+    observed, expected = hmtw_report.groups(tarot.player)
     assert observed[-1] == 2 and sum(observed) == 14
     assert expected == pytest.approx([14 * 14 / 57] * 4 + [14 / 57])
     assert data.outcomes["mythic"]["forbidden"] == 1 and data.outcomes["hmtw"]["gm_draw"] == 1
-    assert [p[1:] for p in data.ledger["Aldric"]][:2] == [(0, 0), (3, 0)]  # entered, then the session's 3 Fate
+    assert [p[1:] for p in data.sections["pool.ledger"]["Aldric"]][:2] == [(0, 0), (3, 0)]  # entered, then the session's 3 Fate
 
 
 async def test_the_d100_test_tells_a_fair_die_from_a_loaded_one(db):
     rng = random.Random(3)
     fair = [rng.randint(1, 100) for _ in range(400)]
     loaded = [rng.randint(1, 60) for _ in range(400)]
-    fair_test = report.fit_test(report.d100_bands(fair), [40.0] * 10)
-    loaded_test = report.fit_test(report.d100_bands(loaded), [40.0] * 10)
+    fair_test = chi_square.fit_test(report.d100_bands(fair), [40.0] * 10)
+    loaded_test = chi_square.fit_test(report.d100_bands(loaded), [40.0] * 10)
     assert fair_test.valid and fair_test.p_value > 0.01 and fair_test.degrees == 9
     assert loaded_test.valid and loaded_test.p_value < 1e-6
-    few = report.fit_test(report.d100_bands(fair[:20]), [2.0] * 10)
+    few = chi_square.fit_test(report.d100_bands(fair[:20]), [2.0] * 10)
     assert few.valid is False
 
 
@@ -112,7 +114,7 @@ async def test_sessions_split_at_gaps_longer_than_four_hours(db):
     data = report.collect(shifted)
     assert [s.records for s in data.sessions] == [40, 20, len(rows) - 60]
     assert data.sessions[1].start == shifted[40].ts
-    assert sum(s.fate.fate_tests for s in data.sessions) == sum(t.fate_tests for t in data.fate_by_actor.values())
+    assert sum(s.fate["sohl.fate_tests"] for s in data.sessions) == sum(t["sohl.fate_tests"] for t in data.fate_by_actor.values())
 
 
 async def test_the_page_is_self_contained_escaped_and_scriptless(db):
@@ -176,19 +178,19 @@ def test_the_chi_square_p_value_is_the_closed_form(degrees, statistic):
     else:
         exact = math.erfc(math.sqrt(half)) + math.exp(-half) * sum(
             half ** (j + 0.5) / math.gamma(j + 1.5) for j in range((degrees - 1) // 2))
-    assert report.chi_square_sf(statistic, degrees) == pytest.approx(exact, rel=1e-12, abs=1e-300)
+    assert chi_square.chi_square_sf(statistic, degrees) == pytest.approx(exact, rel=1e-12, abs=1e-300)
 
 
 def test_fit_test_gives_the_textbook_statistic_and_critical_values():
     """Pearson's statistic sum (O - E)^2 / E; at the 5 % and 1 % critical values of 9 degrees of
     freedom (16.919, 21.666: any chi-square table) the p-value is 0.05 and 0.01."""
-    test = report.fit_test([30, 50, 40, 40, 40, 40, 40, 40, 40, 40], [40.0] * 10)
+    test = chi_square.fit_test([30, 50, 40, 40, 40, 40, 40, 40, 40, 40], [40.0] * 10)
     assert test.statistic == pytest.approx(5.0) and test.degrees == 9
-    assert report.chi_square_sf(16.919, 9) == pytest.approx(0.05, abs=1e-5)
-    assert report.chi_square_sf(21.666, 9) == pytest.approx(0.01, abs=1e-5)
-    assert report.fit_test([0] * 10, [0.0] * 10) is None
+    assert chi_square.chi_square_sf(16.919, 9) == pytest.approx(0.05, abs=1e-5)
+    assert chi_square.chi_square_sf(21.666, 9) == pytest.approx(0.01, abs=1e-5)
+    assert chi_square.fit_test([0] * 10, [0.0] * 10) is None
     with pytest.raises(ValueError, match="degrees >= 1"):
-        report.chi_square_sf(3.0, 0)
+        chi_square.chi_square_sf(3.0, 0)
 
 
 def test_nice_ticks_are_whole_steps_covering_the_top():

@@ -1,18 +1,26 @@
 """Rulesets as plug-ins (issue 12): card text is presentation, a template change leaves every old
-trail verifiable; a ruleset from outside ``bridge/`` plugs in through the public ``Ruleset`` alone."""
+trail verifiable; a ruleset from outside ``bridge/`` plugs in through the public ``Ruleset`` alone,
+through every path a decision takes (issue 38): decided, verified, in the audit report and in
+``resolve --cards``."""
 
 from __future__ import annotations
 
 import asyncio
+import dataclasses
+import io
 import json
+import re
+import sys
 
 import jinja2
 import pytest
+import structlog
 import websockets
 
-from bridge import audit, core, i18n, registry, wire
+from bridge import audit, core, i18n, registry, report, wire
 from bridge.cards import CardTemplates
-from bridge.ruleset import Ruleset
+from bridge.cli import main
+from bridge.ruleset import ReportPart, Ruleset
 from bridge.dice import ScriptedDice
 from bridge.rulesets import hmtw, mythic, pool, sohl
 from bridge.session import hash_token, new_token
@@ -96,6 +104,11 @@ class TestAThrowawayRulesetPlugsIn:
         with pytest.raises(ValueError, match="Loose"):
             Ruleset(id="loose", client=(Loose,), bridge=(), handlers={Loose: None}, refused=None)
 
+    def test_a_report_part_names_each_tally_and_section_once(self):
+        twice = ReportPart(tallies=plugin_ruleset.REPORT.tallies * 2)
+        with pytest.raises(ValueError, match="each tally needs its own id, got won, won"):
+            dataclasses.replace(plugin_ruleset.RULESET, report=twice)
+
     def test_register_refuses_a_taken_id_or_tag(self, plugin):
         with pytest.raises(ValueError, match="clashes"):
             registry.register(plugin_ruleset.RULESET)
@@ -145,3 +158,86 @@ class TestAThrowawayRulesetPlugsIn:
         (report,) = await store.verify("w", KEY)
         await store.close()
         assert report.ok, report.problems
+
+
+def _rows(db) -> list:
+    """The audit rows of ``resolve``'s world in ``db``."""
+    async def read():
+        store = await SQLiteStore.open(db)
+        try:
+            return await store.audit_rows(AuditFilter())
+        finally:
+            await store.close()
+    return asyncio.run(read())
+
+
+class TestAFifthRulesetFromOutside:
+    """The coin ruleset (tests/plugin_ruleset/: its folder, registered here) through every path of
+    a decision, in-process as the commands run: ``resolve --cards`` decides and records, ``audit
+    verify`` re-derives, the audit report shows its column and its section."""
+
+    CALLS = [("heads", 1), ("heads", 2), ("tails", 2)]  # (call, d2): won, lost, won
+
+    def resolve(self, monkeypatch, capsys, tmp_path) -> tuple[str, str]:
+        """``fate-bridge resolve --cards --db`` of :data:`CALLS`: (stdout, stderr)."""
+        lines = "".join(json.dumps({**plugin_ruleset.flip(f"ev-{n}", call), "dice": [die]}) + "\n"
+                        for n, (call, die) in enumerate(self.CALLS))
+        monkeypatch.setattr(sys, "stdin", io.TextIOWrapper(io.BytesIO(lines.encode())))
+        logging = structlog.get_config()  # resolve logs warnings only: the tests after it log decisions
+        try:
+            assert main(["resolve", "--cards", "--db", str(tmp_path / "b.sqlite3"),
+                         "--audit-key", str(tmp_path / "audit.key")]) == 0
+        finally:
+            structlog.configure(**logging)
+        return capsys.readouterr()
+
+    def test_decided_shown_verified_and_reported(self, plugin, monkeypatch, capsys, tmp_path):
+        out, err = self.resolve(monkeypatch, capsys, tmp_path)
+        replies = [json.loads(line) for line in out.splitlines()]
+        assert [(r["type"], r["face"], r["won"]) for r in replies] == [
+            ("coin_flipped", "heads", True), ("coin_flipped", "tails", False), ("coin_flipped", "tails", True)]
+        # resolve --cards: the ruleset's own line (its card_text), not its card's HTML as text
+        assert [line for line in err.splitlines() if line.startswith("[")] == [
+            "[coin ev-0] heads (won)", "[coin ev-1] tails (lost)", "[coin ev-2] tails (won)"]
+
+        assert main(["audit", "verify", "--db", str(tmp_path / "b.sqlite3"),
+                     "--audit-key", str(tmp_path / "audit.key")]) == 0
+        assert re.search(r"PASS \S+: 3 records", capsys.readouterr().out)
+
+        rows = _rows(tmp_path / "b.sqlite3")
+        data = report.collect(rows)
+        (tally,) = data.fate_by_actor.values()
+        assert tally["coin.won"] == 2 and data.sessions[0].fate["coin.won"] == 2
+        assert data.sections["coin.coins"] == {"heads": 1, "tails": 2}
+        page = report.report_page(rows, world_id="w", since=None, generated="now")
+        assert "<th>coin calls won</th></tr>" in page and re.search(r"<td>Ada</td>(<td>0</td>)+<td>2</td></tr>", page)
+        assert "coin calls won: flips that came up as called." in page
+        assert '<section id="coins">' in page and "heads: 1, tails: 2; p = 0.564" in page  # its section
+        assert 'aria-label="Coin flips"' not in page and ">Coin flips</text>" in page  # outcomes, by its title
+
+    def test_its_words_come_from_its_own_catalog(self, plugin, monkeypatch, capsys, tmp_path):
+        """Its German is in its folder (tests/plugin_ruleset/locale/); a msgid the bridge
+        translates too ("lost") keeps the bridge's words."""
+        self.resolve(monkeypatch, capsys, tmp_path)
+        rows = _rows(tmp_path / "b.sqlite3")
+        flip = registry.decode_client(json.dumps(plugin_ruleset.flip("ev-9")))
+        with i18n.using("de"):
+            page = report.report_page(rows, world_id="w", since=None, generated="now")
+            card = plugin_ruleset.RULESET.handlers[plugin_ruleset.CoinFlip](flip, None, ScriptedDice([2])).reply.card
+        assert card.title == "Münzwurf" and "Ada sagte heads an: tails, verloren" in card.html
+        assert ">Münzwürfe</text>" in page and "<th>gewonnene Ansagen</th>" in page
+        assert "gewonnene Ansagen: Würfe, die wie angesagt fielen." in page
+        assert "<h2>Münzseiten gegen eine faire Münze</h2>" in page
+        assert ">gewonnen</text>" in page and ">verloren</text>" in page and ">weg</text>" not in page
+
+    def test_a_ruleset_adding_nothing_still_has_its_decisions_reported(self, monkeypatch, capsys, tmp_path):
+        bare = dataclasses.replace(plugin_ruleset.RULESET, report=ReportPart(), card_text=None)
+        registry.register(bare)
+        try:
+            _, err = self.resolve(monkeypatch, capsys, tmp_path)
+            page = report.report_page(_rows(tmp_path / "b.sqlite3"), world_id="w", since=None, generated="now")
+        finally:
+            registry.unregister(bare.id)
+        assert err.startswith("[card Coin flip]\n  Coin flip\n  Ada called heads: heads, won\n")  # its card, as any reply's
+        assert "3 audit records" in page and ">Coin flips</text>" in page and ">won</text>" in page
+        assert "coin" not in re.sub(r"<svg.*?</svg>", "", page, flags=re.S).lower()  # no column, no section

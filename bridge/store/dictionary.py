@@ -16,12 +16,12 @@ from __future__ import annotations
 
 import argparse
 import asyncio
-import importlib
 import json
 import random
 import sqlite3
 import sys
 import tempfile
+from importlib import resources
 from pathlib import Path
 
 import zstandard
@@ -138,11 +138,17 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("kind", choices=sorted(COLUMNS), help="which blobs the dictionary is for")
     parser.add_argument("--id", type=int, default=max(shipped, default=32768) + 1,
                         help="the new dictionary's id (default: the next after the installed rulesets' ones)")
+    parser.add_argument("--package", help="the ruleset's package, whose dictionaries/ gets the file (default: "
+                        "the package of the ruleset's last dictionary; needed for its first)")
     args = parser.parse_args(argv)
     if args.id in shipped or not 32768 <= args.id <= 65535:
         parser.error(f"--id {args.id}: pick an id in 32768..65535 that no installed ruleset ships "
                      f"({', '.join(map(str, sorted(shipped)))})")
-    folder = Path(importlib.import_module(f"bridge.rulesets.{args.ruleset}").__file__).with_name("dictionaries")
+    ruleset = next(r for r in installed() if r.id == args.ruleset)
+    package = args.package or next((d.package for d in reversed(ruleset.dictionaries)), None)
+    if package is None:
+        parser.error(f"ruleset {args.ruleset} ships no dictionary yet: name its package with --package")
+    folder = Path(str(resources.files(package))) / "dictionaries"
     folder.mkdir(exist_ok=True)
     out = folder / f"{args.id}.zdict"
     out.write_bytes(build(args.ruleset, args.kind, args.id))

@@ -1,14 +1,15 @@
 """The hmtw ruleset: the tarot rules of fate: tests, group tests, pushes, Challenge Actions, the decks (H1-H14).
 
 ``rules`` (pure tables and functions), ``wire`` (its messages), ``decide`` (its handlers),
-``cards`` and ``templates/`` (its chat cards); :data:`RULESET` plugs it into the bridge.
+``cards`` and ``templates/`` (its chat cards), ``report`` (what it adds to the audit report);
+:data:`RULESET` plugs it into the bridge.
 """
 
 from __future__ import annotations
 
 from ...i18n import N_
 from ...ruleset import Dictionary, Era, Ruleset
-from . import rules, wire, decide  # rules first: the shared wire reads its tables
+from . import rules, wire, decide, report  # rules first: the shared wire reads its tables
 
 RULESET = Ruleset(
     id=rules.RULESET,
@@ -18,6 +19,7 @@ RULESET = Ruleset(
     refused=decide.refused,
     title=N_("His Majesty the Worm"),
     outcome_names=decide.OUTCOME_NAMES,
+    report=report.REPORT,
     # Trails decided before H14 (cards on the table) re-derive under the rules of then.
     eras=(Era("before H14", decide.before_h14),),
     # The zstd dictionaries of its stored rows (bridge/store/blobs.py), trained on its example

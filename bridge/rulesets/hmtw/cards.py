@@ -26,4 +26,5 @@ def card_name(face: wire.HmtwCardFace) -> str:
     return _("%(rank)s of %(suit)s") % {"rank": _(hmtw.RANK_NAMES[face.value]), "suit": suit_name(face.suit)}
 
 
-render_card = CardTemplates(__package__, {"card_name": card_name, "suit_name": suit_name}).render
+TEMPLATES = CardTemplates(__package__, {"card_name": card_name, "suit_name": suit_name})
+render_card = TEMPLATES.render

@@ -22,6 +22,11 @@ from dataclasses import dataclass, replace
 from typing import Literal
 
 RULESET = "hmtw"
+# The tables whose words the cards show translated (extracted by bridge/i18n_extract.py).
+SHOWN_TABLES = (
+    "SUIT_NAMES", "RANK_NAMES", "FOOL_NAME", "MAJOR_ARCANA", "OUTCOME_NAMES", "GROUP_OUTCOME_NAMES",
+    "NO_OBSTACLE_NAME",
+)
 
 # H3: the four attributes; each is its own suit. Scores 1..4.
 SUITS = ("swords", "pentacles", "cups", "wands")

@@ -15,6 +15,12 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
 RULESET = "mythic"
+# The tables whose words the cards show translated (extracted by bridge/i18n_extract.py).
+SHOWN_TABLES = (
+    "RANKS", "ANSWER_NAMES", "ODDS", "_POOR_INSTRUCTION", "_INTERRUPTED", "_EXTRA_ITEMS",
+    "_GOT_THE_DROP", "_ADRENALINE", "_TWICE_THE_TIME", "NAMED_QUESTIONS", "REFUSALS",
+)
+
 D100_FACES = 100
 
 # --- M1: the rank ladder -----------------------------------------------------------------------

@@ -34,4 +34,5 @@ def roll_title(name: str, label: str | None, kind: str) -> str:
     return _("%(name)s: %(roll)s") % {"name": name, "roll": _(label) if label else _(ROLL_KIND_NAMES[kind])}
 
 
-render_card = CardTemplates(__package__, {"mode_name": mode_name, "kind_name": kind_name}).render
+TEMPLATES = CardTemplates(__package__, {"mode_name": mode_name, "kind_name": kind_name})
+render_card = TEMPLATES.render

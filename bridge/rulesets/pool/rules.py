@@ -16,6 +16,8 @@ from dataclasses import dataclass
 from typing import Literal, Protocol
 
 RULESET = "pool"
+# The tables whose words the cards show translated (extracted by bridge/i18n_extract.py).
+SHOWN_TABLES = ("SEED_TASK_TIER_NAMES", "REFUSALS")
 
 D6, D20 = 6, 20
 EXPLODING_FACE = 6  # P2: a 6 succeeds and adds one more die

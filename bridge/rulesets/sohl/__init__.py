@@ -1,14 +1,15 @@
 """The sohl ruleset: Song of Heroic Lands: Fate on a Success Test (DECISIONS.md S1-S12).
 
 ``rules`` (pure tables and functions), ``wire`` (its messages), ``decide`` (its handlers),
-``cards`` and ``templates/`` (its chat cards); :data:`RULESET` plugs it into the bridge.
+``cards`` and ``templates/`` (its chat cards), ``report`` (what it adds to the audit report);
+:data:`RULESET` plugs it into the bridge.
 """
 
 from __future__ import annotations
 
 from ...i18n import N_
 from ...ruleset import Dictionary, Ruleset
-from . import rules, wire, decide  # rules first: the shared wire reads its tables
+from . import rules, wire, decide, cards, report  # rules first: the shared wire reads its tables
 
 RULESET = Ruleset(
     id=rules.RULESET,
@@ -18,6 +19,8 @@ RULESET = Ruleset(
     refused=decide.refused,
     title=N_("Song of Heroic Lands"),
     outcome_names=decide.OUTCOME_NAMES,
+    report=report.REPORT,
+    card_text=cards.card_text,
     settings=(wire.Settings,),
     # The zstd dictionaries of its stored rows (bridge/store/blobs.py). 32769 and 32770 were
     # trained (issue 17) on the four rulesets' example plays, SoHL's six times over, and shipped

@@ -10,6 +10,7 @@ from ... import i18n, wire
 from ...cards import CardTemplates
 from ...i18n import N_, _
 from . import rules as sohl
+from .wire import TestGraded
 
 _templates = CardTemplates(__package__)
 render_card = _templates.render
@@ -107,3 +108,14 @@ def sohl_fate_card(data: SohlFateCardData) -> wire.Card:
     }
     return _templates.render_variables("sohl_fate.html.j2", variables, title=title, ruleset=sohl.RULESET,
                                        speaker_actor_id=data.actor_id, speaker_alias=data.actor_name)
+
+
+def card_text(reply: wire.BridgeMessage) -> str | None:
+    """A ``test_graded`` as one line for a terminal (``fate-bridge resolve --cards``, before any
+    card): its level and its Fate offer, ``[graded MSG] MS (success); Fate ML 77, points P``, or
+    the reasons Fate is withheld; None for sohl's other replies (their cards are shown)."""
+    if not isinstance(reply, TestGraded):
+        return None
+    fate = reply.fate
+    offer = f"ML {fate.fate_ml}, points {', '.join(fate.points)}" if fate.eligible else "withheld: " + ", ".join(fate.reasons)
+    return f"[graded {reply.message_id}] {reply.label} ({'success' if reply.success else 'failure'}); Fate {offer}"

@@ -15,6 +15,8 @@ from dataclasses import dataclass
 from typing import Protocol
 
 RULESET = "sohl"
+# The tables whose words the cards show translated (extracted by bridge/i18n_extract.py).
+SHOWN_TABLES = ("LEVEL_NAMES",)
 
 # S1: the four ordinary levels and their names.
 CF, MF, MS, CS = -1, 0, 1, 2
