@@ -16,7 +16,7 @@ from typing import TYPE_CHECKING, Any
 from ..credentials import InviteCode, token_matches
 from ..errors import ConfigError
 from .. import wire
-from .base import Invite, Registration, RegistrationRequest
+from .world_values import Invite, Registration, RegistrationRequest
 from .schema import _encode, utc_now
 
 if TYPE_CHECKING:

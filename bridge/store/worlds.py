@@ -10,9 +10,9 @@ import sqlite3
 from collections.abc import Collection
 from typing import TYPE_CHECKING
 
-from .base import World
+from .world_values import World
 from .. import wire
-from ..errors import WorldSettingsInvalid
+from ..errors import ConfigError, WorldNotRegistered, WorldSettingsInvalid
 from .schema import _encode, decode_settings, utc_now
 
 if TYPE_CHECKING:
@@ -38,6 +38,17 @@ class WorldRows:
     # worlds whose stored settings could not be read at the last worlds() call: id -> the reason
     # (``serve`` reports each at start; their connections are refused, the others served)
     invalid_worlds: dict[str, str] = {}
+
+    @staticmethod
+    def _require_world(conn: sqlite3.Connection, world_id: str, registered: bool) -> None:
+        exists = conn.execute(
+            "SELECT 1 FROM worlds WHERE world_id = ? AND removed_at IS NULL", (world_id,)
+        ).fetchone()
+        if registered and not exists:
+            raise WorldNotRegistered(f"world {world_id!r} is not registered (see `fate-bridge world list`)")
+        if exists and not registered:
+            raise ConfigError(f"world {world_id!r} is registered already; "
+                              "`fate-bridge world rotate-token` gives it a new token")
 
     @staticmethod
     def _world_row(row: tuple) -> World:
