@@ -1,5 +1,5 @@
 """The Store protocol lists every method the shell calls, and each backend (SQLite, PostgreSQL)
-implements each one with the same signature."""
+implements each one with the same signature; likewise the ``world`` commands' WorldAdmin."""
 
 from __future__ import annotations
 
@@ -9,9 +9,13 @@ from pathlib import Path
 
 import pytest
 
-from bridge.store import Store, SQLiteStore
+from bridge import wire
+from bridge.store import Store, SQLiteStore, WorldAdmin
+from bridge.store.admin import Admin
+from bridge.store.codecs import _encode
 from bridge.store.postgres import PostgresStore
 from bridge.store.schema import KIND_TYPES, TABLES
+from bridge.store.worlds import NEW_SETTINGS
 
 BRIDGE = Path(__file__).resolve().parent.parent / "bridge"
 SHELL = ["session.py", "server.py", "cli.py", "audit_cli.py"]
@@ -21,14 +25,15 @@ def _protocol_methods() -> set[str]:
     return {name for name in dir(Store) if inspect.iscoroutinefunction(getattr(Store, name))}
 
 
-def _called_on_store(path: Path) -> set[str]:
-    """Every ``store.<name>(...)`` / ``self.store.<name>(...)`` call in ``path``."""
+def _called_on_store(path: Path, variable: str = "store") -> set[str]:
+    """Every ``store.<name>(...)`` / ``self.store.<name>(...)`` call in ``path`` (``variable``
+    for ``store``)."""
     names = set()
     for node in ast.walk(ast.parse(path.read_text())):
         if isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute):
             owner = node.func.value
-            if (isinstance(owner, ast.Name) and owner.id == "store") or (
-                    isinstance(owner, ast.Attribute) and owner.attr == "store"):
+            if (isinstance(owner, ast.Name) and owner.id == variable) or (
+                    isinstance(owner, ast.Attribute) and owner.attr == variable):
                 names.add(node.func.attr)
     return names
 
@@ -45,6 +50,29 @@ def test_each_backend_implements_the_protocol_with_the_same_signatures(backend):
         ours = getattr(backend, name)
         assert inspect.iscoroutinefunction(ours), name
         assert inspect.signature(ours) == inspect.signature(getattr(Store, name)), name
+
+
+def _admin_methods() -> set[str]:
+    return {name for name in dir(WorldAdmin) if not name.startswith("_") and callable(getattr(WorldAdmin, name))}
+
+
+def test_the_world_commands_call_only_world_admin_which_is_the_stores_methods_of_the_same_names():
+    """``_world`` (bridge/cli.py) calls its ``admin`` only through WorldAdmin, whose methods are
+    the Store's of the same names and parameters, synchronous; Admin gives each of them."""
+    called = _called_on_store(BRIDGE / "cli.py", "admin")
+    assert {"add_world", "set_token", "remove_world", "worlds", "close"} <= called
+    assert called <= _admin_methods(), called - _admin_methods()
+    for name in _admin_methods():
+        assert inspect.signature(getattr(Admin, name)) == inspect.signature(getattr(WorldAdmin, name)), name
+        if name != "close":
+            assert inspect.signature(getattr(WorldAdmin, name)) == inspect.signature(getattr(Store, name)), name
+            assert not inspect.iscoroutinefunction(getattr(Admin, name)), name
+
+
+def test_a_new_worlds_settings_are_the_encoded_default_settings():
+    """``NEW_SETTINGS`` (bridge/store/worlds.py), written out so that ``world add`` imports no
+    msgspec, is what encoding ``wire.WorldSettings()`` gives."""
+    assert NEW_SETTINGS == _encode(wire.WorldSettings())
 
 
 def test_the_backends_share_one_batch_writer_and_neither_derives_from_the_other():

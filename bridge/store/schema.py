@@ -1,7 +1,9 @@
 """The SQLite file's layout and conventions: the migrations that build it, how it is opened for
-writing (:func:`connect`), how values are stored (JSON blobs, the big ones as zstd frames:
-:mod:`bridge.store.blobs`; UTC times as sortable text), the one way a change is committed, and
-which of its errors are storage failing (:func:`storage_fault`).
+writing (:func:`connect`), how values are stored (JSON blobs, read and written by
+:mod:`bridge.store.codecs`, the big ones as zstd frames: :mod:`bridge.store.blobs`; UTC times as
+sortable text), the one way a change is committed, and which of its errors are storage failing
+(:func:`storage_fault`). It imports no msgspec and no wire message: the ``world`` commands open
+the file through it.
 
 Every backend module (``sqlite``, ``worlds``, ``audit_rows``) reads and writes through these.
 """
@@ -16,10 +18,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import TypeVar
 
-import msgspec
-
-from .. import wire
-from ..errors import ConfigError, WorldSettingsInvalid
+from ..errors import ConfigError
 from ..startup import database_problem
 
 T = TypeVar("T")
@@ -300,23 +299,6 @@ def utc_text(moment: datetime.datetime) -> str:
     return moment.strftime("%Y-%m-%dT%H:%M:%S.") + f"{moment.microsecond // 1000:03d}Z"
 
 
-_settings_decoder = msgspec.json.Decoder(wire.WorldSettings)
-
-
-def decode_settings(world_id: str, stored: bytes | str | memoryview) -> wire.WorldSettings:
-    """A world's stored settings row. Raises ``WorldSettingsInvalid`` naming the world, what is
-    wrong and the stored value, with the fix, when it is not valid settings (issue 35)."""
-    raw = bytes(stored) if isinstance(stored, memoryview) else stored
-    try:
-        return _settings_decoder.decode(raw)
-    except (msgspec.ValidationError, msgspec.DecodeError) as exc:
-        text = raw.decode("utf-8", "replace") if isinstance(raw, bytes) else raw
-        raise WorldSettingsInvalid(
-            f"world {world_id!r} has invalid stored settings ({exc}): {text[:200]}; it is not served "
-            f"until they are repaired (`fate-bridge audit repair {world_id}` rebuilds them from its "
-            "audit chain)") from None
-_summary_decoder = msgspec.json.Decoder(wire.AuditColumns)
-_encode = msgspec.json.Encoder().encode
 
 
 def _in_transaction(conn: sqlite3.Connection, work: Callable[[sqlite3.Connection], T],

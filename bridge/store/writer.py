@@ -68,7 +68,8 @@ from .blobs import unpack
 from .health import PROBE_SECONDS, StorageHealth
 from .memory import RECENT_EVENTS, CachedState, EventFilter, WorldCache
 from . import seal
-from .schema import INSERT_EVENT, UPDATE_WORLD, UPDATE_WORLD_SEALED, T, decode_settings, utc_now
+from .codecs import decode_settings
+from .schema import INSERT_EVENT, UPDATE_WORLD, UPDATE_WORLD_SEALED, T, utc_now
 from .invites import InviteRows
 from .worlds import WorldRows
 
