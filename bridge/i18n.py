@@ -26,7 +26,6 @@ from __future__ import annotations
 import contextvars
 import functools
 import gettext as _gettext
-from importlib import resources
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
@@ -43,6 +42,8 @@ _current: contextvars.ContextVar[str] = contextvars.ContextVar("fate_bridge_lang
 
 
 def _locale_folder() -> Traversable:
+    from importlib import resources  # (with tempfile: only when a catalog is looked for)
+
     return resources.files("bridge").joinpath("locale")
 
 

@@ -25,7 +25,6 @@ from __future__ import annotations
 import contextlib
 import os
 import sqlite3
-import tempfile
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from datetime import datetime, timezone
@@ -33,7 +32,6 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from ..errors import ConfigError
-from ..findings import Finding, fail, ok, warn
 from ..startup import hold_database, lock_holder
 from .admin import Admin
 from .backends import Copied
@@ -42,6 +40,7 @@ from .schema import DB_FILE_MODE, SCHEMA_VERSION, _in_transaction, connect, read
 if TYPE_CHECKING:
     from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
 
+    from ..findings import Finding
     from .readonly import ReadOnlyDatabase
     from .sqlite import SQLiteStore
 
@@ -138,6 +137,8 @@ def _writable_folder(folder: Path) -> Path | None:
     """The nearest existing folder of ``folder`` if this user cannot create files in it, else
     None. Tried for real (a temporary file, removed at once): permission bits do not tell for
     root, read-only mounts or special file systems."""
+    import tempfile
+
     existing = folder
     while not existing.exists() and existing != existing.parent:
         existing = existing.parent
@@ -162,6 +163,7 @@ def inspect(db: Path | str) -> tuple[list[Finding], ReadOnlyDatabase | None]:
     writable, ``quick_check``, schema version, the ``serve`` holding its lock (if any). Also
     returns it opened read-only for the checks that follow (None when the file cannot be read);
     the caller closes it."""
+    from ..findings import fail, ok, warn
     from .readonly import ReadOnlyDatabase
 
     db = Path(db)
