@@ -183,3 +183,29 @@ def test_a_third_backend_is_one_module_and_one_registration(tmp_path, monkeypatc
     assert "Backed up 2 worlds and 1 audit records" in capsys.readouterr().out
     assert main(["world", "list", "--db", "nosuch://x"]) == 2
     assert "no backend serves nosuch://x: give a SQLite file path or a URL of" in capsys.readouterr().err
+
+
+def test_a_world_command_on_a_locked_database_gets_storage_unavailable_and_nothing_is_written(tmp_path):
+    """The world commands' admin (bridge/store/admin.py) reports storage failing as the store
+    does (one line from the CLI, exit 2), and its transaction is rolled back."""
+    import sqlite3
+
+    from bridge.errors import StorageUnavailable
+    from bridge.store import sqlite_file
+
+    db = tmp_path / "bridge.sqlite3"
+    admin = sqlite_file.open_world_admin(db)
+    try:
+        admin._tables._conn.execute("PRAGMA busy_timeout = 0")  # refused at once, not after 5 s
+        other = sqlite3.connect(db, isolation_level=None)
+        other.execute("BEGIN EXCLUSIVE")
+        with pytest.raises(StorageUnavailable) as refused:
+            admin.add_world("w", "hash")
+        assert refused.value.reason == "locked"
+        other.execute("ROLLBACK")
+        other.close()
+        assert admin.worlds() == []
+        admin.add_world("w", "hash")
+        assert [(w.world_id, w.token_hash, w.settings.fate_option) for w in admin.worlds()] == [("w", "hash", "everyone")]
+    finally:
+        admin.close()
