@@ -196,7 +196,7 @@ def test_a_world_command_on_a_locked_database_gets_storage_unavailable_and_nothi
     db = tmp_path / "bridge.sqlite3"
     admin = sqlite_file.open_world_admin(db)
     try:
-        admin._tables._conn.execute("PRAGMA busy_timeout = 0")  # refused at once, not after 5 s
+        admin._conn.execute("PRAGMA busy_timeout = 0")  # refused at once, not after 5 s
         other = sqlite3.connect(db, isolation_level=None)
         other.execute("BEGIN EXCLUSIVE")
         with pytest.raises(StorageUnavailable) as refused:

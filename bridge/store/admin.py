@@ -44,6 +44,7 @@ class Admin:
 
     def __init__(self, conn: Any, transaction: Callable[[Callable[[Any], Any]], Any],
                  fault: Callable[[Exception], str | None]) -> None:
+        self._conn = conn
         self._tables = _Tables(conn, transaction)
         self._fault = fault
         self._closed = False
@@ -97,4 +98,4 @@ class Admin:
     def close(self) -> None:
         if not self._closed:
             self._closed = True
-            self._tables._conn.close()
+            self._conn.close()
