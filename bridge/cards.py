@@ -23,6 +23,7 @@ except ImportError:  # pragma: no cover - MarkupSafe 2 escapes in one C call tha
         return str(escape(text))
 
 from . import i18n, wire
+from .i18n_templates import GETTEXT_NAMES, TranslatedEnvironment
 
 _RENDERING = contextvars.ContextVar("fate_bridge_rendering", default=True)
 
@@ -52,7 +53,7 @@ def escaped_text(value: object) -> str:
 
 def _hiding(context: Mapping[str, object]) -> TypeError:
     """The error of template variables named as a translation callable (``_``, ``gettext``...)."""
-    return TypeError(f"template variables {sorted(i18n.GETTEXT_NAMES & context.keys())} would hide "
+    return TypeError(f"template variables {sorted(GETTEXT_NAMES & context.keys())} would hide "
                      "the translation callables of the same names")
 
 
@@ -67,7 +68,7 @@ class _CardCodeGenerator(jinja2.compiler.CodeGenerator):
         self.writeline(f"from {__name__} import escaped_text as escape")
 
 
-class _CardEnvironment(i18n.TranslatedEnvironment):
+class _CardEnvironment(TranslatedEnvironment):
     """The environment of one package's cards in one language. A template's globals are a plain
     dict, copied from the environment's when the template loads (Jinja2's own ``ChainMap`` costs a
     few µs per render, copied into each render's context): :class:`CardTemplates` sets them all
@@ -89,7 +90,7 @@ class CardTemplates:
     package: a later ``CardTemplates(package)`` (a restyled copy) has them too.
 
     Each language gets its own Jinja2 environment, made the first time a card is rendered in it
-    (:class:`bridge.i18n.TranslatedEnvironment`): its templates are compiled with their constant
+    (:class:`bridge.i18n_templates.TranslatedEnvironment`): its templates are compiled with their constant
     messages already translated, so a render calls no gettext for them; the HTML is the same as
     translating at render time, byte for byte."""
 
@@ -133,7 +134,7 @@ class CardTemplates:
         """Render ``templates/<template>`` with ``title`` and ``context`` into a chat card, in the
         current language (``bridge.i18n.using``; the caller translates ``title``); empty ``html``
         within :func:`unrendered`. ``TypeError`` if ``context`` names a translation callable
-        (``_``, ``gettext``, ``ngettext``: :data:`bridge.i18n.GETTEXT_NAMES`)."""
+        (``_``, ``gettext``, ``ngettext``: :data:`bridge.i18n_templates.GETTEXT_NAMES`)."""
         return self.render_variables(template, context, title=title, ruleset=ruleset,
                                      speaker_actor_id=speaker_actor_id, speaker_alias=speaker_alias)
 
@@ -152,7 +153,7 @@ class CardTemplates:
         matching them to the signature alone."""
         if not _RENDERING.get():
             html = ""
-        elif context.keys().isdisjoint(i18n.GETTEXT_NAMES):  # three lookups, not one per variable
+        elif context.keys().isdisjoint(GETTEXT_NAMES):  # three lookups, not one per variable
             context["title"] = title  # one dict for Jinja2 to copy, not keywords to gather first
             html = self._environment(i18n.current()).get_template(template).render(context)
         else:
@@ -164,6 +165,6 @@ class CardTemplates:
         """``templates/<template>`` rendered with ``context`` in the current language, as HTML
         that is no chat card (a ruleset's section of the audit report: :class:`bridge.ruleset.
         ReportSection`); rendered inside :func:`unrendered` too. ``TypeError`` as :meth:`render`."""
-        if not context.keys().isdisjoint(i18n.GETTEXT_NAMES):
+        if not context.keys().isdisjoint(GETTEXT_NAMES):
             raise _hiding(context)
         return self._environment(i18n.current()).get_template(template).render(context)

@@ -26,7 +26,7 @@ from .release import PUBLIC_URL_ENV, REPOSITORY, release_manifest_url, release_t
 if TYPE_CHECKING:
     import ssl
 
-    from .store import Store
+    from .store import WorldAdmin
 
 # Each command imports what it needs when it runs (in its function below): parsing the command
 # line, `--version` and `--help` import none of the server, the store, the rulesets or their
@@ -715,7 +715,7 @@ def main(argv: list[str] | None = None) -> int:
             logs.configure(args.log_format)
             return _run(_serve(args))
         if args.command == "world":
-            return _run(_world(args))
+            return _world(args)
         if args.command == "schema":
             return _schema(args)
         if args.command == "migrate":
@@ -832,25 +832,28 @@ async def _serve_held(args: argparse.Namespace, db: Path | str, tls: ssl.SSLCont
     return 0
 
 
-async def _world(args: argparse.Namespace) -> int:
+def _world(args: argparse.Namespace) -> int:
+    """The ``world`` commands: on the database's :class:`~bridge.store.base.WorldAdmin`, not its
+    store (no event loop, no audit chain; beside a running serve, which reads what they write)."""
     from .credentials import hash_token, new_token
-    from .store import backend_of, open_store
+    from .store.backends import backend_of
 
     db = args.db or default_db()
+    backend = backend_of(db)
     makes = args.world_command == "add" or (args.world_command == "invite" and args.action is None)
-    if not makes and not backend_of(db).exists(db):
+    if not makes and not backend.exists(db):
         # only `add` and `invite` make a database: a mistyped --db must not leave an empty one behind
         raise ConfigError(f"no database at {db}: pass the same --db as `fate-bridge serve`, or "
                           "register a world first with `fate-bridge world add WORLD_ID`")
-    store = await open_store(db)
+    admin = backend.open_world_admin(db)
     try:
         if args.world_command in ("add", "rotate-token"):
             token = new_token()
             if args.world_command == "add":
-                await store.add_world(args.world_id, hash_token(token))
+                admin.add_world(args.world_id, hash_token(token))
                 done = f"World {args.world_id!r} registered in {db_label(db)}."
             else:
-                await store.set_token(args.world_id, hash_token(token))
+                admin.set_token(args.world_id, hash_token(token))
                 done = f"World {args.world_id!r} has a new token; the old one no longer works."
             if args.token_only:
                 print(token)
@@ -858,7 +861,7 @@ async def _world(args: argparse.Namespace) -> int:
                 print(f"{done}\nToken (shown once; paste it into the fate-bridge module settings "
                       f"as GM):\n  {token}")
         elif args.world_command == "viewer-key":
-            key = await store.viewer_key(args.world_id, new_token(), rotate=args.rotate)
+            key = admin.viewer_key(args.world_id, new_token(), rotate=args.rotate)
             if args.key_only:
                 print(key)
             else:
@@ -866,47 +869,47 @@ async def _world(args: argparse.Namespace) -> int:
                       f"  {key}\nOverlay URL (an OBS browser source, 1920x1080):\n"
                       f"  {overlay_url(args.bridge_url, args.world_id, key)}")
         elif args.world_command == "invite":
-            await _invite(store, args, db)
+            _invite(admin, args, db)
         elif args.world_command == "pending":
-            await _pending(store, args)
+            _pending(admin, args)
         elif args.world_command == "remove":
-            await store.remove_world(args.world_id)
+            admin.remove_world(args.world_id)
             db_flag = f"--db {shlex.quote(db_label(db))} " if args.db else ""
             again = (f": `{this_command()} world add {db_flag}{world_id_arg(args.world_id)}` later resumes where it was "
                      "(a result fated before stays fated)") if FOUNDRY_ID.fullmatch(args.world_id) else ""
             print(f"World {args.world_id!r} removed: its token and viewer key no longer work. Its "
                   f"Fate state and audit trail stay in {db_label(db)}{again}.")
         else:
-            worlds = await store.worlds()
+            worlds = admin.worlds()
             for world in worlds:
                 print(f"{world.world_id}\tfate_option={world.settings.fate_option}")
-            for problem in store.invalid_worlds.values():
+            for problem in admin.invalid_worlds.values():
                 print(problem, file=sys.stderr)
             if not worlds:
                 print(f"No world is registered in {db}: `fate-bridge world add WORLD_ID` registers one.",
                       file=sys.stderr)
         return 0
     finally:
-        await store.close()
+        admin.close()
 
 
-async def _invite(store: Store, args: argparse.Namespace, db: Path | str) -> None:
+def _invite(admin: WorldAdmin, args: argparse.Namespace, db: Path | str) -> None:
     """``world invite``: make a code and print it once, or ``list`` / ``revoke ID``."""
     from datetime import datetime, timedelta, timezone
 
     from .credentials import hash_token, new_invite_code
-    from .store import Invite
+    from .store.world_values import Invite
     from .store.schema import utc_now, utc_text
 
     if args.action == "revoke":
         if not args.invite_id:
             raise ConfigError("`world invite revoke` needs the code's ID (see `fate-bridge world invite list`)")
-        await store.revoke_invite(args.invite_id.split(".")[0])
+        admin.revoke_invite(args.invite_id.split(".")[0])
         print(f"Invite code {args.invite_id.split('.')[0]!r} revoked: it registers no world from now on "
               "(worlds registered with it keep their tokens).")
     elif args.action == "list":
         now = utc_now()
-        invites = await store.invites()
+        invites = admin.invites()
         for invite in invites:
             state = ("revoked" if invite.revoked_at else "expired" if invite.expires_at and invite.expires_at <= now
                      else "used up" if invite.max_uses is not None and invite.uses >= invite.max_uses else "active")
@@ -919,7 +922,7 @@ async def _invite(store: Store, args: argparse.Namespace, db: Path | str) -> Non
             raise ConfigError(f"unexpected {args.invite_id!r}: `world invite` takes list, revoke ID or nothing")
         code = new_invite_code()
         expires = None if args.expires is None else utc_text(datetime.now(timezone.utc) + timedelta(seconds=args.expires))
-        await store.add_invite(Invite(code.invite_id, hash_token(code.secret), args.max_uses or None, expires,
+        admin.add_invite(Invite(code.invite_id, hash_token(code.secret), args.max_uses or None, expires,
                                       args.approve))
         if args.code_only:
             print(code.text)
@@ -932,17 +935,17 @@ async def _invite(store: Store, args: argparse.Namespace, db: Path | str) -> Non
               f"`fate-bridge world invite revoke {code.invite_id}{' --db ' + shlex.quote(db_label(db)) if args.db else ''}`.")
 
 
-async def _pending(store: Store, args: argparse.Namespace) -> None:
+def _pending(admin: WorldAdmin, args: argparse.Namespace) -> None:
     """``world pending``: list the registration requests, or ``approve`` / ``deny WORLD_ID``."""
     if args.action is not None:
         if args.world_id is None:
             raise ConfigError(f"`world pending {args.action}` needs the request's WORLD_ID (see `fate-bridge world pending`)")
-        await store.decide_registration(args.world_id, args.action == "approve")
+        admin.decide_registration(args.world_id, args.action == "approve")
         print(f"World {args.world_id!r} approved: registered; its token goes to the browser that asked when it "
               "asks again (within a minute)." if args.action == "approve" else
               f"Registration of {args.world_id!r} denied: the browser that asked is told so.")
         return
-    requests = await store.registration_requests()
+    requests = admin.registration_requests()
     for request in requests:
         print(f"{request.world_id}\t{request.state}\tfrom {request.address}\tat {request.requested_at}"
               f"\tcode {request.invite_id}")

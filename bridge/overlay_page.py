@@ -12,7 +12,7 @@ from urllib.parse import parse_qs
 
 import jinja2
 
-from . import i18n
+from . import i18n, i18n_templates
 
 PAGE = "index.html"
 
@@ -21,7 +21,7 @@ def render_pages() -> dict[str, bytes]:
     """The page's HTML (UTF-8) by language, for every language in :func:`bridge.i18n.languages`."""
     env = jinja2.Environment(loader=jinja2.PackageLoader("bridge", "overlay"), autoescape=True,
                              undefined=jinja2.StrictUndefined, extensions=["jinja2.ext.i18n"])
-    i18n.install(env)
+    i18n_templates.install(env)
     template = env.get_template(PAGE)
     pages = {}
     for language in i18n.languages():

@@ -29,7 +29,6 @@ import io
 import json
 import os
 import re
-import zipfile
 from dataclasses import dataclass
 from pathlib import Path
 from urllib.parse import urljoin, urlsplit
@@ -162,6 +161,8 @@ def package(base: str | None, folder: Path | None = None, repository: str = REPO
     """Build the manifest (:func:`manifest`) and zip of the module in ``folder`` (default
     :func:`module_dir`): served by the bridge at ``base``, or (None) released in ``repository``."""
     folder = module_dir() if folder is None else folder
+    import zipfile  # (only this builds one: every command imports this module)
+
     body = manifest_bytes(manifest(folder, base, repository))
     buffer = io.BytesIO()
     with zipfile.ZipFile(buffer, "w", zipfile.ZIP_DEFLATED) as archive:

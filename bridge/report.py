@@ -33,6 +33,7 @@ import msgspec
 
 from . import charts, i18n, registry
 from .chi_square import MIN_EXPECTED, fit_test
+from .i18n_templates import TranslatedEnvironment
 from .i18n import N_, _
 from .fairness import decide as dice
 from .fairness.trail import OVERRIDE
@@ -246,8 +247,8 @@ def _outcomes_chart(data: ReportData) -> str | None:
 @functools.cache
 def _environment(language: str) -> jinja2.Environment:
     """The page's template environment in ``language`` (a normalized ``bridge.i18n`` language):
-    its words translated when it compiles (``bridge.i18n.TranslatedEnvironment``)."""
-    return i18n.TranslatedEnvironment(
+    its words translated when it compiles (``bridge.i18n_templates.TranslatedEnvironment``)."""
+    return TranslatedEnvironment(
         language, loader=jinja2.PackageLoader("bridge", "templates"),
         autoescape=True, trim_blocks=True, lstrip_blocks=True, undefined=jinja2.StrictUndefined)
 

@@ -15,7 +15,6 @@ import errno
 import fcntl
 import ipaddress
 import os
-import socket
 import sqlite3
 from pathlib import Path
 
@@ -27,6 +26,8 @@ WILDCARDS = ("0.0.0.0", "::", "")  # listen on every network of the machine
 
 def listen_problem(host: str, port: int, exc: OSError) -> str:
     """Why ``serve`` cannot listen on ``host:port``, and the fix."""
+    import socket  # (here and below: the commands that hold or open a database need no socket)
+
     if isinstance(exc, socket.gaierror) or exc.errno == errno.EADDRNOTAVAIL:
         return (f"--host {host} is not an address of this machine: use 127.0.0.1 (this machine "
                 "only), 0.0.0.0 (every network) or one of its addresses (`ip addr` lists them)")
@@ -94,6 +95,8 @@ def lock_holder(path: str | Path) -> str | None:
     for line in lines:
         fields = line.split()  # "1: FLOCK  ADVISORY  WRITE 1234 08:01:5678 0 EOF" ("->" when waiting)
         if len(fields) >= 6 and fields[1] == "FLOCK" and fields[3] == "WRITE" and fields[5] == inode:
+            import socket
+
             return f"pid {fields[4]} on host {socket.gethostname()}"
     return None
 
@@ -150,6 +153,8 @@ def hold_database(path: str | Path, command: str = "serve") -> int | None:
 def lan_addresses() -> list[str]:
     """This machine's IPv4 addresses others may reach it at (no loopback), best guess first:
     the address of the default route (a UDP "connect" sends nothing), then those of its name."""
+    import socket
+
     found: list[str] = []
     try:
         with socket.socket(socket.AF_INET, socket.SOCK_DGRAM) as probe:

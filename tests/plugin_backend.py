@@ -22,6 +22,10 @@ async def open_store(db, *, audit_key=None, signing_key=None):
     return await sqlite_file.open_store(_path(db), audit_key=audit_key, signing_key=signing_key)
 
 
+def open_world_admin(db):
+    return sqlite_file.open_world_admin(_path(db))
+
+
 def open_readonly(db):
     return sqlite_file.open_readonly(_path(db))
 

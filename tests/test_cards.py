@@ -7,7 +7,7 @@ from __future__ import annotations
 import jinja2
 import pytest
 
-from bridge import i18n, wire
+from bridge import i18n, i18n_templates, wire
 from bridge.frames import card_text
 from bridge.rulesets.sohl.cards import SohlFateCardData, render_card as sohl_render_card, sohl_fate_card
 from bridge.rulesets.sohl import wire as sohl_wire
@@ -95,16 +95,16 @@ class TestIssue13:
 
 
 # Issue 17: card templates are compiled once per language with their constant messages already
-# translated (bridge.i18n.TranslatedEnvironment). The reference below is how cards were rendered
+# translated (bridge.i18n_templates.TranslatedEnvironment). The reference below is how cards were rendered
 # before: one environment, jinja2.ext.i18n translating every message at render time.
 
 def runtime_translated(env: jinja2.Environment) -> jinja2.Environment:
     """An environment like ``env`` (same loader, options and the package's functions) that
     translates at render time, into the current language: ``jinja2.ext.i18n`` with
-    :func:`bridge.i18n.install`."""
+    :func:`bridge.i18n_templates.install`."""
     reference = jinja2.Environment(loader=env.loader, autoescape=True, undefined=jinja2.StrictUndefined,
                                    trim_blocks=True, lstrip_blocks=True, extensions=["jinja2.ext.i18n"])
-    i18n.install(reference)
+    i18n_templates.install(reference)
     reference.globals.update({k: v for k, v in env.globals.items() if k not in reference.globals})
     return reference
 
@@ -120,10 +120,10 @@ def compared(monkeypatch) -> list[tuple[str, str, str, str]]:
     def render(self, *args, **kwargs):
         html = original(self, *args, **kwargs)
         env = self.environment
-        if isinstance(env, i18n.TranslatedEnvironment) and env.language == i18n.current():
+        if isinstance(env, i18n_templates.TranslatedEnvironment) and env.language == i18n.current():
             reference = references.setdefault(id(env), runtime_translated(env))
             seen.append((env.language, self.name, html, original(reference.get_template(self.name), *args, **kwargs)))
-        elif isinstance(env, i18n.TranslatedEnvironment):
+        elif isinstance(env, i18n_templates.TranslatedEnvironment):
             seen.append((env.language, self.name, html, f"rendered in {env.language} within {i18n.current()}"))
         return html
 
@@ -136,13 +136,13 @@ def loaded(monkeypatch) -> set[tuple[str, str]]:
     """(language, template name) of every card template loaded while the test runs, the ones
     imported or included by another too."""
     names: set[tuple[str, str]] = set()
-    original = i18n.TranslatedEnvironment.get_template
+    original = i18n_templates.TranslatedEnvironment.get_template
 
     def get_template(self, name, *args, **kwargs):
         names.add((self.language, name))
         return original(self, name, *args, **kwargs)
 
-    monkeypatch.setattr(i18n.TranslatedEnvironment, "get_template", get_template)
+    monkeypatch.setattr(i18n_templates.TranslatedEnvironment, "get_template", get_template)
     return names
 
 
@@ -218,8 +218,8 @@ class TestTranslatedWhenCompiled:
             sohl_render_card("sohl_fate.html.j2", title="t", ruleset="sohl", _=str)
 
 
-def translated_environment(language: str, **templates: str) -> i18n.TranslatedEnvironment:
-    return i18n.TranslatedEnvironment(language, loader=jinja2.DictLoader(templates), autoescape=True,
+def translated_environment(language: str, **templates: str) -> i18n_templates.TranslatedEnvironment:
+    return i18n_templates.TranslatedEnvironment(language, loader=jinja2.DictLoader(templates), autoescape=True,
                                       undefined=jinja2.StrictUndefined)
 
 

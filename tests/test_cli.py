@@ -486,6 +486,14 @@ NEVER_TO_PARSE = NEVER_FOR_THE_COMMAND_LINE | {
     "jinja2", "babel", "cryptography", "structlog", "msgspec", "asyncio", "sqlite3", "zstandard"}
 
 
+# ...and for the world commands, nothing of the store beyond the worlds table (bridge/store/admin.py)
+NEVER_FOR_A_WORLD_COMMAND = NEVER_FOR_THE_COMMAND_LINE | {
+    "bridge.store.sqlite", "bridge.store.writer", "bridge.store.audit_rows", "bridge.store.base",
+    "bridge.store.blobs", "bridge.core", "bridge.audit", "bridge.record", "bridge.registry", "bridge.rulesets",
+    "bridge.session", "bridge.i18n_templates", "jinja2", "babel", "cryptography", "structlog", "asyncio",
+    "zstandard", "socket", "zipfile", "tempfile", "bridge.findings"}
+
+
 def imported_by(*argv: str) -> set[str]:
     import subprocess
     import sys
@@ -508,7 +516,17 @@ class TestImports:
         assert {m for m in loaded if m.split(".")[0] in {n.split(".")[0] for n in NEVER_TO_PARSE}
                 and any(m == n or m.startswith(n + ".") for n in NEVER_TO_PARSE)} == set()
 
-    def test_world_add_imports_the_store_but_not_the_server_report_or_doctor(self, tmp_path):
-        loaded = imported_by("world", "add", "w", "--token-only", "--db", str(tmp_path / "b.sqlite3"))
-        assert "bridge.store.sqlite" in loaded
-        assert {m for m in loaded if any(m == n or m.startswith(n + ".") for n in NEVER_FOR_THE_COMMAND_LINE)} == set()
+    @pytest.mark.parametrize("argv", [["add", "w", "--token-only"], ["list"], ["rotate-token", "w", "--token-only"],
+                                      ["remove", "w"], ["invite", "--code-only"], ["pending"]])
+    def test_the_world_commands_import_the_worlds_table_not_the_store(self, tmp_path, argv):
+        """The world commands open the database's worlds table (bridge/store/admin.py), not the
+        store: no writer, audit chain, decision core, ruleset, event loop or template; and only
+        ``list``, which reads worlds' settings, the wire messages and msgspec."""
+        db = str(tmp_path / "b.sqlite3")
+        if argv[0] != "add":
+            imported_by("world", "add", "w", "--token-only", "--db", db)
+        loaded = imported_by("world", *argv, "--db", db)
+        assert {"bridge.store.admin", "bridge.store.sqlite_file", "sqlite3"} <= loaded
+        never = NEVER_FOR_A_WORLD_COMMAND | ({"msgspec", "bridge.wire", "bridge.i18n", "bridge.store.codecs"}
+                                             if argv[0] != "list" else set())
+        assert {m for m in loaded if any(m == n or m.startswith(n + ".") for n in never)} == set()

@@ -8,7 +8,7 @@ imported too, except the module's own enclosing packages.
 
 The layers, each importing only those beneath it (``docs/architecture.md``, Layers):
 
-1. plain values: ``errors``, ``i18n``, ``dice``, ``times``, ``wire`` (the shared messages, no ruleset),
+1. plain values: ``errors``, ``i18n`` (and ``i18n_templates``), ``dice``, ``times``, ``wire`` (the shared messages, no ruleset),
    ``state``, ``cards``, ``fairness.dice``, ``fairness.wire``; and what the shells and the store
    both read: ``config`` (file locations), ``startup`` (one-line startup errors), ``release``;
    ``metrics`` (the counters the session and the server tell, importing nothing of the bridge);
@@ -109,7 +109,7 @@ def cycles(package: str) -> list[list[str]]:
 
 
 LAYERS = [
-    ("bridge", "bridge.errors", "bridge.i18n", "bridge.dice", "bridge.times", "bridge.wire", "bridge.state", "bridge.cards",
+    ("bridge", "bridge.errors", "bridge.i18n", "bridge.i18n_templates", "bridge.dice", "bridge.times", "bridge.wire", "bridge.state", "bridge.cards",
      "bridge.fairness", "bridge.fairness.dice", "bridge.fairness.wire", "bridge.config", "bridge.startup",
      "bridge.release", "bridge.metrics", "bridge.credentials", "bridge.findings", "bridge.charts",
      "bridge.chi_square"),

@@ -1,5 +1,5 @@
 """The Store protocol lists every method the shell calls, and each backend (SQLite, PostgreSQL)
-implements each one with the same signature."""
+implements each one with the same signature; likewise the ``world`` commands' WorldAdmin."""
 
 from __future__ import annotations
 
@@ -9,9 +9,13 @@ from pathlib import Path
 
 import pytest
 
-from bridge.store import Store, SQLiteStore
+from bridge import wire
+from bridge.store import Store, SQLiteStore, WorldAdmin
+from bridge.store.admin import Admin
+from bridge.store.codecs import _encode
 from bridge.store.postgres import PostgresStore
 from bridge.store.schema import KIND_TYPES, TABLES
+from bridge.store.worlds import NEW_SETTINGS
 
 BRIDGE = Path(__file__).resolve().parent.parent / "bridge"
 SHELL = ["session.py", "server.py", "cli.py", "audit_cli.py"]
@@ -21,14 +25,15 @@ def _protocol_methods() -> set[str]:
     return {name for name in dir(Store) if inspect.iscoroutinefunction(getattr(Store, name))}
 
 
-def _called_on_store(path: Path) -> set[str]:
-    """Every ``store.<name>(...)`` / ``self.store.<name>(...)`` call in ``path``."""
+def _called_on_store(path: Path, variable: str = "store") -> set[str]:
+    """Every ``store.<name>(...)`` / ``self.store.<name>(...)`` call in ``path`` (``variable``
+    for ``store``)."""
     names = set()
     for node in ast.walk(ast.parse(path.read_text())):
         if isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute):
             owner = node.func.value
-            if (isinstance(owner, ast.Name) and owner.id == "store") or (
-                    isinstance(owner, ast.Attribute) and owner.attr == "store"):
+            if (isinstance(owner, ast.Name) and owner.id == variable) or (
+                    isinstance(owner, ast.Attribute) and owner.attr == variable):
                 names.add(node.func.attr)
     return names
 
@@ -45,6 +50,29 @@ def test_each_backend_implements_the_protocol_with_the_same_signatures(backend):
         ours = getattr(backend, name)
         assert inspect.iscoroutinefunction(ours), name
         assert inspect.signature(ours) == inspect.signature(getattr(Store, name)), name
+
+
+def _admin_methods() -> set[str]:
+    return {name for name in dir(WorldAdmin) if not name.startswith("_") and callable(getattr(WorldAdmin, name))}
+
+
+def test_the_world_commands_call_only_world_admin_which_is_the_stores_methods_of_the_same_names():
+    """``_world`` (bridge/cli.py) calls its ``admin`` only through WorldAdmin, whose methods are
+    the Store's of the same names and parameters, synchronous; Admin gives each of them."""
+    called = _called_on_store(BRIDGE / "cli.py", "admin")
+    assert {"add_world", "set_token", "remove_world", "worlds", "close"} <= called
+    assert called <= _admin_methods(), called - _admin_methods()
+    for name in _admin_methods():
+        assert inspect.signature(getattr(Admin, name)) == inspect.signature(getattr(WorldAdmin, name)), name
+        if name != "close":
+            assert inspect.signature(getattr(WorldAdmin, name)) == inspect.signature(getattr(Store, name)), name
+            assert not inspect.iscoroutinefunction(getattr(Admin, name)), name
+
+
+def test_a_new_worlds_settings_are_the_encoded_default_settings():
+    """``NEW_SETTINGS`` (bridge/store/worlds.py), written out so that ``world add`` imports no
+    msgspec, is what encoding ``wire.WorldSettings()`` gives."""
+    assert NEW_SETTINGS == _encode(wire.WorldSettings())
 
 
 def test_the_backends_share_one_batch_writer_and_neither_derives_from_the_other():
@@ -155,3 +183,29 @@ def test_a_third_backend_is_one_module_and_one_registration(tmp_path, monkeypatc
     assert "Backed up 2 worlds and 1 audit records" in capsys.readouterr().out
     assert main(["world", "list", "--db", "nosuch://x"]) == 2
     assert "no backend serves nosuch://x: give a SQLite file path or a URL of" in capsys.readouterr().err
+
+
+def test_a_world_command_on_a_locked_database_gets_storage_unavailable_and_nothing_is_written(tmp_path):
+    """The world commands' admin (bridge/store/admin.py) reports storage failing as the store
+    does (one line from the CLI, exit 2), and its transaction is rolled back."""
+    import sqlite3
+
+    from bridge.errors import StorageUnavailable
+    from bridge.store import sqlite_file
+
+    db = tmp_path / "bridge.sqlite3"
+    admin = sqlite_file.open_world_admin(db)
+    try:
+        admin._conn.execute("PRAGMA busy_timeout = 0")  # refused at once, not after 5 s
+        other = sqlite3.connect(db, isolation_level=None)
+        other.execute("BEGIN EXCLUSIVE")
+        with pytest.raises(StorageUnavailable) as refused:
+            admin.add_world("w", "hash")
+        assert refused.value.reason == "locked"
+        other.execute("ROLLBACK")
+        other.close()
+        assert admin.worlds() == []
+        admin.add_world("w", "hash")
+        assert [(w.world_id, w.token_hash, w.settings.fate_option) for w in admin.worlds()] == [("w", "hash", "everyone")]
+    finally:
+        admin.close()

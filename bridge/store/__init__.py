@@ -3,37 +3,44 @@ and the values it speaks), ``schema`` (the SQLite file's migrations and codecs),
 world's state held in memory, which decisions run on), ``writer`` (the batch writer both backends
 share: loading worlds, the group commit, one transaction per batch, the lease refusal),
 ``sqlite`` (the embedded backend's part: the file's connections, batches on the event loop,
-the tails), ``blobs`` (stored blobs as zstd frames, with the installed rulesets' dictionaries),
-``worlds`` (registered worlds), ``invites`` (invite codes and registration requests), ``audit_rows`` (the audit trail's rows, checkpoints and
+the tails), ``admin`` (the ``world`` commands' access: the worlds and invite rows on one
+connection, without the store), ``blobs`` (stored blobs as zstd frames, with the installed rulesets' dictionaries),
+``worlds`` (registered worlds; their values, with the invite codes', in ``world_values``), ``invites`` (invite codes and registration requests), ``audit_rows`` (the audit trail's rows, checkpoints and
 verification), ``readonly`` (a database opened read-only), ``sqlite_file`` (the SQLite file
-read-only, backed up, restored, checked) and ``postgres`` (the PostgreSQL backend's part, with
+opened for the ``world`` commands, read-only, backed up, restored, checked) and ``postgres`` (the PostgreSQL backend's part, with
 per-world leases for many processes). Neither backend derives from the other; ``backends`` maps a
 ``--db`` to its backend's module, which the shells ask (:func:`backend_of`, :func:`open_store`).
 
-The shell imports the protocol from here; :class:`SQLiteStore`, ``MIGRATIONS`` and
-``SCHEMA_VERSION`` are loaded only when asked for, so code that needs the protocol alone (the
-session) does not import SQLite.
+The shell imports the protocol and its values from here, each loaded when first asked for (the
+SQLite backend's ``SQLiteStore``, ``MIGRATIONS``, ``SCHEMA_VERSION`` too): code that needs the
+protocol alone (the session) imports no SQLite, and the ``world`` commands (``admin``) import
+neither the protocol's wire messages nor the decision's record.
 """
 
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from .backends import backend_of, open_store
-from .base import (AuditFilter, AuditRow, Decided, Decision, DecisionFn, Invite, Registration,
-                   RegistrationRequest, Store, TrailReader, World)
+
+if TYPE_CHECKING:
+    from .base import (AuditFilter, AuditRow, Decided, Decision, DecisionFn, Invite, Registration,
+                       RegistrationRequest, Store, TrailReader, World, WorldAdmin)
+    from .schema import DB_FILE_MODE, MIGRATIONS, SCHEMA_VERSION, utc_now
+    from .sqlite import SQLiteStore
 
 __all__ = ["AuditFilter", "AuditRow", "Decided", "Decision", "DecisionFn", "Invite", "Registration",
-           "RegistrationRequest", "Store", "TrailReader", "World",
+           "RegistrationRequest", "Store", "TrailReader", "World", "WorldAdmin",
            "SQLiteStore", "MIGRATIONS", "SCHEMA_VERSION", "DB_FILE_MODE", "utc_now", "backend_of", "open_store"]
+
+_FROM = {"SQLiteStore": "sqlite", "MIGRATIONS": "schema", "SCHEMA_VERSION": "schema", "DB_FILE_MODE": "schema",
+         "utc_now": "schema"}  # the others of __all__: base
 
 
 def __getattr__(name: str) -> Any:
-    """The SQLite backend's names (``SQLiteStore``, ``MIGRATIONS``, ``SCHEMA_VERSION``, ``DB_FILE_MODE``, ``utc_now``), on first use."""
-    if name in ("SQLiteStore", "DB_FILE_MODE"):
-        from . import sqlite
-        return getattr(sqlite, name)
-    if name in ("MIGRATIONS", "SCHEMA_VERSION", "utc_now"):
-        from . import schema
-        return getattr(schema, name)
-    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    """A name of :data:`__all__`, imported from its module on first use."""
+    if name not in __all__:
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    import importlib
+
+    return getattr(importlib.import_module(f"{__name__}.{_FROM.get(name, 'base')}"), name)

@@ -22,7 +22,8 @@ from ..receipts import key_id
 from ..record import AuditEntry, AuditRecord, canonical, sorted_json
 from .base import AuditFilter, AuditRow
 from .blobs import frame_problem, pack, pack_record, unpack, written_as
-from .schema import INSERT_EVENT, _summary_decoder, fold_tail, utc_now
+from .codecs import _summary_decoder
+from .schema import INSERT_EVENT, fold_tail, utc_now
 
 if TYPE_CHECKING:
     from typing import TypeVar

@@ -1,6 +1,7 @@
 """The store backends, one registry: the database a ``--db`` names (a URL, by its scheme; a plain
 path or ``":memory:"``: SQLite's file) -> the module serving it, which opens its store, opens it
-read-only, holds it for a command, backs it up and restores it, and checks it for ``doctor``.
+for the ``world`` commands, opens it read-only, holds it for a command, backs it up and restores
+it, and checks it for ``doctor``.
 
 A backend is one module giving :class:`Backend`'s names, and one :func:`register` line (its URL
 schemes and its module's dotted name). The module is imported when a database of it is first
@@ -24,7 +25,7 @@ if TYPE_CHECKING:
     from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
 
     from ..findings import Finding
-    from .base import Store
+    from .base import Store, WorldAdmin
     from .readonly import ReadOnlyDatabase
 
 
@@ -47,6 +48,11 @@ class Backend(Protocol):
     async def open_store(self, db: Path | str, *, audit_key: bytes | None = None,
                          signing_key: Ed25519PrivateKey | None = None) -> Store:
         """The store, created or upgraded to this bridge's schema."""
+        ...
+
+    def open_world_admin(self, db: Path | str) -> WorldAdmin:
+        """The ``world`` commands' access to ``db`` (:class:`~bridge.store.base.WorldAdmin`),
+        created or upgraded to this bridge's schema as by :meth:`open_store`, without the store."""
         ...
 
     def open_readonly(self, db: Path | str) -> ReadOnlyDatabase:

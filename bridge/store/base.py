@@ -1,5 +1,6 @@
 """What every store backend provides: the :class:`Store` protocol the shell calls, and the plain
-values it takes and returns (worlds, decisions, audit rows and filters).
+values it takes and returns (decisions, audit rows and filters; worlds, invite codes and
+registrations from :mod:`bridge.store.world_values`), and the ``world`` commands' :class:`WorldAdmin`.
 
 Pure declarations: no SQL, no threads. ``bridge/store/sqlite.py`` is the embedded backend,
 ``bridge/store/postgres.py`` the same on PostgreSQL (many processes; docs/deploy.md).
@@ -7,7 +8,6 @@ Pure declarations: no SQL, no threads. ``bridge/store/sqlite.py`` is the embedde
 
 from __future__ import annotations
 
-import enum
 from collections.abc import Callable, Collection
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Protocol, TypeVar
@@ -18,6 +18,7 @@ from .. import wire
 from ..credentials import InviteCode
 from ..record import Decision  # noqa: F401 (what a decision hands the store, made by bridge.core)
 from ..state import WorldState
+from .world_values import Invite, Registration, RegistrationRequest, World  # noqa: F401 (values it speaks)
 
 if TYPE_CHECKING:
     from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey, Ed25519PublicKey
@@ -25,67 +26,6 @@ if TYPE_CHECKING:
     from .. import audit
 
 T = TypeVar("T")
-
-
-@dataclass(frozen=True, slots=True)
-class World:
-    """A registered world: its token's SHA-256 (hex; None for ``resolve``'s implicit world), its
-    settings, its overlay viewer key (clear text; None until one is made) and its language (a
-    catalog of ``bridge.i18n.languages()``, as the forwarder's last hello set it; None before any
-    hello)."""
-
-    world_id: str
-    token_hash: str | None
-    settings: wire.WorldSettings
-    viewer_key: str | None = None
-    language: str | None = None
-
-
-@dataclass(frozen=True, slots=True)
-class Invite:
-    """An invite code as stored (``fate-bridge world invite``): its public id, its secret's
-    SHA-256, how many registrations it allows (None: any number) and has made, when it expires
-    (UTC text, None: never), whether each registration waits for the host's approval, when it
-    was made and when revoked (None: not revoked)."""
-
-    invite_id: str
-    secret_hash: str
-    max_uses: int | None
-    expires_at: str | None
-    approval: bool
-    uses: int = 0
-    created_at: str = ""
-    revoked_at: str | None = None
-
-
-class Registration(enum.Enum):
-    """What a registration through an invite code came to (:meth:`Store.register_world`,
-    :meth:`Store.collect_registration`): the first three are answers, the others refusals,
-    each leaving every row as it was."""
-
-    REGISTERED = "registered"  # the world is registered, under the token hash given
-    WAITING = "waiting"  # the request waits for the host (made now, or asked again)
-    DENIED = "denied"  # the host denied the request (told once: the request is gone then)
-    NO_CODE = "no_code"  # no such code, or its secret is wrong
-    REVOKED = "revoked"
-    EXPIRED = "expired"
-    USED_UP = "used_up"  # the code made its max_uses registrations
-    WORLD_KNOWN = "world_known"  # the world id is registered, or was (removed): never through a code
-    WORLD_ASKED = "world_asked"  # a request for the world id waits already (another browser's)
-    FULL = "full"  # MAX_WAITING_REQUESTS requests wait already
-
-
-@dataclass(frozen=True, slots=True)
-class RegistrationRequest:
-    """A registration made with an approval code (``fate-bridge world pending``): the world,
-    the code's id, the address it came from, when (UTC text), and ``state``: ``waiting``,
-    ``approved`` or ``denied`` (the latter two until the requesting browser asks again)."""
-
-    world_id: str
-    invite_id: str
-    address: str
-    requested_at: str
-    state: str
 
 
 class Decided(msgspec.Struct, frozen=True):
@@ -316,4 +256,60 @@ class Store(TrailReader, Protocol):
 
     async def close(self) -> None:
         """Finish pending work and close; idempotent."""
+        ...
+
+
+class WorldAdmin(Protocol):
+    """What the ``world`` commands change in a database, synchronously: the :class:`Store`
+    methods of the same names (each contract as there), each call one transaction, committed
+    when it returns. A backend's module opens one (bridge/store/backends.py,
+    ``open_world_admin``) without the store's threads, event loop, world cache or audit chain:
+    a command beside a running ``serve`` writes the rows, and the server reads them (its links
+    follow a changed credential: bridge/link_guard.py). A failure of storage itself (the
+    database locked, full, read-only, unreachable) is raised as ``StorageUnavailable``."""
+
+    invalid_worlds: dict[str, str]  # after worlds(): id -> why its stored settings cannot be read
+
+    def add_world(self, world_id: str, token_hash: str | None) -> None:
+        """As :meth:`Store.add_world`."""
+        ...
+
+    def set_token(self, world_id: str, token_hash: str) -> None:
+        """As :meth:`Store.set_token`."""
+        ...
+
+    def remove_world(self, world_id: str) -> None:
+        """As :meth:`Store.remove_world`."""
+        ...
+
+    def viewer_key(self, world_id: str, candidate: str, *, rotate: bool = False) -> str:
+        """As :meth:`Store.viewer_key`."""
+        ...
+
+    def worlds(self) -> list[World]:
+        """As :meth:`Store.worlds`."""
+        ...
+
+    def add_invite(self, invite: Invite) -> None:
+        """As :meth:`Store.add_invite`."""
+        ...
+
+    def invites(self) -> list[Invite]:
+        """As :meth:`Store.invites`."""
+        ...
+
+    def revoke_invite(self, invite_id: str) -> None:
+        """As :meth:`Store.revoke_invite`."""
+        ...
+
+    def registration_requests(self) -> list[RegistrationRequest]:
+        """As :meth:`Store.registration_requests`."""
+        ...
+
+    def decide_registration(self, world_id: str, approve: bool) -> None:
+        """As :meth:`Store.decide_registration`."""
+        ...
+
+    def close(self) -> None:
+        """Close the connection; idempotent."""
         ...

@@ -15,9 +15,9 @@ from typing import TYPE_CHECKING, Any
 
 from ..credentials import InviteCode, token_matches
 from ..errors import ConfigError
-from .. import wire
-from .base import Invite, Registration, RegistrationRequest
-from .schema import _encode, utc_now
+from .schema import utc_now
+from .world_values import Invite, Registration, RegistrationRequest
+from .worlds import NEW_SETTINGS
 
 if TYPE_CHECKING:
     from collections.abc import Callable
@@ -102,7 +102,7 @@ class InviteRows:
                     raise _Refused(Registration.WORLD_ASKED)
                 added = conn.execute(
                     "INSERT INTO worlds (world_id, token_hash, settings) VALUES (?, ?, ?)"
-                    " ON CONFLICT (world_id) DO NOTHING", (world_id, token_hash, _encode(wire.WorldSettings())))
+                    " ON CONFLICT (world_id) DO NOTHING", (world_id, token_hash, NEW_SETTINGS))
                 if added.rowcount != 1:
                     raise _Refused(Registration.WORLD_KNOWN)
             used = conn.execute("UPDATE invites SET uses = uses + 1 WHERE invite_id = ?"
@@ -147,7 +147,7 @@ class InviteRows:
             if approve:
                 added = conn.execute(
                     "INSERT INTO worlds (world_id, token_hash, settings) VALUES (?, NULL, ?)"
-                    " ON CONFLICT (world_id) DO NOTHING", (world_id, _encode(wire.WorldSettings())))
+                    " ON CONFLICT (world_id) DO NOTHING", (world_id, NEW_SETTINGS))
                 if added.rowcount != 1:
                     raise ConfigError(f"world {world_id!r} was registered meanwhile: deny the request "
                                       "(`fate-bridge world pending deny`)")

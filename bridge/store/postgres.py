@@ -54,6 +54,7 @@ from ..errors import ConfigError
 from ..findings import Finding, fail, ok, warn
 from ..startup import _WHEN_HELD
 from .audit_rows import DatabaseUnreadable, _tables, refuse_newer_schema
+from .admin import Admin
 from .backends import Copied
 from .readonly import ReadOnlyDatabase
 from .schema import (INVITE_TABLES, KIND_TYPES, TABLES, UPDATE_WORLD, UPDATE_WORLD_SEALED, T, _in_transaction,
@@ -323,6 +324,70 @@ def _writer_session(url: str) -> Any:
     return raw
 
 
+def _connected(url: str) -> _PgConnection:
+    """A writer's session on the database at ``url`` (:func:`_writer_session`), its tables
+    created or upgraded (:func:`_migrate`). Raises ``ConfigError`` when psycopg is missing, the
+    server cannot be reached, or a newer bridge wrote the database."""
+    try:
+        import psycopg
+    except ImportError:
+        raise ConfigError("a postgresql:// --db needs psycopg: pip install 'fate-bridge[postgres]'") from None
+    try:
+        raw = _writer_session(url)
+    except psycopg.Error as exc:
+        raise ConfigError(f"cannot connect to the database {db_label(url)}: {exc}".strip()) from None
+    conn = _PgConnection(raw, url)
+    try:
+        _migrate(conn, url)
+    except BaseException:
+        conn.close()
+        raise
+    return conn
+
+
+def _migrate(conn: _PgConnection, url: str) -> None:
+    """Create or upgrade the tables step by step; refuse a database from a newer bridge."""
+
+    def work(conn: _PgConnection) -> None:
+        conn.execute("SELECT pg_advisory_xact_lock(?)", (MIGRATE_LOCK,))
+        conn.execute("CREATE TABLE IF NOT EXISTS meta (key TEXT PRIMARY KEY, value TEXT NOT NULL)")
+        row = conn.execute("SELECT value FROM meta WHERE key = 'schema_version'").fetchone()
+        version = int(row[0]) if row else 0
+        if version > SCHEMA_VERSION:
+            raise ConfigError(
+                f"the database {db_label(url)} was written by a newer fate-bridge (schema "
+                f"{version}, this bridge knows {SCHEMA_VERSION}); upgrade fate-bridge")
+        for step in range(version + 1, SCHEMA_VERSION + 1):
+            for statement in MIGRATIONS[step].strip().split(";\n"):
+                conn.execute(statement)
+        conn.execute("INSERT INTO meta (key, value) VALUES ('schema_version', ?)"
+                     " ON CONFLICT (key) DO UPDATE SET value = excluded.value", (str(SCHEMA_VERSION),))
+
+    _in_transaction(conn, work, begin="BEGIN")  # type: ignore[arg-type]
+
+
+def _storage_fault(exc: Exception) -> str | None:
+    """Whether ``exc`` is storage failing, not the work: its reason (one of
+    :data:`bridge.store.health.REASONS`): the server unreachable or the session lost, out of
+    disk space (53100), read-only (25006), a lock or statement timeout; else None (the lease
+    check's own error, FBL01, and any other)."""
+    import psycopg
+
+    state = getattr(exc, "sqlstate", None) or ""
+    if state == "53100":
+        return "disk_full"
+    if state == "25006":
+        return "read_only"
+    if state in ("55P03", "57014"):  # lock_not_available, query_canceled (statement_timeout)
+        return "locked"
+    # no SQLSTATE (the connection failed client-side), a connection exception (class 08), or
+    # the server shutting down or starting (57P01-57P03)
+    if isinstance(exc, psycopg.OperationalError) and (not state or state.startswith("08")
+                                                       or state in ("57P01", "57P02", "57P03")):
+        return "unreachable"
+    return None
+
+
 class _OneTrip:
     """A batch's transaction gathered into one query string, sent at its COMMIT: one send, one
     wait, one reply for the whole batch (issue 28). ``execute``/``executemany`` take the shared
@@ -555,41 +620,7 @@ class PostgresStore(BatchWriter):
     # --- runs on the writer thread -------------------------------------------------------------
 
     def _connect(self) -> None:
-        try:
-            import psycopg
-        except ImportError:
-            raise ConfigError("a postgresql:// --db needs psycopg: pip install 'fate-bridge[postgres]'") from None
-        try:
-            raw = _writer_session(self.path)
-        except psycopg.Error as exc:
-            raise ConfigError(f"cannot connect to the database {db_label(self.path)}: {exc}".strip()) from None
-        conn = _PgConnection(raw, self.path)
-        try:
-            self._migrate(conn)
-        except BaseException:
-            conn.close()
-            raise
-        self._conn = conn  # type: ignore[assignment]
-
-    def _migrate(self, conn: Any) -> None:
-        """Create or upgrade the tables step by step; refuse a database from a newer bridge."""
-
-        def work(conn: _PgConnection) -> None:
-            conn.execute("SELECT pg_advisory_xact_lock(?)", (MIGRATE_LOCK,))
-            conn.execute("CREATE TABLE IF NOT EXISTS meta (key TEXT PRIMARY KEY, value TEXT NOT NULL)")
-            row = conn.execute("SELECT value FROM meta WHERE key = 'schema_version'").fetchone()
-            version = int(row[0]) if row else 0
-            if version > SCHEMA_VERSION:
-                raise ConfigError(
-                    f"the database {db_label(self.path)} was written by a newer fate-bridge (schema "
-                    f"{version}, this bridge knows {SCHEMA_VERSION}); upgrade fate-bridge")
-            for step in range(version + 1, SCHEMA_VERSION + 1):
-                for statement in MIGRATIONS[step].strip().split(";\n"):
-                    conn.execute(statement)
-            conn.execute("INSERT INTO meta (key, value) VALUES ('schema_version', ?)"
-                         " ON CONFLICT (key) DO UPDATE SET value = excluded.value", (str(SCHEMA_VERSION),))
-
-        _in_transaction(conn, work, begin="BEGIN")  # type: ignore[arg-type]
+        self._conn = _connected(self.path)  # type: ignore[assignment]
 
     def _transaction(self, work: Callable[[Any], T]) -> T:
         assert self._conn is not None
@@ -667,24 +698,8 @@ class PostgresStore(BatchWriter):
         return await self._run(self._transaction, work)  # the careful way: the check's SELECT first
 
     def _fault_reason(self, exc: Exception) -> str | None:
-        """A storage failure's reason (see :meth:`BatchWriter._fault_reason`): the server
-        unreachable or the session lost, out of disk space (53100), read-only (25006), a lock or
-        statement timeout. Not the lease check's own error (FBL01), nor any other."""
-        import psycopg
-
-        state = getattr(exc, "sqlstate", None) or ""
-        if state == "53100":
-            return "disk_full"
-        if state == "25006":
-            return "read_only"
-        if state in ("55P03", "57014"):  # lock_not_available, query_canceled (statement_timeout)
-            return "locked"
-        # no SQLSTATE (the connection failed client-side), a connection exception (class 08), or
-        # the server shutting down or starting (57P01-57P03)
-        if isinstance(exc, psycopg.OperationalError) and (not state or state.startswith("08")
-                                                           or state in ("57P01", "57P02", "57P03")):
-            return "unreachable"
-        return None
+        """A storage failure's reason (see :meth:`BatchWriter._fault_reason`): :func:`_storage_fault`'s."""
+        return _storage_fault(exc)
 
     def _probe_sync(self) -> None:
         """While storage is down: the writer's session answers (made again if it had ended)."""
@@ -841,6 +856,14 @@ async def open_store(db: Path | str, *, audit_key: bytes | None = None,
                      signing_key: Ed25519PrivateKey | None = None) -> PostgresStore:
     """The store on the database at the URL ``db`` (tables made or upgraded)."""
     return await PostgresStore.open(str(db), audit_key=audit_key, signing_key=signing_key)
+
+
+def open_world_admin(db: Path | str) -> Admin:
+    """The ``world`` commands' access to the database at the URL ``db`` (tables made or
+    upgraded) on a writer's session of its own."""
+    conn = _connected(str(db))
+    return Admin(conn, lambda work: _in_transaction(conn, work, begin="BEGIN"),  # type: ignore[arg-type]
+                 _storage_fault)
 
 
 def open_readonly(db: Path | str) -> ReadOnlyDatabase:

@@ -1,5 +1,9 @@
-"""The SQLite file's layout and conventions: the migrations that build it, how values are stored
-(JSON blobs, the big ones as zstd frames: :mod:`bridge.store.blobs`; UTC times as sortable text) and the one way a change is committed.
+"""The SQLite file's layout and conventions: the migrations that build it, how it is opened for
+writing (:func:`connect`), how values are stored (JSON blobs, read and written by
+:mod:`bridge.store.codecs`, the big ones as zstd frames: :mod:`bridge.store.blobs`; UTC times as
+sortable text), the one way a change is committed, and which of its errors are storage failing
+(:func:`storage_fault`). It imports no msgspec and no wire message: the ``world`` commands open
+the file through it.
 
 Every backend module (``sqlite``, ``worlds``, ``audit_rows``) reads and writes through these.
 """
@@ -7,14 +11,15 @@ Every backend module (``sqlite``, ``worlds``, ``audit_rows``) reads and writes t
 from __future__ import annotations
 
 import datetime
+import errno
+import os
 import sqlite3
 from collections.abc import Callable
+from pathlib import Path
 from typing import TypeVar
 
-import msgspec
-
-from .. import wire
-from ..errors import WorldSettingsInvalid
+from ..errors import ConfigError
+from ..startup import database_problem
 
 T = TypeVar("T")
 
@@ -294,23 +299,6 @@ def utc_text(moment: datetime.datetime) -> str:
     return moment.strftime("%Y-%m-%dT%H:%M:%S.") + f"{moment.microsecond // 1000:03d}Z"
 
 
-_settings_decoder = msgspec.json.Decoder(wire.WorldSettings)
-
-
-def decode_settings(world_id: str, stored: bytes | str | memoryview) -> wire.WorldSettings:
-    """A world's stored settings row. Raises ``WorldSettingsInvalid`` naming the world, what is
-    wrong and the stored value, with the fix, when it is not valid settings (issue 35)."""
-    raw = bytes(stored) if isinstance(stored, memoryview) else stored
-    try:
-        return _settings_decoder.decode(raw)
-    except (msgspec.ValidationError, msgspec.DecodeError) as exc:
-        text = raw.decode("utf-8", "replace") if isinstance(raw, bytes) else raw
-        raise WorldSettingsInvalid(
-            f"world {world_id!r} has invalid stored settings ({exc}): {text[:200]}; it is not served "
-            f"until they are repaired (`fate-bridge audit repair {world_id}` rebuilds them from its "
-            "audit chain)") from None
-_summary_decoder = msgspec.json.Decoder(wire.AuditColumns)
-_encode = msgspec.json.Encoder().encode
 
 
 def _in_transaction(conn: sqlite3.Connection, work: Callable[[sqlite3.Connection], T],
@@ -332,3 +320,87 @@ def _committed(conn: sqlite3.Connection, work: Callable[[sqlite3.Connection], T]
             conn.execute("ROLLBACK")
         raise
     return result
+
+
+DB_FILE_MODE = 0o600  # a new database file is readable by its owner only (SQLite's -wal/-shm follow)
+
+
+def connect(path: str | Path) -> sqlite3.Connection:
+    """A writer's connection to the SQLite file ``path`` (made, owner-only, with its folder when
+    missing) or ``":memory:"``: autocommit (changes go through :func:`_in_transaction`), waiting
+    up to 5 s for a lock held elsewhere, WAL, ``synchronous = NORMAL``, foreign keys on, the
+    schema created or upgraded (:func:`migrate`). Raises ``ConfigError`` saying why the file
+    cannot be opened (:func:`bridge.startup.database_problem`) or that a newer bridge wrote it."""
+    path = str(path)
+    conn = None
+    try:
+        if path != ":memory:":
+            file = Path(path).expanduser()
+            file.parent.mkdir(parents=True, exist_ok=True)
+            if not file.exists():  # owner-only: it holds viewer keys and the table's history
+                os.close(os.open(file, os.O_WRONLY | os.O_CREAT | os.O_EXCL, DB_FILE_MODE))
+        conn = sqlite3.connect(path, isolation_level=None, check_same_thread=False)
+        conn.execute("PRAGMA busy_timeout = 5000")
+        if path != ":memory:":
+            conn.execute("PRAGMA journal_mode = WAL")
+        conn.execute("PRAGMA synchronous = NORMAL")
+        conn.execute("PRAGMA foreign_keys = ON")
+        migrate(conn, path)
+    except BaseException as exc:
+        if conn is not None:
+            conn.close()
+        if isinstance(exc, (OSError, sqlite3.DatabaseError)):
+            raise ConfigError(database_problem(path, exc)) from None
+        raise
+    return conn
+
+
+def migrate(conn: sqlite3.Connection, label: str) -> None:
+    """Create or upgrade the schema on ``conn`` step by step (:data:`MIGRATIONS`), in one
+    transaction. Raises ``ConfigError`` for a file a newer bridge wrote (``label``: its path)."""
+
+    def work(conn: sqlite3.Connection) -> None:
+        conn.execute("CREATE TABLE IF NOT EXISTS meta (key TEXT PRIMARY KEY, value TEXT NOT NULL)")
+        row = conn.execute("SELECT value FROM meta WHERE key = 'schema_version'").fetchone()
+        version = int(row[0]) if row else 0
+        if version > SCHEMA_VERSION:
+            raise ConfigError(
+                f"the database {label!r} was written by a newer fate-bridge (schema "
+                f"{version}, this bridge knows {SCHEMA_VERSION}); upgrade fate-bridge or use"
+                " another --db"
+            )
+        for step in range(version + 1, SCHEMA_VERSION + 1):
+            for statement in MIGRATIONS[step].strip().split(";\n"):
+                conn.execute(statement)
+        conn.execute("INSERT OR REPLACE INTO meta (key, value) VALUES ('schema_version', ?)",
+                     (str(SCHEMA_VERSION),))
+
+    _in_transaction(conn, work)
+
+
+# SQLite's result codes (``sqlite3.Error.sqlite_errorname``, extended codes included) that mean
+# storage failed, not the work: the reason each is (bridge/store/health.py).
+_FAULTS = (("SQLITE_FULL", "disk_full"), ("SQLITE_READONLY", "read_only"), ("SQLITE_BUSY", "locked"),
+           ("SQLITE_LOCKED", "locked"), ("SQLITE_IOERR", "io_error"), ("SQLITE_CANTOPEN", "io_error"))
+_OS_FAULTS = {errno.ENOSPC: "disk_full", errno.EDQUOT: "disk_full", errno.EROFS: "read_only", errno.EIO: "io_error"}
+
+
+def storage_fault(exc: BaseException, path: str | None) -> str | None:
+    """Whether ``exc`` is storage failing, not the work: its reason (one of
+    :data:`bridge.store.health.REASONS`: an SQLite result code of :data:`_FAULTS`, a system
+    error of :data:`_OS_FAULTS`), else None. For an I/O error on the file ``path`` (None:
+    ``":memory:"``), ``read_only`` or ``disk_full`` when its file system says so."""
+    if isinstance(exc, OSError):
+        return _OS_FAULTS.get(exc.errno or 0)
+    name = getattr(exc, "sqlite_errorname", None) or ""
+    reason = next((reason for code, reason in _FAULTS if name.startswith(code)), None)
+    if reason == "io_error" and path is not None:
+        try:
+            stats = os.statvfs(Path(path).expanduser().parent)
+        except OSError:
+            return reason
+        if stats.f_flag & os.ST_RDONLY:
+            return "read_only"
+        if stats.f_bavail == 0:
+            return "disk_full"
+    return reason

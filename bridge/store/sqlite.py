@@ -29,7 +29,6 @@ memory, group commit, one transaction per batch: see there) plus what only SQLit
 
 from __future__ import annotations
 
-import errno
 import os
 import sqlite3
 import threading
@@ -43,8 +42,8 @@ import structlog
 from ..errors import ConfigError
 from ..startup import database_problem
 from .audit_rows import stored_bytes
-from .schema import (FOLD_BACKSTOP, FOLD_CHUNK, FOLD_ROWS, FOLD_WAIT_MS, MIGRATIONS, SCHEMA_VERSION, T,
-                     _committed, _in_transaction, fold_tail, insert_audit_sql, read_as_one, upsert_records_sql)
+from .schema import (FOLD_BACKSTOP, FOLD_CHUNK, FOLD_ROWS, FOLD_WAIT_MS, T, _committed, _in_transaction, connect,
+                     fold_tail, insert_audit_sql, read_as_one, storage_fault, upsert_records_sql)
 from .writer import BatchWriter, WriteLocked, _Queued
 
 if TYPE_CHECKING:
@@ -90,8 +89,6 @@ class _WalCheckpointer:
 
 log = structlog.get_logger("fate_bridge")
 
-DB_FILE_MODE = 0o600  # a new database file is readable by its owner only (SQLite's -wal/-shm follow)
-
 
 def _locked(exc: sqlite3.OperationalError) -> bool:
     """Whether ``exc`` says another connection holds the lock (busy), not that the work failed."""
@@ -102,13 +99,6 @@ class DatabaseFileGone(Exception):
     """The database file this store writes was deleted, or another file put in its place, while
     it ran (issue 35): a COMMIT since went into a file no path reaches, so its batch is not
     acknowledged, and nothing is written until ``serve`` is started again."""
-
-
-# SQLite's result codes (``sqlite3.Error.sqlite_errorname``, extended codes included) that mean
-# storage failed, not the work: the reason each is (bridge/store/health.py).
-_FAULTS = (("SQLITE_FULL", "disk_full"), ("SQLITE_READONLY", "read_only"), ("SQLITE_BUSY", "locked"),
-           ("SQLITE_LOCKED", "locked"), ("SQLITE_IOERR", "io_error"), ("SQLITE_CANTOPEN", "io_error"))
-_OS_FAULTS = {errno.ENOSPC: "disk_full", errno.EDQUOT: "disk_full", errno.EROFS: "read_only", errno.EIO: "io_error"}
 
 
 class SQLiteStore(BatchWriter):
@@ -149,18 +139,7 @@ class SQLiteStore(BatchWriter):
 
     def _connect(self) -> None:
         try:
-            if self.path != ":memory:":
-                path = Path(self.path).expanduser()
-                path.parent.mkdir(parents=True, exist_ok=True)
-                if not path.exists():  # owner-only: it holds viewer keys and the table's history
-                    os.close(os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, DB_FILE_MODE))
-            conn = sqlite3.connect(self.path, isolation_level=None, check_same_thread=False)
-            conn.execute("PRAGMA busy_timeout = 5000")
-            if self.path != ":memory:":
-                conn.execute("PRAGMA journal_mode = WAL")
-            conn.execute("PRAGMA synchronous = NORMAL")
-            conn.execute("PRAGMA foreign_keys = ON")
-            self._migrate(conn)
+            conn = connect(self.path)
             try:  # what a killed bridge left in the tails
                 _in_transaction(conn, fold_tail)
             except sqlite3.IntegrityError as exc:
@@ -187,32 +166,11 @@ class SQLiteStore(BatchWriter):
                 self._batch_conn.execute("PRAGMA wal_autocheckpoint = 0")
                 read_as_one(self._batch_conn)
                 self._loader = ThreadPoolExecutor(max_workers=LOADERS, thread_name_prefix="fate-bridge-load")
-                stat = path.stat()
+                stat = Path(self.path).expanduser().stat()
                 self._identity = (stat.st_dev, stat.st_ino)
         except (OSError, sqlite3.DatabaseError) as exc:
             raise ConfigError(database_problem(self.path, exc)) from None
         self._conn = conn
-
-    def _migrate(self, conn: sqlite3.Connection) -> None:
-        """Create or upgrade the schema step by step (``MIGRATIONS``); refuse a newer file."""
-
-        def work(conn: sqlite3.Connection) -> None:
-            conn.execute("CREATE TABLE IF NOT EXISTS meta (key TEXT PRIMARY KEY, value TEXT NOT NULL)")
-            row = conn.execute("SELECT value FROM meta WHERE key = 'schema_version'").fetchone()
-            version = int(row[0]) if row else 0
-            if version > SCHEMA_VERSION:
-                raise ConfigError(
-                    f"the database {self.path!r} was written by a newer fate-bridge (schema "
-                    f"{version}, this bridge knows {SCHEMA_VERSION}); upgrade fate-bridge or use"
-                    " another --db"
-                )
-            for step in range(version + 1, SCHEMA_VERSION + 1):
-                for statement in MIGRATIONS[step].strip().split(";\n"):
-                    conn.execute(statement)
-            conn.execute("INSERT OR REPLACE INTO meta (key, value) VALUES ('schema_version', ?)",
-                         (str(SCHEMA_VERSION),))
-
-        _in_transaction(conn, work)
 
     def _transaction(self, work: Callable[[sqlite3.Connection], T]) -> T:
         """``work`` in one transaction on the writer's connection; raises
@@ -241,24 +199,10 @@ class SQLiteStore(BatchWriter):
 
     def _fault_reason(self, exc: Exception) -> str | None:
         """A storage failure's reason (see :meth:`BatchWriter._fault_reason`): the file gone, or
-        an SQLite result code or system error of :data:`_FAULTS` / :data:`_OS_FAULTS`; for an I/O
-        error, ``read_only`` or ``disk_full`` when the file system says so."""
+        what :func:`~bridge.store.schema.storage_fault` says of ``exc``."""
         if isinstance(exc, DatabaseFileGone):
             return "database_file_gone"
-        if isinstance(exc, OSError):
-            return _OS_FAULTS.get(exc.errno or 0)
-        name = getattr(exc, "sqlite_errorname", None) or ""
-        reason = next((reason for code, reason in _FAULTS if name.startswith(code)), None)
-        if reason == "io_error" and self._identity is not None:
-            try:
-                stats = os.statvfs(Path(self.path).expanduser().parent)
-            except OSError:
-                return reason
-            if stats.f_flag & os.ST_RDONLY:
-                return "read_only"
-            if stats.f_bavail == 0:
-                return "disk_full"
-        return reason
+        return storage_fault(exc, None if self._identity is None else self.path)
 
     def _probe_sync(self) -> None:
         """While storage is down: the file must be the one opened, and a write transaction must

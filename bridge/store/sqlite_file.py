@@ -1,6 +1,8 @@
 """The SQLite backend (bridge/store/backends.py): the database is a file (or ``":memory:"``),
 served by :class:`~bridge.store.sqlite.SQLiteStore`; this module is the rest of what the shells
-do with the file: open it read-only, hold it for one ``serve``, back it up, restore it, check it.
+do with the file: open it for the ``world`` commands, open it read-only, hold it for one
+``serve``, back it up, restore it, check it. It imports the store, and the audit trail's code,
+only when a command asks for them: the ``world`` commands need neither.
 
 A backup goes through SQLite's online backup API (``sqlite3.Connection.backup``): it copies the
 pages of one read transaction, so the copy is the database as it was at one instant, with every
@@ -23,7 +25,6 @@ from __future__ import annotations
 import contextlib
 import os
 import sqlite3
-import tempfile
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from datetime import datetime, timezone
@@ -31,16 +32,17 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from ..errors import ConfigError
-from ..findings import Finding, fail, ok, warn
 from ..startup import hold_database, lock_holder
-from .audit_rows import REQUIRED_TABLES, DatabaseUnreadable, _tables, refuse_newer_schema
+from .admin import Admin
 from .backends import Copied
-from .readonly import ReadOnlyDatabase
-from .schema import SCHEMA_VERSION, read_as_one
-from .sqlite import DB_FILE_MODE, SQLiteStore
+from .schema import DB_FILE_MODE, SCHEMA_VERSION, _in_transaction, connect, read_as_one, storage_fault
 
 if TYPE_CHECKING:
     from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
+
+    from ..findings import Finding
+    from .readonly import ReadOnlyDatabase
+    from .sqlite import SQLiteStore
 
 NAME = "SQLite"
 SHARED = False  # one serve per file (its lock: bridge/startup.py)
@@ -50,7 +52,18 @@ SIDE_FILES = ("-wal", "-shm", "-journal")  # SQLite's files beside a database
 async def open_store(db: Path | str, *, audit_key: bytes | None = None,
                      signing_key: Ed25519PrivateKey | None = None) -> SQLiteStore:
     """The store on the file ``db`` (made, with its folder, when missing) or ``":memory:"``."""
+    from .sqlite import SQLiteStore
+
     return await SQLiteStore.open(db, audit_key=audit_key, signing_key=signing_key)
+
+
+def open_world_admin(db: Path | str) -> Admin:
+    """The ``world`` commands' access to the file ``db`` (made, with its folder, when missing;
+    created or upgraded as the store does: :func:`~bridge.store.schema.connect`) on one
+    connection. Raises ``ConfigError`` when the file cannot be opened or a newer bridge wrote it."""
+    conn = connect(db)
+    label = None if str(db) == ":memory:" else str(db)
+    return Admin(conn, lambda work: _in_transaction(conn, work), lambda exc: storage_fault(exc, label))
 
 
 def exists(db: Path | str) -> bool:
@@ -78,6 +91,8 @@ def connect_readonly(path: Path) -> sqlite3.Connection:
     migrated or written. Raises :class:`DatabaseUnreadable` saying what is wrong with it, and
     ``ConfigError`` for a file of a newer schema (its rows may not read as this bridge's: each
     would be reported changed)."""
+    from .audit_rows import REQUIRED_TABLES, DatabaseUnreadable, _tables, refuse_newer_schema
+
     path = path.expanduser()
     if not path.exists():
         raise DatabaseUnreadable(f"there is no database at {path}")
@@ -110,6 +125,8 @@ def connect_readonly(path: Path) -> sqlite3.Connection:
 
 def open_readonly(db: Path | str) -> ReadOnlyDatabase:
     """:func:`connect_readonly`, as the backends' read-only database."""
+    from .readonly import ReadOnlyDatabase
+
     return ReadOnlyDatabase(connect_readonly(Path(db)), str(db))
 
 
@@ -120,6 +137,8 @@ def _writable_folder(folder: Path) -> Path | None:
     """The nearest existing folder of ``folder`` if this user cannot create files in it, else
     None. Tried for real (a temporary file, removed at once): permission bits do not tell for
     root, read-only mounts or special file systems."""
+    import tempfile
+
     existing = folder
     while not existing.exists() and existing != existing.parent:
         existing = existing.parent
@@ -144,6 +163,9 @@ def inspect(db: Path | str) -> tuple[list[Finding], ReadOnlyDatabase | None]:
     writable, ``quick_check``, schema version, the ``serve`` holding its lock (if any). Also
     returns it opened read-only for the checks that follow (None when the file cannot be read);
     the caller closes it."""
+    from ..findings import fail, ok, warn
+    from .readonly import ReadOnlyDatabase
+
     db = Path(db)
     findings: list[Finding] = []
     stuck = _writable_folder(db.parent)

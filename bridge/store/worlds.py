@@ -10,10 +10,9 @@ import sqlite3
 from collections.abc import Collection
 from typing import TYPE_CHECKING
 
-from .base import World
-from .. import wire
-from ..errors import WorldSettingsInvalid
-from .schema import _encode, decode_settings, utc_now
+from ..errors import ConfigError, WorldNotRegistered, WorldSettingsInvalid
+from .schema import utc_now
+from .world_values import World
 
 if TYPE_CHECKING:
     from collections.abc import Callable
@@ -23,6 +22,11 @@ if TYPE_CHECKING:
 
 
 _IDS_PER_QUERY = 500  # world ids per IN (...): below SQLite's bound on host parameters
+
+# A new world's stored settings: bridge.store.codecs._encode(wire.WorldSettings()), written out so
+# that registering a world imports neither msgspec nor the wire messages (the world commands,
+# bridge/store/admin.py); tests/test_store_protocol.py checks the two are the same bytes.
+NEW_SETTINGS = b'{"fate_option":"everyone"}'
 
 
 class WorldRows:
@@ -40,8 +44,21 @@ class WorldRows:
     invalid_worlds: dict[str, str] = {}
 
     @staticmethod
+    def _require_world(conn: sqlite3.Connection, world_id: str, registered: bool) -> None:
+        exists = conn.execute(
+            "SELECT 1 FROM worlds WHERE world_id = ? AND removed_at IS NULL", (world_id,)
+        ).fetchone()
+        if registered and not exists:
+            raise WorldNotRegistered(f"world {world_id!r} is not registered (see `fate-bridge world list`)")
+        if exists and not registered:
+            raise ConfigError(f"world {world_id!r} is registered already; "
+                              "`fate-bridge world rotate-token` gives it a new token")
+
+    @staticmethod
     def _world_row(row: tuple) -> World:
         """Raises ``WorldSettingsInvalid`` when the row's settings cannot be read."""
+        from .codecs import decode_settings  # (only what reads settings imports msgspec and the wire)
+
         return World(row[0], row[1], decode_settings(row[0], row[2]), row[3], row[4])
 
     def _world_sync(self, world_id: str) -> World | None:
@@ -58,7 +75,7 @@ class WorldRows:
             conn.execute(
                 "INSERT INTO worlds (world_id, token_hash, settings) VALUES (?, ?, ?)"
                 " ON CONFLICT (world_id) DO UPDATE SET token_hash = excluded.token_hash, removed_at = NULL",
-                (world_id, token_hash, _encode(wire.WorldSettings())))
+                (world_id, token_hash, NEW_SETTINGS))
         self._transaction(work)
 
     def _set_token_sync(self, world_id: str, token_hash: str) -> None:

@@ -68,7 +68,8 @@ from .blobs import unpack
 from .health import PROBE_SECONDS, StorageHealth
 from .memory import RECENT_EVENTS, CachedState, EventFilter, WorldCache
 from . import seal
-from .schema import INSERT_EVENT, UPDATE_WORLD, UPDATE_WORLD_SEALED, T, decode_settings, utc_now
+from .codecs import decode_settings
+from .schema import INSERT_EVENT, UPDATE_WORLD, UPDATE_WORLD_SEALED, T, utc_now
 from .invites import InviteRows
 from .worlds import WorldRows
 
@@ -360,17 +361,6 @@ class BatchWriter(WorldRows, InviteRows, AuditRows):
             self._conn = None
 
     # --- runs on the writer thread -------------------------------------------------------------
-
-    @staticmethod
-    def _require_world(conn: Any, world_id: str, registered: bool) -> None:
-        exists = conn.execute(
-            "SELECT 1 FROM worlds WHERE world_id = ? AND removed_at IS NULL", (world_id,)
-        ).fetchone()
-        if registered and not exists:
-            raise WorldNotRegistered(f"world {world_id!r} is not registered (see `fate-bridge world list`)")
-        if exists and not registered:
-            raise ConfigError(f"world {world_id!r} is registered already; "
-                              "`fate-bridge world rotate-token` gives it a new token")
 
     def _load_world_sync(self, world_id: str) -> WorldCache:
         """Read a registered world's whole state (once per world, then it lives in memory), in one

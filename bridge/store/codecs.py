@@ -1,0 +1,34 @@
+"""The JSON values of the stores' rows as the wire messages' types: a world's settings
+(:func:`decode_settings`, :func:`_encode`) and an audit row's summary columns
+(:data:`_summary_decoder`).
+
+Apart from :mod:`bridge.store.schema` because they import msgspec and every wire message, which a
+``world`` command that writes no settings does without (:data:`~bridge.store.worlds.NEW_SETTINGS`).
+"""
+
+from __future__ import annotations
+
+import msgspec
+
+from .. import wire
+from ..errors import WorldSettingsInvalid
+
+_settings_decoder = msgspec.json.Decoder(wire.WorldSettings)
+
+
+def decode_settings(world_id: str, stored: bytes | str | memoryview) -> wire.WorldSettings:
+    """A world's stored settings row. Raises ``WorldSettingsInvalid`` naming the world, what is
+    wrong and the stored value, with the fix, when it is not valid settings (issue 35)."""
+    raw = bytes(stored) if isinstance(stored, memoryview) else stored
+    try:
+        return _settings_decoder.decode(raw)
+    except (msgspec.ValidationError, msgspec.DecodeError) as exc:
+        text = raw.decode("utf-8", "replace") if isinstance(raw, bytes) else raw
+        raise WorldSettingsInvalid(
+            f"world {world_id!r} has invalid stored settings ({exc}): {text[:200]}; it is not served "
+            f"until they are repaired (`fate-bridge audit repair {world_id}` rebuilds them from its "
+            "audit chain)") from None
+
+
+_summary_decoder = msgspec.json.Decoder(wire.AuditColumns)
+_encode = msgspec.json.Encoder().encode
