@@ -104,14 +104,14 @@ class Translations(_gettext.NullTranslations):
 
 
 def _read_po(po: Traversable, language: str) -> Catalog:
+    from babel.messages.pofile import read_po  # (Babel: only when a catalog is read)
+
     with po.open("rb") as source:
         return read_po(source, locale=language, domain=DOMAIN)
 
 
 def read_catalog(language: str) -> Catalog:
     """The ``messages.po`` catalog of ``language`` as Babel reads it (``KeyError`` if none)."""
-    from babel.messages.pofile import read_po
-
     if language not in languages() or language == DEFAULT:
         raise KeyError(language)
     return _read_po(_locale_folder().joinpath(language, "LC_MESSAGES", f"{DOMAIN}.po"), language)
@@ -123,6 +123,8 @@ def add_catalogs(package: str) -> None:
     under the bridge's catalog (a msgid the bridge translates keeps the bridge's words). Called
     by ``bridge.registry.register`` for a ruleset's ``locale``; kept until the process ends.
     ``ModuleNotFoundError`` if ``package`` is not importable."""
+    from importlib import resources
+
     folder = resources.files(package).joinpath("locale")
     for language in languages():
         po = folder.joinpath(language, "LC_MESSAGES", f"{DOMAIN}.po")
