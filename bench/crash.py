@@ -41,7 +41,7 @@ from websockets.asyncio.client import ClientConnection, connect
 from websockets.exceptions import ConnectionClosed
 
 from bridge.audit import AuditRecord
-from bridge.frames import replayed_frame
+from bridge.replies import replayed_frame
 from bridge.store.audit_rows import row_summary
 from bridge.store.blobs import unpack
 from bridge.store.schema import read_as_one

@@ -33,7 +33,7 @@ from .derive import (Derived, DerivingState, Diverged, StateProblem, StoredState
 from .dice import ScriptedDice
 from .errors import Refusal
 from .fairness import decide as fairness
-from .fairness.dice import Draw, TableDice
+from .fairness.provable import Draw, TableDice
 from .fairness.trail import check_dice
 from .heads import KEY_CHANGE, Head, KeyChange, parse_public_key, public_key_text, stored_digest, stored_hash, stored_range
 from .receipts import key_id
@@ -116,7 +116,7 @@ class ReplayState:
 
 class ReplayTable(TableDice):
     """A recorded decision's dice table, for :func:`rederive` (``bridge.core.decide``'s
-    ``dice_table``): the live table (:class:`~bridge.fairness.dice.TableDice`) with the record's
+    ``dice_table``): the live table (:class:`~bridge.fairness.provable.TableDice`) with the record's
     dice in place of the dice session and the bridge's secret dice. A fair die derives from its
     session's seed, which the record does not hold: the recorded value is the table's output
     (``bridge.fairness.trail.check_dice`` recomputes it once the seed is revealed). Physical

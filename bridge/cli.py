@@ -976,7 +976,7 @@ def overlay_url(bridge_url: str, world_id: str, key: str) -> str:
 
 
 def _schema(args: argparse.Namespace) -> int:
-    from . import schema
+    from . import json_schema as schema
 
     if args.check:
         stale = schema.stale_files(args.out)
@@ -998,7 +998,7 @@ def _split_dice(line: bytes) -> tuple[bytes, list[int] | None]:
     import msgspec
 
     from .errors import BadMessage
-    from .wire.frames import check
+    from .wire.guard import check
 
     try:
         check(line)
@@ -1032,7 +1032,7 @@ async def _resolve(args: argparse.Namespace) -> int:
 async def _resolve_held(args: argparse.Namespace) -> int:
     """``resolve`` once its database is its own (see :func:`_resolve`)."""
     from .dice import ScriptedDice, SecretDice
-    from .frames import card_text
+    from .replies import card_text
     from .session import Session
     from .store import open_store
 

@@ -15,7 +15,7 @@ writes, audit entry, reply frame) and to the sockets (the overlay frame, the log
    :class:`~bridge.errors.Refusal` becomes the refused :class:`~bridge.ruleset.Outcome`;
 3. every die used (``check_all_used``) and the "Physical dice" line on the card
    (:func:`bridge.fairness.decide.with_physical_mark`);
-4. the audit entry, the overlay frame and the reply frame (:func:`bridge.frames.decision_frame`).
+4. the audit entry, the overlay frame and the reply frame (:func:`bridge.replies.decision_frame`).
 
 ``fate-bridge audit verify`` re-derives a record through :func:`decide` too
 (:func:`bridge.audit.rederive`): on the record's reads, with the record's dice as the dice table
@@ -38,8 +38,8 @@ from . import i18n, registry, wire
 from .dice import Dice
 from .errors import Refusal
 from .fairness import decide as fairness
-from .fairness.dice import TableDice
-from .frames import decision_frame
+from .fairness.provable import TableDice
+from .replies import decision_frame
 from .record import AuditEntry, Decision, RecordingDice, RecordingState, sorted_json
 from .ruleset import Handler, Outcome, Query, Refused
 from .state import WorldState
@@ -175,7 +175,7 @@ def decide(message: wire.Request, state: WorldState, dice: Dice, *, message_byte
     overlay = None if outcome.card is None else _overlay_frame(state.world_id, outcome.card_key or event_id,
                                                                outcome.card)
     # every client builds its Foundry Roll from the rolls it carries (issue 19); a replay
-    # rebuilds the same bytes from the audit record (bridge.frames)
+    # rebuilds the same bytes from the audit record (bridge.replies)
     frame = decision_frame(outcome.reply, rolled.rolled, draws)
     return Decision(frame, ok, audit, kept=(overlay, outcome.log))
 

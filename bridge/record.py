@@ -17,7 +17,7 @@ import msgspec
 
 from . import wire
 from .dice import Dice
-from .fairness.dice import Draw
+from .fairness.provable import Draw
 from .state import R, WorldState
 
 

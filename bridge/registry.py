@@ -28,7 +28,7 @@ from .fairness import wire as dice_wire
 from .i18n import _
 from .ruleset import CardText, Era, Handler, Query, Refused, Ruleset
 from .rulesets import hmtw, mythic, pool, sohl
-from .wire import audit, frames, overlay, session
+from .wire import audit_window, guard, overlay, session
 
 BUILT_IN: tuple[Ruleset, ...] = (
     sohl.RULESET,
@@ -38,7 +38,7 @@ BUILT_IN: tuple[Ruleset, ...] = (
 )
 """The built-in rulesets, in the order ``welcome`` announces them."""
 
-_SHARED = (session, audit, overlay, dice_wire)  # the dice messages (issue 19) are every ruleset's
+_SHARED = (session, audit_window, overlay, dice_wire)  # the dice messages (issue 19) are every ruleset's
 
 _installed: list[Ruleset] = list(BUILT_IN)
 
@@ -153,10 +153,10 @@ def decode_client(frame: bytes | str) -> Any:
 
     Raises :class:`BadMessage` (not JSON, not an object, missing/invalid ``type`` or a field that
     fails validation; ``field`` names it) or :class:`UnknownMessage` (a ``type`` the bridge does
-    not know). Never raises anything else: :func:`bridge.wire.frames.check` bounds size and
+    not know). Never raises anything else: :func:`bridge.wire.guard.check` bounds size and
     nesting first.
     """
-    frames.check(frame)
+    guard.check(frame)
     try:
         return protocol().decoder.decode(frame)
     except msgspec.ValidationError as exc:
@@ -165,4 +165,4 @@ def decode_client(frame: bytes | str) -> Any:
             raise UnknownMessage(_("unknown message type %(type)s") % {"type": _tag_of(text)}, field="type") from None
         raise BadMessage(text, field=wire.error_field(text)) from None
     except msgspec.DecodeError as exc:
-        raise frames.undecodable(frame, exc) from None
+        raise guard.undecodable(frame, exc) from None

@@ -59,8 +59,8 @@ from .report import draw as draw_report
 from .status import Link, Presence
 from .store import Store
 from .wire import ref_of
-from .wire.frames import MAX_FRAME_BYTES
-from .wire.frames import check as check_frame
+from .wire.guard import MAX_FRAME_BYTES
+from .wire.guard import check as check_frame
 
 log = structlog.get_logger("fate_bridge")
 

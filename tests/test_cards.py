@@ -8,7 +8,7 @@ import jinja2
 import pytest
 
 from bridge import i18n, i18n_templates, wire
-from bridge.frames import card_text
+from bridge.replies import card_text
 from bridge.rulesets.sohl.cards import SohlFateCardData, render_card as sohl_render_card, sohl_fate_card
 from bridge.rulesets.sohl import wire as sohl_wire
 

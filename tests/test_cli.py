@@ -478,7 +478,7 @@ except SystemExit as exc:
     code = exc.code
 print(code, " ".join(sorted(sys.modules)))
 """
-NEVER_FOR_THE_COMMAND_LINE = {"bridge.server", "bridge.report", "bridge.doctor", "bridge.schema", "bridge.http",
+NEVER_FOR_THE_COMMAND_LINE = {"bridge.server", "bridge.report", "bridge.doctor", "bridge.json_schema", "bridge.http",
                               "bridge.status", "bridge.cluster", "websockets", "psycopg", "prometheus_client"}
 # ...and for --version and --help, nothing of the store, the rulesets or their libraries either
 NEVER_TO_PARSE = NEVER_FOR_THE_COMMAND_LINE | {

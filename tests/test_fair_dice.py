@@ -26,7 +26,7 @@ from bridge import report
 from bridge.fairness import trail
 from bridge.http import Pages
 from bridge.status import Presence
-from bridge.fairness.dice import derive_die, fingerprint
+from bridge.fairness.provable import derive_die, fingerprint
 from bridge.config import load_signing_key
 from bridge.heads import sign_head
 from bridge.errors import WorldNotRegistered
@@ -480,7 +480,7 @@ class TestOverrideTargets:
 # --- purity --------------------------------------------------------------------------------------
 
 
-@pytest.mark.parametrize("name", ["dice.py", "decide.py", "trail.py", "wire.py", "__init__.py"])
+@pytest.mark.parametrize("name", ["provable.py", "decide.py", "trail.py", "wire.py", "__init__.py"])
 def test_the_dice_core_reaches_no_io_clock_or_randomness(name):
     """The seed is injected (``Session(new_seed=...)``); nothing in ``bridge/fairness`` draws one,
     reads a clock or touches a file, through any import (as test_purity checks the rulesets)."""

@@ -36,7 +36,7 @@ from bridge.dice import ScriptedDice
 from bridge.limits import Limits
 from bridge.session import hash_token, new_token
 from bridge.store import SQLiteStore
-from bridge.wire.frames import MAX_DEPTH, MAX_FRAME_BYTES
+from bridge.wire.guard import MAX_DEPTH, MAX_FRAME_BYTES
 
 from .sohl_messages import rolled
 

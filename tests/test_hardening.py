@@ -1,4 +1,4 @@
-"""Issue 16: the decode guard (bridge/wire/frames.py), the limits per world and per address
+"""Issue 16: the decode guard (bridge/wire/guard.py), the limits per world and per address
 (bridge/limits.py) and how the server applies them (bridge/server.py), and ``resolve`` going on
 after a bad line. The fuzz test (test_fuzz.py) sends thousands of frames; these pin each rule."""
 
@@ -17,7 +17,7 @@ from bridge import wire
 from bridge.errors import BadMessage, UnknownMessage
 from bridge.limits import Admission, Limits, WorldRates
 from bridge.session import hash_token, new_token
-from bridge.wire.frames import MAX_DEPTH, MAX_FRAME_BYTES, check
+from bridge.wire.guard import MAX_DEPTH, MAX_FRAME_BYTES, check
 
 from .helpers import eventually, run_bridge
 from .served import TIMEOUT, ask, started, stopped, store, token  # noqa: F401 (store, token: fixtures)

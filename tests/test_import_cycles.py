@@ -9,7 +9,7 @@ imported too, except the module's own enclosing packages.
 The layers, each importing only those beneath it (``docs/architecture.md``, Layers):
 
 1. plain values: ``errors``, ``i18n`` (and ``i18n_templates``), ``dice``, ``times``, ``wire`` (the shared messages, no ruleset),
-   ``state``, ``cards``, ``fairness.dice``, ``fairness.wire``; and what the shells and the store
+   ``state``, ``cards``, ``fairness.provable``, ``fairness.wire``; and what the shells and the store
    both read: ``config`` (file locations), ``startup`` (one-line startup errors), ``release``;
    ``metrics`` (the counters the session and the server tell, importing nothing of the bridge);
    ``credentials`` (tokens and invite codes: made, hashed, compared); ``findings`` (what a check
@@ -110,13 +110,13 @@ def cycles(package: str) -> list[list[str]]:
 
 LAYERS = [
     ("bridge", "bridge.errors", "bridge.i18n", "bridge.i18n_templates", "bridge.dice", "bridge.times", "bridge.wire", "bridge.state", "bridge.cards",
-     "bridge.fairness", "bridge.fairness.dice", "bridge.fairness.wire", "bridge.config", "bridge.startup",
+     "bridge.fairness", "bridge.fairness.provable", "bridge.fairness.wire", "bridge.config", "bridge.startup",
      "bridge.release", "bridge.metrics", "bridge.credentials", "bridge.findings", "bridge.charts",
      "bridge.chi_square"),
     ("bridge.ruleset",),
     ("bridge.rulesets",),
     ("bridge.registry",),
-    ("bridge.record", "bridge.frames", "bridge.fairness.decide"),
+    ("bridge.record", "bridge.replies", "bridge.fairness.decide"),
     ("bridge.core",),
     ("bridge.derive", "bridge.audit", "bridge.fairness.trail", "bridge.receipts", "bridge.heads"),
     ("bridge.store",),

@@ -109,7 +109,7 @@ def test_decide_reaches_no_io_through_any_import(path):
         assert not found, (module.relative_to(BRIDGE), found)
 
 
-CORE = ["core.py", "registry.py", "record.py", "frames.py", "ruleset.py", "state.py", "cards.py", "audit.py",
+CORE = ["core.py", "registry.py", "record.py", "replies.py", "ruleset.py", "state.py", "cards.py", "audit.py",
         *[f"wire/{p.name}" for p in (BRIDGE / "wire").glob("*.py")],
         *[f"rulesets/{r.name}/{p.name}" for r in RULESETS for p in r.glob("*.py")]]
 

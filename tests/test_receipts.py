@@ -19,7 +19,7 @@ from bridge import receipts, registry, wire
 from bridge.config import load_signing_key
 from bridge.errors import ConfigError
 from bridge.store.base import Decided
-from bridge.wire.frames import MAX_FRAME_BYTES
+from bridge.wire.guard import MAX_FRAME_BYTES
 
 from .helpers import ROOT, sign_v1
 

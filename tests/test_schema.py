@@ -5,7 +5,7 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-from bridge import schema
+from bridge import json_schema as schema
 
 SCHEMAS = Path(__file__).resolve().parent.parent / "schemas"
 

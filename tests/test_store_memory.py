@@ -18,7 +18,7 @@ from bridge.dice import ScriptedDice
 from bridge.errors import ConfigError, WorldNotRegistered
 from bridge.session import Session
 from bridge.store import SCHEMA_VERSION, Decision, SQLiteStore, open_store
-from bridge.frames import replayed_frame
+from bridge.replies import replayed_frame
 from bridge.store.audit_rows import PREV_HASH
 from bridge.store.blobs import unpack
 from bridge.store.schema import read_as_one

@@ -41,7 +41,7 @@ from ..state import WorldState
 from ..dice import Dice
 from ..cards import CardTemplates
 from . import wire
-from .dice import Draw, OpenSession, SEED_BYTES, TableDice, commitment, fingerprint, session_id
+from .provable import Draw, OpenSession, SEED_BYTES, TableDice, commitment, fingerprint, session_id
 
 RULESET_ID = "dice"  # the audit columns' ruleset of dice decisions
 TITLE = N_("dice sessions")  # what the audit report heads its decisions with

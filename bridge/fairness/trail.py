@@ -19,7 +19,7 @@ from typing import Any
 import msgspec
 
 from ..record import AuditRecord
-from .dice import derive_die, session_id as session_id_of
+from .provable import derive_die, session_id as session_id_of
 
 START, END, OVERRIDE = "dice_session_start", "dice_session_end", "gm_override"
 

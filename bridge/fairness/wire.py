@@ -11,7 +11,7 @@ import msgspec
 from msgspec import Meta
 
 from ..wire.base import BridgeMessage, Card, Id, OutPart, Part, Query, UserRequest
-from .dice import Draw
+from .provable import Draw
 
 Reason = Annotated[str, Meta(min_length=1, max_length=500,
                              description="Why the GM set this result by hand (shown in the audit trail).")]

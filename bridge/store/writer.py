@@ -15,7 +15,7 @@ the database: how :meth:`BatchWriter.decide` works (issue 17):
   only after that COMMIT.
 - The reply is stored once, inside the audit record (key-sorted, as the chain's canonical bytes
   need); a repeated ``event_id`` rebuilds the exact frame sent from it
-  (:func:`bridge.frames.replayed_frame`), or, for replies decided by older bridges, returns the
+  (:func:`bridge.replies.replayed_frame`), or, for replies decided by older bridges, returns the
   ``events`` row's.
 - If a COMMIT fails, its decisions and every decision queued after them fail (none was
   acknowledged; later ones may have read their state) and the caches are reloaded from the
@@ -59,7 +59,7 @@ from .. import audit
 from ..record import AuditRecord
 from ..config import MAX_WORLDS_IN_MEMORY, db_label
 from ..errors import ConfigError, LeaseLost, StorageUnavailable, WorldNotRegistered
-from ..frames import replayed_frame
+from ..replies import replayed_frame
 from ..receipts import with_receipts
 from ..state import WorldState
 from .audit_rows import AuditRows, Sealed, stored_bytes, window_hashes

@@ -23,8 +23,8 @@ import re
 import msgspec
 
 from ..errors import BadMessage
-from . import frames
-from .audit import *  # noqa: F403
+from . import guard
+from .audit_window import *  # noqa: F403
 from .base import *  # noqa: F403
 from .base import BridgeMessage, ClientMessage
 from .overlay import *  # noqa: F403
@@ -67,7 +67,7 @@ def ref_of(frame: bytes | str) -> str | None:
     ``error.ref``; None when the frame is not an object or carries neither as a string, or is too
     big or deep to read safely."""
     try:
-        frames.check(frame)
+        guard.check(frame)
         obj = _probe.decode(frame)
     except (BadMessage, msgspec.DecodeError, msgspec.ValidationError):
         return None

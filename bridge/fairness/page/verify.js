@@ -3,7 +3,7 @@
  * (`fate-bridge audit export --world W --out W.trail.json`, or `--format jsonl`), the signed heads of
  * a trail file, and recompute every die of every revealed dice session of it from the trail and
  * the revealed seed alone, and check each seed against the commitment posted before the rolls.
- * The same recipe as bridge/fairness/dice.py (derive_die) and checks as bridge/fairness/trail.py
+ * The same recipe as bridge/fairness/provable.py (derive_die) and checks as bridge/fairness/trail.py
  * (check_dice): HMAC-SHA256(seed, "fate-bridge die v1\n" world "\n" seq "\n" index "\n" faces "\n"
  * client_seed "\n" attempt), first 4 bytes big-endian, rejection sampling against modulo bias.
  */

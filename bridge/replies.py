@@ -14,7 +14,7 @@ import re
 
 from . import registry, wire
 from .fairness import wire as dice_wire
-from .fairness.dice import Draw
+from .fairness.provable import Draw
 from .record import AuditRecord
 
 
