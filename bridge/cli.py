@@ -665,6 +665,12 @@ _LIMIT_FLAGS = (  # (flag, Limits field, type, help); docs/security.md says what
     ("--failed-hello-rate", "failed_hello_rate", float,
      "failed hellos per second, all addresses together, past which addresses that never completed "
      "a hello are asked to retry later (a distributed token-guessing flood)"),
+    ("--new-address-rate", "new_address_rate", float,
+     "new connections per second, all IP addresses that never completed a hello together (a flood "
+     "from many addresses); past it they get a 503 before their handshake, while addresses that "
+     "did (the GMs, their overlay pages) are not counted"),
+    ("--new-address-burst", "new_address_burst", int,
+     "new connections at once from such addresses (every table reconnecting after a restart)"),
 )
 
 

@@ -84,6 +84,9 @@ class Limits:
     # caps the load a flood makes (tokens are 256 random bits, never guessed), and how long a
     # correct token from the flooding address (a GM behind the same NAT) waits once it stops
     failed_hello_rate: float = 10.0  # failed hellos per second from addresses never seen succeed
+    new_address_rate: float = 50.0  # new connections per second, all addresses that never completed a
+    # hello together (a flood spread over many addresses): one accept and a 503 past it, no handshake
+    new_address_burst: int = 200  # ... in bursts of this many (the GMs reconnecting after a restart)
 
 
 FailureKey = tuple[str, str | None]  # (address, world id as the hello gave it, or ANY_WORLD)
@@ -114,6 +117,7 @@ class Admission:
         self._succeeded: OrderedDict[str, None] = OrderedDict()
         self._failure_budget = RateLimit(limits.failed_hello_rate,
                                          max(1, int(limits.failed_hello_rate * 5)), clock)
+        self._strangers = RateLimit(limits.new_address_rate, limits.new_address_burst, clock)
 
     @property
     def pending(self) -> int:
@@ -123,7 +127,10 @@ class Admission:
     def connect(self, address: str, conn: Hashable) -> str | None:
         """Count a new connection ``conn`` from ``address`` (it starts pending its hello), or say
         why it is refused: ``connections_total``, ``connections_per_address``, ``connect_rate``,
-        or ``pending_hello`` when ``pending_hello`` connections are pending and there is no
+        ``new_address_rate`` (``address`` never completed a hello and the bucket that all such
+        addresses share is empty: a flood spread over many addresses is refused at its accept,
+        while the addresses of the GMs and their overlay pages are not held by it), or
+        ``pending_hello`` when ``pending_hello`` connections are pending and there is no
         ``evict``. With ``evict``, the oldest pending connection is passed to it instead (to be
         closed; it stays counted until :meth:`disconnect`): silent connections cannot keep a GM
         out, an attacker would have to open them faster than a browser says hello. A refused
@@ -141,6 +148,8 @@ class Admission:
             _remember(self._connects, address, bucket)
         if not bucket.allow():
             return "connect_rate"
+        if address not in self._succeeded and not self._strangers.allow():
+            return "new_address_rate"
         if self.pending >= limits.pending_hello and self.evict is not None:
             oldest, _ = self._pending.popitem(last=False)
             self.evict(oldest)

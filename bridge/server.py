@@ -6,7 +6,9 @@ the first frame (``hello``, or ``register``: a world registered through an invit
 limited per address and in total by :class:`~bridge.limits.RegistrationRates`, answered and
 closed) must come within ``hello_timeout`` seconds (else close 4002); frames are handled
 one at a time, in order, each answered before the next is read; past the world's rate limit (one
-bucket per world, whichever connection) a frame is answered ``rate_limited`` and not handled; a
+bucket per world, whichever connection) a frame is answered ``rate_limited`` and not handled, and
+the connection's next frame is read only when the bucket has a token again (a connection that
+pumps frames without waiting waits in its own socket buffers, not in the others' turn); a
 binary frame is answered ``bad_message``. Connections are counted from the TCP accept
 (:func:`admitted_connection`): one over a :class:`~bridge.limits.Limits` count (per address, in
 total, not yet past ``hello``, new per second) gets a 503 before its handshake; ``hello``s from an
@@ -66,6 +68,7 @@ log = structlog.get_logger("fate_bridge")
 
 # Limits, each with its reason (restated for operators in docs/security.md).
 MAX_QUEUE_FRAMES = 16  # frames received but not yet handled per connection, then TCP backpressure
+MAX_PACE_SECONDS = 1.0  # past its world's rate, a connection's next frame is read within this
 HELLO_TIMEOUT_SECONDS = 10.0  # a browser sends hello right after connecting
 DEFAULT_RATE = (RATE_PER_SECOND, int(RATE_PER_SECOND * RATE_BURST_SECONDS))
 VIEWER_QUEUE_FRAMES = 32  # cards waiting for one viewer: a table shows a few a minute, so 32
@@ -418,6 +421,7 @@ def make_handler(
         viewer: _Viewer | None = None
         watched: str | None = None  # the world whose overlay this viewer made this process watch
         limited = False  # logged once per connection
+        paced = 0.0  # seconds before the next frame is read, once past the rate
         try:
             async with asyncio.timeout(hello_timeout):
                 first = await drain.recv(ws)
@@ -458,6 +462,7 @@ def make_handler(
                         log.info("rate_limited", world_id=session.world_id, address=address)
                         limited = True
                     reply = Reply([error_frame(RateLimited(rate_message), ref_of(frame))])
+                    paced = limit.wait()
                 _fan_out(viewers, session.world_id, reply, cluster)
                 if session.viewer and session.is_open and not was_open and cluster is not None:
                     assert session.world_id is not None
@@ -502,6 +507,12 @@ def make_handler(
                     else:
                         _cap_send_buffer(ws)
                         pump = asyncio.create_task(viewers.pump(viewer))
+                if paced:  # past its rate, this connection reads its next frame when the bucket
+                    # has a token again (or a second at most): a pumping connection waits in its own
+                    # socket buffers and gets about ``rate`` refusals a second, not the others' turn
+                    with contextlib.suppress(TimeoutError):
+                        await asyncio.wait_for(ws.wait_closed(), min(paced, MAX_PACE_SECONDS))
+                    paced = 0.0
                 if (following := await drain.recv(ws)) is None:  # draining: this frame's reply was sent
                     await drain.close(ws)
                     return

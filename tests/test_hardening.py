@@ -123,6 +123,16 @@ class TestAdmission:
         now[0] = 1.0
         assert admission.connect("a", 4) is None
 
+    def test_addresses_never_seen_say_hello_share_one_connect_bucket(self):
+        """A flood spread over many addresses (each under its own connect rate) is refused at the
+        accept past ``new_address_burst``; an address that completed a hello is not counted."""
+        admission, now = self.admission(new_address_rate=2.0, new_address_burst=3)
+        assert [admission.connect(f"10.0.0.{n}", n) for n in range(4)] == [None, None, None, "new_address_rate"]
+        admission.hello_succeeded("gm")
+        assert [admission.connect("gm", f"gm{n}") for n in range(5)] == [None] * 5
+        now[0] = 0.5  # one token back at 2 a second
+        assert [admission.connect(f"10.0.1.{n}", f"b{n}") for n in range(2)] == [None, "new_address_rate"]
+
     def test_failed_hellos_lock_the_address_out_longer_each_time(self):
         admission, now = self.admission(free_failed_hellos=2, max_hello_delay=4.0, failed_hello_rate=1000)
         waits = []
@@ -295,6 +305,25 @@ class TestServerLimits:
             refused = await ask(ws, rolled("r3", "m3"))
             assert (refused["code"], refused["ref"]) == ("rate_limited", "r3")
         await stopped(server)
+
+    async def test_a_connection_past_its_rate_is_read_no_further_until_the_bucket_refills(
+            self, store, token, monkeypatch):
+        """A forwarder that pumps frames without waiting gets one ``rate_limited`` per token the
+        bucket would have, not one per frame: its further frames are not handled (past the
+        receive queue they stay in its own socket buffers), so it cannot take the event loop
+        from other worlds. Its close ends the wait."""
+        monkeypatch.setattr(bridge_server, "MAX_PACE_SECONDS", 3600.0)  # the bucket never refills here
+        server, url = await started(store, rate=(0.001, 2))
+        async with connect(url) as ws:
+            await ask(ws, hello(token))  # the first token
+            assert (await ask(ws, rolled("r1", "m1")))["type"] == "test_graded"  # the second
+            for n in range(2, 12):  # the pump: 10 frames (within the receive queue), no waiting
+                await ws.send(json.dumps(rolled(f"r{n}", f"m{n}")))
+            refused = json.loads(await asyncio.wait_for(ws.recv(), TIMEOUT))
+            assert (refused["code"], refused["ref"]) == ("rate_limited", "r2")
+            with pytest.raises(TimeoutError):  # nothing more is handled, so nothing more is answered
+                await asyncio.wait_for(ws.recv(), 0.5)
+        await asyncio.wait_for(stopped(server), TIMEOUT)  # the paced handler saw the close
 
     async def test_connections_over_the_per_address_cap_get_503_and_others_are_served(self, store, token):
         server, url = await started(store, limits=Limits(connections_per_address=2))
