@@ -35,6 +35,8 @@ and without eviction (``bench.memory``, issue 27); ``--restart`` a big world's f
 kill -9 and after a clean stop, and the other worlds' p99 while one loads (``bench.restart``, issue 27);
 ``--click`` a player's wait from Spend Fate to the Fate card in every browser, hop by hop, in real
 Chromium pages, beside a plain chat message (``bench.click``, issue 37; ``--clicks N``, 200 by default).
+``--attack`` another world's p99 under each flood (one connection pumping, token guessing and
+silent connections from one address and from 240; ``bench.attack``).
 ``--faults`` each storage fault under load, what the tables got meanwhile and what was lost
 (``bench.faults``, issue 35).
 """
@@ -58,7 +60,7 @@ from bridge.dice import SecretDice
 from bridge.session import Session, hash_token, new_token
 from bridge.store import SQLiteStore
 
-from . import click, crash, faults, memory, restart
+from . import attack, click, crash, faults, memory, restart
 from .crash import free_port
 from .clients import LOAD_LIMITS, cpu_seconds, go, release_clients, rss_bytes, start_clients, wait_ready
 from .load import ACTOR, TEST, percentile
@@ -339,12 +341,21 @@ def main(argv: list[str] | None = None) -> int:
                         "decisions lost, seconds until service returned, log lines, audit verify; NAMES (comma-"
                         "separated) runs only those of: " + ", ".join(faults.NAMES) + " (default all; JSON: "
                         "bench-faults.json)")
+    parser.add_argument("--attack", nargs="?", const="all", metavar="NAMES",
+                        help="instead: another world's latency while one connection or address floods the bridge "
+                        "(bench/attack.py: p99 under each flood against p99 without, goal 2x); NAMES (comma-"
+                        "separated) runs only those of: " + ", ".join(attack.ATTACKS) + " (default all; JSON: "
+                        "bench-attack.json; python -m bench.attack --help for its own options)")
     parser.add_argument("--fuzz-frames", type=int, metavar="N",
                         help="instead: the hostile-frame fuzz test (tests/test_fuzz.py) with N frames, not the "
                         "suite's 5,000 (issue 16 asks for over 20,000: 21000)")
     args = parser.parse_args(argv)
     if args.kill_rounds is not None:
         return crash.main(args.kill_rounds)
+    if args.attack is not None:
+        out = args.out.with_name("bench-attack.json") if args.out == DEFAULT_OUT else args.out
+        return attack.main([*(["--smoke"] if args.quick else []), "--out", str(out),
+                            *([] if args.attack == "all" else ["--only", args.attack])])
     if args.faults is not None:
         return faults.main(faults.NAMES if args.faults == "all" else args.faults.split(","), args.quick,
                            args.out.with_name("bench-faults.json") if args.out == DEFAULT_OUT else args.out)
