@@ -13,7 +13,7 @@ durable, bridge, twice over (A/B/C/A/B/C, to cancel drift), with the connections
 It prints one table: round trips/s, p50/p99/max latency, server CPU µs per round trip (the
 server process's own CPU time, bench/clients.py cpu_seconds), client CPU µs per round trip,
 cores the server used, and bytes written to the database per decision (growth of the database's
-used pages, WAL included, over the run, divided by the decisions). Then the issue 17 targets,
+used pages, WAL included, over the run, divided by the decisions). Then the speed targets,
 each ``met`` or ``NOT met`` with its ratio, and the check that the client is not the bottleneck:
 echo at the middle C driven by one client process and by ``--client-procs`` processes (if more
 client processes do not raise echo's rate, the server is the limit). Then RSS per idle
@@ -23,22 +23,22 @@ run takes about two and a half minutes.
 
 ``--quick`` makes every step tiny (seconds in all): the test suite uses it to check the harness,
 never the timings. ``--kill-rounds N`` instead runs N kill -9 rounds of the bridge under load
-(``bench.crash``) and prints what they found; ``--scale`` the scale-out table of issue 18
+(``bench.crash``) and prints what they found; ``--scale`` the scale-out table
 (``bench.scale``: 1, 2, 4 processes on PostgreSQL, 1 on SQLite), and with ``--failover`` or
 ``--rolling`` instead kill -9 of one of three processes, or a rolling restart of all three, under
-load (``bench.failover``, issue 28: the seconds per world from its link's close to its next
+load (``bench.failover``: the seconds per world from its link's close to its next
 decided reply, and what was lost or doubled); ``--race N`` N trials of two
-forwarders of one world racing on two PostgreSQL processes (``bench.race``, issue 28); ``--fuzz-frames N`` the fuzz
+forwarders of one world racing on two PostgreSQL processes (``bench.race``); ``--fuzz-frames N`` the fuzz
 test (tests/test_fuzz.py) with N hostile frames instead of the suite's 5,000; ``--memory`` RSS of a
 served bridge with 10,000 worlds, 2,000 connected and 200 deciding, against the echo server's, with
-and without eviction (``bench.memory``, issue 27); ``--restart`` a big world's first decision after
-kill -9 and after a clean stop, and the other worlds' p99 while one loads (``bench.restart``, issue 27);
+and without eviction (``bench.memory``); ``--restart`` a big world's first decision after
+kill -9 and after a clean stop, and the other worlds' p99 while one loads (``bench.restart``);
 ``--click`` a player's wait from Spend Fate to the Fate card in every browser, hop by hop, in real
-Chromium pages, beside a plain chat message (``bench.click``, issue 37; ``--clicks N``, 200 by default).
+Chromium pages, beside a plain chat message (``bench.click``; ``--clicks N``, 200 by default).
 ``--attack`` another world's p99 under each flood (one connection pumping, token guessing and
 silent connections from one address and from 240; ``bench.attack``).
 ``--faults`` each storage fault under load, what the tables got meanwhile and what was lost
-(``bench.faults``, issue 35).
+(``bench.faults``).
 """
 
 from __future__ import annotations
@@ -167,7 +167,7 @@ def client_check(server: subprocess.Popen, url: str, worlds_file: Path, conns: i
 
 
 def targets(rows: list[dict]) -> list[dict]:
-    """The issue 17 targets, from the C=10 and C=1 rows (the nearest C when those were not run):
+    """The speed targets, from the C=10 and C=1 rows (the nearest C when those were not run):
     each with the measured value, the limit and the ratio value/limit."""
     by_c = {row["conns"]: row for row in rows}
     ten = by_c.get(10) or rows[-1]
@@ -247,7 +247,7 @@ def print_report(report: dict) -> None:
     for name, tables in report["db_tables"].items():
         print(f"{name} database, bytes per decision by table or index (pages / content): " + ", ".join(
             f"{table} {b['pages']:.0f} / {b['payload']:.0f}" for table, b in tables.items()))
-    print("\ntargets (issue 17), the bridge:")
+    print("\ntargets, the bridge:")
     for t in report["targets"]:
         print(f"  {'met' if t['met'] else 'NOT met':>7}  {t['target']}: {t['value']:.2f} "
               f"(ratio to the limit {t['ratio']:.2f})")
@@ -310,34 +310,34 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--quick", action="store_true", help="tiny run checking the harness (seconds)")
     parser.add_argument("--scale", action="store_true",
                         help="instead: decisions/s and CPU per decision of 1, 2 and 4 bridge processes on "
-                        "PostgreSQL next to 1 on SQLite, and issue 28's ratios (bench/scale.py; --conns N: connections, default 10)")
+                        "PostgreSQL next to 1 on SQLite, and the target ratios (bench/scale.py; --conns N: connections, default 10)")
     parser.add_argument("--failover", action="store_true",
-                        help="with --scale, instead: kill -9 of one of 3 processes under load (issue 28, "
+                        help="with --scale, instead: kill -9 of one of 3 processes under load ("
                         "bench/failover.py; --conns N: worlds, default 30)")
     parser.add_argument("--rolling", action="store_true",
                         help="with --scale, instead: a rolling restart (SIGTERM drain) of 3 processes under load "
-                        "(issue 28, bench/failover.py; --conns N: worlds, default 30)")
+                        "(bench/failover.py; --conns N: worlds, default 30)")
     parser.add_argument("--restart", action="store_true",
                         help="instead: a big world's first decision after kill -9 and after a clean stop, and the "
-                        "other worlds' p99 while it loads (issue 27, bench/restart.py; --sizes)")
+                        "other worlds' p99 while it loads (bench/restart.py; --sizes)")
     parser.add_argument("--sizes", help="--restart: audit records of the big worlds, the first the reference "
                         f"(default {','.join(map(str, restart.SIZES))}; with --quick "
                         f"{','.join(map(str, restart.QUICK_SIZES))})")
     parser.add_argument("--memory", action="store_true",
                         help="instead: RSS of the echo server and of serve with 10,000 worlds, 2,000 connected, "
-                        "200 deciding, every world used, with and without eviction (issue 27, bench/memory.py)")
+                        "200 deciding, every world used, with and without eviction (bench/memory.py)")
     parser.add_argument("--click", action="store_true",
                         help="instead: from a Spend Fate click in a player's Chromium page to the Fate card in "
-                        "every page, p50/p99 per hop, beside a plain chat message (issue 37, bench/click.py)")
+                        "every page, p50/p99 per hop, beside a plain chat message (bench/click.py)")
     parser.add_argument("--clicks", type=int, metavar="N",
                         help=f"--click: clicks measured (default {click.CLICKS}; with --quick {click.QUICK_CLICKS})")
     parser.add_argument("--kill-rounds", type=int, metavar="N",
-                        help="instead: N kill -9 rounds of the bridge under load (issue 17 asks for 30)")
+                        help="instead: N kill -9 rounds of the bridge under load (30 for the full check)")
     parser.add_argument("--race", type=int, metavar="N",
                         help="instead: N trials of two forwarders of one world racing on two processes on "
-                        "PostgreSQL (issue 28, bench/race.py; 100 for the issue's figure)")
+                        "PostgreSQL (bench/race.py; 100 for the figure in docs/deploy.md)")
     parser.add_argument("--faults", nargs="?", const="all", metavar="NAMES",
-                        help="instead: each storage fault under load (issue 35, bench/faults.py): answers meanwhile, "
+                        help="instead: each storage fault under load (bench/faults.py): answers meanwhile, "
                         "decisions lost, seconds until service returned, log lines, audit verify; NAMES (comma-"
                         "separated) runs only those of: " + ", ".join(faults.NAMES) + " (default all; JSON: "
                         "bench-faults.json)")
@@ -348,7 +348,7 @@ def main(argv: list[str] | None = None) -> int:
                         "bench-attack.json; python -m bench.attack --help for its own options)")
     parser.add_argument("--fuzz-frames", type=int, metavar="N",
                         help="instead: the hostile-frame fuzz test (tests/test_fuzz.py) with N frames, not the "
-                        "suite's 5,000 (issue 16 asks for over 20,000: 21000)")
+                        "suite's 5,000 (over 20,000 for the full check: 21000)")
     args = parser.parse_args(argv)
     if args.kill_rounds is not None:
         return crash.main(args.kill_rounds)

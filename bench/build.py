@@ -1,4 +1,4 @@
-"""Databases for the benches, built in this process through the store (issue 27): far quicker than
+"""Databases for the benches, built in this process through the store: far quicker than
 deciding over WebSockets, and the same rows, since the same ``Session`` and store make them.
 
 :func:`open_for_serve` opens a SQLite file with the keys ``fate-bridge serve --audit-key KEY``

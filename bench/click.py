@@ -1,5 +1,5 @@
 """``python -m bench --click``: how long a player waits from Spend Fate to the Fate card on every
-screen (issue 37), and which hop costs most.
+screen, and which hop costs most.
 
 Runs the module side, ``foundry-module/bench/click.js`` (Node), which drives real Chromium pages
 (Debian's /usr/bin/chromium through playwright-core): the GM's, the player's and a viewer's, each

@@ -1,5 +1,5 @@
 """The load clients and process readings both bench runs use (``bench`` and ``bench.scale``):
-kept apart from ``bench/__main__.py`` so that neither imports the other (issue 26)."""
+kept apart from ``bench/__main__.py`` so that neither imports the other."""
 
 from __future__ import annotations
 
@@ -32,7 +32,7 @@ def cpu_seconds(pid: int) -> float:
     nanosecond: Linux's CPU clock of the process (``clock_gettime`` on the clock id the kernel
     derives from the pid, ``MAKE_PROCESS_CPUCLOCK(pid, CPUCLOCK_SCHED)`` in
     include/linux/posix-timers.h), so a run of a few hundred milliseconds is not rounded to
-    /proc/PID/stat's 10 ms ticks, which on a busy machine can make it nothing (issue 26). Where
+    /proc/PID/stat's 10 ms ticks, which on a busy machine can make it nothing. Where
     that clock cannot be read: user + system time from /proc/PID/stat, in ticks. Raises
     ``OSError`` when the process is gone."""
     try:

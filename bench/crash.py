@@ -1,4 +1,4 @@
-"""Kill -9 rounds (issues 3, 17): the bridge killed mid-load loses no acknowledged decision, keeps
+"""Kill -9 rounds: the bridge killed mid-load loses no acknowledged decision, keeps
 its audit trail verifiable and never spends a charge twice.
 
 Each round starts ``fate-bridge serve`` on the same database, drives it with :data:`FLOWS`
@@ -253,8 +253,8 @@ _record_decoder = msgspec.json.Decoder(AuditRecord)
 
 
 def _without_receipt(reply: str) -> str:
-    """A sent reply without the ``receipt`` the session puts after the stored reply (issue 15:
-    a reply cannot hold its own record's hash, so the receipt travels beside it)."""
+    """A sent reply without the ``receipt`` the session puts after the stored reply (a reply
+    cannot hold its own record's hash, so the receipt travels beside it)."""
     at = reply.rfind(',"receipt":')
     return reply if at < 0 else reply[:at] + "}"
 
@@ -266,7 +266,7 @@ def _final_checks(db: Path, acked: dict[str, str], won: list[tuple[str, str]], r
         audit_rows = [(event_id, kind, summary, unpack(record)) for event_id, kind, summary, record in conn.execute(
             "SELECT event_id, type, summary, record FROM audit WHERE world_id = ?", (WORLD,))]
         # what a replay of each event_id returns: the reply in its audit record (rebuilt as sent),
-        # or an events row (decisions of bridges before issue 17)
+        # or an events row (decisions of older bridges)
         stored = {e: replayed_frame(_record_decoder.decode(record)).decode()
                   for e, _, _, record in audit_rows if e is not None}
         stored.update({e: bytes(r).decode() for e, r in

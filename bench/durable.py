@@ -12,7 +12,7 @@ then once per loop tick inserts every queued row in one SQLite transaction (WAL,
 between threads) and, only after COMMIT, replies
 ``{"type":"ack","event_id":...,"seq":N}`` to each. ``hello`` is answered ``welcome`` and not
 stored. No rules, no reads, no card, no log line: the bridge's decisions can come close to this
-but not beat it in Python, so ``python -m bench`` measures the bridge against it (issue 17).
+but not beat it in Python, so ``python -m bench`` measures the bridge against it.
 """
 
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""Failover and rolling restart of bridge processes on one PostgreSQL database, under load (issue 28).
+"""Failover and rolling restart of bridge processes on one PostgreSQL database, under load.
 
 ``python -m bench --scale --failover`` kills one of three processes with SIGKILL while every
 world's forwarder is deciding; ``python -m bench --scale --rolling`` stops each of the three in
@@ -552,7 +552,7 @@ HISTORY = 10_000  # records of one world before the stop: a long campaign's trai
 def main(failover_run: bool, rolling_run: bool, worlds: int = 30, decisions: int = 20, pace: float = PACE_S,
          history: int = HISTORY) -> int:
     """``python -m bench --scale --failover`` / ``--rolling``: run, print, exit 1 on any finding."""
-    print(f"issue 28: {worlds} worlds on 3 processes, each world fating a result every {pace:g} s after its "
+    print(f"failover / rolling restart: {worlds} worlds on 3 processes, each world fating a result every {pace:g} s after its "
           f"replies; {decisions} replies per world between steps; one world given {history} records first. Seconds are from this run on a shared machine: "
           "compare them with the reference line of the same run.")
     ok = True

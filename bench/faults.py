@@ -1,4 +1,4 @@
-"""Storage faults under load (issue 35): ``python -m bench --faults``.
+"""Storage faults under load: ``python -m bench --faults``.
 
 Each fault is made under live ``fate-bridge serve`` processes while a few forwarders decide
 continuously (one world each, :class:`~bench.failover.ModuleLink`: the Foundry module's
@@ -672,7 +672,7 @@ def main(names: list[str], quick: bool, out: Path) -> int:
     findings = run(names, size)
     out.write_text(json.dumps({"mode": "quick" if quick else "full", "size": asdict(size),
                                "findings": [asdict(f) for f in findings]}, indent=2) + "\n")
-    print(f"storage faults under load (issue 35): {size.worlds} forwarders, one world each, fating a result every "
+    print(f"storage faults under load: {size.worlds} forwarders, one world each, fating a result every "
           f"{size.pace_s:g} s after its replies; outages held {size.hold_s:g} s once refused; after each fault the "
           "bridge restarted and every decision acknowledged so far on its database sent again\n")
     print(table(findings))

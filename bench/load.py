@@ -8,7 +8,7 @@ awaiting every reply (a round trip). Against the echo and durable servers the sa
 out; their replies never ask for a choice, so every server sees the same message mix but for
 the rare choice.
 
-The client is built not to be the bottleneck (issue 17): raw WebSocket frames on uvloop, one
+The client is built not to be the bottleneck: raw WebSocket frames on uvloop, one
 ``asyncio.Protocol`` per connection, frames made by formatting prepared bytes, a zero mask key
 (RFC 6455 allows any key; masking with zeros leaves the payload as it is, so the client copies
 nothing) and replies only split into frames, never decoded. ``--first N`` uses the worlds from

@@ -1,4 +1,4 @@
-"""What a world costs in memory and what leaving memory costs it (issue 27).
+"""What a world costs in memory and what leaving memory costs it.
 
 ``python -m bench.memory``: the store alone (no sockets, no sessions), SQLite on a temporary
 file, no audit key: registers ``--worlds`` worlds, makes ``--decisions`` decisions in each
@@ -115,7 +115,7 @@ if __name__ == "__main__":
     raise SystemExit(main())
 
 
-# --- a real ``fate-bridge serve`` process: ``python -m bench --memory`` (issue 27) ---------------------
+# --- a real ``fate-bridge serve`` process: ``python -m bench --memory`` ---------------------
 
 SERVE_WORLDS = 10_000  # registered, each with a short history
 SERVE_HISTORY = 3  # audit records of each
@@ -261,7 +261,7 @@ def print_serve(found: dict) -> None:
     echo = found["echo"]
     bridges = [name for name in found if name.startswith("bridge")]
     mib = 2 ** 20
-    print(f"\nmemory (issue 27): {found['worlds']} registered worlds of {found['history']} records, "
+    print(f"\nmemory: {found['worlds']} registered worlds of {found['history']} records, "
           f"{found['connected']} forwarders connected, {found['deciding']} of them deciding for "
           f"{found['seconds']:g} s; RSS MiB (ratio to the bare echo server's in this run)")
     print(f"{'stage':<34}{'echo':>8}" + "".join(f"{name:>28}" for name in bridges))

@@ -1,4 +1,4 @@
-"""Storage outages made without touching the database server (issue 35): a small TCP proxy in
+"""Storage outages made without touching the database server: a small TCP proxy in
 front of it that the bridge connects through, whose links the caller cuts or refuses; and a full
 disk, a small tmpfs (:func:`tmpfs`, root only) filled to its last byte (:func:`fill`).
 

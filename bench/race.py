@@ -1,4 +1,4 @@
-"""``python -m bench --race N``: two forwarders of one world racing on two processes (issue 28).
+"""``python -m bench --race N``: two forwarders of one world racing on two processes.
 
 Two ``fate-bridge serve`` processes on one fresh PostgreSQL schema (bench/scale.py's helpers),
 one world. Each trial opens one forwarder of the world on each process and sends both ``hello``s
@@ -9,7 +9,7 @@ naming who holds the world and on which process (``host:pid``), never both. Coun
 
 - ``one_holds``: exactly one forwarder open, its second decision answered; the other closed 4003
   naming the holding process (the target: all of them);
-- ``both_closed``: neither forwarder holds the world (the fault of issue 28: 72 of 100 before);
+- ``both_closed``: neither forwarder holds the world (before the fencing token: 72 of 100);
 - ``both_open``: both answered their second decision (two owners: must never happen);
 - ``unnamed``: the loser's 4003 reason does not name the holder's process.
 
@@ -159,7 +159,7 @@ def main(count: int = 100) -> int:
         cut_off = sorted(recorded - set(tally.answered))  # decided, its answer cut off by the 4003
         verified = subprocess.run([sys.executable, "-m", "bridge", "audit", "verify", "--db", schema.url,
                                    "--audit-key", str(key)], capture_output=True, text=True, timeout=300)
-    print(f"\nTwo forwarders of one world racing on two processes (issue 28): {count} trials")
+    print(f"\nTwo forwarders of one world racing on two processes: {count} trials")
     print(f"  exactly one holds, the other closed 4003 naming it: {tally.one_holds}")
     print(f"  both closed: {tally.both_closed}   both open: {tally.both_open}   "
           f"4003 not naming the holder's process: {tally.unnamed}")

@@ -1,5 +1,5 @@
 """``python -m bench --restart``: what a restart costs a world with a long history and the worlds
-beside it (issue 27), after ``kill -9`` with decisions in flight and after a clean stop.
+beside it, after ``kill -9`` with decisions in flight and after a clean stop.
 
 For each size in ``--sizes`` (default 2,000, 30,000 and 100,000 audit records; the first is the
 reference) a fresh SQLite database is built in this process through the store (:func:`build`,
@@ -26,8 +26,8 @@ has one forwarder connection, a newer one supersedes it):
 3. serve again, measured as in 2 (after the clean stop), then stopped.
 
 Correctness is counted, never assumed: every decision acknowledged in the rounds must be in the
-file's audit trail at the end (``lost``), and no reply may be an ``error``. The targets of issue
-27, from the restart after kill -9 (the big world's first reply within 1 s of listening at 30,000
+file's audit trail at the end (``lost``), and no reply may be an ``error``. The restart targets,
+from the restart after kill -9 (the big world's first reply within 1 s of listening at 30,000
 and 100,000 records and within 3x the reference world's; the small worlds' p99 while a big world
 loads within 2x of before), are printed as ``met`` / ``NOT met`` with their ratios. The machine
 may be shared: compare the ratios of one run, and rerun before concluding.
@@ -329,7 +329,7 @@ async def run_case(folder: Path, records: int, others: int, other_records: int, 
 
 
 def targets(cases: list[dict]) -> list[dict]:
-    """Issue 27's restart targets, from the restart after kill -9: each with its value, limit,
+    """The restart targets, from the restart after kill -9: each with its value, limit,
     ratio (value / limit) and whether it is met (None when it could not be measured). The first
     case is the reference world (2,000 records)."""
     reference = cases[0]["after_kill"]["first_reply_s"]
@@ -359,7 +359,7 @@ def p99_ratio(restarted: dict) -> float | None:
 def print_report(report: dict) -> None:
     """The table and the targets of :func:`main`'s report."""
     cases = report["cases"]
-    print(f"\nrestart (issue 27): two big worlds and {cases[0]['others']} small ones deciding "
+    print(f"\nrestart: two big worlds and {cases[0]['others']} small ones deciding "
           f"{1 / OTHER_INTERVAL:.0f}/s each; ratios within this run ({report['cpus']} cores, maybe shared)")
     print(f"{'records':>8} {'after':>11} {'in flight':>9} {'first reply s':>13} {'vs ref':>6} {'decision s':>10} "
           f"{'own first ms':>12} {'second s':>8} {'p99 before ms':>13} {'while ms':>8} {'ratio':>5} {'max ms':>7} "
@@ -383,7 +383,7 @@ def print_report(report: dict) -> None:
           "-: none), ratio: while / before; RSS: the bridge's once both big worlds were loaded")
     print("correctness: " + ", ".join(f"{case['records']} records: {case['acked']} acknowledged, {case['lost']} "
                                      f"lost, {case['errors']} errors" for case in cases))
-    print("\ntargets (issue 27), after kill -9:")
+    print("\ntargets, after kill -9:")
     for t in report["targets"]:
         if t["met"] is None:
             print(f"  {'n/a':>7}  {t['target']}: none of their decisions was sent while it loaded")

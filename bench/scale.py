@@ -1,5 +1,5 @@
 """``python -m bench --scale``: decisions/s and CPU per decision for 1, 2 and 4 bridge processes on
-one PostgreSQL database, next to one process on SQLite, from one run (issue 18).
+one PostgreSQL database, next to one process on SQLite, from one run.
 
 Each setup gets a fresh database (a SQLite file in a temporary folder; a PostgreSQL schema of its
 own on ``$FATE_BRIDGE_BENCH_PG``, default ``postgresql://postgres@127.0.0.1:5432/test``, dropped
@@ -14,7 +14,7 @@ share the same cores: the table prints the cores next to the numbers, and the de
 group-commit batch (each process's ``/metrics``): the same connections spread over more
 processes make smaller batches.
 
-Issue 28's targets are printed under the table as ratios within the run: one PostgreSQL
+The scale-out targets are printed under the table as ratios within the run: one PostgreSQL
 process's decisions/s over one SQLite process's (target >= 0.6 at the default 10 connections),
 and the CPU per decision, bridge + PostgreSQL, of 4 processes over 1 (target <= 1.3). A last row,
 4 processes with 4x the connections (as many per process as the single process has), tells what
@@ -51,8 +51,8 @@ PG_URL = os.environ.get("FATE_BRIDGE_BENCH_PG", "postgresql://postgres@127.0.0.1
 SETUPS = [("sqlite", 1), ("postgresql", 1), ("postgresql", 2), ("postgresql", 4)]
 # the last row: 4 processes with as many connections each as one process has (FILLED x --conns)
 FILLED = 4
-CONNS = 10  # connections (one world each) by default: issue 28's targets are set at C=10
-# Issue 28's targets: PostgreSQL x1 / SQLite x1 decisions/s, and CPU per decision x4 / x1
+CONNS = 10  # connections (one world each) by default: the targets are set at C=10
+# The scale-out targets: PostgreSQL x1 / SQLite x1 decisions/s, and CPU per decision x4 / x1
 PG_VS_SQLITE_TARGET, CPU_4_VS_1_TARGET = 0.6, 1.3
 
 
@@ -202,7 +202,7 @@ def _measure(db: str, key: Path, processes: int, conns: int, duration: float, tm
 
 
 def targets(rows: list[dict]) -> dict[str, float]:
-    """Issue 28's two ratios from one run's ``rows`` (every setup of :data:`SETUPS`): one
+    """The two target ratios from one run's ``rows`` (every setup of :data:`SETUPS`): one
     PostgreSQL process's decisions/s over one SQLite process's, and the CPU per decision (bridge +
     PostgreSQL) of 4 PostgreSQL processes over 1's."""
     by_setup = {(row["backend"], row["processes"], row["conns"]): row for row in rows}
@@ -216,7 +216,7 @@ def targets(rows: list[dict]) -> dict[str, float]:
 
 
 def main(conns: int = CONNS, duration: float = 5.0, out: Path | None = None) -> int:
-    """Run every setup of :data:`SETUPS` and print the table and issue 28's ratios (and write
+    """Run every setup of :data:`SETUPS` and print the table and the target ratios (and write
     JSON to ``out``)."""
     rows = []
     with tempfile.TemporaryDirectory(prefix="fate-bridge-scale-") as tmp:
@@ -225,7 +225,7 @@ def main(conns: int = CONNS, duration: float = 5.0, out: Path | None = None) -> 
             rows.append({"backend": backend, "processes": processes, "conns": setup_conns,
                          **run_setup(backend, processes, setup_conns, duration, Path(tmp))})
     base = rows[0]["decisions_per_s"]
-    print(f"\nScale-out (issue 18): {conns} connections, one world each, {duration:g} s per setup, "
+    print(f"\nScale-out: {conns} connections, one world each, {duration:g} s per setup, "
           f"{os.cpu_count()} cores on this machine")
     print(f"{'setup':<22}{'decisions/s':>12}{'vs SQLite':>10}{'bridge CPU us/dec':>19}"
           f"{'PG CPU us/dec':>15}{'both us/dec':>13}{'dec/batch':>11}{'bridge cores':>13}{'p50 ms':>8}{'p99 ms':>8}")
@@ -236,7 +236,7 @@ def main(conns: int = CONNS, duration: float = 5.0, out: Path | None = None) -> 
               f"{row['cpu_us_per_decision']:>13.0f}{row['decisions_per_batch']:>11.1f}"
               f"{row['bridge_cores']:>13.2f}{row['p50_us'] / 1000:>8.1f}{row['p99_us'] / 1000:>8.1f}")
     ratios = targets(rows)
-    print(f"\nIssue 28, within this run: PostgreSQL x1 / SQLite x1 decisions/s = {ratios['pg_vs_sqlite']:.2f} "
+    print(f"\nTargets, within this run: PostgreSQL x1 / SQLite x1 decisions/s = {ratios['pg_vs_sqlite']:.2f} "
           f"(target >= {PG_VS_SQLITE_TARGET}); CPU per decision, bridge + PostgreSQL, x4 / x1 = "
           f"{ratios['cpu_4_vs_1']:.2f} (target <= {CPU_4_VS_1_TARGET})")
     print(f"Beside it: with {FILLED * conns} connections, as many per process as x1's, x4 / x1 = "

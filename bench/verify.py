@@ -1,4 +1,4 @@
-"""``python -m bench.verify``: how fast ``fate-bridge audit verify`` checks a trail (issue 15).
+"""``python -m bench.verify``: how fast ``fate-bridge audit verify`` checks a trail.
 
 Builds a trail in a temporary SQLite file through the real session and store, signed as
 ``serve`` signs it: the four example sessions replayed into many worlds (every ruleset) and one
@@ -31,7 +31,7 @@ from bridge.store.audit_rows import verify_database
 from bridge.store.sqlite_file import connect_readonly as open_readonly
 
 ROOT = Path(__file__).resolve().parent.parent
-TARGET_US_PER_RECORD = 100.0  # issue 15: 1M records in about 101 s
+TARGET_US_PER_RECORD = 100.0  # 1M records in about 101 s
 
 
 def _lines() -> list[dict]:

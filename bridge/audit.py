@@ -47,7 +47,7 @@ CHECKPOINT_EVERY = 16  # a signed checkpoint every 16 records of a world, and at
 class ListedColumns(msgspec.Struct, frozen=True):
     """A stored audit row's own columns (what ``audit list``, export and ``audit_query`` show),
     checked by :func:`verify_world` against the signed record. ``summary``: the summary column's
-    JSON; empty when the row keeps none of its own (rows since issue 17 list the record's)."""
+    JSON; empty when the row keeps none of its own (newer rows list the record's)."""
 
     ts: str
     type: str
@@ -431,7 +431,7 @@ def verify_world(trail: Trail, key: bytes | None, public_key: Ed25519PublicKey |
             problems.append(Problem(seq, "rederive", f"record {seq}: {difference}"))
         record_event(derived, record.event_id, bytes(record.reply), seq)
     last_seq = expected_seq - 1
-    dice = check_dice(decoded)  # every fair die of a revealed dice session, recomputed (issue 19)
+    dice = check_dice(decoded)  # every fair die of a revealed dice session, recomputed
     problems.extend(Problem(seq, "dice", detail) for seq, detail in dice.problems)
     report.notes.extend(dice.notes)
     if progress is not None:

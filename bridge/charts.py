@@ -1,6 +1,6 @@
 """Charts as inline SVG, drawn in plain Python for the audit report (bridge/report.py).
 
-No plotting library: the report comes with the bridge's own install (issue 25). Each chart is a
+No plotting library: the report comes with the bridge's own install. Each chart is a
 string ``<svg ...>...</svg>`` with a ``viewBox`` (the page scales it to its column), no script, no
 outside reference; every text is XML-escaped. Sizes are in SVG user units (CSS pixels at 1:1).
 

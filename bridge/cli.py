@@ -65,8 +65,8 @@ def audit_time(text: str) -> str:
 
 def world_id(text: str) -> str:
     """argparse type of a WORLD_ID to look up (``world remove``, ``rotate-token``, ``--world``):
-    1..128 printable characters without spaces, the rule ``world add`` had before issue 25, so a
-    world registered then under an id Foundry cannot have can still be removed."""
+    1..128 printable characters without spaces. That was ``world add``'s older rule, so a world
+    registered under an id Foundry cannot have can still be removed."""
     if not 1 <= len(text) <= 128 or any(c.isspace() or not c.isprintable() for c in text):
         raise argparse.ArgumentTypeError(
             f"{text!r} is not a Foundry world id: use game.world.id, the world's folder name "

@@ -9,7 +9,7 @@ rare, go through the ``notices`` table and the notice carries their id), one not
 per database (8 GB) and one listening connection per process; every notice reaches every
 listening process.
 
-So cards go only where they are watched (issue 28): a process tells the others when a world gets
+So cards go only where they are watched: a process tells the others when a world gets
 its first overlay viewer there (``watch``) and loses its last (``unwatch``), and publishes a
 world's cards, ``clear`` and ``replay`` only while another process watches it
 (:meth:`Cluster.watched_elsewhere`). A process that starts, or whose connection was made again,
@@ -84,7 +84,7 @@ class Cluster:
     ``on_notice`` is called on the event loop with every other process's notice, in order
     (the server sets it; until then notices are dropped). ``name`` (``host:pid``) is how this
     process is named to people: in a superseded forwarder's 4003 reason and the lease's
-    ``holder`` (issue 28); ``origin``, random, tells processes apart in notices. Use
+    ``holder``; ``origin``, random, tells processes apart in notices. Use
     :meth:`open` to construct, :meth:`close` to stop."""
 
     def __init__(self, url: str, on_notice: Handler = lambda notice: None) -> None:
@@ -183,9 +183,9 @@ class Cluster:
 
     async def _publisher(self) -> None:
         """Send the queued notices in order: every notice queued by the time the last statement
-        returned goes in one statement, one transaction (issue 28: a round trip and a commit per
-        batch of cards rather than per card, and every listening process woken once for them, as
-        PostgreSQL signals its listeners once per commit). They are delivered one by one, in that
+        returned goes in one statement, one transaction. So a batch of cards costs one round trip
+        and one commit, and wakes each listening process once (PostgreSQL signals its listeners
+        once per commit). They are delivered one by one, in that
         order; identical ones within a transaction reach listeners once (PostgreSQL's NOTIFY
         rule), which for a repeated ``clear`` or ``link`` is the same."""
         while True:

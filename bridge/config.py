@@ -22,7 +22,7 @@ if TYPE_CHECKING:
 
 KEY_BYTES = 32
 LOG_FORMATS = ("console", "json")  # how serve writes its log lines (bridge/logs.py)
-# Worlds held in memory at most by default (``serve --max-worlds-in-memory``; issue 27; beyond
+# Worlds held in memory at most by default (``serve --max-worlds-in-memory``; beyond
 # it the least recently used idle one leaves memory: bridge/store/writer.py). A count, not bytes:
 # what a world costs is mostly its event ids and the records in use, which a count of worlds
 # bounds as well as an estimate would, and a host can check it against RSS (docs/performance.md).

@@ -1,4 +1,4 @@
-"""A world's state as its audit chain produces it (issue 15): charges spent, fated results,
+"""A world's state as its audit chain produces it: charges spent, fated results,
 pending choices, decks, ledgers (the ``records`` rows), settings, the decision counter and the
 stored replies an ``event_id`` replay returns.
 
@@ -14,7 +14,7 @@ stored state in a signed head.
 Values are compared as JSON with sorted keys (:func:`normal`), so the store's own encoding may
 change without making old state look edited; a value that still differs is compared by its
 :func:`facts`, as the current code reads it, so a field an older bridge kept and the record no longer
-has (presentation: the rendered Fate card sohl stored before issue 24) does not make it look edited.
+has (presentation: the rendered Fate card older sohl records stored) does not make it look edited.
 """
 
 from __future__ import annotations
@@ -31,7 +31,7 @@ from .fairness.decide import OFFER_KIND, SECRET_KIND
 from .state import R
 
 EVENTS_ROW_PER_DECISION = False
-"""False since issue 17: a decision's reply is kept once, in its audit record, which a repeat of
+"""False: a decision's reply is kept once, in its audit record, which a repeat of
 its ``event_id`` is answered from; ``events`` rows are only those of older bridges (and of
 decisions without a record), and only the rows that exist are compared with the chain's replies
 (an edited or forged one would be served on a repeat)."""
@@ -95,7 +95,7 @@ def reply_normal(value: bytes | str) -> bytes:
         return raw
     if isinstance(decoded, dict):
         decoded.pop("receipt", None)
-        decoded.pop("rolls", None)  # attached beside the reply too (issue 19), from the record's dice
+        decoded.pop("rolls", None)  # attached beside the reply too, from the record's dice
     return _sorted.encode(decoded)  # card text included: the record holds the reply as sent
 
 
@@ -314,8 +314,8 @@ def _origin(seq: int) -> str:
 
 def as_stored(derived: Derived) -> tuple[bytes, int, list[tuple[str, str, bytes]], list[tuple[str, bytes]]]:
     """The derived state as rows to write back (``audit repair``): settings, last_seq, records
-    ``(kind, key, value)`` and events ``(event_id, reply)`` (none since issue 17: a repeat is
-    answered from the record; an ``events`` row no record agrees with is dropped)."""
+    ``(kind, key, value)`` and events ``(event_id, reply)`` (none: a repeat is answered from the
+    record; an ``events`` row no record agrees with is dropped)."""
     events = sorted(derived.events.items()) if EVENTS_ROW_PER_DECISION else []
     return (derived.settings[0], derived.last_seq[0],
             [(kind, key, value) for (kind, key), (value, _) in sorted(derived.records.items())],

@@ -137,7 +137,7 @@ def check_worlds(worlds: list[tuple[str, bool]] | None) -> list[Finding]:
 
 
 def check_memory_budget(max_worlds: int, worlds: list[tuple[str, bool]] | None) -> list[Finding]:
-    """What ``serve --max-worlds-in-memory`` holds (issue 27): at most ``max_worlds`` worlds in
+    """What ``serve --max-worlds-in-memory`` holds: at most ``max_worlds`` worlds in
     memory, the least recently used idle ones leaving beyond it; with more registered worlds than
     that, some are loaded again from the database on their next decision (a load reads the
     world's event ids and checks its chain: docs/performance.md)."""

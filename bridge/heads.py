@@ -1,4 +1,4 @@
-"""Signed heads (issue 15): a world's chain head ``(seq, hash)`` and the digest of the world's
+"""Signed heads: a world's chain head ``(seq, hash)`` and the digest of the world's
 state after that record, signed with the bridge's Ed25519 key (the receipt key,
 :mod:`bridge.receipts`), so anyone holding the public key can check a trail, and key changes
 written into the chain itself.
@@ -10,7 +10,7 @@ Signed bytes: ``b"fate-bridge head v1\\n" + world_id + "\\n" + seq + "\\n" + has
 state_digest`` (``state_digest`` is ``""`` when the head does not carry one: periodic heads are
 written inside a decision's batch, where computing it would cost a scan of the world's state).
 
-Version 2 (issue 25) also seals the stored bytes of the records it covers, byte for byte:
+Version 2 also seals the stored bytes of the records it covers, byte for byte:
 ``b"fate-bridge head v2\\n" + world_id + "\\n" + seq + "\\n" + hash + "\\n" + state_digest +
 "\\n" + stored_digest``. ``stored_digest`` (:func:`stored_digest`) is the SHA-256 (hex) of the
 concatenated SHA-256 digests (32 bytes each) of the stored ``audit.record`` bytes, exactly as in the
@@ -19,7 +19,7 @@ last multiple of ``CHECKPOINT_EVERY`` below ``seq`` up to ``seq`` itself, in seq
 depends on ``seq`` alone, not on which other heads exist: a head at record 32 covers 17..32, a
 clean stop's head at 37 covers 33..37 and the next periodic one at 48 covers 33..48 again. Every
 record of a trail signed every ``CHECKPOINT_EVERY`` records is so covered by a head. A head with
-``stored_digest`` None is a version 1 head (written before issue 25) and is checked as before.
+``stored_digest`` None is a version 1 head (written by older bridges) and is checked as before.
 
 A key change is an audit record of type ``key_change`` (:data:`KEY_CHANGE`) whose message is
 :class:`KeyChange`: the old public key (None when it was lost) and the new one. Heads before it
@@ -42,7 +42,7 @@ from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey,
 from .receipts import b64url, key_id, public_key_bytes
 
 HEAD_DOMAIN = b"fate-bridge head v1\n"
-HEAD_DOMAIN_V2 = b"fate-bridge head v2\n"  # heads sealing the stored bytes too (issue 25)
+HEAD_DOMAIN_V2 = b"fate-bridge head v2\n"  # heads sealing the stored bytes too
 KEY_CHANGE = "key_change"  # the audit record type of a key change
 
 

@@ -42,7 +42,7 @@ OVERLAY_FILES = {  # URL path -> (package file in bridge/overlay/, Content-Type)
     f"/{OVERLAY_PATH}/overlay.js": ("overlay.js", "text/javascript; charset=utf-8"),
     f"/{OVERLAY_PATH}/overlay.css": ("overlay.css", "text/css; charset=utf-8"),
 }
-VERIFY_FILES = {  # the dice check page (issue 19): URL path -> (file in bridge/fairness/page/, type)
+VERIFY_FILES = {  # the dice check page: URL path -> (file in bridge/fairness/page/, type)
     "/verify": ("verify.html", "text/html; charset=utf-8"),
     "/verify/verify.js": ("verify.js", "text/javascript; charset=utf-8"),
     "/verify/verify.css": ("verify.css", "text/css; charset=utf-8"),

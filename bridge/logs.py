@@ -3,7 +3,7 @@
 Logs go to stderr: human-readable key=value lines by default, one JSON object per line with
 ``--log-format json``. Decisions log one line each (event ``decision``) bound to ``world_id``.
 Lines logged on an event loop are written together once per loop tick (:class:`TickWriter`), so
-a decision's line costs no system call of its own (issue 17).
+a decision's line costs no system call of its own.
 """
 
 from __future__ import annotations
@@ -34,7 +34,7 @@ class _UTCStamp:
     """A structlog processor adding ``timestamp``: the UTC time as ISO 8601 with microseconds and
     ``Z`` (``2026-12-01T11:44:29.903923Z``), what ``TimeStamper(fmt="iso", utc=True)`` writes,
     for a sixth of its cost (the date and time of the current second are formatted once per
-    second; measured 2.6 -> 0.4 µs, issue 17)."""
+    second; measured 2.6 -> 0.4 µs)."""
 
     def __init__(self) -> None:
         self._second = -1
@@ -56,7 +56,7 @@ class _LineHead:
     """What every line gets before its renderer, in one processor call (structlog's loop costs a
     call per processor): its ``level`` as ``add_log_level`` writes it, its ``timestamp``
     (:class:`_UTCStamp`), and for a line with ``exc_info`` the traceback as ``format_exc_info``
-    writes it, in that order (issue 17)."""
+    writes it, in that order."""
 
     def __init__(self) -> None:
         self._stamp = _UTCStamp()
@@ -82,7 +82,7 @@ def _console_line(_logger: object, _name: str, event: dict) -> str:
     """The console format of structlog's ``ConsoleRenderer(colors=False)`` (``TIMESTAMP [level    ]
     event    key=value ...``, keys sorted, plain strings as they are, other values as their repr, a
     stack and an exception's traceback on the lines after), for about a tenth of its cost (36 ->
-    ~4 µs a decision's line, issue 17): used when stderr is not a terminal, so logs kept in a file
+    ~4 µs a decision's line): used when stderr is not a terminal, so logs kept in a file
     or a journal cost little; a terminal gets structlog's own, coloured."""
     stack = event.pop("stack", None)
     trace = event.pop("exception", None)
@@ -109,7 +109,7 @@ class TickWriter:
     tick to ``file`` at once, right after the tick (``loop.call_soon``); a line logged with no
     running loop (the CLI, another thread) is written at once, after any waiting lines. What
     ``kill -9`` can lose is the lines of the tick it interrupts. Thread-safe. In place of
-    structlog's ``WriteLogger`` over a stream: one lock and no flush call per line (issue 17)."""
+    structlog's ``WriteLogger`` over a stream: one lock and no flush call per line."""
 
     def __init__(self, file: TextIO) -> None:
         self._file = file

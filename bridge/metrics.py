@@ -1,4 +1,4 @@
-"""What a host scrapes: ``GET /metrics`` in the Prometheus text format (issue 27).
+"""What a host scrapes: ``GET /metrics`` in the Prometheus text format.
 
 One :class:`Metrics` per server (:func:`bridge.server.start` makes it), each with its own
 ``prometheus_client.CollectorRegistry``, so several servers or stores in one process (tests, the

@@ -1,9 +1,9 @@
-"""Receipts (issue 15): a decision's record number and chain hash, signed with the bridge's
+"""Receipts: a decision's record number and chain hash, signed with the bridge's
 Ed25519 key, so a copy kept outside the bridge (the ChatMessage's flags in Foundry's database)
 can later show that the trail still holds that record, unchanged.
 
 The format is fixed in docs/protocol.md (Receipts). A v1 receipt's signature covers
-:func:`receipt_bytes` alone. A v2 receipt (issue 17: one signature per committed batch) is a
+:func:`receipt_bytes` alone. A v2 receipt (one signature per committed batch) is a
 leaf of a Merkle tree over its batch, shaped and hashed as RFC 6962 section 2.1 (Certificate
 Transparency): the signature covers :func:`batch_bytes` (the tree's root and size) and the receipt
 carries its ``batch_index``, ``batch_size`` and audit ``path`` (sibling hashes only, so it names no

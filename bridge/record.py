@@ -38,7 +38,7 @@ class AuditRecord(msgspec.Struct, kw_only=True, frozen=True):
     frame sent. ``ok``: false for a refusal (its writes were rolled back). ``summary``: the
     columns the record is listed and filtered by, hashed with it so they cannot be edited apart.
     ``draws``: each die's faces and source (``fair``/``physical``/``secret``), parallel to
-    ``dice`` (None in records older than issue 19); ``dice_session``: the dice session open when
+    ``dice`` (None in records older than dice sessions); ``dice_session``: the dice session open when
     it was decided (its fair dice derive from that session's seed, ``bridge.fairness``)."""
 
     world_id: str

@@ -20,7 +20,7 @@ from .record import AuditRecord
 
 def decision_frame(reply: wire.BridgeMessage, dice: list[int], draws: list[Draw] | None) -> bytes:
     """The frame sent for a decision's ``reply``: its JSON, with the ``rolls`` every client shows
-    when the decision drew dice (``draws``, parallel to the rolled values ``dice``; issue 19)."""
+    when the decision drew dice (``draws``, parallel to the rolled values ``dice``)."""
     frame = wire.encode(reply)
     if draws:
         frame = dice_wire.attach_rolls(frame, dice, draws)

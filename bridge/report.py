@@ -1,4 +1,4 @@
-"""The audit report (issue 15): one self-contained HTML page a GM can read, from a world's trail.
+"""The audit report: one self-contained HTML page a GM can read, from a world's trail.
 
 ``fate-bridge audit report --world W [--since ...] --out report.html`` writes it; the GM's audit
 window gets the same page over its link (``audit_report`` -> ``audit_report_page``). Sections:
@@ -8,7 +8,7 @@ window gets the same page over its link (``audit_report`` -> ``audit_report_page
   goodness-of-fit test with its p-value (:mod:`bridge.chi_square`);
 - Fate per actor and per session: the rulesets' :class:`~bridge.ruleset.Tally` columns; a session
   is a run of records with no gap longer than :data:`SESSION_GAP` (the page says so), with each
-  session's GM overrides and physical dice (issue 19);
+  session's GM overrides and physical dice;
 - outcomes per ruleset: every decision, a ruleset's under its title, whether or not it adds
   anything else to the report;
 - each installed ruleset's own sections (:class:`~bridge.ruleset.ReportSection`), in the order
@@ -101,7 +101,7 @@ class Session:
     end: str
     records: int = 0
     fate: Tallies = field(default_factory=Counter)
-    overrides: int = 0  # GM overrides applied (issue 19; refused ones do not count)
+    overrides: int = 0  # GM overrides applied (refused ones do not count)
     physical: int = 0  # dice the bridge took from the table (physical dice) instead of rolling
 
 

@@ -66,8 +66,8 @@ DICTIONARY_KINDS = ("audit", "records")  # the compressed columns: audit records
 
 @dataclass(frozen=True, slots=True)
 class Dictionary:
-    """A zstd dictionary a ruleset ships for the stored rows of its decisions (issue 26: what
-    compression learns from a ruleset's records is the ruleset's, :mod:`bridge.store.blobs`).
+    """A zstd dictionary a ruleset ships for the stored rows of its decisions: what compression
+    learns from a ruleset's records is the ruleset's (:mod:`bridge.store.blobs`).
 
     ``id``: 32768..65535 (below, zstd reserves them), unique among the installed rulesets; every
     frame made with it names it, so it must stay shipped for as long as such rows may be read.

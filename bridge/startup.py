@@ -101,7 +101,7 @@ def lock_holder(path: str | Path) -> str | None:
     return None
 
 
-# What a command refused because another process holds the serve lock should do (issue 27).
+# What a command refused because another process holds the serve lock should do.
 _WHEN_HELD = {
     "serve": "only one bridge may serve a SQLite file; stop that one first, or give --db another file",
     # resolve --db decides as serve does: beside a serve, its state would go stale (and serve's too)
@@ -109,7 +109,7 @@ _WHEN_HELD = {
                "itself; stop that bridge first, or give --db another file",
     "restore": "a restore would swap the file under it; stop that bridge (Ctrl+C), then run restore again",
     # a key change and a repair write every chain they touch: a serve beside them would sign with the
-    # old key, or decide from state and chain heads the command rewrote under it (issue 36)
+    # old key, or decide from state and chain heads the command rewrote under it
     "new-key": "a running bridge would go on signing with the old key; stop it first (Ctrl+C; on a "
                "cluster, every process), run `audit new-key` again, then start serve with the new key",
     "repair": "a running bridge would go on deciding from the state being rebuilt; stop it first "

@@ -65,7 +65,7 @@ class WorldStatus(msgspec.Struct, kw_only=True):
 
 class Status(msgspec.Struct, kw_only=True):
     """``GET /status``: the bridge's version, when it started (ISO-8601 UTC) and its worlds; the
-    memory budget of this process (issue 27): how many worlds' state it holds in memory now, and
+    memory budget of this process: how many worlds' state it holds in memory now, and
     at most (``serve --max-worlds-in-memory``; both None from a bridge before it)."""
 
     bridge_version: str

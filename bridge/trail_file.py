@@ -1,4 +1,4 @@
-"""An exported trail (issue 15): one world's audit chain, its signed heads and checkpoints and the
+"""An exported trail: one world's audit chain, its signed heads and checkpoints and the
 public key, in one JSON file that ``fate-bridge audit verify FILE`` checks with no database.
 
 Format ``fate-bridge trail v1``::
@@ -17,7 +17,7 @@ convenience only: a verifier should pin the key it trusts (``--public-key``), wh
 the file worth checking on another machine. The state rows are not exported: the file proves what
 was decided, not what the database holds now.
 
-A version 2 head (:mod:`bridge.heads`, issue 25) is exported with its ``stored_digest`` (absent or
+A version 2 head (:mod:`bridge.heads`) is exported with its ``stored_digest`` (absent or
 null: a version 1 head) so its signature verifies; the stored bytes it seals (the database's zstd
 frames) are not in the file, so the file cannot prove them: ``audit verify`` on the database does.
 """
@@ -49,7 +49,7 @@ class TrailHead(msgspec.Struct, frozen=True):
     state_digest: str | None
     public_key: str
     sig: str
-    stored_digest: str | None = None  # a version 2 head's (issue 25); files of older bridges have none
+    stored_digest: str | None = None  # a version 2 head's; files of older bridges have none
 
 
 class TrailCheckpoint(msgspec.Struct, frozen=True):

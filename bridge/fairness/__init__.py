@@ -1,4 +1,4 @@
-"""Dice everyone can trust (issue 19): provably fair dice sessions (commit and reveal), physical
+"""Dice everyone can trust: provably fair dice sessions (commit and reveal), physical
 dice and GM overrides on the record.
 
 A layer of the decision core (:mod:`bridge.core`) that every ruleset gets, not a ruleset:

@@ -1,4 +1,4 @@
-"""Dice decisions (issue 19): dice sessions, dice settings, GM overrides, and the dice table each
+"""Dice decisions: dice sessions, dice settings, GM overrides, and the dice table each
 decision of any ruleset rolls with (:func:`table_for`).
 
 A layer of the decision core (:mod:`bridge.core`) that every ruleset gets, not a ruleset: it

@@ -181,9 +181,9 @@ def records_of_rows(rows: Iterable[Any]) -> list[Any]:
 
 def records_of_export(text: str) -> list[Any]:
     """Decoded audit records of an exported trail (``fate-bridge audit export --format jsonl``:
-    one ``{"record": {...}, ...}`` per line), oldest first. The one reader of the export format:
-    point it at issue 15's self-contained export when that lands. Raises ``ValueError`` naming
-    the line for a line that is not a record."""
+    one ``{"record": {...}, ...}`` per line), oldest first. The one reader of the export format,
+    so a new one (the signed trail file, :mod:`bridge.trail_file`) is read here. Raises
+    ``ValueError`` naming the line for a line that is not a record."""
     decoder = msgspec.json.Decoder(msgspec.defstruct("ExportLine", [("record", AuditRecord)]))
     records = []
     for number, line in enumerate(text.splitlines(), 1):

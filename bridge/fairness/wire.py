@@ -1,4 +1,4 @@
-"""Dice messages (issue 19): dice sessions (commit and reveal), the world's dice settings, GM
+"""Dice messages: dice sessions (commit and reveal), the world's dice settings, GM
 overrides and the dice status query. Shared by every ruleset; ``bridge.wire`` adds them to the
 union. Every decision request of any ruleset may also carry ``client_seed`` and ``physical``
 (``bridge.wire.base.ClientMessage``)."""

@@ -44,7 +44,7 @@ export const LINK = Object.freeze({
   BACKOFF_MIN_MS: 1_000,
   BACKOFF_MAX_MS: 30_000,
   /**
-   * After 1012 (service restart: the bridge process is draining, issue 28) on a welcomed link,
+   * After 1012 (service restart: the bridge process is draining) on a welcomed link,
    * reconnect after a random 0..RESTART_JITTER_MS (the load balancer sends it to another process)
    * instead of the backoff, as the Foundry module does.
    */

@@ -31,7 +31,7 @@ if TYPE_CHECKING:
     T = TypeVar("T")
 
 CHECKPOINT_EVERY = audit.CHECKPOINT_EVERY
-# An audit row's prev_hash, in a SELECT ... FROM audit: rows written before issue 17 store it;
+# An audit row's prev_hash, in a SELECT ... FROM audit: rows of older bridges store it;
 # later rows store '' and link to the hash of the world's record before (the genesis hash for
 # record 1). '' when that record is gone: `audit verify` reports the gap and the broken link.
 PREV_HASH = ("CASE WHEN prev_hash <> '' THEN prev_hash WHEN seq = 1 THEN '" + audit.GENESIS_HASH + "' ELSE"
@@ -104,7 +104,7 @@ class AuditRows:
         canonical_bytes = canonical(record)
         record_hash = audit.chain_hash(prev_hash, canonical_bytes)
         summary = entry.summary
-        # Stored once (issue 17): the summary is the record's (row_summary), the prev_hash the
+        # Stored once: the summary is the record's (row_summary), the prev_hash the
         # hash of the row before (PREV_HASH), so both columns stay empty.
         stored = pack(canonical_bytes, "audit", summary.ruleset)
         row = (world_id, seq, ts, entry.type, entry.event_id, entry.user_id, summary.ruleset,
@@ -221,7 +221,7 @@ class AuditRows:
     def _state_guard(self, conn: sqlite3.Connection, world_id: str, *, sealed: bool, stale_seal: bool) -> None:
         """Refuse to serve a world whose state rows differ from what its chain produces; checked
         once per world per process (its first decision or query). ``sealed``: the rows are the
-        ones the last batch writing them sealed (:mod:`bridge.store.seal`, issue 27): nothing more
+        ones the last batch writing them sealed (:mod:`bridge.store.seal`): nothing more
         to check. Else cheap after a clean stop: the digest of the stored state against the one
         the last signed head sealed; else (a crash before any seal, a seal by another key) the
         state is derived from the whole chain. ``stale_seal``: a seal is stored but does not match
@@ -477,7 +477,7 @@ def _reply_type(reply: bytes) -> str:
 
 def row_summary(stored: bytes | str, record: bytes) -> wire.AuditColumns:
     """An audit row's summary (what ``audit list`` and the audit window show) from its ``summary``
-    column and its record's JSON: rows written before issue 17 kept a copy in the column; later
+    column and its record's JSON: rows of older bridges kept a copy in the column; later
     rows leave it empty and the record's own is read. A record too damaged to read (``audit
     verify`` reports it) is listed with the outcome ``unreadable``."""
     copy = unpack(stored)

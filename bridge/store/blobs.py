@@ -1,5 +1,5 @@
-"""How the big per-decision blobs are stored (issue 17): zstd frames, with the dictionary of the
-ruleset that decided them (issue 26).
+"""How the big per-decision blobs are stored: zstd frames, with the dictionary of the ruleset
+that decided them.
 
 A decision's audit ``record`` and the ``records.value`` it writes are JSON; they are stored as
 zstd frames. What compression learns from a ruleset's rows is that ruleset's: each may ship zstd

@@ -18,7 +18,7 @@ _settings_decoder = msgspec.json.Decoder(wire.WorldSettings)
 
 def decode_settings(world_id: str, stored: bytes | str | memoryview) -> wire.WorldSettings:
     """A world's stored settings row. Raises ``WorldSettingsInvalid`` naming the world, what is
-    wrong and the stored value, with the fix, when it is not valid settings (issue 35)."""
+    wrong and the stored value, with the fix, when it is not valid settings."""
     raw = bytes(stored) if isinstance(stored, memoryview) else stored
     try:
         return _settings_decoder.decode(raw)

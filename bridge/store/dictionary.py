@@ -8,7 +8,7 @@ temporary database, in English and in German, several times with seeded dice (th
 with the example's own, so outcomes, cards and dice differ), and the blobs of the kind asked for
 are read back as JSON (``audit``: the audit records; ``records``: the records' values). The
 bench's data is never used: the bench measures the dictionary, it must not teach it. Nothing
-here knows one ruleset from another: what a dictionary learns is the ruleset's (issue 26), and
+here knows one ruleset from another: what a dictionary learns is the ruleset's, and
 it ships with the ruleset (:class:`~bridge.ruleset.Dictionary`).
 """
 
@@ -33,7 +33,7 @@ ROOT = Path(__file__).resolve().parents[2]
 EXAMPLES = ROOT / "examples"
 LANGUAGES = (None, "de")
 # Each kind's dictionary size: audit 16 KB came out ~5% larger, 64 KB no smaller; records from
-# 8 to 24 KB alike (issue 17, on the four rulesets' plays).
+# 8 to 24 KB alike (measured on the four rulesets' plays).
 DICT_BYTES = {"audit": 32 * 1024, "records": 16 * 1024}
 COLUMNS = {"audit": "SELECT record FROM audit", "records": "SELECT value FROM records"}
 PLAYS = 48  # seeded plays of the example per language

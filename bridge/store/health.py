@@ -1,4 +1,4 @@
-"""Whether the store can write its database now (issue 35): an outage of storage (a full disk, a
+"""Whether the store can write its database now: an outage of storage (a full disk, a
 read-only file system, PostgreSQL unreachable, a lock held too long, the database file deleted
 under the bridge) is one state with one log line when it starts and one when it ends, never a
 traceback per request.

@@ -1,4 +1,4 @@
-"""Both backends' invite codes and registration requests (issue 34): a GM registers a world
+"""Both backends' invite codes and registration requests: a GM registers a world
 through a code the host handed out, without a terminal on the bridge's machine.
 
 A mixin of :class:`~bridge.store.writer.BatchWriter` (so of both backends: the SQL is written

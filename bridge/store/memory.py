@@ -31,7 +31,7 @@ _encode = msgspec.json.Encoder().encode
 
 # A loaded world keeps its last RECENT_EVENTS event ids in a dict (WorldCache.events; up to twice
 # as many between trims); older ones, all committed, go into Bloom filters (EventFilter), and a
-# repeat the filters may hold is looked up in the store (issue 27: memory bounded by history too).
+# repeat the filters may hold is looked up in the store, so history does not grow memory.
 RECENT_EVENTS = 1024
 _FILTER_BITS_PER_ID = 10  # with 4 probes: ~1.2% of new event ids cost one indexed store look-up
 _FILTER_PROBES = 4

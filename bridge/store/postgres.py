@@ -23,7 +23,7 @@ processes' writes to one world never interleave (the row locks serialize them). 
 ever leased (``world`` commands, tests of the store alone) is written without a lease; the audit
 insert's ``UNIQUE (world_id, seq)`` still fails a write from a stale memory, never forking a chain.
 
-A batch costs ONE round trip to the server (issue 28; :meth:`PostgresStore._batch_transaction`):
+A batch costs ONE round trip to the server (:meth:`PostgresStore._batch_transaction`):
 its BEGIN, the lease check, one statement per table (:func:`_bulk_sql`: the writer's
 ``executemany`` rows sent as arrays) and its COMMIT go out as one query string
 (:class:`_OneTrip`), and only its end waits for the server. The check cannot wait for its answer
@@ -125,11 +125,11 @@ CREATE TABLE notices (
     at      TIMESTAMPTZ NOT NULL
 )
 """,
-    # = the SQLite file's step 6 (issue 17): a world's event ids read from this index alone
+    # = the SQLite file's step 6: a world's event ids read from this index alone
     2: """
 CREATE INDEX audit_by_event ON audit (world_id, event_id, seq) WHERE event_id IS NOT NULL
 """,
-    # = the SQLite file's step 7 (issue 15): Ed25519-signed heads
+    # = the SQLite file's step 7: Ed25519-signed heads
     3: """
 CREATE TABLE heads (
     world_id TEXT NOT NULL, seq BIGINT NOT NULL, hash TEXT NOT NULL, state_digest TEXT,
@@ -137,24 +137,24 @@ CREATE TABLE heads (
     PRIMARY KEY (world_id, seq)
 )
 """,
-    # = the SQLite file's step 10 (issue 24): the world's language, from its last hello
+    # = the SQLite file's step 10: the world's language, from its last hello
     4: """
 ALTER TABLE worlds ADD COLUMN language TEXT
 """,
-    # = the SQLite file's step 11 (issue 25): version 2 heads' stored digest
+    # = the SQLite file's step 11: version 2 heads' stored digest
     5: """
 ALTER TABLE heads ADD COLUMN stored_digest TEXT
 """,
-    # = the SQLite file's step 12 (issue 27): each batch seals the state of the worlds it wrote
+    # = the SQLite file's step 12: each batch seals the state of the worlds it wrote
     6: """
 ALTER TABLE worlds ADD COLUMN state_seal TEXT
 """,
-    # = the SQLite file's step 13 (issue 34): invite codes and registration requests
+    # = the SQLite file's step 13: invite codes and registration requests
     7: INVITE_TABLES,
 }
 SCHEMA_VERSION = max(MIGRATIONS)
 MIGRATE_LOCK = 0x46415445  # advisory lock key ("FATE"): processes starting together migrate once
-# What every connection of the store is opened with (issue 35). ``prepare_threshold=None``: psycopg
+# What every connection of the store is opened with. ``prepare_threshold=None``: psycopg
 # prepares no statement of its own; with them on, its cache sends ``DEALLOCATE ALL`` after a
 # ROLLBACK it sees (psycopg's ``_preparing.PrepareManager._should_discard``: "discard our entire
 # state ... on rollback"), which dropped the store's own PREPAREd statements (:class:`_OneTrip`)
@@ -226,7 +226,7 @@ def _bulk_sql(sql: str) -> str | None:
     CONFLICT`` kept; the rows must not repeat a conflicting key, as the writer's never do), the
     writer's world updates :data:`_BULK_UPDATES`. None for any other statement (sent row by row).
 
-    Why (issue 28): psycopg's ``executemany`` sends each row as a statement of its own; one
+    Why: psycopg's ``executemany`` sends each row as a statement of its own; one
     statement per table makes a batch's cost nearly flat in its rows."""
     if sql in _BULK_UPDATES:
         return _BULK_UPDATES[sql]
@@ -248,7 +248,7 @@ class _PgConnection:
 
     With ``url`` (the store's writer), a connection the server ended (a PostgreSQL restart or
     failover, a terminated backend) is made again before the next statement outside a
-    transaction (issue 28): the statements of the transaction it broke fail (its batch is
+    transaction: the statements of the transaction it broke fail (its batch is
     answered ``internal``, nothing of it acknowledged), the next one runs on the new connection.
     Without it the process would answer ``internal`` until restarted."""
 
@@ -390,7 +390,7 @@ def _storage_fault(exc: Exception) -> str | None:
 
 class _OneTrip:
     """A batch's transaction gathered into one query string, sent at its COMMIT: one send, one
-    wait, one reply for the whole batch (issue 28). ``execute``/``executemany`` take the shared
+    wait, one reply for the whole batch. ``execute``/``executemany`` take the shared
     SQL (``?`` placeholders) as :class:`_PgConnection` does. Each statement is prepared once per
     session (``PREPARE``, sent with its first use: the server plans it once, not per batch) and
     run as ``EXECUTE name(values)``, its values bound on this side (psycopg's
@@ -627,7 +627,7 @@ class PostgresStore(BatchWriter):
         return _in_transaction(self._conn, work, begin="BEGIN")  # type: ignore[arg-type]
 
     def _batch_transaction(self, work: Callable[[Any], T], inline: bool) -> T:
-        """Run a batch's ``work`` in one transaction and ONE round trip (issue 28): BEGIN, the
+        """Run a batch's ``work`` in one transaction and ONE round trip: BEGIN, the
         statements ``work`` sends (the lease check first: :meth:`_fence`) and COMMIT go to the
         server as one query string (:class:`_OneTrip`); a statement whose rows ``work`` reads,
         rare (a replay's stored reply, a world not checked since another process changed one),
@@ -667,8 +667,8 @@ class PostgresStore(BatchWriter):
     async def _batch_transaction_async(self, batch: list[Any]) -> list[tuple]:
         """Write ``batch`` from the event loop: its statements gathered there (:meth:`_write_batch`
         through a :class:`_OneTrip`) and sent as one query on :class:`_LoopSession`, the COMMIT
-        awaited while the loop serves other connections (issue 28: before, each batch went to the
-        writer thread and back, both threads wanting the GIL; ~20% of the CPU per decision).
+        awaited while the loop serves other connections. Sending each batch to the writer thread
+        and back cost ~20% of the CPU per decision, both threads wanting the GIL.
 
         A batch that must read (a replay's stored reply, a world not checked since another
         process changed one: :class:`_ReadNeeded`) is written on the writer thread
@@ -717,9 +717,8 @@ class PostgresStore(BatchWriter):
         world's lease holds now (the writer refuses them with ``LeaseLost``:
         :meth:`BatchWriter._write_batch`): another process took the world (its token and state
         here are forgotten), or this one took it again after the decision read its state (the
-        state was reloaded since; issue 28: the batch in flight on the event loop while a
-        forwarder's claim took the lease on the writer thread, seen in the racing tests as a
-        duplicate key). Locks each world's row and its lease's until commit: decisions of one
+        state was reloaded since: the batch in flight on the event loop while a forwarder's
+        claim took the lease on the writer thread, seen in the racing tests as a duplicate key). Locks each world's row and its lease's until commit: decisions of one
         world never run at once in two processes, and a take-over waits for the batch in flight.
 
         In a one-trip batch (:meth:`_batch_transaction`) the answer cannot be waited for:
@@ -777,7 +776,7 @@ class PostgresStore(BatchWriter):
     async def drop_lease(self, world_id: str, newer: int) -> None:
         """Another process took ``world_id``'s lease with the token ``newer``: forget this
         process's token and state in memory of it, if its token is older (one taken here since,
-        by a forwarder that came later, is kept: issue 28). Later decisions are refused until
+        by a forwarder that came later, is kept). Later decisions are refused until
         :meth:`take_lease` is called again."""
         await self._run(self._forget_older, world_id, newer)
 
@@ -799,7 +798,7 @@ class PostgresStore(BatchWriter):
     def _closing_worlds(self, conn: _PgConnection, checked: list[str]) -> list[str]:  # type: ignore[override]
         """Of the worlds this process ``checked``, those whose chains it signs at close: those
         whose lease it holds, and those nobody ever leased (written by ``world``/``resolve``
-        commands); never the worlds other processes hold (issue 28): theirs to sign, even one
+        commands); never the worlds other processes hold: theirs to sign, even one
         this process loaded before another took it over."""
         leased = {world_id for (world_id,) in conn.execute(
             "SELECT world_id FROM leases WHERE world_id = ANY(?)", (checked,)).fetchall()} if checked else set()

@@ -102,12 +102,12 @@ ALTER TABLE events ADD COLUMN request_hash TEXT;
     5: """
 ALTER TABLE worlds ADD COLUMN removed_at TEXT;
 """,
-    # Issue 17: a reply is kept once, in its audit record; a world's event ids (to answer a repeat
+    # A reply is kept once, in its audit record; a world's event ids (to answer a repeat
     # from memory) are read from this index alone when the world is loaded.
     6: """
 CREATE INDEX audit_by_event ON audit (world_id, event_id, seq) WHERE event_id IS NOT NULL;
 """,
-    # Ed25519-signed heads (bridge/heads.py, issue 15): the chain's head and the state's digest,
+    # Ed25519-signed heads (bridge/heads.py): the chain's head and the state's digest,
     # verifiable with the public key alone.
     7: """
 CREATE TABLE heads (
@@ -116,7 +116,7 @@ CREATE TABLE heads (
     PRIMARY KEY (world_id, seq)
 );
 """,
-    # Issue 17: the records live in their primary key's b-tree (WITHOUT ROWID), not in a table
+    # The records live in their primary key's b-tree (WITHOUT ROWID), not in a table
     # plus an index repeating (world_id, kind, key): ~50 bytes less per decision. The same rows
     # and columns (PostgreSQL's table needs no such step).
     8: """
@@ -128,7 +128,7 @@ INSERT INTO records_by_key (world_id, kind, key, value) SELECT world_id, kind, k
 DROP TABLE records;
 ALTER TABLE records_by_key RENAME TO records;
 """,
-    # Issue 17: a batch's audit rows and state rows go to small tables of their own, whose few
+    # A batch's audit rows and state rows go to small tables of their own, whose few
     # pages are shared by every world of the batch (a COMMIT writes each page it changed to the
     # WAL: ~10 pages a batch of 10 worlds instead of ~60, one per world in each of audit's
     # indexes and in records), and are moved into ``audit`` and ``records`` a few hundred records
@@ -157,22 +157,22 @@ CREATE TABLE records_tail (
     PRIMARY KEY (world_id, kind, key)
 ) WITHOUT ROWID;
 """,
-    # Issue 24: the world's language, as its forwarder's last hello set it (bridge.i18n), for what
+    # The world's language, as its forwarder's last hello set it (bridge.i18n), for what
     # is made without a connection (``audit report``). NULL: no hello since.
     10: """
 ALTER TABLE worlds ADD COLUMN language TEXT;
 """,
-    # Issue 25: version 2 heads seal the stored bytes of their records too (bridge/heads.py);
+    # Version 2 heads seal the stored bytes of their records too (bridge/heads.py);
     # NULL: a version 1 head
     11: """
 ALTER TABLE heads ADD COLUMN stored_digest TEXT;
 """,
-    # Issue 27: each batch seals the state of the worlds it wrote (bridge/store/seal.py), so a
+    # Each batch seals the state of the worlds it wrote (bridge/store/seal.py), so a
     # world's load after a crash checks its rows without deriving its chain. NULL: not sealed yet.
     12: """
 ALTER TABLE worlds ADD COLUMN state_seal TEXT;
 """,
-    # Issue 34: invite codes (bridge/credentials.py; the secret's SHA-256 only) and the requests
+    # Invite codes (bridge/credentials.py; the secret's SHA-256 only) and the requests
     # made with an approval code, waiting for the host (bridge/store/invites.py).
     13: INVITE_TABLES,
 }

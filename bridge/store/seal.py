@@ -1,7 +1,7 @@
-"""A world's state sealed in each batch that changes it (issue 27), so that loading a world after
+"""A world's state sealed in each batch that changes it, so that loading a world after
 a crash checks its state rows in time proportional to the rows, never to the length of its chain.
 
-The state guard (:meth:`~bridge.store.audit_rows.AuditRows._state_guard`, issue 15) refuses to
+The state guard (:meth:`~bridge.store.audit_rows.AuditRows._state_guard`) refuses to
 serve a world whose state rows were edited outside the bridge. Its cheap check compares the stored
 state with the digest a signed head sealed at a clean stop; after a crash that head is older than
 the chain's end, and the state had to be derived from the whole chain again (102 s for a world of
@@ -79,7 +79,7 @@ def rows_sum(hasher: Any, rows: Iterable[tuple[str, str, bytes]]) -> tuple[int, 
 def seal_key(signing_key: object | None, audit_key: bytes | None) -> bytes | None:
     """The HMAC key of the seals: derived from the Ed25519 ``signing_key`` (its raw private bytes)
     when there is one, else from the HMAC ``audit_key``; None without either (no seal is written
-    and none is checked: the guard then works as before issue 27)."""
+    and none is checked: the guard then works without seals)."""
     if signing_key is not None:
         from cryptography.hazmat.primitives import serialization
 

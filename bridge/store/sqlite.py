@@ -50,7 +50,7 @@ if TYPE_CHECKING:
     from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
 
 WAL_CHECKPOINT_SECONDS = 5.0  # how often the log is copied into the database file
-# Threads loading a file's worlds (issue 27): two, so that a world with a short history is loaded
+# Threads loading a file's worlds: two, so that a world with a short history is loaded
 # while a long one is (a load reads and hashes every state row of its world), never queued behind it.
 LOADERS = 2
 
@@ -97,7 +97,7 @@ def _locked(exc: sqlite3.OperationalError) -> bool:
 
 class DatabaseFileGone(Exception):
     """The database file this store writes was deleted, or another file put in its place, while
-    it ran (issue 35): a COMMIT since went into a file no path reaches, so its batch is not
+    it ran: a COMMIT since went into a file no path reaches, so its batch is not
     acknowledged, and nothing is written until ``serve`` is started again."""
 
 
@@ -150,9 +150,9 @@ class SQLiteStore(BatchWriter):
             read_as_one(conn)
             if self.path != ":memory:":
                 # what a killed bridge left in the log is copied into the file now, before serving:
-                # the first periodic checkpoint would copy it all while the worlds decide (issue
-                # 27: the others' p99 was 6-7x while a long history loaded after a kill -9, ~1x
-                # after a clean stop, which truncates the log)
+                # the first periodic checkpoint would copy it all while the worlds decide (the
+                # others' p99 was 6-7x while a long history loaded after a kill -9, ~1x after a
+                # clean stop, which truncates the log)
                 conn.execute("PRAGMA wal_checkpoint(TRUNCATE)")
                 # WAL checkpoints (copying the log into the file, with an fsync) run on their own
                 # thread: done inside a COMMIT they would stall decisions (p99 x5 measured).

@@ -1,8 +1,8 @@
-"""The batch writer both store backends share (issue 26): the world caches, the group commit, the
+"""The batch writer both store backends share: the world caches, the group commit, the
 tick's transaction and the leases where the backend has them.
 
 :class:`BatchWriter` is everything :class:`~bridge.store.base.Store` does that does not depend on
-the database: how :meth:`BatchWriter.decide` works (issue 17):
+the database: how :meth:`BatchWriter.decide` works:
 
 - The world's state is held in memory (:class:`~bridge.store.memory.WorldCache`, loaded once per
   world); the decision runs on the caller's event loop against it, so no read during a decision
@@ -84,7 +84,7 @@ GROUP_COMMIT_MAX = 64  # decisions per transaction at most: bounds the latency a
 LOAD_YIELD_ROWS = 128
 # A loaded world's older event ids (beyond its RECENT_EVENTS) are filed into a Bloom filter after
 # its load, this many records' worth per step on the loading thread (a step costs a few ms), so
-# that a world's first decision never waits for its whole history (issue 27).
+# that a world's first decision never waits for its whole history.
 OLDER_EVENTS_STEP = 2048
 
 
@@ -159,7 +159,7 @@ class BatchWriter(WorldRows, InviteRows, AuditRows):
         # Least recently used first: beyond ``max_worlds``, the idle ones leave (:meth:`_evict`).
         self._worlds: OrderedDict[str, WorldCache] = OrderedDict()
         self._lock = threading.Lock()
-        self.max_worlds = MAX_WORLDS_IN_MEMORY  # the budget of worlds in memory (issue 27)
+        self.max_worlds = MAX_WORLDS_IN_MEMORY  # the budget of worlds in memory
         # Decisions queued and not yet through their batch, per world: such a world never leaves.
         self._pending: dict[str, int] = {}
         self._generation = 0  # bumped when a COMMIT fails: decisions read before it fail too
@@ -179,7 +179,7 @@ class BatchWriter(WorldRows, InviteRows, AuditRows):
         self.on_world_load: Callable[[float], None] | None = None
         self._seal_keys: tuple[object, object, bytes | None] = (None, None, None)
         self._filing: set[asyncio.Task[None]] = set()  # older event ids being filed (_file_older_events)
-        # Whether storage can be written now (issue 35; bridge/store/health.py): set down by a
+        # Whether storage can be written now (bridge/store/health.py): set down by a
         # failure the backend names (_fault_reason), up by a committed batch or the probe.
         self.health = StorageHealth(db_label(self.path))
         self._probe: threading.Thread | None = None  # trying the database again while it is down
@@ -425,7 +425,7 @@ class BatchWriter(WorldRows, InviteRows, AuditRows):
             events_total, events_count = seal.rows_sum(hasher, ((seal.EVENT, *event) for event in event_rows))
             total, count = seal.add(total, events_total), count + events_count
             sealed = seal.matches(row[2], seal.seal(key, world_id, head, row[1], settings, total, count))
-        # its state must be what its chain produces (issue 15): sealed by the last batch that
+        # its state must be what its chain produces: sealed by the last batch that
         # wrote it, else checked against the clean stop's head or derived from the chain
         self._state_guard(conn, world_id, sealed=sealed, stale_seal=row[2] is not None and not sealed)
         self._key_guard(conn, world_id)  # and its key this bridge's (audit new-key meanwhile)

@@ -1,4 +1,4 @@
-"""Audit (issue 3): the GM's "Fate audit" window reads the world's trail."""
+"""Audit: the GM's "Fate audit" window reads the world's trail."""
 
 from __future__ import annotations
 

@@ -41,7 +41,7 @@ class OutPart(msgspec.Struct, kw_only=True, frozen=True):
 
 ClientSeed = Annotated[str, Meta(max_length=128, description=(
     "The asking player's browser's random value (crypto.getRandomValues, as text): in an open dice "
-    "session every die of this request is derived from it too (issue 19)."))]
+    "session every die of this request is derived from it too."))]
 PhysicalDie = Annotated[int, Meta(ge=-1_000_000, le=1_000_000, description="A real die's value as read off the table.")]
 
 

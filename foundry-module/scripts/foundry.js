@@ -74,7 +74,7 @@ export const TOKEN_KEY = "token";
 
 /**
  * Register the bridge token: `client` scope, so it stays in this browser and never reaches
- * Foundry's server, whatever that server sends to other users' browsers (issue 36). Foundry v13
+ * Foundry's server, whatever that server sends to other users' browsers. Foundry v13
  * keeps a `client` setting in `game.settings.storage.get("client")`, which is `window.localStorage`,
  * under the setting's id (`fate-bridge.token`, the value as JSON text), and `user` and `world`
  * settings as Setting documents of the one `WorldSettings` collection the server fills
@@ -97,7 +97,7 @@ export function registerTokenSetting({ onBridgeChange }) {
 }
 
 /**
- * Register the invite code a shared bridge's host handed out (issue 34) and, hidden, the secret of
+ * Register the invite code a shared bridge's host handed out and, hidden, the secret of
  * this browser's registration request: `client` scope like the token, since either lets its
  * holder collect the world's token (the code registers the world, the secret collects an approved
  * request's token); the code shown to GMs only. The module registers the world with them and
@@ -627,7 +627,7 @@ export function messagesWithFlag(key) {
 }
 
 /**
- * Real dice the user throws, for a ruleset that allows them (issue 19). Where this user set the
+ * Real dice the user throws, for a ruleset that allows them. Where this user set the
  * denomination to a fulfillment method in Foundry's Dice Configuration (v12+: core setting
  * `diceConfiguration`, `Roll.DICE_CONFIGURATION_SETTING`, denomination -> method id, "" for
  * Foundry's digital roll), Foundry's own RollResolver asks for them

@@ -7,10 +7,10 @@
  * Roles: every client decorates rendered cards, runs chat commands and relays its users' requests;
  * one GM's browser holds the bridge connection and runs relayed requests (each ruleset's actions):
  * the link holder every client elects from the GMs' announcements (logic/link-holder.js: any GM
- * with the bridge token may hold it, issue 24). A request arriving over the module socket is
+ * with the bridge token may hold it). A request arriving over the module socket is
  * attributed to Foundry's sender id, never to a user id inside the payload.
  *
- * The bridge token stays in the browser of the GM who entered it (a `client` setting, issue 36);
+ * The bridge token stays in the browser of the GM who entered it (a `client` setting);
  * a GM's browser without it gets it from the link holder's, sealed (logic/token-pairing.js).
  */
 
@@ -80,7 +80,7 @@ export function install({ rulesets = RULESETS, timers = fvtt.timers() } = {}) {
   let AuditWindow = null;
   const welcomeListeners = [];
   let openWindow = null;
-  // Issue 19: every request carries the asking player's own random value (client_seed).
+  // Every request carries the asking player's own random value (client_seed).
   const seeds = createClientSeeds(() => newClientSeed(fvtt.randomValues));
   // Which GM's browser holds the bridge link; every client agrees (logic/link-holder.js).
   const election = createLinkElection({
@@ -187,7 +187,7 @@ export function install({ rulesets = RULESETS, timers = fvtt.timers() } = {}) {
       onRefused: link.refused,
       onUnsolicited: router.dispatch,
     });
-    // Issue 19: each request gets its player's client_seed; each reply's dice stay with its card
+    // Each request gets its player's client_seed; each reply's dice stay with its card
     // (logic/dice-trust.js), so the card's ChatMessage carries them as real Rolls.
     const send = connection.request.bind(connection);
     connection.request = (message) => send(seeds.stampRequest(message)).then(rememberRolls);
@@ -335,7 +335,7 @@ export function install({ rulesets = RULESETS, timers = fvtt.timers() } = {}) {
     openAudit();
     return false;
   });
-  // `/fatelink`: a GM whose link another browser took (4003) takes it back by hand (issue 28). The
+  // `/fatelink`: a GM whose link another browser took (4003) takes it back by hand. The
   // module never does so by itself, so two browsers (or two bridge processes' forwarders of one
   // world) never take it from each other in turn: a person decides. The browser holding it is then
   // closed 4003 in its turn and stops. A GM of this world whose browser holds the link keeps it.
@@ -365,7 +365,7 @@ export function install({ rulesets = RULESETS, timers = fvtt.timers() } = {}) {
     fvtt.notify("warn", "FATE_BRIDGE.Overlay.GmOnly");
     return false;
   });
-  // `/dicesession start [MINUTES]|end`, `/dicesettings`, `/diceoverride`: provable dice and GM overrides (issue 19).
+  // `/dicesession start [MINUTES]|end`, `/dicesettings`, `/diceoverride`: provable dice and GM overrides.
   // The world's dice settings and the reveal schedule live in world settings (every client reads
   // the first; the active GM's browser re-arms the second after a reload).
   installDiceCommands({

@@ -77,7 +77,7 @@ export const PHYSICAL_CANCELLED = "physical_cancelled";
  *   (e.g. to send a ruleset's settings)
  * @property {() => string} newEventId a fresh event id for a bridge request
  * @property {() => boolean} isActiveGM this client is the GM's browser that holds the bridge link
- *   (logic/link-holder.js; any GM with the bridge token may be elected, issue 24): the one that
+ *   (logic/link-holder.js; any GM with the bridge token may be elected): the one that
  *   talks to the bridge and runs relayed actions. The name is older than the election.
  * @property {(key: string, data?: object) => string} localize
  * @property {(level: "info"|"warn"|"error", key: string, data?: object) => void} notify

@@ -23,9 +23,9 @@ RULESET = Ruleset(
     card_text=cards.card_text,
     settings=(wire.Settings,),
     # The zstd dictionaries of its stored rows (bridge/store/blobs.py). 32769 and 32770 were
-    # trained (issue 17) on the four rulesets' example plays, SoHL's six times over, and shipped
-    # by the store until issue 26 gave them to SoHL: rows every ruleset wrote before that name
-    # them, so they stay here, read forever.
+    # trained on the four rulesets' example plays, SoHL's six times over, and shipped by the
+    # store before rulesets shipped their own. Rows every ruleset wrote then name them, so they
+    # stay here, read forever.
     dictionaries=(Dictionary(32769, "audit", __name__, "0.1.0"),
                   Dictionary(32770, "records", __name__, "0.1.0")),
 )

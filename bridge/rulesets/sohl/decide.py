@@ -9,14 +9,14 @@ Records (kinds): ``sohl.graded`` (by ChatMessage id) the graded test and its sna
 result fated (S11); ``sohl.spends`` (by actor and point) the decision numbers that consumed a
 charge, so charges the module has not applied yet are counted.
 
-One test, several messages (issue 13): SoHL's GM edit reposts a test as a new ChatMessage, and
+One test, several messages (S11): SoHL's GM edit reposts a test as a new ChatMessage, and
 ``test_rolled.test_of`` names the test's first message (or an earlier edit, followed to the first
 and kept as the first: :func:`_first_message`). The test is fated when its first
 message is (its ``sohl.fate``) or when its first message's graded record names the message
 that was (``fated_by``, written when a later message of the test is fated). A message without
 ``test_of`` reads exactly what it read before ``test_of`` existed, so old trails re-derive.
 
-Fated outside the bridge (issue 24): SoHL's own Fate, run where the module does not close it,
+Fated outside the bridge (S11): SoHL's own Fate, run where the module does not close it,
 is reported by ``fated_outside``; the message it names (and the test's first message, for the
 others) gets ``fated_by`` (the message showing it: the raised repost itself, or SoHL's Fate card)
 and ``outside`` (the evidence), so the test reads fated exactly as after a Fate of ours.
@@ -86,10 +86,10 @@ class FateRecord(msgspec.Struct, kw_only=True, frozen=True):
     ``choice`` and ``gain``/``level_after`` are None. ``charges_before`` is the point's charges as
     the bridge counted them when the Fate Test was rolled (None = unlimited).
 
-    Facts only (issue 24): the card is rendered from them when a reply is made, in the asking
-    world's language. Bridges before issue 24 also kept the ``fate_resolved`` reply, rendered card
-    included, as ``reply``; such a stored row still reads as this record (msgspec ignores the
-    field), and ``audit verify`` compares it by these fields (``bridge.derive.facts``)."""
+    Facts only: the card is rendered from them when a reply is made, in the asking world's
+    language. Older bridges also kept the ``fate_resolved`` reply, card included, as ``reply``.
+    Such a row still reads as this record (msgspec ignores the field), and ``audit verify``
+    compares it by these fields (``bridge.derive.facts``)."""
 
     message_id: str
     seq: int
@@ -377,7 +377,7 @@ def _mark_test_fated(state: WorldState, record: GradedRecord) -> None:
 
 
 def _raised_over_first(record: GradedRecord, first: GradedRecord) -> bool:
-    """Issue 24, ours: SoHL's own Fate raises a test's stored level and reposts it otherwise
+    """S11, ours: SoHL's own Fate raises a test's stored level and reposts it otherwise
     unchanged (SoHL 0.8.2 fate-host.ts ``performFateTest``: ``bumpSuccessLevel`` then ``toChat``;
     samples/sohl/captured ``fate-reposted-test``): the same d100, EML and level modifier as the
     test's first message, a higher reported level. SoHL's GM edit changes the EML or the level
@@ -391,7 +391,7 @@ def _raised_over_first(record: GradedRecord, first: GradedRecord) -> bool:
 
 
 def _fated_outside(message: wire.FatedOutside, state: WorldState, dice: Dice) -> Outcome:
-    """S11, issue 24: SoHL fated a graded test itself. Record it (``fated_by``/``outside`` on the
+    """S11: SoHL fated a graded test itself. Record it (``fated_by``/``outside`` on the
     message and on its test's first message) unless the test is fated already; re-state the
     message's grading with ``already_fated``. Refused ``not_found`` for a message never graded,
     ``not_eligible`` for a ``raised_level`` the bridge's own gradings do not show, ``bad_message``

@@ -108,7 +108,7 @@ class TestRolled(Request, tag="test_rolled", kw_only=True):
 
 
 class FatedOutside(Request, tag="fated_outside", kw_only=True):
-    """SoHL fated a graded test itself, outside the bridge (S11, issue 24: a client without the
+    """SoHL fated a graded test itself, outside the bridge (S11: a client without the
     module, a message posted before it was enabled, a GM on purpose); the module saw it in what
     SoHL posted. The bridge records it on the trail, and the test, and every message of it, is
     then fated: graded with ``already_fated`` and a ``fate_spend`` on any of them is refused

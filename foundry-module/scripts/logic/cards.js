@@ -215,7 +215,7 @@ export function relayedResult(visibility, result) {
 export function cardMessageData(card, { whisper = [], blind = false, authorId = null, flags = {}, dice = [], diceUserId = null } = {}) {
   if (typeof card?.html !== "string") throw new TypeError("a bridge card needs its html as a string");
   if (authorId !== null && (typeof authorId !== "string" || !authorId)) throw new TypeError("a card's authorId must be a user id (a non-empty string) or null");
-  const bridgeRolls = rollsForCard(card); // the bridge's dice for this card, as real Rolls (issue 19)
+  const bridgeRolls = rollsForCard(card); // the bridge's dice for this card, as real Rolls
   const rolls = bridgeRolls.length ? bridgeRolls : dice.length ? [rollData(dice)] : [];
   return {
     content: card.html,

@@ -57,8 +57,8 @@ export const CLOSE_SUPERSEDED = 4003;
 /** Close code we use when we drop a silent link ourselves (application range). */
 export const CLOSE_NO_PONG = 4000;
 /**
- * Close code (RFC 6455 registry: Service Restart) of a bridge process draining on SIGTERM (issue
- * 28): every decision in flight was answered; reconnect now, and the load balancer (or the
+ * Close code (RFC 6455 registry: Service Restart) of a bridge process draining on SIGTERM:
+ * every decision in flight was answered; reconnect now, and the load balancer (or the
  * kernel, with --reuse-port) hands the link to another process.
  */
 export const CLOSE_SERVICE_RESTART = 1012;
@@ -77,7 +77,7 @@ export const LIMITS = Object.freeze({
   /**
    * After 1012 (a draining process): reconnect after a random 0..500 ms, so the few hundred links
    * of one process reach the others spread over half a second, not in one burst; still well
-   * inside issue 28's 2 s from the close to the next decision.
+   * inside the failover target: 2 s from the close to the next decision.
    */
   RESTART_JITTER_MS: 500,
   /** A request sent on a live link gives up after this (time in the queue does not count). */
@@ -95,7 +95,7 @@ export const LIMITS = Object.freeze({
   RATE_RETRY_MS: 500,
   RATE_RETRIES: 4,
   /**
-   * `unavailable` (the bridge's storage is down, issue 35): sent again after the reply's
+   * `unavailable` (the bridge's storage is down): sent again after the reply's
    * `retry_after_ms` (the bridge says 500 ms: it probes its storage every 250 ms, so service
    * returns within a second of storage), or after this when the reply has none; never sooner than
    * UNAVAILABLE_RETRY_MIN_MS nor later than UNAVAILABLE_RETRY_MAX_MS, whatever the reply says.

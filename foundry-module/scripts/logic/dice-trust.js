@@ -1,5 +1,5 @@
 /**
- * Dice everyone can trust (issue 19), the module's half: no Foundry globals (scripts/foundry.js is
+ * Dice everyone can trust, the module's half: no Foundry globals (scripts/foundry.js is
  * injected).
  *
  * - The asking player's browser adds a random `client_seed` (crypto.getRandomValues) to each

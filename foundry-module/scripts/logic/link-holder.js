@@ -1,5 +1,5 @@
 /**
- * Which GM's browser holds the bridge link (issue 24). Every GM who has the bridge token may hold
+ * Which GM's browser holds the bridge link. Every GM who has the bridge token may hold
  * it; one does at a time (the bridge keeps one link per world and closes an older one with 4003),
  * and every client, players' included, agrees on which one, so a player's click goes to it.
  *

@@ -1,5 +1,5 @@
 /**
- * Receipts (issue 15; docs/protocol.md, Receipts): each decision's reply may carry a `receipt`
+ * Receipts (docs/protocol.md, Receipts): each decision's reply may carry a `receipt`
  * (the world's audit record number and chain hash, signed by the bridge). The GM's client keeps
  * it on the ChatMessage it posts for that reply (`flags["fate-bridge"].receipt`), so Foundry's own
  * database holds a copy the bridge cannot edit. The audit window collects them from the chat log

@@ -1,5 +1,5 @@
 /**
- * Registering this world with a shared bridge through an invite code (issue 34; docs/protocol.md,
+ * Registering this world with a shared bridge through an invite code (docs/protocol.md,
  * Registration): the GM has no terminal on the bridge's machine, so the module asks the bridge
  * for the world's token itself. One WebSocket per try: `register` is its first and only frame,
  * the bridge answers once and closes.

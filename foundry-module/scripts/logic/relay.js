@@ -22,7 +22,7 @@
  * (`holderChanged`): the old one never acked it, so it never ran there. An acked request is not sent
  * again (the old holder may have run it); its `go` goes to the GM that acked it only.
  *
- * Sealed replies (issue 24): the module socket reaches every browser, so the answer of an action
+ * Sealed replies: the module socket reaches every browser, so the answer of an action
  * registered `sealed` (e.g. the pool ledger: GM-only entries) must not travel in clear. The
  * requester puts a fresh public key in its request (`reply_key`, logic/sealed-reply.js); the link
  * holder answers such a request with `done {to, request_id, sealed}`, its `{ok, result | error}`

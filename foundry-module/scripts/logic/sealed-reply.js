@@ -1,5 +1,5 @@
 /**
- * Sealed relay replies (issue 24): a relayed answer that must not be read by every browser on the
+ * Sealed relay replies: a relayed answer that must not be read by every browser on the
  * module socket (Foundry's server hands a module socket payload to every connected client) travels
  * encrypted to the one browser that asked.
  *

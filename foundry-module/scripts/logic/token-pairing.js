@@ -1,6 +1,6 @@
 /**
- * A GM's browser without the bridge token gets it from the browser that holds the bridge link
- * (issue 36). The token lives in the browser a GM entered it in (a `client`-scope setting: that
+ * A GM's browser without the bridge token gets it from the browser that holds the bridge link.
+ * The token lives in the browser a GM entered it in (a `client`-scope setting: that
  * browser's localStorage, never sent to Foundry's server), so nothing Foundry's server hands to a
  * player's browser can carry it. Another GM's browser is paired over the module socket, which
  * reaches every connected browser, players' included; so the token travels sealed.

@@ -11,7 +11,7 @@
  * (logic/cards.js cardAudience); the request carries that visibility, so the bridge sends a public
  * result to the stream overlay. A reroll's is the rolled message's (visibilityOfMessage).
  * Foundry is reached through `api.fvtt` only; the hook's ChatMessage is read by `fvtt.messageRolls`.
- * Physical dice (issue 19, where the world allows them for `pool`): the roller throws the dice
+ * Physical dice (where the world allows them for `pool`): the roller throws the dice
  * rolls.js foreseenDice names before the request goes out, then each further die the bridge asks for.
  */
 
@@ -89,14 +89,14 @@ export function install(api) {
     await postWithDice(reply, audience(command.visibility, who), who);
     return true;
   });
-  // A GM's ledger holds every character (GM-only entries): sealed to the asker (issue 24). A
+  // A GM's ledger holds every character (GM-only entries): sealed to the asker. A
   // player's holds only their own characters, so a browser that cannot take a sealed answer
   // (no WebCrypto: Foundry not on HTTPS or localhost) still gets its own Fate in clear.
   api.onRelay(ACTIONS.LEDGER, (_data, who) => ledgerFor(who), { sealed: (who) => who.isGM });
   api.onRelay(ACTIONS.REROLL, async (data, who) => {
     if (typeof data?.roll_id !== "string") throw new BridgeError("bad_message", "a reroll needs roll_id");
     const physical = relayedPhysical(data.physical);
-    // A reroll is seen by whoever saw the roll (issue 13: the message's whisper/blind); the
+    // A reroll is seen by whoever saw the roll (the message's whisper/blind); the
     // clicker's roll mode only when that message is gone. The bridge is told the same.
     const rolled = rolledMessage(data.roll_id);
     const visibility = rolled ? visibilityOfMessage(rolled) : checkedVisibility(data.visibility);

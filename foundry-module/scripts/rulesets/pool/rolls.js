@@ -134,7 +134,7 @@ const D6 = 6;
 const D20 = 20;
 
 /**
- * The physical dice a pool roll needs that the module can foresee (issue 19), asked before the
+ * The physical dice a pool roll needs that the module can foresee, asked before the
  * request goes out; the bridge names every further die (logic/dice-trust.js withPhysicalDice).
  * - a check: max(stat modifier, 0) + Tier + Fate dice bought d6s (P1/P6): a stat given as a score
  *   counts 0 and an untyped Tier 1 (the world's stat table and the ledger's Tier are the bridge's);

@@ -47,7 +47,7 @@ export function decorateCard({ root, message, viewer, t, onSpend, onChoice, pend
   const graded = message.flags[FLAGS.GRADED];
   const outside = message.flags[FLAGS.FATED_OUTSIDE] || message.flags[FLAGS.OUTSIDE_PENDING];
   if (graded && outside && !message.flags[FLAGS.FATED] && may) {
-    // SoHL fated this test itself (issue 24): no Fate here, and a line saying so (also while
+    // SoHL fated this test itself (S11): no Fate here, and a line saying so (also while
     // the bridge has not recorded it yet: its report waits for the link, fate-flow.js).
     (root.querySelector(".sohl.chat-card") ?? root).append(withheldNote(root.ownerDocument, ["already_fated"], t));
   } else if (graded && !message.flags[FLAGS.FATED] && may) {

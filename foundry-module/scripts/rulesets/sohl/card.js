@@ -84,7 +84,7 @@ export function readSohlCard(content, domParser) {
 }
 
 /**
- * Recognise SoHL's own Fate card (issue 24): what SoHL 0.8.x posts after its own Fate Test
+ * Recognise SoHL's own Fate card (S11): what SoHL 0.8.x posts after its own Fate Test
  * (templates/chat/fate-roll-card.hbs, posted by `postFateResultCard` in
  * src/document/item/logic/fate-host.ts). Read from its structure, never its (translated) text:
  * a SoHL chat card naming its actor (`data-actor-uuid`) whose content shows a mastery level's

@@ -19,13 +19,13 @@
  *   test (`test_of` its own id, even when an earlier test rolled the same); a repost (SoHL names
  *   no item on it) is the test of the latest earlier card with the same key
  *
- * Once fated, always fated (issue 13): the `fated` flag the bridge writes on one message of a test
+ * Once fated, always fated (S11): the `fated` flag the bridge writes on one message of a test
  * is copied to every message of that test, now and when a later repost is graded; a spend from any
  * of them is refused `already_fated` before it reaches the bridge. The bridge agrees: a repost's
  * `test_rolled` names its test's first message (`test_of`), and the bridge refuses a second Fate
  * on any message of the test (docs/protocol.md), whichever GM's browser asks.
  *
- * Fated outside the bridge (issue 24): SoHL's own Fate, run where this module does not close it,
+ * Fated outside the bridge (S11): SoHL's own Fate, run where this module does not close it,
  * shows in what SoHL posts: the test reposted with its level raised on the same die, and SoHL's
  * Fate card (card.js readSohlFateCard). The active GM's flow reports either to the bridge
  * (`fated_outside`), which records it and fates the test; then `fated_outside` (the evidence) is
@@ -34,7 +34,7 @@
  * the latest test card of its actor posted before it on which SoHL offered its own Fate
  * (`sohl_fate_actor`), our ruling (docs/rules.md, S11).
  *
- * Who sees what (issue 13): the test's `visibility` is its chat message's own whisper/blind
+ * Who sees what: the test's `visibility` is its chat message's own whisper/blind
  * (logic/cards.js visibilityOfMessage); its Fate card, the Critical Success choice and the Fate
  * Test's die (a Roll on the Fate card, thrown once by Dice So Nice) reach the users who read the
  * test (cardAudience `sameAs`). A player may spend or choose only on a test whose content Foundry
@@ -225,7 +225,7 @@ export function createFateFlow({ foundry, connection, build, domParser }) {
   const pendingOfTest = (messageId, testOfId) => flagOfTest(messageId, testOfId, FLAGS.OUTSIDE_PENDING);
 
   /**
-   * Issue 24: the repost read into `parts` has the same d100, EML and level modifier as its
+   * S11, ours: the repost read into `parts` has the same d100, EML and level modifier as its
    * test's first message and a higher level reported by SoHL: SoHL's own Fate raised it (a GM
    * edit changes the EML or the modifier). The bridge checks the same from what it graded
    * (bridge/rulesets/sohl/decide.py _raised_over_first).
@@ -429,7 +429,7 @@ export function createFateFlow({ foundry, connection, build, domParser }) {
       const graded = await gradeMessage(messageId);
       if (!graded.ok) throw refused(graded.code === "not_sohl" ? "bad_card" : graded.code);
       // Fated once in total, whichever of the test's messages the click comes from, and never
-      // after SoHL fated it itself (issue 24).
+      // after SoHL fated it itself (S11).
       const testOfId = foundry.messageData(messageId)?.flags[FLAGS.TEST_OF];
       if (fatedOfTest(messageId, testOfId) || outsideOfTest(messageId, testOfId) || pendingOfTest(messageId, testOfId)) throw refused("already_fated");
     }

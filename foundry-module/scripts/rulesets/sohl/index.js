@@ -9,7 +9,7 @@
  * - the world option "Fate" (S12: follow SoHL's `sohl.optionFate`, or everyone / PCs only / off),
  *   sent to the bridge in `settings` after each `welcome` and on change;
  * - in a SoHL world, SoHL's own Fate routes (sheet, card, macro) are closed with a notice saying
- *   where Fate is spent now (routes.js, issue 24).
+ *   where Fate is spent now (routes.js).
  * Foundry is reached through `api.fvtt` only.
  */
 
@@ -41,7 +41,7 @@ const FATE_OPTION_CHOICES = Object.freeze({
 });
 
 /**
- * Catch-up grading (issue 24): when the link comes up, the browser holding it grades the tests
+ * Catch-up grading: when the link comes up, the browser holding it grades the tests
  * rolled while no GM's browser held a link (nobody graded them then). It looks at the world's last
  * `limit` chat messages, none older than `maxAgeMs` (a test of an earlier session, days ago, stays
  * ungraded: its moment has passed), by Foundry's server's time of creation and the GM's clock,
@@ -94,7 +94,7 @@ export function install(api) {
     });
   });
 
-  // No Fate around the bridge (issue 24): SoHL's own routes end in `fateTest`, replaced before
+  // No Fate around the bridge: SoHL's own routes end in `fateTest`, replaced before
   // the world's Documents (and SoHL's item logic) are built; a GM is told when one stays open.
   fvtt.onceHook("i18nInit", () => {
     if (fvtt.clientInfo().system_id !== SOHL_SYSTEM_ID) return;

@@ -57,7 +57,7 @@ export const CHOICES = Object.freeze(["spend", "keep"]);
  * @returns {{
  *   testRolled: (p: {messageId: string, testOf?: string, actor: object, test: object, visibility: string, eventId?: string}) => object,
  *   fateSpend: (p: {messageId: string, pointId: string, userId: string, userName?: string, userIsGM: boolean, physical?: number[]|null}) => object,
- *     (`physical`: the roller's real Fate Test d100, issue 19)
+ *     (`physical`: the roller's real Fate Test d100)
  *   fateChoice: (p: {messageId: string, choice: string, userId: string, userName?: string, userIsGM: boolean}) => object,
  *   fatedOutside: (p: {messageId: string, evidence: string, cardMessageId?: string}) => object,
  *     (SoHL fated the test of `messageId` itself; `cardMessageId`: SoHL's Fate card, for `fate_card`;

@@ -1,5 +1,5 @@
 /**
- * No route to Fate around the bridge (issue 24): SoHL's own ways to spend Fate are closed in a
+ * No route to Fate around the bridge: SoHL's own ways to spend Fate are closed in a
  * world this module serves, with a one-line notice naming where Fate is spent now.
  *
  * SoHL 0.8.x (HeroicLands/Song-of-Heroic-Lands-FoundryVTT, read at v0.8.0 and 0.8.2, commit
