@@ -44,7 +44,7 @@ FRAMES = int(os.environ.get("FATE_BRIDGE_FUZZ_FRAMES", "5000"))
 PER_BATCH = 100
 BATCHES = max(1, FRAMES // PER_BATCH)  # FRAMES after hello, plus one before hello per batch
 AT_LEAST = FRAMES // 200  # times each shape is sent: 25 of 5,000 (120 or more seen), 100 of 20,000
-TIMEOUT = 10.0
+TIMEOUT = 60.0  # a bound on a hang, not a timing
 OPEN_LIMITS = Limits(connect_rate=1e6, connect_burst=10**6, free_failed_hellos=10**9,
                      failed_hello_rate=1e6, new_address_rate=1e6, new_address_burst=10**6)  # the fuzzer reconnects often; limits have own tests
 

@@ -30,7 +30,7 @@ def scrape(url: str, token: str | None = None) -> tuple[int, str, str]:
     """(status code, Content-Type, body) of ``GET url``."""
     request = urllib.request.Request(url, headers={"Authorization": f"Bearer {token}"} if token else {})
     try:
-        with urllib.request.urlopen(request, timeout=5) as resp:
+        with urllib.request.urlopen(request, timeout=30) as resp:
             return resp.status, resp.headers["Content-Type"], resp.read().decode()
     except urllib.error.HTTPError as refused:
         with refused:
@@ -109,7 +109,7 @@ class TestMetrics:
         try:
             def fetch() -> int:
                 try:
-                    with urllib.request.urlopen(request, timeout=5) as resp:
+                    with urllib.request.urlopen(request, timeout=30) as resp:
                         return resp.status
                 except urllib.error.HTTPError as refused:
                     with refused:

@@ -37,7 +37,7 @@ IMPORT = re.compile(r"""(?:^|\s)(?:import|export)\s[^;]*?from\s*["'](\.[^"']+)["
 
 
 def get(url: str) -> bytes:
-    with urllib.request.urlopen(url, timeout=5) as resp:
+    with urllib.request.urlopen(url, timeout=30) as resp:
         assert resp.status == 200
         return resp.read()
 
@@ -333,7 +333,7 @@ class TestTheServedManifestIgnoresTheHostHeader:
 
 def get_with(port: int, path: str, headers: dict[str, str]) -> bytes:
     """GET ``path`` from 127.0.0.1:``port`` sending ``headers`` (urllib would send its own Host)."""
-    conn = http.client.HTTPConnection("127.0.0.1", port, timeout=5)
+    conn = http.client.HTTPConnection("127.0.0.1", port, timeout=30)
     try:
         conn.putrequest("GET", path, skip_host=True)
         for name, value in headers.items():

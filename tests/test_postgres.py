@@ -381,7 +381,7 @@ async def test_decisions_arriving_while_the_store_closes_are_each_committed_and_
     while len(acked) < 20:
         await asyncio.sleep(0.01)
     await store.close()
-    await asyncio.wait_for(asyncio.gather(*tasks), 10)
+    await asyncio.wait_for(asyncio.gather(*tasks), 30)
     with psycopg.connect(pg_url, autocommit=True) as conn:
         stored = {seq for (seq,) in conn.execute("SELECT seq FROM audit WHERE world_id = 'w'")}
         (signed,) = conn.execute("SELECT max(seq) FROM checkpoints WHERE world_id = 'w'").fetchone()
@@ -494,7 +494,7 @@ class TestNotices:
             a.publish("card", "w", frame=big)  # over NOTIFY's limit: through the notices table
             a.publish("lease", "w", token=7, holder="GM")
             await a.flush()
-            received = [await asyncio.wait_for(got_b.get(), 5) for _ in range(3)]
+            received = [await asyncio.wait_for(got_b.get(), 30) for _ in range(3)]
             await asyncio.sleep(0.1)
         finally:
             await a.close()
@@ -515,7 +515,7 @@ class TestNotices:
                 for i in range(40):
                     a.publish("card", f"w{i % 3}", frame=f'{{"n":{i}}}')
                 await a.flush()
-            received = [await asyncio.wait_for(got.get(), 5) for _ in range(40)]
+            received = [await asyncio.wait_for(got.get(), 30) for _ in range(40)]
         finally:
             await a.close()
             await b.close()
@@ -552,7 +552,7 @@ class TestNotices:
             assert c.watched_elsewhere("w")
             b.unwatch("w")  # one of two viewers left
             b.publish("clear", "probe")  # sent after: once a has it, a has every notice before it
-            probe = await asyncio.wait_for(got.get(), 5)
+            probe = await asyncio.wait_for(got.get(), 30)
             assert (probe.kind, probe.world_id) == ("clear", "probe") and got.empty()  # watch notices stay inside
             assert a.watched_elsewhere("w")
             b.unwatch("w")  # the last one
@@ -577,12 +577,12 @@ class TestNotices:
         a = await Cluster.open(pg_url)
         try:
             monkeypatch.setattr(cluster_module, "HEARD_SECONDS", 60.0)
-            await asyncio.wait_for(a.watch("w"), 10)  # by the echo, not the 60 s limit
+            await asyncio.wait_for(a.watch("w"), 30)  # by the echo, not the 60 s limit
             assert a._heard == {} and a._viewed == {"w": 1}
             monkeypatch.setattr(cluster_module, "HEARD_SECONDS", 0.05)  # far below the listener's reconnect
             with psycopg.connect(pg_url, autocommit=True) as conn:
                 conn.execute("SELECT pg_terminate_backend(%s)", (a._listen.info.backend_pid,))
-            await asyncio.wait_for(a.watch("v"), 10)
+            await asyncio.wait_for(a.watch("v"), 30)
             assert a._heard == {} and a._viewed == {"w": 1, "v": 1}
         finally:
             await a.close()
@@ -621,7 +621,7 @@ class TestNotices:
                 (ended,) = conn.execute("SELECT count(pg_terminate_backend(pid)) FROM pg_stat_activity"
                                         " WHERE application_name = %s", (f"fate-bridge-cluster-{b.origin}",)).fetchone()
             assert ended == 2  # its listening and its publishing connection
-            deadline = asyncio.get_running_loop().time() + 10
+            deadline = asyncio.get_running_loop().time() + 30
             while got.empty() and asyncio.get_running_loop().time() < deadline:
                 a.publish("clear", "w")
                 await a.flush()

@@ -26,7 +26,7 @@ from .helpers import run_bridge
 from .test_doctor import read_only_folder
 from .test_server import free_port, http_get
 
-TIMEOUT = 10.0
+TIMEOUT = 60.0  # a bound on a hang: serve answers /healthz in about a second
 
 
 async def serve(tmp_path: Path, *args: str) -> tuple[int, str]:

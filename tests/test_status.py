@@ -28,7 +28,7 @@ GM_NAME = "Gamemaster Gwen"
 def get_status(url: str, token: str | None = None) -> tuple[int, dict | str]:
     request = urllib.request.Request(url, headers={"Authorization": f"Bearer {token}"} if token else {})
     try:
-        with urllib.request.urlopen(request, timeout=5) as resp:
+        with urllib.request.urlopen(request, timeout=30) as resp:
             return resp.status, json.loads(resp.read())
     except urllib.error.HTTPError as refused:
         with refused:
@@ -129,7 +129,7 @@ class TestStatus:
                 request = urllib.request.Request(f"http://127.0.0.1:{port}/status",
                                                  headers={header: "198.51.100.7"})
                 with pytest.raises(urllib.error.HTTPError) as refused:
-                    await asyncio.to_thread(urllib.request.urlopen, request, timeout=5)
+                    await asyncio.to_thread(urllib.request.urlopen, request, timeout=30)
                 with refused.value:
                     assert refused.value.code == 401
         finally:

@@ -608,10 +608,10 @@ class TestWriteLockHeldElsewhere:
 
         counting = asyncio.create_task(ticker())
         deciding = asyncio.create_task(store.decide("w", "e-locked", settings_to("off")))
-        await asyncio.wait_for(ticked(10), 10)  # the loop is not blocked meanwhile (a hang would time out)
+        await asyncio.wait_for(ticked(10), 30)  # the loop is not blocked meanwhile (a hang would time out)
         assert not deciding.done()  # not committed (so not answered) while the lock is held
         other.execute("COMMIT")
-        decided = await asyncio.wait_for(deciding, 10)
+        decided = await asyncio.wait_for(deciding, 30)
         counting.cancel()
         assert decided.seq == 2 and not decided.replayed
         rows = other.execute("SELECT seq, hash FROM audit ORDER BY seq").fetchall()
