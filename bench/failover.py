@@ -2,7 +2,7 @@
 
 ``python -m bench --scale --failover`` kills one of three processes with SIGKILL while every
 world's forwarder is deciding; ``python -m bench --scale --rolling`` stops each of the three in
-turn with SIGTERM (it drains: bridge/server.py ``Drain``) and starts it again, the load running
+turn with SIGTERM (it drains: bridge/links.py ``Drain``) and starts it again, the load running
 throughout. Both print, per world handed over, the seconds from its link's close to its first
 decided reply on another process (the module's reconnect wait included, and shown apart), and the
 counts that must stay 0: acknowledged decisions lost, decisions audited twice, results fated twice,

@@ -27,7 +27,7 @@ from bench import race
 from bench.crash import free_port
 from bench.failover import audit_rows
 from bench.scale import LOAD_LIMITS, PgSchema, register_worlds, start_bridges, stop_bridges
-from bridge.server import Forwarders
+from bridge.links import Forwarders
 from bridge.session import CLOSE_SUPERSEDED, new_token
 from bridge.store import open_store
 

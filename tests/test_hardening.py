@@ -1,6 +1,7 @@
 """Issue 16: the decode guard (bridge/wire/guard.py), the limits per world and per address
-(bridge/limits.py) and how the server applies them (bridge/server.py), and ``resolve`` going on
-after a bad line. The fuzz test (test_fuzz.py) sends thousands of frames; these pin each rule."""
+(bridge/limits.py) and how the server applies them (bridge/server.py, bridge/connection.py), and
+``resolve`` going on after a bad line. The fuzz test (test_fuzz.py) sends thousands of frames;
+these pin each rule."""
 
 from __future__ import annotations
 
@@ -12,7 +13,7 @@ from structlog.testing import capture_logs
 from websockets.asyncio.client import connect
 from websockets.exceptions import ConnectionClosed, InvalidStatus
 
-from bridge import registry, server as bridge_server
+from bridge import connection, registry, server as bridge_server
 from bridge import wire
 from bridge.errors import BadMessage, UnknownMessage
 from bridge.limits import Admission, Limits, WorldRates
@@ -312,7 +313,7 @@ class TestServerLimits:
         bucket would have, not one per frame: its further frames are not handled (past the
         receive queue they stay in its own socket buffers), so it cannot take the event loop
         from other worlds. Its close ends the wait."""
-        monkeypatch.setattr(bridge_server, "MAX_PACE_SECONDS", 3600.0)  # the bucket never refills here
+        monkeypatch.setattr(connection, "MAX_PACE_SECONDS", 3600.0)  # the bucket never refills here
         server, url = await started(store, rate=(0.001, 2))
         async with connect(url) as ws:
             await ask(ws, hello(token))  # the first token

@@ -21,7 +21,7 @@ import pytest
 from websockets.asyncio.client import ClientConnection, connect
 from websockets.exceptions import InvalidStatus
 
-from bridge import registry, server as bridge_server, wire
+from bridge import connection, links, registry, server as bridge_server, wire
 from bridge.cli import main, overlay_url
 from bridge.cluster import Notice
 from bridge.session import Reply
@@ -230,7 +230,7 @@ class TestStuckViewer:
     async def test_a_stuck_viewer_is_dropped_without_slowing_decisions_or_other_viewers(
         self, store, world
     ):
-        viewers = bridge_server.Viewers(self.QUEUE, self.SEND_TIMEOUT)
+        viewers = links.Viewers(self.QUEUE, self.SEND_TIMEOUT)
         server = await bridge_server.start(
             store, "127.0.0.1", 0, dice=ScriptedDice([FATE_MS] * self.CARDS), rate=None, viewers=viewers,
         )
@@ -276,7 +276,7 @@ class TestStuckViewer:
 
 
 class TestViewersFanOut:
-    """:class:`bridge.server.Viewers` on fake connections: the queue bound, the send timeout and
+    """:class:`bridge.links.Viewers` on fake connections: the queue bound, the send timeout and
     the cap per world."""
 
     class FakeConnection:
@@ -303,7 +303,7 @@ class TestViewersFanOut:
     FRAMES = [f'{{"n":{n}}}'.encode() for n in range(4)]
 
     async def test_an_overflowed_queue_drops_the_viewer_with_4004_and_spares_the_others(self):
-        viewers = bridge_server.Viewers(queue_frames=2, send_timeout=REPLY_TIMEOUT)
+        viewers = links.Viewers(queue_frames=2, send_timeout=REPLY_TIMEOUT)
         slow, live = self.FakeConnection(), self.FakeConnection()
         slow.release.clear()
         pumps = [asyncio.create_task(viewers.pump(viewers.add("w", ws))) for ws in (slow, live)]
@@ -325,7 +325,7 @@ class TestViewersFanOut:
             pump.cancel()
 
     async def test_a_send_past_the_timeout_drops_the_viewer_and_cuts_it_off(self):
-        viewers = bridge_server.Viewers(queue_frames=2, send_timeout=0.05)
+        viewers = links.Viewers(queue_frames=2, send_timeout=0.05)
         stuck = self.FakeConnection()
         stuck.release.clear()  # never reads
         pump = asyncio.create_task(viewers.pump(viewers.add("w", stuck)))
@@ -337,7 +337,7 @@ class TestViewersFanOut:
         assert [(e["event"], e["reason"]) for e in logs] == [("viewer_dropped", "send_timeout")]
 
     async def test_a_world_takes_at_most_max_per_world_viewers(self):
-        viewers = bridge_server.Viewers(queue_frames=2, send_timeout=1, max_per_world=2)
+        viewers = links.Viewers(queue_frames=2, send_timeout=1, max_per_world=2)
         added = [viewers.add("w", self.FakeConnection()) for _ in range(3)]
         assert [a is not None for a in added] == [True, True, False]
         assert viewers.add("other", self.FakeConnection()) is not None
@@ -346,7 +346,7 @@ class TestViewersFanOut:
 
 
 class TestFanOutAcrossProcesses:
-    """``bridge.server._fan_out`` with a cluster (issue 28): cards and the GM's overlay actions
+    """``bridge.connection._fan_out`` with a cluster (issue 28): cards and the GM's overlay actions
     go to the other processes only while one of them watches the world; a replay carries this
     process's last card. The cluster here records what :class:`bridge.cluster.Cluster` would be
     asked (its bookkeeping of who watches is tested on PostgreSQL in tests/test_postgres.py)."""
@@ -362,24 +362,24 @@ class TestFanOutAcrossProcesses:
             self.published.append((kind, world_id, fields))
 
     def test_nothing_is_published_for_a_world_nobody_else_watches(self):
-        viewers, cluster = bridge_server.Viewers(4, 1.0), self.Recorder({"watched"})
+        viewers, cluster = links.Viewers(4, 1.0), self.Recorder({"watched"})
         card = b'{"type":"overlay_card","world_id":"alone"}'
-        bridge_server._fan_out(viewers, "alone", Reply([], overlay_card=card), cluster)
-        bridge_server._fan_out(viewers, "alone", Reply([], overlay_action="replay"), cluster)
+        connection._fan_out(viewers, "alone", Reply([], overlay_card=card), cluster)
+        connection._fan_out(viewers, "alone", Reply([], overlay_action="replay"), cluster)
         assert cluster.published == [] and viewers.last_decided_here("alone") == card  # kept here all the same
 
     def test_a_watched_worlds_card_clear_and_replay_are_published(self):
-        viewers, cluster = bridge_server.Viewers(4, 1.0), self.Recorder({"watched"})
+        viewers, cluster = links.Viewers(4, 1.0), self.Recorder({"watched"})
         card = b'{"type":"overlay_card","world_id":"watched"}'
-        bridge_server._fan_out(viewers, "watched", Reply([], overlay_card=card), cluster)
-        bridge_server._fan_out(viewers, "watched", Reply([], overlay_action="clear"), cluster)
-        bridge_server._fan_out(viewers, "watched", Reply([], overlay_action="replay"), cluster)
+        connection._fan_out(viewers, "watched", Reply([], overlay_card=card), cluster)
+        connection._fan_out(viewers, "watched", Reply([], overlay_action="clear"), cluster)
+        connection._fan_out(viewers, "watched", Reply([], overlay_action="replay"), cluster)
         assert cluster.published == [("card", "watched", {"frame": card.decode()}),
                                      ("clear", "watched", {"frame": None}),
                                      ("replay", "watched", {"frame": card.decode()})]
 
     def test_a_replay_from_elsewhere_shows_the_card_it_carries(self):
-        viewers = bridge_server.Viewers(4, 1.0)
+        viewers = links.Viewers(4, 1.0)
         viewer = viewers.add("w", self.FakeViewer())
         viewers.publish("w", b"older")  # seen here before this process's viewers left and came back
         handler = bridge_server._notice_handler(viewers, None, None)  # type: ignore[arg-type]
@@ -392,12 +392,12 @@ class TestFanOutAcrossProcesses:
         """A process whose last card of a world came from another process (it may have missed
         newer ones while nobody here watched) publishes its replay without a card: each process
         replays the last card it saw."""
-        viewers, cluster = bridge_server.Viewers(4, 1.0), self.Recorder({"w"})
+        viewers, cluster = links.Viewers(4, 1.0), self.Recorder({"w"})
         handler = bridge_server._notice_handler(viewers, None, None)  # type: ignore[arg-type]
         handler(Notice(origin="other", kind="card", world_id="w", frame="seen"))
-        bridge_server._fan_out(viewers, "w", Reply([], overlay_action="replay"), cluster)
-        bridge_server._fan_out(viewers, "w", Reply([], overlay_card=b"decided"), cluster)
-        bridge_server._fan_out(viewers, "w", Reply([], overlay_action="replay"), cluster)
+        connection._fan_out(viewers, "w", Reply([], overlay_action="replay"), cluster)
+        connection._fan_out(viewers, "w", Reply([], overlay_card=b"decided"), cluster)
+        connection._fan_out(viewers, "w", Reply([], overlay_action="replay"), cluster)
         assert cluster.published == [("replay", "w", {"frame": None}), ("card", "w", {"frame": "decided"}),
                                      ("replay", "w", {"frame": "decided"})]
 

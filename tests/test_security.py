@@ -19,8 +19,9 @@ from websockets.asyncio.client import connect
 from websockets.asyncio.server import serve
 from websockets.exceptions import ConnectionClosed, InvalidStatus
 
-from bridge import server as bridge_server
+from bridge import links, server as bridge_server
 from bridge.dice import ScriptedDice
+from bridge.limits import RateLimit
 from bridge.rulesets.sohl import rules as sohl
 from bridge.session import Session, hash_token, new_token
 from bridge.store import AuditFilter, SQLiteStore
@@ -29,6 +30,12 @@ from .served import TIMEOUT, ask, started, stopped, store, token  # noqa: F401 (
 from .sohl_messages import actor, fate_choice, fate_spend, frame, point, rolled, sohl_test
 
 WORLD = "security-world"
+
+
+def handler(store: SQLiteStore):
+    """The bridge's connection handler on ``store`` with scripted dice, for ``serve`` with settings
+    of a test's own."""
+    return bridge_server.make_handler(bridge_server.server_context(store, dice=ScriptedDice([]), hello_timeout=10.0))
 
 
 def hello(token: str, user_name: str = "GM Alice") -> str:
@@ -102,8 +109,8 @@ class TestOneForwarderPerWorld:
         answers the close, as a half-open TCP link does): the new link is served while the old
         one's close is still waiting for that answer. Ordered by events, not by time: both
         close timeouts are an hour, so the old link stays half-closed for the whole test."""
-        monkeypatch.setattr(bridge_server, "SUPERSEDED_CLOSE_SECONDS", 3600.0)
-        async with serve(bridge_server.make_handler(store, ScriptedDice([]), 10.0), "127.0.0.1", 0,
+        monkeypatch.setattr(links, "SUPERSEDED_CLOSE_SECONDS", 3600.0)
+        async with serve(handler(store), "127.0.0.1", 0,
                          close_timeout=3600) as server:
             port = server.sockets[0].getsockname()[1]
             old = await RawPeer.connect(port)
@@ -122,8 +129,8 @@ class TestOneForwarderPerWorld:
     async def test_a_superseded_link_that_never_answers_the_close_is_cut_off(self, store, token, monkeypatch):
         """The background close is bounded (``SUPERSEDED_CLOSE_SECONDS``, here 0): a peer that
         never answers the close frame is cut off, so the bridge keeps no half-open links."""
-        monkeypatch.setattr(bridge_server, "SUPERSEDED_CLOSE_SECONDS", 0.0)
-        async with serve(bridge_server.make_handler(store, ScriptedDice([]), 10.0), "127.0.0.1", 0,
+        monkeypatch.setattr(links, "SUPERSEDED_CLOSE_SECONDS", 0.0)
+        async with serve(handler(store), "127.0.0.1", 0,
                          close_timeout=3600) as server:
             port = server.sockets[0].getsockname()[1]
             old = await RawPeer.connect(port)
@@ -151,7 +158,7 @@ class TestOneForwarderPerWorld:
 class TestRateLimit:
     def test_bucket(self):
         now = [0.0]
-        limit = bridge_server.RateLimit(rate=2, burst=3, clock=lambda: now[0])
+        limit = RateLimit(rate=2, burst=3, clock=lambda: now[0])
         assert [limit.allow() for _ in range(4)] == [True, True, True, False]
         now[0] = 0.5  # one token back
         assert [limit.allow(), limit.allow()] == [True, False]

@@ -34,7 +34,7 @@ from websockets.asyncio.server import Server
 
 import bridge
 
-from bridge import registry, server as bridge_server, wire
+from bridge import links, registry, server as bridge_server, wire
 from bridge.dice import ScriptedDice
 from bridge.session import hash_token, new_token
 from bridge.store import SQLiteStore
@@ -1020,7 +1020,7 @@ class TestSigtermDrains:
         closed once both links are gone."""
         other = World("drained-idle", new_token())
         await store.add_world(other.world_id, hash_token(other.token))
-        drain = bridge_server.Drain()
+        drain = links.Drain()
         server = await bridge_server.start(store, "127.0.0.1", 0, dice=ScriptedDice([]), drain=drain)
         url = url_of(server)
         busy, idle = await opened(url, world), await opened(url, other)

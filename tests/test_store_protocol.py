@@ -18,7 +18,7 @@ from bridge.store.schema import KIND_TYPES, TABLES
 from bridge.store.worlds import NEW_SETTINGS
 
 BRIDGE = Path(__file__).resolve().parent.parent / "bridge"
-SHELL = ["session.py", "server.py", "cli.py", "audit_cli.py"]
+SHELL = ["session.py", "server.py", "connection.py", "links.py", "cli.py", "audit_cli.py"]
 
 
 def _protocol_methods() -> set[str]:
@@ -138,8 +138,8 @@ def test_postgresql_bulk_writes_cast_each_column_to_its_declared_type():
     assert _bulk_sql("INSERT INTO nowhere (a) VALUES (?)") is None  # a table not declared: row by row
 
 
-SHELLS = ["cli.py", "audit_cli.py", "ops_cli.py", "doctor.py", "migrate.py", "server.py", "http.py", "status.py",
-          "session.py"]
+SHELLS = ["cli.py", "audit_cli.py", "ops_cli.py", "doctor.py", "migrate.py", "server.py", "connection.py",
+          "links.py", "http.py", "status.py", "session.py"]
 
 
 def test_no_shell_names_a_backend():
