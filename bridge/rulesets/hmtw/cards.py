@@ -9,13 +9,14 @@ from ... import wire
 from ...cards import CardTemplates
 from ...i18n import _
 from . import rules as hmtw
+from .wire import HmtwCardFace
 
 def suit_name(suit: str) -> str:
     """H3: a suit (``"swords"``) as the card shows it, in the current language."""
     return _(hmtw.SUIT_NAMES[suit])
 
 
-def card_name(face: wire.HmtwCardFace) -> str:
+def card_name(face: HmtwCardFace) -> str:
     """H2: a tarot card's printed name in the current language ("Knight of Wands", "The Fool",
     "XIII Death"), from its code and value."""
     if face.code == hmtw.FOOL:

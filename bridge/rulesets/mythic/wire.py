@@ -9,7 +9,7 @@ rank shifts, optionally one of the named questions with its modifiers) or ``char
 
 from __future__ import annotations
 
-from typing import Annotated, Literal
+from typing import TYPE_CHECKING, Annotated, Literal
 
 from msgspec import Meta
 
@@ -30,10 +30,16 @@ OddsText = Annotated[
 RankShift = Annotated[int, Meta(ge=-2 * len(_chart.RANKS), le=2 * len(_chart.RANKS))]
 ChaosFactor = Annotated[int, Meta(ge=_chart.CHAOS_MIN, le=_chart.CHAOS_MAX,
                                   description="The Chaos Factor (M6), 1..9.")]
-NamedQuestionKey = Literal[tuple(_chart.NAMED_QUESTIONS)]  # type: ignore[valid-type]
-ModifierKey = Literal[tuple(dict.fromkeys(  # type: ignore[valid-type]
-    m.key for q in _chart.NAMED_QUESTIONS.values() for m in q.modifiers))]
-ChartAnswerWord = Literal[_chart.ANSWERS]  # type: ignore[valid-type]
+# A Literal built from a rules table: msgspec and the schemas read it at run time; to a type
+# checker, which cannot evaluate it, the value is a str.
+if TYPE_CHECKING:
+    NamedQuestionKey = str
+    ModifierKey = str
+    ChartAnswerWord = str
+else:
+    NamedQuestionKey = Literal[tuple(_chart.NAMED_QUESTIONS)]
+    ModifierKey = Literal[tuple(dict.fromkeys(m.key for q in _chart.NAMED_QUESTIONS.values() for m in q.modifiers))]
+    ChartAnswerWord = Literal[_chart.ANSWERS]
 
 
 class ChartModifierTaken(Part, kw_only=True, frozen=True):
@@ -83,7 +89,7 @@ class ChartShift(OutPart, kw_only=True, frozen=True):
     / ``Built into the question``), the rank it moved (``acting`` / ``difficulty``) and by how much."""
 
     label: str
-    target: Literal["acting", "difficulty"]
+    target: _chart.ShiftTarget
     shift: int
 
 
@@ -145,7 +151,7 @@ class ChartModifierInfo(OutPart, kw_only=True, frozen=True):
 
     key: str
     label: str
-    target: Literal["acting", "difficulty"]
+    target: _chart.ShiftTarget
     shift: int
     max_times: int
 

@@ -8,7 +8,7 @@ rolls may be asked for by its owners or a GM.
 
 from __future__ import annotations
 
-from typing import Annotated, Literal
+from typing import TYPE_CHECKING, Annotated, Literal
 
 from msgspec import Meta
 
@@ -24,10 +24,17 @@ __all__ = [
     "PoolRerolled",
 ]  # the aliases below (Mode, Tier, ...) stay here: other rulesets may use the same words
 
-CharacterKind = Literal[_pool_rules.CHARACTER_KINDS]
+# A Literal built from a rules table: msgspec and the schemas read it at run time; to a type
+# checker, which cannot evaluate it, the value is a str.
+if TYPE_CHECKING:
+    CharacterKind = str
+    SaveName = str
+    D20RollKind = str
+else:
+    CharacterKind = Literal[_pool_rules.CHARACTER_KINDS]
+    SaveName = Literal[_pool_rules.SAVES]
+    D20RollKind = Literal[_pool_rules.D20_ROLL_KINDS]
 Mode = Literal["normal", "advantage", "disadvantage"]
-SaveName = Literal[_pool_rules.SAVES]
-D20RollKind = Literal[_pool_rules.D20_ROLL_KINDS]
 LedgerAction = Literal["character", "session_start", "session_end", "rest", "award", "level_gained",
                        "stamina", "query"]
 

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from typing import Annotated, Literal, Union
+from typing import TYPE_CHECKING, Annotated, Literal, Union
 
 from msgspec import Meta
 
@@ -16,10 +16,15 @@ LevelShift = Annotated[int, Meta(ge=-20, le=20, description="Success levels.")]
 Charges = Annotated[int, Meta(ge=0, le=10_000, description="Charges left.")]
 
 TestKind = Literal["skill", "attribute", "mystical", "fate"]
-Outcome = Literal["lost", "kept", "spent", "choice"]
+Outcome = _sohl_rules.FateOutcome
 Choice = Literal["spend", "keep"]
 Evidence = Literal["raised_level", "fate_card"]  # what SoHL posted when it fated a test itself
-WithheldReason = Literal[_sohl_rules.WITHHELD_REASONS]  # S5, in the order reasons are reported
+# A Literal built from a rules table: msgspec and the schemas read it at run time; to a type
+# checker, which cannot evaluate it, the value is a str.
+if TYPE_CHECKING:
+    WithheldReason = str
+else:
+    WithheldReason = Literal[_sohl_rules.WITHHELD_REASONS]  # S5, in the order reasons are reported
 # S12: the world settings ``welcome`` carries are the shared wire's (``WorldSettings``, its
 # ``FateOption``); their options are these rules' (tests/test_wire.py checks they agree).
 
