@@ -272,6 +272,7 @@ def fold_tail(conn: sqlite3.Connection, rows: int | None = None) -> int:
     crash before its COMMIT leaves all four as they were. A whole fold then sets audit_tail's
     counter past audit's largest id (rows put into ``audit`` by hand). Nothing is written when
     there is nothing to move. Returns the rows moved into ``audit``."""
+    params: tuple[int, ...]
     if rows is None:
         where, params = "true", ()
     else:
