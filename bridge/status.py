@@ -14,7 +14,7 @@ import ssl
 import urllib.error
 import urllib.request
 from collections.abc import Callable
-from datetime import datetime, timedelta, timezone
+from datetime import datetime, timedelta, UTC
 from urllib.parse import urljoin, urlsplit
 
 import msgspec
@@ -121,7 +121,7 @@ class Presence:
 
 
 def _hour_ago(now: str) -> str:
-    then = datetime.fromisoformat(now.rstrip("Z")).replace(tzinfo=timezone.utc) - WINDOW
+    then = datetime.fromisoformat(now.rstrip("Z")).replace(tzinfo=UTC) - WINDOW
     return then.strftime("%Y-%m-%dT%H:%M:%S.%f")[:-3] + "Z"
 
 

@@ -597,7 +597,8 @@ class BatchWriter(WorldRows, InviteRows, AuditRows):
             batch, outcomes, current = taken
             if current:
                 try:
-                    outcomes += self._batch_transaction(lambda conn: self._write_batch(conn, current),
+                    # (the lambda runs inside this call, with this iteration's batch)
+                    outcomes += self._batch_transaction(lambda conn: self._write_batch(conn, current),  # noqa: B023
                                                         inline=on_loop is not None)
                     self.health.up()
                 except WriteLocked:

@@ -5,7 +5,6 @@ here on the card; the wire keeps the English ``name``. Roman numerals have no ca
 
 from __future__ import annotations
 
-from ... import wire
 from ...cards import CardTemplates
 from ...i18n import _
 from . import rules as hmtw

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Annotated, Literal, Union
+from typing import TYPE_CHECKING, Annotated, Literal
 
 from msgspec import Meta
 
@@ -224,7 +224,7 @@ class FlagMessage(OutPart, tag="flag_message", tag_field="kind", kw_only=True, f
     value: FatedFlag
 
 
-Effect = Union[UpdateItem, FlagMessage]
+Effect = UpdateItem | FlagMessage
 
 
 class FateResolved(BridgeMessage, tag="fate_resolved", kw_only=True, frozen=True):
