@@ -125,7 +125,7 @@ def start_bridge(db: Path, key: Path, port: int, *options: str, log: IO | None =
                     return process
         except OSError:
             if process.poll() is not None:
-                raise RuntimeError(f"the bridge exited with {process.returncode} before listening")
+                raise RuntimeError(f"the bridge exited with {process.returncode} before listening") from None
             time.sleep(0.02)
     process.kill()
     raise RuntimeError(f"the bridge did not answer /healthz within {STARTUP_SECONDS} s")

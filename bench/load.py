@@ -28,6 +28,7 @@ import json
 import resource
 import sys
 import time
+from collections.abc import Sequence
 from pathlib import Path
 from urllib.parse import urlsplit
 
@@ -198,7 +199,7 @@ async def _drive(url: str, world: dict, tag: str, start: asyncio.Event, deadline
     conn.close()
 
 
-def percentile(sorted_us: list[int], q: float) -> float:
+def percentile(sorted_us: Sequence[float], q: float) -> float:
     """The ``q`` quantile of sorted latencies in µs (0 for none)."""
     return float(sorted_us[min(len(sorted_us) - 1, int(q * len(sorted_us)))]) if sorted_us else 0.0
 

@@ -19,8 +19,8 @@ from markupsafe import escape
 try:
     from markupsafe import _escape_inner  # MarkupSafe 3: its escaping, without the Markup around
 except ImportError:  # pragma: no cover - MarkupSafe 2 escapes in one C call that makes the Markup
-    def _escape_inner(text: str) -> str:
-        return str(escape(text))
+    def _escape_inner(s: str, /) -> str:
+        return str(escape(s))
 
 from . import i18n, wire
 from .i18n_templates import GETTEXT_NAMES, TranslatedEnvironment
@@ -47,7 +47,7 @@ def escaped_text(value: object) -> str:
     if type(value) is str:
         return _escape_inner(value)
     if hasattr(value, "__html__"):
-        return value.__html__()  # type: ignore[no-any-return]
+        return value.__html__()
     return _escape_inner(str(value))
 
 
@@ -77,7 +77,7 @@ class _CardEnvironment(TranslatedEnvironment):
 
     code_generator_class = _CardCodeGenerator
 
-    def make_globals(self, d: MutableMapping[str, Any] | None) -> MutableMapping[str, Any]:  # type: ignore[override]
+    def make_globals(self, d: MutableMapping[str, Any] | None) -> MutableMapping[str, Any]:
         """``self.globals`` overlaid with ``d``, as a new dict."""
         return {**self.globals, **(d or {})}
 

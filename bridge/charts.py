@@ -10,6 +10,7 @@ A chart is one or more :class:`Panel` s (axes with their marks) laid out by :fun
 from __future__ import annotations
 
 import math
+from collections.abc import Sequence
 from dataclasses import dataclass
 from xml.sax.saxutils import escape, quoteattr
 
@@ -37,10 +38,10 @@ class Series:
     """One named series: ``values`` per category (bars) or per ``xs`` point (lines)."""
 
     name: str
-    values: list[float]
+    values: Sequence[float]
     color: str
     dashed: bool = False
-    xs: list[float] | None = None
+    xs: Sequence[float] | None = None
 
 
 def text_width(text: str, size: float = FONT) -> float:
@@ -105,7 +106,7 @@ def legend(entries: list[tuple[str, str, str]], *, x: float, y: float, columns: 
     return "".join(parts), width * min(columns, len(entries)), rows * (FONT + 6)
 
 
-def column_panel(labels: list[str], values: list[float], *, color: str, width: float = 640, height: float = 260,
+def column_panel(labels: list[str], values: Sequence[float], *, color: str, width: float = 640, height: float = 260,
                  value_name: str = "", category_name: str = "", title: str = "", rotate_labels: bool = False,
                  reference: float | None = None, markers: list[float] | None = None, marker_color: str = "#c0392b",
                  legend_entries: list[tuple[str, str, str]] | None = None) -> Panel:
@@ -153,7 +154,7 @@ def bar_panel(categories: list[str], series: list[Series], *, width: float = 640
     bars), on a count axis from 0; the legend above the bars."""
     row = 26
     left = min(max((text_width(c) for c in categories), default=0) + 12, width * 0.4)
-    top_margin = (TITLE_FONT + 10 if title else 4)
+    top_margin: float = (TITLE_FONT + 10 if title else 4)
     parts = [_text(2, 4 + TITLE_FONT / 2, title, anchor="start", size=TITLE_FONT, weight="bold")] if title else []
     if show_legend and len(series) > 1:
         column = max(text_width(s.name) for s in series) + 34

@@ -901,7 +901,7 @@ def _world(args: argparse.Namespace) -> int:
 
 def _invite(admin: WorldAdmin, args: argparse.Namespace, db: Path | str) -> None:
     """``world invite``: make a code and print it once, or ``list`` / ``revoke ID``."""
-    from datetime import datetime, timedelta, timezone
+    from datetime import UTC, datetime, timedelta
 
     from .credentials import hash_token, new_invite_code
     from .store.world_values import Invite
@@ -927,7 +927,7 @@ def _invite(admin: WorldAdmin, args: argparse.Namespace, db: Path | str) -> None
         if args.invite_id:
             raise ConfigError(f"unexpected {args.invite_id!r}: `world invite` takes list, revoke ID or nothing")
         code = new_invite_code()
-        expires = None if args.expires is None else utc_text(datetime.now(timezone.utc) + timedelta(seconds=args.expires))
+        expires = None if args.expires is None else utc_text(datetime.now(UTC) + timedelta(seconds=args.expires))
         admin.add_invite(Invite(code.invite_id, hash_token(code.secret), args.max_uses or None, expires,
                                       args.approve))
         if args.code_only:

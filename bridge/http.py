@@ -199,7 +199,7 @@ class Pages:
         token = _bearer(request)
         if token is not None or not _local(connection, request):  # a token is judged by itself
             worlds = await self.store.worlds() if token else []
-            only = next((w.world_id for w in worlds if token_matches(token, w.token_hash)), None)
+            only = next((w.world_id for w in worlds if token is not None and token_matches(token, w.token_hash)), None)
             if only is None and token:  # the token is what is wrong, wherever it came from
                 return connection.respond(
                     HTTPStatus.UNAUTHORIZED,

@@ -31,7 +31,7 @@ from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey,
 import msgspec
 
 from .errors import ConfigError
-from .wire import MAX_RECEIPT_BATCH, Receipt, ReceiptResult
+from .wire import MAX_RECEIPT_BATCH, Receipt, ReceiptResult, ReceiptStatus
 
 
 BATCH_DOMAIN = b"fate-bridge receipt batch v2\n"
@@ -246,6 +246,7 @@ def check_receipts(public_key: Ed25519PublicKey, world_id: str, receipts: Iterab
     there has another hash; else ``ok``."""
     results, public_id = [], key_id(public_key)
     for receipt in receipts:
+        status: ReceiptStatus
         if receipt.world_id != world_id or not _verify(public_key, public_id, receipt):
             status = "changed"
         elif receipt.seq not in stored:

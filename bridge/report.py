@@ -26,7 +26,7 @@ import asyncio
 import functools
 from collections import Counter
 from dataclasses import dataclass, field
-from datetime import datetime, timedelta, timezone
+from datetime import datetime, timedelta, UTC
 
 import jinja2
 import msgspec
@@ -290,5 +290,5 @@ async def draw(rows: list[AuditRow], world_id: str, since: str | None) -> str:
     thread runs in a copy of this context): the server's ``audit_report`` reporter
     (bridge.session.Reporter, called in the world's language), so other connections go on while
     it draws."""
-    generated = datetime.now(timezone.utc).strftime("%Y-%m-%d %H:%M")
+    generated = datetime.now(UTC).strftime("%Y-%m-%d %H:%M")
     return await asyncio.to_thread(report_page, rows, world_id=world_id, since=since, generated=generated)

@@ -52,6 +52,10 @@ class Outcome(msgspec.Struct, frozen=True):
 Handler = Callable[[Any, "WorldState", "Dice"], Outcome]
 """``(request, state, dice) -> Outcome``; raises a Refusal (nothing written) to refuse."""
 
+Decider = Callable[[Any, "WorldState", "Dice"], "BridgeMessage"]
+"""``(request, state, dice) -> reply``: a decision whose columns and card follow from the request
+and the reply alone (:func:`handler` makes its :data:`Handler`)."""
+
 Query = Callable[[Any, "WorldState"], "BridgeMessage"]
 """A read-only request (e.g. the Fate Chart dialog's catalog): answered from the world's state
 without a decision: no event_id replay, no audit record, no dice, nothing written."""
@@ -251,7 +255,7 @@ def rolling(roll: Callable[[], T], hint: str = "") -> T:
         raise BadMessage(f"{exc}{hint}", field="dice") from None
 
 
-def handler(reply_of: Callable[[Any, WorldState, Dice], BridgeMessage], columns: Columns,
+def handler(reply_of: Decider, columns: Columns,
             card: Callable[[Any, BridgeMessage], Card | None] = visible_card) -> Handler:
     """A :data:`Handler` for a decision whose columns and card follow from the request and the
     reply alone: ``reply_of(request, state, dice)`` decides; ``columns(request, reply)`` and

@@ -14,7 +14,7 @@ import ssl
 import urllib.error
 import urllib.request
 from collections.abc import Callable
-from datetime import datetime, timedelta, timezone
+from datetime import datetime, timedelta, UTC
 from urllib.parse import urljoin, urlsplit
 
 import msgspec
@@ -88,16 +88,16 @@ class Presence:
     def linked(self, world_id: str, connection: object, client: wire.ClientInfo | None) -> None:
         """``connection`` now holds ``world_id``'s link; ``client`` is its hello's ``client``."""
         self._links[world_id] = (connection, Link(
-            user_name=client and client.user_name,
-            foundry_version=client and client.foundry_version,
-            module_version=client and client.module_version,
-            system_id=client and client.system_id,
+            user_name=None if client is None else client.user_name,
+            foundry_version=None if client is None else client.foundry_version,
+            module_version=None if client is None else client.module_version,
+            system_id=None if client is None else client.system_id,
             since=self.clock()))
 
     def unlinked(self, world_id: str | None, connection: object) -> bool:
         """``connection`` closed: forget it if it still holds ``world_id``'s link (True then)."""
         held = self._links.get(world_id) if world_id is not None else None
-        if held is not None and held[0] is connection:
+        if world_id is not None and held is not None and held[0] is connection:
             del self._links[world_id]
             return True
         return False
@@ -121,7 +121,7 @@ class Presence:
 
 
 def _hour_ago(now: str) -> str:
-    then = datetime.fromisoformat(now.rstrip("Z")).replace(tzinfo=timezone.utc) - WINDOW
+    then = datetime.fromisoformat(now.rstrip("Z")).replace(tzinfo=UTC) - WINDOW
     return then.strftime("%Y-%m-%dT%H:%M:%S.%f")[:-3] + "Z"
 
 

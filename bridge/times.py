@@ -15,7 +15,7 @@ the wire's queries both call it.
 from __future__ import annotations
 
 import re
-from datetime import datetime, timedelta, timezone
+from datetime import datetime, timedelta, timezone, UTC
 
 from .errors import BadMessage
 from .i18n import _
@@ -50,7 +50,7 @@ def parse_time(text: str) -> datetime:
         micro = int(digits[:6]) + (int(digits[6:]) > 0)  # a finer fraction rounded up
         local = datetime(int(year), int(month), int(day), int(hour or 0), int(minute or 0), int(second or 0),
                          tzinfo=timezone(offset)) + timedelta(microseconds=micro)
-        return local.astimezone(timezone.utc)
+        return local.astimezone(UTC)
     except (ValueError, OverflowError):  # no such date, hour or zone; a zone past the year 9999
         raise _not_a_time(text) from None
 

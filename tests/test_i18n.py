@@ -19,7 +19,8 @@ import json
 import re
 from html.parser import HTMLParser
 from pathlib import Path
-from typing import Any, Iterator
+from typing import Any
+from collections.abc import Iterator
 
 import jinja2
 import pytest
@@ -28,7 +29,6 @@ from babel.messages.frontend import CommandLineInterface
 from babel.messages.pofile import read_po
 
 from bridge import i18n
-from bridge import server as bridge_server
 from bridge.dice import ScriptedDice
 from bridge.overlay_page import render_pages
 from bridge.rulesets.pool import cards as pool_cards, rules as pool_rules
@@ -352,7 +352,8 @@ class TestFallback:
                 await store.close()
         assert replies["fr"] == replies[None]
         assert replies["de"] != replies[None]  # the same decisions, other words
-        strip = lambda replies: [json.dumps(r, sort_keys=True) for r in map(_without_text, replies)]
+        def strip(replies: list) -> list[str]:
+            return [json.dumps(r, sort_keys=True) for r in map(_without_text, replies)]
         assert strip(replies["de"]) == strip(replies[None])
 
     def test_outside_using_strings_are_english(self):

@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import asyncio
 import json
-from datetime import datetime, timedelta, timezone
+from datetime import datetime, timedelta, UTC
 
 import pytest
 import websockets
@@ -23,7 +23,7 @@ from bridge.store import Invite, Registration
 from bridge.store import invites as invite_rows
 from bridge.store.schema import utc_text
 
-from .served import TIMEOUT, ask, started, stopped
+from .served import ask, started, stopped
 
 SECRET = "a-browser-secret-of-128-bits-at-least"
 OTHER_SECRET = "another-browsers-secret-also-128-bits"
@@ -364,5 +364,5 @@ class TestCommands:
         assert main(["world", "invite", "list", "--db", db]) == 0
         rows = sorted(line.split("\t")[2:4] for line in capsys.readouterr().out.splitlines())
         assert [uses for uses, _ in rows] == ["uses 0/1", "uses 0/any"] and rows[1][1] == "expires never"
-        week = datetime.now(timezone.utc) + timedelta(days=7)
+        week = datetime.now(UTC) + timedelta(days=7)
         assert utc_text(week - timedelta(minutes=5)) < rows[0][1].removeprefix("expires ") <= utc_text(week)

@@ -132,8 +132,8 @@ def test_a_trail_written_before_the_fix_still_verifies(old_trail):
     assert len(german) == 2 and all('"reply"' in v for v in german)  # the fixture is what it claims
     reports = asyncio.run(_verify(old_trail))
     assert sorted(reports) == ["old-de", "old-en"]
-    for report in reports.values():
-        assert report.records == 8 and report.ok, report.problems
+    for world in reports.values():
+        assert world.records == 8 and world.ok, world.problems
 
 
 def test_an_edited_fact_of_an_old_row_is_still_caught(old_trail):

@@ -35,7 +35,7 @@ def test_console_line_is_structlogs_console_renderer_without_colours(event):
 @pytest.mark.parametrize("now", [1795000000.0123456, 1795003599.999999, 951782400.5])  # 2000-02-29 too
 def test_utc_stamp_writes_iso_utc_with_microseconds_like_timestamper(monkeypatch, now):
     monkeypatch.setattr("bridge.logs.time.time", lambda: now)
-    expected = datetime.datetime.fromtimestamp(int(now), datetime.timezone.utc).strftime("%Y-%m-%dT%H:%M:%S")
+    expected = datetime.datetime.fromtimestamp(int(now), datetime.UTC).strftime("%Y-%m-%dT%H:%M:%S")
     assert _UTCStamp()(None, "info", {})["timestamp"] == f"{expected}.{int((now - int(now)) * 1e6):06d}Z"
     theirs = structlog.processors.TimeStamper(fmt="iso", utc=True)(None, "info", {})["timestamp"]
     assert re.fullmatch(r"\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d\.\d{6}Z", theirs)  # the same shape

@@ -253,7 +253,7 @@ class TestReleaseWorkflow:
                 env = {name: self.expand(value) for name, value in {**job.get("env", {}),
                                                                      **step.get("env", {})}.items()}
                 argv = shlex.split(step["run"])
-                runs[argv[0]] = [re.sub(r"\$(\w+)", lambda m: env[m.group(1)], arg) for arg in argv]
+                runs[argv[0]] = [re.sub(r"\$(\w+)", lambda m: env[m.group(1)], arg) for arg in argv]  # noqa: B023 (used at once)
         return runs
 
     def test_it_runs_on_a_version_tag_and_may_write_releases(self, workflow):

@@ -145,7 +145,8 @@ async def behind_nginx(binary: str, prefix: Path, store, placeholders: dict[str,
         proc = subprocess.Popen([binary, "-p", str(prefix), "-c", str(config), "-e", str(prefix / "error.log")],
                                 stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
         try:
-            await eventually(lambda: proc.poll() is not None or listening(port), "nginx listening or exited")
+            await eventually(lambda: proc.poll() is not None or listening(port),  # noqa: B023 (awaited here)
+                             "nginx listening or exited")
             if proc.poll() is None:
                 yield port
                 return

@@ -19,7 +19,7 @@ from bridge.cli import main
 from bridge import cluster as cluster_module
 from bridge.cluster import MAX_PAYLOAD, Cluster, Notice
 from bridge.config import db_label, load_signing_key
-from bridge.errors import ConfigError, LeaseLost, StorageUnavailable, WorldNotRegistered
+from bridge.errors import ConfigError, LeaseLost, StorageUnavailable
 from bridge.credentials import hash_token, new_invite_code
 from bridge.store import AuditFilter, Decision, Invite, Registration, SQLiteStore
 from bridge.store.postgres import SCHEMA_VERSION, PostgresStore

@@ -18,7 +18,7 @@ from bridge.session import Session
 from bridge.store import SQLiteStore
 
 from .helpers import send
-from .sohl_messages import GM, PLAYER, fate_spend, frame, rolled, sohl_test
+from .sohl_messages import GM, fate_spend, frame, rolled, sohl_test
 from .test_audit import KEY, rows, verify
 
 ORIGINAL = sohl_test(eml=55, roll=72, reported_level=0)

@@ -113,7 +113,7 @@ def like_jq_16(value, indent: str = "") -> str:
         return "[\n" + ",\n".join(inner + like_jq_16(v, inner) for v in value) + "\n" + indent + "]"
     if isinstance(value, bool) or value is None or isinstance(value, str):
         return json.dumps(value, ensure_ascii=False)
-    return "%.17g" % value
+    return f"{value:.17g}"
 
 
 def record_of(trail: dict, seq: int) -> dict:

@@ -36,7 +36,7 @@ import msgspec
 from .. import wire as shared
 from ..errors import BadMessage, Forbidden, NotEligible, NotFound
 from ..i18n import N_, _
-from ..ruleset import Handler, Outcome, log_fields
+from ..ruleset import Handler, Outcome, Query, log_fields
 from ..state import WorldState
 from ..dice import Dice
 from ..cards import CardTemplates
@@ -281,7 +281,7 @@ def handlers(installed: Sequence[str]) -> dict[type, Handler]:
             wire.GmOverride: override}
 
 
-QUERIES = {wire.DiceStatus: status}
+QUERIES: dict[type, Query] = {wire.DiceStatus: status}
 
 
 def with_physical_mark(outcome: Outcome, values: list[int], draws: list[Draw]) -> Outcome:

@@ -106,7 +106,8 @@ class TableDice:
     def __init__(self, *, world_id: str, seq: Callable[[], int], client_seed: str | None,
                  session: OpenSession | None, physical: Sequence[int] | None,
                  fallback: Dice, required: bool) -> None:
-        self._world_id, self._seq_of, self._seq = world_id, seq, None
+        self._world_id, self._seq_of = world_id, seq
+        self._seq: int | None = None
         self._client_seed = client_seed or ""
         self._session, self._physical = session, physical
         self._fallback, self._required = fallback, required

@@ -21,7 +21,7 @@ RulesetId = Annotated[str, Meta(min_length=1, max_length=32)]
 OverrideMark = Literal["everyone", "gm"]
 
 
-class DiceSettings(Part, kw_only=True):
+class DiceSettings(Part, kw_only=True, frozen=True):
     """A world's dice settings. ``provable``: every die must come from an open dice session (or be
     a physical die): a roll with no open session is refused. ``physical_rulesets``: the rulesets
     whose rolls may be real dice entered by the roller (``physical`` on the request).
@@ -33,19 +33,19 @@ class DiceSettings(Part, kw_only=True):
     override_mark: OverrideMark = "everyone"
 
 
-class _GmRequest(UserRequest, kw_only=True):
+class _GmRequest(UserRequest, kw_only=True, frozen=True):
     """A GM-only decision: ``user_is_gm`` is Foundry's ``user.isGM`` of ``user_id``, looked up by
     the GM's module; anyone else is refused ``forbidden`` (field ``user_id``)."""
     user_is_gm: bool = False
 
 
-class DiceSessionStart(_GmRequest, tag="dice_session_start", kw_only=True):
+class DiceSessionStart(_GmRequest, tag="dice_session_start", kw_only=True, frozen=True):
     """Start a dice session: the bridge draws a secret seed and commits to it. Answered
     ``dice_session_started`` (post its card: the commitment must be public before any roll);
     refused ``not_eligible`` while a session is open."""
 
 
-class DiceSessionStarted(BridgeMessage, tag="dice_session_started", kw_only=True):
+class DiceSessionStarted(BridgeMessage, tag="dice_session_started", kw_only=True, frozen=True):
     """The commitment: ``commitment`` is SHA-256 of the secret seed (hex), ``fingerprint`` its
     short form, ``session_id`` its first 16 hex digits. ``card``: the chat card to post."""
 
@@ -56,12 +56,12 @@ class DiceSessionStarted(BridgeMessage, tag="dice_session_started", kw_only=True
     card: Card
 
 
-class DiceSessionEnd(_GmRequest, tag="dice_session_end", kw_only=True):
+class DiceSessionEnd(_GmRequest, tag="dice_session_end", kw_only=True, frozen=True):
     """End the open dice session and reveal its seed. Answered ``dice_session_revealed``;
     refused ``not_found`` when no session is open."""
 
 
-class DiceSessionRevealed(BridgeMessage, tag="dice_session_revealed", kw_only=True):
+class DiceSessionRevealed(BridgeMessage, tag="dice_session_revealed", kw_only=True, frozen=True):
     """The reveal: ``seed`` (64 hex digits) hashes to ``commitment``; with an exported trail anyone
     recomputes every die of the session (``fate-bridge audit verify``, ``/verify``)."""
 
@@ -73,21 +73,21 @@ class DiceSessionRevealed(BridgeMessage, tag="dice_session_revealed", kw_only=Tr
     card: Card
 
 
-class SetDiceSettings(_GmRequest, tag="dice_settings", kw_only=True):
+class SetDiceSettings(_GmRequest, tag="dice_settings", kw_only=True, frozen=True):
     """Replace the world's dice settings (GM only). Answered ``dice_settings_saved``; an unknown
     ruleset in ``physical_rulesets`` is refused naming it."""
 
     settings: DiceSettings
 
 
-class DiceSettingsSaved(BridgeMessage, tag="dice_settings_saved", kw_only=True):
+class DiceSettingsSaved(BridgeMessage, tag="dice_settings_saved", kw_only=True, frozen=True):
     """The dice settings now in force."""
 
     event_id: str
     settings: DiceSettings
 
 
-class GmOverride(_GmRequest, tag="gm_override", kw_only=True):
+class GmOverride(_GmRequest, tag="gm_override", kw_only=True, frozen=True):
     """A GM sets a result by hand (a "fudge"), as a decision of its own: ``target_event_id`` is
     the decision whose result it replaces, ``message_id`` the ChatMessage showing it, ``result``
     the result as set, ``values`` the dice as set (if any), ``reason`` why (required).
@@ -101,7 +101,7 @@ class GmOverride(_GmRequest, tag="gm_override", kw_only=True):
     reason: Reason
 
 
-class OverrideApplied(BridgeMessage, tag="override_applied", kw_only=True):
+class OverrideApplied(BridgeMessage, tag="override_applied", kw_only=True, frozen=True):
     """The override on the record: who (``by_user_id``), what and why; ``session_id`` the open dice
     session (or null). ``marked``: players see the override mark (world setting
     ``override_mark``). ``card``: the card players see; ``gm_card``: the GM's (always marked)."""
@@ -119,11 +119,11 @@ class OverrideApplied(BridgeMessage, tag="override_applied", kw_only=True):
     gm_card: Card
 
 
-class DiceStatus(Query, tag="dice_status", kw_only=True):
+class DiceStatus(Query, tag="dice_status", kw_only=True, frozen=True):
     """Ask for the world's dice settings and open session (read-only). Answered ``dice_status_reply``."""
 
 
-class DiceStatusReply(BridgeMessage, tag="dice_status_reply", kw_only=True):
+class DiceStatusReply(BridgeMessage, tag="dice_status_reply", kw_only=True, frozen=True):
     """The open session's commitment (all null when none is open) and the dice settings."""
 
     query_id: str
@@ -133,7 +133,7 @@ class DiceStatusReply(BridgeMessage, tag="dice_status_reply", kw_only=True):
     settings: DiceSettings
 
 
-class RolledDie(OutPart, kw_only=True):
+class RolledDie(OutPart, kw_only=True, frozen=True):
     """One die a decision rolled, as every decision reply that rolled dice lists it under
     ``rolls`` (so the module attaches one real Foundry Roll to the card): ``faces``, ``value`` and
     ``source`` (``fair``, ``physical`` or ``secret``)."""

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import sqlite3
 from collections.abc import Callable
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any, Protocol
 
 import msgspec
 from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey, Ed25519PublicKey
@@ -45,6 +45,13 @@ _INSERT_HEAD = ("INSERT INTO heads (world_id, seq, hash, state_digest, public_ke
                 " ts = excluded.ts, stored_digest = excluded.stored_digest")
 
 
+class Executes(Protocol):
+    """A connection as the shared SQL uses it (``?`` placeholders): sqlite3's, or PostgreSQL's
+    through bridge/store/postgres.py's ``_PgConnection``."""
+
+    def execute(self, sql: str, params: Any = ..., /) -> Any: ...
+
+
 class Sealed(msgspec.Struct, frozen=True):
     """An audit record made ready for its batch (:meth:`AuditRows._seal`): its world ``seq``, its
     chain ``hash``, the ``audit`` row to insert, the ``checkpoints`` row and the signed ``heads``
@@ -71,6 +78,8 @@ class AuditRows:
     if TYPE_CHECKING:
         async def _run(self, fn: Callable[..., T], *args: object) -> T: ...
         def _transaction(self, work: Callable[[sqlite3.Connection], T]) -> T: ...
+        @staticmethod
+        def _require_world(conn: sqlite3.Connection, world_id: str, registered: bool) -> None: ...
 
     def _seal(self, world_id: str, entry: AuditEntry, ts: str, head: tuple[int, str],
               window: list[bytes]) -> Sealed:
@@ -110,7 +119,8 @@ class AuditRows:
         row = (world_id, seq, ts, entry.type, entry.event_id, entry.user_id, summary.ruleset,
                summary.actor_id, summary.outcome, b"", stored, "", record_hash)
         window.append(stored_hash(stored))
-        checkpoint = head = None
+        checkpoint: tuple | None = None
+        head_row: tuple | None = None
         if seq % CHECKPOINT_EVERY == 0:
             if self.audit_key is not None:
                 mac = audit.checkpoint_mac(self.audit_key, world_id, seq, record_hash)
@@ -118,9 +128,9 @@ class AuditRows:
             if self.signing_key is not None:
                 digest = stored_digest(window)
                 signed = sign_head(self.signing_key, world_id, seq, record_hash, None, digest)
-                head = (world_id, seq, record_hash, None, signed.public_key, signed.sig, ts, digest)
+                head_row = (world_id, seq, record_hash, None, signed.public_key, signed.sig, ts, digest)
             window.clear()
-        return Sealed(seq, record_hash, row, checkpoint, head)
+        return Sealed(seq, record_hash, row, checkpoint, head_row)
 
     def _write_sealed(self, conn: sqlite3.Connection, sealed: list[Sealed]) -> None:
         """Insert a batch's sealed records, their checkpoints and signed heads (inside the batch's
@@ -274,7 +284,8 @@ class AuditRows:
 
     def _audit_rows_sync(self, where: AuditFilter) -> list[AuditRow]:
         assert self._conn is not None
-        clauses, params = [], []
+        clauses: list[str] = []
+        params: list[object] = []
         for column, value in (("world_id", where.world_id), ("actor_id", where.actor_id),
                               ("ruleset", where.ruleset), ("outcome", where.outcome)):
             if value is not None:
@@ -495,7 +506,7 @@ def _mismatch(world_id: str, why: str) -> str:
             f"chain with `fate-bridge audit repair --world {world_id}`")
 
 
-def _tables(conn: sqlite3.Connection) -> set[str]:
+def _tables(conn: Executes) -> set[str]:
     """The tables the database has (a file of an older schema may lack ``heads``)."""
     if isinstance(conn, sqlite3.Connection):
         return {r[0] for r in conn.execute("SELECT name FROM sqlite_master WHERE type = 'table'")}
@@ -630,7 +641,7 @@ def load_trail(conn: sqlite3.Connection, world_id: str) -> audit.Trail:
         if (problem := frame_problem(r[1])) is not None:
             unsealed[r[0]] = problem
         stored[r[0]] = stored_bytes(r[1])
-        return r[0], unpack(r[1]), r[2], r[3], audit.ListedColumns(*r[4:11], unpack(r[11]))
+        return r[0], unpack(r[1]), r[2], r[3], audit.ListedColumns(r[4], r[5], r[6], r[7], r[8], r[9], r[10], unpack(r[11]))
 
     return audit.Trail(world_id, (row(r) for r in rows), checkpoints, heads_of(conn, world_id),
                        stored_state(conn, world_id), registered, unsealed, stored, written_as)
@@ -655,7 +666,7 @@ class DatabaseUnreadable(Exception):
 REQUIRED_TABLES = ("worlds", "audit", "checkpoints", "records", "events")
 
 
-def refuse_newer_schema(conn: sqlite3.Connection, label: str, known: int) -> None:
+def refuse_newer_schema(conn: Executes, label: str, known: int) -> None:
     """Raise ``ConfigError`` when the database ``label`` (its path or URL, for the message) was
     written by a newer bridge (``meta.schema_version`` above ``known``, this bridge's schema
     version for that backend): its rows may not read as this bridge's, and each would be reported

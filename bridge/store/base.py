@@ -120,8 +120,8 @@ class Store(TrailReader, Protocol):
     invalid_worlds: dict[str, str]  # after worlds(): id -> why its stored settings cannot be read
     max_worlds: int
 
-    @property
     def worlds_in_memory(self) -> int:
+        """How many worlds' state is held in memory now."""
         ...
 
     async def world(self, world_id: str) -> World | None:

@@ -585,7 +585,8 @@ class _Rows:
     """The rows of one statement of a :class:`_OneTrip`, fetched when first read."""
 
     def __init__(self, trip: _OneTrip, number: int) -> None:
-        self._trip, self._number, self._rows = trip, number, None
+        self._trip, self._number = trip, number
+        self._rows: list[tuple] | None = None
 
     def fetchall(self) -> list[tuple]:
         if self._rows is None:
@@ -620,11 +621,11 @@ class PostgresStore(BatchWriter):
     # --- runs on the writer thread -------------------------------------------------------------
 
     def _connect(self) -> None:
-        self._conn = _connected(self.path)  # type: ignore[assignment]
+        self._conn = _connected(self.path)
 
     def _transaction(self, work: Callable[[Any], T]) -> T:
         assert self._conn is not None
-        return _in_transaction(self._conn, work, begin="BEGIN")  # type: ignore[arg-type]
+        return _in_transaction(self._conn, work, begin="BEGIN")
 
     def _batch_transaction(self, work: Callable[[Any], T], inline: bool) -> T:
         """Run a batch's ``work`` in one transaction and ONE round trip: BEGIN, the
@@ -732,7 +733,7 @@ class PostgresStore(BatchWriter):
         if self._one_trip:
             conn.execute("SELECT pg_temp.fate_bridge_fence(?::text[], ?::bigint[])",
                          (world_ids, [next(iter(read)) if len(read) == 1 else NO_TOKEN
-                                      for read in map(tokens.get, world_ids)]))
+                                      for read in (tokens[world_id] for world_id in world_ids)]))
             return set()
         held = dict(conn.execute(
             "SELECT w.world_id, (SELECT token FROM leases l WHERE l.world_id = w.world_id FOR UPDATE)"
@@ -929,7 +930,7 @@ def inspect(db: Path | str) -> tuple[list[Finding], ReadOnlyDatabase | None]:
     return [found], database
 
 
-def _hold_schema(url: str, command: str) -> object:
+def _hold_schema(url: str, command: str) -> Any:
     """The serve lock of the PostgreSQL schema at ``url`` for ``command`` (see :func:`holding`);
     returns the connection holding it."""
     holder = f"fate-bridge {command} pid {os.getpid()} on host {socket.gethostname()}"
@@ -974,10 +975,13 @@ def hold_serving(url: str, holder: str, *, exclusive: bool) -> tuple[Any, list[s
     except psycopg.Error as exc:
         raise ConfigError(f"cannot connect to the database {db_label(url)}: {exc}".strip()) from None
     try:
-        (schema,) = raw.execute("SELECT current_schema()").fetchone()
-        key = _schema_number(schema or "")
+        current = raw.execute("SELECT current_schema()").fetchone()
+        assert current is not None  # a SELECT without FROM is one row
+        key = _schema_number(current[0] or "")
         take = "pg_try_advisory_lock" if exclusive else "pg_try_advisory_lock_shared"
-        if raw.execute(f"SELECT {take}(%s, %s)", (SERVE_LOCK, key)).fetchone()[0]:
+        taken = raw.execute(f"SELECT {take}(%s, %s)", (SERVE_LOCK, key)).fetchone()
+        assert taken is not None  # likewise
+        if taken[0]:
             return raw, []
         holders = raw.execute(
             "SELECT a.application_name, l.pid FROM pg_locks l LEFT JOIN pg_stat_activity a ON a.pid = l.pid"

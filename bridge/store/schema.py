@@ -272,6 +272,7 @@ def fold_tail(conn: sqlite3.Connection, rows: int | None = None) -> int:
     crash before its COMMIT leaves all four as they were. A whole fold then sets audit_tail's
     counter past audit's largest id (rows put into ``audit`` by hand). Nothing is written when
     there is nothing to move. Returns the rows moved into ``audit``."""
+    params: tuple[int, ...]
     if rows is None:
         where, params = "true", ()
     else:
@@ -290,12 +291,12 @@ def fold_tail(conn: sqlite3.Connection, rows: int | None = None) -> int:
 
 def utc_now() -> str:
     """The current UTC time as ``YYYY-MM-DDTHH:MM:SS.mmmZ`` (sorts as text)."""
-    return utc_text(datetime.datetime.now(datetime.timezone.utc))
+    return utc_text(datetime.datetime.now(datetime.UTC))
 
 
 def utc_text(moment: datetime.datetime) -> str:
     """An aware ``moment`` as the store writes times: ``YYYY-MM-DDTHH:MM:SS.mmmZ`` in UTC."""
-    moment = moment.astimezone(datetime.timezone.utc)
+    moment = moment.astimezone(datetime.UTC)
     return moment.strftime("%Y-%m-%dT%H:%M:%S.") + f"{moment.microsecond // 1000:03d}Z"
 
 

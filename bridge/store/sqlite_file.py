@@ -27,7 +27,7 @@ import os
 import sqlite3
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
-from datetime import datetime, timezone
+from datetime import datetime, UTC
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -336,7 +336,7 @@ def restore(source: Path, db: Path | str) -> tuple[Copied, Path | None]:
                                              "away by hand and run restore again",
                       unwritable=lambda reason: f"cannot write {db}: {reason}; check the folder's permissions"):
         if db.exists():
-            stamp = datetime.now(timezone.utc).strftime("%Y%m%dT%H%M%SZ")
+            stamp = datetime.now(UTC).strftime("%Y%m%dT%H%M%SZ")
             kept = db.with_name(f"{db.name}.before-restore-{stamp}")
             _copy(db, kept)  # consistent even with a leftover -wal
         staged = db.with_name(db.name + ".restoring")

@@ -422,6 +422,7 @@ class BatchWriter(WorldRows, InviteRows, AuditRows):
                 time.sleep(0)
         sealed = False
         if hasher is not None:
+            assert key is not None  # a hasher is made only with a key
             events_total, events_count = seal.rows_sum(hasher, ((seal.EVENT, *event) for event in event_rows))
             total, count = seal.add(total, events_total), count + events_count
             sealed = seal.matches(row[2], seal.seal(key, world_id, head, row[1], settings, total, count))
@@ -539,8 +540,8 @@ class BatchWriter(WorldRows, InviteRows, AuditRows):
         worlds: dict[str, tuple[int, bytes | None]] = {}
         seals: dict[str, tuple] = {}  # each world's state after its last decision of the batch
         for item in kept:
-            for kind, key, stored in item.records or ():
-                records[item.world_id, kind, key] = stored
+            for kind, name, stored in item.records or ():
+                records[item.world_id, kind, name] = stored
             if item.world_row is not None:
                 last_seq, settings = item.world_row
                 before = worlds.get(item.world_id)
@@ -575,6 +576,7 @@ class BatchWriter(WorldRows, InviteRows, AuditRows):
                 "SELECT reply, request_hash FROM events WHERE world_id = ? AND event_id = ?",
                 (item.world_id, item.event_id)).fetchone()
             reply = bytes(reply)
+            assert item.event_id is not None  # a repeat without a seq is found by its event_id
             seq, record_hash = self._event_record(conn, item.world_id, item.event_id)
         else:
             record, record_hash = conn.execute("SELECT record, hash FROM audit WHERE world_id = ? AND seq = ?",
@@ -595,7 +597,8 @@ class BatchWriter(WorldRows, InviteRows, AuditRows):
             batch, outcomes, current = taken
             if current:
                 try:
-                    outcomes += self._batch_transaction(lambda conn: self._write_batch(conn, current),
+                    # (the lambda runs inside this call, with this iteration's batch)
+                    outcomes += self._batch_transaction(lambda conn: self._write_batch(conn, current),  # noqa: B023
                                                         inline=on_loop is not None)
                     self.health.up()
                 except WriteLocked:
@@ -794,7 +797,7 @@ class BatchWriter(WorldRows, InviteRows, AuditRows):
                     older = None
                 lookup = (cache is not None and older is None and event_id is not None
                           and event_id not in cache.events and cache.may_be_older(event_id))
-                if lookup:
+                if lookup and cache is not None:
                     stamp = (cache, cache.retired)
                 if cache is not None and not lookup:
                     self._worlds.move_to_end(world_id)

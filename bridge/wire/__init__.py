@@ -26,7 +26,6 @@ from ..errors import BadMessage
 from . import guard
 from .audit_window import *  # noqa: F403
 from .base import *  # noqa: F403
-from .base import BridgeMessage, ClientMessage
 from .overlay import *  # noqa: F403
 from .session import *  # noqa: F403
 
@@ -57,8 +56,8 @@ def error_field(error_text: str) -> str | None:
     return path or None
 
 
-def encode(message: BridgeMessage | ClientMessage) -> bytes:
-    """Encode one message as a JSON frame (UTF-8 bytes)."""
+def encode(message: msgspec.Struct) -> bytes:
+    """Encode one message (or a part of one, such as a receipt) as JSON (UTF-8 bytes)."""
     return _encoder.encode(message)
 
 

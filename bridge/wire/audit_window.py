@@ -18,7 +18,7 @@ QueryTime = Annotated[str, Meta(
 )]
 
 
-class AuditQuery(Query, tag="audit_query", kw_only=True):
+class AuditQuery(Query, tag="audit_query", kw_only=True, frozen=True):
     """Ask for a page of the world's audit trail, newest first. Filters are optional and
     combine; ``since``/``until`` are times (:mod:`bridge.times`, inclusive/exclusive; one that is
     not a time is refused ``bad_message`` naming the field);
@@ -33,7 +33,7 @@ class AuditQuery(Query, tag="audit_query", kw_only=True):
     limit: Annotated[int, Meta(ge=1, le=200)] = 50
 
 
-class AuditColumns(OutPart, kw_only=True):
+class AuditColumns(OutPart, kw_only=True, frozen=True):
     """What a decision's audit record is listed and filtered by; each ruleset fills what it has.
     ``outcome``: the Fate outcome (``lost``/``kept``/``spent``/``choice``), ``graded``,
     ``settings``, another ruleset's result word, or the error code of a refusal. ``message_id``
@@ -54,7 +54,7 @@ class AuditColumns(OutPart, kw_only=True):
     detail: str | None = None
 
 
-class AuditSummary(AuditColumns, kw_only=True):
+class AuditSummary(AuditColumns, kw_only=True, frozen=True):
     """One audit record as the audit window lists it: its columns plus ``seq`` (the world's
     audit sequence number), ``ts`` (UTC), the message ``type``, its ``event_id`` and the Foundry
     user who asked."""
@@ -66,7 +66,7 @@ class AuditSummary(AuditColumns, kw_only=True):
     user_id: str | None
 
 
-class AuditPage(BridgeMessage, tag="audit_page", kw_only=True):
+class AuditPage(BridgeMessage, tag="audit_page", kw_only=True, frozen=True):
     """A page of audit records, newest first; ``next_before`` is the ``before_seq`` of the next
     (older) page, or null at the end."""
 
@@ -82,7 +82,7 @@ MAX_RECEIPT_PATH = (MAX_RECEIPT_BATCH - 1).bit_length()
 B64Hash = Annotated[str, Meta(max_length=43, description="A SHA-256 hash, base64url without padding.")]
 
 
-class Receipt(Part, kw_only=True, omit_defaults=True):
+class Receipt(Part, kw_only=True, omit_defaults=True, frozen=True):
     """A signed receipt for one audit record (docs/protocol.md, Receipts; bridge/receipts.py):
     ``seq`` is the world's record number, ``record_hash`` that record's chain hash (hex SHA-256),
     ``key_id`` the first 16 hex digits of SHA-256 of the signing Ed25519 public key, ``sig`` a
@@ -109,7 +109,7 @@ class Receipt(Part, kw_only=True, omit_defaults=True):
 MAX_RECEIPTS_PER_CHECK = 100  # <= 642 bytes each (a 128-character ASCII world id): 100 fit one 64 KiB frame
 
 
-class ReceiptsCheck(Query, tag="receipts_check", kw_only=True):
+class ReceiptsCheck(Query, tag="receipts_check", kw_only=True, frozen=True):
     """Ask whether the world's audit trail still holds, unchanged, the records these receipts
     (collected from the chat log) point at. Read-only: no decision, no record. At most
     ``MAX_RECEIPTS_PER_CHECK`` receipts per query (send more in several). Answered
@@ -121,7 +121,7 @@ class ReceiptsCheck(Query, tag="receipts_check", kw_only=True):
 ReceiptStatus = Literal["ok", "missing", "changed"]
 
 
-class ReceiptResult(OutPart, kw_only=True):
+class ReceiptResult(OutPart, kw_only=True, frozen=True):
     """One receipt's answer: ``ok`` (the record is there with that hash and the signature is the
     bridge's), ``missing`` (the signature is the bridge's but no record has that ``seq`` any more),
     ``changed`` (the signature does not verify with the bridge's key, the receipt names another
@@ -132,14 +132,14 @@ class ReceiptResult(OutPart, kw_only=True):
     record_hash: str
 
 
-class ReceiptsChecked(BridgeMessage, tag="receipts_checked", kw_only=True):
+class ReceiptsChecked(BridgeMessage, tag="receipts_checked", kw_only=True, frozen=True):
     """Answer to ``receipts_check``: ``results[i]`` answers ``receipts[i]``."""
 
     query_id: str
     results: list[ReceiptResult]
 
 
-class AuditReport(Query, tag="audit_report", kw_only=True):
+class AuditReport(Query, tag="audit_report", kw_only=True, frozen=True):
     """Ask for the world's audit report (bridge/report.py): the same self-contained HTML page as
     ``fate-bridge audit report``, from ``since`` / before ``until`` (times as ``audit_query``'s; the
     whole trail when absent). Read-only. Answered ``audit_report_page``; ``not_found`` from a bridge that draws
@@ -149,7 +149,7 @@ class AuditReport(Query, tag="audit_report", kw_only=True):
     until: QueryTime | None = None
 
 
-class AuditReportPage(BridgeMessage, tag="audit_report_page", kw_only=True):
+class AuditReportPage(BridgeMessage, tag="audit_report_page", kw_only=True, frozen=True):
     """The report page: ``html`` is a whole HTML document with inline SVG charts and no script
     (a Content-Security-Policy in it forbids any), for the browser to save or show sandboxed."""
 

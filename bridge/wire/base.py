@@ -53,7 +53,7 @@ class ClientMessage(
     v: Literal[1] = 1
 
 
-class Request(ClientMessage, kw_only=True):
+class Request(ClientMessage, kw_only=True, frozen=True):
     """Base of decision requests: work answered once per ``event_id`` (a repeat gets the stored
     reply, nothing runs again) and recorded in the audit trail; a refusal's ``error.ref`` is it.
     Any request may carry ``client_seed`` (its dice derive from it in an open dice session) and
@@ -66,14 +66,14 @@ class Request(ClientMessage, kw_only=True):
     physical: Annotated[list[PhysicalDie], Meta(max_length=64)] | None = None
 
 
-class UserRequest(Request, kw_only=True):
+class UserRequest(Request, kw_only=True, frozen=True):
     """A request a Foundry user makes: ``user_id`` (the Foundry user id) is checked against the
     actor's owners and recorded with the decision."""
 
     user_id: Id
 
 
-class Query(ClientMessage, kw_only=True):
+class Query(ClientMessage, kw_only=True, frozen=True):
     """Base of the session's read-only questions (audit window, overlay): answered with the same
     ``query_id``, never recorded; a refusal's ``error.ref`` is it."""
 
@@ -86,7 +86,7 @@ class BridgeMessage(msgspec.Struct, tag_field="type", kw_only=True, frozen=True)
     v: Literal[1] = 1
 
 
-class Card(OutPart, kw_only=True):
+class Card(OutPart, kw_only=True, frozen=True):
     """A chat card ready to post: ``html`` has every outside string escaped. ``speaker_actor_id``
     and ``speaker_alias`` give the ChatMessage speaker; ``ruleset`` says who made it."""
 

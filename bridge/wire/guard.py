@@ -49,7 +49,7 @@ def check(frame: bytes | str) -> None:
     brackets = _BRACKET.findall(_STRING.sub(b'""', data))
     if max(accumulate(_STEP[b[0]] for b in brackets), default=0) > MAX_DEPTH:
         path = _path(data, depth=MAX_DEPTH + 1)
-        top = re.match(r"[^.\[]*", path).group(0) if path else ""
+        top = re.split(r"[.\[]", path, maxsplit=1)[0] if path else ""
         text = (_("objects and arrays nested more than %(depth)s deep in `%(field)s`") if top
                 else _("objects and arrays nested more than %(depth)s deep"))
         raise BadMessage(text % {"depth": MAX_DEPTH, "field": top}, field=top or None)

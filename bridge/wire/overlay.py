@@ -20,7 +20,7 @@ from .base import BridgeMessage, Card, Query
 OverlayAction = Literal["clear", "replay"]
 
 
-class OverlayCard(BridgeMessage, tag="overlay_card", kw_only=True):
+class OverlayCard(BridgeMessage, tag="overlay_card", kw_only=True, frozen=True):
     """A public result of ``world_id`` for overlay viewers. ``card`` is the result's chat card
     (``html`` has every outside string escaped; ``speaker_actor_id`` is always null here).
     A card whose ``key`` equals one on screen replaces it (a Fate Test Critical Success shown as
@@ -32,19 +32,19 @@ class OverlayCard(BridgeMessage, tag="overlay_card", kw_only=True):
     key: str | None = None
 
 
-class OverlayClear(BridgeMessage, tag="overlay_clear", kw_only=True):
+class OverlayClear(BridgeMessage, tag="overlay_clear", kw_only=True, frozen=True):
     """The GM cleared the overlay: viewers of ``world_id`` take every card off screen."""
 
     world_id: str
 
 
-class OverlayInfo(Query, tag="overlay_info", kw_only=True):
+class OverlayInfo(Query, tag="overlay_info", kw_only=True, frozen=True):
     """The GM's module asks for the overlay's address (forwarder only). The bridge makes the
     world's viewer key on first use. Answered with ``overlay_info_reply``."""
 
 
 
-class OverlayInfoReply(BridgeMessage, tag="overlay_info_reply", kw_only=True):
+class OverlayInfoReply(BridgeMessage, tag="overlay_info_reply", kw_only=True, frozen=True):
     """The world's read-only ``viewer_key`` and the overlay page's ``path``, relative to the
     bridge's address (``overlay``: ``ws://host:8765`` serves ``http://host:8765/overlay``)."""
 
@@ -54,7 +54,7 @@ class OverlayInfoReply(BridgeMessage, tag="overlay_info_reply", kw_only=True):
     path: str
 
 
-class OverlayControl(Query, tag="overlay_control", kw_only=True):
+class OverlayControl(Query, tag="overlay_control", kw_only=True, frozen=True):
     """The GM's module drives the world's overlay viewers (forwarder only): ``clear`` takes every
     card off screen, ``replay`` shows the world's last public card again (the last one since the
     bridge started; nothing when there is none). Answered with ``overlay_controlled``."""
@@ -62,7 +62,7 @@ class OverlayControl(Query, tag="overlay_control", kw_only=True):
     action: OverlayAction
 
 
-class OverlayControlled(BridgeMessage, tag="overlay_controlled", kw_only=True):
+class OverlayControlled(BridgeMessage, tag="overlay_controlled", kw_only=True, frozen=True):
     """The bridge has passed ``action`` on to the world's viewers."""
 
     query_id: str

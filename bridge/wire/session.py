@@ -5,7 +5,7 @@ imports no ruleset)."""
 
 from __future__ import annotations
 
-from typing import Annotated, Literal
+from typing import TYPE_CHECKING, Annotated, Literal
 
 import msgspec
 from msgspec import Meta
@@ -14,10 +14,15 @@ from ..errors import Refusal
 from .base import BridgeMessage, ClientMessage, ErrorCode, Id, Name, OutPart, Part
 
 FATE_OPTIONS = ("everyone", "pc_only", "off")  # S12: sohl's rules.FATE_OPTIONS (tests/test_wire.py)
-FateOption = Literal[FATE_OPTIONS]  # type: ignore[valid-type]
+# A Literal built from a rules table: msgspec and the schemas read it at run time; to a type
+# checker, which cannot evaluate it, the value is a str.
+if TYPE_CHECKING:
+    FateOption = str
+else:
+    FateOption = Literal[FATE_OPTIONS]
 
 
-class WorldSettings(OutPart, kw_only=True):
+class WorldSettings(OutPart, kw_only=True, frozen=True):
     """A world's settings as the bridge applies them. ``fate_option`` is S12."""
 
     fate_option: FateOption = "everyone"
@@ -27,7 +32,7 @@ Language = Annotated[str, Meta(max_length=35, pattern=r"^[A-Za-z]{2,8}([-_][A-Za
                                 description="A language tag as Foundry writes it: 'en', 'de', 'pt-BR'.")]
 
 
-class ClientInfo(Part, kw_only=True):
+class ClientInfo(Part, kw_only=True, frozen=True):
     """What the connecting module reports about itself and its Foundry world."""
 
     module_version: Annotated[str, Meta(max_length=64)]
@@ -42,7 +47,7 @@ class ClientInfo(Part, kw_only=True):
     bridge has no catalog for (or none) gives English."""
 
 
-class Hello(ClientMessage, tag="hello", kw_only=True):
+class Hello(ClientMessage, tag="hello", kw_only=True, frozen=True):
     """First message of every connection. A forwarder (the GM's client) sends ``token``; an
     overlay viewer sends ``viewer_key`` instead. Wrong or missing credentials:
     ``error{code: "unauthorized"}`` and the connection is closed (close code 4001)."""
@@ -63,7 +68,7 @@ RequestSecret = Annotated[str, Meta(min_length=22, max_length=256, description=(
     "time it asks: only the browser holding it collects the token once the host approves."))]
 
 
-class Register(ClientMessage, tag="register", kw_only=True):
+class Register(ClientMessage, tag="register", kw_only=True, frozen=True):
     """First message of a connection that registers ``world_id`` through an invite code instead
     of saying ``hello`` (docs/protocol.md, Registration). Answered with ``registered`` (the
     world's token, to this connection alone), ``registration_pending`` (the code needs the host's
@@ -78,7 +83,7 @@ class Register(ClientMessage, tag="register", kw_only=True):
     client: ClientInfo | None = None
 
 
-class Registered(BridgeMessage, tag="registered", kw_only=True):
+class Registered(BridgeMessage, tag="registered", kw_only=True, frozen=True):
     """Answer to a ``register`` that registered ``world_id``: ``token`` is the world's token
     (shown once; only its hash is stored), for ``hello`` from now on."""
 
@@ -86,7 +91,7 @@ class Registered(BridgeMessage, tag="registered", kw_only=True):
     token: str
 
 
-class RegistrationPending(BridgeMessage, tag="registration_pending", kw_only=True):
+class RegistrationPending(BridgeMessage, tag="registration_pending", kw_only=True, frozen=True):
     """Answer to a ``register`` whose request waits for the host's approval (``fate-bridge world
     pending``): ask again after ``retry_seconds`` with the same ``request_secret``."""
 
@@ -94,7 +99,7 @@ class RegistrationPending(BridgeMessage, tag="registration_pending", kw_only=Tru
     retry_seconds: int
 
 
-class Welcome(BridgeMessage, tag="welcome", kw_only=True):
+class Welcome(BridgeMessage, tag="welcome", kw_only=True, frozen=True):
     """Answer to a good ``hello``. ``protocol_version`` is the wire protocol this bridge speaks
     (:data:`PROTOCOL_VERSION`, the ``v`` of every frame); ``max_frame_bytes`` is the largest frame
     it accepts (a larger one is closed with 1009), or null when frames have no limit (``resolve``).
@@ -108,11 +113,11 @@ class Welcome(BridgeMessage, tag="welcome", kw_only=True):
     settings: WorldSettings
 
 
-class Ping(ClientMessage, tag="ping", kw_only=True):
+class Ping(ClientMessage, tag="ping", kw_only=True, frozen=True):
     """Application heartbeat; answered with ``pong``."""
 
 
-class Pong(BridgeMessage, tag="pong", kw_only=True):
+class Pong(BridgeMessage, tag="pong", kw_only=True, frozen=True):
     """Answer to ``ping``."""
 
 
@@ -121,7 +126,7 @@ RetryAfter = Annotated[int, Meta(ge=0, description=(
     "`unavailable`."))]
 
 
-class Error(BridgeMessage, tag="error", kw_only=True):
+class Error(BridgeMessage, tag="error", kw_only=True, frozen=True):
     """A refusal. ``ref`` is the ``event_id`` it answers (or null); ``field`` names the offending
     field as a dotted path (``"test.eml"``) when there is one; ``retry_after_ms`` (on
     ``unavailable`` alone, absent from every other error, so their frames are as before) says

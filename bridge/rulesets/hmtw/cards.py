@@ -5,17 +5,17 @@ here on the card; the wire keeps the English ``name``. Roman numerals have no ca
 
 from __future__ import annotations
 
-from ... import wire
 from ...cards import CardTemplates
 from ...i18n import _
 from . import rules as hmtw
+from .wire import HmtwCardFace
 
 def suit_name(suit: str) -> str:
     """H3: a suit (``"swords"``) as the card shows it, in the current language."""
     return _(hmtw.SUIT_NAMES[suit])
 
 
-def card_name(face: wire.HmtwCardFace) -> str:
+def card_name(face: HmtwCardFace) -> str:
     """H2: a tarot card's printed name in the current language ("Knight of Wands", "The Fool",
     "XIII Death"), from its code and value."""
     if face.code == hmtw.FOOL:

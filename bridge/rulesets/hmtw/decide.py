@@ -22,13 +22,13 @@ from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 from contextvars import ContextVar
 from dataclasses import replace
-from typing import Literal
+from typing import Literal, TypedDict
 
 import msgspec
 
 from . import cards, wire
 from ... import wire as shared
-from ...ruleset import Outcome, handler, log_fields, rolling
+from ...ruleset import Decider, Handler, Outcome, handler, log_fields, rolling
 from ...dice import Dice
 from ...errors import BadMessage, Forbidden, NotEligible, NotFound
 from ...i18n import N_, _, ngettext
@@ -700,18 +700,18 @@ def public_card(reply: wire.BridgeMessage, visibility: wire.Visibility | None) -
     return None
 
 
-def _outcome(message: wire.ClientMessage, reply: wire.BridgeMessage,
+def _outcome(message: shared.ClientMessage, reply: wire.BridgeMessage,
              visibility: wire.Visibility | None) -> Outcome:
     """A hmtw decision's :class:`~bridge.ruleset.Outcome`; ``visibility`` is the drawn test's."""
     columns = summarize(message, reply)
     return Outcome(reply, columns, public_card(reply, visibility), log_fields(columns))
 
 
-def _card_by_request(message: wire.ClientMessage, reply: wire.BridgeMessage) -> wire.Card | None:
+def _card_by_request(message: shared.ClientMessage, reply: wire.BridgeMessage) -> wire.Card | None:
     return public_card(reply, getattr(message, "visibility", None))
 
 
-_DECIDERS = {
+_DECIDERS: dict[type, Decider] = {
     wire.HmtwTest: _test,
     wire.HmtwGroupTest: _group_test,
     wire.HmtwChallengeAction: _challenge_action,
@@ -733,12 +733,19 @@ def _test_detail(test: wire.HmtwTestResult) -> str:
     return f"{line} = {test.total}: {test.outcome}"
 
 
-def summarize(message: wire.ClientMessage, reply: wire.BridgeMessage) -> shared.AuditColumns:
+class _Common(TypedDict):
+    """The audit columns every hmtw decision has, from its request."""
+
+    ruleset: str
+    message_id: str | None
+
+
+def summarize(message: shared.ClientMessage, reply: wire.BridgeMessage) -> shared.AuditColumns:
     """The audit columns of a hmtw decision: ``message_id`` is the test, group or action id;
     ``outcome`` the test's (or group's) outcome, ``challenge``, ``gm_draw``, ``cleared``, the deck
     command, or the refusal's error code; ``detail`` one line of what was drawn."""
-    common = dict(ruleset=RULESET,
-                  message_id=getattr(message, "test_id", None) or getattr(message, "action_id", None))
+    common = _Common(ruleset=RULESET,
+                     message_id=getattr(message, "test_id", None) or getattr(message, "action_id", None))
     match reply:
         case wire.HmtwTested(test=test):
             return shared.AuditColumns(**common, actor_id=test.actor_id, actor_name=test.actor_name,
@@ -747,7 +754,7 @@ def summarize(message: wire.ClientMessage, reply: wire.BridgeMessage) -> shared.
         case wire.HmtwGroupTested():
             attribute = reply.members[0].attribute
             return shared.AuditColumns(
-                **{**common, "message_id": reply.test_id},
+                ruleset=RULESET, message_id=reply.test_id,
                 actor_name=" & ".join(m.actor_name for m in reply.members),
                 test_name=f"Group test: {hmtw.SUIT_NAMES[attribute]}", outcome=reply.outcome,
                 detail=f"hits {reply.hits}; " + "; ".join(_test_detail(m) for m in reply.members))
@@ -772,10 +779,10 @@ def summarize(message: wire.ClientMessage, reply: wire.BridgeMessage) -> shared.
     raise TypeError(f"not a hmtw reply: {type(reply).__name__}")
 
 
-HANDLERS = {wire.HmtwPush: _push,
+HANDLERS: dict[type, Handler] = {wire.HmtwPush: _push,
             **{kind: handler(decide, summarize, _card_by_request) for kind, decide in _DECIDERS.items()}}
 
 
-def refused(message: wire.ClientMessage, error: shared.Error, state: WorldState) -> shared.AuditColumns:
+def refused(message: shared.ClientMessage, error: shared.Error, state: WorldState) -> shared.AuditColumns:
     """The audit columns of a refused hmtw request (from the request alone)."""
     return summarize(message, error)

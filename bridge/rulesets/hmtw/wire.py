@@ -25,7 +25,7 @@ HmtwReshuffleReason = Literal["fool", "exhausted", "gm"]
 HmtwDeckCommandName = Literal["status", "reshuffle", "round_end", "close_push"]
 
 
-class HmtwActor(Part, kw_only=True):
+class HmtwActor(Part, kw_only=True, frozen=True):
     """The adventurer who draws: ``owner_user_ids`` lists every Foundry user with OWNER
     permission on the actor (GMs included)."""
 
@@ -34,7 +34,7 @@ class HmtwActor(Part, kw_only=True):
     owner_user_ids: Annotated[list[Id], Meta(max_length=64)] = []
 
 
-class HmtwTest(UserRequest, tag="hmtw_test", kw_only=True):
+class HmtwTest(UserRequest, tag="hmtw_test", kw_only=True, frozen=True):
     """A test of fate (H3-H6, H9): ``actor`` tests ``attribute`` at ``score``, with ``favor``
     and/or ``disfavor`` (both cancel, H4), against ``obstacle`` (optional; a failure binds it,
     H9). ``test_id`` names the test for a later ``hmtw_push`` (unique in the world). ``user_id``
@@ -55,7 +55,7 @@ class HmtwTest(UserRequest, tag="hmtw_test", kw_only=True):
     visibility: Visibility = "public"
 
 
-class HmtwGroupMember(Part, kw_only=True):
+class HmtwGroupMember(Part, kw_only=True, frozen=True):
     """One adventurer of a group test: the actor, its score in the tested attribute, its own
     favor/disfavor, and the user drawing for it (who alone may push its failure)."""
 
@@ -67,7 +67,7 @@ class HmtwGroupMember(Part, kw_only=True):
     user_name: Name | None = None
 
 
-class HmtwGroupTest(UserRequest, tag="hmtw_group_test", kw_only=True):
+class HmtwGroupTest(UserRequest, tag="hmtw_group_test", kw_only=True, frozen=True):
     """A group test (H10): ``members`` are the most and the least qualified adventurer, in that
     order; each draws for ``attribute``. Their tests are ``<test_id>/1`` and ``<test_id>/2``
     for ``hmtw_push``. ``user_id`` is who asked (an owner of a member's actor or a GM);
@@ -83,7 +83,7 @@ class HmtwGroupTest(UserRequest, tag="hmtw_group_test", kw_only=True):
     visibility: Visibility = "public"
 
 
-class HmtwPush(UserRequest, tag="hmtw_push", kw_only=True):
+class HmtwPush(UserRequest, tag="hmtw_push", kw_only=True, frozen=True):
     """The drawer pushes fate on the failed test ``test_id`` (H6): one more card. Answered
     ``hmtw_tested`` (a group member's test: ``hmtw_group_tested``), or ``error``: not_found
     (no such test), forbidden (not the user who drew), not_eligible (a Challenge Action, H8; not
@@ -93,7 +93,7 @@ class HmtwPush(UserRequest, tag="hmtw_push", kw_only=True):
     user_name: Name | None = None
 
 
-class HmtwChallengeAction(UserRequest, tag="hmtw_challenge_action", kw_only=True):
+class HmtwChallengeAction(UserRequest, tag="hmtw_challenge_action", kw_only=True, frozen=True):
     """A Challenge Action (H8): value = card + ``score`` +/- 3; never bound by fate, never
     pushed; a Fool drawn here reshuffles at the round's end (H7). ``action_id`` is unique in
     the world; ``visibility`` as in ``hmtw_test``. Answered ``hmtw_challenge_drawn`` or
@@ -110,7 +110,7 @@ class HmtwChallengeAction(UserRequest, tag="hmtw_challenge_action", kw_only=True
     visibility: Visibility = "public"
 
 
-class HmtwDeckCommand(UserRequest, tag="hmtw_deck_command", kw_only=True):
+class HmtwDeckCommand(UserRequest, tag="hmtw_deck_command", kw_only=True, frozen=True):
     """A GM's deck command: ``status`` (counts, what is pending, the obstacles bound),
     ``reshuffle`` (both decks, now), ``round_end`` (a Challenge round ends: a Fool drawn in it
     reshuffles both decks, H7), ``close_push`` (the push window closes: no open test may be
@@ -121,14 +121,14 @@ class HmtwDeckCommand(UserRequest, tag="hmtw_deck_command", kw_only=True):
     user_is_gm: bool = False
 
 
-class HmtwGmDraw(UserRequest, tag="hmtw_gm_draw", kw_only=True):
+class HmtwGmDraw(UserRequest, tag="hmtw_gm_draw", kw_only=True, frozen=True):
     """The GM draws from the GM deck (the major arcana, H1). Answered ``hmtw_gm_drawn``;
     non-GMs get ``forbidden``."""
 
     user_is_gm: bool = False
 
 
-class HmtwClearObstacle(UserRequest, tag="hmtw_clear_obstacle", kw_only=True):
+class HmtwClearObstacle(UserRequest, tag="hmtw_clear_obstacle", kw_only=True, frozen=True):
     """The GM marks that circumstances changed (H9): ``obstacle`` may be tested again.
     Answered ``hmtw_obstacle_cleared``; ``not_found`` when it is not bound, ``forbidden`` for
     non-GMs."""
@@ -137,7 +137,7 @@ class HmtwClearObstacle(UserRequest, tag="hmtw_clear_obstacle", kw_only=True):
     user_is_gm: bool = False
 
 
-class HmtwCardFace(OutPart, kw_only=True):
+class HmtwCardFace(OutPart, kw_only=True, frozen=True):
     """A drawn card as the table sees it (H2): ``code`` (``pentacles-4``, ``fool``,
     ``major-13``), ``name`` (``IV of Pentacles``), ``suit`` (null for the Fool and the majors),
     ``value`` and a text ``symbol``."""
@@ -149,7 +149,7 @@ class HmtwCardFace(OutPart, kw_only=True):
     symbol: str
 
 
-class HmtwDeckCounts(OutPart, kw_only=True):
+class HmtwDeckCounts(OutPart, kw_only=True, frozen=True):
     """Cards left to draw and on the discard pile, per deck (H1), and the player cards on the
     table: drawn by a test not finished yet (H14). ``player_undrawn + player_discarded +
     player_on_table`` is always 57; ``gm_undrawn + gm_discarded`` always 21. ``player_on_table``
@@ -162,7 +162,7 @@ class HmtwDeckCounts(OutPart, kw_only=True):
     gm_discarded: int
 
 
-class HmtwReshuffled(OutPart, kw_only=True):
+class HmtwReshuffled(OutPart, kw_only=True, frozen=True):
     """One reshuffle (H1, H7): ``fool`` (the Fool was drawn), ``exhausted`` (a draw found the
     deck empty), ``gm`` (the GM's command); ``decks`` it put back together."""
 
@@ -170,7 +170,7 @@ class HmtwReshuffled(OutPart, kw_only=True):
     decks: list[HmtwDeckName]
 
 
-class HmtwTestResult(OutPart, kw_only=True):
+class HmtwTestResult(OutPart, kw_only=True, frozen=True):
     """One adventurer's test of fate: the initial card ``first``, the ``pushed`` card (or null),
     the ``modifier`` from favor/disfavor (+3, 0, -3), the ``total`` (with the pushed card's value
     once pushed) and the ``outcome``. ``push_by`` lists who may push now (the drawer, H6): empty
@@ -190,7 +190,7 @@ class HmtwTestResult(OutPart, kw_only=True):
     push_by: list[str]
 
 
-class HmtwTested(BridgeMessage, tag="hmtw_tested", kw_only=True):
+class HmtwTested(BridgeMessage, tag="hmtw_tested", kw_only=True, frozen=True):
     """A test of fate's result (H3-H6), after its draw or its push. ``bound`` says whether its
     ``obstacle`` is now bound by fate (H9). ``reshuffles`` lists the reshuffles this decision made;
     ``notice`` is their public chat card (null without one). ``card`` is the test's chat card."""
@@ -205,7 +205,7 @@ class HmtwTested(BridgeMessage, tag="hmtw_tested", kw_only=True):
     card: Card
 
 
-class HmtwGroupTested(BridgeMessage, tag="hmtw_group_tested", kw_only=True):
+class HmtwGroupTested(BridgeMessage, tag="hmtw_group_tested", kw_only=True, frozen=True):
     """A group test's result (H10), after its draws or a member's push: both members' tests,
     the ``hits`` and the group ``outcome``; ``bound`` as in ``hmtw_tested``."""
 
@@ -222,7 +222,7 @@ class HmtwGroupTested(BridgeMessage, tag="hmtw_group_tested", kw_only=True):
     card: Card
 
 
-class HmtwChallengeDrawn(BridgeMessage, tag="hmtw_challenge_drawn", kw_only=True):
+class HmtwChallengeDrawn(BridgeMessage, tag="hmtw_challenge_drawn", kw_only=True, frozen=True):
     """A Challenge Action's card and ``value`` (H8); ``reshuffle_at_round_end`` is true when a
     Fool waits for the round's end (H7)."""
 
@@ -242,7 +242,7 @@ class HmtwChallengeDrawn(BridgeMessage, tag="hmtw_challenge_drawn", kw_only=True
     card: Card
 
 
-class HmtwBoundObstacle(OutPart, kw_only=True):
+class HmtwBoundObstacle(OutPart, kw_only=True, frozen=True):
     """An obstacle bound by fate (H9): its name, the test that bound it and that test's
     outcome (a test's or a group's)."""
 
@@ -251,7 +251,7 @@ class HmtwBoundObstacle(OutPart, kw_only=True):
     outcome: str
 
 
-class HmtwDecks(BridgeMessage, tag="hmtw_decks", kw_only=True):
+class HmtwDecks(BridgeMessage, tag="hmtw_decks", kw_only=True, frozen=True):
     """Answer to ``hmtw_deck_command``: the counts after it, what waits for a reshuffle (H7),
     the tests still open for a push, and the obstacles bound (H9). ``card`` is for the GM;
     ``notice`` (a reshuffle's) is for the table."""
@@ -268,7 +268,7 @@ class HmtwDecks(BridgeMessage, tag="hmtw_decks", kw_only=True):
     card: Card
 
 
-class HmtwGmDrawn(BridgeMessage, tag="hmtw_gm_drawn", kw_only=True):
+class HmtwGmDrawn(BridgeMessage, tag="hmtw_gm_drawn", kw_only=True, frozen=True):
     """The GM deck's card (H1); ``card`` is for the GM, ``notice`` (an exhausted deck's
     reshuffle) for the table."""
 
@@ -280,7 +280,7 @@ class HmtwGmDrawn(BridgeMessage, tag="hmtw_gm_drawn", kw_only=True):
     card: Card
 
 
-class HmtwObstacleCleared(BridgeMessage, tag="hmtw_obstacle_cleared", kw_only=True):
+class HmtwObstacleCleared(BridgeMessage, tag="hmtw_obstacle_cleared", kw_only=True, frozen=True):
     """The GM cleared a bound obstacle (H9): it may be tested again."""
 
     event_id: str

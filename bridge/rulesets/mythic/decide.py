@@ -12,11 +12,13 @@ in the audit trail.
 
 from __future__ import annotations
 
+from typing import TypedDict
+
 import msgspec
 
 from . import cards, wire
 from ... import wire as shared
-from ...ruleset import handler, rolling
+from ...ruleset import Decider, Handler, Query, handler, rolling
 from ...dice import Dice
 from ...errors import BadMessage, Forbidden, NotEligible
 from ...i18n import N_, _, rule_text
@@ -168,7 +170,7 @@ def _answer(
     return wire.ChartAnswered(
         event_id=message.event_id,
         question=question,
-        named=named and named.key,
+        named=None if named is None else named.key,
         odds=odds,
         chaos_factor=chaos_factor,
         acting_asked=mythic.rank_name(acting),
@@ -237,12 +239,12 @@ def _chart_catalog_query(message: wire.ChartCatalogQuery, state: WorldState) -> 
 
 
 # Wrapped below the summarizer (every decision's Outcome: reply, columns, public card, log).
-_DECIDERS = {
+_DECIDERS: dict[type, Decider] = {
     wire.ChartQuestion: _chart_question,
     wire.ChartOddsQuestion: _chart_odds_question,
     wire.ChartSettings: _chart_settings,
 }
-QUERIES = {wire.ChartCatalogQuery: _chart_catalog_query}
+QUERIES: dict[type, Query] = {wire.ChartCatalogQuery: _chart_catalog_query}
 
 
 def answer_detail(reply: wire.ChartAnswered) -> str:
@@ -256,11 +258,19 @@ def answer_detail(reply: wire.ChartAnswered) -> str:
             f"roll {reply.roll}: {mythic.ANSWER_NAMES[reply.answer]}")
 
 
-def summarize(message: wire.ClientMessage, reply: wire.BridgeMessage) -> shared.AuditColumns:
+class _Common(TypedDict):
+    """The audit columns every mythic decision has, from its request."""
+
+    ruleset: str
+    actor_id: str | None
+    actor_name: str | None
+
+
+def summarize(message: shared.ClientMessage, reply: wire.BridgeMessage) -> shared.AuditColumns:
     """The audit columns of a mythic decision: the answer word (``exceptional_yes``, ``yes``,
     ``no``, ``exceptional_no``), ``chart_settings`` or the refusal's code."""
-    common = dict(ruleset=RULESET, actor_id=getattr(message, "actor_id", None),
-                  actor_name=getattr(message, "actor_name", None))
+    common = _Common(ruleset=RULESET, actor_id=getattr(message, "actor_id", None),
+                     actor_name=getattr(message, "actor_name", None))
     match reply:
         case wire.ChartAnswered():
             return shared.AuditColumns(**common, test_name=reply.question, outcome=reply.answer,
@@ -275,9 +285,9 @@ def summarize(message: wire.ClientMessage, reply: wire.BridgeMessage) -> shared.
     raise TypeError(f"not a mythic reply: {type(reply).__name__}")
 
 
-HANDLERS = {kind: handler(decide, summarize) for kind, decide in _DECIDERS.items()}
+HANDLERS: dict[type, Handler] = {kind: handler(decide, summarize) for kind, decide in _DECIDERS.items()}
 
 
-def refused(message: wire.ClientMessage, error: shared.Error, state: WorldState) -> shared.AuditColumns:
+def refused(message: shared.ClientMessage, error: shared.Error, state: WorldState) -> shared.AuditColumns:
     """The audit columns of a refused mythic request (from the request alone)."""
     return summarize(message, error)

@@ -13,6 +13,7 @@ from __future__ import annotations
 import re
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
+from typing import Literal
 
 RULESET = "mythic"
 # The tables whose words the cards show translated (extracted by bridge/i18n_extract.py).
@@ -125,7 +126,9 @@ CHAOS_RANK_SUM = 10  # M6: Chaos Factor 9 is Difficulty Rank Miniscule (1), 1 is
 
 # --- M7: the named questions -------------------------------------------------------------------
 
-ACTING, DIFFICULTY = "acting", "difficulty"  # which rank a modifier shifts
+ShiftTarget = Literal["acting", "difficulty"]  # which rank a modifier shifts
+ACTING: ShiftTarget = "acting"
+DIFFICULTY: ShiftTarget = "difficulty"
 MAX_REPEATS = 10  # a "per item" modifier taken more than ten times has left the chart's sense
 
 
@@ -136,7 +139,7 @@ class Modifier:
 
     key: str
     label: str
-    target: str
+    target: ShiftTarget
     shift: int
     max_times: int = 1
 

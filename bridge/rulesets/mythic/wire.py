@@ -9,7 +9,7 @@ rank shifts, optionally one of the named questions with its modifiers) or ``char
 
 from __future__ import annotations
 
-from typing import Annotated, Literal
+from typing import TYPE_CHECKING, Annotated, Literal
 
 from msgspec import Meta
 
@@ -30,13 +30,19 @@ OddsText = Annotated[
 RankShift = Annotated[int, Meta(ge=-2 * len(_chart.RANKS), le=2 * len(_chart.RANKS))]
 ChaosFactor = Annotated[int, Meta(ge=_chart.CHAOS_MIN, le=_chart.CHAOS_MAX,
                                   description="The Chaos Factor (M6), 1..9.")]
-NamedQuestionKey = Literal[tuple(_chart.NAMED_QUESTIONS)]  # type: ignore[valid-type]
-ModifierKey = Literal[tuple(dict.fromkeys(  # type: ignore[valid-type]
-    m.key for q in _chart.NAMED_QUESTIONS.values() for m in q.modifiers))]
-ChartAnswerWord = Literal[_chart.ANSWERS]  # type: ignore[valid-type]
+# A Literal built from a rules table: msgspec and the schemas read it at run time; to a type
+# checker, which cannot evaluate it, the value is a str.
+if TYPE_CHECKING:
+    NamedQuestionKey = str
+    ModifierKey = str
+    ChartAnswerWord = str
+else:
+    NamedQuestionKey = Literal[tuple(_chart.NAMED_QUESTIONS)]
+    ModifierKey = Literal[tuple(dict.fromkeys(m.key for q in _chart.NAMED_QUESTIONS.values() for m in q.modifiers))]
+    ChartAnswerWord = Literal[_chart.ANSWERS]
 
 
-class ChartModifierTaken(Part, kw_only=True):
+class ChartModifierTaken(Part, kw_only=True, frozen=True):
     """One listed modifier of the named question, taken ``times`` times (more than once only for
     the "per item" / "per RS" ones; a weak spot's size, 1 when not given, M8)."""
 
@@ -44,7 +50,7 @@ class ChartModifierTaken(Part, kw_only=True):
     times: Annotated[int, Meta(ge=1, le=_chart.MAX_REPEATS)] = 1
 
 
-class ChartQuestion(UserRequest, tag="chart_question", kw_only=True):
+class ChartQuestion(UserRequest, tag="chart_question", kw_only=True, frozen=True):
     """Ask the Fate Chart (M1-M5, M7): ``acting_rank`` against ``difficulty_rank`` as the asker
     chose them, moved by the free shifts ``acting_shift`` / ``difficulty_shift`` (M4) and, for a
     ``named`` question, by its built-in shift and the ``modifiers`` taken. ``question`` is the
@@ -65,7 +71,7 @@ class ChartQuestion(UserRequest, tag="chart_question", kw_only=True):
     visibility: Visibility = "public"
 
 
-class ChartOddsQuestion(UserRequest, tag="chart_odds_question", kw_only=True):
+class ChartOddsQuestion(UserRequest, tag="chart_odds_question", kw_only=True, frozen=True):
     """Ask the Fate Chart by odds (M6) under the world's Chaos Factor, when the GM has turned odds
     questions on (``chart_settings``). Answered ``chart_answered`` or ``error`` (not_eligible
     while odds questions are off; bad_message for unknown odds)."""
@@ -78,16 +84,16 @@ class ChartOddsQuestion(UserRequest, tag="chart_odds_question", kw_only=True):
     visibility: Visibility = "public"
 
 
-class ChartShift(OutPart, kw_only=True):
+class ChartShift(OutPart, kw_only=True, frozen=True):
     """One rank shift that went into an answer: ``label`` (a modifier's text, or ``Free shift``
     / ``Built into the question``), the rank it moved (``acting`` / ``difficulty``) and by how much."""
 
     label: str
-    target: Literal["acting", "difficulty"]
+    target: _chart.ShiftTarget
     shift: int
 
 
-class ChartAnswered(BridgeMessage, tag="chart_answered", kw_only=True):
+class ChartAnswered(BridgeMessage, tag="chart_answered", kw_only=True, frozen=True):
     """The Fate Chart's answer. ``acting_asked``/``difficulty_asked``: the ranks as given (their
     chart names; for odds, the ranks of M6); ``acting_rank``/``difficulty_rank``: after every
     shift in ``shifts`` (M4). ``chance`` (may be below 0 or above 100), ``exceptional_yes`` (roll
@@ -116,7 +122,7 @@ class ChartAnswered(BridgeMessage, tag="chart_answered", kw_only=True):
     card: Card
 
 
-class ChartSettings(UserRequest, tag="chart_settings", kw_only=True):
+class ChartSettings(UserRequest, tag="chart_settings", kw_only=True, frozen=True):
     """The GM sets the world's Fate Chart options: ``odds_questions`` (M6 on or off; off until
     set) and ``chaos_factor`` (1..9, 5 until set); an absent field is left as it is. Only a GM
     (``user_is_gm``, filled by the GM's module from Foundry) may; others get ``forbidden``.
@@ -127,7 +133,7 @@ class ChartSettings(UserRequest, tag="chart_settings", kw_only=True):
     chaos_factor: ChaosFactor | None = None
 
 
-class ChartSettingsApplied(BridgeMessage, tag="chart_settings_applied", kw_only=True):
+class ChartSettingsApplied(BridgeMessage, tag="chart_settings_applied", kw_only=True, frozen=True):
     """The world's Fate Chart options after a ``chart_settings``."""
 
     event_id: str
@@ -135,22 +141,22 @@ class ChartSettingsApplied(BridgeMessage, tag="chart_settings_applied", kw_only=
     chaos_factor: int
 
 
-class ChartCatalogQuery(Request, tag="chart_catalog_query", kw_only=True):
+class ChartCatalogQuery(Request, tag="chart_catalog_query", kw_only=True, frozen=True):
     """Ask for what the module's Fate Chart dialog lists; answered ``chart_catalog``."""
 
 
 
-class ChartModifierInfo(OutPart, kw_only=True):
+class ChartModifierInfo(OutPart, kw_only=True, frozen=True):
     """A named question's listed modifier (M7) as the dialog offers it."""
 
     key: str
     label: str
-    target: Literal["acting", "difficulty"]
+    target: _chart.ShiftTarget
     shift: int
     max_times: int
 
 
-class ChartQuestionInfo(OutPart, kw_only=True):
+class ChartQuestionInfo(OutPart, kw_only=True, frozen=True):
     """A named question (M7) as the dialog lists it: its text, rank guidance, note, built-in
     Acting shift, modifiers and the outcome text of each answer."""
 
@@ -164,7 +170,7 @@ class ChartQuestionInfo(OutPart, kw_only=True):
     outcomes: dict[str, str]
 
 
-class ChartCatalog(BridgeMessage, tag="chart_catalog", kw_only=True):
+class ChartCatalog(BridgeMessage, tag="chart_catalog", kw_only=True, frozen=True):
     """The ranks of M1 (the chart's 13, in order), the odds of M6, the named questions of M7, and
     the world's options (whether odds questions are on, the Chaos Factor)."""
 

@@ -20,7 +20,7 @@ import msgspec
 
 from . import cards, wire
 from ... import wire as shared
-from ...ruleset import handler, rolling
+from ...ruleset import Decider, Handler, handler, rolling
 from ...dice import Dice
 from ...errors import BadMessage, Forbidden, NoCharges, NotEligible, NotFound
 from ...i18n import N_, _, rule_text
@@ -328,6 +328,7 @@ def _stat_modifier(message: wire.PoolCheck, config: wire.PoolConfig) -> int:
         raise BadMessage(_("give exactly one of stat_modifier and stat_score"), field="stat_modifier")
     if message.stat_modifier is not None:
         return message.stat_modifier
+    assert message.stat_score is not None  # exactly one of the two, checked above
     return _stat_row(config, message.stat_score, "stat_score").modifier
 
 
@@ -396,6 +397,7 @@ def _save_dc(message: wire.PoolSave, config: wire.PoolConfig) -> int:
     if config.dc_by_effect_tier is None:
         raise NotFound(_("the world has no DC-by-effect-tier table (P11: the GM configures it)"),
                        field="effect_tier")
+    assert message.effect_tier is not None  # exactly one of the two, checked above
     return config.dc_by_effect_tier[message.effect_tier - 1]
 
 
@@ -442,7 +444,7 @@ def _save(message: wire.PoolSave, state: WorldState, dice: Dice) -> wire.PoolSav
     return wire.PoolSaveRolled(
         event_id=message.event_id, roll_id=message.event_id, character_id=record.character_id,
         label=label, save=message.save, mode=mode, d20s=d20s, kept=kept,
-        stat_die=[stat_die, stat_value], fate_die=None if other_die is None else [other_die, fate_value],
+        stat_die=[stat_die, stat_value], fate_die=None if other_die is None or fate_value is None else [other_die, fate_value],
         tier=tier, bonus=message.bonus, total=total, dc=dc, passed=passed, character=entry, card=card,
     )
 
@@ -502,7 +504,7 @@ def _reroll(message: wire.PoolReroll, state: WorldState, dice: Dice) -> wire.Poo
 
 
 # Wrapped below the summarizer (every decision's Outcome: reply, columns, public card, log).
-_DECIDERS = {
+_DECIDERS: dict[type, Decider] = {
     wire.PoolConfigure: _configure,
     wire.PoolCharacter: _enter_character,
     wire.PoolSessionStart: _session_start,
@@ -523,7 +525,7 @@ def _fate_line(entry: wire.PoolLedgerEntry) -> str:
             f"stamina {entry.stamina}, level {entry.level}")
 
 
-def summarize(message: wire.ClientMessage, reply: wire.BridgeMessage) -> shared.AuditColumns:
+def summarize(message: shared.ClientMessage, reply: wire.BridgeMessage) -> shared.AuditColumns:
     """The audit columns of a pool decision (read after it, from the same transaction): the
     character, what was rolled, the outcome word and one line of the ledger after."""
     match reply:
@@ -552,7 +554,8 @@ def summarize(message: wire.ClientMessage, reply: wire.BridgeMessage) -> shared.
         case wire.PoolLedger():
             one = reply.characters[0] if len(reply.characters) == 1 else None
             return shared.AuditColumns(
-                ruleset=RULESET, actor_id=one and one.character_id, actor_name=one and one.name,
+                ruleset=RULESET, actor_id=None if one is None else one.character_id,
+                actor_name=None if one is None else one.name,
                 outcome=reply.action, detail="; ".join(_fate_line(e) for e in reply.characters) or None,
             )
         case wire.PoolConfigured():
@@ -565,9 +568,9 @@ def summarize(message: wire.ClientMessage, reply: wire.BridgeMessage) -> shared.
     raise TypeError(f"not a pool reply: {type(reply).__name__}")
 
 
-HANDLERS = {kind: handler(decide, summarize) for kind, decide in _DECIDERS.items()}
+HANDLERS: dict[type, Handler] = {kind: handler(decide, summarize) for kind, decide in _DECIDERS.items()}
 
 
-def refused(message: wire.ClientMessage, error: shared.Error, state: WorldState) -> shared.AuditColumns:
+def refused(message: shared.ClientMessage, error: shared.Error, state: WorldState) -> shared.AuditColumns:
     """The audit columns of a refused pool request (from the request alone)."""
     return summarize(message, error)

@@ -13,7 +13,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Literal, Protocol
+from typing import Literal, Protocol, TypeVar
 
 RULESET = "pool"
 # The tables whose words the cards show translated (extracted by bridge/i18n_extract.py).
@@ -333,9 +333,15 @@ class StatRowLike(Protocol):
     """One row of a world's stat table: scores from ``min_score`` up (to the next row) have the
     signed ``die`` and the flat ``modifier``."""
 
-    min_score: int
-    die: int
-    modifier: int
+    @property
+    def min_score(self) -> int: ...
+    @property
+    def die(self) -> int: ...
+    @property
+    def modifier(self) -> int: ...
+
+
+Row = TypeVar("Row", bound=StatRowLike)
 
 
 def stat_table_problems(rows: Sequence[StatRowLike]) -> list[Refused]:
@@ -365,7 +371,7 @@ def dc_table_problems(dcs: Sequence[int]) -> list[Refused]:
     return problems
 
 
-def stat_row(score: int, rows: Sequence[StatRowLike]) -> StatRowLike | None:
+def stat_row(score: int, rows: Sequence[Row]) -> Row | None:
     """P11: the row of a (valid) stat table that a stat ``score`` falls in: the last row whose
     ``min_score`` is at most ``score``; None below the first row or for an empty table."""
     found = None

@@ -8,7 +8,7 @@ rolls may be asked for by its owners or a GM.
 
 from __future__ import annotations
 
-from typing import Annotated, Literal
+from typing import TYPE_CHECKING, Annotated, Literal
 
 from msgspec import Meta
 
@@ -24,10 +24,17 @@ __all__ = [
     "PoolRerolled",
 ]  # the aliases below (Mode, Tier, ...) stay here: other rulesets may use the same words
 
-CharacterKind = Literal[_pool_rules.CHARACTER_KINDS]
+# A Literal built from a rules table: msgspec and the schemas read it at run time; to a type
+# checker, which cannot evaluate it, the value is a str.
+if TYPE_CHECKING:
+    CharacterKind = str
+    SaveName = str
+    D20RollKind = str
+else:
+    CharacterKind = Literal[_pool_rules.CHARACTER_KINDS]
+    SaveName = Literal[_pool_rules.SAVES]
+    D20RollKind = Literal[_pool_rules.D20_ROLL_KINDS]
 Mode = Literal["normal", "advantage", "disadvantage"]
-SaveName = Literal[_pool_rules.SAVES]
-D20RollKind = Literal[_pool_rules.D20_ROLL_KINDS]
 LedgerAction = Literal["character", "session_start", "session_end", "rest", "award", "level_gained",
                        "stamina", "query"]
 
@@ -46,14 +53,14 @@ RollVisibility = Annotated[Visibility, Meta(description=(
 CharacterIds = Annotated[list[Id], Meta(max_length=64)]
 
 
-class PoolGmRequest(UserRequest, kw_only=True):
+class PoolGmRequest(UserRequest, kw_only=True, frozen=True):
     """Base of the GM's ledger requests: refused with ``forbidden`` unless ``user_is_gm``."""
 
     user_name: Name | None = None
     user_is_gm: bool = False
 
 
-class PoolStatRow(Part, kw_only=True):
+class PoolStatRow(Part, kw_only=True, frozen=True):
     """One row of the world's stat table (P11): scores from ``min_score`` up to the next row's
     have the signed stat ``die`` (6 = d6, -4 = a negative d4, 0 = no die) and the flat
     ``modifier``."""
@@ -63,7 +70,7 @@ class PoolStatRow(Part, kw_only=True):
     modifier: StatValue
 
 
-class PoolConfig(Part, kw_only=True):
+class PoolConfig(Part, kw_only=True, frozen=True):
     """The tables the seed lacks, as the GM gives them (P11); null = not configured, and nothing
     is invented in its place. ``task_tier_names``: the names of task tiers 2, 3, 4 (1 is Basic,
     5 Legendary). ``dc_by_effect_tier``: the DCs of effect tiers 1..5. ``stat_table``: score ->
@@ -75,21 +82,21 @@ class PoolConfig(Part, kw_only=True):
     narrative_consequences: bool = False
 
 
-class PoolConfigure(PoolGmRequest, tag="pool_configure", kw_only=True):
+class PoolConfigure(PoolGmRequest, tag="pool_configure", kw_only=True, frozen=True):
     """The GM sets the world's pool configuration (replacing the whole of it). Answered with
     ``pool_configured``; a table that fails validation is refused ``bad_message`` naming it."""
 
     config: PoolConfig
 
 
-class PoolConfigured(BridgeMessage, tag="pool_configured", kw_only=True):
+class PoolConfigured(BridgeMessage, tag="pool_configured", kw_only=True, frozen=True):
     """The world's pool configuration after a ``pool_configure``."""
 
     event_id: str
     config: PoolConfig
 
 
-class PoolCharacter(PoolGmRequest, tag="pool_character", kw_only=True):
+class PoolCharacter(PoolGmRequest, tag="pool_character", kw_only=True, frozen=True):
     """The GM enters a character in the ledger or updates it: its ``kind`` (only ``pc`` holds
     Fate, P5/P12), ``level``, ``stamina`` and the Foundry users who own it. Fate and Destiny are
     kept; a new player character entered while a session is open gets its 3 session Fate."""
@@ -102,44 +109,44 @@ class PoolCharacter(PoolGmRequest, tag="pool_character", kw_only=True):
     owner_user_ids: Annotated[list[Id], Meta(max_length=64)] = []
 
 
-class PoolSessionStart(PoolGmRequest, tag="pool_session_start", kw_only=True):
+class PoolSessionStart(PoolGmRequest, tag="pool_session_start", kw_only=True, frozen=True):
     """A session starts (P5): every player character's session Fate becomes 3, the old session
     Fate gone."""
 
 
-class PoolSessionEnd(PoolGmRequest, tag="pool_session_end", kw_only=True):
+class PoolSessionEnd(PoolGmRequest, tag="pool_session_end", kw_only=True, frozen=True):
     """The session ends (P5): what is left of every player character's session Fate is gone."""
 
 
-class PoolRest(PoolGmRequest, tag="pool_rest", kw_only=True):
+class PoolRest(PoolGmRequest, tag="pool_rest", kw_only=True, frozen=True):
     """A Rest (P8): the listed player characters' earned Fate becomes Destiny (empty list: every
     player character). Session Fate is not converted."""
 
     character_ids: CharacterIds = []
 
 
-class PoolAward(PoolGmRequest, tag="pool_award", kw_only=True):
+class PoolAward(PoolGmRequest, tag="pool_award", kw_only=True, frozen=True):
     """The GM awards ``amount`` earned Fate to each listed player character (P5)."""
 
     character_ids: Annotated[list[Id], Meta(min_length=1, max_length=64)]
     amount: Annotated[int, Meta(ge=1, le=99)] = 1
 
 
-class PoolLevelGained(PoolGmRequest, tag="pool_level_gained", kw_only=True):
+class PoolLevelGained(PoolGmRequest, tag="pool_level_gained", kw_only=True, frozen=True):
     """The character gains a level (P8): level + 1, Destiny reset to 0. Refused ``not_eligible``
     with no Destiny (the seed: a level costs at least 1) or at level 10."""
 
     character_id: Id
 
 
-class PoolSetStamina(PoolGmRequest, tag="pool_set_stamina", kw_only=True):
+class PoolSetStamina(PoolGmRequest, tag="pool_set_stamina", kw_only=True, frozen=True):
     """The GM sets a character's stamina (e.g. after a Recovery)."""
 
     character_id: Id
     stamina: Count
 
 
-class PoolLedgerQuery(UserRequest, tag="pool_ledger_query", kw_only=True):
+class PoolLedgerQuery(UserRequest, tag="pool_ledger_query", kw_only=True, frozen=True):
     """Read ledger entries: the listed characters, or (empty) every character the user may see:
     all for a GM, the owned ones for a player. Changes nothing. Answered with ``pool_ledger``."""
 
@@ -147,7 +154,7 @@ class PoolLedgerQuery(UserRequest, tag="pool_ledger_query", kw_only=True):
     character_ids: CharacterIds = []
 
 
-class PoolLedgerEntry(OutPart, kw_only=True):
+class PoolLedgerEntry(OutPart, kw_only=True, frozen=True):
     """A character's ledger after a decision. ``fate`` is what it may spend (session + earned);
     ``destiny`` is never spendable as Fate (P8); ``tier`` is half the level rounded up."""
 
@@ -164,7 +171,7 @@ class PoolLedgerEntry(OutPart, kw_only=True):
     fate: int
 
 
-class PoolLedger(BridgeMessage, tag="pool_ledger", kw_only=True):
+class PoolLedger(BridgeMessage, tag="pool_ledger", kw_only=True, frozen=True):
     """The ledger entries a GM request changed (or a query read), with ``action`` naming it.
     ``session_open`` is whether a session runs; ``card`` a chat card for GM changes (null for
     ``query``)."""
@@ -176,7 +183,7 @@ class PoolLedger(BridgeMessage, tag="pool_ledger", kw_only=True):
     card: Card | None = None
 
 
-class PoolRoller(UserRequest, kw_only=True):
+class PoolRoller(UserRequest, kw_only=True, frozen=True):
     """Base of a roll asked for a character: allowed to its owners and GMs (``forbidden``
     otherwise). ``user_id`` is Foundry's sender id. ``visibility``: who sees the result
     (:data:`RollVisibility`; absent: not public, so not on the overlay)."""
@@ -189,7 +196,7 @@ class PoolRoller(UserRequest, kw_only=True):
     visibility: RollVisibility | None = None
 
 
-class PoolCheck(PoolRoller, tag="pool_check", kw_only=True):
+class PoolCheck(PoolRoller, tag="pool_check", kw_only=True, frozen=True):
     """A dice-pool check (P1-P4, P6, P10). Give the stat as ``stat_modifier`` or as
     ``stat_score`` (looked up in the world's stat table, P11), exactly one. ``task_tier`` is the
     task's tier 1..5; ``successes_needed`` overrides it when a rule gives its own number (P4).
@@ -205,14 +212,14 @@ class PoolCheck(PoolRoller, tag="pool_check", kw_only=True):
     fate: Count = 0
 
 
-class PoolFateSpent(OutPart, kw_only=True):
+class PoolFateSpent(OutPart, kw_only=True, frozen=True):
     """Fate taken by a decision (P5): session Fate first, then earned Fate."""
 
     from_session: int
     from_earned: int
 
 
-class PoolDie(OutPart, kw_only=True):
+class PoolDie(OutPart, kw_only=True, frozen=True):
     """One d6 of a check (P2): its ``face``, whether it was an ``explosion`` (rolled for a 6),
     a ``success``, and for a 1 whether it ``paid`` (cost stamina or paid Fate; null for other
     faces)."""
@@ -223,7 +230,7 @@ class PoolDie(OutPart, kw_only=True):
     paid: bool | None = None
 
 
-class PoolCheckRolled(BridgeMessage, tag="pool_check_rolled", kw_only=True):
+class PoolCheckRolled(BridgeMessage, tag="pool_check_rolled", kw_only=True, frozen=True):
     """A check's result. ``pool_size`` = stat modifier (0 if negative) + Tier + ``fate_spent``
     dice; ``threshold`` the lowest succeeding face; ``pass_chance`` the exact chance the pool had
     (0..1); ``stamina_lost``/``fate_gained`` what the 1s did (P2, P10, P12); ``character`` the
@@ -252,7 +259,7 @@ class PoolCheckRolled(BridgeMessage, tag="pool_check_rolled", kw_only=True):
     card: Card
 
 
-class PoolSave(PoolRoller, tag="pool_save", kw_only=True):
+class PoolSave(PoolRoller, tag="pool_save", kw_only=True, frozen=True):
     """A save (P9): d20 + the save stat's die + the Fate die + Tier + ``bonus`` vs the DC. The
     dice come from the world's stat table (P11): ``stat_score`` (not needed for a Fate save,
     whose Fate die is rolled once) and ``fate_score``. The DC is ``dc``, or the world's DC of
@@ -269,7 +276,7 @@ class PoolSave(PoolRoller, tag="pool_save", kw_only=True):
     disadvantage_sources: Sources = 0
 
 
-class PoolSaveRolled(BridgeMessage, tag="pool_save_rolled", kw_only=True):
+class PoolSaveRolled(BridgeMessage, tag="pool_save_rolled", kw_only=True, frozen=True):
     """A save's result (P9): the d20s and the kept one, the stat die and Fate die as
     ``[signed faces, rolled value]`` (``fate_die`` null on a Fate save: rolled once as its stat
     die), the total vs ``dc``."""
@@ -293,7 +300,7 @@ class PoolSaveRolled(BridgeMessage, tag="pool_save_rolled", kw_only=True):
     card: Card
 
 
-class PoolD20Roll(Part, kw_only=True):
+class PoolD20Roll(Part, kw_only=True, frozen=True):
     """A d20 roll seen in chat (read from the ChatMessage's Roll JSON): who rolled it, the
     ``kind`` (P7), the d20 results (one, or two at advantage/disadvantage), the roll's ``total``
     and, when known, the ``dc`` it was against."""
@@ -307,7 +314,7 @@ class PoolD20Roll(Part, kw_only=True):
     label: Name | None = None
 
 
-class PoolReroll(UserRequest, tag="pool_reroll", kw_only=True):
+class PoolReroll(UserRequest, tag="pool_reroll", kw_only=True, frozen=True):
     """Pay 1 Fate to reroll a d20 roll (P7), session Fate first. ``roll_id``: the ChatMessage id
     of a d20 roll (then ``roll`` gives it, the first time), or the ``roll_id`` of a bridge save
     or an earlier reroll. Once the bridge holds a roll, its own latest roll is rerolled and
@@ -323,7 +330,7 @@ class PoolReroll(UserRequest, tag="pool_reroll", kw_only=True):
     visibility: RollVisibility | None = None
 
 
-class PoolRerolled(BridgeMessage, tag="pool_rerolled", kw_only=True):
+class PoolRerolled(BridgeMessage, tag="pool_rerolled", kw_only=True, frozen=True):
     """A d20 reroll (P7): the new d20s replace the old, the kept one by the same mode; only it
     changes the total. ``passed`` when the roll's DC is known. ``rerolls`` counts the rerolls of
     this roll so far."""

@@ -86,7 +86,7 @@ def sohl_fate_card(data: SohlFateCardData) -> wire.Card:
         outcome_text = _("kept, gain +%(gain)d") % {"gain": data.gain}
     label_before, name_before = level_text(data.level_before, data.basic)
     label_after, name_after = (None, None) if data.level_after is None else level_text(data.level_after, data.basic)
-    variables = {
+    variables: dict[str, object] = {
         "message_id": data.message_id,
         "outcome": data.outcome,
         "label_before": label_before,

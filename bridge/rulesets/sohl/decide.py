@@ -24,11 +24,13 @@ and ``outside`` (the evidence), so the test reads fated exactly as after a Fate 
 
 from __future__ import annotations
 
+from typing import TypedDict
+
 import msgspec
 
 from . import cards, wire
 from ... import wire as shared
-from ...ruleset import Outcome, rolling
+from ...ruleset import Handler, Outcome, rolling
 from ...dice import Dice
 from ...errors import AlreadyFated, BadMessage, Forbidden, NoCharges, NotEligible, NotFound
 from ...i18n import N_, _
@@ -211,11 +213,11 @@ def _context(
 def _offer(ctx: sohl.FateContext, actor: wire.SohlActor) -> wire.FateOffer:
     """S4, S5, S8: the Fate offer for a graded test."""
     reasons = sohl.withheld_reasons(ctx)
-    usable_aura = actor.aura is not None and "no_aura" not in reasons
+    usable_aura = None if "no_aura" in reasons else actor.aura
     return wire.FateOffer(
         eligible=not reasons,
         reasons=reasons,
-        fate_ml=sohl.fate_ml(actor.aura.eml) if usable_aura else None,
+        fate_ml=None if usable_aura is None else sohl.fate_ml(usable_aura.eml),
         points=[p.point_id for p in sohl.suggested_points(ctx.points, ctx.test_code)],
     )
 
@@ -472,13 +474,13 @@ def _settle(
     actor, test = record.actor, record.test
     effects: list[wire.Effect] = []
     charges = fated.charges_before
-    if effect.outcome == "choice":
-        level_after = gain = None
+    gain = effect.gain
+    if gain is None:  # a pending choice (S9): nothing applied yet
+        level_after = None
     else:
-        gain = effect.gain
         level_after = sohl.apply_gain(record.level, gain)
         charges = sohl.charges_after(fated.charges_before, bool(effect.consumes_charge))
-        if charges != fated.charges_before:
+        if charges is not None and charges != fated.charges_before:  # unlimited (None) never changes
             spend_seq = state.next_seq()
             _add_spend(state, actor.actor_id, fated.point_id, spend_seq)
             effects.append(wire.UpdateItem(actor_id=actor.actor_id, item_id=fated.point_id,
@@ -552,15 +554,26 @@ def _settings(message: wire.Settings, state: WorldState, dice: Dice) -> Outcome:
     return Outcome(reply, shared.AuditColumns(outcome="settings"), None, {"fate_option": settings.fate_option})
 
 
-def _columns(message: wire.ClientMessage, record: GradedRecord | None) -> dict[str, object]:
+class _RecordColumns(TypedDict):
+    """The audit columns :func:`_columns` gives, spread into ``AuditColumns``."""
+
+    ruleset: str
+    message_id: str | None
+    actor_id: str | None
+    actor_name: str | None
+    test_name: str | None
+
+
+def _columns(message: shared.ClientMessage, record: GradedRecord | None) -> _RecordColumns:
     """The audit columns every sohl record has: the ChatMessage, actor and test (from the
     request's snapshot, or the graded record a Fate request names)."""
-    graded = message.actor if isinstance(message, wire.TestRolled) else None
-    actor = graded or (record and record.actor)
-    test = message.test if isinstance(message, wire.TestRolled) else record and record.test
-    return dict(ruleset=sohl.RULESET, message_id=getattr(message, "message_id", None),
-                actor_id=actor and actor.actor_id, actor_name=actor and actor.name,
-                test_name=test and test.name)
+    source = message if isinstance(message, wire.TestRolled) else record
+    actor = None if source is None else source.actor
+    test = None if source is None else source.test
+    return _RecordColumns(ruleset=sohl.RULESET, message_id=getattr(message, "message_id", None),
+                          actor_id=None if actor is None else actor.actor_id,
+                          actor_name=None if actor is None else actor.name,
+                          test_name=None if test is None else test.name)
 
 
 def _graded_outcome(message: wire.TestRolled, state: WorldState, dice: Dice) -> Outcome:
@@ -594,7 +607,7 @@ def _fate_outcome(message: wire.FateSpend | wire.FateChoice, reply: wire.FateRes
     return Outcome(reply, columns, card, log, card_key=reply.message_id)
 
 
-HANDLERS = {
+HANDLERS: dict[type, Handler] = {
     wire.Settings: _settings,
     wire.TestRolled: _graded_outcome,
     wire.FateSpend: _fate_spend,
@@ -603,7 +616,7 @@ HANDLERS = {
 }
 
 
-def refused(message: wire.ClientMessage, error: shared.Error, state: WorldState) -> shared.AuditColumns:
+def refused(message: shared.ClientMessage, error: shared.Error, state: WorldState) -> shared.AuditColumns:
     """The audit columns of a refused sohl request: the graded record it names (peeked: not an
     input of the decision) and the error code."""
     if isinstance(message, wire.Settings):

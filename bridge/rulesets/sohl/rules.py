@@ -12,7 +12,7 @@ import functools
 import re
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
-from typing import Protocol
+from typing import Literal, Protocol
 
 RULESET = "sohl"
 # The tables whose words the cards show translated (extracted by bridge/i18n_extract.py).
@@ -53,13 +53,16 @@ WITHHELD_REASONS = (
 AURA_CODE = "aur"
 
 
+FateOutcome = Literal["lost", "kept", "spent", "choice"]  # S9: what a Fate Test did to the point
+
+
 @dataclass(frozen=True, slots=True)
 class FateEffect:
     """What a Fate Test result does (S9): ``outcome`` (lost/kept/spent/choice), ``gain`` in
     success levels (None while a choice is pending) and whether a charge is consumed (None while
     pending)."""
 
-    outcome: str
+    outcome: FateOutcome
     gain: int | None
     consumes_charge: bool | None
 
@@ -79,12 +82,16 @@ CS_CHOICE_TABLE = {
 
 
 class PointLike(Protocol):
-    """A Fate Point as the rules read it (``bridge.wire.FatePoint`` fits)."""
+    """A Fate Point as the rules read it (``bridge.wire.FatePoint`` fits); read only."""
 
-    point_id: str
-    name: str
-    skill_code: str | None
-    charges: int | None
+    @property
+    def point_id(self) -> str: ...
+    @property
+    def name(self) -> str: ...
+    @property
+    def skill_code(self) -> str | None: ...
+    @property
+    def charges(self) -> int | None: ...
 
 
 # --- S1-S3: grading ----------------------------------------------------------------------------

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from typing import Annotated, Literal, Union
+from typing import TYPE_CHECKING, Annotated, Literal
 
 from msgspec import Meta
 
@@ -16,22 +16,27 @@ LevelShift = Annotated[int, Meta(ge=-20, le=20, description="Success levels.")]
 Charges = Annotated[int, Meta(ge=0, le=10_000, description="Charges left.")]
 
 TestKind = Literal["skill", "attribute", "mystical", "fate"]
-Outcome = Literal["lost", "kept", "spent", "choice"]
+Outcome = _sohl_rules.FateOutcome
 Choice = Literal["spend", "keep"]
 Evidence = Literal["raised_level", "fate_card"]  # what SoHL posted when it fated a test itself
-WithheldReason = Literal[_sohl_rules.WITHHELD_REASONS]  # S5, in the order reasons are reported
+# A Literal built from a rules table: msgspec and the schemas read it at run time; to a type
+# checker, which cannot evaluate it, the value is a str.
+if TYPE_CHECKING:
+    WithheldReason = str
+else:
+    WithheldReason = Literal[_sohl_rules.WITHHELD_REASONS]  # S5, in the order reasons are reported
 # S12: the world settings ``welcome`` carries are the shared wire's (``WorldSettings``, its
 # ``FateOption``); their options are these rules' (tests/test_wire.py checks they agree).
 
 
-class Aura(Part, kw_only=True):
+class Aura(Part, kw_only=True, frozen=True):
     """The actor's Aura attribute: its EML and whether it is disabled (S5 ``no_aura``)."""
 
     eml: Eml
     disabled: bool = False
 
 
-class FatePoint(Part, kw_only=True):
+class FatePoint(Part, kw_only=True, frozen=True):
     """One Fate Point source (a SoHL Fate Mystery). ``skill_code`` null = general point;
     ``charges`` null = unlimited (S7). ``spend_seq``: the ``spend_seq`` of the last
     ``update_item`` the module applied to this item (its flag ``fate-bridge.spend_seq``), null
@@ -45,7 +50,7 @@ class FatePoint(Part, kw_only=True):
     spend_seq: Annotated[int, Meta(ge=0, le=2**53)] | None = None
 
 
-class SohlActor(Part, kw_only=True):
+class SohlActor(Part, kw_only=True, frozen=True):
     """Snapshot of the rolling actor, taken by the module when the test is sent.
 
     ``owner_user_ids`` lists every Foundry user with OWNER permission on the actor (GMs included,
@@ -61,7 +66,7 @@ class SohlActor(Part, kw_only=True):
     fate_points: Annotated[list[FatePoint], Meta(max_length=64)] = []
 
 
-class SohlTest(Part, kw_only=True):
+class SohlTest(Part, kw_only=True, frozen=True):
     """The rolled Success Test, as on the chat card.
 
     ``eml``: the target the test was rolled at (S1: graded as is, not clamped). ``roll``: the d100.
@@ -83,7 +88,7 @@ class SohlTest(Part, kw_only=True):
     item_id: Id | None = None
 
 
-class TestRolled(Request, tag="test_rolled", kw_only=True):
+class TestRolled(Request, tag="test_rolled", kw_only=True, frozen=True):
     """A Success Test appeared in chat; the bridge grades it and says whether Fate may touch it.
     Answered with ``test_graded``. Sending it again for an unfated ``message_id`` refreshes the
     snapshot (fresh charges); for a fated one, the stored grading comes back with
@@ -107,7 +112,7 @@ class TestRolled(Request, tag="test_rolled", kw_only=True):
     visibility: Visibility = "public"
 
 
-class FatedOutside(Request, tag="fated_outside", kw_only=True):
+class FatedOutside(Request, tag="fated_outside", kw_only=True, frozen=True):
     """SoHL fated a graded test itself, outside the bridge (S11: a client without the
     module, a message posted before it was enabled, a GM on purpose); the module saw it in what
     SoHL posted. The bridge records it on the trail, and the test, and every message of it, is
@@ -126,7 +131,7 @@ class FatedOutside(Request, tag="fated_outside", kw_only=True):
     card_message_id: Id | None = None
 
 
-class FateOffer(OutPart, kw_only=True):
+class FateOffer(OutPart, kw_only=True, frozen=True):
     """Whether Fate may touch the result (S5), the Fate ML (S4) and the applicable points in
     suggested order (S8). ``reasons`` is empty exactly when ``eligible``."""
 
@@ -136,14 +141,14 @@ class FateOffer(OutPart, kw_only=True):
     points: list[str]
 
 
-class LevelMismatch(OutPart, kw_only=True):
+class LevelMismatch(OutPart, kw_only=True, frozen=True):
     """S1: the level SoHL reported differs from the bridge's grading; the bridge's stands."""
 
     reported: int
     graded: int
 
 
-class TestGraded(BridgeMessage, tag="test_graded", kw_only=True):
+class TestGraded(BridgeMessage, tag="test_graded", kw_only=True, frozen=True):
     """The bridge's grading of a ``test_rolled`` (S1-S3) and its Fate offer (S4-S8)."""
 
     event_id: str
@@ -156,7 +161,7 @@ class TestGraded(BridgeMessage, tag="test_graded", kw_only=True):
     mismatch: LevelMismatch | None = None
 
 
-class FateSpend(UserRequest, tag="fate_spend", kw_only=True):
+class FateSpend(UserRequest, tag="fate_spend", kw_only=True, frozen=True):
     """A user asks to spend ``point_id`` on the graded result ``message_id``. ``user_id`` is the
     Foundry user who clicked (the module relays Foundry's sender id, never a client claim);
     ``user_is_gm`` is Foundry's ``user.isGM`` for that user, looked up by the GM's module.
@@ -169,7 +174,7 @@ class FateSpend(UserRequest, tag="fate_spend", kw_only=True):
     user_is_gm: bool = False
 
 
-class FateChoice(UserRequest, tag="fate_choice", kw_only=True):
+class FateChoice(UserRequest, tag="fate_choice", kw_only=True, frozen=True):
     """The answer to a pending Fate Test Critical Success (S9): ``spend`` for +2 or ``keep`` for
     +1, by the player who spent or a GM (``user_is_gm``). Answered with ``fate_resolved``
     (outcome ``spent`` / ``kept``)."""
@@ -180,7 +185,7 @@ class FateChoice(UserRequest, tag="fate_choice", kw_only=True):
     user_is_gm: bool = False
 
 
-class PointAfter(OutPart, kw_only=True):
+class PointAfter(OutPart, kw_only=True, frozen=True):
     """The point used and what it holds after the Fate Test; ``charges_after`` null = unlimited."""
 
     point_id: str
@@ -188,7 +193,7 @@ class PointAfter(OutPart, kw_only=True):
     charges_after: int | None
 
 
-class UpdateItem(OutPart, tag="update_item", tag_field="kind", kw_only=True):
+class UpdateItem(OutPart, tag="update_item", tag_field="kind", kw_only=True, frozen=True):
     """Set ``path`` on the actor's embedded item to ``value`` (e.g. a Mystery's charges) and,
     in the same update, the item's flag ``fate-bridge.spend_seq`` to ``spend_seq`` (the
     bridge's number for this spend; sent back in the point's snapshot)."""
@@ -200,7 +205,7 @@ class UpdateItem(OutPart, tag="update_item", tag_field="kind", kw_only=True):
     spend_seq: int
 
 
-class FatedFlag(OutPart, kw_only=True):
+class FatedFlag(OutPart, kw_only=True, frozen=True):
     """The value of the ``fated`` flag on a fated ChatMessage: the Fate Test's ``outcome``,
     whether a CS choice is ``pending``, the level after (null while pending) and the
     ``event_id`` that fated it (S11)."""
@@ -211,7 +216,7 @@ class FatedFlag(OutPart, kw_only=True):
     event_id: str
 
 
-class FlagMessage(OutPart, tag="flag_message", tag_field="kind", kw_only=True):
+class FlagMessage(OutPart, tag="flag_message", tag_field="kind", kw_only=True, frozen=True):
     """Set the module's flag ``key`` on ChatMessage ``message_id`` (scope ``fate-bridge``)."""
 
     message_id: str
@@ -219,10 +224,10 @@ class FlagMessage(OutPart, tag="flag_message", tag_field="kind", kw_only=True):
     value: FatedFlag
 
 
-Effect = Union[UpdateItem, FlagMessage]
+Effect = UpdateItem | FlagMessage
 
 
-class FateResolved(BridgeMessage, tag="fate_resolved", kw_only=True):
+class FateResolved(BridgeMessage, tag="fate_resolved", kw_only=True, frozen=True):
     """The Fate Test and what it did (S9-S11). On ``outcome: "choice"`` (a Fate Test CS)
     ``level_after`` is null until a ``fate_choice`` arrives. ``fate_level`` is the Fate Test's own
     success level; ``gain`` the success levels added to the original test."""
@@ -245,7 +250,7 @@ class FateResolved(BridgeMessage, tag="fate_resolved", kw_only=True):
     choice_by: list[str] = []
 
 
-class Settings(Request, tag="settings", kw_only=True):
+class Settings(Request, tag="settings", kw_only=True, frozen=True):
     """The GM's client sets the world's settings (S12); answered with ``settings_applied``.
     ``event_id`` is optional here: settings are idempotent by nature."""
 
@@ -253,7 +258,7 @@ class Settings(Request, tag="settings", kw_only=True):
     fate_option: FateOption
 
 
-class SettingsApplied(BridgeMessage, tag="settings_applied", kw_only=True):
+class SettingsApplied(BridgeMessage, tag="settings_applied", kw_only=True, frozen=True):
     """The world's settings after a ``settings`` message."""
 
     ref: str | None
