@@ -84,9 +84,9 @@ class Limits:
     # caps the load a flood makes (tokens are 256 random bits, never guessed), and how long a
     # correct token from the flooding address (a GM behind the same NAT) waits once it stops
     failed_hello_rate: float = 10.0  # failed hellos per second from addresses never seen succeed
-    new_address_rate: float = 50.0  # new connections per second, all addresses that never completed a
+    new_address_rate: float = 20.0  # new connections per second, all addresses that never completed a
     # hello together (a flood spread over many addresses): one accept and a 503 past it, no handshake
-    new_address_burst: int = 200  # ... in bursts of this many (the GMs reconnecting after a restart)
+    new_address_burst: int = 100  # ... in bursts of this many (the GMs reconnecting after a restart)
 
 
 FailureKey = tuple[str, str | None]  # (address, world id as the hello gave it, or ANY_WORLD)
