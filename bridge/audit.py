@@ -550,7 +550,7 @@ def _check_heads(report: WorldReport, trail: Trail, hashes: dict[int, str], last
         report.last_checkpoint = max(report.last_checkpoint or 0, last_good)
     current = periods[-1][1]
     if public_key is not None and current is not None and current != public_key_text(public_key):
-        problems.append(Problem(0, "key", f"the trail is signed by key {_key_id_of(current)}, not by the given key "
+        problems.append(Problem(0, "key", f"the trail is signed by key {key_id_of(current)}, not by the given key "
                                           f"{key_id(public_key)}: a swapped key, or the wrong --public-key"))
     if trail.heads and public_key is None:
         report.notes.append("no public key given: heads checked against the key they carry "
@@ -559,7 +559,9 @@ def _check_heads(report: WorldReport, trail: Trail, hashes: dict[int, str], last
         report.notes.append(f"records {last_good + 1}..{last_seq} are chained but not yet covered by a signed head")
 
 
-def _key_id_of(text: str) -> str:
+def key_id_of(text: str) -> str:
+    """The key id (:func:`bridge.receipts.key_id`) of a public key in its text form, ``"?"`` when
+    the text is not a public key."""
     try:
         return key_id(parse_public_key(text))
     except ValueError:

@@ -340,7 +340,7 @@ def signing_key_problem(signed_by: set[str], key: Ed25519PrivateKey | None, path
     silently: ``audit new-key`` does it, in the chain."""
     if not signed_by:
         return None
-    names = ", ".join(sorted(_key_id_of(k) for k in signed_by))
+    names = ", ".join(sorted(audit.key_id_of(k) for k in signed_by))
     if key is None:
         return (f"the audit trail is signed by key {names}, but there is no signing key at {path}: "
                 "restore that key from your backup (or pass --signing-key), or start a new key "
@@ -403,13 +403,6 @@ def make_missing_keys(store: Store, audit_path: Path, signing_path: Path) -> lis
         store.audit_key = load_key(audit_path, create=True)
         made.append(audit_path)
     return made
-
-
-def _key_id_of(text: str) -> str:
-    try:
-        return key_id(parse_public_key(text))
-    except ValueError:
-        return "?"
 
 
 async def _new_key(db: Path | str, args: argparse.Namespace) -> int:

@@ -2,9 +2,8 @@
 trail and the revealed seed alone, and count physical dice and GM overrides per session.
 
 Pure: it takes decoded :class:`~bridge.audit.AuditRecord` values (any object with their fields),
-from the database (:func:`records_of_rows`) or from an exported trail
-(:func:`records_of_export`: the one place that reads the export format, ``audit export
---format jsonl`` today). ``fate-bridge audit verify`` runs :func:`check_dice` on every world
+from the store or from an exported trail (:func:`records_of_export`: the one place that reads
+the export format, ``audit export --format jsonl`` today). ``fate-bridge audit verify`` runs :func:`check_dice` on every world
 (``bridge.audit.verify_world``); the ``/verify`` page does the same in a browser.
 """
 
@@ -170,13 +169,6 @@ def physical_per_session(records: Iterable[Any]) -> dict[str | None, int]:
         if physical:
             counts[record.dice_session] = counts.get(record.dice_session, 0) + physical
     return counts
-
-
-def records_of_rows(rows: Iterable[Any]) -> list[Any]:
-    """Decoded audit records of stored rows (``Store.audit_rows``: anything with ``record``
-    bytes), oldest first."""
-    decoder = msgspec.json.Decoder(AuditRecord)
-    return sorted((decoder.decode(row.record) for row in rows), key=lambda r: (r.world_id, r.seq))
 
 
 def records_of_export(text: str) -> list[Any]:
