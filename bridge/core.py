@@ -12,7 +12,8 @@ writes, audit entry, reply frame) and to the sockets (the overlay frame, the log
    through the recording);
 2. :func:`rule`, the routed handler, on a :class:`~bridge.record.RecordingState` and
    :class:`~bridge.record.RecordingDice` (every read and die recorded); a
-   :class:`~bridge.errors.Refusal` becomes the refused :class:`~bridge.ruleset.Outcome`;
+   :class:`~bridge.errors.Refusal` (its words as data) becomes the refused
+   :class:`~bridge.ruleset.Outcome`, its message translated then (:func:`refused`);
 3. every die used (``check_all_used``) and the "Physical dice" line on the card
    (:func:`bridge.fairness.decide.with_physical_mark`);
 4. the audit entry, the overlay frame and the reply frame (:func:`bridge.replies.decision_frame`).
@@ -44,7 +45,7 @@ from .dice import Dice
 from .errors import Refusal
 from .fairness import decide as fairness
 from .fairness.provable import TableDice
-from .replies import decision_frame
+from .replies import decision_frame, error_reply
 from .record import AuditEntry, Decision, RecordingDice, RecordingState, sorted_json
 from .ruleset import Handler, Outcome, Query, Refused
 from .state import WorldState
@@ -161,26 +162,23 @@ def named_decision(message: wire.Request) -> tuple[str, Refusal] | None:
 
 def rule(message: wire.Request, state: WorldState, dice: Dice) -> Outcome:
     """The handler's :class:`~bridge.ruleset.Outcome` of one request of any installed ruleset or
-    of the dice layer (sohl's ``settings`` included).
-
-    A handler's :class:`~bridge.errors.Refusal` becomes an Outcome too (:func:`refused`); the
-    caller must undo what the handler wrote. Raises ``TypeError`` for a message that is not a
-    decision (``hello``, ``ping``, ``audit_query``: the session answers those)."""
+    of the dice layer (sohl's ``settings`` included); its :class:`~bridge.errors.Refusal`
+    propagates (:func:`decide` makes it the refused Outcome, :func:`refused`, and undoes what the
+    handler wrote). Raises ``TypeError`` for a message that is not a decision (``hello``,
+    ``ping``, ``audit_query``: the session answers those)."""
     route = routes().get(type(message))
     if not isinstance(route, Decides):
         raise TypeError(f"{type(message).__name__} is not a decision message")
-    try:
-        return route.handler(message, state, dice)
-    except Refusal as refusal:
-        return refused(message, refusal, state)
+    return route.handler(message, state, dice)
 
 
-def refused(message: wire.Request, refusal: Refusal, state: WorldState) -> Outcome:
+def refused(message: wire.Request, refusal: Refusal, state: WorldState, language: str) -> Outcome:
     """The :class:`~bridge.ruleset.Outcome` of ``message`` refused with ``refusal`` (by its
     handler, or by the dice table before it ran, e.g. a die of a provable world with no dice
-    session): the ``error`` reply (``ref`` = the ``event_id``), its ruleset's refusal columns
+    session): the ``error`` reply (``ref`` = the ``event_id``; its message in ``language``,
+    :func:`bridge.replies.error_reply`), its ruleset's refusal columns
     (:attr:`Ruleset.refused <bridge.ruleset.Ruleset.refused>`), the code and field as log keys."""
-    error = wire.error_reply(refusal, message.event_id)
+    error = error_reply(refusal, message.event_id, language)
     route = routes()[type(message)]
     assert isinstance(route, Decides)
     columns = route.refused(message, error, state)
@@ -226,7 +224,7 @@ def decide(message: wire.Request, state: WorldState, dice: Dice, *, message_byte
                 table.check_all_used()
                 outcome = fairness.with_physical_mark(outcome, rolled.rolled, table.draws)
         except Refusal as refusal:
-            outcome = refused(message, refusal, state)
+            outcome = refused(message, refusal, state, language)
     ok = not outcome.refused
     draws = table.draws if table is not None and table.draws else None
     event_id = message.event_id

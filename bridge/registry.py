@@ -25,7 +25,7 @@ import msgspec
 from . import i18n, wire
 from .errors import BadMessage, UnknownMessage
 from .fairness import wire as dice_wire
-from .i18n import _
+from .i18n import N_
 from .ruleset import CardText, Era, Ruleset
 from .rulesets import hmtw, mythic, pool, sohl
 from .wire import audit_window, guard, overlay, session
@@ -156,7 +156,7 @@ def decode_client(frame: bytes | str) -> Any:
     except msgspec.ValidationError as exc:
         text = str(exc)
         if "Invalid value" in text and text.endswith("- at `$.type`"):
-            raise UnknownMessage(_("unknown message type %(type)s") % {"type": _tag_of(text)}, field="type") from None
+            raise UnknownMessage(N_("unknown message type %(type)s"), {"type": _tag_of(text)}, field="type") from None
         raise BadMessage(text, field=wire.error_field(text)) from None
     except msgspec.DecodeError as exc:
         raise guard.undecodable(frame, exc) from None

@@ -42,8 +42,9 @@ from .credentials import hash_token, new_token, parse_invite_code, token_matches
 from .dice import Dice
 from .metrics import Metrics
 from .errors import (LeaseLost, WorldNotRegistered, BadMessage, Forbidden, Internal, NotFound, RateLimited,
-                     Refusal, StorageUnavailable, Unauthorized, Unavailable)
+                     Refusal, StorageUnavailable, Text, Unauthorized, Unavailable)
 from .receipts import check_receipts
+from .replies import error_frame
 from .record import sorted_json
 from .state import WorldState
 from .store.base import AuditFilter, AuditRow, Decided, Decision, Registration, Store, World
@@ -82,11 +83,6 @@ def viewer_key_matches(key: str, stored: str | None) -> bool:
     if stored is None:
         return False
     return hmac.compare_digest(key.encode(), stored.encode())
-
-
-def error_frame(refusal: Refusal, ref: str | None) -> bytes:
-    """The encoded ``error`` frame answering ``refusal`` (see :func:`bridge.wire.error_reply`)."""
-    return wire.encode(wire.error_reply(refusal, ref))
 
 
 def ref_of_message(message: wire.ClientMessage) -> str | None:
@@ -209,16 +205,12 @@ class Session:
     async def receive(self, frame: bytes | str, dice: Dice | None = None) -> Reply:
         """Handle one frame; returns the reply. ``dice`` overrides the session's dice for this
         frame only (``resolve`` lines with ``"dice"``). Never raises for bad input."""
-        with i18n.using(self.language):  # the world's (after hello): set once per frame, the core's nests in it
-            return await self._receive(frame, dice)
-
-    async def _receive(self, frame: bytes | str, dice: Dice | None) -> Reply:
         try:
             message = registry.decode_client(frame)
         except Refusal as refusal:
             self.log.info("bad_frame", code=refusal.code, field=refusal.field)
             close = None if self.is_open else CLOSE_UNAUTHORIZED
-            return Reply([error_frame(refusal, wire.ref_of(frame))], close)
+            return Reply([error_frame(refusal, wire.ref_of(frame), self.language)], close)
         try:
             return await self._handle(message, dice or self.dice)
         except LeaseLost:
@@ -230,31 +222,30 @@ class Session:
             # the store logged the outage once when it began: no line (nor traceback) per request
             if self.metrics is not None:
                 self.metrics.failed(registry.ruleset_of(message), Unavailable.code)
-            text = i18n.gettext(UNAVAILABLE_MESSAGE)
-            return Reply([error_frame(Unavailable(text, retry_after_ms=down.retry_after_ms), ref_of_message(message))])
+            unavailable = Unavailable(UNAVAILABLE_MESSAGE, retry_after_ms=down.retry_after_ms)
+            return Reply([error_frame(unavailable, ref_of_message(message), self.language)])
         except WorldNotRegistered as gone:
             self.log.info("world_not_registered")
-            return Reply([error_frame(Unauthorized(str(gone)), ref_of_message(message))], CLOSE_UNAUTHORIZED)
+            return Reply([error_frame(Unauthorized(str(gone)), ref_of_message(message), self.language)],
+                         CLOSE_UNAUTHORIZED)
         except Refusal as refusal:
-            return Reply([error_frame(refusal, ref_of_message(message))])
+            return Reply([error_frame(refusal, ref_of_message(message), self.language)])
         except Exception:
             self.log.exception("internal_error", type=type(message).__name__)
             if self.metrics is not None:
                 self.metrics.failed(registry.ruleset_of(message))
-            text = i18n.gettext(INTERNAL_MESSAGE)
-            return Reply([error_frame(Internal(text), ref_of_message(message))])
+            return Reply([error_frame(Internal(INTERNAL_MESSAGE), ref_of_message(message), self.language)])
 
     async def _handle(self, message: wire.ClientMessage, dice: Dice) -> Reply:
         accepted = isinstance(message, ACCEPTS[self.state])
         if isinstance(message, wire.Hello) and self.state is SessionState.FORWARDER:
             accepted = self.trusted  # resolve may name another world; a socket says hello once
         if not accepted:
-            refusal_type, english, close = REFUSED[self.state]
-            text = i18n.gettext(english)
-            refusal = refusal_type(text) if self.state is SessionState.NEW else refusal_type(text, field="type")
+            refusal_type, msgid, close = REFUSED[self.state]
+            refusal = refusal_type(msgid) if self.state is SessionState.NEW else refusal_type(msgid, field="type")
             if self.state is SessionState.NEW:
                 self.log.info("hello_refused", reason="not_hello", type=message.__struct_config__.tag)
-            return Reply([error_frame(refusal, ref_of_message(message))], close)
+            return Reply([error_frame(refusal, ref_of_message(message), self.language)], close)
         return await core.routes()[type(message)].serve(self, message, dice)
 
     # The coroutines of the route table (bridge.core.Shell), one per kind of route.
@@ -304,8 +295,8 @@ class Session:
         assert self.world_id is not None
         key = self.store.signing_key
         if key is None:
-            raise NotFound(i18n.gettext("this bridge has no receipt signing key, so it cannot check receipts: "
-                                        "start it with `fate-bridge serve` (which makes one)"), field="receipts")
+            raise NotFound(i18n.N_("this bridge has no receipt signing key, so it cannot check receipts: "
+                                   "start it with `fate-bridge serve` (which makes one)"), field="receipts")
         stored = await self.store.audit_hashes(self.world_id, [r.seq for r in query.receipts], registered=True)
         return Reply([wire.encode(wire.ReceiptsChecked(query_id=query.query_id, results=check_receipts(
             key.public_key(), self.world_id, query.receipts, stored)))])
@@ -317,12 +308,13 @@ class Session:
         assert self.world_id is not None
         since, until = times.query_times(query.since, query.until)
         if self.reporter is None:
-            raise NotFound(i18n.gettext("this bridge does not draw reports here: use `fate-bridge audit report`"),
+            raise NotFound(i18n.N_("this bridge does not draw reports here: use `fate-bridge audit report`"),
                            field="type")
         if await self.store.world(self.world_id) is None:
             raise WorldNotRegistered(f"world {self.world_id!r} is no longer registered")
         rows = await self.store.audit_rows(AuditFilter(world_id=self.world_id, since=since, until=until))
-        html = await self.reporter(rows, self.world_id, since)
+        with i18n.using(self.language):  # the page in the world's language
+            html = await self.reporter(rows, self.world_id, since)
         return Reply([wire.encode(wire.AuditReportPage(query_id=query.query_id, html=html))])
 
     async def hello(self, hello: wire.Hello) -> Reply:
@@ -360,12 +352,11 @@ class Session:
                       message: str) -> Reply:
         """Log ``event`` with its reason (never the token or key) and answer ``unauthorized``
         naming ``field`` (the client is not told which reason), then close 4001. ``message`` is
-        English, shown in the language the hello asks for (``client.language``)."""
+        a msgid, shown in the language the hello asks for (``client.language``)."""
         reason = "unknown_world" if world is None else f"wrong_{field}" if getattr(hello, field) else f"no_{field}"
         self.log.info(event, world_id=hello.world_id, reason=reason)
-        with i18n.using(hello.client and hello.client.language):
-            text = i18n.gettext(message)
-        return Reply([error_frame(Unauthorized(text, field=field), None)], CLOSE_UNAUTHORIZED)
+        language = i18n.normalize(hello.client.language if hello.client else None)
+        return Reply([error_frame(Unauthorized(message, field=field), None, language)], CLOSE_UNAUTHORIZED)
 
     async def register(self, message: wire.Register) -> Reply:
         """Register a world through an invite code (docs/protocol.md, Registration), or answer a
@@ -375,23 +366,24 @@ class Session:
         transaction (:meth:`Store.register_world`). One log line, never a secret."""
         gate = self.registrations
         if gate is None:
-            raise NotFound(i18n.gettext("this bridge takes no registrations here: use `fate-bridge world add`"),
+            raise NotFound(i18n.N_("this bridge takes no registrations here: use `fate-bridge world add`"),
                            field="type")
         world_id, token, code = message.world_id, new_token(), parse_invite_code(message.invite_code)
-        with i18n.using(message.client and message.client.language):
-            outcome = await self.store.collect_registration(world_id, message.request_secret, hash_token(token))
-            if outcome is None:
-                if (wait := gate.wait()) > 0:
-                    log.info("registration_refused", world_id=world_id, reason="rate_limited", address=gate.address)
-                    text = i18n.gettext("too many registrations just now: try again in {seconds} s")
-                    seconds = math.ceil(round(wait, 3))  # 54.000000001 s of float arithmetic is 54
-                    return Reply([error_frame(RateLimited(text.format(seconds=seconds)), None)], CLOSE_DONE)
-                gate.take()
-                outcome = Registration.NO_CODE if code is None else await self.store.register_world(
-                    world_id, code, hash_token(token), hash_token(message.request_secret), gate.address)
-            log.info("registration", world_id=world_id, outcome=outcome.value, address=gate.address,
-                     invite_id=code and code.invite_id)
-            return _registration_reply(world_id, outcome, token)
+        language = i18n.normalize(message.client.language if message.client else None)
+        outcome = await self.store.collect_registration(world_id, message.request_secret, hash_token(token))
+        if outcome is None:
+            if (wait := gate.wait()) > 0:
+                log.info("registration_refused", world_id=world_id, reason="rate_limited", address=gate.address)
+                seconds = math.ceil(round(wait, 3))  # 54.000000001 s of float arithmetic is 54
+                text = Text(i18n.N_("too many registrations just now: try again in {seconds} s"),
+                                 {"seconds": seconds}, braces=True)
+                return Reply([error_frame(RateLimited(text), None, language)], CLOSE_DONE)
+            gate.take()
+            outcome = Registration.NO_CODE if code is None else await self.store.register_world(
+                world_id, code, hash_token(token), hash_token(message.request_secret), gate.address)
+        log.info("registration", world_id=world_id, outcome=outcome.value, address=gate.address,
+                 invite_id=code and code.invite_id)
+        return _registration_reply(world_id, outcome, token, language)
 
     def _viewer_hello(self, hello: wire.Hello, world: World | None) -> Reply:
         """A read-only overlay viewer: the world's viewer key opens it; anything else closes it."""
@@ -429,7 +421,7 @@ class Session:
             if self.metrics is not None:
                 self.metrics.decided(registry.ruleset_of(message), refusal.code, False,
                                      self.metrics.clock() - started)
-            return Reply([error_frame(refusal, event_id)])
+            return Reply([error_frame(refusal, event_id, language)])
 
         def decision(state: WorldState) -> Decision:
             # runs on this event loop against the world's state in memory (Store.decide)
@@ -487,16 +479,17 @@ language of the ``register``'s ``client.language``; ``{world}`` is the world id)
 code (4001 for a code it refuses: counted as a failed hello, bridge/limits.py)."""
 
 
-def _registration_reply(world_id: str, outcome: Registration, token: str) -> Reply:
+def _registration_reply(world_id: str, outcome: Registration, token: str, language: str) -> Reply:
     """The answer to a ``register`` that came to ``outcome`` (``token``: the world's, sent only
-    when ``REGISTERED``), then the connection's close."""
+    when ``REGISTERED``; a refusal in ``language``), then the connection's close."""
     if outcome is Registration.REGISTERED:
         return Reply([wire.encode(wire.Registered(world_id=world_id, token=token))], CLOSE_DONE)
     if outcome is Registration.WAITING:
         waiting = wire.RegistrationPending(world_id=world_id, retry_seconds=REQUEST_POLL_SECONDS)
         return Reply([wire.encode(waiting)], CLOSE_DONE)
-    refusal, field, english, close = REGISTRATION_REFUSALS[outcome]
-    return Reply([error_frame(refusal(i18n.gettext(english).format(world=world_id), field=field), None)], close)
+    refusal, field, msgid, close = REGISTRATION_REFUSALS[outcome]
+    text = Text(msgid, {"world": world_id}, braces=True)
+    return Reply([error_frame(refusal(text, field=field), None, language)], close)
 
 
 def _welcome(world: World, max_frame_bytes: int | None) -> bytes:
