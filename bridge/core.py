@@ -12,7 +12,8 @@ writes, audit entry, reply frame) and to the sockets (the overlay frame, the log
    through the recording);
 2. :func:`rule`, the routed handler, on a :class:`~bridge.record.RecordingState` and
    :class:`~bridge.record.RecordingDice` (every read and die recorded); a
-   :class:`~bridge.errors.Refusal` becomes the refused :class:`~bridge.ruleset.Outcome`;
+   :class:`~bridge.errors.Refusal` (its words as data) becomes the refused
+   :class:`~bridge.ruleset.Outcome`, its message translated then (:func:`refused`);
 3. every die used (``check_all_used``) and the "Physical dice" line on the card
    (:func:`bridge.fairness.decide.with_physical_mark`);
 4. the audit entry, the overlay frame and the reply frame (:func:`bridge.replies.decision_frame`).
@@ -21,16 +22,21 @@ writes, audit entry, reply frame) and to the sockets (the overlay frame, the log
 (:func:`bridge.audit.rederive`): on the record's reads, with the record's dice as the dice table
 (``dice_table``: the table's output is what the record holds; a fair die needs its session's
 seed, which the record does not hold, so :func:`bridge.fairness.trail.check_dice` recomputes
-those from a revealed seed), so steps 2 to 4 run as they ran live. The routes are the installed
-rulesets' (:mod:`bridge.registry`) and the dice layer's (:mod:`bridge.fairness.decide`): dice
-sessions, settings and overrides are every ruleset's, not a ruleset.
+those from a revealed seed), so steps 2 to 4 run as they ran live.
+
+:func:`routes` is the one route table of every client message: the installed rulesets' decisions
+and queries (:mod:`bridge.registry`), the dice layer's (:mod:`bridge.fairness.decide`: dice
+sessions, settings and overrides are every ruleset's, not a ruleset) and the shared messages
+the session answers itself (:data:`SHARED`). The session admits a message by its state, then
+makes one lookup: ``routes()[type(message)].serve(session, message, dice)``.
 """
 
 from __future__ import annotations
 
 import functools
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
+from typing import Any, Protocol
 
 import msgspec
 
@@ -39,49 +45,105 @@ from .dice import Dice
 from .errors import Refusal
 from .fairness import decide as fairness
 from .fairness.provable import TableDice
-from .replies import decision_frame
+from .replies import decision_frame, error_reply
 from .record import AuditEntry, Decision, RecordingDice, RecordingState, sorted_json
 from .ruleset import Handler, Outcome, Query, Refused
 from .state import WorldState
 
 
-@dataclass(frozen=True, slots=True)
-class Routes:
-    """Message class -> its handler, its refusal columns, its read-only query: the installed
-    rulesets' and the dice layer's."""
+class Shell(Protocol):
+    """What answers a message once its route is known: the session (:class:`bridge.session.Session`),
+    one coroutine per kind of route; each returns what the session sends (its ``Reply``)."""
 
-    handlers: dict[type, Handler]
-    refused: dict[type, Refused]
-    queries: dict[type, Query]
+    async def decide(self, message: wire.Request, dice: Dice) -> Any: ...
+
+    async def answer(self, message: wire.ClientMessage, route: Answers) -> Any: ...
+
+    async def hello(self, message: wire.Hello) -> Any: ...
+
+    async def register(self, message: wire.Register) -> Any: ...
+
+    async def pong(self, message: wire.Ping) -> Any: ...
+
+    async def audit_page(self, message: wire.AuditQuery) -> Any: ...
+
+    async def check_receipts(self, message: wire.ReceiptsCheck) -> Any: ...
+
+    async def report(self, message: wire.AuditReport) -> Any: ...
+
+    async def overlay_info(self, message: wire.OverlayInfo) -> Any: ...
+
+    async def overlay_control(self, message: wire.OverlayControl) -> Any: ...
+
+
+@dataclass(frozen=True, slots=True)
+class Decides:
+    """A decision (a ruleset's or the dice layer's): :func:`decide` runs ``handler`` inside
+    ``Store.decide``, recorded; ``refused`` gives a refusal's audit columns."""
+
+    handler: Handler
+    refused: Refused
+
+    def serve(self, shell: Shell, message: Any, dice: Dice) -> Awaitable[Any]:
+        return shell.decide(message, dice)
+
+
+@dataclass(frozen=True, slots=True)
+class Answers:
+    """A read-only query (a ruleset's or the dice layer's): the shell runs ``query`` on the
+    world's state inside ``Store.read``, never recorded."""
+
+    query: Query
+
+    def serve(self, shell: Shell, message: Any, dice: Dice) -> Awaitable[Any]:
+        return shell.answer(message, self)
+
+
+@dataclass(frozen=True, slots=True)
+class Serves:
+    """A shared message the shell answers itself, through the :class:`Shell` coroutine ``handle``
+    calls (``hello``, ``register``, ``ping``, the audit window's and the overlay's queries)."""
+
+    handle: Callable[[Shell, Any], Awaitable[Any]]
+
+    def serve(self, shell: Shell, message: Any, dice: Dice) -> Awaitable[Any]:
+        return self.handle(shell, message)
+
+
+Route = Decides | Answers | Serves
+"""How one client message class is answered; ``route.serve(shell, message, dice)`` answers it."""
+
+SHARED: dict[type, Serves] = {
+    wire.Hello: Serves(lambda shell, message: shell.hello(message)),
+    wire.Register: Serves(lambda shell, message: shell.register(message)),
+    wire.Ping: Serves(lambda shell, message: shell.pong(message)),
+    wire.AuditQuery: Serves(lambda shell, message: shell.audit_page(message)),
+    wire.ReceiptsCheck: Serves(lambda shell, message: shell.check_receipts(message)),
+    wire.AuditReport: Serves(lambda shell, message: shell.report(message)),
+    wire.OverlayInfo: Serves(lambda shell, message: shell.overlay_info(message)),
+    wire.OverlayControl: Serves(lambda shell, message: shell.overlay_control(message)),
+}
+"""The shared messages (no ruleset's, nor the dice layer's) and the shell's coroutine for each."""
 
 
 @functools.lru_cache(maxsize=1)
-def _routes_of(protocol: registry.Protocol) -> Routes:
-    dice_handlers = fairness.handlers([r.id for r in registry.installed()])
-    return Routes(
-        handlers={**protocol.handlers, **dice_handlers},
-        refused={**protocol.refused, **dict.fromkeys(dice_handlers, fairness.refused)},
-        queries={**protocol.queries, **fairness.QUERIES},
-    )
+def _routes_of(protocol: registry.Protocol) -> dict[type, Route]:
+    rulesets = registry.installed()
+    dice_handlers = fairness.handlers([r.id for r in rulesets])
+    table: dict[type, Route] = dict(SHARED)
+    for ruleset in rulesets:
+        table.update({kind: Decides(handler, ruleset.refused) for kind, handler in ruleset.handlers.items()})
+        table.update({kind: Answers(query) for kind, query in ruleset.queries.items()})
+    table.update({kind: Decides(handler, fairness.refused) for kind, handler in dice_handlers.items()})
+    table.update({kind: Answers(query) for kind, query in fairness.QUERIES.items()})
+    return table
 
 
-def routes() -> Routes:
-    """The routes of the installed rulesets and the dice layer (rebuilt when the registry's list
-    changes)."""
+def routes() -> dict[type, Route]:
+    """The route table: every client message class of the wire union (:mod:`bridge.registry`)
+    -> its :data:`Route`, built once per list of installed rulesets from their handlers and
+    queries, the dice layer's (:mod:`bridge.fairness.decide`) and :data:`SHARED`."""
     return _routes_of(registry.protocol())
-
-
-def is_query(message: wire.ClientMessage) -> bool:
-    """True for a read-only query (answered by :func:`answer`, never recorded)."""
-    return type(message) in routes().queries
-
-
-def answer(message: wire.ClientMessage, state: WorldState) -> wire.BridgeMessage:
-    """Answer a read-only query; raises ``TypeError`` for any other message."""
-    query = routes().queries.get(type(message))
-    if query is None:
-        raise TypeError(f"{type(message).__name__} is not a query")
-    return query(message, state)
 
 
 def named_decision(message: wire.Request) -> tuple[str, Refusal] | None:
@@ -100,27 +162,26 @@ def named_decision(message: wire.Request) -> tuple[str, Refusal] | None:
 
 def rule(message: wire.Request, state: WorldState, dice: Dice) -> Outcome:
     """The handler's :class:`~bridge.ruleset.Outcome` of one request of any installed ruleset or
-    of the dice layer (sohl's ``settings`` included).
-
-    A handler's :class:`~bridge.errors.Refusal` becomes an Outcome too (:func:`refused`); the
-    caller must undo what the handler wrote. Raises ``TypeError`` for a message that is not a
-    decision (``hello``, ``ping``, ``audit_query``: the session answers those)."""
-    handler = routes().handlers.get(type(message))
-    if handler is None:
+    of the dice layer (sohl's ``settings`` included); its :class:`~bridge.errors.Refusal`
+    propagates (:func:`decide` makes it the refused Outcome, :func:`refused`, and undoes what the
+    handler wrote). Raises ``TypeError`` for a message that is not a decision (``hello``,
+    ``ping``, ``audit_query``: the session answers those)."""
+    route = routes().get(type(message))
+    if not isinstance(route, Decides):
         raise TypeError(f"{type(message).__name__} is not a decision message")
-    try:
-        return handler(message, state, dice)
-    except Refusal as refusal:
-        return refused(message, refusal, state)
+    return route.handler(message, state, dice)
 
 
-def refused(message: wire.Request, refusal: Refusal, state: WorldState) -> Outcome:
+def refused(message: wire.Request, refusal: Refusal, state: WorldState, language: str) -> Outcome:
     """The :class:`~bridge.ruleset.Outcome` of ``message`` refused with ``refusal`` (by its
     handler, or by the dice table before it ran, e.g. a die of a provable world with no dice
-    session): the ``error`` reply (``ref`` = the ``event_id``), its ruleset's refusal columns
+    session): the ``error`` reply (``ref`` = the ``event_id``; its message in ``language``,
+    :func:`bridge.replies.error_reply`), its ruleset's refusal columns
     (:attr:`Ruleset.refused <bridge.ruleset.Ruleset.refused>`), the code and field as log keys."""
-    error = wire.error_reply(refusal, message.event_id)
-    columns = routes().refused[type(message)](message, error, state)
+    error = error_reply(refusal, message.event_id, language)
+    route = routes()[type(message)]
+    assert isinstance(route, Decides)
+    columns = route.refused(message, error, state)
     return Outcome(error, columns, None, {"code": error.code, "field": error.field}, refused=True)
 
 
@@ -163,7 +224,7 @@ def decide(message: wire.Request, state: WorldState, dice: Dice, *, message_byte
                 table.check_all_used()
                 outcome = fairness.with_physical_mark(outcome, rolled.rolled, table.draws)
         except Refusal as refusal:
-            outcome = refused(message, refusal, state)
+            outcome = refused(message, refusal, state, language)
     ok = not outcome.refused
     draws = table.draws if table is not None and table.draws else None
     event_id = message.event_id

@@ -3,7 +3,8 @@
 ::
 
     BridgeError                      base; never sent as is
-    └── Refusal                      answered to the client as ``error{code, message, ref, field}``
+    └── Refusal                      answered to the client as ``error{code, message, ref, field}``;
+                                     data (a msgid and its parameters), translated in that frame
         ├── BadMessage               bad_message      frame is not valid JSON or fails validation
         ├── UnknownMessage           unknown_message  ``type`` names no message the bridge knows
         ├── Unauthorized             unauthorized     missing/wrong token or ``hello`` not first (closes)
@@ -29,6 +30,48 @@ reply kept under its ``event_id`` (so a repeat gets the same answer).
 
 from __future__ import annotations
 
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
+
+
+@dataclass(frozen=True, slots=True)
+class Text:
+    """Words shown in a language chosen later (a refusal's message, :class:`Refusal`):
+    ``msgid``, the English text and its catalog's key, and ``params`` filled in after it is
+    translated (``%(name)s``, or ``{name}`` when ``braces``: the msgid's own style, which its
+    catalog entry keeps); a :class:`Text` or :class:`Joined` among them is shown in the same
+    language first. A msgid no catalog holds (a decoder's own words) is shown as it is."""
+
+    msgid: str
+    params: Mapping[str, object] | None = None
+    braces: bool = False
+
+    def shown(self, gettext: Callable[[str], str]) -> str:
+        """The text in the language of ``gettext`` (a catalog's, :func:`bridge.i18n.translations`)."""
+        words = gettext(self.msgid)
+        if not self.params:
+            return words
+        values = {k: v.shown(gettext) if isinstance(v, Text | Joined) else v for k, v in self.params.items()}
+        return words.format(**values) if self.braces else words % values
+
+
+@dataclass(frozen=True, slots=True)
+class Joined:
+    """Several words shown in one language (a list of reasons), joined by ``separator``; each of
+    ``parts`` and the separator is a :class:`Text` (translated) or a ``str`` (shown as it is)."""
+
+    parts: tuple[Text | str, ...]
+    separator: Text | str = ", "
+
+    def shown(self, gettext: Callable[[str], str]) -> str:
+        """The parts in the language of ``gettext``, joined."""
+        separator = self.separator.shown(gettext) if isinstance(self.separator, Text) else self.separator
+        return separator.join(p.shown(gettext) if isinstance(p, Text) else p for p in self.parts)
+
+
+def _as_is(msgid: str) -> str:
+    """English: the msgid itself (what :attr:`Refusal.message` shows)."""
+    return msgid
 
 
 class BridgeError(Exception):
@@ -38,16 +81,29 @@ class BridgeError(Exception):
 class Refusal(BridgeError):
     """A request the bridge answers with ``error``; ``code`` is the contract's error code.
 
-    Attributes: ``message`` (human-readable, safe to show a player), ``field`` (JSON path of the
-    offending field such as ``"test.eml"``, or None).
+    Data, not prose: ``text`` is the message as a msgid and its parameters (``Refusal(N_("no
+    test %(test)s"), {"test": test_id})``, or a :class:`Text` or :class:`Joined` made already),
+    safe to show a player, translated once where the reply frame is made
+    (:func:`bridge.replies.error_reply`), so nothing raises one inside a language; ``field`` is
+    the JSON path of the offending field such as ``"test.eml"``, or None. ``message`` (and
+    ``str()``) is the English text, for logs and tests.
     """
 
     code: str = "internal"
 
-    def __init__(self, message: str, *, field: str | None = None) -> None:
-        super().__init__(message)
-        self.message = message
+    def __init__(self, message: str | Text | Joined, params: Mapping[str, object] | None = None, *,
+                 field: str | None = None) -> None:
+        self.text = Text(message, params) if isinstance(message, str) else message
+        super().__init__(self.text)
         self.field = field
+
+    @property
+    def message(self) -> str:
+        """The English text."""
+        return self.text.shown(_as_is)
+
+    def __str__(self) -> str:
+        return self.message
 
 
 class BadMessage(Refusal):

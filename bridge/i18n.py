@@ -30,6 +30,8 @@ import functools
 import gettext as _gettext
 from typing import TYPE_CHECKING
 
+from .errors import Text
+
 if TYPE_CHECKING:
     from importlib.resources.abc import Traversable
 
@@ -155,7 +157,7 @@ def current() -> str:
 class using:  # noqa: N801 (used as a function: ``with i18n.using(language):``)
     """Translate into ``language`` (normalized; English when unknown) inside the block; yields
     the language used. Context-local: concurrent sessions do not see each other's. A class, not a
-    ``contextlib.contextmanager``: a decision enters two (~1.4 -> ~0.4 µs each)."""
+    ``contextlib.contextmanager``: a decision enters one (~1.4 -> ~0.4 µs each)."""
 
     __slots__ = ("_wanted", "_token")
 
@@ -187,16 +189,16 @@ def ngettext(singular: str, plural: str, n: int) -> str:
 _ = gettext
 
 
-def rule_text(error: ValueError) -> str:
-    """A ruleset's refusal in the current language. A ruleset's ``rules.py`` cannot import the
-    bridge (the rules stay pure), so it raises (or returns) a ``ValueError`` carrying ``template``,
-    its English text with ``%(name)s`` placeholders (a table ``babel.cfg`` names, so the catalog
-    has it), and ``values``: this gives ``_(template) % values``. Any other ``ValueError`` is its
-    ``str()``, untranslated."""
+def rule_text(error: ValueError) -> Text:
+    """A ruleset's refusal as words to show. A ruleset's ``rules.py`` cannot import the bridge
+    (the rules stay pure), so it raises (or returns) a ``ValueError`` carrying ``template``, its
+    English text with ``%(name)s`` placeholders (a table ``babel.cfg`` names, so the catalog has
+    it), and ``values`` (:mod:`bridge.times` does the same): this gives ``Text(template, values)``.
+    Any other ``ValueError`` is its ``str()``, shown as it is."""
     template = getattr(error, "template", None)
     if not isinstance(template, str):
-        return str(error)
-    return gettext(template) % getattr(error, "values", {})
+        return Text(str(error))
+    return Text(template, getattr(error, "values", {}))
 
 
 def N_(message: str) -> str:

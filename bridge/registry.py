@@ -1,5 +1,5 @@
 """The installed rulesets, and what is assembled from them: the wire union and its decoders, the
-routes of their decisions and queries, the ids ``welcome`` announces.
+ids ``welcome`` announces (the route table of their messages: :func:`bridge.core.routes`).
 
 Above the rulesets and below the decision core (``docs/architecture.md``, Layers): the rulesets
 import nothing above the plug-in interface (:mod:`bridge.ruleset`) and the shared wire types
@@ -25,8 +25,8 @@ import msgspec
 from . import i18n, wire
 from .errors import BadMessage, UnknownMessage
 from .fairness import wire as dice_wire
-from .i18n import _
-from .ruleset import CardText, Era, Handler, Query, Refused, Ruleset
+from .i18n import N_
+from .ruleset import CardText, Era, Ruleset
 from .rulesets import hmtw, mythic, pool, sohl
 from .wire import audit_window, guard, overlay, session
 
@@ -45,11 +45,11 @@ _installed: list[Ruleset] = list(BUILT_IN)
 
 @dataclass(frozen=True, slots=True, eq=False)  # compared and hashed by identity (bridge.core caches on it)
 class Protocol:
-    """The whole wire protocol and the routes of the installed rulesets, built once per list.
+    """The whole wire protocol of the installed rulesets, built once per list (their routes:
+    :func:`bridge.core.routes`).
 
-    ``client_types``/``bridge_types``: every message class (shared ones first). ``handlers``/``refused``/
-    ``queries``: message class -> the ruleset's :data:`~bridge.ruleset.Handler`, its refusal
-    columns, its :data:`~bridge.ruleset.Query`. ``ruleset_of``: client message class -> ruleset id.
+    ``client_types``/``bridge_types``: every message class (shared ones first). ``ruleset_of``:
+    client message class -> ruleset id.
     ``card_text``: bridge message class -> its ruleset's :data:`~bridge.ruleset.CardText`.
     ``ids``: the ids ``welcome`` announces (rulesets with handlers)."""
 
@@ -57,9 +57,6 @@ class Protocol:
     bridge_types: tuple[type[wire.BridgeMessage], ...]
     decoder: msgspec.json.Decoder
     bridge_decoder: msgspec.json.Decoder
-    handlers: dict[type, Handler]
-    refused: dict[type, Refused]
-    queries: dict[type, Query]
     ruleset_of: dict[type, str]
     card_text: dict[type, CardText]
     ids: tuple[str, ...]
@@ -75,9 +72,6 @@ def protocol() -> Protocol:
         client_types=client, bridge_types=bridge,
         decoder=msgspec.json.Decoder(Union[client]),  # type: ignore[arg-type]
         bridge_decoder=msgspec.json.Decoder(Union[bridge]),  # type: ignore[arg-type]
-        handlers={kind: h for r in rulesets for kind, h in r.handlers.items()},
-        refused={kind: r.refused for r in rulesets for kind in r.handlers},
-        queries={kind: q for r in rulesets for kind, q in r.queries.items()},
         ruleset_of={kind: r.id for r in rulesets for kind in r.client},
         card_text={kind: r.card_text for r in rulesets if r.card_text is not None for kind in r.bridge},
         ids=tuple(r.id for r in rulesets if r.handlers),
@@ -162,7 +156,7 @@ def decode_client(frame: bytes | str) -> Any:
     except msgspec.ValidationError as exc:
         text = str(exc)
         if "Invalid value" in text and text.endswith("- at `$.type`"):
-            raise UnknownMessage(_("unknown message type %(type)s") % {"type": _tag_of(text)}, field="type") from None
+            raise UnknownMessage(N_("unknown message type %(type)s"), {"type": _tag_of(text)}, field="type") from None
         raise BadMessage(text, field=wire.error_field(text)) from None
     except msgspec.DecodeError as exc:
         raise guard.undecodable(frame, exc) from None

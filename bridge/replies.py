@@ -1,4 +1,5 @@
-"""A decision's reply frame: as it is sent, and as an ``event_id`` replay rebuilds it.
+"""A reply frame: a decision's, as it is sent and as an ``event_id`` replay rebuilds it, and a
+refusal's (:func:`error_reply`, the one place a refusal's words are translated).
 
 The audit record keeps the reply once (key-sorted, inside the chain's canonical bytes) with the
 dice and their draws; :func:`replayed_frame` makes the frame that was sent from those, byte for
@@ -12,10 +13,25 @@ from __future__ import annotations
 import html
 import re
 
-from . import registry, wire
+import msgspec
+
+from . import i18n, registry, wire
+from .errors import Refusal
 from .fairness import wire as dice_wire
 from .fairness.provable import Draw
 from .record import AuditRecord
+
+
+def error_reply(refusal: Refusal, ref: str | None, language: str) -> wire.Error:
+    """The ``error`` answering ``refusal`` (the one map from exception to contract), its message
+    in ``language`` (a world's, or the one a ``hello`` or ``register`` asks for)."""
+    return wire.Error(code=refusal.code, message=refusal.text.shown(i18n.translations(language).gettext), ref=ref,  # type: ignore[arg-type]
+                      field=refusal.field, retry_after_ms=getattr(refusal, "retry_after_ms", msgspec.UNSET))
+
+
+def error_frame(refusal: Refusal, ref: str | None, language: str = i18n.DEFAULT) -> bytes:
+    """The encoded ``error`` frame answering ``refusal`` (:func:`error_reply`)."""
+    return wire.encode(error_reply(refusal, ref, language))
 
 
 def decision_frame(reply: wire.BridgeMessage, dice: list[int], draws: list[Draw] | None) -> bytes:

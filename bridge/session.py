@@ -10,9 +10,11 @@ may only ``ping``; what it is sent besides (public cards) comes from the forward
 :class:`Reply` says what the server must pass on to the world's viewers.
 
 Nothing here knows a ruleset or assembles a decision: the session decodes
-(:func:`bridge.registry.decode_client`), admits (the tables below), calls
-:func:`bridge.core.decide` once inside ``Store.decide`` and hands what it returns to the store
-(reply frame, audit entry, state writes) and to the sockets (the overlay frame, the log keys).
+(:func:`bridge.registry.decode_client`), admits (the tables below), and makes one lookup in the
+route table of every message (:func:`bridge.core.routes`), whose route calls back one of its
+coroutines (:class:`bridge.core.Shell`): for a decision, :func:`bridge.core.decide` once inside
+``Store.decide``, what it returns handed to the store (reply frame, audit entry, state writes)
+and to the sockets (the overlay frame, the log keys).
 
 Every frame gets exactly one reply frame, except a decision refused because another bridge
 process took the world's lease (:class:`~bridge.errors.LeaseLost`): nothing was applied and the
@@ -40,8 +42,9 @@ from .credentials import hash_token, new_token, parse_invite_code, token_matches
 from .dice import Dice
 from .metrics import Metrics
 from .errors import (LeaseLost, WorldNotRegistered, BadMessage, Forbidden, Internal, NotFound, RateLimited,
-                     Refusal, StorageUnavailable, Unauthorized, Unavailable)
+                     Refusal, StorageUnavailable, Text, Unauthorized, Unavailable)
 from .receipts import check_receipts
+from .replies import error_frame
 from .record import sorted_json
 from .state import WorldState
 from .store.base import AuditFilter, AuditRow, Decided, Decision, Registration, Store, World
@@ -80,11 +83,6 @@ def viewer_key_matches(key: str, stored: str | None) -> bool:
     if stored is None:
         return False
     return hmac.compare_digest(key.encode(), stored.encode())
-
-
-def error_frame(refusal: Refusal, ref: str | None) -> bytes:
-    """The encoded ``error`` frame answering ``refusal`` (see :func:`bridge.wire.error_reply`)."""
-    return wire.encode(wire.error_reply(refusal, ref))
 
 
 def ref_of_message(message: wire.ClientMessage) -> str | None:
@@ -208,15 +206,13 @@ class Session:
         """Handle one frame; returns the reply. ``dice`` overrides the session's dice for this
         frame only (``resolve`` lines with ``"dice"``). Never raises for bad input."""
         try:
-            with i18n.using(self.language):  # its refusal in the world's language (after hello)
-                message = registry.decode_client(frame)
+            message = registry.decode_client(frame)
         except Refusal as refusal:
             self.log.info("bad_frame", code=refusal.code, field=refusal.field)
             close = None if self.is_open else CLOSE_UNAUTHORIZED
-            return Reply([error_frame(refusal, wire.ref_of(frame))], close)
+            return Reply([error_frame(refusal, wire.ref_of(frame), self.language)], close)
         try:
-            with i18n.using(self.language):
-                return await self._handle(message, dice or self.dice)
+            return await self._handle(message, dice or self.dice)
         except LeaseLost:
             # another process serves the world now: nothing was applied; closed 4003 unanswered,
             # as a superseded forwarder is (the module rejects the request as superseded)
@@ -226,99 +222,102 @@ class Session:
             # the store logged the outage once when it began: no line (nor traceback) per request
             if self.metrics is not None:
                 self.metrics.failed(registry.ruleset_of(message), Unavailable.code)
-            with i18n.using(self.language):
-                text = i18n.gettext(UNAVAILABLE_MESSAGE)
-            return Reply([error_frame(Unavailable(text, retry_after_ms=down.retry_after_ms), ref_of_message(message))])
+            unavailable = Unavailable(UNAVAILABLE_MESSAGE, retry_after_ms=down.retry_after_ms)
+            return Reply([error_frame(unavailable, ref_of_message(message), self.language)])
         except WorldNotRegistered as gone:
             self.log.info("world_not_registered")
-            return Reply([error_frame(Unauthorized(str(gone)), ref_of_message(message))], CLOSE_UNAUTHORIZED)
+            return Reply([error_frame(Unauthorized(str(gone)), ref_of_message(message), self.language)],
+                         CLOSE_UNAUTHORIZED)
         except Refusal as refusal:
-            return Reply([error_frame(refusal, ref_of_message(message))])
+            return Reply([error_frame(refusal, ref_of_message(message), self.language)])
         except Exception:
             self.log.exception("internal_error", type=type(message).__name__)
             if self.metrics is not None:
                 self.metrics.failed(registry.ruleset_of(message))
-            with i18n.using(self.language):
-                text = i18n.gettext(INTERNAL_MESSAGE)
-            return Reply([error_frame(Internal(text), ref_of_message(message))])
+            return Reply([error_frame(Internal(INTERNAL_MESSAGE), ref_of_message(message), self.language)])
 
     async def _handle(self, message: wire.ClientMessage, dice: Dice) -> Reply:
         accepted = isinstance(message, ACCEPTS[self.state])
         if isinstance(message, wire.Hello) and self.state is SessionState.FORWARDER:
             accepted = self.trusted  # resolve may name another world; a socket says hello once
         if not accepted:
-            refusal_type, english, close = REFUSED[self.state]
-            text = i18n.gettext(english)
-            refusal = refusal_type(text) if self.state is SessionState.NEW else refusal_type(text, field="type")
+            refusal_type, msgid, close = REFUSED[self.state]
+            refusal = refusal_type(msgid) if self.state is SessionState.NEW else refusal_type(msgid, field="type")
             if self.state is SessionState.NEW:
                 self.log.info("hello_refused", reason="not_hello", type=message.__struct_config__.tag)
-            return Reply([error_frame(refusal, ref_of_message(message))], close)
-        if isinstance(message, wire.Hello):
-            return await self._hello(message)
-        if isinstance(message, wire.Register):
-            return await self._register(message)
+            return Reply([error_frame(refusal, ref_of_message(message), self.language)], close)
+        return await core.routes()[type(message)].serve(self, message, dice)
+
+    # The coroutines of the route table (bridge.core.Shell), one per kind of route.
+
+    async def answer(self, message: wire.ClientMessage, route: core.Answers) -> Reply:
+        """A ruleset's (or the dice layer's) read-only query (a Request or a Query), answered on
+        the world's state by the store, never recorded."""
         assert self.world_id is not None
-        match message:
-            case wire.Ping():
-                return Reply([wire.encode(wire.Pong())])
-            case wire.AuditQuery():
-                since, until = times.query_times(message.since, message.until)  # instants, as the trail's
-                query = msgspec.structs.replace(message, since=since, until=until)
-                return Reply([wire.encode(await self.store.audit_page(self.world_id, query))])
-            case wire.ReceiptsCheck():
-                return Reply([wire.encode(await self._check_receipts(message))])
-            case wire.AuditReport():
-                return Reply([wire.encode(await self._report(message))])
-            case wire.OverlayInfo():
-                key = await self.store.viewer_key(self.world_id, new_token())
-                info = wire.OverlayInfoReply(query_id=message.query_id, world_id=self.world_id,
-                                             viewer_key=key, path=OVERLAY_PATH)
-                return Reply([wire.encode(info)])
-            case wire.OverlayControl():
-                self.log.info("overlay_control", action=message.action)
-                done = wire.OverlayControlled(query_id=message.query_id, action=message.action)
-                return Reply([wire.encode(done)], overlay_action=message.action)
-        if core.is_query(message):  # a ruleset's read-only query (a Request or a Query)
-            language = self.language  # the store reads on its own thread: the language goes along
+        language = self.language  # the store reads on its own thread: the language goes along
 
-            def query(state: WorldState) -> wire.BridgeMessage:
-                with i18n.using(language):
-                    return core.answer(message, state)
+        def query(state: WorldState) -> wire.BridgeMessage:
+            with i18n.using(language):
+                return route.query(message, state)
 
-            reply = await self.store.read(self.world_id, query)
-            return Reply([wire.encode(reply)])
-        assert isinstance(message, wire.Request)  # ACCEPTS: nothing else is left
-        return await self._decide(message, dice)
+        return Reply([wire.encode(await self.store.read(self.world_id, query))])
 
-    async def _check_receipts(self, query: wire.ReceiptsCheck) -> wire.ReceiptsChecked:
+    async def pong(self, message: wire.Ping) -> Reply:
+        """``ping`` -> ``pong``."""
+        return Reply([wire.encode(wire.Pong())])
+
+    async def audit_page(self, message: wire.AuditQuery) -> Reply:
+        """``audit_query``: a page of the world's audit rows, its times read as the trail's
+        instants (:func:`bridge.times.query_times`)."""
+        assert self.world_id is not None
+        since, until = times.query_times(message.since, message.until)
+        query = msgspec.structs.replace(message, since=since, until=until)
+        return Reply([wire.encode(await self.store.audit_page(self.world_id, query))])
+
+    async def overlay_info(self, message: wire.OverlayInfo) -> Reply:
+        """``overlay_info``: the world's viewer key (made on first ask) and the overlay's path."""
+        assert self.world_id is not None
+        key = await self.store.viewer_key(self.world_id, new_token())
+        info = wire.OverlayInfoReply(query_id=message.query_id, world_id=self.world_id,
+                                     viewer_key=key, path=OVERLAY_PATH)
+        return Reply([wire.encode(info)])
+
+    async def overlay_control(self, message: wire.OverlayControl) -> Reply:
+        """``overlay_control``: the GM's ``clear`` or ``replay``, passed on to the viewers."""
+        self.log.info("overlay_control", action=message.action)
+        done = wire.OverlayControlled(query_id=message.query_id, action=message.action)
+        return Reply([wire.encode(done)], overlay_action=message.action)
+
+    async def check_receipts(self, query: wire.ReceiptsCheck) -> Reply:
         """Answer ``receipts_check`` against this world's audit rows (read-only, never recorded):
         see :func:`bridge.receipts.check_receipts`. Refused ``not_found`` when the bridge has no
         receipt key to check signatures with."""
         assert self.world_id is not None
         key = self.store.signing_key
         if key is None:
-            raise NotFound(i18n.gettext("this bridge has no receipt signing key, so it cannot check receipts: "
-                                        "start it with `fate-bridge serve` (which makes one)"), field="receipts")
+            raise NotFound(i18n.N_("this bridge has no receipt signing key, so it cannot check receipts: "
+                                   "start it with `fate-bridge serve` (which makes one)"), field="receipts")
         stored = await self.store.audit_hashes(self.world_id, [r.seq for r in query.receipts], registered=True)
-        return wire.ReceiptsChecked(query_id=query.query_id, results=check_receipts(
-            key.public_key(), self.world_id, query.receipts, stored))
+        return Reply([wire.encode(wire.ReceiptsChecked(query_id=query.query_id, results=check_receipts(
+            key.public_key(), self.world_id, query.receipts, stored)))])
 
-    async def _report(self, query: wire.AuditReport) -> wire.AuditReportPage:
+    async def report(self, query: wire.AuditReport) -> Reply:
         """Answer ``audit_report`` with the world's report page, drawn by the session's
         ``reporter``. Refused ``not_found`` without one (``resolve``), ``bad_message`` naming
         ``since`` or ``until`` when it is not a time (:func:`bridge.times.query_times`)."""
         assert self.world_id is not None
         since, until = times.query_times(query.since, query.until)
         if self.reporter is None:
-            raise NotFound(i18n.gettext("this bridge does not draw reports here: use `fate-bridge audit report`"),
+            raise NotFound(i18n.N_("this bridge does not draw reports here: use `fate-bridge audit report`"),
                            field="type")
         if await self.store.world(self.world_id) is None:
             raise WorldNotRegistered(f"world {self.world_id!r} is no longer registered")
         rows = await self.store.audit_rows(AuditFilter(world_id=self.world_id, since=since, until=until))
-        html = await self.reporter(rows, self.world_id, since)
-        return wire.AuditReportPage(query_id=query.query_id, html=html)
+        with i18n.using(self.language):  # the page in the world's language
+            html = await self.reporter(rows, self.world_id, since)
+        return Reply([wire.encode(wire.AuditReportPage(query_id=query.query_id, html=html))])
 
-    async def _hello(self, hello: wire.Hello) -> Reply:
+    async def hello(self, hello: wire.Hello) -> Reply:
         world = await self.store.world(hello.world_id)
         if self.trusted:
             if world is None:
@@ -353,14 +352,13 @@ class Session:
                       message: str) -> Reply:
         """Log ``event`` with its reason (never the token or key) and answer ``unauthorized``
         naming ``field`` (the client is not told which reason), then close 4001. ``message`` is
-        English, shown in the language the hello asks for (``client.language``)."""
+        a msgid, shown in the language the hello asks for (``client.language``)."""
         reason = "unknown_world" if world is None else f"wrong_{field}" if getattr(hello, field) else f"no_{field}"
         self.log.info(event, world_id=hello.world_id, reason=reason)
-        with i18n.using(hello.client and hello.client.language):
-            text = i18n.gettext(message)
-        return Reply([error_frame(Unauthorized(text, field=field), None)], CLOSE_UNAUTHORIZED)
+        language = i18n.normalize(hello.client.language if hello.client else None)
+        return Reply([error_frame(Unauthorized(message, field=field), None, language)], CLOSE_UNAUTHORIZED)
 
-    async def _register(self, message: wire.Register) -> Reply:
+    async def register(self, message: wire.Register) -> Reply:
         """Register a world through an invite code (docs/protocol.md, Registration), or answer a
         browser asking again about its waiting request (no try counted); the answer goes to this
         connection alone, which is then closed. A try past the gate's rate is refused
@@ -368,23 +366,24 @@ class Session:
         transaction (:meth:`Store.register_world`). One log line, never a secret."""
         gate = self.registrations
         if gate is None:
-            raise NotFound(i18n.gettext("this bridge takes no registrations here: use `fate-bridge world add`"),
+            raise NotFound(i18n.N_("this bridge takes no registrations here: use `fate-bridge world add`"),
                            field="type")
         world_id, token, code = message.world_id, new_token(), parse_invite_code(message.invite_code)
-        with i18n.using(message.client and message.client.language):
-            outcome = await self.store.collect_registration(world_id, message.request_secret, hash_token(token))
-            if outcome is None:
-                if (wait := gate.wait()) > 0:
-                    log.info("registration_refused", world_id=world_id, reason="rate_limited", address=gate.address)
-                    text = i18n.gettext("too many registrations just now: try again in {seconds} s")
-                    seconds = math.ceil(round(wait, 3))  # 54.000000001 s of float arithmetic is 54
-                    return Reply([error_frame(RateLimited(text.format(seconds=seconds)), None)], CLOSE_DONE)
-                gate.take()
-                outcome = Registration.NO_CODE if code is None else await self.store.register_world(
-                    world_id, code, hash_token(token), hash_token(message.request_secret), gate.address)
-            log.info("registration", world_id=world_id, outcome=outcome.value, address=gate.address,
-                     invite_id=code and code.invite_id)
-            return _registration_reply(world_id, outcome, token)
+        language = i18n.normalize(message.client.language if message.client else None)
+        outcome = await self.store.collect_registration(world_id, message.request_secret, hash_token(token))
+        if outcome is None:
+            if (wait := gate.wait()) > 0:
+                log.info("registration_refused", world_id=world_id, reason="rate_limited", address=gate.address)
+                seconds = math.ceil(round(wait, 3))  # 54.000000001 s of float arithmetic is 54
+                text = Text(i18n.N_("too many registrations just now: try again in {seconds} s"),
+                                 {"seconds": seconds}, braces=True)
+                return Reply([error_frame(RateLimited(text), None, language)], CLOSE_DONE)
+            gate.take()
+            outcome = Registration.NO_CODE if code is None else await self.store.register_world(
+                world_id, code, hash_token(token), hash_token(message.request_secret), gate.address)
+        log.info("registration", world_id=world_id, outcome=outcome.value, address=gate.address,
+                 invite_id=code and code.invite_id)
+        return _registration_reply(world_id, outcome, token, language)
 
     def _viewer_hello(self, hello: wire.Hello, world: World | None) -> Reply:
         """A read-only overlay viewer: the world's viewer key opens it; anything else closes it."""
@@ -400,8 +399,8 @@ class Session:
         self.log.info("viewer_hello")
         return Reply([_welcome(world, self.max_frame_bytes)])
 
-    async def _decide(self, message: wire.Request, dice: Dice) -> Reply:
-        """Run one decision in the store (:func:`bridge.core.decide`), log one line for it and
+    async def decide(self, message: wire.Request, dice: Dice) -> Reply:
+        """A decision of a ruleset or of the dice layer: run it in the store (:func:`bridge.core.decide`), log one line for it and
         count it in the server's metrics (its result, refusal code and seconds, when given).
         A new request naming an earlier decision the world does not hold
         (:func:`bridge.core.named_decision`) is refused ``not_found`` before, unrecorded.
@@ -422,7 +421,7 @@ class Session:
             if self.metrics is not None:
                 self.metrics.decided(registry.ruleset_of(message), refusal.code, False,
                                      self.metrics.clock() - started)
-            return Reply([error_frame(refusal, event_id)])
+            return Reply([error_frame(refusal, event_id, language)])
 
         def decision(state: WorldState) -> Decision:
             # runs on this event loop against the world's state in memory (Store.decide)
@@ -480,16 +479,17 @@ language of the ``register``'s ``client.language``; ``{world}`` is the world id)
 code (4001 for a code it refuses: counted as a failed hello, bridge/limits.py)."""
 
 
-def _registration_reply(world_id: str, outcome: Registration, token: str) -> Reply:
+def _registration_reply(world_id: str, outcome: Registration, token: str, language: str) -> Reply:
     """The answer to a ``register`` that came to ``outcome`` (``token``: the world's, sent only
-    when ``REGISTERED``), then the connection's close."""
+    when ``REGISTERED``; a refusal in ``language``), then the connection's close."""
     if outcome is Registration.REGISTERED:
         return Reply([wire.encode(wire.Registered(world_id=world_id, token=token))], CLOSE_DONE)
     if outcome is Registration.WAITING:
         waiting = wire.RegistrationPending(world_id=world_id, retry_seconds=REQUEST_POLL_SECONDS)
         return Reply([wire.encode(waiting)], CLOSE_DONE)
-    refusal, field, english, close = REGISTRATION_REFUSALS[outcome]
-    return Reply([error_frame(refusal(i18n.gettext(english).format(world=world_id), field=field), None)], close)
+    refusal, field, msgid, close = REGISTRATION_REFUSALS[outcome]
+    text = Text(msgid, {"world": world_id}, braces=True)
+    return Reply([error_frame(refusal(text, field=field), None, language)], close)
 
 
 def _welcome(world: World, max_frame_bytes: int | None) -> bytes:

@@ -18,17 +18,23 @@ import re
 from datetime import datetime, timedelta, timezone, UTC
 
 from .errors import BadMessage
-from .i18n import _
+from .i18n import N_, _, rule_text
 
 _PARTS = re.compile(r"(\d{4})-(\d{2})-(\d{2})(?:[Tt ](\d{2})(?::(\d{2})(?::(\d{2})(?:[.,](\d{1,9}))?)?)?"
                     r"(?:([Zz])|([+-])(\d{2})(?::?(\d{2}))?)?)?")
 
 
 
+_NOT_A_TIME = N_("\"%(text)s\" is not a time: write 2026-12-07, 2026-12-07T04:17 or "
+                 "2026-12-07 05:00+01:00 (UTC unless a zone is given)")
+
+
 def _not_a_time(text: str) -> ValueError:
-    """The refusal of ``text``, saying what a time looks like (in the language in use)."""
-    return ValueError(_("\"%(text)s\" is not a time: write 2026-12-07, 2026-12-07T04:17 or "
-                        "2026-12-07 05:00+01:00 (UTC unless a zone is given)") % {"text": text})
+    """The refusal of ``text``, saying what a time looks like (in the language in use), with its
+    ``template`` and ``values`` (a query's refusal shows it in the world's, :func:`bridge.i18n.rule_text`)."""
+    error = ValueError(_(_NOT_A_TIME) % {"text": text})
+    error.template, error.values = _NOT_A_TIME, {"text": text}  # type: ignore[attr-defined]
+    return error
 
 
 def parse_time(text: str) -> datetime:
@@ -78,5 +84,5 @@ def query_times(since: str | None, until: str | None) -> tuple[str | None, str |
         try:
             times.append(None if text is None else trail_time(text))
         except ValueError as exc:
-            raise BadMessage(str(exc), field=field) from None
+            raise BadMessage(rule_text(exc), field=field) from None
     return times[0], times[1]

@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from bridge import registry, wire
+from bridge import core, wire
 from bridge.dice import ScriptedDice
 from bridge.session import Session
 from bridge.store import SQLiteStore
@@ -452,8 +452,9 @@ class TestAudit:
     def test_every_pool_message_has_a_handler_and_summarizer(self):
         from bridge.rulesets import pool as pool_ruleset
         for cls in pool_ruleset.wire.CLIENT:
-            assert registry.protocol().handlers[cls] is pool_ruleset.RULESET.handlers[cls]
-            assert registry.protocol().handlers[cls].__wrapped__.__module__ == "bridge.rulesets.pool.decide"
+            route = core.routes()[cls]
+            assert route == core.Decides(pool_ruleset.RULESET.handlers[cls], pool_ruleset.decide.refused)
+            assert route.handler.__wrapped__.__module__ == "bridge.rulesets.pool.decide"
         assert pool_ruleset.RULESET.refused is pool_ruleset.decide.refused
 
 

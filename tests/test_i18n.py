@@ -28,7 +28,8 @@ from babel.messages.catalog import Catalog
 from babel.messages.frontend import CommandLineInterface
 from babel.messages.pofile import read_po
 
-from bridge import i18n
+from bridge import i18n, replies
+from bridge.errors import Joined, NotEligible, RateLimited, Text
 from bridge.dice import ScriptedDice
 from bridge.overlay_page import render_pages
 from bridge.rulesets.pool import cards as pool_cards, rules as pool_rules
@@ -435,6 +436,21 @@ class TestRefusals:
         finally:
             await store.close()
         assert (reply["type"], reply["code"], reply["field"], reply["message"]) == ("error", "not_found", "message_id", text)
+
+    def test_a_refusal_is_data_translated_where_its_frame_is_made(self):
+        """Raised in no language: a msgid and its parameters (a Text or a Joined among them shown
+        in the same language), translated by ``replies.error_reply``; ``message`` is English."""
+        reasons = Joined((Text("no usable Aura"), Text("Aural Shock")))
+        refusal = NotEligible(i18n.N_("Fate is withheld: %(reasons)s"), {"reasons": reasons}, field="message_id")
+        assert refusal.message == str(refusal) == "Fate is withheld: no usable Aura, Aural Shock"
+        german = replies.error_reply(refusal, "ev-1", "de")
+        assert (german.code, german.ref, german.field) == ("not_eligible", "ev-1", "message_id")
+        assert german.message == i18n.translations("de").gettext("Fate is withheld: %(reasons)s") % {
+            "reasons": ", ".join(i18n.translations("de").gettext(r) for r in ("no usable Aura", "Aural Shock"))}
+        assert german.message != refusal.message
+        worded = replies.error_reply(RateLimited(Text("too many registrations just now: try again in {seconds} s",
+                                                           {"seconds": 3}, braces=True)), None, "en")
+        assert worded.message == "too many registrations just now: try again in 3 s"
 
     async def test_every_refusal_of_a_ruleset_in_german_keeps_its_code_and_field(self):
         """The hmtw example's refusals (a push by another player, a bound obstacle tested again)

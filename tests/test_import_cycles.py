@@ -17,10 +17,10 @@ The layers, each importing only those beneath it (``docs/architecture.md``, Laye
    ``chi_square`` (the fit test), which a ruleset's part of the audit report draws with;
 2. the plug-in interface: ``ruleset``;
 3. the rulesets: ``rulesets/<id>/`` (nothing above ``ruleset``);
-4. ``registry``: the installed rulesets, the wire union and its decoder, their routes;
+4. ``registry``: the installed rulesets, the wire union and its decoder;
 5. ``record`` (what a decision records) and ``frames`` (its reply frame); ``fairness.decide``
    (provable, physical and overridden dice: a layer of the core, importing no ruleset);
-6. ``core``: ``decide``, the one call a decision makes;
+6. ``core``: ``decide``, the one call a decision makes; ``routes``, the table of every message;
 7. ``derive``, ``audit``, ``fairness.trail``, ``receipts``, ``heads``: the trail, re-deriving
    through ``core``;
 8. ``store``; 9. ``session``; 10. ``server``, ``cli`` and the other shells.

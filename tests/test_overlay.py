@@ -21,7 +21,7 @@ import pytest
 from websockets.asyncio.client import ClientConnection, connect
 from websockets.exceptions import InvalidStatus
 
-from bridge import connection, links, registry, server as bridge_server, wire
+from bridge import connection, core, links, server as bridge_server, wire
 from bridge.cli import main, overlay_url
 from bridge.cluster import Notice
 from bridge.session import Reply
@@ -527,5 +527,5 @@ class TestPublicCardHook:
 
     def test_sohl_uses_its_own_hook(self):
         from bridge.rulesets.sohl import decide as sohl
-        assert registry.protocol().handlers[sohl_wire.FateSpend] is sohl._fate_spend  # not the generic visible_card
-        assert registry.protocol().handlers[sohl_wire.FateChoice] is sohl._fate_choice
+        assert core.routes()[sohl_wire.FateSpend] == core.Decides(sohl._fate_spend, sohl.refused)  # not the generic visible_card
+        assert core.routes()[sohl_wire.FateChoice] == core.Decides(sohl._fate_choice, sohl.refused)

@@ -8,6 +8,7 @@ import json
 
 import pytest
 
+from bridge import core, registry
 from bridge.dice import ScriptedDice
 from bridge.session import ACCEPTS, CLOSE_UNAUTHORIZED, REFUSED, Session, SessionState, hash_token, new_token
 from bridge.store import SQLiteStore
@@ -74,3 +75,13 @@ async def test_each_state_accepts_its_messages_and_refuses_the_rest_untouched(st
 async def test_a_good_hello_moves_new_to_forwarder_and_a_viewer_key_to_viewer(keyed_store):
     assert (await _session_in(SessionState.FORWARDER, keyed_store)).viewer is False
     assert (await _session_in(SessionState.VIEWER, keyed_store)).viewer is True
+
+
+def test_one_route_table_answers_every_message_some_state_accepts():
+    """``core.routes()`` is the one table: every message of the wire union has exactly one route,
+    every route's message is accepted in some state, and every shared message is the shell's."""
+    client_types = set(registry.protocol().client_types)
+    table = core.routes()
+    assert set(table) == client_types
+    assert all(any(issubclass(kind, ACCEPTS[state]) for state in SessionState) for kind in table)
+    assert {kind for kind, route in table.items() if isinstance(route, core.Serves)} == set(core.SHARED)

@@ -34,7 +34,7 @@ from collections.abc import Callable, Sequence
 import msgspec
 
 from .. import wire as shared
-from ..errors import BadMessage, Forbidden, NotEligible, NotFound
+from ..errors import BadMessage, Forbidden, NotEligible, NotFound, Text
 from ..i18n import N_, _
 from ..ruleset import Handler, Outcome, Query, log_fields
 from ..state import WorldState
@@ -142,15 +142,14 @@ def check_physical(message: shared.ClientMessage, settings: wire.DiceSettings,
         return
     ruleset = ruleset_of(message)
     if ruleset not in settings.physical_rulesets:
-        allowed = ", ".join(settings.physical_rulesets) or _("none")
-        raise Forbidden(_("physical: this world does not allow physical dice for %(ruleset)s "
-                          "(allowed for: %(allowed)s); the GM can allow them in the dice settings")
-                        % {"ruleset": ruleset or _("this request"), "allowed": allowed}, field="physical")
+        allowed = ", ".join(settings.physical_rulesets) or Text(N_("none"))
+        raise Forbidden(N_("physical: this world does not allow physical dice for %(ruleset)s "
+                           "(allowed for: %(allowed)s); the GM can allow them in the dice settings"),
+                        {"ruleset": ruleset or Text(N_("this request")), "allowed": allowed}, field="physical")
 
 
 def _require_gm(message: wire._GmRequest, refusal: str) -> None:
-    """Refuse ``forbidden`` (field ``user_id``) with the translated sentence ``refusal`` unless
-    a GM asks."""
+    """Refuse ``forbidden`` (field ``user_id``) with the msgid ``refusal`` unless a GM asks."""
     if not message.user_is_gm:
         raise Forbidden(refusal, field="user_id")
 
@@ -170,11 +169,11 @@ def _done(message: shared.ClientMessage, reply: shared.BridgeMessage, outcome: s
 def start(message: wire.DiceSessionStart, state: WorldState, dice: Dice) -> Outcome:
     """Open a dice session on the offer the shell made (:func:`table_for`); refused
     ``not_eligible`` while one is open."""
-    _require_gm(message, _("only a GM may start a dice session"))
+    _require_gm(message, N_("only a GM may start a dice session"))
     current = current_of(state)
     if current.session_id is not None:
-        raise NotEligible(_("a dice session is open already (commitment %(fingerprint)s): end it first "
-                            "(dice_session_end)") % {"fingerprint": fingerprint(current.commitment or "")},
+        raise NotEligible(N_("a dice session is open already (commitment %(fingerprint)s): end it first "
+                             "(dice_session_end)"), {"fingerprint": fingerprint(current.commitment or "")},
                           field="type")
     offer = state.get(OFFER_KIND, "next", Offer)
     assert offer is not None, "the session makes the offer before the decision"
@@ -189,10 +188,10 @@ def start(message: wire.DiceSessionStart, state: WorldState, dice: Dice) -> Outc
 
 def end(message: wire.DiceSessionEnd, state: WorldState, dice: Dice) -> Outcome:
     """Close the open dice session and reveal its seed; refused ``not_found`` when none is open."""
-    _require_gm(message, _("only a GM may end a dice session"))
+    _require_gm(message, N_("only a GM may end a dice session"))
     current = current_of(state)
     if current.session_id is None or current.commitment is None:
-        raise NotFound(_("no dice session is open (start one with dice_session_start)"), field="type")
+        raise NotFound(N_("no dice session is open (start one with dice_session_start)"), field="type")
     secret = state.get(SECRET_KIND, current.session_id, SecretSeed)
     assert secret is not None, "an open dice session always has its seed"
     state.put(CURRENT_KIND, "current", CurrentSession())
@@ -209,13 +208,13 @@ def save_settings(message: wire.SetDiceSettings, state: WorldState, dice: Dice, 
                   installed: Sequence[str]) -> Outcome:
     """Replace the world's dice settings (GM only); an id not among the ``installed`` rulesets'
     (the core passes them) is refused naming it."""
-    _require_gm(message, _("only a GM may change the dice settings"))
+    _require_gm(message, N_("only a GM may change the dice settings"))
     known = list(installed)
     for i, ruleset in enumerate(message.settings.physical_rulesets):
         if ruleset not in known:
-            raise BadMessage(_("settings.physical_rulesets[%(index)s]: unknown ruleset %(ruleset)r "
-                               "(installed: %(installed)s)")
-                             % {"index": i, "ruleset": ruleset, "installed": ", ".join(known)},
+            raise BadMessage(N_("settings.physical_rulesets[%(index)s]: unknown ruleset %(ruleset)r "
+                                "(installed: %(installed)s)"),
+                             {"index": i, "ruleset": ruleset, "installed": ", ".join(known)},
                              field=f"settings.physical_rulesets[{i}]")
     state.put(SETTINGS_KIND, "world", message.settings)
     reply = wire.DiceSettingsSaved(event_id=message.event_id, settings=message.settings)
@@ -228,7 +227,7 @@ def override(message: wire.GmOverride, state: WorldState, dice: Dice) -> Outcome
     is ``everyone``; the GM's card always does; the audit trail always holds it. That the world
     holds the target is checked before, by the shell (:func:`named_decision`): the state a
     handler reads holds the world's records, not its trail."""
-    _require_gm(message, _("only a GM may override a result"))
+    _require_gm(message, N_("only a GM may override a result"))
     settings, current = settings_of(state), current_of(state)
     state.put(OVERRIDE_KIND, message.target_event_id,
               Override(by_user_id=message.user_id, result=message.result, values=list(message.values),
@@ -254,9 +253,9 @@ def named_decision(message: shared.ClientMessage) -> tuple[str, NotFound] | None
     if not isinstance(message, wire.GmOverride):
         return None
     target = message.target_event_id
-    return target, NotFound(_("target_event_id: this world holds no decision %(target)r to override: give the "
-                              "event id of a decision that passed, or the id of the chat message showing its "
-                              "result") % {"target": target}, field="target_event_id")
+    return target, NotFound(N_("target_event_id: this world holds no decision %(target)r to override: give the "
+                               "event id of a decision that passed, or the id of the chat message showing its "
+                               "result"), {"target": target}, field="target_event_id")
 
 
 def status(message: wire.DiceStatus, state: WorldState) -> wire.DiceStatusReply:

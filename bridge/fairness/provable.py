@@ -32,7 +32,7 @@ import msgspec
 
 from ..dice import Dice
 from ..errors import BadMessage, Forbidden
-from ..i18n import _
+from ..i18n import N_
 
 SEED_BYTES = 32
 DERIVATION = "fate-bridge die v1"
@@ -118,14 +118,14 @@ class TableDice:
         index = len(self.draws)
         if self._physical is not None:
             if index >= len(self._physical):
-                raise BadMessage(_("physical: %(given)s physical dice given, but this roll needs more: "
-                                   "die %(die)s is a d%(faces)s (1..%(faces)s)")
-                                 % {"given": len(self._physical), "die": index + 1, "faces": faces},
+                raise BadMessage(N_("physical: %(given)s physical dice given, but this roll needs more: "
+                                    "die %(die)s is a d%(faces)s (1..%(faces)s)"),
+                                 {"given": len(self._physical), "die": index + 1, "faces": faces},
                                  field="physical")
             value = self._physical[index]
             if not 1 <= value <= faces:
-                raise BadMessage(_("physical[%(index)s]: %(value)s is not a possible d%(faces)s roll "
-                                   "(allowed 1..%(faces)s)") % {"index": index, "value": value, "faces": faces},
+                raise BadMessage(N_("physical[%(index)s]: %(value)s is not a possible d%(faces)s roll "
+                                    "(allowed 1..%(faces)s)"), {"index": index, "value": value, "faces": faces},
                                  field=f"physical[{index}]")
             source: Source = "physical"
         elif self._session is not None:
@@ -135,9 +135,9 @@ class TableDice:
                                index, faces)
             source = "fair"
         elif self._required:
-            raise Forbidden(_("this world rolls provable dice only: no dice session is open, so no "
-                              "die can be rolled; the GM starts one (dice_session_start) and its "
-                              "commitment is posted first"), field="dice_session")
+            raise Forbidden(N_("this world rolls provable dice only: no dice session is open, so no "
+                               "die can be rolled; the GM starts one (dice_session_start) and its "
+                               "commitment is posted first"), field="dice_session")
         else:
             value, source = self._fallback.roll(faces), "secret"
         self.draws.append(Draw(faces=faces, source=source))
@@ -147,5 +147,5 @@ class TableDice:
         """After the decision: raise :class:`~bridge.errors.BadMessage` (field ``physical``)
         when physical values were given that no die used."""
         if self._physical is not None and len(self._physical) != len(self.draws):
-            raise BadMessage(_("physical: %(given)s physical dice given, but this roll used %(used)s")
-                             % {"given": len(self._physical), "used": len(self.draws)}, field="physical")
+            raise BadMessage(N_("physical: %(given)s physical dice given, but this roll used %(used)s"),
+                             {"given": len(self._physical), "used": len(self.draws)}, field="physical")

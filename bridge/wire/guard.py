@@ -17,7 +17,7 @@ import re
 from itertools import accumulate
 
 from ..errors import BadMessage
-from ..i18n import _
+from ..i18n import N_
 
 MAX_FRAME_BYTES = 64 * 1024  # a test_rolled with a full actor is ~4 KiB; 64 KiB leaves room
 MAX_DEPTH = 16  # objects/arrays inside each other: the deepest message (an actor's Fate points) has 4
@@ -42,17 +42,17 @@ def check(frame: bytes | str) -> None:
     still fail to decode: :func:`undecodable`)."""
     data = _bytes(frame)
     if len(data) > MAX_FRAME_BYTES:
-        raise BadMessage(_("frame of %(size)s bytes is over the limit of %(limit)s bytes")
-                         % {"size": len(data), "limit": MAX_FRAME_BYTES})
+        raise BadMessage(N_("frame of %(size)s bytes is over the limit of %(limit)s bytes"),
+                         {"size": len(data), "limit": MAX_FRAME_BYTES})
     if data.count(b"[") + data.count(b"{") <= MAX_DEPTH:
         return  # every real message: cannot be too deep, whatever its strings hold
     brackets = _BRACKET.findall(_STRING.sub(b'""', data))
     if max(accumulate(_STEP[b[0]] for b in brackets), default=0) > MAX_DEPTH:
         path = _path(data, depth=MAX_DEPTH + 1)
         top = re.split(r"[.\[]", path, maxsplit=1)[0] if path else ""
-        text = (_("objects and arrays nested more than %(depth)s deep in `%(field)s`") if top
-                else _("objects and arrays nested more than %(depth)s deep"))
-        raise BadMessage(text % {"depth": MAX_DEPTH, "field": top}, field=top or None)
+        text = (N_("objects and arrays nested more than %(depth)s deep in `%(field)s`") if top
+                else N_("objects and arrays nested more than %(depth)s deep"))
+        raise BadMessage(text, {"depth": MAX_DEPTH, "field": top}, field=top or None)
 
 
 def undecodable(frame: bytes | str, error: Exception) -> BadMessage:
@@ -63,12 +63,12 @@ def undecodable(frame: bytes | str, error: Exception) -> BadMessage:
     try:
         data.decode("utf-8")
     except UnicodeDecodeError as exc:
-        return BadMessage(_("frame is not valid UTF-8"), field=_path(data, at=exc.start) or None)
+        return BadMessage(N_("frame is not valid UTF-8"), field=_path(data, at=exc.start) or None)
     for token in _STRING.finditer(data):
         for escape in _ESCAPE.finditer(token.group(), 1):
             if escape.group(1):
-                return BadMessage(_("lone UTF-16 surrogate escape %(escape)s in a string")
-                                  % {"escape": escape.group(1).decode()}, field=_path(data, at=token.end()) or None)
+                return BadMessage(N_("lone UTF-16 surrogate escape %(escape)s in a string"),
+                                  {"escape": escape.group(1).decode()}, field=_path(data, at=token.end()) or None)
     byte = re.search(r"\(byte (\d+)\)", str(error))  # msgspec says where for some errors
     position: int | None = int(byte.group(1)) if byte else None
     if position is None:
@@ -78,7 +78,7 @@ def undecodable(frame: bytes | str, error: Exception) -> BadMessage:
             position = getattr(exc, "pos", None)
     cut = position is not None and position >= len(data.rstrip())  # truncated: no field to blame
     where = _path(data, at=position) if position is not None and not cut else ""
-    return BadMessage(_("frame is not a JSON object: %(error)s") % {"error": error}, field=where or None)
+    return BadMessage(N_("frame is not a JSON object: %(error)s"), {"error": error}, field=where or None)
 
 
 def _path(data: bytes, *, at: int | None = None, depth: int | None = None) -> str:

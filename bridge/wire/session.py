@@ -10,7 +10,6 @@ from typing import TYPE_CHECKING, Annotated, Literal
 import msgspec
 from msgspec import Meta
 
-from ..errors import Refusal
 from .base import BridgeMessage, ClientMessage, ErrorCode, Id, Name, OutPart, Part
 
 FATE_OPTIONS = ("everyone", "pc_only", "off")  # S12: sohl's rules.FATE_OPTIONS (tests/test_wire.py)
@@ -137,12 +136,6 @@ class Error(BridgeMessage, tag="error", kw_only=True, frozen=True):
     ref: str | None = None
     field: str | None = None
     retry_after_ms: RetryAfter | msgspec.UnsetType = msgspec.UNSET
-
-
-def error_reply(refusal: Refusal, ref: str | None) -> Error:
-    """The ``error`` answering ``refusal`` (the one map from exception to contract)."""
-    return Error(code=refusal.code, message=refusal.message, ref=ref, field=refusal.field,  # type: ignore[arg-type]
-                 retry_after_ms=getattr(refusal, "retry_after_ms", msgspec.UNSET))
 
 
 CLIENT = (Hello, Register, Ping)

@@ -30,7 +30,7 @@ from . import cards, wire
 from ... import wire as shared
 from ...ruleset import Decider, Handler, Outcome, handler, log_fields, rolling
 from ...dice import Dice
-from ...errors import BadMessage, Forbidden, NotEligible, NotFound
+from ...errors import BadMessage, Forbidden, Joined, NotEligible, NotFound, Text
 from ...i18n import N_, _, ngettext
 from . import rules as hmtw
 from ...state import WorldState
@@ -191,23 +191,24 @@ def _rebind(bound: list[BoundEntry], obstacle: str | None, test_id: str, outcome
 
 
 def _require_gm(user_is_gm: bool, what: str) -> None:
+    """Refuse ``forbidden`` unless a GM asks; ``what`` (a msgid) says what only a GM may do."""
     if not user_is_gm:
-        raise Forbidden(_("only a GM may %(what)s") % {"what": what}, field="user_id")
+        raise Forbidden(N_("only a GM may %(what)s"), {"what": Text(what)}, field="user_id")
 
 
 def _require_owner(actors: Sequence[wire.HmtwActor], user_id: str, user_is_gm: bool) -> None:
     """Only an owner of the drawing adventurer (or of one of a group's) or a GM may draw."""
     if not user_is_gm and not any(user_id in a.owner_user_ids for a in actors):
-        names = _(" or ").join(repr(a.name) for a in actors)
-        raise Forbidden(_("user %(user)s does not own %(names)s and may not draw for them")
-                        % {"user": user_id, "names": names}, field="user_id")
+        names = Joined(tuple(repr(a.name) for a in actors), Text(N_(" or ")))
+        raise Forbidden(N_("user %(user)s does not own %(names)s and may not draw for them"),
+                        {"user": user_id, "names": names}, field="user_id")
 
 
 def _require_new_ids(state: WorldState, ids: Sequence[str], field: str) -> None:
     for test_id in ids:
         if (state.get(TESTS, test_id, TestRecord) is not None
                 or state.get(GROUPS, test_id, GroupRecord) is not None):
-            raise BadMessage(_("%(test)r names an earlier test in this world") % {"test": test_id},
+            raise BadMessage(N_("%(test)r names an earlier test in this world"), {"test": test_id},
                              field=field)
 
 
@@ -216,7 +217,7 @@ def _obstacle_key(obstacle: str) -> str:
     try:
         return hmtw.obstacle_key(obstacle)
     except ValueError:
-        raise BadMessage(_(hmtw.NO_OBSTACLE_NAME), field="obstacle") from None
+        raise BadMessage(hmtw.NO_OBSTACLE_NAME, field="obstacle") from None
 
 
 def _require_unbound(bound: list[BoundEntry], obstacle: str | None) -> None:
@@ -227,10 +228,10 @@ def _require_unbound(bound: list[BoundEntry], obstacle: str | None) -> None:
     entry = next((b for b in bound if b.key == key), None)
     if entry is not None:
         raise NotEligible(
-            _("%(obstacle)r is bound by fate after test %(test)s (%(outcome)s): nobody in the guild "
-              "may test it again until the GM says circumstances changed (H9)")
-            % {"obstacle": entry.obstacle, "test": entry.test_id,
-               "outcome": _(OUTCOME_NAMES[entry.outcome])},  # a test's or a group's (failure, disaster)
+            N_("%(obstacle)r is bound by fate after test %(test)s (%(outcome)s): nobody in the guild "
+               "may test it again until the GM says circumstances changed (H9)"),
+            {"obstacle": entry.obstacle, "test": entry.test_id,
+             "outcome": Text(OUTCOME_NAMES[entry.outcome])},  # a test's or a group's (failure, disaster)
             field="obstacle",
         )
 
@@ -462,7 +463,7 @@ def _group_test(message: wire.HmtwGroupTest, state: WorldState, dice: Dice) -> w
     actors = [m.actor for m in message.members]
     _require_owner(actors, message.user_id, message.user_is_gm)
     if actors[0].actor_id == actors[1].actor_id:
-        raise BadMessage(_("a group test needs two different adventurers (H10)"),
+        raise BadMessage(N_("a group test needs two different adventurers (H10)"),
                          field="members[1].actor.actor_id")
     member_ids = [_member_id(message.test_id, n) for n in range(1, hmtw.GROUP_SIZE + 1)]
     _require_new_ids(state, [message.test_id, *member_ids], "test_id")
@@ -515,22 +516,22 @@ def _push(message: wire.HmtwPush, state: WorldState, dice: Dice) -> Outcome:
     test) is finished."""
     record = state.get(TESTS, message.test_id, TestRecord)
     if record is None:
-        raise NotFound(_("no test %(test)s was drawn in this world") % {"test": message.test_id},
+        raise NotFound(N_("no test %(test)s was drawn in this world"), {"test": message.test_id},
                        field="test_id")
     if message.user_id != record.user_id:
-        raise Forbidden(_("only the player who drew may push fate (H6)"), field="user_id")
+        raise Forbidden(N_("only the player who drew may push fate (H6)"), field="user_id")
     if record.kind == "challenge":
-        raise NotEligible(_("a Challenge Action can never be pushed (H8)"), field="test_id")
+        raise NotEligible(N_("a Challenge Action can never be pushed (H8)"), field="test_id")
     if record.pushed is not None:
-        raise NotEligible(_("fate was pushed on this test already (H6)"), field="test_id")
+        raise NotEligible(N_("fate was pushed on this test already (H6)"), field="test_id")
     assert record.outcome is not None  # only a Challenge Action has none
     if record.outcome != "failure":
-        raise NotEligible(_("fate is pushed only after a failure; this test's outcome: %(outcome)s (H6)")
-                          % {"outcome": _(hmtw.OUTCOME_NAMES[record.outcome])}, field="test_id")
+        raise NotEligible(N_("fate is pushed only after a failure; this test's outcome: %(outcome)s (H6)"),
+                          {"outcome": Text(hmtw.OUTCOME_NAMES[record.outcome])}, field="test_id")
     decks = _decks(state)
     if record.test_id not in decks.open_tests:
-        raise NotEligible(_("the table has drawn since this test, or the GM closed the push window: "
-                            "fate can no longer be pushed on it (H6, H11)"), field="test_id")
+        raise NotEligible(N_("the table has drawn since this test, or the GM closed the push window: "
+                             "fate can no longer be pushed on it (H6, H11)"), field="test_id")
     group = None if record.group_id is None else state.get(GROUPS, record.group_id, GroupRecord)
     held_by = (record.test_id,) if group is None else tuple(group.member_ids)
     drawn = hmtw.draw(decks, "player", _picker(dice), held_by)
@@ -628,7 +629,7 @@ OUTCOME_NAMES = {**hmtw.OUTCOME_NAMES, **hmtw.GROUP_OUTCOME_NAMES, **COMMAND_TIT
 def _deck_command(message: wire.HmtwDeckCommand, state: WorldState, dice: Dice) -> wire.HmtwDecks:
     """H1/H7/H11: the GM's deck status, reshuffle now, end of a Challenge round, or closing the
     push window (H11: every open test is finished; a Fool drawn in one reshuffles now)."""
-    _require_gm(message.user_is_gm, _("command the decks"))
+    _require_gm(message.user_is_gm, N_("command the decks"))
     decks = _decks(state)
     reshuffles: tuple[hmtw.Reshuffled, ...] = ()
     if message.command == "reshuffle":
@@ -657,7 +658,7 @@ def _deck_command(message: wire.HmtwDeckCommand, state: WorldState, dice: Dice) 
 
 def _gm_draw(message: wire.HmtwGmDraw, state: WorldState, dice: Dice) -> wire.HmtwGmDrawn:
     """H1: a card from the GM deck (refilled from its discards when empty)."""
-    _require_gm(message.user_is_gm, _("draw from the GM deck"))
+    _require_gm(message.user_is_gm, N_("draw from the GM deck"))
     drawn = hmtw.draw(_decks(state), "gm", _picker(dice))
     _put_decks(state, drawn.decks)
     face = _face(drawn.card)
@@ -672,12 +673,12 @@ def _gm_draw(message: wire.HmtwGmDraw, state: WorldState, dice: Dice) -> wire.Hm
 def _clear_obstacle(message: wire.HmtwClearObstacle, state: WorldState,
                     dice: Dice) -> wire.HmtwObstacleCleared:
     """H9: the GM says circumstances changed: the obstacle may be tested again."""
-    _require_gm(message.user_is_gm, _("clear an obstacle bound by fate"))
+    _require_gm(message.user_is_gm, N_("clear an obstacle bound by fate"))
     key = _obstacle_key(message.obstacle)
     bound = _bound(state)
     entry = next((b for b in bound if b.key == key), None)
     if entry is None:
-        raise NotFound(_("%(obstacle)r is not bound by fate") % {"obstacle": message.obstacle},
+        raise NotFound(N_("%(obstacle)r is not bound by fate"), {"obstacle": message.obstacle},
                        field="obstacle")
     state.put(BOUND, BOUND_KEY, BoundRecord(obstacles=[b for b in bound if b is not entry]))
     card = cards.render_card("hmtw_obstacle.html.j2", title=_("Circumstances changed"),

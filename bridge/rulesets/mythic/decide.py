@@ -68,7 +68,7 @@ def _named_shifts(message: wire.ChartQuestion) -> tuple[mythic.NamedQuestion | N
     list; an empty list of modifiers is the same as none, with or without a named question (M9)."""
     if message.named is None:
         if message.modifiers:
-            raise BadMessage(_("modifiers belong to a named question: give named too"),
+            raise BadMessage(N_("modifiers belong to a named question: give named too"),
                              field="modifiers")
         return None, []
     named = mythic.named_question(message.named)
@@ -110,8 +110,8 @@ def _chart_odds_question(message: wire.ChartOddsQuestion, state: WorldState, dic
         raise BadMessage(rule_text(exc), field="odds") from None
     options = _options(state)
     if not options.odds_questions:
-        raise NotEligible(_("odds questions are off in this world: the GM turns them on in the "
-                            "Fate Chart settings"), field="odds")
+        raise NotEligible(N_("odds questions are off in this world: the GM turns them on in the "
+                             "Fate Chart settings"), field="odds")
     acting, difficulty = mythic.odds_ranks(odds, options.chaos_factor)
     return _answer(message, state, dice, question=message.question or DEFAULT_QUESTION,
                    named=None, odds=mythic.ODDS[odds], chaos_factor=options.chaos_factor,
@@ -195,7 +195,7 @@ def _answer(
 def _chart_settings(message: wire.ChartSettings, state: WorldState, dice: Dice) -> wire.ChartSettingsApplied:
     """M6: a GM turns odds questions on or off and sets the Chaos Factor."""
     if not message.user_is_gm:
-        raise Forbidden(_("only a GM may change the Fate Chart settings"), field="user_id")
+        raise Forbidden(N_("only a GM may change the Fate Chart settings"), field="user_id")
     options = _options(state)
     changes = {name: value for name, value in (("odds_questions", message.odds_questions),
                                                 ("chaos_factor", message.chaos_factor))

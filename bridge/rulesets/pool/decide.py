@@ -22,7 +22,7 @@ from . import cards, wire
 from ... import wire as shared
 from ...ruleset import Decider, Handler, handler, rolling
 from ...dice import Dice
-from ...errors import BadMessage, Forbidden, NoCharges, NotEligible, NotFound
+from ...errors import BadMessage, Forbidden, Joined, NoCharges, NotEligible, NotFound, Text
 from ...i18n import N_, _, rule_text
 from . import rules as pool
 from ...state import WorldState
@@ -102,8 +102,8 @@ def _config(state: WorldState) -> wire.PoolConfig:
 def _character(state: WorldState, character_id: str, field: str) -> CharacterRecord:
     record = state.get(CHARACTER, character_id, CharacterRecord)
     if record is None:
-        raise NotFound(_("character %(character)s is not in the ledger: the GM enters it first")
-                       % {"character": character_id}, field=field)
+        raise NotFound(N_("character %(character)s is not in the ledger: the GM enters it first"),
+                       {"character": character_id}, field=field)
     return record
 
 
@@ -134,28 +134,28 @@ def _holds_fate(record: CharacterRecord) -> bool:
 
 def _require_gm(message: wire.PoolGmRequest) -> None:
     if not message.user_is_gm:
-        raise Forbidden(_("only a GM may change the Fate ledger"), field="user_is_gm")
+        raise Forbidden(N_("only a GM may change the Fate ledger"), field="user_is_gm")
 
 
 def _require_owner(record: CharacterRecord, user_id: str, user_is_gm: bool) -> None:
     if not user_is_gm and user_id not in record.owner_user_ids:
-        raise Forbidden(_("user %(user)s does not own %(name)r") % {"user": user_id, "name": record.name},
+        raise Forbidden(N_("user %(user)s does not own %(name)r"), {"user": user_id, "name": record.name},
                         field="user_id")
 
 
 def _require_fate_holder(record: CharacterRecord, field: str) -> None:
     """P5/P12: only player characters hold Fate."""
     if not _holds_fate(record):
-        raise NotEligible(_("%(name)r is a %(kind)s: only player characters have Fate (P5, P12)")
-                          % {"name": record.name, "kind": cards.kind_name(record.kind)}, field=field)
+        raise NotEligible(N_("%(name)r is a %(kind)s: only player characters have Fate (P5, P12)"),
+                          {"name": record.name, "kind": Text(cards.KIND_NAMES[record.kind])}, field=field)
 
 
 def _spend(record: CharacterRecord, cost: int, field: str) -> tuple[CharacterRecord, wire.PoolFateSpent]:
     """P5-P7: take ``cost`` Fate, session Fate first; ``no_charges`` when not enough is held."""
     held = record.session_fate + record.earned_fate
     if cost > held:
-        raise NoCharges(_("%(name)r holds %(held)s Fate, %(cost)s needed (Destiny is not Fate, P8)")
-                        % {"name": record.name, "held": held, "cost": cost}, field=field)
+        raise NoCharges(N_("%(name)r holds %(held)s Fate, %(cost)s needed (Destiny is not Fate, P8)"),
+                        {"name": record.name, "held": held, "cost": cost}, field=field)
     spent = pool.spend_fate(record.session_fate, record.earned_fate, cost)
     after = msgspec.structs.replace(record, session_fate=record.session_fate - spent.from_session,
                                     earned_fate=record.earned_fate - spent.from_earned)
@@ -170,9 +170,9 @@ def _configure(message: wire.PoolConfigure, state: WorldState, dice: Dice) -> wi
     _require_gm(message)
     config = message.config
     if config.stat_table is not None and (problems := pool.stat_table_problems(config.stat_table)):
-        raise BadMessage("; ".join(map(rule_text, problems)), field="config.stat_table")
+        raise BadMessage(Joined(tuple(map(rule_text, problems)), "; "), field="config.stat_table")
     if config.dc_by_effect_tier is not None and (problems := pool.dc_table_problems(config.dc_by_effect_tier)):
-        raise BadMessage("; ".join(map(rule_text, problems)), field="config.dc_by_effect_tier")
+        raise BadMessage(Joined(tuple(map(rule_text, problems)), "; "), field="config.dc_by_effect_tier")
     state.put(CONFIG, WORLD_KEY, config)
     return wire.PoolConfigured(event_id=message.event_id, config=config)
 
@@ -277,8 +277,8 @@ def _level_gained(message: wire.PoolLevelGained, state: WorldState, dice: Dice) 
     record = _character(state, message.character_id, "character_id")
     _require_fate_holder(record, "character_id")
     if record.level >= pool.MAX_LEVEL:
-        raise NotEligible(_("%(name)r is at level %(level)s, the last of Tier %(tier)s")
-                          % {"name": record.name, "level": pool.MAX_LEVEL, "tier": pool.MAX_TIER},
+        raise NotEligible(N_("%(name)r is at level %(level)s, the last of Tier %(tier)s"),
+                          {"name": record.name, "level": pool.MAX_LEVEL, "tier": pool.MAX_TIER},
                           field="character_id")
     try:
         level, destiny = pool.gain_level(record.level, record.destiny)
@@ -318,14 +318,14 @@ def _stat_row(config: wire.PoolConfig, score: int, field: str) -> wire.PoolStatR
     """P11: the configured row of a stat score; ``not_found`` when the world has none for it."""
     row = pool.stat_row(score, config.stat_table or [])
     if row is None:
-        raise NotFound(_("the world's stat table has no row for score %(score)s (P11: the GM configures it)")
-                       % {"score": score}, field=field)
+        raise NotFound(N_("the world's stat table has no row for score %(score)s (P11: the GM configures it)"),
+                       {"score": score}, field=field)
     return row
 
 
 def _stat_modifier(message: wire.PoolCheck, config: wire.PoolConfig) -> int:
     if (message.stat_modifier is None) == (message.stat_score is None):
-        raise BadMessage(_("give exactly one of stat_modifier and stat_score"), field="stat_modifier")
+        raise BadMessage(N_("give exactly one of stat_modifier and stat_score"), field="stat_modifier")
     if message.stat_modifier is not None:
         return message.stat_modifier
     assert message.stat_score is not None  # exactly one of the two, checked above
@@ -346,8 +346,8 @@ def _check(message: wire.PoolCheck, state: WorldState, dice: Dice) -> wire.PoolC
     threshold = pool.success_threshold(stat_modifier, mode)
     size = pool.pool_size(stat_modifier, tier, message.fate)
     if size > pool.MAX_POOL:
-        raise BadMessage(_("a pool of %(size)s dice is more than the %(most)s the bridge rolls: "
-                           "check the stat and the Fate dice bought") % {"size": size, "most": pool.MAX_POOL},
+        raise BadMessage(N_("a pool of %(size)s dice is more than the %(most)s the bridge rolls: "
+                            "check the stat and the Fate dice bought"), {"size": size, "most": pool.MAX_POOL},
                          field="fate" if message.fate else "stat_modifier" if message.stat_modifier is not None else "stat_score")
     faces = rolling(lambda: pool.roll_pool(size, dice))
 
@@ -391,11 +391,11 @@ def _check(message: wire.PoolCheck, state: WorldState, dice: Dice) -> wire.PoolC
 
 def _save_dc(message: wire.PoolSave, config: wire.PoolConfig) -> int:
     if (message.dc is None) == (message.effect_tier is None):
-        raise BadMessage(_("give exactly one of dc and effect_tier"), field="dc")
+        raise BadMessage(N_("give exactly one of dc and effect_tier"), field="dc")
     if message.dc is not None:
         return message.dc
     if config.dc_by_effect_tier is None:
-        raise NotFound(_("the world has no DC-by-effect-tier table (P11: the GM configures it)"),
+        raise NotFound(N_("the world has no DC-by-effect-tier table (P11: the GM configures it)"),
                        field="effect_tier")
     assert message.effect_tier is not None  # exactly one of the two, checked above
     return config.dc_by_effect_tier[message.effect_tier - 1]
@@ -412,7 +412,7 @@ def _save(message: wire.PoolSave, state: WorldState, dice: Dice) -> wire.PoolSav
     if message.save == pool.FATE_SAVE:
         stat_die, other_die = fate_die, None
     elif message.stat_score is None:
-        raise BadMessage(_("a %(save)s needs stat_score") % {"save": _(cards.SAVE_LABELS[message.save])},
+        raise BadMessage(N_("a %(save)s needs stat_score"), {"save": Text(cards.SAVE_LABELS[message.save])},
                          field="stat_score")
     else:
         stat_die, other_die = _stat_row(config, message.stat_score, "stat_score").die, fate_die
@@ -459,7 +459,7 @@ def _standing_roll(message: wire.PoolReroll, state: WorldState) -> RollRecord:
         return stored
     snapshot = message.roll
     if snapshot is None:
-        raise NotFound(_("no d20 roll %(roll)s is known: send the roll with it") % {"roll": message.roll_id},
+        raise NotFound(N_("no d20 roll %(roll)s is known: send the roll with it"), {"roll": message.roll_id},
                        field="roll_id")
     try:
         pool.kept_d20(snapshot.d20s, snapshot.mode)

@@ -32,8 +32,8 @@ from . import cards, wire
 from ... import wire as shared
 from ...ruleset import Handler, Outcome, rolling
 from ...dice import Dice
-from ...errors import AlreadyFated, BadMessage, Forbidden, NoCharges, NotEligible, NotFound
-from ...i18n import N_, _
+from ...errors import AlreadyFated, BadMessage, Forbidden, Joined, NoCharges, NotEligible, NotFound, Text
+from ...i18n import N_
 from . import rules as sohl
 from ...state import WorldState
 
@@ -298,8 +298,8 @@ def _require_owner(actor: wire.SohlActor, user_id: str, user_is_gm: bool) -> Non
     """Only the actor's owners (and GMs) may spend its Fate."""
     if not user_is_gm and user_id not in actor.owner_user_ids:
         raise Forbidden(
-            _("user %(user)s does not own %(actor)r and may not spend its Fate")
-            % {"user": user_id, "actor": actor.name},
+            N_("user %(user)s does not own %(actor)r and may not spend its Fate"),
+            {"user": user_id, "actor": actor.name},
             field="user_id",
         )
 
@@ -308,16 +308,16 @@ def _fate_spend(message: wire.FateSpend, state: WorldState, dice: Dice) -> Outco
     """S5, S7-S11: check, roll the Fate Test, apply what it says."""
     record = _graded(state, message.message_id)
     if record is None:
-        raise NotFound(_("message %(message)s was never graded") % {"message": message.message_id},
+        raise NotFound(N_("message %(message)s was never graded"), {"message": message.message_id},
                        field="message_id")
     actor, test = record.actor, record.test
     _require_owner(actor, message.user_id, message.user_is_gm)
     if _fate(state, message.message_id) is not None:
-        raise AlreadyFated(_("this result has been fated already (S11)"), field="message_id")
+        raise AlreadyFated(N_("this result has been fated already (S11)"), field="message_id")
     fated_by = _fated_elsewhere(state, record, record.test_of)[0]
     if fated_by is not None:
         raise AlreadyFated(
-            _("this test has been fated already, on chat message %(message)s (S11)") % {"message": fated_by},
+            N_("this test has been fated already, on chat message %(message)s (S11)"), {"message": fated_by},
             field="message_id",
         )
 
@@ -325,20 +325,20 @@ def _fate_spend(message: wire.FateSpend, state: WorldState, dice: Dice) -> Outco
     ctx = _context(actor, test, record.basis, state.settings(), False, points)
     reasons = [r for r in sohl.withheld_reasons(ctx) if r != "no_points"]
     if reasons:
-        raise NotEligible(_("Fate is withheld: %(reasons)s")
-                          % {"reasons": ", ".join(_(REASON_NAMES[r]) for r in reasons)}, field="message_id")
+        raise NotEligible(N_("Fate is withheld: %(reasons)s"),
+                          {"reasons": Joined(tuple(Text(REASON_NAMES[r]) for r in reasons))}, field="message_id")
     point = next((p for p in points if p.point_id == message.point_id), None)
     if point is None:
-        raise NotEligible(_("%(actor)r holds no Fate Point %(point)s")
-                          % {"actor": actor.name, "point": message.point_id}, field="point_id")
+        raise NotEligible(N_("%(actor)r holds no Fate Point %(point)s"),
+                          {"actor": actor.name, "point": message.point_id}, field="point_id")
     if not sohl.point_covers(point, test.code):
         raise NotEligible(
-            _("%(point)r is specific to %(skill)r, not %(test)r (S7)")
-            % {"point": point.name, "skill": point.skill_code, "test": test.code},
+            N_("%(point)r is specific to %(skill)r, not %(test)r (S7)"),
+            {"point": point.name, "skill": point.skill_code, "test": test.code},
             field="point_id",
         )
     if not sohl.point_applies(point, test.code):
-        raise NoCharges(_("%(point)r has no charge left") % {"point": point.name}, field="point_id")
+        raise NoCharges(N_("%(point)r has no charge left"), {"point": point.name}, field="point_id")
 
     assert actor.aura is not None  # no_aura would have been a reason
     fate_ml = sohl.fate_ml(actor.aura.eml)
@@ -400,19 +400,19 @@ def _fated_outside(message: wire.FatedOutside, state: WorldState, dice: Dice) ->
     for a ``fate_card`` without ``card_message_id``."""
     record = _graded(state, message.message_id)
     if record is None:
-        raise NotFound(_("message %(message)s was never graded") % {"message": message.message_id},
+        raise NotFound(N_("message %(message)s was never graded"), {"message": message.message_id},
                        field="message_id")
     if message.evidence == "fate_card":
         if message.card_message_id is None:
-            raise BadMessage(_("a fate_card needs card_message_id, the chat message of SoHL's Fate card"),
+            raise BadMessage(N_("a fate_card needs card_message_id, the chat message of SoHL's Fate card"),
                              field="card_message_id")
         shown_by = message.card_message_id
     else:
         first = None if record.test_of is None else _graded(state, record.test_of)
         if first is None or not _raised_over_first(record, first):
             raise NotEligible(
-                _("message %(message)s shows no level raised over its test's first message on the same roll")
-                % {"message": message.message_id},
+                N_("message %(message)s shows no level raised over its test's first message on the same roll"),
+                {"message": message.message_id},
                 field="evidence",
             )
         shown_by = message.message_id
@@ -439,20 +439,20 @@ def _fate_choice(message: wire.FateChoice, state: WorldState, dice: Dice) -> Out
     """S9: answer a pending Fate Test CS with spend (+2, charge) or keep (+1)."""
     fated = _fate(state, message.message_id)
     if fated is None or not fated.pending:
-        raise NotFound(_("no Fate choice is pending on message %(message)s") % {"message": message.message_id},
+        raise NotFound(N_("no Fate choice is pending on message %(message)s"), {"message": message.message_id},
                        field="message_id")
     record = _graded(state, message.message_id)
     assert record is not None  # a Fate record is only written for a graded message
     if not message.user_is_gm and message.user_id != fated.user_id:
         raise Forbidden(
-            _("only the player who spent the Fate Point, or a GM, may choose spend or keep (S9)"),
+            N_("only the player who spent the Fate Point, or a GM, may choose spend or keep (S9)"),
             field="user_id",
         )
     point = next(p for p in _current_points(record.actor, state) if p.point_id == fated.point_id)
     effect = sohl.choice_effect(message.choice)
     if effect.consumes_charge and not sohl.point_applies(point, record.test.code):
         raise NoCharges(
-            _("%(point)r has no charge left to spend: choose keep (+1)") % {"point": point.name},
+            N_("%(point)r has no charge left to spend: choose keep (+1)"), {"point": point.name},
             field="choice",
         )
     fated = msgspec.structs.replace(fated, charges_before=point.charges)
