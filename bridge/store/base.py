@@ -124,6 +124,11 @@ class Store(TrailReader, Protocol):
         """How many worlds' state is held in memory now."""
         ...
 
+    def unload(self, world_id: str) -> bool:
+        """Drop the world's state from memory (loaded again on its next use), unless a decision
+        of it is queued or in its batch; True when it was held and is dropped."""
+        ...
+
     async def world(self, world_id: str) -> World | None:
         """The registered world, or None."""
         ...
