@@ -54,6 +54,7 @@ import sys
 import tempfile
 import time
 from pathlib import Path
+from typing import IO
 
 from bridge import logs
 from bridge.dice import SecretDice
@@ -195,6 +196,7 @@ def idle_rss(server: subprocess.Popen, url: str, worlds_file: Path, conns: int) 
     client = subprocess.Popen(
         [sys.executable, "-m", "bench.load", "--url", url, "--worlds", str(worlds_file), "--conns", str(conns),
          "--idle"], stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    assert client.stdin is not None and client.stdout is not None and client.stderr is not None  # all PIPE
     line = client.stdout.readline().strip()
     if line != "ready":
         client.kill()
@@ -266,7 +268,7 @@ def print_report(report: dict) -> None:
           f"({report['store']['decisions']} decisions)")
 
 
-def start_servers(tmp_path: Path, db: Path) -> tuple[dict[str, subprocess.Popen], dict[str, str], dict, object]:
+def start_servers(tmp_path: Path, db: Path) -> tuple[dict[str, subprocess.Popen], dict[str, str], dict, IO[str]]:
     """Echo, minimal durable and bridge processes, each answering on its own port."""
     ports = {name: free_port() for name in SERVERS}
     log = open(tmp_path / "bridge.log", "w")
@@ -385,16 +387,16 @@ def main(argv: list[str] | None = None) -> int:
     if args.scale and (args.failover or args.rolling):
         from . import failover
 
-        worlds = 6 if args.quick else int(args.conns) if args.conns.isdigit() else 30
-        return failover.main(args.failover, args.rolling, worlds, 5 if args.quick else 20,
+        world_count = 6 if args.quick else int(args.conns) if args.conns.isdigit() else 30
+        return failover.main(args.failover, args.rolling, world_count, 5 if args.quick else 20,
                              history=100 if args.quick else failover.HISTORY)
     if args.failover or args.rolling:
         parser.error("--failover and --rolling go with --scale: python -m bench --scale --failover")
     if args.scale:
         from . import scale
 
-        conns = 4 if args.quick else int(args.conns) if args.conns.isdigit() else scale.CONNS
-        return scale.main(conns, 0.5 if args.quick else args.duration, args.out.with_name("bench-scale.json"))
+        conn_count = 4 if args.quick else int(args.conns) if args.conns.isdigit() else scale.CONNS
+        return scale.main(conn_count, 0.5 if args.quick else args.duration, args.out.with_name("bench-scale.json"))
     logs.configure("json", level="warning")  # the in-process store run logs no decision lines
     if args.quick:
         args.conns, args.duration, args.reps, args.idle, args.store_decisions = "1,10", 0.3, 1, 20, 200
@@ -409,7 +411,7 @@ def main(argv: list[str] | None = None) -> int:
         worlds_file.write_text(json.dumps(worlds))
         servers, urls, dbs, log = start_servers(tmp_path, db)
         try:
-            rows = []
+            rows: list[dict] = []
             for c in conns:
                 runs: dict[str, list[dict]] = {name: [] for name in SERVERS}
                 for rep in range(args.reps):

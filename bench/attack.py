@@ -213,7 +213,7 @@ async def _hold(url: str, sources: Sources, stats: dict, stop: float, held: list
 async def attacker(kind: str, url: str, sources: list[str], token: str, clients: int, duration: float) -> dict:
     """Run one flood for ``duration`` s with ``clients`` concurrent loops, each connection from
     the next address of ``sources`` in turn; its counters."""
-    stats = {"attempts": 0, "http_503": 0, "failed": 0, "tcp_503": 0, "tcp_held": 0, "ws_open": 0,
+    stats: dict[str, float] = {"attempts": 0, "http_503": 0, "failed": 0, "tcp_503": 0, "tcp_held": 0, "ws_open": 0,
              "refused_hello": 0}
     stop = time.perf_counter() + duration
     held: list = []

@@ -56,6 +56,7 @@ def start_clients(urls: list[str], worlds_file: Path, conns: int, procs: int, du
             stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True))
         first += share
     for client in clients:
+        assert client.stdout is not None and client.stderr is not None  # both PIPE
         line = client.stdout.readline().strip()
         if line != "ready":
             for other in clients:

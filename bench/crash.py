@@ -110,7 +110,7 @@ def bridge(*args: str) -> subprocess.CompletedProcess:
     return subprocess.run([sys.executable, "-m", "bridge", *args], capture_output=True, text=True, timeout=60)
 
 
-def start_bridge(db: Path, key: Path, port: int, *options: str, log: IO | None = None) -> subprocess.Popen:
+def start_bridge(db: Path | str, key: Path, port: int, *options: str, log: IO | None = None) -> subprocess.Popen:
     """``fate-bridge serve`` on ``db`` (with ``options``), once /healthz answers; its stderr (the
     log, JSON lines) goes to ``log`` (default: discarded)."""
     process = subprocess.Popen(
@@ -152,7 +152,7 @@ def spend_message(event_id: str, message_id: str, point_id: str) -> dict:
 
 async def _ask(ws: ClientConnection, message: dict, acked: dict[str, str]) -> dict:
     await ws.send(json.dumps(message))
-    reply = await ws.recv()
+    reply = await ws.recv(decode=True)
     acked[message["event_id"]] = reply
     return json.loads(reply)
 
@@ -273,14 +273,14 @@ def _final_checks(db: Path, acked: dict[str, str], won: list[tuple[str, str]], r
                        conn.execute("SELECT event_id, reply FROM events WHERE world_id = ?", (WORLD,))})
     finally:
         conn.close()
-    audit_rows = [(event_id, kind, msgspec.json.encode(row_summary(summary, record)))
-                  for event_id, kind, summary, record in audit_rows]
-    audited = {row[0] for row in audit_rows}
+    summaries = [(event_id, kind, msgspec.json.encode(row_summary(summary, record)))
+                 for event_id, kind, summary, record in audit_rows]
+    audited = {row[0] for row in summaries}
     report.acked = len(acked)
     report.missing = [e for e in acked if e not in stored]
     report.changed = [e for e, reply in acked.items() if e in stored and stored[e] != _without_receipt(reply)]
     report.unaudited = [e for e in acked if e not in audited]
-    report.fated_twice, report.overspent = double_spends(won, audit_rows)
+    report.fated_twice, report.overspent = double_spends(won, summaries)
 
 
 def double_spends(won: list[tuple[str, str]], audit_rows: list[tuple]) -> tuple[list[str], dict[str, int]]:

@@ -54,6 +54,8 @@ class DurableLog:
         self._conn.execute("PRAGMA synchronous = NORMAL")
         self._conn.execute(SCHEMA)
         last = self._conn.execute("SELECT seq, hash FROM decisions ORDER BY seq DESC LIMIT 1").fetchone()
+        self._seq: int
+        self._head: bytes
         self._seq, self._head = (0, bytes(32)) if last is None else (last[0], last[1])
         self._rows: list[tuple[int, str, bytes, bytes]] = []
         self._waiting: list[tuple[asyncio.Future[bytes], bytes]] = []

@@ -245,6 +245,7 @@ class ModuleLink:
         """Hand each reply to its request until the link closes; the close code (1006: none)."""
         try:
             async for frame in ws:
+                assert isinstance(frame, str)  # the bridge sends text frames
                 reply = json.loads(frame)
                 event_id = reply.get("event_id") or reply.get("ref") or ""
                 entry = self.pending.get(event_id)

@@ -341,12 +341,13 @@ class Chain:
                                                 for world, event_id in keys)), PHASE_SECONDS)
         return len(keys)
 
-    async def run(self, name: str, title: str, fault: Callable[[Chain], Awaitable[Happened]]) -> Finding:
-        """Make one fault under the load and check after it (the module docstring)."""
+    async def run(self, fault: Fault, *extra: object) -> Finding:
+        """Make one fault under the load (``fault.make(chain, *extra)``) and check after it (the
+        module docstring)."""
         await self.settle()
         marks = {served.log: served.log.stat().st_size for served in self.served}
         first, lost_before = len(self.answers), len(self.lost)
-        happened = await fault(self)
+        happened = await fault.make(self, *extra)
         back = await self.back_after(happened.ended_at)
         await self.settle()
         answers = Counter(a.kind for a in self.answers[first:])
@@ -365,7 +366,7 @@ class Chain:
                                                "--audit-key", str(self.key))
         records = sum(int(n) for world, n in VERIFIED.findall(output) if world in self.links)
         self._going.set()
-        return Finding(name, title, dict(answers.most_common()), len(self.acked), len(self.lost) - lost_before,
+        return Finding(fault.name, fault.title, dict(answers.most_common()), len(self.acked), len(self.lost) - lost_before,
                        records - len(self.acked), back, lines, tracebacks, code == 0, output, happened.note)
 
     def learn_banner(self) -> None:
@@ -612,7 +613,7 @@ async def run_chain(kind: str, faults: list[Fault], folder: Path, size: Size) ->
         findings = []
         for fault in faults:
             print(f"{fault.name} ...", file=sys.stderr)
-            findings.append(await chain.run(fault.name, fault.title, lambda c, f=fault: f.make(c, *extra)))
+            findings.append(await chain.run(fault, *extra))
         return findings
 
 

@@ -83,8 +83,9 @@ class RawConnection(asyncio.Protocol):
     """A WebSocket client connection reduced to what the load needs: the opening handshake,
     unmasked server frames split out of the stream (answering pings and the close), one reply awaited at a time."""
 
+    transport: asyncio.Transport  # set by connection_made, before any frame goes or comes
+
     def __init__(self) -> None:
-        self.transport: asyncio.Transport | None = None
         self._buffer = bytearray()
         self._open = False
         self._waiter: asyncio.Future[bytes] | None = None
@@ -165,6 +166,8 @@ class RawConnection(asyncio.Protocol):
 async def open_raw(url: str) -> RawConnection:
     """Connect and finish the opening handshake to ``ws://host:port/path``."""
     parts = urlsplit(url)
+    if parts.hostname is None or parts.port is None:
+        raise ValueError(f"no host and port in {url!r}")
     loop = asyncio.get_running_loop()
     _, conn = await loop.create_connection(RawConnection, parts.hostname, parts.port)
     handshake = conn.expect()
@@ -206,7 +209,8 @@ def percentile(sorted_us: Sequence[float], q: float) -> float:
 
 async def run(url: str, worlds: list[dict], conns: int, duration: float, tag: str, wait_go: bool = False) -> dict:
     """Drive ``conns`` connections for ``duration`` seconds; returns the measurements."""
-    start, deadline, latencies = asyncio.Event(), [0.0], []
+    start, deadline = asyncio.Event(), [0.0]
+    latencies: list[int] = []
     opened = asyncio.Semaphore(0)
     tasks = [asyncio.create_task(_drive(url, worlds[i], f"{tag}{i}", start, deadline, latencies, opened))
              for i in range(conns)]
@@ -263,9 +267,10 @@ def main() -> None:
         worlds = json.load(file)[args.first:]
     try:
         import uvloop
-        runner = uvloop.run
     except ImportError:
         runner = asyncio.run
+    else:
+        runner = uvloop.run
     if args.idle:
         runner(idle(args.url, worlds, args.conns))
     else:

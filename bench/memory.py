@@ -74,15 +74,15 @@ async def measure(worlds: int, decisions: int, budget: int, histories: list[int]
                     await store.decide(f"w{w}", f"w{w}-e{i}", note(f"k{i}", f"w{w}-e{i}"))
             gc.collect()
             after = rss_bytes(os.getpid())
-            in_memory = len(store._worlds)
+            in_memory = store.worlds_in_memory()
             reload_ms = {}
             for history in histories:
                 world = f"h{history}"
                 await store.add_world(world, None)
                 for i in range(history):
                     await store.decide(world, f"{world}-e{i}", note("k", f"{world}-e{i}"))
-                with store._lock:  # as _evict drops it (nothing of it is pending after its awaits)
-                    del store._worlds[world]
+                if not store.unload(world):  # nothing of it is pending after its awaits
+                    raise RuntimeError(f"{world} was not unloaded")
                 start = time.perf_counter()
                 await store.decide(world, f"{world}-new", note("k", f"{world}-new"))
                 reload_ms[history] = (time.perf_counter() - start) * 1000

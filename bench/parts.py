@@ -31,10 +31,14 @@ import tempfile
 import time
 from collections.abc import Callable, Iterator
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
 
 from .load import ACTOR, TEST
+
+if TYPE_CHECKING:
+    from structlog.typing import EventDict, WrappedLogger
 
 PARTS = ("log", "card", "receipt", "metrics")
 
@@ -103,7 +107,7 @@ async def run(off: frozenset[str], conns: int, decisions: int) -> dict:
     return {"off": sorted(off), "decisions": total, "cpu_us": cpu / total * 1e6, "wall_us": wall / total * 1e6}
 
 
-def _drop(_logger: object, _name: str, _event: dict) -> dict:
+def _drop(_logger: WrappedLogger, _name: str, _event: EventDict) -> EventDict:
     import structlog
 
     raise structlog.DropEvent

@@ -131,7 +131,7 @@ def start_bridges(db: str, key: Path, count: int, *options: str) -> list[tuple[s
     try:
         for _ in range(count):
             port = free_port()
-            started.append((start_bridge(db, key, port, *options), port))  # type: ignore[arg-type]
+            started.append((start_bridge(db, key, port, *options), port))
     except BaseException:
         stop_bridges(started)
         raise

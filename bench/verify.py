@@ -70,7 +70,9 @@ async def build(db: Path, records: int, folder: Path) -> None:
 def measure(db: Path, folder: Path) -> dict:
     """Verify ``db`` as ``audit verify`` does; the CPU time it took and what it found."""
     conn = open_readonly(db)
-    public = load_signing_key(folder / "receipt.key", create=False).public_key()
+    signing_key = load_signing_key(folder / "receipt.key", create=False)
+    assert signing_key is not None  # build() made it
+    public = signing_key.public_key()
     started_cpu, started = time.process_time(), time.perf_counter()
     reports = verify_database(conn, None, load_key(folder / "audit.key", create=False), public)
     cpu, wall = time.process_time() - started_cpu, time.perf_counter() - started

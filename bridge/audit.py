@@ -208,7 +208,7 @@ def rederive(record: AuditRecord, state: WorldState | None = None) -> str | None
     return difference
 
 
-def _rederive_once(record: AuditRecord, message: wire.ClientMessage, message_bytes: bytes,
+def _rederive_once(record: AuditRecord, message: wire.Request, message_bytes: bytes,
                    state: WorldState) -> tuple[str | None, Callable[[], None] | None]:
     """One re-derivation of ``record`` (:func:`rederive`) against ``state``: the difference (None
     when it follows), and what keeps its writes in a :class:`DerivingState` (None when there is

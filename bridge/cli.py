@@ -25,6 +25,7 @@ from .release import PUBLIC_URL_ENV, REPOSITORY, release_manifest_url, release_t
 
 if TYPE_CHECKING:
     import ssl
+    from collections.abc import Callable, Coroutine
 
     from .store import WorldAdmin
 
@@ -323,10 +324,10 @@ def _parser() -> argparse.ArgumentParser:
     )
     remove.add_argument("world_id", metavar="WORLD_ID", type=world_id)
     add_db(remove)
-    listing = world_commands.add_parser(
+    world_list = world_commands.add_parser(
         "list", help="list registered worlds and their settings",
         description="Print each registered world id and its world option (fate_option, S12).")
-    add_db(listing)
+    add_db(world_list)
     viewer = world_commands.add_parser(
         "viewer-key",
         help="print the world's read-only overlay viewer key and overlay URL",
@@ -683,7 +684,7 @@ def _limit_flags(serve: argparse.ArgumentParser) -> None:
                            metavar="N", help=f"{text} (default {getattr(defaults, name):g})")
 
 
-def _positive(kind: type) -> object:
+def _positive(kind: type[int] | type[float]) -> Callable[[str], int | float]:
     """An argparse type: a number of ``kind`` above 0, else a message saying so."""
     def parse(text: str) -> int | float:
         try:
@@ -751,7 +752,7 @@ def main(argv: list[str] | None = None) -> int:
         return 1
 
 
-def _run(coro) -> int:
+def _run(coro: Coroutine[Any, Any, int]) -> int:
     """Run ``coro`` on uvloop when the ``fast`` extra installed it, else on asyncio's loop (outside
     the ``except``: a missing uvloop is no context of what the command raises)."""
     import asyncio
@@ -759,8 +760,10 @@ def _run(coro) -> int:
     try:
         import uvloop
     except ImportError:
-        uvloop = None
-    return asyncio.run(coro) if uvloop is None else uvloop.run(coro)
+        run = asyncio.run
+    else:
+        run = uvloop.run
+    return run(coro)
 
 
 async def _serve(args: argparse.Namespace) -> int:

@@ -123,13 +123,13 @@ def load_signing_key(path: Path, *, create: bool, key: Ed25519PrivateKey | None 
     path = path.expanduser()
     if path.exists():
         try:
-            key = serialization.load_pem_private_key(path.read_bytes(), password=None)
+            loaded = serialization.load_pem_private_key(path.read_bytes(), password=None)
         except (ValueError, TypeError, OSError) as exc:
             raise ConfigError(f"the receipt signing key {path} is unreadable ({exc}); restore it from "
                               "backup") from None
-        if not isinstance(key, Ed25519PrivateKey):
+        if not isinstance(loaded, Ed25519PrivateKey):
             raise ConfigError(f"the receipt signing key {path} is not an Ed25519 key; restore it from backup")
-        return key
+        return loaded
     if not create:
         return None
     key = key or Ed25519PrivateKey.generate()

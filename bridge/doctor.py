@@ -28,6 +28,7 @@ from urllib.parse import urlsplit
 
 from websockets.asyncio.client import connect
 from websockets.exceptions import ConnectionClosed, InvalidHandshake, InvalidStatus
+from websockets.typing import Origin
 
 from . import __version__, audit, status, wire
 from .config import load_signing_key
@@ -108,6 +109,7 @@ def check_signing_key(key_path: Path, database: ReadOnlyDatabase | None) -> list
         key = load_signing_key(key_path, create=False)
     except ConfigError as exc:
         return [*findings, fail(str(exc), "restore it from your backup")]
+    assert key is not None  # the file exists: checked above
     if signed_by and public_key_text(key.public_key()) not in signed_by:
         findings.append(fail(f"signing key {key_path} did not sign the audit trail's heads",
                              "give --signing-key the key serve used with this database (restore it from backup)"))
@@ -209,9 +211,9 @@ def check_tls(cert: Path | None, key: Path | None) -> list[Finding]:
 # --- the module's connection --------------------------------------------------------------------
 
 
-def _origin(foundry_url: str) -> str:
+def _origin(foundry_url: str) -> Origin:
     parts = urlsplit(foundry_url)
-    return f"{parts.scheme}://{parts.netloc}"
+    return Origin(f"{parts.scheme}://{parts.netloc}")
 
 
 def is_loopback_host(host: str) -> bool:

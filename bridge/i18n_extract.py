@@ -64,7 +64,7 @@ def _texts(node: ast.AST, constants: dict[str, str]) -> Iterator[tuple[int, str]
         if id(child) in skipped:
             continue
         if isinstance(child, ast.Constant) and isinstance(child.value, str):
-            text = child.value
+            text: str | None = child.value
         elif isinstance(child, ast.JoinedStr):
             text = _fold(child, constants)
         elif isinstance(child, ast.Name) and child.id in constants:
@@ -79,7 +79,8 @@ def _shown_tables(tree: ast.Module) -> set[str]:
     """The names in the module's ``SHOWN_TABLES = ("A", "B")`` (none when it has no such tuple)."""
     for node in tree.body:
         if isinstance(node, ast.Assign) and any(isinstance(t, ast.Name) and t.id == TABLES_NAME for t in node.targets):
-            return {e.value for e in getattr(node.value, "elts", ()) if isinstance(e, ast.Constant)}
+            return {e.value for e in getattr(node.value, "elts", ())
+                    if isinstance(e, ast.Constant) and isinstance(e.value, str)}
     return set()
 
 
@@ -92,11 +93,13 @@ def extract_tables(fileobj: IO[bytes], keywords: Any, comment_tags: Any,
     tables = set(options.get("tables", "").split()) or _shown_tables(tree)
     constants = _constants(tree)
     for node in tree.body:
-        targets = node.targets if isinstance(node, ast.Assign) else \
-            [node.target] if isinstance(node, ast.AnnAssign) and node.value is not None else []
+        if isinstance(node, ast.Assign):
+            targets, value = node.targets, node.value
+        elif isinstance(node, ast.AnnAssign) and node.value is not None:
+            targets, value = [node.target], node.value
+        else:
+            continue
         names = {t.id for t in targets if isinstance(t, ast.Name)}
         if names & tables:
-            value = node.value
-            assert value is not None
             for line, text in _texts(value, constants):
                 yield line, None, text, [f"rules table {', '.join(sorted(names & tables))}"]

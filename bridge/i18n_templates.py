@@ -86,7 +86,9 @@ class TranslatedEnvironment(jinja2.Environment):
         tree = self.parse(source, name, filename) if isinstance(source, str) else source
         _refuse_shadowing(tree, name, filename)
         translated = _ConstantMessages(self._translations, spread=self.finalize is None).visit(tree)
-        return super().compile(translated, name, filename, raw, defer_init)
+        if raw:  # (jinja2's overloads tell its two results apart by a literal raw)
+            return super().compile(translated, name, filename, True, defer_init)
+        return super().compile(translated, name, filename, False, defer_init)
 
 
 _CONVERSION = re.compile(r"%\((\w+)\)s|%%|%")
@@ -160,7 +162,9 @@ class _ConstantMessages(NodeTransformer):
             return None  # evaluated other than once each, in a different order: not the same
         spread = [values[piece] if odd else nodes.TemplateData(piece)
                   for odd, piece in zip(itertools.cycle((False, True)), pieces) if odd or piece]
-        return [each.set_lineno(node.lineno) for each in spread]
+        for each in spread:
+            each.set_lineno(node.lineno)
+        return spread
 
     def visit_Call(self, node: nodes.Call) -> nodes.Node:
         self.generic_visit(node)  # messages in the arguments first

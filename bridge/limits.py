@@ -292,7 +292,7 @@ class RegistrationRates:
         return RegistrationGate(self, address)
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(slots=True)  # not frozen: bridge.session's protocol declares a plain ``address`` attribute
 class RegistrationGate:
     """One connection's view of :class:`RegistrationRates`: its ``address``, ``wait()``, ``take()``."""
 

@@ -77,7 +77,7 @@ class Metrics:
         """Hook into ``store`` (a :class:`~bridge.store.writer.BatchWriter`; another store is
         left alone): its batches, world loads and worlds in memory are counted here."""
         if hasattr(store, "on_batch"):
-            store.on_batch = self.batches.observe  # type: ignore[attr-defined]
+            store.on_batch = self.batches.observe
             store.on_world_load = self.world_loaded  # type: ignore[attr-defined]
             self._worlds_in_memory = store.worlds_in_memory  # type: ignore[attr-defined]
             health = store.health  # type: ignore[attr-defined]

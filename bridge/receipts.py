@@ -23,7 +23,7 @@ import functools
 import hashlib
 import re
 from collections.abc import Iterable, Mapping, Sequence
-from typing import Protocol, TypeVar
+from typing import Protocol, Self, TypeVar
 
 from cryptography.exceptions import InvalidSignature
 from cryptography.hazmat.primitives import serialization
@@ -167,14 +167,16 @@ class _InWorld(Protocol):
 
 
 class _Stored(Protocol):
-    """What :func:`with_receipts` reads of a decided request (``bridge.store.base.Decided``, a
-    Struct it replaces ``receipt`` of): where the trail holds it."""
+    """What :func:`with_receipts` reads of a decided request (``bridge.store.base.Decided``):
+    where the trail holds it, and a copy with its receipt."""
 
     @property
     def seq(self) -> int | None: ...
 
     @property
     def record_hash(self) -> str | None: ...
+
+    def with_receipt(self, receipt: Receipt) -> Self: ...
 
 
 Q = TypeVar("Q", bound=_InWorld)
@@ -198,7 +200,7 @@ def with_receipts(private_key: Ed25519PrivateKey,
         chunk = audited[start:start + MAX_RECEIPT_BATCH]
         for (n, decided, _), receipt in zip(chunk, sign_batch(private_key, [leaf for _, _, leaf in chunk])):
             item, _, error = outcomes[n]
-            result[n] = (item, msgspec.structs.replace(decided, receipt=receipt), error)
+            result[n] = (item, decided.with_receipt(receipt), error)
     return result
 
 

@@ -156,7 +156,9 @@ def collect(rows: list[AuditRow]) -> ReportData:
     last: datetime | None = None
     for row in sorted(rows, key=lambda r: r.seq):
         record = _record_decoder.decode(row.record)
-        reply = record.get("reply") if isinstance(record.get("reply"), dict) else {}
+        reply = record.get("reply")
+        if not isinstance(reply, dict):
+            reply = {}
         summary = row.summary
         group = summary.ruleset or OTHER_DECISIONS
         when = _time(row.ts)

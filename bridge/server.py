@@ -67,7 +67,7 @@ class RefusalLog:
     the window ends."""
 
     def __init__(self) -> None:
-        self._counts: dict[tuple[str, str], int] = {}
+        self._counts: dict[tuple[str, str, str], int] = {}  # (event, reason, address) -> repeats
 
     def refused(self, reason: str, address: str, event: str = "connection_refused") -> None:
         """Log (or count) one refused (or, ``event="connection_dropped"``, evicted) connection."""
@@ -121,8 +121,9 @@ def admitted_connection(admission: Admission, refusals: RefusalLog) -> type[Serv
             if not self.refused:
                 super().data_received(data)
 
-        def eof_received(self) -> bool | None:
-            return None if self.refused else super().eof_received()
+        def eof_received(self) -> None:
+            if not self.refused:
+                super().eof_received()
 
         def connection_lost(self, exc: Exception | None) -> None:
             if self.refused:
@@ -316,8 +317,13 @@ def stop_on_signals() -> asyncio.Future[None]:
     signal arriving as soon as the port answers still shuts down gracefully."""
     loop = asyncio.get_running_loop()
     stop: asyncio.Future[None] = loop.create_future()
+
+    def stop_once() -> None:
+        if not stop.done():
+            stop.set_result(None)
+
     for sig in (signal.SIGTERM, signal.SIGINT):
-        loop.add_signal_handler(sig, lambda: stop.done() or stop.set_result(None))
+        loop.add_signal_handler(sig, stop_once)
     return stop
 
 

@@ -163,7 +163,7 @@ def lan_addresses() -> list[str]:
     except OSError:
         pass  # no route: no network
     try:
-        found += [info[4][0] for info in socket.getaddrinfo(socket.gethostname(), None, socket.AF_INET)]
+        found += [str(info[4][0]) for info in socket.getaddrinfo(socket.gethostname(), None, socket.AF_INET)]
     except OSError:
         pass
     unique = []

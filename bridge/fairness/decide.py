@@ -233,10 +233,11 @@ def override(message: wire.GmOverride, state: WorldState, dice: Dice) -> Outcome
               Override(by_user_id=message.user_id, result=message.result, values=list(message.values),
                        reason=message.reason, session_id=current.session_id))
     marked = settings.override_mark == "everyone"
-    context = dict(title=_("Result"), ruleset=RULESET_ID, result=message.result, values=list(message.values),
-                   reason=message.reason, by_user=message.user_id)
-    card = render_card("override.html.j2", marked=marked, **context)
-    gm_card = render_card("override.html.j2", marked=True, **context)
+    card_of = functools.partial(render_card, "override.html.j2", title=_("Result"), ruleset=RULESET_ID,
+                                result=message.result, values=list(message.values), reason=message.reason,
+                                by_user=message.user_id)
+    card = card_of(marked=marked)
+    gm_card = card_of(marked=True)
     reply = wire.OverrideApplied(
         event_id=message.event_id, target_event_id=message.target_event_id, message_id=message.message_id,
         result=message.result, values=list(message.values), reason=message.reason,

@@ -171,12 +171,18 @@ def physical_per_session(records: Iterable[Any]) -> dict[str | None, int]:
     return counts
 
 
+class _ExportLine(msgspec.Struct):
+    """One line of an exported trail, as read here: its record (the line's other fields are skipped)."""
+
+    record: AuditRecord
+
+
 def records_of_export(text: str) -> list[Any]:
     """Decoded audit records of an exported trail (``fate-bridge audit export --format jsonl``:
     one ``{"record": {...}, ...}`` per line), oldest first. The one reader of the export format,
     so a new one (the signed trail file, :mod:`bridge.trail_file`) is read here. Raises
     ``ValueError`` naming the line for a line that is not a record."""
-    decoder = msgspec.json.Decoder(msgspec.defstruct("ExportLine", [("record", AuditRecord)]))
+    decoder = msgspec.json.Decoder(_ExportLine)
     records = []
     for number, line in enumerate(text.splitlines(), 1):
         if not line.strip():

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Collection
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any, Protocol, TypeVar
+from typing import TYPE_CHECKING, Any, Protocol, Self, TypeVar
 
 import msgspec
 
@@ -45,6 +45,10 @@ class Decided(msgspec.Struct, frozen=True):
     seq: int | None = None
     record_hash: str | None = None
     receipt: wire.Receipt | None = None
+
+    def with_receipt(self, receipt: wire.Receipt) -> Self:
+        """This outcome with ``receipt`` (what :func:`~bridge.receipts.with_receipts` signs on)."""
+        return msgspec.structs.replace(self, receipt=receipt)
 
 
 
@@ -122,6 +126,11 @@ class Store(TrailReader, Protocol):
 
     def worlds_in_memory(self) -> int:
         """How many worlds' state is held in memory now."""
+        ...
+
+    def unload(self, world_id: str) -> bool:
+        """Drop the world's state from memory (loaded again on its next use), unless a decision
+        of it is queued or in its batch; True when it was held and is dropped."""
         ...
 
     async def world(self, world_id: str) -> World | None:

@@ -198,6 +198,15 @@ class BatchWriter(WorldRows, InviteRows, AuditRows):
         """How many worlds' state is held in memory now."""
         return len(self._worlds)
 
+    def unload(self, world_id: str) -> bool:
+        """Drop ``world_id``'s state from memory now, as :meth:`_evict` does beyond the budget
+        (loaded again, event ids and all, on its next use); a world with a decision queued or in
+        its batch stays. True when it was held and is dropped (bench/memory.py times reloads)."""
+        with self._lock:
+            if world_id in self._pending:
+                return False
+            return self._worlds.pop(world_id, None) is not None
+
     @classmethod
     async def open(cls, path: str | Path, *, audit_key: bytes | None = None,
                    signing_key: Ed25519PrivateKey | None = None) -> Self:
