@@ -228,7 +228,7 @@ def decide(message: wire.Request, state: WorldState, dice: Dice, *, message_byte
     ok = not outcome.refused
     draws = table.draws if table is not None and table.draws else None
     event_id = message.event_id
-    audit = AuditEntry(type=message.__struct_config__.tag, event_id=event_id,
+    audit = AuditEntry(type=str(message.__struct_config__.tag), event_id=event_id,
                        user_id=message.user_id if isinstance(message, wire.UserRequest) else None,
                        message=message_bytes, reads=recording.reads, dice=rolled.rolled,
                        reply=sorted_json(outcome.reply), ok=ok, summary=outcome.columns,

@@ -70,8 +70,8 @@ def protocol() -> Protocol:
     bridge = tuple(c for m in _SHARED for c in m.BRIDGE) + tuple(c for r in rulesets for c in r.bridge)
     return Protocol(
         client_types=client, bridge_types=bridge,
-        decoder=msgspec.json.Decoder(Union[client]),  # type: ignore[arg-type]
-        bridge_decoder=msgspec.json.Decoder(Union[bridge]),  # type: ignore[arg-type]
+        decoder=msgspec.json.Decoder(Union[client]),
+        bridge_decoder=msgspec.json.Decoder(Union[bridge]),
         ruleset_of={kind: r.id for r in rulesets for kind in r.client},
         card_text={kind: r.card_text for r in rulesets if r.card_text is not None for kind in r.bridge},
         ids=tuple(r.id for r in rulesets if r.handlers),
@@ -88,8 +88,8 @@ def register(ruleset: Ruleset) -> None:
     its id ``welcome``, its catalogs (``Ruleset.locale``) the bridge's words. Raises
     ``ValueError`` when its id, or one of its message tags, is taken."""
     built = protocol()
-    taken_tags = {c.__struct_config__.tag for c in (*built.client_types, *built.bridge_types)}
-    clashes = sorted(taken_tags & {c.__struct_config__.tag for c in (*ruleset.client, *ruleset.bridge)})
+    taken_tags = {str(c.__struct_config__.tag) for c in (*built.client_types, *built.bridge_types)}
+    clashes = sorted(taken_tags & {str(c.__struct_config__.tag) for c in (*ruleset.client, *ruleset.bridge)})
     if any(r.id == ruleset.id for r in _installed) or clashes:
         raise ValueError(f"ruleset {ruleset.id!r} clashes with an installed one: id or tags {clashes}")
     if ruleset.locale is not None:
@@ -128,12 +128,12 @@ def bridge_decoder() -> msgspec.json.Decoder:
 
 def client_messages() -> Any:
     """The union of every client message (what :func:`decode_client` decodes; the schemas')."""
-    return Union[protocol().client_types]  # type: ignore[valid-type]
+    return Union[protocol().client_types]
 
 
 def bridge_messages() -> Any:
     """The union of every bridge message (the schemas')."""
-    return Union[protocol().bridge_types]  # type: ignore[valid-type]
+    return Union[protocol().bridge_types]
 
 
 def _tag_of(error_text: str) -> str:
