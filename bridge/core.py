@@ -235,7 +235,7 @@ def decide(message: wire.Request, state: WorldState, dice: Dice, *, message_byte
                        draws=draws, dice_session=dice_session)
     overlay = None if outcome.card is None else _overlay_frame(state.world_id, outcome.card_key or event_id,
                                                                outcome.card)
-    # every client builds its Foundry Roll from the rolls it carries (issue 19); a replay
+    # every client builds its Foundry Roll from the rolls it carries; a replay
     # rebuilds the same bytes from the audit record (bridge.replies)
     frame = decision_frame(outcome.reply, rolled.rolled, draws)
     return Decision(frame, ok, audit, kept=(overlay, outcome.log))

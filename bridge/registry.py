@@ -28,7 +28,7 @@ from .fairness import wire as dice_wire
 from .i18n import N_
 from .ruleset import CardText, Era, Ruleset
 from .rulesets import hmtw, mythic, pool, sohl
-from .wire import audit_window, guard, overlay, session
+from .wire import audit_window, control, guard, overlay
 
 BUILT_IN: tuple[Ruleset, ...] = (
     sohl.RULESET,
@@ -38,7 +38,7 @@ BUILT_IN: tuple[Ruleset, ...] = (
 )
 """The built-in rulesets, in the order ``welcome`` announces them."""
 
-_SHARED = (session, audit_window, overlay, dice_wire)  # the dice messages (issue 19) are every ruleset's
+_SHARED = (control, audit_window, overlay, dice_wire)  # the dice messages are every ruleset's
 
 _installed: list[Ruleset] = list(BUILT_IN)
 

@@ -27,7 +27,7 @@ from . import guard
 from .audit_window import *  # noqa: F403
 from .base import *  # noqa: F403
 from .overlay import *  # noqa: F403
-from .session import *  # noqa: F403
+from .control import *  # noqa: F403
 
 _encoder = msgspec.json.Encoder()
 _probe = msgspec.json.Decoder(dict)

@@ -1,7 +1,7 @@
 """Stream overlay messages: what overlay viewers receive, and the GM's overlay controls.
 
 A viewer is a browser showing ``GET /overlay`` (OBS's browser source). It says
-``hello {world_id, viewer_key}`` (see :class:`~bridge.wire.session.Hello`), gets ``welcome``, and
+``hello {world_id, viewer_key}`` (see :class:`~bridge.wire.control.Hello`), gets ``welcome``, and
 from then on only receives: ``overlay_card`` for each public result of its world and
 ``overlay_clear`` when the GM clears the overlay. It may send ``ping``; anything else is refused
 with ``forbidden``.

@@ -7,7 +7,7 @@ from typing import TYPE_CHECKING, Annotated, Literal
 from msgspec import Meta
 
 from . import rules as _sohl_rules
-from ...wire.session import FateOption, WorldSettings
+from ...wire.control import FateOption, WorldSettings
 from ...wire.base import BridgeMessage, Card, Code, D100, Id, Name, OutPart, Part, Request, UserRequest, Visibility
 
 # Bounds far beyond any real test, so that numbers stay exact in JavaScript and on cards.

@@ -1,6 +1,6 @@
 /**
  * Builders for the link's own messages to the bridge (wire protocol v1, see docs/protocol.md and
- * bridge/wire/session.py): `hello`, `ping` and the world `settings`. Each ruleset builds its own requests
+ * bridge/wire/control.py): `hello`, `ping` and the world `settings`. Each ruleset builds its own requests
  * in its folder (SoHL's in rulesets/sohl/messages.js). Each builder returns a plain object ready
  * for JSON.stringify, always with `v: 1`. Event ids come from an injected generator so tests can
  * predict them.

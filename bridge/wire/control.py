@@ -1,4 +1,4 @@
-"""Session messages: hello/welcome, ping/pong, error, and the world settings ``welcome`` carries
+"""Control messages of a link: hello/welcome, ping/pong, error, and the world settings ``welcome`` carries
 (:class:`WorldSettings`: SoHL's S12 option today; the ``settings`` message that changes them and
 the rule that reads them live in the sohl package, which imports this type: the shared wire
 imports no ruleset)."""
