@@ -36,6 +36,7 @@ from websockets.frames import CloseCode
 from .cluster import Cluster
 from .dice import Dice
 from .errors import BadMessage, RateLimited, StorageUnavailable
+from .i18n import N_
 from .limits import Admission, RateLimit, RegistrationRates, WorldRates
 from .link_guard import LinkGuard
 from .links import Drain, Forwarders, Viewer, Viewers, superseded_reason
@@ -57,7 +58,7 @@ VIEWER_SEND_BUFFER_BYTES = 64 * 1024  # kernel send buffer of a viewer's socket:
 # cards before its send times out; with 64 KiB it is noticed after a few dozen
 
 CLOSE_REASONS = {CLOSE_DONE: "registration answered"}  # a session's close, else "unauthorized"
-BINARY_FRAME = BadMessage("binary frames are not accepted: send each JSON message as a text frame")
+BINARY_FRAME = BadMessage(N_("binary frames are not accepted: send each JSON message as a text frame"))
 
 
 @dataclass(frozen=True)
@@ -90,12 +91,11 @@ class ServerContext:
     metrics: Metrics | None
 
     @property
-    def rate_message(self) -> str:
-        """A ``rate_limited`` refusal's message (``""`` with no limit)."""
-        if self.rate is None:
-            return ""
-        return (f"more than {self.rate[0]:g} messages a second: this one was not handled; send it "
-                "again later with the same event_id")
+    def rate_refusal(self) -> RateLimited:
+        """The ``rate_limited`` refusal of a frame past its world's rate (the rate in it)."""
+        rate = "" if self.rate is None else f"{self.rate[0]:g}"
+        return RateLimited(N_("more than %(rate)s messages a second: this one was not handled; send it "
+                              "again later with the same event_id"), {"rate": rate})
 
 
 class Connection:
@@ -193,8 +193,8 @@ class Connection:
             return False
         log.info("connection_refused", reason="failed_hellos", address=self.address,
                  world_id=named or None, retry_after=round(wait, 1))
-        refusal = RateLimited(f"too many failed hellos: try again in {math.ceil(wait)} s")
-        await self.ws.send(error_frame(refusal, None).decode())
+        refusal = RateLimited(N_("too many failed hellos: try again in %(seconds)s s"), {"seconds": math.ceil(wait)})
+        await self.ws.send(error_frame(refusal, None).decode())  # before the hello: no language known
         await self.close(CloseCode.TRY_AGAIN_LATER, "too many failed hellos")
         return True
 
@@ -213,14 +213,15 @@ class Connection:
     async def handle(self, frame: str | bytes) -> Reply:
         """The reply to a frame after the hello; past the rate, ``rate_limited`` (not handled)
         and the connection paced (:meth:`pace`)."""
+        language = self.session.language
         if isinstance(frame, bytes):
-            return Reply([error_frame(BINARY_FRAME, None)])
+            return Reply([error_frame(BINARY_FRAME, None, language)])
         if self.limit is None or self.limit.allow():
             return await self.session.receive(frame)
         if not self.limited:
             log.info("rate_limited", world_id=self.session.world_id, address=self.address)
             self.limited = True
-        reply = Reply([error_frame(RateLimited(self.context.rate_message), ref_of(frame))])
+        reply = Reply([error_frame(self.context.rate_refusal, ref_of(frame), language)])
         self.paced = self.limit.wait()
         return reply
 
