@@ -1,18 +1,18 @@
 """The audit trail: what each decision read, rolled and answered, chained and re-derivable.
 
-Pure: no I/O, no clock. The store adds the sequence number, the timestamp and the chain links
-inside the decision's transaction; ``fate-bridge audit verify`` uses :func:`rederive` to run a
-recorded decision again through the decision core, the same :func:`bridge.core.decide` call a
-live decision makes, from its recorded inputs: its reads (:class:`ReplayState`, or
-:class:`~bridge.derive.DerivingState`) and its dice as the dice table (:class:`ReplayTable`).
+Pure: no I/O, no clock. The store adds the sequence number, the timestamp and the chain links. It
+does so inside the decision's transaction. ``fate-bridge audit verify`` runs a recorded decision
+again with :func:`rederive`. That is the same :func:`bridge.core.decide` call a live decision makes.
+Its inputs are the record's reads (:class:`ReplayState`, or :class:`~bridge.derive.DerivingState`)
+and its dice, as the dice table (:class:`ReplayTable`).
 
-How a decision is recorded is :mod:`bridge.record` (beneath the core; its names are re-exported
-here, where the trail's readers have always found them).
+How a decision is recorded is :mod:`bridge.record`, beneath the core. Its names are re-exported
+here, where the trail's readers have always found them.
 
-Chain (per world): ``hash = SHA-256(prev_hash_bytes || canonical)`` where ``canonical`` is the
-record's JSON with sorted keys and ``prev_hash`` of the first record is 32 zero bytes (hex).
-Checkpoints sign ``world_id, seq, hash`` with HMAC-SHA-256 under a key kept outside the
-database, so rewriting the whole chain is caught too.
+Chain (per world): ``hash = SHA-256(prev_hash_bytes || canonical)``. ``canonical`` is the record's
+JSON with sorted keys. The first record's ``prev_hash`` is 32 zero bytes (hex). Checkpoints sign
+``world_id, seq, hash`` with HMAC-SHA-256. The key is kept outside the database, so a rewrite of the
+whole chain is caught too.
 """
 
 from __future__ import annotations
@@ -45,9 +45,10 @@ CHECKPOINT_EVERY = 16  # a signed checkpoint every 16 records of a world, and at
 
 
 class ListedColumns(msgspec.Struct, frozen=True):
-    """A stored audit row's own columns (what ``audit list``, export and ``audit_query`` show),
-    checked by :func:`verify_world` against the signed record. ``summary``: the summary column's
-    JSON; empty when the row keeps none of its own (newer rows list the record's)."""
+    """A stored audit row's own columns: what ``audit list``, export and ``audit_query`` show.
+
+    :func:`verify_world` checks them against the signed record. ``summary`` is the summary column's
+    JSON. It is empty when the row keeps none of its own; newer rows list the record's."""
 
     ts: str
     type: str
@@ -116,17 +117,23 @@ class ReplayState:
 
 class ReplayTable(TableDice):
     """A recorded decision's dice table, for :func:`rederive` (``bridge.core.decide``'s
-    ``dice_table``): the live table (:class:`~bridge.fairness.provable.TableDice`) with the record's
-    dice in place of the dice session and the bridge's secret dice. A fair die derives from its
-    session's seed, which the record does not hold: the recorded value is the table's output
-    (``bridge.fairness.trail.check_dice`` recomputes it once the seed is revealed). Physical
-    dice come from the request (``physical``) and are checked as live, so a refusal of them
-    re-derives (a value outside ``1..faces``, more values than the roll used). A die taken from
-    the record is drawn ``fair`` when the record says so, else ``secret`` (as the live table marks
-    the bridge's own dice), so :func:`rederive` can compare the re-derived draws with the
-    recorded ones (a die of other faces, or recorded ``physical`` for a request without physical
-    values, differs). A decision asking for more dice than the record holds is refused
-    ``bad_message`` (field ``dice``, :func:`bridge.ruleset.rolling`), a verdict no record holds."""
+    ``dice_table``).
+
+    It is the live table (:class:`~bridge.fairness.provable.TableDice`). The record's dice stand in
+    for the dice session and the bridge's secret dice. A fair die derives from its session's seed,
+    which the record does not hold. So the recorded value is the table's output.
+    ``bridge.fairness.trail.check_dice`` recomputes it once the seed is revealed.
+
+    Physical dice come from the request (``physical``) and are checked as live. So a refusal of them
+    re-derives: a value outside ``1..faces``, or more values than the roll used.
+
+    A die taken from the record is drawn ``fair`` when the record says so, else ``secret``, as the
+    live table marks the bridge's own dice. Then :func:`rederive` can compare re-derived and
+    recorded draws. A die of other faces differs. So does a recorded ``physical`` die for a request
+    without physical values.
+
+    A decision that asks for more dice than the record holds is refused ``bad_message`` (field
+    ``dice``, :func:`bridge.ruleset.rolling`). No record holds that verdict."""
 
     def __init__(self, record: AuditRecord, physical: list[int] | None, *, required: bool = False) -> None:
         super().__init__(world_id=record.world_id, seq=lambda: record.seq, client_seed=None,
@@ -150,8 +157,9 @@ def _no_seed(n: int) -> bytes:
 
 
 def _without_card_text(value: Any) -> Any:
-    """``value`` with every chat card's rendered ``html`` and ``title`` dropped, at any depth
-    (a card is an object with ``html``, ``title`` and ``ruleset``)."""
+    """``value`` with every chat card's rendered ``html`` and ``title`` dropped, at any depth.
+
+    A card is an object with ``html``, ``title`` and ``ruleset``."""
     if isinstance(value, dict):
         is_card = {"html", "title", "ruleset"} <= value.keys()
         return {k: _without_card_text(v) for k, v in value.items()
@@ -163,9 +171,10 @@ def _without_card_text(value: Any) -> Any:
 
 def verdict(reply: bytes) -> dict[str, Any]:
     """The decision-bearing part of a reply, for every ruleset: everything but presentation.
-    Every chat card's rendered text (``html``, ``title``) is dropped wherever it sits (``card``,
-    ``notice``, nested), so a template change in a later version does not make old records fail
-    re-derivation; an error's wording is dropped too (its code and field may not change)."""
+
+    Every chat card's rendered text (``html``, ``title``) is dropped wherever it sits: ``card``,
+    ``notice``, or nested. So a template change in a later version does not fail old records. An
+    error's wording is dropped too. Its code and field may not change."""
     decoded = _without_card_text(msgspec.to_builtins(registry.bridge_decoder().decode(reply)))
     if decoded.get("type") == "error":
         decoded.pop("message", None)
@@ -173,19 +182,21 @@ def verdict(reply: bytes) -> dict[str, Any]:
 
 
 def rederive(record: AuditRecord, state: WorldState | None = None) -> str | None:
-    """Run the recorded decision again from its recorded reads and dice through
-    :func:`bridge.core.decide`, the call a live decision makes (against ``state``, by default a
-    :class:`ReplayState` of the record; ``verify`` passes a :class:`~bridge.derive.DerivingState`,
-    whose writes are kept when the decision passes; the dice table is a :class:`ReplayTable` of
-    the record); returns None when the re-derived audit entry rolled the recorded dice (values,
-    and faces and sources when the record has them) and its reply's verdict equals the recorded
-    one, else a description of the difference. Cards are not rendered (their text is
-    presentation, :func:`verdict`), which is most of a decision's cost.
+    """Run the recorded decision again from its recorded reads and dice.
 
-    A record that does not follow from the current rules is tried again under each earlier
+    The call is :func:`bridge.core.decide`, as for a live decision. It runs against ``state``. By
+    default that is a :class:`ReplayState` of the record. ``verify`` passes a
+    :class:`~bridge.derive.DerivingState`, whose writes are kept when the decision passes. The dice
+    table is a :class:`ReplayTable` of the record.
+
+    Returns None when the decision follows, else a description of the difference. It follows when
+    the re-derived entry rolled the recorded dice and its reply's verdict equals the recorded one.
+    Dice compare by value, and by faces and source when the record has them. Cards are not rendered:
+    their text is presentation (:func:`verdict`), and rendering is most of a decision's cost.
+
+    A record may not follow from the current rules. Then it is tried again under each earlier
     :class:`~bridge.ruleset.Era` of its ruleset (e.g. hmtw before H14), on a fresh copy of the
-    state: it passes when its reply and writes follow from one of them, whose writes are then
-    the ones kept."""
+    state. It passes when its reply and writes follow from one of them. That era's writes are kept."""
     message_bytes = bytes(record.message)
     try:
         message = registry.decode_client(message_bytes)
@@ -210,9 +221,11 @@ def rederive(record: AuditRecord, state: WorldState | None = None) -> str | None
 
 def _rederive_once(record: AuditRecord, message: wire.Request, message_bytes: bytes,
                    state: WorldState) -> tuple[str | None, Callable[[], None] | None]:
-    """One re-derivation of ``record`` (:func:`rederive`) against ``state``: the difference (None
-    when it follows), and what keeps its writes in a :class:`DerivingState` (None when there is
-    nothing to keep: a refusal, or another state)."""
+    """One re-derivation of ``record`` (:func:`rederive`) against ``state``.
+
+    Returns the difference (None when it follows) and what keeps its writes in a
+    :class:`DerivingState`. The second is None when there is nothing to keep: a refusal, or another
+    state."""
     # Against the chain's state (verify), the dice settings the live table read: physical dice of
     # a ruleset they do not allow, and a die of a provable world with no dice session, are refused
     # again as they were live; a lone record (no chain) is taken as it is.
@@ -260,9 +273,11 @@ def _rederive_once(record: AuditRecord, message: wire.Request, message_bytes: by
 
 @dataclass(frozen=True, slots=True)
 class Problem:
-    """One thing wrong with a world's trail: the record ``seq`` it is found at (0: the world as a
-    whole), a ``kind`` (``gap``, ``link``, ``hash``, ``stored``, ``record``, ``columns``, ``checkpoint``,
-    ``head``, ``key``, ``rederive``, ``dice``, ``state``) and a sentence."""
+    """One thing wrong with a world's trail.
+
+    ``seq`` is the record it is found at; 0 means the world as a whole. ``kind`` is one of ``gap``,
+    ``link``, ``hash``, ``stored``, ``record``, ``columns``, ``checkpoint``, ``head``, ``key``,
+    ``rederive``, ``dice``, ``state``. ``detail`` is a sentence."""
 
     seq: int
     kind: str
@@ -271,9 +286,11 @@ class Problem:
 
 @dataclass(slots=True)
 class WorldReport:
-    """The verification of one world's trail: how many records, the last signed checkpoint or
-    head, the key ids its heads are signed by, the problems found (empty = pass), notes that do not
-    fail it, and the state its chain derives (for ``audit repair``)."""
+    """The verification of one world's trail.
+
+    It holds the record count and the last signed checkpoint or head. It lists the key ids its heads
+    are signed by, and the problems found (empty means pass). Notes do not fail it. ``derived`` is
+    the state its chain derives, for ``audit repair``."""
 
     world_id: str
     records: int = 0
@@ -290,26 +307,29 @@ class WorldReport:
 
     @property
     def chain_ok(self) -> bool:
-        """True when the chain itself holds (every problem, if any, is in the state rows): the
-        state it derives can be trusted, so ``audit repair`` may write it back."""
+        """True when the chain itself holds: every problem, if any, is in the state rows.
+
+        Then the state it derives can be trusted, and ``audit repair`` may write it back."""
         return all(p.kind == "state" for p in self.problems)
 
 
 @dataclass(slots=True)
 class Trail:
-    """What verification reads of one world (from the database, read-only, or an export).
+    """What verification reads of one world: from the database (read-only), or from an export.
 
-    ``rows``: ``(seq, canonical record bytes, prev_hash ('' when the record before is gone), hash,
-    listed columns or None)`` in seq order; ``checkpoints``: HMAC ``(seq, hash, mac)``; ``heads``: Ed25519 signed heads;
-    ``state``: the stored state rows (None: an export, which has none); ``registered``: the world
-    has a row in the registry (``worlds``), removed or not; ``unsealed``: seq -> why that row's
-    stored bytes are not the frame the sealed record is stored as (bridge.store.blobs.frame_problem),
-    filled by the time ``rows`` yields the row; ``stored``: seq -> the row's stored record bytes
-    as they are in the database, filled the same way and taken out as read (None: an export,
-    which has none), which version 2 heads seal; ``written_as(stored)``: the bytes this bridge
-    would store for the record those bytes decode to (None: cannot tell), naming which record of
-    a range whose stored bytes differ from its head's was changed
-    (bridge.store.blobs.written_as)."""
+    - ``rows``: ``(seq, canonical record bytes, prev_hash, hash, listed columns or None)``, in seq
+      order. ``prev_hash`` is '' when the record before is gone.
+    - ``checkpoints``: HMAC ``(seq, hash, mac)``.
+    - ``heads``: Ed25519 signed heads.
+    - ``state``: the stored state rows. None for an export, which has none.
+    - ``registered``: the world has a row in the registry (``worlds``), removed or not.
+    - ``unsealed``: seq -> why that row's stored bytes are not the frame the sealed record is
+      stored as (bridge.store.blobs.frame_problem). Filled by the time ``rows`` yields the row.
+    - ``stored``: seq -> the row's record bytes as stored in the database. Version 2 heads seal
+      them. Filled the same way, and taken out as read. None for an export, which has none.
+    - ``written_as(stored)``: the bytes this bridge would store for the record those bytes decode
+      to (None: cannot tell). It names which record of a differing range was changed
+      (bridge.store.blobs.written_as)."""
 
     world_id: str
     rows: Iterable[tuple[int, bytes, str, str, ListedColumns | None]]
@@ -351,24 +371,34 @@ def _column_differences(record: AuditRecord, listed: ListedColumns) -> list[str]
 
 def verify_world(trail: Trail, key: bytes | None, public_key: Ed25519PublicKey | None = None,
                  progress: Callable[[int], None] | None = None) -> WorldReport:
-    """Verify one world's trail; ``key``: the HMAC checkpoint key of older trails (None: HMAC
-    checkpoints cannot be checked, a problem when there are any); ``public_key``: the Ed25519 key
-    the trail must be signed by now (None: whatever key its heads carry, noted);
-    ``progress(records)`` is called now and then.
+    """Verify one world's trail.
 
-    Finds: missing sequence numbers (a deleted record), links that do not point at the previous
-    record (reordered or deleted), hashes that do not match the record's bytes (edited), records
-    whose content disagrees with their row (its seq, world, or the columns ``audit list`` shows),
-    stored bytes that are not the frame the record is stored as (``trail.unsealed``) or not, byte
-    for byte, what a version 2 head sealed (``trail.stored``: :func:`_stored_differs`),
-    checkpoints or heads missing every ``CHECKPOINT_EVERY`` records, heads or checkpoints whose
-    signature does not verify or that sign another hash than the chain has (rewritten), heads
-    past the end of the chain (its last records deleted), heads signed by another key than the
-    chain's key changes allow or than ``public_key`` (a swapped key), decisions whose outputs do
-    not follow from their recorded inputs and dice (:func:`rederive`), fair dice that the revealed
-    seed of their dice session does not give (:func:`bridge.fairness.trail.check_dice`), reads that differ from the
-    state the records before them produced (state edited between decisions), and every stored
-    state row that differs from what the chain produces (:func:`bridge.derive.compare`)."""
+    ``key`` is the HMAC checkpoint key of older trails. With None, HMAC checkpoints cannot be
+    checked, a problem when there are any. ``public_key`` is the Ed25519 key the trail must be
+    signed by now. With None, whatever key its heads carry is used, and noted. ``progress(records)``
+    is called now and then.
+
+    It finds:
+
+    - missing sequence numbers (a deleted record);
+    - links that do not point at the previous record (reordered or deleted);
+    - hashes that do not match the record's bytes (edited);
+    - records whose content disagrees with their row: its seq, world, or the columns ``audit list``
+      shows;
+    - stored bytes that are not the frame the record is stored as (``trail.unsealed``);
+    - stored bytes that differ from what a version 2 head sealed (``trail.stored``,
+      :func:`_stored_differs`);
+    - checkpoints or heads missing every ``CHECKPOINT_EVERY`` records;
+    - heads or checkpoints whose signature does not verify, or that sign another hash (rewritten);
+    - heads past the end of the chain (its last records deleted);
+    - heads signed by a key other than the chain's key changes allow, or than ``public_key`` (a
+      swapped key);
+    - decisions whose outputs do not follow from their inputs and dice (:func:`rederive`);
+    - fair dice that the revealed seed of their session does not give
+      (:func:`bridge.fairness.trail.check_dice`);
+    - reads that differ from the state the records before produced (state edited between
+      decisions);
+    - stored state rows that differ from what the chain produces (:func:`bridge.derive.compare`)."""
     world_id = trail.world_id
     report = WorldReport(world_id)
     derived = Derived()
@@ -458,8 +488,10 @@ def verify_world(trail: Trail, key: bytes | None, public_key: Ed25519PublicKey |
 
 def _check_checkpoints(report: WorldReport, trail: Trail, hashes: dict[int, str], last_seq: int,
                        key: bytes | None) -> None:
-    """HMAC checkpoints (trails of older bridges, and of bridges given an HMAC key) and the rule
-    that every ``CHECKPOINT_EVERY``-th record is signed (by a checkpoint or a head)."""
+    """Check HMAC checkpoints, and that every ``CHECKPOINT_EVERY``-th record is signed.
+
+    HMAC checkpoints come from older bridges, and from bridges given an HMAC key. A record is signed
+    by a checkpoint or a head."""
     signed = {seq: (record_hash, mac) for seq, record_hash, mac in trail.checkpoints}
     covered = set(signed) | {head.seq for head in trail.heads}
     if signed and key is None and not trail.heads:
@@ -485,12 +517,12 @@ def _check_checkpoints(report: WorldReport, trail: Trail, hashes: dict[int, str]
 
 
 def _stored_differs(trail: Trail, seq: int, sealed: str, window: list[tuple[int, bytes, bytes]]) -> str | None:
-    """Why the stored bytes of the records a version 2 head at record ``seq`` seals
-    (:func:`bridge.heads.stored_range`) are not the ones it sealed (``sealed``, its stored
-    digest), or None when they are. ``window``: ``(seq, stored bytes, record)`` of the records
-    read of that range. Names the records whose stored bytes are not what ``trail.written_as``
-    gives for their record (the bridge that wrote them normally used the same zstd), else the
-    range."""
+    """Why the stored bytes a version 2 head at record ``seq`` seals are not the ones it sealed.
+
+    Returns None when they are. The range is :func:`bridge.heads.stored_range`. ``sealed`` is the
+    head's stored digest. ``window`` is ``(seq, stored bytes, record)`` of the records read of that
+    range. The answer names the records whose stored bytes differ from what ``trail.written_as``
+    gives, else the range. The bridge that wrote them normally used the same zstd."""
     covered = stored_range(seq, CHECKPOINT_EVERY)
     rows = [row for row in window if row[0] in covered]
     if stored_digest(stored_hash(stored) for _, stored, _ in rows) == sealed:
@@ -517,9 +549,11 @@ def _stored_differs(trail: Trail, seq: int, sealed: str, window: list[tuple[int,
 def _check_heads(report: WorldReport, trail: Trail, hashes: dict[int, str], last_seq: int,
                  key_changes: list[tuple[int, KeyChange]], public_key: Ed25519PublicKey | None,
                  stored_differs: dict[int, str]) -> None:
-    """Ed25519 heads: each signature, the hash it signs, the key each period must use (the
-    key changes in the chain; the current one must be ``public_key`` when given), and the stored
-    bytes a version 2 head seals (``stored_differs``: head seq -> why they differ)."""
+    """Check Ed25519 heads: each signature, the hash it signs, and the key each period must use.
+
+    The key changes in the chain set the periods. The current key must be ``public_key`` when given.
+    Also checks the stored bytes a version 2 head seals (``stored_differs``: head seq -> why they
+    differ)."""
     problems = report.problems
     # (first record, key) of each key period; None: the trail's first key, known from its heads
     periods: list[list] = [[1, key_changes[0][1].old_public_key if key_changes else None]]
@@ -560,8 +594,9 @@ def _check_heads(report: WorldReport, trail: Trail, hashes: dict[int, str], last
 
 
 def key_id_of(text: str) -> str:
-    """The key id (:func:`bridge.receipts.key_id`) of a public key in its text form, ``"?"`` when
-    the text is not a public key."""
+    """The key id (:func:`bridge.receipts.key_id`) of a public key in its text form.
+
+    ``"?"`` when the text is not a public key."""
     try:
         return key_id(parse_public_key(text))
     except ValueError:
