@@ -380,24 +380,24 @@ def verify_world(trail: Trail, key: bytes | None, public_key: Ed25519PublicKey |
 
     It finds:
 
-    - missing sequence numbers (a deleted record);
-    - links that do not point at the previous record (reordered or deleted);
-    - hashes that do not match the record's bytes (edited);
+    - missing sequence numbers (a deleted record).
+    - links that do not point at the previous record (reordered or deleted).
+    - hashes that do not match the record's bytes (edited).
     - records whose content disagrees with their row: its seq, world, or the columns ``audit list``
-      shows;
-    - stored bytes that are not the frame the record is stored as (``trail.unsealed``);
+      shows.
+    - stored bytes that are not the frame the record is stored as (``trail.unsealed``).
     - stored bytes that differ from what a version 2 head sealed (``trail.stored``,
-      :func:`_stored_differs`);
-    - checkpoints or heads missing every ``CHECKPOINT_EVERY`` records;
-    - heads or checkpoints whose signature does not verify, or that sign another hash (rewritten);
-    - heads past the end of the chain (its last records deleted);
+      :func:`_stored_differs`).
+    - checkpoints or heads missing every ``CHECKPOINT_EVERY`` records.
+    - heads or checkpoints whose signature does not verify, or that sign another hash (rewritten).
+    - heads past the end of the chain (its last records deleted).
     - heads signed by a key other than the chain's key changes allow, or than ``public_key`` (a
-      swapped key);
-    - decisions whose outputs do not follow from their inputs and dice (:func:`rederive`);
+      swapped key).
+    - decisions whose outputs do not follow from their inputs and dice (:func:`rederive`).
     - fair dice that the revealed seed of their session does not give
-      (:func:`bridge.fairness.trail.check_dice`);
+      (:func:`bridge.fairness.trail.check_dice`).
     - reads that differ from the state the records before produced (state edited between
-      decisions);
+      decisions).
     - stored state rows that differ from what the chain produces (:func:`bridge.derive.compare`)."""
     world_id = trail.world_id
     report = WorldReport(world_id)

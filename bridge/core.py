@@ -1,34 +1,38 @@
 """The decision core: one decoded request + the world's state + dice -> everything the shells need.
 
-Sans-I/O in the manner of python-websockets' ``protocol.py`` and h11 (``shared/STYLE.md``): no
-network, no clock, no randomness of its own. :func:`decide` is the one call a decision makes:
-the session decodes and admits a request, runs :func:`decide` inside ``Store.decide`` (on the
-world's state in memory) and hands its :class:`~bridge.record.Decision` to the store (state
-writes, audit entry, reply frame) and to the sockets (the overlay frame, the log keys in
-``kept``). Inside it, in this order:
+Sans-I/O, in the manner of python-websockets' ``protocol.py`` and h11 (``shared/STYLE.md``): no
+network, no clock, no randomness of its own. :func:`decide` is the one call a decision makes. The
+session decodes and admits a request. It runs :func:`decide` inside ``Store.decide``, on the world's
+state in memory. It hands the :class:`~bridge.record.Decision` to the store (state writes, audit
+entry, reply frame). It hands it to the sockets too: the overlay frame, and the log keys in
+``kept``. Inside :func:`decide`, in this order:
 
-1. the dice table of the request (:func:`bridge.fairness.decide.table_for`: a provable world's
-   fair dice, physical dice, the secret fallback), on the plain state (the seed is never read
-   through the recording);
+1. The request's dice table (:func:`bridge.fairness.decide.table_for`): a provable world's fair
+   dice, physical dice, the secret fallback. It reads the plain state; the seed is never read
+   through the recording.
 2. :func:`rule`, the routed handler, on a :class:`~bridge.record.RecordingState` and
-   :class:`~bridge.record.RecordingDice` (every read and die recorded); a
+   :class:`~bridge.record.RecordingDice`. Every read and die is recorded. A
    :class:`~bridge.errors.Refusal` (its words as data) becomes the refused
-   :class:`~bridge.ruleset.Outcome`, its message translated then (:func:`refused`);
-3. every die used (``check_all_used``) and the "Physical dice" line on the card
-   (:func:`bridge.fairness.decide.with_physical_mark`);
-4. the audit entry, the overlay frame and the reply frame (:func:`bridge.replies.decision_frame`).
+   :class:`~bridge.ruleset.Outcome`. Its message is translated then (:func:`refused`).
+3. Every die used (``check_all_used``), and the "Physical dice" line on the card
+   (:func:`bridge.fairness.decide.with_physical_mark`).
+4. The audit entry, the overlay frame and the reply frame (:func:`bridge.replies.decision_frame`).
 
 ``fate-bridge audit verify`` re-derives a record through :func:`decide` too
-(:func:`bridge.audit.rederive`): on the record's reads, with the record's dice as the dice table
-(``dice_table``: the table's output is what the record holds; a fair die needs its session's
-seed, which the record does not hold, so :func:`bridge.fairness.trail.check_dice` recomputes
-those from a revealed seed), so steps 2 to 4 run as they ran live.
+(:func:`bridge.audit.rederive`). It uses the record's reads, and the record's dice as the dice table
+(``dice_table``). The table's output is what the record holds. A fair die needs its session's seed,
+which the record does not hold. So :func:`bridge.fairness.trail.check_dice` recomputes those from a
+revealed seed. Steps 2 to 4 run as they ran live.
 
-:func:`routes` is the one route table of every client message: the installed rulesets' decisions
-and queries (:mod:`bridge.registry`), the dice layer's (:mod:`bridge.fairness.decide`: dice
-sessions, settings and overrides are every ruleset's, not a ruleset) and the shared messages
-the session answers itself (:data:`SHARED`). The session admits a message by its state, then
-makes one lookup: ``routes()[type(message)].serve(session, message, dice)``.
+:func:`routes` is the one route table of every client message. It holds:
+
+- the installed rulesets' decisions and queries (:mod:`bridge.registry`).
+- the dice layer's (:mod:`bridge.fairness.decide`). Dice sessions, settings and overrides belong
+  to every ruleset, not to one.
+- the shared messages the session answers itself (:data:`SHARED`).
+
+The session admits a message by its state, then makes one lookup:
+``routes()[type(message)].serve(session, message, dice)``.
 """
 
 from __future__ import annotations
@@ -52,8 +56,10 @@ from .state import WorldState
 
 
 class Shell(Protocol):
-    """What answers a message once its route is known: the session (:class:`bridge.session.Session`),
-    one coroutine per kind of route; each returns what the session sends (its ``Reply``)."""
+    """What answers a message once its route is known: the session
+    (:class:`bridge.session.Session`).
+
+    It has one coroutine per kind of route. Each returns what the session sends (its ``Reply``)."""
 
     async def decide(self, message: wire.Request, dice: Dice) -> Any: ...
 
@@ -78,8 +84,10 @@ class Shell(Protocol):
 
 @dataclass(frozen=True, slots=True)
 class Decides:
-    """A decision (a ruleset's or the dice layer's): :func:`decide` runs ``handler`` inside
-    ``Store.decide``, recorded; ``refused`` gives a refusal's audit columns."""
+    """A decision, a ruleset's or the dice layer's.
+
+    :func:`decide` runs ``handler`` inside ``Store.decide``, recorded. ``refused`` gives a refusal's
+    audit columns."""
 
     handler: Handler
     refused: Refused
@@ -90,8 +98,9 @@ class Decides:
 
 @dataclass(frozen=True, slots=True)
 class Answers:
-    """A read-only query (a ruleset's or the dice layer's): the shell runs ``query`` on the
-    world's state inside ``Store.read``, never recorded."""
+    """A read-only query, a ruleset's or the dice layer's.
+
+    The shell runs ``query`` on the world's state inside ``Store.read``. It is never recorded."""
 
     query: Query
 
@@ -102,7 +111,9 @@ class Answers:
 @dataclass(frozen=True, slots=True)
 class Serves:
     """A shared message the shell answers itself, through the :class:`Shell` coroutine ``handle``
-    calls (``hello``, ``register``, ``ping``, the audit window's and the overlay's queries)."""
+    calls.
+
+    These are ``hello``, ``register``, ``ping``, and the audit window's and the overlay's queries."""
 
     handle: Callable[[Shell, Any], Awaitable[Any]]
 
@@ -140,32 +151,37 @@ def _routes_of(protocol: registry.Protocol) -> dict[type, Route]:
 
 
 def routes() -> dict[type, Route]:
-    """The route table: every client message class of the wire union (:mod:`bridge.registry`)
-    -> its :data:`Route`, built once per list of installed rulesets from their handlers and
-    queries, the dice layer's (:mod:`bridge.fairness.decide`) and :data:`SHARED`."""
+    """The route table: every client message class of the wire union -> its :data:`Route`.
+
+    The union is :mod:`bridge.registry`'s. The table is built once per list of installed rulesets.
+    It comes from their handlers and queries, the dice layer's (:mod:`bridge.fairness.decide`) and
+    :data:`SHARED`."""
     return _routes_of(registry.protocol())
 
 
 def named_decision(message: wire.Request) -> tuple[str, Refusal] | None:
-    """The earlier decision ``message`` names, as ``(target, refusal)``: ``gm_override``'s
-    ``target_event_id`` (a decision's event id or the id of the chat message showing it) and its
-    ``not_found`` refusal (:func:`bridge.fairness.decide.named_decision`); None for a request
-    naming none.
+    """The earlier decision ``message`` names, as ``(target, refusal)``; None for a request naming
+    none.
 
-    The world must hold that decision (:meth:`bridge.store.base.Store.holds_decision`). A
-    decision cannot ask: its state is the world's records, not its trail, and every read it
-    makes is replayed from its record. So the shell asks the store before :func:`decide` and
-    answers the refusal itself, nothing decided or recorded (as for a frame that does not
-    decode), and a trail written before the check replays as it was decided."""
+    For ``gm_override`` it is ``target_event_id``: a decision's event id, or the id of the chat
+    message showing it. The refusal is ``not_found``
+    (:func:`bridge.fairness.decide.named_decision`).
+
+    The world must hold that decision (:meth:`bridge.store.base.Store.holds_decision`). A decision
+    cannot ask. Its state is the world's records, not its trail, and every read it makes is replayed
+    from its record. So the shell asks the store before :func:`decide`, and answers the refusal
+    itself. Nothing is decided or recorded, as for a frame that does not decode. And a trail written
+    before the check replays as it was decided."""
     return fairness.named_decision(message)
 
 
 def rule(message: wire.Request, state: WorldState, dice: Dice) -> Outcome:
-    """The handler's :class:`~bridge.ruleset.Outcome` of one request of any installed ruleset or
-    of the dice layer (sohl's ``settings`` included); its :class:`~bridge.errors.Refusal`
-    propagates (:func:`decide` makes it the refused Outcome, :func:`refused`, and undoes what the
-    handler wrote). Raises ``TypeError`` for a message that is not a decision (``hello``,
-    ``ping``, ``audit_query``: the session answers those)."""
+    """The handler's :class:`~bridge.ruleset.Outcome` of one request.
+
+    The request is of any installed ruleset, or of the dice layer (sohl's ``settings`` included).
+    Its :class:`~bridge.errors.Refusal` propagates. :func:`decide` makes it the refused Outcome
+    (:func:`refused`) and undoes what the handler wrote. Raises ``TypeError`` for a message that is
+    not a decision: ``hello``, ``ping``, ``audit_query``. The session answers those."""
     route = routes().get(type(message))
     if not isinstance(route, Decides):
         raise TypeError(f"{type(message).__name__} is not a decision message")
@@ -173,11 +189,15 @@ def rule(message: wire.Request, state: WorldState, dice: Dice) -> Outcome:
 
 
 def refused(message: wire.Request, refusal: Refusal, state: WorldState, language: str) -> Outcome:
-    """The :class:`~bridge.ruleset.Outcome` of ``message`` refused with ``refusal`` (by its
-    handler, or by the dice table before it ran, e.g. a die of a provable world with no dice
-    session): the ``error`` reply (``ref`` = the ``event_id``; its message in ``language``,
-    :func:`bridge.replies.error_reply`), its ruleset's refusal columns
-    (:attr:`Ruleset.refused <bridge.ruleset.Ruleset.refused>`), the code and field as log keys."""
+    """The :class:`~bridge.ruleset.Outcome` of ``message`` refused with ``refusal``.
+
+    The refusal comes from its handler, or from the dice table before it ran. An example: a die of a
+    provable world with no dice session. The Outcome holds:
+
+    - the ``error`` reply: ``ref`` is the ``event_id``, its message is in ``language``
+      (:func:`bridge.replies.error_reply`).
+    - its ruleset's refusal columns (:attr:`Ruleset.refused <bridge.ruleset.Ruleset.refused>`).
+    - the code and field, as log keys."""
     error = error_reply(refusal, message.event_id, language)
     route = routes()[type(message)]
     assert isinstance(route, Decides)
@@ -190,22 +210,26 @@ def decide(message: wire.Request, state: WorldState, dice: Dice, *, message_byte
            dice_table: Callable[[WorldState], tuple[TableDice, str | None]] | None = None) -> Decision:
     """Decide one request: the one call a decision makes into the core.
 
-    ``state``: the world's state (``state.audit_seq()`` gives the audit record number the decision
-    will get); ``dice``: the bridge's secret dice (a dice session's fair dice and physical dice
-    replace them, :func:`bridge.fairness.decide.table_for`); ``message_bytes``: the request as
-    the trail keeps it (:func:`bridge.record.sorted_json`, which the caller hashed already);
-    ``new_seed(n)``: n secret bytes, a dice session's seed; ``language``: the world's, for the
-    cards and refusal texts (presentation: the audit ignores it); ``dice_table(state)``: makes the
-    decision's dice table and the id of its dice session instead of step 1, inside the decision (a
-    :class:`~bridge.errors.Refusal` it raises refuses the request as the live table's does; None,
-    the live path: :func:`bridge.fairness.decide.table_for` makes them; ``audit verify`` passes
-    one that makes a :class:`bridge.audit.ReplayTable` of the record's dice and checks them
-    against the chain's dice settings: ``dice`` and ``new_seed`` are then not used).
+    - ``state``: the world's state. ``state.audit_seq()`` gives the audit record number the decision
+      will get.
+    - ``dice``: the bridge's secret dice. A dice session's fair dice and physical dice replace them
+      (:func:`bridge.fairness.decide.table_for`).
+    - ``message_bytes``: the request as the trail keeps it (:func:`bridge.record.sorted_json`). The
+      caller hashed it already.
+    - ``new_seed(n)``: n secret bytes, a dice session's seed.
+    - ``language``: the world's, for the cards and refusal texts. This is presentation: the audit
+      ignores it.
+    - ``dice_table(state)``: replaces step 1, inside the decision. It makes the decision's dice table
+      and the id of its dice session. A :class:`~bridge.errors.Refusal` it raises refuses the request,
+      as the live table's does. None is the live path: :func:`bridge.fairness.decide.table_for` makes
+      them. ``audit verify`` passes one that makes a :class:`bridge.audit.ReplayTable` of the
+      record's dice. It checks them against the chain's dice settings. ``dice`` and ``new_seed`` are
+      then not used.
 
-    Returns the :class:`~bridge.record.Decision`: the reply frame, ``ok`` (False: a refusal, its
-    writes to be dropped), the audit entry (reads, dice, draws, reply, columns), and as ``kept``
-    the pair (encoded ``overlay_card`` frame or None, the log keys of the decision's line).
-    Raises ``TypeError`` for a message that is not a decision."""
+    Returns the :class:`~bridge.record.Decision`. It holds the reply frame and ``ok``; False means a
+    refusal, whose writes are dropped. It holds the audit entry: reads, dice, draws, reply, columns.
+    ``kept`` is a pair: the encoded ``overlay_card`` frame or None, and the log keys of the
+    decision's line. Raises ``TypeError`` for a message that is not a decision."""
     recording, rolled = RecordingState(state), RecordingDice(dice)
     table, dice_session = None, None
     with i18n.using(language):
@@ -242,7 +266,9 @@ def decide(message: wire.Request, state: WorldState, dice: Dice, *, message_byte
 
 
 def _overlay_frame(world_id: str, key: str | None, card: wire.Card) -> bytes:
-    """The encoded ``overlay_card`` of a public result under ``key`` (a later card with the same
-    key replaces it on the overlay); the speaker's actor id stays with the GM."""
+    """The encoded ``overlay_card`` of a public result under ``key``.
+
+    A later card with the same key replaces it on the overlay. The speaker's actor id stays with the
+    GM."""
     shown = msgspec.structs.replace(card, speaker_actor_id=None)
     return wire.encode(wire.OverlayCard(world_id=world_id, ruleset=card.ruleset, card=shown, key=key))

@@ -1,26 +1,26 @@
 """What a host scrapes: ``GET /metrics`` in the Prometheus text format.
 
-One :class:`Metrics` per server (:func:`bridge.server.start` makes it), each with its own
-``prometheus_client.CollectorRegistry``, so several servers or stores in one process (tests, the
-bench) never share or double-count. The same names on both store backends:
+One :class:`Metrics` per server; :func:`bridge.server.start` makes it. Each has its own
+``prometheus_client.CollectorRegistry``. So several servers or stores in one process (tests, the
+bench) never share or double-count. Both store backends use the same names:
 
-| name | type | labels | what |
-|---|---|---|---|
-| ``fate_bridge_decisions_total`` | counter | ruleset, result | decisions answered: ``result`` is ``ok``, ``refused`` or ``replayed`` (a repeated event_id) |
-| ``fate_bridge_refusals_total`` | counter | ruleset, code | decisions refused by the rules, by the error's ``code``; ``internal``: any message that failed with an internal error; ``unavailable``: any message refused during a storage outage |
-| ``fate_bridge_decision_seconds`` | histogram | | from a decision's frame handed to the session to its reply ready (the store's COMMIT included) |
-| ``fate_bridge_batch_decisions`` | histogram | | decisions written in each group-commit batch |
-| ``fate_bridge_connections`` | gauge | | open connections (forwarders, viewers, not yet past hello) |
-| ``fate_bridge_worlds_in_memory`` | gauge | | worlds whose state the store holds in memory |
-| ``fate_bridge_world_loads_total`` | counter | | worlds read from the database into memory |
-| ``fate_bridge_world_load_seconds`` | histogram | | how long each of those loads took |
-| ``fate_bridge_lease_takeovers_total`` | counter | | worlds whose lease another bridge process took from this one (PostgreSQL; 0 on SQLite) |
-| ``fate_bridge_storage_available`` | gauge | | 1 while the store can write its database, 0 during a storage outage (:mod:`bridge.store.health`: disk full, read-only, unreachable, locked, its file gone) |
+ name | type | labels | what |
+---|---|---|---|
+ ``fate_bridge_decisions_total`` | counter | ruleset, result | Decisions answered. ``result`` is ``ok``, ``refused`` or ``replayed`` (a repeated event_id). |
+ ``fate_bridge_refusals_total`` | counter | ruleset, code | Decisions refused by the rules, by the error's ``code``. ``internal``: any message that failed with an internal error. ``unavailable``: any message refused during a storage outage. |
+ ``fate_bridge_decision_seconds`` | histogram | | From a decision's frame handed to the session to its reply ready. The store's COMMIT is included. |
+ ``fate_bridge_batch_decisions`` | histogram | | Decisions written in each group-commit batch. |
+ ``fate_bridge_connections`` | gauge | | Open connections: forwarders, viewers, not yet past hello. |
+ ``fate_bridge_worlds_in_memory`` | gauge | | Worlds whose state the store holds in memory. |
+ ``fate_bridge_world_loads_total`` | counter | | Worlds read from the database into memory. |
+ ``fate_bridge_world_load_seconds`` | histogram | | How long each of those loads took. |
+ ``fate_bridge_lease_takeovers_total`` | counter | | Worlds whose lease another bridge process took from this one. PostgreSQL; 0 on SQLite. |
+ ``fate_bridge_storage_available`` | gauge | | 1 while the store can write its database, 0 during a storage outage: disk full, read-only, unreachable, locked, its file gone (:mod:`bridge.store.health`). |
 
-Nothing else records anything: the hot path adds one counter increment and one histogram
-observation per decision, one observation per batch. The store knows nothing of Prometheus: it
-calls plain callbacks (:attr:`bridge.store.writer.BatchWriter.on_batch`, ``on_world_load``)
-that :meth:`Metrics.watch` sets. No label carries a world id, token or name.
+Nothing else records anything. The hot path adds one counter increment and one histogram observation
+per decision, and one observation per batch. The store knows nothing of Prometheus. It calls plain
+callbacks that :meth:`Metrics.watch` sets (:attr:`bridge.store.writer.BatchWriter.on_batch`,
+``on_world_load``). No label carries a world id, token or name.
 """
 
 from __future__ import annotations
@@ -40,10 +40,11 @@ LOAD_BUCKETS = (0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 3
 
 
 class Metrics:
-    """The metrics of one server (see the module docstring for names and meanings).
-    ``clock``: seconds of a monotonic clock, which the session reads around each decision (it has
-    no clock of its own; the server passes its event loop's). ``connections``: how many
-    connections are open now, read at each scrape."""
+    """The metrics of one server; the module docstring gives names and meanings.
+
+    ``clock``: seconds of a monotonic clock. The session reads it around each decision; it has no
+    clock of its own, and the server passes its event loop's. ``connections``: how many connections
+    are open now, read at each scrape."""
 
     def __init__(self, clock: Callable[[], float], connections: Callable[[], int] = lambda: 0) -> None:
         self.clock = clock
@@ -74,8 +75,9 @@ class Metrics:
               "a storage outage.", registry=r).set_function(lambda: float(self._storage_available()))
 
     def watch(self, store: object) -> None:
-        """Hook into ``store`` (a :class:`~bridge.store.writer.BatchWriter`; another store is
-        left alone): its batches, world loads and worlds in memory are counted here."""
+        """Count ``store``'s batches, world loads and worlds in memory here.
+
+        ``store`` is a :class:`~bridge.store.writer.BatchWriter`; another store is left alone."""
         if hasattr(store, "on_batch"):
             store.on_batch = self.batches.observe
             store.on_world_load = self.world_loaded  # type: ignore[attr-defined]
@@ -84,8 +86,10 @@ class Metrics:
             self._storage_available = lambda: health.available
 
     def decided(self, ruleset: str | None, code: str | None, replayed: bool, seconds: float) -> None:
-        """One decision answered in ``seconds``: ``code`` is its refusal's error code (None when
-        it passed), ``replayed`` when a repeated event_id returned the stored reply."""
+        """One decision answered in ``seconds``.
+
+        ``code`` is its refusal's error code, None when it passed. ``replayed``: a repeated event_id
+        returned the stored reply."""
         ruleset = ruleset or "shared"  # the dice session messages every ruleset shares
         result = "replayed" if replayed else "ok" if code is None else "refused"
         child = self._children.get((ruleset, result))
@@ -97,9 +101,11 @@ class Metrics:
         self.latency.observe(seconds)
 
     def failed(self, ruleset: str | None, code: str = "internal") -> None:
-        """A message (of ``ruleset``; None: a shared one) failed with an internal error (or, with
-        ``code`` ``unavailable``, while storage was down): counted as a refusal with the code its
-        error reply carries."""
+        """A message failed with an internal error, or with ``code`` ``unavailable`` while storage
+        was down.
+
+        ``ruleset`` is the message's, None for a shared one. It is counted as a refusal, with the
+        code its error reply carries."""
         self.refusals.labels(ruleset or "shared", code).inc()
 
     def world_loaded(self, seconds: float) -> None:

@@ -1,12 +1,14 @@
-"""What ``serve`` says when it starts: one clear line per problem, with its fix, never a
-traceback; and, once listening, the addresses to give others.
+"""What ``serve`` says when it starts, and, once listening, the addresses to give others.
 
-:func:`listen_problem` and :func:`database_problem` turn an ``OSError`` / ``sqlite3`` error into
-the sentence the operator reads; :func:`hold_database` keeps a second ``serve`` (or a ``resolve
---db``, a ``restore``, an ``audit new-key`` or ``audit repair``) off a SQLite file one already
-serves (what each is told is :data:`_WHEN_HELD`'s, on PostgreSQL too: bridge/store/postgres.py);
-:func:`reach_lines` lists the URLs the module, the overlay and Foundry's *Install Module* use
-(for ``--host 0.0.0.0``: this machine's own addresses).
+Each problem gets one clear line with its fix, never a traceback.
+
+- :func:`listen_problem` and :func:`database_problem` turn an ``OSError`` or ``sqlite3`` error
+  into the sentence the operator reads.
+- :func:`hold_database` keeps a second process off a SQLite file one already serves: a
+  ``serve``, a ``resolve --db``, a ``restore``, an ``audit new-key`` or ``audit repair``. What
+  each is told is in :data:`_WHEN_HELD`, on PostgreSQL too (bridge/store/postgres.py).
+- :func:`reach_lines` lists the URLs for the module, the overlay and Foundry's *Install Module*.
+  With ``--host 0.0.0.0`` they use this machine's own addresses.
 """
 
 from __future__ import annotations
@@ -40,16 +42,18 @@ def listen_problem(host: str, port: int, exc: OSError) -> str:
 
 
 def folder_given(path: str | Path) -> str | None:
-    """What is wrong when the database path ``path`` is a folder (None when it is not)."""
+    """What is wrong when the database path ``path`` is a folder; None when it is not."""
     if not Path(path).expanduser().is_dir():
         return None
     return f"{path} is a folder, not a database file: give the file's path, e.g. {Path(path) / 'bridge.sqlite3'}"
 
 
 def database_problem(path: str, exc: Exception) -> str:
-    """Why the database at ``path`` cannot be opened, and the fix: a folder given for the file,
-    a folder or file this user may not write (checked, not guessed from SQLite's "unable to
-    open"), a file that is no database, or else what the system said."""
+    """Why the database at ``path`` cannot be opened, and the fix.
+
+    The causes: a folder given for the file; a folder or file this user may not write; a file that
+    is no database; else what the system said. Write access is checked, not guessed from SQLite's
+    "unable to open"."""
     file = Path(path).expanduser()
     folder = file.parent
     if given_folder := folder_given(path):
@@ -76,13 +80,16 @@ PROC_LOCKS = Path("/proc/locks")  # Linux: every file lock held, with its holder
 
 
 def lock_holder(path: str | Path) -> str | None:
-    """Who holds the serve lock of the database ``path`` ("pid 123 on host h"), or None when no
-    process holds it (or the file does not exist). The lock is on the file itself (whatever path
-    reaches it: a hard link, a symlink, a bind mount), and ends with its holder, even after
-    ``kill -9``. Read from Linux's ``/proc/locks`` (the holder's pid by the file's device and
-    inode): nothing is opened or taken, so a process with SQLite connections on the file may ask
-    (closing a descriptor of the file would drop their POSIX locks; sqlite.org/howtocorrupt.html,
-    2.2). "another process" where ``/proc/locks`` cannot be read."""
+    """Who holds the serve lock of the database ``path``, as "pid 123 on host h".
+
+    None when no process holds it, or the file does not exist. The lock is on the file itself,
+    whatever path reaches it: a hard link, a symlink, a bind mount. It ends with its holder, even
+    after ``kill -9``.
+
+    Read from Linux's ``/proc/locks``: the holder's pid, by the file's device and inode. Nothing is
+    opened or taken. So a process with SQLite connections on the file may ask. Closing a descriptor
+    of the file would drop their POSIX locks (sqlite.org/howtocorrupt.html, 2.2). Says "another
+    process" where ``/proc/locks`` cannot be read."""
     try:
         stat = os.stat(Path(path).expanduser())
     except OSError:
@@ -118,20 +125,22 @@ _WHEN_HELD = {
 
 
 def hold_database(path: str | Path, command: str = "serve") -> int | None:
-    """Take the serve lock of the SQLite database ``path`` for ``command`` (a key of
-    :data:`_WHEN_HELD`: ``serve``, ``resolve``, ``restore``, ``new-key`` or ``repair``, the
-    commands that write the file as its only user): an exclusive ``flock`` on the database file
-    itself (made, owner-only, with its folder when missing; a ``restore`` onto no file has nothing
-    to hold: None), so a second process is refused whatever path reaches the file: its name, a
-    hard link, a symlink, a bind mount. Returns the file's descriptor: the lock lasts while it is
-    open, so until this process ends, however it ends (the OS releases a killed holder's lock).
-    Close it only after the process's SQLite connections to the file are closed (closing any
-    descriptor of the file drops the process's POSIX locks on it, SQLite's included). The other
-    commands (``audit list``, ``backup``, ``world add``) share the file with a running bridge, as
-    SQLite's WAL allows.
+    """Take the serve lock of the SQLite database ``path`` for ``command``.
 
-    Raises ``ConfigError`` (one line naming the file, the holder (:func:`lock_holder`) and what
-    ``command`` should do) when another process holds it, or with :func:`database_problem`'s
+    ``command`` is a key of :data:`_WHEN_HELD`: ``serve``, ``resolve``, ``restore``, ``new-key`` or
+    ``repair``. These write the file as its only user. The lock is an exclusive ``flock`` on the
+    database file itself. So a second process is refused whatever path reaches the file: its name, a
+    hard link, a symlink, a bind mount. A missing file is made, owner-only, with its folder. A
+    ``restore`` onto no file has nothing to hold and gets None.
+
+    Returns the file's descriptor. The lock lasts while it is open: until this process ends, however
+    it ends. The OS releases a killed holder's lock. Close it only after the process's SQLite
+    connections to the file are closed. Closing any descriptor of the file drops the process's POSIX
+    locks on it, SQLite's included. Other commands (``audit list``, ``backup``, ``world add``) share
+    the file with a running bridge, as SQLite's WAL allows.
+
+    Raises ``ConfigError`` when another process holds it. Its one line names the file, the holder
+    (:func:`lock_holder`) and what ``command`` should do. Raises it with :func:`database_problem`'s
     sentence when the file cannot be opened."""
     file = Path(path).expanduser()
     try:
@@ -151,8 +160,9 @@ def hold_database(path: str | Path, command: str = "serve") -> int | None:
 
 
 def lan_addresses() -> list[str]:
-    """This machine's IPv4 addresses others may reach it at (no loopback), best guess first:
-    the address of the default route (a UDP "connect" sends nothing), then those of its name."""
+    """This machine's IPv4 addresses others may reach it at, best guess first; no loopback.
+
+    First the address of the default route (a UDP "connect" sends nothing), then those of its name."""
     import socket
 
     found: list[str] = []
@@ -174,31 +184,37 @@ def lan_addresses() -> list[str]:
 
 
 def bridge_address(host: str, port: int, tls: bool) -> str:
-    """The bridge URL for the module's setting when listening on ``host:port``: for every
-    network, this machine's first address others can reach (else loopback)."""
+    """The bridge URL for the module's setting when listening on ``host:port``.
+
+    For every network: this machine's first address others can reach, else loopback."""
     return f"{'wss' if tls else 'ws'}://{_url_host(host)}:{port}"
 
 
 def _url_host(host: str) -> str:
-    """``host`` as a URL writes it: a wildcard becomes this machine's first address others can
-    reach (else loopback), an IPv6 address goes in brackets."""
+    """``host`` as a URL writes it.
+
+    A wildcard becomes this machine's first address others can reach, else loopback. An IPv6 address
+    goes in brackets."""
     if host in WILDCARDS:
         return next(iter(lan_addresses()), "127.0.0.1")
     return f"[{host}]" if ":" in host else host
 
 
 def listen_base(host: str, port: int, tls: bool) -> str:
-    """The http(s) address of a bridge listening on ``host:port`` (a wildcard: this machine's
-    first address others can reach), ending in ``/``: where its manifest points without
-    ``--public-url``, in the banner and in the served ``module.json`` alike."""
+    """The http(s) address of a bridge listening on ``host:port``, ending in ``/``.
+
+    A wildcard becomes this machine's first address others can reach. Without ``--public-url`` the
+    manifest points here. The banner and the served ``module.json`` use it alike."""
     return f"{'https' if tls else 'http'}://{_url_host(host)}:{port}/"
 
 
 def reach_lines(host: str, port: int, tls: bool, public_url: str | None) -> list[str]:
-    """What ``serve`` prints once listening: the bridge URL(s) for the module's setting and the
-    manifest URL to paste into Foundry's *Install Module*: the bridge's own, which only a Foundry
-    that reaches this machine can fetch, and (without ``public_url``) the GitHub release's, for
-    a Foundry hosted elsewhere (:mod:`bridge.release`)."""
+    """What ``serve`` prints once listening.
+
+    It gives the bridge URL(s) for the module's setting, and manifest URLs to paste into Foundry's
+    *Install Module*. The bridge's own manifest URL works only for a Foundry that reaches this
+    machine. Without ``public_url``, the GitHub release's is printed too, for a Foundry hosted
+    elsewhere (:mod:`bridge.release`)."""
     scheme = "wss" if tls else "ws"
     install = "Install the module in Foundry: Add-on Modules -> Install Module -> Manifest URL:"
     if public_url is not None:
