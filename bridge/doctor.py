@@ -1,16 +1,20 @@
 """``fate-bridge doctor``: finds why a table does not connect, and says how to fix it.
 
-Each check returns :class:`Finding` s: ``ok``, ``warn`` (works, but worth knowing) or ``fail``
-(this breaks the table), each failure with the fix. Local checks read files only and never
-change them: the database (folder writable, schema version, ``PRAGMA quick_check``), the audit
-key (present, owner-only, the key that signed the stored checkpoints), the receipt signing key
-(present, owner-only, the key that signed the heads), the registered worlds,
-the port, ``--origins`` and the TLS files. :func:`check_link` then connects to a bridge the way
-the Foundry module does (an Origin header from the Foundry page, then ``hello`` with the world's
-token) and explains what went wrong: nothing listening, a TLS certificate for another name,
-``ws://`` to another computer from an ``https://`` page, an Origin not allowed, an unknown world
-or a wrong token; a bridge on the GM's own computer behind an ``https://`` Foundry passes with a
-note on the browser's one-time question.
+Each check returns :class:`Finding` s: ``ok``, ``warn`` (works, but worth knowing) or ``fail`` (this
+breaks the table). Each failure comes with the fix.
+
+Local checks read files only and never change them:
+
+- the database: folder writable, schema version, ``PRAGMA quick_check``.
+- the audit key: present, owner-only, the key that signed the stored checkpoints.
+- the receipt signing key: present, owner-only, the key that signed the heads.
+- the registered worlds, the port, ``--origins`` and the TLS files.
+
+:func:`check_link` then connects to a bridge the way the Foundry module does. It sends an Origin
+header from the Foundry page, then ``hello`` with the world's token. It explains what went wrong:
+nothing listening, a TLS certificate for another name, ``ws://`` to another computer from an
+``https://`` page, an Origin not allowed, an unknown world or a wrong token. A bridge on the GM's
+own computer behind an ``https://`` Foundry passes, with a note on the browser's one-time question.
 """
 
 from __future__ import annotations
@@ -46,10 +50,11 @@ CONNECT_TIMEOUT_SECONDS = 5.0  # a bridge on the LAN or behind a proxy answers w
 
 
 def check_database(db: Path | str) -> tuple[list[Finding], ReadOnlyDatabase | None]:
-    """The database, as its backend checks it (bridge/store/backends.py, ``inspect``: a SQLite
-    file's folder and file writable, its integrity and schema version, the serve holding it; a
-    PostgreSQL database reached and its schema version). Also returns it opened read-only for the
-    checks that follow (None when it cannot be read); the caller closes it."""
+    """The database, as its backend checks it (bridge/store/backends.py, ``inspect``).
+
+    For a SQLite file: its folder and file writable, its integrity and schema version, the serve
+    holding it. For PostgreSQL: the database reached, and its schema version. Also returns it opened
+    read-only for the checks that follow; None when it cannot be read. The caller closes it."""
     try:
         return backend_of(db).inspect(db)
     except ConfigError as exc:  # no backend serves the URL
@@ -57,8 +62,9 @@ def check_database(db: Path | str) -> tuple[list[Finding], ReadOnlyDatabase | No
 
 
 def check_key(key_path: Path, database: ReadOnlyDatabase | None) -> list[Finding]:
-    """The audit key: present (missing is fine only before the first signed checkpoint),
-    owner-only, and the key that signed every checkpoint stored in the database."""
+    """The audit key: present, owner-only, and the key that signed every checkpoint in the database.
+
+    A missing key is fine only before the first signed checkpoint."""
     signed = [] if database is None else database.checkpoints()
     if not key_path.exists():
         if signed:
@@ -93,9 +99,11 @@ def _owner_only(path: Path, what: str) -> list[Finding]:
 
 
 def check_signing_key(key_path: Path, database: ReadOnlyDatabase | None) -> list[Finding]:
-    """The receipt signing key (``receipt.key``, Ed25519): present (missing is fine only before
-    the first signed head), owner-only, and the key the worlds' latest heads were signed with
-    (serve refuses a trail signed by another: bridge/audit_cli.py, ``check_keys``)."""
+    """The receipt signing key (``receipt.key``, Ed25519).
+
+    It must be present, owner-only, and the key the worlds' latest heads were signed with. A missing
+    key is fine only before the first signed head. Serve refuses a trail signed by another
+    (bridge/audit_cli.py, ``check_keys``)."""
     signed_by = set() if database is None else database.signers()
     if not key_path.exists():
         if signed_by:
@@ -139,10 +147,11 @@ def check_worlds(worlds: list[tuple[str, bool]] | None) -> list[Finding]:
 
 
 def check_memory_budget(max_worlds: int, worlds: list[tuple[str, bool]] | None) -> list[Finding]:
-    """What ``serve --max-worlds-in-memory`` holds: at most ``max_worlds`` worlds in
-    memory, the least recently used idle ones leaving beyond it; with more registered worlds than
-    that, some are loaded again from the database on their next decision (a load reads the
-    world's event ids and checks its chain: docs/performance.md)."""
+    """What ``serve --max-worlds-in-memory`` holds: at most ``max_worlds`` worlds in memory.
+
+    Beyond it, the least recently used idle worlds leave. With more registered worlds than that,
+    some are loaded again from the database on their next decision. A load reads the world's event
+    ids and checks its chain (docs/performance.md)."""
     registered = "" if worlds is None else f" of the {len(worlds)} registered"
     return [ok(f"serve holds at most {max_worlds} worlds{registered} in memory (--max-worlds-in-memory); "
                "an idle world beyond it leaves memory and is loaded again on its next decision")]
@@ -217,9 +226,11 @@ def _origin(foundry_url: str) -> Origin:
 
 
 def is_loopback_host(host: str) -> bool:
-    """True for a host browsers take as this computer: ``localhost`` and ``*.localhost``,
-    127.0.0.0/8 and ``::1`` (W3C Secure Contexts, "potentially trustworthy"; the module's
-    ``connection.js`` LOOPBACK_HOST). ``host`` as :func:`urllib.parse.urlsplit` gives it."""
+    """True for a host browsers take as this computer.
+
+    That is ``localhost`` and ``*.localhost``, 127.0.0.0/8 and ``::1``. The source is W3C Secure
+    Contexts, "potentially trustworthy"; see the module's ``connection.js`` LOOPBACK_HOST. ``host``
+    is as :func:`urllib.parse.urlsplit` gives it."""
     name = host.rstrip(".").lower()
     if name == "localhost" or name.endswith(".localhost"):
         return True
@@ -230,16 +241,20 @@ def is_loopback_host(host: str) -> bool:
 
 
 def check_page_to_bridge(url: str, foundry_url: str) -> list[Finding]:
-    """What the GM's browser does with a link to the bridge at ``url`` from the Foundry page at
-    ``foundry_url``, before any byte is sent. From an ``https://`` page: plain ``ws://`` to another
-    computer is mixed content, blocked by every browser; ``ws://`` to this computer is not (loopback
-    is potentially trustworthy: Chrome, Firefox 84+, MDN browser-compat-data
-    http.mixed-content.allow_loopback_url; Safari has no such exemption), but a page from
-    elsewhere reaches this computer, over ws:// or wss://, only once the GM allows it: Chromium
-    (Local Network Access, for WebSockets since Chrome 147:
-    developer.chrome.com/blog/local-network-access; the prompt and setting names are Chromium
-    156's own strings), and Firefox as its rollout reaches the GM (support.mozilla.org, "Control
-    personal device and local network permissions in Firefox"). Both are absolute URLs."""
+    """What the GM's browser does with a link to the bridge, before any byte is sent.
+
+    ``url`` is the bridge; ``foundry_url`` is the Foundry page. Both are absolute URLs.
+
+    From an ``https://`` page, plain ``ws://`` to another computer is mixed content. Every browser
+    blocks it. ``ws://`` to this computer is not blocked: loopback is potentially trustworthy. So
+    say Chrome, Firefox 84+ and MDN browser-compat-data (http.mixed-content.allow_loopback_url).
+    Safari has no such exemption.
+
+    But a page from elsewhere reaches this computer only once the GM allows it, over ws:// or
+    wss://. Chromium asks (Local Network Access, for WebSockets since Chrome 147:
+    developer.chrome.com/blog/local-network-access). The prompt and setting names are Chromium 156's
+    own strings. Firefox asks as its rollout reaches the GM (support.mozilla.org, "Control personal
+    device and local network permissions in Firefox")."""
     page, bridge = urlsplit(foundry_url), urlsplit(url)
     if page.scheme != "https" or bridge.scheme not in ("ws", "wss"):
         return []
@@ -265,10 +280,12 @@ def check_page_to_bridge(url: str, foundry_url: str) -> list[Finding]:
 
 async def check_link(url: str, world_id: str | None, token: str | None, *, foundry_url: str | None,
                      ca_file: Path | None, worlds: list[tuple[str, bool]] | None) -> list[Finding]:
-    """Connect to the bridge at ``url`` as the module would: with the Foundry page's Origin
-    (``foundry_url``), then ``hello`` for ``world_id`` with ``token`` (no hello without a
-    world). ``worlds``: the local database's worlds, to tell an unknown world from a wrong
-    token (the bridge refuses both alike, so as not to tell a stranger which worlds exist)."""
+    """Connect to the bridge at ``url`` as the module would.
+
+    It sends the Foundry page's Origin (``foundry_url``), then ``hello`` for ``world_id`` with
+    ``token``. There is no hello without a world. ``worlds`` are the local database's worlds. They
+    tell an unknown world from a wrong token. The bridge refuses both alike, so as not to tell a
+    stranger which worlds exist."""
     parts = urlsplit(url)
     if parts.scheme not in ("ws", "wss") or not parts.hostname:
         return [fail(f"{url!r} is not a bridge URL", "write it as the module's setting: "
@@ -329,8 +346,9 @@ async def check_link(url: str, world_id: str | None, token: str | None, *, found
 
 
 def _link_holder(url: str, world_id: str, token: str | None, ca_file: Path | None) -> str | None:
-    """Who holds ``world_id``'s link, as the bridge's ``/status`` tells (with ``token``); None
-    when nobody does or the bridge would not say (then the token is checked by hello)."""
+    """Who holds ``world_id``'s link, as the bridge's ``/status`` tells (with ``token``).
+
+    None when nobody does, or the bridge would not say. Then hello checks the token."""
     try:
         found = status.fetch(url, token, str(ca_file) if ca_file else None)
     except ConfigError:

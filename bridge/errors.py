@@ -2,30 +2,34 @@
 
 ::
 
-    BridgeError                      base; never sent as is
-    └── Refusal                      answered to the client as ``error{code, message, ref, field}``;
-                                     data (a msgid and its parameters), translated in that frame
-        ├── BadMessage               bad_message      frame is not valid JSON or fails validation
-        ├── UnknownMessage           unknown_message  ``type`` names no message the bridge knows
-        ├── Unauthorized             unauthorized     missing/wrong token or ``hello`` not first (closes)
-        ├── Forbidden                forbidden        the asking user may not act for the actor
-        ├── NotEligible              not_eligible     Fate withheld (S5) or the point does not apply (S7)
-        ├── AlreadyFated             already_fated    the result was fated before (S11)
-        ├── NoCharges                no_charges       the chosen point has no charge left (S7)
-        ├── NotFound                 not_found        message never graded, or no pending choice
-        ├── RateLimited              rate_limited     too many decisions for the world, or failed hellos from one address (bridge/limits.py)
-        ├── Unavailable              unavailable      the store cannot write now (StorageUnavailable); nothing was applied: send it again after ``retry_after_ms``
-        └── Internal                 internal         anything unexpected; details only in the log
-    └── ConfigError                  operator-side problem; the CLI exits 2
-        └── WorldNotRegistered       also closes that world's connections with 4001
-    └── LeaseLost                    another bridge process took the world (PostgreSQL store):
-                                     the decision was not applied; the connection closes 4003
-    └── StorageUnavailable           the database cannot be written or reached now (disk full,
-                                     read-only, unreachable, locked too long, its file deleted):
-                                     answered ``unavailable``; the store logs the outage's start and end
+    BridgeError                      Base. Never sent as is.
+    └── Refusal                      Answered to the client as ``error{code, message, ref, field}``.
+                                     Data (a msgid and its parameters), translated in that frame.
+        ├── BadMessage               bad_message      Frame is not valid JSON or fails validation.
+        ├── UnknownMessage           unknown_message  ``type`` names no message the bridge knows.
+        ├── Unauthorized             unauthorized     Missing/wrong token or ``hello`` not first (closes).
+        ├── Forbidden                forbidden        The asking user may not act for the actor.
+        ├── NotEligible              not_eligible     Fate withheld (S5) or the point does not apply (S7).
+        ├── AlreadyFated             already_fated    The result was fated before (S11).
+        ├── NoCharges                no_charges       The chosen point has no charge left (S7).
+        ├── NotFound                 not_found        Message never graded, or no pending choice.
+        ├── RateLimited              rate_limited     Too many decisions for the world, or failed hellos
+        │                                             from one address (bridge/limits.py).
+        ├── Unavailable              unavailable      The store cannot write now (StorageUnavailable).
+        │                                             Nothing was applied: send it again after
+        │                                             ``retry_after_ms``.
+        └── Internal                 internal         Anything unexpected. Details only in the log.
+    └── ConfigError                  Operator-side problem. The CLI exits 2.
+        └── WorldNotRegistered       Also closes that world's connections with 4001.
+    └── LeaseLost                    Another bridge process took the world (PostgreSQL store).
+                                     The decision was not applied. The connection closes 4003.
+    └── StorageUnavailable           The database cannot be written or reached now: disk full,
+                                     read-only, unreachable, locked too long, its file deleted.
+                                     Answered ``unavailable``. The store logs the outage's start
+                                     and end.
 
-A refusal leaves every stored row untouched: the decision that raised it writes nothing but the
-reply kept under its ``event_id`` (so a repeat gets the same answer).
+A refusal leaves every stored row untouched. The decision that raised it writes nothing but the
+reply kept under its ``event_id``, so a repeat gets the same answer.
 """
 
 from __future__ import annotations
@@ -36,11 +40,12 @@ from dataclasses import dataclass
 
 @dataclass(frozen=True, slots=True)
 class Text:
-    """Words shown in a language chosen later (a refusal's message, :class:`Refusal`):
-    ``msgid``, the English text and its catalog's key, and ``params`` filled in after it is
-    translated (``%(name)s``, or ``{name}`` when ``braces``: the msgid's own style, which its
-    catalog entry keeps); a :class:`Text` or :class:`Joined` among them is shown in the same
-    language first. A msgid no catalog holds (a decoder's own words) is shown as it is."""
+    """Words shown in a language chosen later, such as a refusal's message (:class:`Refusal`).
+
+    ``msgid`` is the English text and its catalog's key. ``params`` are filled in after it is
+    translated: ``%(name)s``, or ``{name}`` when ``braces``. That is the msgid's own style, which
+    its catalog entry keeps. A :class:`Text` or :class:`Joined` among them is shown in the same
+    language first. A msgid no catalog holds, such as a decoder's own words, is shown as it is."""
 
     msgid: str
     params: Mapping[str, object] | None = None
@@ -57,8 +62,10 @@ class Text:
 
 @dataclass(frozen=True, slots=True)
 class Joined:
-    """Several words shown in one language (a list of reasons), joined by ``separator``; each of
-    ``parts`` and the separator is a :class:`Text` (translated) or a ``str`` (shown as it is)."""
+    """Several words shown in one language, such as a list of reasons, joined by ``separator``.
+
+    Each of ``parts``, and the separator, is a :class:`Text` (translated) or a ``str`` (shown as it
+    is)."""
 
     parts: tuple[Text | str, ...]
     separator: Text | str = ", "
@@ -81,13 +88,12 @@ class BridgeError(Exception):
 class Refusal(BridgeError):
     """A request the bridge answers with ``error``; ``code`` is the contract's error code.
 
-    Data, not prose: ``text`` is the message as a msgid and its parameters (``Refusal(N_("no
-    test %(test)s"), {"test": test_id})``, or a :class:`Text` or :class:`Joined` made already),
-    safe to show a player, translated once where the reply frame is made
-    (:func:`bridge.replies.error_reply`), so nothing raises one inside a language; ``field`` is
-    the JSON path of the offending field such as ``"test.eml"``, or None. ``message`` (and
-    ``str()``) is the English text, for logs and tests.
-    """
+    Data, not prose. ``text`` is the message as a msgid and its parameters: ``Refusal(N_("no test
+    %(test)s"), {"test": test_id})``, or a :class:`Text` or :class:`Joined` made already. It is safe
+    to show a player. It is translated once, where the reply frame is made
+    (:func:`bridge.replies.error_reply`). So nothing raises one inside a language. ``field`` is the
+    JSON path of the offending field, such as ``"test.eml"``, or None. ``message`` (and ``str()``)
+    is the English text, for logs and tests."""
 
     code: str = "internal"
 
@@ -143,8 +149,9 @@ class RateLimited(Refusal):
 
 
 class Unavailable(Refusal):
-    """The bridge cannot store decisions now (:class:`StorageUnavailable`): nothing was applied;
-    the client sends the same request (same ``event_id``) again after ``retry_after_ms``."""
+    """The bridge cannot store decisions now (:class:`StorageUnavailable`); nothing was applied.
+
+    The client sends the same request (same ``event_id``) again after ``retry_after_ms``."""
 
     code = "unavailable"
 
@@ -170,37 +177,45 @@ class WorldNotRegistered(ConfigError):
 
 
 class WorldStateMismatch(WorldNotRegistered):
-    """A world's state rows differ from what its audit chain produces: the bridge does not serve
-    it (its connection is refused like an unregistered world's) until ``audit repair``."""
+    """A world's state rows differ from what its audit chain produces.
+
+    The bridge does not serve it until ``audit repair``. Its connection is refused like an
+    unregistered world's."""
 
 
 class WorldSettingsInvalid(WorldNotRegistered):
-    """A world's stored settings row cannot be read (a value outside its enum, written by hand or
-    by another program): the bridge serves the other worlds, and refuses this one's connection
-    like an unregistered world's, naming the world and the value, until it is repaired."""
+    """A world's stored settings row cannot be read: a value outside its enum.
+
+    Such a value was written by hand or by another program. The bridge serves the other worlds. It
+    refuses this one's connection like an unregistered world's, naming the world and the value,
+    until it is repaired."""
 
 
 class SigningKeyChanged(WorldNotRegistered):
-    """A world's chain is signed by another key than the one this bridge holds (``audit new-key``
-    ran while it served): the bridge serves that world no more, and signs nothing for it, until
-    restarted with the new key (its connection is refused like an unregistered world's)."""
+    """A world's chain is signed by another key than the one this bridge holds.
+
+    ``audit new-key`` ran while it served. The bridge serves that world no more, and signs nothing
+    for it, until restarted with the new key. Its connection is refused like an unregistered
+    world's."""
 
 
 class LeaseLost(BridgeError):
-    """Another bridge process holds the world's lease now (``bridge.store.postgres``): this
-    process's decision was refused by the database's fencing check and nothing was applied. The
-    forwarder's connection is closed with 4003 (superseded), unanswered, as when it is
-    superseded inside one process: the module rejects the request as ``superseded`` and stops,
-    and the browser that took the world over goes on with it."""
+    """Another bridge process holds the world's lease now (``bridge.store.postgres``).
+
+    The database's fencing check refused this process's decision; nothing was applied. The
+    forwarder's connection is closed with 4003 (superseded), unanswered. That is what happens when
+    it is superseded inside one process. The module rejects the request as ``superseded`` and stops.
+    The browser that took the world over goes on with it."""
 
 
 class StorageUnavailable(BridgeError):
-    """The store cannot write (or reach) its database now: ``reason`` is one of
-    :data:`bridge.store.health.REASONS` (``disk_full``, ``read_only``, ``unreachable``,
-    ``locked``, ``io_error``, ``database_file_gone``). Nothing of the request was applied. The
-    session answers ``unavailable`` with ``retry_after_ms`` (milliseconds before sending it again);
-    the store logs one line when the outage starts and one when it ends, and answers ``/healthz``
-    503 meanwhile (:class:`bridge.store.health.StorageHealth`)."""
+    """The store cannot write (or reach) its database now.
+
+    ``reason`` is one of :data:`bridge.store.health.REASONS`: ``disk_full``, ``read_only``,
+    ``unreachable``, ``locked``, ``io_error``, ``database_file_gone``. Nothing of the request was
+    applied. The session answers ``unavailable`` with ``retry_after_ms``, the milliseconds before
+    sending it again. The store logs one line when the outage starts and one when it ends. It
+    answers ``/healthz`` 503 meanwhile (:class:`bridge.store.health.StorageHealth`)."""
 
     def __init__(self, reason: str, retry_after_ms: int) -> None:
         super().__init__(f"the database is unavailable ({reason})")

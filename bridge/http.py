@@ -1,18 +1,19 @@
-"""The bridge's plain HTTP pages, answered before any WebSocket upgrade (websockets'
-``process_request``).
+"""The bridge's plain HTTP pages, answered before any WebSocket upgrade.
 
-| path | what | who may fetch it |
-|---|---|---|
-| ``/`` | a small landing page: what this server is, with links to the others | anyone (no secrets) |
-| ``/healthz`` | ``ok``; 503 ``storage unavailable: REASON`` during a storage outage (:mod:`bridge.store.health`) | anyone |
-| ``/overlay`` (+ ``overlay.js``, ``overlay.css``) | the stream overlay page (the viewer key goes on its URL) | anyone |
-| ``/verify`` (+ ``verify.js``) | the dice check page: recompute a revealed dice session from an exported trail (:mod:`bridge.fairness`) | anyone |
-| ``/module/module.json``, ``/module/fate-bridge.zip`` | the Foundry module, to install by manifest URL (:mod:`bridge.release`) | anyone |
-| ``/status`` | :class:`bridge.status.Status` as JSON | this machine (loopback, not through a proxy), or ``Authorization: Bearer WORLD_TOKEN`` for that world only (a wrong token is refused, from anywhere) |
-| ``/metrics`` | :mod:`bridge.metrics` in the Prometheus text format (no world named in it) | as ``/status``: this machine, or any registered world's token |
+This is websockets' ``process_request``.
 
-Any other request goes on to the WebSocket upgrade, refused with 403 when ``origins`` is given
-and the browser page's Origin is not among them (pages the bridge serves itself always pass).
+ path | what | who may fetch it |
+---|---|---|
+ ``/`` | A small landing page: what this server is, with links to the others. | Anyone: no secrets. |
+ ``/healthz`` | ``ok``. 503 ``storage unavailable: REASON`` during a storage outage (:mod:`bridge.store.health`). | Anyone. |
+ ``/overlay`` (+ ``overlay.js``, ``overlay.css``) | The stream overlay page. The viewer key goes on its URL. | Anyone. |
+ ``/verify`` (+ ``verify.js``) | The dice check page: recompute a revealed dice session from an exported trail (:mod:`bridge.fairness`). | Anyone. |
+ ``/module/module.json``, ``/module/fate-bridge.zip`` | The Foundry module, to install by manifest URL (:mod:`bridge.release`). | Anyone. |
+ ``/status`` | :class:`bridge.status.Status` as JSON. | This machine (loopback, not through a proxy). Or ``Authorization: Bearer WORLD_TOKEN``, for that world only. A wrong token is refused, from anywhere. |
+ ``/metrics`` | :mod:`bridge.metrics` in the Prometheus text format. No world is named in it. | As ``/status``: this machine, or any registered world's token. |
+
+Any other request goes on to the WebSocket upgrade. It is refused with 403 when ``origins`` is given
+and the browser page's Origin is not among them. Pages the bridge serves itself always pass.
 """
 
 from __future__ import annotations
@@ -66,9 +67,10 @@ PAGE_HEADERS = (
 
 
 def _load_overlay() -> dict[str, tuple[bytes, str]]:
-    """The overlay's script and style and the ``/verify`` dice check page by URL path: (body,
-    Content-Type), read once from the package (the overlay page itself is rendered per language:
-    :mod:`bridge.overlay_page`)."""
+    """The overlay's script and style, and the ``/verify`` dice check page, by URL path.
+
+    Each is (body, Content-Type), read once from the package. The overlay page itself is rendered
+    per language (:mod:`bridge.overlay_page`)."""
     folder, page = resources.files("bridge").joinpath("overlay"), resources.files("bridge").joinpath("fairness", "page")
     return {**{path: (folder.joinpath(name).read_bytes(), kind)
                for path, (name, kind) in OVERLAY_FILES.items() if name != overlay_page.PAGE},
@@ -76,8 +78,9 @@ def _load_overlay() -> dict[str, tuple[bytes, str]]:
 
 
 def _own_origin(request: Request) -> bool:
-    """True when the request's Origin is this bridge's own address (the overlay page it serves):
-    its host and port equal the Host the browser connected to."""
+    """True when the request's Origin is this bridge's own address: the overlay page it serves.
+
+    Its host and port equal the Host the browser connected to."""
     origin, host = request.headers.get("Origin"), request.headers.get("Host")
     return origin is not None and host is not None and urlsplit(origin).netloc == host
 
@@ -101,9 +104,10 @@ PROXY_HEADERS = ("Forwarded", "X-Forwarded-For", "X-Real-IP")  # set by a proxy 
 
 
 def _local(connection: ServerConnection, request: Request) -> bool:
-    """True when the request comes from this machine itself: a loopback peer, and not a
-    reverse proxy on this machine passing on someone else's request (it says so in one of
-    ``PROXY_HEADERS``; docs/security.md has the nginx line)."""
+    """True when the request comes from this machine itself.
+
+    The peer is loopback. And it is not a reverse proxy on this machine passing on someone else's
+    request; such a proxy says so in one of ``PROXY_HEADERS``. docs/security.md has the nginx line."""
     return _loopback(connection) and not any(name in request.headers for name in PROXY_HEADERS)
 
 
@@ -114,12 +118,13 @@ def _bearer(request: Request) -> str | None:
 
 
 class Pages:
-    """Answers the plain HTTP paths of one server. ``public_url``: the bridge's address as
-    others reach it, which the manifest and the landing page name: ``--public-url``, else the
-    address the server listens on (None until :func:`bridge.server.start` has bound its port and
-    set it). Never a request's Host header: anyone may send any Host, and a manifest pointing
-    where a client chose would send Foundry's download elsewhere. The module's zip is built
-    once, on the first request for it."""
+    """Answers the plain HTTP paths of one server.
+
+    ``public_url`` is the bridge's address as others reach it. The manifest and the landing page
+    name it. It is ``--public-url``, else the address the server listens on. It is None until
+    :func:`bridge.server.start` has bound its port and set it. It is never a request's Host header.
+    Anyone may send any Host. A manifest pointing where a client chose would send Foundry's download
+    elsewhere. The module's zip is built once, on the first request for it."""
 
     def __init__(self, store: Store, presence: status.Presence, viewer_count: Callable[[str], int],
                  *, origins: list[str] | None, public_url: str | None,
@@ -140,8 +145,9 @@ class Pages:
         return self._package
 
     async def __call__(self, connection: ServerConnection, request: Request) -> Response | None:
-        """websockets' ``process_request``: a Response for the plain HTTP paths, None to go on
-        with the WebSocket upgrade."""
+        """websockets' ``process_request``: a Response for the plain HTTP paths.
+
+        None goes on with the WebSocket upgrade."""
         url = urlsplit(request.path)
         path = url.path
         if path == HEALTH_PATH:
@@ -192,9 +198,11 @@ class Pages:
         return _body(HTTPStatus.OK, self.metrics.exposition(), metrics.CONTENT_TYPE, (("Cache-Control", "no-store"),))
 
     async def _allowed(self, connection: ServerConnection, request: Request, path: str) -> Response | str | None:
-        """Who may read ``path`` (``/status``, ``/metrics``): None for this machine (everything),
-        the world id whose token the request carries (``Authorization: Bearer``), or the 401
-        response for anyone else and for a token no world has."""
+        """Who may read ``path`` (``/status``, ``/metrics``).
+
+        None for this machine, which may read everything. Else the world id whose token the request
+        carries (``Authorization: Bearer``). Else the 401 response: for anyone else, and for a token
+        no world has."""
         only: str | None = None
         token = _bearer(request)
         if token is not None or not _local(connection, request):  # a token is judged by itself
@@ -215,9 +223,11 @@ class Pages:
         return only
 
     def landing(self, registered: bool) -> bytes:
-        """The page at ``/``: what this server is, links to health, overlay, the dice check page and
-        the manifest; while no world is ``registered``, the next step (``world add``) first. Names no
-        world, path or secret (anyone may fetch it)."""
+        """The page at ``/``: what this server is, with links.
+
+        It links to health, overlay, the dice check page and the manifest. While no world is
+        ``registered``, the next step (``world add``) comes first. It names no world, path or
+        secret: anyone may fetch it."""
         assert self.public_url is not None, "serve sets public_url once listening"
         link = html.escape(release.manifest_url(self.public_url))
         next_step = "" if registered else """<p class="next"><b>Next step: register a world.</b> No world is

@@ -1,11 +1,15 @@
-"""A reply frame: a decision's, as it is sent and as an ``event_id`` replay rebuilds it, and a
-refusal's (:func:`error_reply`, the one place a refusal's words are translated).
+"""A reply frame: a decision's, and a refusal's.
 
-The audit record keeps the reply once (key-sorted, inside the chain's canonical bytes) with the
-dice and their draws; :func:`replayed_frame` makes the frame that was sent from those, byte for
-byte, because :func:`decision_frame` is the one way a frame is made (msgspec encodes a message's
-fields in one fixed order; ``tests/test_store_memory.py`` checks every example session); :func:`card_text` reads a frame
-as text for a terminal (``fate-bridge resolve --cards``).
+A decision's frame is made as it is sent, and again when an ``event_id`` replay rebuilds it.
+:func:`error_reply` makes a refusal's. It is the one place a refusal's words are translated.
+
+The audit record keeps the reply once, with the dice and their draws. The reply is key-sorted,
+inside the chain's canonical bytes. :func:`replayed_frame` makes the frame that was sent from those,
+byte for byte. This works because :func:`decision_frame` is the one way a frame is made. msgspec
+encodes a message's fields in one fixed order. ``tests/test_store_memory.py`` checks every example
+session.
+
+:func:`card_text` reads a frame as text for a terminal (``fate-bridge resolve --cards``).
 """
 
 from __future__ import annotations
@@ -23,8 +27,9 @@ from .record import AuditRecord
 
 
 def error_reply(refusal: Refusal, ref: str | None, language: str) -> wire.Error:
-    """The ``error`` answering ``refusal`` (the one map from exception to contract), its message
-    in ``language`` (a world's, or the one a ``hello`` or ``register`` asks for)."""
+    """The ``error`` answering ``refusal``: the one map from exception to contract.
+
+    Its message is in ``language``: a world's, or the one a ``hello`` or ``register`` asks for."""
     return wire.Error(code=refusal.code, message=refusal.text.shown(i18n.translations(language).gettext), ref=ref,  # type: ignore[arg-type]
                       field=refusal.field, retry_after_ms=getattr(refusal, "retry_after_ms", msgspec.UNSET))
 
@@ -35,8 +40,10 @@ def error_frame(refusal: Refusal, ref: str | None, language: str = i18n.DEFAULT)
 
 
 def decision_frame(reply: wire.BridgeMessage, dice: list[int], draws: list[Draw] | None) -> bytes:
-    """The frame sent for a decision's ``reply``: its JSON, with the ``rolls`` every client shows
-    when the decision drew dice (``draws``, parallel to the rolled values ``dice``)."""
+    """The frame sent for a decision's ``reply``: its JSON.
+
+    When the decision drew dice it adds the ``rolls`` every client shows. ``draws`` is parallel to
+    the rolled values ``dice``."""
     frame = wire.encode(reply)
     if draws:
         frame = dice_wire.attach_rolls(frame, dice, draws)
@@ -44,8 +51,9 @@ def decision_frame(reply: wire.BridgeMessage, dice: list[int], draws: list[Draw]
 
 
 def replayed_frame(record: AuditRecord) -> bytes:
-    """The frame that was sent for the decision ``record`` holds (its reply decoded and made into
-    a frame again, as :func:`decision_frame` made it)."""
+    """The frame that was sent for the decision ``record`` holds.
+
+    Its reply is decoded and made into a frame again, as :func:`decision_frame` made it."""
     reply = registry.bridge_decoder().decode(bytes(record.reply))
     return decision_frame(reply, record.dice, record.draws)
 
@@ -55,10 +63,11 @@ _BLOCK = re.compile(r"</?(?:div|header|footer|h3)\b[^>]*>")
 
 
 def card_text(frame: bytes) -> str | None:
-    """A reply frame as readable text for a terminal (``fate-bridge resolve --cards``): a refusal
-    (``error``, any ruleset) as ``[refused REF] CODE: message (field F)``; a ruleset's reply as its
-    ruleset's :attr:`~bridge.ruleset.Ruleset.card_text` gives it, else the ``card`` and ``notice``
-    cards of any reply carrying them; None for other replies."""
+    """A reply frame as readable text for a terminal (``fate-bridge resolve --cards``).
+
+    A refusal (``error``, any ruleset) reads ``[refused REF] CODE: message (field F)``. A ruleset's
+    reply reads as its ruleset's :attr:`~bridge.ruleset.Ruleset.card_text` gives it. Else the
+    ``card`` and ``notice`` cards of any reply carrying them are shown. None for other replies."""
     protocol = registry.protocol()
     reply = protocol.bridge_decoder.decode(frame)
     if isinstance(reply, wire.Error):

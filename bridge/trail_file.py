@@ -1,5 +1,6 @@
-"""An exported trail: one world's audit chain, its signed heads and checkpoints and the
-public key, in one JSON file that ``fate-bridge audit verify FILE`` checks with no database.
+"""An exported trail: one world's audit chain, its signed heads and checkpoints, and the public key.
+
+They sit in one JSON file. ``fate-bridge audit verify FILE`` checks it with no database.
 
 Format ``fate-bridge trail v1``::
 
@@ -8,18 +9,20 @@ Format ``fate-bridge trail v1``::
      "heads": [{"seq", "hash", "state_digest", "public_key", "sig", "stored_digest"}, ...],
      "checkpoints": [{"seq", "hash", "mac"}, ...]}
 
-Each ``record`` is the record's canonical bytes verbatim when exported (the chain hashes them;
-``msgspec.Raw`` keeps them byte for byte). Read back, a record is read as a record, not as bytes
-(:func:`bridge.record.canonical_json`): a file re-indented or re-encoded by an editor or ``jq .``
-(keys reordered, ``\\u`` escapes or UTF-8, a byte order mark) verifies as the file exported, as
-on the /verify page. ``public_key`` is the key the latest head is signed by, for
-convenience only: a verifier should pin the key it trusts (``--public-key``), which is what makes
-the file worth checking on another machine. The state rows are not exported: the file proves what
-was decided, not what the database holds now.
+Each ``record`` is exported as the record's canonical bytes, verbatim. The chain hashes them;
+``msgspec.Raw`` keeps them byte for byte. Read back, a record is read as a record, not as bytes
+(:func:`bridge.record.canonical_json`). So a file re-indented or re-encoded by an editor or ``jq .``
+verifies as the file exported, as on the /verify page. That covers keys reordered, ``\\u`` escapes
+or UTF-8, and a byte order mark.
 
-A version 2 head (:mod:`bridge.heads`) is exported with its ``stored_digest`` (absent or
-null: a version 1 head) so its signature verifies; the stored bytes it seals (the database's zstd
-frames) are not in the file, so the file cannot prove them: ``audit verify`` on the database does.
+``public_key`` is the key the latest head is signed by. It is for convenience only. A verifier
+should pin the key it trusts (``--public-key``). That is what makes the file worth checking on
+another machine. The state rows are not exported. The file proves what was decided, not what the
+database holds now.
+
+A version 2 head (:mod:`bridge.heads`) is exported with its ``stored_digest``, so its signature
+verifies. Absent or null means a version 1 head. The stored bytes it seals (the database's zstd
+frames) are not in the file, so the file cannot prove them. ``audit verify`` on the database does.
 """
 
 from __future__ import annotations
@@ -82,8 +85,9 @@ def encode(world_id: str, rows: list[tuple[int, bytes, str, str]], heads: list[H
 
 
 def _record_bytes(record: msgspec.Raw) -> bytes:
-    """A record of the file as the chain hashed it (:func:`bridge.record.canonical_json`); a
-    record that does not read as one is kept as it is, for verify to name (hash, unreadable)."""
+    """A record of the file as the chain hashed it (:func:`bridge.record.canonical_json`).
+
+    A record that does not read as one is kept as it is. Verify names it (hash, unreadable)."""
     try:
         return canonical_json(record)
     except (msgspec.MsgspecError, ValueError):
@@ -91,9 +95,10 @@ def _record_bytes(record: msgspec.Raw) -> bytes:
 
 
 def decode(data: bytes, source: str) -> audit.Trail:
-    """The trail in an exported file, for :func:`bridge.audit.verify_world` (no state rows), each
-    record read as a record (:func:`_record_bytes`; a leading UTF-8 byte order mark is skipped).
-    Raises ``ConfigError`` naming ``source`` when it is not such a file."""
+    """The trail in an exported file, for :func:`bridge.audit.verify_world`, with no state rows.
+
+    Each record is read as a record (:func:`_record_bytes`). A leading UTF-8 byte order mark is
+    skipped. Raises ``ConfigError`` naming ``source`` when it is not such a file."""
     try:
         file = msgspec.json.decode(data.removeprefix(codecs.BOM_UTF8), type=TrailFile)
     except (msgspec.DecodeError, msgspec.ValidationError) as exc:
