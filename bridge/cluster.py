@@ -1,31 +1,38 @@
-"""Bridge processes sharing one PostgreSQL database tell each other what their sockets must know:
-overlay cards, ``clear``/``replay``, forwarder take-overs and who holds each world's link (for
-``/status``), over PostgreSQL LISTEN/NOTIFY.
+"""Bridge processes sharing one PostgreSQL database tell each other what their sockets must know.
 
-Why LISTEN/NOTIFY (docs/deploy.md says more): the processes share PostgreSQL already, so
-fan-out needs no second service to run, secure and watch, and a notice is delivered to every
-listening process in commit order. Its limits: a payload of at most 8000 bytes (bigger ones,
-rare, go through the ``notices`` table and the notice carries their id), one notification queue
-per database (8 GB) and one listening connection per process; every notice reaches every
-listening process.
+That is: overlay cards, ``clear``/``replay``, forwarder take-overs, and who holds each world's link
+(for ``/status``). They use PostgreSQL LISTEN/NOTIFY.
 
-So cards go only where they are watched: a process tells the others when a world gets
-its first overlay viewer there (``watch``) and loses its last (``unwatch``), and publishes a
-world's cards, ``clear`` and ``replay`` only while another process watches it
-(:meth:`Cluster.watched_elsewhere`). A process that starts, or whose connection was made again,
-asks the others for what they watch (``hello``) and, until :data:`LEARN_SECONDS` have passed,
-publishes every world's cards; one that stops says ``bye``. A viewer's welcome waits until its
-``watch`` has come back to this process's listener, delivered to the others' at the same time;
-a card another process decides in the moment before it reads that notice can still miss the
-viewer (best effort, as the overlay is). A process killed outright leaves its worlds marked
-watched elsewhere: their cards are published for nobody, as every card was before.
+Why LISTEN/NOTIFY (docs/deploy.md says more): the processes share PostgreSQL already. So fan-out
+needs no second service to run, secure and watch. And a notice reaches every listening process in
+commit order. Its limits:
 
-Each process listens on one channel (``fate_bridge_<schema>``) with a connection of its own and
-publishes from another, in order (one publisher task; the notices queued meanwhile go in one
-statement, one transaction); a lost connection is made again. A notice names its sender, so a process skips its own (its sockets
-were served directly). Delivery is best-effort, like the overlay itself: a notice lost while a
-connection is re-made loses a card on screen, never a decision (decisions live in the
-database, and a forwarder's take-over is also enforced by the lease's fencing token).
+- a payload of at most 8000 bytes. Bigger ones, rare, go through the ``notices`` table, and the
+  notice carries their id.
+- one notification queue per database (8 GB).
+- one listening connection per process.
+- every notice reaches every listening process.
+
+So cards go only where they are watched. A process tells the others when a world gets its first
+overlay viewer there (``watch``), and when it loses its last (``unwatch``). It publishes a world's
+cards, ``clear`` and ``replay`` only while another process watches it
+(:meth:`Cluster.watched_elsewhere`). A process that starts, or whose connection was made again, asks
+the others what they watch (``hello``). Until :data:`LEARN_SECONDS` have passed, it publishes every
+world's cards. One that stops says ``bye``.
+
+A viewer's welcome waits until its ``watch`` has come back to this process's listener. The others'
+listeners get it at the same time. A card another process decides just before it reads that notice
+can still miss the viewer. That is best effort, as the overlay is. A process killed outright leaves
+its worlds marked watched elsewhere. Their cards are published for nobody, as every card was before.
+
+Each process listens on one channel (``fate_bridge_<schema>``) with a connection of its own. It
+publishes from another, in order. One publisher task sends them; notices queued meanwhile go in one
+statement, one transaction. A lost connection is made again. A notice names its sender, so a process
+skips its own; its sockets were served directly.
+
+Delivery is best-effort, like the overlay itself. A notice lost while a connection is re-made loses
+a card on screen, never a decision. Decisions live in the database, and the lease's fencing token
+also enforces a forwarder's take-over.
 """
 
 from __future__ import annotations
@@ -54,14 +61,22 @@ HEARD_SECONDS = 1.0  # at most this long a viewer's welcome waits for its watch 
 
 
 class Notice(msgspec.Struct, omit_defaults=True):
-    """One message between processes: ``kind`` is ``card`` (``frame``: an encoded
-    ``overlay_card``), ``clear``, ``replay`` (``frame``: the sender's last card of the world, if
-    it has one), ``watch``/``unwatch`` (the sender's first overlay viewer of the world came, its
-    last went), ``hello`` (the sender started: say what you watch), ``bye`` (the sender stops:
-    forget what it watched), ``lease`` (``token``: the new fencing token,
-    ``holder``: who connected) or ``link`` (``link``: the encoded ``bridge.status.Link`` of the
-    world's forwarder, for ``/status``; None: nobody holds it any more); ``origin`` is the sending process's id; ``ref`` the row of a
-    large notice kept in ``notices`` (the other fields are then empty)."""
+    """One message between processes.
+
+    ``kind`` is one of:
+
+    - ``card``. ``frame``: an encoded ``overlay_card``.
+    - ``clear``.
+    - ``replay``. ``frame``: the sender's last card of the world, if it has one.
+    - ``watch``/``unwatch``. The sender's first overlay viewer of the world came, or its last went.
+    - ``hello``. The sender started: say what you watch.
+    - ``bye``. The sender stops: forget what it watched.
+    - ``lease``. ``token``: the new fencing token. ``holder``: who connected.
+    - ``link``. ``link``: the encoded ``bridge.status.Link`` of the world's forwarder, for
+      ``/status``. None: nobody holds it any more.
+
+    ``origin`` is the sending process's id. ``ref`` is the row of a large notice kept in
+    ``notices``; the other fields are then empty."""
 
     origin: str
     kind: str = ""
@@ -80,12 +95,13 @@ Handler = Callable[[Notice], None]
 
 
 class Cluster:
-    """This process's link to the others. :meth:`publish` queues a notice (never waits);
-    ``on_notice`` is called on the event loop with every other process's notice, in order
-    (the server sets it; until then notices are dropped). ``name`` (``host:pid``) is how this
-    process is named to people: in a superseded forwarder's 4003 reason and the lease's
-    ``holder``; ``origin``, random, tells processes apart in notices. Use
-    :meth:`open` to construct, :meth:`close` to stop."""
+    """This process's link to the others.
+
+    :meth:`publish` queues a notice and never waits. ``on_notice`` is called on the event loop with
+    every other process's notice, in order. The server sets it; until then notices are dropped.
+    ``name`` (``host:pid``) is how this process is named to people. It appears in a superseded
+    forwarder's 4003 reason and the lease's ``holder``. ``origin``, random, tells processes apart in
+    notices. Use :meth:`open` to construct, :meth:`close` to stop."""
 
     def __init__(self, url: str, on_notice: Handler = lambda notice: None) -> None:
         self.url, self.on_notice = url, on_notice
@@ -143,16 +159,20 @@ class Cluster:
         self._queue.put_nowait(Notice(origin=self.origin, kind=kind, world_id=world_id, **fields))
 
     def watched_elsewhere(self, world_id: str) -> bool:
-        """Whether another process has overlay viewers of ``world_id`` (or this one started less
-        than :data:`LEARN_SECONDS` ago): its cards, ``clear`` and ``replay`` are worth publishing."""
+        """Whether another process has overlay viewers of ``world_id``.
+
+        Also True when this one started less than :data:`LEARN_SECONDS` ago. Then its cards,
+        ``clear`` and ``replay`` are worth publishing."""
         return bool(self._watchers.get(world_id)) or asyncio.get_running_loop().time() < self._learning_until
 
     async def watch(self, world_id: str) -> None:
         """Count an overlay viewer of ``world_id`` here; the first one is announced to the others
-        (``watch``). Returns once that notice has come back to this process's own listener
-        (PostgreSQL delivers a notice to every listener at once, so the others have it too; at
-        most :data:`HEARD_SECONDS`: a listener reconnecting welcomes the viewer without it).
-        A second viewer arriving meanwhile waits for the same notice."""
+        (``watch``).
+
+        Returns once that notice has come back to this process's own listener. PostgreSQL delivers a
+        notice to every listener at once, so the others have it too. The wait is at most
+        :data:`HEARD_SECONDS`: a reconnecting listener welcomes the viewer without it. A second
+        viewer arriving meanwhile waits for the same notice."""
         self._viewed[world_id] = self._viewed.get(world_id, 0) + 1
         heard = self._heard.get(world_id)
         if self._viewed[world_id] == 1 and heard is None:
@@ -182,12 +202,13 @@ class Cluster:
         await done
 
     async def _publisher(self) -> None:
-        """Send the queued notices in order: every notice queued by the time the last statement
-        returned goes in one statement, one transaction. So a batch of cards costs one round trip
-        and one commit, and wakes each listening process once (PostgreSQL signals its listeners
-        once per commit). They are delivered one by one, in that
-        order; identical ones within a transaction reach listeners once (PostgreSQL's NOTIFY
-        rule), which for a repeated ``clear`` or ``link`` is the same."""
+        """Send the queued notices in order.
+
+        Every notice queued by the time the last statement returned goes in one statement, one
+        transaction. So a batch of cards costs one round trip and one commit. It wakes each
+        listening process once: PostgreSQL signals its listeners once per commit. They are delivered
+        one by one, in that order. Identical ones within a transaction reach listeners once
+        (PostgreSQL's NOTIFY rule). For a repeated ``clear`` or ``link`` that is the same."""
         while True:
             queued = [await self._queue.get()]
             while not self._queue.empty():
@@ -251,9 +272,10 @@ class Cluster:
                 self._relearn()
 
     def _relearn(self) -> None:
-        """After a connection of ours was made again (notices may have been lost meanwhile): ask
-        the others what they watch, publish every world's cards while they answer, and say
-        again what this process watches."""
+        """After a connection of ours was made again: notices may have been lost meanwhile.
+
+        Ask the others what they watch. Publish every world's cards while they answer. Say again
+        what this process watches."""
         self._learning_until = asyncio.get_running_loop().time() + LEARN_SECONDS
         self.publish("hello", "")
         for world_id in self._viewed:
@@ -294,8 +316,9 @@ class Cluster:
             log.exception("cluster_notice_failed")
 
     def _watching(self, notice: Notice) -> bool:
-        """Keep track of who watches what (``watch``, ``unwatch``, ``hello``, ``bye``; True: it
-        was one of those, handled here)."""
+        """Keep track of who watches what: ``watch``, ``unwatch``, ``hello``, ``bye``.
+
+        True when the notice was one of those, handled here."""
         if notice.kind == "watch":
             self._watchers.setdefault(notice.world_id, set()).add(notice.origin)
         elif notice.kind == "unwatch":
@@ -318,8 +341,9 @@ class Cluster:
                 del self._watchers[world_id]
 
     async def close(self) -> None:
-        """Send what was published (for up to ``CLOSE_FLUSH_SECONDS``: the links this process
-        held going away), stop the tasks and close both connections; idempotent."""
+        """Send what was published, stop the tasks and close both connections; idempotent.
+
+        Sending waits up to ``CLOSE_FLUSH_SECONDS``: the links this process held are going away."""
         if self._tasks and not self._tasks[-1].done():
             self.publish("bye", "")
             try:

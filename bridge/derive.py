@@ -1,20 +1,22 @@
-"""A world's state as its audit chain produces it: charges spent, fated results,
-pending choices, decks, ledgers (the ``records`` rows), settings, the decision counter and the
-stored replies an ``event_id`` replay returns.
+"""A world's state as its audit chain produces it.
 
-Pure: no I/O. ``audit verify`` replays every record through :class:`DerivingState` (the state
-``bridge.audit.rederive`` gives ``bridge.core.decide``, the call a live decision makes), which
-answers the decision's reads from the record and also checks each read against the state the
-records before it produced: a read that differs means the state was edited between two decisions
-(a fated result's rows deleted, so the same card was fated again). The writes are kept;
-:func:`compare` then names every stored row that differs from the derived one, with the record
-that wrote it. ``audit repair`` writes :class:`Derived` back. :func:`state_digest` seals the
-stored state in a signed head.
+That is: charges spent, fated results, pending choices, decks, ledgers (the ``records`` rows),
+settings, the decision counter, and the stored replies an ``event_id`` replay returns.
 
-Values are compared as JSON with sorted keys (:func:`normal`), so the store's own encoding may
-change without making old state look edited; a value that still differs is compared by its
-:func:`facts`, as the current code reads it, so a field an older bridge kept and the record no longer
-has (presentation: the rendered Fate card older sohl records stored) does not make it look edited.
+Pure: no I/O. ``audit verify`` replays every record through :class:`DerivingState`. It is the state
+``bridge.audit.rederive`` gives ``bridge.core.decide``, the call a live decision makes. It answers
+the decision's reads from the record. It also checks each read against the state the records before
+it produced. A read that differs means the state was edited between two decisions: say a fated
+result's rows were deleted, so the same card was fated again. The writes are kept. :func:`compare`
+then names every stored row that differs from the derived one, with the record that wrote it.
+``audit repair`` writes :class:`Derived` back. :func:`state_digest` seals the stored state in a
+signed head.
+
+Values are compared as JSON with sorted keys (:func:`normal`). So the store's own encoding may
+change without making old state look edited. A value that still differs is compared by its
+:func:`facts`, as the current code reads it. So a field an older bridge kept, and the record no
+longer has, does not make it look edited. An example is presentation: the rendered Fate card older
+sohl records stored.
 """
 
 from __future__ import annotations
@@ -48,16 +50,18 @@ _CARD_HTML = re.compile(rb'"html":"[^"\\]*(?:\\.[^"\\]*)*"')  # a JSON string, u
 
 
 def without_card_html(value: bytes) -> bytes:
-    """JSON with every chat card's rendered ``html`` emptied: re-derivation does not render cards
-    (their text is presentation, :func:`bridge.audit.verdict`), so state holding a card compares
-    without it."""
+    """JSON with every chat card's rendered ``html`` emptied.
+
+    Re-derivation does not render cards: their text is presentation (:func:`bridge.audit.verdict`).
+    So state holding a card compares without it."""
     return _CARD_HTML.sub(b'"html":""', value) if b'"html":"' in value else value
 
 
 def normal(value: bytes | str) -> bytes:
-    """Stored JSON re-encoded with sorted keys (what two encodings of one value share), card text
-    emptied; text that is not JSON is returned as its bytes (and then differs from any derived
-    value)."""
+    """Stored JSON re-encoded with sorted keys, card text emptied: what two encodings of one value
+    share.
+
+    Text that is not JSON is returned as its bytes. It then differs from any derived value."""
     raw = value.encode() if isinstance(value, str) else bytes(value)
     try:
         return without_card_html(_sorted.encode(_decode.decode(raw)))
@@ -66,10 +70,12 @@ def normal(value: bytes | str) -> bytes:
 
 
 def facts(value: bytes, type: type) -> bytes | None:
-    """``value`` (stored JSON) as the current code reads it: decoded as ``type`` (the record
-    kind's ``msgspec.Struct``, or None) and encoded again, key-sorted, card text emptied, so that
-    fields ``type`` no longer has drop out (msgspec ignores them when it decodes). None when it
-    does not decode as ``type``: then it differs from any derived value."""
+    """``value`` (stored JSON) as the current code reads it.
+
+    It is decoded as ``type`` (the record kind's ``msgspec.Struct``, or None) and encoded again,
+    key-sorted, card text emptied. So fields ``type`` no longer has drop out: msgspec ignores them
+    when it decodes. None when it does not decode as ``type``; then it differs from any derived
+    value."""
     try:
         return without_card_html(_sorted.encode(_optional(type).decode(value)))
     except msgspec.MsgspecError:
@@ -77,8 +83,9 @@ def facts(value: bytes, type: type) -> bytes | None:
 
 
 def _same_facts(held: bytes, chain: bytes | None, type: type | None) -> bool:
-    """Whether a stored or recorded value that differs from the chain's as JSON reads as the same
-    record of ``type`` (None: unknown, so not the same)."""
+    """Whether a value that differs from the chain's as JSON reads as the same record of ``type``.
+
+    The value is a stored or recorded one. A ``type`` of None is unknown, so not the same."""
     if chain is None or type is None:
         return False
     found = facts(held, type)
@@ -86,8 +93,9 @@ def _same_facts(held: bytes, chain: bytes | None, type: type | None) -> bool:
 
 
 def reply_normal(value: bytes | str) -> bytes:
-    """A stored reply normalised and without its ``receipt`` and ``rolls`` (added beside the reply
-    when sent)."""
+    """A stored reply normalised, without its ``receipt`` and ``rolls``.
+
+    Those are added beside the reply when it is sent."""
     raw = value.encode() if isinstance(value, str) else bytes(value)
     try:
         decoded = _decode.decode(raw)
@@ -105,8 +113,9 @@ _decoders: dict[type, msgspec.json.Decoder] = {}
 
 
 def _optional(type: type) -> msgspec.json.Decoder:
-    """A decoder of ``type | None``, made once per type (building one per read costs more than
-    the decode)."""
+    """A decoder of ``type | None``, made once per type.
+
+    Building one per read costs more than the decode."""
     decoder = _decoders.get(type)
     if decoder is None:
         decoder = _decoders[type] = msgspec.json.Decoder(type | None)
@@ -115,10 +124,12 @@ def _optional(type: type) -> msgspec.json.Decoder:
 
 @dataclass(slots=True)
 class StoredState:
-    """A world's state rows as the database holds them: ``settings`` and ``records`` values and
-    ``events`` replies as stored (bytes), ``last_seq`` the decision counter. ``None`` settings:
-    the world has no registry row. ``unsealed``: the rows whose stored bytes are not the frame
-    their value is stored as (row name, why: bridge.store.blobs.frame_problem)."""
+    """A world's state rows as the database holds them.
+
+    ``settings`` and ``records`` values and ``events`` replies are as stored (bytes). ``last_seq``
+    is the decision counter. ``None`` settings: the world has no registry row. ``unsealed``: the
+    rows whose stored bytes are not the frame their value is stored as, as (row name, why)
+    (bridge.store.blobs.frame_problem)."""
 
     settings: bytes | None
     last_seq: int
@@ -128,8 +139,10 @@ class StoredState:
 
 
 def state_digest(state: StoredState) -> str:
-    """SHA-256 (hex) over the world's stored state, normalised and in key order: what a signed
-    head seals, so the first load of a world can tell cheaply whether its rows were edited since."""
+    """SHA-256 (hex) over the world's stored state, normalised and in key order.
+
+    A signed head seals it. So the first load of a world can tell cheaply whether its rows were
+    edited since."""
     h = hashlib.sha256()
     h.update(b"settings\0" + (normal(state.settings) if state.settings is not None else b"") + b"\n")
     h.update(b"last_seq\0%d\n" % state.last_seq)
@@ -142,8 +155,10 @@ def state_digest(state: StoredState) -> str:
 
 @dataclass(frozen=True, slots=True)
 class StateProblem:
-    """A difference between the stored state and the chain's: the record ``seq`` that wrote the
-    row (0: none did) and a sentence naming the row."""
+    """A difference between the stored state and the chain's.
+
+    ``seq`` is the record that wrote the row; 0 when none did. ``detail`` is a sentence naming the
+    row."""
 
     seq: int
     detail: str
@@ -151,9 +166,11 @@ class StateProblem:
 
 @dataclass(slots=True)
 class Derived:
-    """One world's state as its chain produced it; each value with the ``seq`` of the record that
-    last wrote it (normalised JSON; ``events``: each reply as its record holds it); ``types``: the
-    ``msgspec.Struct`` each record was written as (for :func:`facts`)."""
+    """One world's state as its chain produced it.
+
+    Each value is normalised JSON, with the ``seq`` of the record that last wrote it. ``events``
+    holds each reply as its record holds it. ``types``: the ``msgspec.Struct`` each record was
+    written as, for :func:`facts`."""
 
     settings: tuple[bytes, int] = (DEFAULT_SETTINGS, 0)
     last_seq: tuple[int, int] = (0, 0)
@@ -174,10 +191,12 @@ def _show(value: bytes | None, limit: int = 80) -> str:
 
 
 class DerivingState:
-    """The :class:`~bridge.state.WorldState` a recorded decision is replayed against: reads come
-    from the record, in order (:class:`Diverged` when the decision asks for another one), each
-    checked against ``derived`` (differences go to ``problems``); writes are kept apart and
-    applied by :meth:`commit` (a refused decision's are dropped, as its transaction's were)."""
+    """The :class:`~bridge.state.WorldState` a recorded decision is replayed against.
+
+    Reads come from the record, in order. :class:`Diverged` is raised when the decision asks for
+    another one. Each read is checked against ``derived``; differences go to ``problems``. Writes
+    are kept apart and applied by :meth:`commit`. A refused decision's writes are dropped, as its
+    transaction's were."""
 
     def __init__(self, world_id: str, seq: int, reads: list[Any], derived: Derived,
                  problems: list[StateProblem]) -> None:
@@ -250,15 +269,18 @@ class DerivingState:
         return None  # describes a refusal's columns; a replay compares the verdict only
 
     def chained(self, kind: str, key: str, type: type[R]) -> R | None:
-        """The record as the chain left it before this decision (None when never written), read
-        without a recorded read: what the live dice table read on the plain state
-        (``bridge.fairness.decide.table_for``: the dice settings), which the record does not hold."""
+        """The record as the chain left it before this decision; None when never written.
+
+        It is read without a recorded read. The live dice table read it on the plain state
+        (``bridge.fairness.decide.table_for``: the dice settings). The record does not hold it."""
         found = self._derived.records.get((kind, key))
         return None if found is None else msgspec.json.decode(found[0], type=type | None)
 
     def again(self) -> DerivingState:
-        """A fresh replay of the same record against the same chain, whose read checks go to a
-        list of its own (they repeat this one's): a second re-derivation, under an earlier era."""
+        """A fresh replay of the same record against the same chain: a second re-derivation.
+
+        It runs under an earlier era. Its read checks go to a list of their own; they repeat this
+        one's."""
         return DerivingState(self.world_id, self._seq, self._reads, self._derived, [])
 
     def commit(self) -> None:
@@ -313,9 +335,11 @@ def _origin(seq: int) -> str:
 
 
 def as_stored(derived: Derived) -> tuple[bytes, int, list[tuple[str, str, bytes]], list[tuple[str, bytes]]]:
-    """The derived state as rows to write back (``audit repair``): settings, last_seq, records
-    ``(kind, key, value)`` and events ``(event_id, reply)`` (none: a repeat is answered from the
-    record; an ``events`` row no record agrees with is dropped)."""
+    """The derived state as rows to write back (``audit repair``).
+
+    These are settings, last_seq, records ``(kind, key, value)`` and events ``(event_id, reply)``.
+    Events may be none: a repeat is answered from the record. An ``events`` row no record agrees
+    with is dropped."""
     events = sorted(derived.events.items()) if EVENTS_ROW_PER_DECISION else []
     return (derived.settings[0], derived.last_seq[0],
             [(kind, key, value) for (kind, key), (value, _) in sorted(derived.records.items())],
@@ -323,7 +347,8 @@ def as_stored(derived: Derived) -> tuple[bytes, int, list[tuple[str, str, bytes]
 
 
 def record_event(derived: Derived, event_id: str | None, reply: bytes, seq: int) -> None:
-    """Keep the reply a record's ``event_id`` replays (the first record under it: a repeat is
-    answered from it and not recorded again)."""
+    """Keep the reply a record's ``event_id`` replays.
+
+    Only the first record under it counts. A repeat is answered from it and not recorded again."""
     if event_id is not None and event_id not in derived.events:
         derived.events[event_id] = (reply, seq)  # as recorded: normalised only when compared

@@ -1,13 +1,16 @@
 """The process's open WebSocket links, by role, and how each is closed.
 
-One forwarder per world (:class:`Forwarders`): a newer authenticated connection closes the older
-with 4003, in the background (a half-open older link never delays it); across processes the
-world's lease decides which one holds it. Overlay viewers (:class:`Viewers`) get each public card
-of their world through their own bounded queue and sender task, so a stuck viewer never delays a
-decision or another viewer; it is closed with 4004. On SIGTERM :class:`Drain` closes every link
-with 1012 once the frame it is handling is answered. A link closed by someone else than its own
-connection (superseded, revoked, drained) is closed in a task of its own, cut off when its peer
-does not answer the close in time.
+One forwarder per world (:class:`Forwarders`). A newer authenticated connection closes the older
+with 4003, in the background; a half-open older link never delays it. Across processes, the world's
+lease decides which one holds it.
+
+Overlay viewers (:class:`Viewers`) get each public card of their world through their own bounded
+queue and sender task. So a stuck viewer never delays a decision or another viewer. It is closed
+with 4004.
+
+On SIGTERM, :class:`Drain` closes every link with 1012 once the frame it is handling is answered. A
+link closed by someone other than its own connection is closed in a task of its own: superseded,
+revoked, drained. It is cut off when its peer does not answer the close in time.
 """
 
 from __future__ import annotations
@@ -48,22 +51,25 @@ DRAIN_REASON = "bridge restarting: reconnect now"
 
 
 class Forwarders:
-    """The one forwarder connection of each world: a newer one supersedes the older (the GM
-    reloaded, or another GM's browser took over), which is closed with 4003 in the background
-    (within ``SUPERSEDED_CLOSE_SECONDS``, then cut off): the newer link never waits for the old
-    one's peer, which may be gone without a word (a half-open TCP link).
+    """The one forwarder connection of each world.
 
-    Across processes (``cluster``, on the PostgreSQL store): claiming a world takes its lease
-    (:meth:`~bridge.store.postgres.PostgresStore.take_lease`) and tells the other processes,
-    which close their forwarder of the world (:meth:`taken_elsewhere`); the lease's fencing
-    token keeps a process that has not heard yet from writing. The token alone decides which of
-    two forwarders racing on two processes holds the world, whatever the timing: the
-    one whose lease was taken later. A world's claims and the other processes' lease notices of
-    it are carried out here one at a time, in the order they came (:meth:`_turn`), so a claim has
-    its token before a notice of a newer one (taken after it began) is looked at, and a notice of
-    an older one, arriving while a claim waits for its token, is looked at after it and changes
-    nothing. The loser is closed 4003 naming who holds the world and on which process
-    (``holder on host:pid``, :attr:`bridge.cluster.Cluster.name`)."""
+    A newer one supersedes the older: the GM reloaded, or another GM's browser took over. The older
+    is closed with 4003 in the background, within ``SUPERSEDED_CLOSE_SECONDS``, then cut off. The
+    newer link never waits for the old one's peer. That peer may be gone without a word (a half-open
+    TCP link).
+
+    Across processes (``cluster``, on the PostgreSQL store), claiming a world takes its lease
+    (:meth:`~bridge.store.postgres.PostgresStore.take_lease`). It tells the other processes, which
+    close their forwarder of the world (:meth:`taken_elsewhere`). The lease's fencing token keeps a
+    process that has not heard yet from writing.
+
+    The token alone decides which of two forwarders racing on two processes holds the world,
+    whatever the timing. The one whose lease was taken later wins. A world's claims, and the other
+    processes' lease notices of it, are carried out here one at a time, in the order they came
+    (:meth:`_turn`). So a claim has its token before a notice of a newer one (taken after it began)
+    is looked at. A notice of an older one, arriving while a claim waits for its token, is looked at
+    after it and changes nothing. The loser is closed 4003, naming who holds the world and on which
+    process (``holder on host:pid``, :attr:`bridge.cluster.Cluster.name`)."""
 
     def __init__(self, store: Store | None = None, cluster: Cluster | None = None,
                  metrics: Metrics | None = None) -> None:
@@ -77,8 +83,10 @@ class Forwarders:
 
     @contextlib.asynccontextmanager
     async def _turn(self, world_id: str) -> AsyncIterator[None]:
-        """Hold ``world_id``'s turn: one claim or lease notice of a world at a time, first come
-        first served (asyncio.Lock wakes its waiters in order); forgotten when nobody waits."""
+        """Hold ``world_id``'s turn: one claim or lease notice of a world at a time.
+
+        First come, first served: asyncio.Lock wakes its waiters in order. The turn is forgotten
+        when nobody waits."""
         lock, users = self._turns.setdefault(world_id, (asyncio.Lock(), [0]))
         users[0] += 1
         try:
@@ -90,9 +98,10 @@ class Forwarders:
                 del self._turns[world_id]
 
     async def claim(self, world_id: str, ws: ServerConnection, holder: str) -> None:
-        """Make ``ws`` the forwarder of ``world_id``, closing the previous one (here, or in
-        another process; here without waiting for its close). ``holder``: who connected, as
-        the 4003 reason names them."""
+        """Make ``ws`` the forwarder of ``world_id``, closing the previous one.
+
+        The previous one may be here or in another process. Here it is closed without waiting.
+        ``holder``: who connected, as the 4003 reason names them."""
         if self._cluster is None:
             self._replace(world_id, ws, holder)
             return
@@ -111,8 +120,9 @@ class Forwarders:
             self._supersede(world_id, previous, holder)
 
     async def taken_elsewhere(self, world_id: str, token: int, holder: str) -> None:
-        """Another process took ``world_id``'s lease with ``token``: close this process's
-        forwarder of it (4003 naming ``holder``) if its token is older."""
+        """Another process took ``world_id``'s lease with ``token``.
+
+        Close this process's forwarder of it if its token is older. The 4003 names ``holder``."""
         async with self._turn(world_id):
             if token <= self._tokens.get(world_id, 0):
                 return
@@ -125,8 +135,9 @@ class Forwarders:
             await self._store.drop_lease(world_id, token)  # type: ignore[union-attr]
 
     async def holder(self, world_id: str) -> str:
-        """Who holds ``world_id`` now, for the 4003 of a forwarder whose decision the lease's
-        fencing refused (``LeaseLost``: its process had not heard of the take-over yet)."""
+        """Who holds ``world_id`` now, for the 4003 of a forwarder the lease's fencing refused.
+
+        That refusal is ``LeaseLost``: its process had not heard of the take-over yet."""
         held = None
         if self._cluster is not None:
             try:
@@ -148,28 +159,35 @@ class Forwarders:
 
 
 def in_background(tasks: set[asyncio.Task[None]], work: Awaitable[None]) -> None:
-    """Run ``work`` in a task of its own, kept in ``tasks`` until it is done (asyncio keeps only
-    a weak reference to a running task: one nobody holds may be collected mid-way)."""
+    """Run ``work`` in a task of its own, kept in ``tasks`` until it is done.
+
+    asyncio keeps only a weak reference to a running task. One nobody holds may be collected
+    mid-way."""
     task = asyncio.ensure_future(work)
     tasks.add(task)
     task.add_done_callback(tasks.discard)
 
 
 def superseded_reason(holder: str) -> str:
-    """A 4003's close reason: ``superseded by HOLDER`` (the module shows HOLDER to the GM:
-    foundry-module/scripts/logic/connection.js ``supersededBy``), cut to a close frame's room
-    (:func:`~bridge.link_guard.close_reason`)."""
+    """A 4003's close reason: ``superseded by HOLDER``.
+
+    The module shows HOLDER to the GM (foundry-module/scripts/logic/connection.js ``supersededBy``).
+    It is cut to a close frame's room (:func:`~bridge.link_guard.close_reason`)."""
     return close_reason(f"superseded by {holder}")
 
 
 class Drain:
-    """SIGTERM's hand-over of a process's connections. Once :meth:`start` is called,
-    every connection is closed with 1012 (service restart; the module reconnects at once and the
-    load balancer, or the kernel with ``--reuse-port``, sends it to another process) as soon as it
-    is not handling a frame: one waiting for a frame at once, one handling a frame once that
-    frame's reply is sent, so a decision in flight is committed and answered. A frame received
-    after the drain began is left unhandled (the module sends it again, same ``event_id``, on its
-    next link) and a connection opened meanwhile is closed before its hello is handled."""
+    """SIGTERM's hand-over of a process's connections.
+
+    Once :meth:`start` is called, every connection is closed with 1012 (service restart) as soon as
+    it is not handling a frame. The module reconnects at once. The load balancer, or the kernel with
+    ``--reuse-port``, sends it to another process. A connection waiting for a frame closes at once.
+    One handling a frame closes once that frame's reply is sent. So a decision in flight is
+    committed and answered.
+
+    A frame received after the drain began is left unhandled. The module sends it again, same
+    ``event_id``, on its next link. A connection opened meanwhile is closed before its hello is
+    handled."""
 
     def __init__(self) -> None:
         self.draining = False
@@ -177,9 +195,11 @@ class Drain:
         self._closing: set[asyncio.Task[None]] = set()  # drained links closing (kept referenced)
 
     async def recv(self, ws: ServerConnection) -> str | bytes | None:
-        """``ws``'s next frame; None when the process is draining (before the wait, or a frame
-        that came as it began): the caller then closes ``ws`` with :meth:`close`. Raises
-        ``ConnectionClosed`` as ``ws.recv()`` does (a drain closes a waiting link by itself)."""
+        """``ws``'s next frame; None when the process is draining.
+
+        None comes before the wait, or for a frame that came as draining began. The caller then
+        closes ``ws`` with :meth:`close`. Raises ``ConnectionClosed`` as ``ws.recv()`` does. A drain
+        closes a waiting link by itself."""
         if self.draining:
             return None
         self._waiting.add(ws)
@@ -190,8 +210,9 @@ class Drain:
         return None if self.draining else frame
 
     def start(self) -> None:
-        """Begin draining: close every link waiting for a frame now (in the background); the
-        others close themselves after their frame in flight (:meth:`recv` returns None)."""
+        """Begin draining: close every link waiting for a frame now, in the background.
+
+        The others close themselves after their frame in flight: :meth:`recv` returns None."""
         self.draining = True
         for ws in self._waiting:
             in_background(self._closing, self.close(ws))
@@ -214,16 +235,16 @@ class Viewer:
 
 
 class Viewers:
-    """The overlay viewers of each world, and each world's last public card (for ``replay``;
-    kept in memory since the bridge started).
+    """The overlay viewers of each world, and each world's last public card.
 
-    Fan-out never waits: :meth:`publish` (and :meth:`clear`, :meth:`replay`) only append to each
-    viewer's queue of at most ``queue_frames`` frames; each viewer's own task (:meth:`pump`)
-    sends them in order, each within ``send_timeout`` seconds. A viewer whose queue overflowed
-    (seen when its send in flight ends) or whose send timed out is forgotten and closed with
-    4004, within ``send_timeout`` (a stuck peer, which cannot take the close frame, is then cut
-    off); the page reconnects by itself.
-    """
+    The last card is for ``replay``; it is kept in memory since the bridge started.
+
+    Fan-out never waits. :meth:`publish` (and :meth:`clear`, :meth:`replay`) only append to each
+    viewer's queue of at most ``queue_frames`` frames. Each viewer's own task (:meth:`pump`) sends
+    them in order, each within ``send_timeout`` seconds. A viewer is forgotten and closed with 4004
+    when its queue overflowed, or its send timed out. An overflow is seen when its send in flight
+    ends. The close happens within ``send_timeout``. A stuck peer, which cannot take the close
+    frame, is then cut off. The page reconnects by itself."""
 
     def __init__(self, queue_frames: int, send_timeout: float,
                  max_per_world: int = MAX_VIEWERS_PER_WORLD) -> None:
@@ -233,8 +254,9 @@ class Viewers:
         self._decided_here: set[str] = set()  # worlds whose last card this process decided
 
     def add(self, world_id: str, ws: ServerConnection) -> Viewer | None:
-        """Register ``ws`` as a viewer of ``world_id``; None when the world has
-        ``max_per_world`` viewers already."""
+        """Register ``ws`` as a viewer of ``world_id``.
+
+        None when the world has ``max_per_world`` viewers already."""
         viewers = self._by_world.setdefault(world_id, set())
         if len(viewers) >= self.max_per_world:
             return None
@@ -255,8 +277,10 @@ class Viewers:
         return len(self._by_world.get(world_id, ()))
 
     def publish(self, world_id: str, frame: bytes, *, here: bool = True) -> None:
-        """Queue an ``overlay_card`` frame for every viewer of ``world_id``, and keep it as the
-        world's last card; ``here``: decided by this process (False: another's, by a notice)."""
+        """Queue an ``overlay_card`` frame for every viewer of ``world_id``, and keep it as the last
+        card.
+
+        ``here``: decided by this process. False: another process decided it, and a notice told us."""
         self._last[world_id] = frame
         if here:
             self._decided_here.add(world_id)
@@ -269,8 +293,9 @@ class Viewers:
         self._send_all(world_id, wire.encode(wire.OverlayClear(world_id=world_id)))
 
     def replay(self, world_id: str, frame: bytes | None = None) -> None:
-        """Queue the world's last card again for its viewers (nothing when there is none);
-        ``frame``: that card, as another process knows it (kept as the last one here too)."""
+        """Queue the world's last card again for its viewers; nothing when there is none.
+
+        ``frame``: that card, as another process knows it. It is kept as the last one here too."""
         if frame is not None:
             self._last[world_id] = frame
             self._decided_here.discard(world_id)
@@ -279,13 +304,17 @@ class Viewers:
             self._send_all(world_id, last)
 
     def last_decided_here(self, world_id: str) -> bytes | None:
-        """The world's last card if this process decided it (None: it came from another process,
-        which may have missed newer ones while nobody here watched, or there is none)."""
+        """The world's last card if this process decided it.
+
+        None when there is none, or it came from another process. That process may have missed newer
+        ones while nobody here watched."""
         return self._last.get(world_id) if world_id in self._decided_here else None
 
     def act(self, world_id: str, action: str, frame: bytes | None = None) -> None:
-        """The GM's overlay ``action`` (``clear``, or ``replay`` of ``frame`` if given, else of the
-        last card seen here) done for this process's viewers of ``world_id``."""
+        """Do the GM's overlay ``action`` for this process's viewers of ``world_id``.
+
+        The action is ``clear``, or ``replay``. A replay shows ``frame`` if given, else the last
+        card seen here."""
         if action == "clear":
             self.clear(world_id)
         elif action == "replay":
@@ -300,9 +329,11 @@ class Viewers:
             viewer.ready.set()
 
     async def pump(self, viewer: Viewer) -> None:
-        """Send ``viewer`` its queued frames, one at a time, until its connection closes or it
-        falls behind (then it is forgotten and closed with 4004). Run it as the viewer's own
-        task; never raises ``ConnectionClosed``."""
+        """Send ``viewer`` its queued frames, one at a time, until its connection closes or it falls
+        behind.
+
+        One that falls behind is forgotten and closed with 4004. Run it as the viewer's own task. It
+        never raises ``ConnectionClosed``."""
         try:
             while not viewer.overflowed:
                 if not viewer.frames:
@@ -322,8 +353,10 @@ class Viewers:
 
 
 async def close_within(ws: ServerConnection, seconds: float, code: int, reason: str) -> None:
-    """Close ``ws`` with ``code`` and ``reason``; a peer that has not completed the closing
-    handshake within ``seconds`` (stuck, or gone without a word) is cut off (TCP abort)."""
+    """Close ``ws`` with ``code`` and ``reason``.
+
+    A peer that has not completed the closing handshake within ``seconds`` is cut off (TCP abort).
+    It may be stuck, or gone without a word."""
     try:
         async with asyncio.timeout(seconds):
             await ws.close(code, reason)
@@ -333,9 +366,10 @@ async def close_within(ws: ServerConnection, seconds: float, code: int, reason: 
 
 
 def closer_in_background() -> Callable[[ServerConnection, int, str], None]:
-    """A close that never waits (:class:`~bridge.link_guard.LinkGuard`'s, for revoked links):
-    ``ws`` closed with ``code`` and ``reason`` in a task of its own, cut off after
-    ``SUPERSEDED_CLOSE_SECONDS`` as a superseded link is (its peer may be gone without a word)."""
+    """A close that never waits: :class:`~bridge.link_guard.LinkGuard`'s, for revoked links.
+
+    ``ws`` is closed with ``code`` and ``reason`` in a task of its own. It is cut off after
+    ``SUPERSEDED_CLOSE_SECONDS``, as a superseded link is. Its peer may be gone without a word."""
     closing: set[asyncio.Task[None]] = set()  # links closing (kept referenced)
 
     def close(ws: ServerConnection, code: int, reason: str) -> None:

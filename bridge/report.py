@@ -1,23 +1,23 @@
 """The audit report: one self-contained HTML page a GM can read, from a world's trail.
 
-``fate-bridge audit report --world W [--since ...] --out report.html`` writes it; the GM's audit
+``fate-bridge audit report --world W [--since ...] --out report.html`` writes it. The GM's audit
 window gets the same page over its link (``audit_report`` -> ``audit_report_page``). Sections:
 
-- the bridge's d100 rolls (of every ruleset whose :class:`~bridge.ruleset.ReportPart` says its
-  dice are d100s) against a fair d100: a histogram in ten bands and Pearson's chi-square
-  goodness-of-fit test with its p-value (:mod:`bridge.chi_square`);
-- Fate per actor and per session: the rulesets' :class:`~bridge.ruleset.Tally` columns; a session
-  is a run of records with no gap longer than :data:`SESSION_GAP` (the page says so), with each
-  session's GM overrides and physical dice;
-- outcomes per ruleset: every decision, a ruleset's under its title, whether or not it adds
-  anything else to the report;
-- each installed ruleset's own sections (:class:`~bridge.ruleset.ReportSection`), in the order
+- The bridge's d100 rolls against a fair d100: a histogram in ten bands, and Pearson's
+  chi-square goodness-of-fit test with its p-value (:mod:`bridge.chi_square`). The rolls come
+  from every ruleset whose :class:`~bridge.ruleset.ReportPart` says its dice are d100s.
+- Fate per actor and per session: the rulesets' :class:`~bridge.ruleset.Tally` columns. A session
+  is a run of records with no gap longer than :data:`SESSION_GAP`; the page says so. Each
+  session shows its GM overrides and physical dice.
+- Outcomes per ruleset: every decision, a ruleset's under its title. This holds whether or not
+  the ruleset adds anything else to the report.
+- Each installed ruleset's own sections (:class:`~bridge.ruleset.ReportSection`), in the order
   the rulesets are installed.
 
 This module names no ruleset: what a ruleset adds is its ``RULESET.report``. :func:`collect` is
-pure (rows in, numbers out); :func:`render` draws the charts as inline SVG (bridge/charts.py: no
-script, no outside file) and computes the tests in plain Python, so the report needs nothing
-beyond the bridge's own install.
+pure: rows in, numbers out. :func:`render` draws the charts as inline SVG (bridge/charts.py: no
+script, no outside file). It computes the tests in plain Python. So the report needs nothing beyond
+the bridge's own install.
 """
 
 from __future__ import annotations
@@ -66,19 +66,21 @@ CODE_NAMES = {
 
 
 def group_title(group: str) -> str:
-    """A group of decisions (a ruleset id, ``dice``, ``bridge``) as the page names it, in the
-    current language: the ruleset's :attr:`~bridge.ruleset.Ruleset.title`; the id itself only for
-    a ruleset without one."""
+    """A group of decisions (a ruleset id, ``dice``, ``bridge``) as the page names it.
+
+    The name is in the current language: the ruleset's :attr:`~bridge.ruleset.Ruleset.title`. The id
+    itself is used only for a ruleset without one."""
     titles = {dice.RULESET_ID: dice.TITLE, OTHER_DECISIONS: OTHER_TITLE,
               **{r.id: r.title for r in registry.installed() if r.title}}
     return _(titles[group]) if group in titles else group
 
 
 def outcome_name(group: str, outcome: str) -> str:
-    """An audit ``outcome`` value as the page shows it, in the current language: the group's own
-    word for it (its ruleset's ``outcome_names``; the dice decisions'), else an error code's
-    (:data:`CODE_NAMES`), else any ruleset's (a decision recorded without its
-    ruleset); the value itself only when nobody names it."""
+    """An audit ``outcome`` value as the page shows it, in the current language.
+
+    First the group's own word for it: its ruleset's ``outcome_names``, or the dice decisions'. Else
+    an error code's (:data:`CODE_NAMES`). Else any ruleset's, for a decision recorded without its
+    ruleset. The value itself is shown only when nobody names it."""
     own = {dice.RULESET_ID: dice.OUTCOME_NAMES}
     names = {r.id: r.outcome_names for r in registry.installed()}
     for table in (own.get(group, {}), names.get(group, {}), CODE_NAMES, *names.values(), dice.OUTCOME_NAMES):
@@ -143,10 +145,10 @@ def _time(ts: str) -> datetime:
 
 
 def collect(rows: list[AuditRow]) -> ReportData:
-    """The report's numbers from a world's audit rows (any order; read oldest first).
+    """The report's numbers from a world's audit rows, in any order; read oldest first.
 
     Only what the bridge recorded counts: its own dice (``record.dice``), each record's outcome
-    column, and the replies it sent (what the rulesets' tallies and sections read)."""
+    column, and the replies it sent. The rulesets' tallies and sections read those replies."""
     data = ReportData()
     rulesets = {r.id: r for r in registry.installed()}
     decided: dict[str, list[Recorded]] = {ruleset_id: [] for ruleset_id in rulesets}
@@ -248,20 +250,25 @@ def _outcomes_chart(data: ReportData) -> str | None:
 
 @functools.cache
 def _environment(language: str) -> jinja2.Environment:
-    """The page's template environment in ``language`` (a normalized ``bridge.i18n`` language):
-    its words translated when it compiles (``bridge.i18n_templates.TranslatedEnvironment``)."""
+    """The page's template environment in ``language``, a normalized ``bridge.i18n`` language.
+
+    Its words are translated when it compiles (``bridge.i18n_templates.TranslatedEnvironment``)."""
     return TranslatedEnvironment(
         language, loader=jinja2.PackageLoader("bridge", "templates"),
         autoescape=True, trim_blocks=True, lstrip_blocks=True, undefined=jinja2.StrictUndefined)
 
 
 def render(data: ReportData, *, world_id: str, since: str | None, generated: str) -> str:
-    """The report page (HTML5, one file: inline SVG and CSS, no script; a Content-Security-Policy
-    forbids any), in the current language (``bridge.i18n.using``: its words, the charts' labels and
-    every outcome's name; the trail's codes stay in it only as names do), with the sections of
-    the rulesets installed now (:func:`bridge.registry.installed`). ``since``: the time the rows
-    were asked from, as the trail writes a record's (:func:`bridge.times.trail_time`), or None;
-    ``generated`` is the UTC time shown as when it was made."""
+    """The report page: HTML5, one file, inline SVG and CSS.
+
+    It has no script, and a Content-Security-Policy forbids any. It is in the current language
+    (``bridge.i18n.using``): its words, the charts' labels and every outcome's name. The trail's
+    codes stay in it only as names do. It has the sections of the rulesets installed now
+    (:func:`bridge.registry.installed`).
+
+    ``since``: the time the rows were asked from, as the trail writes a record's
+    (:func:`bridge.times.trail_time`), or None. ``generated`` is the UTC time shown as when it was
+    made."""
     rulesets = registry.installed()
     d100_words = {r.id: r.report.d100 for r in rulesets if r.report.d100 is not None}
     columns = _columns(rulesets)
@@ -288,9 +295,10 @@ def report_page(rows: list[AuditRow], *, world_id: str, since: str | None, gener
 
 
 async def draw(rows: list[AuditRow], world_id: str, since: str | None) -> str:
-    """:func:`report_page` on a worker thread, made now (UTC), in the current language (the
-    thread runs in a copy of this context): the server's ``audit_report`` reporter
-    (bridge.session.Reporter, called in the world's language), so other connections go on while
-    it draws."""
+    """:func:`report_page` on a worker thread, made now (UTC), in the current language.
+
+    The thread runs in a copy of this context. This is the server's ``audit_report`` reporter
+    (bridge.session.Reporter, called in the world's language). Other connections go on while it
+    draws."""
     generated = datetime.now(UTC).strftime("%Y-%m-%d %H:%M")
     return await asyncio.to_thread(report_page, rows, world_id=world_id, since=since, generated=generated)
