@@ -116,8 +116,7 @@ class ReplayState:
 
 
 class ReplayTable(TableDice):
-    """A recorded decision's dice table, for :func:`rederive` (``bridge.core.decide``'s
-    ``dice_table``).
+    """A recorded decision's dice table, for :func:`rederive` (``bridge.core.decide``'s ``dice_table``).
 
     It is the live table (:class:`~bridge.fairness.provable.TableDice`). The record's dice stand in
     for the dice session and the bridge's secret dice. A fair die derives from its session's seed,

@@ -56,8 +56,7 @@ from .state import WorldState
 
 
 class Shell(Protocol):
-    """What answers a message once its route is known: the session
-    (:class:`bridge.session.Session`).
+    """What answers a message once its route is known: the session (:class:`bridge.session.Session`).
 
     It has one coroutine per kind of route. Each returns what the session sends (its ``Reply``)."""
 
@@ -110,8 +109,7 @@ class Answers:
 
 @dataclass(frozen=True, slots=True)
 class Serves:
-    """A shared message the shell answers itself, through the :class:`Shell` coroutine ``handle``
-    calls.
+    """A shared message the shell answers itself, through the :class:`Shell` coroutine ``handle`` calls.
 
     These are ``hello``, ``register``, ``ping``, and the audit window's and the overlay's queries."""
 
@@ -160,8 +158,7 @@ def routes() -> dict[type, Route]:
 
 
 def named_decision(message: wire.Request) -> tuple[str, Refusal] | None:
-    """The earlier decision ``message`` names, as ``(target, refusal)``; None for a request naming
-    none.
+    """The earlier decision ``message`` names, as ``(target, refusal)``; None for a request naming none.
 
     For ``gm_override`` it is ``target_event_id``: a decision's event id, or the id of the chat
     message showing it. The refusal is ``not_found``

@@ -58,8 +58,7 @@ def without_card_html(value: bytes) -> bytes:
 
 
 def normal(value: bytes | str) -> bytes:
-    """Stored JSON re-encoded with sorted keys, card text emptied: what two encodings of one value
-    share.
+    """Stored JSON re-encoded with sorted keys, card text emptied: what two encodings of one value share.
 
     Text that is not JSON is returned as its bytes. It then differs from any derived value."""
     raw = value.encode() if isinstance(value, str) else bytes(value)

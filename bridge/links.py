@@ -277,8 +277,7 @@ class Viewers:
         return len(self._by_world.get(world_id, ()))
 
     def publish(self, world_id: str, frame: bytes, *, here: bool = True) -> None:
-        """Queue an ``overlay_card`` frame for every viewer of ``world_id``, and keep it as the last
-        card.
+        """Queue an ``overlay_card`` frame for every viewer of ``world_id``, and keep it as the last card.
 
         ``here``: decided by this process. False: another process decided it, and a notice told us."""
         self._last[world_id] = frame
