@@ -1,9 +1,11 @@
-"""Pearson's chi-square goodness-of-fit test, in plain Python (no science library: the audit
-report comes with the bridge's own install): :func:`fit_test` of observed counts against the
-counts a fair die or a fair shuffle makes, and its p-value :func:`chi_square_sf`.
+"""Pearson's chi-square goodness-of-fit test, in plain Python.
 
-The audit report tests the bridge's d100 with it (bridge/report.py), a ruleset its own draws
-(hmtw's tarot decks, bridge/rulesets/hmtw/report.py).
+No science library: the audit report comes with the bridge's own install. :func:`fit_test` tests
+observed counts against the counts a fair die or a fair shuffle makes. :func:`chi_square_sf` gives
+its p-value.
+
+The audit report tests the bridge's d100 with it (bridge/report.py). A ruleset tests its own draws:
+hmtw's tarot decks (bridge/rulesets/hmtw/report.py).
 """
 
 from __future__ import annotations
@@ -25,10 +27,12 @@ class FitTest:
 
 
 def chi_square_sf(statistic: float, degrees: int) -> float:
-    """P(X >= ``statistic``) for X chi-square distributed with ``degrees`` degrees of freedom: the
-    regularized upper incomplete gamma function Q(degrees/2, statistic/2), by its power series below
-    a + 1 and its continued fraction (modified Lentz) above (Numerical Recipes, 3rd ed., 6.2), to
-    about 1e-14 relative. Raises ``ValueError`` for ``degrees`` < 1 or a negative ``statistic``."""
+    """P(X >= ``statistic``) for X chi-square distributed with ``degrees`` degrees of freedom.
+
+    This is the regularized upper incomplete gamma function Q(degrees/2, statistic/2). Below a + 1
+    it uses its power series; above, its continued fraction (modified Lentz). See Numerical Recipes,
+    3rd ed., 6.2. It is good to about 1e-14 relative. Raises ``ValueError`` for ``degrees`` < 1 or a
+    negative ``statistic``."""
     if degrees < 1 or statistic < 0:
         raise ValueError(f"chi-square needs degrees >= 1 and statistic >= 0, got {degrees}, {statistic}")
     a, x = degrees / 2, statistic / 2
@@ -62,8 +66,10 @@ def chi_square_sf(statistic: float, degrees: int) -> float:
 
 
 def fit_test(observed: list[int], expected: list[float]) -> FitTest | None:
-    """Pearson's chi-square test of ``observed`` against ``expected`` counts (same length, same
-    total), with len - 1 degrees of freedom; None when nothing was observed."""
+    """Pearson's chi-square test of ``observed`` against ``expected`` counts, with len - 1 degrees
+    of freedom.
+
+    Both have the same length and total. None when nothing was observed."""
     if sum(observed) == 0 or len(observed) < 2:
         return None
     statistic = sum((o - e) ** 2 / e for o, e in zip(observed, expected))

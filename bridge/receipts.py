@@ -1,18 +1,19 @@
-"""Receipts: a decision's record number and chain hash, signed with the bridge's
-Ed25519 key, so a copy kept outside the bridge (the ChatMessage's flags in Foundry's database)
-can later show that the trail still holds that record, unchanged.
+"""Receipts: a decision's record number and chain hash, signed with the bridge's Ed25519 key.
+
+A copy is kept outside the bridge, in the ChatMessage's flags in Foundry's database. It can later
+show that the trail still holds that record, unchanged.
 
 The format is fixed in docs/protocol.md (Receipts). A v1 receipt's signature covers
-:func:`receipt_bytes` alone. A v2 receipt (one signature per committed batch) is a
-leaf of a Merkle tree over its batch, shaped and hashed as RFC 6962 section 2.1 (Certificate
-Transparency): the signature covers :func:`batch_bytes` (the tree's root and size) and the receipt
-carries its ``batch_index``, ``batch_size`` and audit ``path`` (sibling hashes only, so it names no
-other world). ``key_id`` is the first 16 hex digits of SHA-256 of the raw 32-byte public key;
+:func:`receipt_bytes` alone. A v2 receipt has one signature per committed batch. It is a leaf of a
+Merkle tree over its batch, shaped and hashed as RFC 6962 section 2.1 (Certificate Transparency).
+The signature covers :func:`batch_bytes`: the tree's root and size. The receipt carries its
+``batch_index``, ``batch_size`` and audit ``path``. The path holds sibling hashes only, so it names
+no other world. ``key_id`` is the first 16 hex digits of SHA-256 of the raw 32-byte public key.
 ``sig`` and the path's hashes are base64url without padding.
 
-Pure (no files: the key file is :func:`bridge.config.load_signing_key`); :func:`with_receipts` is
-what the store calls once per committed batch; :func:`check_receipts` compares receipts with the
-hashes a trail holds and is shared by the ``receipts_check`` query and ``audit verify --receipts``.
+Pure: no files. The key file is :func:`bridge.config.load_signing_key`. The store calls
+:func:`with_receipts` once per committed batch. :func:`check_receipts` compares receipts with the
+hashes a trail holds. The ``receipts_check`` query and ``audit verify --receipts`` share it.
 """
 
 from __future__ import annotations
@@ -40,8 +41,9 @@ _B64URL = re.compile(r"[A-Za-z0-9_-]+")
 
 
 def receipt_bytes(world_id: str, seq: int, record_hash: str) -> bytes:
-    """The bytes a v1 receipt's signature covers, and a v2 receipt's leaf hashes:
-    ``b"fate-bridge receipt v1\\n" + world_id + b"\\n" + str(seq) + b"\\n" + record_hash`` (UTF-8)."""
+    """The bytes a v1 receipt's signature covers, and a v2 receipt's leaf hashes (UTF-8).
+
+    ``b"fate-bridge receipt v1\\n" + world_id + b"\\n" + str(seq) + b"\\n" + record_hash``."""
     return f"fate-bridge receipt v1\n{world_id}\n{seq}\n{record_hash}".encode()
 
 
@@ -56,9 +58,10 @@ def _node_hash(left: bytes, right: bytes) -> bytes:
 
 
 def batch_bytes(root: bytes, size: int) -> bytes:
-    """The bytes a v2 receipt's signature covers, for a batch tree of ``size`` leaves whose root
-    hash is ``root`` (32 bytes): ``b"fate-bridge receipt batch v2\\n" + hex(root) + b"\\n" +
-    str(size)`` (ASCII)."""
+    """The bytes a v2 receipt's signature covers, for a batch tree of ``size`` leaves (ASCII).
+
+    ``root`` is its root hash (32 bytes). The bytes are ``b"fate-bridge receipt batch v2\\n" +
+    hex(root) + b"\\n" + str(size)``."""
     return BATCH_DOMAIN + root.hex().encode() + b"\n" + str(size).encode()
 
 
@@ -74,13 +77,14 @@ def key_id(public_key: Ed25519PublicKey) -> str:
 
 @functools.lru_cache(maxsize=4)
 def _signer_key_id(private_key: Ed25519PrivateKey) -> str:
-    """:func:`key_id` of the key ``private_key`` signs for, computed once per key (the store signs
-    with one key until ``audit new-key``; key objects hash by identity)."""
+    """:func:`key_id` of the key ``private_key`` signs for, computed once per key.
+
+    The store signs with one key until ``audit new-key``. Key objects hash by identity."""
     return key_id(private_key.public_key())
 
 
 def b64url(data: bytes) -> str:
-    """base64url without padding (how ``sig``, the path's hashes and the printed public key are written)."""
+    """base64url without padding: how ``sig``, the path's hashes and the printed public key are written."""
     return base64.urlsafe_b64encode(data).rstrip(b"=").decode()
 
 
@@ -95,10 +99,11 @@ def _unb64url(text: str) -> bytes:
 
 
 def _levels(leaves: list[bytes]) -> list[list[bytes]]:
-    """RFC 6962's Merkle tree over ``leaves`` (leaf hashes, at least one), level by level from
-    the leaves to the root (the last level, one hash). Adjacent pairs are hashed and a last node
-    without a partner moves up unchanged: the tree of section 2.1 (its left subtree holding the
-    largest power of two of the leaves) for any size."""
+    """RFC 6962's Merkle tree over ``leaves``, level by level from the leaves to the root.
+
+    ``leaves`` are leaf hashes, at least one. The last level is the root, one hash. Adjacent pairs
+    are hashed. A last node without a partner moves up unchanged. That gives the tree of section 2.1
+    for any size: its left subtree holds the largest power of two of the leaves."""
     levels = [leaves]
     while len(levels[-1]) > 1:
         level = levels[-1]
@@ -110,8 +115,10 @@ def _levels(leaves: list[bytes]) -> list[list[bytes]]:
 
 
 def _path(levels: list[list[str]], index: int) -> list[str]:
-    """Leaf ``index``'s audit path in ``levels`` (a tree's levels below the root): its sibling
-    at each level from the leaf up, none where its node moved up without a partner."""
+    """Leaf ``index``'s audit path in ``levels``, a tree's levels below the root.
+
+    It holds its sibling at each level, from the leaf up. There is none where its node moved up
+    without a partner."""
     path = []
     for level in levels:
         sibling = index ^ 1
@@ -122,10 +129,11 @@ def _path(levels: list[list[str]], index: int) -> list[str]:
 
 
 def root_from_path(leaf: bytes, index: int, size: int, path: Sequence[bytes]) -> bytes:
-    """The root hash a leaf's audit path leads to, as RFC 9162 section 2.1.3.2 verifies an
-    inclusion proof: ``leaf`` is the leaf hash at ``index`` (0-based) of a tree of ``size``
-    leaves, ``path`` its sibling hashes from the leaf up. Raises ``ValueError`` when the index,
-    size and path length do not fit together or a hash is not 32 bytes."""
+    """The root hash a leaf's audit path leads to, as RFC 9162 section 2.1.3.2 verifies an inclusion proof.
+
+    ``leaf`` is the leaf hash at ``index`` (0-based) of a tree of ``size`` leaves. ``path`` is its
+    sibling hashes from the leaf up. Raises ``ValueError`` when the index, size and path length do
+    not fit together, or a hash is not 32 bytes."""
     if not 0 <= index < size:
         raise ValueError(f"batch index {index} is outside a batch of {size}")
     fn, sn, node = index, size - 1, leaf
@@ -145,10 +153,12 @@ def root_from_path(leaf: bytes, index: int, size: int, path: Sequence[bytes]) ->
 
 
 def sign_batch(private_key: Ed25519PrivateKey, leaves: Sequence[tuple[str, int, str]]) -> list[Receipt]:
-    """The v2 receipts of one batch, in order, under ONE Ed25519 signature: ``leaves`` holds
-    each record's ``(world_id, seq, record_hash)`` (seq 1-based, the world's audit sequence
-    number; record_hash hex), repeats allowed. A batch of one is a tree of one leaf (empty
-    path). Raises ``ValueError`` for no leaves or more than ``MAX_RECEIPT_BATCH``."""
+    """The v2 receipts of one batch, in order, under ONE Ed25519 signature.
+
+    ``leaves`` holds each record's ``(world_id, seq, record_hash)``. seq is 1-based, the world's
+    audit sequence number; record_hash is hex. Repeats are allowed. A batch of one is a tree of one
+    leaf, with an empty path. Raises ``ValueError`` for no leaves, or more than
+    ``MAX_RECEIPT_BATCH``."""
     if not 1 <= len(leaves) <= MAX_RECEIPT_BATCH:
         raise ValueError(f"a receipt batch holds 1 to {MAX_RECEIPT_BATCH} records, not {len(leaves)}")
     size = len(leaves)
@@ -167,8 +177,9 @@ class _InWorld(Protocol):
 
 
 class _Stored(Protocol):
-    """What :func:`with_receipts` reads of a decided request (``bridge.store.base.Decided``):
-    where the trail holds it, and a copy with its receipt."""
+    """What :func:`with_receipts` reads of a decided request (``bridge.store.base.Decided``).
+
+    That is where the trail holds it, and a copy with its receipt."""
 
     @property
     def seq(self) -> int | None: ...
@@ -186,12 +197,13 @@ E = TypeVar("E")
 
 def with_receipts(private_key: Ed25519PrivateKey,
                   outcomes: Sequence[tuple[Q, D | None, E]]) -> list[tuple[Q, D | None, E]]:
-    """A committed batch's outcomes (``(queued item with its world_id, Decided or None, error)``,
-    as the store's writer settles them), in order, with a receipt on every ``Decided`` the trail
-    holds (``seq`` and ``record_hash`` set: new decisions and replays alike), signed by
-    :func:`sign_batch`: ONE signature for each ``MAX_RECEIPT_BATCH`` of them, the rest left as
-    they are. Called by the store after each batch's COMMIT (``SQLiteStore._flush_sync``), before
-    the replies go out."""
+    """A committed batch's outcomes, in order, with a receipt on every ``Decided`` the trail holds.
+
+    The outcomes are ``(queued item with its world_id, Decided or None, error)``, as the store's
+    writer settles them. A ``Decided`` the trail holds has ``seq`` and ``record_hash`` set: new
+    decisions and replays alike. They are signed by :func:`sign_batch`, with ONE signature for each
+    ``MAX_RECEIPT_BATCH`` of them. The rest are left as they are. The store calls it after each
+    batch's COMMIT (``SQLiteStore._flush_sync``), before the replies go out."""
     audited = [(n, decided, (item.world_id, decided.seq, decided.record_hash))
                for n, (item, decided, _) in enumerate(outcomes)
                if decided is not None and decided.seq is not None and decided.record_hash is not None]
@@ -205,10 +217,12 @@ def with_receipts(private_key: Ed25519PrivateKey,
 
 
 def signed_bytes(receipt: Receipt) -> bytes:
-    """The bytes ``receipt``'s signature must cover as it reads now: :func:`receipt_bytes` for a
-    v1 receipt (no batch fields), :func:`batch_bytes` of the root its path leads to for a v2 one.
-    Raises ``ValueError`` for a malformed receipt (only some batch fields, a path that does not
-    fit its index and size, a hash that is not base64url of 32 bytes)."""
+    """The bytes ``receipt``'s signature must cover, as it reads now.
+
+    :func:`receipt_bytes` for a v1 receipt, which has no batch fields. For a v2 one,
+    :func:`batch_bytes` of the root its path leads to. Raises ``ValueError`` for a malformed
+    receipt: only some batch fields, a path that does not fit its index and size, or a hash that is
+    not base64url of 32 bytes."""
     batch = (receipt.batch_size, receipt.batch_index, receipt.path)
     if batch == (None, None, None):
         return receipt_bytes(receipt.world_id, receipt.seq, receipt.record_hash)
@@ -231,21 +245,26 @@ def _verify(public_key: Ed25519PublicKey, public_id: str, receipt: Receipt) -> b
 
 
 def verify_receipt(public_key: Ed25519PublicKey, receipt: Receipt) -> bool:
-    """True when ``receipt`` (v1 or v2) was signed by ``public_key`` as it reads now (its
-    ``key_id`` must name that key too); False for any other receipt, malformed ones included.
+    """True when ``receipt`` (v1 or v2) was signed by ``public_key`` as it reads now.
+
+    Its ``key_id`` must name that key too. False for any other receipt, malformed ones included.
     Never raises."""
     return _verify(public_key, key_id(public_key), receipt)
 
 
 def check_receipts(public_key: Ed25519PublicKey, world_id: str, receipts: Iterable[Receipt],
                    stored: Mapping[int, str]) -> list[ReceiptResult]:
-    """Answer each receipt against a world's trail, in order. ``stored`` maps each ``seq`` the
-    world's audit table holds to that record's chain hash.
+    """Answer each receipt against a world's trail, in order.
 
-    The signature is checked first, so a forged receipt can never claim a record is missing:
-    ``changed`` when the signature does not verify with ``public_key`` or the receipt names
-    another world; then ``missing`` when no record has its ``seq``; ``changed`` when the record
-    there has another hash; else ``ok``."""
+    ``stored`` maps each ``seq`` the world's audit table holds to that record's chain hash. The
+    signature is checked first, so a forged receipt can never claim a record is missing. The
+    answers, in order:
+
+    - ``changed`` when the signature does not verify with ``public_key``, or the receipt names
+      another world.
+    - ``missing`` when no record has its ``seq``.
+    - ``changed`` when the record there has another hash.
+    - else ``ok``."""
     results, public_id = [], key_id(public_key)
     for receipt in receipts:
         status: ReceiptStatus
@@ -262,8 +281,9 @@ def check_receipts(public_key: Ed25519PublicKey, world_id: str, receipts: Iterab
 
 
 class ReceiptsExport(msgspec.Struct, kw_only=True, frozen=True, forbid_unknown_fields=True):
-    """The file the GM's audit window exports for ``fate-bridge audit verify --receipts``:
-    ``{"world_id": ..., "receipts": [Receipt, ...]}`` (every receipt found in the chat log)."""
+    """The file the GM's audit window exports for ``fate-bridge audit verify --receipts``.
+
+    ``{"world_id": ..., "receipts": [Receipt, ...]}``: every receipt found in the chat log."""
 
     world_id: str
     receipts: list[Receipt]

@@ -1,11 +1,13 @@
-"""What the bridge is doing right now: who holds each world's link, recent decisions, viewers, and
-how many worlds it holds in memory against its budget.
+"""What the bridge is doing right now.
 
-:class:`Presence` is told by the server when a world's forwarder (the GM's browser) opens and
-closes; :func:`report` combines it with the store (decisions of the last hour, the last one)
-and the overlay viewer counts into a :class:`Status`, which ``GET /status`` answers as JSON
-(:mod:`bridge.http`) and ``fate-bridge status`` fetches (:func:`fetch`) and prints (:func:`render`). No token, key or
-viewer key is ever part of it.
+That is: who holds each world's link, recent decisions, viewers, and how many worlds it holds in
+memory against its budget.
+
+The server tells :class:`Presence` when a world's forwarder (the GM's browser) opens and closes.
+:func:`report` combines it with the store and the overlay viewer counts into a :class:`Status`. From
+the store come the decisions of the last hour, and the last one. ``GET /status`` answers it as JSON
+(:mod:`bridge.http`). ``fate-bridge status`` fetches it (:func:`fetch`) and prints it
+(:func:`render`). No token, key or viewer key is ever part of it.
 """
 
 from __future__ import annotations
@@ -30,8 +32,9 @@ FETCH_TIMEOUT_SECONDS = 5.0
 
 
 class Link(msgspec.Struct, kw_only=True):
-    """The GM's browser holding a world's link, as its ``hello.client`` described it (None for
-    what the module did not say); ``since``: when it connected (ISO-8601 UTC)."""
+    """The GM's browser holding a world's link, as its ``hello.client`` described it.
+
+    A field is None for what the module did not say. ``since``: when it connected (ISO-8601 UTC)."""
 
     user_name: str | None
     foundry_version: str | None
@@ -52,8 +55,10 @@ class LastDecision(msgspec.Struct, kw_only=True):
 
 
 class WorldStatus(msgspec.Struct, kw_only=True):
-    """One registered world: its link (None when no GM is connected), how many decisions it
-    made in the last hour, its last decision ever (None before the first) and how many overlay
+    """One registered world.
+
+    ``link`` is None when no GM is connected. It also gives how many decisions it made in the last
+    hour, and its last decision ever (None before the first). ``overlay_viewers``: how many overlay
     viewers watch it."""
 
     world_id: str
@@ -64,9 +69,10 @@ class WorldStatus(msgspec.Struct, kw_only=True):
 
 
 class Status(msgspec.Struct, kw_only=True):
-    """``GET /status``: the bridge's version, when it started (ISO-8601 UTC) and its worlds; the
-    memory budget of this process: how many worlds' state it holds in memory now, and
-    at most (``serve --max-worlds-in-memory``; both None from a bridge before it)."""
+    """``GET /status``: the bridge's version, when it started (ISO-8601 UTC), and its worlds.
+
+    It also gives this process's memory budget: how many worlds' state it holds in memory now, and
+    at most (``serve --max-worlds-in-memory``). Both are None from a bridge before it."""
 
     bridge_version: str
     started: str
@@ -76,9 +82,10 @@ class Status(msgspec.Struct, kw_only=True):
 
 
 class Presence:
-    """The connected forwarder of each world and what its hello said. The server calls
-    :meth:`linked` once a forwarder is open and :meth:`unlinked` when it closes; a newer
-    forwarder of the same world replaces the older one's entry (the older is being closed)."""
+    """The connected forwarder of each world, and what its hello said.
+
+    The server calls :meth:`linked` once a forwarder is open, and :meth:`unlinked` when it closes. A
+    newer forwarder of the same world replaces the older one's entry; the older is being closed."""
 
     def __init__(self, clock: Callable[[], str] = utc_now) -> None:
         self.clock = clock
@@ -103,10 +110,12 @@ class Presence:
         return False
 
     def elsewhere(self, world_id: str, link: Link | None, origin: str) -> None:
-        """Another bridge process on the same database (``origin``, its cluster id) holds
-        ``world_id``'s link now (``link``), or no longer does (None: forgotten only when the link
-        known here is that process's). Notices of two processes may arrive in either order: the
-        old holder's "no longer" arriving after the new holder's link must not erase it."""
+        """Another bridge process on the same database holds ``world_id``'s link now, or no longer does.
+
+        ``origin`` is that process's cluster id; ``link`` is its link. None means no longer. The
+        entry is then forgotten only when the link known here is that process's. Notices of two
+        processes may arrive in either order. The old holder's "no longer" may arrive after the new
+        holder's link; it must not erase it."""
         if link is not None:
             self._links[world_id] = (("elsewhere", origin), link)
         else:
@@ -127,9 +136,11 @@ def _hour_ago(now: str) -> str:
 
 async def report(store: Store, presence: Presence, viewer_count: Callable[[str], int],
                  only_world: str | None = None) -> Status:
-    """The bridge's status now: every registered world (or only ``only_world``), with its link
-    from ``presence``, its decisions of the last hour and its last one from the audit trail
-    (``store.audit_rows``), and ``viewer_count(world_id)`` overlay viewers."""
+    """The bridge's status now: every registered world, or only ``only_world``.
+
+    Each world has its link from ``presence``. Its decisions of the last hour, and its last one,
+    come from the audit trail (``store.audit_rows``). ``viewer_count(world_id)`` gives its overlay
+    viewers."""
     since = _hour_ago(presence.clock())
     worlds = []
     for world in await store.worlds():
@@ -185,8 +196,9 @@ decode = msgspec.json.Decoder(Status).decode
 
 
 def fetch(url: str, token: str | None, ca_file: str | None = None) -> Status:
-    """GET ``/status`` from the bridge at ``url`` (http(s) or ws(s)); raises ``ConfigError``
-    saying why it could not be read."""
+    """GET ``/status`` from the bridge at ``url`` (http(s) or ws(s)).
+
+    Raises ``ConfigError`` saying why it could not be read."""
     target = urljoin(public_base(url), STATUS_PATH.lstrip("/"))
     request = urllib.request.Request(target, headers={"Authorization": f"Bearer {token}"} if token else {})
     context = ssl.create_default_context(cafile=ca_file) if urlsplit(target).scheme == "https" else None
