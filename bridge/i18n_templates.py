@@ -1,10 +1,12 @@
-"""Jinja2 templates in the bridge's languages: the translation callables of :mod:`bridge.i18n`
-in a template (``jinja2.ext.i18n``: ``{% trans %}``, ``_()``), installed by :func:`install`;
-templates rendered often (chat cards) are compiled once per language instead, their constant
-messages translated then (:class:`TranslatedEnvironment`).
+"""Jinja2 templates in the bridge's languages.
 
-Apart from :mod:`bridge.i18n` so that marking and translating a string imports no Jinja2: only
-what renders a template imports this.
+:func:`install` puts the translation callables of :mod:`bridge.i18n` in a template
+(``jinja2.ext.i18n``: ``{% trans %}``, ``_()``). Templates rendered often (chat cards) are compiled
+once per language instead. Their constant messages are translated then
+(:class:`TranslatedEnvironment`).
+
+This is apart from :mod:`bridge.i18n`, so that marking and translating a string imports no Jinja2.
+Only what renders a template imports this.
 """
 
 from __future__ import annotations
@@ -23,8 +25,10 @@ from .i18n import gettext, ngettext, normalize, translations
 
 
 def install(env: jinja2.Environment) -> None:
-    """Give a Jinja2 environment (created with ``extensions=["jinja2.ext.i18n"]``) the
-    callables of :mod:`bridge.i18n`; new-style gettext: ``_("%(n)s left", n=3)`` formats and escapes."""
+    """Give a Jinja2 environment the callables of :mod:`bridge.i18n`.
+
+    Create it with ``extensions=["jinja2.ext.i18n"]``. New-style gettext: ``_("%(n)s left", n=3)``
+    formats and escapes."""
     env.install_gettext_callables(gettext=gettext, ngettext=ngettext, newstyle=True)  # type: ignore[attr-defined]
 
 
@@ -35,26 +39,31 @@ _NGETTEXT_FILTER = "fate_bridge_ngettext"
 
 
 class TranslatedEnvironment(jinja2.Environment):
-    """A Jinja2 environment speaking one language: ``jinja2.ext.i18n`` (new-style gettext, as
-    :func:`install`) with the catalog of ``language`` (normalized), and every ``_("text")``,
-    ``gettext("text")`` (a ``{% trans %}`` block too) whose message is a constant translated once,
-    when its template compiles, instead of at each render. ``options`` are ``jinja2.Environment``'s.
+    """A Jinja2 environment speaking one language.
+
+    It has ``jinja2.ext.i18n`` (new-style gettext, as :func:`install`) with the catalog of
+    ``language`` (normalized). Every ``_("text")`` or ``gettext("text")`` whose message is a
+    constant is translated once, when its template compiles, not at each render. A ``{% trans %}``
+    block too. ``options`` are ``jinja2.Environment``'s.
 
     The output is the same as translating at render time, byte for byte. New-style gettext gives
-    ``Markup(translated) % {variables}`` under autoescape (plain ``str % {...}`` without): a
-    variable is escaped, ``%%`` gives ``%``. Compiled, a call becomes that expression with the
-    translation as a constant (folded into the template's text when its variables are constants
-    too); printed (``{{ _("by %(user)s", user=name) }}``) and formatted only with ``%(name)s`` and
-    ``%%``, each name used once and given as a variable with no call or filter in it, it becomes
-    the translation's text around its variables, each printed (so escaped) as any ``{{ name }}``.
-    ``ngettext("one", "many", n)`` with constant messages picks its form from the catalog at render
-    time (it depends on ``n``) without going through the template context. A call whose message is
-    not a constant (``_(label)``) keeps the render-time path, in this language.
+    ``Markup(translated) % {variables}`` under autoescape, and plain ``str % {...}`` without. A
+    variable is escaped; ``%%`` gives ``%``. Compiled, a call becomes that expression with the
+    translation as a constant. It is folded into the template's text when its variables are
+    constants too.
 
-    ``_``, ``gettext`` and ``ngettext`` are the translation callables in every template: a
-    template that assigns, imports or takes a parameter of one of those names is refused when it
-    compiles (``jinja2.TemplateAssertionError``), and render variables must not use them either.
-    """
+    Some calls become the translation's text around their variables, each printed (so escaped) as
+    any ``{{ name }}``. Such a call is printed (``{{ _("by %(user)s", user=name) }}``). It is
+    formatted only with ``%(name)s`` and ``%%``. Each name is used once, and given as a variable
+    with no call or filter in it.
+
+    ``ngettext("one", "many", n)`` with constant messages picks its form from the catalog at render
+    time, since it depends on ``n``. It does not go through the template context. A call whose
+    message is not a constant (``_(label)``) keeps the render-time path, in this language.
+
+    ``_``, ``gettext`` and ``ngettext`` are the translation callables in every template. A template
+    that assigns, imports or takes a parameter of one of those names is refused when it compiles
+    (``jinja2.TemplateAssertionError``). Render variables must not use them either."""
 
     def __init__(self, language: str, **options: object) -> None:
         options["extensions"] = [*options.get("extensions", ()), "jinja2.ext.i18n"]  # type: ignore[misc]
@@ -68,8 +77,10 @@ class TranslatedEnvironment(jinja2.Environment):
     @jinja2.pass_eval_context
     def _ngettext(self, eval_ctx: nodes.EvalContext, num: int, singular: str, plural: str,
                   variables: dict[str, object]) -> str:
-        """New-style ``ngettext`` (``jinja2.ext.i18n``) without the context call: the form for
-        ``num`` formatted with ``variables`` (``num`` by default), escaped under autoescape."""
+        """New-style ``ngettext`` (``jinja2.ext.i18n``) without the context call.
+
+        Returns the form for ``num``, formatted with ``variables`` (``num`` by default), escaped
+        under autoescape."""
         variables.setdefault("num", num)
         found = self._translations.ngettext(singular, plural, num)
         if not eval_ctx.autoescape:
@@ -96,9 +107,10 @@ _CONVERSION = re.compile(r"%\((\w+)\)s|%%|%")
 
 @functools.lru_cache(maxsize=1024)
 def _pieces(message: str) -> tuple[str, ...] | None:
-    """A message's text and placeholders, alternating, text first and last: ``"%(a)s or %(b)s"``
-    gives ``("", "a", " or ", "b", "")``, ``%%`` read as ``%``. None if it has another
-    conversion (``%d``, ``%(n)d``, ``%s``, a width or flag)."""
+    """A message's text and placeholders, alternating, text first and last.
+
+    ``"%(a)s or %(b)s"`` gives ``("", "a", " or ", "b", "")``; ``%%`` is read as ``%``. None if it
+    has another conversion: ``%d``, ``%(n)d``, ``%s``, a width or flag."""
     parts, text, at = [], "", 0
     for found in _CONVERSION.finditer(message):
         text += message[at:found.start()]
@@ -115,7 +127,9 @@ def _pieces(message: str) -> tuple[str, ...] | None:
 
 def _refuse_shadowing(tree: nodes.Template, name: str | None, filename: str | None) -> None:
     """Raise ``jinja2.TemplateAssertionError`` if ``tree`` gives one of :data:`GETTEXT_NAMES`
-    another meaning (an assignment, loop variable, macro, parameter or import)."""
+    another meaning.
+
+    That is an assignment, loop variable, macro, parameter or import."""
     bound: list[tuple[str, int]] = [
         (n.name, n.lineno) for n in tree.find_all(nodes.Name) if n.ctx in ("store", "param")]
     bound += [(m.name, m.lineno) for m in tree.find_all(nodes.Macro)]
@@ -130,11 +144,12 @@ def _refuse_shadowing(tree: nodes.Template, name: str | None, filename: str | No
 
 
 class _ConstantMessages(NodeTransformer):
-    """Replace each new-style gettext call with constant messages by its translation (see
-    :class:`TranslatedEnvironment`): ``_("m", x=v)`` becomes ``MarkSafeIfAutoescape("t") % {"x": v}``,
-    or, printed and ``spread`` (the environment has no ``finalize``), the output of ``t``'s text
-    and ``v``; ``ngettext("s", "p", n, x=v)`` the :data:`_NGETTEXT_FILTER` filter of ``n``. Other
-    calls stay."""
+    """Replace each new-style gettext call with constant messages by its translation.
+
+    See :class:`TranslatedEnvironment`. ``_("m", x=v)`` becomes ``MarkSafeIfAutoescape("t") % {"x":
+    v}``. Printed and ``spread`` (the environment has no ``finalize``), it becomes the output of
+    ``t``'s text and ``v``. ``ngettext("s", "p", n, x=v)`` becomes the :data:`_NGETTEXT_FILTER`
+    filter of ``n``. Other calls stay."""
 
     def __init__(self, found: _gettext.NullTranslations, spread: bool) -> None:
         self._found = found
@@ -185,9 +200,10 @@ class _ConstantMessages(NodeTransformer):
 
 
 def _translation_call(node: nodes.Node) -> tuple[str, list[nodes.Expr], dict[str, nodes.Expr]] | None:
-    """A call of a translation callable with positional arguments and keyword variables, each
-    named once: (``"gettext"`` or ``"ngettext"``, the arguments, the variables); None for any
-    other node."""
+    """A call of a translation callable with positional arguments and keyword variables, each named once.
+
+    Returns (``"gettext"`` or ``"ngettext"``, the arguments, the variables). None for any other
+    node."""
     if not (isinstance(node, nodes.Call) and isinstance(node.node, nodes.Name)
             and node.node.name in GETTEXT_NAMES and node.dyn_args is None and node.dyn_kwargs is None):
         return None

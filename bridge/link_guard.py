@@ -1,15 +1,17 @@
-"""Links already open follow the world's credentials: a token changed (``world rotate-token``),
-a world removed (``world remove``) or an overlay viewer key changed (``world viewer-key
---rotate``) closes the links the old credential opened, with 4001 and a reason the module shows.
+"""Links already open follow the world's credentials.
 
-The commands write the database, in their own process, often while ``serve`` runs (on a
-cluster, beside several). So the server polls, rather than being told: while any link is open,
-:class:`LinkGuard` reads the credentials of the worlds it has links of every
-:data:`CHECK_SECONDS`, one query for them all, and closes each link whose credential no longer
-opens its world. A poll needs nothing from the command (any writer of the row is seen, on either
-backend, on every process of a cluster), and nothing is lost while the server is down: a link
-opened later is checked at its hello. A world without open links costs nothing; the poll stops
-with the last link.
+These close the links the old credential opened: a token changed (``world rotate-token``), a
+world removed (``world remove``), or an overlay viewer key changed (``world viewer-key
+--rotate``). The close is 4001, with a reason the module shows.
+
+The commands write the database in their own process, often while ``serve`` runs. On a cluster
+several may run. So the server polls rather than being told. While any link is open,
+:class:`LinkGuard` reads the credentials of the worlds it has links of, every :data:`CHECK_SECONDS`,
+in one query for them all. It closes each link whose credential no longer opens its world.
+
+A poll needs nothing from the command. Any writer of the row is seen, on either backend, on every
+process of a cluster. Nothing is lost while the server is down: a link opened later is checked at
+its hello. A world without open links costs nothing. The poll stops with the last link.
 """
 
 from __future__ import annotations
@@ -51,9 +53,11 @@ def close_reason(text: str) -> str:
 
 
 def revoked(world: World | None, viewer: bool, credential: str | None) -> str | None:
-    """Why a link that opened with ``credential`` (a forwarder's token hash, or with ``viewer``
-    an overlay viewer key) may not stay open on ``world`` (its registry row now; None: removed):
-    a key of :data:`REASONS`, or None while the credential still opens it."""
+    """Why a link that opened with ``credential`` may not stay open on ``world``.
+
+    ``credential`` is a forwarder's token hash, or with ``viewer`` an overlay viewer key. ``world``
+    is its registry row now; None means removed. Returns a key of :data:`REASONS`, or None while the
+    credential still opens it."""
     if world is None:
         return "world_removed"
     if viewer:
@@ -63,8 +67,9 @@ def revoked(world: World | None, viewer: bool, credential: str | None) -> str | 
 
 @dataclass(eq=False)
 class _Guarded:
-    """One open link: its world, whether it is an overlay viewer, the credential its hello
-    matched and the language its reason is sent in."""
+    """One open link: its world, whether it is an overlay viewer, and the credential its hello matched.
+
+    Also the language its reason is sent in."""
 
     world_id: str
     viewer: bool
@@ -73,10 +78,11 @@ class _Guarded:
 
 
 class LinkGuard:
-    """The open links of this process and the credentials that opened them (see the module
-    docstring). ``read(world_ids)``: the registered worlds among them (the store's
-    ``worlds_of``); ``close(ws, reason)``: closes a link with 4001 and ``reason``, never
-    waiting (the server's, in the background)."""
+    """The open links of this process and the credentials that opened them; see the module docstring.
+
+    ``read(world_ids)``: the registered worlds among them (the store's ``worlds_of``). ``close(ws,
+    reason)``: closes a link with 4001 and ``reason``, never waiting. It is the server's, in the
+    background."""
 
     def __init__(self, read: Callable[[Collection[str]], Awaitable[dict[str, World]]],
                  close: Callable[[ServerConnection, int, str], None]) -> None:
@@ -86,8 +92,10 @@ class LinkGuard:
 
     def opened(self, ws: ServerConnection, world_id: str, *, viewer: bool, credential: str | None,
                language: str) -> None:
-        """Watch ``ws``, whose hello for ``world_id`` matched ``credential`` (a token's hash, or
-        with ``viewer`` the viewer key); starts the poll if it was idle."""
+        """Watch ``ws``, whose hello for ``world_id`` matched ``credential``.
+
+        ``credential`` is a token's hash, or with ``viewer`` the viewer key. Starts the poll if it
+        was idle."""
         self._links[ws] = _Guarded(world_id, viewer, credential, language)
         if self._task is None or self._task.done():
             self._task = asyncio.create_task(self._poll())
@@ -97,8 +105,9 @@ class LinkGuard:
         self._links.pop(ws, None)
 
     async def _poll(self) -> None:
-        """Check every :data:`CHECK_SECONDS` while a link is open; a failed read (the database
-        away for a moment) is logged and tried again at the next round."""
+        """Check every :data:`CHECK_SECONDS` while a link is open.
+
+        A failed read (the database away for a moment) is logged and tried again at the next round."""
         failing = False
         while self._links:
             await asyncio.sleep(CHECK_SECONDS)

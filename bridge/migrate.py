@@ -1,11 +1,13 @@
-"""``fate-bridge migrate``: copy a table's data from one database to another (SQLite file to
-PostgreSQL, or back), row for row: worlds, their state, the event ids' replies, audit trails,
-signed checkpoints and signed heads, invite codes and registration requests. Both backends keep the same tables and columns, so a copied audit chain
-verifies on the target as on the source (same bytes, same hashes, same record ids).
+"""``fate-bridge migrate``: copy a table's data from one database to another, row for row.
 
-The source is opened as the bridge would open it (an older SQLite file is upgraded first); the
-target must hold no world yet, so nothing is mixed or overwritten. Leases are not copied: they
-belong to the processes of one database.
+It copies a SQLite file to PostgreSQL, or back. The rows are worlds, their state, the event ids'
+replies, audit trails, signed checkpoints and signed heads, invite codes and registration requests.
+Both backends keep the same tables and columns. So a copied audit chain verifies on the target as on
+the source: same bytes, same hashes, same record ids.
+
+The source is opened as the bridge would open it; an older SQLite file is upgraded first. The target
+must hold no world yet, so nothing is mixed or overwritten. Leases are not copied: they belong to
+the processes of one database.
 """
 
 from __future__ import annotations
@@ -63,8 +65,10 @@ def _read_all(store: Any, table: str) -> list[tuple]:
 
 
 def _write_all(conn: Any, tables: dict[str, list[tuple]], dst: Any) -> dict[str, int]:
-    """Insert the ``tables``' rows through ``dst``'s connection ``conn`` (the tables its backend
-    names: ``BatchWriter._copy_target``), then let it continue the ids after them."""
+    """Insert the ``tables``' rows through ``dst``'s connection ``conn``, then let it continue the ids.
+
+    The tables are those its backend names (``BatchWriter._copy_target``). The ids continue after
+    the copied ones."""
     counts = {}
     for table, rows in tables.items():
         columns, _ = TABLES[table]

@@ -1,15 +1,17 @@
-"""The times a GM asks the audit trail about (``--since``/``--until`` of ``audit list``,
-``export`` and ``report``; ``since``/``until`` of ``audit_query`` and ``audit_report``), read as
-instants.
+"""The times a GM asks the audit trail about, read as instants.
 
-Pure: no clock. A time is ISO 8601: a date alone (its midnight), or a date and an hour with
-optional minutes, seconds and a fraction, ``T`` or a space between (``2026-12-07``,
-``2026-12-07T04Z``, ``2026-12-07T04:17``, ``2026-12-07 05:00``, ``2026-12-07T04:17:09.5``), in UTC
-unless a zone follows (``Z``, ``+01:00``, ``-0530``, ``+01``). :func:`trail_time` writes the
-instant as the trail writes a record's ``ts`` (``bridge.store.schema.utc_now``,
-``2026-12-07T04:17:09.123Z``), so the store's text comparison (``ts >= since``, ``ts < until``)
-compares instants. This is the one reader of such times: the command line's argparse type and
-the wire's queries both call it.
+They are ``--since``/``--until`` of ``audit list``, ``export`` and ``report``, and
+``since``/``until`` of ``audit_query`` and ``audit_report``.
+
+Pure: no clock. A time is ISO 8601: a date alone (its midnight), or a date and an hour. Minutes,
+seconds and a fraction are optional. ``T`` or a space goes between. Examples: ``2026-12-07``,
+``2026-12-07T04Z``, ``2026-12-07T04:17``, ``2026-12-07 05:00``, ``2026-12-07T04:17:09.5``. It is UTC
+unless a zone follows: ``Z``, ``+01:00``, ``-0530``, ``+01``.
+
+:func:`trail_time` writes the instant as the trail writes a record's ``ts``
+(``bridge.store.schema.utc_now``, ``2026-12-07T04:17:09.123Z``). So the store's text comparison
+(``ts >= since``, ``ts < until``) compares instants. This is the one reader of such times. The
+command line's argparse type and the wire's queries both call it.
 """
 
 from __future__ import annotations
@@ -30,17 +32,21 @@ _NOT_A_TIME = N_("\"%(text)s\" is not a time: write 2026-12-07, 2026-12-07T04:17
 
 
 def _not_a_time(text: str) -> ValueError:
-    """The refusal of ``text``, saying what a time looks like (in the language in use), with its
-    ``template`` and ``values`` (a query's refusal shows it in the world's, :func:`bridge.i18n.rule_text`)."""
+    """The refusal of ``text``, saying what a time looks like, in the language in use.
+
+    It carries its ``template`` and ``values``. A query's refusal shows it in the world's language
+    (:func:`bridge.i18n.rule_text`)."""
     error = ValueError(_(_NOT_A_TIME) % {"text": text})
     error.template, error.values = _NOT_A_TIME, {"text": text}  # type: ignore[attr-defined]
     return error
 
 
 def parse_time(text: str) -> datetime:
-    """``text`` (see the module docstring) as an aware UTC datetime, to the microsecond (a finer
-    fraction rounded up, so that :func:`trail_time` rounds the instant itself). Raises ``ValueError`` saying what a time looks like when it is not one:
-    not that shape, or no such date or hour (``2026-02-30``, ``25:00``, a zone beyond 23:59)."""
+    """``text`` (see the module docstring) as an aware UTC datetime, to the microsecond.
+
+    A finer fraction is rounded up, so that :func:`trail_time` rounds the instant itself. Raises
+    ``ValueError`` saying what a time looks like when it is not one. That is: not that shape, or no
+    such date or hour (``2026-02-30``, ``25:00``, a zone beyond 23:59)."""
     found = _PARTS.fullmatch(text.strip())
     if found is None:
         raise _not_a_time(text)
@@ -62,9 +68,10 @@ def parse_time(text: str) -> datetime:
 
 
 def trail_time(text: str) -> str:
-    """``text`` as the trail writes a record's time (``YYYY-MM-DDTHH:MM:SS.mmmZ``, UTC), a
-    fraction finer than a millisecond rounded up (a record's time has milliseconds: ``ts >= t``
-    and ``ts < t`` then hold for the same records as for the exact instant). Raises
+    """``text`` as the trail writes a record's time: ``YYYY-MM-DDTHH:MM:SS.mmmZ``, UTC.
+
+    A fraction finer than a millisecond is rounded up. A record's time has milliseconds. So ``ts >=
+    t`` and ``ts < t`` then hold for the same records as for the exact instant. Raises
     ``ValueError`` as :func:`parse_time`."""
     instant = parse_time(text)
     micro = instant.microsecond % 1000
