@@ -1,10 +1,13 @@
-"""``fate-bridge audit list | show | export | verify | report | public-key | new-key | repair``:
-how a GM reads, checks, exports and repairs the trail.
+"""``fate-bridge audit list | show | export | verify | report | public-key | new-key | repair``.
 
-Exit codes: 0 success (``verify``: every world passed; ``verify --receipts``: every receipt ok),
-1 ``verify`` found a problem (a missing, empty or truncated database is one), ``repair`` found the
-chain itself broken, or ``show`` found no such record; 2 configuration error (no database,
-unreadable key or file).
+How a GM reads, checks, exports and repairs the trail.
+
+Exit codes:
+
+- 0: success. For ``verify``, every world passed; for ``verify --receipts``, every receipt is ok.
+- 1: ``verify`` found a problem (a missing, empty or truncated database is one). Or ``repair``
+  found the chain itself broken, or ``show`` found no such record.
+- 2: configuration error: no database, unreadable key or file.
 """
 
 from __future__ import annotations
@@ -120,9 +123,11 @@ def _print_table(rows: list[AuditRow], out: TextIO) -> None:
 
 
 def _user(row: AuditRow) -> str:
-    """The USER cell of ``audit list``: ``Player One (PLACEHOLDERusr01)``, the Foundry user's name
-    as the recorded message gave it (``user_name`` beside the same ``user_id``) with the id, or the
-    id alone when the message named nobody; empty for a record no user asked for."""
+    """The USER cell of ``audit list``, as ``Player One (PLACEHOLDERusr01)``.
+
+    That is the Foundry user's name as the recorded message gave it (``user_name`` beside the same
+    ``user_id``), with the id. The id alone when the message named nobody. Empty for a record no
+    user asked for."""
     if not row.user_id:
         return ""
     message = msgspec.json.decode(row.record).get("message")
@@ -142,8 +147,9 @@ def _export(rows: list[AuditRow], fmt: str, out: TextIO) -> None:
 
 
 async def _report(store: Store, args: argparse.Namespace) -> int:
-    """``audit report``: write the world's report page (bridge/report.py) to ``--out``, in
-    ``--lang`` or else the world's language (its last hello's; English when none is known)."""
+    """``audit report``: write the world's report page (bridge/report.py) to ``--out``.
+
+    It is in ``--lang``, else the world's language: its last hello's, English when none is known."""
     from .report import draw
 
     rows = await store.audit_rows(AuditFilter(world_id=args.world, since=args.since, until=args.until))
@@ -165,8 +171,9 @@ async def _report(store: Store, args: argparse.Namespace) -> int:
 
 
 async def _verify_receipts(trail: TrailReader, args: argparse.Namespace) -> int:
-    """``verify --receipts FILE``: each exported receipt against the database (see
-    :func:`bridge.receipts.check_receipts`); names every missing or changed record."""
+    """``verify --receipts FILE``: each exported receipt against the database.
+
+    See :func:`bridge.receipts.check_receipts`. Names every missing or changed record."""
     try:
         export = decode_export(args.receipts.read_bytes(), str(args.receipts))
     except OSError as exc:
@@ -220,8 +227,9 @@ class _Progress:
 
 
 async def _verify_database(db: Path | str, args: argparse.Namespace) -> int:
-    """``audit verify``: every world the database knows of, read-only (nothing is created), through
-    the store protocol's :meth:`~bridge.store.base.TrailReader.verify`."""
+    """``audit verify``: every world the database knows of, read-only; nothing is created.
+
+    It goes through the store protocol's :meth:`~bridge.store.base.TrailReader.verify`."""
     try:
         database = backend_of(db).open_readonly(db)
     except DatabaseUnreadable as exc:
@@ -334,10 +342,11 @@ def _public_key(args: argparse.Namespace) -> int:
 
 
 def signing_key_problem(signed_by: set[str], key: Ed25519PrivateKey | None, path: Path) -> str | None:
-    """What is wrong with the signing key ``key`` (read from ``path``; None: no file) for a trail
-    whose worlds' latest heads are signed by the public keys ``signed_by``: none when nothing is
-    signed yet or all by this key; else the sentence saying what to do. The key is never replaced
-    silently: ``audit new-key`` does it, in the chain."""
+    """What is wrong with the signing key ``key``, read from ``path`` (None: no file).
+
+    ``signed_by`` are the public keys that signed the worlds' latest heads. Returns None when
+    nothing is signed yet, or all by this key. Else the sentence saying what to do. The key is never
+    replaced silently: ``audit new-key`` does it, in the chain."""
     if not signed_by:
         return None
     names = ", ".join(sorted(audit.key_id_of(k) for k in signed_by))
@@ -353,10 +362,11 @@ def signing_key_problem(signed_by: set[str], key: Ed25519PrivateKey | None, path
 
 
 def audit_key_problem(signed: list[tuple[str, int, str, str]], key: bytes | None, path: Path) -> str | None:
-    """What is wrong with the audit key ``key`` (read from ``path``; None: no file) for a
-    database whose worlds' latest HMAC checkpoints are ``signed`` (``latest_checkpoints``): none
-    when there is no checkpoint or the key signed one of them (a checkpoint it did not sign is then
-    a world's problem, for ``audit verify``); else the sentence naming the file and what to restore."""
+    """What is wrong with the audit key ``key``, read from ``path`` (None: no file).
+
+    ``signed`` are the worlds' latest HMAC checkpoints (``latest_checkpoints``). Returns None when
+    there is no checkpoint, or the key signed one of them. A checkpoint it did not sign is then a
+    world's problem, for ``audit verify``. Else the sentence naming the file and what to restore."""
     if not signed:
         return None
     if key is None:
@@ -370,11 +380,13 @@ def audit_key_problem(signed: list[tuple[str, int, str, str]], key: bytes | None
 
 def check_keys(db: Path | str, audit_key: bytes | None, audit_path: Path, signing_key: Ed25519PrivateKey | None,
                signing_path: Path) -> None:
-    """Refuse keys that did not sign the trail in ``db``, before anything opens it to write (so a
-    refused start writes nothing): the signing key (:func:`signing_key_problem`), then the audit
-    key (:func:`audit_key_problem`), each loaded from its path (None: no file there). Read-only;
-    a database that does not exist yet, or cannot be read, has nothing to check here (opening the
-    store says what is wrong with it). Raises ``ConfigError`` with the first problem's sentence."""
+    """Refuse keys that did not sign the trail in ``db``, before anything opens it to write.
+
+    So a refused start writes nothing. First the signing key (:func:`signing_key_problem`), then the
+    audit key (:func:`audit_key_problem`). Each is loaded from its path (None: no file there).
+    Read-only. A database that does not exist yet, or cannot be read, has nothing to check here;
+    opening the store says what is wrong with it. Raises ``ConfigError`` with the first problem's
+    sentence."""
     backend = backend_of(db)
     if not backend.exists(db):
         return
@@ -392,9 +404,11 @@ def check_keys(db: Path | str, audit_key: bytes | None, audit_path: Path, signin
 
 
 def make_missing_keys(store: Store, audit_path: Path, signing_path: Path) -> list[Path]:
-    """Make the keys ``store`` lacks, at their paths, and give them to it: serve's first start on
-    a trail :func:`check_keys` passed (nobody signed it yet), or one ``resolve --db`` wrote.
-    Returns the paths of the keys made. Raises ``ConfigError`` when a key cannot be written."""
+    """Make the keys ``store`` lacks, at their paths, and give them to it.
+
+    This is for serve's first start on a trail :func:`check_keys` passed (nobody signed it yet), or
+    one ``resolve --db`` wrote. Returns the paths of the keys made. Raises ``ConfigError`` when a
+    key cannot be written."""
     made = []
     if store.signing_key is None:
         store.signing_key = load_signing_key(signing_path, create=True)

@@ -1,20 +1,24 @@
-"""One WebSocket connection, from its first frame to its close (:class:`Connection`), and what
-every connection of a server shares (:class:`ServerContext`).
+"""One WebSocket connection, from its first frame to its close (:class:`Connection`).
 
-The first frame (``hello``, or ``register``: a world registered through an invite code, rate
-limited per address and in total by :class:`~bridge.limits.RegistrationRates`, answered and
-closed) must come within ``hello_timeout`` seconds (else close 4002). ``hello``s from an address
-locked out for the world after failed ones are refused (``rate_limited``, 1013) before the store
-is read. An admitted ``hello`` makes the connection its world's forwarder
-(:class:`~bridge.links.Forwarders`: the older one is closed 4003) or, with the viewer key, one of
-its overlay viewers (:class:`~bridge.links.Viewers`). Frames are handled one at a time, in order,
-each answered before the next is read; past the world's rate limit (one bucket per world,
-whichever connection) a frame is answered ``rate_limited`` and not handled, and the connection's
-next frame is read only when the bucket has a token again (a connection that pumps frames without
-waiting waits in its own socket buffers, not in the others' turn); a binary frame is answered
-``bad_message``. While the process drains (:class:`~bridge.links.Drain`) a connection is closed
-1012 once the frame it is handling is answered. Every refused connection is logged once with its
-reason.
+Also what every connection of a server shares (:class:`ServerContext`).
+
+The first frame must come within ``hello_timeout`` seconds, else close 4002. It is ``hello``, or
+``register``: a world registered through an invite code. A ``register`` is answered and closed. It
+is rate limited per address and in total by :class:`~bridge.limits.RegistrationRates`.
+
+``hello``s from an address locked out for the world after failed ones are refused (``rate_limited``,
+1013) before the store is read. An admitted ``hello`` makes the connection its world's forwarder
+(:class:`~bridge.links.Forwarders`); the older one is closed 4003. With the viewer key, it makes it
+one of its overlay viewers (:class:`~bridge.links.Viewers`).
+
+Frames are handled one at a time, in order, each answered before the next is read. Each world has
+one rate bucket, whichever connection. Past the world's rate limit, a frame is answered
+``rate_limited`` and not handled. The connection's next frame is read only when the bucket has a
+token again. So a connection that pumps frames without waiting waits in its own socket buffers, not
+in the others' turn. A binary frame is answered ``bad_message``.
+
+While the process drains (:class:`~bridge.links.Drain`), a connection is closed 1012 once the frame
+it is handling is answered. Every refused connection is logged once with its reason.
 """
 
 from __future__ import annotations
@@ -65,14 +69,18 @@ BINARY_FRAME = BadMessage(N_("binary frames are not accepted: send each JSON mes
 class ServerContext:
     """What every connection of one server shares, built once (:func:`bridge.server.start`).
 
-    ``hello_timeout``: seconds for the first frame. ``rate``: (frames per second, burst) of each
-    overlay viewer connection's own bucket and of ``worlds``, the forwarders' buckets, one per
-    world whatever the connection; None (both) for no limit. ``clock``: the event loop's, in
-    seconds. ``admission``: the address and connection limits; every connection's
-    hellos are throttled by it. ``registrations``: the rates of registrations through invite
-    codes. ``guard``: closes open links whose credential changed. ``cluster``: the other bridge
-    processes on the same PostgreSQL database (cards, overlay actions and take-overs go both
-    ways). ``metrics``: where decisions and take-overs are counted."""
+    - ``hello_timeout``: seconds for the first frame.
+    - ``rate``: (frames per second, burst). It sets each overlay viewer connection's own bucket, and
+      ``worlds``: the forwarders' buckets, one per world whatever the connection. None (both): no
+      limit.
+    - ``clock``: the event loop's, in seconds.
+    - ``admission``: the address and connection limits. Every connection's hellos are throttled by
+      it.
+    - ``registrations``: the rates of registrations through invite codes.
+    - ``guard``: closes open links whose credential changed.
+    - ``cluster``: the other bridge processes on the same PostgreSQL database. Cards, overlay actions
+      and take-overs go both ways.
+    - ``metrics``: where decisions and take-overs are counted."""
 
     store: Store
     dice: Dice
@@ -101,11 +109,14 @@ class ServerContext:
 class Connection:
     """One WebSocket connection: :meth:`run` is websockets' handler for it.
 
-    Its phases, in order: :meth:`first_frame` (within the hello timeout); for each frame
-    :meth:`answer` (a hello: :meth:`locked_out`, :meth:`admit`, then :meth:`open` as forwarder or
-    viewer; any other: :meth:`handle`, rate limited), then :meth:`pace` and :meth:`next_frame`;
-    :meth:`close` with the code and reason of whatever ends it; :meth:`release` of everything it
-    held, in one place, however it ended."""
+    Its phases, in order:
+
+    1. :meth:`first_frame`, within the hello timeout.
+    2. For each frame, :meth:`answer`. A hello goes through :meth:`locked_out`, :meth:`admit`, then
+       :meth:`open` as forwarder or viewer. Any other frame goes to :meth:`handle`, rate limited.
+       Then :meth:`pace` and :meth:`next_frame`.
+    3. :meth:`close`, with the code and reason of whatever ends it.
+    4. :meth:`release` of everything it held, in one place, however it ended."""
 
     def __init__(self, context: ServerContext, ws: ServerConnection) -> None:
         self.context, self.ws = context, ws
@@ -137,8 +148,10 @@ class Connection:
             self.release()
 
     async def first_frame(self) -> str | bytes | None:
-        """The first frame, within ``hello_timeout``; None when the connection is closed (too
-        late: 4002; opened as the process began draining: 1012, to reconnect elsewhere)."""
+        """The first frame, within ``hello_timeout``; None when the connection is closed.
+
+        It is closed 4002 when too late. One opened as the process began draining is closed 1012, to
+        reconnect elsewhere."""
         try:
             async with asyncio.timeout(self.context.hello_timeout):
                 first = await self.context.drain.recv(self.ws)
@@ -154,15 +167,18 @@ class Connection:
         return first
 
     async def next_frame(self) -> str | bytes | None:
-        """The next frame; None when the process drains (the connection is then closed 1012:
-        the frame just answered was its last)."""
+        """The next frame; None when the process drains.
+
+        The connection is then closed 1012: the frame just answered was its last."""
         if (frame := await self.context.drain.recv(self.ws)) is None:
             await self.context.drain.close(self.ws)
         return frame
 
     async def answer(self, frame: str | bytes) -> bool:
-        """Answer ``frame``: its reply passed on to the world's viewers and sent, then the close
-        it asks for, or (an admitted hello) the link opened. False once the connection is closed."""
+        """Answer ``frame``: its reply is passed on to the world's viewers and sent.
+
+        Then comes the close it asks for, or, for an admitted hello, the link opened. False once the
+        connection is closed."""
         hello = not self.session.is_open
         named = _world_named(frame) if hello else ""  # the lockout's key, with the address
         if hello and await self.locked_out(named):
@@ -186,8 +202,9 @@ class Connection:
         return not (hello and self.session.is_open) or await self.open()
 
     async def locked_out(self, named: str) -> bool:
-        """Refuse the hello (``rate_limited``, then 1013) if this address is locked out for the
-        world ``named`` after failed hellos; True when it was."""
+        """Refuse the hello if this address is locked out for the world ``named`` after failed hellos.
+
+        The refusal is ``rate_limited``, then 1013. True when it was refused."""
         wait = self.context.admission.hello_wait(self.address, named)
         if wait <= 0:
             return False
@@ -199,8 +216,9 @@ class Connection:
         return True
 
     async def admit(self, frame: str | bytes, named: str) -> Reply:
-        """The reply to the first frame (a hello, a register, or anything else: refused 4001),
-        counted in the address's hellos in flight while the session checks it."""
+        """The reply to the first frame: a hello, a register, or anything else (refused 4001).
+
+        It is counted in the address's hellos in flight while the session checks it."""
         if isinstance(frame, bytes):
             return Reply([error_frame(BINARY_FRAME, None)], CLOSE_UNAUTHORIZED)
         admission = self.context.admission
@@ -211,8 +229,10 @@ class Connection:
             admission.hello_end(self.address, named)
 
     async def handle(self, frame: str | bytes) -> Reply:
-        """The reply to a frame after the hello; past the rate, ``rate_limited`` (not handled)
-        and the connection paced (:meth:`pace`)."""
+        """The reply to a frame after the hello.
+
+        Past the rate it is ``rate_limited`` (not handled), and the connection is paced
+        (:meth:`pace`)."""
         language = self.session.language
         if isinstance(frame, bytes):
             return Reply([error_frame(BINARY_FRAME, None, language)])
@@ -226,9 +246,11 @@ class Connection:
         return reply
 
     async def pace(self) -> None:
-        """Past its rate, wait until the bucket has a token again (``MAX_PACE_SECONDS`` at most,
-        or until the connection closes): a pumping connection waits in its own socket buffers
-        and gets about ``rate`` refusals a second, not the others' turn."""
+        """Past its rate, wait until the bucket has a token again.
+
+        The wait is ``MAX_PACE_SECONDS`` at most, or until the connection closes. A pumping
+        connection waits in its own socket buffers. It gets about ``rate`` refusals a second, not
+        the others' turn."""
         if self.paced:
             with contextlib.suppress(TimeoutError):
                 await asyncio.wait_for(self.ws.wait_closed(), min(self.paced, MAX_PACE_SECONDS))
@@ -246,8 +268,10 @@ class Connection:
         return await (self.become_viewer(world_id) if self.session.viewer else self.become_forwarder(world_id))
 
     async def become_forwarder(self, world_id: str) -> bool:
-        """Take ``world_id``'s bucket (the hello counted in it) and its forwarder's place (the
-        older one closed 4003); False, closed 1013, when its lease cannot be taken."""
+        """Take ``world_id``'s bucket and its forwarder's place.
+
+        The hello is counted in the bucket. The older forwarder is closed 4003. False, closed 1013,
+        when its lease cannot be taken."""
         context = self.context
         if context.worlds is not None:
             self.limit = context.worlds.of(world_id)
@@ -263,8 +287,9 @@ class Connection:
         return True
 
     async def become_viewer(self, world_id: str) -> bool:
-        """Join ``world_id``'s viewers, with a sender task of its own; False, closed 1013, when
-        the world has as many as it may."""
+        """Join ``world_id``'s viewers, with a sender task of its own.
+
+        False, closed 1013, when the world has as many as it may."""
         self.viewer = self.context.viewers.add(world_id, self.ws)
         if self.viewer is None:
             log.info("viewer_refused_full", world_id=world_id)
@@ -275,9 +300,11 @@ class Connection:
         return True
 
     async def close(self, code: int, reason: str | None = None) -> None:
-        """Close with ``code`` and ``reason``; None: a session's close, its reason from
-        ``CLOSE_REASONS`` ("unauthorized" else), or for 4003 (a decision the lease refused:
-        ``LeaseLost``) who holds the world now."""
+        """Close with ``code`` and ``reason``.
+
+        A reason of None means a session's close. Its reason then comes from ``CLOSE_REASONS``
+        ("unauthorized" else). For 4003 (a decision the lease refused: ``LeaseLost``) it names who
+        holds the world now."""
         if reason is None:
             reason = CLOSE_REASONS.get(code, "unauthorized")
             if code == CLOSE_SUPERSEDED:
@@ -286,8 +313,9 @@ class Connection:
         await self.ws.close(code, reason)
 
     def release(self) -> None:
-        """Forget the connection wherever it is held (its world's link, the viewers, the
-        cluster's watch of the overlay); never waits."""
+        """Forget the connection wherever it is held; never waits.
+
+        That is its world's link, the viewers, and the cluster's watch of the overlay."""
         context, world_id = self.context, self.session.world_id
         context.guard.closed(self.ws)
         context.forwarders.release(world_id, self.ws)
@@ -302,10 +330,11 @@ class Connection:
 
 
 def _fan_out(viewers: Viewers, world_id: str | None, reply: Reply, cluster: Cluster | None = None) -> None:
-    """Pass what ``reply`` says on to the world's overlay viewers, here and (``cluster``) in the
-    other processes that have viewers of it (never waits). A ``replay`` carries this process's
-    last card of the world if this process decided it (the others' may be older, as they get
-    cards only while watching); else each replays the last card it saw."""
+    """Pass what ``reply`` says on to the world's overlay viewers; never waits.
+
+    It reaches viewers here, and (``cluster``) in the other processes that have viewers of it. A
+    ``replay`` carries this process's last card of the world if this process decided it. The others'
+    may be older, as they get cards only while watching. Else each replays the last card it saw."""
     if world_id is None:
         return
     elsewhere = cluster if cluster is not None and cluster.watched_elsewhere(world_id) else None
@@ -328,9 +357,10 @@ _world_named_decoder = msgspec.json.Decoder(_WorldNamed)
 
 
 def _world_named(frame: str | bytes) -> str:
-    """The world a connection's first frame names (its ``world_id``, a string of at most 128
-    characters), for the failed-hello lockout's key; ``""`` when it names none (bytes, not a JSON
-    object, too deep to read safely)."""
+    """The world a connection's first frame names, for the failed-hello lockout's key.
+
+    That is its ``world_id``, a string of at most 128 characters. ``""`` when it names none: bytes,
+    not a JSON object, or too deep to read safely."""
     if isinstance(frame, bytes):
         return ""
     try:
@@ -348,8 +378,10 @@ def peer_address(transport: asyncio.BaseTransport) -> str:
 
 
 def _log_refused_frame(closed: ConnectionClosed, address: str, world_id: str | None) -> None:
-    """Log a connection websockets closed for a frame it refused: over ``MAX_FRAME_BYTES``
-    (1009, with the frame's size) or a text frame that is not UTF-8 (1007)."""
+    """Log a connection websockets closed for a frame it refused.
+
+    That is a frame over ``MAX_FRAME_BYTES`` (1009, with the frame's size), or a text frame that is
+    not UTF-8 (1007)."""
     sent = closed.sent
     if sent is None or sent.code not in (CloseCode.MESSAGE_TOO_BIG, CloseCode.INVALID_DATA):
         return
