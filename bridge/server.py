@@ -1,18 +1,24 @@
-"""The WebSocket server: one asyncio server (websockets' asyncio API) whose connections are
-each a :class:`~bridge.connection.Connection`, sharing one :class:`~bridge.connection.ServerContext`.
+"""The WebSocket server: one asyncio server (websockets' asyncio API).
 
-Plain HTTP without a WebSocket upgrade (health, overlay page, the dice check page ``/verify``,
-module manifest and zip, status, metrics, landing page) is :mod:`bridge.http`. Connections are
-counted from the TCP accept (:func:`admitted_connection`): one over a
-:class:`~bridge.limits.Limits` count (per address, in total, not yet past ``hello``, new per
-second) gets a 503 before its handshake, logged once (:class:`RefusalLog`). What one connection
-does, from its hello to its close, is :mod:`bridge.connection`; the forwarders, viewers and drain
-its links join are :mod:`bridge.links`. Other processes' notices (``cluster``) reach this
-process's links through :func:`_notice_handler`. ``serve_until`` stops on SIGTERM/SIGINT (see
-``stop_on_signals``) by draining (:class:`~bridge.links.Drain`): the port is closed, every
-connection is closed with 1012 (service restart: the module reconnects at once, to another process
-behind the load balancer) once the frame it is handling is answered, within ``DRAIN_SECONDS``,
-then the store is closed.
+Each of its connections is a :class:`~bridge.connection.Connection`. They share one
+:class:`~bridge.connection.ServerContext`.
+
+Plain HTTP without a WebSocket upgrade is :mod:`bridge.http`. That is health, the overlay page, the
+dice check page ``/verify``, the module manifest and zip, status, metrics, and the landing page.
+
+Connections are counted from the TCP accept (:func:`admitted_connection`). One over a
+:class:`~bridge.limits.Limits` count gets a 503 before its handshake, logged once
+(:class:`RefusalLog`). The counts are per address, in total, not yet past ``hello``, and new per
+second.
+
+What one connection does, from its hello to its close, is :mod:`bridge.connection`. The forwarders,
+viewers and drain its links join are :mod:`bridge.links`. Other processes' notices (``cluster``)
+reach this process's links through :func:`_notice_handler`.
+
+``serve_until`` stops on SIGTERM/SIGINT (see ``stop_on_signals``) by draining
+(:class:`~bridge.links.Drain`). The port is closed. Every connection is closed with 1012 (service
+restart) once the frame it is handling is answered, within ``DRAIN_SECONDS``. The module reconnects
+at once, to another process behind the load balancer. Then the store is closed.
 """
 
 from __future__ import annotations
@@ -61,9 +67,10 @@ REFUSAL_LOG_WINDOW_SECONDS = 10.0
 
 
 class RefusalLog:
-    """Logs every connection refused before its handshake once, without a flood flooding the log:
-    the first refusal of an (address, reason) is logged at once; the others within
-    ``REFUSAL_LOG_WINDOW_SECONDS`` are counted and logged as one line with ``repeated=N`` when
+    """Logs every connection refused before its handshake once, without a flood flooding the log.
+
+    The first refusal of an (address, reason) is logged at once. The others within
+    ``REFUSAL_LOG_WINDOW_SECONDS`` are counted. They are logged as one line with ``repeated=N`` when
     the window ends."""
 
     def __init__(self) -> None:
@@ -87,10 +94,11 @@ class RefusalLog:
 
 
 def admitted_connection(admission: Admission, refusals: RefusalLog) -> type[ServerConnection]:
-    """websockets' ``create_connection``: a :class:`ServerConnection` counted in ``admission``
-    from the moment TCP is accepted. One over a limit is answered ``503`` and closed before any
-    byte of it is read (no handshake, no handler, no TLS session kept), after a tarpit delay
-    (:meth:`Admission.tarpit`), and logged once in ``refusals``."""
+    """websockets' ``create_connection``: a :class:`ServerConnection` counted in ``admission``.
+
+    It is counted from the moment TCP is accepted. One over a limit is answered ``503`` and closed
+    before any byte of it is read: no handshake, no handler, no TLS session kept. That comes after a
+    tarpit delay (:meth:`Admission.tarpit`). It is logged once in ``refusals``."""
 
     def answer(transport: asyncio.BaseTransport, tarpitted: bool) -> None:
         if tarpitted:
@@ -135,8 +143,9 @@ def admitted_connection(admission: Admission, refusals: RefusalLog) -> type[Serv
 
 
 def _evicter(refusals: RefusalLog) -> Callable[[Hashable], None]:
-    """:class:`Admission`'s ``evict``: drops the oldest connection still without ``hello`` to
-    make room for a new one, logged as ``connection_dropped`` in ``refusals``."""
+    """:class:`Admission`'s ``evict``: drops the oldest connection still without ``hello``.
+
+    That makes room for a new one. It is logged as ``connection_dropped`` in ``refusals``."""
 
     def evict(connection: Hashable) -> None:
         assert isinstance(connection, ServerConnection)
@@ -208,14 +217,16 @@ def server_context(
     drain: Drain | None = None,
     registrations: RegistrationRates | None = None,
 ) -> ServerContext:
-    """What every connection of one server shares, the missing parts made with their defaults
-    (:class:`~bridge.dice.SecretDice`, :class:`Viewers` with the default limits, :class:`Limits`,
-    :class:`RegistrationRates` and the buckets on the loop's clock; one of each per process), and
-    ``cluster``'s notices handled by this server's links. ``rate``: (frames per second, burst)
-    per world for its forwarder (one bucket whatever the connection) and per overlay viewer
-    connection, or None for no limit. ``presence``: told which forwarder holds each world's link
-    (for ``/status``). ``drain``: tells when to hand the connections over (SIGTERM,
-    :func:`serve_until`)."""
+    """What every connection of one server shares, the missing parts made with their defaults.
+
+    The defaults are :class:`~bridge.dice.SecretDice`, :class:`Viewers` with the default limits,
+    :class:`Limits`, and :class:`RegistrationRates` and the buckets on the loop's clock. There is
+    one of each per process. ``cluster``'s notices are handled by this server's links.
+
+    - ``rate``: (frames per second, burst), or None for no limit. It applies per world for its
+      forwarder (one bucket whatever the connection), and per overlay viewer connection.
+    - ``presence``: told which forwarder holds each world's link, for ``/status``.
+    - ``drain``: tells when to hand the connections over (SIGTERM, :func:`serve_until`)."""
     presence = Presence() if presence is None else presence
     forwarders = Forwarders(store, cluster, metrics)
     viewers = Viewers(*DEFAULT_VIEWER_LIMITS) if viewers is None else viewers
@@ -270,20 +281,22 @@ async def start(
 ) -> Server:
     """Start listening; returns the running server (``server.sockets`` tell the bound port).
 
-    ``origins``: when given, browsers may connect only from these Origin values (e.g.
-    ``https://foundry.example.org``) or from the bridge's own overlay page; clients sending no
-    Origin (not browsers) are let through to authenticate. ``tls``: serve ``wss://``. ``rate``:
-    (frames per second, burst) per world (and per overlay viewer), None for no limit.
-    ``viewers``: the overlay fan-out (default: :class:`Viewers` with the default limits).
-    ``public_url``: the bridge's address as others reach it, for the module manifest (default:
-    the address it listens on, :func:`bridge.startup.listen_base`; never a request's Host).
-    ``limits``: connections and hellos per address and in total (default :class:`Limits`).
-    ``cluster``: the other bridge processes on the same PostgreSQL store (see
-    :mod:`bridge.cluster`). ``reuse_port``: bind with SO_REUSEPORT, so several processes share
-    the port (the kernel spreads connections). ``drain``: what
-    :func:`serve_until` starts on SIGTERM (pass the same one to both). Raises ``OSError`` when
-    the address is taken or cannot be listened on.
-    """
+    - ``origins``: when given, browsers may connect only from these Origin values (e.g.
+      ``https://foundry.example.org``), or from the bridge's own overlay page. Clients sending no
+      Origin (not browsers) are let through to authenticate.
+    - ``tls``: serve ``wss://``.
+    - ``rate``: (frames per second, burst) per world, and per overlay viewer. None for no limit.
+    - ``viewers``: the overlay fan-out. Default: :class:`Viewers` with the default limits.
+    - ``public_url``: the bridge's address as others reach it, for the module manifest. Default: the
+      address it listens on (:func:`bridge.startup.listen_base`). Never a request's Host.
+    - ``limits``: connections and hellos per address and in total. Default: :class:`Limits`.
+    - ``cluster``: the other bridge processes on the same PostgreSQL store (see
+      :mod:`bridge.cluster`).
+    - ``reuse_port``: bind with SO_REUSEPORT, so several processes share the port. The kernel spreads
+      connections.
+    - ``drain``: what :func:`serve_until` starts on SIGTERM. Pass the same one to both.
+
+    Raises ``OSError`` when the address is taken or cannot be listened on."""
     viewers = Viewers(*DEFAULT_VIEWER_LIMITS) if viewers is None else viewers
     presence = Presence()
     refusals = RefusalLog()
@@ -329,12 +342,13 @@ def stop_on_signals() -> asyncio.Future[None]:
 
 async def serve_until(stop: asyncio.Future[None], server: Server, drain: Drain, store: Store,
                       cluster: Cluster | None = None) -> None:
-    """Serve until ``stop`` resolves, then drain and shut down: the port is closed (a
-    load balancer's next connection, or the kernel's with ``--reuse-port``, goes to another
-    process; a handshake caught midway is answered 503), ``drain`` (the one given to
-    :func:`start`) closes every connection with 1012 once its frame in flight is answered, and
-    once all are closed (at most ``DRAIN_SECONDS``, then the rest are cut off) the cluster link and
-    the store are closed (its chains checkpointed)."""
+    """Serve until ``stop`` resolves, then drain and shut down.
+
+    The port is closed first. A load balancer's next connection, or the kernel's with
+    ``--reuse-port``, goes to another process. A handshake caught midway is answered 503. ``drain``
+    (the one given to :func:`start`) closes every connection with 1012, once its frame in flight is
+    answered. Once all are closed, the cluster link and the store are closed; the store checkpoints
+    its chains. The wait is at most ``DRAIN_SECONDS``; then the rest are cut off."""
     try:
         await stop
     finally:

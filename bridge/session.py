@@ -1,27 +1,30 @@
 """One client connection's protocol state: frames in, frames out; no sockets.
 
-The server feeds every received frame to :meth:`Session.receive` and sends what it returns;
-``fate-bridge resolve`` does the same with lines of stdin. A session is ``new`` until a good
-``hello`` makes it the world's ``forwarder`` (``token``) or a read-only overlay ``viewer``
-(``viewer_key``), or it is told to close (a ``register``, a world registered through an invite
-code, is always answered and closed): :class:`SessionState` and the tables below it
-(:data:`ACCEPTS`, :data:`REFUSED`, :data:`HELLO_OPENS`) hold every rule of that machine. A viewer
-may only ``ping``; what it is sent besides (public cards) comes from the forwarder's replies:
-:class:`Reply` says what the server must pass on to the world's viewers.
+The server feeds every received frame to :meth:`Session.receive` and sends what it returns.
+``fate-bridge resolve`` does the same with lines of stdin.
 
-Nothing here knows a ruleset or assembles a decision: the session decodes
-(:func:`bridge.registry.decode_client`), admits (the tables below), and makes one lookup in the
-route table of every message (:func:`bridge.core.routes`), whose route calls back one of its
-coroutines (:class:`bridge.core.Shell`): for a decision, :func:`bridge.core.decide` once inside
-``Store.decide``, what it returns handed to the store (reply frame, audit entry, state writes)
+A session is ``new`` until one of three things. A good ``hello`` makes it the world's ``forwarder``
+(``token``), or a read-only overlay ``viewer`` (``viewer_key``). Or it is told to close. A
+``register`` (a world registered through an invite code) is always answered and closed.
+:class:`SessionState` and the tables below it hold every rule of that machine: :data:`ACCEPTS`,
+:data:`REFUSED`, :data:`HELLO_OPENS`. A viewer may only ``ping``. What it is sent besides (public
+cards) comes from the forwarder's replies. :class:`Reply` says what the server must pass on to the
+world's viewers.
+
+Nothing here knows a ruleset or assembles a decision. The session decodes
+(:func:`bridge.registry.decode_client`) and admits (the tables below). Then it makes one lookup in
+the route table of every message (:func:`bridge.core.routes`). The route calls back one of its
+coroutines (:class:`bridge.core.Shell`). For a decision, that runs :func:`bridge.core.decide` once
+inside ``Store.decide``. What it returns goes to the store (reply frame, audit entry, state writes)
 and to the sockets (the overlay frame, the log keys).
 
-Every frame gets exactly one reply frame, except a decision refused because another bridge
-process took the world's lease (:class:`~bridge.errors.LeaseLost`): nothing was applied and the
-connection is closed 4003 unanswered, as a superseded forwarder is. Decode and validation errors
-are answered with ``error`` (the connection stays open); only authentication failures close it.
-Errors map to the contract in one place (:func:`error_frame`); anything unexpected is logged with
-its traceback and answered ``internal`` with no detail.
+Every frame gets exactly one reply frame, with one exception. A decision may be refused because
+another bridge process took the world's lease (:class:`~bridge.errors.LeaseLost`). Then nothing was
+applied, and the connection is closed 4003 unanswered, as a superseded forwarder is.
+
+Decode and validation errors are answered with ``error``; the connection stays open. Only
+authentication failures close it. Errors map to the contract in one place (:func:`error_frame`).
+Anything unexpected is logged with its traceback, and answered ``internal`` with no detail.
 """
 
 from __future__ import annotations
@@ -66,9 +69,10 @@ REQUEST_POLL_SECONDS = 30  # a waiting request's browser asks again this often: 
 
 
 class RegistrationGate(Protocol):
-    """What a session is told of registrations through invite codes by its server
-    (:class:`bridge.limits.RegistrationGate`): the connection's ``address``, ``wait()`` (seconds
-    before it may try one: 0 now) and ``take()`` (count a try)."""
+    """What its server tells a session of registrations through invite codes.
+
+    See :class:`bridge.limits.RegistrationGate`. ``address`` is the connection's. ``wait()`` gives
+    the seconds before it may try one; 0 means now. ``take()`` counts a try."""
 
     address: str
 
@@ -86,8 +90,9 @@ def viewer_key_matches(key: str, stored: str | None) -> bool:
 
 
 def ref_of_message(message: wire.ClientMessage) -> str | None:
-    """What an ``error`` answering ``message`` carries as ``ref``: a request's ``event_id``, a
-    query's ``query_id``, else None (``hello``, ``ping``)."""
+    """What an ``error`` answering ``message`` carries as ``ref``.
+
+    A request's ``event_id``, a query's ``query_id``, else None (``hello``, ``ping``)."""
     if isinstance(message, wire.Request):
         return message.event_id
     if isinstance(message, wire.Query):
@@ -96,8 +101,10 @@ def ref_of_message(message: wire.ClientMessage) -> str | None:
 
 
 class SessionState(enum.Enum):
-    """Where a connection stands. Everything that moves a session lives in the tables below
-    (in the manner of h11's ``_state.py``): what each state accepts and what it says to the rest."""
+    """Where a connection stands.
+
+    Everything that moves a session lives in the tables below, in the manner of h11's ``_state.py``.
+    They say what each state accepts and what it says to the rest."""
 
     NEW = "new"  # connected, no good hello yet
     FORWARDER = "forwarder"  # the world's GM client (hello with the token; resolve starts here)
@@ -135,12 +142,14 @@ class Reply(msgspec.Struct, frozen=True):
     """What to do after a frame: send ``frames`` in order, then close with ``close_code`` if set.
 
     For the world's overlay viewers (the server's fan-out; ``resolve`` has none):
-    ``overlay_card`` is an encoded ``overlay_card`` to send to each of them and keep as the
-    world's last card; ``overlay_action`` is the GM's ``clear`` (send ``overlay_clear``) or
-    ``replay`` (send the last card again).
 
-    ``replayed``: the frame is a decision's stored reply, sent again for a repeated
-    ``event_id`` (nothing was decided; ``resolve`` counts these)."""
+    - ``overlay_card``: an encoded ``overlay_card`` to send to each of them. It is kept as the
+      world's last card.
+    - ``overlay_action``: the GM's ``clear`` (send ``overlay_clear``) or ``replay`` (send the last
+      card again).
+
+    ``replayed``: the frame is a decision's stored reply, sent again for a repeated ``event_id``.
+    Nothing was decided; ``resolve`` counts these."""
 
     frames: list[bytes]
     close_code: int | None = None
@@ -251,8 +260,9 @@ class Session:
     # The coroutines of the route table (bridge.core.Shell), one per kind of route.
 
     async def answer(self, message: wire.ClientMessage, route: core.Answers) -> Reply:
-        """A ruleset's (or the dice layer's) read-only query (a Request or a Query), answered on
-        the world's state by the store, never recorded."""
+        """A read-only query of a ruleset or of the dice layer: a Request or a Query.
+
+        The store answers it on the world's state. It is never recorded."""
         assert self.world_id is not None
         language = self.language  # the store reads on its own thread: the language goes along
 
@@ -267,8 +277,9 @@ class Session:
         return Reply([wire.encode(wire.Pong())])
 
     async def audit_page(self, message: wire.AuditQuery) -> Reply:
-        """``audit_query``: a page of the world's audit rows, its times read as the trail's
-        instants (:func:`bridge.times.query_times`)."""
+        """``audit_query``: a page of the world's audit rows.
+
+        Its times are read as the trail's instants (:func:`bridge.times.query_times`)."""
         assert self.world_id is not None
         since, until = times.query_times(message.since, message.until)
         query = msgspec.structs.replace(message, since=since, until=until)
@@ -302,9 +313,10 @@ class Session:
             key.public_key(), self.world_id, query.receipts, stored)))])
 
     async def report(self, query: wire.AuditReport) -> Reply:
-        """Answer ``audit_report`` with the world's report page, drawn by the session's
-        ``reporter``. Refused ``not_found`` without one (``resolve``), ``bad_message`` naming
-        ``since`` or ``until`` when it is not a time (:func:`bridge.times.query_times`)."""
+        """Answer ``audit_report`` with the world's report page, drawn by the session's ``reporter``.
+
+        Refused ``not_found`` without one (``resolve``). Refused ``bad_message`` naming ``since`` or
+        ``until`` when it is not a time (:func:`bridge.times.query_times`)."""
         assert self.world_id is not None
         since, until = times.query_times(query.since, query.until)
         if self.reporter is None:
@@ -350,19 +362,21 @@ class Session:
 
     def _refuse_hello(self, hello: wire.Hello, world: World | None, event: str, field: str,
                       message: str) -> Reply:
-        """Log ``event`` with its reason (never the token or key) and answer ``unauthorized``
-        naming ``field`` (the client is not told which reason), then close 4001. ``message`` is
-        a msgid, shown in the language the hello asks for (``client.language``)."""
+        """Log ``event`` with its reason, answer ``unauthorized`` naming ``field``, then close 4001.
+
+        The log never holds the token or key. The client is not told which reason. ``message`` is a
+        msgid, shown in the language the hello asks for (``client.language``)."""
         reason = "unknown_world" if world is None else f"wrong_{field}" if getattr(hello, field) else f"no_{field}"
         self.log.info(event, world_id=hello.world_id, reason=reason)
         language = i18n.normalize(hello.client.language if hello.client else None)
         return Reply([error_frame(Unauthorized(message, field=field), None, language)], CLOSE_UNAUTHORIZED)
 
     async def register(self, message: wire.Register) -> Reply:
-        """Register a world through an invite code (docs/protocol.md, Registration), or answer a
-        browser asking again about its waiting request (no try counted); the answer goes to this
-        connection alone, which is then closed. A try past the gate's rate is refused
-        ``rate_limited`` before the store is read for it; the store decides the rest in one
+        """Register a world through an invite code (docs/protocol.md, Registration).
+
+        Or answer a browser asking again about its waiting request; no try is counted then. The
+        answer goes to this connection alone, which is then closed. A try past the gate's rate is
+        refused ``rate_limited`` before the store is read for it. The store decides the rest in one
         transaction (:meth:`Store.register_world`). One log line, never a secret."""
         gate = self.registrations
         if gate is None:
@@ -400,12 +414,15 @@ class Session:
         return Reply([_welcome(world, self.max_frame_bytes)])
 
     async def decide(self, message: wire.Request, dice: Dice) -> Reply:
-        """A decision of a ruleset or of the dice layer: run it in the store (:func:`bridge.core.decide`), log one line for it and
-        count it in the server's metrics (its result, refusal code and seconds, when given).
-        A new request naming an earlier decision the world does not hold
-        (:func:`bridge.core.named_decision`) is refused ``not_found`` before, unrecorded.
-        A decision that passed with a public card also goes to the world's overlay viewers; a
-        replayed ``event_id`` does not go again."""
+        """A decision of a ruleset or of the dice layer.
+
+        Run it in the store (:func:`bridge.core.decide`), log one line for it, and count it in the
+        server's metrics. The metrics get its result, refusal code and seconds, when given.
+
+        A new request may name an earlier decision the world does not hold
+        (:func:`bridge.core.named_decision`). It is refused ``not_found`` before, unrecorded. A
+        decision that passed with a public card also goes to the world's overlay viewers. A replayed
+        ``event_id`` does not go again."""
         assert self.world_id is not None
         started = self.metrics.clock() if self.metrics is not None else 0.0
         event_id = message.event_id
@@ -444,9 +461,10 @@ class Session:
         return Reply([self._with_receipt(decided)], overlay_card=overlay, replayed=decided.replayed)
 
     def _with_receipt(self, decided: Decided) -> bytes:
-        """The reply frame with its ``receipt`` (docs/protocol.md, Receipts) when the store signed
-        one for it (with the decision's committed batch; a replay's is signed with the replay's
-        batch). The record holds the reply without it: a reply cannot hold its own hash."""
+        """The reply frame with its ``receipt`` (docs/protocol.md, Receipts), when the store signed one.
+
+        The store signs it with the decision's committed batch. A replay's is signed with the
+        replay's batch. The record holds the reply without it: a reply cannot hold its own hash."""
         if decided.receipt is None or not decided.reply.endswith(b"}"):
             return decided.reply
         return decided.reply[:-1] + b',"receipt":' + wire.encode(decided.receipt) + b"}"
@@ -480,8 +498,9 @@ code (4001 for a code it refuses: counted as a failed hello, bridge/limits.py)."
 
 
 def _registration_reply(world_id: str, outcome: Registration, token: str, language: str) -> Reply:
-    """The answer to a ``register`` that came to ``outcome`` (``token``: the world's, sent only
-    when ``REGISTERED``; a refusal in ``language``), then the connection's close."""
+    """The answer to a ``register`` that came to ``outcome``, then the connection's close.
+
+    ``token`` is the world's, sent only when ``REGISTERED``. A refusal is in ``language``."""
     if outcome is Registration.REGISTERED:
         return Reply([wire.encode(wire.Registered(world_id=world_id, token=token))], CLOSE_DONE)
     if outcome is Registration.WAITING:
@@ -493,8 +512,9 @@ def _registration_reply(world_id: str, outcome: Registration, token: str, langua
 
 
 def _welcome(world: World, max_frame_bytes: int | None) -> bytes:
-    """The encoded ``welcome`` for ``world`` (forwarders and viewers alike); ``max_frame_bytes``
-    is the connection's frame limit (None: no limit)."""
+    """The encoded ``welcome`` for ``world``, for forwarders and viewers alike.
+
+    ``max_frame_bytes`` is the connection's frame limit; None means no limit."""
     return wire.encode(wire.Welcome(world_id=world.world_id, bridge_version=__version__,
                                     protocol_version=wire.PROTOCOL_VERSION,
                                     max_frame_bytes=max_frame_bytes,
