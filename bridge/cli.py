@@ -1,7 +1,11 @@
 """``fate-bridge``: the command line. Run ``fate-bridge --help`` (or ``COMMAND --help``).
 
-Exit codes: 0 success, 1 ``schema --check`` found stale files, 2 usage or configuration error
-(the message says what was wrong and how to fix it), 130 stopped by Ctrl+C (bridge/__main__.py).
+Exit codes:
+
+- 0: success.
+- 1: ``schema --check`` found stale files.
+- 2: usage or configuration error. The message says what was wrong and how to fix it.
+- 130: stopped by Ctrl+C (bridge/__main__.py).
 """
 
 from __future__ import annotations
@@ -45,8 +49,9 @@ STOPPED_EPILOG = (  # the README's "Beside a running bridge" says the same
 
 
 def this_command() -> str:
-    """How the user started us, for commands we print: ``.venv/bin/fate-bridge`` as typed, or
-    ``python -m bridge``."""
+    """How the user started us, for commands we print.
+
+    ``.venv/bin/fate-bridge`` as typed, or ``python -m bridge``."""
     invoked = sys.argv[0] if sys.argv else ""
     if Path(invoked).name == "fate-bridge":
         return invoked if os.sep in invoked else "fate-bridge"
@@ -54,8 +59,10 @@ def this_command() -> str:
 
 
 def audit_time(text: str) -> str:
-    """argparse type of ``--since``/``--until``: a time (:mod:`bridge.times`: ISO 8601, UTC
-    unless a zone is given) as the trail writes its records' times, so they compare as instants."""
+    """argparse type of ``--since``/``--until``: a time, as the trail writes its records' times.
+
+    So they compare as instants. The time is read by :mod:`bridge.times`: ISO 8601, UTC unless a
+    zone is given."""
     from . import times
 
     try:
@@ -65,9 +72,10 @@ def audit_time(text: str) -> str:
 
 
 def world_id(text: str) -> str:
-    """argparse type of a WORLD_ID to look up (``world remove``, ``rotate-token``, ``--world``):
-    1..128 printable characters without spaces. That was ``world add``'s older rule, so a world
-    registered under an id Foundry cannot have can still be removed."""
+    """argparse type of a WORLD_ID to look up (``world remove``, ``rotate-token``, ``--world``).
+
+    It is 1..128 printable characters without spaces. That was ``world add``'s older rule. So a
+    world registered under an id Foundry cannot have can still be removed."""
     if not 1 <= len(text) <= 128 or any(c.isspace() or not c.isprintable() for c in text):
         raise argparse.ArgumentTypeError(
             f"{text!r} is not a Foundry world id: use game.world.id, the world's folder name "
@@ -83,9 +91,10 @@ RESERVED_ID = re.compile(r"(con|prn|aux|nul|com[0-9]|lpt[0-9])", re.IGNORECASE)
 
 
 def new_world_id(text: str) -> str:
-    """argparse type of ``world add``'s WORLD_ID: an id Foundry can have (:data:`FOUNDRY_ID`,
-    not :data:`RESERVED_ID`), at most 128 characters. Refuses path separators, ``..``, spaces and
-    markup, saying which character is wrong."""
+    """argparse type of ``world add``'s WORLD_ID: an id Foundry can have, at most 128 characters.
+
+    It matches :data:`FOUNDRY_ID`, not :data:`RESERVED_ID`. Refuses path separators, ``..``, spaces
+    and markup, saying which character is wrong."""
     world_id(text)
     if RESERVED_ID.fullmatch(text):
         raise argparse.ArgumentTypeError(
@@ -100,8 +109,9 @@ def new_world_id(text: str) -> str:
 
 
 def world_id_arg(text: str) -> str:
-    """``text`` as a command line takes it back: ``-- -dash`` for an id starting with ``-`` (else
-    an option), quoted for the shell when it needs it."""
+    """``text`` as a command line takes it back, quoted for the shell when it needs it.
+
+    An id starting with ``-`` becomes ``-- -dash``; else it would be an option."""
     return ("-- " if text.startswith("-") else "") + shlex.quote(text)
 
 
@@ -129,8 +139,9 @@ def _count(text: str) -> int:
 
 
 def database_arg(text: str) -> Path | str:
-    """argparse type of ``--db``: :func:`bridge.config.database`, refusing a folder (SQLite would
-    say "unable to open", which reads as a permission problem)."""
+    """argparse type of ``--db``: :func:`bridge.config.database`, refusing a folder.
+
+    For a folder SQLite would say "unable to open", which reads as a permission problem."""
     from .startup import folder_given
 
     db = database(text)
@@ -152,9 +163,10 @@ def tcp_port(text: str) -> int:
 
 
 def origin(text: str) -> str:
-    """argparse type of ``serve --origins``: a page origin as browsers send it
-    (``scheme://host[:port]``), checked as ``doctor`` checks it; any other text would never match,
-    and every browser would be refused."""
+    """argparse type of ``serve --origins``: a page origin as browsers send it (``scheme://host[:port]``).
+
+    It is checked as ``doctor`` checks it. Any other text would never match, and every browser would
+    be refused."""
     from .doctor import check_origins
 
     (finding,) = check_origins([text])
@@ -182,9 +194,10 @@ def github_repository(text: str) -> str:
 
 
 class _WorldParser(argparse.ArgumentParser):
-    """The parser of a ``world`` command: argparse reads a WORLD_ID starting with ``-`` as an
-    option, so its "required: WORLD_ID" or "unrecognized arguments: -..." says to put it after
-    ``--``."""
+    """The parser of a ``world`` command.
+
+    argparse reads a WORLD_ID starting with ``-`` as an option. So its "required: WORLD_ID" or
+    "unrecognized arguments: -..." says to put it after ``--``."""
 
     def error(self, message: str) -> NoReturn:
         if message.endswith("required: WORLD_ID") or "unrecognized arguments: -" in message:
@@ -702,9 +715,11 @@ _KEY_FLAGS = ("--token", "--public-key")  # flags whose value has that shape
 
 
 def _tokens_as_values(argv: list[str]) -> list[str]:
-    """``--token TOKEN`` as ``--token=TOKEN`` (and ``--public-key KEY`` alike) when the value has
-    a token's shape: one in 64 starts with ``-``, and argparse would take it for an option
-    ("expected one argument"). Tokens made since are never drawn so; old ones and public keys may."""
+    """``--token TOKEN`` as ``--token=TOKEN`` when the value has a token's shape; ``--public-key
+    KEY`` alike.
+
+    One token in 64 starts with ``-``, and argparse would take it for an option ("expected one
+    argument"). Tokens made since are never drawn so; old ones and public keys may."""
     out = list(argv)
     for i in range(len(out) - 2, -1, -1):
         if out[i] in _KEY_FLAGS and out[i + 1].startswith("-") and _TOKEN_SHAPE.fullmatch(out[i + 1]):
@@ -753,8 +768,9 @@ def main(argv: list[str] | None = None) -> int:
 
 
 def _run(coro: Coroutine[Any, Any, int]) -> int:
-    """Run ``coro`` on uvloop when the ``fast`` extra installed it, else on asyncio's loop (outside
-    the ``except``: a missing uvloop is no context of what the command raises)."""
+    """Run ``coro`` on uvloop when the ``fast`` extra installed it, else on asyncio's loop.
+
+    This is outside the ``except``: a missing uvloop is no context of what the command raises."""
     import asyncio
 
     try:
@@ -842,8 +858,9 @@ async def _serve_held(args: argparse.Namespace, db: Path | str, tls: ssl.SSLCont
 
 
 def _world(args: argparse.Namespace) -> int:
-    """The ``world`` commands: on the database's :class:`~bridge.store.base.WorldAdmin`, not its
-    store (no event loop, no audit chain; beside a running serve, which reads what they write)."""
+    """The ``world`` commands, on the database's :class:`~bridge.store.base.WorldAdmin`, not its store.
+
+    No event loop, no audit chain. They run beside a running serve, which reads what they write."""
     from .credentials import hash_token, new_token
     from .store.backends import backend_of
 
@@ -974,8 +991,9 @@ async def _migrate(args: argparse.Namespace) -> int:
 
 
 def overlay_url(bridge_url: str, world_id: str, key: str) -> str:
-    """The overlay page's URL for a bridge address (``ws``/``wss`` become ``http``/``https``;
-    a path such as a proxy's ``/fate-bridge/`` is kept)."""
+    """The overlay page's URL for a bridge address.
+
+    ``ws``/``wss`` become ``http``/``https``. A path such as a proxy's ``/fate-bridge/`` is kept."""
     from .session import OVERLAY_PATH
 
     parts = urlsplit(bridge_url)
@@ -1001,9 +1019,10 @@ def _schema(args: argparse.Namespace) -> int:
 
 
 def _split_dice(line: bytes) -> tuple[bytes, list[int] | None]:
-    """A resolve line without its ``dice`` key, and the dice (None when absent or unreadable:
-    an unreadable, oversized or too deeply nested line goes to the session as is and is answered
-    ``bad_message``)."""
+    """A resolve line without its ``dice`` key, and the dice.
+
+    The dice are None when absent or unreadable. An unreadable, oversized or too deeply nested line
+    goes to the session as is, and is answered ``bad_message``."""
     import msgspec
 
     from .errors import BadMessage

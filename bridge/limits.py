@@ -1,19 +1,23 @@
-"""Limits that follow the world and the address, not the connection (no sockets, no clock of its
-own: the server passes its loop's monotonic clock).
+"""Limits that follow the world and the address, not the connection.
 
-- :class:`RateLimit`: a token bucket. The server keeps one per world for the forwarder's frames
-  (so reconnecting does not refill it) and one per overlay viewer connection.
-- :class:`Limits`: the operator's settings (``fate-bridge serve`` flags; defaults for a home table,
-  each explained in docs/security.md).
-- :class:`Admission`: the state those limits are checked against: connections open per address and
-  in total, connections that have not said ``hello`` yet (the oldest evicted for a new one), new
-  connections per address per second, and failed ``hello``s per address and world (after
-  ``free_failed_hellos``, each failure locks that world out for that address for twice as long as
-  the last, up to ``max_hello_delay``, a few seconds; past ``ADDRESS_WORLDS`` times as many failures
-  for all worlds together, the whole address, alike; hellos in that time are refused before the
-  store is read, so a token-guessing flood costs the bridge almost nothing, and a correct token
-  from the flooded address gets in at most ``max_hello_delay`` after the flood stops).
+No sockets, no clock of its own: the server passes its loop's monotonic clock.
+
+- :class:`RateLimit`: a token bucket. The server keeps one per world for the forwarder's frames,
+  so reconnecting does not refill it. It keeps one per overlay viewer connection too.
+- :class:`Limits`: the operator's settings (``fate-bridge serve`` flags). The defaults suit a home
+  table; docs/security.md explains each.
+- :class:`Admission`: the state those limits are checked against. See below.
 - :class:`RegistrationRates`: registrations through an invite code, per address and in total.
+
+:class:`Admission` counts connections open per address and in total. It counts connections that have
+not said ``hello`` yet; the oldest is evicted for a new one. It counts new connections per address
+per second. And it counts failed ``hello``s per address and world.
+
+After ``free_failed_hellos``, each failure locks that world out for that address. Each lockout is
+twice as long as the last, up to ``max_hello_delay``, a few seconds. Past ``ADDRESS_WORLDS`` times
+as many failures for all worlds together, the whole address is locked out alike. Hellos in that time
+are refused before the store is read. So a token-guessing flood costs the bridge almost nothing. A
+correct token from the flooded address gets in at most ``max_hello_delay`` after the flood stops.
 """
 
 from __future__ import annotations
@@ -51,7 +55,7 @@ class RateLimit:
         self.last = now
 
     def allow(self) -> bool:
-        """Take one token if there is one (refilled at ``rate`` per second, up to ``burst``)."""
+        """Take one token if there is one; tokens refill at ``rate`` per second, up to ``burst``."""
         self._refill()
         if self.tokens < 1:
             return False
@@ -71,8 +75,10 @@ class RateLimit:
 
 @dataclass(frozen=True, slots=True)
 class Limits:
-    """What one bridge accepts; every count is a maximum. Defaults suit a home table (one GM's
-    browser and a few overlay pages); a host serving many tables raises the connection counts."""
+    """What one bridge accepts; every count is a maximum.
+
+    Defaults suit a home table: one GM's browser and a few overlay pages. A host serving many tables
+    raises the connection counts."""
 
     connections_total: int = 512  # open WebSocket/TCP connections, all addresses together
     connections_per_address: int = 32  # a GM's browser + up to 20 overlay pages + reloads
@@ -125,16 +131,20 @@ class Admission:
         return len(self._pending)
 
     def connect(self, address: str, conn: Hashable) -> str | None:
-        """Count a new connection ``conn`` from ``address`` (it starts pending its hello), or say
-        why it is refused: ``connections_total``, ``connections_per_address``, ``connect_rate``,
-        ``new_address_rate`` (``address`` never completed a hello and the bucket that all such
-        addresses share is empty: a flood spread over many addresses is refused at its accept,
-        while the addresses of the GMs and their overlay pages are not held by it), or
-        ``pending_hello`` when ``pending_hello`` connections are pending and there is no
-        ``evict``. With ``evict``, the oldest pending connection is passed to it instead (to be
-        closed; it stays counted until :meth:`disconnect`): silent connections cannot keep a GM
-        out, an attacker would have to open them faster than a browser says hello. A refused
-        connection is not counted."""
+        """Count a new connection ``conn`` from ``address``, or say why it is refused.
+
+        A counted connection starts pending its hello. A refused connection is not counted. The
+        reasons:
+
+        - ``connections_total``, ``connections_per_address``, ``connect_rate``.
+        - ``new_address_rate``: ``address`` never completed a hello, and the bucket all such addresses
+          share is empty. So a flood spread over many addresses is refused at its accept. The addresses
+          of the GMs and their overlay pages are not held by it.
+        - ``pending_hello``: ``pending_hello`` connections are pending, and there is no ``evict``.
+
+        With ``evict``, the oldest pending connection is passed to it instead, to be closed. It
+        stays counted until :meth:`disconnect`. So silent connections cannot keep a GM out. An
+        attacker would have to open them faster than a browser says hello."""
         limits = self.limits
         if self.total >= limits.connections_total:
             return "connections_total"
@@ -160,7 +170,9 @@ class Admission:
 
     def tarpit(self) -> float:
         """Seconds a refused connection waits for its answer (``TARPIT_SECONDS``), counted until
-        :meth:`untarpit`; 0 (answer at once) while ``TARPIT_MAX`` are waiting."""
+        :meth:`untarpit`.
+
+        0 (answer at once) while ``TARPIT_MAX`` are waiting."""
         if self.tarpitted >= TARPIT_MAX:
             return 0.0
         self.tarpitted += 1
@@ -181,20 +193,27 @@ class Admission:
         _release(self._open, address)
 
     def _keys(self, address: str, world_id: str) -> tuple[tuple[FailureKey, int], tuple[FailureKey, int]]:
-        """The two failure keys a hello from ``address`` for ``world_id`` counts under, each with
-        its free failures: the world's own, and the address's for all worlds together."""
+        """The two failure keys a hello from ``address`` for ``world_id`` counts under.
+
+        Each comes with its free failures. One is the world's own. The other is the address's, for
+        all worlds together."""
         free = self.limits.free_failed_hellos
         return ((address, world_id), free), ((address, ANY_WORLD), free * ADDRESS_WORLDS)
 
     def hello_wait(self, address: str, world_id: str = "") -> float:
-        """Seconds before ``address`` may try a hello for ``world_id`` again (0: now; ``""`` for a
-        first frame naming no world). Nonzero while that world, or the whole address, is locked
-        out after failed hellos (at most ``max_hello_delay``); or (1 s) while the bridge-wide
-        budget of failed hellos is spent and ``address`` never completed a hello; or (1 s) while
-        as many of its hellos are being checked as it has failures left before a lockout (one
-        after a lockout), so concurrent guesses cannot overtake the count. An address that
-        completed a hello and has no failure may have any number checked at once (a GM's
-        overlay pages reconnecting together)."""
+        """Seconds before ``address`` may try a hello for ``world_id`` again.
+
+        0 means now. ``world_id`` is ``""`` for a first frame naming no world. The wait is nonzero:
+
+        - while that world, or the whole address, is locked out after failed hellos. At most
+          ``max_hello_delay``.
+        - 1 s while the bridge-wide budget of failed hellos is spent and ``address`` never completed a
+          hello.
+        - 1 s while as many of its hellos are being checked as it has failures left before a lockout
+          (one after a lockout). So concurrent guesses cannot overtake the count.
+
+        An address that completed a hello and has no failure may have any number checked at once.
+        Think of a GM's overlay pages reconnecting together."""
         now = self.clock()
         keys = self._keys(address, world_id)
         locked = max((f.locked_until for key, _ in keys if (f := self._failures.get(key)) is not None),
@@ -222,10 +241,12 @@ class Admission:
             _release(self._in_flight, key)
 
     def hello_failed(self, address: str, world_id: str = "") -> None:
-        """Count a failed hello (unknown world, wrong token, first frame not a hello) from
-        ``address`` for ``world_id``; past ``free_failed_hellos`` for the world (or
-        ``ADDRESS_WORLDS`` times as many for all worlds together), lock the world (the address)
-        out for 1 s, then 2 s, 4 s ... up to ``max_hello_delay``."""
+        """Count a failed hello from ``address`` for ``world_id``.
+
+        A failed hello is an unknown world, a wrong token, or a first frame that is not a hello.
+        Past ``free_failed_hellos`` for the world, the world is locked out. Past ``ADDRESS_WORLDS``
+        times as many for all worlds together, the address is. The lockout is 1 s, then 2 s, 4 s ...
+        up to ``max_hello_delay``."""
         now = self.clock()
         self._failure_budget.allow()
         for key, free in self._keys(address, world_id):
@@ -240,8 +261,9 @@ class Admission:
             _remember(self._failures, key, failures)
 
     def hello_succeeded(self, address: str) -> None:
-        """``address`` completed a hello: the bridge-wide failure budget no longer applies to it
-        (its own failures still count: a success does not buy more guesses)."""
+        """``address`` completed a hello: the bridge-wide failure budget no longer applies to it.
+
+        Its own failures still count: a success does not buy more guesses."""
         _remember(self._succeeded, address, None)
 
 
@@ -260,10 +282,10 @@ REGISTER_TOTAL = (1 / 6, 30)  # all addresses together: ten a minute, thirty at 
 
 
 class RegistrationRates:
-    """Registrations through an invite code (``register``), one bucket per address and one for
-    all: a try takes a token from both. A browser asking again about its waiting request takes
-    none (it polls until the host decides). The address table is bounded
-    (``MAX_TRACKED_ADDRESSES``)."""
+    """Registrations through an invite code (``register``): one bucket per address, and one for all.
+
+    A try takes a token from both. A browser asking again about its waiting request takes none; it
+    polls until the host decides. The address table is bounded (``MAX_TRACKED_ADDRESSES``)."""
 
     def __init__(self, clock: Callable[[], float], per_address: tuple[float, int] = REGISTER_PER_ADDRESS,
                  total: tuple[float, int] = REGISTER_TOTAL) -> None:
@@ -325,8 +347,9 @@ class WorldRates:
 
 
 def _release(counts: dict, key: Hashable) -> None:
-    """One fewer for ``key`` (an address, a failure key) in ``counts``; at zero the key goes (the
-    table holds only keys with something counted)."""
+    """One fewer for ``key`` (an address, a failure key) in ``counts``.
+
+    At zero the key goes: the table holds only keys with something counted."""
     left = counts[key] - 1
     if left:
         counts[key] = left

@@ -1,12 +1,14 @@
 """What one decision leaves for the store and the audit trail, and how its inputs are recorded.
 
-Pure values, beneath the decision core (:mod:`bridge.core`), which fills them in, and beneath the
-audit trail (:mod:`bridge.audit`), which chains and verifies what they become. The core wraps the
-world state in :class:`RecordingState` and the dice in :class:`RecordingDice`: every read the
-decision makes (settings, the graded test with its actor snapshot, the Fate record, the charges
-spent since the snapshot, the sequence numbers) and every die is captured, so the record holds
-exactly the inputs the decision used. It returns one :class:`Decision` (the reply frame, the
-:class:`AuditEntry`, what the shells keep); the store makes the :class:`AuditRecord` from it.
+Pure values. This sits beneath the decision core (:mod:`bridge.core`), which fills them in. It sits
+beneath the audit trail (:mod:`bridge.audit`), which chains and verifies what they become.
+
+The core wraps the world state in :class:`RecordingState` and the dice in :class:`RecordingDice`.
+Every read the decision makes is captured: settings, the graded test with its actor snapshot, the
+Fate record, the charges spent since the snapshot, the sequence numbers. So is every die. So the
+record holds exactly the inputs the decision used. The core returns one :class:`Decision`: the reply
+frame, the :class:`AuditEntry`, what the shells keep. The store makes the :class:`AuditRecord` from
+it.
 """
 
 from __future__ import annotations
@@ -22,8 +24,8 @@ from .state import R, WorldState
 
 
 class Read(msgspec.Struct, kw_only=True, frozen=True):
-    """One read a decision made: the ``op`` (a :class:`WorldState` method), its ``args`` and
-    the ``result`` as JSON."""
+    """One read a decision made: the ``op`` (a :class:`WorldState` method), its ``args``, the
+    ``result`` as JSON."""
 
     op: str
     args: list[str | int]
@@ -31,15 +33,20 @@ class Read(msgspec.Struct, kw_only=True, frozen=True):
 
 
 class AuditRecord(msgspec.Struct, kw_only=True, frozen=True):
-    """One decision as the audit trail keeps it (the canonical bytes are this, sorted keys).
+    """One decision as the audit trail keeps it; the canonical bytes are this, with sorted keys.
 
-    ``seq``: the world's audit sequence number (1, 2, ... without gaps). ``ts``: UTC ISO-8601.
-    ``message``: the client message as decoded. ``reads``/``dice``: the inputs. ``reply``: the
-    frame sent. ``ok``: false for a refusal (its writes were rolled back). ``summary``: the
-    columns the record is listed and filtered by, hashed with it so they cannot be edited apart.
-    ``draws``: each die's faces and source (``fair``/``physical``/``secret``), parallel to
-    ``dice`` (None in records older than dice sessions); ``dice_session``: the dice session open when
-    it was decided (its fair dice derive from that session's seed, ``bridge.fairness``)."""
+    - ``seq``: the world's audit sequence number (1, 2, ... without gaps).
+    - ``ts``: UTC ISO-8601.
+    - ``message``: the client message as decoded.
+    - ``reads``/``dice``: the inputs.
+    - ``reply``: the frame sent.
+    - ``ok``: false for a refusal. Its writes were rolled back.
+    - ``summary``: the columns the record is listed and filtered by. They are hashed with it, so they
+      cannot be edited apart.
+    - ``draws``: each die's faces and source (``fair``/``physical``/``secret``), parallel to
+      ``dice``. None in records older than dice sessions.
+    - ``dice_session``: the dice session open when it was decided. Its fair dice derive from that
+      session's seed (``bridge.fairness``)."""
 
     world_id: str
     seq: int
@@ -59,8 +66,10 @@ class AuditRecord(msgspec.Struct, kw_only=True, frozen=True):
 
 
 class AuditEntry(msgspec.Struct, kw_only=True, frozen=True):
-    """What the session hands the store for one decision; the store makes the
-    :class:`AuditRecord` from it (adding seq, ts, version) and the summary columns."""
+    """What the session hands the store for one decision.
+
+    The store makes the :class:`AuditRecord` from it, adding seq, ts and version. It makes the
+    summary columns too."""
 
     type: str
     event_id: str | None
@@ -79,14 +88,16 @@ _encoder = msgspec.json.Encoder(order="sorted")
 
 
 def sorted_json(value: Any) -> bytes:
-    """``value`` as JSON with keys sorted at every level: how a record's parts (message, reads,
-    reply) are encoded, so that :func:`canonical` needs one pass."""
+    """``value`` as JSON with keys sorted at every level.
+
+    A record's parts (message, reads, reply) are encoded so. Then :func:`canonical` needs one pass."""
     return _encoder.encode(value)
 
 
 def canonical(record: AuditRecord) -> bytes:
-    """The record's canonical bytes: JSON, keys sorted at every level (its raw parts were
-    encoded by :func:`sorted_json`)."""
+    """The record's canonical bytes: JSON, keys sorted at every level.
+
+    Its raw parts were encoded by :func:`sorted_json`."""
     return _encoder.encode(record)
 
 
@@ -99,10 +110,12 @@ _EXACT_FLOAT = 2 ** 53  # an integral float below this is exactly the integer it
 
 
 def _by_value(value: Any, key: str | None) -> Any:
-    """``value`` (decoded JSON) with every number as the record's types hold it: a float under a
-    key of :data:`FLOAT_FIELDS`, else an integer when its value is one below 2**53 (``3.0`` and
-    ``3`` are one number; ``jq`` writes ``1.0`` as ``1``). A list's items are under its key.
-    Raises ``ValueError`` for an integer under such a key too large for a float."""
+    """``value`` (decoded JSON) with every number as the record's types hold it.
+
+    A number under a key of :data:`FLOAT_FIELDS` is a float. Else it is an integer when its value is
+    one below 2**53. ``3.0`` and ``3`` are one number; ``jq`` writes ``1.0`` as ``1``. A list's
+    items are under its key. Raises ``ValueError`` for an integer under such a key too large for a
+    float."""
     if isinstance(value, dict):
         return {k: _by_value(v, k) for k, v in value.items()}
     if isinstance(value, list):
@@ -120,24 +133,30 @@ def _by_value(value: Any, key: str | None) -> Any:
 
 
 def canonical_json(data: bytes) -> bytes:
-    """The canonical bytes of a record read back from any JSON text of it, however it was
-    indented, its keys ordered or its strings escaped (``\\u00e9`` or UTF-8): decoded, then
-    encoded as :func:`canonical` encodes a record (keys sorted at every level, no whitespace,
-    strings in UTF-8), each number as the record's types hold it (:func:`_by_value`). For the
-    bytes :func:`canonical` wrote, it gives them back unchanged. The /verify page's
-    ``canonicalText`` (bridge/fairness/page/verify.js) is the same function.
-    Raises ``msgspec.DecodeError`` for text that is not JSON (a lone surrogate, a number beyond a
-    float's range included), ``ValueError`` for an integer too large for a float field."""
+    """The canonical bytes of a record read back from any JSON text of it.
+
+    The text may be indented any way, its keys in any order, its strings escaped (``\\u00e9``) or
+    UTF-8. It is decoded, then encoded as :func:`canonical` encodes a record: keys sorted at every
+    level, no whitespace, strings in UTF-8. Each number is as the record's types hold it
+    (:func:`_by_value`). For the bytes :func:`canonical` wrote, it gives them back unchanged. The
+    /verify page's ``canonicalText`` (bridge/fairness/page/verify.js) is the same function.
+
+    Raises ``msgspec.DecodeError`` for text that is not JSON. That includes a lone surrogate, and a
+    number beyond a float's range. Raises ``ValueError`` for an integer too large for a float field."""
     return _encoder.encode(_by_value(msgspec.json.decode(data), None))
 
 
 class Decision(msgspec.Struct, frozen=True):
-    """What a decision function returns: the reply frame; ``ok`` False for a refusal (its
-    writes are dropped, the reply is still kept under the event_id); the audit entry to append to
-    the world's chain in the same transaction (None: not audited; its ``reply`` must be the
-    frame itself, which the record then holds once for ``event_id`` replay); ``kept``: whatever
-    the caller wants back (returned as ``Decided.kept``, never stored; :func:`bridge.core.decide`
-    keeps the overlay frame and the log keys)."""
+    """What a decision function returns.
+
+    - the reply frame.
+    - ``ok``: False for a refusal. Its writes are dropped; the reply is still kept under the
+      event_id.
+    - the audit entry, to append to the world's chain in the same transaction. None: not audited.
+      Then its ``reply`` must be the frame itself, which the record holds once for ``event_id``
+      replay.
+    - ``kept``: whatever the caller wants back. It is returned as ``Decided.kept``, never stored.
+      :func:`bridge.core.decide` keeps the overlay frame and the log keys."""
 
     reply: bytes
     ok: bool
