@@ -1,8 +1,8 @@
 """Chat cards the bridge renders: Jinja2 templates with autoescaping, never string concatenation.
 
-Each ruleset renders its own cards from its ``templates/`` through :class:`CardTemplates`.
-Every string that came from outside (actor, test, point and user names, ids) is escaped by the
-template engine; a name like ``<img src=x onerror=alert(1)>`` shows as text.
+Each ruleset renders its own cards from its ``templates/`` through :class:`CardTemplates`. The
+template engine escapes every string that came from outside: actor, test, point and user names, ids.
+A name like ``<img src=x onerror=alert(1)>`` shows as text.
 """
 
 from __future__ import annotations
@@ -30,9 +30,10 @@ _RENDERING = contextvars.ContextVar("fate_bridge_rendering", default=True)
 
 @contextlib.contextmanager
 def unrendered() -> Iterator[None]:
-    """Within it, cards are made with empty ``html``: ``audit verify`` re-derives decisions,
-    whose card text is presentation it ignores (:func:`bridge.audit.verdict`), and rendering
-    would be most of its cost."""
+    """Within it, cards are made with empty ``html``.
+
+    ``audit verify`` re-derives decisions. Their card text is presentation it ignores
+    (:func:`bridge.audit.verdict`), and rendering would be most of its cost."""
     token = _RENDERING.set(False)
     try:
         yield
@@ -41,9 +42,10 @@ def unrendered() -> Iterator[None]:
 
 
 def escaped_text(value: object) -> str:
-    """``markupsafe.escape(value)`` as plain text: the same characters, without the ``Markup``
-    made around each printed value (a third of a card's render). Only for what a template prints
-    (:class:`_CardCodeGenerator`), which is joined into the card's text at once."""
+    """``markupsafe.escape(value)`` as plain text: the same characters, without the ``Markup``.
+
+    ``markupsafe`` makes one around each printed value: a third of a card's render. Only for what a
+    template prints (:class:`_CardCodeGenerator`), which is joined into the card's text at once."""
     if type(value) is str:
         return _escape_inner(value)
     if hasattr(value, "__html__"):
@@ -58,10 +60,11 @@ def _hiding(context: Mapping[str, object]) -> TypeError:
 
 
 class _CardCodeGenerator(jinja2.compiler.CodeGenerator):
-    """Jinja2's code generator, whose templates print each ``{{ value }}`` through
-    :func:`escaped_text` instead of ``markupsafe.escape``: a printed value is only ever joined
-    into the output (``Environment.concat``, or a block's buffer made ``Markup`` as a whole), so
-    the text is the same, byte for byte."""
+    """Jinja2's code generator, printing each ``{{ value }}`` through :func:`escaped_text`.
+
+    That replaces ``markupsafe.escape``. A printed value is only ever joined into the output:
+    ``Environment.concat``, or a block's buffer made ``Markup`` as a whole. So the text is the same,
+    byte for byte."""
 
     def visit_Template(self, node: jinja2.nodes.Template, frame: jinja2.compiler.Frame | None = None) -> None:
         super().visit_Template(node, frame)
@@ -69,11 +72,12 @@ class _CardCodeGenerator(jinja2.compiler.CodeGenerator):
 
 
 class _CardEnvironment(TranslatedEnvironment):
-    """The environment of one package's cards in one language. A template's globals are a plain
-    dict, copied from the environment's when the template loads (Jinja2's own ``ChainMap`` costs a
-    few µs per render, copied into each render's context): :class:`CardTemplates` sets them all
-    before the first load and never changes them. Its templates print through
-    :func:`escaped_text` (:class:`_CardCodeGenerator`)."""
+    """The environment of one package's cards in one language.
+
+    A template's globals are a plain dict, copied from the environment's when the template loads.
+    Jinja2's own ``ChainMap`` costs a few µs per render, copied into each render's context.
+    :class:`CardTemplates` sets them all before the first load and never changes them. Its templates
+    print through :func:`escaped_text` (:class:`_CardCodeGenerator`)."""
 
     code_generator_class = _CardCodeGenerator
 
@@ -83,16 +87,18 @@ class _CardEnvironment(TranslatedEnvironment):
 
 
 class CardTemplates:
-    """One ruleset's card templates: ``<package>/templates/*.j2`` (autoescaped, strict: a missing
-    variable raises), their text translated into the current language (``bridge.i18n``). Each
-    ruleset's ``cards.py`` makes one: ``render_card = CardTemplates(__package__).render``;
-    ``functions`` are callables its templates may use (hmtw's ``card_name``), kept for the
-    package: a later ``CardTemplates(package)`` (a restyled copy) has them too.
+    """One ruleset's card templates: ``<package>/templates/*.j2``.
+
+    They are autoescaped and strict: a missing variable raises. Their text is translated into the
+    current language (``bridge.i18n``). Each ruleset's ``cards.py`` makes one: ``render_card =
+    CardTemplates(__package__).render``. ``functions`` are callables its templates may use (hmtw's
+    ``card_name``). They are kept for the package: a later ``CardTemplates(package)`` (a restyled
+    copy) has them too.
 
     Each language gets its own Jinja2 environment, made the first time a card is rendered in it
-    (:class:`bridge.i18n_templates.TranslatedEnvironment`): its templates are compiled with their constant
-    messages already translated, so a render calls no gettext for them; the HTML is the same as
-    translating at render time, byte for byte."""
+    (:class:`bridge.i18n_templates.TranslatedEnvironment`). Its templates are compiled with their
+    constant messages already translated. So a render calls no gettext for them. The HTML is the
+    same as translating at render time, byte for byte."""
 
     _functions: dict[str, Mapping[str, Callable[..., str]]] = {}
 
@@ -104,8 +110,10 @@ class CardTemplates:
         self._environments: dict[str, jinja2.Environment] = {}
 
     def _environment(self, language: str) -> jinja2.Environment:
-        """The Jinja2 environment rendering this package's cards in ``language`` (a normalized
-        language of :func:`bridge.i18n.languages`), made on first use and kept."""
+        """The Jinja2 environment rendering this package's cards in ``language``, made on first use
+        and kept.
+
+        ``language`` is a normalized language of :func:`bridge.i18n.languages`."""
         env = self._environments.get(language)
         if env is None:
             env = _CardEnvironment(
@@ -131,10 +139,12 @@ class CardTemplates:
         speaker_alias: str | None = None,
         **context: object,
     ) -> wire.Card:
-        """Render ``templates/<template>`` with ``title`` and ``context`` into a chat card, in the
-        current language (``bridge.i18n.using``; the caller translates ``title``); empty ``html``
-        within :func:`unrendered`. ``TypeError`` if ``context`` names a translation callable
-        (``_``, ``gettext``, ``ngettext``: :data:`bridge.i18n_templates.GETTEXT_NAMES`)."""
+        """Render ``templates/<template>`` with ``title`` and ``context`` into a chat card.
+
+        It renders in the current language (``bridge.i18n.using``); the caller translates ``title``.
+        ``html`` is empty within :func:`unrendered`. ``TypeError`` if ``context`` names a
+        translation callable: ``_``, ``gettext``, ``ngettext``
+        (:data:`bridge.i18n_templates.GETTEXT_NAMES`)."""
         return self.render_variables(template, context, title=title, ruleset=ruleset,
                                      speaker_actor_id=speaker_actor_id, speaker_alias=speaker_alias)
 
@@ -148,8 +158,9 @@ class CardTemplates:
         speaker_actor_id: str | None = None,
         speaker_alias: str | None = None,
     ) -> wire.Card:
-        """:meth:`render` with the template's variables in one dict, which becomes the render's
-        (``title`` is added to it): a card of twenty variables passed as keywords costs ~2 µs in
+        """:meth:`render` with the template's variables in one dict, which becomes the render's.
+
+        ``title`` is added to it. A card of twenty variables passed as keywords costs ~2 µs in
         matching them to the signature alone."""
         if not _RENDERING.get():
             html = ""
@@ -162,9 +173,12 @@ class CardTemplates:
                          speaker_alias=speaker_alias)
 
     def html(self, template: str, **context: object) -> str:
-        """``templates/<template>`` rendered with ``context`` in the current language, as HTML
-        that is no chat card (a ruleset's section of the audit report: :class:`bridge.ruleset.
-        ReportSection`); rendered inside :func:`unrendered` too. ``TypeError`` as :meth:`render`."""
+        """``templates/<template>`` rendered with ``context`` in the current language, as HTML that
+        is no chat card.
+
+        An example is a ruleset's section of the audit report
+        (:class:`bridge.ruleset.ReportSection`). It is rendered inside :func:`unrendered` too.
+        ``TypeError`` as :meth:`render`."""
         if not context.keys().isdisjoint(GETTEXT_NAMES):
             raise _hiding(context)
         return self._environment(i18n.current()).get_template(template).render(context)

@@ -1,26 +1,32 @@
 """The bridge's languages: gettext message catalogs read through Babel, one language per world.
 
-Every string a user reads (chat cards, notices, refusal messages, the overlay page) is written in
-English in the code and templates, marked for translation, and looked up in
-``bridge/locale/<lang>/LC_MESSAGES/messages.po`` (docs/translating.md says how to add a language,
-and why the built-in rulesets' words are in that one catalog); a ruleset kept outside the bridge
+Every string a user reads is written in English in the code and templates: chat cards, notices,
+refusal messages, the overlay page. It is marked for translation, and looked up in
+``bridge/locale/<lang>/LC_MESSAGES/messages.po``. docs/translating.md says how to add a language,
+and why the built-in rulesets' words are in that one catalog. A ruleset kept outside the bridge
 brings its own words in its folder (:func:`add_catalogs`).
-The ``.po`` files are read by Babel the first time a language is used (package data, like the
-card templates Jinja2 reads), so the package ships only the text a translator edits and no
-compiled file can go stale.
 
-The language of a world is the one its forwarder named in ``hello.client.language`` (Foundry's
-``game.i18n.lang``); the session renders that world's decisions inside :func:`using`. Unknown
-languages (and none) fall back to English (:func:`normalize`). Card text is presentation: the
-audit's re-derivation (``bridge.audit.verdict``) ignores it, so it runs in English whatever
-language a record was rendered in.
+Babel reads the ``.po`` files the first time a language is used. They are package data, like the
+card templates Jinja2 reads. So the package ships only the text a translator edits, and no compiled
+file can go stale.
 
-Marking: ``_("text")`` translates now (in the current language); ``N_("text")`` only marks a
-table entry for extraction, translated where it is shown with ``_(TABLE[key])``; ``ngettext``
-for plurals. Templates use Jinja2's ``jinja2.ext.i18n`` (``{% trans %}``, ``_()``) with these same
-callables: :mod:`bridge.i18n_templates`, apart so that marking and translating a string imports
-neither Jinja2 nor Babel (a command that prints no translated text reads no catalog: Babel is
-imported when a catalog is first read).
+A world's language is the one its forwarder named in ``hello.client.language`` (Foundry's
+``game.i18n.lang``). The session renders that world's decisions inside :func:`using`. Unknown
+languages, and none, fall back to English (:func:`normalize`). Card text is presentation: the
+audit's re-derivation (``bridge.audit.verdict``) ignores it. So it runs in English whatever language
+a record was rendered in.
+
+Marking:
+
+- ``_("text")`` translates now, in the current language.
+- ``N_("text")`` only marks a table entry for extraction. It is translated where it is shown,
+  with ``_(TABLE[key])``.
+- ``ngettext`` is for plurals.
+
+Templates use Jinja2's ``jinja2.ext.i18n`` (``{% trans %}``, ``_()``) with these same callables.
+That is :mod:`bridge.i18n_templates`. It is apart so that marking and translating a string imports
+neither Jinja2 nor Babel. A command that prints no translated text reads no catalog: Babel is
+imported when a catalog is first read.
 """
 
 from __future__ import annotations
@@ -64,9 +70,10 @@ def languages() -> tuple[str, ...]:
 
 @functools.lru_cache(maxsize=256)  # tags come from clients: bounded; a decision asks several times
 def normalize(language: str | None) -> str:
-    """The catalog for a language tag as Foundry or a browser writes it: ``"de"``, ``"de-DE"``
-    and ``"de_AT"`` give ``"de"``; anything the bridge has no catalog for (or None) gives
-    ``"en"``."""
+    """The catalog for a language tag as Foundry or a browser writes it.
+
+    ``"de"``, ``"de-DE"`` and ``"de_AT"`` give ``"de"``. Anything the bridge has no catalog for, or
+    None, gives ``"en"``."""
     if not language:
         return DEFAULT
     tag = language.strip().replace("-", "_").lower()
@@ -99,8 +106,9 @@ class Translations(_gettext.NullTranslations):
         return msgid1 if n == 1 else msgid2
 
     def fill(self, catalog: Catalog) -> None:
-        """Add the entries of ``catalog`` whose msgid this one lacks (a plug-in ruleset's words:
-        the bridge's own translation of a msgid wins)."""
+        """Add the entries of ``catalog`` whose msgid this one lacks: a plug-in ruleset's words.
+
+        The bridge's own translation of a msgid wins."""
         for msgid, found in Translations(catalog)._messages.items():
             self._messages.setdefault(msgid, found)
 
@@ -120,11 +128,13 @@ def read_catalog(language: str) -> Catalog:
 
 
 def add_catalogs(package: str) -> None:
-    """Add the words of a ruleset kept outside the bridge: ``<package>/locale/<lang>/LC_MESSAGES/
-    messages.po``, for each language the bridge speaks (:func:`languages`; others are ignored),
-    under the bridge's catalog (a msgid the bridge translates keeps the bridge's words). Called
-    by ``bridge.registry.register`` for a ruleset's ``locale``; kept until the process ends.
-    ``ModuleNotFoundError`` if ``package`` is not importable."""
+    """Add the words of a ruleset kept outside the bridge.
+
+    They are in ``<package>/locale/<lang>/LC_MESSAGES/messages.po``, for each language the bridge
+    speaks (:func:`languages`); others are ignored. They go under the bridge's catalog: a msgid the
+    bridge translates keeps the bridge's words. ``bridge.registry.register`` calls it for a
+    ruleset's ``locale``. They are kept until the process ends. ``ModuleNotFoundError`` if
+    ``package`` is not importable."""
     from importlib import resources
 
     folder = resources.files(package).joinpath("locale")
@@ -137,8 +147,9 @@ def add_catalogs(package: str) -> None:
 
 
 def translations(language: str) -> _gettext.NullTranslations:
-    """The catalog of ``language`` (normalized first: one object per language, which
-    :func:`add_catalogs` fills); English is the code's own text."""
+    """The catalog of ``language``, normalized first; English is the code's own text.
+
+    There is one object per language, which :func:`add_catalogs` fills."""
     return _translations(normalize(language))
 
 
@@ -190,11 +201,13 @@ _ = gettext
 
 
 def rule_text(error: ValueError) -> Text:
-    """A ruleset's refusal as words to show. A ruleset's ``rules.py`` cannot import the bridge
-    (the rules stay pure), so it raises (or returns) a ``ValueError`` carrying ``template``, its
-    English text with ``%(name)s`` placeholders (a table ``babel.cfg`` names, so the catalog has
-    it), and ``values`` (:mod:`bridge.times` does the same): this gives ``Text(template, values)``.
-    Any other ``ValueError`` is its ``str()``, shown as it is."""
+    """A ruleset's refusal as words to show.
+
+    A ruleset's ``rules.py`` cannot import the bridge: the rules stay pure. So it raises (or
+    returns) a ``ValueError`` carrying ``template`` and ``values``. ``template`` is its English text
+    with ``%(name)s`` placeholders. It is in a table ``babel.cfg`` names, so the catalog has it.
+    :mod:`bridge.times` does the same. This gives ``Text(template, values)``. Any other
+    ``ValueError`` is its ``str()``, shown as it is."""
     template = getattr(error, "template", None)
     if not isinstance(template, str):
         return Text(str(error))

@@ -1,12 +1,14 @@
 """A Babel extractor for the rules' tables: the words a ruleset's ``rules.py`` shows on cards.
 
-A ruleset's rules import nothing of the bridge (tests/test_purity.py), so they cannot mark their
-words with ``_()``; instead each ``rules.py`` names the tables whose text is shown in its
-:data:`TABLES_NAME` tuple (``SHOWN_TABLES = ("SUIT_NAMES", "RANK_NAMES", ...)``; a ``tables =``
-option in ``babel.cfg`` would name them instead) and this extractor collects every text in them: string values at any
-depth (dict values, tuple items, call arguments, f-strings made of the module's own constants),
-never dict keys, ``key=`` arguments or identifiers such as ``"act_next"``. The cards translate them
-with ``_(TABLE[key])`` (``bridge/rulesets/<id>/cards.py``).
+A ruleset's rules import nothing of the bridge (tests/test_purity.py). So they cannot mark their
+words with ``_()``. Instead each ``rules.py`` names the tables whose text is shown, in its
+:data:`TABLES_NAME` tuple: ``SHOWN_TABLES = ("SUIT_NAMES", "RANK_NAMES", ...)``. A ``tables =``
+option in ``babel.cfg`` would name them instead.
+
+This extractor collects every text in them: string values at any depth. That covers dict values,
+tuple items, call arguments, and f-strings made of the module's own constants. It never takes dict
+keys, ``key=`` arguments, or identifiers such as ``"act_next"``. The cards translate them with
+``_(TABLE[key])`` (``bridge/rulesets/<id>/cards.py``).
 
 Used by ``pybabel extract -F babel.cfg`` (docs/translating.md); never at run time.
 """
@@ -76,7 +78,7 @@ def _texts(node: ast.AST, constants: dict[str, str]) -> Iterator[tuple[int, str]
 
 
 def _shown_tables(tree: ast.Module) -> set[str]:
-    """The names in the module's ``SHOWN_TABLES = ("A", "B")`` (none when it has no such tuple)."""
+    """The names in the module's ``SHOWN_TABLES = ("A", "B")``; none when it has no such tuple."""
     for node in tree.body:
         if isinstance(node, ast.Assign) and any(isinstance(t, ast.Name) and t.id == TABLES_NAME for t in node.targets):
             return {e.value for e in getattr(node.value, "elts", ())
@@ -86,9 +88,11 @@ def _shown_tables(tree: ast.Module) -> set[str]:
 
 def extract_tables(fileobj: IO[bytes], keywords: Any, comment_tags: Any,
                    options: dict[str, str]) -> Iterator[tuple[int, str | None, str, list[str]]]:
-    """Babel's extractor interface: ``(line, None, text, [comment])`` for each text in the tables
-    ``options["tables"]`` names (space separated) of one ``rules.py``, or else its
-    :data:`TABLES_NAME` tuple does."""
+    """Babel's extractor interface: ``(line, None, text, [comment])`` for each text in one
+    ``rules.py``'s tables.
+
+    The tables are those ``options["tables"]`` names (space separated), else its :data:`TABLES_NAME`
+    tuple."""
     tree = ast.parse(fileobj.read())
     tables = set(options.get("tables", "").split()) or _shown_tables(tree)
     constants = _constants(tree)

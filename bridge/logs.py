@@ -1,9 +1,9 @@
 """The one place logging is configured (called by the CLI); modules only ``get_logger()``.
 
-Logs go to stderr: human-readable key=value lines by default, one JSON object per line with
-``--log-format json``. Decisions log one line each (event ``decision``) bound to ``world_id``.
-Lines logged on an event loop are written together once per loop tick (:class:`TickWriter`), so
-a decision's line costs no system call of its own.
+Logs go to stderr. By default they are human-readable key=value lines. With ``--log-format json``
+they are one JSON object per line. Decisions log one line each (event ``decision``), bound to
+``world_id``. Lines logged on an event loop are written together once per loop tick
+(:class:`TickWriter`). So a decision's line costs no system call of its own.
 """
 
 from __future__ import annotations
@@ -28,17 +28,18 @@ _encoder = msgspec.json.Encoder(enc_hook=str)  # anything unusual is logged as i
 
 
 def _json_line(_logger: WrappedLogger, _name: str, event: EventDict) -> str:
-    """The JSON renderer: what structlog's ``JSONRenderer`` writes, with msgspec (one line per
-    decision, on the event loop)."""
+    """The JSON renderer: what structlog's ``JSONRenderer`` writes, with msgspec.
+
+    One line per decision, on the event loop."""
     return _encoder.encode(event).decode()
 
 
 class _UTCStamp:
-    """A structlog processor adding ``timestamp``: the UTC time as ISO 8601 with microseconds and
-    ``Z`` (``2026-12-01T11:44:29.903923Z``), what ``TimeStamper(fmt="iso", utc=True)`` writes,
-    for a sixth of its cost (the date and time of the current second are formatted once per
-    second; measured 2.6 -> 0.4 µs)."""
+    """A structlog processor adding ``timestamp``: the UTC time as ISO 8601 with microseconds and ``Z``.
 
+    An example: ``2026-12-01T11:44:29.903923Z``. That is what ``TimeStamper(fmt="iso", utc=True)``
+    writes, for a sixth of its cost. The date and time of the current second are formatted once per
+    second. Measured: 2.6 -> 0.4 µs."""
     def __init__(self) -> None:
         self._second = -1
         self._prefix = ""
@@ -56,10 +57,11 @@ _LEVEL_NAMES = {"warn": "warning", "exception": "error"}  # structlog's add_log_
 
 
 class _LineHead:
-    """What every line gets before its renderer, in one processor call (structlog's loop costs a
-    call per processor): its ``level`` as ``add_log_level`` writes it, its ``timestamp``
-    (:class:`_UTCStamp`), and for a line with ``exc_info`` the traceback as ``format_exc_info``
-    writes it, in that order."""
+    """What every line gets before its renderer, in one processor call.
+
+    structlog's loop costs a call per processor. In order: its ``level`` as ``add_log_level`` writes
+    it; its ``timestamp`` (:class:`_UTCStamp`); and, for a line with ``exc_info``, the traceback as
+    ``format_exc_info`` writes it."""
 
     def __init__(self) -> None:
         self._stamp = _UTCStamp()
@@ -82,11 +84,13 @@ def _plain_value(value: object) -> str:
 
 
 def _console_line(_logger: WrappedLogger, _name: str, event: EventDict) -> str:
-    """The console format of structlog's ``ConsoleRenderer(colors=False)`` (``TIMESTAMP [level    ]
-    event    key=value ...``, keys sorted, plain strings as they are, other values as their repr, a
-    stack and an exception's traceback on the lines after), for about a tenth of its cost (36 ->
-    ~4 µs a decision's line): used when stderr is not a terminal, so logs kept in a file
-    or a journal cost little; a terminal gets structlog's own, coloured."""
+    """The console format of structlog's ``ConsoleRenderer(colors=False)``, for about a tenth of its cost.
+
+    The format is ``TIMESTAMP [level    ] event    key=value ...``. Keys are sorted. Plain strings
+    are as they are; other values are their repr. A stack and an exception's traceback go on the
+    lines after. A decision's line costs ~4 µs instead of 36. It is used when stderr is not a
+    terminal, so logs kept in a file or a journal cost little. A terminal gets structlog's own,
+    coloured."""
     stack = event.pop("stack", None)
     trace = event.pop("exception", None)
     columns = []
@@ -108,11 +112,13 @@ def _console_line(_logger: WrappedLogger, _name: str, event: EventDict) -> str:
 
 
 class TickWriter:
-    """structlog's logger (what its ``logger_factory`` gives): writes the lines of one event-loop
-    tick to ``file`` at once, right after the tick (``loop.call_soon``); a line logged with no
-    running loop (the CLI, another thread) is written at once, after any waiting lines. What
-    ``kill -9`` can lose is the lines of the tick it interrupts. Thread-safe. In place of
-    structlog's ``WriteLogger`` over a stream: one lock and no flush call per line."""
+    """structlog's logger, as its ``logger_factory`` gives.
+
+    It writes the lines of one event-loop tick to ``file`` at once, right after the tick
+    (``loop.call_soon``). A line logged with no running loop (the CLI, another thread) is written at
+    once, after any waiting lines. ``kill -9`` can lose the lines of the tick it interrupts.
+    Thread-safe. It replaces structlog's ``WriteLogger`` over a stream: one lock and no flush call
+    per line."""
 
     def __init__(self, file: TextIO) -> None:
         self._file = file
@@ -121,8 +127,9 @@ class TickWriter:
         atexit.register(self.write_out)
 
     def msg(self, line: str) -> None:
-        """Queue ``line`` (a rendered log line, without its newline) for the end of this tick, or
-        write it now with no running loop. Every level's method is this one."""
+        """Queue ``line`` (a rendered log line, without its newline) for the end of this tick.
+
+        With no running loop, write it now. Every level's method is this one."""
         with self._lock:
             self._lines.append(line)
             first = len(self._lines) == 1

@@ -1,9 +1,11 @@
-"""The stream overlay's page in the bridge's languages: ``bridge/overlay/index.html`` rendered
-once per language (Jinja2's ``jinja2.ext.i18n`` with the bridge's catalogs, ``bridge.i18n``).
+"""The stream overlay's page in the bridge's languages.
 
-The module's overlay URL carries the world's language (``&lang=de``: Foundry's
-``game.i18n.lang``); the page's status lines come in it, as data attributes ``overlay.js`` shows
-as text. The cards on it are already in the world's language (rendered by its decisions).
+``bridge/overlay/index.html`` is rendered once per language, with Jinja2's ``jinja2.ext.i18n`` and
+the bridge's catalogs (``bridge.i18n``).
+
+The module's overlay URL carries the world's language (``&lang=de``: Foundry's ``game.i18n.lang``).
+The page's status lines come in it, as data attributes ``overlay.js`` shows as text. The cards on it
+are already in the world's language: its decisions rendered them.
 """
 
 from __future__ import annotations
@@ -31,6 +33,7 @@ def render_pages() -> dict[str, bytes]:
 
 
 def language_of(query: str) -> str:
-    """The page language a request's query string asks for (``lang=de-DE`` -> ``de``); English
-    when it names none or one the bridge has no catalog for."""
+    """The page language a request's query string asks for: ``lang=de-DE`` -> ``de``.
+
+    English when it names none, or one the bridge has no catalog for."""
     return i18n.normalize(parse_qs(query).get("lang", [None])[0])
