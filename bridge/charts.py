@@ -1,8 +1,8 @@
 """Charts as inline SVG, drawn in plain Python for the audit report (bridge/report.py).
 
-No plotting library: the report comes with the bridge's own install. Each chart is a
-string ``<svg ...>...</svg>`` with a ``viewBox`` (the page scales it to its column), no script, no
-outside reference; every text is XML-escaped. Sizes are in SVG user units (CSS pixels at 1:1).
+No plotting library: the report comes with the bridge's own install. Each chart is a string ``<svg
+...>...</svg>`` with a ``viewBox``; the page scales it to its column. It has no script and no
+outside reference. Every text is XML-escaped. Sizes are in SVG user units (CSS pixels at 1:1).
 
 A chart is one or more :class:`Panel` s (axes with their marks) laid out by :func:`figure`.
 """
@@ -50,9 +50,10 @@ def text_width(text: str, size: float = FONT) -> float:
 
 
 def nice_ticks(top: float, count: int = 5, *, integer: bool = True) -> list[float]:
-    """Ticks 0, step, 2 step, ... up to the first at or above ``top``; the step is 1, 2 or 5 times
-    a power of ten giving about ``count`` ticks (whole numbers when ``integer``). ``top`` <= 0
-    gives ``[0, 1]``."""
+    """Ticks 0, step, 2 step, ... up to the first at or above ``top``.
+
+    The step is 1, 2 or 5 times a power of ten, giving about ``count`` ticks. They are whole numbers
+    when ``integer``. ``top`` <= 0 gives ``[0, 1]``."""
     if top <= 0:
         return [0, 1]
     raw = top / count
@@ -110,9 +111,10 @@ def column_panel(labels: list[str], values: Sequence[float], *, color: str, widt
                  value_name: str = "", category_name: str = "", title: str = "", rotate_labels: bool = False,
                  reference: float | None = None, markers: list[float] | None = None, marker_color: str = "#c0392b",
                  legend_entries: list[tuple[str, str, str]] | None = None) -> Panel:
-    """Vertical bars, one per label, on a count axis from 0; ``reference`` draws a dashed level
-    line across them (e.g. a fair die's expected count), ``markers`` a short line on each bar (its
-    own expected count)."""
+    """Vertical bars, one per label, on a count axis from 0.
+
+    ``reference`` draws a dashed level line across them, e.g. a fair die's expected count.
+    ``markers`` draws a short line on each bar: its own expected count."""
     longest = max((text_width(label) for label in labels), default=0)
     top_margin = (TITLE_FONT + 10 if title else 8) + (FONT + 10 if legend_entries else 0)
     bottom = (longest * 0.75 + 12 if rotate_labels else FONT + 10) + (FONT + 10 if category_name else 0)
@@ -150,8 +152,9 @@ def column_panel(labels: list[str], values: Sequence[float], *, color: str, widt
 
 def bar_panel(categories: list[str], series: list[Series], *, width: float = 640, value_name: str = "",
               title: str = "", show_legend: bool = True) -> Panel:
-    """Horizontal bars, one row per category, the series stacked left to right (one series: plain
-    bars), on a count axis from 0; the legend above the bars."""
+    """Horizontal bars, one row per category, on a count axis from 0.
+
+    The series are stacked left to right; one series gives plain bars. The legend is above the bars."""
     row = 26
     left = min(max((text_width(c) for c in categories), default=0) + 12, width * 0.4)
     top_margin: float = (TITLE_FONT + 10 if title else 4)
@@ -193,8 +196,9 @@ def bar_panel(categories: list[str], series: list[Series], *, width: float = 640
 
 def step_panel(series: list[Series], *, width: float = 640, height: float = 280, x_name: str = "",
                value_name: str = "") -> Panel:
-    """Step lines (each value holds until the next x), one per series with its own ``xs``; the
-    legend to the right."""
+    """Step lines, one per series with its own ``xs``: each value holds until the next x.
+
+    The legend is to the right."""
     entries = [(s.name, s.color, "dashed" if s.dashed else "line") for s in series]
     legend_w = max(text_width(name) for name, _, _ in entries) + 30
     xs = [x for s in series for x in s.xs or ()]
@@ -232,8 +236,9 @@ def step_panel(series: list[Series], *, width: float = 640, height: float = 280,
 
 
 def figure(panels: list[Panel], *, label: str, across: bool = False, gap: float = 18) -> str:
-    """The panels as one ``<svg>``, one under the other (``across``: side by side); ``label`` is
-    its accessible name."""
+    """The panels as one ``<svg>``, one under the other; with ``across``, side by side.
+
+    ``label`` is its accessible name."""
     if across:
         width = sum(p.width for p in panels) + gap * (len(panels) - 1)
         height = max(p.height for p in panels)

@@ -1,8 +1,8 @@
 """Where the bridge keeps its files: the database, the audit checkpoint key and the receipt key.
 
-Defaults follow the XDG base directories: the database in ``$XDG_DATA_HOME/fate-bridge``
-(``~/.local/share``), the key in ``$XDG_CONFIG_HOME/fate-bridge`` (``~/.config``): the key is
-kept outside the database so that whoever can rewrite the database cannot re-sign it.
+Defaults follow the XDG base directories. The database goes in ``$XDG_DATA_HOME/fate-bridge``
+(``~/.local/share``). The key goes in ``$XDG_CONFIG_HOME/fate-bridge`` (``~/.config``). The key is
+kept outside the database, so whoever can rewrite the database cannot re-sign it.
 """
 
 from __future__ import annotations
@@ -40,8 +40,9 @@ def database(text: str) -> Path | str:
 
 
 def source_db(text: str) -> Path | str:
-    """A ``migrate --from``/``--to`` value: ``sqlite:PATH`` or a plain path (a SQLite file), or a
-    database URL (:func:`database`)."""
+    """A ``migrate --from``/``--to`` value.
+
+    ``sqlite:PATH`` or a plain path is a SQLite file. Else it is a database URL (:func:`database`)."""
     return Path(text.removeprefix("sqlite:")).expanduser() if text.startswith("sqlite:") else database(text)
 
 
@@ -74,17 +75,20 @@ def default_audit_key() -> Path:
 
 
 def default_signing_key(audit_key: Path | None = None) -> Path:
-    """``$FATE_BRIDGE_SIGNING_KEY``, else ``receipt.key`` beside the audit key (``audit_key``, the
-    one given with ``--audit-key``, or the default one): the Ed25519 key signing receipts
-    (bridge/receipts.py), outside the database like the audit key."""
+    """The Ed25519 key signing receipts (bridge/receipts.py); outside the database like the audit key.
+
+    It is ``$FATE_BRIDGE_SIGNING_KEY``, else ``receipt.key`` beside the audit key. The audit key is
+    ``audit_key``: the one given with ``--audit-key``, or the default one."""
     if env := os.environ.get("FATE_BRIDGE_SIGNING_KEY"):
         return Path(env)
     return (audit_key or default_audit_key()).with_name("receipt.key")
 
 
 def load_key(path: Path, *, create: bool) -> bytes | None:
-    """The audit checkpoint key at ``path`` (hex text). With ``create``, a missing key is made
-    (32 random bytes, file mode 0600); without it, a missing key gives None.
+    """The audit checkpoint key at ``path`` (hex text).
+
+    With ``create``, a missing key is made: 32 random bytes, file mode 0600. Without it, a missing
+    key gives None.
 
     Raises ``ConfigError`` when the file exists but is not a hex key, or cannot be written."""
     path = path.expanduser()
@@ -110,11 +114,12 @@ def load_key(path: Path, *, create: bool) -> bytes | None:
 
 
 def load_signing_key(path: Path, *, create: bool, key: Ed25519PrivateKey | None = None) -> Ed25519PrivateKey | None:
-    """The bridge's receipt signing key at ``path`` (an unencrypted PKCS#8 PEM file). With
-    ``create``, a missing key is made (a new Ed25519 key, file mode 0600, folder created); without
-    it, a missing key gives None; ``key``: the key a missing file is made with (default: a new
-    one; ``audit new-key``). Kept beside the audit key and outside the database, for the
-    same reason (above).
+    """The bridge's receipt signing key at ``path``: an unencrypted PKCS#8 PEM file.
+
+    With ``create``, a missing key is made: a new Ed25519 key, file mode 0600, folder created.
+    Without it, a missing key gives None. ``key``: the key a missing file is made with; default a
+    new one (``audit new-key`` passes one). It is kept beside the audit key and outside the
+    database, for the same reason (above).
 
     Raises ``ConfigError`` when the file exists but is not an Ed25519 key, or cannot be written."""
     from cryptography.hazmat.primitives import serialization  # (only the commands that sign load it)

@@ -1,8 +1,10 @@
-"""What a check found (``fate-bridge doctor``): ``ok``, ``warn`` (works, but worth knowing) or
-``fail`` (this breaks the table), each warning and failure with its fix.
+"""What a check found (``fate-bridge doctor``).
 
-Plain values, so that the checks of a store backend (bridge/store/backends.py, ``inspect``) and
-the doctor's own (bridge/doctor.py) speak alike.
+A finding is ``ok``, ``warn`` (works, but worth knowing) or ``fail`` (this breaks the table). Each
+warning and failure comes with its fix.
+
+Plain values. So the checks of a store backend (bridge/store/backends.py, ``inspect``) and the
+doctor's own (bridge/doctor.py) speak alike.
 """
 
 from __future__ import annotations

@@ -1,8 +1,11 @@
 """The operator's commands: ``doctor``, ``status``, ``backup``, ``restore``, ``release``.
 
-Their parsers are in :mod:`bridge.cli` with the others; each ``run_*`` takes the parsed
-arguments and returns the exit code (0 all good, 1 a check failed or the bridge could not be
-asked, 2 via ``ConfigError`` for usage errors).
+Their parsers are in :mod:`bridge.cli` with the others. Each ``run_*`` takes the parsed arguments
+and returns the exit code:
+
+- 0: all good.
+- 1: a check failed, or the bridge could not be asked.
+- 2: usage errors, via ``ConfigError``.
 """
 
 from __future__ import annotations
@@ -76,8 +79,10 @@ def run_restore(args: argparse.Namespace) -> int:
 
 
 def run_release(args: argparse.Namespace) -> int:
-    """``fate-bridge release``: write module.json and the zip for a release (GitHub's, or a
-    bridge's at ``--public-url``); prints their paths, then where Foundry installs from."""
+    """``fate-bridge release``: write module.json and the zip for a release.
+
+    The release is GitHub's, or a bridge's at ``--public-url``. Prints their paths, then where
+    Foundry installs from."""
     if args.tag is not None:
         release.check_tag(args.tag)  # a tag that is not this version's: nothing written
     if args.public_url is not None:

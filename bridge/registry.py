@@ -1,16 +1,18 @@
-"""The installed rulesets, and what is assembled from them: the wire union and its decoders, the
-ids ``welcome`` announces (the route table of their messages: :func:`bridge.core.routes`).
+"""The installed rulesets, and what is assembled from them.
 
-Above the rulesets and below the decision core (``docs/architecture.md``, Layers): the rulesets
-import nothing above the plug-in interface (:mod:`bridge.ruleset`) and the shared wire types
-(:mod:`bridge.wire`); this module imports them and builds, on first use, everything that needs
+That is the wire union and its decoders, and the ids ``welcome`` announces. The route table of their
+messages is :func:`bridge.core.routes`.
+
+This sits above the rulesets and below the decision core (``docs/architecture.md``, Layers). The
+rulesets import nothing above the plug-in interface (:mod:`bridge.ruleset`) and the shared wire
+types (:mod:`bridge.wire`). This module imports them. On first use it builds everything that needs
 the whole list. Adding a ruleset is one folder (``bridge/rulesets/<id>/``) and one line in
-:data:`BUILT_IN`; a ruleset kept elsewhere (a test's, a third party's) is added at run time with
+:data:`BUILT_IN`. A ruleset kept elsewhere (a test's, a third party's) is added at run time with
 :func:`register`.
 
-Decoding goes through :func:`decode_client`, which turns every msgspec error into
-:class:`~bridge.errors.BadMessage` or :class:`~bridge.errors.UnknownMessage` with the offending
-field named (``error.field``), so one place maps decode failures to the contract.
+Decoding goes through :func:`decode_client`. It turns every msgspec error into
+:class:`~bridge.errors.BadMessage` or :class:`~bridge.errors.UnknownMessage`, with the offending
+field named (``error.field``). So one place maps decode failures to the contract.
 """
 
 from __future__ import annotations
@@ -84,9 +86,11 @@ def installed() -> tuple[Ruleset, ...]:
 
 
 def register(ruleset: Ruleset) -> None:
-    """Install ``ruleset`` after the others: its messages join the wire union and the routes,
-    its id ``welcome``, its catalogs (``Ruleset.locale``) the bridge's words. Raises
-    ``ValueError`` when its id, or one of its message tags, is taken."""
+    """Install ``ruleset`` after the others.
+
+    Its messages join the wire union and the routes. Its id joins ``welcome``. Its catalogs
+    (``Ruleset.locale``) join the bridge's words. Raises ``ValueError`` when its id, or one of its
+    message tags, is taken."""
     built = protocol()
     taken_tags = {str(c.__struct_config__.tag) for c in (*built.client_types, *built.bridge_types)}
     clashes = sorted(taken_tags & {str(c.__struct_config__.tag) for c in (*ruleset.client, *ruleset.bridge)})
@@ -115,8 +119,9 @@ def ruleset_of(message: wire.ClientMessage) -> str | None:
 
 
 def eras_of(message: wire.ClientMessage) -> tuple[Era, ...]:
-    """The earlier rules of the ruleset a request belongs to (:attr:`Ruleset.eras`; none for
-    shared messages), for re-deriving a trail decided under them."""
+    """The earlier rules of the ruleset a request belongs to (:attr:`Ruleset.eras`).
+
+    None for shared messages. They serve to re-derive a trail decided under them."""
     ruleset_id = ruleset_of(message)
     return next((r.eras for r in installed() if r.id == ruleset_id), ())
 
@@ -145,11 +150,10 @@ def _tag_of(error_text: str) -> str:
 def decode_client(frame: bytes | str) -> Any:
     """Decode one client frame into its message class.
 
-    Raises :class:`BadMessage` (not JSON, not an object, missing/invalid ``type`` or a field that
-    fails validation; ``field`` names it) or :class:`UnknownMessage` (a ``type`` the bridge does
-    not know). Never raises anything else: :func:`bridge.wire.guard.check` bounds size and
-    nesting first.
-    """
+    Raises :class:`BadMessage` for a frame that is not JSON, not an object, has a missing or invalid
+    ``type``, or a field that fails validation; ``field`` names it. Raises :class:`UnknownMessage`
+    for a ``type`` the bridge does not know. Never raises anything else:
+    :func:`bridge.wire.guard.check` bounds size and nesting first."""
     guard.check(frame)
     try:
         return protocol().decoder.decode(frame)

@@ -1,26 +1,29 @@
 """The Foundry module as Foundry installs it: a manifest and a zip of its runtime files.
 
-Foundry's *Install Module* takes a manifest URL, reads ``download`` from it and unpacks that zip
-into ``Data/modules/<id>/`` (Foundry's ``ModuleManifestData``: ``manifest`` is the URL Foundry
-checks for updates, ``download`` the zip; https://foundryvtt.com/api/interfaces/foundry.packages.types.ModuleManifestData.html).
-The bridge serves both at ``/module/module.json`` and ``/module/fate-bridge.zip``
-(:mod:`bridge.http`): enough for a Foundry on the bridge's machine or network. A Foundry hosted
-elsewhere (The Forge, Molten, a rented server) fetches the manifest from its own server, which
-cannot reach a GM's computer: it installs from the project's GitHub release instead.
-``fate-bridge release`` writes the two files for it, and ``.github/workflows/release.yml`` runs it on
-each version tag ``vX.Y.Z`` and attaches them to that tag's release. GitHub answers
-``/releases/latest/download/NAME`` with the newest release's asset NAME
-(https://docs.github.com/en/repositories/releasing-projects-on-github/linking-to-releases), so the
-released manifest's ``manifest`` (where Foundry checks for updates) stays the same URL from release
-to release, while its ``download`` names the zip of its own tag, as Foundry packages commonly do.
-The repository is :data:`REPOSITORY` (``release --repository OWNER/REPO`` for a fork; the workflow
-passes its own). The checked-in ``foundry-module/module.json`` names no URL: every manifest built
-here gets ``url``, ``bugs`` and ``changelog`` from the repository, ``manifest`` and ``download``
-from where it is served.
+Foundry's *Install Module* takes a manifest URL, reads ``download`` from it, and unpacks that zip
+into ``Data/modules/<id>/``. In Foundry's ``ModuleManifestData``, ``manifest`` is the URL Foundry
+checks for updates, and ``download`` the zip
+(https://foundryvtt.com/api/interfaces/foundry.packages.types.ModuleManifestData.html).
 
-The zip holds ``module.json`` at its root and only what Foundry loads or shows: ``scripts/``,
-``styles/``, ``lang/``, ``README.md`` and ``LICENSE`` (no ``node_modules``, no tests, no npm
-files). It is built deterministically (fixed file times), so the same module gives the same bytes.
+The bridge serves both at ``/module/module.json`` and ``/module/fate-bridge.zip``
+(:mod:`bridge.http`). That is enough for a Foundry on the bridge's machine or network. A Foundry
+hosted elsewhere (The Forge, Molten, a rented server) fetches the manifest from its own server. That
+server cannot reach a GM's computer. So it installs from the project's GitHub release instead.
+``fate-bridge release`` writes the two files for it. ``.github/workflows/release.yml`` runs it on
+each version tag ``vX.Y.Z``, and attaches them to that tag's release.
+
+GitHub answers ``/releases/latest/download/NAME`` with the newest release's asset NAME
+(https://docs.github.com/en/repositories/releasing-projects-on-github/linking-to-releases). So the
+released manifest's ``manifest`` (where Foundry checks for updates) stays the same URL from release
+to release. Its ``download`` names the zip of its own tag, as Foundry packages commonly do. The
+repository is :data:`REPOSITORY`; a fork passes ``release --repository OWNER/REPO``, and the
+workflow passes its own. The checked-in ``foundry-module/module.json`` names no URL. Every manifest
+built here gets ``url``, ``bugs`` and ``changelog`` from the repository. It gets ``manifest`` and
+``download`` from where it is served.
+
+The zip holds ``module.json`` at its root, and only what Foundry loads or shows: ``scripts/``,
+``styles/``, ``lang/``, ``README.md`` and ``LICENSE``. No ``node_modules``, no tests, no npm files.
+It is built deterministically (fixed file times), so the same module gives the same bytes.
 """
 
 from __future__ import annotations
@@ -64,8 +67,10 @@ def module_dir() -> Path:
 
 
 def public_base(url: str) -> str:
-    """``url`` (the bridge's address as others reach it: http(s) or ws(s), maybe behind a proxy
-    path) as an http(s) base ending in ``/``. Raises ``ConfigError`` for anything else."""
+    """``url`` as an http(s) base ending in ``/``.
+
+    ``url`` is the bridge's address as others reach it: http(s) or ws(s), maybe behind a proxy path.
+    Raises ``ConfigError`` for anything else."""
     parts = urlsplit(url)
     scheme = {"ws": "http", "wss": "https"}.get(parts.scheme, parts.scheme)
     if scheme not in ("http", "https") or not parts.netloc or parts.query or parts.fragment:
@@ -94,8 +99,10 @@ def release_tag(version: str = __version__) -> str:
 
 
 def check_tag(tag: str) -> None:
-    """Raises ``ConfigError`` unless ``tag`` is this version's :func:`release_tag`: a release
-    whose tag and version differ would point its ``download`` at a release that does not exist."""
+    """Raises ``ConfigError`` unless ``tag`` is this version's :func:`release_tag`.
+
+    A release whose tag and version differ would point its ``download`` at a release that does not
+    exist."""
     if tag != release_tag():
         raise ConfigError(f"the tag {tag!r} is not this version's: the bridge and the module are "
                           f"{__version__}, so the tag must be {release_tag()!r} (set the new version in "
@@ -114,8 +121,9 @@ def release_download_url(repository: str = REPOSITORY, version: str = __version_
 
 
 def runtime_files(folder: Path) -> list[str]:
-    """The module's runtime files, relative POSIX paths, sorted (``module.json`` excluded: the
-    zip carries the served manifest instead)."""
+    """The module's runtime files, relative POSIX paths, sorted.
+
+    ``module.json`` is excluded: the zip carries the served manifest instead."""
     found = [name for name in RUNTIME_FILES if (folder / name).is_file()]
     for sub in RUNTIME_FOLDERS:
         found += [path.relative_to(folder).as_posix() for path in (folder / sub).rglob("*")
@@ -124,10 +132,12 @@ def runtime_files(folder: Path) -> list[str]:
 
 
 def manifest(folder: Path, base: str | None, repository: str = REPOSITORY) -> dict:
-    """The module's ``module.json`` as installed: the checked-in one with ``version`` set to the
-    bridge's; ``url``, ``bugs`` and ``changelog`` the pages of the GitHub ``repository``
-    (``OWNER/REPO``); ``manifest`` and ``download`` the bridge's ``/module/`` with ``base`` (its
-    public address), else ``repository``'s release of this version (:func:`release_manifest_url`,
+    """The module's ``module.json`` as installed.
+
+    It is the checked-in one, with ``version`` set to the bridge's. ``url``, ``bugs`` and
+    ``changelog`` are the pages of the GitHub ``repository`` (``OWNER/REPO``). ``manifest`` and
+    ``download`` are the bridge's ``/module/`` under ``base``, its public address. Without ``base``
+    they are ``repository``'s release of this version (:func:`release_manifest_url`,
     :func:`release_download_url`). Raises ``ConfigError`` when the checked-in file is not JSON."""
     try:
         data = json.loads((folder / MANIFEST_NAME).read_text(encoding="utf-8"))
@@ -158,8 +168,10 @@ class Package:
 
 
 def package(base: str | None, folder: Path | None = None, repository: str = REPOSITORY) -> Package:
-    """Build the manifest (:func:`manifest`) and zip of the module in ``folder`` (default
-    :func:`module_dir`): served by the bridge at ``base``, or (None) released in ``repository``."""
+    """Build the manifest (:func:`manifest`) and zip of the module in ``folder``.
+
+    ``folder`` defaults to :func:`module_dir`. The bridge serves them at ``base``; with None, they
+    are released in ``repository``."""
     folder = module_dir() if folder is None else folder
     import zipfile  # (only this builds one: every command imports this module)
 
@@ -187,9 +199,10 @@ def write_release(out: Path, base: str | None, repository: str = REPOSITORY) -> 
 
 
 def manifest_problems(folder: Path) -> list[str]:
-    """What keeps the module in ``folder`` (an unpacked zip) from loading: a missing or
-    unreadable ``module.json``, a missing ``id``/``title``/``version``, or a file it lists
-    (esmodules, scripts, styles, languages) that is not there. Empty when it loads."""
+    """What keeps the module in ``folder`` (an unpacked zip) from loading.
+
+    That is: a missing or unreadable ``module.json``; a missing ``id``/``title``/``version``; or a
+    file it lists (esmodules, scripts, styles, languages) that is not there. Empty when it loads."""
     try:
         data = json.loads((folder / MANIFEST_NAME).read_text(encoding="utf-8"))
     except (OSError, ValueError) as exc:

@@ -1,10 +1,11 @@
 """What the bridge remembers about a world, as the decision core sees it.
 
-Every ruleset keeps its state as records: msgspec Structs stored as JSON under a ``kind`` (e.g.
-``"sohl.graded"``, namespaced by ruleset) and a ``key`` (e.g. the ChatMessage id).
+Every ruleset keeps its state as records: msgspec Structs stored as JSON. Each is under a ``kind``
+(e.g. ``"sohl.graded"``, namespaced by ruleset) and a ``key`` (e.g. the ChatMessage id).
+
 :class:`WorldState` is the small, synchronous view a decision gets inside its one transaction
-(``bridge.store.Store.decide``), so the decision core stays free of I/O, every read it makes is
-consistent with its writes, and the audit trail can record every read generically.
+(``bridge.store.Store.decide``). So the decision core stays free of I/O. Every read it makes is
+consistent with its writes. And the audit trail can record every read generically.
 """
 
 from __future__ import annotations
@@ -21,8 +22,8 @@ R = TypeVar("R", bound=msgspec.Struct)
 class WorldState(Protocol):
     """One world's stored state, read and written inside one decision's transaction.
 
-    Writes become visible to later decisions only if the decision returns normally; a decision
-    that raises leaves nothing behind."""
+    Writes become visible to later decisions only if the decision returns normally. A decision that
+    raises leaves nothing behind."""
 
     world_id: str
 
@@ -47,7 +48,8 @@ class WorldState(Protocol):
         ...
 
     def peek(self, kind: str, key: str, type: type[R]) -> R | None:
-        """The record as :meth:`get` reads it, to describe a decision (a refusal's audit
-        columns), never to make one: not one of the decision's inputs, so not recorded in its
-        audit record, and None when a recorded decision is replayed."""
+        """The record as :meth:`get` reads it, to describe a decision, never to make one.
+
+        It serves a refusal's audit columns. It is not one of the decision's inputs, so it is not
+        recorded in its audit record. It is None when a recorded decision is replayed."""
         ...
