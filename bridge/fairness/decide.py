@@ -1,28 +1,32 @@
-"""Dice decisions: dice sessions, dice settings, GM overrides, and the dice table each
-decision of any ruleset rolls with (:func:`table_for`).
+"""Dice decisions: dice sessions, dice settings, GM overrides, and each decision's dice table.
 
-A layer of the decision core (:mod:`bridge.core`) that every ruleset gets, not a ruleset: it
-imports no ruleset and no registry; the core routes its messages (:func:`handlers`,
+Every decision of any ruleset rolls with the dice table :func:`table_for` gives. This is not a
+ruleset but a layer of the decision core (:mod:`bridge.core`) that every ruleset gets. It
+imports no ruleset and no registry. The core routes its messages (:func:`handlers`,
 :data:`QUERIES`, :func:`refused`) and wraps every ruleset's decision in its dice table.
 
 Pure like every handler: ``(request, state, dice) -> Outcome``. The one thing a handler cannot
-make is the secret seed (no randomness of its own, and anything it reads is recorded in the
-audit trail): :func:`table_for` (called by the core on the plain, unrecorded state) draws it
-with the injected ``new_seed`` and stores it under ``dice.secret``; the start handler reads only
-the public offer (``dice.offer``: session id and commitment), so the seed is read through the
-recording state exactly once, by ``dice_session_end``, whose record is the reveal.
+make is the secret seed. It has no randomness of its own, and anything it reads is recorded in
+the audit trail. So :func:`table_for` draws the seed, called by the core on the plain,
+unrecorded state. It uses the injected ``new_seed`` and stores the seed under ``dice.secret``.
+The start handler reads only the public offer (``dice.offer``: session id and commitment). So
+the seed is read through the recording state exactly once, by ``dice_session_end``. Its record
+is the reveal.
 
-When "the commitment is posted": the bridge counts a commitment as posted once the
-``dice_session_start`` decision is committed to the world's chain; its reply (the commitment) goes
-only to the GM's module, which posts it to chat and the overlay. From then on every die is
-derived; before it (no open session) a world with ``provable`` dice refuses every roll
-(``forbidden``, field ``dice_session``), and any other world rolls the bridge's secret dice,
-marked ``secret`` in the trail.
+When is "the commitment posted"? The bridge counts it as posted once the ``dice_session_start``
+decision is committed to the world's chain. Its reply, the commitment, goes only to the GM's
+module, which posts it to chat and the overlay. From then on every die is derived. Before that,
+with no open session, a world with ``provable`` dice refuses every roll (``forbidden``, field
+``dice_session``). Any other world rolls the bridge's secret dice, marked ``secret`` in the
+trail.
 
-Record kinds (world state): ``dice.settings``/``world`` (:class:`~bridge.fairness.wire.DiceSettings`),
-``dice.session``/``current`` (:class:`CurrentSession`), ``dice.offer``/``next``, ``dice.secret``/
-session id (the seed: never sent, never logged, never recorded before the reveal) and
-``dice.override``/target event id.
+Record kinds (world state):
+
+- ``dice.settings``/``world``: :class:`~bridge.fairness.wire.DiceSettings`.
+- ``dice.session``/``current``: :class:`CurrentSession`.
+- ``dice.offer``/``next``.
+- ``dice.secret``/session id: the seed. Never sent, never logged, never recorded before the reveal.
+- ``dice.override``/target event id.
 """
 
 from __future__ import annotations
@@ -75,7 +79,7 @@ class SecretSeed(msgspec.Struct, kw_only=True, frozen=True):
 
 
 class Override(msgspec.Struct, kw_only=True, frozen=True):
-    """The last GM override of a decision (who, what, why; the time is its audit record's)."""
+    """The last GM override of a decision: who, what, why. The time is its audit record's."""
 
     by_user_id: str
     result: str
@@ -103,14 +107,14 @@ def table_for(message: shared.ClientMessage, state: WorldState, *, seq: Callable
               ruleset_of: Callable[[shared.ClientMessage], str | None]) -> tuple[TableDice, str | None]:
     """The dice one decision rolls with, and the open dice session's id (or None).
 
-    Runs in the core (:func:`bridge.core.decide`) on the plain state, inside the decision's
-    transaction, before the handler:
-    ``seq()`` gives the audit record number the decision will get. For ``dice_session_start`` it draws
-    the seed (``new_seed(32)``) and stores it with its public offer (both rolled back if the start
-    is refused). ``ruleset_of(message)``: the id of the ruleset the request belongs to (the
-    core's registry knows; asked only for physical dice). Raises
-    :class:`~bridge.errors.Forbidden` (field ``physical``) for physical dice in a ruleset the
-    world does not allow them for."""
+    It runs in the core (:func:`bridge.core.decide`) on the plain state, inside the decision's
+    transaction, before the handler. ``seq()`` gives the audit record number the decision will get.
+    For ``dice_session_start`` it draws the seed (``new_seed(32)``) and stores it with its public
+    offer. Both are rolled back if the start is refused. ``ruleset_of(message)`` gives the id of the
+    ruleset the request belongs to; the core's registry knows it. It is asked only for physical
+    dice. Raises :class:`~bridge.errors.Forbidden` (field ``physical``) for physical dice in a
+    ruleset the world does not allow them for.
+    """
     if isinstance(message, wire.DiceSessionStart):
         seed = new_seed(SEED_BYTES)
         committed = commitment(seed)
@@ -134,10 +138,12 @@ def table_for(message: shared.ClientMessage, state: WorldState, *, seq: Callable
 
 def check_physical(message: shared.ClientMessage, settings: wire.DiceSettings,
                    ruleset_of: Callable[[shared.ClientMessage], str | None]) -> None:
-    """Refuse physical dice (``message.physical``) in a ruleset the world's dice ``settings`` do
-    not allow them for: raises :class:`~bridge.errors.Forbidden` (field ``physical``). Nothing for
-    a request without physical dice. The live dice table checks it (:func:`table_for`), and a
-    replay of the record against the chain's settings (``bridge.audit.rederive``)."""
+    """Refuse physical dice (``message.physical``) in a ruleset the world's dice ``settings`` do not allow.
+
+    Raises :class:`~bridge.errors.Forbidden` (field ``physical``). Nothing happens for a request
+    without physical dice. The live dice table checks it (:func:`table_for`). So does a replay of
+    the record against the chain's settings (``bridge.audit.rederive``).
+    """
     if getattr(message, "physical", None) is None:
         return
     ruleset = ruleset_of(message)
@@ -167,8 +173,10 @@ def _done(message: shared.ClientMessage, reply: shared.BridgeMessage, outcome: s
 
 
 def start(message: wire.DiceSessionStart, state: WorldState, dice: Dice) -> Outcome:
-    """Open a dice session on the offer the shell made (:func:`table_for`); refused
-    ``not_eligible`` while one is open."""
+    """Open a dice session on the offer the shell made (:func:`table_for`).
+
+    Refused ``not_eligible`` while one is open.
+    """
     _require_gm(message, N_("only a GM may start a dice session"))
     current = current_of(state)
     if current.session_id is not None:
@@ -206,8 +214,10 @@ def end(message: wire.DiceSessionEnd, state: WorldState, dice: Dice) -> Outcome:
 
 def save_settings(message: wire.SetDiceSettings, state: WorldState, dice: Dice, *,
                   installed: Sequence[str]) -> Outcome:
-    """Replace the world's dice settings (GM only); an id not among the ``installed`` rulesets'
-    (the core passes them) is refused naming it."""
+    """Replace the world's dice settings (GM only).
+
+    An id not among the ``installed`` rulesets' is refused, naming it. The core passes them.
+    """
     _require_gm(message, N_("only a GM may change the dice settings"))
     known = list(installed)
     for i, ruleset in enumerate(message.settings.physical_rulesets):
@@ -222,11 +232,13 @@ def save_settings(message: wire.SetDiceSettings, state: WorldState, dice: Dice, 
 
 
 def override(message: wire.GmOverride, state: WorldState, dice: Dice) -> Outcome:
-    """Record a GM's hand-set result for ``target_event_id`` (GM only): who, what, why, in which
-    dice session. The players' card carries the override mark when the world's ``override_mark``
-    is ``everyone``; the GM's card always does; the audit trail always holds it. That the world
-    holds the target is checked before, by the shell (:func:`named_decision`): the state a
-    handler reads holds the world's records, not its trail."""
+    """Record a GM's hand-set result for ``target_event_id`` (GM only): who, what, why, in which session.
+
+    The GM's card always carries the override mark. The players' card carries it when the world's
+    ``override_mark`` is ``everyone``. The audit trail always holds it. The shell checks first that
+    the world holds the target (:func:`named_decision`). The state a handler reads holds the world's
+    records, not its trail.
+    """
     _require_gm(message, N_("only a GM may override a result"))
     settings, current = settings_of(state), current_of(state)
     state.put(OVERRIDE_KIND, message.target_event_id,
@@ -247,10 +259,12 @@ def override(message: wire.GmOverride, state: WorldState, dice: Dice) -> Outcome
 
 
 def named_decision(message: shared.ClientMessage) -> tuple[str, NotFound] | None:
-    """The earlier decision ``message`` names, with the refusal for a world that holds none (field
-    ``target_event_id``, naming it): ``gm_override``'s target (a decision's event id or the id of
-    the chat message showing it); None for any other message. Checked by the shell before
-    :func:`override` runs (see :func:`bridge.core.named_decision`)."""
+    """The earlier decision ``message`` names, with the refusal for a world that holds none.
+
+    The refusal has field ``target_event_id`` and names it. This is ``gm_override``'s target: a
+    decision's event id, or the id of the chat message showing it. None for any other message. The
+    shell checks it before :func:`override` runs (see :func:`bridge.core.named_decision`).
+    """
     if not isinstance(message, wire.GmOverride):
         return None
     target = message.target_event_id
@@ -274,8 +288,10 @@ def refused(message: shared.ClientMessage, error: shared.Error, state: WorldStat
 
 
 def handlers(installed: Sequence[str]) -> dict[type, Handler]:
-    """The dice decisions' handlers, for a bridge with the ``installed`` ruleset ids (the core
-    builds its routes from these and the registry's)."""
+    """The dice decisions' handlers, for a bridge with the ``installed`` ruleset ids.
+
+    The core builds its routes from these and the registry's.
+    """
     return {wire.DiceSessionStart: start, wire.DiceSessionEnd: end,
             wire.SetDiceSettings: functools.partial(save_settings, installed=tuple(installed)),
             wire.GmOverride: override}
@@ -285,10 +301,12 @@ QUERIES: dict[type, Query] = {wire.DiceStatus: status}
 
 
 def with_physical_mark(outcome: Outcome, values: list[int], draws: list[Draw]) -> Outcome:
-    """``outcome`` with a "Physical dice" line under its card (reply and overlay alike) when any
-    of its dice was a real die the roller entered; unchanged otherwise. The line is card text, so
-    re-deriving old records ignores it (``bridge.audit.verdict``); it is in the current language
-    (``bridge.i18n.using``)."""
+    """``outcome`` with a "Physical dice" line under its card, when any of its dice was a real die.
+
+    A real die is one the roller entered. Reply and overlay get the line alike; otherwise the
+    outcome is unchanged. The line is card text, so re-deriving old records ignores it
+    (``bridge.audit.verdict``). It is in the current language (``bridge.i18n.using``).
+    """
     physical = [f"d{d.faces} {v}" for v, d in zip(values, draws) if d.source == "physical"]
     card = getattr(outcome.reply, "card", None)
     if not physical or not isinstance(card, shared.Card):

@@ -1,5 +1,6 @@
-"""Provably fair dice (commit and reveal): the pure derivation, the commitment and one decision's
-dice table (derived, physical or secret dice, each draw recorded with its source).
+"""Provably fair dice (commit and reveal): the pure derivation, the commitment, one decision's dice table.
+
+The table gives derived, physical or secret dice, and records each draw with its source.
 
 Derivation (``v1``; ``bridge/fairness/page/verify.js`` implements the same for the ``/verify`` page)::
 
@@ -9,15 +10,17 @@ Derivation (``v1``; ``bridge/fairness/page/verify.js`` implements the same for t
     x = the first 4 bytes of h as a big-endian unsigned 32-bit integer
     accept when x < 2**32 - (2**32 mod faces): die = x mod faces + 1; else attempt + 1
 
-``seed`` is the dice session's 32 secret bytes; ``seq`` the world's audit record number of the
-decision that rolls; ``index`` the die's place among that decision's dice (0, 1, ...);
-``client_seed`` the text the asking player's browser added to the request (``""`` when none).
-Rejection sampling keeps every face exactly equally likely (no modulo bias).
+- ``seed``: the dice session's 32 secret bytes.
+- ``seq``: the world's audit record number of the decision that rolls.
+- ``index``: the die's place among that decision's dice (0, 1, ...).
+- ``client_seed``: the text the asking player's browser added to the request; ``""`` when none.
 
-The commitment is ``SHA-256(seed)`` as hex, shown as a short fingerprint (its first 16 hex
-digits in groups of four); the session id is the same 16 digits.
+Rejection sampling keeps every face exactly equally likely: no modulo bias.
 
-Pure: no clock, no I/O; the secret seed comes from the caller (``secrets.token_bytes`` in the
+The commitment is ``SHA-256(seed)`` as hex. It is shown as a short fingerprint: its first 16
+hex digits in groups of four. The session id is the same 16 digits.
+
+Pure: no clock, no I/O. The secret seed comes from the caller (``secrets.token_bytes`` in the
 shell).
 """
 
@@ -44,8 +47,10 @@ die the roller entered; ``secret`` the bridge's CSPRNG (no dice session open).""
 
 
 class Draw(msgspec.Struct, kw_only=True, frozen=True):
-    """One die of a decision as the audit trail keeps it beside the value (``AuditRecord.dice``):
-    its number of ``faces`` and its ``source``."""
+    """One die of a decision as the audit trail keeps it beside the value (``AuditRecord.dice``).
+
+    Its number of ``faces`` and its ``source``.
+    """
 
     faces: int
     source: Source
@@ -69,8 +74,10 @@ def session_id(commitment_hex: str) -> str:
 
 
 def derive_die(seed: bytes, client_seed: str, world_id: str, seq: int, index: int, faces: int) -> int:
-    """The die of ``faces`` sides at draw ``index`` of record ``seq`` of ``world_id``, in
-    ``1..faces`` (see the module docstring). Raises ``ValueError`` for ``faces < 1``."""
+    """The die of ``faces`` sides at draw ``index`` of record ``seq`` of ``world_id``, in ``1..faces``.
+
+    See the module docstring. Raises ``ValueError`` for ``faces < 1``.
+    """
     if faces < 1 or faces > _RANGE:
         raise ValueError(f"a die has 1..{_RANGE} faces, not {faces}")
     limit = _RANGE - _RANGE % faces
@@ -85,22 +92,26 @@ def derive_die(seed: bytes, client_seed: str, world_id: str, seq: int, index: in
 
 
 class OpenSession(msgspec.Struct, kw_only=True, frozen=True):
-    """What a decision's dice need of the world's open dice session (never its seed's owner: the
-    seed is handed in only to derive)."""
+    """What a decision's dice need of the world's open dice session.
+
+    It never owns the seed: the seed is handed in only to derive.
+    """
 
     session_id: str
     seed: bytes
 
 
 class TableDice:
-    """One decision's dice: the roller's ``physical`` values first (when given), else derived
-    from the open dice ``session``, else ``fallback`` (the bridge's secret dice). ``seq()`` gives
-    the decision's audit record number (asked once, on the first derived die).
+    """One decision's dice.
 
-    ``required``: the world requires provable dice, so a die with neither physical values nor an
+    First the roller's ``physical`` values, when given. Else dice derived from the open dice
+    ``session``. Else ``fallback``, the bridge's secret dice. ``seq()`` gives the decision's audit
+    record number; it is asked once, on the first derived die.
+
+    ``required``: the world requires provable dice. Then a die with neither physical values nor an
     open session is refused (:class:`~bridge.errors.Forbidden`, field ``dice_session``). A
-    physical value outside ``1..faces`` is refused naming ``physical[i]`` and the range.
-    Every die is kept in :attr:`draws` (faces and source), parallel to the recorded values.
+    physical value outside ``1..faces`` is refused, naming ``physical[i]`` and the range. Every
+    die is kept in :attr:`draws` (faces and source), parallel to the recorded values.
     """
 
     def __init__(self, *, world_id: str, seq: Callable[[], int], client_seed: str | None,
@@ -144,8 +155,10 @@ class TableDice:
         return value
 
     def check_all_used(self) -> None:
-        """After the decision: raise :class:`~bridge.errors.BadMessage` (field ``physical``)
-        when physical values were given that no die used."""
+        """After the decision: raise if physical values were given that no die used.
+
+        Raises :class:`~bridge.errors.BadMessage` (field ``physical``).
+        """
         if self._physical is not None and len(self._physical) != len(self.draws):
             raise BadMessage(N_("physical: %(given)s physical dice given, but this roll used %(used)s"),
                              {"given": len(self._physical), "used": len(self.draws)}, field="physical")

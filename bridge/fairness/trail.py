@@ -1,10 +1,13 @@
-"""Reading dice out of an audit trail: recompute every die of a revealed dice session from the
-trail and the revealed seed alone, and count physical dice and GM overrides per session.
+"""Reading dice out of an audit trail.
 
-Pure: it takes decoded :class:`~bridge.audit.AuditRecord` values (any object with their fields),
-from the store or from an exported trail (:func:`records_of_export`: the one place that reads
-the export format, ``audit export --format jsonl`` today). ``fate-bridge audit verify`` runs :func:`check_dice` on every world
-(``bridge.audit.verify_world``); the ``/verify`` page does the same in a browser.
+It recomputes every die of a revealed dice session from the trail and the revealed seed alone.
+It counts physical dice and GM overrides per session.
+
+Pure: it takes decoded :class:`~bridge.audit.AuditRecord` values, or any object with their
+fields. They come from the store or from an exported trail. :func:`records_of_export` is the one
+place that reads the export format, today ``audit export --format jsonl``. ``fate-bridge audit
+verify`` runs :func:`check_dice` on every world (``bridge.audit.verify_world``). The ``/verify``
+page does the same in a browser.
 """
 
 from __future__ import annotations
@@ -25,8 +28,7 @@ START, END, OVERRIDE = "dice_session_start", "dice_session_end", "gm_override"
 
 @dataclass(slots=True)
 class DiceSession:
-    """One dice session as the trail shows it: where it was committed and revealed, and what it
-    holds."""
+    """One dice session as the trail shows it: where it was committed and revealed, what it holds."""
 
     session_id: str
     commitment: str | None = None
@@ -40,8 +42,11 @@ class DiceSession:
 
 @dataclass(slots=True)
 class DiceCheck:
-    """The dice of one world's trail: its sessions by id, ``problems`` as ``(seq, sentence)``
-    (each names its record) and ``notes`` (dice that cannot be checked yet)."""
+    """The dice of one world's trail.
+
+    Its sessions by id. ``problems`` as ``(seq, sentence)``, each naming its record. ``notes``: dice
+    that cannot be checked yet.
+    """
 
     sessions: dict[str, DiceSession] = field(default_factory=dict)
     problems: list[tuple[int, str]] = field(default_factory=list)
@@ -55,15 +60,22 @@ def _json(raw: Any) -> dict[str, Any]:
 
 
 def check_dice(records: Iterable[Any]) -> DiceCheck:
-    """Check the dice of one world's records (in ``seq`` order).
+    """Check the dice of one world's records, in ``seq`` order.
 
-    For each revealed session: the revealed seed must hash to the commitment its start record
-    posted (else a problem at the start record), and every ``fair`` die of every record in the
-    session must equal the die derived from the seed, the request's ``client_seed`` and the
-    record's place (else a problem naming the record and the die); a die marked ``secret`` inside a
-    session cannot be (every die of an open session is derived or physical). Fair dice of a session not yet
-    revealed are noted, not failed; so is each revealed session's count of recomputed dice. Records whose ``dice`` and ``draws`` disagree in length, or
-    whose fair dice name no committed session, are problems."""
+    For each revealed session:
+
+    - The revealed seed must hash to the commitment its start record posted. Else: a problem at the
+      start record.
+    - Every ``fair`` die of every record in the session must equal the die derived from the seed,
+      the request's ``client_seed`` and the record's place. Else: a problem naming the record and
+      the die.
+    - A die marked ``secret`` inside a session is a problem. Every die of an open session is
+      derived or physical.
+
+    Fair dice of a session not yet revealed are noted, not failed. So is each revealed session's
+    count of recomputed dice. Records whose ``dice`` and ``draws`` differ in length are problems.
+    So are records whose fair dice name no committed session.
+    """
     check = DiceCheck()
     records = list(records)
 
@@ -152,8 +164,10 @@ def check_dice(records: Iterable[Any]) -> DiceCheck:
 
 
 def overrides_per_session(records: Iterable[Any]) -> dict[str | None, int]:
-    """How many GM overrides each dice session holds (key None: outside any session), from a
-    world's audit records; refused overrides do not count. For ``audit report``."""
+    """How many GM overrides each dice session holds, from a world's audit records. For ``audit report``.
+
+    Key None: outside any session. Refused overrides do not count.
+    """
     counts: dict[str | None, int] = {}
     for record in records:
         if record.type == OVERRIDE and record.ok:
@@ -172,16 +186,19 @@ def physical_per_session(records: Iterable[Any]) -> dict[str | None, int]:
 
 
 class _ExportLine(msgspec.Struct):
-    """One line of an exported trail, as read here: its record (the line's other fields are skipped)."""
+    """One line of an exported trail, as read here: its record. The line's other fields are skipped."""
 
     record: AuditRecord
 
 
 def records_of_export(text: str) -> list[Any]:
-    """Decoded audit records of an exported trail (``fate-bridge audit export --format jsonl``:
-    one ``{"record": {...}, ...}`` per line), oldest first. The one reader of the export format,
-    so a new one (the signed trail file, :mod:`bridge.trail_file`) is read here. Raises
-    ``ValueError`` naming the line for a line that is not a record."""
+    """Decoded audit records of an exported trail, oldest first.
+
+    The trail is ``fate-bridge audit export --format jsonl``: one ``{"record": {...}, ...}`` per
+    line. This is the one reader of the export format. So a new format, the signed trail file
+    (:mod:`bridge.trail_file`), is read here. Raises ``ValueError`` naming the line for a line that
+    is not a record.
+    """
     decoder = msgspec.json.Decoder(_ExportLine)
     records = []
     for number, line in enumerate(text.splitlines(), 1):

@@ -1,20 +1,27 @@
-"""The bridge's store, split by job: ``base`` (the :class:`Store` protocol every backend provides
-and the values it speaks), ``schema`` (the SQLite file's migrations and codecs), ``memory`` (a
-world's state held in memory, which decisions run on), ``writer`` (the batch writer both backends
-share: loading worlds, the group commit, one transaction per batch, the lease refusal),
-``sqlite`` (the embedded backend's part: the file's connections, batches on the event loop,
-the tails), ``admin`` (the ``world`` commands' access: the worlds and invite rows on one
-connection, without the store), ``blobs`` (stored blobs as zstd frames, with the installed rulesets' dictionaries),
-``worlds`` (registered worlds; their values, with the invite codes', in ``world_values``), ``invites`` (invite codes and registration requests), ``audit_rows`` (the audit trail's rows, checkpoints and
-verification), ``readonly`` (a database opened read-only), ``sqlite_file`` (the SQLite file
-opened for the ``world`` commands, read-only, backed up, restored, checked) and ``postgres`` (the PostgreSQL backend's part, with
-per-world leases for many processes). Neither backend derives from the other; ``backends`` maps a
-``--db`` to its backend's module, which the shells ask (:func:`backend_of`, :func:`open_store`).
+"""The bridge's store, split by job.
 
-The shell imports the protocol and its values from here, each loaded when first asked for (the
-SQLite backend's ``SQLiteStore``, ``MIGRATIONS``, ``SCHEMA_VERSION`` too): code that needs the
-protocol alone (the session) imports no SQLite, and the ``world`` commands (``admin``) import
-neither the protocol's wire messages nor the decision's record.
+- ``base``: the :class:`Store` protocol every backend provides, and its values.
+- ``schema``: the SQLite file's migrations and codecs.
+- ``memory``: a world's state in memory; decisions run on it.
+- ``writer``: the batch writer both backends share. It loads worlds, group-commits,
+  runs one transaction per batch and refuses without the lease.
+- ``sqlite``: the embedded backend's part: connections, batches on the event loop, tails.
+- ``admin``: the ``world`` commands' access. Worlds and invite rows on one connection, no store.
+- ``blobs``: stored blobs as zstd frames, with the installed rulesets' dictionaries.
+- ``worlds``: registered worlds. Their values, and the invite codes', are in ``world_values``.
+- ``invites``: invite codes and registration requests.
+- ``audit_rows``: the audit trail's rows, checkpoints and verification.
+- ``readonly``: a database opened read-only.
+- ``sqlite_file``: the SQLite file for the ``world`` commands: read-only, backup, restore, check.
+- ``postgres``: the PostgreSQL backend's part, with per-world leases for many processes.
+
+Neither backend derives from the other. ``backends`` maps a ``--db`` to its backend's module;
+the shells ask it (:func:`backend_of`, :func:`open_store`).
+
+The shell imports the protocol and its values from here. Each is loaded on first use, the
+SQLite names (``SQLiteStore``, ``MIGRATIONS``, ``SCHEMA_VERSION``) too. So the session, which
+needs only the protocol, imports no SQLite. The ``world`` commands (``admin``) import neither
+the wire messages nor the decision's record.
 """
 
 from __future__ import annotations

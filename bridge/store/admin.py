@@ -1,14 +1,15 @@
-"""The ``world`` commands' access to a database (:class:`~bridge.store.base.WorldAdmin`): the
-tables of worlds, invite codes and registration requests on one connection of the command's own,
-each call one transaction on it, in the calling thread.
+"""The ``world`` commands' access to a database (:class:`~bridge.store.base.WorldAdmin`).
 
-The SQL is the stores' own (:class:`~bridge.store.worlds.WorldRows`,
-:class:`~bridge.store.invites.InviteRows`, which a store runs on its writer thread); a backend
-gives the connection, how a transaction is opened on it and which errors are storage failing.
-So a command that registers a world, changes its token or lists the worlds imports neither the
-store (its threads, event loop, world cache, audit chain, the rulesets) nor asyncio, and writes
-the same rows a store would; beside a running ``serve`` the server reads them (its open links
-follow a changed credential, bridge/link_guard.py).
+It holds the worlds, invite codes and registration requests on the command's own connection.
+Each call is one transaction on it, in the calling thread.
+
+The SQL is the stores' own: :class:`~bridge.store.worlds.WorldRows` and
+:class:`~bridge.store.invites.InviteRows`, which a store runs on its writer thread. A backend
+gives the connection, how to open a transaction and which errors mean storage is failing.
+
+So a command that registers a world, changes its token or lists worlds imports no store and no
+asyncio. It writes the same rows a store would. A running ``serve`` reads them; its open links
+follow a changed credential (bridge/link_guard.py).
 """
 
 from __future__ import annotations
@@ -25,8 +26,10 @@ T = TypeVar("T")
 
 
 class _Tables(WorldRows, InviteRows):
-    """The stores' world and invite rows on ``conn``, each change one transaction opened by
-    ``transaction(work)``."""
+    """The stores' world and invite rows on ``conn``.
+
+    Each change is one transaction, opened by ``transaction(work)``.
+    """
 
     def __init__(self, conn: Any, transaction: Callable[[Callable[[Any], Any]], Any]) -> None:
         self._conn = conn
@@ -37,10 +40,12 @@ class _Tables(WorldRows, InviteRows):
 
 
 class Admin:
-    """:class:`~bridge.store.base.WorldAdmin` on the connection ``conn`` (closed by
-    :meth:`close`): ``transaction(work)`` runs ``work(conn)`` in one transaction, committed if it
-    returns; ``fault(exc)`` names the storage failure ``exc`` is (a reason of
-    :data:`bridge.store.health.REASONS`), or None for any other error, raised as it is."""
+    """:class:`~bridge.store.base.WorldAdmin` on the connection ``conn``, closed by :meth:`close`.
+
+    ``transaction(work)`` runs ``work(conn)`` in one transaction, committed if it returns.
+    ``fault(exc)`` names the storage failure ``exc`` is, a reason of
+    :data:`bridge.store.health.REASONS`. It returns None for any other error, which is re-raised.
+    """
 
     def __init__(self, conn: Any, transaction: Callable[[Callable[[Any], Any]], Any],
                  fault: Callable[[Exception], str | None]) -> None:

@@ -1,8 +1,8 @@
-"""The SQLite store's audit trail: appending chained records, signed checkpoints, listing and
-verifying them (the chain itself is :mod:`bridge.audit`, pure).
+"""The SQLite store's audit trail: appending chained records, signed checkpoints, listing, verifying.
 
-A mixin of :class:`~bridge.store.sqlite.SQLiteStore`: its ``*_sync`` methods run on the store's
-writer thread; the async ones are the :class:`~bridge.store.base.Store` methods.
+The chain itself is :mod:`bridge.audit`, pure. This is a mixin of
+:class:`~bridge.store.sqlite.SQLiteStore`. Its ``*_sync`` methods run on the store's writer
+thread; the async ones are the :class:`~bridge.store.base.Store` methods.
 """
 
 from __future__ import annotations
@@ -46,16 +46,20 @@ _INSERT_HEAD = ("INSERT INTO heads (world_id, seq, hash, state_digest, public_ke
 
 
 class Executes(Protocol):
-    """A connection as the shared SQL uses it (``?`` placeholders): sqlite3's, or PostgreSQL's
-    through bridge/store/postgres.py's ``_PgConnection``."""
+    """A connection as the shared SQL uses it (``?`` placeholders).
+
+    sqlite3's, or PostgreSQL's through bridge/store/postgres.py's ``_PgConnection``.
+    """
 
     def execute(self, sql: str, params: Any = ..., /) -> Any: ...
 
 
 class Sealed(msgspec.Struct, frozen=True):
-    """An audit record made ready for its batch (:meth:`AuditRows._seal`): its world ``seq``, its
-    chain ``hash``, the ``audit`` row to insert, the ``checkpoints`` row and the signed ``heads``
-    row (None: none due)."""
+    """An audit record made ready for its batch (:meth:`AuditRows._seal`).
+
+    It holds its world ``seq``, its chain ``hash`` and the ``audit`` row to insert. It also holds the
+    ``checkpoints`` row and the signed ``heads`` row; None when none is due.
+    """
 
     seq: int
     hash: str
@@ -83,15 +87,21 @@ class AuditRows:
 
     def _seal(self, world_id: str, entry: AuditEntry, ts: str, head: tuple[int, str],
               window: list[bytes]) -> Sealed:
-        """The receipt hook: ``entry``, decided at UTC time ``ts``, made the world's next record
-        after ``head`` (the seq and hash of its last record): its seq, canonical bytes and chain
-        hash are known here, before the batch holding it is committed (its reply is sent after).
-        Pure (no SQL): returns the row to insert, and the signed checkpoint row when the record is
-        a multiple of ``CHECKPOINT_EVERY`` and the store has an audit key (a version 2 head with
-        a signing key). ``window``: the :func:`~bridge.heads.stored_hash` of each record of this
-        record's :func:`~bridge.heads.stored_range` before it (the world's ``WorldCache.window``),
-        to which this record's is added (emptied after a multiple of ``CHECKPOINT_EVERY``): the
-        head seals the frames the batch writes without reading them back."""
+        """The receipt hook: make ``entry``, decided at UTC time ``ts``, the world's next record after ``head``.
+
+        ``head`` is the seq and hash of the world's last record. The new record's seq, canonical bytes
+        and chain hash are known here, before its batch is committed. Its reply is sent after. Pure (no
+        SQL).
+
+        Returns the row to insert. It also returns the signed checkpoint row when the record is a
+        multiple of ``CHECKPOINT_EVERY`` and the store has an audit key. With a signing key, that is a
+        version 2 head.
+
+        ``window`` is the world's ``WorldCache.window``: the :func:`~bridge.heads.stored_hash` of each
+        record of this record's :func:`~bridge.heads.stored_range` before it. This record's hash is
+        added to it, and it is emptied after a multiple of ``CHECKPOINT_EVERY``. So the head seals the
+        frames the batch writes without reading them back.
+        """
         seq, prev_hash = head[0] + 1, head[1]
         record = AuditRecord(
             world_id=world_id,
@@ -133,10 +143,12 @@ class AuditRows:
         return Sealed(seq, record_hash, row, checkpoint, head_row)
 
     def _write_sealed(self, conn: sqlite3.Connection, sealed: list[Sealed]) -> None:
-        """Insert a batch's sealed records, their checkpoints and signed heads (inside the batch's
-        transaction). A record whose (world, seq) is in the table written already (another
-        process wrote the world and its row is not folded yet; a folded one the batch's
-        ``_check_heads`` finds) raises ``sqlite3.IntegrityError``, failing the batch."""
+        """Insert a batch's sealed records, their checkpoints and signed heads, inside its transaction.
+
+        A record whose (world, seq) is in the table already raises ``sqlite3.IntegrityError``, failing
+        the batch. Another process wrote the world, and its row is not folded yet. A folded one is
+        found by the batch's ``_check_heads``.
+        """
         conn.executemany(self._insert_audit, [s.row for s in sealed])
         checkpoints = [s.checkpoint for s in sealed if s.checkpoint is not None]
         if checkpoints:
@@ -146,9 +158,11 @@ class AuditRows:
             conn.executemany(_INSERT_HEAD, heads)
 
     def _append_audit(self, conn: sqlite3.Connection, world_id: str, entry: AuditEntry, ts: str) -> tuple[int, str]:
-        """Append ``entry`` to the world's chain straight in the file, inside the caller's
-        transaction (``audit new-key``'s key change: no world is loaded in memory then); returns
-        the record's seq and chain hash."""
+        """Append ``entry`` to the world's chain straight in the file, inside the caller's transaction.
+
+        For ``audit new-key``'s key change: no world is loaded in memory then. Returns the record's seq
+        and chain hash.
+        """
         head = conn.execute("SELECT seq, hash FROM audit WHERE world_id = ? ORDER BY seq DESC LIMIT 1",
                             (world_id,)).fetchone()
         head = (head[0], head[1]) if head else (0, audit.GENESIS_HASH)
@@ -158,9 +172,11 @@ class AuditRows:
 
     def _checkpoint(self, conn: sqlite3.Connection, world_id: str, seq: int, record_hash: str,
                     digest: str | None = None) -> None:
-        """Sign the world's chain at record ``seq``: an HMAC checkpoint (with an HMAC key) and an
-        Ed25519 head (with the signing key; ``digest`` seals the state after that record, and the
-        head the stored bytes of its range, read from the rows)."""
+        """Sign the world's chain at record ``seq``.
+
+        With an HMAC key, an HMAC checkpoint. With the signing key, an Ed25519 head. ``digest`` seals the
+        state after that record. The head seals the stored bytes of its range, read from the rows.
+        """
         now = utc_now()
         if self.audit_key is not None:
             mac = audit.checkpoint_mac(self.audit_key, world_id, seq, record_hash)
@@ -171,11 +187,13 @@ class AuditRows:
             conn.execute(_INSERT_HEAD, (world_id, seq, record_hash, digest, head.public_key, head.sig, now, stored))
 
     def _checkpoint_heads_sync(self) -> None:
-        """Sign each world's latest record with the digest of its state (a clean stop), so the
-        tail of the chain is covered and the next start can check the state cheaply: each world
-        this process loaded (its state checked against its chain, ``_state_guard``) and decided in
-        since its last such head. A world it never loaded, or refused, is not signed: a digest of
-        state nobody checked would seal an offline edit as the bridge's."""
+        """At a clean stop, sign each world's latest record with the digest of its state.
+
+        So the tail of the chain is covered, and the next start can check the state cheaply. Signed are
+        the worlds this process loaded (state checked against chain, ``_state_guard``) and decided in
+        since their last such head. A world it never loaded, or refused, is not signed. A digest of
+        state nobody checked would seal an offline edit as the bridge's.
+        """
         if (self.audit_key is None and self.signing_key is None) or self._conn is None:
             return
 
@@ -195,9 +213,10 @@ class AuditRows:
         self._transaction(work)
 
     def _closing_worlds(self, conn: sqlite3.Connection, checked: list[str]) -> list[str]:
-        """Of the worlds this process ``checked`` (their state against their chain), those whose
-        chains :meth:`_checkpoint_heads_sync` signs at close: all of them; a backend shared by
-        several processes narrows it to its own."""
+        """Of the worlds this process ``checked``, those :meth:`_checkpoint_heads_sync` signs at close.
+
+        Here, all of them. A backend shared by several processes narrows it to its own.
+        """
         return checked
 
     def _event_record(self, conn: sqlite3.Connection, world_id: str,
@@ -208,13 +227,15 @@ class AuditRows:
         return (row[0], row[1]) if row else (None, None)
 
     def _holds_decision(self, conn: sqlite3.Connection, world_id: str, target: str) -> bool:
-        """Whether ``world_id``'s trail holds a decision that passed and that ``target`` names: by
-        its ``event_id`` (its record, through the index on (world_id, event_id); or an older
-        bridge's ``events`` row whose reply is not an ``error``) or by the ChatMessage its record's
-        columns link (``summary.message_id``). The last reads the world's records newest first
-        until one matches: every record for a target the world does not hold (~12 µs a record:
-        ~0.12 s for 10,000 on SQLite; an override is a GM's rare act, and recent decisions are the
-        ones overridden)."""
+        """Whether ``world_id``'s trail holds a passed decision that ``target`` names.
+
+        ``target`` may be its ``event_id``. That finds its record through the index on (world_id,
+        event_id), or an older bridge's ``events`` row whose reply is not an ``error``. ``target`` may
+        also be the ChatMessage its record's columns link (``summary.message_id``). That reads the
+        world's records newest first until one matches. For a target the world does not hold, it reads
+        every record: ~12 µs each, ~0.12 s for 10,000 on SQLite. That is fine: an override is a GM's
+        rare act, and recent decisions are the ones overridden.
+        """
         for (record,) in conn.execute("SELECT record FROM audit WHERE world_id = ? AND event_id = ?",
                                       (world_id, target)):
             if _passed(record):
@@ -229,17 +250,21 @@ class AuditRows:
         return False
 
     def _state_guard(self, conn: sqlite3.Connection, world_id: str, *, sealed: bool, stale_seal: bool) -> None:
-        """Refuse to serve a world whose state rows differ from what its chain produces; checked
-        once per world per process (its first decision or query). ``sealed``: the rows are the
-        ones the last batch writing them sealed (:mod:`bridge.store.seal`): nothing more
-        to check. Else cheap after a clean stop: the digest of the stored state against the one
-        the last signed head sealed; else (a crash before any seal, a seal by another key) the
-        state is derived from the whole chain. ``stale_seal``: a seal is stored but does not match
-        (rows edited, or another key's seal), so the world is checked even before its chain's
-        first signed head; a trail with neither (an older bridge's) is not checked here (``audit
-        verify`` is).
+        """Refuse to serve a world whose state rows differ from what its chain produces.
 
-        Raises :class:`~bridge.errors.WorldStateMismatch` naming the repair command."""
+        Checked once per world per process, at its first decision or query.
+
+        - ``sealed``: the rows are the ones the last batch writing them sealed
+          (:mod:`bridge.store.seal`). Nothing more to check.
+        - Else, after a clean stop, it is cheap: the digest of the stored state against the one the
+          last signed head sealed.
+        - Else the state is derived from the whole chain: a crash before any seal, a seal by another key.
+        - ``stale_seal``: a seal is stored but does not match (rows edited, or another key's seal). Then
+          the world is checked even before its chain's first signed head.
+        - A trail with neither, an older bridge's, is not checked here; ``audit verify`` checks it.
+
+        Raises :class:`~bridge.errors.WorldStateMismatch` naming the repair command.
+        """
         checked: set[str] = self.__dict__.setdefault("_state_checked", set())
         if world_id in checked or sealed:
             checked.add(world_id)
@@ -260,12 +285,14 @@ class AuditRows:
         checked.add(world_id)
 
     def _key_guard(self, conn: sqlite3.Connection, world_id: str) -> None:
-        """Refuse to serve a world whose latest head is signed by another key than the store's
-        signing key: ``audit new-key`` changed it in another process after this one started
-        (serve checks the key once, at start). Heads this store signed with its old key would
-        read as a swapped key in ``audit verify``. No signing key, or no head: nothing to check.
+        """Refuse to serve a world whose latest head another key than the store's signing key signed.
 
-        Raises :class:`~bridge.errors.SigningKeyChanged` saying to restart serve."""
+        ``audit new-key`` changed it in another process after this one started; serve checks the key
+        once, at start. Heads this store signed with its old key would read as a swapped key in ``audit
+        verify``. No signing key, or no head: nothing to check.
+
+        Raises :class:`~bridge.errors.SigningKeyChanged` saying to restart serve.
+        """
         if self.signing_key is None:
             return
         head = _latest_head(conn, world_id)
@@ -360,8 +387,10 @@ class AuditRows:
         return self._transaction(work)
 
     def _new_key_sync(self, old_key: Ed25519PrivateKey | None, new_key: Ed25519PrivateKey) -> list[str]:
-        """Write a key change record into every world's chain and sign its head with ``new_key``
-        (the store's signing key from then on). Returns the worlds changed."""
+        """Write a key change record into every world's chain and sign its head with ``new_key``.
+
+        ``new_key`` is the store's signing key from then on. Returns the worlds changed.
+        """
         assert self._conn is not None
         change = KeyChange(old_public_key=None if old_key is None else public_key_text(old_key.public_key()),
                            new_public_key=public_key_text(new_key.public_key()))
@@ -406,9 +435,11 @@ class AuditRows:
         return chain_hashes(self._conn, world_id, seqs)
 
     async def audit_hashes(self, world_id: str, seqs: list[int], *, registered: bool = False) -> dict[int, str]:
-        """The chain hash of each of ``world_id``'s records whose ``seq`` is in ``seqs`` (absent
-        seqs are left out). With ``registered``, raises WorldNotRegistered for a removed world
-        (a forwarder's query)."""
+        """The chain hash of each of ``world_id``'s records whose ``seq`` is in ``seqs``.
+
+        Absent seqs are left out. With ``registered``, raises WorldNotRegistered for a removed world
+        (a forwarder's query).
+        """
         return await self._run(self._audit_hashes_sync, world_id, seqs, registered)
 
     async def audit_rows(self, where: AuditFilter) -> list[AuditRow]:
@@ -426,14 +457,19 @@ class AuditRows:
         return await self._run(self._verify_sync, world_id, key, public_key, progress)
 
     async def repair(self, world_id: str, public_key: Ed25519PublicKey | None = None) -> audit.WorldReport:
-        """Rebuild ``world_id``'s state (records, stored replies, settings, counter) from its chain
-        and sign a head sealing it; nothing is written when the chain itself fails (the report
-        says why). Needs the signing key for the head the bridge checks at load."""
+        """Rebuild ``world_id``'s state from its chain and sign a head sealing it.
+
+        The state is records, stored replies, settings and counter. Nothing is written when the chain
+        itself fails; the report says why. Needs the signing key for the head the bridge checks at load.
+        """
         return await self._run(self._repair_sync, world_id, public_key)
 
     async def new_key(self, old_key: Ed25519PrivateKey | None, new_key: Ed25519PrivateKey) -> list[str]:
-        """Start signing with ``new_key``: a ``key_change`` record (old and new public keys) in
-        every world's chain, each head signed by the new key. Returns the worlds changed."""
+        """Start signing with ``new_key``.
+
+        Writes a ``key_change`` record (old and new public keys) in every world's chain, each head
+        signed by the new key. Returns the worlds changed.
+        """
         return await self._run(self._new_key_sync, old_key, new_key)
 
 
@@ -452,8 +488,11 @@ class _Link(msgspec.Struct):
 
 
 class _Passed(msgspec.Struct):
-    """What :meth:`AuditRows._holds_decision` reads of a record: whether it passed, and the
-    ChatMessage its columns link (the rest of the record is skipped, not decoded)."""
+    """What :meth:`AuditRows._holds_decision` reads of a record.
+
+    Whether it passed, and the ChatMessage its columns link. The rest of the record is skipped, not
+    decoded.
+    """
 
     ok: bool
     summary: _Link
@@ -468,9 +507,11 @@ _tagged_decoder = msgspec.json.Decoder(_Tagged)
 
 
 def _passed(stored: bytes, *, message_id: str | None = None) -> bool:
-    """Whether the stored record ``stored`` is of a decision that passed (and, when
-    ``message_id`` is given, whose columns link that ChatMessage). A record too damaged to read
-    (``audit verify`` reports it) holds no decision."""
+    """Whether the stored record ``stored`` is of a decision that passed.
+
+    With ``message_id``, its columns must also link that ChatMessage. A record too damaged to read
+    holds no decision; ``audit verify`` reports it.
+    """
     try:
         record = _passed_decoder.decode(unpack(stored))
     except msgspec.MsgspecError:
@@ -487,10 +528,12 @@ def _reply_type(reply: bytes) -> str:
 
 
 def row_summary(stored: bytes | str, record: bytes) -> wire.AuditColumns:
-    """An audit row's summary (what ``audit list`` and the audit window show) from its ``summary``
-    column and its record's JSON: rows of older bridges kept a copy in the column; later
-    rows leave it empty and the record's own is read. A record too damaged to read (``audit
-    verify`` reports it) is listed with the outcome ``unreadable``."""
+    """An audit row's summary, as ``audit list`` and the audit window show it.
+
+    It comes from the row's ``summary`` column and its record's JSON. Rows of older bridges kept a
+    copy in the column. Later rows leave it empty, and the record's own is read. A record too
+    damaged to read is listed with the outcome ``unreadable``; ``audit verify`` reports it.
+    """
     copy = unpack(stored)
     if copy:
         return _summary_decoder.decode(copy)
@@ -515,9 +558,11 @@ def _tables(conn: Executes) -> set[str]:
 
 
 def _chain_tails(conn: sqlite3.Connection, world_ids: list[str]) -> list[tuple[str, int, str]]:
-    """Each of ``world_ids``' last record: (world_id, seq, hash). World by world, each by the index
-    on (world_id, seq): a GROUP BY over SQLite's audit view (audit and audit_tail, read_as_one)
-    would read every row of both tables."""
+    """Each of ``world_ids``' last record: (world_id, seq, hash).
+
+    Read world by world, each by the index on (world_id, seq). A GROUP BY over SQLite's audit view
+    (audit and audit_tail, read_as_one) would read every row of both tables.
+    """
     tails = []
     for world_id in world_ids:
         row = conn.execute("SELECT seq, hash FROM audit WHERE world_id = ? ORDER BY seq DESC LIMIT 1",
@@ -541,13 +586,15 @@ def heads_of(conn: sqlite3.Connection, world_id: str, latest: bool = False) -> l
 
 
 def stored_bytes(value: bytes | bytearray | memoryview | str) -> bytes:
-    """A blob column's value as the bytes it holds (TEXT, after a hand edit, as UTF-8)."""
+    """A blob column's value as the bytes it holds; TEXT, after a hand edit, as UTF-8."""
     return value.encode() if isinstance(value, str) else bytes(value)
 
 
 def stored_hashes(conn: sqlite3.Connection, world_id: str, seqs: range) -> list[bytes]:
-    """The :func:`~bridge.heads.stored_hash` of the stored record of each of ``world_id``'s
-    records in ``seqs``, in seq order (a version 2 head's inputs, read from the rows)."""
+    """The :func:`~bridge.heads.stored_hash` of each of ``world_id``'s stored records in ``seqs``.
+
+    In seq order. These are a version 2 head's inputs, read from the rows.
+    """
     if not seqs:
         return []
     # sorted here: an ORDER BY over SQLite's audit view (read_as_one) runs as a co-routine
@@ -557,9 +604,11 @@ def stored_hashes(conn: sqlite3.Connection, world_id: str, seqs: range) -> list[
 
 
 def window_hashes(conn: sqlite3.Connection, world_id: str, last_seq: int) -> list[bytes]:
-    """The ``window`` :meth:`AuditRows._seal` takes for the record after ``last_seq``: the stored
-    hashes of the records of its stored range written already (none after a multiple of
-    ``CHECKPOINT_EVERY``)."""
+    """The ``window`` :meth:`AuditRows._seal` takes for the record after ``last_seq``.
+
+    That is the stored hashes of the records of its stored range written already. It is empty
+    after a multiple of ``CHECKPOINT_EVERY``.
+    """
     return stored_hashes(conn, world_id, range(last_seq // CHECKPOINT_EVERY * CHECKPOINT_EVERY + 1, last_seq + 1))
 
 
@@ -569,8 +618,11 @@ def _latest_head(conn: sqlite3.Connection, world_id: str) -> Head | None:
 
 
 def trail_worlds(conn: sqlite3.Connection) -> list[str]:
-    """Every world the database knows of: the registry (removed worlds too), the signed heads,
-    checkpoints, audit rows and state rows; not only the worlds whose audit rows survive."""
+    """Every world the database knows of, not only the worlds whose audit rows survive.
+
+    It reads the registry (removed worlds too), the signed heads, checkpoints, audit rows and state
+    rows.
+    """
     tables = _tables(conn)
     sources = [t for t in ("worlds", "heads", "checkpoints", "audit", "records", "events") if t in tables]
     if not sources:
@@ -579,9 +631,11 @@ def trail_worlds(conn: sqlite3.Connection) -> list[str]:
 
 
 def latest_checkpoints(conn: sqlite3.Connection) -> list[tuple[str, int, str, str]]:
-    """Each world's latest HMAC checkpoint, ``(world_id, seq, hash, mac)``, by world: what tells
-    whether an audit key is the one that signed the database's checkpoints (``serve`` refuses
-    another, ``audit verify`` says so)."""
+    """Each world's latest HMAC checkpoint, ``(world_id, seq, hash, mac)``, by world.
+
+    It tells whether an audit key is the one that signed the database's checkpoints. ``serve``
+    refuses another key; ``audit verify`` says so.
+    """
     if "checkpoints" not in _tables(conn):
         return []
     return [tuple(row) for row in conn.execute(
@@ -602,8 +656,10 @@ def chain_hashes(conn: sqlite3.Connection, world_id: str, seqs: list[int]) -> di
 
 
 def signers(conn: sqlite3.Connection) -> set[str]:
-    """The public keys (text) that signed the worlds' latest heads: the signing key a bridge must
-    hold to go on with this trail (none before the first signed head)."""
+    """The public keys (text) that signed the worlds' latest heads.
+
+    A bridge must hold that signing key to go on with this trail. None before the first signed head.
+    """
     return {head.public_key for world in trail_worlds(conn) for head in heads_of(conn, world, latest=True)}
 
 
@@ -667,10 +723,13 @@ REQUIRED_TABLES = ("worlds", "audit", "checkpoints", "records", "events")
 
 
 def refuse_newer_schema(conn: Executes, label: str, known: int) -> None:
-    """Raise ``ConfigError`` when the database ``label`` (its path or URL, for the message) was
-    written by a newer bridge (``meta.schema_version`` above ``known``, this bridge's schema
-    version for that backend): its rows may not read as this bridge's, and each would be reported
-    changed. The read-only openers call it (a store's migration refuses such a database itself)."""
+    """Raise ``ConfigError`` when a newer bridge wrote the database ``label``.
+
+    ``label`` is its path or URL, for the message. Newer means ``meta.schema_version`` above
+    ``known``, this bridge's schema version for that backend. Its rows may not read as this
+    bridge's, and each would be reported changed. The read-only openers call it; a store's
+    migration refuses such a database itself.
+    """
     if "meta" not in _tables(conn):
         return
     row = conn.execute("SELECT value FROM meta WHERE key = 'schema_version'").fetchone()

@@ -1,11 +1,12 @@
-"""The store backends, one registry: the database a ``--db`` names (a URL, by its scheme; a plain
-path or ``":memory:"``: SQLite's file) -> the module serving it, which opens its store, opens it
-for the ``world`` commands, opens it read-only, holds it for a command, backs it up and restores
-it, and checks it for ``doctor``.
+"""The store backends, one registry: the database a ``--db`` names -> the module serving it.
 
-A backend is one module giving :class:`Backend`'s names, and one :func:`register` line (its URL
-schemes and its module's dotted name). The module is imported when a database of it is first
-used: choosing a backend imports neither psycopg nor the store. The shells ask
+A URL picks its backend by its scheme. A plain path or ``":memory:"`` is SQLite's file. The
+module opens its store, opens it for the ``world`` commands, and opens it read-only. It holds it
+for a command, backs it up and restores it, and checks it for ``doctor``.
+
+A backend is one module giving :class:`Backend`'s names, and one :func:`register` line: its URL
+schemes and its module's dotted name. The module is imported when a database of it is first
+used. So choosing a backend imports neither psycopg nor the store. The shells ask
 :func:`backend_of` and call what it gives; none of them names a backend.
 """
 
@@ -39,8 +40,11 @@ class Copied:
 
 
 class Backend(Protocol):
-    """What a backend's module gives (its functions take the ``--db`` value, a ``Path`` or a
-    URL ``str``). Errors are ``ConfigError`` saying what is wrong and what to do, unless said."""
+    """What a backend's module gives.
+
+    Its functions take the ``--db`` value, a ``Path`` or a URL ``str``. Unless said otherwise,
+    errors are ``ConfigError`` saying what is wrong and what to do.
+    """
 
     NAME: str  # for messages: "SQLite", "PostgreSQL"
     SHARED: bool  # many bridge processes serve one database (serve --reuse-port, the cluster's notices)
@@ -51,14 +55,18 @@ class Backend(Protocol):
         ...
 
     def open_world_admin(self, db: Path | str) -> WorldAdmin:
-        """The ``world`` commands' access to ``db`` (:class:`~bridge.store.base.WorldAdmin`),
-        created or upgraded to this bridge's schema as by :meth:`open_store`, without the store."""
+        """The ``world`` commands' access to ``db`` (:class:`~bridge.store.base.WorldAdmin`), without the store.
+
+        It is created or upgraded to this bridge's schema, as by :meth:`open_store`.
+        """
         ...
 
     def open_readonly(self, db: Path | str) -> ReadOnlyDatabase:
-        """The database opened to be read only (nothing created). Raises
-        ``DatabaseUnreadable`` (bridge/store/audit_rows.py) saying why it cannot be read, or
-        ``ConfigError`` for one a newer bridge wrote."""
+        """The database opened to be read only; nothing is created.
+
+        Raises ``DatabaseUnreadable`` (bridge/store/audit_rows.py) saying why it cannot be read. Raises
+        ``ConfigError`` for one a newer bridge wrote.
+        """
         ...
 
     def exists(self, db: Path | str) -> bool:
@@ -66,9 +74,11 @@ class Backend(Protocol):
         ...
 
     def holding(self, db: Path | str, command: str) -> AbstractContextManager[None]:
-        """Hold ``db`` for ``command`` (``serve``, or a command of ``bridge.startup._WHEN_HELD``)
-        while inside: refused with ``ConfigError``, naming the holder, while another process holds
-        it against that command."""
+        """Hold ``db`` for ``command`` while inside.
+
+        ``command`` is ``serve`` or a command of ``bridge.startup._WHEN_HELD``. Refused with
+        ``ConfigError``, naming the holder, while another process holds it against that command.
+        """
         ...
 
     def backup(self, db: Path | str, dest: Path, *, overwrite: bool) -> Copied:
@@ -76,14 +86,18 @@ class Backend(Protocol):
         ...
 
     def restore(self, source: Path, db: Path | str) -> tuple[Copied, Path | None]:
-        """Put the backup ``source`` in ``db``'s place; the replaced database is kept at the path
-        returned second (None: there was none)."""
+        """Put the backup ``source`` in ``db``'s place.
+
+        The replaced database is kept at the path returned second; None when there was none.
+        """
         ...
 
     def inspect(self, db: Path | str) -> tuple[list[Finding], ReadOnlyDatabase | None]:
-        """``doctor``'s checks of the database (reachable, schema version, and what else the
-        backend can tell), and the database opened read-only for the checks that follow (None
-        when it cannot be read); the caller closes it."""
+        """``doctor``'s checks of the database, and the database opened read-only.
+
+        The checks: reachable, schema version, and what else the backend can tell. The read-only
+        database is for the checks that follow; None when it cannot be read. The caller closes it.
+        """
         ...
 
 
@@ -92,9 +106,11 @@ _MODULES: dict[str, str] = {}  # URL scheme -> the module of its backend
 
 
 def register(schemes: tuple[str, ...], module: str) -> None:
-    """Serve the databases whose URLs have one of ``schemes`` (``"postgresql"`` for
-    ``postgresql://...``) with the backend ``module`` (a dotted name, imported on first use).
-    Raises ``ValueError`` for a scheme registered already."""
+    """Serve the databases whose URLs have one of ``schemes`` with the backend ``module``.
+
+    A scheme is e.g. ``"postgresql"`` for ``postgresql://...``. ``module`` is a dotted name,
+    imported on first use. Raises ``ValueError`` for a scheme registered already.
+    """
     for scheme in schemes:
         if scheme in _MODULES:
             raise ValueError(f"the scheme {scheme!r} is served by {_MODULES[scheme]} already")
@@ -118,10 +134,12 @@ def backend_of(db: Path | str) -> Backend:
 
 async def open_store(db: Path | str, *, audit_key: bytes | None = None,
                      signing_key: Ed25519PrivateKey | None = None, max_worlds: int | None = None) -> Store:
-    """Open the store ``db`` names (:func:`backend_of`); ``audit_key``/``signing_key`` as the
-    backend's ``open_store`` takes them; ``max_worlds``: how many worlds it holds in memory at most
-    (``serve --max-worlds-in-memory``; None: ``bridge.store.writer.MAX_WORLDS_IN_MEMORY``).
-    Raises ``ConfigError``."""
+    """Open the store ``db`` names (:func:`backend_of`). Raises ``ConfigError``.
+
+    ``audit_key`` and ``signing_key`` are as the backend's ``open_store`` takes them. ``max_worlds``
+    is how many worlds it holds in memory at most (``serve --max-worlds-in-memory``). None means
+    ``bridge.store.writer.MAX_WORLDS_IN_MEMORY``.
+    """
     store = await backend_of(db).open_store(db, audit_key=audit_key, signing_key=signing_key)
     if max_worlds is not None:
         store.max_worlds = max_worlds

@@ -1,9 +1,11 @@
-"""What every store backend provides: the :class:`Store` protocol the shell calls, and the plain
-values it takes and returns (decisions, audit rows and filters; worlds, invite codes and
-registrations from :mod:`bridge.store.world_values`), and the ``world`` commands' :class:`WorldAdmin`.
+"""What every store backend provides.
 
-Pure declarations: no SQL, no threads. ``bridge/store/sqlite.py`` is the embedded backend,
-``bridge/store/postgres.py`` the same on PostgreSQL (many processes; docs/deploy.md).
+That is the :class:`Store` protocol the shell calls, and the plain values it takes and returns:
+decisions, audit rows and filters. Worlds, invite codes and registrations come from
+:mod:`bridge.store.world_values`. It also gives the ``world`` commands' :class:`WorldAdmin`.
+
+Pure declarations: no SQL, no threads. ``bridge/store/sqlite.py`` is the embedded backend.
+``bridge/store/postgres.py`` is the same on PostgreSQL, for many processes (docs/deploy.md).
 """
 
 from __future__ import annotations
@@ -29,14 +31,18 @@ T = TypeVar("T")
 
 
 class Decided(msgspec.Struct, frozen=True):
-    """The outcome of :meth:`Store.decide`: the reply frame, whether it was replayed from a
-    repeated ``event_id`` (nothing ran), and, when replayed, whether the repeat carried a
-    different request than the one first decided (``other_request``: the event_id was reused).
-    ``kept``: the decision's own :attr:`Decision.kept` when it ran (None when replayed).
-    ``seq``/``record_hash``: the number and chain hash of the audit record holding the decision
-    (also on a replay, when the trail holds it; None when not audited): what its receipt signs.
-    ``receipt``: that record's receipt, signed with its committed batch when the store has a
-    signing key (bridge/receipts.py, :func:`~bridge.receipts.with_receipts`; None otherwise)."""
+    """The outcome of :meth:`Store.decide`.
+
+    - ``frame``: the reply frame.
+    - ``replayed``: it was replayed from a repeated ``event_id``; nothing ran.
+    - ``other_request``: on a replay, the repeat carried another request than the one first decided.
+      The event_id was reused.
+    - ``kept``: the decision's own :attr:`Decision.kept` when it ran; None when replayed.
+    - ``seq``, ``record_hash``: the number and chain hash of the audit record holding the decision.
+      Also set on a replay, when the trail holds it; None when not audited. Its receipt signs them.
+    - ``receipt``: that record's receipt, signed with its committed batch when the store has a
+      signing key (bridge/receipts.py, :func:`~bridge.receipts.with_receipts`). None otherwise.
+    """
 
     reply: bytes
     replayed: bool
@@ -54,9 +60,11 @@ class Decided(msgspec.Struct, frozen=True):
 
 @dataclass(frozen=True, slots=True)
 class AuditFilter:
-    """Filters of ``audit list``/``export`` and ``audit_query``; None = any. ``since`` is
-    inclusive, ``until`` exclusive, each written as the trail writes a record's time
-    (:func:`bridge.times.trail_time`), which the store compares as text."""
+    """Filters of ``audit list``/``export`` and ``audit_query``; None = any.
+
+    ``since`` is inclusive, ``until`` exclusive. Each is written as the trail writes a record's time
+    (:func:`bridge.times.trail_time`); the store compares them as text.
+    """
 
     world_id: str | None = None
     actor_id: str | None = None
@@ -92,22 +100,28 @@ memory (:mod:`bridge.store.memory`); nothing it does touches the database."""
 
 
 class TrailReader(Protocol):
-    """What reads and checks a database's audit trails: a :class:`Store`, and a database opened
-    read-only (``Backend.open_readonly``: nothing created or written), which ``audit verify``
-    checks through these."""
+    """What reads and checks a database's audit trails; ``audit verify`` checks through these.
+
+    A :class:`Store` is one. So is a database opened read-only (``Backend.open_readonly``), with
+    nothing created or written.
+    """
 
     async def audit_hashes(self, world_id: str, seqs: list[int], *, registered: bool = False) -> dict[int, str]:
-        """``seq`` -> chain hash of the world's records among ``seqs`` (missing ones left out), for
-        the receipts check; ``registered``: raise WorldNotRegistered for a removed world."""
+        """``seq`` -> chain hash of the world's records among ``seqs``, for the receipts check.
+
+        Missing ones are left out. ``registered``: raise WorldNotRegistered for a removed world.
+        """
         ...
 
     async def verify(self, world_id: str | None, key: bytes | None, public_key: Ed25519PublicKey | None = None,
                      progress: Callable[[str, int], None] | None = None) -> list[audit.WorldReport]:
-        """Check every world the database knows of (or one): its chain, signed heads (against
-        ``public_key``, default the store's signing key's) and HMAC checkpoints (with ``key``),
-        the re-derivation of each decision and its state rows against the chain's
-        (:func:`bridge.audit.verify_world`); one report per world. ``progress(world_id,
-        records)`` now and then (from the thread that reads)."""
+        """Check every world the database knows of, or one; one report per world.
+
+        It checks the chain, the signed heads and the HMAC checkpoints (with ``key``). Heads are checked
+        against ``public_key``, by default the store's signing key's. It re-derives each decision and the
+        state rows against the chain's (:func:`bridge.audit.verify_world`). It calls
+        ``progress(world_id, records)`` now and then, from the thread that reads.
+        """
         ...
 
 
@@ -129,8 +143,10 @@ class Store(TrailReader, Protocol):
         ...
 
     def unload(self, world_id: str) -> bool:
-        """Drop the world's state from memory (loaded again on its next use), unless a decision
-        of it is queued or in its batch; True when it was held and is dropped."""
+        """Drop the world's state from memory, unless a decision of it is queued or in its batch.
+
+        It is loaded again on its next use. True when it was held and is dropped.
+        """
         ...
 
     async def world(self, world_id: str) -> World | None:
@@ -146,14 +162,19 @@ class Store(TrailReader, Protocol):
         ...
 
     async def remove_world(self, world_id: str) -> None:
-        """Unregister a world (token and viewer key stop working); its state and audit trail are
-        kept for when it is added again. Raises ``ConfigError`` if it is not registered."""
+        """Unregister a world: its token and viewer key stop working.
+
+        Its state and audit trail are kept for when it is added again. Raises ``ConfigError`` if it is
+        not registered.
+        """
         ...
 
     async def viewer_key(self, world_id: str, candidate: str, *, rotate: bool = False) -> str:
-        """The world's overlay viewer key: the stored one, or ``candidate`` stored in its place
-        when there is none yet or ``rotate`` is set. Raises ``ConfigError`` if the world is not
-        registered."""
+        """The world's overlay viewer key.
+
+        The stored one; or ``candidate``, stored in its place when there is none yet or ``rotate`` is
+        set. Raises ``ConfigError`` if the world is not registered.
+        """
         ...
 
     async def set_language(self, world_id: str, language: str) -> None:
@@ -175,28 +196,39 @@ class Store(TrailReader, Protocol):
         ...
 
     async def revoke_invite(self, invite_id: str) -> None:
-        """Make the code ``invite_id`` refuse every registration from now on (requests made with
-        it and waiting stay for the host to decide). Raises ``ConfigError`` if there is no such
-        code."""
+        """Make the code ``invite_id`` refuse every registration from now on.
+
+        Requests made with it and waiting stay for the host to decide. Raises ``ConfigError`` if there
+        is no such code.
+        """
         ...
 
     async def register_world(self, world_id: str, code: InviteCode, token_hash: str, request_hash: str,
                              address: str) -> Registration:
-        """Register ``world_id`` through ``code`` in one transaction: ``REGISTERED`` (under
-        ``token_hash``) with a plain code, ``WAITING`` with an approval code (a request kept with
-        ``request_hash``, the SHA-256 of the requesting browser's secret, and ``address``); the
-        code's use is counted either way. Otherwise the refusal, nothing written: ``NO_CODE``
-        (unknown, or the secret differs: compared in constant time), ``REVOKED``, ``EXPIRED``,
-        ``WORLD_KNOWN`` (a world the database knows, even removed, is never registered through a
-        code), ``WORLD_ASKED``, ``USED_UP``, ``FULL``."""
+        """Register ``world_id`` through ``code`` in one transaction.
+
+        - ``REGISTERED``, under ``token_hash``, with a plain code.
+        - ``WAITING`` with an approval code. A request is kept with ``address`` and ``request_hash``,
+          the SHA-256 of the requesting browser's secret.
+
+        The code's use is counted either way. Otherwise it returns the refusal and writes nothing:
+
+        - ``NO_CODE``: unknown, or the secret differs (compared in constant time).
+        - ``REVOKED``, ``EXPIRED``, ``WORLD_ASKED``, ``USED_UP``, ``FULL``.
+        - ``WORLD_KNOWN``: a world the database knows, even removed, is never registered through a code.
+        """
         ...
 
     async def collect_registration(self, world_id: str, request_secret: str, token_hash: str) -> Registration | None:
-        """The requesting browser asks again about its request for ``world_id``: None when no
-        request for it holds ``request_secret`` (compared in constant time); ``WAITING``;
-        ``REGISTERED`` once approved (the world's token hash set to ``token_hash``, the request
-        gone); ``DENIED`` (the request gone); ``WORLD_KNOWN`` when the host gave the approved
-        world a token meanwhile (the request gone; its token is never replaced)."""
+        """The requesting browser asks again about its request for ``world_id``.
+
+        - None: no request for it holds ``request_secret`` (compared in constant time).
+        - ``WAITING``.
+        - ``REGISTERED`` once approved. The world's token hash is set to ``token_hash``; the request is gone.
+        - ``DENIED``; the request is gone.
+        - ``WORLD_KNOWN``: the host gave the approved world a token meanwhile. The request is gone, and
+          that token is never replaced.
+        """
         ...
 
     async def registration_requests(self) -> list[RegistrationRequest]:
@@ -210,29 +242,37 @@ class Store(TrailReader, Protocol):
         ...
 
     async def worlds_of(self, world_ids: Collection[str]) -> dict[str, World]:
-        """The registered worlds among ``world_ids``, by id (a removed or unknown one is left
-        out): what the server's link guard compares open links with (bridge/link_guard.py)."""
+        """The registered worlds among ``world_ids``, by id; a removed or unknown one is left out.
+
+        The server's link guard compares open links with them (bridge/link_guard.py).
+        """
         ...
 
     async def decide(self, world_id: str, event_id: str | None, decision: DecisionFn,
                      request_hash: str | None = None) -> Decided:
-        """Run one decision in one transaction (see the module docstring). ``request_hash``
-        identifies the request, so a reused ``event_id`` can be told from a repeat (the stored
-        reply is returned either way, as the contract says)."""
+        """Run one decision in one transaction (see the module docstring).
+
+        ``request_hash`` identifies the request, so a reused ``event_id`` can be told from a repeat. The
+        stored reply is returned either way, as the contract says.
+        """
         ...
 
     async def holds_decision(self, world_id: str, target: str) -> bool:
-        """Whether ``world_id`` holds a decision that passed and that ``target`` names: its
-        ``event_id``, or the id of the ChatMessage its audit columns link (``message_id``); a
-        refused request holds none. Committed decisions only (a reply is sent after its COMMIT,
-        so a client names no other). What a request naming an earlier decision needs
-        (``gm_override``, :func:`bridge.core.named_decision`). Raises ``WorldNotRegistered`` for
-        a world not registered."""
+        """Whether ``world_id`` holds a passed decision that ``target`` names.
+
+        ``target`` is its ``event_id``, or the id of the ChatMessage its audit columns link
+        (``message_id``). A refused request holds none. Only committed decisions count: a reply is sent
+        after its COMMIT, so a client names no other. Requests naming an earlier decision need this
+        (``gm_override``, :func:`bridge.core.named_decision`). Raises ``WorldNotRegistered`` for a world
+        not registered.
+        """
         ...
 
     async def decided(self, world_id: str, event_id: str) -> bool:
-        """Whether a request under ``event_id`` was decided in ``world_id`` already (passed or
-        refused): :meth:`decide` answers its repeat with the stored reply."""
+        """Whether a request under ``event_id`` was decided in ``world_id`` already, passed or refused.
+
+        If so, :meth:`decide` answers its repeat with the stored reply.
+        """
         ...
 
     async def read(self, world_id: str, query: Callable[[WorldState], T]) -> T:
@@ -240,8 +280,10 @@ class Store(TrailReader, Protocol):
         ...
 
     async def audit_page(self, world_id: str, query: wire.AuditQuery) -> wire.AuditPage:
-        """A page of ``world_id``'s audit trail for the module's audit window (``audit_query``),
-        newest first, filtered as the query says; ``more`` when older records match too."""
+        """A page of ``world_id``'s audit trail for the module's audit window (``audit_query``).
+
+        Newest first, filtered as the query says. ``more`` when older records match too.
+        """
         ...
 
     async def audit_rows(self, where: AuditFilter) -> list[AuditRow]:
@@ -254,8 +296,10 @@ class Store(TrailReader, Protocol):
         ...
 
     async def repair(self, world_id: str, public_key: Ed25519PublicKey | None = None) -> audit.WorldReport:
-        """Rebuild the world's state rows from its chain and sign a head sealing them; nothing is
-        written when the chain itself fails (``WorldReport.chain_ok``)."""
+        """Rebuild the world's state rows from its chain and sign a head sealing them.
+
+        Nothing is written when the chain itself fails (``WorldReport.chain_ok``).
+        """
         ...
 
     async def new_key(self, old_key: Ed25519PrivateKey | None, new_key: Ed25519PrivateKey) -> list[str]:
@@ -269,13 +313,15 @@ class Store(TrailReader, Protocol):
 
 
 class WorldAdmin(Protocol):
-    """What the ``world`` commands change in a database, synchronously: the :class:`Store`
-    methods of the same names (each contract as there), each call one transaction, committed
-    when it returns. A backend's module opens one (bridge/store/backends.py,
-    ``open_world_admin``) without the store's threads, event loop, world cache or audit chain:
-    a command beside a running ``serve`` writes the rows, and the server reads them (its links
-    follow a changed credential: bridge/link_guard.py). A failure of storage itself (the
-    database locked, full, read-only, unreachable) is raised as ``StorageUnavailable``."""
+    """What the ``world`` commands change in a database, synchronously.
+
+    These are the :class:`Store` methods of the same names, each with the contract there. Each call
+    is one transaction, committed when it returns. A backend's module opens one without the store's
+    threads, event loop, world cache or audit chain (bridge/store/backends.py,
+    ``open_world_admin``). So a command beside a running ``serve`` writes the rows, and the server
+    reads them; its links follow a changed credential (bridge/link_guard.py). A failure of storage
+    itself is raised as ``StorageUnavailable``: the database locked, full, read-only, unreachable.
+    """
 
     invalid_worlds: dict[str, str]  # after worlds(): id -> why its stored settings cannot be read
 

@@ -1,26 +1,24 @@
-"""How the big per-decision blobs are stored: zstd frames, with the dictionary of the ruleset
-that decided them.
+"""How the big per-decision blobs are stored: zstd frames, with the deciding ruleset's dictionary.
 
-A decision's audit ``record`` and the ``records.value`` it writes are JSON; they are stored as
-zstd frames. What compression learns from a ruleset's rows is that ruleset's: each may ship zstd
-dictionaries (:class:`~bridge.ruleset.Dictionary`, trained on its own example plays by
-:mod:`bridge.store.dictionary`), and a decision's blobs are compressed with its ruleset's
-current dictionary of their kind (sohl's bring a 3 KB audit record to about 350 bytes), or
-without one (a ruleset that ships none, a decision of no ruleset). The store holds no
-dictionary of its own. Only the storage changes: the chain hashes, signed heads, state digests,
-exports and receipts are over the JSON (the canonical bytes), which :func:`unpack` gives back
-exactly.
+A decision's audit ``record`` and the ``records.value`` it writes are JSON, stored as zstd
+frames. What compression learns from a ruleset's rows is that ruleset's. Each ruleset may ship
+zstd dictionaries (:class:`~bridge.ruleset.Dictionary`), trained on its own example plays by
+:mod:`bridge.store.dictionary`. A decision's blobs are compressed with its ruleset's current
+dictionary of their kind; sohl's bring a 3 KB audit record to about 350 bytes. A ruleset that
+ships none, or a decision of no ruleset, uses no dictionary. The store holds none of its own.
 
-:func:`pack` is the one place a blob is encoded (where a row is built); :func:`unpack` is the one
-place every read goes through. It tells the two encodings apart by their first bytes: a zstd
-frame starts with ``28 b5 2f fd``, JSON with ``{`` (or ``[``, ``"``), so rows written before
-compression (plain JSON) read as they always did, and so does a value a hand edit turned into
-TEXT.
+Only the storage changes. Chain hashes, signed heads, state digests, exports and receipts are
+over the JSON (the canonical bytes), and :func:`unpack` gives it back exactly.
 
-A dictionary is forever: each frame names the dictionary it was made with (its id, 0: none), and
-:func:`dictionary` finds it among the installed rulesets' (:func:`catalog`). A ruleset's retrain
-adds a new id (the last of its kind writes); it never replaces or removes one, or old rows would
-stop reading.
+:func:`pack` is the one place a blob is encoded, where a row is built. :func:`unpack` is the one
+place every read goes through. It tells the encodings apart by their first bytes. A zstd frame
+starts with ``28 b5 2f fd``; JSON with ``{``, ``[`` or ``"``. So rows written before compression
+(plain JSON) read as they always did. So does a value a hand edit turned into TEXT.
+
+A dictionary is forever. Each frame names the dictionary it was made with (its id; 0: none).
+:func:`dictionary` finds it among the installed rulesets' (:func:`catalog`). A ruleset's
+retrain adds a new id; the last of its kind writes. It never replaces or removes one, or old
+rows would stop reading.
 """
 
 from __future__ import annotations
@@ -53,15 +51,20 @@ MAX_BLOB_BYTES = 16 * 1024 * 1024
 
 
 class UnknownDictionary(ConfigError):
-    """A stored frame names a dictionary no installed ruleset ships: a newer bridge, or a ruleset
-    not installed here, wrote it."""
+    """A stored frame names a dictionary no installed ruleset ships.
+
+    A newer bridge, or a ruleset not installed here, wrote it.
+    """
 
 
 @dataclass(frozen=True, slots=True)
 class Catalog:
-    """The installed rulesets' dictionaries: ``by_id`` (what a frame names -> the dictionary and
-    the ruleset shipping it) and ``current`` ((ruleset id, kind) -> the id new frames are made
-    with: the ruleset's last dictionary of that kind)."""
+    """The installed rulesets' dictionaries.
+
+    ``by_id`` maps what a frame names to the dictionary and the ruleset shipping it. ``current``
+    maps (ruleset id, kind) to the id new frames are made with: the ruleset's last dictionary of
+    that kind.
+    """
 
     by_id: dict[int, tuple[str, Dictionary]]
     current: dict[tuple[str, str], int]
@@ -85,8 +88,10 @@ def catalog_of(rulesets: tuple[Ruleset, ...]) -> Catalog:
 
 
 def catalog() -> Catalog:
-    """The installed rulesets' :class:`Catalog`, built again only when they change (compared by
-    identity: ~0.3 µs a call, twice or more per decision)."""
+    """The installed rulesets' :class:`Catalog`, built again only when they change.
+
+    They are compared by identity: ~0.3 µs a call, twice or more per decision.
+    """
     global _last
     rulesets, last = installed(), _last
     if last is None or last[0] != rulesets:
@@ -121,8 +126,11 @@ def dictionary(dict_id: int) -> zstandard.ZstdCompressionDict:
 
 
 class _Coders(threading.local):
-    """One compressor and decompressors per thread (zstandard's objects are not thread-safe;
-    blobs are packed on event loops and the writer thread, read on several threads)."""
+    """One compressor and decompressors per thread.
+
+    zstandard's objects are not thread-safe. Blobs are packed on event loops and the writer
+    thread, and read on several threads.
+    """
 
     def __init__(self) -> None:
         self.compressors: dict[int, zstandard.ZstdCompressor] = {}  # by dictionary id, made on first use
@@ -133,18 +141,23 @@ _coders = _Coders()
 
 
 def pack(data: bytes, kind: str, ruleset: str | None) -> bytes:
-    """``data`` (JSON) as stored in a column of ``kind`` (``audit``, ``records``) by a decision of
-    ``ruleset`` (its id; None: of no ruleset): a zstd frame made with that ruleset's current
-    dictionary of the kind, naming its id, or with none when it ships none (no checksum: the
-    chain hash and state digest cover the JSON)."""
+    """``data`` (JSON) as stored in a column of ``kind`` (``audit``, ``records``).
+
+    ``ruleset`` is the deciding ruleset's id; None: of no ruleset. The result is a zstd frame made
+    with that ruleset's current dictionary of the kind, naming its id; with none when it ships
+    none. No checksum: the chain hash and state digest cover the JSON.
+    """
     return _compressor(catalog().current.get((ruleset, kind), NO_DICTIONARY) if ruleset else NO_DICTIONARY
                        ).compress(data)
 
 
 def pack_record(value: bytes, kind: str) -> bytes:
-    """A record's ``value`` (JSON) as stored in ``records.value``: :func:`pack`ed with the records
-    dictionary of the ruleset its ``kind`` is namespaced by (``"sohl.graded"``: sohl's, see
-    :mod:`bridge.state`; ``"dice.session"``: no installed ruleset's, none)."""
+    """A record's ``value`` (JSON) as stored in ``records.value``.
+
+    It is :func:`pack`ed with the records dictionary of the ruleset that namespaces its ``kind``.
+    ``"sohl.graded"`` takes sohl's (see :mod:`bridge.state`). ``"dice.session"`` is no installed
+    ruleset's, so it takes none.
+    """
     return pack(value, "records", kind.partition(".")[0])
 
 
@@ -163,18 +176,25 @@ _DICT_ID_BYTES = (0, 1, 2, 4)  # RFC 8878 3.1.1.1.1: Dictionary_ID_Flag -> field
 
 
 def frame_problem(value: bytes | bytearray | memoryview | str) -> str | None:
-    """Why the stored ``value`` is not byte for byte a frame :func:`pack` writes, or None when it is
-    one (or is no frame: JSON written before compression, whose bytes the chain hash covers).
+    """Why the stored ``value`` is not byte for byte a frame :func:`pack` writes; None when it is.
 
-    The chain seals the JSON a frame decodes to; a frame can be changed without changing that
-    JSON (bytes appended after it, a bit the decoder ignores), so ``audit verify`` reads the
-    frame's own fields (RFC 8878, 3.1.1) and names the row: bytes after the frame (or a second
-    one), a frame cut short, and any header field ``pack`` never writes (an unused or reserved
-    bit, a checksum, a dictionary id or content size field of another width: a 2-byte id, or
-    none for a frame made without a dictionary). The fields, not a
-    re-compression: libzstd 1.5.5 and 1.5.7 compress some records to different blocks, and
-    trails written with either must keep verifying. Bits inside a compressed block that the
-    decoder ignores are not caught (no re-encoding is stable across zstd versions)."""
+    Also None when it is no frame: JSON written before compression, whose bytes the chain hash
+    covers.
+
+    The chain seals the JSON a frame decodes to. A frame can change without changing that JSON:
+    bytes appended after it, a bit the decoder ignores. So ``audit verify`` reads the frame's own
+    fields (RFC 8878, 3.1.1) and names the row. It catches:
+
+    - bytes after the frame, or a second frame;
+    - a frame cut short;
+    - any header field ``pack`` never writes: an unused or reserved bit, a checksum, or a
+      dictionary id or content size field of another width. ``pack`` writes a 2-byte id, or no
+      id for a frame made without a dictionary.
+
+    It reads the fields rather than compress again. libzstd 1.5.5 and 1.5.7 compress some records
+    to different blocks, and trails written with either must keep verifying. Ignored bits inside a
+    compressed block are not caught; no re-encoding is stable across zstd versions.
+    """
     data = value.encode() if isinstance(value, str) else bytes(value)
     if not data.startswith(MAGIC) or len(data) < 6:
         return None
@@ -203,12 +223,13 @@ def frame_problem(value: bytes | bytearray | memoryview | str) -> str | None:
 
 
 def written_as(value: bytes | bytearray | memoryview | str) -> bytes | None:
-    """The frame this bridge's zstd writes (:func:`pack`'s parameters, with the dictionary the
-    stored frame names) for the JSON the stored ``value`` decodes to: ``b""`` for a frame that
-    does not decode (no frame this bridge writes), None when ``value`` is no frame (JSON written
-    before compression, which no frame of this bridge's is). A hint for ``audit
-    verify`` naming which record of a range sealed by a head was changed: a frame written by
-    another libzstd version can differ from it too."""
+    """The frame this bridge's zstd writes for the JSON the stored ``value`` decodes to.
+
+    It uses :func:`pack`'s parameters, with the dictionary the stored frame names. ``b""`` for a
+    frame that does not decode: this bridge writes no such frame. None when ``value`` is no frame:
+    JSON written before compression. It is a hint for ``audit verify``, naming which record of a
+    range sealed by a head was changed. A frame written by another libzstd version can differ too.
+    """
     data = value.encode() if isinstance(value, str) else bytes(value)
     if not data.startswith(MAGIC):
         return None
@@ -219,11 +240,14 @@ def written_as(value: bytes | bytearray | memoryview | str) -> bytes | None:
 
 
 def unpack(value: bytes | bytearray | memoryview | str) -> bytes:
-    """The JSON of a stored blob: a zstd frame decompressed with the dictionary it names, anything
-    else (JSON written before compression, or TEXT after a hand edit) as it is. A frame that does
-    not decompress (damaged or edited by hand), or whose header claims more than
-    :data:`MAX_BLOB_BYTES`, is returned as stored, so ``audit verify`` reports the row as altered.
-    Raises :class:`UnknownDictionary` for a frame of a dictionary no installed ruleset ships."""
+    """The JSON of a stored blob.
+
+    A zstd frame is decompressed with the dictionary it names. Anything else is returned as it is:
+    JSON written before compression, or TEXT after a hand edit. Some frames are also returned as
+    stored: one that does not decompress (damaged or edited by hand), or whose header claims more
+    than :data:`MAX_BLOB_BYTES`. Then ``audit verify`` reports the row as altered. Raises
+    :class:`UnknownDictionary` for a frame of a dictionary no installed ruleset ships.
+    """
     data = value.encode() if isinstance(value, str) else bytes(value)
     if not data.startswith(MAGIC):
         return data

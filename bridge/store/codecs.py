@@ -1,9 +1,11 @@
-"""The JSON values of the stores' rows as the wire messages' types: a world's settings
-(:func:`decode_settings`, :func:`_encode`) and an audit row's summary columns
-(:data:`_summary_decoder`).
+"""The JSON values of the stores' rows, as the wire messages' types.
 
-Apart from :mod:`bridge.store.schema` because they import msgspec and every wire message, which a
-``world`` command that writes no settings does without (:data:`~bridge.store.worlds.NEW_SETTINGS`).
+A world's settings: :func:`decode_settings`, :func:`_encode`. An audit row's summary columns:
+:data:`_summary_decoder`.
+
+They live apart from :mod:`bridge.store.schema` because they import msgspec and every wire
+message. A ``world`` command that writes no settings does without them
+(:data:`~bridge.store.worlds.NEW_SETTINGS`).
 """
 
 from __future__ import annotations
@@ -17,8 +19,11 @@ _settings_decoder = msgspec.json.Decoder(wire.WorldSettings)
 
 
 def decode_settings(world_id: str, stored: bytes | str | memoryview) -> wire.WorldSettings:
-    """A world's stored settings row. Raises ``WorldSettingsInvalid`` naming the world, what is
-    wrong and the stored value, with the fix, when it is not valid settings."""
+    """A world's stored settings row.
+
+    Raises ``WorldSettingsInvalid`` when it is not valid settings. The error names the world, what
+    is wrong and the stored value, with the fix.
+    """
     raw = bytes(stored) if isinstance(stored, memoryview) else stored
     try:
         return _settings_decoder.decode(raw)

@@ -1,15 +1,17 @@
-"""Train a ruleset's zstd dictionary for one kind of stored blob (:mod:`bridge.store.blobs`) from
-that ruleset's own example session: ``python -m bridge.store.dictionary RULESET KIND`` (from a
-checkout; ``--help``).
+"""Train a ruleset's zstd dictionary for one kind of stored blob (:mod:`bridge.store.blobs`).
 
-The samples are real rows: the ruleset's example session (``examples/<ruleset>-session.jsonl``)
-is played through a trusted :class:`~bridge.session.Session` and the SQLite store into a
-temporary database, in English and in German, several times with seeded dice (the first play
-with the example's own, so outcomes, cards and dice differ), and the blobs of the kind asked for
-are read back as JSON (``audit``: the audit records; ``records``: the records' values). The
-bench's data is never used: the bench measures the dictionary, it must not teach it. Nothing
-here knows one ruleset from another: what a dictionary learns is the ruleset's, and
-it ships with the ruleset (:class:`~bridge.ruleset.Dictionary`).
+It trains from that ruleset's own example session. Run ``python -m bridge.store.dictionary
+RULESET KIND`` from a checkout; see ``--help``.
+
+The samples are real rows. The example session (``examples/<ruleset>-session.jsonl``) is played
+through a trusted :class:`~bridge.session.Session` and the SQLite store into a temporary
+database. It is played in English and in German, several times with seeded dice. The first play
+uses the example's own dice, so outcomes, cards and dice differ. The blobs of the kind asked for
+are read back as JSON: ``audit`` gives the audit records; ``records`` the records' values.
+
+The bench's data is never used: the bench measures the dictionary, so it must not teach it.
+Nothing here tells one ruleset from another. What a dictionary learns is the ruleset's, and it
+ships with the ruleset (:class:`~bridge.ruleset.Dictionary`).
 """
 
 from __future__ import annotations
@@ -100,9 +102,11 @@ async def _play(db: Path, ruleset: str) -> None:
 
 
 def samples(ruleset: str, kind: str) -> list[bytes]:
-    """The JSON of every blob of ``kind`` (a key of :data:`COLUMNS`) that ``ruleset``'s decisions
-    store when its example is played (rows of no ruleset, e.g. ``hello``, left out). Raises
-    ``SystemExit`` when the example is missing."""
+    """The JSON of every blob of ``kind`` that ``ruleset``'s decisions store when its example is played.
+
+    ``kind`` is a key of :data:`COLUMNS`. Rows of no ruleset, e.g. ``hello``, are left out. Raises
+    ``SystemExit`` when the example is missing.
+    """
     example = EXAMPLES / f"{ruleset}-session.jsonl"
     if not example.is_file():
         raise SystemExit(f"no {example}: run this from a fate-bridge checkout, for a ruleset with an example session")
@@ -121,9 +125,11 @@ def samples(ruleset: str, kind: str) -> list[bytes]:
 
 
 def build(ruleset: str, kind: str, dict_id: int) -> bytes:
-    """A dictionary for ``ruleset``'s blobs of ``kind`` of ``DICT_BYTES[kind]`` bytes with id
-    ``dict_id``, trained on :func:`samples` (COVER, its segment sizes picked by trying 16 on
-    held-out samples)."""
+    """A dictionary of ``DICT_BYTES[kind]`` bytes with id ``dict_id`` for ``ruleset``'s blobs of ``kind``.
+
+    Trained on :func:`samples` with COVER. Its segment sizes are picked by trying 16 on held-out
+    samples.
+    """
     # zstandard's stub asks for a list of bytes-likes, invariantly: a list[bytes] is one
     trained = zstandard.train_dictionary(DICT_BYTES[kind], samples(ruleset, kind),  # type: ignore[arg-type]
                                          dict_id=dict_id,

@@ -1,14 +1,15 @@
-"""Whether the store can write its database now: an outage of storage (a full disk, a
-read-only file system, PostgreSQL unreachable, a lock held too long, the database file deleted
-under the bridge) is one state with one log line when it starts and one when it ends, never a
-traceback per request.
+"""Whether the store can write its database now.
 
-:class:`StorageHealth` holds that state. The store marks it down when an operation fails for one
-of :data:`REASONS` (the backend tells which: ``_fault_reason``), refuses decisions at once while it
-is down (:class:`~bridge.errors.StorageUnavailable`, answered ``unavailable`` with
-:data:`RETRY_AFTER_MS`), and probes the database every :data:`PROBE_SECONDS` until it answers
-(the backend's ``_probe_sync``); a committed batch marks it up too. ``GET /healthz`` answers 503
-and the gauge ``fate_bridge_storage_available`` is 0 meanwhile.
+An outage of storage is one state, with one log line when it starts and one when it ends. Never
+a traceback per request. Outages include a full disk, a read-only file system, PostgreSQL
+unreachable, a lock held too long, the database file deleted under the bridge.
+
+:class:`StorageHealth` holds that state. The store marks it down when an operation fails for
+one of :data:`REASONS`; the backend tells which (``_fault_reason``). While down, the store
+refuses decisions at once: :class:`~bridge.errors.StorageUnavailable`, answered ``unavailable``
+with :data:`RETRY_AFTER_MS`. It probes the database every :data:`PROBE_SECONDS` until it answers
+(the backend's ``_probe_sync``). A committed batch marks it up too. Meanwhile ``GET /healthz``
+answers 503 and the gauge ``fate_bridge_storage_available`` is 0.
 """
 
 from __future__ import annotations
@@ -40,10 +41,12 @@ CONFIRM_SECONDS = 1.0
 
 
 class StorageHealth:
-    """The store's storage state: available, down since a moment for a reason, or recovering
-    (requests let through again, the outage's end not yet confirmed). Thread-safe: batches fail on
-    the writer thread and on the event loop, the probe runs on a thread of its own. ``label``: the
-    database as logs name it (no password)."""
+    """The store's storage state: available, down (since when, why), or recovering.
+
+    Recovering: requests are let through again, but the outage's end is not confirmed yet.
+    Thread-safe: batches fail on the writer thread and on the event loop, and the probe runs on a
+    thread of its own. ``label``: the database as logs name it, without password.
+    """
 
     def __init__(self, label: str) -> None:
         self.label = label
@@ -68,10 +71,12 @@ class StorageHealth:
         return StorageUnavailable(self.reason or "unreachable", RETRY_AFTER_MS)
 
     def down(self, reason: str, detail: str) -> bool:
-        """Storage failed for ``reason`` (one of :data:`REASONS`; ``detail``: the error's text, for
-        the log). Returns True when requests were let through until now (the caller starts
-        probing). An outage's one start line is written only when none is open: a failure while
-        down, or while recovering (:data:`CONFIRM_SECONDS`), continues the same outage."""
+        """Storage failed for ``reason``, one of :data:`REASONS`; ``detail`` is the error's text, for the log.
+
+        Returns True when requests were let through until now; the caller then starts probing. An
+        outage's one start line is written only when none is open. A failure while down, or while
+        recovering (:data:`CONFIRM_SECONDS`), continues the same outage.
+        """
         with self._lock:
             went_down = self.reason is None
             started = went_down and self._recovering is None
@@ -85,9 +90,12 @@ class StorageHealth:
         return went_down
 
     def up(self, *, confirmed: bool = True) -> None:
-        """Storage answered again: requests are let through at once. The outage's end is logged
-        once: now when ``confirmed`` (a batch committed), else (a probe's write committed) only
-        once storage has stayed writable :data:`CONFIRM_SECONDS` (nothing if there was none)."""
+        """Storage answered again: requests are let through at once.
+
+        The outage's end is logged once, if there was one. With ``confirmed`` (a batch committed), it is
+        logged now. Else (a probe's write committed), only once storage has stayed writable
+        :data:`CONFIRM_SECONDS`.
+        """
         now = time.monotonic()
         with self._lock:
             if self.reason is not None:

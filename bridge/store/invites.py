@@ -1,12 +1,14 @@
-"""Both backends' invite codes and registration requests: a GM registers a world
-through a code the host handed out, without a terminal on the bridge's machine.
+"""Both backends' invite codes and registration requests.
 
-A mixin of :class:`~bridge.store.writer.BatchWriter` (so of both backends: the SQL is written
-once, with ``?`` placeholders): its ``*_sync`` methods run on the store's writer thread, each
-registration in one transaction, so two registrations racing (on two processes of one PostgreSQL
-database too) cannot both take a code's last use or one world id: the use is counted by a
-conditional ``UPDATE`` and the world inserted with ``ON CONFLICT DO NOTHING``, each checked by
-its row count, and a refusal rolls the whole transaction back.
+A GM registers a world through a code the host handed out, without a terminal on the bridge's
+machine.
+
+A mixin of :class:`~bridge.store.writer.BatchWriter`, so of both backends; the SQL is written
+once, with ``?`` placeholders. Its ``*_sync`` methods run on the store's writer thread, each
+registration in one transaction. So two racing registrations cannot both take a code's last use
+or one world id, even on two processes of one PostgreSQL database. A conditional ``UPDATE``
+counts the use. The world is inserted with ``ON CONFLICT DO NOTHING``. Each is checked by its row
+count, and a refusal rolls the whole transaction back.
 """
 
 from __future__ import annotations

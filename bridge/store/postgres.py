@@ -1,37 +1,40 @@
 """The PostgreSQL backend's part of the store: many bridge processes on one database, one owner per world.
 
-:class:`PostgresStore` is the shared :class:`~bridge.store.writer.BatchWriter` (the same group
-commit, world state, worlds and audit rows as SQLite's backend) over a PostgreSQL connection
-(psycopg 3: a batch is sent from the event loop on an ``AsyncConnection`` of its own and its
-COMMIT, a network round trip, awaited there; loads, leases and the rare batch that must read run
-on the store's writer thread, synchronously), with the same tables and columns (``MIGRATIONS`` below mirrors
-``bridge/store/schema.py`` type for type; the SQLite file's step 8, a storage layout of SQLite's
-own, has no counterpart, nor has step 9's ``audit_tail`` and ``records_tail``: a PostgreSQL COMMIT does
-not pay per page as SQLite's does, so rows go straight into ``audit`` and ``records``), so ``fate-bridge migrate`` copies rows one to one and
-``audit verify`` runs the same code on both. The SQL those share is written once, with ``?``
-placeholders; :class:`_PgConnection` hands it to psycopg.
+:class:`PostgresStore` is the shared :class:`~bridge.store.writer.BatchWriter` over a PostgreSQL
+connection. It has the same group commit, world state, worlds and audit rows as SQLite's backend.
+It uses psycopg 3. A batch is sent from the event loop on an ``AsyncConnection`` of its own, and
+its COMMIT (a network round trip) is awaited there. Loads, leases and the rare batch that must
+read run synchronously on the store's writer thread.
 
-What PostgreSQL adds is ownership across processes: the ``leases`` table holds, per world, a
+The tables and columns are SQLite's: ``MIGRATIONS`` below mirrors ``bridge/store/schema.py``
+type for type. Two SQLite steps have no counterpart. Step 8 is a storage layout of SQLite's own.
+Step 9 adds ``audit_tail`` and ``records_tail``; a PostgreSQL COMMIT does not pay per page as
+SQLite's does, so rows go straight into ``audit`` and ``records``. So ``fate-bridge migrate``
+copies rows one to one, and ``audit verify`` runs the same code on both. Their shared SQL is
+written once, with ``?`` placeholders; :class:`_PgConnection` hands it to psycopg.
+
+What PostgreSQL adds is ownership across processes. The ``leases`` table holds, per world, a
 fencing token that only grows. A process serving a world's forwarder takes the lease
-(:meth:`PostgresStore.take_lease`: token + 1), keeps the token it got and loads the world's state
-into memory afresh; every batch's transaction first locks its worlds' rows and lease rows
-(``SELECT ... FOR UPDATE``: :meth:`PostgresStore._fence`, the writer's lease hook), and a world's
-decisions are refused with :class:`~bridge.errors.LeaseLost` unless its row still holds this
-process's token. So a process
-that lost a world cannot write to it, whatever its sockets or its memory still believe, and two
-processes' writes to one world never interleave (the row locks serialize them). A world nobody
-ever leased (``world`` commands, tests of the store alone) is written without a lease; the audit
-insert's ``UNIQUE (world_id, seq)`` still fails a write from a stale memory, never forking a chain.
+(:meth:`PostgresStore.take_lease`: token + 1). It keeps the token and loads the world's state
+afresh. Every batch's transaction first locks its worlds' rows and lease rows (``SELECT ... FOR
+UPDATE``, in :meth:`PostgresStore._fence`). A world's decisions are refused with
+:class:`~bridge.errors.LeaseLost` unless its row still holds this process's token.
 
-A batch costs ONE round trip to the server (:meth:`PostgresStore._batch_transaction`):
-its BEGIN, the lease check, one statement per table (:func:`_bulk_sql`: the writer's
-``executemany`` rows sent as arrays) and its COMMIT go out as one query string
-(:class:`_OneTrip`), and only its end waits for the server. The check cannot wait for its answer
-there, so it is a function (:data:`FENCE_FUNCTION`, created per connection) that locks the rows
-as above and, if a world of the batch changed hands or was removed, raises, failing the
-transaction before anything is written. That is rare (a take-over, a ``world remove``): the
-batch is then written again the careful way, the SELECT first (several round trips), refusing
-those worlds' decisions while the others commit.
+So a process that lost a world cannot write to it, whatever its sockets or memory believe. Two
+processes' writes to one world never interleave: the row locks serialize them. A world nobody
+ever leased (``world`` commands, store tests) is written without a lease. Even then, the audit
+insert's ``UNIQUE (world_id, seq)`` fails a write from stale memory, so a chain never forks.
+
+A batch costs ONE round trip to the server (:meth:`PostgresStore._batch_transaction`). Its
+BEGIN, the lease check, one statement per table and its COMMIT go out as one query string
+(:class:`_OneTrip`). :func:`_bulk_sql` sends the writer's ``executemany`` rows as arrays. Only
+the end waits for the server.
+
+The lease check cannot wait for its answer there. So it is a function, :data:`FENCE_FUNCTION`,
+created per connection. It locks the rows as above. If a world of the batch changed hands or
+was removed, it raises, and the transaction fails before anything is written. That is rare: a
+take-over, a ``world remove``. The batch is then written again the careful way, SELECT first,
+in several round trips. Those worlds' decisions are refused while the others commit.
 """
 
 from __future__ import annotations
@@ -220,14 +223,17 @@ _INSERT = re.compile(r"INSERT INTO (\w+) \(([\w, ]+)\) VALUES \(([?, ]+)\)(.*)",
 
 @functools.lru_cache(maxsize=64)
 def _bulk_sql(sql: str) -> str | None:
-    """The one statement that writes every row of ``executemany(sql, rows)`` (the shared SQL,
-    ``?`` placeholders), given one array per column (``?`` placeholders too): an
-    ``INSERT ... VALUES (?, ...)`` becomes ``INSERT ... SELECT * FROM unnest(...)`` (any ``ON
-    CONFLICT`` kept; the rows must not repeat a conflicting key, as the writer's never do), the
-    writer's world updates :data:`_BULK_UPDATES`. None for any other statement (sent row by row).
+    """The one statement that writes every row of ``executemany(sql, rows)``, or None.
 
-    Why: psycopg's ``executemany`` sends each row as a statement of its own; one
-    statement per table makes a batch's cost nearly flat in its rows."""
+    ``sql`` is the shared SQL with ``?`` placeholders. The result takes one array per column,
+    also as ``?`` placeholders. An ``INSERT ... VALUES (?, ...)`` becomes ``INSERT ... SELECT *
+    FROM unnest(...)``, keeping any ``ON CONFLICT``. Its rows must not repeat a conflicting key;
+    the writer's never do. The writer's world updates become :data:`_BULK_UPDATES`. Any other
+    statement gives None and is sent row by row.
+
+    Why: psycopg's ``executemany`` sends each row as a statement of its own. One statement per
+    table makes a batch's cost nearly flat in its rows.
+    """
     if sql in _BULK_UPDATES:
         return _BULK_UPDATES[sql]
     insert = _INSERT.fullmatch(sql)
@@ -242,15 +248,17 @@ def _bulk_sql(sql: str) -> str | None:
 
 
 class _PgConnection:
-    """A psycopg connection (autocommit: the store sends BEGIN/COMMIT itself) that takes the
-    shared SQL the writer and the audit rows write (``?`` placeholders): ``execute(sql, params)`` returns a cursor with
-    ``fetchone``/``fetchall`` and iteration, like ``sqlite3.Connection.execute``.
+    """A psycopg connection that takes the writer's and audit rows' shared SQL (``?`` placeholders).
 
-    With ``url`` (the store's writer), a connection the server ended (a PostgreSQL restart or
-    failover, a terminated backend) is made again before the next statement outside a
-    transaction: the statements of the transaction it broke fail (its batch is
-    answered ``internal``, nothing of it acknowledged), the next one runs on the new connection.
-    Without it the process would answer ``internal`` until restarted."""
+    It is in autocommit; the store sends BEGIN/COMMIT itself. ``execute(sql, params)`` returns a
+    cursor with ``fetchone``, ``fetchall`` and iteration, like ``sqlite3.Connection.execute``.
+
+    With ``url`` (the store's writer), a connection the server ended is made again. That covers a
+    PostgreSQL restart, a failover, a terminated backend. It happens before the next statement
+    outside a transaction. The statements of the broken transaction fail: its batch is answered
+    ``internal`` and nothing of it acknowledged. The next one runs on the new connection. Without
+    this, the process would answer ``internal`` until restarted.
+    """
 
     def __init__(self, raw: Any, url: str | None = None) -> None:
         self.raw, self.url = raw, url
@@ -278,8 +286,10 @@ class _PgConnection:
         return cursor
 
     def executemany(self, sql: str, rows: list[tuple]) -> None:
-        """Write ``rows`` with ``sql`` (``?`` placeholders): in one statement (:func:`_bulk_sql`)
-        where it has a bulk form, else row by row."""
+        """Write ``rows`` with ``sql`` (``?`` placeholders).
+
+        One statement when it has a bulk form (:func:`_bulk_sql`); else row by row.
+        """
         self._reconnect_if_ended()
         bulk = _bulk_sql(sql)
         if bulk is not None:
@@ -290,8 +300,10 @@ class _PgConnection:
             cur.executemany(_pg_sql(sql), rows)
 
     def _reconnect_if_ended(self) -> None:
-        """Connect again if the server ended the session (psycopg closed it) and no transaction
-        of ours is open on it; raises ``psycopg.Error`` while the server is unreachable."""
+        """Connect again if the server ended the session and no transaction of ours is open on it.
+
+        Raises ``psycopg.Error`` while the server is unreachable.
+        """
         if self.raw.closed and not self._in_transaction and self.url is not None:
             # debug: while the server is away every probe tries this; the outage's own two lines
             # (bridge/store/health.py) say when it started and ended
@@ -300,8 +312,10 @@ class _PgConnection:
             self.prepared = {}
 
     def end(self) -> None:
-        """End this session (its open transaction, if any, rolled back by the server): the next
-        statement makes a new one, as after the server ended it."""
+        """End this session; the server rolls back any open transaction.
+
+        The next statement makes a new session, as after the server ended it.
+        """
         self._in_transaction = False
         self.prepared = {}
         self.raw.close()
@@ -311,8 +325,10 @@ class _PgConnection:
 
 
 def _writer_session(url: str) -> Any:
-    """A psycopg connection for the store's writer (autocommit: the store sends BEGIN/COMMIT
-    itself) with the session's lease check, :data:`FENCE_FUNCTION`. Raises ``psycopg.Error``."""
+    """A psycopg connection for the store's writer, with the lease check :data:`FENCE_FUNCTION`.
+
+    It is in autocommit; the store sends BEGIN/COMMIT itself. Raises ``psycopg.Error``.
+    """
     import psycopg
 
     raw = psycopg.connect(url, **CONNECT_OPTIONS)
@@ -325,9 +341,11 @@ def _writer_session(url: str) -> Any:
 
 
 def _connected(url: str) -> _PgConnection:
-    """A writer's session on the database at ``url`` (:func:`_writer_session`), its tables
-    created or upgraded (:func:`_migrate`). Raises ``ConfigError`` when psycopg is missing, the
-    server cannot be reached, or a newer bridge wrote the database."""
+    """A writer's session on the database at ``url`` (:func:`_writer_session`).
+
+    Its tables are created or upgraded (:func:`_migrate`). Raises ``ConfigError`` when psycopg is
+    missing, the server cannot be reached, or a newer bridge wrote the database.
+    """
     try:
         import psycopg
     except ImportError:
@@ -367,10 +385,12 @@ def _migrate(conn: _PgConnection, url: str) -> None:
 
 
 def _storage_fault(exc: Exception) -> str | None:
-    """Whether ``exc`` is storage failing, not the work: its reason (one of
-    :data:`bridge.store.health.REASONS`): the server unreachable or the session lost, out of
-    disk space (53100), read-only (25006), a lock or statement timeout; else None (the lease
-    check's own error, FBL01, and any other)."""
+    """The reason, one of :data:`bridge.store.health.REASONS`, when ``exc`` is storage failing.
+
+    Storage fails when the server is unreachable or the session lost, when disk space runs out
+    (53100), when the database is read-only (25006), or on a lock or statement timeout. Any other
+    error gives None, the lease check's own (FBL01) included.
+    """
     import psycopg
 
     state = getattr(exc, "sqlstate", None) or ""
@@ -389,28 +409,30 @@ def _storage_fault(exc: Exception) -> str | None:
 
 
 class _OneTrip:
-    """A batch's transaction gathered into one query string, sent at its COMMIT: one send, one
-    wait, one reply for the whole batch. ``execute``/``executemany`` take the shared
-    SQL (``?`` placeholders) as :class:`_PgConnection` does. Each statement is prepared once per
-    session (``PREPARE``, sent with its first use: the server plans it once, not per batch) and
-    run as ``EXECUTE name(values)``, its values bound on this side (psycopg's
-    ``Transformer.as_literal``, its quoting and escaping of every value); the statements go as one
-    simple query (PostgreSQL runs them in order and stops at the first error, so nothing after a
-    failed lease check runs).
+    """A batch's transaction gathered into one query string, sent at its COMMIT.
 
-    Why not a psycopg pipeline, as before: its ``executemany`` sends each row as a statement of
-    its own, and every statement released and took back the GIL several times on the writer
-    thread while the event loop held it, ~40 futex calls a decision (strace at two connections):
-    the writer thread waited for the GIL more than for the server.
+    One send, one wait, one reply for the whole batch. ``execute`` and ``executemany`` take the
+    shared SQL (``?`` placeholders), as :class:`_PgConnection` does. Each statement is prepared
+    once per session: a ``PREPARE`` goes with its first use, so the server plans it once, not per
+    batch. It then runs as ``EXECUTE name(values)``. The values are bound on this side; psycopg's
+    ``Transformer.as_literal`` quotes and escapes each one. The statements go as one simple
+    query. PostgreSQL runs them in order and stops at the first error, so nothing runs after a
+    failed lease check.
+
+    Why not a psycopg pipeline, as before? Its ``executemany`` sends each row as a statement of
+    its own. Every statement released and took back the GIL several times on the writer thread
+    while the event loop held it: ~40 futex calls a decision (strace at two connections). The
+    writer thread waited for the GIL more than for the server.
 
     A statement whose rows are read (``fetchone``, ``fetchall``, iterating the returned
-    :class:`_Rows`) sends everything gathered up to it at once and returns its rows; what
-    follows is gathered again. The BEGIN goes out with the first statement sent. On the event
-    loop's session (:class:`_LoopSession`, ``cursor`` an ``AsyncClientCursor``) nothing is sent
-    before :meth:`commit_async`: a read raises :class:`_ReadNeeded` instead.
+    :class:`_Rows`) sends everything gathered up to it and returns its rows. What follows is
+    gathered again. The BEGIN goes out with the first statement sent. On the event loop's session
+    (:class:`_LoopSession`; ``cursor`` an ``AsyncClientCursor``) nothing is sent before
+    :meth:`commit_async`; a read raises :class:`_ReadNeeded` instead.
 
-    ``session`` holds the connection's prepared statements (``prepared``); ``cursor`` is a
-    psycopg client-side cursor of it."""
+    ``session`` holds the connection's prepared statements (``prepared``). ``cursor`` is a
+    psycopg client-side cursor of it.
+    """
 
     def __init__(self, session: _PgConnection | _LoopSession, cursor: Any) -> None:
         from psycopg.adapt import Transformer
@@ -438,11 +460,13 @@ class _OneTrip:
             self._gathered.append(self._bound(sql, bulk, [list(column) for column in zip(*rows)]))
 
     def _bound(self, key: str, sql: str, params: tuple | list) -> bytes:
-        """``EXECUTE`` of ``sql`` (``?`` placeholders; prepared as ``key``'s statement, with a
-        ``PREPARE`` gathered first if the session has none yet) with ``params`` as literals: each
-        value quoted by psycopg (``Transformer.as_literal``), a list as ``ARRAY[...]`` cast to
-        the array type its placeholder names (``?::text[]``). (psycopg's ``mogrify`` quotes a
-        list of bytes ~40x slower: ~235 µs for six 900-byte records.)"""
+        """``EXECUTE`` of ``sql`` (``?`` placeholders) with ``params`` as literals.
+
+        ``sql`` is prepared as ``key``'s statement. If the session has none yet, a ``PREPARE`` is
+        gathered first. psycopg quotes each value (``Transformer.as_literal``). A list becomes
+        ``ARRAY[...]``, cast to the type its placeholder names (``?::text[]``). psycopg's
+        ``mogrify`` quotes a list of bytes ~40x slower: ~235 µs for six 900-byte records.
+        """
         name = self.conn.prepared.get(key) or self._preparing.get(key, ("",))[0]
         if not name:
             name = f"fate_bridge_{len(self.conn.prepared) + len(self._preparing)}"
@@ -457,8 +481,10 @@ class _OneTrip:
             else literal(param) for param, cast in zip(params, _array_casts(sql), strict=True)]))
 
     def rows_of(self, number: int) -> list[tuple]:
-        """Send the gathered statements up to the ``number``-th of the transaction (counted from
-        1, BEGIN included) and return that one's rows. Raises ``psycopg.Error``."""
+        """Send the gathered statements up to the ``number``-th and return that one's rows.
+
+        Counted from 1, BEGIN included. Raises ``psycopg.Error``.
+        """
         import psycopg
 
         if not isinstance(self._cursor, psycopg.ClientCursor):
@@ -486,10 +512,12 @@ class _OneTrip:
         self._ran(statements)
 
     def abandon(self) -> None:
-        """After a failure: roll back what was sent, if the session is still there (else it is
-        made again before the next statement: :meth:`_PgConnection._reconnect_if_ended`), and
-        learn which of the statements this trip prepared the session holds (a ``PREPARE`` ran
-        unless the error came before it; prepared statements outlive a rollback)."""
+        """After a failure, roll back what was sent and learn what the session still has prepared.
+
+        The rollback needs the session. If it is gone, it is made again before the next statement
+        (:meth:`_PgConnection._reconnect_if_ended`). A ``PREPARE`` of this trip ran unless the
+        error came before it. Prepared statements outlive a rollback.
+        """
         import psycopg
 
         raw = self.conn.raw
@@ -512,8 +540,10 @@ class _OneTrip:
         return b";\n".join(statements)
 
     def _ran(self, statements: list[bytes]) -> None:
-        """After ``statements`` were sent and ran: the cursor on the last one's result, and the
-        PREPAREs among them counted as the session's."""
+        """After ``statements`` were sent and ran: the cursor on the last one's result.
+
+        The PREPAREs among them are counted as the session's.
+        """
         for _ in statements[1:]:
             self._cursor.nextset()
         for sql, (name, number) in list(self._preparing.items()):
@@ -523,13 +553,16 @@ class _OneTrip:
 
 
 def _send_again(exc: BaseException, trip: _OneTrip, conn: _PgConnection) -> bool:
-    """Whether a one-trip batch that failed with ``exc`` (rolled back: :meth:`_OneTrip.abandon`)
-    is sent once more, from the start, and forgets what ``conn`` believed prepared if so: the
-    session had lost its prepared statements (:data:`PREPARED_GONE`: nothing ran), or it had
-    ended (a restart, a failover, a cut link) before the batch's COMMIT was sent, so nothing of it
-    can be stored (a new session is made). A COMMIT sent on a session that then ended may have
-    been stored: that batch fails (the module sends its requests again, answered from the store
-    if they were)."""
+    """Whether a one-trip batch that failed with ``exc`` is sent once more, from the start.
+
+    The batch was rolled back (:meth:`_OneTrip.abandon`). It is sent again in two cases. The
+    session lost its prepared statements (:data:`PREPARED_GONE`), so nothing ran. Or the session
+    ended (a restart, a failover, a cut link) before the COMMIT was sent, so nothing can be
+    stored; a new session is made. If so, ``conn`` forgets what it believed prepared.
+
+    A COMMIT sent on a session that then ended may have been stored. That batch fails. The
+    module sends its requests again and gets the stored answers if they were.
+    """
     import psycopg
 
     lost = isinstance(exc, psycopg.OperationalError) and conn.raw.closed and not trip.committing
@@ -541,21 +574,25 @@ def _send_again(exc: BaseException, trip: _OneTrip, conn: _PgConnection) -> bool
 
 @functools.lru_cache(maxsize=64)
 def _array_casts(sql: str) -> list[bytes]:
-    """For each ``?`` of ``sql``, the array cast written right after it (``b"::text[]"``), or
-    ``b""`` (a scalar)."""
+    """For each ``?`` of ``sql``, the array cast right after it (``b"::text[]"``); ``b""`` for a scalar."""
     return [cast.encode() for cast in re.findall(r"[?](::\w+\[\])?", sql)]
 
 
 class _ReadNeeded(Exception):
-    """A batch gathered on the event loop (:meth:`PostgresStore._batch_transaction_async`) reads
-    rows: it is written on the writer thread instead, where a read can wait."""
+    """A batch gathered on the event loop must read rows.
+
+    Raised in :meth:`PostgresStore._batch_transaction_async`. The batch is written on the writer
+    thread instead, where a read can wait.
+    """
 
 
 class _LoopSession:
-    """The connection the event loop writes batches on (:meth:`PostgresStore._batch_transaction_async`;
-    psycopg's ``AsyncConnection``, autocommit, with :data:`FENCE_FUNCTION`), made on first use
-    and again after a failed batch; it belongs to the loop that made it (``loop``).
-    ``prepared``: as :attr:`_PgConnection.prepared`."""
+    """The connection the event loop writes batches on (:meth:`PostgresStore._batch_transaction_async`).
+
+    It is psycopg's ``AsyncConnection``, in autocommit, with :data:`FENCE_FUNCTION`. It is made
+    on first use and again after a failed batch. It belongs to the loop that made it (``loop``).
+    ``prepared``: as :attr:`_PgConnection.prepared`.
+    """
 
     def __init__(self, url: str) -> None:
         self.url = url
@@ -602,8 +639,10 @@ class _Rows:
 
 
 class PostgresStore(BatchWriter):
-    """The store on a PostgreSQL database named by a ``postgresql://`` URL (libpq's URI form;
-    ``?options=-csearch_path%3DNAME`` picks a schema). Use :meth:`open` to construct.
+    """The store on a PostgreSQL database named by a ``postgresql://`` URL.
+
+    The URL has libpq's URI form; ``?options=-csearch_path%3DNAME`` picks a schema. Use
+    :meth:`open` to construct.
 
     Raises ``ConfigError`` when the server cannot be reached, psycopg is not installed, or the
     database was written by a newer bridge."""
@@ -628,14 +667,18 @@ class PostgresStore(BatchWriter):
         return _in_transaction(self._conn, work, begin="BEGIN")
 
     def _batch_transaction(self, work: Callable[[Any], T], inline: bool) -> T:
-        """Run a batch's ``work`` in one transaction and ONE round trip: BEGIN, the
-        statements ``work`` sends (the lease check first: :meth:`_fence`) and COMMIT go to the
-        server as one query string (:class:`_OneTrip`); a statement whose rows ``work`` reads,
-        rare (a replay's stored reply, a world not checked since another process changed one),
-        sends what was gathered up to it and waits there. If the lease check failed (a world of
-        the batch changed hands or was removed), nothing was written: ``work`` runs again in a
-        plain transaction, where the check's SELECT tells which worlds to refuse. Other errors
-        are raised; either way the failed transaction is rolled back first."""
+        """Run a batch's ``work`` in one transaction and ONE round trip.
+
+        BEGIN, the statements ``work`` sends and COMMIT go to the server as one query string
+        (:class:`_OneTrip`). The lease check goes first (:meth:`_fence`). Rarely, ``work`` reads
+        rows: a replay's stored reply, or a world not checked since another process changed one.
+        That statement sends what was gathered up to it and waits there.
+
+        If the lease check failed, a world of the batch changed hands or was removed. Nothing was
+        written. ``work`` runs again in a plain transaction, where the check's SELECT tells which
+        worlds to refuse. Other errors are raised. Either way the failed transaction is rolled
+        back first.
+        """
         import psycopg
 
         conn = self._conn
@@ -660,23 +703,28 @@ class PostgresStore(BatchWriter):
         return self._transaction(work)
 
     def _writes_async(self, loop: asyncio.AbstractEventLoop) -> bool:
-        """Batches are written from the event loop (:meth:`_batch_transaction_async`), the loop
-        whose session it is (a store used from several loops writes the others' on the writer
-        thread)."""
+        """Batches are written from the event loop that owns the session (:meth:`_batch_transaction_async`).
+
+        A store used from several loops writes the other loops' batches on the writer thread.
+        """
         return self._loop_session.loop in (None, loop)
 
     async def _batch_transaction_async(self, batch: list[Any]) -> list[tuple]:
-        """Write ``batch`` from the event loop: its statements gathered there (:meth:`_write_batch`
-        through a :class:`_OneTrip`) and sent as one query on :class:`_LoopSession`, the COMMIT
-        awaited while the loop serves other connections. Sending each batch to the writer thread
-        and back cost ~20% of the CPU per decision, both threads wanting the GIL.
+        """Write ``batch`` from the event loop.
 
-        A batch that must read (a replay's stored reply, a world not checked since another
-        process changed one: :class:`_ReadNeeded`) is written on the writer thread
-        (:meth:`_batch_transaction`); one whose lease check failed there too, the careful way
-        (:meth:`_transaction`: the check's SELECT tells which decisions to refuse).
-        After any failure the loop's session is ended (made again for the next batch). Raises
-        what the transaction raised."""
+        Its statements are gathered there (:meth:`_write_batch` through a :class:`_OneTrip`). They
+        go as one query on :class:`_LoopSession`. The COMMIT is awaited while the loop serves
+        other connections. Sending each batch to the writer thread and back cost ~20% of the CPU
+        per decision, both threads wanting the GIL.
+
+        A batch that must read raises :class:`_ReadNeeded`: a replay's stored reply, or a world
+        not checked since another process changed one. It is written on the writer thread
+        (:meth:`_batch_transaction`). If its lease check fails there too, it is written the
+        careful way (:meth:`_transaction`); the check's SELECT tells which decisions to refuse.
+
+        After any failure the loop's session is ended and made again for the next batch. Raises
+        what the transaction raised.
+        """
         session = self._loop_session
         work = functools.partial(self._write_batch, batch=batch)
         try:
@@ -708,24 +756,30 @@ class PostgresStore(BatchWriter):
         self._conn.execute("SELECT 1").fetchone()
 
     def _changed_elsewhere(self, conn: _PgConnection) -> bool:
-        """Whether the batch's worlds are checked again for being registered: in a plain
-        transaction, always (as the writer's default); in a one-trip batch never, as its lease
-        check (:data:`FENCE_FUNCTION`) fails the batch if one was removed."""
+        """Whether the batch's worlds are checked again for being registered.
+
+        Always in a plain transaction, as the writer's default. Never in a one-trip batch: its
+        lease check (:data:`FENCE_FUNCTION`) fails the batch if a world was removed.
+        """
         return not self._one_trip
 
     def _fence(self, conn: _PgConnection, batch: list[Any]) -> set[int]:
-        """The ``id()`` of each decision of ``batch`` decided under another lease token than its
-        world's lease holds now (the writer refuses them with ``LeaseLost``:
-        :meth:`BatchWriter._write_batch`): another process took the world (its token and state
-        here are forgotten), or this one took it again after the decision read its state (the
-        state was reloaded since: the batch in flight on the event loop while a forwarder's
-        claim took the lease on the writer thread, seen in the racing tests as a duplicate key). Locks each world's row and its lease's until commit: decisions of one
-        world never run at once in two processes, and a take-over waits for the batch in flight.
+        """The ``id()`` of each decision of ``batch`` decided under a lease token its world no longer holds.
 
-        In a one-trip batch (:meth:`_batch_transaction`) the answer cannot be waited for:
+        The writer refuses those with ``LeaseLost`` (:meth:`BatchWriter._write_batch`). Either
+        another process took the world; its token and state here are forgotten. Or this process
+        took it again after the decision read its state, so the state was reloaded since. That
+        happens when a forwarder's claim takes the lease on the writer thread while a batch is in
+        flight on the event loop. The racing tests saw it as a duplicate key.
+
+        Locks each world's row and its lease's until commit. So one world's decisions never run
+        at once in two processes, and a take-over waits for the batch in flight.
+
+        In a one-trip batch (:meth:`_batch_transaction`) the answer cannot be waited for. There
         :data:`FENCE_FUNCTION` locks the same rows and fails the batch if any decision would be
-        refused (a world whose decisions were read under two tokens is sent with none that can
-        match), and none is returned here."""
+        refused. A world whose decisions were read under two tokens is sent with a token that
+        cannot match. Nothing is returned here then.
+        """
         tokens: dict[str, set[int | None]] = {}
         for item in batch:
             tokens.setdefault(item.world_id, set()).add(item.lease)
@@ -768,17 +822,21 @@ class PostgresStore(BatchWriter):
     # --- the async interface -------------------------------------------------------------------
 
     async def take_lease(self, world_id: str, holder: str) -> int:
-        """Make this process the owner of ``world_id``: the lease's fencing token grows by one
-        and this process's decisions for the world are accepted from now on, those of the
-        previous owner refused. Waits for the previous owner's decision in flight, if any, to
-        commit. Returns the new token; ``holder`` (who connected) is kept with it."""
+        """Make this process the owner of ``world_id``.
+
+        The lease's fencing token grows by one. From now on this process's decisions for the world
+        are accepted and the previous owner's refused. Waits for the previous owner's decision in
+        flight, if any, to commit. Returns the new token. ``holder`` (who connected) is kept with it.
+        """
         return await self._run(self._take_lease_sync, world_id, holder)
 
     async def drop_lease(self, world_id: str, newer: int) -> None:
-        """Another process took ``world_id``'s lease with the token ``newer``: forget this
-        process's token and state in memory of it, if its token is older (one taken here since,
-        by a forwarder that came later, is kept). Later decisions are refused until
-        :meth:`take_lease` is called again."""
+        """Another process took ``world_id``'s lease with the token ``newer``.
+
+        If this process's token is older, forget it and the world's state in memory. A token
+        taken here since, by a later forwarder, is kept. Later decisions are refused until
+        :meth:`take_lease` is called again.
+        """
         await self._run(self._forget_older, world_id, newer)
 
     def _forget_older(self, world_id: str, newer: int) -> None:
@@ -786,8 +844,10 @@ class PostgresStore(BatchWriter):
             self._forget(world_id)
 
     async def lease_holder(self, world_id: str) -> str | None:
-        """Who holds ``world_id``'s lease, as its taker described it (the ``holder`` given to
-        :meth:`take_lease`), or None when nobody ever took it."""
+        """Who holds ``world_id``'s lease, or None when nobody ever took it.
+
+        That is the ``holder`` given to :meth:`take_lease`.
+        """
 
         def read() -> str | None:
             assert self._conn is not None
@@ -797,10 +857,12 @@ class PostgresStore(BatchWriter):
         return await self._run(read)
 
     def _closing_worlds(self, conn: _PgConnection, checked: list[str]) -> list[str]:  # type: ignore[override]
-        """Of the worlds this process ``checked``, those whose chains it signs at close: those
-        whose lease it holds, and those nobody ever leased (written by ``world``/``resolve``
-        commands); never the worlds other processes hold: theirs to sign, even one
-        this process loaded before another took it over."""
+        """Of the worlds this process ``checked``, those whose chains it signs at close.
+
+        It signs the worlds whose lease it holds, and those nobody ever leased (written by
+        ``world`` or ``resolve`` commands). It never signs a world another process holds, even
+        one it loaded before the take-over: that one is the other's to sign.
+        """
         leased = {world_id for (world_id,) in conn.execute(
             "SELECT world_id FROM leases WHERE world_id = ANY(?)", (checked,)).fetchall()} if checked else set()
         return [w for w in checked if w in self._leases or w not in leased]
@@ -859,8 +921,10 @@ async def open_store(db: Path | str, *, audit_key: bytes | None = None,
 
 
 def open_world_admin(db: Path | str) -> Admin:
-    """The ``world`` commands' access to the database at the URL ``db`` (tables made or
-    upgraded) on a writer's session of its own."""
+    """The ``world`` commands' access to the database at the URL ``db``.
+
+    It runs on a writer's session of its own. The tables are made or upgraded first.
+    """
     conn = _connected(str(db))
     return Admin(conn, lambda work: _in_transaction(conn, work, begin="BEGIN"),  # type: ignore[arg-type]
                  _storage_fault)
@@ -877,10 +941,13 @@ def exists(db: Path | str) -> bool:
 
 @contextlib.contextmanager
 def holding(db: Path | str, command: str) -> Iterator[None]:
-    """Processes share the database by design: each ``serve`` holds the schema's lock shared, and
-    ``audit new-key`` and ``audit repair`` (:data:`ALONE`) take it alone, so each is refused while
-    any process serves the schema, and a serve while one of them runs; the other commands hold
-    nothing here. Raises ``ConfigError`` naming the holders (their ``application_name``)."""
+    """Processes share the database by design; this guards the few commands that must be alone.
+
+    Each ``serve`` holds the schema's lock shared. ``audit new-key`` and ``audit repair``
+    (:data:`ALONE`) take it alone. So they are refused while any process serves the schema, and a
+    serve is refused while one of them runs. Other commands hold nothing here. Raises
+    ``ConfigError`` naming the holders (their ``application_name``).
+    """
     if command != "serve" and command not in ALONE:
         yield
         return
@@ -907,8 +974,11 @@ def restore(source: Path, db: Path | str) -> tuple[Copied, Path | None]:
 
 
 def inspect(db: Path | str) -> tuple[list[Finding], ReadOnlyDatabase | None]:
-    """The database reached (a read-only session) and its schema version; also returns it opened
-    read-only for the checks that follow (None when it cannot be reached or read)."""
+    """The database reached, on a read-only session, and its schema version.
+
+    Also returns the database opened read-only for the checks that follow. That is None when it
+    cannot be reached or read.
+    """
     label = db_label(db)
     try:
         database = open_readonly(db)
@@ -931,8 +1001,10 @@ def inspect(db: Path | str) -> tuple[list[Finding], ReadOnlyDatabase | None]:
 
 
 def _hold_schema(url: str, command: str) -> Any:
-    """The serve lock of the PostgreSQL schema at ``url`` for ``command`` (see :func:`holding`);
-    returns the connection holding it."""
+    """Take the serve lock of the schema at ``url`` for ``command`` (see :func:`holding`).
+
+    Returns the connection holding it.
+    """
     holder = f"fate-bridge {command} pid {os.getpid()} on host {socket.gethostname()}"
     conn, holders = hold_serving(url, holder, exclusive=command != "serve")
     if conn is not None:
@@ -960,13 +1032,17 @@ def _schema_number(schema: str) -> int:
 
 
 def hold_serving(url: str, holder: str, *, exclusive: bool) -> tuple[Any, list[str]]:
-    """Take the serve lock of the schema at ``url``: shared (``serve``) or ``exclusive`` (a
-    command that must have the schema alone), on a connection of its own named ``holder`` (its
-    ``application_name``, as others see it in ``pg_stat_activity``). Returns (the connection,
-    which holds the lock until it is closed; []) when taken, else (None, the names of the
-    sessions holding it: their ``holder``, e.g. ``fate-bridge serve pid N on host H``, or
-    ``PostgreSQL backend N`` when a session's name cannot be read). Raises ``ConfigError`` when
-    the database cannot be reached."""
+    """Take the serve lock of the schema at ``url``: shared (``serve``) or ``exclusive``.
+
+    ``exclusive`` is for a command that must have the schema alone. The lock is held on a
+    connection of its own, named ``holder``. That is its ``application_name``, as others see it
+    in ``pg_stat_activity``.
+
+    Returns ``(connection, [])`` when taken; the connection holds the lock until closed. Else
+    returns ``(None, holders)``: the ``holder`` names of the sessions holding it, e.g.
+    ``fate-bridge serve pid N on host H``. A name that cannot be read shows as ``PostgreSQL
+    backend N``. Raises ``ConfigError`` when the database cannot be reached.
+    """
     import psycopg
 
     try:

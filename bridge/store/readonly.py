@@ -1,8 +1,8 @@
-"""A database opened read-only (``Backend.open_readonly``): what ``audit verify``, ``audit
-export``, ``doctor`` and ``serve``'s key check read, with nothing created, migrated or written.
+"""A database opened read-only (``Backend.open_readonly``); nothing is created, migrated or written.
 
-Backend-neutral: it reads through a connection whose ``execute`` takes the shared SQL (``?``
-placeholders): a ``sqlite3.Connection`` or PostgreSQL's read-only session.
+``audit verify``, ``audit export``, ``doctor`` and ``serve``'s key check read through it. Any
+backend: it reads through a connection whose ``execute`` takes the shared SQL (``?``
+placeholders). That is a ``sqlite3.Connection`` or PostgreSQL's read-only session.
 """
 
 from __future__ import annotations
@@ -23,10 +23,12 @@ if TYPE_CHECKING:
 
 
 class ReadOnlyDatabase:
-    """The :class:`~bridge.store.base.TrailReader` of a database opened read-only, and the rest
-    of what is read of one before (or instead of) opening its store. ``label``: the database as
-    messages name it (a URL's password hidden). Reads run on the caller's thread. :meth:`close`
-    once done."""
+    """The :class:`~bridge.store.base.TrailReader` of a database opened read-only.
+
+    It also reads what is needed before, or instead of, opening the store. ``label``: the database
+    as messages name it, a URL's password hidden. Reads run on the caller's thread. Call
+    :meth:`close` once done.
+    """
 
     def __init__(self, conn: Any, label: str) -> None:
         self.conn, self.label = conn, label
@@ -62,8 +64,10 @@ class ReadOnlyDatabase:
         return [(world, token) for world, token, present in self._worlds() if present]
 
     def _worlds(self) -> list[tuple[str, bool, bool]]:
-        """(world id, has a token, not removed) of every row of ``worlds``, by id (a file from
-        before ``removed_at`` has no removed world)."""
+        """(world id, has a token, not removed) of every row of ``worlds``, by id.
+
+        A file from before ``removed_at`` has no removed world.
+        """
         if "worlds" not in _tables(self.conn):
             return []
         columns = [d[0] for d in self.conn.execute("SELECT * FROM worlds LIMIT 0").description]
@@ -72,9 +76,11 @@ class ReadOnlyDatabase:
             f"SELECT world_id, token_hash, {removed} FROM worlds ORDER BY world_id")]
 
     def trail(self, world_id: str) -> tuple[list[tuple[int, bytes, str, str]], list[Head], list[tuple]]:
-        """One world's whole trail as stored, for ``audit export``: its records ``(seq, record
-        JSON, prev_hash, hash)`` in seq order, its signed heads and its HMAC checkpoints ``(seq,
-        hash, mac)``."""
+        """One world's whole trail as stored, for ``audit export``.
+
+        Its records ``(seq, record JSON, prev_hash, hash)`` in seq order, its signed heads, and its
+        HMAC checkpoints ``(seq, hash, mac)``.
+        """
         rows = [(seq, unpack(record), prev_hash, record_hash) for seq, record, prev_hash, record_hash in
                 self.conn.execute(f"SELECT seq, record, {PREV_HASH}, hash FROM audit WHERE world_id = ?"
                                   " ORDER BY seq", (world_id,))]

@@ -1,10 +1,13 @@
-"""The SQLite file's layout and conventions: the migrations that build it, how it is opened for
-writing (:func:`connect`), how values are stored (JSON blobs, read and written by
-:mod:`bridge.store.codecs`, the big ones as zstd frames: :mod:`bridge.store.blobs`; UTC times as
-sortable text), the one way a change is committed, and which of its errors are storage failing
-(:func:`storage_fault`). It imports no msgspec and no wire message: the ``world`` commands open
-the file through it.
+"""The SQLite file's layout and conventions.
 
+- the migrations that build it;
+- how it is opened for writing (:func:`connect`);
+- how values are stored. JSON blobs are read and written by :mod:`bridge.store.codecs`; the big
+  ones are zstd frames (:mod:`bridge.store.blobs`). UTC times are sortable text.
+- the one way a change is committed;
+- which of its errors are storage failing (:func:`storage_fault`).
+
+It imports no msgspec and no wire message: the ``world`` commands open the file through it.
 Every backend module (``sqlite``, ``worlds``, ``audit_rows``) reads and writes through these.
 """
 
@@ -235,26 +238,35 @@ INSERT_EVENT = "INSERT INTO events (world_id, event_id, reply, request_hash) VAL
 
 
 def insert_audit_sql(table: str) -> str:
-    """The statement appending one audit row (:data:`AUDIT_COLUMNS`, ``?`` placeholders) to
-    ``table``: SQLite's ``audit_tail``, PostgreSQL's ``audit``."""
+    """The statement appending one audit row to ``table``: SQLite's ``audit_tail``, PostgreSQL's ``audit``.
+
+    Columns are :data:`AUDIT_COLUMNS`, with ``?`` placeholders.
+    """
     return f"INSERT INTO {table} ({AUDIT_COLUMNS}) VALUES ({', '.join('?' for _ in AUDIT_COLUMNS.split(','))})"
 
 
 def upsert_records_sql(table: str) -> str:
-    """The statement writing one state row (world_id, kind, key, value) into ``table``, over
-    the older value of its key: SQLite's ``records_tail``, PostgreSQL's ``records``."""
+    """The statement writing one state row (world_id, kind, key, value) into ``table``.
+
+    It overwrites the older value of its key. ``table`` is SQLite's ``records_tail``, PostgreSQL's
+    ``records``.
+    """
     return (f"INSERT INTO {table} (world_id, kind, key, value) VALUES (?, ?, ?, ?)"
             " ON CONFLICT (world_id, kind, key) DO UPDATE SET value = excluded.value")
 
 
 def read_as_one(conn: sqlite3.Connection) -> None:
-    """Make ``audit`` and ``records`` on ``conn`` read as each table and its tail together (TEMP
-    views of those names, which SQLite resolves before ``main.audit``, ``main.records``): the
-    tail's audit rows with their ids (audit_tail's AUTOINCREMENT, which follows on from audit's
-    and which they keep when folded), a state row in ``records_tail`` in place of
-    its older value in ``records``. So every query of this package, and a read-only ``audit
-    verify`` while ``serve`` runs, sees every committed row wherever it is stored. Writes name
-    ``main.audit``, ``main.records`` or a tail. A file older than migration 9 is left as it is."""
+    """Make ``audit`` and ``records`` on ``conn`` read as each table and its tail together.
+
+    They become TEMP views of those names, which SQLite resolves before ``main.audit`` and
+    ``main.records``. The tail's audit rows keep their ids. Those come from audit_tail's
+    AUTOINCREMENT, which follows on from audit's; folding keeps them. A state row in
+    ``records_tail`` replaces its older value in ``records``.
+
+    So every query of this package sees every committed row, wherever it is stored. So does a
+    read-only ``audit verify`` while ``serve`` runs. Writes name ``main.audit``, ``main.records``
+    or a tail. A file older than migration 9 is left as it is.
+    """
     if conn.execute("SELECT 1 FROM main.sqlite_master WHERE name = 'audit_tail'").fetchone() is None:
         return
     conn.execute(f"CREATE TEMP VIEW IF NOT EXISTS audit AS SELECT id, {AUDIT_COLUMNS} FROM main.audit"
@@ -266,12 +278,15 @@ def read_as_one(conn: sqlite3.Connection) -> None:
 
 
 def fold_tail(conn: sqlite3.Connection, rows: int | None = None) -> int:
-    """Move the oldest ``rows`` rows of ``audit_tail`` (None: all) into ``audit``, each with its
-    id and in id order (appended, so audit's pages stay full), and every row of ``records_tail``
-    into ``records`` (replacing the older values), inside the caller's write transaction: a
-    crash before its COMMIT leaves all four as they were. A whole fold then sets audit_tail's
-    counter past audit's largest id (rows put into ``audit`` by hand). Nothing is written when
-    there is nothing to move. Returns the rows moved into ``audit``."""
+    """Move the oldest ``rows`` rows of ``audit_tail`` into ``audit``; None: all.
+
+    Each keeps its id and goes in id order, appended, so audit's pages stay full. Every row of
+    ``records_tail`` goes into ``records``, replacing the older values. This runs inside the
+    caller's write transaction, so a crash before its COMMIT leaves all four tables as they were.
+    A whole fold then sets audit_tail's counter past audit's largest id, for rows put into
+    ``audit`` by hand. Nothing is written when there is nothing to move. Returns the rows moved
+    into ``audit``.
+    """
     params: tuple[int, ...]
     if rows is None:
         where, params = "true", ()
@@ -304,15 +319,19 @@ def utc_text(moment: datetime.datetime) -> str:
 
 def _in_transaction(conn: sqlite3.Connection, work: Callable[[sqlite3.Connection], T],
                     begin: str = "BEGIN IMMEDIATE") -> T:
-    """Run ``work`` in one transaction opened with ``begin`` (SQLite's ``BEGIN IMMEDIATE``; the
-    PostgreSQL store's connection passes ``BEGIN``): see :func:`_committed`."""
+    """Run ``work`` in one transaction opened with ``begin``: see :func:`_committed`.
+
+    SQLite uses ``BEGIN IMMEDIATE``; the PostgreSQL store's connection passes ``BEGIN``.
+    """
     conn.execute(begin)
     return _committed(conn, work)
 
 
 def _committed(conn: sqlite3.Connection, work: Callable[[sqlite3.Connection], T]) -> T:
-    """Run ``work`` in the transaction the caller has just begun on ``conn``: committed if it
-    returns, rolled back if it raises (and the exception raised on)."""
+    """Run ``work`` in the transaction the caller has just begun on ``conn``.
+
+    Committed if it returns; rolled back if it raises, and the exception raised on.
+    """
     try:
         result = work(conn)
         conn.execute("COMMIT")
@@ -327,11 +346,14 @@ DB_FILE_MODE = 0o600  # a new database file is readable by its owner only (SQLit
 
 
 def connect(path: str | Path) -> sqlite3.Connection:
-    """A writer's connection to the SQLite file ``path`` (made, owner-only, with its folder when
-    missing) or ``":memory:"``: autocommit (changes go through :func:`_in_transaction`), waiting
-    up to 5 s for a lock held elsewhere, WAL, ``synchronous = NORMAL``, foreign keys on, the
-    schema created or upgraded (:func:`migrate`). Raises ``ConfigError`` saying why the file
-    cannot be opened (:func:`bridge.startup.database_problem`) or that a newer bridge wrote it."""
+    """A writer's connection to the SQLite file ``path``, or ``":memory:"``.
+
+    A missing file is made owner-only, with its folder. The connection is in autocommit; changes
+    go through :func:`_in_transaction`. It waits up to 5 s for a lock held elsewhere. It uses WAL,
+    ``synchronous = NORMAL`` and foreign keys. The schema is created or upgraded (:func:`migrate`).
+    Raises ``ConfigError`` saying why the file cannot be opened
+    (:func:`bridge.startup.database_problem`), or that a newer bridge wrote it.
+    """
     path = str(path)
     conn = None
     try:
@@ -387,10 +409,13 @@ _OS_FAULTS = {errno.ENOSPC: "disk_full", errno.EDQUOT: "disk_full", errno.EROFS:
 
 
 def storage_fault(exc: BaseException, path: str | None) -> str | None:
-    """Whether ``exc`` is storage failing, not the work: its reason (one of
-    :data:`bridge.store.health.REASONS`: an SQLite result code of :data:`_FAULTS`, a system
-    error of :data:`_OS_FAULTS`), else None. For an I/O error on the file ``path`` (None:
-    ``":memory:"``), ``read_only`` or ``disk_full`` when its file system says so."""
+    """The reason when ``exc`` is storage failing, not the work; else None.
+
+    A reason is one of :data:`bridge.store.health.REASONS`. It comes from an SQLite result code of
+    :data:`_FAULTS`, or a system error of :data:`_OS_FAULTS`. For an I/O error on the file ``path``,
+    it is ``read_only`` or ``disk_full`` when its file system says so. ``path`` None means
+    ``":memory:"``.
+    """
     if isinstance(exc, OSError):
         return _OS_FAULTS.get(exc.errno or 0)
     name = getattr(exc, "sqlite_errorname", None) or ""

@@ -1,30 +1,30 @@
-"""The SQLite backend's part of the store: an embedded file (from ``--db``), or ``":memory:"`` for
-``fate-bridge resolve`` and tests.
+"""The SQLite backend's part of the store: an embedded file, or ``":memory:"``.
 
-:class:`SQLiteStore` is the shared :class:`~bridge.store.writer.BatchWriter` (world state in
-memory, group commit, one transaction per batch: see there) plus what only SQLite needs:
+The file comes from ``--db``; ``":memory:"`` serves ``fate-bridge resolve`` and tests.
+:class:`SQLiteStore` is the shared :class:`~bridge.store.writer.BatchWriter`: world state in
+memory, group commit, one transaction per batch. It adds what only SQLite needs.
 
-- Where a COMMIT runs. The batches of a database file are written on the event loop itself, right
-  after the tick that decided them, on a connection of their own (as ``bench.durable`` does): in
-  WAL mode with ``synchronous = NORMAL`` a COMMIT is a write into the log, no fsync (the log is
-  copied into the file and synced by the checkpointer thread, :class:`_WalCheckpointer`), so
-  handing the batch to a thread and its outcome back cost more than the write (measured: ~100 µs
-  of CPU and two thread wake-ups per batch, most of a decision's latency at one connection). That
-  connection never waits for the write lock: held elsewhere, the batch goes to the writer thread
-  (:class:`~bridge.store.writer.WriteLocked`). Everything else (registry, audit queries, verify)
-  runs on the writer thread, the world loads on a loader thread (a WAL reader), and the batches of
-  ``":memory:"`` (one connection for all) on the writer thread.
+- Where a COMMIT runs. A file's batches are written on the event loop itself, right after the
+  tick that decided them, on a connection of their own (as ``bench.durable`` does). In WAL mode
+  with ``synchronous = NORMAL``, a COMMIT is a write into the log, with no fsync. The
+  checkpointer thread copies the log into the file and syncs it (:class:`_WalCheckpointer`).
+  Handing the batch to a thread and back cost more than the write: ~100 µs of CPU and two
+  thread wake-ups per batch, most of a decision's latency at one connection.
+- That connection never waits for the write lock. If the lock is held elsewhere, the batch goes
+  to the writer thread (:class:`~bridge.store.writer.WriteLocked`). Everything else (registry,
+  audit queries, verify) runs on the writer thread. Worlds load on a loader thread, a WAL
+  reader. ``":memory:"`` has one connection for all, and its batches run on the writer thread.
 - The tails (schema 9). A batch writes ``BEGIN IMMEDIATE ... COMMIT`` with one ``executemany``
-  per table into ``audit_tail`` and ``records_tail``, small tables whose pages every world of the
-  batch shares (an SQLite COMMIT pays per page written); the writer thread moves them into
-  ``audit`` and ``records`` a chunk at a time (:meth:`SQLiteStore._fold_sync`; the batches
-  themselves when it falls behind, :meth:`SQLiteStore._batch_written`), and every connection
-  reads each pair as one (:func:`~bridge.store.schema.read_as_one`).
+  per table into ``audit_tail`` and ``records_tail``. These are small tables whose pages every
+  world of the batch shares; an SQLite COMMIT pays per page written. The writer thread moves
+  them into ``audit`` and ``records`` a chunk at a time (:meth:`SQLiteStore._fold_sync`). When
+  it falls behind, the batches fold themselves (:meth:`SQLiteStore._batch_written`). Every
+  connection reads each pair as one (:func:`~bridge.store.schema.read_as_one`).
 - Other processes on the same file. ``PRAGMA data_version`` tells a batch whether anything else
-  wrote the file (:meth:`SQLiteStore._changed_elsewhere`); a world written by another process
-  fails that batch (its last record is at or past the seq this process chains next:
-  :meth:`SQLiteStore._check_heads`, or the insert collides on audit_tail's ``(world_id, seq)``),
-  so a second process on the same file never corrupts a chain.
+  wrote the file (:meth:`SQLiteStore._changed_elsewhere`). A world written by another process
+  fails that batch. Either its last record is at or past the seq this process chains next
+  (:meth:`SQLiteStore._check_heads`), or the insert collides on audit_tail's
+  ``(world_id, seq)``. So a second process on the same file never corrupts a chain.
 """
 
 from __future__ import annotations
@@ -56,8 +56,10 @@ LOADERS = 2
 
 
 class _WalCheckpointer:
-    """Copies the WAL into the database file every ``WAL_CHECKPOINT_SECONDS`` from a thread and
-    connection of its own (PASSIVE: it never blocks the writer), and truncates the log at stop."""
+    """Copies the WAL into the database file every ``WAL_CHECKPOINT_SECONDS``; truncates it at stop.
+
+    It runs on a thread and connection of its own. PASSIVE: it never blocks the writer.
+    """
 
     def __init__(self, path: str) -> None:
         self._conn = sqlite3.connect(path, isolation_level=None, check_same_thread=False)
@@ -74,9 +76,11 @@ class _WalCheckpointer:
                 pass  # busy or locked: the next round copies what this one could not
 
     def stop(self) -> None:
-        """Stop the thread, truncate the log (all committed pages are in the file), close. A
-        checkpoint storage refuses (a full disk, the file gone) leaves the log as it is: the next
-        start copies it in."""
+        """Stop the thread, truncate the log, close.
+
+        All committed pages are in the file by then. If storage refuses the checkpoint (a full disk,
+        the file gone), the log stays as it is; the next start copies it in.
+        """
         self._stop.set()
         self._thread.join()
         try:
@@ -96,9 +100,11 @@ def _locked(exc: sqlite3.OperationalError) -> bool:
 
 
 class DatabaseFileGone(Exception):
-    """The database file this store writes was deleted, or another file put in its place, while
-    it ran: a COMMIT since went into a file no path reaches, so its batch is not
-    acknowledged, and nothing is written until ``serve`` is started again."""
+    """The database file this store writes was deleted or replaced while it ran.
+
+    A COMMIT since went into a file no path reaches, so its batch is not acknowledged. Nothing is
+    written until ``serve`` is started again.
+    """
 
 
 class SQLiteStore(BatchWriter):
@@ -173,9 +179,11 @@ class SQLiteStore(BatchWriter):
         self._conn = conn
 
     def _transaction(self, work: Callable[[sqlite3.Connection], T]) -> T:
-        """``work`` in one transaction on the writer's connection; raises
-        :class:`DatabaseFileGone` after its COMMIT if the file was deleted or replaced (what it
-        wrote is then in no file a path reaches: the caller must not acknowledge it)."""
+        """``work`` in one transaction on the writer's connection.
+
+        Raises :class:`DatabaseFileGone` after its COMMIT if the file was deleted or replaced. What it
+        wrote is then in no file a path reaches, so the caller must not acknowledge it.
+        """
         assert self._conn is not None
         self._own_writes += 1  # the next batch checks what this may have changed (_changed_elsewhere)
         result = _in_transaction(self._conn, work)
@@ -183,9 +191,11 @@ class SQLiteStore(BatchWriter):
         return result
 
     def _check_file(self) -> None:
-        """Raise :class:`DatabaseFileGone` if the path no longer leads to the file this store
-        opened (deleted, renamed away, or another file put in its place: its device and inode
-        differ). One ``stat``, ~1 µs; nothing for ``":memory:"``."""
+        """Raise :class:`DatabaseFileGone` if the path no longer leads to the file this store opened.
+
+        The file was deleted, renamed away, or replaced: its device and inode differ. One ``stat``,
+        ~1 µs; nothing for ``":memory:"``.
+        """
         if self._identity is None:
             return
         try:
@@ -198,16 +208,20 @@ class SQLiteStore(BatchWriter):
                 "restore it (`fate-bridge restore`) or put it back, then start serve again")
 
     def _fault_reason(self, exc: Exception) -> str | None:
-        """A storage failure's reason (see :meth:`BatchWriter._fault_reason`): the file gone, or
-        what :func:`~bridge.store.schema.storage_fault` says of ``exc``."""
+        """A storage failure's reason (see :meth:`BatchWriter._fault_reason`).
+
+        The file gone, or what :func:`~bridge.store.schema.storage_fault` says of ``exc``.
+        """
         if isinstance(exc, DatabaseFileGone):
             return "database_file_gone"
         return storage_fault(exc, None if self._identity is None else self.path)
 
     def _probe_sync(self) -> None:
-        """While storage is down: the file must be the one opened, and a write transaction must
-        commit (an UPDATE of a row to its own value: SQLite writes the page all the same, so a
-        full disk or a read-only file system fails it). Waits for no lock held elsewhere."""
+        """While storage is down: check the file is the one opened, and that a write commits.
+
+        The write is an UPDATE of a row to its own value. SQLite writes the page all the same, so a full
+        disk or a read-only file system fails it. Waits for no lock held elsewhere.
+        """
         self._check_file()
         assert self._conn is not None
         self._conn.execute("PRAGMA busy_timeout = 0")
@@ -218,10 +232,12 @@ class SQLiteStore(BatchWriter):
             self._conn.execute("PRAGMA busy_timeout = 5000")
 
     def _state_rows(self, conn: sqlite3.Connection, world_id: str) -> Iterator[tuple[str, str, bytes]]:
-        """A world's ``records`` rows (see :meth:`BatchWriter._state_rows`): the table's and its
-        tail's read apart, a tail row in place of its key's older value (what the ``records`` view
-        does with a subquery per row, a third slower for a long history). The store migrated the
-        file at open, so both tables are there."""
+        """A world's ``records`` rows (see :meth:`BatchWriter._state_rows`).
+
+        The table and its tail are read apart; a tail row replaces its key's older value. The
+        ``records`` view does the same with a subquery per row, a third slower for a long history. The
+        store migrated the file at open, so both tables are there.
+        """
         tail = {(kind, key): value for kind, key, value in conn.execute(
             "SELECT kind, key, value FROM main.records_tail WHERE world_id = ?", (world_id,))}
         for kind, key, value in conn.execute("SELECT kind, key, value FROM main.records WHERE world_id = ?", (world_id,)):
@@ -231,8 +247,10 @@ class SQLiteStore(BatchWriter):
             yield kind, key, stored_bytes(value)
 
     def _loading_connection(self) -> tuple[sqlite3.Connection | None, bool]:
-        """A file's worlds load on their loader thread's connection (made on its first use) and
-        read their records' values on use; ``":memory:"``'s on the writer's, values at load."""
+        """A file's worlds load on their loader thread's connection and read record values on use.
+
+        That connection is made on first use. ``":memory:"``'s load on the writer's, values at load.
+        """
         if self._loader is None:
             return self._conn, False
         conn = getattr(self._loader_local, "conn", None)
@@ -245,8 +263,11 @@ class SQLiteStore(BatchWriter):
         return conn, True
 
     def _fetch_record(self, world_id: str, kind: str, key: str) -> bytes:
-        """The stored bytes of a record a decision asks for the first time (on the event loop,
-        with the store's lock held: a connection of its own, reading what was committed)."""
+        """The stored bytes of a record a decision asks for the first time.
+
+        Read on the event loop with the store's lock held, on a connection of its own, seeing what was
+        committed.
+        """
         if self._fetch_conn is None:
             self._fetch_conn = sqlite3.connect(self.path, isolation_level=None, check_same_thread=False)
             self._fetch_conn.execute("PRAGMA busy_timeout = 5000")
@@ -257,10 +278,12 @@ class SQLiteStore(BatchWriter):
         return stored_bytes(value)
 
     def _changed_elsewhere(self, conn: sqlite3.Connection) -> bool:
-        """Has anything but this connection's batches committed to the file since its last
-        batch (another process, or this store's writer thread on its own connection or this
-        one)? ``PRAGMA data_version`` on ``conn`` (inside the batch's transaction) changes with
-        every other connection's commit; ``_own_writes`` counts the writer thread's."""
+        """Has anything but this connection's batches committed to the file since its last batch?
+
+        That is another process, or this store's writer thread on its own connection or this one.
+        ``PRAGMA data_version`` on ``conn``, inside the batch's transaction, changes with every other
+        connection's commit. ``_own_writes`` counts the writer thread's.
+        """
         (version,) = conn.execute("PRAGMA data_version").fetchone()
         seen = (version, self._own_writes)
         changed = self._seen.get(conn) != seen
@@ -268,10 +291,12 @@ class SQLiteStore(BatchWriter):
         return changed
 
     def _check_heads(self, conn: sqlite3.Connection, batch: list[_Queued]) -> None:
-        """Raise ``sqlite3.IntegrityError`` (failing the batch, nothing acknowledged) if a world
-        of ``batch`` has a record at or past the seq its first record here takes: another
-        process wrote the world since this one loaded it. (Two writers' rows in audit_tail would
-        collide on its own UNIQUE (world_id, seq); this covers the rows folded into audit.)"""
+        """Raise ``sqlite3.IntegrityError`` if another process wrote a world of ``batch`` since its load.
+
+        That shows as a record at or past the seq the world's first record here takes. The batch fails
+        and nothing is acknowledged. Two writers' rows in audit_tail would collide on its own UNIQUE
+        (world_id, seq). This check covers the rows folded into audit.
+        """
         first: dict[str, int] = {}
         for item in batch:
             if item.sealed is not None:
@@ -290,10 +315,13 @@ class SQLiteStore(BatchWriter):
         return self._batch_conn is not None
 
     def _batch_committed(self, appended: int) -> None:
-        """After a batch: count the ``appended`` rows it committed to audit_tail and those it
-        folded (:meth:`_batch_written`; none if it failed, ``appended`` 0), and once the tail holds
-        ``FOLD_ROWS`` rows (or, after a failed fold, ``_fold_retry_at``) start folding on the
-        writer thread (:meth:`_fold_sync`) for a file's store."""
+        """After a batch: count its rows, and start a fold when the tail is full enough.
+
+        It counts the ``appended`` rows the batch committed to audit_tail and those it folded
+        (:meth:`_batch_written`). A failed batch counts none (``appended`` 0). For a file's store, a fold
+        starts on the writer thread (:meth:`_fold_sync`) once the tail holds ``FOLD_ROWS`` rows. After a
+        failed fold, it waits for ``_fold_retry_at`` instead.
+        """
         folded, self._folded = (self._folded if appended else 0), 0
         with self._queue_lock:
             self._tail_rows = max(0, self._tail_rows + appended - folded)
@@ -305,20 +333,24 @@ class SQLiteStore(BatchWriter):
             self._executor.submit(self._fold_sync)
 
     def _fold_failed(self, tail_rows: int) -> None:
-        """A fold failed (disk full, a damaged tail; not a lock held elsewhere) when audit_tail
-        held ``tail_rows`` rows: logged (call it in the ``except``); it changed nothing, and no
-        fold is tried again before the tail has grown by ``FOLD_ROWS`` rows, rather than at
-        every batch."""
+        """A fold failed while audit_tail held ``tail_rows`` rows: log it. Call it in the ``except``.
+
+        Causes are a full disk or a damaged tail, not a lock held elsewhere. The fold changed nothing.
+        No fold is tried again before the tail has grown by ``FOLD_ROWS`` rows, rather than at every
+        batch.
+        """
         log.exception("audit_tail_fold_failed")
         self._fold_retry_at = tail_rows + FOLD_ROWS
 
     def _batch_written(self, conn: sqlite3.Connection, adding: int) -> None:
-        """Inside a batch's transaction (``adding`` rows appended to audit_tail by it): once the
-        tail holds ``FOLD_BACKSTOP`` rows or more (``FOLD_ROWS`` when the batches run on the
-        writer thread: ``":memory:"``), fold its oldest ``FOLD_CHUNK`` into audit and records
-        (:func:`~bridge.store.schema.fold_tail`): under load the writer thread's folds
-        (:meth:`_fold_sync`) may not get the write lock often enough to keep up. Under a
-        savepoint: a failing fold leaves the batch as it was (:meth:`_fold_failed`)."""
+        """Inside a batch's transaction: fold the tail's oldest rows when it holds too many.
+
+        The batch appended ``adding`` rows to audit_tail. Once the tail holds ``FOLD_BACKSTOP`` rows or
+        more, its oldest ``FOLD_CHUNK`` move into audit and records (:func:`~bridge.store.schema.fold_tail`).
+        The limit is ``FOLD_ROWS`` when batches run on the writer thread (``":memory:"``). Under load
+        the writer thread's folds (:meth:`_fold_sync`) may not get the write lock often enough. The fold
+        runs under a savepoint, so a failing one leaves the batch as it was (:meth:`_fold_failed`).
+        """
         self._folded = 0
         threshold = FOLD_ROWS if self._batch_conn is None else FOLD_BACKSTOP
         if self._tail_rows + adding < max(threshold, self._fold_retry_at):
@@ -332,13 +364,14 @@ class SQLiteStore(BatchWriter):
         conn.execute("RELEASE fold")
 
     def _fold_sync(self) -> None:
-        """One fold on the writer thread, started by a batch once audit_tail holds ``FOLD_ROWS``
-        rows: its oldest ``FOLD_CHUNK`` rows in one transaction, then (while more than half as
-        many are left) the next chunk as another job, so that a batch waiting on this thread for
-        the write lock goes between two. The batches come first: a fold waits ``FOLD_WAIT_MS``
-        at most for the lock they hold, and gives up until the next batch starts it again (under
-        load, the batches fold themselves: :meth:`_batch_written`). A failure is logged and changes
-        nothing (:meth:`_fold_failed`)."""
+        """One fold on the writer thread, started by a batch once audit_tail holds ``FOLD_ROWS`` rows.
+
+        It moves the oldest ``FOLD_CHUNK`` rows in one transaction. While more than half as many are
+        left, the next chunk goes as another job, so a batch waiting on this thread for the write lock
+        goes between two. The batches come first: a fold waits ``FOLD_WAIT_MS`` at most for their lock,
+        then gives up until the next batch starts it again. Under load, the batches fold themselves
+        (:meth:`_batch_written`). A failure is logged and changes nothing (:meth:`_fold_failed`).
+        """
         conn, moved = self._conn, 0
         try:
             if conn is not None:
@@ -360,9 +393,11 @@ class SQLiteStore(BatchWriter):
             self._executor.submit(self._fold_sync)
 
     def _fold_all_sync(self) -> None:
-        """Fold both tails whole, on the writer thread (a stop; a start folds in
-        :meth:`_connect`). A failure is logged and changes nothing: the rows stay in the tails,
-        read as audit and records, and the next start moves them."""
+        """Fold both tails whole, on the writer thread, at stop.
+
+        A start folds in :meth:`_connect`. A failure is logged and changes nothing. The rows stay in the
+        tails, read as audit and records, and the next start moves them.
+        """
         try:
             self._transaction(fold_tail)
         except (sqlite3.Error, DatabaseFileGone):
@@ -372,10 +407,13 @@ class SQLiteStore(BatchWriter):
             self._tail_rows = 0
 
     def _batch_transaction(self, work: Callable[[sqlite3.Connection], T], inline: bool) -> T:
-        """Run a batch's ``work`` in one transaction: ``inline`` (on the event loop) on the
-        batch connection, which never waits for a write lock held elsewhere (another process,
-        the writer thread's own work: raises :class:`WriteLocked` before anything is written);
-        else on the writer's connection, which waits for it (``busy_timeout``)."""
+        """Run a batch's ``work`` in one transaction.
+
+        ``inline`` (on the event loop): on the batch connection, which never waits for a write lock
+        held elsewhere. The lock may be held by another process or the writer thread's own work. Then
+        it raises :class:`WriteLocked` before anything is written. Otherwise: on the writer's
+        connection, which waits for the lock (``busy_timeout``).
+        """
         if not inline or self._batch_conn is None:
             return self._transaction(work)
         try:

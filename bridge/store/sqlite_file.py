@@ -1,23 +1,25 @@
-"""The SQLite backend (bridge/store/backends.py): the database is a file (or ``":memory:"``),
-served by :class:`~bridge.store.sqlite.SQLiteStore`; this module is the rest of what the shells
+"""The SQLite backend (bridge/store/backends.py): the database is a file, or ``":memory:"``.
+
+:class:`~bridge.store.sqlite.SQLiteStore` serves it. This module is the rest of what the shells
 do with the file: open it for the ``world`` commands, open it read-only, hold it for one
-``serve``, back it up, restore it, check it. It imports the store, and the audit trail's code,
-only when a command asks for them: the ``world`` commands need neither.
+``serve``, back it up, restore it, check it. It imports the store and the audit trail's code
+only when a command asks for them; the ``world`` commands need neither.
 
-A backup goes through SQLite's online backup API (``sqlite3.Connection.backup``): it copies the
-pages of one read transaction, so the copy is the database as it was at one instant, with every
-committed decision before it and none after, while the bridge goes on writing (WAL mode: a
-reader never blocks the writer). The copy is written beside its destination and renamed into
-place, so a crash never leaves half a backup under the final name, and it is owner-only like the
-database. The audit key is not in the database (see :mod:`bridge.config`); it never changes, so
-one copy of it kept apart from the backups is enough.
+A backup goes through SQLite's online backup API (``sqlite3.Connection.backup``). It copies the
+pages of one read transaction. So the copy is the database at one instant: every committed
+decision before it, none after. Meanwhile the bridge goes on writing; in WAL mode a reader never
+blocks the writer. The copy is written beside its destination and renamed into place. So a crash
+never leaves half a backup under the final name. It is owner-only, like the database.
 
-``restore`` puts a backup in the database's place after checking it is a fate-bridge database
-this bridge can open; the database it replaces is first kept beside it as
-``<db>.before-restore-<UTC time>``. Stop ``serve`` before restoring: a restore refuses a
-database another process holds open (a running bridge keeps a WAL connection on it, so an
-exclusive lock cannot be taken), because swapping the file under it would delete its live
-``-wal`` and leave it writing every later decision to an unlinked file.
+The audit key is not in the database (see :mod:`bridge.config`). It never changes, so one copy
+kept apart from the backups is enough.
+
+``restore`` puts a backup in the database's place. It first checks the backup is a fate-bridge
+database this bridge can open. The database it replaces is kept beside it as
+``<db>.before-restore-<UTC time>``. Stop ``serve`` before restoring. A restore refuses a database
+another process holds open: a running bridge keeps a WAL connection on it, so an exclusive lock
+cannot be taken. Swapping the file under it would delete its live ``-wal``. It would then write
+every later decision to an unlinked file.
 """
 
 from __future__ import annotations
@@ -58,9 +60,12 @@ async def open_store(db: Path | str, *, audit_key: bytes | None = None,
 
 
 def open_world_admin(db: Path | str) -> Admin:
-    """The ``world`` commands' access to the file ``db`` (made, with its folder, when missing;
-    created or upgraded as the store does: :func:`~bridge.store.schema.connect`) on one
-    connection. Raises ``ConfigError`` when the file cannot be opened or a newer bridge wrote it."""
+    """The ``world`` commands' access to the file ``db``, on one connection.
+
+    A missing file is made, with its folder. It is created or upgraded as the store does
+    (:func:`~bridge.store.schema.connect`). Raises ``ConfigError`` when the file cannot be opened or
+    a newer bridge wrote it.
+    """
     conn = connect(db)
     label = None if str(db) == ":memory:" else str(db)
     return Admin(conn, lambda work: _in_transaction(conn, work), lambda exc: storage_fault(exc, label))
@@ -71,8 +76,10 @@ def exists(db: Path | str) -> bool:
 
 
 def holding(db: Path | str, command: str) -> contextlib.AbstractContextManager[None]:
-    """The file's serve lock for ``command`` (:func:`bridge.startup.hold_database`: every command
-    that holds it has the file alone); ``":memory:"`` has nothing to hold."""
+    """The file's serve lock for ``command`` (:func:`bridge.startup.hold_database`).
+
+    Every command that holds it has the file alone. ``":memory:"`` has nothing to hold.
+    """
     return contextlib.nullcontext() if str(db) == ":memory:" else _held(Path(db), command)
 
 
@@ -87,10 +94,12 @@ def _held(db: Path, command: str) -> Iterator[None]:
 
 
 def connect_readonly(path: Path) -> sqlite3.Connection:
-    """The database at ``path`` opened read-only (``file:...?mode=ro``): nothing is created,
-    migrated or written. Raises :class:`DatabaseUnreadable` saying what is wrong with it, and
-    ``ConfigError`` for a file of a newer schema (its rows may not read as this bridge's: each
-    would be reported changed)."""
+    """The database at ``path`` opened read-only (``file:...?mode=ro``).
+
+    Nothing is created, migrated or written. Raises :class:`DatabaseUnreadable` saying what is
+    wrong with it. Raises ``ConfigError`` for a file of a newer schema: its rows may not read as
+    this bridge's, so each would be reported changed.
+    """
     from .audit_rows import REQUIRED_TABLES, DatabaseUnreadable, _tables, refuse_newer_schema
 
     path = path.expanduser()
@@ -134,9 +143,11 @@ def open_readonly(db: Path | str) -> ReadOnlyDatabase:
 
 
 def _writable_folder(folder: Path) -> Path | None:
-    """The nearest existing folder of ``folder`` if this user cannot create files in it, else
-    None. Tried for real (a temporary file, removed at once): permission bits do not tell for
-    root, read-only mounts or special file systems."""
+    """The nearest existing folder of ``folder`` if this user cannot create files in it, else None.
+
+    Tried for real, with a temporary file removed at once. Permission bits do not tell for root,
+    read-only mounts or special file systems.
+    """
     import tempfile
 
     existing = folder
@@ -159,10 +170,13 @@ def _writable_file(path: Path) -> bool:
 
 
 def inspect(db: Path | str) -> tuple[list[Finding], ReadOnlyDatabase | None]:
-    """The database file: its folder writable (SQLite writes ``-wal`` beside it), the file
-    writable, ``quick_check``, schema version, the ``serve`` holding its lock (if any). Also
-    returns it opened read-only for the checks that follow (None when the file cannot be read);
-    the caller closes it."""
+    """Check the database file; also return it opened read-only.
+
+    It checks the folder is writable (SQLite writes ``-wal`` beside the file), the file is writable,
+    ``quick_check``, the schema version, and which ``serve`` holds its lock, if any. The file
+    opened read-only is for the checks that follow; None when it cannot be read. The caller closes
+    it.
+    """
     from ..findings import fail, ok, warn
     from .readonly import ReadOnlyDatabase
 
@@ -216,9 +230,11 @@ def _open_ro(path: Path) -> sqlite3.Connection:
 
 
 def check_backup(path: Path) -> tuple[int, int]:
-    """Check that ``path`` is an intact fate-bridge database this bridge can open: (worlds,
-    audit records). Raises ``ConfigError`` naming what is wrong (missing, not a database,
-    damaged, from a newer bridge)."""
+    """Check that ``path`` is an intact fate-bridge database this bridge can open.
+
+    Returns (worlds, audit records). Raises ``ConfigError`` naming what is wrong: missing, not a
+    database, damaged, from a newer bridge.
+    """
     if not path.is_file():
         raise ConfigError(f"{path} does not exist: give the path of a backup file")
     try:
@@ -247,9 +263,11 @@ def check_backup(path: Path) -> tuple[int, int]:
 @contextmanager
 def _copy_errors(*, unreadable: Callable[[sqlite3.DatabaseError], str],
                  unwritable: Callable[[str | OSError], str]) -> Iterator[None]:
-    """Turn what a copy raises into a ``ConfigError`` saying what to do: the message
-    ``unreadable(error)`` for a ``sqlite3.DatabaseError``, ``unwritable(reason)`` for an
-    ``OSError`` (the reason: its strerror, else the error)."""
+    """Turn what a copy raises into a ``ConfigError`` saying what to do.
+
+    A ``sqlite3.DatabaseError`` gives the message ``unreadable(error)``. An ``OSError`` gives
+    ``unwritable(reason)``; the reason is its strerror, else the error.
+    """
     try:
         yield
     except sqlite3.DatabaseError as exc:
@@ -259,9 +277,10 @@ def _copy_errors(*, unreadable: Callable[[sqlite3.DatabaseError], str],
 
 
 def _copy(source: Path, dest: Path) -> None:
-    """Copy the database ``source`` to ``dest`` with the online backup API (one read
-    transaction), through a temporary file renamed into place. Raises ``sqlite3.Error`` or
-    ``OSError``."""
+    """Copy the database ``source`` to ``dest`` with the online backup API, in one read transaction.
+
+    It goes through a temporary file renamed into place. Raises ``sqlite3.Error`` or ``OSError``.
+    """
     dest.parent.mkdir(parents=True, exist_ok=True)
     partial = dest.with_name(dest.name + ".partial")
     partial.unlink(missing_ok=True)
@@ -284,9 +303,11 @@ def _copy(source: Path, dest: Path) -> None:
 
 
 def backup(db: Path | str, dest: Path, *, overwrite: bool = False) -> Copied:
-    """Write a consistent copy of the database ``db`` to ``dest`` (safe while ``serve`` runs).
-    Raises ``ConfigError`` when ``db`` is missing or unreadable, ``dest`` exists (unless
-    ``overwrite``) or cannot be written."""
+    """Write a consistent copy of the database ``db`` to ``dest``. Safe while ``serve`` runs.
+
+    Raises ``ConfigError`` when ``db`` is missing or unreadable, or when ``dest`` cannot be written
+    or exists (unless ``overwrite``).
+    """
     db = Path(db)
     if not db.is_file():
         raise ConfigError(f"there is no database at {db}: give --db, or set $FATE_BRIDGE_DB")
@@ -302,9 +323,11 @@ def backup(db: Path | str, dest: Path, *, overwrite: bool = False) -> Copied:
 
 
 def _refuse_if_in_use(db: Path) -> None:
-    """Raise ``ConfigError`` when another process holds the database ``db`` open (a running
-    ``serve``): every SQLite connection in WAL mode keeps a shared lock on the file, so an
-    exclusive lock cannot be taken. A missing file, or one that is not a database, passes."""
+    """Raise ``ConfigError`` when another process, such as a running ``serve``, holds ``db`` open.
+
+    Every SQLite connection in WAL mode keeps a shared lock on the file, so an exclusive lock cannot
+    be taken. A missing file, or one that is not a database, passes.
+    """
     if not db.is_file():
         return
     conn = sqlite3.connect(db, isolation_level=None, timeout=1.0)
@@ -322,10 +345,12 @@ def _refuse_if_in_use(db: Path) -> None:
 
 
 def restore(source: Path, db: Path | str) -> tuple[Copied, Path | None]:
-    """Replace the database ``db`` with the backup ``source`` (checked first, see
-    :func:`check_backup`). The database replaced is kept as ``<db>.before-restore-<time>``,
-    whose path is returned second (None when there was none). Raises ``ConfigError``, also
-    when ``serve`` (or any process) holds ``db`` open."""
+    """Replace the database ``db`` with the backup ``source``, checked first (:func:`check_backup`).
+
+    The replaced database is kept as ``<db>.before-restore-<time>``. Its path is returned second;
+    None when there was none. Raises ``ConfigError``, also when ``serve`` or any process holds
+    ``db`` open.
+    """
     db = Path(db)
     check_backup(source)
     if db.exists() and source.resolve() == db.resolve():

@@ -1,9 +1,10 @@
-"""The plain values of the worlds a database registers: :class:`World`, :class:`Invite`,
-:class:`Registration`, :class:`RegistrationRequest` (:mod:`bridge.store.base` gives them with
-the protocols that take them).
+"""The plain values of the worlds a database registers.
 
-Apart from ``base`` so that the ``world`` commands (bridge/store/admin.py) import no wire
-message decoder, no decision record and no protocol of the whole store.
+:class:`World`, :class:`Invite`, :class:`Registration`, :class:`RegistrationRequest`.
+:mod:`bridge.store.base` re-exports them with the protocols that take them.
+
+They live apart from ``base`` for the ``world`` commands (bridge/store/admin.py). Those import
+no wire decoder, no decision record and no whole-store protocol.
 """
 
 from __future__ import annotations
@@ -18,10 +19,13 @@ if TYPE_CHECKING:
 
 @dataclass(frozen=True, slots=True)
 class World:
-    """A registered world: its token's SHA-256 (hex; None for ``resolve``'s implicit world), its
-    settings, its overlay viewer key (clear text; None until one is made) and its language (a
-    catalog of ``bridge.i18n.languages()``, as the forwarder's last hello set it; None before any
-    hello)."""
+    """A registered world.
+
+    ``token_hash`` is the token's SHA-256 in hex; None for ``resolve``'s implicit world.
+    ``viewer_key`` is the overlay viewer key in clear text; None until one is made.
+    ``language`` is a catalog of ``bridge.i18n.languages()``, set by the forwarder's last hello;
+    None before any hello.
+    """
 
     world_id: str
     token_hash: str | None
@@ -32,10 +36,12 @@ class World:
 
 @dataclass(frozen=True, slots=True)
 class Invite:
-    """An invite code as stored (``fate-bridge world invite``): its public id, its secret's
-    SHA-256, how many registrations it allows (None: any number) and has made, when it expires
-    (UTC text, None: never), whether each registration waits for the host's approval, when it
-    was made and when revoked (None: not revoked)."""
+    """An invite code as stored (``fate-bridge world invite``).
+
+    ``secret_hash`` is the secret's SHA-256. ``max_uses`` caps registrations (None: no cap);
+    ``uses`` counts those made. ``expires_at`` is UTC text (None: never). ``approval`` makes
+    each registration wait for the host. ``revoked_at`` is None while not revoked.
+    """
 
     invite_id: str
     secret_hash: str
@@ -48,9 +54,11 @@ class Invite:
 
 
 class Registration(enum.Enum):
-    """What a registration through an invite code came to (:meth:`Store.register_world`,
-    :meth:`Store.collect_registration`): the first three are answers, the others refusals,
-    each leaving every row as it was."""
+    """What a registration through an invite code came to.
+
+    Returned by :meth:`Store.register_world` and :meth:`Store.collect_registration`. The first
+    three are answers. The others are refusals, and leave every row as it was.
+    """
 
     REGISTERED = "registered"  # the world is registered, under the token hash given
     WAITING = "waiting"  # the request waits for the host (made now, or asked again)
@@ -66,9 +74,11 @@ class Registration(enum.Enum):
 
 @dataclass(frozen=True, slots=True)
 class RegistrationRequest:
-    """A registration made with an approval code (``fate-bridge world pending``): the world,
-    the code's id, the address it came from, when (UTC text), and ``state``: ``waiting``,
-    ``approved`` or ``denied`` (the latter two until the requesting browser asks again)."""
+    """A registration made with an approval code (``fate-bridge world pending``).
+
+    ``address`` is where it came from; ``requested_at`` is UTC text. ``state`` is ``waiting``,
+    ``approved`` or ``denied``. The last two stay until the requesting browser asks again.
+    """
 
     world_id: str
     invite_id: str

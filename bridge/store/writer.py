@@ -1,39 +1,39 @@
-"""The batch writer both store backends share: the world caches, the group commit, the
-tick's transaction and the leases where the backend has them.
+"""The batch writer both store backends share: world caches, group commit, the tick's transaction, leases.
 
 :class:`BatchWriter` is everything :class:`~bridge.store.base.Store` does that does not depend on
-the database: how :meth:`BatchWriter.decide` works:
+the database. This is how :meth:`BatchWriter.decide` works:
 
-- The world's state is held in memory (:class:`~bridge.store.memory.WorldCache`, loaded once per
-  world); the decision runs on the caller's event loop against it, so no read during a decision
-  touches the database. Its writes reach the cache only if it passed; a refusal or an exception
-  leaves the state as it was (no SAVEPOINT).
-- Its audit record is sealed at once (seq and chain hash known: :meth:`AuditRows._seal`), and its
-  rows wait for the batch. Decisions of one event-loop tick, and those arriving while the writer
-  is busy, are written together: ONE transaction with one ``executemany`` per table (audit,
-  records, worlds; events only for a decision without an audit record). The caller gets its reply
-  only after that COMMIT.
-- The reply is stored once, inside the audit record (key-sorted, as the chain's canonical bytes
-  need); a repeated ``event_id`` rebuilds the exact frame sent from it
-  (:func:`bridge.replies.replayed_frame`), or, for replies decided by older bridges, returns the
+- The world's state is held in memory (:class:`~bridge.store.memory.WorldCache`), loaded once
+  per world. The decision runs against it on the caller's event loop, so it reads no database.
+  Its writes reach the cache only if it passed. A refusal or an exception leaves the state as it
+  was; no SAVEPOINT is needed.
+- Its audit record is sealed at once: seq and chain hash are known (:meth:`AuditRows._seal`).
+  Its rows wait for the batch. Decisions of one event-loop tick, and those arriving while the
+  writer is busy, are written together. That is ONE transaction with one ``executemany`` per
+  table: audit, records, worlds, and events for a decision without an audit record. The caller
+  gets its reply only after that COMMIT.
+- The reply is stored once, inside the audit record, key-sorted as the chain's canonical bytes
+  need. A repeated ``event_id`` rebuilds the exact frame sent from it
+  (:func:`bridge.replies.replayed_frame`). For replies decided by older bridges, it returns the
   ``events`` row's.
-- If a COMMIT fails, its decisions and every decision queued after them fail (none was
-  acknowledged; later ones may have read their state) and the caches are reloaded from the
-  database. A world removed by another process is noticed at its next batch after the database
-  changed (its decisions are refused); a world written by another process fails that batch (the
-  backend's :meth:`BatchWriter._check_heads`, or the audit insert's ``UNIQUE (world_id, seq)``),
-  so a second process on the same database never corrupts a chain.
+- If a COMMIT fails, its decisions fail, and so does every decision queued after them. None was
+  acknowledged, and later ones may have read their state. The caches are reloaded from the
+  database.
+- Another process may change the database. A world it removed is noticed at the world's next
+  batch; its decisions are refused. A world it wrote fails that batch, through the backend's
+  :meth:`BatchWriter._check_heads` or the audit insert's ``UNIQUE (world_id, seq)``. So a second
+  process on the same database never corrupts a chain.
 - Leases (:meth:`BatchWriter._fence`): a backend shared by several processes locks each batch's
-  worlds and refuses with :class:`~bridge.errors.LeaseLost` the decisions read under a lease
-  token the world no longer holds (another process took it, or this one took it again since);
-  a backend of one process has none.
+  worlds. It refuses with :class:`~bridge.errors.LeaseLost` the decisions read under a lease token
+  the world no longer holds: another process took it, or this one took it again since. A
+  backend of one process has no leases.
 
-What differs per database is a small backend part, a subclass implementing the hooks below (the
-SQL dialect, the connection, where a COMMIT runs and what it costs): :mod:`bridge.store.sqlite`
-(an embedded file: batches written on the event loop, the tails and their folds) and
-:mod:`bridge.store.postgres` (a server: batches sent from the event loop and their COMMIT awaited
-there, :meth:`BatchWriter._flush_async`; per-world leases). Neither
-backend derives from the other. The shared SQL uses ``?`` placeholders; PostgreSQL's connection
+What differs per database is a small backend part: a subclass implementing the hooks below. It
+holds the SQL dialect, the connection, and where a COMMIT runs and what it costs.
+:mod:`bridge.store.sqlite` is an embedded file: batches written on the event loop, the tails and
+their folds. :mod:`bridge.store.postgres` is a server: batches sent from the event loop, their
+COMMIT awaited there (:meth:`BatchWriter._flush_async`), and per-world leases. Neither backend
+derives from the other. The shared SQL uses ``?`` placeholders; PostgreSQL's connection
 translates them.
 """
 
@@ -89,16 +89,21 @@ OLDER_EVENTS_STEP = 2048
 
 
 class WriteLocked(Exception):
-    """Raised by a backend's inline batch transaction (:meth:`BatchWriter._batch_transaction`) before
-    anything is written: another connection holds the write lock, so the batch goes to the writer
-    thread, which waits for it."""
+    """Another connection holds the write lock; raised before anything is written.
+
+    A backend's inline batch transaction (:meth:`BatchWriter._batch_transaction`) raises it. The
+    batch then goes to the writer thread, which waits for the lock.
+    """
 
 
 @dataclass(slots=True)
 class _Queued:
-    """A decided request waiting for its batch's COMMIT: what its caller gets, the rows it adds,
-    and where to deliver the outcome. ``decided`` None: a replay whose stored reply the writer
-    reads (``replay_seq``: the audit record holding it; None: an ``events`` row)."""
+    """A decided request waiting for its batch's COMMIT.
+
+    It holds what its caller gets, the rows it adds, and where to deliver the outcome. ``decided``
+    None: a replay whose stored reply the writer reads. ``replay_seq`` is the audit record holding
+    it; None means an ``events`` row.
+    """
 
     world_id: str
     generation: int  # the caches' generation the decision read (a failed COMMIT starts a new one)
@@ -131,12 +136,19 @@ def _settle_futures(settled: list[tuple[asyncio.Future[Decided], Decided | None,
 
 
 class BatchWriter(WorldRows, InviteRows, AuditRows):
-    """The shared part of a store backend (see the module docstring). A backend subclass provides
-    ``_connect`` (open, migrate, set ``_conn``), ``_transaction`` (run work in one transaction on
-    the writer's connection), its tables' SQL (``_insert_audit``, ``_upsert_records``: schema's
-    ``insert_audit_sql``, ``upsert_records_sql``) and ``_tail`` (whether rows go to tails
-    first), and overrides those of the hooks below whose default does not fit it. Use
-    :meth:`open` (a classmethod coroutine) to construct."""
+    """The shared part of a store backend (see the module docstring).
+
+    A backend subclass provides:
+
+    - ``_connect``: open, migrate, set ``_conn``.
+    - ``_transaction``: run work in one transaction on the writer's connection.
+    - its tables' SQL: ``_insert_audit`` and ``_upsert_records`` (schema's ``insert_audit_sql``,
+      ``upsert_records_sql``).
+    - ``_tail``: whether rows go to tails first.
+
+    It overrides the hooks below whose default does not fit. Use :meth:`open` (a classmethod
+    coroutine) to construct.
+    """
 
     _upsert_records: str
 
@@ -186,8 +198,10 @@ class BatchWriter(WorldRows, InviteRows, AuditRows):
 
     @property
     def _seal_key(self) -> bytes | None:
-        """The key of the state seals (:func:`bridge.store.seal.seal_key`), made again when the
-        store's keys change (``audit new-key``)."""
+        """The key of the state seals (:func:`bridge.store.seal.seal_key`).
+
+        Made again when the store's keys change (``audit new-key``).
+        """
         signing_key, audit_key, key = self._seal_keys
         if signing_key is not self.signing_key or audit_key is not self.audit_key:
             key = seal.seal_key(self.signing_key, self.audit_key)
@@ -199,9 +213,11 @@ class BatchWriter(WorldRows, InviteRows, AuditRows):
         return len(self._worlds)
 
     def unload(self, world_id: str) -> bool:
-        """Drop ``world_id``'s state from memory now, as :meth:`_evict` does beyond the budget
-        (loaded again, event ids and all, on its next use); a world with a decision queued or in
-        its batch stays. True when it was held and is dropped (bench/memory.py times reloads)."""
+        """Drop ``world_id``'s state from memory now, as :meth:`_evict` does beyond the budget.
+
+        It is loaded again, event ids and all, on its next use. A world with a decision queued or in
+        its batch stays. True when it was held and is dropped. bench/memory.py uses it to time reloads.
+        """
         with self._lock:
             if world_id in self._pending:
                 return False
@@ -210,11 +226,14 @@ class BatchWriter(WorldRows, InviteRows, AuditRows):
     @classmethod
     async def open(cls, path: str | Path, *, audit_key: bytes | None = None,
                    signing_key: Ed25519PrivateKey | None = None) -> Self:
-        """Open (and create or upgrade) the database at ``path`` (a file, ``":memory:"`` or a
-        ``postgresql://`` URL, as the backend takes). With ``audit_key``, the audit
-        chain gets HMAC checkpoints (every ``CHECKPOINT_EVERY`` records and at close); with
-        ``signing_key`` (Ed25519), signed heads there too and receipts on replies. Raises
-        ``ConfigError`` when the database cannot be opened or was written by a newer bridge."""
+        """Open the database at ``path``, creating or upgrading it.
+
+        ``path`` is a file, ``":memory:"`` or a ``postgresql://`` URL, as the backend takes. With
+        ``audit_key``, the audit chain gets HMAC checkpoints: every ``CHECKPOINT_EVERY`` records and at
+        close. With ``signing_key`` (Ed25519), it also gets signed heads there, and replies get
+        receipts. Raises ``ConfigError`` when the database cannot be opened or was written by a newer
+        bridge.
+        """
         store = cls(path, audit_key=audit_key, signing_key=signing_key)
         try:
             await store._run(store._connect)
@@ -234,10 +253,12 @@ class BatchWriter(WorldRows, InviteRows, AuditRows):
             raise self._unavailable(exc) from exc
 
     def _unavailable(self, exc: Exception) -> Exception:
-        """``exc`` as the store's callers get it: a failure of storage itself (the backend's
-        :meth:`_fault_reason` names one) marks the store's health down (logged once per outage,
-        then probed: :meth:`_probe_until_up`) and becomes :class:`StorageUnavailable`; anything
-        else is returned as it is."""
+        """``exc`` as the store's callers get it.
+
+        A failure of storage itself is one the backend's :meth:`_fault_reason` names. It marks the
+        store's health down and becomes :class:`StorageUnavailable`. The outage is logged once, then
+        probed (:meth:`_probe_until_up`). Anything else is returned as it is.
+        """
         if isinstance(exc, StorageUnavailable):
             return exc
         reason = self._fault_reason(exc)
@@ -250,10 +271,12 @@ class BatchWriter(WorldRows, InviteRows, AuditRows):
         return self.health.refusal()
 
     def _probe_until_up(self) -> None:
-        """While storage is down, and until its return is confirmed: every ``PROBE_SECONDS``,
-        try the database on the writer thread (:meth:`_probe_sync`); a success lets requests
-        through again, and the outage's end is logged once storage stayed writable (or a batch
-        committed: :meth:`StorageHealth.up`). Stops when the store closes."""
+        """While storage is down, probe it until its return is confirmed.
+
+        Every ``PROBE_SECONDS`` it tries the database on the writer thread (:meth:`_probe_sync`). A
+        success lets requests through again. The outage's end is logged once storage stayed writable,
+        or a batch committed (:meth:`StorageHealth.up`). Stops when the store closes.
+        """
         while (not self.health.available or self.health.recovering) and not self._closing:
             time.sleep(PROBE_SECONDS)
             try:
@@ -278,14 +301,18 @@ class BatchWriter(WorldRows, InviteRows, AuditRows):
         raise NotImplementedError
 
     def _batch_transaction(self, work: Callable[[Any], T], inline: bool) -> T:
-        """Run a batch's ``work`` in one transaction; ``inline``: on the event loop (only when
-        :meth:`_writes_on_loop`), where the backend raises :class:`WriteLocked` rather than wait
-        for a lock. Default: the writer's transaction."""
+        """Run a batch's ``work`` in one transaction.
+
+        ``inline``: on the event loop, only when :meth:`_writes_on_loop`. There the backend raises
+        :class:`WriteLocked` rather than wait for a lock. Default: the writer's transaction.
+        """
         return self._transaction(work)
 
     def _fault_reason(self, exc: Exception) -> str | None:
-        """Whether ``exc`` is a failure of storage itself, not of the work: its reason (one of
-        :data:`bridge.store.health.REASONS`), else None. Default: never."""
+        """The reason when ``exc`` is a failure of storage itself, not of the work; else None.
+
+        A reason is one of :data:`bridge.store.health.REASONS`. Default: never.
+        """
         return None
 
     def _probe_sync(self) -> None:
@@ -298,20 +325,27 @@ class BatchWriter(WorldRows, InviteRows, AuditRows):
         return False
 
     async def _batch_transaction_async(self, batch: list[_Queued]) -> list[tuple]:
-        """Write ``batch`` (:meth:`_write_batch`) in one transaction, awaited on the event loop
-        (only when :meth:`_writes_async`); returns its outcomes."""
+        """Write ``batch`` (:meth:`_write_batch`) in one transaction, awaited on the event loop.
+
+        Only when :meth:`_writes_async`. Returns its outcomes.
+        """
         raise NotImplementedError
 
     def _writes_on_loop(self) -> bool:
-        """Whether a batch is written on the event loop right after its tick (a COMMIT cheaper
-        than handing it to a thread); else on the writer thread (a COMMIT that waits, e.g. a
-        network round trip, must not block the loop). Default: the writer thread."""
+        """Whether a batch is written on the event loop right after its tick; else on the writer thread.
+
+        The loop suits a COMMIT cheaper than handing it to a thread. A COMMIT that waits, e.g. a
+        network round trip, must not block the loop. Default: the writer thread.
+        """
         return False
 
     def _loading_connection(self) -> tuple[Any, bool]:
-        """The connection a world is loaded on (on the ``_loader`` thread if any, else the writer
-        thread), and whether its records' values are read on use (``_fetch_record``) rather than
-        at load. Default: the writer's, values at load."""
+        """The connection a world is loaded on, and whether record values are read on use.
+
+        The connection is on the ``_loader`` thread if any, else on the writer thread. Values read on
+        use go through ``_fetch_record``; else they are read at load. Default: the writer's, values at
+        load.
+        """
         return self._conn, False
 
     def _fetch_record(self, world_id: str, kind: str, key: str) -> bytes:
@@ -319,26 +353,35 @@ class BatchWriter(WorldRows, InviteRows, AuditRows):
         raise NotImplementedError
 
     def _state_rows(self, conn: Any, world_id: str) -> Iterator[tuple[str, str, bytes]]:
-        """Every ``records`` row of ``world_id`` as stored: (kind, key, stored bytes), in a read
-        transaction on the loading connection. Default: one SELECT, streamed."""
+        """Every ``records`` row of ``world_id`` as stored: (kind, key, stored bytes).
+
+        Read in a read transaction on the loading connection. Default: one SELECT, streamed.
+        """
         for kind, key, value in conn.execute("SELECT kind, key, value FROM records WHERE world_id = ?", (world_id,)):
             yield kind, key, stored_bytes(value)
 
     def _changed_elsewhere(self, conn: Any) -> bool:
-        """Inside a batch's transaction: may anything but this store's batches have written the
-        database since the last batch (its worlds are then checked again)? Default: always."""
+        """Inside a batch's transaction: may anything else have written the database since the last batch?
+
+        Anything but this store's batches. If so, its worlds are checked again. Default: always.
+        """
         return True
 
     def _check_heads(self, conn: Any, batch: list[_Queued]) -> None:
-        """Inside a batch's transaction, for the items of worlds checked again: raise (failing
-        the batch) if another process wrote one of them since it was loaded. Default: nothing
-        (the audit insert's ``UNIQUE (world_id, seq)`` fails such a batch)."""
+        """Inside a batch's transaction: fail the batch if another process wrote one of its worlds.
+
+        Only for the items of worlds checked again, since each was loaded. Default: nothing; the audit
+        insert's ``UNIQUE (world_id, seq)`` fails such a batch.
+        """
 
     def _fence(self, conn: Any, batch: list[_Queued]) -> set[int]:
-        """Inside a batch's transaction, first: lock the batch's worlds' rows (and leases) and
-        return the ``id()`` of each decision to refuse with ``LeaseLost``: its world's lease is
-        not the one it was decided under (another process holds the world, or this one took it
-        again since and reloaded its state). Default: no leases, none."""
+        """Inside a batch's transaction, first: lock the batch's worlds and return decisions to refuse.
+
+        It locks the worlds' rows and leases. It returns the ``id()`` of each decision to refuse with
+        ``LeaseLost``: its world's lease is not the one it was decided under. Either another process
+        holds the world, or this one took it again since and reloaded its state. Default: no leases,
+        none.
+        """
         return set()
 
     def _lease_of(self, world_id: str) -> int | None:
@@ -347,8 +390,10 @@ class BatchWriter(WorldRows, InviteRows, AuditRows):
         return None
 
     def _batch_written(self, conn: Any, appended: int) -> None:
-        """Inside a batch's transaction, after its ``appended`` audit rows: backend upkeep
-        (SQLite's tails fold here under load). Default: nothing."""
+        """Inside a batch's transaction, after its ``appended`` audit rows: backend upkeep.
+
+        SQLite's tails fold here under load. Default: nothing.
+        """
 
     def _batch_committed(self, appended: int) -> None:
         """After a batch (``appended`` audit rows committed; 0 if it failed). Default: nothing."""
@@ -359,8 +404,10 @@ class BatchWriter(WorldRows, InviteRows, AuditRows):
         return table
 
     def _copied(self, conn: Any) -> None:
-        """After ``fate-bridge migrate`` inserted rows with their audit ids (inside its
-        transaction): make the next record's id follow on from them."""
+        """After ``fate-bridge migrate`` inserted rows with their audit ids: make the next id follow on.
+
+        Runs inside its transaction.
+        """
         raise NotImplementedError
 
     def _close_sync(self) -> None:
@@ -372,8 +419,10 @@ class BatchWriter(WorldRows, InviteRows, AuditRows):
     # --- runs on the writer thread -------------------------------------------------------------
 
     def _load_world_sync(self, world_id: str) -> WorldCache:
-        """Read a registered world's whole state (once per world, then it lives in memory), in one
-        read transaction. Raises ``WorldNotRegistered``."""
+        """Read a registered world's whole state in one read transaction.
+
+        Once per world; then it lives in memory. Raises ``WorldNotRegistered``.
+        """
         started = perf_counter()
         conn, lazy = self._loading_connection()
         assert conn is not None
@@ -391,12 +440,14 @@ class BatchWriter(WorldRows, InviteRows, AuditRows):
         return cache
 
     def _read_world(self, conn: Any, world_id: str, *, values: bool) -> WorldCache:
-        """The world's state: settings, counters, chain head, its recent event ids, and its
-        records' keys (with their values too when ``values``; else :meth:`_fetch_record` reads
-        them on use). Its state rows are read once, as stored, for the state guard and the sealed
-        sum (:mod:`bridge.store.seal`); its older event ids are filed after the load
-        (:meth:`_file_older_events`; ``older_below`` until then), so a load costs the world's
-        state rows and :data:`RECENT_EVENTS` index entries, whatever the length of its chain."""
+        """The world's state: settings, counters, chain head, recent event ids and record keys.
+
+        With ``values``, the records' values too; else :meth:`_fetch_record` reads them on use. The
+        state rows are read once, as stored, for the state guard and the sealed sum
+        (:mod:`bridge.store.seal`). The older event ids are filed after the load
+        (:meth:`_file_older_events`); ``older_below`` marks them until then. So a load costs the
+        world's state rows and :data:`RECENT_EVENTS` index entries, whatever its chain's length.
+        """
         row = conn.execute("SELECT settings, last_seq, state_seal FROM worlds WHERE world_id = ? AND removed_at IS NULL",
                            (world_id,)).fetchone()
         if row is None:
@@ -466,9 +517,12 @@ class BatchWriter(WorldRows, InviteRows, AuditRows):
         return cache
 
     def _lookup_event_sync(self, world_id: str, event_id: str) -> tuple[bool, int | None]:
-        """Whether ``event_id`` was decided in ``world_id`` (an older one a world's filters may
-        hold, :meth:`WorldCache.may_be_older`), and the seq of the audit record holding its reply
-        (None: an ``events`` row holds it). Indexed reads (``audit_by_event``, the events key)."""
+        """Whether ``event_id`` was decided in ``world_id``, and the audit seq holding its reply.
+
+        This is for an older id a world's filters may hold (:meth:`WorldCache.may_be_older`). The seq
+        is None when an ``events`` row holds the reply. Indexed reads: ``audit_by_event``, the events
+        key.
+        """
         conn, _ = self._loading_connection()
         assert conn is not None
         if conn.execute("SELECT 1 FROM events WHERE world_id = ? AND event_id = ?", (world_id, event_id)).fetchone():
@@ -477,15 +531,19 @@ class BatchWriter(WorldRows, InviteRows, AuditRows):
         return seq is not None, seq
 
     async def holds_decision(self, world_id: str, target: str) -> bool:
-        """Whether ``world_id`` holds a decision that passed under the event id or ChatMessage id
-        ``target`` (:meth:`AuditRows._holds_decision`: committed records and an older bridge's
-        ``events`` rows), read where worlds are loaded. Raises ``WorldNotRegistered`` for a
-        world not registered."""
+        """Whether ``world_id`` holds a passed decision under the event id or ChatMessage id ``target``.
+
+        It reads committed records and an older bridge's ``events`` rows
+        (:meth:`AuditRows._holds_decision`), where worlds are loaded. Raises ``WorldNotRegistered``
+        for a world not registered.
+        """
         return await self._in_loader(self._holds_decision_sync, world_id, target)
 
     async def decided(self, world_id: str, event_id: str) -> bool:
-        """Whether a request under ``event_id`` was decided in ``world_id`` (passed or refused, its
-        reply stored: a repeat gets it from :meth:`decide`), committed or queued."""
+        """Whether a request under ``event_id`` was decided in ``world_id``, committed or queued.
+
+        Passed or refused, its reply is stored; a repeat gets it from :meth:`decide`.
+        """
         with self._lock:
             cache = self._worlds.get(world_id)
             if cache is not None and event_id in cache.events:
@@ -501,15 +559,18 @@ class BatchWriter(WorldRows, InviteRows, AuditRows):
 
     def _write_batch(self, conn: Any, batch: list[_Queued]
                      ) -> list[tuple[_Queued, Decided | None, BaseException | None]]:
-        """Write one batch's rows inside its transaction, then one ``executemany`` per table;
-        replays read their stored reply last (so a repeat of a request in the same batch finds
-        it). Each world of the batch not checked since the file was last written by anything
-        else (:meth:`_changed_elsewhere`; the world's ``WorldCache.checked`` below ``_epoch``)
-        is checked first: still registered (a world removed meanwhile gets its decisions
-        refused and its cache dropped), and its last record the one this process chained after
-        (:meth:`_check_heads`). Before all that, the backend's :meth:`_fence` locks the batch's
-        worlds: the decisions of a world whose lease another process took are refused with
-        ``LeaseLost``, nothing of them applied."""
+        """Write one batch's rows inside its transaction: one ``executemany`` per table.
+
+        Replays read their stored reply last, so a repeat in the same batch finds it.
+
+        Some worlds of the batch were not checked since something else last wrote the file
+        (:meth:`_changed_elsewhere`; ``WorldCache.checked`` below ``_epoch``). Each is checked first.
+        Is it still registered? A world removed meanwhile gets its decisions refused and its cache
+        dropped. Is its last record the one this process chained after (:meth:`_check_heads`)?
+
+        Before all that, the backend's :meth:`_fence` locks the batch's worlds. Decisions of a world
+        whose lease another process took are refused with ``LeaseLost``; nothing of them is applied.
+        """
         refused = self._fence(conn, batch)
         names = sorted({item.world_id for item in batch if id(item) not in refused})
         if self._changed_elsewhere(conn):
@@ -578,8 +639,10 @@ class BatchWriter(WorldRows, InviteRows, AuditRows):
         return outcomes
 
     def _replay_sync(self, conn: Any, item: _Queued) -> Decided:
-        """The stored reply of a repeated ``event_id``: from the audit record that holds it, or
-        from an ``events`` row (``item.replay_seq`` None)."""
+        """The stored reply of a repeated ``event_id``.
+
+        From the audit record that holds it, or from an ``events`` row when ``item.replay_seq`` is None.
+        """
         if item.replay_seq is None:
             reply, stored_hash = conn.execute(
                 "SELECT reply, request_hash FROM events WHERE world_id = ? AND event_id = ?",
@@ -598,10 +661,12 @@ class BatchWriter(WorldRows, InviteRows, AuditRows):
         return Decided(reply, replayed=True, other_request=other, seq=seq, record_hash=record_hash)
 
     def _flush_sync(self, on_loop: asyncio.AbstractEventLoop | None = None) -> None:
-        """Group commit: write every queued decision's rows in ONE transaction, then resolve their
-        futures after the COMMIT (at once for those of ``on_loop``, the loop this runs on, if
-        any). A failed COMMIT fails the whole batch and every decision queued after it (a new
-        cache generation); nothing of theirs was acknowledged."""
+        """Group commit: write every queued decision's rows in ONE transaction.
+
+        Their futures resolve after the COMMIT; at once for those of ``on_loop``, the loop this runs
+        on, if any. A failed COMMIT fails the whole batch and every decision queued after it: a new
+        cache generation. Nothing of theirs was acknowledged.
+        """
         while (taken := self._take_batch()) is not None:
             batch, outcomes, current = taken
             if current:
@@ -619,10 +684,11 @@ class BatchWriter(WorldRows, InviteRows, AuditRows):
             self._batch_done(batch, outcomes, on_loop)
 
     async def _flush_async(self) -> None:
-        """:meth:`_flush_sync` on the event loop, for a backend whose COMMIT is awaited there
-        (:meth:`_writes_async`): each batch's rows are gathered on the loop and
-        :meth:`_batch_transaction_async` sends them, the loop serving other connections
-        meanwhile."""
+        """:meth:`_flush_sync` on the event loop, for a backend whose COMMIT is awaited there.
+
+        That is when :meth:`_writes_async`. Each batch's rows are gathered on the loop and
+        :meth:`_batch_transaction_async` sends them. Meanwhile the loop serves other connections.
+        """
         loop = asyncio.get_running_loop()
         while (taken := self._take_batch()) is not None:
             batch, outcomes, current = taken
@@ -640,9 +706,11 @@ class BatchWriter(WorldRows, InviteRows, AuditRows):
             self._batch_done(batch, outcomes, loop)
 
     def _flush_ended(self, task: asyncio.Task[None]) -> None:
-        """A :meth:`_flush_async` task's end: if it was cancelled (before it began, or while a
-        batch was in flight), every decision still queued fails, none acknowledged, and the
-        next decision starts a flush again."""
+        """A :meth:`_flush_async` task's end.
+
+        If it was cancelled, before it began or with a batch in flight, every decision still queued
+        fails, none acknowledged. The next decision starts a flush again.
+        """
         if task.cancelled():
             failed = ConfigError("the store stopped before writing this decision")
             while (taken := self._take_batch()) is not None:
@@ -650,9 +718,11 @@ class BatchWriter(WorldRows, InviteRows, AuditRows):
                 self._batch_done(batch, outcomes + [(item, None, failed) for item in current], task.get_loop())
 
     def _take_batch(self) -> tuple[list[_Queued], list[tuple], list[_Queued]] | None:
-        """The next batch (at most ``GROUP_COMMIT_MAX`` queued decisions): the batch, the
-        outcomes of those of an older cache generation (failed with its failure) and the
-        current ones to write. None, and the flush ends, when nothing is queued."""
+        """The next batch: at most ``GROUP_COMMIT_MAX`` queued decisions, or None when nothing is queued.
+
+        Returns the batch, the outcomes of those of an older cache generation (failed with its
+        failure), and the current ones to write. On None, the flush ends.
+        """
         with self._queue_lock:
             batch = self._queue[:GROUP_COMMIT_MAX]
             del self._queue[:GROUP_COMMIT_MAX]
@@ -666,9 +736,11 @@ class BatchWriter(WorldRows, InviteRows, AuditRows):
                 [item for item in batch if item.generation == generation])
 
     def _batch_failed(self, current: list[_Queued], exc: BaseException) -> list[tuple]:
-        """A batch's transaction failed: a new cache generation (every world reloaded, every
-        decision read before it failing too); the batch's outcomes, each ``exc`` (a storage outage's
-        as :class:`StorageUnavailable`: :meth:`_unavailable`)."""
+        """A batch's transaction failed: start a new cache generation and return the batch's outcomes.
+
+        Every world is reloaded; every decision read before it fails too. Each outcome is ``exc``. A
+        storage outage's is :class:`StorageUnavailable` (:meth:`_unavailable`).
+        """
         exc = self._unavailable(exc) if isinstance(exc, Exception) else exc
         with self._lock:
             self._generation += 1
@@ -678,9 +750,11 @@ class BatchWriter(WorldRows, InviteRows, AuditRows):
 
     def _batch_done(self, batch: list[_Queued], outcomes: list[tuple],
                     on_loop: asyncio.AbstractEventLoop | None) -> None:
-        """After a batch's transaction: its worlds may leave memory, its receipts are signed
-        (one signature), and its futures resolved (at once for those of ``on_loop``, the loop
-        this runs on, if any; each other loop woken once)."""
+        """After a batch's transaction: release its worlds, sign its receipts, resolve its futures.
+
+        Its worlds may leave memory. Its receipts take one signature. Futures of ``on_loop``, the loop
+        this runs on, resolve at once; each other loop is woken once.
+        """
         with self._lock:  # the batch is through: its worlds may leave memory now, if idle
             for item in batch:
                 left = self._pending.pop(item.world_id) - 1
@@ -720,9 +794,11 @@ class BatchWriter(WorldRows, InviteRows, AuditRows):
             raise self._unavailable(exc) from exc
 
     async def _load_world(self, world_id: str) -> None:
-        """Load the world's state into memory (a no-op if another call did meanwhile), then file
-        its older event ids in the background (:meth:`_file_older_events`). Raises
-        ``WorldNotRegistered``."""
+        """Load the world's state into memory, then file its older event ids in the background.
+
+        A no-op if another call loaded it meanwhile. The filing is :meth:`_file_older_events`. Raises
+        ``WorldNotRegistered``.
+        """
         loaded = await self._in_loader(self._load_world_sync, world_id)
         with self._lock:
             cache = self._worlds.setdefault(world_id, loaded)
@@ -733,12 +809,13 @@ class BatchWriter(WorldRows, InviteRows, AuditRows):
             task.add_done_callback(self._filing.discard)
 
     async def _file_older_events(self, cache: WorldCache) -> None:
-        """Put the event ids of ``cache``'s records before ``cache.older_below`` into one Bloom
-        filter, :data:`OLDER_EVENTS_STEP` records a step on the loading thread (other worlds' loads
-        and look-ups go between the steps), then hand it to the world (under the lock: its event
-        ids not among the recent ones are looked up in the store until then, so no repeat is
-        missed meanwhile). Stops if the world left memory or the store closed (its next load
-        starts again)."""
+        """Put the event ids of ``cache``'s records before ``cache.older_below`` into one Bloom filter.
+
+        It takes :data:`OLDER_EVENTS_STEP` records a step on the loading thread. Other worlds' loads
+        and look-ups go between the steps. Then it hands the filter to the world, under the lock. Until
+        then, ids not among the recent ones are looked up in the store, so no repeat is missed. Stops
+        if the world left memory or the store closed; the next load starts again.
+        """
         below = cache.older_below
         older = EventFilter(below)  # at most one event id per record
         done = 0
@@ -756,8 +833,10 @@ class BatchWriter(WorldRows, InviteRows, AuditRows):
             cache.older_below = 0
 
     def _file_older_sync(self, world_id: str, older: EventFilter, after: int, until: int) -> int:
-        """Add to ``older`` the event ids of ``world_id``'s records ``after`` < seq <= ``until``
-        (the index on (world_id, seq)); returns ``until``."""
+        """Add to ``older`` the event ids of ``world_id``'s records ``after`` < seq <= ``until``.
+
+        Uses the index on (world_id, seq). Returns ``until``.
+        """
         conn, _ = self._loading_connection()
         assert conn is not None
         for n, (event_id,) in enumerate(conn.execute("SELECT event_id FROM audit WHERE world_id = ? AND seq > ?"
@@ -768,11 +847,13 @@ class BatchWriter(WorldRows, InviteRows, AuditRows):
         return until
 
     def _evict(self, keep: str | None = None) -> None:
-        """Drop the least recently used worlds beyond :attr:`max_worlds` (called with the lock
-        held), but never ``keep`` (the world just loaded) nor a world with a decision queued or in
-        its batch (``_pending``: its rows are not all committed, so the store is behind its cache).
-        A dropped world is loaded again on its next use, event ids and all, so a repeated
-        ``event_id`` still gets its stored reply and a spent charge stays spent."""
+        """Drop the least recently used worlds beyond :attr:`max_worlds`. Called with the lock held.
+
+        It never drops ``keep``, the world just loaded. Nor a world with a decision queued or in its
+        batch (``_pending``): its rows are not all committed, so the store is behind its cache. A
+        dropped world is loaded again on its next use, event ids and all. So a repeated ``event_id``
+        still gets its stored reply, and a spent charge stays spent.
+        """
         over = len(self._worlds) - self.max_worlds
         if over <= 0:
             return
@@ -785,9 +866,11 @@ class BatchWriter(WorldRows, InviteRows, AuditRows):
 
     async def decide(self, world_id: str, event_id: str | None, decision: DecisionFn,
                      request_hash: str | None = None) -> Decided:
-        """Run ``decision`` on the world's state in memory and return its reply once its rows
-        are committed (see the module docstring). A repeated ``event_id`` returns the stored reply
-        without running anything. A decision that raises stores nothing and raises here."""
+        """Run ``decision`` on the world's state in memory; return its reply once its rows are committed.
+
+        See the module docstring. A repeated ``event_id`` returns the stored reply without running
+        anything. A decision that raises stores nothing and raises here.
+        """
         if self._closed or self._closing:
             raise ConfigError("the store is closed")
         if not self.health.available:  # refused at once until the probe finds storage back
@@ -855,8 +938,10 @@ class BatchWriter(WorldRows, InviteRows, AuditRows):
         self._executor.submit(self._flush_sync)
 
     def _decide_in_memory(self, cache: WorldCache, item: _Queued, decision: DecisionFn) -> None:
-        """Run ``decision`` against ``cache`` and fill ``item`` with its outcome and rows (called
-        with the lock held). Raises what the decision raises, leaving the cache as it was."""
+        """Run ``decision`` against ``cache`` and fill ``item`` with its outcome and rows.
+
+        Called with the lock held. Raises what the decision raises, leaving the cache as it was.
+        """
         state = CachedState(cache)
         result: Decision = decision(state)
         if result.ok:
@@ -911,8 +996,10 @@ class BatchWriter(WorldRows, InviteRows, AuditRows):
         await self._close_on_loop()
 
     async def _flushed(self) -> None:
-        """Wait until the batches written from this event loop (:meth:`_flush_async`) are through:
-        none is cut off by the close (its decisions would be committed yet answered as failed)."""
+        """Wait until the batches written from this event loop (:meth:`_flush_async`) are through.
+
+        So none is cut off by the close: its decisions would be committed, yet answered as failed.
+        """
         loop = asyncio.get_running_loop()
         while self._flushing and self._writes_async(loop):
             task = self._flush_task

@@ -1,18 +1,20 @@
 """Every wire message between the Foundry module and the bridge: the protocol is this package.
 
-The names are wire contract v1's (``tests/test_wire.py`` pins them); ``docs/protocol.md`` explains the flow
-and ``schemas/`` holds the JSON Schema generated from these classes. This package holds the shared
-messages (``session``, ``audit``, ``overlay``, each listing its ``CLIENT`` and ``BRIDGE`` classes);
-every ruleset's own messages live in ``bridge/rulesets/<id>/wire.py`` and join the union through
-its :class:`~bridge.ruleset.Ruleset` (``client``, ``bridge``). This package is beneath the
-rulesets and knows none of them: the union of every message and its decoder
+The names are wire contract v1's; ``tests/test_wire.py`` pins them. ``docs/protocol.md``
+explains the flow. ``schemas/`` holds the JSON Schema generated from these classes.
+
+This package holds the shared messages: ``session``, ``audit``, ``overlay``, each listing its
+``CLIENT`` and ``BRIDGE`` classes. Each ruleset's own messages live in
+``bridge/rulesets/<id>/wire.py``. They join the union through its
+:class:`~bridge.ruleset.Ruleset` (``client``, ``bridge``). This package is beneath the rulesets
+and knows none of them. The union of every message and its decoder
 (:func:`bridge.registry.decode_client`) are assembled above them, in :mod:`bridge.registry`.
 
 Framing: one JSON object per text frame, tagged by ``"type"``, always with ``"v": 1``. Client
 messages refuse unknown fields (``forbid_unknown_fields``); bridge messages are only encoded.
 Every class is ``kw_only`` and ``frozen``.
 
-Decoding goes through :func:`bridge.registry.decode_client`; :func:`error_field` names the
+Decoding goes through :func:`bridge.registry.decode_client`. :func:`error_field` names the
 offending field of a msgspec error.
 """
 
@@ -62,9 +64,11 @@ def encode(message: msgspec.Struct) -> bytes:
 
 
 def ref_of(frame: bytes | str) -> str | None:
-    """Best-effort ``event_id`` (or ``query_id``) of a frame that failed to decode, for
-    ``error.ref``; None when the frame is not an object or carries neither as a string, or is too
-    big or deep to read safely."""
+    """Best-effort ``event_id`` (or ``query_id``) of a frame that failed to decode, for ``error.ref``.
+
+    None when the frame is not an object, carries neither as a string, or is too big or deep to
+    read safely.
+    """
     try:
         guard.check(frame)
         obj = _probe.decode(frame)

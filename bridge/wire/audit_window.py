@@ -19,10 +19,12 @@ QueryTime = Annotated[str, Meta(
 
 
 class AuditQuery(Query, tag="audit_query", kw_only=True, frozen=True):
-    """Ask for a page of the world's audit trail, newest first. Filters are optional and
-    combine; ``since``/``until`` are times (:mod:`bridge.times`, inclusive/exclusive; one that is
-    not a time is refused ``bad_message`` naming the field);
-    ``before_seq`` continues from a previous page's ``next_before``. Answered ``audit_page``."""
+    """Ask for a page of the world's audit trail, newest first. Answered ``audit_page``.
+
+    Filters are optional and combine. ``since`` (inclusive) and ``until`` (exclusive) are times
+    (:mod:`bridge.times`). One that is not a time is refused ``bad_message``, naming the field.
+    ``before_seq`` continues from a previous page's ``next_before``.
+    """
 
     actor_id: Id | None = None
     ruleset: Annotated[str, Meta(max_length=32)] | None = None
@@ -35,9 +37,11 @@ class AuditQuery(Query, tag="audit_query", kw_only=True, frozen=True):
 
 class AuditColumns(OutPart, kw_only=True, frozen=True):
     """What a decision's audit record is listed and filtered by; each ruleset fills what it has.
+
     ``outcome``: the Fate outcome (``lost``/``kept``/``spent``/``choice``), ``graded``,
     ``settings``, another ruleset's result word, or the error code of a refusal. ``message_id``
-    links to the ChatMessage; ``detail`` is one readable line of the result."""
+    links to the ChatMessage. ``detail`` is one readable line of the result.
+    """
 
     ruleset: str | None = None
     message_id: str | None = None
@@ -55,9 +59,11 @@ class AuditColumns(OutPart, kw_only=True, frozen=True):
 
 
 class AuditSummary(AuditColumns, kw_only=True, frozen=True):
-    """One audit record as the audit window lists it: its columns plus ``seq`` (the world's
-    audit sequence number), ``ts`` (UTC), the message ``type``, its ``event_id`` and the Foundry
-    user who asked."""
+    """One audit record as the audit window lists it.
+
+    Its columns, plus ``seq`` (the world's audit sequence number), ``ts`` (UTC), the message
+    ``type``, its ``event_id`` and the Foundry user who asked.
+    """
 
     seq: int
     ts: str
@@ -67,8 +73,10 @@ class AuditSummary(AuditColumns, kw_only=True, frozen=True):
 
 
 class AuditPage(BridgeMessage, tag="audit_page", kw_only=True, frozen=True):
-    """A page of audit records, newest first; ``next_before`` is the ``before_seq`` of the next
-    (older) page, or null at the end."""
+    """A page of audit records, newest first.
+
+    ``next_before`` is the ``before_seq`` of the next, older page; null at the end.
+    """
 
     query_id: str
     records: list[AuditSummary]
@@ -83,18 +91,21 @@ B64Hash = Annotated[str, Meta(max_length=43, description="A SHA-256 hash, base64
 
 
 class Receipt(Part, kw_only=True, omit_defaults=True, frozen=True):
-    """A signed receipt for one audit record (docs/protocol.md, Receipts; bridge/receipts.py):
-    ``seq`` is the world's record number, ``record_hash`` that record's chain hash (hex SHA-256),
-    ``key_id`` the first 16 hex digits of SHA-256 of the signing Ed25519 public key, ``sig`` a
-    base64url (unpadded) Ed25519 signature.
+    """A signed receipt for one audit record (docs/protocol.md, Receipts; bridge/receipts.py).
 
-    v1 (no batch fields): ``sig`` signs :func:`bridge.receipts.receipt_bytes`. v2: ``sig`` signs
-    :func:`bridge.receipts.batch_bytes` of a Merkle tree over the ``batch_size`` records signed
-    together; the record is leaf ``batch_index`` (0-based) and ``path`` holds the sibling hashes
+    - ``seq``: the world's record number.
+    - ``record_hash``: that record's chain hash (hex SHA-256).
+    - ``key_id``: the first 16 hex digits of SHA-256 of the signing Ed25519 public key.
+    - ``sig``: a base64url (unpadded) Ed25519 signature.
+
+    v1 has no batch fields: ``sig`` signs :func:`bridge.receipts.receipt_bytes`. In v2, ``sig``
+    signs :func:`bridge.receipts.batch_bytes` of a Merkle tree over the ``batch_size`` records
+    signed together. The record is leaf ``batch_index`` (0-based). ``path`` holds the sibling hashes
     from that leaf up (RFC 6962).
 
-    The fields are only bounded, not pattern-checked: a receipt edited in the chat log is
-    answered ``changed`` by ``receipts_check``, not refused with the whole query."""
+    The fields are only bounded, not pattern-checked. A receipt edited in the chat log is answered
+    ``changed`` by ``receipts_check``; it does not refuse the whole query.
+    """
 
     world_id: Id
     seq: Annotated[int, Meta(ge=1, le=2**53)]
@@ -110,10 +121,12 @@ MAX_RECEIPTS_PER_CHECK = 100  # <= 642 bytes each (a 128-character ASCII world i
 
 
 class ReceiptsCheck(Query, tag="receipts_check", kw_only=True, frozen=True):
-    """Ask whether the world's audit trail still holds, unchanged, the records these receipts
-    (collected from the chat log) point at. Read-only: no decision, no record. At most
-    ``MAX_RECEIPTS_PER_CHECK`` receipts per query (send more in several). Answered
-    ``receipts_checked``."""
+    """Ask whether the world's audit trail still holds, unchanged, the records these receipts point at.
+
+    The receipts are collected from the chat log. Read-only: no decision, no record. At most
+    ``MAX_RECEIPTS_PER_CHECK`` receipts per query; send more in several. Answered
+    ``receipts_checked``.
+    """
 
     receipts: Annotated[list[Receipt], Meta(max_length=MAX_RECEIPTS_PER_CHECK)]
 
@@ -122,10 +135,15 @@ ReceiptStatus = Literal["ok", "missing", "changed"]
 
 
 class ReceiptResult(OutPart, kw_only=True, frozen=True):
-    """One receipt's answer: ``ok`` (the record is there with that hash and the signature is the
-    bridge's), ``missing`` (the signature is the bridge's but no record has that ``seq`` any more),
-    ``changed`` (the signature does not verify with the bridge's key, the receipt names another
-    world, or the record now has another hash). ``record_hash`` echoes the receipt's."""
+    """One receipt's answer.
+
+    - ``ok``: the record is there with that hash, and the signature is the bridge's.
+    - ``missing``: the signature is the bridge's, but no record has that ``seq`` any more.
+    - ``changed``: the signature does not verify with the bridge's key, the receipt names another
+      world, or the record now has another hash.
+
+    ``record_hash`` echoes the receipt's.
+    """
 
     seq: int
     status: ReceiptStatus
@@ -140,18 +158,23 @@ class ReceiptsChecked(BridgeMessage, tag="receipts_checked", kw_only=True, froze
 
 
 class AuditReport(Query, tag="audit_report", kw_only=True, frozen=True):
-    """Ask for the world's audit report (bridge/report.py): the same self-contained HTML page as
-    ``fate-bridge audit report``, from ``since`` / before ``until`` (times as ``audit_query``'s; the
-    whole trail when absent). Read-only. Answered ``audit_report_page``; ``not_found`` from a bridge that draws
-    no reports (``resolve``)."""
+    """Ask for the world's audit report (bridge/report.py). Read-only.
+
+    It is the same self-contained HTML page as ``fate-bridge audit report``. It covers from ``since``
+    to before ``until``, times as ``audit_query``'s; the whole trail when absent. Answered
+    ``audit_report_page``. A bridge that draws no reports (``resolve``) answers ``not_found``.
+    """
 
     since: QueryTime | None = None
     until: QueryTime | None = None
 
 
 class AuditReportPage(BridgeMessage, tag="audit_report_page", kw_only=True, frozen=True):
-    """The report page: ``html`` is a whole HTML document with inline SVG charts and no script
-    (a Content-Security-Policy in it forbids any), for the browser to save or show sandboxed."""
+    """The report page, for the browser to save or show sandboxed.
+
+    ``html`` is a whole HTML document with inline SVG charts and no script. A
+    Content-Security-Policy in it forbids any.
+    """
 
     query_id: str
     html: str

@@ -54,12 +54,14 @@ class ClientMessage(
 
 
 class Request(ClientMessage, kw_only=True, frozen=True):
-    """Base of decision requests: work answered once per ``event_id`` (a repeat gets the stored
-    reply, nothing runs again) and recorded in the audit trail; a refusal's ``error.ref`` is it.
-    Any request may carry ``client_seed`` (its dice derive from it in an open dice session) and
-    ``physical`` (the real dice the roller threw, in the order the decision rolls them, where the
-    world allows them; each is checked against its die: ``physical[i]`` names a value that die
-    cannot show)."""
+    """Base of decision requests: work answered once per ``event_id`` and recorded in the audit trail.
+
+    A repeat gets the stored reply; nothing runs again. A refusal's ``error.ref`` is the
+    ``event_id``. Any request may carry ``client_seed``: its dice derive from it in an open dice
+    session. It may carry ``physical``, where the world allows: the real dice the roller threw, in
+    the order the decision rolls them. Each is checked against its die; ``physical[i]`` names a
+    value that die cannot show.
+    """
 
     event_id: Id
     client_seed: ClientSeed | None = None
@@ -67,15 +69,20 @@ class Request(ClientMessage, kw_only=True, frozen=True):
 
 
 class UserRequest(Request, kw_only=True, frozen=True):
-    """A request a Foundry user makes: ``user_id`` (the Foundry user id) is checked against the
-    actor's owners and recorded with the decision."""
+    """A request a Foundry user makes.
+
+    ``user_id`` (the Foundry user id) is checked against the actor's owners and recorded with the
+    decision.
+    """
 
     user_id: Id
 
 
 class Query(ClientMessage, kw_only=True, frozen=True):
-    """Base of the session's read-only questions (audit window, overlay): answered with the same
-    ``query_id``, never recorded; a refusal's ``error.ref`` is it."""
+    """Base of the session's read-only questions (audit window, overlay).
+
+    Answered with the same ``query_id``, never recorded. A refusal's ``error.ref`` is the ``query_id``.
+    """
 
     query_id: Id
 

@@ -1,7 +1,9 @@
-"""Control messages of a link: hello/welcome, ping/pong, error, and the world settings ``welcome`` carries
-(:class:`WorldSettings`: SoHL's S12 option today; the ``settings`` message that changes them and
-the rule that reads them live in the sohl package, which imports this type: the shared wire
-imports no ruleset)."""
+"""Control messages of a link: hello/welcome, ping/pong, error, and the world settings ``welcome`` carries.
+
+:class:`WorldSettings` holds SoHL's S12 option today. The ``settings`` message that changes them,
+and the rule that reads them, live in the sohl package, which imports this type. The shared wire
+imports no ruleset.
+"""
 
 from __future__ import annotations
 
@@ -68,13 +70,19 @@ RequestSecret = Annotated[str, Meta(min_length=22, max_length=256, description=(
 
 
 class Register(ClientMessage, tag="register", kw_only=True, frozen=True):
-    """First message of a connection that registers ``world_id`` through an invite code instead
-    of saying ``hello`` (docs/protocol.md, Registration). Answered with ``registered`` (the
-    world's token, to this connection alone), ``registration_pending`` (the code needs the host's
-    approval: send the same ``register`` again, with the same ``request_secret``, after
-    ``retry_seconds``) or ``error``; the bridge then closes the connection (1000; 4001 for a code
-    it refuses). A world id the bridge knows is never registered or given a new token this way
-    (``error{code: "forbidden", field: "world_id"}``)."""
+    """First message of a connection that registers ``world_id`` through an invite code, instead of ``hello``.
+
+    See docs/protocol.md, Registration. It is answered with one of:
+
+    - ``registered``: the world's token, to this connection alone.
+    - ``registration_pending``: the code needs the host's approval. Send the same ``register``
+      again, with the same ``request_secret``, after ``retry_seconds``.
+    - ``error``.
+
+    The bridge then closes the connection: 1000, or 4001 for a code it refuses. A world id the
+    bridge knows is never registered or given a new token this way
+    (``error{code: "forbidden", field: "world_id"}``).
+    """
 
     world_id: WorldId
     invite_code: InviteCodeText
@@ -83,26 +91,34 @@ class Register(ClientMessage, tag="register", kw_only=True, frozen=True):
 
 
 class Registered(BridgeMessage, tag="registered", kw_only=True, frozen=True):
-    """Answer to a ``register`` that registered ``world_id``: ``token`` is the world's token
-    (shown once; only its hash is stored), for ``hello`` from now on."""
+    """Answer to a ``register`` that registered ``world_id``.
+
+    ``token`` is the world's token, for ``hello`` from now on. It is shown once; only its hash is
+    stored.
+    """
 
     world_id: str
     token: str
 
 
 class RegistrationPending(BridgeMessage, tag="registration_pending", kw_only=True, frozen=True):
-    """Answer to a ``register`` whose request waits for the host's approval (``fate-bridge world
-    pending``): ask again after ``retry_seconds`` with the same ``request_secret``."""
+    """Answer to a ``register`` whose request waits for the host's approval (``fate-bridge world pending``).
+
+    Ask again after ``retry_seconds`` with the same ``request_secret``.
+    """
 
     world_id: str
     retry_seconds: int
 
 
 class Welcome(BridgeMessage, tag="welcome", kw_only=True, frozen=True):
-    """Answer to a good ``hello``. ``protocol_version`` is the wire protocol this bridge speaks
-    (:data:`PROTOCOL_VERSION`, the ``v`` of every frame); ``max_frame_bytes`` is the largest frame
-    it accepts (a larger one is closed with 1009), or null when frames have no limit (``resolve``).
-    The module refuses a larger request itself, and warns the GM when the protocol differs."""
+    """Answer to a good ``hello``.
+
+    ``protocol_version`` is the wire protocol this bridge speaks (:data:`PROTOCOL_VERSION`, the
+    ``v`` of every frame). ``max_frame_bytes`` is the largest frame it accepts; a larger one is
+    closed with 1009. It is null when frames have no limit (``resolve``). The module refuses a
+    larger request itself, and warns the GM when the protocol differs.
+    """
 
     world_id: str
     bridge_version: str
@@ -126,10 +142,12 @@ RetryAfter = Annotated[int, Meta(ge=0, description=(
 
 
 class Error(BridgeMessage, tag="error", kw_only=True, frozen=True):
-    """A refusal. ``ref`` is the ``event_id`` it answers (or null); ``field`` names the offending
-    field as a dotted path (``"test.eml"``) when there is one; ``retry_after_ms`` (on
-    ``unavailable`` alone, absent from every other error, so their frames are as before) says
-    when to send the request again."""
+    """A refusal.
+
+    ``ref`` is the ``event_id`` it answers, or null. ``field`` names the offending field as a dotted
+    path (``"test.eml"``) when there is one. ``retry_after_ms`` says when to send the request again.
+    It is on ``unavailable`` alone, absent from every other error, so their frames are as before.
+    """
 
     code: ErrorCode
     message: str

@@ -1,13 +1,14 @@
-"""The decode guard: bounds a frame's size and nesting before msgspec sees it, and names the field
-of a frame msgspec cannot decode.
+"""The decode guard: bound a frame's size and nesting before msgspec sees it; name the field msgspec
+cannot decode.
 
-msgspec (and any recursive JSON reader) raises ``RecursionError`` on input nested a few thousand
-deep, which a 2 KiB frame can be; :func:`check` refuses such a frame first, with a scan that costs
-a few ``bytes.count`` calls for every real message (their nesting is at most 5). For a frame that
-is not JSON, :func:`undecodable` finds where it breaks (invalid UTF-8, a lone UTF-16 surrogate
-escape such as ``"\\ud800"``, a syntax error) and names that field as ``error.field`` does for
-validation errors (``actor.fate_points[1].name``). Both raise/return
-:class:`~bridge.errors.BadMessage` only: no frame, however malformed, gets anything else.
+msgspec, like any recursive JSON reader, raises ``RecursionError`` on input nested a few
+thousand deep. A 2 KiB frame can be. :func:`check` refuses such a frame first. Its scan costs a
+few ``bytes.count`` calls for every real message, whose nesting is at most 5.
+
+For a frame that is not JSON, :func:`undecodable` finds where it breaks: invalid UTF-8, a lone
+UTF-16 surrogate escape such as ``"\\ud800"``, a syntax error. It names that field as
+``error.field`` does for validation errors (``actor.fate_points[1].name``). Both raise or return
+:class:`~bridge.errors.BadMessage` only. No frame, however malformed, gets anything else.
 """
 
 from __future__ import annotations
@@ -36,10 +37,12 @@ def _bytes(frame: bytes | str) -> bytes:
 
 
 def check(frame: bytes | str) -> None:
-    """Refuse a frame over ``MAX_FRAME_BYTES`` or nested deeper than ``MAX_DEPTH`` (counted outside
-    strings), so decoding it cannot exhaust the stack. Raises :class:`BadMessage` naming the
-    top-level field where the nesting goes too deep; returns None for anything else (which may
-    still fail to decode: :func:`undecodable`)."""
+    """Refuse a frame over ``MAX_FRAME_BYTES``, or nested deeper than ``MAX_DEPTH`` outside strings.
+
+    So decoding it cannot exhaust the stack. Raises :class:`BadMessage` naming the top-level field
+    where the nesting goes too deep. Returns None for anything else, which may still fail to decode
+    (:func:`undecodable`).
+    """
     data = _bytes(frame)
     if len(data) > MAX_FRAME_BYTES:
         raise BadMessage(N_("frame of %(size)s bytes is over the limit of %(limit)s bytes"),
@@ -56,9 +59,11 @@ def check(frame: bytes | str) -> None:
 
 
 def undecodable(frame: bytes | str, error: Exception) -> BadMessage:
-    """The :class:`BadMessage` for a frame msgspec could not decode (``error``, its DecodeError):
-    names the field holding invalid UTF-8 or a lone surrogate escape, or where the JSON breaks.
-    Call it only on a frame :func:`check` let through."""
+    """The :class:`BadMessage` for a frame msgspec could not decode; ``error`` is its DecodeError.
+
+    It names the field holding invalid UTF-8 or a lone surrogate escape, or where the JSON breaks.
+    Call it only on a frame :func:`check` let through.
+    """
     data = _bytes(frame)
     try:
         data.decode("utf-8")
@@ -82,8 +87,11 @@ def undecodable(frame: bytes | str, error: Exception) -> BadMessage:
 
 
 def _path(data: bytes, *, at: int | None = None, depth: int | None = None) -> str:
-    """The dotted path (``actor.fate_points[1].name``) of the value open at byte ``at``, or of the
-    first container opened ``depth`` deep; "" at top level. Only for frames already refused."""
+    """The dotted path (``actor.fate_points[1].name``) of the value open at byte ``at``.
+
+    Or of the first container opened ``depth`` deep; "" at top level. Only for frames already
+    refused.
+    """
     stack: list[list] = []  # ["{", key, want_key] or ["[", index]
     for token in _TOKEN.finditer(data, 0, len(data) if at is None else at):
         kind = token.group()[:1]

@@ -1,7 +1,13 @@
-"""The hmtw ruleset: the tarot rules of fate: tests, group tests, pushes, Challenge Actions, the decks (H1-H14).
+"""The hmtw ruleset: the tarot rules of fate (H1-H14).
 
-``rules`` (pure tables and functions), ``wire`` (its messages), ``decide`` (its handlers),
-``cards`` and ``templates/`` (its chat cards), ``report`` (what it adds to the audit report);
+It covers tests, group tests, pushes, Challenge Actions and the decks.
+
+- ``rules``: pure tables and functions.
+- ``wire``: its messages.
+- ``decide``: its handlers.
+- ``cards`` and ``templates/``: its chat cards.
+- ``report``: what it adds to the audit report.
+
 :data:`RULESET` plugs it into the bridge.
 """
 

@@ -1,7 +1,10 @@
-"""hmtw's chat cards: rendered from this package's ``templates/`` (autoescaped, strict), in the
-current language (``bridge.i18n``). Tarot names, suits and outcomes are the rules' tables
-(``rules.py``, H2, H3, H5, H10), extracted into the catalog from there (babel.cfg) and translated
-here on the card; the wire keeps the English ``name``. Roman numerals have no catalog entry."""
+"""hmtw's chat cards, rendered from this package's ``templates/`` (autoescaped, strict).
+
+They are in the current language (``bridge.i18n``). Tarot names, suits and outcomes are the
+rules' tables (``rules.py``, H2, H3, H5, H10). They are extracted into the catalog from there
+(babel.cfg) and translated here, on the card. The wire keeps the English ``name``. Roman
+numerals have no catalog entry.
+"""
 
 from __future__ import annotations
 
@@ -16,8 +19,10 @@ def suit_name(suit: str) -> str:
 
 
 def card_name(face: HmtwCardFace) -> str:
-    """H2: a tarot card's printed name in the current language ("Knight of Wands", "The Fool",
-    "XIII Death"), from its code and value."""
+    """H2: a tarot card's printed name in the current language, from its code and value.
+
+    E.g. "Knight of Wands", "The Fool", "XIII Death".
+    """
     if face.code == hmtw.FOOL:
         return _(hmtw.FOOL_NAME)
     if face.suit is None:

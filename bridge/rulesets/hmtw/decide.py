@@ -1,19 +1,21 @@
-"""hmtw decisions: the world's tarot decks, tests of fate, pushes, group tests, Challenge Actions
+"""hmtw decisions: the world's tarot decks, tests of fate, pushes, group tests, Challenge Actions,
 and the GM's deck commands (DECISIONS.md H1-H14).
 
 Pure: the world's state comes in as a :class:`~bridge.state.WorldState`, dice as an injected
-:class:`~bridge.dice.Dice` (each draw is one die of as many faces as cards left undrawn: the
-pick among them in deck order, see ``bridge.rulesets.hmtw.rules``). Every refusal is raised before the
-first write, so a refused request changes nothing; every card is drawn before the first write too.
+:class:`~bridge.dice.Dice`. Each draw is one die of as many faces as cards left undrawn: the
+pick among them in deck order (see ``bridge.rulesets.hmtw.rules``). Every refusal is raised
+before the first write, so a refused request changes nothing. Every card is drawn before the
+first write too.
 
 Records (kinds):
-``hmtw.decks`` (key ``world``): both decks (undrawn in deck order, discard in the order drawn),
-the tests still open for a push, the player cards on the table (H14) and the reshuffles waiting
-(H1, H6, H7).
-``hmtw.test`` (by ``test_id`` / ``action_id``; a group's members as ``<test_id>/1``, ``/2``):
-each test of fate, group member's test or Challenge Action, with its cards and outcome.
-``hmtw.group`` (by ``test_id``): a group test's members, hits and outcome (H10).
-``hmtw.bound`` (key ``guild``): the obstacles bound by fate and the test that bound each (H9).
+
+- ``hmtw.decks`` (key ``world``): both decks, undrawn in deck order and discard in the order
+  drawn. Also the tests still open for a push, the player cards on the table (H14) and the
+  reshuffles waiting (H1, H6, H7).
+- ``hmtw.test`` (by ``test_id`` / ``action_id``; a group's members as ``<test_id>/1``, ``/2``):
+  each test of fate, group member's test or Challenge Action, with its cards and outcome.
+- ``hmtw.group`` (by ``test_id``): a group test's members, hits and outcome (H10).
+- ``hmtw.bound`` (key ``guild``): the obstacles bound by fate, and the test that bound each (H9).
 """
 
 from __future__ import annotations
@@ -49,10 +51,12 @@ class OnTableRecord(msgspec.Struct, kw_only=True, frozen=True):
 
 
 class DecksRecord(msgspec.Struct, kw_only=True, frozen=True):
-    """A world's decks as stored (``hmtw.Decks`` field for field, lists for tuples). A record
-    written before H14 has no ``table`` (None): its drawn cards are all on the discard pile; the
-    next decision deals by H14 and stores a ``table``. Re-derived under :func:`before_h14`, a
-    decision stores none, as it did then."""
+    """A world's decks as stored: ``hmtw.Decks`` field for field, lists for tuples.
+
+    A record written before H14 has no ``table`` (None): its drawn cards are all on the discard
+    pile. The next decision deals by H14 and stores a ``table``. Re-derived under
+    :func:`before_h14`, a decision stores none, as it did then.
+    """
 
     player_undrawn: list[str]
     player_discard: list[str]
@@ -65,10 +69,12 @@ class DecksRecord(msgspec.Struct, kw_only=True, frozen=True):
 
 
 class TestRecord(msgspec.Struct, kw_only=True, frozen=True):
-    """One draw for an adventurer: a test of fate (``test``), a group member's test
-    (``member``, with ``group_id``) or a Challenge Action (``challenge``: ``outcome`` None,
-    ``total`` is its value). ``first``/``pushed`` are card codes; ``total`` includes the pushed
-    card once pushed."""
+    """One draw for an adventurer.
+
+    It is a test of fate (``test``), a group member's test (``member``, with ``group_id``), or a
+    Challenge Action (``challenge``: ``outcome`` None, ``total`` is its value). ``first`` and
+    ``pushed`` are card codes. ``total`` includes the pushed card once pushed.
+    """
 
     test_id: str
     kind: TestKind
@@ -124,10 +130,12 @@ _BEFORE_H14: ContextVar[bool] = ContextVar("hmtw_before_h14", default=False)
 
 @contextmanager
 def before_h14() -> Iterator[None]:
-    """Decide as before H14 inside (the ruleset's :class:`~bridge.ruleset.Era`): every drawn
-    player card goes onto the discard pile at once, the decks are stored without a ``table`` and
-    their counts have no ``player_on_table``. Only ``audit verify`` enters it, for a record
-    decided before H14; live decisions always follow H14."""
+    """Decide as before H14 inside (the ruleset's :class:`~bridge.ruleset.Era`).
+
+    Every drawn player card goes onto the discard pile at once. The decks are stored without a
+    ``table``, and their counts have no ``player_on_table``. Only ``audit verify`` enters it, for a
+    record decided before H14. Live decisions always follow H14.
+    """
     token = _BEFORE_H14.set(True)
     try:
         yield
@@ -176,8 +184,11 @@ def _put_bound(state: WorldState, obstacle: str | None, bound: list[BoundEntry])
 
 def _rebind(bound: list[BoundEntry], obstacle: str | None, test_id: str, outcome: str | None,
             binding: bool) -> tuple[list[BoundEntry], bool]:
-    """H9: ``bound`` with ``obstacle`` bound by ``test_id`` when ``binding``, or released when
-    it was bound by that test and no longer is; and whether it is bound now."""
+    """H9: ``bound`` with ``obstacle`` bound or released by ``test_id``; and whether it is bound now.
+
+    It is bound by ``test_id`` when ``binding``. It is released when that test bound it and no
+    longer does.
+    """
     if obstacle is None:
         return bound, False
     key = hmtw.obstacle_key(obstacle)
@@ -197,7 +208,7 @@ def _require_gm(user_is_gm: bool, what: str) -> None:
 
 
 def _require_owner(actors: Sequence[wire.HmtwActor], user_id: str, user_is_gm: bool) -> None:
-    """Only an owner of the drawing adventurer (or of one of a group's) or a GM may draw."""
+    """Only a GM, or an owner of the drawing adventurer (or of one of a group's), may draw."""
     if not user_is_gm and not any(user_id in a.owner_user_ids for a in actors):
         names = Joined(tuple(repr(a.name) for a in actors), Text(N_(" or ")))
         raise Forbidden(N_("user %(user)s does not own %(names)s and may not draw for them"),
@@ -237,8 +248,11 @@ def _require_unbound(bound: list[BoundEntry], obstacle: str | None) -> None:
 
 
 def _picker(dice: Dice) -> Callable[[int], int]:
-    """The draw's ``pick``: one die of ``n`` faces. Scripted dice that run out or do not fit
-    are the line's fault (``resolve``): ``bad_message`` on ``dice``."""
+    """The draw's ``pick``: one die of ``n`` faces.
+
+    Scripted dice that run out or do not fit are the line's fault (``resolve``): ``bad_message`` on
+    ``dice``.
+    """
 
     def pick(n: int) -> int:
         return rolling(lambda: dice.roll(n), f" (a draw picks 1..{n} among the undrawn cards)")
@@ -275,8 +289,10 @@ DECK_TITLES = {"player": N_("player"), "gm": N_("GM")}
 
 
 def _notice(reshuffles: Sequence[hmtw.Reshuffled], decks: hmtw.Decks) -> wire.Card | None:
-    """H7: the public chat card announcing this decision's reshuffles (None without one); with
-    cards still on the table after them, a line saying those stayed out (H14)."""
+    """H7: the public chat card announcing this decision's reshuffles; None without one.
+
+    If cards are still on the table after them, a line says those stayed out (H14).
+    """
     if not reshuffles:
         return None
     lines = [_(RESHUFFLE_TEXT[r.reason]) % {"deck": _(DECK_TITLES[r.decks[0]])} for r in reshuffles]
@@ -300,8 +316,10 @@ def _modifier_text(favor: bool, disfavor: bool) -> str:
 
 
 def _result(record: TestRecord, open_tests: Sequence[str]) -> wire.HmtwTestResult:
-    """One adventurer's test as the wire shows it; ``push_by`` is the drawer while the test is
-    open for a push (H6)."""
+    """One adventurer's test as the wire shows it.
+
+    ``push_by`` is the drawer while the test is open for a push (H6).
+    """
     assert record.outcome is not None  # never called for a Challenge Action
     pushable = record.test_id in open_tests and hmtw.may_push(
         record.outcome, record.pushed is not None, record.kind == "challenge")
@@ -406,10 +424,12 @@ def _group_tested(event_id: str, group: GroupRecord, members: Sequence[TestRecor
 def _draw_test(decks: hmtw.Decks, pick: Callable[[int], int], test_id: str, held_by: tuple[str, ...],
                drawer: wire.HmtwTest | wire.HmtwGroupMember, request: wire.HmtwTest | wire.HmtwGroupTest,
                ) -> tuple[hmtw.Decks, TestRecord, tuple[hmtw.Reshuffled, ...]]:
-    """H3-H5, H7, H14: draw the initial card of one adventurer's test (``drawer`` gives the
-    actor, score, favor, disfavor and user; ``request`` the attribute, obstacle and visibility);
-    the card lies on the table while a test of ``held_by`` is open (H14); a failure stays open
-    for a push (H6); a Fool waits to reshuffle until the test is finished."""
+    """H3-H5, H7, H14: draw the initial card of one adventurer's test.
+
+    ``drawer`` gives the actor, score, favor, disfavor and user. ``request`` gives the attribute,
+    obstacle and visibility. The card lies on the table while a test of ``held_by`` is open (H14). A
+    failure stays open for a push (H6). A Fool waits to reshuffle until the test is finished.
+    """
     attribute = request.attribute
     group_id = request.test_id if isinstance(request, wire.HmtwGroupTest) else None
     drawn = hmtw.draw(decks, "player", pick, held_by)
@@ -458,8 +478,10 @@ def _member_id(test_id: str, position: int) -> str:
 
 
 def _group_test(message: wire.HmtwGroupTest, state: WorldState, dice: Dice) -> wire.HmtwGroupTested:
-    """H10: the most and the least qualified adventurer each draw; hits make the group outcome;
-    failure or disaster binds the obstacle (H9)."""
+    """H10: the most and the least qualified adventurer each draw; hits make the group outcome.
+
+    Failure or disaster binds the obstacle (H9).
+    """
     actors = [m.actor for m in message.members]
     _require_owner(actors, message.user_id, message.user_is_gm)
     if actors[0].actor_id == actors[1].actor_id:
@@ -509,11 +531,13 @@ def _member(state: WorldState, test_id: str) -> TestRecord:
 
 
 def _push(message: wire.HmtwPush, state: WorldState, dice: Dice) -> Outcome:
-    """H6: the drawer's one more card on a failed, still open test; success (never great) or
-    great failure; the Fool is a great failure (and reshuffles when the test is finished, H7).
-    A group member's push re-sums the group (H10). The pushed card joins the test's on the
-    table, and never is one of them (H14): both leave it when the test (a group's: the group
-    test) is finished."""
+    """H6: the drawer's one more card on a failed, still open test.
+
+    It gives success (never great) or great failure. The Fool is a great failure, and reshuffles
+    when the test is finished (H7). A group member's push re-sums the group (H10). The pushed card
+    joins the test's on the table (H14). Both leave it when the test is finished; for a group
+    member, when the group test is.
+    """
     record = state.get(TESTS, message.test_id, TestRecord)
     if record is None:
         raise NotFound(N_("no test %(test)s was drawn in this world"), {"test": message.test_id},
@@ -570,8 +594,10 @@ def _push(message: wire.HmtwPush, state: WorldState, dice: Dice) -> Outcome:
 
 def _challenge_action(message: wire.HmtwChallengeAction, state: WorldState,
                       dice: Dice) -> wire.HmtwChallengeDrawn:
-    """H8: value = card + attribute +/- 3; never bound, never pushed; a Fool reshuffles at the
-    round's end (H7)."""
+    """H8: value = card + attribute +/- 3. Never bound, never pushed.
+
+    A Fool reshuffles at the round's end (H7).
+    """
     _require_owner([message.actor], message.user_id, message.user_is_gm)
     _require_new_ids(state, [message.action_id], "action_id")
     decks, before = hmtw.begin_test(_decks(state))
@@ -627,8 +653,11 @@ OUTCOME_NAMES = {**hmtw.OUTCOME_NAMES, **hmtw.GROUP_OUTCOME_NAMES, **COMMAND_TIT
 
 
 def _deck_command(message: wire.HmtwDeckCommand, state: WorldState, dice: Dice) -> wire.HmtwDecks:
-    """H1/H7/H11: the GM's deck status, reshuffle now, end of a Challenge round, or closing the
-    push window (H11: every open test is finished; a Fool drawn in one reshuffles now)."""
+    """H1/H7/H11: the GM's deck commands.
+
+    Deck status, reshuffle now, end of a Challenge round, or closing the push window. Closing it
+    (H11) finishes every open test; a Fool drawn in one reshuffles now.
+    """
     _require_gm(message.user_is_gm, N_("command the decks"))
     decks = _decks(state)
     reshuffles: tuple[hmtw.Reshuffled, ...] = ()
@@ -688,9 +717,13 @@ def _clear_obstacle(message: wire.HmtwClearObstacle, state: WorldState,
 
 
 def public_card(reply: wire.BridgeMessage, visibility: wire.Visibility | None) -> wire.Card | None:
-    """The card overlay viewers may see: a test's, group test's or Challenge Action's card when
-    it was drawn ``public`` (``visibility``: a push follows its test's); the reshuffle notice of a
-    GM command or GM draw; the GM's "circumstances changed" card."""
+    """The card overlay viewers may see.
+
+    - A test's, group test's or Challenge Action's card, when drawn ``public``. A push follows its
+      test's ``visibility``.
+    - The reshuffle notice of a GM command or GM draw.
+    - The GM's "circumstances changed" card.
+    """
     match reply:
         case wire.HmtwTested() | wire.HmtwChallengeDrawn() | wire.HmtwGroupTested():
             return reply.card if visibility == "public" else None
@@ -742,9 +775,13 @@ class _Common(TypedDict):
 
 
 def summarize(message: shared.ClientMessage, reply: wire.BridgeMessage) -> shared.AuditColumns:
-    """The audit columns of a hmtw decision: ``message_id`` is the test, group or action id;
-    ``outcome`` the test's (or group's) outcome, ``challenge``, ``gm_draw``, ``cleared``, the deck
-    command, or the refusal's error code; ``detail`` one line of what was drawn."""
+    """The audit columns of a hmtw decision.
+
+    - ``message_id``: the test, group or action id.
+    - ``outcome``: the test's or group's outcome, ``challenge``, ``gm_draw``, ``cleared``, the deck
+      command, or the refusal's error code.
+    - ``detail``: one line of what was drawn.
+    """
     common = _Common(ruleset=RULESET,
                      message_id=getattr(message, "test_id", None) or getattr(message, "action_id", None))
     match reply:

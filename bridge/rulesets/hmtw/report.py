@@ -1,5 +1,8 @@
-"""hmtw's section of the audit report: the tarot cards the bridge drew against a fair shuffle
-(H1), the player deck by suit and the Fool, the GM deck card by card (``templates/hmtw_report.html.j2``)."""
+"""hmtw's section of the audit report (``templates/hmtw_report.html.j2``).
+
+The tarot cards the bridge drew, against a fair shuffle (H1). The player deck by suit and the
+Fool; the GM deck card by card.
+"""
 
 from __future__ import annotations
 
@@ -28,8 +31,10 @@ class Draws:
 
 
 def drawn_cards(reply: object) -> list[str]:
-    """Codes of the tarot cards a reply shows drawn (:data:`DRAWN_KEYS`, at any depth: a group
-    test's members too)."""
+    """Codes of the tarot cards a reply shows drawn (:data:`DRAWN_KEYS`).
+
+    At any depth: a group test's members too.
+    """
     found: list[str] = []
     if isinstance(reply, dict):
         for key, value in reply.items():
@@ -58,8 +63,10 @@ def _group(code: str) -> str:
 
 
 def groups(cards: Counter[str]) -> tuple[list[int], list[float]]:
-    """Player-deck draws by suit and the Fool (:data:`GROUPS`), and what a fair shuffle makes
-    each (its share of the 57 cards, H1)."""
+    """Player-deck draws by suit and the Fool (:data:`GROUPS`), and what a fair shuffle makes each.
+
+    That is its share of the 57 cards (H1).
+    """
     size = Counter(_group(code) for code in hmtw.PLAYER_DECK)
     observed = Counter[str]()
     for code, count in cards.items():
@@ -85,15 +92,19 @@ def _chart(draws: Draws, observed: list[int], expected: list[float]) -> str | No
 
 
 def _gm_card_name(code: str) -> str:
-    """A GM deck card (a major arcanum, H1) as its numeral and its name in the current language
-    ("XIII Death", "XIII Der Tod")."""
+    """A GM deck card (a major arcanum, H1) as its numeral and its name in the current language.
+
+    E.g. "XIII Death", "XIII Der Tod".
+    """
     numeral, title = hmtw.MAJOR_ARCANA[hmtw.card(code).value]
     return f"{numeral} {_(title)}"
 
 
 def render(draws: Draws) -> str:
-    """The section's HTML in the current language: the charts, the tables, the player deck's
-    chi-square test (:func:`bridge.chi_square.fit_test`)."""
+    """The section's HTML in the current language.
+
+    The charts, the tables, and the player deck's chi-square test (:func:`bridge.chi_square.fit_test`).
+    """
     observed, expected = groups(draws.player)
     gm_total = sum(draws.gm.values())
     return TEMPLATES.html(

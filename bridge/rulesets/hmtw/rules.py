@@ -1,18 +1,24 @@
 """His Majesty the Worm: tests of fate with tarot decks (seed 002; DECISIONS.md H1-H14).
 
-Pure and table-driven: no I/O, no clock, no randomness. A draw takes a ``pick`` function,
-``pick(n) -> 1..n`` (the bridge passes its ``Dice.roll``), so the caller owns every random number.
+Pure and table-driven: no I/O, no clock, no randomness. A draw takes a function
+``pick(n) -> 1..n``; the bridge passes its ``Dice.roll``. So the caller owns every random number.
 
-Cards are text codes: ``"<suit>-<value>"`` for the minor arcana (``"pentacles-4"`` is the IV of
-Pentacles, ``"wands-12"`` the Knight of Wands), ``"fool"`` for the Fool and ``"major-<n>"`` for the
-major arcana I..XXI. A pile's undrawn cards stay in deck order (the order of :data:`PLAYER_DECK` /
-:data:`GM_DECK`); a draw takes the ``pick(len(undrawn))``-th of them. Drawing a uniformly chosen
-card from the undrawn ones, one card at a time, deals every order with the same chance as a full
-shuffle (Fisher-Yates done lazily), and no future order exists anywhere before it is drawn.
+Cards are text codes:
 
-H14: a player card drawn by a test lies on the table (:attr:`Decks.table`), in neither the deck nor
-the discard pile, until its test is finished; no reshuffle puts it back. So the undrawn cards, the
-discard pile and the table always hold the 57 player cards between them (:func:`player_cards`).
+- ``"<suit>-<value>"`` for the minor arcana. ``"pentacles-4"`` is the IV of Pentacles,
+  ``"wands-12"`` the Knight of Wands.
+- ``"fool"`` for the Fool.
+- ``"major-<n>"`` for the major arcana I..XXI.
+
+A pile's undrawn cards stay in deck order, the order of :data:`PLAYER_DECK` / :data:`GM_DECK`. A
+draw takes the ``pick(len(undrawn))``-th of them. Drawing a uniformly chosen undrawn card, one
+at a time, deals every order with the same chance as a full shuffle: Fisher-Yates done lazily.
+And no future order exists anywhere before it is drawn.
+
+H14: a player card drawn by a test lies on the table (:attr:`Decks.table`) until its test is
+finished. It is in neither the deck nor the discard pile, and no reshuffle puts it back. So the
+undrawn cards, the discard pile and the table always hold the 57 player cards between them
+(:func:`player_cards`).
 """
 
 from __future__ import annotations
@@ -87,9 +93,11 @@ BINDING_GROUP_OUTCOMES = frozenset({"failure", "disaster"})
 
 @dataclass(frozen=True, slots=True)
 class Card:
-    """One tarot card (H2): ``code`` as in the module docstring, ``name`` as printed
-    ("Knight of Wands", "The Fool", "XIII Death"), ``suit`` (None for the Fool and the majors),
-    ``value`` and a text ``symbol``."""
+    """One tarot card (H2).
+
+    ``code`` is as in the module docstring. ``name`` is as printed: "Knight of Wands", "The Fool",
+    "XIII Death". ``suit`` is None for the Fool and the majors. Then ``value`` and a text ``symbol``.
+    """
 
     code: str
     name: str
@@ -137,8 +145,9 @@ def modifier(favor: bool, disfavor: bool) -> int:
 
 
 def total(card_value: int, score: int, favor: bool = False, disfavor: bool = False) -> int:
-    """H4 (and H8 for a Challenge Action's value): card value (0..14) + attribute score (1..4)
-    + :func:`modifier`. Raises ``ValueError`` for a score outside 1..4 (H3).
+    """H4, and H8 for a Challenge Action's value: card value (0..14) + attribute score (1..4) + :func:`modifier`.
+
+    Raises ``ValueError`` for a score outside 1..4 (H3).
 
     >>> total(4, 2), total(12, 2), total(0, 4, favor=True)
     (6, 14, 7)
@@ -149,9 +158,14 @@ def total(card_value: int, score: int, favor: bool = False, disfavor: bool = Fal
 
 
 def fate_outcome(first: Card, attribute: str, test_total: int) -> Outcome:
-    """H5: the outcome of a test of fate's initial draw ``first`` testing ``attribute`` at
-    ``test_total``: ``great_success`` (>= 14 and ``first`` is of the tested suit), ``success``
-    (>= 14) or ``failure`` (<= 13). Raises ``ValueError`` for an unknown attribute."""
+    """H5: the outcome of a test of fate's initial draw ``first``, testing ``attribute`` at ``test_total``.
+
+    - ``great_success``: >= 14, and ``first`` is of the tested suit.
+    - ``success``: >= 14.
+    - ``failure``: <= 13.
+
+    Raises ``ValueError`` for an unknown attribute.
+    """
     if attribute not in SUITS:
         raise ValueError(f"an attribute is one of {SUITS}, got {attribute!r}")
     if test_total < SUCCESS_AT:
@@ -160,17 +174,19 @@ def fate_outcome(first: Card, attribute: str, test_total: int) -> Outcome:
 
 
 def push_outcome(pushed: Card, pushed_total: int) -> Outcome:
-    """H6: the outcome after pushing fate: ``pushed_total`` is the failed total plus the pushed
-    card's value. The Fool is a great failure whatever the total; >= 14 is a success (never
-    great, even in the tested suit); <= 13 a great failure."""
+    """H6: the outcome after pushing fate.
+
+    ``pushed_total`` is the failed total plus the pushed card's value. The Fool is a great failure
+    whatever the total. >= 14 is a success, never great, even in the tested suit. <= 13 is a great
+    failure.
+    """
     if pushed.code == FOOL or pushed_total < SUCCESS_AT:
         return "great_failure"
     return "success"
 
 
 def may_push(outcome: Outcome, pushed: bool, challenge: bool) -> bool:
-    """H6/H8: fate may be pushed once, only on a failed test of fate, never on a Challenge
-    Action."""
+    """H6/H8: fate may be pushed once, only on a failed test of fate, never on a Challenge Action."""
     return outcome == "failure" and not pushed and not challenge
 
 
@@ -205,9 +221,11 @@ NO_OBSTACLE_NAME = "an obstacle needs a name"
 
 
 def obstacle_key(obstacle: str) -> str:
-    """H9/H13: the key an obstacle is bound under: letter case and repeated or surrounding
-    spaces do not matter (" The  locked Door " and "the locked door" are one obstacle). Raises
-    ``ValueError`` (:data:`NO_OBSTACLE_NAME`) for a blank name."""
+    """H9/H13: the key an obstacle is bound under.
+
+    Letter case and repeated or surrounding spaces do not matter: " The  locked Door " and "the
+    locked door" are one obstacle. Raises ``ValueError`` (:data:`NO_OBSTACLE_NAME`) for a blank name.
+    """
     key = " ".join(obstacle.split()).casefold()
     if not key:
         raise ValueError(NO_OBSTACLE_NAME)
@@ -219,8 +237,7 @@ def obstacle_key(obstacle: str) -> str:
 
 @dataclass(frozen=True, slots=True)
 class Pile:
-    """One deck as it lies on the table (H1): ``undrawn`` in deck order, ``discard`` in the
-    order drawn."""
+    """One deck as it lies on the table (H1): ``undrawn`` in deck order, ``discard`` in the order drawn."""
 
     undrawn: tuple[str, ...]
     discard: tuple[str, ...] = ()
@@ -228,9 +245,11 @@ class Pile:
 
 @dataclass(frozen=True, slots=True)
 class OnTable:
-    """H14: a player card on the table, kept there while any test in ``held_by`` is open: its
-    own test, or every member of its group test (a group's cards stay until the group test is
-    resolved)."""
+    """H14: a player card on the table, kept there while any test in ``held_by`` is open.
+
+    ``held_by`` is its own test, or every member of its group test. A group's cards stay until the
+    group test is resolved.
+    """
 
     card: str
     held_by: tuple[str, ...]
@@ -238,15 +257,17 @@ class OnTable:
 
 @dataclass(frozen=True, slots=True)
 class Decks:
-    """A world's two decks (H1) and what H6/H7/H14 wait for.
+    """A world's two decks (H1), and what H6/H7/H14 wait for.
 
-    ``open_tests``: the tests whose failure may still be pushed (the latest draw's; H6).
-    ``table``: the player cards of tests not finished yet, in the order drawn (H14).
-    ``h14``: False only while an audit trail decided before H14 is re-derived: every drawn card
-    then goes onto the discard pile at once, as it did then.
-    ``reshuffle_after_test``: the Fool came up in a test still open; both decks are reshuffled
-    when no test is open any more. ``reshuffle_at_round_end``: the Fool came up in a Challenge;
-    both decks are reshuffled at the end of the round (H7)."""
+    - ``open_tests``: the tests whose failure may still be pushed; the latest draw's (H6).
+    - ``table``: the player cards of tests not finished yet, in the order drawn (H14).
+    - ``h14``: False only while an audit trail decided before H14 is re-derived. Every drawn card
+      then goes onto the discard pile at once, as it did then.
+    - ``reshuffle_after_test``: the Fool came up in a test still open. Both decks are reshuffled
+      when no test is open any more.
+    - ``reshuffle_at_round_end``: the Fool came up in a Challenge. Both decks are reshuffled at the
+      end of the round (H7).
+    """
 
     player: Pile
     gm: Pile
@@ -286,8 +307,10 @@ BOTH_DECKS: tuple[DeckName, ...] = ("player", "gm")
 
 
 def full_pile(deck: DeckName, leave_out: frozenset[str] = frozenset()) -> Pile:
-    """H1: ``deck`` with every card undrawn, in deck order (57 player cards, 21 GM cards), but
-    the cards in ``leave_out`` (H14: those still on the table)."""
+    """H1: ``deck`` with every card undrawn, in deck order: 57 player cards, 21 GM cards.
+
+    Except the cards in ``leave_out``: those still on the table (H14).
+    """
     return Pile(tuple(c for c in DECKS[deck] if c not in leave_out))
 
 
@@ -297,20 +320,23 @@ def new_decks() -> Decks:
 
 
 def reshuffle(decks: Decks, reason: ReshuffleReason) -> tuple[Decks, Reshuffled]:
-    """H7 (and the GM's "reshuffle now"): every discard of both decks back in, the Fool
-    included; cards still on the table stay out (H14). Every Fool is back in the deck or on
-    the table, so no reshuffle is waiting any more (after a test or at round end); open tests
-    stay open."""
+    """H7, and the GM's "reshuffle now": every discard of both decks back in, the Fool included.
+
+    Cards still on the table stay out (H14). Every Fool is back in the deck or on the table. So no
+    reshuffle waits any more, after a test or at round end. Open tests stay open.
+    """
     after = Decks(full_pile("player", decks.on_table()), full_pile("gm"),
                   open_tests=decks.open_tests, table=decks.table, h14=decks.h14)
     return after, Reshuffled(reason, BOTH_DECKS)
 
 
 def _fool_reshuffle(decks: Decks, keep: Decks) -> tuple[Decks, Reshuffled]:
-    """H7/H12: one Fool's reshuffle, keeping the other Fool's wait as ``keep`` has it: a
-    Challenge Action's Fool still reshuffles at the end of its round when an ordinary test's
-    Fool was reshuffled in between, and the other way round. (Only the GM's "reshuffle now"
-    ends both waits: :func:`reshuffle`.)"""
+    """H7/H12: one Fool's reshuffle, keeping the other Fool's wait as ``keep`` has it.
+
+    So a Challenge Action's Fool still reshuffles at the end of its round, even when an ordinary
+    test's Fool was reshuffled in between. And the other way round. Only the GM's "reshuffle now"
+    ends both waits (:func:`reshuffle`).
+    """
     after, reshuffled = reshuffle(decks, "fool")
     return replace(after, reshuffle_after_test=keep.reshuffle_after_test,
                    reshuffle_at_round_end=keep.reshuffle_at_round_end), reshuffled
@@ -318,13 +344,17 @@ def _fool_reshuffle(decks: Decks, keep: Decks) -> tuple[Decks, Reshuffled]:
 
 def draw(decks: Decks, deck: DeckName, pick: Callable[[int], int],
          held_by: tuple[str, ...] = ()) -> Drawn:
-    """H1: draw one card from ``deck``: the ``pick(n)``-th (1..n) of its ``n`` undrawn cards in
-    deck order. A deck found empty first takes its discard pile back (reason ``exhausted``),
-    never a card on the table (H14). With ``held_by`` (the player deck's tests, see
-    :class:`OnTable`) the card lies on the table until :func:`finish_tests` finds them all
-    finished; without (the GM deck, a Challenge Action: nothing waits on them), or with
-    ``decks.h14`` false (before H14), it goes onto the discard pile at once. Raises ``ValueError`` if ``pick`` leaves 1..n, or for ``held_by``
-    on the GM deck."""
+    """H1: draw one card from ``deck``: the ``pick(n)``-th (1..n) of its ``n`` undrawn cards, in deck order.
+
+    A deck found empty first takes its discard pile back (reason ``exhausted``). It never takes a
+    card on the table (H14).
+
+    With ``held_by`` (the player deck's tests, see :class:`OnTable`), the card lies on the table
+    until :func:`finish_tests` finds them all finished. Without it, the card goes onto the discard
+    pile at once: the GM deck, or a Challenge Action, where nothing waits. So it does with
+    ``decks.h14`` false, before H14. Raises ``ValueError`` if ``pick`` leaves 1..n, or for
+    ``held_by`` on the GM deck.
+    """
     if held_by and deck != "player":
         raise ValueError("only player cards lie on the table (H14)")
     pile = decks.pile(deck)
@@ -348,22 +378,29 @@ def draw(decks: Decks, deck: DeckName, pick: Callable[[int], int],
 
 
 def begin_test(decks: Decks) -> tuple[Decks, tuple[Reshuffled, ...]]:
-    """H6/H7/H11: a new draw from the player deck (a test, a group test, a Challenge Action)
-    closes the push window: see :func:`close_pushes`. (A push's own card belongs to a test
-    already drawn, so a group's other member may still push after it.)"""
+    """H6/H7/H11: a new draw from the player deck closes the push window (see :func:`close_pushes`).
+
+    Such a draw is a test, a group test or a Challenge Action. A push's own card belongs to a test
+    already drawn. So a group's other member may still push after it.
+    """
     return close_pushes(decks)
 
 
 def close_pushes(decks: Decks) -> tuple[Decks, tuple[Reshuffled, ...]]:
-    """H11: the push window closes (the table draws for a new test, or the GM closes it): fate
-    can no longer be pushed on any open test, and a Fool they drew is reshuffled now (H7, H12)."""
+    """H11: the push window closes.
+
+    It closes when the table draws for a new test, or when the GM closes it. Fate can no longer be
+    pushed on any open test. A Fool they drew is reshuffled now (H7, H12).
+    """
     return finish_tests(replace(decks, open_tests=()))
 
 
 def finish_tests(decks: Decks) -> tuple[Decks, tuple[Reshuffled, ...]]:
-    """H14, H7/H12: the cards of finished tests leave the table for the discard pile (in the
-    order drawn); then, once no test is open, a Fool drawn in a test has both decks reshuffled
-    (reason ``fool``; a Challenge Action's Fool still waits for its round's end)."""
+    """H14, H7/H12: the cards of finished tests leave the table for the discard pile, in the order drawn.
+
+    Then, once no test is open, a Fool drawn in a test has both decks reshuffled (reason ``fool``).
+    A Challenge Action's Fool still waits for its round's end.
+    """
     decks = clear_table(decks)
     if decks.reshuffle_after_test and not decks.open_tests:
         after, reshuffled = _fool_reshuffle(decks, replace(decks, reshuffle_after_test=False))
@@ -372,8 +409,10 @@ def finish_tests(decks: Decks) -> tuple[Decks, tuple[Reshuffled, ...]]:
 
 
 def clear_table(decks: Decks) -> Decks:
-    """H14: every card on the table whose tests are all finished (none in ``open_tests``) goes
-    onto the discard pile, in the order drawn; the others stay."""
+    """H14: every card on the table whose tests are all finished goes onto the discard pile.
+
+    Finished means none in ``open_tests``. They go in the order drawn; the others stay.
+    """
     open_now = set(decks.open_tests)
     staying = tuple(t for t in decks.table if open_now.intersection(t.held_by))
     if len(staying) == len(decks.table):
@@ -384,8 +423,11 @@ def clear_table(decks: Decks) -> Decks:
 
 
 def open_test(decks: Decks, test_id: str) -> Decks:
-    """H6/H11: a failed test stays open: its drawer may push fate until the next player-deck
-    draw of another test or the GM closes the window (see :func:`close_pushes`)."""
+    """H6/H11: a failed test stays open.
+
+    Its drawer may push fate until the GM closes the window, or the next player-deck draw of
+    another test (see :func:`close_pushes`).
+    """
     return replace(decks, open_tests=(*decks.open_tests, test_id))
 
 
@@ -395,16 +437,18 @@ def close_test(decks: Decks, test_id: str) -> Decks:
 
 
 def fool_drawn(decks: Decks, in_challenge: bool) -> Decks:
-    """H7: the Fool came up: reshuffle when the test is finished, or at the end of the
-    Challenge round."""
+    """H7: the Fool came up: reshuffle when the test is finished, or at the end of the Challenge round."""
     if in_challenge:
         return replace(decks, reshuffle_at_round_end=True)
     return replace(decks, reshuffle_after_test=True)
 
 
 def end_round(decks: Decks) -> tuple[Decks, tuple[Reshuffled, ...]]:
-    """H7/H12: the end of a Challenge round: a Fool drawn in it by a Challenge Action has both
-    decks reshuffled (an ordinary test's Fool still waits for its test to finish)."""
+    """H7/H12: the end of a Challenge round.
+
+    A Fool a Challenge Action drew in it has both decks reshuffled. An ordinary test's Fool still
+    waits for its test to finish.
+    """
     if not decks.reshuffle_at_round_end:
         return decks, ()
     after, reshuffled = _fool_reshuffle(decks, replace(decks, reshuffle_at_round_end=False))

@@ -1,7 +1,7 @@
 """hmtw: tests of fate with tarot decks (His Majesty the Worm; docs/rules.md H1-H14).
 
-The bridge keeps each world's two decks and draws every card itself; the module sends what is
-tested and gets back the cards drawn, the totals, the outcome and a chat card to post.
+The bridge keeps each world's two decks and draws every card itself. The module sends what is
+tested. It gets back the cards drawn, the totals, the outcome and a chat card to post.
 """
 
 from __future__ import annotations
@@ -26,8 +26,10 @@ HmtwDeckCommandName = Literal["status", "reshuffle", "round_end", "close_push"]
 
 
 class HmtwActor(Part, kw_only=True, frozen=True):
-    """The adventurer who draws: ``owner_user_ids`` lists every Foundry user with OWNER
-    permission on the actor (GMs included)."""
+    """The adventurer who draws.
+
+    ``owner_user_ids`` lists every Foundry user with OWNER permission on the actor, GMs included.
+    """
 
     actor_id: Id
     name: Name
@@ -35,13 +37,20 @@ class HmtwActor(Part, kw_only=True, frozen=True):
 
 
 class HmtwTest(UserRequest, tag="hmtw_test", kw_only=True, frozen=True):
-    """A test of fate (H3-H6, H9): ``actor`` tests ``attribute`` at ``score``, with ``favor``
-    and/or ``disfavor`` (both cancel, H4), against ``obstacle`` (optional; a failure binds it,
-    H9). ``test_id`` names the test for a later ``hmtw_push`` (unique in the world). ``user_id``
-    is the Foundry user who asked (an owner of the actor or a GM). ``visibility`` is the roll
-    mode the card is posted with (its push's card too; only ``public`` reaches overlay viewers).
-    Answered ``hmtw_tested``, or ``error`` (forbidden; not_eligible when the obstacle is bound by
-    fate; bad_message for a ``test_id`` already used)."""
+    """A test of fate (H3-H6, H9).
+
+    ``actor`` tests ``attribute`` at ``score``, with ``favor`` and/or ``disfavor``; both cancel
+    (H4). ``obstacle`` is optional; a failure binds it (H9). ``test_id`` names the test for a later
+    ``hmtw_push``; it is unique in the world. ``user_id`` is the Foundry user who asked: an owner of
+    the actor, or a GM. ``visibility`` is the roll mode the card is posted with, its push's card
+    too. Only ``public`` reaches overlay viewers.
+
+    Answered ``hmtw_tested``, or ``error``:
+
+    - ``forbidden``;
+    - ``not_eligible`` when the obstacle is bound by fate;
+    - ``bad_message`` for a ``test_id`` already used.
+    """
 
     test_id: Id
     actor: HmtwActor
@@ -56,8 +65,11 @@ class HmtwTest(UserRequest, tag="hmtw_test", kw_only=True, frozen=True):
 
 
 class HmtwGroupMember(Part, kw_only=True, frozen=True):
-    """One adventurer of a group test: the actor, its score in the tested attribute, its own
-    favor/disfavor, and the user drawing for it (who alone may push its failure)."""
+    """One adventurer of a group test.
+
+    The actor, its score in the tested attribute, its own favor/disfavor, and the user drawing for
+    it. Only that user may push its failure.
+    """
 
     actor: HmtwActor
     score: HmtwScore
@@ -68,11 +80,13 @@ class HmtwGroupMember(Part, kw_only=True, frozen=True):
 
 
 class HmtwGroupTest(UserRequest, tag="hmtw_group_test", kw_only=True, frozen=True):
-    """A group test (H10): ``members`` are the most and the least qualified adventurer, in that
-    order; each draws for ``attribute``. Their tests are ``<test_id>/1`` and ``<test_id>/2``
-    for ``hmtw_push``. ``user_id`` is who asked (an owner of a member's actor or a GM);
-    ``visibility`` as in ``hmtw_test``. Answered ``hmtw_group_tested`` or ``error``, as
-    ``hmtw_test``."""
+    """A group test (H10).
+
+    ``members`` are the most and the least qualified adventurer, in that order. Each draws for
+    ``attribute``. Their tests are ``<test_id>/1`` and ``<test_id>/2`` for ``hmtw_push``.
+    ``user_id`` is who asked: an owner of a member's actor, or a GM. ``visibility`` as in
+    ``hmtw_test``. Answered ``hmtw_group_tested`` or ``error``, as ``hmtw_test``.
+    """
 
     test_id: HmtwGroupTestId
     attribute: HmtwAttribute
@@ -84,20 +98,27 @@ class HmtwGroupTest(UserRequest, tag="hmtw_group_test", kw_only=True, frozen=Tru
 
 
 class HmtwPush(UserRequest, tag="hmtw_push", kw_only=True, frozen=True):
-    """The drawer pushes fate on the failed test ``test_id`` (H6): one more card. Answered
-    ``hmtw_tested`` (a group member's test: ``hmtw_group_tested``), or ``error``: not_found
-    (no such test), forbidden (not the user who drew), not_eligible (a Challenge Action, H8; not
-    a failure; pushed already; or the table has drawn since, H6)."""
+    """The drawer pushes fate on the failed test ``test_id`` (H6): one more card.
+
+    Answered ``hmtw_tested``; for a group member's test, ``hmtw_group_tested``. Or ``error``:
+
+    - ``not_found``: no such test.
+    - ``forbidden``: not the user who drew.
+    - ``not_eligible``: a Challenge Action (H8); not a failure; pushed already; or the table has
+      drawn since (H6).
+    """
 
     test_id: Id
     user_name: Name | None = None
 
 
 class HmtwChallengeAction(UserRequest, tag="hmtw_challenge_action", kw_only=True, frozen=True):
-    """A Challenge Action (H8): value = card + ``score`` +/- 3; never bound by fate, never
-    pushed; a Fool drawn here reshuffles at the round's end (H7). ``action_id`` is unique in
-    the world; ``visibility`` as in ``hmtw_test``. Answered ``hmtw_challenge_drawn`` or
-    ``error`` (forbidden)."""
+    """A Challenge Action (H8): value = card + ``score`` +/- 3.
+
+    Never bound by fate, never pushed. A Fool drawn here reshuffles at the round's end (H7).
+    ``action_id`` is unique in the world. ``visibility`` as in ``hmtw_test``. Answered
+    ``hmtw_challenge_drawn`` or ``error`` (forbidden).
+    """
 
     action_id: Id
     actor: HmtwActor
@@ -111,11 +132,14 @@ class HmtwChallengeAction(UserRequest, tag="hmtw_challenge_action", kw_only=True
 
 
 class HmtwDeckCommand(UserRequest, tag="hmtw_deck_command", kw_only=True, frozen=True):
-    """A GM's deck command: ``status`` (counts, what is pending, the obstacles bound),
-    ``reshuffle`` (both decks, now), ``round_end`` (a Challenge round ends: a Fool drawn in it
-    reshuffles both decks, H7), ``close_push`` (the push window closes: no open test may be
-    pushed any more, and a Fool drawn in one reshuffles now, H11). Answered ``hmtw_decks``;
-    non-GMs get ``forbidden``."""
+    """A GM's deck command. Answered ``hmtw_decks``; non-GMs get ``forbidden``.
+
+    - ``status``: counts, what is pending, the obstacles bound.
+    - ``reshuffle``: both decks, now.
+    - ``round_end``: a Challenge round ends. A Fool drawn in it reshuffles both decks (H7).
+    - ``close_push``: the push window closes. No open test may be pushed any more, and a Fool drawn
+      in one reshuffles now (H11).
+    """
 
     command: HmtwDeckCommandName
     user_is_gm: bool = False
@@ -138,9 +162,11 @@ class HmtwClearObstacle(UserRequest, tag="hmtw_clear_obstacle", kw_only=True, fr
 
 
 class HmtwCardFace(OutPart, kw_only=True, frozen=True):
-    """A drawn card as the table sees it (H2): ``code`` (``pentacles-4``, ``fool``,
-    ``major-13``), ``name`` (``IV of Pentacles``), ``suit`` (null for the Fool and the majors),
-    ``value`` and a text ``symbol``."""
+    """A drawn card as the table sees it (H2).
+
+    ``code`` (``pentacles-4``, ``fool``, ``major-13``), ``name`` (``IV of Pentacles``), ``suit``
+    (null for the Fool and the majors), ``value`` and a text ``symbol``.
+    """
 
     code: str
     name: str
@@ -150,10 +176,13 @@ class HmtwCardFace(OutPart, kw_only=True, frozen=True):
 
 
 class HmtwDeckCounts(OutPart, kw_only=True, frozen=True):
-    """Cards left to draw and on the discard pile, per deck (H1), and the player cards on the
-    table: drawn by a test not finished yet (H14). ``player_undrawn + player_discarded +
-    player_on_table`` is always 57; ``gm_undrawn + gm_discarded`` always 21. ``player_on_table``
-    is null in a reply decided from decks stored before H14 (none were on the table then)."""
+    """Cards left to draw and on the discard pile, per deck (H1), and the player cards on the table.
+
+    Cards on the table were drawn by a test not finished yet (H14). ``player_undrawn +
+    player_discarded + player_on_table`` is always 57; ``gm_undrawn + gm_discarded`` always 21.
+    ``player_on_table`` is null in a reply decided from decks stored before H14; none were on the
+    table then.
+    """
 
     player_undrawn: int
     player_discarded: int
@@ -163,18 +192,25 @@ class HmtwDeckCounts(OutPart, kw_only=True, frozen=True):
 
 
 class HmtwReshuffled(OutPart, kw_only=True, frozen=True):
-    """One reshuffle (H1, H7): ``fool`` (the Fool was drawn), ``exhausted`` (a draw found the
-    deck empty), ``gm`` (the GM's command); ``decks`` it put back together."""
+    """One reshuffle (H1, H7), and the ``decks`` it put back together.
+
+    Its reason: ``fool`` (the Fool was drawn), ``exhausted`` (a draw found the deck empty), or ``gm``
+    (the GM's command).
+    """
 
     reason: HmtwReshuffleReason
     decks: list[HmtwDeckName]
 
 
 class HmtwTestResult(OutPart, kw_only=True, frozen=True):
-    """One adventurer's test of fate: the initial card ``first``, the ``pushed`` card (or null),
-    the ``modifier`` from favor/disfavor (+3, 0, -3), the ``total`` (with the pushed card's value
-    once pushed) and the ``outcome``. ``push_by`` lists who may push now (the drawer, H6): empty
-    once fate cannot be pushed."""
+    """One adventurer's test of fate.
+
+    - ``first``: the initial card. ``pushed``: the pushed card, or null.
+    - ``modifier``: from favor/disfavor (+3, 0, -3).
+    - ``total``: with the pushed card's value, once pushed.
+    - ``outcome``.
+    - ``push_by``: who may push now, the drawer (H6). Empty once fate cannot be pushed.
+    """
 
     test_id: str
     actor_id: str
@@ -191,9 +227,12 @@ class HmtwTestResult(OutPart, kw_only=True, frozen=True):
 
 
 class HmtwTested(BridgeMessage, tag="hmtw_tested", kw_only=True, frozen=True):
-    """A test of fate's result (H3-H6), after its draw or its push. ``bound`` says whether its
-    ``obstacle`` is now bound by fate (H9). ``reshuffles`` lists the reshuffles this decision made;
-    ``notice`` is their public chat card (null without one). ``card`` is the test's chat card."""
+    """A test of fate's result (H3-H6), after its draw or its push.
+
+    ``bound`` says whether its ``obstacle`` is now bound by fate (H9). ``reshuffles`` lists the
+    reshuffles this decision made. ``notice`` is their public chat card; null without one. ``card``
+    is the test's chat card.
+    """
 
     event_id: str
     test: HmtwTestResult
@@ -206,8 +245,10 @@ class HmtwTested(BridgeMessage, tag="hmtw_tested", kw_only=True, frozen=True):
 
 
 class HmtwGroupTested(BridgeMessage, tag="hmtw_group_tested", kw_only=True, frozen=True):
-    """A group test's result (H10), after its draws or a member's push: both members' tests,
-    the ``hits`` and the group ``outcome``; ``bound`` as in ``hmtw_tested``."""
+    """A group test's result (H10), after its draws or a member's push.
+
+    Both members' tests, the ``hits`` and the group ``outcome``. ``bound`` as in ``hmtw_tested``.
+    """
 
     event_id: str
     test_id: str
@@ -223,8 +264,10 @@ class HmtwGroupTested(BridgeMessage, tag="hmtw_group_tested", kw_only=True, froz
 
 
 class HmtwChallengeDrawn(BridgeMessage, tag="hmtw_challenge_drawn", kw_only=True, frozen=True):
-    """A Challenge Action's card and ``value`` (H8); ``reshuffle_at_round_end`` is true when a
-    Fool waits for the round's end (H7)."""
+    """A Challenge Action's card and ``value`` (H8).
+
+    ``reshuffle_at_round_end`` is true when a Fool waits for the round's end (H7).
+    """
 
     event_id: str
     action_id: str
@@ -243,8 +286,10 @@ class HmtwChallengeDrawn(BridgeMessage, tag="hmtw_challenge_drawn", kw_only=True
 
 
 class HmtwBoundObstacle(OutPart, kw_only=True, frozen=True):
-    """An obstacle bound by fate (H9): its name, the test that bound it and that test's
-    outcome (a test's or a group's)."""
+    """An obstacle bound by fate (H9).
+
+    Its name, the test that bound it, and that test's outcome (a test's or a group's).
+    """
 
     obstacle: str
     test_id: str
@@ -252,9 +297,11 @@ class HmtwBoundObstacle(OutPart, kw_only=True, frozen=True):
 
 
 class HmtwDecks(BridgeMessage, tag="hmtw_decks", kw_only=True, frozen=True):
-    """Answer to ``hmtw_deck_command``: the counts after it, what waits for a reshuffle (H7),
-    the tests still open for a push, and the obstacles bound (H9). ``card`` is for the GM;
-    ``notice`` (a reshuffle's) is for the table."""
+    """Answer to ``hmtw_deck_command``.
+
+    The counts after it, what waits for a reshuffle (H7), the tests still open for a push, and the
+    obstacles bound (H9). ``card`` is for the GM. ``notice``, a reshuffle's, is for the table.
+    """
 
     event_id: str
     command: HmtwDeckCommandName
@@ -269,8 +316,10 @@ class HmtwDecks(BridgeMessage, tag="hmtw_decks", kw_only=True, frozen=True):
 
 
 class HmtwGmDrawn(BridgeMessage, tag="hmtw_gm_drawn", kw_only=True, frozen=True):
-    """The GM deck's card (H1); ``card`` is for the GM, ``notice`` (an exhausted deck's
-    reshuffle) for the table."""
+    """The GM deck's card (H1).
+
+    ``card`` is for the GM. ``notice``, an exhausted deck's reshuffle, is for the table.
+    """
 
     event_id: str
     drawn: HmtwCardFace

@@ -1,7 +1,13 @@
-"""The mythic ruleset: the Mythic Fate Chart: questions, odds questions, the Chaos Factor (M1-M9).
+"""The mythic ruleset: the Mythic Fate Chart (M1-M9).
 
-``rules`` (pure tables and functions), ``wire`` (its messages), ``decide`` (its handlers),
-``cards`` and ``templates/`` (its chat cards), ``report`` (what it adds to the audit report);
+It covers questions, odds questions and the Chaos Factor.
+
+- ``rules``: pure tables and functions.
+- ``wire``: its messages.
+- ``decide``: its handlers.
+- ``cards`` and ``templates/``: its chat cards.
+- ``report``: what it adds to the audit report.
+
 :data:`RULESET` plugs it into the bridge.
 """
 

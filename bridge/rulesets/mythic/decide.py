@@ -1,13 +1,13 @@
 """mythic decisions: the Fate Chart answers yes/no questions (DECISIONS.md M1-M9).
 
 Pure: the world's state comes in as a :class:`~bridge.state.WorldState`, dice as an injected
-:class:`~bridge.dice.Dice` (one d100 per question). A refusal is raised as a
+:class:`~bridge.dice.Dice`: one d100 per question. A refusal is raised as a
 :class:`~bridge.errors.Refusal` before anything is written or rolled.
 
-Records (kinds): ``mythic.options`` (key ``world``) the world's Fate Chart options, whether odds
-questions are on (M6) and the Chaos Factor; absent until a GM first sends ``chart_settings``.
-Questions keep no record of their own: the answer is the reply, kept under its ``event_id`` and
-in the audit trail.
+Records (kinds): ``mythic.options`` (key ``world``) holds the world's Fate Chart options. They
+say whether odds questions are on (M6) and give the Chaos Factor. It is absent until a GM first
+sends ``chart_settings``. Questions keep no record of their own. The answer is the reply, kept
+under its ``event_id`` and in the audit trail.
 """
 
 from __future__ import annotations
@@ -35,8 +35,7 @@ FREE_SHIFT, BUILT_IN = N_("Free shift"), N_("Built into the question")
 
 
 class ChartOptions(msgspec.Struct, kw_only=True, frozen=True):
-    """A world's Fate Chart options: odds questions on (M6, off by default) and the Chaos
-    Factor (1..9)."""
+    """A world's Fate Chart options: odds questions on (M6; off by default), and the Chaos Factor (1..9)."""
 
     odds_questions: bool = False
     chaos_factor: int = mythic.DEFAULT_CHAOS_FACTOR
@@ -63,9 +62,12 @@ def _roll(dice: Dice) -> int:
 
 
 def _named_shifts(message: wire.ChartQuestion) -> tuple[mythic.NamedQuestion | None, list[wire.ChartShift]]:
-    """M7: the named question asked (if any) and the shifts it brings: its built-in Acting shift
-    and the modifiers taken. Refuses modifiers without a named question, and ones it does not
-    list; an empty list of modifiers is the same as none, with or without a named question (M9)."""
+    """M7: the named question asked, if any, and the shifts it brings.
+
+    The shifts are its built-in Acting shift and the modifiers taken. Refuses modifiers without a
+    named question, and ones it does not list. An empty list of modifiers is the same as none, with
+    or without a named question (M9).
+    """
     if message.named is None:
         if message.modifiers:
             raise BadMessage(N_("modifiers belong to a named question: give named too"),
@@ -208,8 +210,10 @@ def _chart_settings(message: wire.ChartSettings, state: WorldState, dice: Dice) 
 
 
 def _question_info(q: mythic.NamedQuestion) -> wire.ChartQuestionInfo:
-    """A named question for the dialog, its words in the world's language (keys, ranks and odds
-    stay: the module sends them back)."""
+    """A named question for the dialog, its words in the world's language.
+
+    Keys, ranks and odds stay as they are: the module sends them back.
+    """
     return wire.ChartQuestionInfo(
         key=q.key,
         question=_(q.question),
@@ -225,8 +229,10 @@ def _question_info(q: mythic.NamedQuestion) -> wire.ChartQuestionInfo:
 
 
 def _chart_catalog_query(message: wire.ChartCatalogQuery, state: WorldState) -> wire.ChartCatalog:
-    """M1, M6, M7 for the module's dialog, with the world's options (a read-only query: not
-    audited, nothing written)."""
+    """M1, M6, M7 for the module's dialog, with the world's options.
+
+    A read-only query: not audited, nothing written.
+    """
     options = _options(state)
     return wire.ChartCatalog(
         event_id=message.event_id,
@@ -248,8 +254,10 @@ QUERIES: dict[type, Query] = {wire.ChartCatalogQuery: _chart_catalog_query}
 
 
 def answer_detail(reply: wire.ChartAnswered) -> str:
-    """One readable line of an answer for the audit trail:
-    ``High vs Above Average: 55% (exceptional yes <= 11, exceptional no >= 92), roll 37: Yes``."""
+    """One readable line of an answer for the audit trail.
+
+    E.g. ``High vs Above Average: 55% (exceptional yes <= 11, exceptional no >= 92), roll 37: Yes``.
+    """
     def limit(value: int | None) -> str:
         return "none" if value is None else str(value)
 
@@ -267,8 +275,11 @@ class _Common(TypedDict):
 
 
 def summarize(message: shared.ClientMessage, reply: wire.BridgeMessage) -> shared.AuditColumns:
-    """The audit columns of a mythic decision: the answer word (``exceptional_yes``, ``yes``,
-    ``no``, ``exceptional_no``), ``chart_settings`` or the refusal's code."""
+    """The audit columns of a mythic decision.
+
+    The answer word (``exceptional_yes``, ``yes``, ``no``, ``exceptional_no``), ``chart_settings``,
+    or the refusal's code.
+    """
     common = _Common(ruleset=RULESET, actor_id=getattr(message, "actor_id", None),
                      actor_name=getattr(message, "actor_name", None))
     match reply:

@@ -1,11 +1,11 @@
 """Mythic: the Fate Chart (seed 003; DECISIONS.md M1-M9).
 
-Pure and table-driven: no I/O, no clock, no randomness. The d100 is rolled by the caller
-(``bridge.rulesets.mythic.decide``) from an injected source and passed in as a number.
+Pure and table-driven: no I/O, no clock, no randomness. The caller rolls the d100
+(``bridge.rulesets.mythic.decide``) from an injected source and passes it in as a number.
 
-A rank is a plain int, its position on the ladder of M1: Miniscule 2+ is 0, Average 5,
-Superhuman 2+ 12; beyond the ends the ladder goes on (M3): Superhuman 3+ is 13, Miniscule 3+ is -1.
-A rank shift (M4) is plain addition on that ladder and is never clamped.
+A rank is a plain int: its position on the ladder of M1. Miniscule 2+ is 0, Average 5,
+Superhuman 2+ 12. Beyond the ends the ladder goes on (M3): Superhuman 3+ is 13, Miniscule 3+ is
+-1. A rank shift (M4) is plain addition on that ladder and is never clamped.
 """
 
 from __future__ import annotations
@@ -134,8 +134,11 @@ MAX_REPEATS = 10  # a "per item" modifier taken more than ten times has left the
 
 @dataclass(frozen=True, slots=True)
 class Modifier:
-    """One listed modifier of a named question (M7): ``shift`` rank shifts (M4) to the ``target``
-    rank (``acting`` or ``difficulty``) each time it is taken, at most ``max_times`` times."""
+    """One listed modifier of a named question (M7).
+
+    Each time it is taken, it shifts the ``target`` rank (``acting`` or ``difficulty``) by ``shift``
+    rank shifts (M4). It may be taken at most ``max_times`` times.
+    """
 
     key: str
     label: str
@@ -146,9 +149,12 @@ class Modifier:
 
 @dataclass(frozen=True, slots=True)
 class NamedQuestion:
-    """One of the seed's named questions (M7): the question, which ranks to use (guidance for the
-    card), a shift to the Acting Rank the seed builds in (``acting_base_shift``), its listed
-    modifiers and the outcome text of each answer (keys of ``ANSWERS``)."""
+    """One of the seed's named questions (M7).
+
+    It holds the question and which ranks to use, as guidance for the card. ``acting_base_shift``
+    is a shift to the Acting Rank the seed builds in. It also holds its listed modifiers and the
+    outcome text of each answer (keys of ``ANSWERS``).
+    """
 
     key: str
     question: str
@@ -373,9 +379,11 @@ REFUSALS = {
 
 
 class Refused(ValueError):
-    """A request these rules cannot take: ``template`` (English, a text of :data:`REFUSALS`)
-    filled with ``values``. ``str()`` is the English text; the bridge shows ``template``
-    translated (``bridge.i18n.rule_text``: the rules cannot import the bridge)."""
+    """A request these rules cannot take: ``template``, filled with ``values``.
+
+    ``template`` is English, a text of :data:`REFUSALS`. ``str()`` is the English text. The bridge
+    shows ``template`` translated (``bridge.i18n.rule_text``); the rules cannot import the bridge.
+    """
 
     def __init__(self, template: str, **values: object) -> None:
         super().__init__(template % values)
@@ -389,11 +397,15 @@ class Refused(ValueError):
 def parse_rank(text: str) -> int:
     """M1/M3: the rank written ``text``, as its position on the ladder (Average 5).
 
-    Case-insensitive; reads the full names (``Below Average``), the chart's abbreviations
-    (``BAv``, ``avg``, ``S2+``, ``M2+``), ``min``/``minuscule``/``m`` and ``sup``/``s``, and the
-    ranks beyond the chart with a space or not (``Superhuman 3+``, ``s4+``, ``Miniscule 3+``).
-    Raises :class:`Refused` (a ``ValueError``) naming the accepted forms for anything else
-    (including ``High 2+`` and ``Superhuman 1+``).
+    Case-insensitive. It reads:
+
+    - the full names (``Below Average``);
+    - the chart's abbreviations (``BAv``, ``avg``, ``S2+``, ``M2+``);
+    - ``min``/``minuscule``/``m`` and ``sup``/``s``;
+    - the ranks beyond the chart, with a space or not (``Superhuman 3+``, ``s4+``, ``Miniscule 3+``).
+
+    Raises :class:`Refused` (a ``ValueError``) naming the accepted forms for anything else,
+    including ``High 2+`` and ``Superhuman 1+``.
 
     >>> parse_rank("avg"), parse_rank("S2+"), parse_rank("superhuman 3+"), parse_rank("m3+")
     (5, 12, 13, -1)
@@ -413,8 +425,10 @@ def parse_rank(text: str) -> int:
 
 
 def rank_name(rank: int) -> str:
-    """M1/M3: the name of the rank at ladder position ``rank``: ``Average`` for 5,
-    ``Superhuman 3+`` for 13, ``Miniscule 4+`` for -2."""
+    """M1/M3: the name of the rank at ladder position ``rank``.
+
+    ``Average`` for 5, ``Superhuman 3+`` for 13, ``Miniscule 4+`` for -2.
+    """
     if rank > HIGHEST:
         return f"Superhuman {FIRST_BEYOND + rank - HIGHEST}+"
     if rank < LOWEST:
@@ -423,8 +437,10 @@ def rank_name(rank: int) -> str:
 
 
 def shifted(rank: int, shift: int) -> int:
-    """M4: ``rank`` moved ``shift`` steps along the ladder (+ up, - down), on past the ends into
-    the N+ ranks: never clamped. ``shifted(12, 2)`` is Superhuman 4+ (14)."""
+    """M4: ``rank`` moved ``shift`` steps along the ladder (+ up, - down). Never clamped.
+
+    It goes on past the ends into the N+ ranks. ``shifted(12, 2)`` is Superhuman 4+ (14).
+    """
     return rank + shift
 
 
@@ -442,11 +458,16 @@ def _beyond(rank: int) -> int:
 
 
 def chance(acting: int, difficulty: int) -> int:
-    """M2/M3: the chance in % of "yes" for Acting Rank ``acting`` against Difficulty Rank
-    ``difficulty`` (ladder positions). Inside the chart, its cell; beyond it, the nearest edge
-    cell, +20 per step of an Acting Rank beyond the top (-20 below the bottom) and -20 per step of
-    a Difficulty Rank beyond the top (+20 below the bottom), both when both are beyond. Never
-    clamped: it may be below 0 or above 100.
+    """M2/M3: the chance in % of "yes" for Acting Rank ``acting`` against Difficulty Rank ``difficulty``.
+
+    Both are ladder positions. Inside the chart, it is the chart's cell. Beyond it, it is the
+    nearest edge cell, adjusted per step beyond:
+
+    - an Acting Rank: +20 per step above the top, -20 per step below the bottom;
+    - a Difficulty Rank: -20 per step above the top, +20 per step below the bottom;
+    - both, when both are beyond.
+
+    Never clamped: it may be below 0 or above 100.
 
     >>> chance(7, 5), chance(13, 5), chance(-1, 13)
     (75, 120, -105)
@@ -461,10 +482,13 @@ def chance(acting: int, difficulty: int) -> int:
 
 @dataclass(frozen=True, slots=True)
 class Thresholds:
-    """M5 for a chance ``chance`` (%): yes on a d100 roll <= ``chance``; exceptional yes on a roll
-    <= ``exceptional_yes``; exceptional no on a roll >= ``exceptional_no``. Each exceptional
-    threshold is None only where M5 says "none" (exceptional yes when p < 5, exceptional no when
-    p >= 100); otherwise it is the formula's value, not held to 1..100 (M9)."""
+    """M5 for a chance ``chance`` (%).
+
+    Yes on a d100 roll <= ``chance``. Exceptional yes on a roll <= ``exceptional_yes``. Exceptional
+    no on a roll >= ``exceptional_no``. Each exceptional threshold is None only where M5 says "none":
+    exceptional yes when p < 5, exceptional no when p >= 100. Otherwise it is the formula's value,
+    not held to 1..100 (M9).
+    """
 
     chance: int
     exceptional_yes: int | None
@@ -472,10 +496,12 @@ class Thresholds:
 
 
 def thresholds(p: int) -> Thresholds:
-    """M5/M9: the thresholds of chance ``p``: exceptional yes at ``floor(p / 5)`` (None when
-    p < 5), exceptional no from ``101 - floor((100 - p) / 5)`` (None when p >= 100). Reported as
-    the formulas give them (M9): above 100 for a large p, 0 or below for a very negative one, and
-    101 for p 96..99 (a threshold no d100 reaches, but not "none").
+    """M5/M9: the thresholds of chance ``p``.
+
+    Exceptional yes at ``floor(p / 5)``; None when p < 5. Exceptional no from ``101 - floor((100 -
+    p) / 5)``; None when p >= 100. They are reported as the formulas give them (M9). So above 100
+    for a large p, 0 or below for a very negative one. And 101 for p 96..99: a threshold no d100
+    reaches, but not "none".
 
     >>> thresholds(-20), thresholds(97).exceptional_no, thresholds(-405).exceptional_no
     (Thresholds(chance=-20, exceptional_yes=None, exceptional_no=77), 101, 0)
@@ -503,8 +529,11 @@ def answer(limits: Thresholds, roll: int) -> str:
 
 @dataclass(frozen=True, slots=True)
 class ChartAnswer:
-    """A Fate Chart question answered: the ranks after shifts (ladder positions), the thresholds
-    of their chance, the d100 roll and the answer (one of ``ANSWERS``)."""
+    """A Fate Chart question answered.
+
+    The ranks after shifts (ladder positions), the thresholds of their chance, the d100 roll, and
+    the answer (one of ``ANSWERS``).
+    """
 
     acting: int
     difficulty: int
@@ -531,8 +560,11 @@ def ask(acting: int, difficulty: int, roll: int, acting_shift: int = 0,
 
 
 def parse_odds(text: str) -> int:
-    """M6: the index in ``ODDS`` of the odds written ``text`` (case-insensitive; ``sure thing``,
-    ``fifty-fifty`` and ``50 50`` also read). Raises :class:`Refused` naming the odds."""
+    """M6: the index in ``ODDS`` of the odds written ``text``.
+
+    Case-insensitive. ``sure thing``, ``fifty-fifty`` and ``50 50`` also read. Raises
+    :class:`Refused` naming the odds.
+    """
     normal = " ".join(text.replace("-", " ").casefold().split())
     try:
         return ODDS_WORDS[normal]
@@ -541,9 +573,11 @@ def parse_odds(text: str) -> int:
 
 
 def odds_ranks(odds: int, chaos_factor: int) -> tuple[int, int]:
-    """M6: the (Acting Rank, Difficulty Rank) of odds ``odds`` (an index in ``ODDS``) under Chaos
-    Factor ``chaos_factor`` (1..9): Impossible .. Has to be are Miniscule .. Superhuman; Chaos
-    Factor 9 .. 1 is Miniscule .. Incredible. Raises ``ValueError`` for either out of range.
+    """M6: the (Acting Rank, Difficulty Rank) of odds ``odds`` under Chaos Factor ``chaos_factor``.
+
+    ``odds`` is an index in ``ODDS``; ``chaos_factor`` is 1..9. Impossible .. Has to be are
+    Miniscule .. Superhuman. Chaos Factor 9 .. 1 is Miniscule .. Incredible. Raises ``ValueError``
+    for either out of range.
 
     >>> odds_ranks(6, 5)  # Likely at Chaos Factor 5: High vs Average
     (7, 5)
@@ -582,8 +616,11 @@ class AppliedModifier:
 
 
 class ModifierRefused(Refused):
-    """A modifier a named question cannot take (M7): ``index`` of the offending entry in what was
-    taken, ``part`` the bad part of it (``key`` or ``times``)."""
+    """A modifier a named question cannot take (M7).
+
+    ``index`` is the offending entry's place in what was taken. ``part`` is its bad part: ``key``
+    or ``times``.
+    """
 
     def __init__(self, template: str, *, index: int, part: str, **values: object) -> None:
         super().__init__(template, **values)
@@ -593,12 +630,14 @@ class ModifierRefused(Refused):
 
 def apply_modifiers(question: NamedQuestion,
                     taken: Sequence[tuple[str, int]]) -> list[AppliedModifier]:
-    """M7/M9: the modifiers of ``question`` taken as ``(key, times)`` pairs, in the order taken
-    (an empty ``taken`` is no modifier: an empty list).
+    """M7/M9: the modifiers of ``question`` taken as ``(key, times)`` pairs, in the order taken.
 
-    Raises :class:`ModifierRefused` when a key is not one of the question's modifiers or is taken
-    twice over (use ``times``), or ``times`` is not 1..``max_times`` for it (only the "per item"
-    and "per RS" modifiers go above 1)."""
+    An empty ``taken`` is no modifier: an empty list.
+
+    Raises :class:`ModifierRefused` when a key is not one of the question's modifiers, or is taken
+    twice over (use ``times``). Also when ``times`` is not 1..``max_times`` for it. Only the "per
+    item" and "per RS" modifiers go above 1.
+    """
     listed = {m.key: m for m in question.modifiers}
     applied: list[AppliedModifier] = []
     for index, (key, times) in enumerate(taken):

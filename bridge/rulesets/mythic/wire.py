@@ -1,10 +1,14 @@
 """mythic: the Fate Chart (Mythic; docs/rules.md M1-M9).
 
-Any table, in any game system, asks the Fate Chart a yes/no question: ``chart_question`` (ranks,
-rank shifts, optionally one of the named questions with its modifiers) or ``chart_odds_question``
-(odds and the world's Chaos Factor, M6), both answered ``chart_answered`` with the bridge's d100.
-``chart_settings`` (GM only) turns odds questions on and sets the Chaos Factor;
-``chart_catalog_query`` returns the ranks, odds and named questions for the module's dialog.
+Any table, in any game system, asks the Fate Chart a yes/no question.
+
+- ``chart_question``: ranks, rank shifts, and optionally one of the named questions with its
+  modifiers.
+- ``chart_odds_question``: odds, under the world's Chaos Factor (M6).
+
+Both are answered ``chart_answered``, with the bridge's d100. ``chart_settings`` (GM only) turns
+odds questions on and sets the Chaos Factor. ``chart_catalog_query`` returns the ranks, odds and
+named questions for the module's dialog.
 """
 
 from __future__ import annotations
@@ -43,20 +47,26 @@ else:
 
 
 class ChartModifierTaken(Part, kw_only=True, frozen=True):
-    """One listed modifier of the named question, taken ``times`` times (more than once only for
-    the "per item" / "per RS" ones; a weak spot's size, 1 when not given, M8)."""
+    """One listed modifier of the named question, taken ``times`` times.
+
+    More than once only for the "per item" / "per RS" ones. For a weak spot, ``times`` is its size;
+    1 when not given (M8).
+    """
 
     key: ModifierKey
     times: Annotated[int, Meta(ge=1, le=_chart.MAX_REPEATS)] = 1
 
 
 class ChartQuestion(UserRequest, tag="chart_question", kw_only=True, frozen=True):
-    """Ask the Fate Chart (M1-M5, M7): ``acting_rank`` against ``difficulty_rank`` as the asker
-    chose them, moved by the free shifts ``acting_shift`` / ``difficulty_shift`` (M4) and, for a
-    ``named`` question, by its built-in shift and the ``modifiers`` taken. ``question`` is the
-    asker's words (a named question supplies its own when absent). ``actor_id``/``actor_name``:
-    the ChatMessage speaker. Anyone may ask. Answered ``chart_answered`` or ``error``
-    (bad_message for an unknown rank or a modifier the named question does not list)."""
+    """Ask the Fate Chart (M1-M5, M7). Anyone may ask.
+
+    ``acting_rank`` goes against ``difficulty_rank``, as the asker chose them. The free shifts
+    ``acting_shift`` / ``difficulty_shift`` move them (M4). A ``named`` question also moves them by
+    its built-in shift and the ``modifiers`` taken. ``question`` is the asker's words; a named
+    question supplies its own when absent. ``actor_id``/``actor_name``: the ChatMessage speaker.
+    Answered ``chart_answered``, or ``error``: ``bad_message`` for an unknown rank, or a modifier
+    the named question does not list.
+    """
 
     acting_rank: RankText
     difficulty_rank: RankText
@@ -72,9 +82,11 @@ class ChartQuestion(UserRequest, tag="chart_question", kw_only=True, frozen=True
 
 
 class ChartOddsQuestion(UserRequest, tag="chart_odds_question", kw_only=True, frozen=True):
-    """Ask the Fate Chart by odds (M6) under the world's Chaos Factor, when the GM has turned odds
-    questions on (``chart_settings``). Answered ``chart_answered`` or ``error`` (not_eligible
-    while odds questions are off; bad_message for unknown odds)."""
+    """Ask the Fate Chart by odds (M6), under the world's Chaos Factor.
+
+    Only when the GM has turned odds questions on (``chart_settings``). Answered ``chart_answered``,
+    or ``error``: ``not_eligible`` while odds questions are off; ``bad_message`` for unknown odds.
+    """
 
     odds: OddsText
     question: Name | None = None
@@ -85,8 +97,11 @@ class ChartOddsQuestion(UserRequest, tag="chart_odds_question", kw_only=True, fr
 
 
 class ChartShift(OutPart, kw_only=True, frozen=True):
-    """One rank shift that went into an answer: ``label`` (a modifier's text, or ``Free shift``
-    / ``Built into the question``), the rank it moved (``acting`` / ``difficulty``) and by how much."""
+    """One rank shift that went into an answer.
+
+    ``label`` is a modifier's text, or ``Free shift`` / ``Built into the question``. Then the rank
+    it moved (``acting`` / ``difficulty``), and by how much.
+    """
 
     label: str
     target: _chart.ShiftTarget
@@ -94,13 +109,18 @@ class ChartShift(OutPart, kw_only=True, frozen=True):
 
 
 class ChartAnswered(BridgeMessage, tag="chart_answered", kw_only=True, frozen=True):
-    """The Fate Chart's answer. ``acting_asked``/``difficulty_asked``: the ranks as given (their
-    chart names; for odds, the ranks of M6); ``acting_rank``/``difficulty_rank``: after every
-    shift in ``shifts`` (M4). ``chance`` (may be below 0 or above 100), ``exceptional_yes`` (roll
-    <= it) and ``exceptional_no`` (roll >= it) are M5's thresholds, null when no d100 reaches
-    them. ``answer`` is one of exceptional_yes / yes / no / exceptional_no; ``outcome`` the named
-    question's text for it (null otherwise). ``visibility`` echoes the question's, for posting
-    ``card``."""
+    """The Fate Chart's answer.
+
+    - ``acting_asked``, ``difficulty_asked``: the ranks as given, by their chart names. For odds,
+      the ranks of M6.
+    - ``acting_rank``, ``difficulty_rank``: after every shift in ``shifts`` (M4).
+    - ``chance``, ``exceptional_yes`` (roll <= it), ``exceptional_no`` (roll >= it): M5's
+      thresholds. ``chance`` may be below 0 or above 100. The other two are null when no d100
+      reaches them.
+    - ``answer``: one of exceptional_yes / yes / no / exceptional_no.
+    - ``outcome``: the named question's text for the answer; null otherwise.
+    - ``visibility``: echoes the question's, for posting ``card``.
+    """
 
     event_id: str
     question: str
@@ -123,10 +143,12 @@ class ChartAnswered(BridgeMessage, tag="chart_answered", kw_only=True, frozen=Tr
 
 
 class ChartSettings(UserRequest, tag="chart_settings", kw_only=True, frozen=True):
-    """The GM sets the world's Fate Chart options: ``odds_questions`` (M6 on or off; off until
-    set) and ``chaos_factor`` (1..9, 5 until set); an absent field is left as it is. Only a GM
-    (``user_is_gm``, filled by the GM's module from Foundry) may; others get ``forbidden``.
-    Answered ``chart_settings_applied``."""
+    """The GM sets the world's Fate Chart options. Answered ``chart_settings_applied``.
+
+    ``odds_questions`` turns M6 on or off; off until set. ``chaos_factor`` is 1..9; 5 until set. An
+    absent field is left as it is. Only a GM may (``user_is_gm``, filled by the GM's module from
+    Foundry); others get ``forbidden``.
+    """
 
     user_is_gm: bool = False
     odds_questions: bool | None = None
@@ -157,8 +179,11 @@ class ChartModifierInfo(OutPart, kw_only=True, frozen=True):
 
 
 class ChartQuestionInfo(OutPart, kw_only=True, frozen=True):
-    """A named question (M7) as the dialog lists it: its text, rank guidance, note, built-in
-    Acting shift, modifiers and the outcome text of each answer."""
+    """A named question (M7) as the dialog lists it.
+
+    Its text, rank guidance, note, built-in Acting shift, modifiers, and the outcome text of each
+    answer.
+    """
 
     key: str
     question: str
@@ -171,8 +196,11 @@ class ChartQuestionInfo(OutPart, kw_only=True, frozen=True):
 
 
 class ChartCatalog(BridgeMessage, tag="chart_catalog", kw_only=True, frozen=True):
-    """The ranks of M1 (the chart's 13, in order), the odds of M6, the named questions of M7, and
-    the world's options (whether odds questions are on, the Chaos Factor)."""
+    """The catalog for the module's dialog.
+
+    The ranks of M1 (the chart's 13, in order), the odds of M6 and the named questions of M7. Also
+    the world's options: whether odds questions are on, and the Chaos Factor.
+    """
 
     event_id: str
     ranks: list[str]

@@ -1,7 +1,13 @@
-"""The pool ruleset: the dice pool: checks, saves, rerolls bought with Fate, the ledger (P1-P16).
+"""The pool ruleset: the dice pool (P1-P16).
 
-``rules`` (pure tables and functions), ``wire`` (its messages), ``decide`` (its handlers),
-``cards`` and ``templates/`` (its chat cards), ``report`` (what it adds to the audit report);
+It covers checks, saves, rerolls bought with Fate, and the ledger.
+
+- ``rules``: pure tables and functions.
+- ``wire``: its messages.
+- ``decide``: its handlers.
+- ``cards`` and ``templates/``: its chat cards.
+- ``report``: what it adds to the audit report.
+
 :data:`RULESET` plugs it into the bridge.
 """
 

@@ -1,7 +1,9 @@
-"""pool's chat cards: rendered from this package's ``templates/`` (autoescaped, strict), in the
-current language (``bridge.i18n``). The rules name modes, kinds and saves by identifiers
-(``rules.py``); their words on a card are here, keyed by those identifiers (tests/test_i18n.py
-checks every identifier has one)."""
+"""pool's chat cards, rendered from this package's ``templates/`` (autoescaped, strict).
+
+They are in the current language (``bridge.i18n``). The rules name modes, kinds and saves by
+identifiers (``rules.py``). Their words on a card are here, keyed by those identifiers.
+tests/test_i18n.py checks every identifier has one.
+"""
 
 from __future__ import annotations
 
@@ -29,8 +31,11 @@ def kind_name(kind: str) -> str:
 
 
 def roll_title(name: str, label: str | None, kind: str) -> str:
-    """A d20 roll's card title: ``Aldric: Body save``; a default save label is translated, a
-    label the table wrote stays; no label names the roll's kind."""
+    """A d20 roll's card title, e.g. ``Aldric: Body save``.
+
+    A default save label is translated; a label the table wrote stays. With no label, the title
+    names the roll's kind.
+    """
     return _("%(name)s: %(roll)s") % {"name": name, "roll": _(label) if label else _(ROLL_KIND_NAMES[kind])}
 
 

@@ -2,16 +2,19 @@
 
 Pure: the world's state comes in as a :class:`~bridge.state.WorldState`, dice as an injected
 :class:`~bridge.dice.Dice`. Every refusal is raised as a :class:`~bridge.errors.Refusal` before
-anything is written (dice are rolled before the writes too), so a refused request changes nothing.
+anything is written. Dice are rolled before the writes too. So a refused request changes
+nothing.
 
 Records (kinds, each under one key):
+
 - ``pool.world`` (key ``world``): whether a session is open, how many sessions started, and the
   roster of character ids.
 - ``pool.config`` (key ``world``): the world's tables (P11), as ``pool_configure`` gave them.
-- ``pool.character`` (by character id): the ledger: session Fate, earned Fate, Destiny, stamina,
-  level, kind and owners.
-- ``pool.roll`` (by roll id): the latest state of a d20 roll the bridge has rolled or rerolled
-  (a bridge save, or a chat roll after its first reroll), so a reroll rerolls the roll that stands.
+- ``pool.character`` (by character id): the ledger. Session Fate, earned Fate, Destiny,
+  stamina, level, kind and owners.
+- ``pool.roll`` (by roll id): the latest state of a d20 roll the bridge rolled or rerolled. That
+  is a bridge save, or a chat roll after its first reroll. So a reroll rerolls the roll that
+  stands.
 """
 
 from __future__ import annotations
@@ -74,8 +77,10 @@ class CharacterRecord(msgspec.Struct, kw_only=True, frozen=True):
 
 
 class RollRecord(msgspec.Struct, kw_only=True, frozen=True):
-    """The d20 roll that stands for ``roll_id`` (P7): its d20s by ``mode``, total and DC, and
-    how many times it was rerolled."""
+    """The d20 roll that stands for ``roll_id`` (P7).
+
+    Its d20s by ``mode``, total and DC, and how many times it was rerolled.
+    """
 
     roll_id: str
     character_id: str
@@ -187,10 +192,13 @@ def _ledger_reply(message: wire.PoolGmRequest, action: wire.LedgerAction, world:
 
 
 def _enter_character(message: wire.PoolCharacter, state: WorldState, dice: Dice) -> wire.PoolLedger:
-    """Enter or update a character. Fate and Destiny are kept for a player character and zero
-    for a retainer or follower (P12); a player character entered during an open session, new or
-    a retainer or follower entered again as a player character, gets that session's 3 session
-    Fate at once (P5, P16). A player character entered again keeps its ledger."""
+    """Enter or update a character.
+
+    Fate and Destiny are kept for a player character, and zero for a retainer or follower (P12). A
+    player character entered during an open session gets that session's 3 session Fate at once (P5,
+    P16). That holds for a new one, and for a retainer or follower entered again as a player
+    character. A player character entered again keeps its ledger.
+    """
     _require_gm(message)
     world = _world(state)
     known = state.get(CHARACTER, message.character_id, CharacterRecord)
@@ -237,8 +245,10 @@ def _session_end(message: wire.PoolSessionEnd, state: WorldState, dice: Dice) ->
 
 
 def _listed_pcs(state: WorldState, world: WorldRecord, character_ids: list[str]) -> list[CharacterRecord]:
-    """The listed characters (every player character when none is listed), each a player
-    character (``not_eligible`` otherwise, P12)."""
+    """The listed characters, each a player character; ``not_eligible`` otherwise (P12).
+
+    When none is listed: every player character.
+    """
     if not character_ids:
         return [r for r in _roster(state, world) if _holds_fate(r)]
     records = [_character(state, cid, "character_ids") for cid in dict.fromkeys(character_ids)]
@@ -260,8 +270,10 @@ def _rest(message: wire.PoolRest, state: WorldState, dice: Dice) -> wire.PoolLed
 
 
 def _award(message: wire.PoolAward, state: WorldState, dice: Dice) -> wire.PoolLedger:
-    """P5: a GM award is earned Fate; an award to a retainer or follower is refused whole
-    (P12, P16)."""
+    """P5: a GM award is earned Fate.
+
+    An award to a retainer or follower is refused whole (P12, P16).
+    """
     _require_gm(message)
     world = _world(state)
     awarded = [msgspec.structs.replace(r, earned_fate=r.earned_fate + message.amount)
@@ -271,8 +283,11 @@ def _award(message: wire.PoolAward, state: WorldState, dice: Dice) -> wire.PoolL
 
 
 def _level_gained(message: wire.PoolLevelGained, state: WorldState, dice: Dice) -> wire.PoolLedger:
-    """P8/P16: level + 1 and Destiny back to 0; a level costs at least 1 Destiny: refused at 0
-    Destiny, at the top level (10), and for a retainer or follower (who holds none)."""
+    """P8/P16: level + 1, and Destiny back to 0.
+
+    A level costs at least 1 Destiny. Refused at 0 Destiny, at the top level (10), and for a
+    retainer or follower, who holds none.
+    """
     _require_gm(message)
     record = _character(state, message.character_id, "character_id")
     _require_fate_holder(record, "character_id")
@@ -402,9 +417,12 @@ def _save_dc(message: wire.PoolSave, config: wire.PoolConfig) -> int:
 
 
 def _save(message: wire.PoolSave, state: WorldState, dice: Dice) -> wire.PoolSaveRolled:
-    """P9: d20 (2d20 keep higher/lower) + the save stat's die + the Fate die (once on a Fate
-    save) + Tier + bonus vs DC. Rolled in that order: d20s, stat die, Fate die. Every roller
-    adds its Tier, retainers and followers included (P15)."""
+    """P9: d20 + the save stat's die + the Fate die + Tier + bonus, vs DC.
+
+    The d20 is 2d20 keep higher/lower at advantage/disadvantage. On a Fate save the Fate die is
+    rolled once. Rolled in this order: d20s, stat die, Fate die. Every roller adds its Tier,
+    retainers and followers included (P15).
+    """
     record = _character(state, message.character_id, "character_id")
     _require_owner(record, message.user_id, message.user_is_gm)
     config = _config(state)
@@ -471,8 +489,10 @@ def _standing_roll(message: wire.PoolReroll, state: WorldState) -> RollRecord:
 
 
 def _reroll(message: wire.PoolReroll, state: WorldState, dice: Dice) -> wire.PoolRerolled:
-    """P7: 1 Fate (session first) rerolls the d20s of the roll that stands, keeping its mode;
-    only the kept d20 changes the total; the new roll stands and may be rerolled again."""
+    """P7: 1 Fate (session first) rerolls the d20s of the roll that stands, keeping its mode.
+
+    Only the kept d20 changes the total. The new roll stands, and may be rerolled again.
+    """
     before = _standing_roll(message, state)
     field = "roll_id" if message.roll is None else "roll.character_id"
     record = _character(state, before.character_id, field)
@@ -526,8 +546,10 @@ def _fate_line(entry: wire.PoolLedgerEntry) -> str:
 
 
 def summarize(message: shared.ClientMessage, reply: wire.BridgeMessage) -> shared.AuditColumns:
-    """The audit columns of a pool decision (read after it, from the same transaction): the
-    character, what was rolled, the outcome word and one line of the ledger after."""
+    """The audit columns of a pool decision, read after it from the same transaction.
+
+    The character, what was rolled, the outcome word, and one line of the ledger after.
+    """
     match reply:
         case wire.PoolCheckRolled():
             return shared.AuditColumns(

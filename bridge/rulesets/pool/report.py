@@ -1,5 +1,8 @@
-"""pool's part of the audit report: the Fate its rerolls spent (a column of the Fate tables) and
-its ledger over time, each character's Fate and Destiny (``templates/pool_report.html.j2``)."""
+"""pool's part of the audit report (``templates/pool_report.html.j2``).
+
+The Fate its rerolls spent, a column of the Fate tables. Its ledger over time: each character's
+Fate and Destiny.
+"""
 
 from __future__ import annotations
 

@@ -1,12 +1,15 @@
 """pool: an unpublished d6-pool / d20 game (seed 004 "Fundamentals"; DECISIONS.md P1-P16).
 
 Pure and table-driven: no I/O, no clock, no randomness of its own. Dice come in as a
-:class:`DieRoller` (``bridge.dice.Dice`` fits) or as numbers; the Fate ledger is plain ints.
+:class:`DieRoller` (``bridge.dice.Dice`` fits) or as numbers. The Fate ledger is plain ints.
 
-Terms: a *check* rolls a pool of d6s and counts successes against the *task's tier* (1 Basic ..
-5 Legendary); a character's own *Tier* is half its level rounded up and adds dice to the pool and
-to saves. *Session Fate* (3 per session) and *earned Fate* (from 1s and GM awards) both spend;
-*Destiny* is earned Fate banked at a Rest and is never spent as Fate.
+Terms:
+
+- A *check* rolls a pool of d6s and counts successes against the *task's tier*: 1 Basic ..
+  5 Legendary.
+- A character's own *Tier* is half its level, rounded up. It adds dice to the pool and to saves.
+- *Session Fate* (3 per session) and *earned Fate* (from 1s and GM awards) both spend.
+- *Destiny* is earned Fate banked at a Rest. It is never spent as Fate.
 """
 
 from __future__ import annotations
@@ -90,9 +93,11 @@ REFUSALS = {
 
 
 class Refused(ValueError):
-    """What these rules refuse: ``template`` (English, a text of :data:`REFUSALS`) filled with
-    ``values``. ``str()`` is the English text; the bridge shows ``template`` translated
-    (``bridge.i18n.rule_text``: the rules cannot import the bridge)."""
+    """What these rules refuse: ``template``, filled with ``values``.
+
+    ``template`` is English, a text of :data:`REFUSALS`. ``str()`` is the English text. The bridge
+    shows ``template`` translated (``bridge.i18n.rule_text``); the rules cannot import the bridge.
+    """
 
     def __init__(self, template: str, **values: object) -> None:
         super().__init__(template % values)
@@ -116,8 +121,11 @@ def tier_for_level(level: int) -> int:
 
 
 def roll_mode(advantage_sources: int, disadvantage_sources: int) -> Mode:
-    """P3/P13: any number of advantage sources is advantage, any number of disadvantage sources
-    disadvantage, both at once a normal roll. Counts are >= 0 (``ValueError`` otherwise)."""
+    """P3/P13: the roll's mode from its counts of advantage and disadvantage sources.
+
+    Any number of advantage sources is advantage; any number of disadvantage sources,
+    disadvantage. Both at once is a normal roll. Counts are >= 0 (``ValueError`` otherwise).
+    """
     if advantage_sources < 0 or disadvantage_sources < 0:
         raise ValueError("advantage and disadvantage sources are counted from 0")
     if advantage_sources and not disadvantage_sources:
@@ -131,9 +139,11 @@ def roll_mode(advantage_sources: int, disadvantage_sources: int) -> Mode:
 
 
 def pool_size(stat_modifier: int, tier: int, bought: int = 0) -> int:
-    """P1/P6: the number of d6s: stat modifier + Tier + dice bought with Fate; with a negative
-    stat modifier, Tier + bought (the modifier adds nothing). Raises ``ValueError`` for a Tier
-    below 1 or a negative purchase."""
+    """P1/P6: the number of d6s: stat modifier + Tier + dice bought with Fate.
+
+    With a negative stat modifier it is Tier + bought: the modifier adds nothing. Raises
+    ``ValueError`` for a Tier below 1 or a negative purchase.
+    """
     if tier < 1:
         raise ValueError(f"a Tier is 1 or more, got {tier}")
     if bought < 0:
@@ -142,14 +152,18 @@ def pool_size(stat_modifier: int, tier: int, bought: int = 0) -> int:
 
 
 def success_threshold(stat_modifier: int, mode: Mode) -> int:
-    """P1/P3: the lowest d6 face that succeeds: 5 (normal), 4 (advantage), 6 (disadvantage);
-    with a negative stat modifier 6, or 5 at advantage. A +0 modifier is not negative."""
+    """P1/P3: the lowest d6 face that succeeds: 5 (normal), 4 (advantage), 6 (disadvantage).
+
+    With a negative stat modifier it is 6, or 5 at advantage. A +0 modifier is not negative.
+    """
     return SUCCESS_THRESHOLDS[(stat_modifier < 0, mode)]
 
 
 def roll_pool(size: int, dice: DieRoller) -> list[int]:
-    """P2: roll ``size`` d6s, then one more d6 for every 6 (extra dice explode too), in that
-    order; returns every face rolled (the first ``size`` are the pool, the rest explosions)."""
+    """P2: roll ``size`` d6s, then one more d6 for every 6, in that order; explosions explode too.
+
+    Returns every face rolled: the first ``size`` are the pool, the rest explosions.
+    """
     faces = [dice.roll(D6) for _ in range(size)]
     pending = faces.count(EXPLODING_FACE)
     while pending:
@@ -166,8 +180,11 @@ def count_successes(faces: Sequence[int], threshold: int) -> int:
 
 @dataclass(frozen=True, slots=True)
 class OnesPaid:
-    """What a check's 1s did (P2, P10, P12): ``stamina_lost`` and ``fate_gained`` in points,
-    and for each 1 in roll order whether it paid (``paid``)."""
+    """What a check's 1s did (P2, P10, P12).
+
+    ``stamina_lost`` and ``fate_gained`` are in points. ``paid`` says, for each 1 in roll order,
+    whether it paid.
+    """
 
     stamina_lost: int
     fate_gained: int
@@ -177,11 +194,14 @@ class OnesPaid:
 def pay_ones(ones: int, stamina: int, holds_fate: bool, narrative: bool) -> OnesPaid:
     """P2, P10, P12: settle ``ones`` rolled 1s, in order, against ``stamina`` (>= 0).
 
-    Standard: each 1 costs 1 stamina and pays 1 earned Fate; once stamina is 0 a 1 costs nothing
-    and pays nothing (P2). Narrative consequences (P10, a player character's check): a 1 costs no
-    stamina and pays 1 Fate, even at 0 stamina. A retainer or follower (``holds_fate`` false,
-    P12): a 1 costs stamina and pays nothing under either option (P14: P12 before P10). Raises
-    ``ValueError`` for negative counts.
+    - Standard: each 1 costs 1 stamina and pays 1 earned Fate. Once stamina is 0, a 1 costs nothing
+      and pays nothing (P2).
+    - Narrative consequences (P10, a player character's check): a 1 costs no stamina and pays 1
+      Fate, even at 0 stamina.
+    - A retainer or follower (``holds_fate`` false, P12): a 1 costs stamina and pays nothing, under
+      either option (P14: P12 before P10).
+
+    Raises ``ValueError`` for negative counts.
     """
     if ones < 0 or stamina < 0:
         raise ValueError("ones and stamina are counted from 0")
@@ -193,15 +213,17 @@ def pay_ones(ones: int, stamina: int, holds_fate: bool, narrative: bool) -> Ones
 
 
 def passes(successes: int, needed: int) -> bool:
-    """P4: a check passes when its successes reach the task's tier (or the number a rule
-    gives)."""
+    """P4: a check passes when its successes reach the task's tier, or the number a rule gives."""
     return successes >= needed
 
 
 def task_tier_name(task_tier: int, configured: Sequence[str] | None) -> str | None:
-    """P4/P11: the name of task tier 1..5: 1 Basic and 5 Legendary from the seed, 2..4 from the
-    world's ``configured`` names (in order) or None when the world gave none (never invented).
-    Raises ``ValueError`` outside 1..5."""
+    """P4/P11: the name of task tier 1..5, or None.
+
+    1 Basic and 5 Legendary come from the seed. 2..4 come from the world's ``configured`` names, in
+    order. None when the world gave none: names are never invented. Raises ``ValueError`` outside
+    1..5.
+    """
     if task_tier not in TASK_TIERS:
         raise ValueError(f"a task tier is 1..5, got {task_tier}")
     if task_tier in SEED_TASK_TIER_NAMES:
@@ -213,20 +235,23 @@ def task_tier_name(task_tier: int, configured: Sequence[str] | None) -> str | No
 
 
 def _chain_numerators(threshold: int, up_to: int) -> list[int]:
-    """P(one die and its explosions give k successes) for k = 0..up_to-1, as numerators over
-    ``6 ** up_to``: k = 0 is a failed face; k >= 1 is k-1 sixes then a non-6 success, or k sixes
-    then a failure."""
+    """P(one die and its explosions give k successes) for k = 0..up_to-1, as numerators over ``6 ** up_to``.
+
+    k = 0 is a failed face. k >= 1 is k-1 sixes then a non-6 success, or k sixes then a failure.
+    """
     failures, stop_successes = threshold - 1, EXPLODING_FACE - threshold
     over = [failures] + [D6 * stop_successes + failures] * (up_to - 1)  # over 6 ** (k + 1)
     return [n * D6 ** (up_to - k - 1) for k, n in enumerate(over)]
 
 
 def success_distribution(size: int, threshold: int, up_to: int) -> tuple[list[int], int]:
-    """The exact distribution of a pool's successes (P2/P3, explosions included), by convolving
-    one die's chain ``size`` times: for ``size`` d6s succeeding on ``threshold``..6, returns
-    ``(numerators, denominator)`` where ``numerators`` is ``[P(0), ..., P(up_to - 1),
-    P(>= up_to)]`` over the common ``denominator`` (integers, so exact).
-    Raises ``ValueError`` for ``size`` < 0, ``up_to`` < 1 or a threshold outside 2..6."""
+    """The exact distribution of a pool's successes (P2/P3), explosions included.
+
+    It convolves one die's chain ``size`` times, for ``size`` d6s succeeding on ``threshold``..6.
+    Returns ``(numerators, denominator)``. ``numerators`` is ``[P(0), ..., P(up_to - 1),
+    P(>= up_to)]`` over the common ``denominator``: integers, so exact. Raises ``ValueError`` for
+    ``size`` < 0, ``up_to`` < 1, or a threshold outside 2..6.
+    """
     if size < 0 or up_to < 1 or not 2 <= threshold <= EXPLODING_FACE:
         raise ValueError(f"bad pool: size {size}, threshold {threshold}, up_to {up_to}")
     chain = _chain_numerators(threshold, up_to)
@@ -238,8 +263,10 @@ def success_distribution(size: int, threshold: int, up_to: int) -> tuple[list[in
 
 
 def chance_to_pass(size: int, threshold: int, needed: int) -> float:
-    """P4: the chance (0..1) that a pool of ``size`` d6s succeeding on ``threshold``..6 gets at
-    least ``needed`` (>= 1) successes, from :func:`success_distribution`."""
+    """P4: the chance (0..1) that a pool gets at least ``needed`` (>= 1) successes.
+
+    The pool is ``size`` d6s succeeding on ``threshold``..6. From :func:`success_distribution`.
+    """
     numerators, denominator = success_distribution(size, threshold, needed)
     return numerators[-1] / denominator
 
@@ -273,8 +300,11 @@ def rest(earned_fate: int, destiny: int) -> tuple[int, int]:
 
 
 def gain_level(level: int, destiny: int) -> tuple[int, int]:
-    """P8: a level gained: returns ``(level + 1, 0)``; Destiny resets to 0. The seed's downtime
-    says a level costs at least 1 Destiny: raises :class:`Refused` when ``destiny`` is below it."""
+    """P8: a level gained: returns ``(level + 1, 0)``; Destiny resets to 0.
+
+    The seed's downtime says a level costs at least 1 Destiny. Raises :class:`Refused` when
+    ``destiny`` is below it.
+    """
     if destiny < DESTINY_PER_LEVEL:
         raise Refused(REFUSALS["level_destiny"], cost=DESTINY_PER_LEVEL, held=destiny)
     return level + 1, 0
@@ -286,8 +316,11 @@ D20_COUNT = {NORMAL: 1, ADVANTAGE: 2, DISADVANTAGE: 2}  # P7/P9: 2d20 at advanta
 
 
 def kept_d20(d20s: Sequence[int], mode: Mode) -> int:
-    """P7/P9: the d20 that counts: the only one (normal), the higher of two (advantage), the
-    lower of two (disadvantage). Raises :class:`Refused` when the count does not fit the mode."""
+    """P7/P9: the d20 that counts.
+
+    The only one (normal), the higher of two (advantage), the lower of two (disadvantage). Raises
+    :class:`Refused` when the count does not fit the mode.
+    """
     if len(d20s) != D20_COUNT[mode]:
         raise Refused(REFUSALS["d20_count"], mode=mode, count=D20_COUNT[mode], got=len(d20s))
     return min(d20s) if mode == DISADVANTAGE else max(d20s)
@@ -305,7 +338,9 @@ def rerolled_total(total: int, kept_before: int, kept_after: int) -> int:
 
 def roll_stat_die(die: int, dice: DieRoller) -> int:
     """P9/P11: a signed stat die: ``6`` rolls +1d6, ``-4`` rolls -1d4, ``0`` is no die (0).
-    Raises ``ValueError`` for faces outside :data:`STAT_DIE_FACES`."""
+
+    Raises ``ValueError`` for faces outside :data:`STAT_DIE_FACES`.
+    """
     if die == 0:
         return 0
     if abs(die) not in STAT_DIE_FACES:
@@ -315,9 +350,11 @@ def roll_stat_die(die: int, dice: DieRoller) -> int:
 
 
 def save_total(kept: int, stat_die: int, fate_die: int, tier: int, bonus: int = 0) -> int:
-    """P9/P15: d20 (kept) + the save stat's die + the Fate die + Tier + bonus (rolled values);
-    every roller's Tier, a retainer's or follower's too.
-    On a Fate save the caller passes the Fate die once, as ``stat_die``, and ``fate_die`` 0."""
+    """P9/P15: d20 (kept) + the save stat's die + the Fate die + Tier + bonus, as rolled values.
+
+    Every roller adds its Tier, a retainer's or follower's too. On a Fate save the caller passes
+    the Fate die once, as ``stat_die``, and ``fate_die`` 0.
+    """
     return kept + stat_die + fate_die + tier + bonus
 
 
@@ -330,8 +367,10 @@ def save_passes(total: int, dc: int) -> bool:
 
 
 class StatRowLike(Protocol):
-    """One row of a world's stat table: scores from ``min_score`` up (to the next row) have the
-    signed ``die`` and the flat ``modifier``."""
+    """One row of a world's stat table.
+
+    Scores from ``min_score`` up, to the next row, have the signed ``die`` and the flat ``modifier``.
+    """
 
     @property
     def min_score(self) -> int: ...
@@ -345,10 +384,14 @@ Row = TypeVar("Row", bound=StatRowLike)
 
 
 def stat_table_problems(rows: Sequence[StatRowLike]) -> list[Refused]:
-    """P11: what is wrong with a world's stat score table (empty list = valid), each a
-    :class:`Refused` (``str()``: its English): rows in rising ``min_score`` order without
-    repeats; dice signed faces of :data:`STAT_DIE_FACES` or 0; dice and modifiers never falling
-    as the score rises."""
+    """P11: what is wrong with a world's stat score table; an empty list means valid.
+
+    Each problem is a :class:`Refused`; ``str()`` is its English. The rules:
+
+    - rows in rising ``min_score`` order, without repeats;
+    - dice are signed faces of :data:`STAT_DIE_FACES`, or 0;
+    - dice and modifiers never fall as the score rises.
+    """
     problems = []
     for index, row in enumerate(rows):
         if row.die != 0 and abs(row.die) not in STAT_DIE_FACES:
@@ -361,8 +404,11 @@ def stat_table_problems(rows: Sequence[StatRowLike]) -> list[Refused]:
 
 
 def dc_table_problems(dcs: Sequence[int]) -> list[Refused]:
-    """P11: what is wrong with a world's DC-by-effect-tier list (one DC per effect tier 1..5,
-    never falling as the tier rises; empty list = valid), each a :class:`Refused`."""
+    """P11: what is wrong with a world's DC-by-effect-tier list; an empty list means valid.
+
+    It needs one DC per effect tier 1..5, never falling as the tier rises. Each problem is a
+    :class:`Refused`.
+    """
     problems = []
     if len(dcs) != len(EFFECT_TIERS):
         problems.append(Refused(REFUSALS["dc_count"], given=len(dcs), tiers=EFFECT_TIERS))
@@ -372,8 +418,11 @@ def dc_table_problems(dcs: Sequence[int]) -> list[Refused]:
 
 
 def stat_row(score: int, rows: Sequence[Row]) -> Row | None:
-    """P11: the row of a (valid) stat table that a stat ``score`` falls in: the last row whose
-    ``min_score`` is at most ``score``; None below the first row or for an empty table."""
+    """P11: the row of a valid stat table that a stat ``score`` falls in.
+
+    That is the last row whose ``min_score`` is at most ``score``. None below the first row, or for
+    an empty table.
+    """
     found = None
     for row in rows:
         if row.min_score > score:

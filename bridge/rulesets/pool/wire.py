@@ -1,8 +1,8 @@
 """pool: dice-pool checks, Fate and Destiny (seed 004; docs/rules.md P1-P16).
 
-The game has no Foundry system: the bridge keeps every character's ledger (session Fate, earned
-Fate, Destiny, stamina, level) and rolls checks, saves and d20 rerolls with its own dice. GM
-requests carry ``user_is_gm`` (Foundry's ``user.isGM``, filled by the GM's module); a character's
+The game has no Foundry system. The bridge keeps every character's ledger: session Fate, earned
+Fate, Destiny, stamina, level. It rolls checks, saves and d20 rerolls with its own dice. GM
+requests carry ``user_is_gm``: Foundry's ``user.isGM``, filled by the GM's module. A character's
 rolls may be asked for by its owners or a GM.
 """
 
@@ -61,9 +61,11 @@ class PoolGmRequest(UserRequest, kw_only=True, frozen=True):
 
 
 class PoolStatRow(Part, kw_only=True, frozen=True):
-    """One row of the world's stat table (P11): scores from ``min_score`` up to the next row's
-    have the signed stat ``die`` (6 = d6, -4 = a negative d4, 0 = no die) and the flat
-    ``modifier``."""
+    """One row of the world's stat table (P11).
+
+    Scores from ``min_score`` up to the next row's have the signed stat ``die`` and the flat
+    ``modifier``. ``die``: 6 = d6, -4 = a negative d4, 0 = no die.
+    """
 
     min_score: StatValue
     die: Annotated[int, Meta(ge=-12, le=12)]
@@ -71,10 +73,15 @@ class PoolStatRow(Part, kw_only=True, frozen=True):
 
 
 class PoolConfig(Part, kw_only=True, frozen=True):
-    """The tables the seed lacks, as the GM gives them (P11); null = not configured, and nothing
-    is invented in its place. ``task_tier_names``: the names of task tiers 2, 3, 4 (1 is Basic,
-    5 Legendary). ``dc_by_effect_tier``: the DCs of effect tiers 1..5. ``stat_table``: score ->
-    die and modifier, rows in rising ``min_score``. ``narrative_consequences``: the GM option P10."""
+    """The tables the seed lacks, as the GM gives them (P11); null = not configured.
+
+    Nothing is invented in place of a null.
+
+    - ``task_tier_names``: the names of task tiers 2, 3, 4. 1 is Basic, 5 Legendary.
+    - ``dc_by_effect_tier``: the DCs of effect tiers 1..5.
+    - ``stat_table``: score -> die and modifier, rows in rising ``min_score``.
+    - ``narrative_consequences``: the GM option P10.
+    """
 
     task_tier_names: Annotated[list[Name], Meta(min_length=3, max_length=3)] | None = None
     dc_by_effect_tier: Annotated[list[Annotated[int, Meta(ge=1, le=99)]], Meta(min_length=5, max_length=5)] | None = None
@@ -97,9 +104,12 @@ class PoolConfigured(BridgeMessage, tag="pool_configured", kw_only=True, frozen=
 
 
 class PoolCharacter(PoolGmRequest, tag="pool_character", kw_only=True, frozen=True):
-    """The GM enters a character in the ledger or updates it: its ``kind`` (only ``pc`` holds
-    Fate, P5/P12), ``level``, ``stamina`` and the Foundry users who own it. Fate and Destiny are
-    kept; a new player character entered while a session is open gets its 3 session Fate."""
+    """The GM enters a character in the ledger, or updates it.
+
+    It gives the ``kind`` (only ``pc`` holds Fate, P5/P12), ``level``, ``stamina`` and the Foundry
+    users who own it. Fate and Destiny are kept. A new player character entered while a session is
+    open gets its 3 session Fate.
+    """
 
     character_id: Id
     name: Name
@@ -110,8 +120,7 @@ class PoolCharacter(PoolGmRequest, tag="pool_character", kw_only=True, frozen=Tr
 
 
 class PoolSessionStart(PoolGmRequest, tag="pool_session_start", kw_only=True, frozen=True):
-    """A session starts (P5): every player character's session Fate becomes 3, the old session
-    Fate gone."""
+    """A session starts (P5): every player character's session Fate becomes 3; the old is gone."""
 
 
 class PoolSessionEnd(PoolGmRequest, tag="pool_session_end", kw_only=True, frozen=True):
@@ -119,8 +128,10 @@ class PoolSessionEnd(PoolGmRequest, tag="pool_session_end", kw_only=True, frozen
 
 
 class PoolRest(PoolGmRequest, tag="pool_rest", kw_only=True, frozen=True):
-    """A Rest (P8): the listed player characters' earned Fate becomes Destiny (empty list: every
-    player character). Session Fate is not converted."""
+    """A Rest (P8): the listed player characters' earned Fate becomes Destiny.
+
+    An empty list means every player character. Session Fate is not converted.
+    """
 
     character_ids: CharacterIds = []
 
@@ -133,8 +144,10 @@ class PoolAward(PoolGmRequest, tag="pool_award", kw_only=True, frozen=True):
 
 
 class PoolLevelGained(PoolGmRequest, tag="pool_level_gained", kw_only=True, frozen=True):
-    """The character gains a level (P8): level + 1, Destiny reset to 0. Refused ``not_eligible``
-    with no Destiny (the seed: a level costs at least 1) or at level 10."""
+    """The character gains a level (P8): level + 1, Destiny reset to 0.
+
+    Refused ``not_eligible`` at level 10, or with no Destiny: the seed says a level costs at least 1.
+    """
 
     character_id: Id
 
@@ -147,16 +160,22 @@ class PoolSetStamina(PoolGmRequest, tag="pool_set_stamina", kw_only=True, frozen
 
 
 class PoolLedgerQuery(UserRequest, tag="pool_ledger_query", kw_only=True, frozen=True):
-    """Read ledger entries: the listed characters, or (empty) every character the user may see:
-    all for a GM, the owned ones for a player. Changes nothing. Answered with ``pool_ledger``."""
+    """Read ledger entries. Changes nothing. Answered with ``pool_ledger``.
+
+    The listed characters; or, with an empty list, every character the user may see. That is all
+    for a GM, the owned ones for a player.
+    """
 
     user_is_gm: bool = False
     character_ids: CharacterIds = []
 
 
 class PoolLedgerEntry(OutPart, kw_only=True, frozen=True):
-    """A character's ledger after a decision. ``fate`` is what it may spend (session + earned);
-    ``destiny`` is never spendable as Fate (P8); ``tier`` is half the level rounded up."""
+    """A character's ledger after a decision.
+
+    ``fate`` is what it may spend: session + earned. ``destiny`` is never spendable as Fate (P8).
+    ``tier`` is half the level, rounded up.
+    """
 
     character_id: str
     name: str
@@ -172,9 +191,11 @@ class PoolLedgerEntry(OutPart, kw_only=True, frozen=True):
 
 
 class PoolLedger(BridgeMessage, tag="pool_ledger", kw_only=True, frozen=True):
-    """The ledger entries a GM request changed (or a query read), with ``action`` naming it.
-    ``session_open`` is whether a session runs; ``card`` a chat card for GM changes (null for
-    ``query``)."""
+    """The ledger entries a GM request changed, or a query read; ``action`` names it.
+
+    ``session_open``: whether a session runs. ``card``: a chat card for GM changes; null for
+    ``query``.
+    """
 
     event_id: str
     action: LedgerAction
@@ -184,9 +205,11 @@ class PoolLedger(BridgeMessage, tag="pool_ledger", kw_only=True, frozen=True):
 
 
 class PoolRoller(UserRequest, kw_only=True, frozen=True):
-    """Base of a roll asked for a character: allowed to its owners and GMs (``forbidden``
-    otherwise). ``user_id`` is Foundry's sender id. ``visibility``: who sees the result
-    (:data:`RollVisibility`; absent: not public, so not on the overlay)."""
+    """Base of a roll asked for a character: allowed to its owners and GMs, ``forbidden`` otherwise.
+
+    ``user_id`` is Foundry's sender id. ``visibility``: who sees the result
+    (:data:`RollVisibility`). Absent: not public, so not on the overlay.
+    """
 
     character_id: Id
     user_name: Name | None = None
@@ -197,11 +220,13 @@ class PoolRoller(UserRequest, kw_only=True, frozen=True):
 
 
 class PoolCheck(PoolRoller, tag="pool_check", kw_only=True, frozen=True):
-    """A dice-pool check (P1-P4, P6, P10). Give the stat as ``stat_modifier`` or as
-    ``stat_score`` (looked up in the world's stat table, P11), exactly one. ``task_tier`` is the
-    task's tier 1..5; ``successes_needed`` overrides it when a rule gives its own number (P4).
-    ``fate``: dice bought, 1 Fate each, session Fate first (P5, P6). Answered
-    ``pool_check_rolled``."""
+    """A dice-pool check (P1-P4, P6, P10). Answered ``pool_check_rolled``.
+
+    Give the stat as exactly one of ``stat_modifier`` or ``stat_score``. A score is looked up in the
+    world's stat table (P11). ``task_tier`` is the task's tier, 1..5. ``successes_needed`` overrides
+    it when a rule gives its own number (P4). ``fate``: dice bought, 1 Fate each, session Fate first
+    (P5, P6).
+    """
 
     stat_modifier: StatValue | None = None
     stat_score: StatValue | None = None
@@ -220,9 +245,11 @@ class PoolFateSpent(OutPart, kw_only=True, frozen=True):
 
 
 class PoolDie(OutPart, kw_only=True, frozen=True):
-    """One d6 of a check (P2): its ``face``, whether it was an ``explosion`` (rolled for a 6),
-    a ``success``, and for a 1 whether it ``paid`` (cost stamina or paid Fate; null for other
-    faces)."""
+    """One d6 of a check (P2).
+
+    Its ``face``; whether it was an ``explosion`` (rolled for a 6); whether a ``success``. For a 1,
+    ``paid`` says whether it cost stamina or paid Fate; null for other faces.
+    """
 
     face: int
     explosion: bool
@@ -231,10 +258,14 @@ class PoolDie(OutPart, kw_only=True, frozen=True):
 
 
 class PoolCheckRolled(BridgeMessage, tag="pool_check_rolled", kw_only=True, frozen=True):
-    """A check's result. ``pool_size`` = stat modifier (0 if negative) + Tier + ``fate_spent``
-    dice; ``threshold`` the lowest succeeding face; ``pass_chance`` the exact chance the pool had
-    (0..1); ``stamina_lost``/``fate_gained`` what the 1s did (P2, P10, P12); ``character`` the
-    ledger after."""
+    """A check's result.
+
+    - ``pool_size`` = stat modifier (0 if negative) + Tier + ``fate_spent`` dice.
+    - ``threshold``: the lowest succeeding face.
+    - ``pass_chance``: the exact chance the pool had (0..1).
+    - ``stamina_lost``, ``fate_gained``: what the 1s did (P2, P10, P12).
+    - ``character``: the ledger after.
+    """
 
     event_id: str
     character_id: str
@@ -260,11 +291,13 @@ class PoolCheckRolled(BridgeMessage, tag="pool_check_rolled", kw_only=True, froz
 
 
 class PoolSave(PoolRoller, tag="pool_save", kw_only=True, frozen=True):
-    """A save (P9): d20 + the save stat's die + the Fate die + Tier + ``bonus`` vs the DC. The
-    dice come from the world's stat table (P11): ``stat_score`` (not needed for a Fate save,
-    whose Fate die is rolled once) and ``fate_score``. The DC is ``dc``, or the world's DC of
-    ``effect_tier``: exactly one. Answered ``pool_save_rolled``; its ``roll_id`` (= this
-    ``event_id``) lets ``pool_reroll`` reroll the d20."""
+    """A save (P9): d20 + the save stat's die + the Fate die + Tier + ``bonus``, vs the DC.
+
+    The dice come from the world's stat table (P11), by ``stat_score`` and ``fate_score``. A Fate
+    save needs no ``stat_score``: its Fate die is rolled once. The DC is exactly one of ``dc`` or
+    the world's DC of ``effect_tier``. Answered ``pool_save_rolled``. Its ``roll_id`` (= this
+    ``event_id``) lets ``pool_reroll`` reroll the d20.
+    """
 
     save: SaveName
     stat_score: StatValue | None = None
@@ -277,9 +310,11 @@ class PoolSave(PoolRoller, tag="pool_save", kw_only=True, frozen=True):
 
 
 class PoolSaveRolled(BridgeMessage, tag="pool_save_rolled", kw_only=True, frozen=True):
-    """A save's result (P9): the d20s and the kept one, the stat die and Fate die as
-    ``[signed faces, rolled value]`` (``fate_die`` null on a Fate save: rolled once as its stat
-    die), the total vs ``dc``."""
+    """A save's result (P9): the d20s and the kept one, the stat die, the Fate die, the total vs ``dc``.
+
+    Each die is ``[signed faces, rolled value]``. ``fate_die`` is null on a Fate save: it is rolled
+    once, as its stat die.
+    """
 
     event_id: str
     roll_id: str
@@ -301,9 +336,11 @@ class PoolSaveRolled(BridgeMessage, tag="pool_save_rolled", kw_only=True, frozen
 
 
 class PoolD20Roll(Part, kw_only=True, frozen=True):
-    """A d20 roll seen in chat (read from the ChatMessage's Roll JSON): who rolled it, the
-    ``kind`` (P7), the d20 results (one, or two at advantage/disadvantage), the roll's ``total``
-    and, when known, the ``dc`` it was against."""
+    """A d20 roll seen in chat, read from the ChatMessage's Roll JSON.
+
+    Who rolled it, the ``kind`` (P7), and the d20 results: one, or two at advantage/disadvantage.
+    Also the roll's ``total`` and, when known, the ``dc`` it was against.
+    """
 
     character_id: Id
     kind: D20RollKind
@@ -315,13 +352,20 @@ class PoolD20Roll(Part, kw_only=True, frozen=True):
 
 
 class PoolReroll(UserRequest, tag="pool_reroll", kw_only=True, frozen=True):
-    """Pay 1 Fate to reroll a d20 roll (P7), session Fate first. ``roll_id``: the ChatMessage id
-    of a d20 roll (then ``roll`` gives it, the first time), or the ``roll_id`` of a bridge save
-    or an earlier reroll. Once the bridge holds a roll, its own latest roll is rerolled and
-    ``roll`` is ignored. Answered ``pool_rerolled``; refused ``not_eligible`` for a retainer or
-    follower, ``no_charges`` with no Fate, ``not_found`` for an unknown roll, ``forbidden`` for a
-    user who does not own the character. ``visibility``: who sees the result
-    (:data:`RollVisibility`; absent: not public, so not on the overlay)."""
+    """Pay 1 Fate to reroll a d20 roll (P7), session Fate first.
+
+    ``roll_id`` is the ChatMessage id of a d20 roll; ``roll`` gives that roll, the first time. Or it
+    is the ``roll_id`` of a bridge save or an earlier reroll. Once the bridge holds a roll, it
+    rerolls its own latest roll and ignores ``roll``. ``visibility``: who sees the result
+    (:data:`RollVisibility`). Absent: not public, so not on the overlay.
+
+    Answered ``pool_rerolled``. Refused:
+
+    - ``not_eligible`` for a retainer or follower;
+    - ``no_charges`` with no Fate;
+    - ``not_found`` for an unknown roll;
+    - ``forbidden`` for a user who does not own the character.
+    """
 
     roll_id: Id
     user_name: Name | None = None
@@ -331,9 +375,11 @@ class PoolReroll(UserRequest, tag="pool_reroll", kw_only=True, frozen=True):
 
 
 class PoolRerolled(BridgeMessage, tag="pool_rerolled", kw_only=True, frozen=True):
-    """A d20 reroll (P7): the new d20s replace the old, the kept one by the same mode; only it
-    changes the total. ``passed`` when the roll's DC is known. ``rerolls`` counts the rerolls of
-    this roll so far."""
+    """A d20 reroll (P7): the new d20s replace the old.
+
+    The kept one is chosen by the same mode; only it changes the total. ``passed`` when the roll's
+    DC is known. ``rerolls`` counts this roll's rerolls so far.
+    """
 
     event_id: str
     roll_id: str

@@ -1,7 +1,13 @@
-"""The sohl ruleset: Song of Heroic Lands: Fate on a Success Test (DECISIONS.md S1-S12).
+"""The sohl ruleset: Song of Heroic Lands (DECISIONS.md S1-S12).
 
-``rules`` (pure tables and functions), ``wire`` (its messages), ``decide`` (its handlers),
-``cards`` and ``templates/`` (its chat cards), ``report`` (what it adds to the audit report);
+It covers Fate on a Success Test.
+
+- ``rules``: pure tables and functions.
+- ``wire``: its messages.
+- ``decide``: its handlers.
+- ``cards`` and ``templates/``: its chat cards.
+- ``report``: what it adds to the audit report.
+
 :data:`RULESET` plugs it into the bridge.
 """
 

@@ -29,10 +29,13 @@ BASIC_LABELS = (N_("Success"), N_("Failure"))
 
 
 class SohlFateCardData(msgspec.Struct, kw_only=True, frozen=True):
-    """Everything a SoHL Fate card shows. Levels are success levels (ints); ``level_after`` None
-    while a Fate Test CS waits for the player's choice; ``charges_after`` None = unlimited;
-    ``target`` the EML the fated test was rolled against (shown as is, e.g. 135), None to leave
-    the line out. A Struct, not a frozen dataclass: made once per Fate card, ten times cheaper."""
+    """Everything a SoHL Fate card shows.
+
+    Levels are success levels (ints). ``level_after`` is None while a Fate Test CS waits for the
+    player's choice. ``charges_after`` None = unlimited. ``target`` is the EML the fated test was
+    rolled against, shown as is (e.g. 135); None leaves the line out. A Struct, not a frozen
+    dataclass: made once per Fate card, ten times cheaper.
+    """
 
     message_id: str
     actor_id: str
@@ -53,8 +56,10 @@ class SohlFateCardData(msgspec.Struct, kw_only=True, frozen=True):
 
 
 def level_name(level: int, basic: bool = False) -> str:
-    """A level's long name (``bridge.rulesets.sohl.rules.name``) in the current language: its
-    words translated, a margin beyond CS or CF (``+1``, ``-2``) kept as it is."""
+    """A level's long name (``bridge.rulesets.sohl.rules.name``) in the current language.
+
+    Its words are translated. A margin beyond CS or CF (``+1``, ``-2``) is kept as it is.
+    """
     words, space, margin = sohl.name(level, basic).rpartition(" ")
     if space and margin[:1] in "+-":
         return f"{_(words)} {margin}"
@@ -62,9 +67,12 @@ def level_name(level: int, basic: bool = False) -> str:
 
 
 def level_text(level: int, basic: bool = False) -> tuple[str, str]:
-    """A level as the card shows it in the current language: its label (``_(label)``: a basic
-    test's ``Success``/``Failure`` translated, the game's ``CS``, ``MS``... as they are) and its
-    :func:`level_name`. Kept per language: a card shows three levels, from a handful."""
+    """A level as the card shows it in the current language: its label and its :func:`level_name`.
+
+    The label goes through ``_(label)``. A basic test's ``Success``/``Failure`` is translated; the
+    game's ``CS``, ``MS``... stay as they are. Kept per language: a card shows three levels, from a
+    handful.
+    """
     return _level_text(i18n.current(), level, basic)
 
 
@@ -75,8 +83,11 @@ def _level_text(language: str, level: int, basic: bool) -> tuple[str, str]:
 
 
 def sohl_fate_card(data: SohlFateCardData) -> wire.Card:
-    """Render the chat card of a SoHL Fate Test (S9, S10): original level -> new level with both
-    labels, the Fate Test roll vs Fate ML, the point used and its charges left, who asked."""
+    """Render the chat card of a SoHL Fate Test (S9, S10).
+
+    It shows the original level -> new level with both labels, the Fate Test roll vs Fate ML, the
+    point used and its charges left, and who asked.
+    """
     title = _("%(test)s: Fate") % {"test": data.test_name}
     outcome_text = _(OUTCOME_TEXT[data.outcome])
     if data.outcome == "spent" and data.gain:
@@ -111,9 +122,11 @@ def sohl_fate_card(data: SohlFateCardData) -> wire.Card:
 
 
 def card_text(reply: wire.BridgeMessage) -> str | None:
-    """A ``test_graded`` as one line for a terminal (``fate-bridge resolve --cards``, before any
-    card): its level and its Fate offer, ``[graded MSG] MS (success); Fate ML 77, points P``, or
-    the reasons Fate is withheld; None for sohl's other replies (their cards are shown)."""
+    """A ``test_graded`` as one line for a terminal (``fate-bridge resolve --cards``, before any card).
+
+    Its level and its Fate offer, ``[graded MSG] MS (success); Fate ML 77, points P``; or the
+    reasons Fate is withheld. None for sohl's other replies: their cards are shown.
+    """
     if not isinstance(reply, TestGraded):
         return None
     fate = reply.fate

@@ -4,22 +4,27 @@ Pure: the world's state comes in as a :class:`~bridge.state.WorldState`, dice as
 :class:`~bridge.dice.Dice`. A refusal is raised as a :class:`~bridge.errors.Refusal` before
 anything is written, so a refused request changes nothing.
 
-Records (kinds): ``sohl.graded`` (by ChatMessage id) the graded test and its snapshot;
-``sohl.fate`` (by ChatMessage id) the Fate Test rolled against it, whose existence marks the
-result fated (S11); ``sohl.spends`` (by actor and point) the decision numbers that consumed a
-charge, so charges the module has not applied yet are counted.
+Records (kinds):
 
-One test, several messages (S11): SoHL's GM edit reposts a test as a new ChatMessage, and
-``test_rolled.test_of`` names the test's first message (or an earlier edit, followed to the first
-and kept as the first: :func:`_first_message`). The test is fated when its first
-message is (its ``sohl.fate``) or when its first message's graded record names the message
-that was (``fated_by``, written when a later message of the test is fated). A message without
-``test_of`` reads exactly what it read before ``test_of`` existed, so old trails re-derive.
+- ``sohl.graded``, by ChatMessage id: the graded test and its snapshot.
+- ``sohl.fate``, by ChatMessage id: the Fate Test rolled against it. Its existence marks the
+  result fated (S11).
+- ``sohl.spends``, by actor and point: the decision numbers that consumed a charge. So charges
+  the module has not applied yet are counted.
 
-Fated outside the bridge (S11): SoHL's own Fate, run where the module does not close it,
-is reported by ``fated_outside``; the message it names (and the test's first message, for the
-others) gets ``fated_by`` (the message showing it: the raised repost itself, or SoHL's Fate card)
-and ``outside`` (the evidence), so the test reads fated exactly as after a Fate of ours.
+One test, several messages (S11). SoHL's GM edit reposts a test as a new ChatMessage.
+``test_rolled.test_of`` names the test's first message. It may name an earlier edit; that is
+followed to the first and kept as the first (:func:`_first_message`). The test is fated when its
+first message is (its ``sohl.fate``). It is also fated when its first message's graded record
+names the message that was (``fated_by``). ``fated_by`` is written when a later message of the
+test is fated. A message without ``test_of`` reads exactly what it read before ``test_of``
+existed, so old trails re-derive.
+
+Fated outside the bridge (S11). SoHL's own Fate, run where the module does not close it, is
+reported by ``fated_outside``. The message it names gets ``fated_by`` and ``outside``. So does
+the test's first message, for the others. ``fated_by`` is the message showing it: the raised
+repost itself, or SoHL's Fate card. ``outside`` is the evidence. So the test reads fated exactly
+as after a Fate of ours.
 """
 
 from __future__ import annotations
@@ -58,15 +63,20 @@ GRADED, FATE, SPENDS = "sohl.graded", "sohl.fate", "sohl.spends"
 
 
 class GradedRecord(msgspec.Struct, kw_only=True, frozen=True, omit_defaults=True):
-    """A graded ``test_rolled`` (S1-S3): the snapshot it was graded from and the reply sent.
+    """A graded ``test_rolled`` (S1-S3): the snapshot it was graded from, and the reply sent.
 
-    ``seq`` is the world's decision sequence number when the snapshot arrived. ``basis`` is the
-    Skill Base basis the bridge used (S6). ``test_of``: the test's first message when this one
-    is a later message of it (None: this message is the first). ``fated_by``: another message of
-    the same test whose Fate Test fated the test (S11 across messages), None when none is known
-    here. ``outside``: set with ``fated_by`` when SoHL's own Fate fated the test outside the
-    bridge (``fated_outside``), the evidence the module saw. All three are left out of the stored
-    JSON when None, so a record of a single-message test is stored as before."""
+    - ``seq``: the world's decision sequence number when the snapshot arrived.
+    - ``basis``: the Skill Base basis the bridge used (S6).
+    - ``test_of``: the test's first message, when this one is a later message of it. None: this
+      message is the first.
+    - ``fated_by``: another message of the same test, whose Fate Test fated the test (S11 across
+      messages). None when none is known here.
+    - ``outside``: set with ``fated_by`` when SoHL's own Fate fated the test outside the bridge
+      (``fated_outside``). It is the evidence the module saw.
+
+    The last three are left out of the stored JSON when None. So a single-message test's record is
+    stored as before.
+    """
 
     message_id: str
     seq: int
@@ -84,14 +94,15 @@ class GradedRecord(msgspec.Struct, kw_only=True, frozen=True, omit_defaults=True
 class FateRecord(msgspec.Struct, kw_only=True, frozen=True):
     """The Fate Test rolled against a result (S9-S11). Its existence marks the result fated.
 
-    ``pending`` is true while a Fate Test CS waits for ``fate_choice``; then ``outcome`` is
-    ``choice`` and ``gain``/``level_after`` are None. ``charges_before`` is the point's charges as
-    the bridge counted them when the Fate Test was rolled (None = unlimited).
+    ``pending`` is true while a Fate Test CS waits for ``fate_choice``. Then ``outcome`` is
+    ``choice``, and ``gain`` and ``level_after`` are None. ``charges_before`` is the point's charges
+    as the bridge counted them when the Fate Test was rolled (None = unlimited).
 
-    Facts only: the card is rendered from them when a reply is made, in the asking world's
-    language. Older bridges also kept the ``fate_resolved`` reply, card included, as ``reply``.
-    Such a row still reads as this record (msgspec ignores the field), and ``audit verify``
-    compares it by these fields (``bridge.derive.facts``)."""
+    Facts only: the card is rendered from them when a reply is made, in the asking world's language.
+    Older bridges also kept the ``fate_resolved`` reply, card included, as ``reply``. Such a row
+    still reads as this record; msgspec ignores the field. ``audit verify`` compares it by these
+    fields (``bridge.derive.facts``).
+    """
 
     message_id: str
     seq: int
@@ -134,10 +145,12 @@ def _test_of(message: wire.TestRolled) -> str | None:
 
 
 def _first_message(state: WorldState, test_of: str) -> tuple[str, GradedRecord | None]:
-    """The first message of the test a later message names as ``test_of``, and its grading
-    (None: never graded). ``test_of`` may name another later message (a GM's edit of an edit):
-    its own ``test_of`` is followed to the first, however many edits stand between (S11: one
-    test, one Fate). Reads ``test_of``'s grading, and more only along such a chain."""
+    """The first message of the test a later message names as ``test_of``, and its grading.
+
+    The grading is None when never graded. ``test_of`` may name another later message, a GM's edit
+    of an edit. Its own ``test_of`` is followed to the first, however many edits stand between
+    (S11: one test, one Fate). Reads ``test_of``'s grading, and more only along such a chain.
+    """
     first = _graded(state, test_of)
     seen = {test_of}
     while first is not None and first.test_of is not None and first.test_of not in seen:
@@ -149,11 +162,13 @@ def _first_message(state: WorldState, test_of: str) -> tuple[str, GradedRecord |
 
 def _fated_elsewhere(state: WorldState, record: GradedRecord | None,
                      test_of: str | None) -> tuple[str | None, str | None]:
-    """The message of the same test, other than ``record``'s own, that fated it (S11 across a
-    test's messages), or None; and the test's first message (``test_of`` followed to it,
-    :func:`_first_message`). ``record`` is the message's stored grading (None: never graded),
-    ``test_of`` its test's first message or another earlier one (None: it is the first). Reads
-    nothing more for a first message: its own record says when a later message was fated."""
+    """The message of the same test, other than ``record``'s own, that fated it; or None. S11 across messages.
+
+    Also returns the test's first message: ``test_of`` followed to it (:func:`_first_message`).
+    ``record`` is the message's stored grading; None: never graded. ``test_of`` is its test's first
+    message or another earlier one; None: it is the first. For a first message it reads nothing
+    more: its own record says when a later message was fated.
+    """
     if record is not None and record.fated_by is not None:
         return record.fated_by, test_of
     if test_of is None:
@@ -223,9 +238,11 @@ def _offer(ctx: sohl.FateContext, actor: wire.SohlActor) -> wire.FateOffer:
 
 
 def _current_points(actor: wire.SohlActor, state: WorldState) -> list[wire.FatePoint]:
-    """The snapshot's points with the charges the bridge consumed but the snapshot does not show
-    taken off: every spend after the last one the module applied to the item (its
-    ``spend_seq``; all of them when the item shows none), whenever the snapshot was taken."""
+    """The snapshot's points, less the charges the bridge consumed but the snapshot does not show.
+
+    That is every spend after the last one the module applied to the item (its ``spend_seq``). All
+    of them when the item shows none. This holds whenever the snapshot was taken.
+    """
     points = []
     for point in actor.fate_points:
         if point.charges is not None:
@@ -238,8 +255,10 @@ def _current_points(actor: wire.SohlActor, state: WorldState) -> list[wire.FateP
 
 
 def _test_rolled(message: wire.TestRolled, state: WorldState, dice: Dice) -> wire.TestGraded:
-    """S1-S8: grade the test and say whether Fate may touch it; remember the snapshot. A message
-    of a test fated on another of its messages is graded afresh with ``already_fated`` (S11)."""
+    """S1-S8: grade the test, say whether Fate may touch it, remember the snapshot.
+
+    A message of a test fated on another of its messages is graded afresh with ``already_fated`` (S11).
+    """
     stored = _graded(state, message.message_id)
     if stored is not None and _fate(state, message.message_id) is not None:
         # S11: a fated result keeps the grading it was fated on; only the offer is re-stated.
@@ -369,8 +388,10 @@ def _fate_spend(message: wire.FateSpend, state: WorldState, dice: Dice) -> Outco
 
 
 def _mark_test_fated(state: WorldState, record: GradedRecord) -> None:
-    """A later message of a test was fated: its first message's record says so (``fated_by``),
-    for every other message of the test to read (S11 across a test's messages)."""
+    """A later message of a test was fated: its first message's record says so (``fated_by``).
+
+    Every other message of the test reads it there (S11 across a test's messages).
+    """
     if record.test_of is None:
         return
     first = _graded(state, record.test_of)
@@ -379,12 +400,15 @@ def _mark_test_fated(state: WorldState, record: GradedRecord) -> None:
 
 
 def _raised_over_first(record: GradedRecord, first: GradedRecord) -> bool:
-    """S11, ours: SoHL's own Fate raises a test's stored level and reposts it otherwise
-    unchanged (SoHL 0.8.2 fate-host.ts ``performFateTest``: ``bumpSuccessLevel`` then ``toChat``;
-    samples/sohl/captured ``fate-reposted-test``): the same d100, EML and level modifier as the
-    test's first message, a higher reported level. SoHL's GM edit changes the EML or the level
+    """S11, ours: is ``record`` SoHL's own Fate raising the test, rather than a GM edit?
+
+    SoHL's own Fate raises a test's stored level and reposts it otherwise unchanged. See SoHL 0.8.2
+    fate-host.ts ``performFateTest``: ``bumpSuccessLevel``, then ``toChat``; and
+    samples/sohl/captured ``fate-reposted-test``. It has the same d100, EML and level modifier as the
+    test's first message, and a higher reported level. SoHL's GM edit changes the EML or the level
     modifier (``skill-test-edit-repost``: EML 55 -> 35, its reported level kept). ``record`` is the
-    repost's grading, ``first`` its test's first message's."""
+    repost's grading; ``first`` is its test's first message's.
+    """
     later, earlier = record.test, first.test
     if later.reported_level is None or earlier.reported_level is None:
         return False
@@ -393,11 +417,15 @@ def _raised_over_first(record: GradedRecord, first: GradedRecord) -> bool:
 
 
 def _fated_outside(message: wire.FatedOutside, state: WorldState, dice: Dice) -> Outcome:
-    """S11: SoHL fated a graded test itself. Record it (``fated_by``/``outside`` on the
-    message and on its test's first message) unless the test is fated already; re-state the
-    message's grading with ``already_fated``. Refused ``not_found`` for a message never graded,
-    ``not_eligible`` for a ``raised_level`` the bridge's own gradings do not show, ``bad_message``
-    for a ``fate_card`` without ``card_message_id``."""
+    """S11: SoHL fated a graded test itself.
+
+    Unless the test is fated already, record it: ``fated_by`` and ``outside`` on the message and on
+    its test's first message. Re-state the message's grading with ``already_fated``. Refusals:
+
+    - ``not_found`` for a message never graded;
+    - ``not_eligible`` for a ``raised_level`` the bridge's own gradings do not show;
+    - ``bad_message`` for a ``fate_card`` without ``card_message_id``.
+    """
     record = _graded(state, message.message_id)
     if record is None:
         raise NotFound(N_("message %(message)s was never graded"), {"message": message.message_id},
@@ -469,8 +497,10 @@ def _settle(
     user_name: str | None,
     state: WorldState,
 ) -> wire.FateResolved:
-    """Apply a Fate effect (S9, S10): charges, the new level, the card, the effects; store its
-    facts (the card is in the reply only)."""
+    """Apply a Fate effect (S9, S10): charges, the new level, the card, the effects.
+
+    Stores its facts; the card is in the reply only.
+    """
     actor, test = record.actor, record.test
     effects: list[wire.Effect] = []
     charges = fated.charges_before
@@ -565,8 +595,10 @@ class _RecordColumns(TypedDict):
 
 
 def _columns(message: shared.ClientMessage, record: GradedRecord | None) -> _RecordColumns:
-    """The audit columns every sohl record has: the ChatMessage, actor and test (from the
-    request's snapshot, or the graded record a Fate request names)."""
+    """The audit columns every sohl record has: the ChatMessage, actor and test.
+
+    From the request's snapshot, or the graded record a Fate request names.
+    """
     source = message if isinstance(message, wire.TestRolled) else record
     actor = None if source is None else source.actor
     test = None if source is None else source.test
@@ -592,9 +624,12 @@ def _graded_outcome(message: wire.TestRolled, state: WorldState, dice: Dice) -> 
 
 def _fate_outcome(message: wire.FateSpend | wire.FateChoice, reply: wire.FateResolved,
                   record: GradedRecord) -> Outcome:
-    """A Fate Test's Outcome: its card goes to the overlay when the test it was rolled on was
-    posted ``public`` (``GradedRecord.visibility``); a pending Fate Test CS card is shown, and its
-    final card replaces it."""
+    """A Fate Test's Outcome.
+
+    Its card goes to the overlay when the test it was rolled on was posted ``public``
+    (``GradedRecord.visibility``). A pending Fate Test CS card is shown, and its final card replaces
+    it.
+    """
     columns = shared.AuditColumns(
         **_columns(message, record), outcome=reply.outcome, level_before=reply.level_before,
         level_after=reply.level_after, label_before=reply.label_before,
@@ -617,8 +652,10 @@ HANDLERS: dict[type, Handler] = {
 
 
 def refused(message: shared.ClientMessage, error: shared.Error, state: WorldState) -> shared.AuditColumns:
-    """The audit columns of a refused sohl request: the graded record it names (peeked: not an
-    input of the decision) and the error code."""
+    """The audit columns of a refused sohl request: the graded record it names, and the error code.
+
+    The record is peeked: it is not an input of the decision.
+    """
     if isinstance(message, wire.Settings):
         return shared.AuditColumns(outcome=error.code)
     message_id = None if isinstance(message, wire.TestRolled) else getattr(message, "message_id", None)

@@ -1,5 +1,8 @@
-"""sohl's part of the audit report: its Fate Tests' d100 join the fair-d100 test, and its Fate
-Tests by outcome (S9: spent, kept, lost) are columns of the Fate tables, per actor and session."""
+"""sohl's part of the audit report.
+
+Its Fate Tests' d100 join the fair-d100 test. Its Fate Tests by outcome (S9: spent, kept, lost)
+are columns of the Fate tables, per actor and session.
+"""
 
 from __future__ import annotations
 

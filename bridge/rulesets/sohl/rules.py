@@ -1,7 +1,7 @@
 """Song of Heroic Lands: Success Tests and Fate (seeds 000, 001; DECISIONS.md S1-S12).
 
-Pure and table-driven: no I/O, no clock, no randomness. The dice of a Fate Test are rolled by the
-caller (``bridge.core``) from an injected source and passed in as numbers.
+Pure and table-driven: no I/O, no clock, no randomness. The caller (``bridge.core``) rolls a
+Fate Test's dice from an injected source and passes them in as numbers.
 
 Success levels are plain ints: CF -1, MF 0, MS 1, CS 2, extended beyond both ends (S2).
 """
@@ -58,9 +58,11 @@ FateOutcome = Literal["lost", "kept", "spent", "choice"]  # S9: what a Fate Test
 
 @dataclass(frozen=True, slots=True)
 class FateEffect:
-    """What a Fate Test result does (S9): ``outcome`` (lost/kept/spent/choice), ``gain`` in
-    success levels (None while a choice is pending) and whether a charge is consumed (None while
-    pending)."""
+    """What a Fate Test result does (S9).
+
+    ``outcome`` is lost/kept/spent/choice. ``gain`` is in success levels. ``consumes_charge``
+    says whether a charge is consumed. The last two are None while a choice is pending.
+    """
 
     outcome: FateOutcome
     gain: int | None
@@ -127,8 +129,10 @@ def is_critical(level: int) -> bool:
 
 
 def label(level: int, basic: bool = False) -> str:
-    """S2/S3: the level's written form: ``CF``, ``MF``, ``MS``, ``CS``, ``CS+1``, ``CF-1``...;
-    for a basic test ``Success`` (level >= 1) or ``Failure`` (level <= 0)."""
+    """S2/S3: the level's written form: ``CF``, ``MF``, ``MS``, ``CS``, ``CS+1``, ``CF-1``...
+
+    For a basic test: ``Success`` (level >= 1) or ``Failure`` (level <= 0).
+    """
     if basic:
         return "Success" if is_success(level) else "Failure"
     if level > CS:
@@ -139,8 +143,11 @@ def label(level: int, basic: bool = False) -> str:
 
 
 def name(level: int, basic: bool = False) -> str:
-    """The level's long name for cards: ``Marginal Success``, ``Critical Success +1``,
-    ``Critical Failure -2``; for a basic test ``Success`` / ``Failure`` (S3)."""
+    """The level's long name for cards (S3).
+
+    E.g. ``Marginal Success``, ``Critical Success +1``, ``Critical Failure -2``. For a basic test:
+    ``Success`` / ``Failure``.
+    """
     if basic:
         return label(level, basic=True)
     if level > CS:
@@ -202,14 +209,19 @@ def point_covers(point: PointLike, test_code: str) -> bool:
 
 
 def point_applies(point: PointLike, test_code: str) -> bool:
-    """S7: a point applies when it covers the test (:func:`point_covers`) and has a charge left
-    (``charges`` None is unlimited; a limited point at 0 does not apply)."""
+    """S7: a point applies when it covers the test (:func:`point_covers`) and has a charge left.
+
+    ``charges`` None is unlimited. A limited point at 0 does not apply.
+    """
     return point_covers(point, test_code) and (point.charges is None or point.charges > 0)
 
 
 def suggested_points(points: Iterable[PointLike], test_code: str) -> list[PointLike]:
-    """S7/S8: the points that apply to the test, in suggested order: specific before general;
-    within each, unlimited before limited; then by name (then id, to be total)."""
+    """S7/S8: the points that apply to the test, in suggested order.
+
+    Specific before general. Within each, unlimited before limited. Then by name, then id, to be
+    total.
+    """
     applicable = [p for p in points if point_applies(p, test_code)]
     if len(applicable) < 2:
         return applicable
@@ -226,9 +238,11 @@ def _suggested_order(point: PointLike) -> tuple[bool, bool, str, str]:
 
 @dataclass(slots=True)
 class FateContext:
-    """Everything S5 reads. ``aura_eml`` None = no Aura attribute; ``basis`` per S6. Made for
-    each grading and Fate request and only read (not frozen: a frozen dataclass's ``__init__``
-    costs twice as much)."""
+    """Everything S5 reads. ``aura_eml`` None = no Aura attribute; ``basis`` per S6.
+
+    Made for each grading and Fate request, and only read. Not frozen: a frozen dataclass's
+    ``__init__`` costs twice as much.
+    """
 
     fate_option: str
     player_owned: bool
@@ -243,8 +257,9 @@ class FateContext:
 
 
 def withheld_reasons(ctx: FateContext) -> list[str]:
-    """S5: every reason Fate is withheld from this result, in the order of S5 (empty = eligible).
-    ``no_points``: no point applies (S7); which ones, in S8's order, is :func:`suggested_points`.
+    """S5: every reason Fate is withheld from this result, in the order of S5; empty = eligible.
+
+    ``no_points``: no point applies (S7). Which ones do, in S8's order, is :func:`suggested_points`.
 
     Raises ``ValueError`` for a ``fate_option`` outside S12's values.
     """
@@ -289,10 +304,10 @@ def apply_gain(level: int, gain: int) -> int:
 
 
 def charges_after(charges: int | None, consumes: bool) -> int | None:
-    """S7/S9: a point's charges after a Fate Test; unlimited (None) is never used up.
+    """S7/S9: a point's charges after a Fate Test. Unlimited (None) is never used up.
 
-    Raises ``ValueError`` if a limited point with no charge would be consumed (the caller must
-    have refused with ``no_charges`` first).
+    Raises ``ValueError`` if a limited point with no charge would be consumed. The caller must have
+    refused with ``no_charges`` first.
     """
     if charges is None or not consumes:
         return charges

@@ -37,11 +37,13 @@ class Aura(Part, kw_only=True, frozen=True):
 
 
 class FatePoint(Part, kw_only=True, frozen=True):
-    """One Fate Point source (a SoHL Fate Mystery). ``skill_code`` null = general point;
-    ``charges`` null = unlimited (S7). ``spend_seq``: the ``spend_seq`` of the last
-    ``update_item`` the module applied to this item (its flag ``fate-bridge.spend_seq``), null
-    when none: the bridge subtracts the charges it spent after it, so a snapshot taken before
-    the module applied a spend never gives that charge back."""
+    """One Fate Point source (a SoHL Fate Mystery).
+
+    ``skill_code`` null = general point. ``charges`` null = unlimited (S7). ``spend_seq`` is the
+    ``spend_seq`` of the last ``update_item`` the module applied to this item (its flag
+    ``fate-bridge.spend_seq``); null when none. The bridge subtracts the charges it spent after it.
+    So a snapshot taken before the module applied a spend never gives that charge back.
+    """
 
     point_id: Id
     name: Name
@@ -53,9 +55,10 @@ class FatePoint(Part, kw_only=True, frozen=True):
 class SohlActor(Part, kw_only=True, frozen=True):
     """Snapshot of the rolling actor, taken by the module when the test is sent.
 
-    ``owner_user_ids`` lists every Foundry user with OWNER permission on the actor (GMs included,
-    as in Foundry); ``player_owned`` is Foundry's ``actor.hasPlayerOwner`` (S5 ``not_pc``).
-    ``aura`` null means the actor has no Aura attribute."""
+    ``owner_user_ids`` lists every Foundry user with OWNER permission on the actor, GMs included, as
+    in Foundry. ``player_owned`` is Foundry's ``actor.hasPlayerOwner`` (S5 ``not_pc``). ``aura``
+    null means the actor has no Aura attribute.
+    """
 
     actor_id: Id
     name: Name
@@ -69,11 +72,14 @@ class SohlActor(Part, kw_only=True, frozen=True):
 class SohlTest(Part, kw_only=True, frozen=True):
     """The rolled Success Test, as on the chat card.
 
-    ``eml``: the target the test was rolled at (S1: graded as is, not clamped). ``roll``: the d100.
-    ``level_mod``: SoHL ``successLevelMod``, added after grading. ``basis``: the Skill Base basis
-    attribute codes; when ``skill_base_formula`` is given the bridge derives them from it (S6) and
-    ``basis`` is ignored. ``reported_level``: the level SoHL itself put on the card, if any (a
-    difference is recorded, S1). ``item_id``: the tested item on the actor."""
+    - ``eml``: the target the test was rolled at (S1: graded as is, not clamped).
+    - ``roll``: the d100.
+    - ``level_mod``: SoHL ``successLevelMod``, added after grading.
+    - ``basis``: the Skill Base basis attribute codes. When ``skill_base_formula`` is given, the
+      bridge derives them from it (S6) and ignores ``basis``.
+    - ``reported_level``: the level SoHL itself put on the card, if any. A difference is recorded (S1).
+    - ``item_id``: the tested item on the actor.
+    """
 
     kind: TestKind
     code: Code
@@ -90,19 +96,23 @@ class SohlTest(Part, kw_only=True, frozen=True):
 
 class TestRolled(Request, tag="test_rolled", kw_only=True, frozen=True):
     """A Success Test appeared in chat; the bridge grades it and says whether Fate may touch it.
-    Answered with ``test_graded``. Sending it again for an unfated ``message_id`` refreshes the
-    snapshot (fresh charges); for a fated one, the stored grading comes back with
+
+    Answered with ``test_graded``. Sent again for an unfated ``message_id``, it refreshes the
+    snapshot (fresh charges). For a fated one, the stored grading comes back with
     ``already_fated``.
 
     ``test_of``: the id of the first chat message of the same test, when this message is a later
-    one (SoHL's GM edit posts the edited result as a new message); absent or equal to
-    ``message_id`` = the message is its test's first. Every message of one test is one result
-    for S11: once any of them is fated, the others grade with ``already_fated`` and a
-    ``fate_spend`` on them is refused ``already_fated``. It must name a message the bridge
-    graded; one it never graded links nothing (the message is then a test of its own). It may
-    name an earlier later message (an edit of an edit): the bridge follows that message's own
-    ``test_of`` to the first, however many edits stand between (S11: one test, one Fate). A
-    message once graded with a ``test_of`` keeps that test."""
+    one. SoHL's GM edit posts the edited result as a new message. Absent, or equal to
+    ``message_id``: the message is its test's first.
+
+    Every message of one test is one result for S11. Once any of them is fated, the others grade
+    with ``already_fated``, and a ``fate_spend`` on them is refused ``already_fated``.
+
+    ``test_of`` must name a message the bridge graded. One it never graded links nothing; the
+    message is then a test of its own. It may name an earlier later message, an edit of an edit.
+    The bridge follows that message's own ``test_of`` to the first, however many edits stand
+    between (S11: one test, one Fate). A message once graded with a ``test_of`` keeps that test.
+    """
 
     ruleset: Literal["sohl"]
     message_id: Id
@@ -113,18 +123,23 @@ class TestRolled(Request, tag="test_rolled", kw_only=True, frozen=True):
 
 
 class FatedOutside(Request, tag="fated_outside", kw_only=True, frozen=True):
-    """SoHL fated a graded test itself, outside the bridge (S11: a client without the
-    module, a message posted before it was enabled, a GM on purpose); the module saw it in what
-    SoHL posted. The bridge records it on the trail, and the test, and every message of it, is
-    then fated: graded with ``already_fated`` and a ``fate_spend`` on any of them is refused
-    ``already_fated``. Answered with ``test_graded`` for ``message_id``, its offer re-stated.
+    """SoHL fated a graded test itself, outside the bridge (S11).
 
-    ``message_id``: the graded message of the test that SoHL's Fate touched. ``evidence``:
-    ``raised_level``: ``message_id`` is a later message of its test (``test_of``) with the same
-    d100, EML and level modifier as the test's first message and a higher level reported by SoHL
-    (SoHL's own Fate reposts the test with its level raised; the bridge checks this from what it
-    graded and refuses ``not_eligible`` otherwise); ``fate_card``: SoHL's own Fate card,
-    ChatMessage ``card_message_id`` (required then), was posted for the test."""
+    That happens with a client without the module, a message posted before it was enabled, or a GM
+    on purpose. The module saw it in what SoHL posted. The bridge records it on the trail. The test,
+    and every message of it, is then fated: graded with ``already_fated``, and a ``fate_spend`` on
+    any of them is refused ``already_fated``. Answered with ``test_graded`` for ``message_id``, its
+    offer re-stated.
+
+    ``message_id``: the graded message of the test that SoHL's Fate touched. ``evidence`` is one of:
+
+    - ``raised_level``: ``message_id`` is a later message of its test (``test_of``). It has the same
+      d100, EML and level modifier as the test's first message, and a higher level reported by
+      SoHL. SoHL's own Fate reposts the test with its level raised. The bridge checks this from
+      what it graded, and refuses ``not_eligible`` otherwise.
+    - ``fate_card``: SoHL's own Fate card was posted for the test, as ChatMessage
+      ``card_message_id`` (required then).
+    """
 
     message_id: Id
     evidence: Evidence
@@ -132,8 +147,10 @@ class FatedOutside(Request, tag="fated_outside", kw_only=True, frozen=True):
 
 
 class FateOffer(OutPart, kw_only=True, frozen=True):
-    """Whether Fate may touch the result (S5), the Fate ML (S4) and the applicable points in
-    suggested order (S8). ``reasons`` is empty exactly when ``eligible``."""
+    """Whether Fate may touch the result (S5), the Fate ML (S4), and the applicable points in suggested order (S8).
+
+    ``reasons`` is empty exactly when ``eligible``.
+    """
 
     eligible: bool
     reasons: list[WithheldReason]
@@ -162,11 +179,13 @@ class TestGraded(BridgeMessage, tag="test_graded", kw_only=True, frozen=True):
 
 
 class FateSpend(UserRequest, tag="fate_spend", kw_only=True, frozen=True):
-    """A user asks to spend ``point_id`` on the graded result ``message_id``. ``user_id`` is the
-    Foundry user who clicked (the module relays Foundry's sender id, never a client claim);
-    ``user_is_gm`` is Foundry's ``user.isGM`` for that user, looked up by the GM's module.
-    Allowed for the actor's owners and GMs. Answered with ``fate_resolved`` or ``error``
-    (not_found, not_eligible, already_fated, no_charges, forbidden)."""
+    """A user asks to spend ``point_id`` on the graded result ``message_id``.
+
+    ``user_id`` is the Foundry user who clicked. The module relays Foundry's sender id, never a
+    client claim. ``user_is_gm`` is Foundry's ``user.isGM`` for that user, looked up by the GM's
+    module. Allowed for the actor's owners and GMs. Answered with ``fate_resolved`` or ``error``
+    (not_found, not_eligible, already_fated, no_charges, forbidden).
+    """
 
     message_id: Id
     point_id: Id
@@ -175,9 +194,11 @@ class FateSpend(UserRequest, tag="fate_spend", kw_only=True, frozen=True):
 
 
 class FateChoice(UserRequest, tag="fate_choice", kw_only=True, frozen=True):
-    """The answer to a pending Fate Test Critical Success (S9): ``spend`` for +2 or ``keep`` for
-    +1, by the player who spent or a GM (``user_is_gm``). Answered with ``fate_resolved``
-    (outcome ``spent`` / ``kept``)."""
+    """The answer to a pending Fate Test Critical Success (S9): ``spend`` for +2 or ``keep`` for +1.
+
+    By the player who spent, or a GM (``user_is_gm``). Answered with ``fate_resolved``, outcome
+    ``spent`` or ``kept``.
+    """
 
     message_id: Id
     choice: Choice
@@ -194,9 +215,11 @@ class PointAfter(OutPart, kw_only=True, frozen=True):
 
 
 class UpdateItem(OutPart, tag="update_item", tag_field="kind", kw_only=True, frozen=True):
-    """Set ``path`` on the actor's embedded item to ``value`` (e.g. a Mystery's charges) and,
-    in the same update, the item's flag ``fate-bridge.spend_seq`` to ``spend_seq`` (the
-    bridge's number for this spend; sent back in the point's snapshot)."""
+    """Set ``path`` on the actor's embedded item to ``value``, e.g. a Mystery's charges.
+
+    The same update sets the item's flag ``fate-bridge.spend_seq`` to ``spend_seq``. That is the
+    bridge's number for this spend; it comes back in the point's snapshot.
+    """
 
     actor_id: str
     item_id: str
@@ -206,9 +229,11 @@ class UpdateItem(OutPart, tag="update_item", tag_field="kind", kw_only=True, fro
 
 
 class FatedFlag(OutPart, kw_only=True, frozen=True):
-    """The value of the ``fated`` flag on a fated ChatMessage: the Fate Test's ``outcome``,
-    whether a CS choice is ``pending``, the level after (null while pending) and the
-    ``event_id`` that fated it (S11)."""
+    """The value of the ``fated`` flag on a fated ChatMessage (S11).
+
+    The Fate Test's ``outcome``; whether a CS choice is ``pending``; the level after (null while
+    pending); and the ``event_id`` that fated it.
+    """
 
     outcome: Outcome
     pending: bool
@@ -228,9 +253,12 @@ Effect = UpdateItem | FlagMessage
 
 
 class FateResolved(BridgeMessage, tag="fate_resolved", kw_only=True, frozen=True):
-    """The Fate Test and what it did (S9-S11). On ``outcome: "choice"`` (a Fate Test CS)
-    ``level_after`` is null until a ``fate_choice`` arrives. ``fate_level`` is the Fate Test's own
-    success level; ``gain`` the success levels added to the original test."""
+    """The Fate Test and what it did (S9-S11).
+
+    On ``outcome: "choice"`` (a Fate Test CS), ``level_after`` is null until a ``fate_choice``
+    arrives. ``fate_level`` is the Fate Test's own success level. ``gain`` is the success levels
+    added to the original test.
+    """
 
     event_id: str
     message_id: str
