@@ -695,6 +695,21 @@ def _limit_flags(serve: argparse.ArgumentParser) -> None:
     for flag, name, kind, text in _LIMIT_FLAGS:
         group.add_argument(flag, dest=name, type=_positive(kind), default=getattr(defaults, name),
                            metavar="N", help=f"{text} (default {getattr(defaults, name):g})")
+    group.add_argument("--trusted-address", dest="trusted_addresses", action="append", type=_ip_address,
+                       default=[], metavar="IP",
+                       help="an address counted as a GM's (it skips the new-address and failed-hello "
+                       "budgets): a load balancer's or a monitor's health checks, which never say hello, "
+                       "must pass a flood; repeat for several (always trusted: "
+                       f"{', '.join(defaults.trusted_addresses)}, this machine)")
+
+
+def _ip_address(text: str) -> str:
+    """An argparse type: an IP address, written as the bridge sees peers (``::1``, not ``[::1]``)."""
+    import ipaddress
+    try:
+        return str(ipaddress.ip_address(text.strip("[]")))
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r} is not an IP address (e.g. 10.0.0.5 or fd00::5)") from None
 
 
 def _positive(kind: type[int] | type[float]) -> Callable[[str], int | float]:
@@ -823,7 +838,8 @@ async def _serve_held(args: argparse.Namespace, db: Path | str, tls: ssl.SSLCont
             from .cluster import Cluster
             cluster = await Cluster.open(str(db))
         rate = None if args.rate_limit <= 0 else (args.rate_limit, int(args.rate_limit * RATE_BURST_SECONDS))
-        limits = Limits(**{name: getattr(args, name) for _, name, _, _ in _LIMIT_FLAGS})
+        limits = Limits(**{name: getattr(args, name) for _, name, _, _ in _LIMIT_FLAGS},
+                        trusted_addresses=(*Limits().trusted_addresses, *args.trusted_addresses))
         server = await start(store, args.host, args.port, origins=args.origins, tls=tls, rate=rate,
                              public_url=args.public_url, limits=limits, cluster=cluster,
                              reuse_port=args.reuse_port, drain=drain)

@@ -40,6 +40,7 @@ from websockets.frames import CloseCode
 from .cluster import Cluster
 from .dice import Dice
 from .errors import BadMessage, RateLimited, StorageUnavailable
+from . import i18n
 from .i18n import N_
 from .limits import Admission, RateLimit, RegistrationRates, WorldRates
 from .link_guard import LinkGuard
@@ -62,6 +63,13 @@ VIEWER_SEND_BUFFER_BYTES = 64 * 1024  # kernel send buffer of a viewer's socket:
 # cards before its send times out; with 64 KiB it is noticed after a few dozen
 
 CLOSE_REASONS = {CLOSE_DONE: "registration answered"}  # a session's close, else "unauthorized"
+HELLO_WAITS = {  # Admission.hello_delay's reason -> the refusal's msgid, the close reason
+    "failed_hellos": (N_("too many failed hellos: try again in %(seconds)s s"), "too many failed hellos"),
+    "failed_hello_budget": (N_("too many failed hellos on this bridge just now: try again in %(seconds)s s"),
+                            "too many failed hellos on this bridge"),
+    "hellos_in_flight": (N_("too many hellos from this address at once: try again in %(seconds)s s"),
+                         "too many hellos at once"),
+}
 BINARY_FRAME = BadMessage(N_("binary frames are not accepted: send each JSON message as a text frame"))
 
 
@@ -180,8 +188,8 @@ class Connection:
         Then comes the close it asks for, or, for an admitted hello, the link opened. False once the
         connection is closed."""
         hello = not self.session.is_open
-        named = _world_named(frame) if hello else ""  # the lockout's key, with the address
-        if hello and await self.locked_out(named):
+        named, language = _first_frame_names(frame) if hello else ("", i18n.DEFAULT)  # the lockout's key
+        if hello and await self.locked_out(named, language):
             return False
         reply = await (self.admit(frame, named) if hello else self.handle(frame))
         cluster = self.context.cluster
@@ -201,18 +209,22 @@ class Connection:
             return False
         return not (hello and self.session.is_open) or await self.open()
 
-    async def locked_out(self, named: str) -> bool:
-        """Refuse the hello if this address is locked out for the world ``named`` after failed hellos.
+    async def locked_out(self, named: str, language: str) -> bool:
+        """Refuse the hello if this address must wait before a hello for the world ``named``
+        (:meth:`bridge.limits.Admission.hello_delay`: locked out after failed hellos, the
+        bridge-wide failure budget spent, or too many of its hellos being checked at once).
 
-        The refusal is ``rate_limited``, then 1013. True when it was refused."""
-        wait = self.context.admission.hello_wait(self.address, named)
+        The refusal is ``rate_limited`` in ``language`` (the hello's), then 1013. True when it
+        was refused."""
+        wait, reason = self.context.admission.hello_delay(self.address, named)
         if wait <= 0:
             return False
-        log.info("connection_refused", reason="failed_hellos", address=self.address,
+        log.info("connection_refused", reason=reason, address=self.address,
                  world_id=named or None, retry_after=round(wait, 1))
-        refusal = RateLimited(N_("too many failed hellos: try again in %(seconds)s s"), {"seconds": math.ceil(wait)})
-        await self.ws.send(error_frame(refusal, None).decode())  # before the hello: no language known
-        await self.close(CloseCode.TRY_AGAIN_LATER, "too many failed hellos")
+        text, close_reason = HELLO_WAITS[reason]
+        refusal = RateLimited(text, {"seconds": math.ceil(wait)})
+        await self.ws.send(error_frame(refusal, None, language).decode())
+        await self.close(CloseCode.TRY_AGAIN_LATER, close_reason)
         return True
 
     async def admit(self, frame: str | bytes, named: str) -> Reply:
@@ -349,26 +361,31 @@ def _fan_out(viewers: Viewers, world_id: str | None, reply: Reply, cluster: Clus
             elsewhere.publish(reply.overlay_action, world_id, frame=None if last is None else last.decode())
 
 
-class _WorldNamed(msgspec.Struct):
+class _FirstFrame(msgspec.Struct):
     world_id: object = None
+    client: object = None
 
 
-_world_named_decoder = msgspec.json.Decoder(_WorldNamed)
+_first_frame_decoder = msgspec.json.Decoder(_FirstFrame)
 
 
-def _world_named(frame: str | bytes) -> str:
-    """The world a connection's first frame names, for the failed-hello lockout's key.
+def _first_frame_names(frame: str | bytes) -> tuple[str, str]:
+    """The world a connection's first frame names (the failed-hello lockout's key, with the
+    address) and the language it asks for (``client.language``, normalized).
 
-    That is its ``world_id``, a string of at most 128 characters. ``""`` when it names none: bytes,
-    not a JSON object, or too deep to read safely."""
+    The world is its ``world_id``, a string of at most 128 characters, ``""`` when it names none:
+    bytes, not a JSON object, or too deep to read safely. The language is
+    :data:`bridge.i18n.DEFAULT` when it names none."""
     if isinstance(frame, bytes):
-        return ""
+        return "", i18n.DEFAULT
     try:
         check_frame(frame)
-        world = _world_named_decoder.decode(frame).world_id
+        first = _first_frame_decoder.decode(frame)
     except (BadMessage, msgspec.DecodeError, msgspec.ValidationError):
-        return ""
-    return world if isinstance(world, str) and len(world) <= 128 else ""
+        return "", i18n.DEFAULT
+    world = first.world_id if isinstance(first.world_id, str) and len(first.world_id) <= 128 else ""
+    asked = first.client.get("language") if isinstance(first.client, dict) else None
+    return world, i18n.normalize(asked if isinstance(asked, str) else None)
 
 
 def peer_address(transport: asyncio.BaseTransport) -> str:

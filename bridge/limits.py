@@ -37,6 +37,7 @@ TARPIT_MAX = 128  # ... but at most this many wait at once (each holds a file de
 ADDRESS_WORLDS = 4  # an address's failed hellos for all worlds together lock it out past this many
 # times ``free_failed_hellos``: guessing many world ids is throttled too, one world's guesses are not
 ANY_WORLD = None  # the failure key of an address's hellos for all worlds together
+LOOPBACK = ("127.0.0.1", "::1")  # this machine's own address, as a peer of the bridge
 
 
 class RateLimit:
@@ -93,6 +94,9 @@ class Limits:
     new_address_rate: float = 20.0  # new connections per second, all addresses that never completed a
     # hello together (a flood spread over many addresses): one accept and a 503 past it, no handshake
     new_address_burst: int = 100  # ... in bursts of this many (the GMs reconnecting after a restart)
+    trusted_addresses: tuple[str, ...] = LOOPBACK  # counted as having completed a hello: this
+    # machine's own checks (a Docker HEALTHCHECK, a reverse proxy beside the bridge) and, added by
+    # the host, a load balancer's health checks, which never say hello and must pass a flood
 
 
 FailureKey = tuple[str, str | None]  # (address, world id as the hello gave it, or ANY_WORLD)
@@ -158,7 +162,7 @@ class Admission:
             _remember(self._connects, address, bucket)
         if not bucket.allow():
             return "connect_rate"
-        if address not in self._succeeded and not self._strangers.allow():
+        if not self.known(address) and not self._strangers.allow():
             return "new_address_rate"
         if self.pending >= limits.pending_hello and self.evict is not None:
             oldest, _ = self._pending.popitem(last=False)
@@ -200,35 +204,48 @@ class Admission:
         free = self.limits.free_failed_hellos
         return ((address, world_id), free), ((address, ANY_WORLD), free * ADDRESS_WORLDS)
 
+    def known(self, address: str) -> bool:
+        """True when ``address`` completed a hello since the bridge started, or is trusted
+        (``Limits.trusted_addresses``). Known addresses skip the new-address bucket and the
+        bridge-wide failure budget."""
+        return address in self._succeeded or address in self.limits.trusted_addresses
+
     def hello_wait(self, address: str, world_id: str = "") -> float:
-        """Seconds before ``address`` may try a hello for ``world_id`` again.
+        """Seconds before ``address`` may try a hello for ``world_id`` again (0: now); see
+        :meth:`hello_delay`."""
+        return self.hello_delay(address, world_id)[0]
 
-        0 means now. ``world_id`` is ``""`` for a first frame naming no world. The wait is nonzero:
+    def hello_delay(self, address: str, world_id: str = "") -> tuple[float, str]:
+        """Seconds before ``address`` may try a hello for ``world_id`` again, and why.
 
-        - while that world, or the whole address, is locked out after failed hellos. At most
-          ``max_hello_delay``.
-        - 1 s while the bridge-wide budget of failed hellos is spent and ``address`` never completed a
-          hello.
-        - 1 s while as many of its hellos are being checked as it has failures left before a lockout
-          (one after a lockout). So concurrent guesses cannot overtake the count.
+        ``(0.0, "")`` means now. ``world_id`` is ``""`` for a first frame naming no world. The
+        wait is nonzero, with its reason:
 
-        An address that completed a hello and has no failure may have any number checked at once.
-        Think of a GM's overlay pages reconnecting together."""
+        - ``failed_hellos``: that world, or the whole address, is locked out after failed hellos.
+          At most ``max_hello_delay``.
+        - ``failed_hello_budget``: 1 s, while the bridge-wide budget of failed hellos is spent and
+          ``address`` is not :meth:`known`.
+        - ``hellos_in_flight``: 1 s, while as many of its hellos are being checked as it has
+          failures left before a lockout (one after a lockout). So concurrent guesses cannot
+          overtake the count. None of them need have failed.
+
+        A known address with no failure may have any number checked at once. Think of a GM's
+        overlay pages reconnecting together."""
         now = self.clock()
         keys = self._keys(address, world_id)
         locked = max((f.locked_until for key, _ in keys if (f := self._failures.get(key)) is not None),
                      default=0.0)
         if locked > now:
-            return locked - now
-        known = address in self._succeeded
+            return locked - now, "failed_hellos"
+        known = self.known(address)
         if not known and not self._failure_budget.available():
-            return 1.0
+            return 1.0, "failed_hello_budget"
         for key, free in keys:
             failures = self._failures.get(key)
             failed = failures.count if failures is not None else 0
             if (failed or not known) and self._in_flight.get(key, 0) >= max(1, free - failed):
-                return 1.0
-        return 0.0
+                return 1.0, "hellos_in_flight"
+        return 0.0, ""
 
     def hello_begin(self, address: str, world_id: str = "") -> None:
         """A hello from ``address`` for ``world_id`` is being checked (call :meth:`hello_end` after)."""
