@@ -347,7 +347,7 @@ def print_report(report: dict) -> None:
 
 def main(argv: list[str] | None = None) -> int:
     """The command line (``python -m bench.attack --help``); 0 when it ran (the verdicts are printed)."""
-    parser = argparse.ArgumentParser(prog="python -m bench.attack", description=__doc__.split("\n\n")[0])
+    parser = argparse.ArgumentParser(prog="python -m bench.attack", description=__doc__.split("\n\n")[0].replace("``", ""))
     parser.add_argument("--duration", type=float, default=15.0, help="seconds per phase (default 15)")
     parser.add_argument("--rate", type=float, default=15.0,
                         help="the table's decisions per second (default 15, under the 20/s world limit)")
