@@ -308,7 +308,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--store-decisions", type=int, default=20000, help="decisions for the store alone")
     parser.add_argument("--out", type=Path, default=DEFAULT_OUT,
                         help="JSON results file (default %(default)s; --restart: bench-restart.json, --memory: "
-                        "bench-memory.json, --click: bench-click.json, --faults: bench-faults.json)")
+                        "bench-memory.json, --click: bench-click.json, --faults: bench-faults.json, --attack: bench-attack.json)")
     parser.add_argument("--quick", action="store_true", help="tiny run checking the harness (seconds)")
     parser.add_argument("--scale", action="store_true",
                         help="instead: decisions/s and CPU per decision of 1, 2 and 4 bridge processes on "
@@ -343,7 +343,7 @@ def main(argv: list[str] | None = None) -> int:
                         "decisions lost, seconds until service returned, log lines, audit verify; NAMES (comma-"
                         "separated) runs only those of: " + ", ".join(faults.NAMES) + " (default all; JSON: "
                         "bench-faults.json)")
-    parser.add_argument("--attack", nargs="?", const="all", metavar="NAMES",
+    parser.add_argument("--attack", nargs="?", const=list(attack.ATTACKS), type=attack.floods, metavar="NAMES",
                         help="instead: another world's latency while one connection or address floods the bridge "
                         "(bench/attack.py: p99 under each flood against p99 without, goal 2x); NAMES (comma-"
                         "separated) runs only those of: " + ", ".join(attack.ATTACKS) + " (default all; JSON: "
@@ -356,8 +356,7 @@ def main(argv: list[str] | None = None) -> int:
         return crash.main(args.kill_rounds)
     if args.attack is not None:
         out = args.out.with_name("bench-attack.json") if args.out == DEFAULT_OUT else args.out
-        return attack.main([*(["--smoke"] if args.quick else []), "--out", str(out),
-                            *([] if args.attack == "all" else ["--only", args.attack])])
+        return attack.main([*(["--smoke"] if args.quick else []), "--out", str(out), "--only", ",".join(args.attack)])
     if args.faults is not None:
         return faults.main(faults.NAMES if args.faults == "all" else args.faults.split(","), args.quick,
                            args.out.with_name("bench-faults.json") if args.out == DEFAULT_OUT else args.out)

@@ -699,8 +699,9 @@ def _limit_flags(serve: argparse.ArgumentParser) -> None:
                        default=[], metavar="IP",
                        help="an address counted as a GM's (it skips the new-address and failed-hello "
                        "budgets): a load balancer's or a monitor's health checks, which never say hello, "
-                       "must pass a flood; repeat for several (always trusted: "
-                       f"{', '.join(defaults.trusted_addresses)}, this machine)")
+                       "must pass a flood; one address each, not a range: repeat for several (always "
+                       f"trusted: the loopback addresses {' and '.join(defaults.trusted_addresses)}, so a "
+                       "reverse proxy or a health check on this machine)")
 
 
 def _ip_address(text: str) -> str:
@@ -718,7 +719,7 @@ def _positive(kind: type[int] | type[float]) -> Callable[[str], int | float]:
         try:
             value = kind(text)
         except ValueError:
-            raise argparse.ArgumentTypeError(f"{text!r} is not a {kind.__name__}") from None
+            raise argparse.ArgumentTypeError(f"{text!r} is not {'a whole number' if kind is int else 'a number'}") from None
         if value <= 0:
             raise argparse.ArgumentTypeError(f"{text} must be above 0")
         return value

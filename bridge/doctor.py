@@ -152,8 +152,8 @@ def check_memory_budget(max_worlds: int, worlds: list[tuple[str, bool]] | None) 
     Beyond it, the least recently used idle worlds leave. With more registered worlds than that,
     some are loaded again from the database on their next decision. A load reads the world's event
     ids and checks its chain (docs/performance.md)."""
-    registered = "" if worlds is None else f" of the {len(worlds)} registered"
-    return [ok(f"serve holds at most {max_worlds} worlds{registered} in memory (--max-worlds-in-memory); "
+    registered = "" if worlds is None else f" ({len(worlds)} registered)"
+    return [ok(f"serve holds at most {max_worlds} worlds in memory{registered} (--max-worlds-in-memory); "
                "an idle world beyond it leaves memory and is loaded again on its next decision")]
 
 
@@ -168,7 +168,10 @@ def check_port(host: str, port: int) -> list[Finding]:
     with socket.socket(family, kind, proto) as sock:
         try:
             sock.bind(address)
-            return [ok(f"port {port} on {host} is free for serve")]
+            if port == 0:  # serve --port 0 takes any free port
+                return [ok(f"serve can listen on {host} (--port 0: any free port)")]
+            return [warn(f"nothing listens on {host}:{port}: no module can connect until serve runs",
+                         "start it: `fate-bridge serve` (the port is free, so it can listen there)")]
         except OSError as exc:
             if exc.errno != errno.EADDRINUSE:
                 return [fail(f"cannot listen on {host}:{port}: {exc.strerror}",

@@ -322,6 +322,15 @@ class TestLocalFiles:
         found = await asyncio.to_thread(doctor.check_port, "127.0.0.1", serving)
         the(found, "ok", f"a fate-bridge answers on 127.0.0.1:{serving}")
 
+    def test_a_free_port_warns_that_nothing_listens_yet(self):
+        """The commonest reason a table does not connect: serve is not running."""
+        with socket.socket() as sock:
+            sock.bind(("127.0.0.1", 0))
+            port = sock.getsockname()[1]  # free again once closed
+        found = doctor.check_port("127.0.0.1", port)
+        assert the(found, "warn", f"nothing listens on 127.0.0.1:{port}").fix.startswith("start it: `fate-bridge serve`")
+        the(doctor.check_port("127.0.0.1", 0), "ok", "serve can listen on 127.0.0.1 (--port 0")
+
     def test_bad_host(self):
         the(doctor.check_port("no-such-host.invalid", 8765), "fail", "--host no-such-host.invalid is not")
 
@@ -336,7 +345,7 @@ class TestLocalFiles:
     def test_memory_budget_names_the_budget_and_the_registered_worlds(self):
         """Issue 27: doctor shows the worlds serve holds in memory at most."""
         found = doctor.check_memory_budget(2, [("a", True), ("b", True), ("c", True)])
-        the(found, "ok", "serve holds at most 2 worlds of the 3 registered in memory (--max-worlds-in-memory)")
+        the(found, "ok", "serve holds at most 2 worlds in memory (3 registered) (--max-worlds-in-memory)")
 
 
 class TestCommand:
