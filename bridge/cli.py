@@ -24,7 +24,7 @@ from . import __version__
 from .config import (LOG_FORMATS, MAX_WORLDS_IN_MEMORY, database, db_label, default_audit_key, default_db,
                      default_signing_key, load_key, load_signing_key, source_db)
 from .errors import ConfigError, StorageUnavailable
-from .limits import RATE_BURST_SECONDS, RATE_PER_SECOND, Limits
+from .limits import LOOPBACK, RATE_BURST_SECONDS, RATE_PER_SECOND, Limits
 from .release import PUBLIC_URL_ENV, REPOSITORY, release_manifest_url, release_tag, repository_name
 
 if TYPE_CHECKING:
@@ -704,6 +704,13 @@ def _limit_flags(serve: argparse.ArgumentParser) -> None:
                        "reverse proxy or a health check on this machine)")
 
 
+def serve_limits(args: argparse.Namespace) -> Limits:
+    """The :class:`Limits` of ``serve``'s parsed flags: one field a flag, and the loopback
+    addresses trusted always, with each ``--trusted-address`` after them."""
+    return Limits(**{name: getattr(args, name) for _, name, _, _ in _LIMIT_FLAGS},
+                  trusted_addresses=(*LOOPBACK, *args.trusted_addresses))
+
+
 def _ip_address(text: str) -> str:
     """An argparse type: an IP address, written as the bridge sees peers (``::1``, not ``[::1]``)."""
     import ipaddress
@@ -839,8 +846,7 @@ async def _serve_held(args: argparse.Namespace, db: Path | str, tls: ssl.SSLCont
             from .cluster import Cluster
             cluster = await Cluster.open(str(db))
         rate = None if args.rate_limit <= 0 else (args.rate_limit, int(args.rate_limit * RATE_BURST_SECONDS))
-        limits = Limits(**{name: getattr(args, name) for _, name, _, _ in _LIMIT_FLAGS},
-                        trusted_addresses=(*Limits().trusted_addresses, *args.trusted_addresses))
+        limits = serve_limits(args)
         server = await start(store, args.host, args.port, origins=args.origins, tls=tls, rate=rate,
                              public_url=args.public_url, limits=limits, cluster=cluster,
                              reuse_port=args.reuse_port, drain=drain)

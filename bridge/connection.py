@@ -28,7 +28,6 @@ import contextlib
 import math
 import re
 import socket
-from collections.abc import Callable
 from dataclasses import dataclass
 
 import msgspec
@@ -42,7 +41,7 @@ from .dice import Dice
 from .errors import BadMessage, RateLimited, StorageUnavailable
 from . import i18n
 from .i18n import N_
-from .limits import Admission, RateLimit, RegistrationRates, WorldRates
+from .limits import Admission, HelloWaitReason, RegistrationRates, WorldRates
 from .link_guard import LinkGuard
 from .links import Drain, Forwarders, Viewer, Viewers, superseded_reason
 from .metrics import Metrics
@@ -63,13 +62,19 @@ VIEWER_SEND_BUFFER_BYTES = 64 * 1024  # kernel send buffer of a viewer's socket:
 # cards before its send times out; with 64 KiB it is noticed after a few dozen
 
 CLOSE_REASONS = {CLOSE_DONE: "registration answered"}  # a session's close, else "unauthorized"
-HELLO_WAITS = {  # Admission.hello_delay's reason -> the refusal's msgid, the close reason
+HELLO_WAITS: dict[HelloWaitReason, tuple[str, str]] = {  # hello_delay's reason -> refusal msgid, close reason
     "failed_hellos": (N_("too many failed hellos: try again in %(seconds)s s"), "too many failed hellos"),
     "failed_hello_budget": (N_("too many failed hellos on this bridge just now: try again in %(seconds)s s"),
                             "too many failed hellos on this bridge"),
     "hellos_in_flight": (N_("too many hellos from this address at once: try again in %(seconds)s s"),
                          "too many hellos at once"),
 }
+def rate_refusal(per_second: float) -> RateLimited:
+    """The ``rate_limited`` refusal of a frame past a world's rate of ``per_second`` frames."""
+    return RateLimited(N_("more than %(rate)s messages a second: this one was not handled; send it "
+                          "again later with the same event_id"), {"rate": f"{per_second:g}"})
+
+
 BINARY_FRAME = BadMessage(N_("binary frames are not accepted: send each JSON message as a text frame"))
 
 
@@ -78,10 +83,9 @@ class ServerContext:
     """What every connection of one server shares, built once (:func:`bridge.server.start`).
 
     - ``hello_timeout``: seconds for the first frame.
-    - ``rate``: (frames per second, burst). It sets each overlay viewer connection's own bucket, and
-      ``worlds``: the forwarders' buckets, one per world whatever the connection. None (both): no
-      limit.
-    - ``clock``: the event loop's, in seconds.
+    - ``worlds``: the forwarders' buckets, one per world whatever the connection; an overlay
+      viewer connection gets a bucket of the same rate of its own. None: no limit.
+    - ``rate_refusal``: the answer to a frame past its rate (None with no limit), made once.
     - ``admission``: the address and connection limits. Every connection's hellos are throttled by
       it.
     - ``registrations``: the rates of registrations through invite codes.
@@ -93,9 +97,8 @@ class ServerContext:
     store: Store
     dice: Dice
     hello_timeout: float
-    rate: tuple[float, int] | None
     worlds: WorldRates | None
-    clock: Callable[[], float]
+    rate_refusal: RateLimited | None
     viewers: Viewers
     presence: Presence
     admission: Admission
@@ -105,13 +108,6 @@ class ServerContext:
     drain: Drain
     cluster: Cluster | None
     metrics: Metrics | None
-
-    @property
-    def rate_refusal(self) -> RateLimited:
-        """The ``rate_limited`` refusal of a frame past its world's rate (the rate in it)."""
-        rate = "" if self.rate is None else f"{self.rate[0]:g}"
-        return RateLimited(N_("more than %(rate)s messages a second: this one was not handled; send it "
-                              "again later with the same event_id"), {"rate": rate})
 
 
 class Connection:
@@ -131,8 +127,8 @@ class Connection:
         self.address = peer_address(ws.transport)
         self.session = Session(context.store, context.dice, max_frame_bytes=MAX_FRAME_BYTES, reporter=draw_report,
                                metrics=context.metrics, registrations=context.registrations.gate(self.address))
-        rate = context.rate  # a viewer's own bucket; a forwarder's is its world's (open)
-        self.limit = None if rate is None else RateLimit(rate[0], rate[1], context.clock)
+        worlds = context.worlds  # a viewer's own bucket; a forwarder's is its world's (open)
+        self.limit = None if worlds is None else worlds.own()
         self.pump: asyncio.Task[None] | None = None  # a viewer's sender task
         self.viewer: Viewer | None = None
         self.watched: str | None = None  # the world whose overlay this viewer made this process watch
@@ -217,13 +213,13 @@ class Connection:
         The refusal is ``rate_limited`` in ``language`` (the hello's), then 1013. True when it
         was refused."""
         wait, reason = self.context.admission.hello_delay(self.address, named)
-        if wait <= 0:
+        if not reason:  # no wait (then wait is 0)
             return False
         log.info("connection_refused", reason=reason, address=self.address,
                  world_id=named or None, retry_after=round(wait, 1))
         text, close_reason = HELLO_WAITS[reason]
         refusal = RateLimited(text, {"seconds": math.ceil(wait)})
-        await self.ws.send(error_frame(refusal, None, language).decode())
+        await self.ws.send(error_frame(refusal, None, language), text=True)
         await self.close(CloseCode.TRY_AGAIN_LATER, close_reason)
         return True
 
@@ -232,7 +228,7 @@ class Connection:
 
         It is counted in the address's hellos in flight while the session checks it."""
         if isinstance(frame, bytes):
-            return Reply([error_frame(BINARY_FRAME, None)], CLOSE_UNAUTHORIZED)
+            return Reply([error_frame(BINARY_FRAME, None, i18n.DEFAULT)], CLOSE_UNAUTHORIZED)  # no language named
         admission = self.context.admission
         admission.hello_begin(self.address, named)
         try:
@@ -253,6 +249,7 @@ class Connection:
         if not self.limited:
             log.info("rate_limited", world_id=self.session.world_id, address=self.address)
             self.limited = True
+        assert self.context.rate_refusal is not None  # set whenever there is a limit
         reply = Reply([error_frame(self.context.rate_refusal, ref_of(frame), language)])
         self.paced = self.limit.wait()
         return reply
@@ -389,9 +386,15 @@ def _first_frame_names(frame: str | bytes) -> tuple[str, str]:
 
 
 def peer_address(transport: asyncio.BaseTransport) -> str:
-    """The peer's IP address as text ("?" when the transport does not say)."""
+    """The peer's IP address as text ("?" when the transport does not say).
+
+    An IPv4 peer of a dual-stack socket (``serve --host ::``) reads ``::ffff:a.b.c.d``; it is
+    named ``a.b.c.d``, as ``--trusted-address``, the limits and the logs write it."""
     peer = transport.get_extra_info("peername")
-    return str(peer[0]) if isinstance(peer, tuple) and peer else "?"
+    if not (isinstance(peer, tuple) and peer):
+        return "?"
+    host = str(peer[0])
+    return host.removeprefix("::ffff:") if host.startswith("::ffff:") and "." in host else host
 
 
 def _log_refused_frame(closed: ConnectionClosed, address: str, world_id: str | None) -> None:

@@ -92,6 +92,7 @@ class Decides:
     refused: Refused
 
     def serve(self, shell: Shell, message: Any, dice: Dice) -> Awaitable[Any]:
+        """The shell's answer: the decision, recorded (:meth:`Shell.decide`)."""
         return shell.decide(message, dice)
 
 
@@ -104,6 +105,7 @@ class Answers:
     query: Query
 
     def serve(self, shell: Shell, message: Any, dice: Dice) -> Awaitable[Any]:
+        """The shell's answer: the query run on the world's state (:meth:`Shell.answer`)."""
         return shell.answer(message, self)
 
 
@@ -116,6 +118,7 @@ class Serves:
     handle: Callable[[Shell, Any], Awaitable[Any]]
 
     def serve(self, shell: Shell, message: Any, dice: Dice) -> Awaitable[Any]:
+        """The shell's answer: its own coroutine for the message (``handle``); no dice."""
         return self.handle(shell, message)
 
 
@@ -179,10 +182,15 @@ def rule(message: wire.Request, state: WorldState, dice: Dice) -> Outcome:
     Its :class:`~bridge.errors.Refusal` propagates. :func:`decide` makes it the refused Outcome
     (:func:`refused`) and undoes what the handler wrote. Raises ``TypeError`` for a message that is
     not a decision: ``hello``, ``ping``, ``audit_query``. The session answers those."""
+    return _decides(message).handler(message, state, dice)
+
+
+def _decides(message: wire.ClientMessage) -> Decides:
+    """The route of a decision message; ``TypeError`` for any other message."""
     route = routes().get(type(message))
     if not isinstance(route, Decides):
         raise TypeError(f"{type(message).__name__} is not a decision message")
-    return route.handler(message, state, dice)
+    return route
 
 
 def refused(message: wire.Request, refusal: Refusal, state: WorldState, language: str) -> Outcome:
@@ -196,9 +204,7 @@ def refused(message: wire.Request, refusal: Refusal, state: WorldState, language
     - its ruleset's refusal columns (:attr:`Ruleset.refused <bridge.ruleset.Ruleset.refused>`).
     - the code and field, as log keys."""
     error = error_reply(refusal, message.event_id, language)
-    route = routes()[type(message)]
-    assert isinstance(route, Decides)
-    columns = route.refused(message, error, state)
+    columns = _decides(message).refused(message, error, state)
     return Outcome(error, columns, None, {"code": error.code, "field": error.field}, refused=True)
 
 

@@ -76,11 +76,6 @@ class Joined:
         return separator.join(p.shown(gettext) if isinstance(p, Text) else p for p in self.parts)
 
 
-def _as_is(msgid: str) -> str:
-    """English: the msgid itself (what :attr:`Refusal.message` shows)."""
-    return msgid
-
-
 class BridgeError(Exception):
     """Base of every error the bridge raises on purpose."""
 
@@ -106,7 +101,7 @@ class Refusal(BridgeError):
     @property
     def message(self) -> str:
         """The English text."""
-        return self.text.shown(_as_is)
+        return self.text.shown(str)  # English: each msgid as it is
 
     def __str__(self) -> str:
         return self.message

@@ -25,6 +25,7 @@ from __future__ import annotations
 from collections import OrderedDict
 from collections.abc import Callable, Hashable
 from dataclasses import dataclass
+from typing import Literal
 
 RATE_PER_SECOND = 20.0  # per world: a table makes a few decisions a minute; a replay burst after reconnect
 RATE_BURST_SECONDS = 5.0  # ... re-sends at most the queued messages at once: 100 frames
@@ -99,6 +100,7 @@ class Limits:
     # the host, a load balancer's health checks, which never say hello and must pass a flood
 
 
+HelloWaitReason = Literal["failed_hellos", "failed_hello_budget", "hellos_in_flight"]  # Admission.hello_delay's
 FailureKey = tuple[str, str | None]  # (address, world id as the hello gave it, or ANY_WORLD)
 
 
@@ -210,12 +212,7 @@ class Admission:
         bridge-wide failure budget."""
         return address in self._succeeded or address in self.limits.trusted_addresses
 
-    def hello_wait(self, address: str, world_id: str = "") -> float:
-        """Seconds before ``address`` may try a hello for ``world_id`` again (0: now); see
-        :meth:`hello_delay`."""
-        return self.hello_delay(address, world_id)[0]
-
-    def hello_delay(self, address: str, world_id: str = "") -> tuple[float, str]:
+    def hello_delay(self, address: str, world_id: str = "") -> tuple[float, HelloWaitReason | Literal[""]]:
         """Seconds before ``address`` may try a hello for ``world_id`` again, and why.
 
         ``(0.0, "")`` means now. ``world_id`` is ``""`` for a first frame naming no world. The
@@ -359,8 +356,12 @@ class WorldRates:
         one, so this holds at most one per registered world."""
         limit = self._by_world.get(world_id)
         if limit is None:
-            limit = self._by_world[world_id] = RateLimit(self.rate, self.burst, self.clock)
+            limit = self._by_world[world_id] = self.own()
         return limit
+
+    def own(self) -> RateLimit:
+        """A full bucket of the same rate, kept by no world: an overlay viewer connection's."""
+        return RateLimit(self.rate, self.burst, self.clock)
 
 
 def _release(counts: dict, key: Hashable) -> None:

@@ -34,7 +34,7 @@ def error_reply(refusal: Refusal, ref: str | None, language: str) -> wire.Error:
                       field=refusal.field, retry_after_ms=getattr(refusal, "retry_after_ms", msgspec.UNSET))
 
 
-def error_frame(refusal: Refusal, ref: str | None, language: str = i18n.DEFAULT) -> bytes:
+def error_frame(refusal: Refusal, ref: str | None, language: str) -> bytes:
     """The encoded ``error`` frame answering ``refusal`` (:func:`error_reply`)."""
     return wire.encode(error_reply(refusal, ref, language))
 

@@ -48,7 +48,7 @@ class Outcome(msgspec.Struct, frozen=True):
     - ``card_key``: the overlay slot the card fills. A later card with the same key replaces it.
       sohl keys a Fate card by its ChatMessage, so the final card of a Fate Test CS replaces the
       pending one. None: the request's ``event_id``.
-    - ``refused``: the reply is an ``error`` that :func:`bridge.core.rule` made from a Refusal. The
+    - ``refused``: the reply is an ``error`` that :func:`bridge.core.refused` made from a Refusal. The
       decision's writes are undone."""
 
     reply: BridgeMessage

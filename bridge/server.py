@@ -36,7 +36,7 @@ from websockets.asyncio.server import Server, ServerConnection, serve
 from websockets.http11 import Request, Response
 
 from .cluster import Cluster, Notice
-from .connection import Connection, ServerContext, peer_address
+from .connection import Connection, ServerContext, peer_address, rate_refusal
 from .dice import Dice, SecretDice
 from .errors import ConfigError
 from .http import Pages
@@ -237,9 +237,8 @@ def server_context(
         store=store,
         dice=dice or SecretDice(),
         hello_timeout=hello_timeout,
-        rate=rate,
         worlds=None if rate is None else WorldRates(rate[0], rate[1], clock),
-        clock=clock,
+        rate_refusal=None if rate is None else rate_refusal(rate[0]),
         viewers=viewers,
         presence=presence,
         admission=Admission(Limits(), clock) if admission is None else admission,

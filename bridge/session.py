@@ -330,6 +330,9 @@ class Session:
         return Reply([wire.encode(wire.AuditReportPage(query_id=query.query_id, html=html))])
 
     async def hello(self, hello: wire.Hello) -> Reply:
+        """Open the connection for ``hello``'s world, as its forwarder (the token) or an overlay
+        viewer (the viewer key): ``welcome``; else ``unauthorized`` and close 4001. A trusted
+        session (``resolve``) registers an unknown world on the spot."""
         world = await self.store.world(hello.world_id)
         if self.trusted:
             if world is None:

@@ -151,27 +151,27 @@ class TestAdmission:
         admission, now = self.admission(free_failed_hellos=2, max_hello_delay=4.0, failed_hello_rate=1000)
         waits = []
         for _ in range(6):
-            assert admission.hello_wait("a") == 0.0
+            assert admission.hello_delay("a")[0] == 0.0
             admission.hello_failed("a")
-            waits.append(admission.hello_wait("a"))
+            waits.append(admission.hello_delay("a")[0])
             now[0] += waits[-1]
         assert waits == [0.0, 0.0, 1.0, 2.0, 4.0, 4.0]
-        assert admission.hello_wait("b") == 0.0  # other addresses are not affected
+        assert admission.hello_delay("b")[0] == 0.0  # other addresses are not affected
 
     def test_concurrent_hellos_cannot_overtake_the_failure_count(self):
         admission, now = self.admission(free_failed_hellos=2, failed_hello_rate=1000)
         admission.hello_begin("a")
         admission.hello_begin("a")
-        assert admission.hello_wait("a") == 1.0  # two in flight: both may fail, none more
+        assert admission.hello_delay("a")[0] == 1.0  # two in flight: both may fail, none more
         admission.hello_end("a")
         admission.hello_failed("a")
-        assert admission.hello_wait("a") == 1.0  # one failure + one in flight
+        assert admission.hello_delay("a")[0] == 1.0  # one failure + one in flight
         admission.hello_end("a")
-        assert admission.hello_wait("a") == 0.0
+        assert admission.hello_delay("a")[0] == 0.0
         admission.hello_succeeded("gm")
         for _ in range(20):  # a GM's overlay pages reconnecting at once
             admission.hello_begin("gm")
-        assert admission.hello_wait("gm") == 0.0
+        assert admission.hello_delay("gm")[0] == 0.0
 
     def flood(self, admission: Admission, now: list[float], address: str, worlds, until: float) -> int:
         """Bad hellos from ``address`` as fast as they are let through (each world of ``worlds``
@@ -179,7 +179,7 @@ class TestAdmission:
         checked, turn = 0, 0
         while now[0] < until:
             world = worlds[turn % len(worlds)]
-            if (wait := admission.hello_wait(address, world)) > 0:
+            if (wait := admission.hello_delay(address, world)[0]) > 0:
                 now[0] = min(until, now[0] + wait)  # refused before the store: the flood waits it out
                 continue
             admission.hello_begin(address, world)
@@ -195,13 +195,13 @@ class TestAdmission:
         admission, now = self.admission(failed_hello_rate=1000)
         assert Limits().max_hello_delay == 5.0
         assert self.flood(admission, now, "nat", ["gm-world"], until=8.0) == 9  # 5 free + at 0, 1, 3, 7 s
-        assert admission.hello_wait("nat", "gm-world") == 4.0  # locked at 7 s for 5 s: the GM waits 4 s
-        assert admission.hello_wait("nat", "other-world") == 0.0  # the address's other worlds: not locked
-        assert admission.hello_wait("elsewhere", "gm-world") == 0.0  # the world from other addresses: neither
+        assert admission.hello_delay("nat", "gm-world")[0] == 4.0  # locked at 7 s for 5 s: the GM waits 4 s
+        assert admission.hello_delay("nat", "other-world")[0] == 0.0  # the address's other worlds: not locked
+        assert admission.hello_delay("elsewhere", "gm-world")[0] == 0.0  # the world from other addresses: neither
         now[0] = 12.0
-        assert admission.hello_wait("nat", "gm-world") == 0.0  # the correct token is checked now
+        assert admission.hello_delay("nat", "gm-world")[0] == 0.0  # the correct token is checked now
         admission.hello_failed("nat", "gm-world")  # the flood resumes: still never over the bound
-        assert admission.hello_wait("nat", "gm-world") == Limits().max_hello_delay
+        assert admission.hello_delay("nat", "gm-world")[0] == Limits().max_hello_delay
 
     def test_guessing_many_worlds_locks_the_whole_address_just_as_briefly(self):
         """Spraying world ids (each its own key) is throttled by the address's count for all
@@ -213,18 +213,18 @@ class TestAdmission:
         worlds = [f"guess-{n}" for n in range(100)]
         checked = self.flood(admission, now, "nat", worlds, until=8.0)
         assert checked == 5 * ADDRESS_WORLDS + 4  # 20 free, then at 0, 1, 3, 7 s
-        assert admission.hello_wait("nat", "gm-world") == 4.0
-        assert admission.hello_wait("elsewhere", "gm-world") == 0.0
+        assert admission.hello_delay("nat", "gm-world")[0] == 4.0
+        assert admission.hello_delay("elsewhere", "gm-world")[0] == 0.0
         now[0] = 12.0
-        assert admission.hello_wait("nat", "gm-world") == 0.0
+        assert admission.hello_delay("nat", "gm-world")[0] == 0.0
 
     def test_the_bridge_wide_failure_budget_spares_addresses_that_said_hello(self):
         admission, _ = self.admission(failed_hello_rate=1.0, free_failed_hellos=100)  # burst 5
         admission.hello_succeeded("gm")
         for n in range(5):
             admission.hello_failed(f"attacker{n}")
-        assert admission.hello_wait("newcomer") == 1.0
-        assert admission.hello_wait("gm") == 0.0
+        assert admission.hello_delay("newcomer")[0] == 1.0
+        assert admission.hello_delay("gm")[0] == 0.0
 
     def test_refused_connections_wait_in_a_bounded_tarpit(self):
         from bridge.limits import TARPIT_MAX, TARPIT_SECONDS
@@ -335,6 +335,8 @@ class TestServerLimits:
                 await ws.send(json.dumps(rolled(f"r{n}", f"m{n}")))
             refused = json.loads(await asyncio.wait_for(ws.recv(), TIMEOUT))
             assert (refused["code"], refused["ref"]) == ("rate_limited", "r2")
+            assert refused["message"] == ("more than 0.001 messages a second: this one was not handled; "
+                                          "send it again later with the same event_id")
             with pytest.raises(TimeoutError):  # nothing more is handled, so nothing more is answered
                 await asyncio.wait_for(ws.recv(), 0.5)
         await asyncio.wait_for(stopped(server), TIMEOUT)  # the paced handler saw the close
@@ -487,6 +489,37 @@ def test_every_limit_has_a_serve_flag_and_zero_is_refused():
     result = run_bridge("serve", "--trusted-address", "lb.example")
     assert result.returncode == 2
     assert "argument --trusted-address: 'lb.example' is not an IP address" in result.stderr
+
+
+def test_every_reason_to_wait_before_a_hello_has_its_own_words():
+    from typing import get_args
+
+    from bridge.connection import HELLO_WAITS
+    from bridge.limits import HelloWaitReason
+    assert set(HELLO_WAITS) == set(get_args(HelloWaitReason))
+    assert len({text for text, _ in HELLO_WAITS.values()}) == len({close for _, close in HELLO_WAITS.values()}) == 3
+    assert "failed" not in HELLO_WAITS["hellos_in_flight"][0] + HELLO_WAITS["hellos_in_flight"][1]
+
+
+@pytest.mark.parametrize(("peername", "address"), [
+    (("10.0.0.5", 50000), "10.0.0.5"), (("::ffff:10.0.0.5", 50000, 0, 0), "10.0.0.5"),
+    (("fd00::5", 50000, 0, 0), "fd00::5"), (None, "?")])
+def test_a_peer_is_named_as_the_limits_and_trusted_addresses_write_it(peername, address):
+    class Transport:
+        def get_extra_info(self, name):
+            return peername if name == "peername" else None
+
+    from bridge.connection import peer_address
+    assert peer_address(Transport()) == address  # type: ignore[arg-type]
+
+
+def test_serve_trusts_the_loopback_addresses_and_each_trusted_address_given():
+    from bridge import cli
+    args = cli._parser().parse_args(["serve", "--trusted-address", "10.0.0.5", "--trusted-address", "[fd00::5]",
+                                     "--new-address-rate", "7"])
+    limits = cli.serve_limits(args)
+    assert limits.trusted_addresses == ("127.0.0.1", "::1", "10.0.0.5", "fd00::5")
+    assert limits.new_address_rate == 7.0 and limits.new_address_burst == Limits().new_address_burst
 
 
 def test_resolve_answers_bad_lines_and_goes_on():

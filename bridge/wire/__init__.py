@@ -3,7 +3,7 @@
 The names are wire contract v1's; ``tests/test_wire.py`` pins them. ``docs/protocol.md``
 explains the flow. ``schemas/`` holds the JSON Schema generated from these classes.
 
-This package holds the shared messages: ``session``, ``audit``, ``overlay``, each listing its
+This package holds the shared messages: ``control``, ``audit_window``, ``overlay``, each listing its
 ``CLIENT`` and ``BRIDGE`` classes. Each ruleset's own messages live in
 ``bridge/rulesets/<id>/wire.py``. They join the union through its
 :class:`~bridge.ruleset.Ruleset` (``client``, ``bridge``). This package is beneath the rulesets
